@@ -1,0 +1,131 @@
+# lith — build, test, install.
+#
+#   make            liblith.a, liblith.so, lith.pc
+#   make run        install missing packages, build, run the demo on demo.db
+#   make test       build and run every test (SANITIZE=address or thread for
+#                   the same tests under ASan+UBSan or TSan)
+#   make deps       apt-get install what pkg-config cannot find
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# Objects go to build/<variant>/, so sanitizer builds never mix with the
+# normal one.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+SANITIZE ?=
+VERSION := 0.1.0
+SOMAJOR := 0
+
+PKGS      := sqlite3 libuv
+TEST_PKGS := cmocka
+DEBS      := libsqlite3-dev libuv1-dev libcmocka-dev pkg-config sqlite3
+
+ifeq ($(SANITIZE),)
+  VARIANT := default
+  SANFLAGS :=
+else ifeq ($(SANITIZE),address)
+  VARIANT := asan
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(SANITIZE),thread)
+  VARIANT := tsan
+  SANFLAGS := -fsanitize=thread -fno-omit-frame-pointer
+else
+  $(error SANITIZE must be empty, address or thread)
+endif
+
+B ?= build/$(VARIANT)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+CPPFLAGS += -D_GNU_SOURCE -Iinclude
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 $(WARN) -fPIC -pthread $(SANFLAGS)
+LDFLAGS  += -pthread $(SANFLAGS)
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_CFLAGS = $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
+TEST_LIBS   = $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
+
+LIB_SRC := $(wildcard sqlite/*.c) $(wildcard writer/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
+HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
+
+TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
+TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
+TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
+TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
+
+DEMO := $(B)/tools/lith-demo
+
+.SECONDARY:
+.PHONY: all run test deps check-deps install uninstall clean demo
+all: check-deps $(B)/liblith.a $(B)/liblith.so lith.pc
+
+check-deps:
+	@pkg-config --exists $(PKGS) $(TEST_PKGS) || { \
+	  echo "missing packages: run 'make deps' (apt-get install $(DEBS))"; exit 1; }
+
+deps:
+	@if pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	  echo "deps: all present"; \
+	else \
+	  echo "deps: installing $(DEBS)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS); \
+	fi
+
+$(B)/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/liblith.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/liblith.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,liblith.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+lith.pc: Makefile
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: lith' 'Description: single-writer SQLite command batching' 'Version: $(VERSION)' \
+	  'Requires.private: sqlite3 libuv' 'Requires: sqlite3' 'Libs: -L$${libdir} -llith' \
+	  'Libs.private: -pthread' 'Cflags: -I$${includedir}' > $@
+
+$(B)/writer/test/test_%: writer/test/test_%.c $(TEST_HELP_OBJ) $(B)/liblith.a $(HDRS) $(wildcard writer/test/*.h sqlite/test/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iwriter/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+$(B)/sqlite/test/test_%: sqlite/test/test_%.c $(TEST_HELP_OBJ) $(B)/liblith.a $(HDRS) $(wildcard writer/test/*.h sqlite/test/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Iwriter/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+
+# Each test binary runs in its own scratch directory; the runner stops at
+# the first failing binary and prints a closing count.
+test: check-deps $(TEST_BIN)
+	@sh tools/run-tests.sh $(B) $(TEST_BIN)
+
+$(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS)
+
+demo: $(DEMO)
+
+run: deps
+	@$(MAKE) --no-print-directory $(DEMO)
+	$(DEMO) $(ARGS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/lith.h include/lith_uv.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(B)/liblith.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/liblith.so $(DESTDIR)$(PREFIX)/lib/liblith.so.$(VERSION)
+	ln -sf liblith.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/liblith.so.$(SOMAJOR)
+	ln -sf liblith.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/liblith.so
+	install -m 644 lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
+	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc
+
+clean:
+	rm -rf build lith.pc

@@ -1,0 +1,301 @@
+/*
+ * lith — one writer for a SQLite database, many producers.
+ *
+ * Producers (threads, event-loop callbacks, remote clients) submit
+ * *commands*: C functions that run against the write connection. One writer
+ * thread owns that connection. It takes everything queued (up to max_batch)
+ * into one BEGIN IMMEDIATE transaction, runs each command inside its own
+ * SAVEPOINT (a failing command is rolled back alone), commits the batch once,
+ * answers every producer only after the COMMIT returned, and then
+ * checkpoints the WAL while the next batch queues.
+ *
+ * Conventions, as in sqlite3.h and uv.h:
+ *   - every call returns an int result code (LITH_OK is 0); lith_errstr()
+ *     names a code and lith_errmsg() gives this thread's last message;
+ *   - handles are opaque and come in create/destroy pairs;
+ *   - each function says who owns every pointer it takes or returns.
+ *
+ * Thread safety: lith_do, lith_do_deadline, lith_submit, lith_read,
+ * lith_backup and lith_stats_get may be called from any thread at once.
+ * lith_open and lith_close are called once each. Functions taking a lith_tx
+ * run only on the writer thread, inside a command; functions taking a
+ * lith_rx only inside a lith_read callback.
+ */
+#ifndef LITH_H
+#define LITH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LITH_VERSION "0.1.0"
+
+/* ---- Result codes ------------------------------------------------------ */
+
+enum {
+  LITH_OK = 0,
+  LITH_ERROR = 1,      /* an SQL error (syntax, missing table, ...) */
+  LITH_MISUSE = 2,     /* the API was called wrongly (bad argument, wrong thread) */
+  LITH_NOMEM = 3,      /* out of memory */
+  LITH_CLOSED = 4,     /* the handle is closing: the command was not accepted */
+  LITH_QUEUE_FULL = 5, /* the queue stayed full until the deadline: not accepted */
+  LITH_BUSY = 6,       /* another connection held the write lock past busy_timeout */
+  LITH_CONSTRAINT = 7, /* a UNIQUE, CHECK, FOREIGN KEY or NOT NULL constraint failed */
+  LITH_IOERR = 8,      /* the disk reported an I/O error */
+  LITH_DISKFULL = 9,   /* the disk (or quota) is full */
+  LITH_ABORTED = 10,   /* the command ran, but its transaction was rolled back
+                          for a reason outside it; nothing of it was kept */
+  LITH_CANTOPEN = 11,  /* the database file could not be opened */
+  LITH_CORRUPT = 12,   /* the database file is damaged or not a database */
+  LITH_READONLY = 13,  /* a write was attempted where only reads are allowed */
+  LITH_SCHEMA = 14,    /* the database's schema version is newer than the migrations given */
+  LITH_USER = 1000     /* commands may return LITH_USER and above for their own errors */
+};
+
+/* The name of a result code: a static string, never NULL. */
+const char *lith_errstr(int rc);
+
+/* Map an SQLite result code (primary or extended) to a lith result code. */
+int lith_from_sqlite(int sqlite_rc);
+
+/* ---- Options ------------------------------------------------------------ */
+
+enum { LITH_SYNC_NORMAL = 1, LITH_SYNC_FULL = 2 };
+
+enum {
+  /* PASSIVE checkpoint on the writer thread after a batch has been answered,
+   * once the WAL holds checkpoint_pages or more: never inside a producer's
+   * wait, never blocks readers. */
+  LITH_CHECKPOINT_WRITER = 0,
+  /* SQLite's own: a PASSIVE checkpoint inside the COMMIT that crosses
+   * checkpoint_pages (the commit, and so the producers, wait for it). */
+  LITH_CHECKPOINT_AUTO = 1,
+  /* never, not even at close: a replicator such as Litestream owns the WAL. */
+  LITH_CHECKPOINT_EXTERNAL = 2
+};
+
+typedef struct lith_tx lith_tx;
+typedef struct lith_rx lith_rx;
+typedef struct lith lith;
+
+/* Called on the writer thread after each batch that touched topics has
+ * committed and before its producers are answered. `topics` (owned by lith,
+ * valid only during the call) holds each topic touched by a committed command
+ * of the batch once, in the order first touched. Keep it short: the writer
+ * waits for it. */
+typedef void (*lith_commit_hook)(void *ctx, const int64_t *topics, int n);
+
+typedef struct lith_options {
+  int synchronous;          /* LITH_SYNC_NORMAL (default) or LITH_SYNC_FULL */
+  int checkpoint;           /* LITH_CHECKPOINT_WRITER (default), _AUTO, _EXTERNAL */
+  int checkpoint_pages;     /* WAL pages that start a checkpoint; default 1000 */
+  int readers;              /* read-only connections in the read pool; default: CPUs */
+  int max_batch;            /* most commands in one transaction; default 1024 */
+  int queue_capacity;       /* most commands waiting; default 65536 */
+  int busy_timeout_ms;      /* how long BEGIN IMMEDIATE waits for another
+                               process's write lock; default 5000 */
+  int cache_size_kib;       /* page cache per connection, KiB; default 16384 */
+  int64_t mmap_size;        /* bytes of the file to mmap; default 0 (off: an I/O
+                               error stays an error instead of a SIGBUS) */
+  int foreign_keys;         /* enforce FOREIGN KEY constraints; default 1 */
+  int stmt_cache_size;      /* prepared statements kept per connection; default 256 */
+  /* Schema migrations, run once at open in one transaction: migration i
+   * (counting from 1) runs when PRAGMA user_version < i, then user_version
+   * is set to n_migrations. Owned by the caller; read only during lith_open. */
+  const char *const *migrations;
+  int n_migrations;
+  lith_commit_hook on_commit; /* optional; see lith_commit_hook */
+  void *on_commit_ctx;
+} lith_options;
+
+/* Fill *opt with the defaults above. */
+void lith_options_default(lith_options *opt);
+
+/* ---- Open and close ----------------------------------------------------- */
+
+/* Open (creating if needed) the database file at `path`, run the migrations,
+ * open the read pool and start the writer thread. `path` and `opt` are read
+ * only during the call (opt may be NULL for the defaults). On LITH_OK, *out
+ * is a handle the caller releases with lith_close(); on error *out is NULL and
+ * lith_errmsg(NULL) says why. `path` must name a file: WAL mode needs one. */
+int lith_open(const char *path, const lith_options *opt, lith **out);
+
+/* Stop accepting (later submissions get LITH_CLOSED), run and answer every
+ * command already accepted, checkpoint with TRUNCATE (not in EXTERNAL mode),
+ * close every connection and free `db`. Call it once, from a thread that is
+ * not the writer and not inside lith_read. Returns the first error met while
+ * closing (the handle is freed whatever it returns). */
+int lith_close(lith *db);
+
+/* This thread's last error message from a lith call (on any handle; `db` may
+ * be NULL). Owned by lith, valid until this thread's next lith call. */
+const char *lith_errmsg(lith *db);
+
+/* Milliseconds on the monotonic clock: the clock of every deadline. */
+int64_t lith_clock_ms(void);
+
+/* ---- Commands ----------------------------------------------------------- */
+
+/* A command. It runs on the writer thread inside its own SAVEPOINT. Return
+ * LITH_OK to keep its changes; any other value rolls back exactly this
+ * command and is what its producer receives. A command may be run more than
+ * once: if another command in its batch makes SQLite roll back the whole
+ * transaction, the commands that were not at fault run again in a new
+ * transaction (only one run is ever committed). So a command must write its
+ * outputs afresh on every run and must not call lith_do or lith_close. */
+typedef int (*lith_command)(lith_tx *tx, void *arg);
+
+/* Run fn(tx, arg) as one command and wait until its batch has committed.
+ * Returns fn's own result if the batch committed (LITH_OK, or fn's error,
+ * in which case nothing of fn is kept), or the transaction's error
+ * (LITH_BUSY, LITH_IOERR, LITH_DISKFULL, ...: nothing of fn is kept), or
+ * LITH_CLOSED if the handle is closing (fn did not run). Waits for queue
+ * space without limit. `arg` is the caller's; fn may write results into it,
+ * read after lith_do returns. Must not be called from a command. */
+int lith_do(lith *db, lith_command fn, void *arg);
+
+/* As lith_do, but gives up with LITH_QUEUE_FULL if the queue has no room by
+ * `deadline_ms` (on lith_clock_ms()). The deadline bounds only that wait:
+ * once queued, a command always runs and the caller learns its true outcome. */
+int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms);
+
+/* ---- Asynchronous submission -------------------------------------------- */
+
+typedef struct lith_request lith_request;
+
+/* Called once per accepted request, on the writer thread, after the request's
+ * batch committed (or failed); req->rc and req->errmsg hold the outcome. The
+ * callback may free or reuse `req`; it must be quick and must not call
+ * lith_do, lith_close or lith_read. */
+typedef void (*lith_done_cb)(lith_request *req);
+
+#define LITH_ERRMSG_MAX 200
+
+/* A caller-owned request. Set fn, arg, done (and data) before lith_submit;
+ * keep the memory alive and untouched until `done` runs. */
+struct lith_request {
+  lith_command fn;   /* the command */
+  void *arg;         /* its argument, the caller's */
+  lith_done_cb done; /* required */
+  void *data;        /* free for the caller */
+  int rc;            /* outcome, valid in `done` */
+  char errmsg[LITH_ERRMSG_MAX]; /* "" on success; valid in `done` */
+  /* private: lith's bookkeeping while the request is queued */
+  union {
+    void *p[4];
+    int64_t i[4];
+  } lith__priv;
+};
+
+/* Queue `req` without blocking. Returns LITH_OK (req->done will run exactly
+ * once), LITH_QUEUE_FULL (the queue is at capacity), LITH_CLOSED or
+ * LITH_MISUSE (fn or done missing); on an error `done` will not run. */
+int lith_submit(lith *db, lith_request *req);
+
+/* ---- Inside a command (writer thread only) ------------------------------ */
+
+/* The statement for `sql`, prepared once on the write connection and cached;
+ * returned reset with its bindings cleared. Owned by lith: do not finalize
+ * it; it stays valid until the command returns. NULL on a prepare error
+ * (the command should return lith_tx_rc(tx)). */
+sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql);
+
+/* Run `sql` (one statement, cached) to completion, binding the arguments
+ * described by `types`, one character per parameter: 'i' int, 'I' int64_t,
+ * 'd' double, 's' const char * text (NULL binds NULL), 'n' NULL (no
+ * argument taken). Rows are discarded. Returns a lith result code. */
+int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...);
+
+/* Run `sql` (cached) and read the first column of its first row as an
+ * integer into *out. Returns LITH_OK, LITH_ERROR with the message "no row"
+ * when the query returned none, or the statement's error. */
+int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...);
+
+/* Run fn(tx, arg) inside a nested SAVEPOINT: a non-OK result undoes exactly
+ * what fn did (and the topics it touched) and is returned. */
+int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg);
+
+/* Record that this command changed `topic`; reported to on_commit after the
+ * batch commits, unless this command (or the enclosing savepoint) fails. */
+void lith_tx_touch(lith_tx *tx, int64_t topic);
+
+/* Set this command's error message (printf-style) and return rc, so that a
+ * command can end with `return lith_tx_error(tx, LITH_USER, "...", ...);`. */
+int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The last error met by a lith_tx_* call in this command (LITH_OK if none). */
+int lith_tx_rc(lith_tx *tx);
+
+/* The write connection, for what the helpers above do not cover. Owned by
+ * lith; never close it, never run BEGIN/COMMIT/ROLLBACK on it (refused). */
+sqlite3 *lith_tx_db(lith_tx *tx);
+
+/* ---- Reads --------------------------------------------------------------- */
+
+typedef int (*lith_reader)(lith_rx *rx, void *arg);
+
+/* Run fn(rx, arg) in one read transaction (one snapshot: it sees whole
+ * batches only) on a pooled read-only connection. Never uses the write
+ * connection and never waits for the writer; waits for a free reader if all
+ * are busy. Returns fn's result, or an error beginning the read. */
+int lith_read(lith *db, lith_reader fn, void *arg);
+
+/* Inside lith_read: the cached statement for `sql` (reset, bindings
+ * cleared), owned by lith; NULL on error. */
+sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql);
+
+/* Inside lith_read: first column of the first row as an integer; as
+ * lith_tx_int64. */
+int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...);
+
+/* The read-only connection, owned by lith. */
+sqlite3 *lith_rx_db(lith_rx *rx);
+
+/* ---- Backup -------------------------------------------------------------- */
+
+/* Write a consistent copy of the database (one snapshot) to `dest_path`
+ * while commands keep committing. The copy is written beside dest_path,
+ * synced, and renamed over it, so dest_path is either the old file or the
+ * complete new copy. Runs on the calling thread; never blocks the writer. */
+int lith_backup(lith *db, const char *dest_path);
+
+/* ---- Statistics ---------------------------------------------------------- */
+
+#define LITH_HIST_BUCKETS 12 /* batch sizes 1, 2-3, 4-7, ..., 1024-2047, 2048+ */
+
+typedef struct lith_stats {
+  uint64_t commands;        /* commands answered */
+  uint64_t batches;         /* transactions attempted */
+  uint64_t failed;          /* commands answered with an error */
+  uint64_t retried;         /* command runs repeated after a transaction abort */
+  uint64_t busy;            /* batches refused at BEGIN by another writer */
+  uint64_t batch_hist[LITH_HIST_BUCKETS]; /* batches by size: bucket k holds
+                                             sizes [2^k, 2^(k+1)) */
+  uint64_t tx_ns_total;     /* BEGIN IMMEDIATE to end of COMMIT, all batches */
+  uint64_t commit_ns_total; /* the COMMIT statement alone, all batches */
+  uint64_t tx_ns_p50;       /* over the most recent batches (up to 4096) */
+  uint64_t tx_ns_p99;
+  uint64_t tx_ns_p999;
+  uint64_t tx_ns_max;
+  uint64_t wait_ns_total;   /* time commands spent queued before their batch began */
+  uint64_t wait_ns_max;
+  uint64_t queue_depth;     /* commands queued now */
+  uint64_t wal_pages;       /* pages in the WAL after the last commit or checkpoint */
+  uint64_t checkpoints;     /* checkpoints run (by lith or SQLite's auto mode) */
+  uint64_t checkpoint_ns_total;
+} lith_stats;
+
+/* A snapshot of the counters; `out` is the caller's. */
+void lith_stats_get(lith *db, lith_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LITH_H */

@@ -1,0 +1,98 @@
+/* Online backup: see backup.h. */
+#include "backup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "error.h"
+
+static int fsync_path(const char *path, int dir) {
+  int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+static void remove_sidecars(const char *path) {
+  char buf[4200];
+  static const char *const ext[] = {"-journal", "-wal", "-shm"};
+  for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+    snprintf(buf, sizeof buf, "%s%s", path, ext[i]);
+    unlink(buf);
+  }
+}
+
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path) {
+  static _Atomic unsigned counter;
+  char tmp[4200], dir[4200];
+  int rc;
+  sqlite3 *src = NULL, *dst = NULL;
+
+  if (!dest_path || !*dest_path || strlen(dest_path) > 4000)
+    return lith__fail(LITH_MISUSE, "lith_backup: bad destination path");
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", dest_path, (long)getpid(), atomic_fetch_add(&counter, 1));
+
+  if ((rc = lith__conn_open_reader(src_path, opt, &src)) != LITH_OK)
+    goto err;
+  int src_rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (src_rc != SQLITE_OK) {
+    rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: open %s: %s", tmp,
+                    dst ? sqlite3_errmsg(dst) : sqlite3_errstr(src_rc));
+    goto err_close;
+  }
+  sqlite3_exec(dst, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+  sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
+  if (!b) {
+    rc = lith__fail_sqlite(sqlite3_errcode(dst), dst, "lith_backup: init");
+    goto err_close;
+  }
+  src_rc = sqlite3_backup_step(b, -1);
+  int fin = sqlite3_backup_finish(b);
+  if (src_rc != SQLITE_DONE) {
+    rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: copy: %s", sqlite3_errstr(src_rc));
+    goto err_close;
+  }
+  if (fin != SQLITE_OK) {
+    rc = lith__fail_sqlite(fin, dst, "lith_backup: finish");
+    goto err_close;
+  }
+  src_rc = sqlite3_close(dst);
+  dst = NULL;
+  if (src_rc != SQLITE_OK) {
+    rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: close copy: %s", sqlite3_errstr(src_rc));
+    goto err_close;
+  }
+  if (fsync_path(tmp, 0) != 0) {
+    rc = lith__fail(LITH_IOERR, "lith_backup: fsync %s: %s", tmp, strerror(errno));
+    goto err_close;
+  }
+  /* A stale WAL beside the old destination would be replayed onto the new
+   * copy: remove what belongs to the file being replaced. */
+  remove_sidecars(dest_path);
+  if (rename(tmp, dest_path) != 0) {
+    rc = lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: rename to %s: %s",
+                    dest_path, strerror(errno));
+    goto err_close;
+  }
+  snprintf(dir, sizeof dir, "%s", dest_path);
+  fsync_path(dirname(dir), 1);
+  sqlite3_close(src);
+  return LITH_OK;
+
+err_close:
+  sqlite3_close(dst);
+  sqlite3_close(src);
+  unlink(tmp);
+  remove_sidecars(tmp);
+err:
+  return rc;
+}

@@ -1,0 +1,172 @@
+/* Connection opening, pragmas, migrations. */
+#include "conn.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+
+void lith_options_default(lith_options *opt) {
+  memset(opt, 0, sizeof *opt);
+  opt->synchronous = LITH_SYNC_NORMAL;
+  opt->checkpoint = LITH_CHECKPOINT_WRITER;
+  opt->checkpoint_pages = 1000;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  opt->readers = cpus > 0 ? (int)cpus : 2;
+  opt->max_batch = 1024;
+  opt->queue_capacity = 65536;
+  opt->busy_timeout_ms = 5000;
+  opt->cache_size_kib = 16384;
+  opt->mmap_size = 0;
+  opt->foreign_keys = 1;
+  opt->stmt_cache_size = 256;
+}
+
+int lith__options_check(const lith_options *o) {
+  if (o->synchronous != LITH_SYNC_NORMAL && o->synchronous != LITH_SYNC_FULL)
+    return lith__fail(LITH_MISUSE, "options: synchronous must be LITH_SYNC_NORMAL or LITH_SYNC_FULL");
+  if (o->checkpoint < LITH_CHECKPOINT_WRITER || o->checkpoint > LITH_CHECKPOINT_EXTERNAL)
+    return lith__fail(LITH_MISUSE, "options: checkpoint must be WRITER, AUTO or EXTERNAL");
+  if (o->checkpoint_pages < 1)
+    return lith__fail(LITH_MISUSE, "options: checkpoint_pages must be at least 1");
+  if (o->readers < 1 || o->readers > 1024)
+    return lith__fail(LITH_MISUSE, "options: readers must be between 1 and 1024");
+  if (o->max_batch < 1)
+    return lith__fail(LITH_MISUSE, "options: max_batch must be at least 1");
+  if (o->queue_capacity < 1)
+    return lith__fail(LITH_MISUSE, "options: queue_capacity must be at least 1");
+  if (o->busy_timeout_ms < 0)
+    return lith__fail(LITH_MISUSE, "options: busy_timeout_ms must not be negative");
+  if (o->cache_size_kib < 0 || o->mmap_size < 0 || o->stmt_cache_size < 1)
+    return lith__fail(LITH_MISUSE, "options: cache_size_kib, mmap_size must be >= 0, stmt_cache_size >= 1");
+  if (o->n_migrations < 0 || (o->n_migrations > 0 && !o->migrations))
+    return lith__fail(LITH_MISUSE, "options: n_migrations without migrations");
+  return LITH_OK;
+}
+
+static int exec(sqlite3 *conn, const char *sql) {
+  int rc = sqlite3_exec(conn, sql, NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return lith__fail_sqlite(rc, conn, sql);
+  return LITH_OK;
+}
+
+static int tune(sqlite3 *conn, const lith_options *opt, int writer) {
+  char sql[256];
+  int rc;
+  sqlite3_extended_result_codes(conn, 1);
+  sqlite3_busy_timeout(conn, opt->busy_timeout_ms);
+  snprintf(sql, sizeof sql,
+           "PRAGMA synchronous=%s; PRAGMA cache_size=-%d; PRAGMA mmap_size=%lld;"
+           " PRAGMA foreign_keys=%s; PRAGMA temp_store=MEMORY;",
+           opt->synchronous == LITH_SYNC_FULL ? "FULL" : "NORMAL", opt->cache_size_kib,
+           (long long)opt->mmap_size, opt->foreign_keys ? "ON" : "OFF");
+  if ((rc = exec(conn, sql)) != LITH_OK)
+    return rc;
+  if (writer) {
+    /* journal_mode=WAL is persistent in the file; only the writer sets it. */
+    sqlite3_stmt *st = NULL;
+    int src = sqlite3_prepare_v2(conn, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    if (src == SQLITE_OK)
+      src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+      rc = lith__fail_sqlite(src, conn, "PRAGMA journal_mode=WAL");
+      sqlite3_finalize(st);
+      return rc;
+    }
+    int wal = strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+    sqlite3_finalize(st);
+    if (!wal)
+      return lith__fail(LITH_ERROR, "the database refused WAL mode (is it on a network or read-only file system?)");
+    /* lith decides when to checkpoint (sqlite/checkpoint.c). */
+    sqlite3_wal_autocheckpoint(conn, 0);
+    if (opt->checkpoint == LITH_CHECKPOINT_EXTERNAL) {
+      /* Closing the last connection would otherwise checkpoint and delete
+       * the WAL under the replicator's feet. */
+      sqlite3_db_config(conn, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+    }
+  } else {
+    sqlite3_wal_autocheckpoint(conn, 0);
+    sqlite3_db_config(conn, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+  }
+  return LITH_OK;
+}
+
+static int open_conn(const char *path, const lith_options *opt, int writer, sqlite3 **out) {
+  *out = NULL;
+  if (!path || !*path || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+    return lith__fail(LITH_MISUSE, "lith needs a database file path (WAL mode needs a file), got \"%s\"",
+                      path ? path : "(null)");
+  sqlite3 *conn = NULL;
+  int flags = SQLITE_OPEN_NOMUTEX |
+              (writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
+  int rc = sqlite3_open_v2(path, &conn, flags, NULL);
+  if (rc != SQLITE_OK) {
+    rc = lith__fail(lith_from_sqlite(rc), "open %s: %s", path, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc));
+    goto err_close;
+  }
+  if ((rc = tune(conn, opt, writer)) != LITH_OK)
+    goto err_close;
+  *out = conn;
+  return LITH_OK;
+
+err_close:
+  sqlite3_close(conn);
+  return rc;
+}
+
+int lith__conn_open_writer(const char *path, const lith_options *opt, sqlite3 **out) {
+  return open_conn(path, opt, 1, out);
+}
+
+int lith__conn_open_reader(const char *path, const lith_options *opt, sqlite3 **out) {
+  return open_conn(path, opt, 0, out);
+}
+
+static int user_version(sqlite3 *conn, int *out) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(conn, "PRAGMA user_version", -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    *out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return LITH_OK;
+  }
+  rc = lith__fail_sqlite(rc, conn, "PRAGMA user_version");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
+  int rc, version = 0;
+  char sql[64];
+  if (opt->n_migrations == 0)
+    return LITH_OK;
+  if ((rc = exec(conn, "BEGIN IMMEDIATE")) != LITH_OK)
+    return rc;
+  if ((rc = user_version(conn, &version)) != LITH_OK)
+    goto err_rollback;
+  if (version > opt->n_migrations) {
+    rc = lith__fail(LITH_SCHEMA, "database schema version %d is newer than the %d migrations given",
+                    version, opt->n_migrations);
+    goto err_rollback;
+  }
+  for (int i = version; i < opt->n_migrations; i++) {
+    int src = sqlite3_exec(conn, opt->migrations[i] ? opt->migrations[i] : "", NULL, NULL, NULL);
+    if (src != SQLITE_OK) {
+      rc = lith__fail(lith_from_sqlite(src), "migration %d: %s", i + 1, sqlite3_errmsg(conn));
+      goto err_rollback;
+    }
+  }
+  snprintf(sql, sizeof sql, "PRAGMA user_version=%d", opt->n_migrations);
+  if ((rc = exec(conn, sql)) != LITH_OK)
+    goto err_rollback;
+  if ((rc = exec(conn, "COMMIT")) != LITH_OK)
+    goto err_rollback;
+  return LITH_OK;
+
+err_rollback:
+  if (!sqlite3_get_autocommit(conn))
+    sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}

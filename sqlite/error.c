@@ -1,0 +1,84 @@
+/* Result code names, SQLite code mapping, thread-local error messages. */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char lith__errbuf[512];
+
+const char *lith_errstr(int rc) {
+  switch (rc) {
+  case LITH_OK: return "ok";
+  case LITH_ERROR: return "SQL error";
+  case LITH_MISUSE: return "API misuse";
+  case LITH_NOMEM: return "out of memory";
+  case LITH_CLOSED: return "closed: not accepting commands";
+  case LITH_QUEUE_FULL: return "queue full";
+  case LITH_BUSY: return "database is locked by another connection";
+  case LITH_CONSTRAINT: return "constraint failed";
+  case LITH_IOERR: return "disk I/O error";
+  case LITH_DISKFULL: return "disk full";
+  case LITH_ABORTED: return "transaction aborted";
+  case LITH_CANTOPEN: return "cannot open database file";
+  case LITH_CORRUPT: return "database file is damaged or not a database";
+  case LITH_READONLY: return "read-only";
+  case LITH_SCHEMA: return "database schema is newer than this program";
+  default: return rc >= LITH_USER ? "command error" : "unknown error";
+  }
+}
+
+int lith_from_sqlite(int sqlite_rc) {
+  switch (sqlite_rc & 0xff) {
+  case SQLITE_OK:
+  case SQLITE_ROW:
+  case SQLITE_DONE: return LITH_OK;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return LITH_BUSY;
+  case SQLITE_CONSTRAINT: return LITH_CONSTRAINT;
+  case SQLITE_IOERR: return LITH_IOERR;
+  case SQLITE_FULL: return LITH_DISKFULL;
+  case SQLITE_NOMEM: return LITH_NOMEM;
+  case SQLITE_CANTOPEN: return LITH_CANTOPEN;
+  case SQLITE_CORRUPT:
+  case SQLITE_NOTADB: return LITH_CORRUPT;
+  case SQLITE_READONLY: return LITH_READONLY;
+  case SQLITE_MISUSE: return LITH_MISUSE;
+  default: return LITH_ERROR;
+  }
+}
+
+void lith__strlcpy(char *dst, const char *src, size_t n) {
+  if (n == 0)
+    return;
+  size_t len = src ? strlen(src) : 0;
+  if (len >= n)
+    len = n - 1;
+  if (len)
+    memcpy(dst, src, len);
+  dst[len] = '\0';
+}
+
+int lith__fail(int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(lith__errbuf, sizeof lith__errbuf, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what) {
+  const char *msg = conn ? sqlite3_errmsg(conn) : sqlite3_errstr(sqlite_rc);
+  return lith__fail(lith_from_sqlite(sqlite_rc), "%s: %s", what, msg);
+}
+
+void lith__clear_error(void) { lith__errbuf[0] = '\0'; }
+
+void lith__set_errmsg(const char *msg) {
+  lith__strlcpy(lith__errbuf, msg, sizeof lith__errbuf);
+}
+
+const char *lith_errmsg(lith *db) {
+  (void)db;
+  return lith__errbuf;
+}

@@ -1,0 +1,29 @@
+/*
+ * Result codes and messages. Every lith call that fails leaves a message in
+ * a thread-local buffer (lith_errmsg), because one handle is shared by many
+ * threads and a per-handle "last error" would be another thread's.
+ */
+#ifndef LITH_SQLITE_ERROR_H
+#define LITH_SQLITE_ERROR_H
+
+#include <stddef.h>
+
+#include "lith.h"
+
+/* Set this thread's message (printf-style) and return rc. */
+int lith__fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Set this thread's message from an SQLite connection's last error, prefixed
+ * by `what`, and return the mapped lith code. */
+int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what);
+
+/* Clear this thread's message. */
+void lith__clear_error(void);
+
+/* Copy this thread's message into buf (size n, always terminated). */
+void lith__set_errmsg(const char *msg);
+
+/* Copy at most n-1 bytes of src into dst and terminate it. */
+void lith__strlcpy(char *dst, const char *src, size_t n);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * Read pool: a free list under a mutex. A read is short next to the cost of
+ * the mutex, and borrowers that find the pool empty sleep on a condition
+ * variable rather than spin.
+ */
+#include "read_pool.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "bind.h"
+#include "conn.h"
+#include "error.h"
+#include "stmt_cache.h"
+
+struct lith_rx {
+  sqlite3 *conn;
+  lith__stmt_cache *cache;
+  sqlite3_stmt *begin, *commit;
+  struct lith_rx *next_free;
+};
+
+struct lith__pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct lith_rx *free;
+  int total;
+  int borrowed;
+  int closing;
+  struct lith_rx *all;
+};
+
+static void rx_close(struct lith_rx *rx) {
+  sqlite3_finalize(rx->begin);
+  sqlite3_finalize(rx->commit);
+  lith__stmt_cache_destroy(rx->cache);
+  sqlite3_close(rx->conn);
+}
+
+static int rx_open(struct lith_rx *rx, const char *path, const lith_options *opt) {
+  int rc = lith__conn_open_reader(path, opt, &rx->conn);
+  if (rc != LITH_OK)
+    goto err;
+  if ((rc = lith__stmt_cache_create(rx->conn, opt->stmt_cache_size, &rx->cache)) != LITH_OK)
+    goto err_close;
+  int src = sqlite3_prepare_v2(rx->conn, "BEGIN", -1, &rx->begin, NULL);
+  if (src == SQLITE_OK)
+    src = sqlite3_prepare_v2(rx->conn, "COMMIT", -1, &rx->commit, NULL);
+  if (src != SQLITE_OK) {
+    rc = lith__fail_sqlite(src, rx->conn, "reader: prepare");
+    goto err_close;
+  }
+  return LITH_OK;
+
+err_close:
+  rx_close(rx);
+err:
+  return rc;
+}
+
+int lith__pool_open(const char *path, const lith_options *opt, lith__pool **out) {
+  int rc;
+  *out = NULL;
+  lith__pool *p = calloc(1, sizeof *p);
+  if (!p)
+    return lith__fail(LITH_NOMEM, "read pool: out of memory");
+  p->all = calloc((size_t)opt->readers, sizeof *p->all);
+  if (!p->all) {
+    rc = lith__fail(LITH_NOMEM, "read pool: out of memory");
+    goto err_free_pool;
+  }
+  for (int i = 0; i < opt->readers; i++) {
+    if ((rc = rx_open(&p->all[i], path, opt)) != LITH_OK)
+      goto err_close_readers;
+    p->all[i].next_free = p->free;
+    p->free = &p->all[i];
+    p->total++;
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  *out = p;
+  return LITH_OK;
+
+err_close_readers:
+  for (int i = 0; i < p->total; i++)
+    rx_close(&p->all[i]);
+  free(p->all);
+err_free_pool:
+  free(p);
+  return rc;
+}
+
+void lith__pool_close(lith__pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->closing = 1;
+  pthread_cond_broadcast(&p->cv); /* borrowers waiting for a connection give up */
+  while (p->borrowed > 0)
+    pthread_cond_wait(&p->cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < p->total; i++)
+    rx_close(&p->all[i]);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p->all);
+  free(p);
+}
+
+int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
+  if (!fn)
+    return lith__fail(LITH_MISUSE, "lith_read: no function");
+  pthread_mutex_lock(&p->mu);
+  while (!p->free && !p->closing)
+    pthread_cond_wait(&p->cv, &p->mu);
+  if (p->closing) {
+    pthread_mutex_unlock(&p->mu);
+    return lith__fail(LITH_CLOSED, "lith_read: the handle is closing");
+  }
+  struct lith_rx *rx = p->free;
+  p->free = rx->next_free;
+  p->borrowed++;
+  pthread_mutex_unlock(&p->mu);
+
+  int rc;
+  int src = sqlite3_step(rx->begin);
+  sqlite3_reset(rx->begin);
+  if (src != SQLITE_DONE) {
+    rc = lith__fail_sqlite(src, rx->conn, "lith_read: BEGIN");
+  } else {
+    lith__clear_error();
+    rc = fn(rx, arg);
+    lith__stmt_cache_release(rx->cache);
+    src = sqlite3_step(rx->commit);
+    sqlite3_reset(rx->commit);
+    if (src != SQLITE_DONE && !sqlite3_get_autocommit(rx->conn))
+      sqlite3_exec(rx->conn, "ROLLBACK", NULL, NULL, NULL);
+  }
+
+  pthread_mutex_lock(&p->mu);
+  rx->next_free = p->free;
+  p->free = rx;
+  p->borrowed--;
+  if (p->closing)
+    pthread_cond_broadcast(&p->cv); /* the closer waits for the last one */
+  else
+    pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return rc;
+}
+
+sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  lith__stmt_cache_get(rx->cache, sql, &st);
+  return st;
+}
+
+int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  int rc = lith__stmt_cache_get(rx->cache, sql, &st);
+  if (rc != LITH_OK)
+    return rc;
+  va_list ap;
+  va_start(ap, types);
+  rc = lith__bind_va(st, types, ap);
+  va_end(ap);
+  if (rc == LITH_OK)
+    rc = lith__step_int64(st, out);
+  sqlite3_reset(st);
+  return rc;
+}
+
+sqlite3 *lith_rx_db(lith_rx *rx) { return rx->conn; }

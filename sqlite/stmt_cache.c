@@ -1,0 +1,232 @@
+/*
+ * Statement cache: a chained hash table on the SQL text plus an LRU list.
+ * Lookups hash the text (FNV-1a) and compare it in full: a pointer match
+ * alone is not proof, since callers may reuse a buffer for other SQL.
+ */
+#include "stmt_cache.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+typedef struct entry {
+  char *sql;
+  size_t len;
+  uint64_t hash;
+  sqlite3_stmt *stmt;
+  uint64_t epoch;       /* last release period it was handed out in */
+  struct entry *hnext;  /* hash chain */
+  struct entry *prev, *next; /* LRU: head is most recent */
+} entry;
+
+struct lith__stmt_cache {
+  sqlite3 *conn;
+  int capacity;
+  int count;
+  unsigned long prepares;
+  entry **buckets;
+  size_t nbuckets; /* power of two */
+  entry *lru_head, *lru_tail;
+  uint64_t epoch;
+  entry **used; /* handed out this epoch */
+  int nused, capused;
+};
+
+static uint64_t fnv1a(const char *s, size_t *len) {
+  uint64_t h = 1469598103934665603ULL;
+  const unsigned char *p = (const unsigned char *)s;
+  for (; *p; p++) {
+    h ^= *p;
+    h *= 1099511628211ULL;
+  }
+  *len = (size_t)(p - (const unsigned char *)s);
+  return h;
+}
+
+int lith__stmt_cache_create(sqlite3 *conn, int capacity, lith__stmt_cache **out) {
+  *out = NULL;
+  if (capacity < 1)
+    capacity = 1;
+  lith__stmt_cache *c = calloc(1, sizeof *c);
+  if (!c)
+    goto err;
+  c->conn = conn;
+  c->capacity = capacity;
+  c->nbuckets = 16;
+  while (c->nbuckets < (size_t)capacity * 2)
+    c->nbuckets <<= 1;
+  c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+  if (!c->buckets)
+    goto err_free_cache;
+  c->epoch = 1;
+  *out = c;
+  return LITH_OK;
+
+err_free_cache:
+  free(c);
+err:
+  return lith__fail(LITH_NOMEM, "statement cache: out of memory");
+}
+
+static void lru_unlink(lith__stmt_cache *c, entry *e) {
+  if (e->prev)
+    e->prev->next = e->next;
+  else
+    c->lru_head = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  else
+    c->lru_tail = e->prev;
+  e->prev = e->next = NULL;
+}
+
+static void lru_push_front(lith__stmt_cache *c, entry *e) {
+  e->prev = NULL;
+  e->next = c->lru_head;
+  if (c->lru_head)
+    c->lru_head->prev = e;
+  c->lru_head = e;
+  if (!c->lru_tail)
+    c->lru_tail = e;
+}
+
+static void entry_free(entry *e) {
+  sqlite3_finalize(e->stmt);
+  free(e->sql);
+  free(e);
+}
+
+static void evict(lith__stmt_cache *c, entry *e) {
+  entry **pp = &c->buckets[e->hash & (c->nbuckets - 1)];
+  while (*pp != e)
+    pp = &(*pp)->hnext;
+  *pp = e->hnext;
+  lru_unlink(c, e);
+  c->count--;
+  entry_free(e);
+}
+
+static void make_room(lith__stmt_cache *c) {
+  entry *e = c->lru_tail;
+  while (c->count >= c->capacity && e) {
+    entry *prev = e->prev;
+    if (e->epoch != c->epoch) /* not in use by the running command */
+      evict(c, e);
+    e = prev;
+  }
+}
+
+static int mark_used(lith__stmt_cache *c, entry *e) {
+  if (e->epoch == c->epoch)
+    return LITH_OK;
+  if (c->nused == c->capused) {
+    int ncap = c->capused ? c->capused * 2 : 16;
+    entry **n = realloc(c->used, (size_t)ncap * sizeof *n);
+    if (!n)
+      return lith__fail(LITH_NOMEM, "statement cache: out of memory");
+    c->used = n;
+    c->capused = ncap;
+  }
+  c->used[c->nused++] = e;
+  e->epoch = c->epoch;
+  return LITH_OK;
+}
+
+static int only_space(const char *s) {
+  for (; *s; s++)
+    if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';')
+      return 0;
+  return 1;
+}
+
+int lith__stmt_cache_get(lith__stmt_cache *c, const char *sql, sqlite3_stmt **out) {
+  *out = NULL;
+  if (!sql)
+    return lith__fail(LITH_MISUSE, "statement SQL is NULL");
+  size_t len;
+  uint64_t h = fnv1a(sql, &len);
+  entry **bucket = &c->buckets[h & (c->nbuckets - 1)];
+  for (entry *e = *bucket; e; e = e->hnext) {
+    if (e->hash == h && e->len == len && memcmp(e->sql, sql, len) == 0) {
+      if (e->epoch == c->epoch) {
+        sqlite3_reset(e->stmt); /* handed out earlier in this command */
+      } else if (mark_used(c, e) != LITH_OK) {
+        return LITH_NOMEM;
+      }
+      sqlite3_clear_bindings(e->stmt);
+      if (c->lru_head != e) {
+        lru_unlink(c, e);
+        lru_push_front(c, e);
+      }
+      *out = e->stmt;
+      return LITH_OK;
+    }
+  }
+
+  sqlite3_stmt *stmt = NULL;
+  const char *tail = NULL;
+  int rc = sqlite3_prepare_v3(c->conn, sql, (int)len + 1, SQLITE_PREPARE_PERSISTENT, &stmt, &tail);
+  if (rc != SQLITE_OK)
+    return lith__fail_sqlite(rc, c->conn, "prepare");
+  if (stmt == NULL)
+    return lith__fail(LITH_MISUSE, "prepare: empty statement");
+  if (tail && !only_space(tail)) {
+    sqlite3_finalize(stmt);
+    return lith__fail(LITH_MISUSE, "prepare: more than one statement in \"%.60s\"", sql);
+  }
+  c->prepares++;
+  make_room(c);
+  entry *e = calloc(1, sizeof *e);
+  if (!e)
+    goto err_finalize;
+  e->sql = malloc(len + 1);
+  if (!e->sql)
+    goto err_free_entry;
+  memcpy(e->sql, sql, len + 1);
+  e->len = len;
+  e->hash = h;
+  e->stmt = stmt;
+  if (mark_used(c, e) != LITH_OK)
+    goto err_free_sql;
+  e->hnext = *bucket;
+  *bucket = e;
+  lru_push_front(c, e);
+  c->count++;
+  *out = stmt;
+  return LITH_OK;
+
+err_free_sql:
+  free(e->sql);
+err_free_entry:
+  free(e);
+err_finalize:
+  sqlite3_finalize(stmt);
+  return lith__fail(LITH_NOMEM, "statement cache: out of memory");
+}
+
+void lith__stmt_cache_release(lith__stmt_cache *c) {
+  for (int i = 0; i < c->nused; i++)
+    sqlite3_reset(c->used[i]->stmt);
+  c->nused = 0;
+  c->epoch++;
+}
+
+void lith__stmt_cache_destroy(lith__stmt_cache *c) {
+  if (!c)
+    return;
+  entry *e = c->lru_head;
+  while (e) {
+    entry *next = e->next;
+    entry_free(e);
+    e = next;
+  }
+  free(c->used);
+  free(c->buckets);
+  free(c);
+}
+
+int lith__stmt_cache_count(const lith__stmt_cache *c) { return c->count; }
+
+unsigned long lith__stmt_cache_prepares(const lith__stmt_cache *c) { return c->prepares; }

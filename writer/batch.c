@@ -1,0 +1,372 @@
+/*
+ * The writer thread: take, run, commit, answer, checkpoint — in that order,
+ * forever.
+ *
+ * Take: everything queued, up to max_batch; no timer ever waits for a batch
+ * to fill. If nothing is queued the writer sleeps on a futex until a
+ * producer (exactly one) wakes it.
+ *
+ * Run: BEGIN IMMEDIATE, then per command SAVEPOINT / fn / RELEASE, or
+ * ROLLBACK TO + RELEASE when fn fails, so a failing command leaves no trace
+ * and the others still commit. Commands cannot end the transaction
+ * themselves (the authorizer refuses BEGIN, COMMIT, ROLLBACK and lith's
+ * savepoint names while a command runs), but SQLite may: an I/O error, a
+ * full disk, or an ON CONFLICT ROLLBACK constraint rolls back the whole
+ * transaction (sqlite3_get_autocommit turns true). Then the command at fault
+ * gets its error, and the others either run again in a new transaction
+ * (when the cause was the command: at most twice per batch) or all get the
+ * cause's error (when the disk or memory failed: running again would fail
+ * the same way). Never a false success, never half a command.
+ *
+ * Commit, then answer: a producer learns its outcome only after COMMIT
+ * returned. The on_commit hook sees the topics first, so a server can push
+ * the change out before (or as) its producer hears back.
+ *
+ * Checkpoint: in WRITER mode, after the answers, outside every wait.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../sqlite/error.h"
+#include "futex.h"
+#include "writer.h"
+
+#define MAX_ATTEMPTS 3
+
+static int prep(lith *db, const char *sql, sqlite3_stmt **st) {
+  int rc = sqlite3_prepare_v3(db->conn, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+  if (rc != SQLITE_OK)
+    return lith__fail_sqlite(rc, db->conn, sql);
+  return LITH_OK;
+}
+
+int lith__writer_prepare(lith *db) {
+  int rc;
+  if ((rc = prep(db, "BEGIN IMMEDIATE", &db->st_begin)) ||
+      (rc = prep(db, "COMMIT", &db->st_commit)) ||
+      (rc = prep(db, "ROLLBACK", &db->st_rollback)) ||
+      (rc = prep(db, "SAVEPOINT lith_c", &db->st_sp)) ||
+      (rc = prep(db, "RELEASE lith_c", &db->st_sp_release)) ||
+      (rc = prep(db, "ROLLBACK TO lith_c", &db->st_sp_rollback)) ||
+      (rc = prep(db, "SAVEPOINT lith_n", &db->st_nsp)) ||
+      (rc = prep(db, "RELEASE lith_n", &db->st_nsp_release)) ||
+      (rc = prep(db, "ROLLBACK TO lith_n", &db->st_nsp_rollback)))
+    return rc;
+  return LITH_OK;
+}
+
+void lith__writer_finalize(lith *db) {
+  sqlite3_stmt **all[] = {&db->st_begin,  &db->st_commit,      &db->st_rollback,
+                          &db->st_sp,     &db->st_sp_release,  &db->st_sp_rollback,
+                          &db->st_nsp,    &db->st_nsp_release, &db->st_nsp_rollback};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
+    sqlite3_finalize(*all[i]);
+    *all[i] = NULL;
+  }
+}
+
+int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
+  const lith *db = ctx;
+  (void)c;
+  (void)d;
+  if (!db->in_command)
+    return SQLITE_OK;
+  if (action == SQLITE_TRANSACTION)
+    return SQLITE_DENY; /* the writer owns BEGIN / COMMIT / ROLLBACK */
+  if (action == SQLITE_SAVEPOINT && b && strncmp(b, "lith_", 5) == 0)
+    return SQLITE_DENY; /* and its own savepoints */
+  (void)a;
+  return SQLITE_OK;
+}
+
+/* Step one of the writer's own statements; SQLITE_OK or the error. */
+static int step(sqlite3_stmt *st) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+static int lost_tx(const lith *db) { return sqlite3_get_autocommit(db->conn); }
+
+/* The request's message after fn returned rc != OK. */
+static void capture_msg(lith *db, lith_request *req, int rc) {
+  if (db->tx.errmsg[0]) {
+    lith__strlcpy(req->errmsg, db->tx.errmsg, sizeof req->errmsg);
+    return;
+  }
+  const char *mine = lith_errmsg(NULL); /* a lith call inside the command failed */
+  if (mine[0]) {
+    lith__strlcpy(req->errmsg, mine, sizeof req->errmsg);
+    return;
+  }
+  int ec = sqlite3_errcode(db->conn);
+  if (ec != SQLITE_OK && ec != SQLITE_ROW && ec != SQLITE_DONE)
+    lith__strlcpy(req->errmsg, sqlite3_errmsg(db->conn), sizeof req->errmsg);
+  else
+    snprintf(req->errmsg, sizeof req->errmsg, "command failed: %s (%d)", lith_errstr(rc), rc);
+}
+
+/* Run one command in its savepoint. Returns 1 if the transaction is gone. */
+static int run_command(lith *db, lith_request *req) {
+  lith__priv *p = lith__priv_of(req);
+  lith_tx *tx = &db->tx;
+  int mark = db->ntopics;
+  tx->err = LITH_OK;
+  tx->errmsg[0] = '\0';
+  tx->depth = 0;
+  req->errmsg[0] = '\0';
+
+  int src = step(db->st_sp);
+  if (src != SQLITE_OK) {
+    req->rc = lith_from_sqlite(src);
+    snprintf(req->errmsg, sizeof req->errmsg, "SAVEPOINT: %s", sqlite3_errmsg(db->conn));
+    p->done = 1;
+    return lost_tx(db);
+  }
+  lith__clear_error();
+  db->in_command = 1;
+  int rc = req->fn(tx, req->arg);
+  db->in_command = 0;
+  lith__stmt_cache_release(db->cache);
+
+  if (lost_tx(db)) {
+    /* SQLite rolled back everything: this command is at fault. */
+    if (rc == LITH_OK)
+      rc = tx->err != LITH_OK ? tx->err : LITH_ABORTED;
+    req->rc = rc;
+    capture_msg(db, req, rc);
+    p->done = 1;
+    db->ntopics = 0;
+    return 1;
+  }
+  if (rc == LITH_OK) {
+    src = step(db->st_sp_release);
+    if (src == SQLITE_OK) {
+      req->rc = LITH_OK;
+      p->ran = 1;
+      return 0;
+    }
+    rc = lith_from_sqlite(src);
+    snprintf(tx->errmsg, sizeof tx->errmsg, "RELEASE: %s", sqlite3_errmsg(db->conn));
+    if (lost_tx(db)) {
+      req->rc = rc;
+      capture_msg(db, req, rc);
+      p->done = 1;
+      db->ntopics = 0;
+      return 1;
+    }
+  }
+  /* Undo this command alone. */
+  req->rc = rc;
+  capture_msg(db, req, rc);
+  p->done = 1;
+  db->ntopics = mark;
+  if (step(db->st_sp_rollback) != SQLITE_OK || step(db->st_sp_release) != SQLITE_OK)
+    return 1; /* cannot undo it: the whole transaction must go */
+  return lost_tx(db);
+}
+
+static int environmental(int rc) {
+  return rc == LITH_IOERR || rc == LITH_DISKFULL || rc == LITH_NOMEM || rc == LITH_CORRUPT ||
+         rc == LITH_BUSY || rc == LITH_READONLY || rc == LITH_CANTOPEN;
+}
+
+/* Give every command without a final outcome this one. */
+static int fail_open(lith *db, int n, int rc, const char *msg) {
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
+    lith_request *req = db->batch[i];
+    lith__priv *p = lith__priv_of(req);
+    if (p->done)
+      continue;
+    req->rc = rc;
+    lith__strlcpy(req->errmsg, msg, sizeof req->errmsg);
+    p->done = 1;
+    failed++;
+  }
+  return failed;
+}
+
+static void report_topics(lith *db) {
+  if (!db->opt.on_commit || db->ntopics == 0)
+    return;
+  int n = db->ntopics;
+  int cap = 16;
+  while (cap < 2 * n)
+    cap <<= 1;
+  if (cap > db->capseen) {
+    int32_t *s = realloc(db->seen, (size_t)cap * sizeof *s);
+    int64_t *u = realloc(db->uniq, (size_t)cap * sizeof *u);
+    if (s)
+      db->seen = s;
+    if (u)
+      db->uniq = u;
+    if (!s || !u) { /* out of memory: report with repeats rather than not at all */
+      db->opt.on_commit(db->opt.on_commit_ctx, db->topics, n);
+      return;
+    }
+    db->capseen = cap;
+  }
+  memset(db->seen, 0, (size_t)cap * sizeof *db->seen);
+  int nu = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t t = db->topics[i];
+    uint64_t h = (uint64_t)t * 0x9E3779B97F4A7C15ULL;
+    size_t k = (size_t)(h >> 32) & (size_t)(cap - 1);
+    for (;;) {
+      int32_t s = db->seen[k];
+      if (s == 0) {
+        db->uniq[nu] = t;
+        db->seen[k] = ++nu;
+        break;
+      }
+      if (db->uniq[s - 1] == t)
+        break;
+      k = (k + 1) & (size_t)(cap - 1);
+    }
+  }
+  db->opt.on_commit(db->opt.on_commit_ctx, db->uniq, nu);
+}
+
+static void answer(lith_request *req) {
+  lith__priv *p = lith__priv_of(req);
+  if (p->flags & LITH__REQ_SYNC) {
+    /* After this exchange the request (on the producer's stack) may be gone:
+     * only its address is used, for the wake-up. */
+    _Atomic uint32_t *state = &p->state;
+    if (atomic_exchange_explicit(state, LITH__DONE, memory_order_acq_rel) == LITH__SLEEPING)
+      lith__futex_wake(state, 1);
+  } else {
+    req->done(req);
+  }
+}
+
+static void run_batch(lith *db, int n) {
+  int attempts = 0, retried = 0, busy = 0, failed = 0;
+  uint64_t commit_ns = 0;
+  int64_t t_start = lith__now_ns();
+  uint64_t wait_sum = 0, wait_max = 0;
+  for (int i = 0; i < n; i++) {
+    lith__priv *p = lith__priv_of(db->batch[i]);
+    uint64_t w = t_start > p->queued_ns ? (uint64_t)(t_start - p->queued_ns) : 0;
+    wait_sum += w;
+    if (w > wait_max)
+      wait_max = w;
+    p->done = 0;
+    p->ran = 0;
+  }
+
+again:
+  attempts++;
+  db->ntopics = 0;
+  int src = step(db->st_begin);
+  if (src != SQLITE_OK) {
+    char msg[LITH_ERRMSG_MAX];
+    int rc = lith_from_sqlite(src);
+    busy = rc == LITH_BUSY;
+    snprintf(msg, sizeof msg, "BEGIN IMMEDIATE: %s", sqlite3_errmsg(db->conn));
+    fail_open(db, n, rc, msg);
+    goto answer;
+  }
+  for (int i = 0; i < n; i++) {
+    lith_request *req = db->batch[i];
+    lith__priv *p = lith__priv_of(req);
+    if (p->done)
+      continue;
+    p->ran = 0;
+    if (!run_command(db, req))
+      continue;
+    /* The transaction is gone; req is at fault and has its outcome. */
+    if (!lost_tx(db))
+      step(db->st_rollback);
+    char msg[LITH_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "transaction rolled back by another command's error: %.140s", req->errmsg);
+    if (environmental(req->rc) || attempts >= MAX_ATTEMPTS) {
+      fail_open(db, n, environmental(req->rc) ? req->rc : LITH_ABORTED, msg);
+      goto answer;
+    }
+    for (int j = 0; j < n; j++)
+      if (lith__priv_of(db->batch[j])->ran)
+        retried++;
+    goto again;
+  }
+
+  int64_t t_commit = lith__now_ns();
+  src = step(db->st_commit);
+  commit_ns = (uint64_t)(lith__now_ns() - t_commit);
+  if (src != SQLITE_OK) {
+    char msg[LITH_ERRMSG_MAX];
+    int rc = lith_from_sqlite(src);
+    snprintf(msg, sizeof msg, "COMMIT failed, nothing kept: %s", sqlite3_errmsg(db->conn));
+    if (!lost_tx(db))
+      step(db->st_rollback);
+    for (int i = 0; i < n; i++) {
+      lith_request *req = db->batch[i];
+      if (lith__priv_of(req)->ran) {
+        req->rc = rc;
+        lith__strlcpy(req->errmsg, msg, sizeof req->errmsg);
+      }
+    }
+    goto answer;
+  }
+  report_topics(db);
+
+answer:;
+  uint64_t tx_ns = (uint64_t)(lith__now_ns() - t_start);
+  for (int i = 0; i < n; i++)
+    if (db->batch[i]->rc != LITH_OK)
+      failed++;
+  lith__stats_batch(db, n, failed, retried, busy, tx_ns, commit_ns, wait_sum, wait_max);
+  for (int i = 0; i < n; i++)
+    answer(db->batch[i]);
+}
+
+/* Take up to max_batch requests; 0 when closed and drained. */
+static int take(lith *db) {
+  int n = 0;
+  const int max = db->opt.max_batch;
+  for (;;) {
+    lith__qnode *node;
+    while (n < max && (node = lith__queue_pop(&db->q)) != NULL)
+      db->batch[n++] = (lith_request *)(void *)((char *)node - offsetof(lith_request, lith__priv));
+    if (n > 0)
+      break;
+    if (!lith__queue_idle(&db->q)) {
+      sched_yield(); /* a producer is between its two stores */
+      continue;
+    }
+    if (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)
+      return 0;
+    atomic_store(&db->sleeping, 1);
+    if (!lith__queue_idle(&db->q) || (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)) {
+      atomic_store(&db->sleeping, 0);
+      continue;
+    }
+    lith__futex_wait(&db->sleeping, 1, -1);
+    atomic_store(&db->sleeping, 0);
+  }
+  atomic_fetch_sub(&db->depth, n);
+  if (atomic_load(&db->space_waiters)) {
+    atomic_fetch_add(&db->space_seq, 1);
+    lith__futex_wake(&db->space_seq, INT32_MAX);
+  }
+  return n;
+}
+
+void *lith__writer_main(void *arg) {
+  lith *db = arg;
+  int n;
+  while ((n = take(db)) > 0) {
+    run_batch(db, n);
+    if (lith__ckpt_after_batch(&db->ckpt, db->conn) == LITH_OK) {
+      pthread_mutex_lock(&db->stats_mu);
+      db->stats.wal_pages = (uint64_t)db->ckpt.wal_pages;
+      db->stats.checkpoints = db->ckpt.count;
+      db->stats.checkpoint_ns_total = db->ckpt.ns_total;
+      pthread_mutex_unlock(&db->stats_mu);
+    }
+  }
+  return NULL;
+}

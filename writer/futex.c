@@ -1,0 +1,38 @@
+/* Futex wrappers: see futex.h. */
+#include "futex.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lith.h"
+
+int64_t lith__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t lith_clock_ms(void) { return lith__now_ns() / 1000000; }
+
+void lith__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline_ms) {
+  struct timespec ts, *tsp = NULL;
+  if (deadline_ms >= 0) {
+    int64_t left = deadline_ms - lith_clock_ms();
+    if (left <= 0)
+      return;
+    ts.tv_sec = (time_t)(left / 1000);
+    ts.tv_nsec = (long)(left % 1000) * 1000000;
+    tsp = &ts;
+  }
+  /* Relative timeout; EINTR, EAGAIN (value changed) and ETIMEDOUT all mean
+   * "look again", which every caller does. */
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, tsp, NULL, 0);
+}
+
+void lith__futex_wake(_Atomic uint32_t *word, int n) {
+  syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}

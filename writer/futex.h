@@ -1,0 +1,24 @@
+/*
+ * Thin wrappers over the Linux futex: sleep while a 32-bit word holds a
+ * value, wake sleepers on it. The word itself is always read and written
+ * with C11 atomics, so the ordering (and ThreadSanitizer) sees them; the
+ * futex only parks the thread.
+ */
+#ifndef LITH_WRITER_FUTEX_H
+#define LITH_WRITER_FUTEX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Sleep while *word == expected, at most until deadline_ms on
+ * lith_clock_ms() (negative: no limit). Spurious returns are possible:
+ * callers loop on their own condition. */
+void lith__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline_ms);
+
+/* Wake one (n = 1) or all (n = INT32_MAX) threads sleeping on word. */
+void lith__futex_wake(_Atomic uint32_t *word, int n);
+
+/* Nanoseconds on the monotonic clock. */
+int64_t lith__now_ns(void);
+
+#endif

@@ -1,0 +1,270 @@
+/*
+ * The lith handle: open and close, and the producer side of the queue
+ * (lith_do, lith_do_deadline, lith_submit).
+ *
+ * Admission and close are two atomics read in a fixed order (all seq_cst):
+ * a producer first reserves a slot in `depth`, then looks at `closed`; the
+ * closer sets `closed`, then the writer looks at `depth`. So either the
+ * producer sees the close and backs out, or the writer sees its slot and
+ * waits for the push: no command is accepted and then dropped.
+ */
+#include "writer.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../sqlite/backup.h"
+#include "../sqlite/conn.h"
+#include "../sqlite/error.h"
+#include "futex.h"
+
+static _Thread_local const lith *lith__writer_of;
+
+int lith__on_writer(const lith *db) { return db != NULL && lith__writer_of == db; }
+
+static void wake_writer(lith *db) {
+  if (atomic_load(&db->sleeping) && atomic_exchange(&db->sleeping, 0))
+    lith__futex_wake(&db->sleeping, 1);
+}
+
+static void wake_space_waiters(lith *db) {
+  if (atomic_load(&db->space_waiters)) {
+    atomic_fetch_add(&db->space_seq, 1);
+    lith__futex_wake(&db->space_seq, INT32_MAX);
+  }
+}
+
+/* Give back a reserved slot that will not be used. */
+static void unreserve(lith *db) {
+  atomic_fetch_sub(&db->depth, 1);
+  wake_writer(db);        /* a closing writer may be waiting for depth 0 */
+  wake_space_waiters(db); /* someone may have seen our slot as taken */
+}
+
+static int wait_for_space(lith *db, int64_t deadline_ms) {
+  int rc = LITH_QUEUE_FULL;
+  const int64_t cap = db->opt.queue_capacity;
+  atomic_fetch_add(&db->space_waiters, 1);
+  for (;;) {
+    uint32_t seq = atomic_load(&db->space_seq);
+    int64_t d = atomic_load(&db->depth);
+    while (d < cap) {
+      if (atomic_compare_exchange_weak(&db->depth, &d, d + 1)) {
+        rc = LITH_OK;
+        goto out;
+      }
+    }
+    if (atomic_load(&db->closed)) {
+      rc = LITH_CLOSED;
+      goto out;
+    }
+    if (deadline_ms == 0 || (deadline_ms > 0 && lith_clock_ms() >= deadline_ms))
+      goto out;
+    lith__futex_wait(&db->space_seq, seq, deadline_ms);
+  }
+out:
+  atomic_fetch_sub(&db->space_waiters, 1);
+  return rc;
+}
+
+int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms) {
+  if (atomic_fetch_add(&db->depth, 1) >= db->opt.queue_capacity) {
+    unreserve(db);
+    int rc = wait_for_space(db, deadline_ms);
+    if (rc == LITH_CLOSED)
+      return lith__fail(LITH_CLOSED, "lith is closing: command not accepted");
+    if (rc != LITH_OK)
+      return lith__fail(rc, "queue full (%d commands): command not accepted", db->opt.queue_capacity);
+  }
+  if (atomic_load(&db->closed)) {
+    unreserve(db);
+    return lith__fail(LITH_CLOSED, "lith is closing: command not accepted");
+  }
+  lith__priv *p = lith__priv_of(req);
+  p->queued_ns = lith__now_ns();
+  lith__queue_push(&db->q, &p->node);
+  wake_writer(db);
+  return LITH_OK;
+}
+
+static void init_request(lith_request *req, lith_command fn, void *arg, uint32_t flags) {
+  req->fn = fn;
+  req->arg = arg;
+  req->rc = LITH_OK;
+  req->errmsg[0] = '\0';
+  lith__priv *p = lith__priv_of(req);
+  memset(p, 0, sizeof *p);
+  atomic_init(&p->state, LITH__PENDING);
+  p->flags = flags;
+}
+
+/* Queue one command and sleep until the writer answers it. */
+static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms) {
+  if (!db || !fn)
+    return lith__fail(LITH_MISUSE, "lith_do: no handle or no command");
+  if (lith__on_writer(db))
+    return lith__fail(LITH_MISUSE, "lith_do called on the writer thread (from a command or callback)");
+  lith_request req;
+  req.done = NULL;
+  req.data = NULL;
+  init_request(&req, fn, arg, LITH__REQ_SYNC);
+  int rc = lith__enqueue(db, &req, deadline_ms);
+  if (rc != LITH_OK)
+    return rc;
+  lith__priv *p = lith__priv_of(&req);
+  for (;;) {
+    uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    if (s == LITH__DONE)
+      break;
+    if (s == LITH__PENDING && !atomic_compare_exchange_strong(&p->state, &s, LITH__SLEEPING))
+      continue; /* answered meanwhile */
+    lith__futex_wait(&p->state, LITH__SLEEPING, -1);
+  }
+  if (req.rc != LITH_OK)
+    lith__set_errmsg(req.errmsg);
+  else
+    lith__clear_error();
+  return req.rc;
+}
+
+int lith_do(lith *db, lith_command fn, void *arg) { return do_and_wait(db, fn, arg, -1); }
+
+int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms) {
+  /* A deadline already past (or negative) means: only if there is room now. */
+  return do_and_wait(db, fn, arg, deadline_ms < 0 ? 0 : deadline_ms);
+}
+
+int lith_submit(lith *db, lith_request *req) {
+  if (!db || !req || !req->fn || !req->done)
+    return lith__fail(LITH_MISUSE, "lith_submit: request needs fn and done");
+  init_request(req, req->fn, req->arg, 0);
+  return lith__enqueue(db, req, 0);
+}
+
+int lith_read(lith *db, lith_reader fn, void *arg) {
+  if (!db)
+    return lith__fail(LITH_MISUSE, "lith_read: no handle");
+  if (lith__on_writer(db))
+    return lith__fail(LITH_MISUSE, "lith_read called on the writer thread; use the lith_tx_* calls");
+  return lith__pool_read(db->pool, fn, arg);
+}
+
+int lith_backup(lith *db, const char *dest_path) {
+  if (!db)
+    return lith__fail(LITH_MISUSE, "lith_backup: no handle");
+  return lith__backup_run(db->path, &db->opt, dest_path);
+}
+
+static void *writer_thread(void *arg) {
+  lith *db = arg;
+  lith__writer_of = db;
+  return lith__writer_main(db);
+}
+
+int lith_open(const char *path, const lith_options *opt_in, lith **out) {
+  int rc;
+  lith_options defaults;
+  if (!out)
+    return lith__fail(LITH_MISUSE, "lith_open: out is NULL");
+  *out = NULL;
+  if (!opt_in) {
+    lith_options_default(&defaults);
+    opt_in = &defaults;
+  }
+  if ((rc = lith__options_check(opt_in)) != LITH_OK)
+    return rc;
+
+  lith *db = aligned_alloc(64, (sizeof(lith) + 63) / 64 * 64);
+  if (!db)
+    return lith__fail(LITH_NOMEM, "lith_open: out of memory");
+  memset(db, 0, sizeof *db);
+  db->opt = *opt_in;
+  db->opt.migrations = NULL; /* the caller's, read only during open */
+  lith__queue_init(&db->q);
+  atomic_init(&db->sleeping, 0);
+  atomic_init(&db->depth, 0);
+  atomic_init(&db->space_seq, 0);
+  atomic_init(&db->space_waiters, 0);
+  atomic_init(&db->closed, 0);
+  if (!(db->path = strdup(path ? path : ""))) {
+    rc = lith__fail(LITH_NOMEM, "lith_open: out of memory");
+    goto err_free_db;
+  }
+  db->batch = calloc((size_t)db->opt.max_batch, sizeof *db->batch);
+  if (!db->batch) {
+    rc = lith__fail(LITH_NOMEM, "lith_open: out of memory");
+    goto err_free_path;
+  }
+  if ((rc = lith__conn_open_writer(path, &db->opt, &db->conn)) != LITH_OK)
+    goto err_free_batch;
+  if ((rc = lith__conn_migrate(db->conn, opt_in)) != LITH_OK)
+    goto err_close_conn;
+  if ((rc = lith__stmt_cache_create(db->conn, db->opt.stmt_cache_size, &db->cache)) != LITH_OK)
+    goto err_close_conn;
+  if ((rc = lith__writer_prepare(db)) != LITH_OK)
+    goto err_destroy_cache;
+  sqlite3_set_authorizer(db->conn, lith__authorize, db);
+  lith__ckpt_init(&db->ckpt, db->conn, db->opt.checkpoint, db->opt.checkpoint_pages);
+  if ((rc = lith__pool_open(path, &db->opt, &db->pool)) != LITH_OK)
+    goto err_finalize;
+  db->tx.db = db;
+  db->tx.conn = db->conn;
+  db->tx.cache = db->cache;
+  pthread_mutex_init(&db->stats_mu, NULL);
+  if ((errno = pthread_create(&db->thread, NULL, writer_thread, db)) != 0) {
+    rc = lith__fail(LITH_NOMEM, "lith_open: cannot start the writer thread: %s", strerror(errno));
+    goto err_close_pool;
+  }
+  lith__clear_error();
+  *out = db;
+  return LITH_OK;
+
+err_close_pool:
+  pthread_mutex_destroy(&db->stats_mu);
+  lith__pool_close(db->pool);
+err_finalize:
+  lith__writer_finalize(db);
+err_destroy_cache:
+  lith__stmt_cache_destroy(db->cache);
+err_close_conn:
+  sqlite3_close(db->conn);
+err_free_batch:
+  free(db->batch);
+err_free_path:
+  free(db->path);
+err_free_db:
+  free(db);
+  return rc;
+}
+
+int lith_close(lith *db) {
+  if (!db)
+    return LITH_OK;
+  if (lith__on_writer(db))
+    return lith__fail(LITH_MISUSE, "lith_close called on the writer thread");
+  atomic_store(&db->closed, 1);
+  atomic_store(&db->sleeping, 0);
+  lith__futex_wake(&db->sleeping, 1);
+  atomic_fetch_add(&db->space_seq, 1);
+  lith__futex_wake(&db->space_seq, INT32_MAX);
+  pthread_join(db->thread, NULL);
+
+  /* Readers first, so that the TRUNCATE checkpoint finds none holding the WAL. */
+  lith__pool_close(db->pool);
+  int rc = lith__ckpt_close(&db->ckpt, db->conn);
+  lith__writer_finalize(db);
+  lith__stmt_cache_destroy(db->cache);
+  int src = sqlite3_close(db->conn);
+  if (src != SQLITE_OK && rc == LITH_OK)
+    rc = lith__fail(lith_from_sqlite(src), "lith_close: %s", sqlite3_errstr(src));
+  pthread_mutex_destroy(&db->stats_mu);
+  free(db->topics);
+  free(db->uniq);
+  free(db->seen);
+  free(db->batch);
+  free(db->path);
+  free(db);
+  return rc;
+}

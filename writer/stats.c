@@ -1,0 +1,81 @@
+/*
+ * Statistics. The writer adds one batch's figures under a mutex that only
+ * lith_stats_get() ever contends for; percentiles are computed on demand
+ * from a ring of the most recent transaction times.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "writer.h"
+
+static int bucket(int n) {
+  int b = 0;
+  while (n > 1 && b < LITH_HIST_BUCKETS - 1) {
+    n >>= 1;
+    b++;
+  }
+  return b;
+}
+
+void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
+                       uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max) {
+  lith__batch_stats *s = &db->stats;
+  pthread_mutex_lock(&db->stats_mu);
+  s->commands += (uint64_t)n;
+  s->batches++;
+  s->failed += (uint64_t)failed;
+  s->retried += (uint64_t)retried;
+  s->busy += (uint64_t)busy;
+  s->batch_hist[bucket(n)]++;
+  s->tx_ns_total += tx_ns;
+  s->commit_ns_total += commit_ns;
+  s->wait_ns_total += wait_ns_sum;
+  if (wait_ns_max > s->wait_ns_max)
+    s->wait_ns_max = wait_ns_max;
+  uint64_t us = tx_ns / 1000;
+  s->recent_tx_us[s->nrecent++ % LITH__RECENT] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+  s->wal_pages = (uint64_t)db->ckpt.wal_pages;
+  s->checkpoints = db->ckpt.count;
+  s->checkpoint_ns_total = db->ckpt.ns_total;
+  pthread_mutex_unlock(&db->stats_mu);
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+void lith_stats_get(lith *db, lith_stats *out) {
+  static _Thread_local uint32_t ring[LITH__RECENT];
+  memset(out, 0, sizeof *out);
+  if (!db)
+    return;
+  pthread_mutex_lock(&db->stats_mu);
+  const lith__batch_stats *s = &db->stats;
+  out->commands = s->commands;
+  out->batches = s->batches;
+  out->failed = s->failed;
+  out->retried = s->retried;
+  out->busy = s->busy;
+  memcpy(out->batch_hist, s->batch_hist, sizeof out->batch_hist);
+  out->tx_ns_total = s->tx_ns_total;
+  out->commit_ns_total = s->commit_ns_total;
+  out->wait_ns_total = s->wait_ns_total;
+  out->wait_ns_max = s->wait_ns_max;
+  out->wal_pages = s->wal_pages;
+  out->checkpoints = s->checkpoints;
+  out->checkpoint_ns_total = s->checkpoint_ns_total;
+  size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;
+  memcpy(ring, s->recent_tx_us, n * sizeof *ring);
+  pthread_mutex_unlock(&db->stats_mu);
+
+  int64_t depth = atomic_load(&db->depth);
+  out->queue_depth = depth > 0 ? (uint64_t)depth : 0;
+  if (n > 0) {
+    qsort(ring, n, sizeof *ring, cmp_u32);
+    out->tx_ns_p50 = (uint64_t)ring[(n - 1) * 50 / 100] * 1000;
+    out->tx_ns_p99 = (uint64_t)ring[(n - 1) * 99 / 100] * 1000;
+    out->tx_ns_p999 = (uint64_t)ring[(n - 1) * 999 / 1000] * 1000;
+    out->tx_ns_max = (uint64_t)ring[n - 1] * 1000;
+  }
+}

@@ -1,0 +1,124 @@
+/*
+ * Inside a command: the calls a command makes on its lith_tx. They run on
+ * the writer thread only. Every error they meet is remembered on the tx
+ * (code and message), so the producer gets a useful message even when the
+ * command just returns the code.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../sqlite/bind.h"
+#include "../sqlite/error.h"
+#include "writer.h"
+
+static int note(lith_tx *tx, int rc) {
+  if (rc != LITH_OK) {
+    tx->err = rc;
+    lith__strlcpy(tx->errmsg, lith_errmsg(NULL), sizeof tx->errmsg);
+  }
+  return rc;
+}
+
+sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql) {
+  sqlite3_stmt *st = NULL;
+  note(tx, lith__stmt_cache_get(tx->cache, sql, &st));
+  return st;
+}
+
+static int prepare_bound(lith_tx *tx, sqlite3_stmt **st, const char *sql, const char *types, va_list ap) {
+  int rc = lith__stmt_cache_get(tx->cache, sql, st);
+  if (rc == LITH_OK)
+    rc = lith__bind_va(*st, types, ap);
+  return rc;
+}
+
+int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  va_list ap;
+  va_start(ap, types);
+  int rc = prepare_bound(tx, &st, sql, types, ap);
+  va_end(ap);
+  if (rc == LITH_OK)
+    rc = lith__step_all(st);
+  if (st)
+    sqlite3_reset(st);
+  return note(tx, rc);
+}
+
+int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...) {
+  sqlite3_stmt *st = NULL;
+  va_list ap;
+  va_start(ap, types);
+  int rc = prepare_bound(tx, &st, sql, types, ap);
+  va_end(ap);
+  if (rc == LITH_OK)
+    rc = lith__step_int64(st, out);
+  if (st)
+    sqlite3_reset(st);
+  return note(tx, rc);
+}
+
+static int nested_step(lith_tx *tx, sqlite3_stmt *st) {
+  /* lith's own savepoint statements: let the authorizer pass them. */
+  tx->db->in_command = 0;
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  tx->db->in_command = 1;
+  if (rc != SQLITE_DONE)
+    return note(tx, lith__fail_sqlite(rc, tx->conn, "nested savepoint"));
+  return LITH_OK;
+}
+
+int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg) {
+  lith *db = tx->db;
+  if (!fn)
+    return note(tx, lith__fail(LITH_MISUSE, "lith_tx_savepoint: no function"));
+  int rc = nested_step(tx, db->st_nsp);
+  if (rc != LITH_OK)
+    return rc;
+  int mark = db->ntopics;
+  tx->depth++;
+  rc = fn(tx, arg);
+  tx->depth--;
+  if (sqlite3_get_autocommit(tx->conn))
+    return rc != LITH_OK ? rc : note(tx, lith__fail(LITH_ABORTED, "the transaction was rolled back"));
+  if (rc == LITH_OK)
+    return nested_step(tx, db->st_nsp_release);
+  db->ntopics = mark;
+  /* Keep fn's message: it says why, the undo does not. */
+  char keep[LITH_ERRMSG_MAX];
+  int kept_err = tx->err;
+  lith__strlcpy(keep, tx->errmsg, sizeof keep);
+  if (nested_step(tx, db->st_nsp_rollback) == LITH_OK)
+    nested_step(tx, db->st_nsp_release);
+  tx->err = kept_err;
+  lith__strlcpy(tx->errmsg, keep, sizeof tx->errmsg);
+  return rc;
+}
+
+void lith_tx_touch(lith_tx *tx, int64_t topic) {
+  lith *db = tx->db;
+  if (db->ntopics == db->captopics) {
+    int ncap = db->captopics ? db->captopics * 2 : 256;
+    int64_t *t = realloc(db->topics, (size_t)ncap * sizeof *t);
+    if (!t)
+      return; /* out of memory: a missed notification, never a lost write */
+    db->topics = t;
+    db->captopics = ncap;
+  }
+  db->topics[db->ntopics++] = topic;
+}
+
+int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tx->errmsg, sizeof tx->errmsg, fmt, ap);
+  va_end(ap);
+  tx->err = rc;
+  return rc;
+}
+
+int lith_tx_rc(lith_tx *tx) { return tx->err; }
+
+sqlite3 *lith_tx_db(lith_tx *tx) { return tx->conn; }

@@ -1,0 +1,113 @@
+/*
+ * The lith handle and the writer thread (internal).
+ *
+ * Producers reserve a slot in `depth` (bounded by queue_capacity), push
+ * their request onto the MPSC queue and, if the writer sleeps, wake it; the
+ * first producer to see it asleep clears the flag and is the only one to
+ * make the wake-up system call. The writer takes up to max_batch requests,
+ * runs them in one transaction (batch.c), answers them, and checkpoints.
+ */
+#ifndef LITH_WRITER_WRITER_H
+#define LITH_WRITER_WRITER_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../sqlite/checkpoint.h"
+#include "../sqlite/read_pool.h"
+#include "../sqlite/stmt_cache.h"
+#include "lith.h"
+#include "queue.h"
+
+/* What lith keeps in lith_request.lith__priv while a request is queued. */
+typedef struct lith__priv {
+  lith__qnode node;       /* must be first */
+  int64_t queued_ns;      /* when it was queued, for queue-wait stats */
+  _Atomic uint32_t state; /* lith_do: PENDING, SLEEPING, DONE */
+  uint32_t flags;         /* LITH__REQ_* */
+  int32_t done;           /* writer only: its outcome is final in this batch */
+  int32_t ran;            /* writer only: ran OK in the current attempt */
+} lith__priv;
+
+enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
+enum { LITH__REQ_SYNC = 1 };
+
+static inline lith__priv *lith__priv_of(lith_request *r) { return (lith__priv *)(void *)&r->lith__priv; }
+
+struct lith_tx {
+  lith *db;
+  sqlite3 *conn;
+  lith__stmt_cache *cache;
+  int err;                       /* last error of a lith_tx_* call */
+  char errmsg[LITH_ERRMSG_MAX];  /* this command's message */
+  int depth;                     /* nested savepoints open */
+};
+
+typedef struct lith__batch_stats {
+  uint64_t commands, batches, failed, retried, busy;
+  uint64_t batch_hist[LITH_HIST_BUCKETS];
+  uint64_t tx_ns_total, commit_ns_total, wait_ns_total, wait_ns_max;
+  uint64_t wal_pages, checkpoints, checkpoint_ns_total;
+#define LITH__RECENT 4096
+  uint32_t recent_tx_us[LITH__RECENT]; /* ring of recent transaction times */
+  uint64_t nrecent;
+} lith__batch_stats;
+
+struct lith {
+  /* shared with producers */
+  lith__queue q;
+  alignas(64) _Atomic uint32_t sleeping;     /* futex word: writer asleep */
+  alignas(64) _Atomic int64_t depth;         /* reserved + queued requests */
+  alignas(64) _Atomic uint32_t space_seq;    /* futex word: space freed */
+  _Atomic uint32_t space_waiters;
+  _Atomic uint32_t closed;
+
+  /* read-only after open */
+  alignas(64) char *path;
+  lith_options opt;
+  pthread_t thread;
+  lith__pool *pool;
+
+  /* writer thread only */
+  sqlite3 *conn;
+  lith__stmt_cache *cache;
+  lith__ckpt ckpt;
+  sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_sp, *st_sp_release, *st_sp_rollback,
+      *st_nsp, *st_nsp_release, *st_nsp_rollback;
+  int in_command;        /* the authorizer refuses BEGIN/COMMIT/ROLLBACK while set */
+  lith_request **batch;  /* max_batch slots */
+  int64_t *topics;       /* touched in this batch (with repeats) */
+  int ntopics, captopics;
+  int64_t *uniq;         /* on_commit's deduplicated copy */
+  int32_t *seen;         /* open-addressing set for deduplication: index + 1 into uniq */
+  int capseen;
+  lith_tx tx;
+
+  /* stats: written by the writer once per batch */
+  pthread_mutex_t stats_mu;
+  lith__batch_stats stats;
+};
+
+/* Writer thread entry (batch.c). */
+void *lith__writer_main(void *arg);
+
+/* The authorizer that keeps commands from ending the transaction (batch.c). */
+int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
+
+/* Prepare the writer's own statements (batch.c). */
+int lith__writer_prepare(lith *db);
+void lith__writer_finalize(lith *db);
+
+/* Record one finished batch's figures (stats.c). */
+void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
+                       uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max);
+
+/* Non-zero on the writer thread of `db` (a command or done callback). */
+int lith__on_writer(const lith *db);
+
+/* Queue `req` (lith.c). deadline_ms: -1 none, 0 do not wait. */
+int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms);
+
+#endif
