@@ -229,6 +229,12 @@ void lith_tx_touch(lith_tx *tx, int64_t topic);
 int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* A ready-made command: runs `arg`, a NUL-terminated SQL text of one or more
+ * statements without parameters (sqlite3_exec), e.g.
+ * lith_do(db, lith_cmd_sql, "CREATE TABLE ..."). Not cached; for schema
+ * changes and one-off statements. */
+int lith_cmd_sql(lith_tx *tx, void *arg);
+
 /* The last error met by a lith_tx_* call in this command (LITH_OK if none). */
 int lith_tx_rc(lith_tx *tx);
 

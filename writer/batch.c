@@ -58,12 +58,13 @@ int lith__writer_prepare(lith *db) {
 }
 
 void lith__writer_finalize(lith *db) {
-  sqlite3_stmt **all[] = {&db->st_begin,  &db->st_commit,      &db->st_rollback,
+  sqlite3_stmt **stmts[] = {&db->st_begin,  &db->st_commit,      &db->st_rollback,
                           &db->st_sp,     &db->st_sp_release,  &db->st_sp_rollback,
                           &db->st_nsp,    &db->st_nsp_release, &db->st_nsp_rollback};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
-    sqlite3_finalize(*all[i]);
-    *all[i] = NULL;
+  for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) {
+    sqlite3_stmt **slot = stmts[i];
+    sqlite3_finalize(*slot);
+    *slot = NULL;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../sqlite/backup.h"
 #include "../sqlite/conn.h"
@@ -21,6 +22,22 @@
 #include "futex.h"
 
 static _Thread_local const lith *lith__writer_of;
+
+/* Every public call that touches the handle holds a user reference for its
+ * duration, so that lith_close can wait for the last one before freeing.
+ * Taking one fails once the handle is closing. The reference is dropped as
+ * the call's last touch of the handle: a lith_do drops it right after the
+ * push, and waits for its answer on its own stack. */
+int lith__enter(lith *db) {
+  atomic_fetch_add(&db->users, 1);
+  if (atomic_load(&db->closed)) {
+    atomic_fetch_sub(&db->users, 1);
+    return lith__fail(LITH_CLOSED, "lith is closing: not accepting calls");
+  }
+  return LITH_OK;
+}
+
+void lith__leave(lith *db) { atomic_fetch_sub(&db->users, 1); }
 
 int lith__on_writer(const lith *db) { return db != NULL && lith__writer_of == db; }
 
@@ -110,7 +127,11 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
   req.done = NULL;
   req.data = NULL;
   init_request(&req, fn, arg, LITH__REQ_SYNC);
-  int rc = lith__enqueue(db, &req, deadline_ms);
+  int rc = lith__enter(db);
+  if (rc != LITH_OK)
+    return rc;
+  rc = lith__enqueue(db, &req, deadline_ms);
+  lith__leave(db); /* from here on only `req`, on this stack, is touched */
   if (rc != LITH_OK)
     return rc;
   lith__priv *p = lith__priv_of(&req);
@@ -140,7 +161,12 @@ int lith_submit(lith *db, lith_request *req) {
   if (!db || !req || !req->fn || !req->done)
     return lith__fail(LITH_MISUSE, "lith_submit: request needs fn and done");
   init_request(req, req->fn, req->arg, 0);
-  return lith__enqueue(db, req, 0);
+  int rc = lith__enter(db);
+  if (rc != LITH_OK)
+    return rc;
+  rc = lith__enqueue(db, req, 0);
+  lith__leave(db);
+  return rc;
 }
 
 int lith_read(lith *db, lith_reader fn, void *arg) {
@@ -148,13 +174,23 @@ int lith_read(lith *db, lith_reader fn, void *arg) {
     return lith__fail(LITH_MISUSE, "lith_read: no handle");
   if (lith__on_writer(db))
     return lith__fail(LITH_MISUSE, "lith_read called on the writer thread; use the lith_tx_* calls");
-  return lith__pool_read(db->pool, fn, arg);
+  int rc = lith__enter(db);
+  if (rc != LITH_OK)
+    return rc;
+  rc = lith__pool_read(db->pool, fn, arg);
+  lith__leave(db);
+  return rc;
 }
 
 int lith_backup(lith *db, const char *dest_path) {
   if (!db)
     return lith__fail(LITH_MISUSE, "lith_backup: no handle");
-  return lith__backup_run(db->path, &db->opt, dest_path);
+  int rc = lith__enter(db);
+  if (rc != LITH_OK)
+    return rc;
+  rc = lith__backup_run(db->path, &db->opt, dest_path);
+  lith__leave(db);
+  return rc;
 }
 
 static void *writer_thread(void *arg) {
@@ -185,6 +221,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   lith__queue_init(&db->q);
   atomic_init(&db->sleeping, 0);
   atomic_init(&db->depth, 0);
+  atomic_init(&db->users, 0);
   atomic_init(&db->space_seq, 0);
   atomic_init(&db->space_waiters, 0);
   atomic_init(&db->closed, 0);
@@ -250,6 +287,11 @@ int lith_close(lith *db) {
   atomic_fetch_add(&db->space_seq, 1);
   lith__futex_wake(&db->space_seq, INT32_MAX);
   pthread_join(db->thread, NULL);
+  /* Calls that entered before the close may still be leaving (a lith_do
+   * between its push and its release, a lith_read finishing). Close is
+   * rare: poll rather than make every call pay for a wake-up. */
+  while (atomic_load(&db->users) != 0)
+    usleep(100);
 
   /* Readers first, so that the TRUNCATE checkpoint finds none holding the WAL. */
   lith__pool_close(db->pool);

@@ -119,6 +119,15 @@ int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...) {
   return rc;
 }
 
+int lith_cmd_sql(lith_tx *tx, void *arg) {
+  if (!arg)
+    return note(tx, lith__fail(LITH_MISUSE, "lith_cmd_sql: no SQL"));
+  int rc = sqlite3_exec(tx->conn, (const char *)arg, NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return note(tx, lith__fail_sqlite(rc, tx->conn, "lith_cmd_sql"));
+  return LITH_OK;
+}
+
 int lith_tx_rc(lith_tx *tx) { return tx->err; }
 
 sqlite3 *lith_tx_db(lith_tx *tx) { return tx->conn; }

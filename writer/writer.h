@@ -60,6 +60,8 @@ struct lith {
   lith__queue q;
   alignas(64) _Atomic uint32_t sleeping;     /* futex word: writer asleep */
   alignas(64) _Atomic int64_t depth;         /* reserved + queued requests */
+  _Atomic uint32_t users;                    /* threads inside a lith_* call on this
+                                                handle; lith_close frees it only at 0 */
   alignas(64) _Atomic uint32_t space_seq;    /* futex word: space freed */
   _Atomic uint32_t space_waiters;
   _Atomic uint32_t closed;
@@ -104,10 +106,15 @@ void lith__writer_finalize(lith *db);
 void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
                        uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max);
 
+/* Take a user reference (LITH_CLOSED once closing) and drop it (lith.c). */
+int lith__enter(lith *db);
+void lith__leave(lith *db);
+
 /* Non-zero on the writer thread of `db` (a command or done callback). */
 int lith__on_writer(const lith *db);
 
-/* Queue `req` (lith.c). deadline_ms: -1 none, 0 do not wait. */
+/* Queue `req` (lith.c); the caller holds a user reference (lith__enter).
+ * deadline_ms: -1 none, 0 do not wait. */
 int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms);
 
 #endif
