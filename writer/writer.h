@@ -31,6 +31,9 @@ typedef struct lith__priv {
   int32_t ran;            /* writer only: ran OK in the current attempt */
 } lith__priv;
 
+_Static_assert(sizeof(lith__priv) <= sizeof(((lith_request *)0)->lith__priv),
+               "lith__priv must fit in lith_request.lith__priv");
+
 enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
 enum { LITH__REQ_SYNC = 1 };
 
