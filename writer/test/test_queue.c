@@ -20,7 +20,6 @@
 #include <cmocka.h>
 
 #include "../queue.h"
-#include "common.h"
 
 typedef struct item {
   lith__qnode node; /* first: a node pointer is an item pointer */
@@ -123,13 +122,12 @@ static void test_half_done_push(void **state) {
   /* another producer pushes c completely behind the half-done b */
   lith__queue_push(&q, &c.node);
   assert_false(lith__queue_idle(&q));
-  lith__qnode *n = lith__queue_pop(&q);
-  /* a can go now? only if a->next is set, which it is not */
-  assert_null(n);
+  /* still nothing: a's successor (b) is not linked yet */
+  assert_null(lith__queue_pop(&q));
 
   /* the link lands: everything comes out, in order */
   atomic_store(&prev->next, &b.node);
-  n = lith__queue_pop(&q);
+  lith__qnode *n = lith__queue_pop(&q);
   assert_ptr_equal(n, &a.node);
   n = lith__queue_pop(&q);
   assert_ptr_equal(n, &b.node);
