@@ -125,11 +125,18 @@ void lith_options_default(lith_options *opt);
  * lith_errmsg(NULL) says why. `path` must name a file: WAL mode needs one. */
 int lith_open(const char *path, const lith_options *opt, lith **out);
 
-/* Stop accepting (later submissions get LITH_CLOSED), run and answer every
- * command already accepted, checkpoint with TRUNCATE (not in EXTERNAL mode),
- * close every connection and free `db`. Call it once, from a thread that is
- * not the writer and not inside lith_read. Returns the first error met while
- * closing (the handle is freed whatever it returns). */
+/* Stop accepting (from now on every call on `db` returns LITH_CLOSED), run
+ * and answer every command already accepted, checkpoint with TRUNCATE (not
+ * in EXTERNAL mode) and close every connection — but keep the handle itself
+ * valid, so that producers racing the shutdown safely get LITH_CLOSED. Call
+ * lith_close() once they have stopped. Any thread but the writer; a second
+ * call waits for the first and returns its result. */
+int lith_shutdown(lith *db);
+
+/* lith_shutdown() if not done yet, then free `db`. Call it once, when no
+ * other thread will use `db` again, from a thread that is not the writer and
+ * not inside lith_read. Returns the first error met while shutting down (the
+ * handle is freed whatever it returns). */
 int lith_close(lith *db);
 
 /* This thread's last error message from a lith call (on any handle; `db` may
@@ -297,7 +304,8 @@ typedef struct lith_stats {
   uint64_t checkpoint_ns_total;
 } lith_stats;
 
-/* A snapshot of the counters; `out` is the caller's. */
+/* A snapshot of the counters; `out` is the caller's. Also valid after
+ * lith_shutdown (the final figures), until lith_close. */
 void lith_stats_get(lith *db, lith_stats *out);
 
 #ifdef __cplusplus

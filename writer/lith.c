@@ -250,6 +250,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   db->tx.conn = db->conn;
   db->tx.cache = db->cache;
   pthread_mutex_init(&db->stats_mu, NULL);
+  pthread_mutex_init(&db->close_mu, NULL);
   if ((errno = pthread_create(&db->thread, NULL, writer_thread, db)) != 0) {
     rc = lith__fail(LITH_NOMEM, "lith_open: cannot start the writer thread: %s", strerror(errno));
     goto err_close_pool;
@@ -259,6 +260,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   return LITH_OK;
 
 err_close_pool:
+  pthread_mutex_destroy(&db->close_mu);
   pthread_mutex_destroy(&db->stats_mu);
   lith__pool_close(db->pool);
 err_finalize:
@@ -276,11 +278,17 @@ err_free_db:
   return rc;
 }
 
-int lith_close(lith *db) {
+int lith_shutdown(lith *db) {
   if (!db)
-    return LITH_OK;
+    return lith__fail(LITH_MISUSE, "lith_shutdown: no handle");
   if (lith__on_writer(db))
-    return lith__fail(LITH_MISUSE, "lith_close called on the writer thread");
+    return lith__fail(LITH_MISUSE, "lith_shutdown called on the writer thread");
+  pthread_mutex_lock(&db->close_mu);
+  if (db->shut) { /* a second call waits for the first, then reports its result */
+    int rc = db->shut_rc;
+    pthread_mutex_unlock(&db->close_mu);
+    return rc;
+  }
   atomic_store(&db->closed, 1);
   atomic_store(&db->sleeping, 0);
   lith__futex_wake(&db->sleeping, 1);
@@ -288,19 +296,35 @@ int lith_close(lith *db) {
   lith__futex_wake(&db->space_seq, INT32_MAX);
   pthread_join(db->thread, NULL);
   /* Calls that entered before the close may still be leaving (a lith_do
-   * between its push and its release, a lith_read finishing). Close is
+   * between its push and its release, a lith_read finishing). Shutdown is
    * rare: poll rather than make every call pay for a wake-up. */
   while (atomic_load(&db->users) != 0)
     usleep(100);
 
   /* Readers first, so that the TRUNCATE checkpoint finds none holding the WAL. */
   lith__pool_close(db->pool);
+  db->pool = NULL;
   int rc = lith__ckpt_close(&db->ckpt, db->conn);
   lith__writer_finalize(db);
   lith__stmt_cache_destroy(db->cache);
+  db->cache = NULL;
   int src = sqlite3_close(db->conn);
+  db->conn = NULL;
   if (src != SQLITE_OK && rc == LITH_OK)
-    rc = lith__fail(lith_from_sqlite(src), "lith_close: %s", sqlite3_errstr(src));
+    rc = lith__fail(lith_from_sqlite(src), "lith_shutdown: %s", sqlite3_errstr(src));
+  db->shut = 1;
+  db->shut_rc = rc;
+  pthread_mutex_unlock(&db->close_mu);
+  return rc;
+}
+
+int lith_close(lith *db) {
+  if (!db)
+    return LITH_OK;
+  if (lith__on_writer(db))
+    return lith__fail(LITH_MISUSE, "lith_close called on the writer thread");
+  int rc = lith_shutdown(db);
+  pthread_mutex_destroy(&db->close_mu);
   pthread_mutex_destroy(&db->stats_mu);
   free(db->topics);
   free(db->uniq);

@@ -48,7 +48,10 @@ static int cmp_u32(const void *a, const void *b) {
 void lith_stats_get(lith *db, lith_stats *out) {
   static _Thread_local uint32_t ring[LITH__RECENT];
   memset(out, 0, sizeof *out);
-  if (!db || lith__enter(db) != LITH_OK)
+  /* No user reference needed: the mutex lives until lith_close, which is
+   * called only when no other thread uses the handle; so the final figures
+   * can still be read after lith_shutdown. */
+  if (!db)
     return;
   pthread_mutex_lock(&db->stats_mu);
   const lith__batch_stats *s = &db->stats;
@@ -71,7 +74,6 @@ void lith_stats_get(lith *db, lith_stats *out) {
 
   int64_t depth = atomic_load(&db->depth);
   out->queue_depth = depth > 0 ? (uint64_t)depth : 0;
-  lith__leave(db);
   if (n > 0) {
     qsort(ring, n, sizeof *ring, cmp_u32);
     out->tx_ns_p50 = (uint64_t)ring[(n - 1) * 50 / 100] * 1000;

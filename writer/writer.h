@@ -90,6 +90,10 @@ struct lith {
   int capseen;
   lith_tx tx;
 
+  /* lith_shutdown: done once, under close_mu */
+  pthread_mutex_t close_mu;
+  int shut, shut_rc;
+
   /* stats: written by the writer once per batch */
   pthread_mutex_t stats_mu;
   lith__batch_stats stats;

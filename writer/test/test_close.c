@@ -17,18 +17,13 @@
  * its row is in the database; no refused request's done ran, and no refused
  * command ran.
  *
- * Keeping the handle alive. lith_close waits for calls already inside the
- * handle (their user references), but then frees it, and the API gives a
- * producer no way to know that its next call will begin before that: a
- * thread answered LITH_OK just before the close can be descheduled and call
- * lith_do again after lith_close returned, on freed memory. So the test
- * holds lith_close open itself: a plain read transaction on another
- * connection, begun while the WAL holds frames (checkpoint_pages is huge,
- * so nothing is checkpointed before close), makes the TRUNCATE checkpoint
- * at the end of lith_close wait in its busy handler (busy_timeout_ms 30 s):
- * after the writer has stopped, before the handle is freed. Main joins every producer
- * (each has seen LITH_CLOSED), checks that lith_close has indeed not
- * returned, then ends the read transaction and joins the closer.
+ * Producers race lith_shutdown (run in its own thread), which drains and
+ * closes the connections but keeps the handle valid, so a producer's call
+ * after it still safely gets LITH_CLOSED; main joins every producer, then
+ * the shutdown thread, and only then frees the handle with lith_close.
+ *
+ * After lith_shutdown every call returns LITH_CLOSED, a second shutdown
+ * returns the first one's result, and the WAL has been truncated.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,57 +64,26 @@ static void join_within(pthread_t th, int seconds, const char *what) {
     fail_msg("%s did not finish within %d s (pthread_timedjoin_np: %d)", what, seconds, rc);
 }
 
-/* ---- Holding lith_close open ---------------------------------------------- */
+/* ---- Shutting down in a thread of its own ------------------------------- */
 
-static void close_options(lith_options *opt) {
-  t_bank_options(opt);
-  opt->busy_timeout_ms = 30000;    /* how long the final checkpoint waits for the pin */
-  opt->checkpoint_pages = 1 << 30; /* never checkpoint before close */
-}
-
-/* A read transaction on its own connection that keeps a WAL snapshot. */
-static sqlite3 *pin_open(void) {
-  sqlite3 *c = NULL;
-  sqlite3_stmt *st = NULL;
-  assert_int_equal(sqlite3_open_v2(DB, &c, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(c, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_prepare_v2(c, "SELECT count(*) FROM accounts", -1, &st, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* the read transaction starts here */
-  assert_true(sqlite3_column_int64(st, 0) > 0);
-  sqlite3_finalize(st);
-  assert_int_equal(sqlite3_get_autocommit(c), 0);
-  return c;
-}
-
-static void pin_release(sqlite3 *c) {
-  assert_int_equal(sqlite3_exec(c, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_close(c), SQLITE_OK);
-}
+static void close_options(lith_options *opt) { t_bank_options(opt); }
 
 typedef struct closer {
   lith *db;
   int rc;
-  _Atomic int returned;
 } closer;
 
 static void *closer_main(void *arg) {
   closer *c = arg;
-  c->rc = lith_close(c->db);
-  atomic_store(&c->returned, 1);
+  c->rc = lith_shutdown(c->db);
   return NULL;
 }
 
-/* Call after every producer has seen LITH_CLOSED: lith_close must still be
- * held by the pin (else the test could not have kept producers off a freed
- * handle); then let it finish. */
-static void finish_close(closer *c, pthread_t th, sqlite3 *pin) {
-  usleep(200 * 1000); /* the writer has drained by now; the pin still holds */
-  if (atomic_load(&c->returned))
-    fail_msg("lith_close returned while the pin held the WAL: the test cannot guarantee that "
-             "producers stayed off the freed handle");
-  pin_release(pin);
-  join_within(th, 30, "lith_close");
+/* Call after every producer has seen LITH_CLOSED. */
+static void finish_close(closer *c, pthread_t th) {
+  join_within(th, 30, "lith_shutdown");
   assert_int_equal(c->rc, LITH_OK);
+  assert_int_equal(lith_close(c->db), LITH_OK);
 }
 
 /* ---- A transfer that counts its runs ----------------------------------- */
@@ -218,7 +182,6 @@ static void test_close_while_lith_do(void **state) {
   close_options(&opt);
   lith *db = t_open_fresh(DB, &opt);
   t_seed_accounts(db, 2 * NSYNC, BIG_BALANCE);
-  sqlite3 *pin = pin_open();
 
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, NSYNC + 1);
@@ -241,12 +204,12 @@ static void test_close_while_lith_do(void **state) {
     assert_true(atomic_load(&ps[i].ok) >= 20);
   usleep(20 * 1000);
 
-  closer cl = {db, -1, 0};
+  closer cl = {db, -1};
   pthread_t cth;
   assert_int_equal(pthread_create(&cth, NULL, closer_main, &cl), 0);
   for (int i = 0; i < NSYNC; i++)
     join_within(th[i], 30, "a producer");
-  finish_close(&cl, cth, pin);
+  finish_close(&cl, cth);
 
   int64_t total = 0;
   for (int i = 0; i < NSYNC; i++) {
@@ -361,7 +324,6 @@ static void test_close_while_submitting(void **state) {
   opt.queue_capacity = 64;
   lith *db = t_open_fresh(DB, &opt);
   t_seed_accounts(db, 2 * NASYNC, BIG_BALANCE);
-  sqlite3 *pin = pin_open();
 
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, NASYNC + 1);
@@ -382,14 +344,14 @@ static void test_close_while_submitting(void **state) {
   for (int i = 0; i < NASYNC; i++)
     assert_true(atomic_load(&ps[i].accepted) >= 200);
 
-  closer cl = {db, -1, 0};
+  closer cl = {db, -1};
   pthread_t cth;
   assert_int_equal(pthread_create(&cth, NULL, closer_main, &cl), 0);
   for (int i = 0; i < NASYNC; i++)
     join_within(th[i], 30, "a submitter");
-  finish_close(&cl, cth, pin);
+  finish_close(&cl, cth);
 
-  /* lith_close has returned: every accepted request has been answered */
+  /* lith_shutdown has returned: every accepted request has been answered */
   int64_t total = 0, full = 0;
   for (int i = 0; i < NASYNC; i++) {
     async_prod *p = &ps[i];
@@ -431,31 +393,52 @@ static void test_close_while_submitting(void **state) {
   free(ps);
 }
 
-/* Close with nothing in flight: the pin alone holds lith_close, which
- * returns once it is released (the baseline for the hold used above). */
-static void test_pin_holds_close(void **state) {
+static int read_sum(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, (int64_t *)arg, "SELECT sum(balance) FROM accounts", NULL);
+}
+
+static void ignore_done(lith_request *req) { (void)req; }
+
+/* After lith_shutdown the handle stays valid and refuses everything. */
+static void test_calls_after_shutdown(void **state) {
   (void)state;
   lith_options opt;
   close_options(&opt);
   lith *db = t_open_fresh(DB, &opt);
   t_seed_accounts(db, 2, 5);
-  sqlite3 *pin = pin_open();
-  closer cl = {db, -1, 0};
-  pthread_t cth;
-  assert_int_equal(pthread_create(&cth, NULL, closer_main, &cl), 0);
-  finish_close(&cl, cth, pin);
-  /* the TRUNCATE checkpoint ran once the pin let go: no WAL left behind */
+  assert_int_equal(lith_shutdown(db), LITH_OK);
+  assert_int_equal(lith_do(db, t_put_cmd, "late"), LITH_CLOSED);
+  assert_non_null(strstr(lith_errmsg(db), "closing"));
+  assert_int_equal(lith_do_deadline(db, t_put_cmd, "late", lith_clock_ms() + 100), LITH_CLOSED);
+  lith_request req;
+  memset(&req, 0, sizeof req);
+  req.fn = t_put_cmd;
+  req.arg = "late";
+  req.done = ignore_done;
+  assert_int_equal(lith_submit(db, &req), LITH_CLOSED);
+  int64_t sum = -1;
+  assert_int_equal(lith_read(db, read_sum, &sum), LITH_CLOSED);
+  assert_int_equal(lith_backup(db, "late-backup.db"), LITH_CLOSED);
+  lith_stats st;
+  lith_stats_get(db, &st);
+  assert_int_equal(st.commands, 1); /* the final figures: the seeding command */
+  assert_int_equal(st.queue_depth, 0);
+  assert_int_equal(lith_shutdown(db), LITH_OK); /* again: the first one's result */
+  /* the TRUNCATE checkpoint ran: no WAL left behind */
   struct stat sb;
   if (stat(DB "-wal", &sb) == 0)
     assert_int_equal(sb.st_size, 0);
+  assert_int_equal(lith_close(db), LITH_OK);
   assert_int_equal(t_query_int(DB, "SELECT sum(balance) FROM accounts"), 10);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv"), 0);
+  assert_int_equal(access("late-backup.db", F_OK), -1);
 }
 
 int main(void) {
   signal(SIGALRM, watchdog);
   alarm(WATCHDOG_S);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pin_holds_close),
+      cmocka_unit_test(test_calls_after_shutdown),
       cmocka_unit_test(test_close_while_lith_do),
       cmocka_unit_test(test_close_while_submitting),
   };
