@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -31,6 +32,23 @@ static void remove_sidecars(const char *path) {
   }
 }
 
+/* Non-zero if `dest` names the source database or one of its sidecar files
+ * (also through another spelling, a hard link or a symbolic link): renaming
+ * over it would throw away the live file under the writer. */
+static int is_source(const char *src, const char *dest) {
+  struct stat d, x;
+  char buf[4200];
+  if (stat(dest, &d) != 0)
+    return 0;
+  static const char *const ext[] = {"", "-wal", "-shm", "-journal"};
+  for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
+    snprintf(buf, sizeof buf, "%s%s", src, ext[i]);
+    if (stat(buf, &x) == 0 && x.st_dev == d.st_dev && x.st_ino == d.st_ino)
+      return 1;
+  }
+  return 0;
+}
+
 int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path) {
   static _Atomic unsigned counter;
   char tmp[4200], dir[4200];
@@ -39,6 +57,8 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
 
   if (!dest_path || !*dest_path || strlen(dest_path) > 4000)
     return lith__fail(LITH_MISUSE, "lith_backup: bad destination path");
+  if (is_source(src_path, dest_path))
+    return lith__fail(LITH_MISUSE, "lith_backup: %s is the live database itself", dest_path);
   snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", dest_path, (long)getpid(), atomic_fetch_add(&counter, 1));
 
   if ((rc = lith__conn_open_reader(src_path, opt, &src)) != LITH_OK)

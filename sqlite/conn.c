@@ -13,7 +13,7 @@ void lith_options_default(lith_options *opt) {
   opt->checkpoint = LITH_CHECKPOINT_WRITER;
   opt->checkpoint_pages = 1000;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  opt->readers = cpus > 0 ? (int)cpus : 2;
+  opt->readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
   opt->max_batch = 1024;
   opt->queue_capacity = 65536;
   opt->busy_timeout_ms = 5000;
@@ -137,6 +137,14 @@ static int user_version(sqlite3 *conn, int *out) {
   return rc;
 }
 
+/* Migrations run in lith's transaction: refuse their own BEGIN, COMMIT or
+ * ROLLBACK, which would commit half of them. */
+static int deny_transactions(void *ctx, int action, const char *a, const char *b, const char *c,
+                             const char *d) {
+  (void)ctx, (void)a, (void)b, (void)c, (void)d;
+  return action == SQLITE_TRANSACTION ? SQLITE_DENY : SQLITE_OK;
+}
+
 int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
   int rc, version = 0;
   char sql[64];
@@ -144,6 +152,7 @@ int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
     return LITH_OK;
   if ((rc = exec(conn, "BEGIN IMMEDIATE")) != LITH_OK)
     return rc;
+  sqlite3_set_authorizer(conn, deny_transactions, NULL);
   if ((rc = user_version(conn, &version)) != LITH_OK)
     goto err_rollback;
   if (version > opt->n_migrations) {
@@ -157,7 +166,12 @@ int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
       rc = lith__fail(lith_from_sqlite(src), "migration %d: %s", i + 1, sqlite3_errmsg(conn));
       goto err_rollback;
     }
+    if (sqlite3_get_autocommit(conn)) { /* SQLite rolled the transaction back */
+      rc = lith__fail(LITH_ABORTED, "migration %d: the transaction was rolled back", i + 1);
+      goto err_rollback;
+    }
   }
+  sqlite3_set_authorizer(conn, NULL, NULL);
   snprintf(sql, sizeof sql, "PRAGMA user_version=%d", opt->n_migrations);
   if ((rc = exec(conn, sql)) != LITH_OK)
     goto err_rollback;
@@ -166,6 +180,7 @@ int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
   return LITH_OK;
 
 err_rollback:
+  sqlite3_set_authorizer(conn, NULL, NULL);
   if (!sqlite3_get_autocommit(conn))
     sqlite3_exec(conn, "ROLLBACK", NULL, NULL, NULL);
   return rc;
