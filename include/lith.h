@@ -104,6 +104,9 @@ typedef struct lith_options {
                                error stays an error instead of a SIGBUS) */
   int foreign_keys;         /* enforce FOREIGN KEY constraints; default 1 */
   int stmt_cache_size;      /* prepared statements kept per connection; default 256 */
+  const char *vfs;          /* name of a registered SQLite VFS for every connection;
+                               default NULL: SQLite's default. Read only during
+                               lith_open; the name is kept (copied) for lith_backup. */
   /* Schema migrations, run once at open in one transaction: migration i
    * (counting from 1) runs when PRAGMA user_version < i, then user_version
    * is set to n_migrations. Owned by the caller; read only during lith_open. */

@@ -40,6 +40,8 @@ int lith__options_check(const lith_options *o) {
     return lith__fail(LITH_MISUSE, "options: busy_timeout_ms must not be negative");
   if (o->cache_size_kib < 0 || o->mmap_size < 0 || o->stmt_cache_size < 1)
     return lith__fail(LITH_MISUSE, "options: cache_size_kib, mmap_size must be >= 0, stmt_cache_size >= 1");
+  if (o->vfs && !sqlite3_vfs_find(o->vfs))
+    return lith__fail(LITH_MISUSE, "options: no SQLite VFS named \"%s\" is registered", o->vfs);
   if (o->n_migrations < 0 || (o->n_migrations > 0 && !o->migrations))
     return lith__fail(LITH_MISUSE, "options: n_migrations without migrations");
   return LITH_OK;
@@ -101,7 +103,7 @@ static int open_conn(const char *path, const lith_options *opt, int writer, sqli
   sqlite3 *conn = NULL;
   int flags = SQLITE_OPEN_NOMUTEX |
               (writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
-  int rc = sqlite3_open_v2(path, &conn, flags, NULL);
+  int rc = sqlite3_open_v2(path, &conn, flags, opt->vfs);
   if (rc != SQLITE_OK) {
     rc = lith__fail(lith_from_sqlite(rc), "open %s: %s", path, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc));
     goto err_close;

@@ -218,6 +218,12 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   memset(db, 0, sizeof *db);
   db->opt = *opt_in;
   db->opt.migrations = NULL; /* the caller's, read only during open */
+  db->opt.vfs = NULL;
+  if (opt_in->vfs && !(db->vfs = strdup(opt_in->vfs))) {
+    rc = lith__fail(LITH_NOMEM, "lith_open: out of memory");
+    goto err_free_db;
+  }
+  db->opt.vfs = db->vfs;
   lith__queue_init(&db->q);
   atomic_init(&db->sleeping, 0);
   atomic_init(&db->depth, 0);
@@ -274,6 +280,7 @@ err_free_batch:
 err_free_path:
   free(db->path);
 err_free_db:
+  free(db->vfs);
   free(db);
   return rc;
 }
@@ -331,6 +338,7 @@ int lith_close(lith *db) {
   free(db->seen);
   free(db->batch);
   free(db->path);
+  free(db->vfs);
   free(db);
   return rc;
 }

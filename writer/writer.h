@@ -71,6 +71,7 @@ struct lith {
 
   /* read-only after open */
   alignas(64) char *path;
+  char *vfs;       /* copy of opt.vfs (opt.vfs points here) */
   lith_options opt;
   pthread_t thread;
   lith__pool *pool;
