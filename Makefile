@@ -59,7 +59,7 @@ TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 DEMO := $(B)/tools/lith-demo
 
 .SECONDARY:
-.PHONY: lint all run test test-only deps install uninstall clean demo
+.PHONY: lith.pc lint all run test test-only deps install uninstall clean demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
@@ -81,7 +81,7 @@ $(B)/liblith.a: $(LIB_OBJ)
 $(B)/liblith.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,liblith.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-lith.pc: Makefile
+lith.pc:
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: lith' 'Description: single-writer SQLite command batching' 'Version: $(VERSION)' \
 	  'Requires.private: sqlite3 libuv' 'Requires: sqlite3' 'Libs: -L$${libdir} -llith' \
