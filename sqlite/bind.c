@@ -2,6 +2,7 @@
 #include "bind.h"
 
 #include "error.h"
+#include "stmt_cache.h"
 
 int lith__bind_va(sqlite3_stmt *st, const char *types, va_list ap) {
   int rc = SQLITE_OK;
@@ -44,4 +45,16 @@ int lith__step_int64(sqlite3_stmt *st, int64_t *out) {
   if (rc == SQLITE_DONE)
     return lith__fail(LITH_ERROR, "no row");
   return lith__fail_sqlite(rc, sqlite3_db_handle(st), "step");
+}
+
+int lith__run_va(lith__stmt_cache *c, const char *sql, const char *types, va_list ap, int64_t *out) {
+  sqlite3_stmt *st = NULL;
+  int rc = lith__stmt_cache_get(c, sql, &st);
+  if (rc != LITH_OK)
+    return rc;
+  rc = lith__bind_va(st, types, ap);
+  if (rc == LITH_OK)
+    rc = out ? lith__step_int64(st, out) : lith__step_all(st);
+  sqlite3_reset(st);
+  return rc;
 }

@@ -157,17 +157,10 @@ sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql) {
 }
 
 int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...) {
-  sqlite3_stmt *st = NULL;
-  int rc = lith__stmt_cache_get(rx->cache, sql, &st);
-  if (rc != LITH_OK)
-    return rc;
   va_list ap;
   va_start(ap, types);
-  rc = lith__bind_va(st, types, ap);
+  int rc = lith__run_va(rx->cache, sql, types, ap, out);
   va_end(ap);
-  if (rc == LITH_OK)
-    rc = lith__step_int64(st, out);
-  sqlite3_reset(st);
   return rc;
 }
 

@@ -26,36 +26,19 @@ sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql) {
   return st;
 }
 
-static int prepare_bound(lith_tx *tx, sqlite3_stmt **st, const char *sql, const char *types, va_list ap) {
-  int rc = lith__stmt_cache_get(tx->cache, sql, st);
-  if (rc == LITH_OK)
-    rc = lith__bind_va(*st, types, ap);
-  return rc;
-}
-
 int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
-  sqlite3_stmt *st = NULL;
   va_list ap;
   va_start(ap, types);
-  int rc = prepare_bound(tx, &st, sql, types, ap);
+  int rc = lith__run_va(tx->cache, sql, types, ap, NULL);
   va_end(ap);
-  if (rc == LITH_OK)
-    rc = lith__step_all(st);
-  if (st)
-    sqlite3_reset(st);
   return note(tx, rc);
 }
 
 int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...) {
-  sqlite3_stmt *st = NULL;
   va_list ap;
   va_start(ap, types);
-  int rc = prepare_bound(tx, &st, sql, types, ap);
+  int rc = lith__run_va(tx->cache, sql, types, ap, out);
   va_end(ap);
-  if (rc == LITH_OK)
-    rc = lith__step_int64(st, out);
-  if (st)
-    sqlite3_reset(st);
   return note(tx, rc);
 }
 
