@@ -285,6 +285,21 @@ int lith_backup(lith *db, const char *dest_path);
 
 #define LITH_HIST_BUCKETS 12 /* batch sizes 1, 2-3, 4-7, ..., 1024-2047, 2048+ */
 
+/* Latency histograms count events by duration: bucket 0 holds durations
+ * under 1024 ns; above that each doubling is split into 8 buckets (so a
+ * bucket is at most 1/8 of its value wide); the last bucket also holds
+ * everything longer (over about 68 s). Counts only grow: the difference of
+ * two snapshots is the histogram of the time between them. */
+#define LITH_LAT_BUCKETS 209
+
+/* The upper bound, in ns, of latency bucket i (exclusive). */
+uint64_t lith_lat_bucket_upper_ns(int i);
+
+/* The q-quantile (0 < q <= 1) in ns of the events counted in `later` but not
+ * in `earlier` (NULL: all of `later`), as the upper bound of the bucket that
+ * holds it; 0 if there are none. Both arrays have LITH_LAT_BUCKETS counts. */
+uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q);
+
 typedef struct lith_stats {
   uint64_t commands;        /* commands answered */
   uint64_t batches;         /* transactions attempted */
@@ -305,6 +320,8 @@ typedef struct lith_stats {
   uint64_t wal_pages;       /* pages in the WAL after the last commit or checkpoint */
   uint64_t checkpoints;     /* checkpoints run (by lith or SQLite's auto mode) */
   uint64_t checkpoint_ns_total;
+  uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
+  uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */
 } lith_stats;
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after

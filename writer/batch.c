@@ -253,6 +253,7 @@ static void run_batch(lith *db, int n) {
     lith__priv *p = lith__priv_of(db->batch[i]);
     uint64_t w = t_start > p->queued_ns ? (uint64_t)(t_start - p->queued_ns) : 0;
     wait_sum += w;
+    db->wait_lat[lith__lat_bucket(w)]++;
     if (w > wait_max)
       wait_max = w;
     p->done = 0;

@@ -8,6 +8,43 @@
 
 #include "writer.h"
 
+int lith__lat_bucket(uint64_t ns) {
+  if (ns < 1024)
+    return 0;
+  int e = 63 - __builtin_clzll(ns); /* 2^e <= ns < 2^(e+1), e >= 10 */
+  int b = 1 + (e - 10) * 8 + (int)((ns >> (e - 3)) & 7);
+  return b < LITH_LAT_BUCKETS ? b : LITH_LAT_BUCKETS - 1;
+}
+
+uint64_t lith_lat_bucket_upper_ns(int i) {
+  if (i <= 0)
+    return 1024;
+  if (i >= LITH_LAT_BUCKETS - 1)
+    return UINT64_MAX;
+  int e = 10 + (i - 1) / 8, sub = (i - 1) % 8;
+  return (uint64_t)(8 + sub + 1) << (e - 3);
+}
+
+uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q) {
+  uint64_t total = 0;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    total += later[i] - (earlier ? earlier[i] : 0);
+  if (total == 0)
+    return 0;
+  if (q > 1)
+    q = 1;
+  uint64_t rank = (uint64_t)(q * (double)total + 0.999999);
+  if (rank < 1)
+    rank = 1;
+  uint64_t seen = 0;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++) {
+    seen += later[i] - (earlier ? earlier[i] : 0);
+    if (seen >= rank)
+      return lith_lat_bucket_upper_ns(i);
+  }
+  return lith_lat_bucket_upper_ns(LITH_LAT_BUCKETS - 1);
+}
+
 static int bucket(int n) {
   int b = 0;
   while (n > 1 && b < LITH_HIST_BUCKETS - 1) {
@@ -33,6 +70,12 @@ void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint6
   if (wait_ns_max > s->wait_ns_max)
     s->wait_ns_max = wait_ns_max;
   uint64_t us = tx_ns / 1000;
+  s->tx_lat[lith__lat_bucket(tx_ns)]++;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++) /* this batch's waits, gathered by the writer */
+    if (db->wait_lat[i]) {
+      s->wait_lat[i] += db->wait_lat[i];
+      db->wait_lat[i] = 0;
+    }
   s->recent_tx_us[s->nrecent++ % LITH__RECENT] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
   s->wal_pages = (uint64_t)db->ckpt.wal_pages;
   s->checkpoints = db->ckpt.count;
@@ -68,6 +111,8 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->wal_pages = s->wal_pages;
   out->checkpoints = s->checkpoints;
   out->checkpoint_ns_total = s->checkpoint_ns_total;
+  memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
+  memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;
   memcpy(ring, s->recent_tx_us, n * sizeof *ring);
   pthread_mutex_unlock(&db->stats_mu);

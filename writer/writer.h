@@ -53,6 +53,8 @@ typedef struct lith__batch_stats {
   uint64_t batch_hist[LITH_HIST_BUCKETS];
   uint64_t tx_ns_total, commit_ns_total, wait_ns_total, wait_ns_max;
   uint64_t wal_pages, checkpoints, checkpoint_ns_total;
+  uint64_t tx_lat[LITH_LAT_BUCKETS];
+  uint64_t wait_lat[LITH_LAT_BUCKETS];
 #define LITH__RECENT 4096
   uint32_t recent_tx_us[LITH__RECENT]; /* ring of recent transaction times */
   uint64_t nrecent;
@@ -88,6 +90,7 @@ struct lith {
   int ntopics, captopics;
   int64_t *uniq;         /* on_commit's deduplicated copy */
   int32_t *seen;         /* open-addressing set for deduplication: index + 1 into uniq */
+  uint64_t wait_lat[LITH_LAT_BUCKETS]; /* the current batch's queue waits */
   int capseen;
   lith_tx tx;
 
@@ -110,7 +113,11 @@ int lith__authorize(void *ctx, int action, const char *a, const char *b, const c
 int lith__writer_prepare(lith *db);
 void lith__writer_finalize(lith *db);
 
-/* Record one finished batch's figures (stats.c). */
+/* The latency bucket of a duration (stats.c). */
+int lith__lat_bucket(uint64_t ns);
+
+/* Record one finished batch's figures (stats.c); wait_lat holds this batch's
+ * commands by queue wait, and is cleared. */
 void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
                        uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max);
 
