@@ -327,7 +327,7 @@ answer:;
 
 /* Take up to max_batch requests; 0 when closed and drained. */
 static int take(lith *db) {
-  int n = 0;
+  int n = 0, spun = 0;
   const int max = db->opt.max_batch;
   for (;;) {
     lith__qnode *node;
@@ -341,6 +341,18 @@ static int take(lith *db) {
     }
     if (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)
       return 0;
+    if (!spun && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2) {
+      /* Few producers: the next command is likely a few microseconds
+       * away; catch it without a sleep and a wake-up. */
+      spun = 1;
+      int64_t until = lith__now_ns() + LITH__SPIN_NS;
+      for (unsigned i = 1; lith__queue_idle(&db->q); i++) {
+        lith__cpu_relax();
+        if ((i & 63) == 0 && (lith__now_ns() > until || atomic_load(&db->closed)))
+          break;
+      }
+      continue;
+    }
     atomic_store(&db->sleeping, 1);
     if (!lith__queue_idle(&db->q) || (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)) {
       atomic_store(&db->sleeping, 0);
@@ -349,6 +361,7 @@ static int take(lith *db) {
     lith__futex_wait(&db->sleeping, 1, -1);
     atomic_store(&db->sleeping, 0);
   }
+  atomic_store_explicit(&db->last_batch, n, memory_order_relaxed);
   atomic_fetch_sub(&db->depth, n);
   if (atomic_load(&db->space_waiters)) {
     atomic_fetch_add(&db->space_seq, 1);

@@ -18,6 +18,21 @@ void lith__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadlin
 /* Wake one (n = 1) or all (n = INT32_MAX) threads sleeping on word. */
 void lith__futex_wake(_Atomic uint32_t *word, int n);
 
+/* A hint to the CPU that this thread is spinning. */
+static inline void lith__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* How long a thread that expects an answer soon spins before it sleeps:
+ * about one NORMAL transaction. With one producer, spinning on both sides
+ * turns each hand-off from two futex round trips into two cache-line
+ * transfers; with many producers neither side spins (see the callers). */
+#define LITH__SPIN_NS 50000
+
 /* Nanoseconds on the monotonic clock. */
 int64_t lith__now_ns(void);
 

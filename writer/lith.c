@@ -86,8 +86,11 @@ out:
   return rc;
 }
 
-int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms) {
-  if (atomic_fetch_add(&db->depth, 1) >= db->opt.queue_capacity) {
+int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms, int64_t *ahead) {
+  int64_t before = atomic_fetch_add(&db->depth, 1);
+  if (ahead)
+    *ahead = before;
+  if (before >= db->opt.queue_capacity) {
     unreserve(db);
     int rc = wait_for_space(db, deadline_ms);
     if (rc == LITH_CLOSED)
@@ -130,11 +133,24 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
-  rc = lith__enqueue(db, &req, deadline_ms);
+  int64_t ahead = 0;
+  rc = lith__enqueue(db, &req, deadline_ms, &ahead);
+  /* Alone in the queue, and batches are tiny (few producers): the answer is
+   * likely one short transaction away, so spin a while below and let the
+   * writer answer without a wake-up. */
+  int spin = ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2;
   lith__leave(db); /* from here on only `req`, on this stack, is touched */
   if (rc != LITH_OK)
     return rc;
   lith__priv *p = lith__priv_of(&req);
+  if (spin) {
+    int64_t until = lith__now_ns() + LITH__SPIN_NS;
+    for (unsigned i = 1; atomic_load_explicit(&p->state, memory_order_acquire) != LITH__DONE; i++) {
+      lith__cpu_relax();
+      if ((i & 63) == 0 && lith__now_ns() > until)
+        break;
+    }
+  }
   for (;;) {
     uint32_t s = atomic_load_explicit(&p->state, memory_order_acquire);
     if (s == LITH__DONE)
@@ -164,7 +180,7 @@ int lith_submit(lith *db, lith_request *req) {
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
-  rc = lith__enqueue(db, req, 0);
+  rc = lith__enqueue(db, req, 0, NULL);
   lith__leave(db);
   return rc;
 }

@@ -70,6 +70,8 @@ struct lith {
   alignas(64) _Atomic uint32_t space_seq;    /* futex word: space freed */
   _Atomic uint32_t space_waiters;
   _Atomic uint32_t closed;
+  _Atomic int last_batch; /* size of the previous batch (relaxed): both sides spin
+                             only while batches are tiny, i.e. few producers */
 
   /* read-only after open */
   alignas(64) char *path;
@@ -129,7 +131,8 @@ void lith__leave(lith *db);
 int lith__on_writer(const lith *db);
 
 /* Queue `req` (lith.c); the caller holds a user reference (lith__enter).
- * deadline_ms: -1 none, 0 do not wait. */
-int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms);
+ * deadline_ms: -1 none, 0 do not wait. *ahead (if not NULL) is set to the
+ * number of requests queued before this one. */
+int lith__enqueue(lith *db, lith_request *req, int64_t deadline_ms, int64_t *ahead);
 
 #endif
