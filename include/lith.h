@@ -163,8 +163,12 @@ typedef int (*lith_command)(lith_tx *tx, void *arg);
 /* Run fn(tx, arg) as one command and wait until its batch has committed.
  * Returns fn's own result if the batch committed (LITH_OK, or fn's error,
  * in which case nothing of fn is kept), or the transaction's error
- * (LITH_BUSY, LITH_IOERR, LITH_DISKFULL, ...: nothing of fn is kept), or
- * LITH_CLOSED if the handle is closing (fn did not run). Waits for queue
+ * (LITH_BUSY, LITH_DISKFULL, LITH_IOERR, ...: nothing of fn is visible), or
+ * LITH_CLOSED if the handle is closing (fn did not run). Never a false
+ * LITH_OK. One case is not definite, by SQLite's design: when COMMIT fails
+ * with LITH_IOERR after writing (a failed fsync), the commit record may be in
+ * the WAL; the batch stays invisible, and the next commit or a clean close
+ * discards it, but a crash before either may bring it back. Waits for queue
  * space without limit. `arg` is the caller's; fn may write results into it,
  * read after lith_do returns. Must not be called from a command. */
 int lith_do(lith *db, lith_command fn, void *arg);
@@ -302,7 +306,7 @@ uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, do
 
 typedef struct lith_stats {
   uint64_t commands;        /* commands answered */
-  uint64_t batches;         /* transactions attempted */
+  uint64_t batches;         /* batches run (a batch retried after an abort counts once) */
   uint64_t failed;          /* commands answered with an error */
   uint64_t retried;         /* command runs repeated after a transaction abort */
   uint64_t busy;            /* batches refused at BEGIN by another writer */
@@ -319,6 +323,7 @@ typedef struct lith_stats {
   uint64_t queue_depth;     /* commands queued now */
   uint64_t wal_pages;       /* pages in the WAL after the last commit or checkpoint */
   uint64_t checkpoints;     /* checkpoints run (by lith or SQLite's auto mode) */
+  uint64_t checkpoint_errors; /* of them, failed (nothing is lost; retried later) */
   uint64_t checkpoint_ns_total;
   uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */

@@ -17,8 +17,10 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int rc = sqlite3_wal_checkpoint_v2(conn, schema, how, &log, &done);
   ck->ns_total += now_ns() - t0;
   ck->count++;
-  if (rc != SQLITE_OK)
+  if (rc != SQLITE_OK) {
+    ck->errors++;
     return lith__fail_sqlite(rc, conn, "checkpoint");
+  }
   /* Frames not yet copied (a reader still needs them) stay in the WAL. */
   ck->wal_pages = log < 0 ? 0 : log - done;
   return LITH_OK;
@@ -37,6 +39,7 @@ void lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, int mode, int pages) {
   ck->pages = pages;
   ck->wal_pages = 0;
   ck->count = 0;
+  ck->errors = 0;
   ck->ns_total = 0;
   sqlite3_wal_hook(conn, wal_hook, ck);
 }

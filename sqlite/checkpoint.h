@@ -21,6 +21,7 @@ typedef struct lith__ckpt {
   int pages;
   int wal_pages;          /* WAL frames after the last commit or checkpoint */
   uint64_t count;         /* checkpoints run */
+  uint64_t errors;        /* of them, failed */
   uint64_t ns_total;      /* time in them */
 } lith__ckpt;
 

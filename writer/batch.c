@@ -301,7 +301,7 @@ again:
   if (src != SQLITE_OK) {
     char msg[LITH_ERRMSG_MAX];
     int rc = lith_from_sqlite(src);
-    snprintf(msg, sizeof msg, "COMMIT failed, nothing kept: %s", sqlite3_errmsg(db->conn));
+    snprintf(msg, sizeof msg, "COMMIT failed: %s", sqlite3_errmsg(db->conn));
     if (!lost_tx(db))
       step(db->st_rollback);
     for (int i = 0; i < n; i++) {
@@ -375,13 +375,10 @@ void *lith__writer_main(void *arg) {
   int n;
   while ((n = take(db)) > 0) {
     run_batch(db, n);
-    if (lith__ckpt_after_batch(&db->ckpt, db->conn) == LITH_OK) {
-      pthread_mutex_lock(&db->stats_mu);
-      db->stats.wal_pages = (uint64_t)db->ckpt.wal_pages;
-      db->stats.checkpoints = db->ckpt.count;
-      db->stats.checkpoint_ns_total = db->ckpt.ns_total;
-      pthread_mutex_unlock(&db->stats_mu);
-    }
+    uint64_t before = db->ckpt.count;
+    lith__ckpt_after_batch(&db->ckpt, db->conn); /* a failure loses nothing: retried next batch */
+    if (db->ckpt.count != before)
+      lith__stats_ckpt(db);
   }
   return NULL;
 }

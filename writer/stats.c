@@ -77,9 +77,16 @@ void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint6
       db->wait_lat[i] = 0;
     }
   s->recent_tx_us[s->nrecent++ % LITH__RECENT] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-  s->wal_pages = (uint64_t)db->ckpt.wal_pages;
-  s->checkpoints = db->ckpt.count;
-  s->checkpoint_ns_total = db->ckpt.ns_total;
+  pthread_mutex_unlock(&db->stats_mu);
+  lith__stats_ckpt(db);
+}
+
+void lith__stats_ckpt(lith *db) {
+  pthread_mutex_lock(&db->stats_mu);
+  db->stats.wal_pages = (uint64_t)db->ckpt.wal_pages;
+  db->stats.checkpoints = db->ckpt.count;
+  db->stats.checkpoint_errors = db->ckpt.errors;
+  db->stats.checkpoint_ns_total = db->ckpt.ns_total;
   pthread_mutex_unlock(&db->stats_mu);
 }
 
@@ -110,6 +117,7 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->wait_ns_max = s->wait_ns_max;
   out->wal_pages = s->wal_pages;
   out->checkpoints = s->checkpoints;
+  out->checkpoint_errors = s->checkpoint_errors;
   out->checkpoint_ns_total = s->checkpoint_ns_total;
   memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
   memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);

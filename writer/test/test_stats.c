@@ -10,6 +10,8 @@
  * commit_ns_total > 0; tx_ns_p50 <= p99 <= p999 <= max; max is at least
  * the time a gate held its transaction open; wait_ns_total > 0 and
  * wait_ns_max at least the time the gate held the queued commands back;
+ * the latency histograms count each batch (tx_lat) and each command
+ * (wait_lat) once, their top quantile at least the gate time;
  * queue_depth 0 once answered; wal_pages > 0 and growing with more commits,
  * no checkpoints. After lith_shutdown the final figures are still read,
  * unchanged, until lith_close; lith_stats_get(NULL) gives zeros.
@@ -59,6 +61,10 @@ static void assert_zero_stats(const lith_stats *s) {
   assert_int_equal(s->wait_ns_total, 0);
   assert_int_equal(s->wait_ns_max, 0);
   assert_int_equal(s->queue_depth, 0);
+  for (int k = 0; k < LITH_LAT_BUCKETS; k++) {
+    assert_int_equal(s->tx_lat[k], 0);
+    assert_int_equal(s->wait_lat[k], 0);
+  }
 }
 
 /* Hold the writer in a gate while n commands queue; check queue_depth,
@@ -158,6 +164,16 @@ static void test_counts_histogram_and_times(void **state) {
   assert_true(s.wait_ns_total >= 25 * gate_ns); /* 25 commands each waited that long */
   assert_true(s.wait_ns_max <= s.wait_ns_total);
   assert_int_equal(s.queue_depth, 0);
+  /* the latency histograms count every batch and every command once */
+  uint64_t tx_events = 0, wait_events = 0;
+  for (int k = 0; k < LITH_LAT_BUCKETS; k++) {
+    tx_events += s.tx_lat[k];
+    wait_events += s.wait_lat[k];
+  }
+  assert_int_equal(tx_events, s.batches);
+  assert_int_equal(wait_events, s.commands);
+  assert_true(lith_lat_quantile_ns(s.wait_lat, NULL, 1.0) >= gate_ns);
+  assert_true(lith_lat_quantile_ns(s.tx_lat, NULL, 1.0) >= gate_ns);
   assert_true(s.wal_pages >= wal1); /* EXTERNAL: the WAL only grows */
   assert_true(s.wal_pages > 0);
   assert_int_equal(s.checkpoints, 0);
@@ -176,6 +192,8 @@ static void test_counts_histogram_and_times(void **state) {
   assert_int_equal(s2.tx_ns_max, s.tx_ns_max);
   assert_int_equal(s2.wait_ns_total, s.wait_ns_total);
   assert_int_equal(s2.wait_ns_max, s.wait_ns_max);
+  assert_memory_equal(s2.tx_lat, s.tx_lat, sizeof s.tx_lat);
+  assert_memory_equal(s2.wait_lat, s.wait_lat, sizeof s.wait_lat);
   assert_int_equal(s2.queue_depth, 0);
   assert_int_equal(s2.wal_pages, s.wal_pages);
   assert_int_equal(s2.checkpoints, 0);
@@ -288,12 +306,62 @@ static void test_checkpoints_auto_mode(void **state) {
   checkpoint_case(LITH_CHECKPOINT_AUTO);
 }
 
+/* The final figures after lith_shutdown include its TRUNCATE checkpoint. */
+static void test_final_stats_include_the_closing_checkpoint(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.checkpoint_pages = 1 << 20; /* none before the close */
+  lith *db = t_open_fresh(DB, &opt);
+  t_seed_accounts(db, 50, 10);
+  lith_stats before, after;
+  lith_stats_get(db, &before);
+  assert_int_equal(before.checkpoints, 0);
+  assert_true(before.wal_pages > 0);
+  assert_int_equal(lith_shutdown(db), LITH_OK);
+  lith_stats_get(db, &after);
+  assert_int_equal(after.checkpoints, 1);
+  assert_int_equal(after.checkpoint_errors, 0);
+  assert_int_equal(after.wal_pages, 0);
+  assert_true(after.checkpoint_ns_total > 0);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+/* Latency buckets: bounds grow by at most 1/8 per bucket, every duration
+ * falls below its bucket's bound and at or above the previous one's, and
+ * quantiles come from the difference of two snapshots. */
+static void test_latency_buckets(void **state) {
+  (void)state;
+  assert_int_equal(lith_lat_bucket_upper_ns(0), 1024);
+  for (int i = 1; i < LITH_LAT_BUCKETS - 1; i++) {
+    uint64_t lo = lith_lat_bucket_upper_ns(i - 1), hi = lith_lat_bucket_upper_ns(i);
+    assert_true(hi > lo);
+    assert_true((hi - lo) * 8 <= lo); /* at most 1/8 wide */
+  }
+  assert_int_equal(lith_lat_bucket_upper_ns(LITH_LAT_BUCKETS - 1), UINT64_MAX);
+  uint64_t a[LITH_LAT_BUCKETS] = {0}, b[LITH_LAT_BUCKETS] = {0};
+  assert_int_equal(lith_lat_quantile_ns(a, NULL, 0.99), 0);
+  a[3] = 10; /* 10 events in bucket 3 before */
+  memcpy(b, a, sizeof b);
+  b[3] += 98; /* then 98 more there, 1 in bucket 40, 1 in bucket 100 */
+  b[40] = 1;
+  b[100] = 1;
+  assert_int_equal(lith_lat_quantile_ns(b, a, 0.5), lith_lat_bucket_upper_ns(3));
+  assert_int_equal(lith_lat_quantile_ns(b, a, 0.98), lith_lat_bucket_upper_ns(3));
+  assert_int_equal(lith_lat_quantile_ns(b, a, 0.99), lith_lat_bucket_upper_ns(40));
+  assert_int_equal(lith_lat_quantile_ns(b, a, 1.0), lith_lat_bucket_upper_ns(100));
+  /* all of b: 110 events, the 10 earlier ones count too */
+  assert_int_equal(lith_lat_quantile_ns(b, NULL, 0.99), lith_lat_bucket_upper_ns(40));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counts_histogram_and_times),
       cmocka_unit_test(test_retried_and_busy),
       cmocka_unit_test(test_checkpoints_writer_mode),
       cmocka_unit_test(test_checkpoints_auto_mode),
+      cmocka_unit_test(test_final_stats_include_the_closing_checkpoint),
+      cmocka_unit_test(test_latency_buckets),
   };
   return cmocka_run_group_tests_name("writer/stats", tests, NULL, NULL);
 }
