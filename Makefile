@@ -5,6 +5,7 @@
 #   make test       build and run every test (SANITIZE=address or thread for
 #                   the same tests under ASan+UBSan or TSan)
 #   make deps       apt-get install what pkg-config cannot find
+#   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Objects go to build/<variant>/, so sanitizer builds never mix with the
@@ -59,7 +60,7 @@ TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 DEMO := $(B)/tools/lith-demo
 
 .SECONDARY:
-.PHONY: lith.pc lint all run test test-only deps install uninstall clean demo
+.PHONY: bench lith.pc lint all run test test-only deps install uninstall clean demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
@@ -107,6 +108,16 @@ $(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS)
 
 demo: $(DEMO)
+
+# Benchmarks: standalone programs that print tables (see bench/README.md).
+BENCH_BIN := $(B)/bench/writer
+$(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+	$(B)/bench/writer $(BENCH_ARGS)
 
 run: deps
 	@$(MAKE) --no-print-directory $(DEMO)
