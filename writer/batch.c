@@ -317,6 +317,7 @@ again:
 
 answer:;
   uint64_t tx_ns = (uint64_t)(lith__now_ns() - t_start);
+  atomic_store_explicit(&db->last_tx_ns, (int64_t)tx_ns, memory_order_relaxed);
   for (int i = 0; i < n; i++)
     if (db->batch[i]->rc != LITH_OK)
       failed++;

@@ -27,11 +27,14 @@ static inline void lith__cpu_relax(void) {
 #endif
 }
 
-/* How long a thread that expects an answer soon spins before it sleeps:
- * about one NORMAL transaction. With one producer, spinning on both sides
- * turns each hand-off from two futex round trips into two cache-line
- * transfers; with many producers neither side spins (see the callers). */
+/* How long the writer spins for the next command before it sleeps. With
+ * one producer, spinning on both sides turns each hand-off from two futex
+ * round trips into two cache-line transfers; with many producers neither
+ * side spins (see the callers). A lone producer spins for up to twice the
+ * last transaction's time, within these bounds: long enough for a FULL
+ * commit on a fast disk, short enough not to matter on a slow one. */
 #define LITH__SPIN_NS 50000
+#define LITH__SPIN_MAX_NS 2000000
 
 /* Nanoseconds on the monotonic clock. */
 int64_t lith__now_ns(void);

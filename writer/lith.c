@@ -138,13 +138,17 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
   /* Alone in the queue, and batches are tiny (few producers): the answer is
    * likely one short transaction away, so spin a while below and let the
    * writer answer without a wake-up. */
-  int spin = ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2;
+  int64_t spin_ns = 0;
+  if (ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2) {
+    spin_ns = 2 * atomic_load_explicit(&db->last_tx_ns, memory_order_relaxed);
+    spin_ns = spin_ns < LITH__SPIN_NS ? LITH__SPIN_NS : spin_ns > LITH__SPIN_MAX_NS ? LITH__SPIN_MAX_NS : spin_ns;
+  }
   lith__leave(db); /* from here on only `req`, on this stack, is touched */
   if (rc != LITH_OK)
     return rc;
   lith__priv *p = lith__priv_of(&req);
-  if (spin) {
-    int64_t until = lith__now_ns() + LITH__SPIN_NS;
+  if (spin_ns) {
+    int64_t until = lith__now_ns() + spin_ns;
     for (unsigned i = 1; atomic_load_explicit(&p->state, memory_order_acquire) != LITH__DONE; i++) {
       lith__cpu_relax();
       if ((i & 63) == 0 && lith__now_ns() > until)

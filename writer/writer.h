@@ -72,6 +72,8 @@ struct lith {
   _Atomic uint32_t closed;
   _Atomic int last_batch; /* size of the previous batch (relaxed): both sides spin
                              only while batches are tiny, i.e. few producers */
+  _Atomic int64_t last_tx_ns; /* the previous transaction's time (relaxed): how long
+                                 a lone producer may spin for its answer */
 
   /* read-only after open */
   alignas(64) char *path;
