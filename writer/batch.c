@@ -31,6 +31,7 @@
 
 #include "../sqlite/error.h"
 #include "futex.h"
+#include "waker.h"
 #include "writer.h"
 
 #define MAX_ATTEMPTS 3
@@ -231,14 +232,22 @@ static void report_topics(lith *db) {
   db->opt.on_commit(db->opt.on_commit_ctx, db->uniq, nu);
 }
 
-static void answer(lith_request *req) {
+/* Batches at least this large hand their wake-ups to the waker thread;
+ * smaller ones are answered directly, which is quicker for each producer. */
+#define WAKER_MIN_BATCH 8
+
+static void answer(lith *db, lith_request *req, int via_waker) {
   lith__priv *p = lith__priv_of(req);
   if (p->flags & LITH__REQ_SYNC) {
     /* After this exchange the request (on the producer's stack) may be gone:
      * only its address is used, for the wake-up. */
     _Atomic uint32_t *state = &p->state;
-    if (atomic_exchange_explicit(state, LITH__DONE, memory_order_acq_rel) == LITH__SLEEPING)
-      lith__futex_wake(state, 1);
+    if (atomic_exchange_explicit(state, LITH__DONE, memory_order_acq_rel) == LITH__SLEEPING) {
+      if (via_waker)
+        lith__waker_push(db->waker, state);
+      else
+        lith__futex_wake(state, 1);
+    }
   } else {
     req->done(req);
   }
@@ -322,8 +331,11 @@ answer:;
     if (db->batch[i]->rc != LITH_OK)
       failed++;
   lith__stats_batch(db, n, failed, retried, busy, tx_ns, commit_ns, wait_sum, wait_max);
+  int via_waker = n >= WAKER_MIN_BATCH;
   for (int i = 0; i < n; i++)
-    answer(db->batch[i]);
+    answer(db, db->batch[i], via_waker);
+  if (via_waker)
+    lith__waker_kick(db->waker);
 }
 
 /* Take up to max_batch requests; 0 when closed and drained. */

@@ -277,15 +277,19 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   db->tx.cache = db->cache;
   pthread_mutex_init(&db->stats_mu, NULL);
   pthread_mutex_init(&db->close_mu, NULL);
+  if ((rc = lith__waker_start(&db->waker)) != LITH_OK)
+    goto err_destroy_mutexes;
   if ((errno = pthread_create(&db->thread, NULL, writer_thread, db)) != 0) {
     rc = lith__fail(LITH_NOMEM, "lith_open: cannot start the writer thread: %s", strerror(errno));
-    goto err_close_pool;
+    goto err_stop_waker;
   }
   lith__clear_error();
   *out = db;
   return LITH_OK;
 
-err_close_pool:
+err_stop_waker:
+  lith__waker_stop(db->waker);
+err_destroy_mutexes:
   pthread_mutex_destroy(&db->close_mu);
   pthread_mutex_destroy(&db->stats_mu);
   lith__pool_close(db->pool);
@@ -322,6 +326,8 @@ int lith_shutdown(lith *db) {
   atomic_fetch_add(&db->space_seq, 1);
   lith__futex_wake(&db->space_seq, INT32_MAX);
   pthread_join(db->thread, NULL);
+  lith__waker_stop(db->waker); /* its last wake-ups made */
+  db->waker = NULL;
   /* Calls that entered before the close may still be leaving (a lith_do
    * between its push and its release, a lith_read finishing). Shutdown is
    * rare: poll rather than make every call pay for a wake-up. */

@@ -20,6 +20,7 @@
 #include "../sqlite/stmt_cache.h"
 #include "lith.h"
 #include "queue.h"
+#include "waker.h"
 
 /* What lith keeps in lith_request.lith__priv while a request is queued. */
 typedef struct lith__priv {
@@ -80,6 +81,7 @@ struct lith {
   char *vfs;       /* copy of opt.vfs (opt.vfs points here) */
   lith_options opt;
   pthread_t thread;
+  lith__waker *waker;
   lith__pool *pool;
 
   /* writer thread only */
