@@ -383,7 +383,9 @@ typedef struct config {
 } config;
 
 static const char *sync_name(int s) { return s == LITH_SYNC_FULL ? "FULL" : "NORMAL"; }
-static const char *ckpt_name(int c) { return c == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER"; }
+static const char *ckpt_name(int c) {
+  return c == LITH_CHECKPOINT_AUTO ? "AUTO" : c == LITH_CHECKPOINT_EXTERNAL ? "NONE" : "WRITER";
+}
 
 /* ---- metrics and results ------------------------------------------------------- */
 
@@ -1415,7 +1417,7 @@ static void usage(FILE *f) {
           "usage: writer [options]\n"
           "  --producers LIST   producer counts, e.g. 1,50,200 (default)\n"
           "  --sync LIST        full,normal (default both)\n"
-          "  --checkpoint LIST  auto,writer (default both)\n"
+          "  --checkpoint LIST  auto,writer (default both); none (never) for comparison\n"
           "  --arms LIST        writer,ceiling,perconn,mutex (default all)\n"
           "  --seconds S        measured window per arm (default 3)\n"
           "  --warmup S         warm-up before the window (default 0.5)\n"
@@ -1475,7 +1477,12 @@ static void add_sync(config *c, const char *s, size_t n) {
 }
 
 static void add_ckpt(config *c, const char *s, size_t n) {
-  int v = item_is(s, n, "auto") ? LITH_CHECKPOINT_AUTO : item_is(s, n, "writer") ? LITH_CHECKPOINT_WRITER : -1;
+  /* "none" (EXTERNAL: never checkpoint) is not in the standard set: it shows
+   * what the writer does with checkpoints out of the picture. */
+  int v = item_is(s, n, "auto")     ? LITH_CHECKPOINT_AUTO
+          : item_is(s, n, "writer") ? LITH_CHECKPOINT_WRITER
+          : item_is(s, n, "none")   ? LITH_CHECKPOINT_EXTERNAL
+                                    : -1;
   if (v < 0 || c->nckpt == 2 || find_idx(c->ckpt, c->nckpt, v) >= 0)
     die_usage("--checkpoint takes auto,writer: %s", s);
   c->ckpt[c->nckpt++] = v;

@@ -1,9 +1,12 @@
-/* WAL checkpoint policy: see checkpoint.h. */
+/* WAL checkpoint policy and the background checkpointer: see checkpoint.h. */
 #include "checkpoint.h"
 
 #include <time.h>
 
+#include "conn.h"
 #include "error.h"
+
+enum { BG_IDLE, BG_ASKED, BG_RUNNING, BG_DONE };
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -15,42 +18,118 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int log = 0, done = 0;
   uint64_t t0 = now_ns();
   int rc = sqlite3_wal_checkpoint_v2(conn, schema, how, &log, &done);
-  ck->ns_total += now_ns() - t0;
-  ck->count++;
+  atomic_fetch_add(&ck->ns_total, now_ns() - t0);
+  atomic_fetch_add(&ck->count, 1);
   if (rc != SQLITE_OK) {
-    ck->errors++;
+    atomic_fetch_add(&ck->errors, 1);
     return lith__fail_sqlite(rc, conn, "checkpoint");
   }
-  /* Frames not yet copied (a reader still needs them) stay in the WAL. */
-  ck->wal_pages = log < 0 ? 0 : log - done;
+  /* Frames not yet copied (a reader still needs them, or the writer added
+   * them meanwhile) stay in the WAL. */
+  atomic_store(&ck->backfilled, done < 0 ? 0 : done);
+  atomic_store(&ck->wal_pages, log < 0 ? 0 : log - done);
   return LITH_OK;
 }
 
 static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int pages) {
   lith__ckpt *ck = ctx;
-  ck->wal_pages = pages;
+  if (pages < atomic_load(&ck->frames))
+    atomic_store(&ck->backfilled, 0); /* the WAL started over */
+  atomic_store(&ck->frames, pages);
+  int left = pages - atomic_load(&ck->backfilled);
+  atomic_store(&ck->wal_pages, left < 0 ? pages : left);
   if (ck->mode == LITH_CHECKPOINT_AUTO && pages >= ck->pages)
     run(ck, conn, schema, SQLITE_CHECKPOINT_PASSIVE);
   return SQLITE_OK; /* a checkpoint failure must not fail the commit */
 }
 
-void lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, int mode, int pages) {
-  ck->mode = mode;
-  ck->pages = pages;
-  ck->wal_pages = 0;
-  ck->count = 0;
-  ck->errors = 0;
-  ck->ns_total = 0;
+static void *bg_main(void *arg) {
+  lith__ckpt *ck = arg;
+  pthread_mutex_lock(&ck->mu);
+  for (;;) {
+    while (ck->bg_state != BG_ASKED && !ck->bg_stop)
+      pthread_cond_wait(&ck->cv, &ck->mu);
+    if (ck->bg_stop)
+      break;
+    ck->bg_state = BG_RUNNING;
+    pthread_mutex_unlock(&ck->mu);
+    run(ck, ck->bg_conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
+    pthread_mutex_lock(&ck->mu);
+    ck->bg_state = BG_DONE;
+    pthread_cond_broadcast(&ck->cv); /* a closer may wait for the pass to end */
+  }
+  pthread_mutex_unlock(&ck->mu);
+  return NULL;
+}
+
+int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_options *opt) {
+  int rc;
+  ck->mode = opt->checkpoint;
+  ck->pages = opt->checkpoint_pages;
+  atomic_init(&ck->wal_pages, 0);
+  atomic_init(&ck->frames, 0);
+  atomic_init(&ck->backfilled, 0);
+  atomic_init(&ck->count, 0);
+  atomic_init(&ck->errors, 0);
+  atomic_init(&ck->ns_total, 0);
+  ck->bg_conn = NULL;
+  ck->bg_state = BG_IDLE;
+  ck->bg_stop = 0;
+  if (ck->mode == LITH_CHECKPOINT_WRITER) {
+    /* A write-capable connection: checkpointing writes the database file.
+     * It never writes a transaction, so it never takes the write lock. */
+    if ((rc = lith__conn_open_checkpointer(path, opt, &ck->bg_conn)) != LITH_OK)
+      return rc;
+    pthread_mutex_init(&ck->mu, NULL);
+    pthread_cond_init(&ck->cv, NULL);
+    if (pthread_create(&ck->bg_thread, NULL, bg_main, ck) != 0) {
+      pthread_cond_destroy(&ck->cv);
+      pthread_mutex_destroy(&ck->mu);
+      sqlite3_close(ck->bg_conn);
+      ck->bg_conn = NULL;
+      return lith__fail(LITH_NOMEM, "checkpointer: cannot start its thread");
+    }
+  }
   sqlite3_wal_hook(conn, wal_hook, ck);
+  return LITH_OK;
 }
 
 int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn) {
-  if (ck->mode != LITH_CHECKPOINT_WRITER || ck->wal_pages < ck->pages)
-    return LITH_OK;
-  return run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
+  if (ck->mode != LITH_CHECKPOINT_WRITER)
+    return 0;
+  pthread_mutex_lock(&ck->mu);
+  int state = ck->bg_state;
+  if (state == BG_IDLE && atomic_load(&ck->wal_pages) >= ck->pages) {
+    ck->bg_state = BG_ASKED;
+    pthread_cond_signal(&ck->cv);
+  }
+  pthread_mutex_unlock(&ck->mu);
+  if (state != BG_DONE)
+    return 0;
+  pthread_mutex_lock(&ck->mu);
+  ck->bg_state = BG_IDLE;
+  pthread_mutex_unlock(&ck->mu);
+  if (atomic_load(&ck->frames) < 4 * ck->pages)
+    return 1;
+  /* A background pass is over and the WAL is long: copy what was committed
+   * since, so that the WAL is wholly copied and the next transaction
+   * starts it over. */
+  run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
+  return 1;
 }
 
 int lith__ckpt_close(lith__ckpt *ck, sqlite3 *conn) {
+  if (ck->bg_conn) {
+    pthread_mutex_lock(&ck->mu);
+    ck->bg_stop = 1;
+    pthread_cond_broadcast(&ck->cv);
+    pthread_mutex_unlock(&ck->mu);
+    pthread_join(ck->bg_thread, NULL);
+    pthread_cond_destroy(&ck->cv);
+    pthread_mutex_destroy(&ck->mu);
+    sqlite3_close(ck->bg_conn);
+    ck->bg_conn = NULL;
+  }
   if (ck->mode == LITH_CHECKPOINT_EXTERNAL)
     return LITH_OK;
   return run(ck, conn, NULL, SQLITE_CHECKPOINT_TRUNCATE);

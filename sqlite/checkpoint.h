@@ -1,17 +1,29 @@
 /*
  * WAL checkpoints. lith installs its own wal_hook on the write connection
- * (which replaces SQLite's autocheckpoint hook) so that it always knows the
- * WAL size, and then checkpoints by mode:
- *   WRITER:   lith__ckpt_after_batch() runs a PASSIVE checkpoint once the WAL
- *             holds checkpoint_pages, called after the producers were
- *             answered, so no producer waits for it;
- *   AUTO:     the hook itself runs it inside COMMIT, as SQLite's default;
+ * (it replaces SQLite's autocheckpoint hook) so that it always knows the WAL
+ * size, and then checkpoints by mode:
+ *
+ *   WRITER:   once the WAL holds checkpoint_pages, the writer asks a
+ *             background thread to run a PASSIVE checkpoint on a connection
+ *             of its own. The copying and the fsyncs happen there, while the
+ *             writer goes on committing. When it is done, the writer, between
+ *             two batches, runs one more PASSIVE checkpoint itself: it copies
+ *             only the frames committed meanwhile, and leaves the WAL fully
+ *             copied, so that the next transaction starts it over from the
+ *             beginning (a WAL that is never fully copied would only grow).
+ *   AUTO:     the hook runs a PASSIVE checkpoint inside COMMIT, as SQLite's
+ *             default does.
  *   EXTERNAL: never.
- * At close, lith__ckpt_close() runs a TRUNCATE checkpoint (not in EXTERNAL).
+ *
+ * At close, lith__ckpt_close() stops the background thread and runs a
+ * TRUNCATE checkpoint (not in EXTERNAL). A failed checkpoint loses nothing:
+ * the frames stay in the WAL and the next one copies them.
  */
 #ifndef LITH_SQLITE_CHECKPOINT_H
 #define LITH_SQLITE_CHECKPOINT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "lith.h"
@@ -19,20 +31,33 @@
 typedef struct lith__ckpt {
   int mode;
   int pages;
-  int wal_pages;          /* WAL frames after the last commit or checkpoint */
-  uint64_t count;         /* checkpoints run */
-  uint64_t errors;        /* of them, failed */
-  uint64_t ns_total;      /* time in them */
+  _Atomic int wal_pages;        /* WAL frames not yet copied, as last seen */
+  _Atomic int frames;           /* frames in the WAL after the last commit */
+  _Atomic int backfilled;       /* of them, copied by the last checkpoint */
+  _Atomic uint64_t count;       /* checkpoints run */
+  _Atomic uint64_t errors;      /* of them, failed */
+  _Atomic uint64_t ns_total;    /* time in them */
+  /* WRITER mode's background checkpointer */
+  sqlite3 *bg_conn;
+  pthread_t bg_thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int bg_state;                 /* under mu: IDLE, ASKED, RUNNING, DONE */
+  int bg_stop;                  /* under mu */
 } lith__ckpt;
 
-/* Install the hook on the writer connection; `ck` must outlive it. */
-void lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, int mode, int pages);
+/* Install the hook on the writer connection `conn` and, in WRITER mode,
+ * open the background connection to `path` and start its thread. `ck` must
+ * outlive both. Returns a lith code. */
+int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_options *opt);
 
-/* WRITER mode: checkpoint now if the WAL is at or past the threshold.
- * Returns a lith code (a failed checkpoint loses nothing; it is retried). */
+/* Writer thread, after a batch has been answered: start, or finish, a
+ * checkpoint as the mode says. Returns non-zero if a checkpoint ran or
+ * finished (the stats may have changed). */
 int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn);
 
-/* At close: TRUNCATE, unless EXTERNAL. */
+/* At close, once the writer is idle: stop the background thread, close its
+ * connection, then TRUNCATE (not in EXTERNAL). Returns a lith code. */
 int lith__ckpt_close(lith__ckpt *ck, sqlite3 *conn);
 
 #endif

@@ -54,7 +54,9 @@ static int exec(sqlite3 *conn, const char *sql) {
   return LITH_OK;
 }
 
-static int tune(sqlite3 *conn, const lith_options *opt, int writer) {
+enum { CONN_READER, CONN_WRITER, CONN_CHECKPOINTER };
+
+static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
   char sql[256];
   int rc;
   sqlite3_extended_result_codes(conn, 1);
@@ -66,7 +68,7 @@ static int tune(sqlite3 *conn, const lith_options *opt, int writer) {
            (long long)opt->mmap_size, opt->foreign_keys ? "ON" : "OFF");
   if ((rc = exec(conn, sql)) != LITH_OK)
     return rc;
-  if (writer) {
+  if (kind == CONN_WRITER) {
     /* journal_mode=WAL is persistent in the file; only the writer sets it. */
     sqlite3_stmt *st = NULL;
     int src = sqlite3_prepare_v2(conn, "PRAGMA journal_mode=WAL", -1, &st, NULL);
@@ -95,20 +97,22 @@ static int tune(sqlite3 *conn, const lith_options *opt, int writer) {
   return LITH_OK;
 }
 
-static int open_conn(const char *path, const lith_options *opt, int writer, sqlite3 **out) {
+static int open_conn(const char *path, const lith_options *opt, int kind, sqlite3 **out) {
   *out = NULL;
   if (!path || !*path || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
     return lith__fail(LITH_MISUSE, "lith needs a database file path (WAL mode needs a file), got \"%s\"",
                       path ? path : "(null)");
   sqlite3 *conn = NULL;
   int flags = SQLITE_OPEN_NOMUTEX |
-              (writer ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY);
+              (kind == CONN_WRITER         ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+               : kind == CONN_CHECKPOINTER ? SQLITE_OPEN_READWRITE
+                                           : SQLITE_OPEN_READONLY);
   int rc = sqlite3_open_v2(path, &conn, flags, opt->vfs);
   if (rc != SQLITE_OK) {
     rc = lith__fail(lith_from_sqlite(rc), "open %s: %s", path, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc));
     goto err_close;
   }
-  if ((rc = tune(conn, opt, writer)) != LITH_OK)
+  if ((rc = tune(conn, opt, kind)) != LITH_OK)
     goto err_close;
   *out = conn;
   return LITH_OK;
@@ -119,11 +123,15 @@ err_close:
 }
 
 int lith__conn_open_writer(const char *path, const lith_options *opt, sqlite3 **out) {
-  return open_conn(path, opt, 1, out);
+  return open_conn(path, opt, CONN_WRITER, out);
+}
+
+int lith__conn_open_checkpointer(const char *path, const lith_options *opt, sqlite3 **out) {
+  return open_conn(path, opt, CONN_CHECKPOINTER, out);
 }
 
 int lith__conn_open_reader(const char *path, const lith_options *opt, sqlite3 **out) {
-  return open_conn(path, opt, 0, out);
+  return open_conn(path, opt, CONN_READER, out);
 }
 
 static int user_version(sqlite3 *conn, int *out) {

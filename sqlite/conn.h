@@ -21,6 +21,10 @@ int lith__conn_open_writer(const char *path, const lith_options *opt, sqlite3 **
 /* Open a read-only connection, tuned the same way. */
 int lith__conn_open_reader(const char *path, const lith_options *opt, sqlite3 **out);
 
+/* Open the background checkpointer's connection: read-write (checkpoints
+ * write the database file), never used for transactions. */
+int lith__conn_open_checkpointer(const char *path, const lith_options *opt, sqlite3 **out);
+
 /* Run the migrations of `opt` on the write connection in one transaction. */
 int lith__conn_migrate(sqlite3 *conn, const lith_options *opt);
 

@@ -388,9 +388,7 @@ void *lith__writer_main(void *arg) {
   int n;
   while ((n = take(db)) > 0) {
     run_batch(db, n);
-    uint64_t before = db->ckpt.count;
-    lith__ckpt_after_batch(&db->ckpt, db->conn); /* a failure loses nothing: retried next batch */
-    if (db->ckpt.count != before)
+    if (lith__ckpt_after_batch(&db->ckpt, db->conn))
       lith__stats_ckpt(db);
   }
   return NULL;

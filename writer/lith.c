@@ -269,9 +269,10 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   if ((rc = lith__writer_prepare(db)) != LITH_OK)
     goto err_destroy_cache;
   sqlite3_set_authorizer(db->conn, lith__authorize, db);
-  lith__ckpt_init(&db->ckpt, db->conn, db->opt.checkpoint, db->opt.checkpoint_pages);
-  if ((rc = lith__pool_open(path, &db->opt, &db->pool)) != LITH_OK)
+  if ((rc = lith__ckpt_init(&db->ckpt, db->conn, path, &db->opt)) != LITH_OK)
     goto err_finalize;
+  if ((rc = lith__pool_open(path, &db->opt, &db->pool)) != LITH_OK)
+    goto err_close_ckpt;
   db->tx.db = db;
   db->tx.conn = db->conn;
   db->tx.cache = db->cache;
@@ -293,6 +294,9 @@ err_destroy_mutexes:
   pthread_mutex_destroy(&db->close_mu);
   pthread_mutex_destroy(&db->stats_mu);
   lith__pool_close(db->pool);
+err_close_ckpt:
+  db->ckpt.mode = LITH_CHECKPOINT_EXTERNAL; /* stop its thread, no TRUNCATE */
+  lith__ckpt_close(&db->ckpt, db->conn);
 err_finalize:
   lith__writer_finalize(db);
 err_destroy_cache:

@@ -83,10 +83,10 @@ void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint6
 
 void lith__stats_ckpt(lith *db) {
   pthread_mutex_lock(&db->stats_mu);
-  db->stats.wal_pages = (uint64_t)db->ckpt.wal_pages;
-  db->stats.checkpoints = db->ckpt.count;
-  db->stats.checkpoint_errors = db->ckpt.errors;
-  db->stats.checkpoint_ns_total = db->ckpt.ns_total;
+  db->stats.wal_pages = (uint64_t)atomic_load(&db->ckpt.wal_pages);
+  db->stats.checkpoints = atomic_load(&db->ckpt.count);
+  db->stats.checkpoint_errors = atomic_load(&db->ckpt.errors);
+  db->stats.checkpoint_ns_total = atomic_load(&db->ckpt.ns_total);
   pthread_mutex_unlock(&db->stats_mu);
 }
 

@@ -519,11 +519,12 @@ static void test_checkpoint_writer(void **state) {
   wal_run r;
   write_blobs(LITH_CHECKPOINT_WRITER, 64, &r);
   assert_true(r.stats.checkpoints > 0);
-  /* ~4000 pages were written; the WAL never held much more than 64 */
-  if (r.max_wal > 200LL * FRAME)
+  /* ~6000 frames were written; the WAL never held more than 64 plus what
+   * the writer commits during one background pass (a few hundred here) */
+  if (r.max_wal > 1000LL * FRAME)
     fprintf(stderr, "WRITER: the -wal file reached %lld bytes\n", r.max_wal);
-  assert_true(r.max_wal <= 200LL * FRAME);
-  assert_true(r.stats.wal_pages < 64 + 8);
+  assert_true(r.max_wal <= 1000LL * FRAME);
+  assert_true(r.stats.wal_pages < 1000);
   /* at close: TRUNCATE, then the last connection removes it */
   long long w = wal_size(DB);
   assert_true(w <= 0);
