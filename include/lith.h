@@ -68,9 +68,12 @@ int lith_from_sqlite(int sqlite_rc);
 enum { LITH_SYNC_NORMAL = 1, LITH_SYNC_FULL = 2 };
 
 enum {
-  /* PASSIVE checkpoint on the writer thread after a batch has been answered,
-   * once the WAL holds checkpoint_pages or more: never inside a producer's
-   * wait, never blocks readers. */
+  /* PASSIVE checkpoints on a background thread with its own connection,
+   * started once the WAL holds checkpoint_pages: the copying and the fsyncs
+   * never sit inside a commit, nor between a producer and its answer, and
+   * readers are never blocked. Once the WAL reaches 4 x checkpoint_pages the
+   * writer, between two batches, copies the few frames committed since the
+   * last pass so that the WAL can start over. */
   LITH_CHECKPOINT_WRITER = 0,
   /* SQLite's own: a PASSIVE checkpoint inside the COMMIT that crosses
    * checkpoint_pages (the commit, and so the producers, wait for it). */
@@ -324,7 +327,9 @@ typedef struct lith_stats {
   uint64_t wal_pages;       /* pages in the WAL after the last commit or checkpoint */
   uint64_t checkpoints;     /* checkpoints run (by lith or SQLite's auto mode) */
   uint64_t checkpoint_errors; /* of them, failed (nothing is lost; retried later) */
-  uint64_t checkpoint_ns_total;
+  uint64_t checkpoint_ns_total;  /* time in checkpoints, on any thread */
+  uint64_t checkpoint_ns_writer; /* of it, on the writer thread (inside COMMIT in
+                                    AUTO mode; the WAL-restarting passes in WRITER) */
   uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */
 } lith_stats;

@@ -18,7 +18,10 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int log = 0, done = 0;
   uint64_t t0 = now_ns();
   int rc = sqlite3_wal_checkpoint_v2(conn, schema, how, &log, &done);
-  atomic_fetch_add(&ck->ns_total, now_ns() - t0);
+  uint64_t ns = now_ns() - t0;
+  atomic_fetch_add(&ck->ns_total, ns);
+  if (conn != ck->bg_conn)
+    atomic_fetch_add(&ck->ns_writer, ns);
   atomic_fetch_add(&ck->count, 1);
   if (rc != SQLITE_OK) {
     atomic_fetch_add(&ck->errors, 1);
@@ -63,7 +66,6 @@ static void *bg_main(void *arg) {
 }
 
 int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_options *opt) {
-  int rc;
   ck->mode = opt->checkpoint;
   ck->pages = opt->checkpoint_pages;
   atomic_init(&ck->wal_pages, 0);
@@ -72,13 +74,15 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   atomic_init(&ck->count, 0);
   atomic_init(&ck->errors, 0);
   atomic_init(&ck->ns_total, 0);
+  atomic_init(&ck->ns_writer, 0);
   ck->bg_conn = NULL;
   ck->bg_state = BG_IDLE;
   ck->bg_stop = 0;
   if (ck->mode == LITH_CHECKPOINT_WRITER) {
     /* A write-capable connection: checkpointing writes the database file.
      * It never writes a transaction, so it never takes the write lock. */
-    if ((rc = lith__conn_open_checkpointer(path, opt, &ck->bg_conn)) != LITH_OK)
+    int rc = lith__conn_open_checkpointer(path, opt, &ck->bg_conn);
+    if (rc != LITH_OK)
       return rc;
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);

@@ -37,6 +37,7 @@ typedef struct lith__ckpt {
   _Atomic uint64_t count;       /* checkpoints run */
   _Atomic uint64_t errors;      /* of them, failed */
   _Atomic uint64_t ns_total;    /* time in them */
+  _Atomic uint64_t ns_writer;   /* of it, on the write connection */
   /* WRITER mode's background checkpointer */
   sqlite3 *bg_conn;
   pthread_t bg_thread;

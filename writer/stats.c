@@ -87,6 +87,7 @@ void lith__stats_ckpt(lith *db) {
   db->stats.checkpoints = atomic_load(&db->ckpt.count);
   db->stats.checkpoint_errors = atomic_load(&db->ckpt.errors);
   db->stats.checkpoint_ns_total = atomic_load(&db->ckpt.ns_total);
+  db->stats.checkpoint_ns_writer = atomic_load(&db->ckpt.ns_writer);
   pthread_mutex_unlock(&db->stats_mu);
 }
 
@@ -119,6 +120,7 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->checkpoints = s->checkpoints;
   out->checkpoint_errors = s->checkpoint_errors;
   out->checkpoint_ns_total = s->checkpoint_ns_total;
+  out->checkpoint_ns_writer = s->checkpoint_ns_writer;
   memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
   memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;

@@ -53,7 +53,7 @@ typedef struct lith__batch_stats {
   uint64_t commands, batches, failed, retried, busy;
   uint64_t batch_hist[LITH_HIST_BUCKETS];
   uint64_t tx_ns_total, commit_ns_total, wait_ns_total, wait_ns_max;
-  uint64_t wal_pages, checkpoints, checkpoint_errors, checkpoint_ns_total;
+  uint64_t wal_pages, checkpoints, checkpoint_errors, checkpoint_ns_total, checkpoint_ns_writer;
   uint64_t tx_lat[LITH_LAT_BUCKETS];
   uint64_t wait_lat[LITH_LAT_BUCKETS];
 #define LITH__RECENT 4096
