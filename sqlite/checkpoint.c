@@ -1,6 +1,7 @@
 /* WAL checkpoint policy and the background checkpointer: see checkpoint.h. */
 #include "checkpoint.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include "conn.h"
@@ -48,6 +49,7 @@ static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int pages) {
 
 static void *bg_main(void *arg) {
   lith__ckpt *ck = arg;
+  pthread_setname_np(pthread_self(), "lith-checkpoint");
   pthread_mutex_lock(&ck->mu);
   for (;;) {
     while (ck->bg_state != BG_ASKED && !ck->bg_stop)

@@ -21,6 +21,7 @@ struct lith__waker {
 
 static void *waker_main(void *arg) {
   lith__waker *w = arg;
+  pthread_setname_np(pthread_self(), "lith-waker");
   uint64_t t = atomic_load(&w->tail);
   for (;;) {
     uint64_t h = atomic_load(&w->head);
