@@ -388,8 +388,7 @@ void *lith__writer_main(void *arg) {
   int n;
   while ((n = take(db)) > 0) {
     run_batch(db, n);
-    if (lith__ckpt_after_batch(&db->ckpt, db->conn))
-      lith__stats_ckpt(db);
+    lith__ckpt_after_batch(&db->ckpt, db->conn); /* its figures are read live by lith_stats_get */
   }
   return NULL;
 }

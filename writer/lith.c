@@ -343,7 +343,6 @@ int lith_shutdown(lith *db) {
   lith__pool_close(db->pool);
   db->pool = NULL;
   int rc = lith__ckpt_close(&db->ckpt, db->conn);
-  lith__stats_ckpt(db); /* the final figures include the closing checkpoint */
   lith__writer_finalize(db);
   lith__stmt_cache_destroy(db->cache);
   db->cache = NULL;

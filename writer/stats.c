@@ -78,17 +78,6 @@ void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint6
     }
   s->recent_tx_us[s->nrecent++ % LITH__RECENT] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
   pthread_mutex_unlock(&db->stats_mu);
-  lith__stats_ckpt(db);
-}
-
-void lith__stats_ckpt(lith *db) {
-  pthread_mutex_lock(&db->stats_mu);
-  db->stats.wal_pages = (uint64_t)atomic_load(&db->ckpt.wal_pages);
-  db->stats.checkpoints = atomic_load(&db->ckpt.count);
-  db->stats.checkpoint_errors = atomic_load(&db->ckpt.errors);
-  db->stats.checkpoint_ns_total = atomic_load(&db->ckpt.ns_total);
-  db->stats.checkpoint_ns_writer = atomic_load(&db->ckpt.ns_writer);
-  pthread_mutex_unlock(&db->stats_mu);
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -116,11 +105,13 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->commit_ns_total = s->commit_ns_total;
   out->wait_ns_total = s->wait_ns_total;
   out->wait_ns_max = s->wait_ns_max;
-  out->wal_pages = s->wal_pages;
-  out->checkpoints = s->checkpoints;
-  out->checkpoint_errors = s->checkpoint_errors;
-  out->checkpoint_ns_total = s->checkpoint_ns_total;
-  out->checkpoint_ns_writer = s->checkpoint_ns_writer;
+  /* The checkpointer thread updates its own counters (atomics) whenever a
+   * pass ends: read them there, not as of the last batch. */
+  out->wal_pages = (uint64_t)atomic_load(&db->ckpt.wal_pages);
+  out->checkpoints = atomic_load(&db->ckpt.count);
+  out->checkpoint_errors = atomic_load(&db->ckpt.errors);
+  out->checkpoint_ns_total = atomic_load(&db->ckpt.ns_total);
+  out->checkpoint_ns_writer = atomic_load(&db->ckpt.ns_writer);
   memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
   memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;

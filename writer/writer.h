@@ -53,7 +53,6 @@ typedef struct lith__batch_stats {
   uint64_t commands, batches, failed, retried, busy;
   uint64_t batch_hist[LITH_HIST_BUCKETS];
   uint64_t tx_ns_total, commit_ns_total, wait_ns_total, wait_ns_max;
-  uint64_t wal_pages, checkpoints, checkpoint_errors, checkpoint_ns_total, checkpoint_ns_writer;
   uint64_t tx_lat[LITH_LAT_BUCKETS];
   uint64_t wait_lat[LITH_LAT_BUCKETS];
 #define LITH__RECENT 4096
@@ -118,10 +117,6 @@ int lith__authorize(void *ctx, int action, const char *a, const char *b, const c
 /* Prepare the writer's own statements (batch.c). */
 int lith__writer_prepare(lith *db);
 void lith__writer_finalize(lith *db);
-
-/* Copy the checkpointer's figures into the stats (stats.c; writer thread,
- * or the closing thread once the writer is gone). */
-void lith__stats_ckpt(lith *db);
 
 /* The latency bucket of a duration (stats.c). */
 int lith__lat_bucket(uint64_t ns);
