@@ -20,6 +20,7 @@ SOMAJOR := 0
 
 PKGS      := sqlite3 libuv
 TEST_PKGS := cmocka
+APP_PKGS  := jansson
 DEBS      := gcc make libc6-dev libsqlite3-dev libuv1-dev libcmocka-dev pkg-config sqlite3
 
 ifeq ($(SANITIZE),)
@@ -54,6 +55,10 @@ HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
 
 TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
+
+# lithd's parts (issue 4, in progress): each fragment adds its test binary.
+include tools/lithd/sqljson.mk
+TEST_BIN += $(LITHD_SQLJSON_TEST)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
@@ -64,7 +69,7 @@ DEMO := $(B)/tools/lith-demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
-	@if pkg-config --exists $(PKGS) $(TEST_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \
@@ -141,7 +146,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c
 
 clean:
 	rm -rf build lith.pc

@@ -1,0 +1,258 @@
+/*
+ * sqljson — lithd's bridge between JSON requests and SQLite statements.
+ *
+ * A request body names a list of statements with their parameters:
+ *
+ *   {"statements": [{"sql": "UPDATE t SET v = ? WHERE id = ?", "params": [2, 7]},
+ *                   {"sql": "SELECT * FROM t WHERE id = :id", "params": {":id": 7}}]}
+ *
+ * lithd_batch_parse() checks it against limits and turns it into a
+ * lithd_batch that holds no JSON any more (plain C values in one arena), so
+ * the writer thread never touches jansson. lithd_batch_run() runs the whole
+ * list inside one lith command (so in one SAVEPOINT: a failing statement
+ * undoes the others) and lithd_batch_read() inside lith_read; both collect
+ * every row into a lithd_result, which lithd_result_json() turns into
+ *
+ *   {"results": [{"changes": 1, "last_insert_rowid": 0, "columns": [], "rows": []},
+ *                {"changes": 0, "last_insert_rowid": 0, "columns": ["id", "v"],
+ *                 "rows": [[7, 2]]}]}
+ *
+ * or, when a statement failed, into
+ *
+ *   {"error": {"code": "constraint", "message": "UNIQUE constraint failed: t.id",
+ *              "statement": 1}}
+ *
+ * Values, both ways:
+ *   JSON integer  <-> INTEGER, exact over the whole 64-bit range (jansson's
+ *                     json_int_t is long long; integers outside it are refused
+ *                     as "too big integer", never rounded to a real)
+ *   JSON real      -> REAL; a REAL comes back as a JSON number with a '.' or
+ *                     an exponent, in the fewest digits that read back as the
+ *                     same double; +-Infinity (SQLite can hold it: 1e999)
+ *                     comes back as null, JSON has no way to say it
+ *   JSON string   <-> TEXT (may contain U+0000)
+ *   null          <-> NULL
+ *   true / false   -> INTEGER 1 / 0
+ *   {"base64": s} <-> BLOB; s in the standard alphabet with '=' padding,
+ *                     strict: no whitespace, no missing padding, no stray
+ *                     bits. The empty blob is {"base64": ""}.
+ * TEXT that is not valid UTF-8 cannot be a JSON string: the statement fails
+ * (LITHD_UNENCODABLE, naming row and column) rather than come back as
+ * something else; CAST(x AS BLOB) reads such a column as a blob.
+ *
+ * Parameters: an array binds by position and must hold exactly as many
+ * values as the statement has parameters (sqlite3_bind_parameter_count); an
+ * object binds by name, its keys spelled as in the SQL (":id", "@id",
+ * "$id"), and must name every parameter of the statement and nothing else.
+ * No "params" is the same as []. An unbound parameter would silently be
+ * NULL; here it is an error.
+ *
+ * Threads: a lithd_batch or lithd_result is used by one thread at a time
+ * (parsed on a lithd thread, run on the writer thread inside lith_do, read
+ * back on the lithd thread after lith_do returned: lith orders those).
+ *
+ * Memory: every object here is created by one call and freed by its own
+ * free function; JSON text returned as char * is malloc'd and freed by the
+ * caller with free().
+ */
+#ifndef LITHD_SQLJSON_H
+#define LITHD_SQLJSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lith.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Result codes --------------------------------------------------------
+ * Functions here return LITH_OK, a lith code (a statement's SQLite error
+ * through lith_from_sqlite, or LITH_NOMEM), or one of these. They sit in the
+ * range lith leaves to commands (LITH_USER and above), so a command that
+ * fails with one hands it unchanged to its producer. */
+enum {
+  LITHD_BAD_REQUEST = LITH_USER + 1,  /* the body is not a valid request: JSON,
+                                         shape, types, base64, parameter names */
+  LITHD_TOO_LARGE = LITH_USER + 2,    /* the request exceeds a lithd_limits bound */
+  LITHD_RESULT_TOO_LARGE = LITH_USER + 3, /* the rows would exceed max_rows or
+                                             max_result_bytes (an error, never
+                                             a truncated answer) */
+  LITHD_UNENCODABLE = LITH_USER + 4,  /* a TEXT value (or column name) is not
+                                         valid UTF-8 */
+  LITHD_NOT_A_QUERY = LITH_USER + 5,  /* lithd_batch_read met a statement that
+                                         is not a read-only query */
+  LITHD_TIMEOUT = LITH_USER + 6       /* the statements ran past max_run_ms */
+};
+
+/* ---- Limits --------------------------------------------------------------
+ * A field left 0 takes the default shown; to lift a bound set it to its
+ * type's maximum. The limits are copied into the batch by lithd_batch_parse
+ * and hold for its runs. */
+typedef struct lithd_limits {
+  size_t max_body_bytes;   /* request body; default 8 MiB */
+  int max_statements;      /* statements in one request; default 1000 */
+  size_t max_sql_bytes;    /* SQL text of one statement; default 100000 */
+  int max_params;          /* parameters of one statement; default 1000 */
+  int64_t max_rows;        /* rows in one answer, all statements together
+                              (RETURNING rows count too); default 10000 */
+  size_t max_result_bytes; /* TEXT and BLOB bytes in one answer; default 64 MiB */
+  int64_t max_run_ms;      /* time to run the whole list, from its first
+                              statement (queueing not counted); default 5000.
+                              On the writer every other producer waits
+                              meanwhile, so keep it short. */
+} lithd_limits;
+
+/* Fill *lim with the defaults. */
+void lithd_limits_default(lithd_limits *lim);
+
+/* ---- Errors --------------------------------------------------------------
+ * What went wrong, and where. Caller-owned storage; nothing to free. */
+#define LITHD_ERRMSG_MAX 512
+typedef struct lithd_error {
+  int code;          /* LITH_OK, a lith code or a LITHD_ code */
+  int statement;     /* index (from 0) of the statement at fault; -1 if the
+                        error is not about one statement */
+  char message[LITHD_ERRMSG_MAX]; /* "" when code is LITH_OK */
+} lithd_error;
+
+/* Set *err (printf-style message) and return code, so that a caller can
+ * write `return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "...")`. A NULL
+ * err only returns code. */
+int lithd_error_set(lithd_error *err, int code, int statement, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The short name of a code as the JSON "code" field carries it: "ok",
+ * "sql_error", "constraint", "bad_request", ... A static string, never NULL. */
+const char *lithd_code_name(int code);
+
+/* The HTTP status that answers a code:
+ *   LITH_OK                                   200
+ *   LITHD_BAD_REQUEST, LITH_ERROR (an SQL
+ *     error), LITH_MISUSE (empty SQL, two
+ *     statements in one "sql", ...)           400
+ *   LITHD_NOT_A_QUERY                         403  the request was understood,
+ *                                                  but /v1/query only reads
+ *   LITH_CONSTRAINT                           409
+ *   LITHD_TOO_LARGE                           413
+ *   LITHD_RESULT_TOO_LARGE, LITHD_UNENCODABLE,
+ *     LITHD_TIMEOUT                           422  valid request that cannot be
+ *                                                  answered within the limits;
+ *                                                  the same request again will
+ *                                                  fail again: ask less
+ *   LITH_BUSY, LITH_QUEUE_FULL, LITH_CLOSED,
+ *     LITH_ABORTED                            503  retry later
+ *   LITH_DISKFULL                             507
+ *   LITH_READONLY                             500  from SQLite this means the
+ *                                                  database cannot be written
+ *                                                  (file or directory
+ *                                                  permissions, WAL recovery):
+ *                                                  the server's fault, not the
+ *                                                  client's — a write sent to
+ *                                                  /v1/query is
+ *                                                  LITHD_NOT_A_QUERY instead
+ *   LITH_NOMEM, LITH_IOERR, LITH_CORRUPT,
+ *     LITH_CANTOPEN, LITH_SCHEMA, other       500 */
+int lithd_http_status(int code);
+
+/* {"error": {"code": ..., "message": ..., "statement": n or null}} as a
+ * NUL-terminated string the caller frees with free(); NULL when out of
+ * memory. Invalid UTF-8 in the message is replaced by U+FFFD. */
+char *lithd_error_json(const lithd_error *err);
+
+/* ---- Requests ------------------------------------------------------------ */
+
+typedef struct lithd_batch lithd_batch;
+
+/* Parse a request body: `body` holds `len` bytes (need not be
+ * NUL-terminated; read only during the call). `lim` may be NULL for the
+ * defaults (read only during the call; copied). On LITH_OK *out is a batch
+ * the caller frees with lithd_batch_free(). On error *out is NULL, the code
+ * is LITHD_BAD_REQUEST, LITHD_TOO_LARGE or LITH_NOMEM, and *err (may be
+ * NULL) says why and which statement. Unknown keys, at the top level or in a
+ * statement, are refused: a misspelt "params" must not run a statement
+ * without its parameters. */
+int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
+                      lithd_batch **out, lithd_error *err);
+
+/* The number of statements in `b`. */
+int lithd_batch_count(const lithd_batch *b);
+
+/* Free a batch (NULL is fine). Not while it runs. */
+void lithd_batch_free(lithd_batch *b);
+
+/* ---- Running -------------------------------------------------------------- */
+
+typedef struct lithd_result lithd_result;
+
+/* Run every statement of `b` in order on the write connection, inside the
+ * calling command: call it from a lith_command and return its result, e.g.
+ *
+ *   static int do_cmd(lith_tx *tx, void *arg) {
+ *     struct req *r = arg;
+ *     return lithd_batch_run(tx, r->batch, &r->result);
+ *   }
+ *
+ * Statements come from lith_tx_stmt (prepared once, cached). Each statement
+ * is stepped to its end; its columns, rows, changes (rows it inserted,
+ * updated or deleted itself, 0 for anything else) and last_insert_rowid (the
+ * rowid it inserted, else 0) are kept.
+ *
+ * *out must be NULL or a result of an earlier run of the same command: a
+ * command can run more than once (lith.h, lith_command), so each run frees
+ * what *out holds and stores a fresh result. On return *out holds either all
+ * the statements' results (LITH_OK) or the error (any other code): the index
+ * of the failing statement, its code (lith_from_sqlite of SQLite's, or a
+ * LITHD_ code) and the message (sqlite3_errmsg). The command's message
+ * (lith_errmsg after lith_do) is set too, as "statement i: message". The
+ * caller frees *out with lithd_result_free() after lith_do returned. *out is
+ * NULL only if memory ran out (LITH_NOMEM).
+ *
+ * Returning the error makes lith undo the whole command, so a failure at
+ * statement i leaves nothing of statements 0..i-1. Note that a LITH_OK here
+ * is not a commit: lith_do's own result decides (see lithd_result_json).
+ *
+ * max_run_ms is enforced with a progress handler (every 1000 VM steps)
+ * installed on the connection for the duration of the call and removed
+ * before it returns. A write statement interrupted that way makes SQLite
+ * roll back the whole transaction; lith then fails this command alone
+ * (LITHD_TIMEOUT) and runs the others of its batch again. */
+int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out);
+
+/* As lithd_batch_run, inside a lith_read callback, with lith_rx_stmt on the
+ * read connection (one snapshot for the whole list). Only queries run: a
+ * statement whose first keyword is not SELECT, WITH, VALUES or EXPLAIN, or
+ * for which sqlite3_stmt_readonly() is false, fails with LITHD_NOT_A_QUERY
+ * ("write statement on /v1/query") before it is stepped. (Transaction
+ * control, ATTACH and PRAGMA count as read-only to SQLite but would end the
+ * snapshot or change a pooled connection for later requests.) */
+int lithd_batch_read(lith_rx *rx, lithd_batch *b, lithd_result **out);
+
+/* The result's code: LITH_OK if every statement ran. If err is not NULL it
+ * receives the code, statement index and message. */
+int lithd_result_error(const lithd_result *r, lithd_error *err);
+
+/* The result as JSON text: {"results": [...]} when every statement ran,
+ * else the error object (as lithd_error_json). NUL-terminated; the caller
+ * frees it with free(); NULL when out of memory.
+ *
+ * After lith_do(db, cmd, arg) returned rc:
+ *   - rc == LITH_OK: answer lithd_result_json(result), status 200;
+ *   - result != NULL and lithd_result_error(result, &e) == rc: a statement
+ *     failed; answer lithd_result_json(result), status lithd_http_status(rc);
+ *   - otherwise the transaction failed around a command that may have run
+ *     (LITH_BUSY, LITH_IOERR, LITH_ABORTED, ...) or the command never ran
+ *     (LITH_CLOSED): the result, if any, was not committed and must not be
+ *     sent; answer lithd_error_set(&e, rc, -1, "%s", lith_errmsg(db)).
+ * The same holds for lith_read with lithd_batch_read. */
+char *lithd_result_json(const lithd_result *r);
+
+/* Free a result (NULL is fine). */
+void lithd_result_free(lithd_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LITHD_SQLJSON_H */
