@@ -56,7 +56,11 @@ HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
 TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
-# lithd's parts (issue 4, in progress): each fragment adds its test binary.
+# The HTTP layer shared by lithd and kanban, and lithd's parts (issue 4, in
+# progress): each fragment adds its test binary.
+include http/http.mk
+TEST_BIN += $(HTTP_TEST_BIN)
+DEBS += $(HTTP_DEBS)
 include tools/lithd/sqljson.mk
 TEST_BIN += $(LITHD_SQLJSON_TEST)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
@@ -69,7 +73,7 @@ DEMO := $(B)/tools/lith-demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
-	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \
@@ -146,7 +150,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c http/*.c
 
 clean:
 	rm -rf build lith.pc

@@ -1,0 +1,340 @@
+/*
+ * lith_http — the HTTP layer shared by lithd and examples/kanban.
+ *
+ * Why a layer of our own over h2o: both programs need the same few things
+ * (routes by method and path, a JSON error shape, bounded request bodies,
+ * answers that come later from a libuv callback, server-sent events with a
+ * bound on what a slow client can make us queue, bearer tokens, a graceful
+ * stop, counters for /metrics), and h2o's request lifetime rules are easy to
+ * get wrong: its h2o_req_t vanishes when the client leaves. This layer hands
+ * the application a handle whose lifetime the application controls instead.
+ *
+ * h2o 2.2.5 (libuv flavour) does the protocol work: HTTP/1.1 keep-alive and
+ * pipelining, chunked bodies, HTTP/2 over cleartext both by "Upgrade: h2c" and
+ * by prior knowledge.
+ *
+ * Conventions, as in lith.h:
+ *   - every call returns an int result code (LITH_HTTP_OK is 0);
+ *     lith_http_errstr() names it, lith_http_errmsg() says what went wrong;
+ *   - handles are opaque; the server comes in a create/destroy pair, a
+ *     request handle is released by the call that completes it;
+ *   - each function says who owns every pointer it takes or returns.
+ *
+ * Threads: everything here runs on the thread of the server's uv loop (from
+ * the loop's callbacks, or before/after uv_run on that thread). Nothing is
+ * locked.
+ *
+ * A request's life:
+ *   1. A handler registered with lith_http_route() is called with a
+ *      lith_http_req. The request (method, path, query, headers, body, peer)
+ *      has been copied into the handle: every pointer the accessors return
+ *      stays valid until the handle is completed, even after the client left.
+ *   2. The handler answers at once (lith_http_respond*, then returns
+ *      LITH_HTTP_DONE), or returns LITH_HTTP_PENDING and keeps the handle: the
+ *      application now owns it and must complete it exactly once, later, from
+ *      any loop callback — with lith_http_respond* (or lith_http_stream_end
+ *      for a stream). Completing releases the handle: do not touch it after.
+ *   3. If the client goes away (or the server stops) while the application
+ *      holds the handle, completing still works: it sends nothing and returns
+ *      LITH_HTTP_GONE. lith_http_on_gone() asks to be told at once instead.
+ */
+#ifndef LITH_HTTP_H
+#define LITH_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Result codes ------------------------------------------------------ */
+
+enum {
+  LITH_HTTP_OK = 0,
+  LITH_HTTP_ERROR = 1,     /* a system call failed; lith_http_errmsg() says which */
+  LITH_HTTP_MISUSE = 2,    /* a bad argument, or a call in the wrong state */
+  LITH_HTTP_NOMEM = 3,     /* out of memory */
+  LITH_HTTP_ADDRINUSE = 4, /* the address, port or socket path is already served */
+  LITH_HTTP_GONE = 5,      /* the client went away (or the server ended the
+                              exchange) before this call: nothing was sent */
+  LITH_HTTP_FULL = 6,      /* the stream's buffer would have passed its bound:
+                              the stream was closed (see lith_http_stream_write) */
+  LITH_HTTP_STOPPING = 7   /* the server is stopping or stopped */
+};
+
+/* The name of a result code: a static string, never NULL. */
+const char *lith_http_errstr(int rc);
+
+/* This thread's last error message from a lith_http call. Owned by the
+ * layer, valid until this thread's next lith_http call that fails. */
+const char *lith_http_errmsg(void);
+
+/* The reason phrase of an HTTP status ("Not Found"): a static string. */
+const char *lith_http_reason(int status);
+
+/* ---- Server ------------------------------------------------------------- */
+
+typedef struct lith_http_server lith_http_server;
+typedef struct lith_http_req lith_http_req;
+
+typedef struct lith_http_options {
+  size_t max_body;      /* largest request body accepted, bytes. A larger one
+                           is refused before any handler runs: HTTP/1 gets 413
+                           with a JSON error as soon as Content-Length says so
+                           (or when a chunked body passes it); HTTP/2 gets its
+                           stream reset (REFUSED_STREAM, h2o 2.2.5's way).
+                           Default 1 MiB */
+  size_t stream_buffer; /* per stream, the most bytes waiting for a slow client
+                           beyond the one write in flight; default 256 KiB */
+  int http2;            /* 1: HTTP/2 over cleartext ("Upgrade: h2c" and prior
+                           knowledge); 0: HTTP/1.1 only. Default 1 */
+  unsigned request_timeout_ms; /* HTTP/1: time to receive a request and
+                           idle keep-alive time; HTTP/2: idle time. Default 10000 */
+  const char *server_name; /* the Server header; default "lith". Copied. */
+} lith_http_options;
+
+/* Fill *opt with the defaults above. */
+void lith_http_options_default(lith_http_options *opt);
+
+/* Create a server on `loop` (the caller's; it must outlive the server). `opt`
+ * is read during the call only (NULL: defaults). On LITH_HTTP_OK *out is a
+ * server released by lith_http_server_destroy(). The server listens nowhere
+ * until lith_http_listen_*. Call it on the loop's thread, outside loop
+ * callbacks (as destroy: a failure after h2o's context exists disposes of
+ * it, which runs the loop once). Sets SIGPIPE to SIG_IGN if it was SIG_DFL:
+ * a write to a client that left must not kill the process. */
+int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt,
+                            lith_http_server **out);
+
+/* Listen on TCP `host` ("127.0.0.1", "::1", "0.0.0.0"; a numeric address)
+ * and `port` (0: the kernel picks a free one, see lith_http_port). May be
+ * called more than once; not after lith_http_server_stop. `host` is read
+ * during the call only. */
+int lith_http_listen_tcp(lith_http_server *srv, const char *host, int port);
+
+/* The port the first TCP listener is bound to, or -1 if there is none. */
+int lith_http_port(const lith_http_server *srv);
+
+/* Listen on the Unix socket `path`, created with mode 0600 (chmod happens
+ * between bind and listen, so no connection is possible before). An existing
+ * socket file nobody answers on (a stale one) is replaced; an existing socket
+ * someone answers on gives LITH_HTTP_ADDRINUSE; any other kind of file at
+ * `path` is left alone and gives LITH_HTTP_ADDRINUSE. The file is removed when
+ * the server stops. `path` is copied. */
+int lith_http_listen_unix(lith_http_server *srv, const char *path);
+
+/* A handler: runs on the loop thread for each request its route matches.
+ * Return LITH_HTTP_DONE once it has completed `req` (a handler that returns
+ * DONE without having answered gets a 500 sent for it, and a stream it
+ * started is ended), or LITH_HTTP_PENDING to keep `req` and complete it
+ * later. */
+typedef int (*lith_http_handler)(lith_http_req *req, void *arg);
+enum { LITH_HTTP_DONE = 0, LITH_HTTP_PENDING = 1 };
+
+enum { LITH_HTTP_EXACT = 0, LITH_HTTP_PREFIX = 1 };
+
+/* Route requests for `method` ("GET", "POST", ...; compared exactly) and
+ * `path`: with LITH_HTTP_EXACT the request path (without the query) must
+ * equal `path`; with LITH_HTTP_PREFIX it must begin with it ("/v1/commands/").
+ * The most specific matching route for the request's method wins: an exact
+ * route over any prefix, a longer prefix over a shorter. A path no route
+ * matches gets 404; a path some route matches, but none for this method,
+ * gets 405 with an Allow header naming the methods that would be accepted.
+ * HEAD goes to the GET route unless a HEAD route exists (the body is never
+ * sent; Content-Length stays that of the GET answer). `method` and `path`
+ * are copied; `arg` is the caller's, passed to fn. A second route with the
+ * same method, path and match is LITH_HTTP_MISUSE. */
+int lith_http_route(lith_http_server *srv, const char *method, const char *path,
+                    int match, lith_http_handler fn, void *arg);
+
+/* Called once the server has stopped: listeners and connections closed, every
+ * on_gone callback delivered. The server may then be destroyed (after uv_run
+ * returns, see lith_http_server_destroy). */
+typedef void (*lith_http_stopped_cb)(lith_http_server *srv, void *arg);
+
+/* Stop gracefully:
+ *   - close the listeners (the Unix socket file is removed) and refuse new
+ *     requests on open connections with 503 (HTTP/2: GOAWAY);
+ *   - end every stream (server-sent events never end by themselves); their
+ *     holders get on_gone;
+ *   - close idle connections; requests not yet fully received are dropped;
+ *   - let the requests the application holds finish: each connection closes
+ *     after its last response;
+ *   - after `grace_ms` (0: at once), answer what is still pending with 503
+ *     (its holder gets on_gone and LITH_HTTP_GONE when completing) and shut
+ *     every remaining connection.
+ * Then on_stopped(srv, arg) (may be NULL) runs, from the loop, never from
+ * within this call. The loop must keep running until then. Returns
+ * LITH_HTTP_STOPPING if already called. */
+int lith_http_server_stop(lith_http_server *srv, unsigned grace_ms,
+                          lith_http_stopped_cb on_stopped, void *arg);
+
+/* Free the server. Call it from the loop's thread but not from inside a loop
+ * callback (after uv_run returned): h2o's context teardown runs the loop once
+ * itself to free its timers. If the server was not stopped, this stops it
+ * with no grace and runs the loop until it has. Request handles the
+ * application still held are freed too: complete them before, or never touch
+ * them again. The server's own handles never keep the loop alive once it
+ * stopped. */
+void lith_http_server_destroy(lith_http_server *srv);
+
+/* ---- Counters (for /metrics) -------------------------------------------- */
+
+typedef struct lith_http_stats {
+  uint64_t responses;           /* requests finished, with or without a response */
+  uint64_t by_class[6];         /* [1]..[5]: 1xx..5xx sent, including the
+                                   layer's and h2o's own errors; [0]: none sent
+                                   (the client left, or a stream was reset) */
+  uint64_t connections;         /* accepted, total */
+  uint64_t connections_open;    /* open now */
+  uint64_t pending;             /* request handles the application holds now */
+  uint64_t streams_open;        /* streams open now */
+  uint64_t stream_overflows;    /* streams closed because a client was too slow */
+  uint64_t gone;                /* handles whose client left before completion */
+} lith_http_stats;
+
+void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out);
+
+/* Requests finished with exactly `status` (100..599); 0 for anything else.
+ * A client that leaves while the application holds its request is counted
+ * as 499 on HTTP/1 (the nginx convention, never sent) and under class 0 on
+ * HTTP/2. */
+uint64_t lith_http_status_count(const lith_http_server *srv, int status);
+
+/* ---- Reading a request -------------------------------------------------- */
+/* All strings are NUL-terminated and owned by the handle: valid until it is
+ * completed, whether or not the client is still there. */
+
+const char *lith_http_req_method(const lith_http_req *req);
+/* The normalized path ("." and ".." resolved), without the query. */
+const char *lith_http_req_path(const lith_http_req *req);
+/* The query string after '?', undecoded; "" if none. */
+const char *lith_http_req_query(const lith_http_req *req);
+/* The first header named `name` (case-insensitive), or NULL. The request's
+ * authority is there as "host", for HTTP/1 (Host) and HTTP/2 (:authority). */
+const char *lith_http_req_header(const lith_http_req *req, const char *name);
+/* Every header, in order (names in lower case): i < lith_http_req_header_count.
+ * Returns LITH_HTTP_MISUSE if i is out of range. */
+size_t lith_http_req_header_count(const lith_http_req *req);
+int lith_http_req_header_at(const lith_http_req *req, size_t i, const char **name,
+                            const char **value);
+/* The body (NUL-terminated after *len bytes; "" with *len 0 if none). `len`
+ * may be NULL. */
+const char *lith_http_req_body(const lith_http_req *req, size_t *len);
+/* The peer: "127.0.0.1:53122", "[::1]:53122", or "unix". */
+const char *lith_http_req_peer(const lith_http_req *req);
+/* 1 if the peer is on this machine: a Unix socket, 127.0.0.0/8, ::1 or
+ * ::ffff:127.0.0.0/104; else 0. */
+int lith_http_req_is_loopback(const lith_http_req *req);
+/* The protocol version: 0x100, 0x101 or 0x200. */
+int lith_http_req_version(const lith_http_req *req);
+/* The server the request came to. */
+lith_http_server *lith_http_req_server(const lith_http_req *req);
+
+/* ---- Answering ---------------------------------------------------------- */
+
+/* Add a response header (several of one name are kept: Set-Cookie), before
+ * lith_http_respond* or lith_http_stream_start. `name` (lower-cased) and
+ * `value` are copied. LITH_HTTP_GONE if the client left (nothing to do). */
+int lith_http_add_header(lith_http_req *req, const char *name, const char *value);
+
+/* Send a whole response and complete `req`: status (200..599), Content-Type
+ * (NULL: none), body[0..len) (copied; may be NULL when len is 0), with a
+ * Content-Length. Returns LITH_HTTP_OK, or LITH_HTTP_GONE if the client left
+ * (nothing sent) — in both cases `req` is released — or LITH_HTTP_MISUSE
+ * (bad arguments, a stream, already answered), in which case it is not. */
+int lith_http_respond(lith_http_req *req, int status, const char *content_type,
+                      const void *body, size_t len);
+
+/* lith_http_respond with Content-Type application/json and `json` (a
+ * NUL-terminated string, copied). */
+int lith_http_respond_json(lith_http_req *req, int status, const char *json);
+
+/* lith_http_respond_json with the layer's error shape {"error":"<message>"},
+ * `message` escaped. Every error the layer sends has this shape, and so has
+ * every error h2o answers for itself once it parsed a request (413, 404 for
+ * a request-target that is not a path); only a request h2o cannot parse at
+ * all gets h2o's fixed plain-text "400 Bad Request". */
+int lith_http_respond_error(lith_http_req *req, int status, const char *message);
+
+/* A handle's client has left (or the server ended the exchange: stop, stream
+ * overflow) while the application holds it. Called once, from the loop,
+ * never from inside a lith_http call; the callback may complete `req`. */
+typedef void (*lith_http_gone_cb)(lith_http_req *req, void *arg);
+
+/* Ask for cb(req, arg) if the client goes away before `req` is completed
+ * (replaces an earlier request; cb NULL cancels). On HTTP/1 the layer watches
+ * the connection while the application holds the request, so a closed
+ * connection is noticed at once; a client that only half-closes (shuts down
+ * its sending side and waits) counts as gone. */
+void lith_http_on_gone(lith_http_req *req, lith_http_gone_cb cb, void *arg);
+
+/* 1 if `req`'s client has gone (completing it would return LITH_HTTP_GONE). */
+int lith_http_is_gone(const lith_http_req *req);
+
+/* ---- Streaming (server-sent events) ------------------------------------- */
+
+/* Send status and headers now (Content-Type `content_type`, body of unknown
+ * length: chunked on HTTP/1) and keep the response open for
+ * lith_http_stream_write. The handler then returns LITH_HTTP_PENDING to keep
+ * `req` (or LITH_HTTP_DONE, which ends the stream). Never releases `req`:
+ * after LITH_HTTP_GONE (or _STOPPING) complete it as usual. */
+int lith_http_stream_start(lith_http_req *req, int status, const char *content_type);
+
+/* lith_http_stream_start(req, 200, "text/event-stream") with
+ * Cache-Control: no-cache and X-Accel-Buffering: no. */
+int lith_http_sse_start(lith_http_req *req);
+
+/* Queue data[0..len) (copied) on the stream. One write is in flight at a
+ * time; what comes meanwhile waits in the stream's buffer, at most
+ * stream_buffer bytes (lith_http_options). Data that would pass that bound is
+ * not queued: the stream is closed as failed instead (HTTP/1: the connection
+ * is closed without the final chunk; HTTP/2: the stream is reset), and the
+ * call returns LITH_HTTP_FULL; on_gone follows. Closing, not dropping, is
+ * deliberate: an SSE client reconnects and refetches, whereas silently lost
+ * events would leave it wrong. A single write larger than stream_buffer
+ * always overflows. On HTTP/2 a write stuck behind the client's flow-control
+ * window cannot be cancelled in h2o 2.2.5: the reset comes when h2o next
+ * asks for data, and nothing more is queued meanwhile. Returns
+ * LITH_HTTP_GONE once the client left (and after FULL). No heartbeat is sent
+ * for you: the layer does not need one to notice a client leaving, but a
+ * proxy with an idle timeout may; write an SSE comment (":
+
+") from a
+ * timer. */
+int lith_http_stream_write(lith_http_req *req, const void *data, size_t len);
+
+/* Write one server-sent event: "event: <event>\n" (if event != NULL),
+ * "id: <id>\n" (if id != NULL), one "data: <line>\n" per line of `data`, then
+ * a blank line. `event` and `id` must not hold a line break (MISUSE). */
+int lith_http_sse_event(lith_http_req *req, const char *event, const char *id,
+                        const char *data);
+
+/* End the stream (what is queued is still sent) and complete `req` (released
+ * whatever the result). LITH_HTTP_GONE if the client had left. */
+int lith_http_stream_end(lith_http_req *req);
+
+/* ---- Bearer tokens ------------------------------------------------------ */
+
+/* 1 if `req` carries "Authorization: Bearer <token>" with exactly `token`.
+ * Otherwise answers 401 with WWW-Authenticate: Bearer realm="lith" (plus
+ * error="invalid_token" when a token was given) and a JSON error, completes
+ * `req`, and returns 0: the handler must return LITH_HTTP_DONE and not touch
+ * `req` again. The comparison takes the same time whatever the two tokens
+ * hold (lith_http_equal_ct). `token` is the caller's. */
+int lith_http_check_bearer(lith_http_req *req, const char *token);
+
+/* 1 if a[0..alen) equals b[0..blen), else 0, in a time that depends on
+ * `blen` only (pass the secret as b): every byte of b is always compared, a
+ * mismatch never stops the loop, the length difference is folded into the
+ * same accumulator, and no branch depends on a byte's value. */
+int lith_http_equal_ct(const void *a, size_t alen, const void *b, size_t blen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LITH_HTTP_H */

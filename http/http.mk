@@ -1,0 +1,29 @@
+# http/http.mk — the HTTP layer shared by lithd and examples/kanban
+# (http/http.h), on h2o 2.2.5 (libuv flavour) and libuv.
+#
+# Included by the main Makefile after $(B), CFLAGS, PKG_* and TEST_* are set.
+# It defines:
+#   HTTP_SRC, HTTP_OBJ   the layer's sources and their objects in $(B)
+#   HTTP_CFLAGS/LIBS     pkg-config for libh2o and libuv
+#   HTTP_TEST_BIN        the test binary, to add to TEST_BIN
+#   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install
+# A program using the layer adds -Ihttp, links $(HTTP_OBJ) and $(HTTP_LIBS).
+
+HTTP_PKGS := libh2o libuv
+HTTP_DEBS := libh2o-dev libuv1-dev
+
+HTTP_CFLAGS = $(shell pkg-config --cflags $(HTTP_PKGS) 2>/dev/null)
+HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
+
+HTTP_SRC  := $(wildcard http/*.c)
+HTTP_OBJ  := $(HTTP_SRC:%.c=$(B)/%.o)
+HTTP_HDRS := $(wildcard http/*.h)
+HTTP_TEST_BIN := $(B)/http/test/test_http
+
+$(B)/http/%.o: http/%.c $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/http/test/test_http: http/test/test_http.c $(HTTP_OBJ) $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)

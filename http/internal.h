@@ -1,0 +1,204 @@
+/*
+ * What the files of http/ share, and nobody else sees: the server and
+ * request structures, and the few functions one file calls in another.
+ *
+ * Files: http.c (the server: h2o setup, listeners, connections, stop,
+ * counters), request.c (dispatch, the request handle and its lifetime,
+ * answers), watch.c (noticing that an HTTP/1 client left), stream.c
+ * (streams and server-sent events), router.c (routes), auth.c (bearer
+ * tokens), error.c (result codes, messages, JSON errors).
+ *
+ * Lifetimes, the heart of the matter. h2o owns its h2o_req_t and frees it
+ * (clears its memory pool) when the response is done or the client leaves,
+ * whenever that is. The application owns a lith_http_req until it completes
+ * it, whenever that is. A handle is therefore reference counted, with one
+ * reference per holder:
+ *   - the application (`app`), from dispatch until it completes the handle;
+ *   - h2o, from dispatch until h2o clears the request's pool: a small
+ *     "sentinel" allocated in that pool tells us (its dispose callback), and
+ *     from then on `h2o` is NULL and nothing is ever sent on the handle;
+ *   - the dispatcher, while the handler runs;
+ *   - the deferred-work queue, while the handle is queued on it.
+ * Stream buffers live in the handle, so they outlive every write h2o has
+ * in flight.
+ *
+ * Nothing the application supplies is called from inside h2o (a request's
+ * pool is cleared in the middle of h2o tearing a connection down): the
+ * on_gone callbacks and the teardowns we start ourselves go through a queue
+ * that a zero-delay uv timer drains.
+ */
+#ifndef LITH_HTTP_INTERNAL_H
+#define LITH_HTTP_INTERNAL_H
+
+#include <netinet/in.h>
+#include <sys/stat.h>
+
+#define H2O_USE_LIBUV 1 /* libh2o-dev is the libuv flavour */
+#include <h2o.h>
+
+#include "http.h"
+
+#define LH_DEFAULT_MAX_BODY (1u << 20)
+#define LH_DEFAULT_STREAM_BUFFER (256u << 10)
+#define LH_DEFAULT_TIMEOUT_MS 10000u
+
+typedef union lh_uvsock {
+  uv_handle_t handle;
+  uv_stream_t stream;
+  uv_tcp_t tcp;
+  uv_pipe_t pipe;
+} lh_uvsock;
+
+/* One accepted connection. */
+typedef struct lh_conn {
+  lh_uvsock io;
+  lith_http_server *srv;
+  h2o_socket_t *sock;      /* NULL once h2o closed it */
+  struct lh_conn *prev, *next;
+  lith_http_req *watcher;  /* HTTP/1: the held request whose client we watch */
+  unsigned live;           /* dispatched requests h2o has not freed yet */
+  unsigned is_unix : 1;
+  unsigned closed : 1;     /* the uv handle is closed: free once live is 0 */
+  unsigned shut_rd : 1;
+  unsigned shut_rdwr : 1;
+} lh_conn;
+
+typedef struct lh_listener {
+  lh_uvsock io;
+  lith_http_server *srv;
+  struct lh_listener *next;
+  char *path; /* Unix socket: the file to remove at close */
+  dev_t dev;  /* ... if it still is the one we bound */
+  ino_t ino;
+  int port;   /* TCP: the bound port */
+  int is_unix;
+} lh_listener;
+
+typedef struct lh_route {
+  char *method;
+  char *path;
+  size_t method_len, path_len;
+  int prefix;
+  lith_http_handler fn;
+  void *arg;
+} lh_route;
+
+/* The h2o handler on path "/": every request with a path comes here. */
+typedef struct lh_handler {
+  h2o_handler_t super;
+  lith_http_server *srv;
+} lh_handler;
+
+enum { LH_RUNNING, LH_STOPPING, LH_CLOSING, LH_STOPPED };
+
+struct lith_http_server {
+  uv_loop_t *loop;
+  h2o_globalconf_t config;
+  h2o_context_t ctx;
+  h2o_accept_ctx_t accept_ctx;
+  size_t max_body, stream_buffer;
+  char *server_name;
+  lh_route *routes;
+  size_t n_routes, cap_routes;
+  lh_listener *listeners;
+  unsigned listeners_open; /* listener handles not yet closed (incl. failed ones) */
+  lh_conn *conns;
+  unsigned conns_open;     /* connection handles not yet closed */
+  lith_http_req *reqs;     /* every live handle */
+  lith_http_req *q_head, *q_tail; /* deferred work */
+  uv_timer_t defer_timer, deadline_timer;
+  uv_poll_t watch_poll;    /* on watch_ep (watch.c) */
+  int watch_ep;
+  unsigned n_watched;
+  int timers_open;         /* our own uv handles not yet closed */
+  int state;
+  lith_http_stopped_cb on_stopped;
+  void *stopped_arg;
+  lith_http_stats stats;
+  uint64_t by_status[600];
+};
+
+enum { LH_REQ_NEW, LH_REQ_HELD, LH_REQ_ANSWERED, LH_REQ_STREAM };
+
+typedef struct lh_header {
+  const char *name, *value;
+} lh_header;
+
+struct lith_http_req {
+  lith_http_server *srv;
+  h2o_req_t *h2o;      /* NULL once h2o freed the request */
+  lh_conn *conn;       /* NULL once h2o freed the request (or unknown) */
+  h2o_generator_t gen; /* streams */
+  lith_http_req *prev, *next; /* srv->reqs */
+  lith_http_req *q_next;
+  unsigned refs;
+  int state;
+  int abort_status;    /* queued teardown: 499 client left, 503 stop deadline */
+  unsigned app : 1;    /* the application holds it */
+  unsigned queued : 1;
+  unsigned gone : 1;   /* the client left or the server ended the exchange */
+  unsigned notify : 1; /* on_gone to call from the queue */
+  unsigned abort : 1;  /* h2o side to tear down from the queue */
+  unsigned watching : 1;
+  unsigned sending : 1;    /* stream: a write is in flight */
+  unsigned end_after : 1;  /* stream: end when the write in flight is done */
+  unsigned fail_after : 1; /* stream: fail when the write in flight is done */
+  unsigned ended : 1;      /* stream: the last h2o_send (final or error) is made */
+  unsigned head : 1;       /* a HEAD request: no body is ever sent */
+  lith_http_gone_cb on_gone;
+  void *gone_arg;
+  char *out, *wait;        /* stream: the write in flight, what waits */
+  size_t out_cap, wait_len, wait_cap;
+  int version;
+  int loopback;
+  const char *method, *path, *query, *body;
+  size_t body_len;
+  size_t n_headers;
+  lh_header *headers;
+  char peer[INET6_ADDRSTRLEN + 16];
+  /* the copied strings follow */
+};
+
+/* error.c */
+int lh_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* {"error":"<msg escaped>"} into a malloc'd string (NULL if out of memory);
+ * *len its length. */
+char *lh_error_json(const char *msg, size_t *len);
+
+/* router.c */
+int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match,
+                 lith_http_handler fn, void *arg);
+/* The route for (method, path), or NULL; then *allow (NUL-terminated, at
+ * most allow_cap bytes) lists the methods of the routes matching the path:
+ * empty means 404, else 405. */
+const lh_route *lh_route_find(const lith_http_server *srv, const char *method,
+                              const char *path, size_t path_len, char *allow,
+                              size_t allow_cap);
+void lh_routes_free(lith_http_server *srv);
+
+/* request.c */
+int lh_on_req(h2o_handler_t *self, h2o_req_t *req);
+void lh_req_unref(lith_http_req *h);
+void lh_req_complete(lith_http_req *h);   /* drop the application's reference */
+void lh_mark_gone(lith_http_req *h);      /* and queue on_gone */
+void lh_queue_abort(lith_http_req *h, int status);
+void lh_abort_now(lith_http_req *h, int status);
+void lh_defer_cb(uv_timer_t *t);
+void lh_set_status(lith_http_req *h, int status);
+
+/* watch.c */
+int lh_watch_init(lith_http_server *srv); /* 0, or -1 with errno */
+void lh_watch_start(lith_http_req *h);
+void lh_watch_stop(lith_http_req *h);
+
+/* stream.c */
+void lh_stream_finish(lith_http_req *h); /* end after what is queued */
+void lh_stream_fail(lith_http_req *h);   /* end as failed, now or after the write in flight */
+
+/* http.c */
+lh_conn *lh_conn_of(h2o_req_t *req);
+void lh_conn_released(lh_conn *c); /* live dropped to 0 */
+void lh_conn_shut(lh_conn *c, int how); /* shutdown(2) the connection's socket */
+void lh_maybe_finish(lith_http_server *srv);
+
+#endif /* LITH_HTTP_INTERNAL_H */

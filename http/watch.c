@@ -1,0 +1,94 @@
+/*
+ * Noticing that an HTTP/1 client left while the application holds its
+ * request (an answer still to come from a lith commit, an idle event
+ * stream).
+ *
+ * h2o 2.2.5 stops reading an HTTP/1 connection while it handles a request:
+ * the request's method, path and headers point into the socket's input
+ * buffer, which the next read may move. So h2o notices a closed connection
+ * only when it writes the response — never, for an event stream with
+ * nothing to say. We must not read the socket either (that is what would
+ * move the buffer), so we ask the kernel instead: each watched socket is
+ * registered, for EPOLLRDHUP only, in an epoll set of our own, and a
+ * uv_poll_t on that set wakes us when a peer shuts down its side or resets
+ * the connection. Bytes that arrive meanwhile (a pipelined request) raise no
+ * event and stay in the kernel for h2o. A socket may sit in several epoll
+ * sets at once, libuv's and ours, and closing it removes it from both.
+ *
+ * Then the exchange is ended from our side (499 for a request not yet
+ * answered, nobody reads it; a failed stream), h2o closes the connection
+ * and frees the request, and the holder's on_gone runs. A client that only
+ * shuts down its sending side and waits for the answer counts as gone: h2o
+ * itself closes such a connection between requests.
+ *
+ * HTTP/2 needs none of this: h2o always reads an HTTP/2 connection, and a
+ * reset stream or a closed connection frees the request at once.
+ */
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static void on_watch_events(uv_poll_t *poll, int status, int events) {
+  (void)status;
+  (void)events;
+  lith_http_server *srv = poll->data;
+  struct epoll_event ev[64];
+  int n = epoll_wait(srv->watch_ep, ev, 64, 0);
+  for (int i = 0; i < n; i++) {
+    lh_conn *c = ev[i].data.ptr;
+    lith_http_req *h = c->watcher;
+    if (!h)
+      continue;
+    lh_watch_stop(h);
+    lh_mark_gone(h);
+    lh_queue_abort(h, 499);
+  }
+}
+
+int lh_watch_init(lith_http_server *srv) {
+  srv->watch_ep = epoll_create1(EPOLL_CLOEXEC);
+  if (srv->watch_ep < 0)
+    return -1;
+  if (uv_poll_init(srv->loop, &srv->watch_poll, srv->watch_ep) != 0) {
+    close(srv->watch_ep);
+    srv->watch_ep = -1;
+    return -1;
+  }
+  srv->watch_poll.data = srv;
+  return 0;
+}
+
+void lh_watch_start(lith_http_req *h) {
+  lh_conn *c = h->conn;
+  lith_http_server *srv = h->srv;
+  uv_os_fd_t fd;
+  if (h->watching || !h->h2o || h->version >= 0x200 || !c || !c->sock || c->watcher ||
+      uv_fileno(&c->io.handle, &fd) != 0)
+    return;
+  struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = c};
+  if (epoll_ctl(srv->watch_ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+    return; /* unwatched: the client's leaving is noticed at the write */
+  c->watcher = h;
+  h->watching = 1;
+  if (srv->n_watched++ == 0)
+    uv_poll_start(&srv->watch_poll, UV_READABLE, on_watch_events);
+}
+
+void lh_watch_stop(lith_http_req *h) {
+  if (!h->watching)
+    return;
+  lith_http_server *srv = h->srv;
+  lh_conn *c = h->conn;
+  uv_os_fd_t fd;
+  h->watching = 0;
+  /* Once h2o closed the socket (c->sock NULL) the kernel dropped it from our
+   * set, and its number may already name another socket: leave it. */
+  if (c && c->watcher == h) {
+    c->watcher = NULL;
+    if (c->sock && uv_fileno(&c->io.handle, &fd) == 0)
+      epoll_ctl(srv->watch_ep, EPOLL_CTL_DEL, fd, NULL);
+  }
+  if (--srv->n_watched == 0)
+    uv_poll_stop(&srv->watch_poll);
+}
