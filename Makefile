@@ -63,6 +63,8 @@ TEST_BIN += $(HTTP_TEST_BIN)
 DEBS += $(HTTP_DEBS)
 include tools/lithd/sqljson.mk
 TEST_BIN += $(LITHD_SQLJSON_TEST)
+include tools/lithd/lithd.mk
+TEST_BIN += $(LITHD_TEST_BIN)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 

@@ -1,0 +1,35 @@
+/*
+ * lithd server — the HTTP routes of lithd, mapped onto one lith handle.
+ *
+ * Design: main.c owns the loop, the lith handle, the lith_uv bridge and the
+ * HTTP server; this module only registers routes on that server and turns
+ * each request into lith work:
+ *   POST /v1/do     one lith command (lithd_batch_run) through lith_uv_submit,
+ *                   answered from the bridge callback after the commit;
+ *   POST /v1/query  lithd_batch_read inside lith_read (synchronously on the
+ *                   loop thread for now; see server.c);
+ *   GET  /v1/stats  lith_stats_get as JSON;
+ *   GET  /healthz   {"ok":true}, never behind the token.
+ * Everything runs on the loop thread.
+ */
+#ifndef LITHD_SERVER_H
+#define LITHD_SERVER_H
+
+#include "http.h"
+#include "lith.h"
+#include "lith_uv.h"
+#include "sqljson.h"
+
+typedef struct lithd_server {
+  lith *db;                 /* caller's; outlives the server */
+  lith_uv *bridge;          /* caller's; closed only after the HTTP server stopped */
+  lith_http_server *http;   /* caller's */
+  const char *token;        /* NULL: no bearer token required; caller's */
+  lithd_limits limits;      /* copied into every batch */
+} lithd_server;
+
+/* Register every route of lithd on s->http, with `s` as their argument (it
+ * must outlive the HTTP server). Returns a LITH_HTTP_ code. */
+int lithd_server_routes(lithd_server *s);
+
+#endif /* LITHD_SERVER_H */

@@ -1,0 +1,436 @@
+/*
+ * test_lithd — lithd end to end: the built daemon (LITHD_PATH, compiled in)
+ * is spawned on a scratch database with --listen 127.0.0.1:0, the bound port
+ * is read from the line it prints on stdout, and the tests speak HTTP/1.1 to
+ * it over raw sockets (one request per connection, Connection: close).
+ *
+ * Design: each test owns one child (struct child); the teardown kills it with
+ * SIGKILL if it still runs, so a failed assertion never leaks a daemon.
+ * Outcomes are checked through the API (a later /v1/query) and, after a
+ * SIGTERM, by opening the file with SQLite directly.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#ifndef LITHD_PATH
+#error "LITHD_PATH must name the lithd binary"
+#endif
+
+extern char **environ;
+
+#define TOKEN "s3cret-token"
+
+struct child {
+  pid_t pid;
+  int out_fd;
+  int port;
+  char db[64];
+};
+
+struct resp {
+  int status;
+  char *head; /* the status line and headers */
+  char *body;
+};
+
+static void resp_free(struct resp *r) {
+  free(r->head);
+  free(r->body);
+  r->head = r->body = NULL;
+}
+
+static void remove_db(const char *db) {
+  char p[96];
+  unlink(db);
+  snprintf(p, sizeof p, "%s-wal", db);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", db);
+  unlink(p);
+}
+
+/* Spawn lithd --db <name> --listen 127.0.0.1:0 [extra...] and read its port. */
+static void start_lithd(struct child *c, const char *name, const char *extra1, const char *extra2) {
+  int pfd[2];
+  posix_spawn_file_actions_t fa;
+  char *argv[10];
+  int n = 0;
+  char line[1024];
+  size_t len = 0;
+  const char *url;
+
+  memset(c, 0, sizeof *c);
+  c->pid = -1;
+  c->out_fd = -1;
+  snprintf(c->db, sizeof c->db, "%s.db", name);
+  remove_db(c->db);
+
+  assert_int_equal(pipe(pfd), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
+  argv[n++] = (char *)LITHD_PATH;
+  argv[n++] = (char *)"--db";
+  argv[n++] = c->db;
+  argv[n++] = (char *)"--listen";
+  argv[n++] = (char *)"127.0.0.1:0";
+  if (extra1 != NULL) argv[n++] = (char *)extra1;
+  if (extra2 != NULL) argv[n++] = (char *)extra2;
+  argv[n] = NULL;
+  assert_int_equal(posix_spawn(&c->pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pfd[1]);
+  c->out_fd = pfd[0];
+
+  /* The first line on stdout names the URL (10 s at most). */
+  while (memchr(line, '\n', len) == NULL) {
+    struct pollfd p = {c->out_fd, POLLIN, 0};
+    ssize_t got;
+    assert_true(len < sizeof line - 1);
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    got = read(c->out_fd, line + len, sizeof line - 1 - len);
+    assert_true(got > 0);
+    len += (size_t)got;
+    line[len] = '\0';
+  }
+  url = strstr(line, "http://127.0.0.1:");
+  assert_non_null(url);
+  c->port = atoi(url + strlen("http://127.0.0.1:"));
+  assert_true(c->port > 0 && c->port < 65536);
+  assert_non_null(strstr(line, "curl"));
+}
+
+static void stop_child(struct child *c) {
+  if (c->pid > 0) {
+    int st;
+    kill(c->pid, SIGKILL);
+    waitpid(c->pid, &st, 0);
+    c->pid = -1;
+  }
+  if (c->out_fd >= 0) close(c->out_fd);
+  c->out_fd = -1;
+}
+
+static int teardown(void **state) {
+  struct child *c = *state;
+  if (c != NULL) {
+    stop_child(c);
+    free(c);
+  }
+  return 0;
+}
+
+static int setup(void **state) {
+  struct child *c = calloc(1, sizeof *c);
+  if (c == NULL) return -1;
+  c->pid = -1;
+  c->out_fd = -1;
+  *state = c;
+  return 0;
+}
+
+/* Open a connection and send one request; returns the socket. */
+static int send_req(const struct child *c, const char *method, const char *path, const char *auth,
+                    const char *body) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  char hdr[1024];
+  size_t blen = body != NULL ? strlen(body) : 0;
+
+  assert_true(fd >= 0);
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)c->port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  snprintf(hdr, sizeof hdr,
+           "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
+           "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+           method, path, auth != NULL ? "Authorization: " : "", auth != NULL ? auth : "",
+           auth != NULL ? "\r\n" : "", blen);
+  assert_int_equal(send(fd, hdr, strlen(hdr), MSG_NOSIGNAL), (ssize_t)strlen(hdr));
+  if (blen > 0) assert_int_equal(send(fd, body, blen, MSG_NOSIGNAL), (ssize_t)blen);
+  return fd;
+}
+
+/* Read a whole answer to EOF and close fd. */
+static void read_resp(int fd, struct resp *r) {
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  char *sep;
+
+  assert_non_null(buf);
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    ssize_t got;
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    if (len + 1024 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+    got = recv(fd, buf + len, cap - len - 1, 0);
+    assert_true(got >= 0);
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  buf[len] = '\0';
+  assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &r->status), 1);
+  sep = strstr(buf, "\r\n\r\n");
+  assert_non_null(sep);
+  r->body = strdup(sep + 4);
+  *sep = '\0';
+  r->head = buf;
+  assert_non_null(r->body);
+}
+
+/* One request on a fresh connection; the whole answer is read to EOF. */
+static void http(const struct child *c, const char *method, const char *path, const char *auth,
+                 const char *body, struct resp *r) {
+  read_resp(send_req(c, method, path, auth, body), r);
+}
+
+/* Status of a request; its body must contain `want` (unless NULL). */
+static void expect(const struct child *c, const char *method, const char *path, const char *auth,
+                   const char *body, int status, const char *want) {
+  struct resp r = {0, NULL, NULL};
+  http(c, method, path, auth, body, &r);
+  if (r.status != status || (want != NULL && strstr(r.body, want) == NULL))
+    print_error("%s %s -> %d %s\n", method, path, r.status, r.body);
+  assert_int_equal(r.status, status);
+  if (want != NULL) assert_non_null(strstr(r.body, want));
+  resp_free(&r);
+}
+
+#define CREATE "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}"
+#define COUNT "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}"
+
+/* ---- Tests --------------------------------------------------------------- */
+
+static void test_healthz(void **state) {
+  struct child *c = *state;
+  start_lithd(c, "healthz", NULL, NULL);
+  expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
+  expect(c, "GET", "/nope", NULL, NULL, 404, "error");
+  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
+}
+
+static void test_do_then_query_exact_int64(void **state) {
+  struct child *c = *state;
+  start_lithd(c, "do_query", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, "\"results\"");
+  expect(c, "POST", "/v1/do", NULL,
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\","
+         "\"params\":[7, 9223372036854775807]},"
+         "{\"sql\":\"INSERT INTO t VALUES(:id, :v) RETURNING v\","
+         "\"params\":{\":id\": 8, \":v\": -9223372036854775808}}]}",
+         200,
+         "{\"changes\":1,\"last_insert_rowid\":7,\"columns\":[],\"rows\":[]},"
+         "{\"changes\":1,\"last_insert_rowid\":8,\"columns\":[\"v\"],"
+         "\"rows\":[[-9223372036854775808]]}");
+  expect(c, "POST", "/v1/query", NULL,
+         "{\"statements\":[{\"sql\":\"SELECT id, v FROM t WHERE id = ?\",\"params\":[7]}]}", 200,
+         "\"columns\":[\"id\",\"v\"],\"rows\":[[7,9223372036854775807]]");
+  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
+}
+
+static void test_failing_statement_409_nothing_kept(void **state) {
+  struct child *c = *state;
+  start_lithd(c, "conflict", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
+         200, NULL);
+  expect(c, "POST", "/v1/do", NULL,
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"},"
+         "{\"sql\":\"INSERT INTO t VALUES(1, 3)\"}]}",
+         409, "\"code\":\"constraint\"");
+  expect(c, "POST", "/v1/do", NULL,
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"},{\"sql\":\"SELEC nope\"}]}", 400,
+         "\"statement\":1");
+  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
+}
+
+static void test_bad_requests(void **state) {
+  struct child *c = *state;
+  start_lithd(c, "bad", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/query", NULL, "not json", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/query", NULL,
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
+         "\"code\":\"not_a_query\"");
+  expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
+  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
+}
+
+static void test_token(void **state) {
+  struct child *c = *state;
+  FILE *f = fopen("token.txt", "w");
+  const char *good = "Bearer " TOKEN;
+  const char *ins = "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}";
+
+  assert_non_null(f);
+  fputs(TOKEN "\n", f);
+  fclose(f);
+  start_lithd(c, "token", "--token-file", "token.txt");
+  expect(c, "POST", "/v1/do", good, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL, ins, 401, "error");
+  expect(c, "POST", "/v1/do", "Bearer wrong", ins, 401, "error");
+  expect(c, "POST", "/v1/do", "Bearer s3cret", ins, 401, NULL); /* a prefix */
+  expect(c, "POST", "/v1/do", "Basic " TOKEN, ins, 401, NULL);
+  expect(c, "POST", "/v1/query", NULL, COUNT, 401, NULL);
+  expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
+  expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
+  expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
+  expect(c, "POST", "/v1/do", good, ins, 200, NULL);
+  expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[1]]");
+}
+
+static void test_refuses_public_listen_without_token(void **state) {
+  pid_t pid;
+  int st;
+  char *argv[] = {(char *)LITHD_PATH, (char *)"--db", (char *)"public.db", (char *)"--listen",
+                  (char *)"0.0.0.0:0", NULL};
+  (void)state;
+  assert_int_equal(posix_spawn(&pid, LITHD_PATH, NULL, NULL, argv, environ), 0);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+  assert_int_equal(access("public.db", F_OK), -1);
+}
+
+static void test_sigterm_exit_0_data_in_file(void **state) {
+  struct child *c = *state;
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int status;
+
+  start_lithd(c, "sigterm", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL,
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(42, 'kept')\"}]}", 200, NULL);
+  assert_int_equal(kill(c->pid, SIGTERM), 0);
+  assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+  c->pid = -1;
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+
+  assert_int_equal(sqlite3_open_v2(c->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, v FROM t", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int64(st, 0), 42);
+  assert_string_equal((const char *)sqlite3_column_text(st, 1), "kept");
+  assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+/* A command that takes a while on the writer (a few hundred ms). */
+#define SLOW_N 400000
+#define SLOW "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
+  "SELECT x + 1 FROM c WHERE x < 400000) INSERT INTO t SELECT x, x FROM c\"}]}"
+
+static void test_client_gone_command_stands(void **state) {
+  struct child *c = *state;
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  int i, fd;
+
+  start_lithd(c, "gone", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  fd = send_req(c, "POST", "/v1/do", NULL, SLOW);
+  nanosleep(&ts, NULL);
+  close(fd); /* leave before the answer */
+  for (i = 0; i < 500; i++) { /* up to 10 s for the command to commit */
+    struct resp r = {0, NULL, NULL};
+    http(c, "POST", "/v1/query", NULL, COUNT, &r);
+    assert_int_equal(r.status, 200);
+    if (strstr(r.body, "\"rows\":[[400000]]") != NULL) {
+      resp_free(&r);
+      break;
+    }
+    assert_non_null(strstr(r.body, "\"rows\":[[0]]")); /* all or nothing */
+    resp_free(&r);
+    nanosleep(&ts, NULL);
+  }
+  assert_true(i < 500);
+  expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
+  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
+}
+
+static void test_sigterm_answers_in_flight(void **state) {
+  struct child *c = *state;
+  struct timespec ts = {0, 100 * 1000 * 1000};
+  struct resp r = {0, NULL, NULL};
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int fd, status;
+
+  start_lithd(c, "inflight", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  fd = send_req(c, "POST", "/v1/do", NULL, SLOW);
+  nanosleep(&ts, NULL); /* the command is on the writer by now */
+  assert_int_equal(kill(c->pid, SIGTERM), 0);
+  read_resp(fd, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\"changes\":400000"));
+  resp_free(&r);
+  assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+  c->pid = -1;
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+
+  assert_int_equal(sqlite3_open_v2(c->db, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int64(st, 0), SLOW_N);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+static void test_max_body_413(void **state) {
+  struct child *c = *state;
+  char big[400];
+  memset(big, ' ', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  memcpy(big, CREATE, strlen(CREATE));
+  start_lithd(c, "maxbody", "--max-body", "200");
+  expect(c, "POST", "/v1/do", NULL, big, 413, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_healthz, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_do_then_query_exact_int64, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failing_statement_409_nothing_kept, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_refuses_public_listen_without_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_exit_0_data_in_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_client_gone_command_stands, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_answers_in_flight, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_max_body_413, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
