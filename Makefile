@@ -1,7 +1,8 @@
 # lith — build, test, install.
 #
 #   make            liblith.a, liblith.so, lith.pc
-#   make run        install missing packages, build, run the demo on demo.db
+#   make run        install missing packages, build, start lithd on lithd.db
+#   make run-demo   the writer demo: 64 producers moving money for 5 s
 #   make test       build and run every test (SANITIZE=address or thread for
 #                   the same tests under ASan+UBSan or TSan)
 #   make deps       apt-get install what pkg-config cannot find
@@ -71,7 +72,7 @@ TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 DEMO := $(B)/tools/lith-demo
 
 .SECONDARY:
-.PHONY: bench lith.pc lint all run test test-only deps install uninstall clean demo
+.PHONY: run-demo bench lith.pc lint all run test test-only deps install uninstall clean demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
@@ -130,7 +131,13 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(B)/bench/writer $(BENCH_ARGS)
 
+# The main job: lithd on lithd.db, on 127.0.0.1:8765 (ARGS adds options).
 run: deps
+	@$(MAKE) --no-print-directory $(LITHD_BIN)
+	$(LITHD_BIN) --db lithd.db $(ARGS)
+
+# The writer demo (what `make run` started before lithd): 64 producers for 5 s.
+run-demo: deps
 	@$(MAKE) --no-print-directory $(DEMO)
 	$(DEMO) $(ARGS)
 
