@@ -8,6 +8,12 @@
  *   - Startup: parse options, read the token file, lith_open, bridge, HTTP
  *     server, routes, listeners; then print one line with the URL and a curl
  *     example (tests read the bound port from it).
+ *   - One lithd per database: before opening it, lithd takes an exclusive
+ *     advisory lock (flock LOCK_EX|LOCK_NB) on PATH-lithd.lock and keeps the
+ *     descriptor (O_CLOEXEC) for its whole life; the lock file holds the
+ *     holder's pid. A second lithd on the same file says which pid and which
+ *     lock file hold it and exits 1. The kernel drops the lock when the
+ *     process ends, however it ends, so a stale file never blocks a restart.
  *   - A non-loopback --listen needs --token-file: the database must never be
  *     open to the network without a token.
  *   - Shutdown on SIGTERM/SIGINT, as a chain of callbacks so the loop keeps
@@ -19,11 +25,14 @@
  *     lith_close drains the writer and checkpoints (TRUNCATE), exit 0.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -258,6 +267,59 @@ static void on_signal(uv_signal_t *h, int signum) {
   begin_stop(d);
 }
 
+/* ---- One lithd per database ------------------------------------------- */
+
+/* Lock PATH-lithd.lock; returns the descriptor to keep open, or -1 after a
+ * message on stderr. */
+static int lock_database(const char *db) {
+  size_t n = strlen(db) + sizeof "-lithd.lock";
+  char *path = malloc(n);
+  char buf[32];
+  int fd;
+
+  if (path == NULL) {
+    fprintf(stderr, "lithd: out of memory\n");
+    return -1;
+  }
+  snprintf(path, n, "%s-lithd.lock", db);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fprintf(stderr, "lithd: cannot open the lock file %s: %s\n", path, strerror(errno));
+    free(path);
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (e == EWOULDBLOCK) {
+      ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+      long pid = 0;
+      if (got > 0) {
+        buf[got] = '\0';
+        pid = strtol(buf, NULL, 10);
+      }
+      if (pid > 0)
+        fprintf(stderr,
+                "lithd: %s is already served by another lithd (pid %ld holds the lock file %s)\n",
+                db, pid, path);
+      else
+        fprintf(stderr, "lithd: %s is already served by another lithd (the lock file %s is held)\n",
+                db, path);
+    } else {
+      fprintf(stderr, "lithd: cannot lock %s: %s\n", path, strerror(e));
+    }
+    close(fd);
+    free(path);
+    return -1;
+  }
+  /* Ours: record the pid for the message above (best effort). */
+  snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, strlen(buf), 0) < 0) {
+    /* the lock holds regardless; only the message would lack the pid */
+  }
+  free(path);
+  return fd;
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -267,6 +329,7 @@ int main(int argc, char **argv) {
   lith_http_options hopt;
   char *token = NULL;
   int loop_open = 0;
+  int lock_fd = -1;
   int exit_code = 1;
   int rc;
 
@@ -276,6 +339,8 @@ int main(int argc, char **argv) {
   if (rc != 0) return 2;
 
   if (o.token_file != NULL && (token = read_token(o.token_file)) == NULL) goto out;
+
+  if ((lock_fd = lock_database(o.db)) < 0) goto out;
 
   lith_options_default(&lopt);
   lopt.synchronous = o.synchronous;
@@ -304,6 +369,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "lithd: http server: %s\n", lith_http_errmsg());
     goto out;
   }
+  d.srv.loop = &d.loop;
   d.srv.db = d.db;
   d.srv.bridge = d.bridge;
   d.srv.http = d.http;
@@ -369,6 +435,7 @@ out:
     exit_code = 1;
   }
   free(token);
+  if (lock_fd >= 0) close(lock_fd); /* after lith_close: the file is released */
   if (exit_code == 0) fprintf(stderr, "lithd: stopped\n");
   return exit_code;
 }

@@ -14,15 +14,18 @@
  *   - Answers follow the recipe of sqljson.h: a committed result, a
  *     statement's own error (the command was undone alone), or an error of
  *     the transaction around it (the result must not be sent).
- *   - /v1/query: KNOWN LIMITATION — lith_read runs synchronously on the loop
- *     thread. Reads never wait for the writer, but a long query stalls every
- *     other connection meanwhile; the next step is uv_queue_work on a pool.
+ *   - /v1/query: lith_read runs on libuv's thread pool (uv_queue_work), so a
+ *     long query never stalls the loop (and so no other connection); the
+ *     after-work callback on the loop thread answers and frees.
  *   - The bearer token, when configured, is checked before anything is read
  *     or run: a refused request changes nothing.
  */
 #include "server.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
+
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,30 +49,43 @@ static void respond_lithd_error(lith_http_req *req, const lithd_error *e) {
 }
 
 /* The sqljson.h recipe, after lith_do / lith_read returned rc with `result`
- * and `errmsg` (the command's or read's message). Completes req. */
-static void respond_outcome(lith_http_req *req, int rc, const lithd_result *result,
-                            const char *errmsg) {
+ * and `errmsg` (the command's or read's message): the answer's JSON
+ * (malloc'd; NULL when out of memory) and its HTTP status. */
+static char *outcome_json(int rc, const lithd_result *result, const char *errmsg, int *status) {
   lithd_error e;
-  char *json = NULL;
-  int status;
 
   if (rc == LITH_OK && result != NULL) {
-    status = 200;
+    *status = 200;
   } else if (rc != LITH_OK && result != NULL && lithd_result_error(result, &e) == rc) {
-    status = lithd_http_status(rc);
+    *status = lithd_http_status(rc);
   } else {
     if (rc == LITH_OK) rc = LITH_NOMEM; /* OK without a result: memory ran out */
     lithd_error_set(&e, rc, -1, "%s", errmsg != NULL && errmsg[0] ? errmsg : lith_errstr(rc));
-    respond_lithd_error(req, &e);
-    return;
+    *status = lithd_http_status(rc);
+    return lithd_error_json(&e);
   }
-  json = lithd_result_json(result);
+  return lithd_result_json(result);
+}
+
+/* outcome_json, answered. Completes req. */
+static void respond_outcome(lith_http_req *req, int rc, const lithd_result *result,
+                            const char *errmsg) {
+  int status = 500;
+  char *json = outcome_json(rc, result, errmsg, &status);
   if (json == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return;
   }
   lith_http_respond_json(req, status, json);
   free(json);
+}
+
+/* The error of a command that could not be queued (lith_uv_submit's rc). */
+static void submit_error(lithd_error *e, int rc) {
+  if (rc == LITH_QUEUE_FULL)
+    lithd_error_set(e, rc, -1, "the write queue is full; retry later");
+  else
+    lithd_error_set(e, rc, -1, "%s", rc == LITH_CLOSED ? "lithd is shutting down" : lith_errstr(rc));
 }
 
 /* Parse the request body into a batch, or answer the error (returns NULL). */
@@ -132,12 +148,8 @@ static int h_do(lith_http_req *req, void *arg) {
 
   rc = lith_uv_submit(s->bridge, &c->ureq, do_cmd, c, do_done);
   if (rc == LITH_OK) return LITH_HTTP_PENDING; /* c now belongs to do_done */
-  if (rc == LITH_QUEUE_FULL) {
-    lith_http_add_header(req, "retry-after", "1");
-    lithd_error_set(&e, rc, -1, "the write queue is full; retry later");
-  } else {
-    lithd_error_set(&e, rc, -1, "%s", rc == LITH_CLOSED ? "lithd is shutting down" : lith_errstr(rc));
-  }
+  if (rc == LITH_QUEUE_FULL) lith_http_add_header(req, "retry-after", "1");
+  submit_error(&e, rc);
   respond_lithd_error(req, &e);
 done:
   do_ctx_free(c);
@@ -146,30 +158,257 @@ done:
 
 /* ---- POST /v1/query ---------------------------------------------------- */
 
+/* The read runs on libuv's thread pool (uv_queue_work): lith_read may take
+ * as long as the query does, and the loop thread must keep serving other
+ * connections meanwhile. The context is owned by the work request from
+ * uv_queue_work until query_after, which answers (or, if the client left,
+ * gets LITH_HTTP_GONE and releases the handle just the same) and frees it. */
 struct query_ctx {
+  uv_work_t work;
+  lithd_server *s;
+  lith_http_req *req;
   lithd_batch *batch;
-  lithd_result *result;
+  lithd_result *result; /* written on the pool thread, read in query_after */
+  int rc;
+  char errmsg[LITH_ERRMSG_MAX]; /* lith_errmsg is per thread: copied there */
 };
+
+static void query_ctx_free(struct query_ctx *q) {
+  if (q == NULL) return;
+  lithd_result_free(q->result);
+  lithd_batch_free(q->batch);
+  free(q);
+}
 
 static int query_fn(lith_rx *rx, void *arg) {
   struct query_ctx *q = arg;
   return lithd_batch_read(rx, q->batch, &q->result);
 }
 
+static void query_work(uv_work_t *w) { /* a pool thread */
+  struct query_ctx *q = w->data;
+  const char *m;
+  q->rc = lith_read(q->s->db, query_fn, q);
+  m = lith_errmsg(q->s->db);
+  snprintf(q->errmsg, sizeof q->errmsg, "%s", m != NULL ? m : "");
+}
+
+static void query_after(uv_work_t *w, int status) { /* the loop thread */
+  struct query_ctx *q = w->data;
+  if (status == UV_ECANCELED) {
+    lith_http_respond_error(q->req, 503, "lithd is shutting down");
+  } else {
+    respond_outcome(q->req, q->rc, q->result, q->errmsg);
+  }
+  query_ctx_free(q);
+}
+
 static int h_query(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
-  struct query_ctx q = {NULL, NULL};
-  int rc;
+  struct query_ctx *q = NULL;
 
   if (!authorized(s, req)) return LITH_HTTP_DONE;
-  q.batch = parse_body(s, req);
-  if (q.batch == NULL) goto done;
-  /* Known limitation: synchronous on the loop thread (see the top). */
-  rc = lith_read(s->db, query_fn, &q);
-  respond_outcome(req, rc, q.result, lith_errmsg(s->db));
+  q = calloc(1, sizeof *q);
+  if (q == NULL) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  q->s = s;
+  q->req = req;
+  q->work.data = q;
+  q->batch = parse_body(s, req);
+  if (q->batch == NULL) goto done;
+  if (uv_queue_work(s->loop, &q->work, query_work, query_after) == 0)
+    return LITH_HTTP_PENDING; /* q now belongs to query_after */
+  lith_http_respond_error(req, 500, "cannot queue the query");
 done:
-  lithd_result_free(q.result);
-  lithd_batch_free(q.batch);
+  query_ctx_free(q);
+  return LITH_HTTP_DONE;
+}
+
+/* ---- POST /v1/batch ---------------------------------------------------- */
+
+/* {"commands": [{"statements": [...]}, ...]}: every command is checked first
+ * (one bad command refuses the whole request, 4xx, and nothing runs), then
+ * each is submitted as its own lith command (its own savepoint), all at
+ * once, so they usually share one transaction. Each callback turns its
+ * command's outcome into that command's entry; the last one answers
+ *   {"results": [{"results": [...]} | {"error": {...}}, ...]}
+ * with 200, in the order of the request. A command the queue refused gets
+ * its error entry at once; the others still run. */
+struct batch_ctx;
+
+struct batch_item {
+  lith_uv_req ureq; /* first: the bridge callback gets &ureq */
+  struct batch_ctx *owner;
+  lithd_batch *batch;
+  lithd_result *result; /* written on the writer thread */
+  char *json;           /* this command's entry, once known */
+};
+
+struct batch_ctx {
+  lith_http_req *req;
+  size_t n;
+  size_t outstanding; /* submitted, callback not run yet */
+  struct batch_item *items;
+};
+
+static void batch_ctx_free(struct batch_ctx *b) {
+  size_t i;
+  if (b == NULL) return;
+  for (i = 0; b->items != NULL && i < b->n; i++) {
+    lithd_result_free(b->items[i].result);
+    lithd_batch_free(b->items[i].batch);
+    free(b->items[i].json);
+  }
+  free(b->items);
+  free(b);
+}
+
+/* Answer with every entry, then free b. */
+static void batch_finish(struct batch_ctx *b) {
+  size_t i, len = sizeof "{\"results\":[]}";
+  char *out, *p;
+
+  for (i = 0; i < b->n; i++) {
+    if (b->items[i].json == NULL) {
+      lith_http_respond_error(b->req, 500, "out of memory");
+      batch_ctx_free(b);
+      return;
+    }
+    len += strlen(b->items[i].json) + 1;
+  }
+  out = malloc(len);
+  if (out == NULL) {
+    lith_http_respond_error(b->req, 500, "out of memory");
+    batch_ctx_free(b);
+    return;
+  }
+  p = out;
+  p += sprintf(p, "{\"results\":[");
+  for (i = 0; i < b->n; i++) p += sprintf(p, "%s%s", i > 0 ? "," : "", b->items[i].json);
+  sprintf(p, "]}");
+  lith_http_respond_json(b->req, 200, out); /* GONE releases it just the same */
+  free(out);
+  batch_ctx_free(b);
+}
+
+static int batch_cmd(lith_tx *tx, void *arg) {
+  struct batch_item *it = arg;
+  return lithd_batch_run(tx, it->batch, &it->result);
+}
+
+static void batch_done(lith_uv_req *u) {
+  struct batch_item *it = (struct batch_item *)u;
+  struct batch_ctx *b = it->owner;
+  int status;
+
+  it->json = outcome_json(u->req.rc, it->result, u->req.errmsg, &status);
+  lithd_result_free(it->result);
+  it->result = NULL;
+  lithd_batch_free(it->batch);
+  it->batch = NULL;
+  if (--b->outstanding == 0) batch_finish(b);
+}
+
+/* Split the body into commands and parse each; returns LITH_OK or an error
+ * in *e (nothing submitted). */
+static int batch_parse(lithd_server *s, const char *body, size_t len, struct batch_ctx *b,
+                       lithd_error *e) {
+  json_error_t jerr;
+  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *cmds;
+  size_t i;
+  int total = 0;
+  int rc = LITH_OK;
+
+  if (root == NULL) return lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON: %s", jerr.text);
+  cmds = json_object_get(root, "commands");
+  if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(cmds)) {
+    rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
+                         "the body must be {\"commands\": [{\"statements\": [...]}, ...]}");
+    goto out;
+  }
+  b->n = json_array_size(cmds);
+  if (b->n == 0) {
+    rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "\"commands\" is empty");
+    goto out;
+  }
+  if (b->n > (size_t)s->limits.max_statements) {
+    rc = lithd_error_set(e, LITHD_TOO_LARGE, -1, "%zu commands; at most %d", b->n,
+                         s->limits.max_statements);
+    goto out;
+  }
+  b->items = calloc(b->n, sizeof *b->items);
+  if (b->items == NULL) {
+    rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
+    goto out;
+  }
+  for (i = 0; i < b->n; i++) {
+    json_t *c = json_array_get(cmds, i);
+    char *text;
+    lithd_error ce;
+
+    b->items[i].owner = b;
+    if (!json_is_object(c)) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "command %zu: not an object", i);
+      goto out;
+    }
+    text = json_dumps(c, JSON_COMPACT);
+    if (text == NULL) {
+      rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
+      goto out;
+    }
+    rc = lithd_batch_parse(text, strlen(text), &s->limits, &b->items[i].batch, &ce);
+    free(text);
+    if (rc != LITH_OK) {
+      lithd_error_set(e, rc, ce.statement, "command %zu: %s", i, ce.message);
+      goto out;
+    }
+    total += lithd_batch_count(b->items[i].batch);
+    if (total > s->limits.max_statements) {
+      rc = lithd_error_set(e, LITHD_TOO_LARGE, -1, "more than %d statements in the batch",
+                           s->limits.max_statements);
+      goto out;
+    }
+  }
+out:
+  json_decref(root);
+  return rc;
+}
+
+static int h_batch(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  struct batch_ctx *b;
+  size_t len = 0, i;
+  const char *body;
+  lithd_error e;
+
+  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  b = calloc(1, sizeof *b);
+  if (b == NULL) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  b->req = req;
+  body = lith_http_req_body(req, &len);
+  if (batch_parse(s, body, len, b, &e) != LITH_OK) {
+    respond_lithd_error(req, &e);
+    batch_ctx_free(b);
+    return LITH_HTTP_DONE;
+  }
+  for (i = 0; i < b->n; i++) {
+    struct batch_item *it = &b->items[i];
+    int rc = lith_uv_submit(s->bridge, &it->ureq, batch_cmd, it, batch_done);
+    if (rc == LITH_OK) {
+      b->outstanding++; /* callbacks run later, from the loop: never in here */
+    } else {
+      submit_error(&e, rc);
+      it->json = lithd_error_json(&e);
+    }
+  }
+  if (b->outstanding > 0) return LITH_HTTP_PENDING; /* b belongs to the callbacks */
+  batch_finish(b);
   return LITH_HTTP_DONE;
 }
 
@@ -209,16 +448,173 @@ static int h_healthz(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
+/* ---- GET /metrics (Prometheus text format 0.0.4) ------------------------ */
+
+/* A growing text buffer; `failed` sticks once memory ran out. */
+struct mbuf {
+  char *p;
+  size_t len, cap;
+  int failed;
+};
+
+static void mb_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mb_printf(struct mbuf *b, const char *fmt, ...) {
+  va_list ap;
+
+  if (b->failed) return;
+  for (;;) {
+    size_t room = b->cap - b->len;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->failed = 1;
+      return;
+    }
+    if ((size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    {
+      size_t cap = b->cap * 2 + (size_t)n + 1;
+      char *np = realloc(b->p, cap);
+      if (np == NULL) {
+        b->failed = 1;
+        return;
+      }
+      b->p = np;
+      b->cap = cap;
+    }
+  }
+}
+
+static void mb_head(struct mbuf *b, const char *name, const char *type, const char *help) {
+  mb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void mb_metric(struct mbuf *b, const char *name, const char *type, const char *help,
+                      uint64_t v) {
+  mb_head(b, name, type, help);
+  mb_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+/* A latency histogram in seconds from lith's fine buckets (lith.h), coarsened
+ * to the bounds below: a fine bucket counts under `le` when all it holds is
+ * shorter than `le` (its exclusive upper bound is <= le), so every bound is
+ * exact, never an estimate. */
+static void mb_latency(struct mbuf *b, const char *name, const char *help, const uint64_t *lat,
+                       uint64_t sum_ns) {
+  static const double le_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10};
+  size_t k;
+  int i = 0;
+  uint64_t cum = 0, total = 0;
+
+  for (i = 0; i < LITH_LAT_BUCKETS; i++) total += lat[i];
+  mb_head(b, name, "histogram", help);
+  i = 0;
+  for (k = 0; k < sizeof le_s / sizeof le_s[0]; k++) {
+    uint64_t le_ns = (uint64_t)(le_s[k] * 1e9 + 0.5);
+    while (i < LITH_LAT_BUCKETS - 1 && lith_lat_bucket_upper_ns(i) <= le_ns) cum += lat[i++];
+    mb_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le_s[k], cum);
+  }
+  mb_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, total);
+  mb_printf(b, "%s_sum %.9f\n", name, (double)sum_ns / 1e9);
+  mb_printf(b, "%s_count %" PRIu64 "\n", name, total);
+}
+
+static int h_metrics(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  struct mbuf b = {NULL, 0, 0, 0};
+  lith_stats *st = NULL;
+  lith_http_stats hs;
+  uint64_t cum = 0, total = 0;
+  int k, code;
+
+  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  st = malloc(sizeof *st);
+  b.cap = 8192;
+  b.p = malloc(b.cap);
+  if (st == NULL || b.p == NULL) {
+    free(st);
+    free(b.p);
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  lith_stats_get(s->db, st);
+  lith_http_stats_get(s->http, &hs);
+
+  mb_metric(&b, "lith_commands_total", "counter", "Commands answered.", st->commands);
+  mb_metric(&b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
+  mb_metric(&b, "lith_failed_total", "counter", "Commands answered with an error.", st->failed);
+  mb_metric(&b, "lith_retried_total", "counter",
+            "Command runs repeated after a transaction abort.", st->retried);
+  mb_metric(&b, "lith_busy_total", "counter", "Batches refused at BEGIN by another writer.",
+            st->busy);
+  mb_metric(&b, "lith_queue_depth", "gauge", "Commands queued now.", st->queue_depth);
+  mb_metric(&b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
+            st->wal_pages);
+  mb_metric(&b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
+  mb_metric(&b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed.",
+            st->checkpoint_errors);
+
+  /* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
+   * last one (2048 and more) only under +Inf. */
+  for (k = 0; k < LITH_HIST_BUCKETS; k++) total += st->batch_hist[k];
+  mb_head(&b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
+  for (k = 0; k < LITH_HIST_BUCKETS - 1; k++) {
+    cum += st->batch_hist[k];
+    mb_printf(&b, "lith_batch_size_bucket{le=\"%llu\"} %" PRIu64 "\n",
+              (1ULL << (k + 1)) - 1, cum);
+  }
+  mb_printf(&b, "lith_batch_size_bucket{le=\"+Inf\"} %" PRIu64 "\n", total);
+  mb_printf(&b, "lith_batch_size_sum %" PRIu64 "\n", st->commands);
+  mb_printf(&b, "lith_batch_size_count %" PRIu64 "\n", total);
+
+  mb_latency(&b, "lith_transaction_seconds", "Write transactions, BEGIN IMMEDIATE to end of COMMIT.",
+             st->tx_lat, st->tx_ns_total);
+  mb_latency(&b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
+             st->wait_lat, st->wait_ns_total);
+
+  mb_metric(&b, "lithd_http_connections_total", "counter", "HTTP connections accepted.",
+            hs.connections);
+  mb_metric(&b, "lithd_http_connections_open", "gauge", "HTTP connections open now.",
+            hs.connections_open);
+  mb_metric(&b, "lithd_http_pending", "gauge", "Requests waiting for their answer now.",
+            hs.pending);
+  mb_head(&b, "lithd_http_responses_total", "counter",
+          "HTTP requests finished, by status (499: the client left first).");
+  for (code = 100; code <= 599; code++) {
+    uint64_t n = lith_http_status_count(s->http, code);
+    if (n > 0) mb_printf(&b, "lithd_http_responses_total{code=\"%d\"} %" PRIu64 "\n", code, n);
+  }
+  free(st);
+  if (b.failed) {
+    free(b.p);
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  lith_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+  free(b.p);
+  return LITH_HTTP_DONE;
+}
+
 /* ---- Routes ------------------------------------------------------------ */
 
 int lithd_server_routes(lithd_server *s) {
   int rc;
   if ((rc = lith_http_route(s->http, "POST", "/v1/do", LITH_HTTP_EXACT, h_do, s)) != LITH_HTTP_OK)
     return rc;
+  if ((rc = lith_http_route(s->http, "POST", "/v1/batch", LITH_HTTP_EXACT, h_batch, s)) !=
+      LITH_HTTP_OK)
+    return rc;
   if ((rc = lith_http_route(s->http, "POST", "/v1/query", LITH_HTTP_EXACT, h_query, s)) !=
       LITH_HTTP_OK)
     return rc;
   if ((rc = lith_http_route(s->http, "GET", "/v1/stats", LITH_HTTP_EXACT, h_stats, s)) !=
+      LITH_HTTP_OK)
+    return rc;
+  if ((rc = lith_http_route(s->http, "GET", "/metrics", LITH_HTTP_EXACT, h_metrics, s)) !=
       LITH_HTTP_OK)
     return rc;
   return lith_http_route(s->http, "GET", "/healthz", LITH_HTTP_EXACT, h_healthz, s);

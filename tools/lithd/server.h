@@ -6,11 +6,18 @@
  * each request into lith work:
  *   POST /v1/do     one lith command (lithd_batch_run) through lith_uv_submit,
  *                   answered from the bridge callback after the commit;
- *   POST /v1/query  lithd_batch_read inside lith_read (synchronously on the
- *                   loop thread for now; see server.c);
+ *   POST /v1/query  lithd_batch_read inside lith_read, on libuv's thread
+ *                   pool (uv_queue_work), answered from the after-work
+ *                   callback;
+ *   POST /v1/batch  {"commands": [...]}: each command its own lith command
+ *                   (own savepoint), all submitted together, each with its
+ *                   own outcome; answered once the last one is done;
  *   GET  /v1/stats  lith_stats_get as JSON;
+ *   GET  /metrics   the same and the HTTP layer's counters, in Prometheus
+ *                   text format 0.0.4 (counters, gauges, histograms of batch
+ *                   size, transaction time and queue wait);
  *   GET  /healthz   {"ok":true}, never behind the token.
- * Everything runs on the loop thread.
+ * Everything runs on the loop thread, but the reads of /v1/query.
  */
 #ifndef LITHD_SERVER_H
 #define LITHD_SERVER_H
@@ -21,6 +28,7 @@
 #include "sqljson.h"
 
 typedef struct lithd_server {
+  uv_loop_t *loop;          /* caller's; the loop of http (for uv_queue_work) */
   lith *db;                 /* caller's; outlives the server */
   lith_uv *bridge;          /* caller's; closed only after the HTTP server stopped */
   lith_http_server *http;   /* caller's */

@@ -65,6 +65,8 @@ static void remove_db(const char *db) {
   unlink(p);
   snprintf(p, sizeof p, "%s-shm", db);
   unlink(p);
+  snprintf(p, sizeof p, "%s-lithd.lock", db);
+  unlink(p);
 }
 
 /* Spawn lithd --db <name> --listen 127.0.0.1:0 [extra...] and read its port. */
@@ -301,6 +303,10 @@ static void test_token(void **state) {
   expect(c, "POST", "/v1/do", "Basic " TOKEN, ins, 401, NULL);
   expect(c, "POST", "/v1/query", NULL, COUNT, 401, NULL);
   expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
+  expect(c, "GET", "/metrics", NULL, NULL, 401, NULL);
+  expect(c, "POST", "/v1/batch", "Bearer wrong",
+         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401, NULL);
+  expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total 1\n");
   expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
   expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
   expect(c, "POST", "/v1/do", good, ins, 200, NULL);
@@ -419,6 +425,251 @@ static void test_max_body_413(void **state) {
   expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
 }
 
+/* A query that takes a while on a reader (several hundred ms). */
+#define SLOW_QUERY "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
+  "SELECT x + 1 FROM c WHERE x < 4000000) SELECT count(*) FROM c\"}]}"
+
+static void test_slow_query_does_not_block_loop(void **state) {
+  struct child *c = *state;
+  struct timespec ts = {0, 50 * 1000 * 1000};
+  struct resp r = {0, NULL, NULL};
+  struct pollfd p;
+  int fd;
+
+  start_lithd(c, "slowquery", NULL, NULL);
+  fd = send_req(c, "POST", "/v1/query", NULL, SLOW_QUERY);
+  nanosleep(&ts, NULL); /* the query is on a pool thread by now */
+  /* Another connection is served while the query runs ... */
+  expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
+  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
+  /* ... which it still does: no answer on its connection yet. */
+  p.fd = fd;
+  p.events = POLLIN;
+  p.revents = 0;
+  assert_int_equal(poll(&p, 1, 0), 0);
+  read_resp(fd, &r);
+  if (r.status != 200) print_error("slow query -> %d %s\n", r.status, r.body);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\"rows\":[[4000000]]"));
+  resp_free(&r);
+}
+
+/* Read everything fd gives until EOF (10 s at most) into buf. */
+static void read_all(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    ssize_t got;
+    assert_true(len < cap - 1);
+    assert_int_equal(poll(&p, 1, 10000), 1);
+    got = read(fd, buf + len, cap - 1 - len);
+    assert_true(got >= 0);
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  buf[len] = '\0';
+}
+
+static void test_second_lithd_same_db_refused(void **state) {
+  struct child *c = *state;
+  posix_spawn_file_actions_t fa;
+  int efd[2], st;
+  pid_t pid;
+  char err[2048], want[128];
+  char *argv[] = {(char *)LITHD_PATH, (char *)"--db", (char *)"twice.db", (char *)"--listen",
+                  (char *)"127.0.0.1:0", NULL};
+
+  start_lithd(c, "twice", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+
+  assert_int_equal(pipe(efd), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, efd[1], 2), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, efd[0]), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, efd[1]), 0);
+  assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(efd[1]);
+  read_all(efd[0], err, sizeof err);
+  close(efd[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  if (strstr(err, "already served by another lithd") == NULL) print_error("stderr: %s\n", err);
+  assert_non_null(strstr(err, "already served by another lithd"));
+  snprintf(want, sizeof want, "pid %ld", (long)c->pid);
+  assert_non_null(strstr(err, want));
+  assert_non_null(strstr(err, "twice.db-lithd.lock"));
+
+  /* The first one still serves, and its data is intact. */
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
+         200, NULL);
+  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
+}
+
+static void test_batch_each_command_own_outcome(void **state) {
+  struct child *c = *state;
+  struct resp r = {0, NULL, NULL};
+  const char *first, *second, *third;
+
+  start_lithd(c, "batch", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 'old')\"}]}",
+         200, NULL);
+  http(c, "POST", "/v1/batch", NULL,
+       "{\"commands\":["
+       "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\",\"params\":[10, \"a\"]},"
+       "{\"sql\":\"INSERT INTO t VALUES(11, 'b') RETURNING id\"}]},"
+       "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(20, 'c')\"},"
+       "{\"sql\":\"INSERT INTO t VALUES(1, 'dup')\"}]},"
+       "{\"statements\":[{\"sql\":\"UPDATE t SET v = 'new' WHERE id = 1\"}]}]}",
+       &r);
+  if (r.status != 200) print_error("batch -> %d %s\n", r.status, r.body);
+  assert_int_equal(r.status, 200);
+  /* Three entries, in the request's order. */
+  first = strstr(r.body, "{\"results\":[{\"results\":[{\"changes\":1,\"last_insert_rowid\":10,");
+  assert_ptr_equal(first, r.body);
+  assert_non_null(strstr(r.body, "\"columns\":[\"id\"],\"rows\":[[11]]}]}"));
+  second = strstr(r.body, "},{\"error\":{\"code\":\"constraint\"");
+  assert_non_null(second);
+  assert_non_null(strstr(second, "\"statement\":1"));
+  third = strstr(second, "},{\"results\":[{\"changes\":1,");
+  assert_non_null(third);
+  assert_non_null(strstr(third, "]}]}"));
+  assert_null(strstr(third + 1, "\"error\""));
+  resp_free(&r);
+
+  /* First and third kept, nothing of the second (not even its statement 0). */
+  expect(c, "POST", "/v1/query", NULL,
+         "{\"statements\":[{\"sql\":\"SELECT id, v FROM t ORDER BY id\"}]}", 200,
+         "\"rows\":[[1,\"new\"],[10,\"a\"],[11,\"b\"]]}");
+  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"failed\":1");
+
+  /* A bad command refuses the whole request: nothing runs. */
+  expect(c, "POST", "/v1/batch", NULL,
+         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(30, 'x')\"}]},"
+         "{\"statement\":[]}]}",
+         400, "command 1");
+  expect(c, "POST", "/v1/batch", NULL, "{\"commands\":[]}", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/batch", NULL, "{\"commands\":{}}", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/batch", NULL, "[", 400, "\"code\":\"bad_request\"");
+  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[3]]");
+}
+
+/* The value of the sample line "<name> <value>" (name with its labels). */
+static uint64_t metric(const char *body, const char *name) {
+  const char *p = body;
+  size_t n = strlen(name);
+  for (;;) {
+    const char *hit = strstr(p, name);
+    if (hit == NULL) break;
+    if ((hit == body || hit[-1] == '\n') && hit[n] == ' ') return strtoull(hit + n + 1, NULL, 10);
+    p = hit + 1;
+  }
+  print_error("no sample %s in:\n%s\n", name, body);
+  fail();
+  return 0;
+}
+
+/* A JSON field "name":N of a flat object. */
+static uint64_t json_u64(const char *body, const char *name) {
+  char key[64];
+  const char *hit;
+  snprintf(key, sizeof key, "\"%s\":", name);
+  hit = strstr(body, key);
+  assert_non_null(hit);
+  return strtoull(hit + strlen(key), NULL, 10);
+}
+
+/* Check histogram `name`: HELP and TYPE lines, buckets cumulative (never
+ * decreasing), the last one le="+Inf" and equal to _count. Returns _count. */
+static uint64_t check_histogram(const char *body, const char *name) {
+  char want[128];
+  const char *p = body;
+  uint64_t prev = 0, count;
+  int buckets = 0, inf = 0;
+
+  snprintf(want, sizeof want, "# HELP %s ", name);
+  assert_non_null(strstr(body, want));
+  snprintf(want, sizeof want, "\n# TYPE %s histogram\n", name);
+  assert_non_null(strstr(body, want));
+  snprintf(want, sizeof want, "\n%s_bucket{le=\"", name);
+  while ((p = strstr(p, want)) != NULL) {
+    const char *le = p + strlen(want);
+    const char *sp = strstr(le, "} ");
+    uint64_t v;
+    assert_non_null(sp);
+    assert_false(inf); /* +Inf is the last bucket */
+    v = strtoull(sp + 2, NULL, 10);
+    assert_true(v >= prev);
+    prev = v;
+    buckets++;
+    if (strncmp(le, "+Inf\"", 5) == 0) inf = 1;
+    p = sp;
+  }
+  assert_true(buckets >= 2);
+  assert_true(inf);
+  snprintf(want, sizeof want, "%s_count", name);
+  count = metric(body, want);
+  assert_int_equal(count, prev);
+  snprintf(want, sizeof want, "\n%s_sum ", name);
+  assert_non_null(strstr(body, want));
+  return count;
+}
+
+static void test_metrics_prometheus(void **state) {
+  struct child *c = *state;
+  struct resp st = {0, NULL, NULL}, m = {0, NULL, NULL};
+  uint64_t commands;
+
+  start_lithd(c, "metrics", NULL, NULL);
+  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
+         200, NULL);
+  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 2)\"}]}",
+         409, NULL);
+  expect(c, "POST", "/v1/batch", NULL,
+         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]},"
+         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"}]}]}",
+         200, NULL);
+  http(c, "GET", "/v1/stats", NULL, NULL, &st);
+  assert_int_equal(st.status, 200);
+  http(c, "GET", "/metrics", NULL, NULL, &m);
+  assert_int_equal(m.status, 200);
+  assert_non_null(strstr(m.head, "text/plain; version=0.0.4"));
+
+  commands = json_u64(st.body, "commands");
+  assert_int_equal(commands, 5);
+  assert_int_equal(metric(m.body, "lith_commands_total"), commands);
+  assert_int_equal(metric(m.body, "lith_batches_total"), json_u64(st.body, "batches"));
+  assert_int_equal(metric(m.body, "lith_failed_total"), json_u64(st.body, "failed"));
+  assert_int_equal(metric(m.body, "lith_failed_total"), 1);
+  assert_int_equal(metric(m.body, "lith_queue_depth"), json_u64(st.body, "queue_depth"));
+  assert_int_equal(metric(m.body, "lith_wal_pages"), json_u64(st.body, "wal_pages"));
+  assert_int_equal(metric(m.body, "lith_checkpoints_total"), json_u64(st.body, "checkpoints"));
+  assert_non_null(strstr(m.body, "# HELP lith_commands_total "));
+  assert_non_null(strstr(m.body, "\n# TYPE lith_commands_total counter\n"));
+  assert_non_null(strstr(m.body, "\n# TYPE lith_queue_depth gauge\n"));
+  assert_non_null(strstr(m.body, "\n# TYPE lithd_http_responses_total counter\n"));
+
+  /* Histograms: one batch-size count per batch; the smallest bounds. */
+  assert_int_equal(check_histogram(m.body, "lith_batch_size"), json_u64(st.body, "batches"));
+  assert_true(metric(m.body, "lith_batch_size_bucket{le=\"1\"}") >= 1);
+  assert_int_equal(metric(m.body, "lith_batch_size_bucket{le=\"3\"}"),
+                   json_u64(st.body, "batches")); /* no batch above 3 commands here */
+  assert_true(check_histogram(m.body, "lith_transaction_seconds") >= 1);
+  assert_true(check_histogram(m.body, "lith_queue_wait_seconds") >= commands);
+
+  /* HTTP statuses: four 200s (create, insert, batch, stats) and one 409 so
+   * far (the /metrics request itself is not finished while it is answered). */
+  assert_int_equal(metric(m.body, "lithd_http_responses_total{code=\"409\"}"), 1);
+  assert_int_equal(metric(m.body, "lithd_http_responses_total{code=\"200\"}"), 4);
+  resp_free(&st);
+  resp_free(&m);
+
+  expect(c, "GET", "/metrics", NULL, NULL, 200, "lithd_http_responses_total{code=\"409\"} 1\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_healthz, setup, teardown),
@@ -431,6 +682,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_client_gone_command_stands, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_answers_in_flight, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_body_413, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_slow_query_does_not_block_loop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_second_lithd_same_db_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_batch_each_command_own_outcome, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_metrics_prometheus, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
