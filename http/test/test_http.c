@@ -888,9 +888,10 @@ static void test_head_is_get_without_body(void **state) {
   free(r);
 }
 
-/* While a request is held, the layer reads the connection to notice a
- * client that leaves; what it reads (here 60 KB of a next request) must not
- * disturb the held request (h2o parsed it in place, in the same buffer). */
+/* While a request is held, more input on its connection (here 60 KB of a
+ * next request) must not disturb it: h2o parsed it in place, in the socket's
+ * buffer, and the layer watches for a leaving client without reading
+ * (watch.c), so those bytes wait in the kernel for h2o. */
 static void test_held_request_then_more_input(void **state) {
   fx *f = *state;
   resp *r = new_resp();
