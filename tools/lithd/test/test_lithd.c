@@ -2,10 +2,12 @@
  * test_lithd — lithd end to end: the built daemon (LITHD_PATH, compiled in)
  * is spawned on a scratch database with --listen 127.0.0.1:0, the bound port
  * is read from the line it prints on stdout, and the tests speak HTTP/1.1 to
- * it over raw sockets (one request per connection, Connection: close).
+ * it over raw sockets (one request per connection, Connection: close). The
+ * spawning, HTTP and checking helpers (tl_*) live in child.c, shared with the
+ * other test_lithd*.c.
  *
- * Design: each test owns one child (struct child); the teardown kills it with
- * SIGKILL if it still runs, so a failed assertion never leaks a daemon.
+ * Design: each test owns one child (struct tl_child); the teardown kills it
+ * with SIGKILL if it still runs, so a failed assertion never leaks a daemon.
  * Outcomes are checked through the API (a later /v1/query) and, after a
  * SIGTERM, by opening the file with SQLite directly.
  */
@@ -15,21 +17,19 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
+
+#include "child.h"
 
 #ifndef LITHD_PATH
 #error "LITHD_PATH must name the lithd binary"
@@ -39,255 +39,70 @@ extern char **environ;
 
 #define TOKEN "s3cret-token"
 
-struct child {
-  pid_t pid;
-  int out_fd;
-  int port;
-  char db[64];
-};
-
-struct resp {
-  int status;
-  char *head; /* the status line and headers */
-  char *body;
-};
-
-static void resp_free(struct resp *r) {
-  free(r->head);
-  free(r->body);
-  r->head = r->body = NULL;
-}
-
-static void remove_db(const char *db) {
-  char p[96];
-  unlink(db);
-  snprintf(p, sizeof p, "%s-wal", db);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-shm", db);
-  unlink(p);
-  snprintf(p, sizeof p, "%s-lithd.lock", db);
-  unlink(p);
-}
-
-/* Spawn lithd --db <name> --listen 127.0.0.1:0 [extra...] and read its port. */
-static void start_lithd(struct child *c, const char *name, const char *extra1, const char *extra2) {
-  int pfd[2];
-  posix_spawn_file_actions_t fa;
-  char *argv[10];
-  int n = 0;
-  char line[1024];
-  size_t len = 0;
-  const char *url;
-
-  memset(c, 0, sizeof *c);
-  c->pid = -1;
-  c->out_fd = -1;
-  snprintf(c->db, sizeof c->db, "%s.db", name);
-  remove_db(c->db);
-
-  assert_int_equal(pipe(pfd), 0);
-  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
-  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
-  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
-  argv[n++] = (char *)LITHD_PATH;
-  argv[n++] = (char *)"--db";
-  argv[n++] = c->db;
-  argv[n++] = (char *)"--listen";
-  argv[n++] = (char *)"127.0.0.1:0";
-  if (extra1 != NULL) argv[n++] = (char *)extra1;
-  if (extra2 != NULL) argv[n++] = (char *)extra2;
-  argv[n] = NULL;
-  assert_int_equal(posix_spawn(&c->pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(pfd[1]);
-  c->out_fd = pfd[0];
-
-  /* The first line on stdout names the URL (10 s at most). */
-  while (memchr(line, '\n', len) == NULL) {
-    struct pollfd p = {c->out_fd, POLLIN, 0};
-    ssize_t got;
-    assert_true(len < sizeof line - 1);
-    assert_int_equal(poll(&p, 1, 10000), 1);
-    got = read(c->out_fd, line + len, sizeof line - 1 - len);
-    assert_true(got > 0);
-    len += (size_t)got;
-    line[len] = '\0';
-  }
-  url = strstr(line, "http://127.0.0.1:");
-  assert_non_null(url);
-  c->port = atoi(url + strlen("http://127.0.0.1:"));
-  assert_true(c->port > 0 && c->port < 65536);
-  assert_non_null(strstr(line, "curl"));
-}
-
-static void stop_child(struct child *c) {
-  if (c->pid > 0) {
-    int st;
-    kill(c->pid, SIGKILL);
-    waitpid(c->pid, &st, 0);
-    c->pid = -1;
-  }
-  if (c->out_fd >= 0) close(c->out_fd);
-  c->out_fd = -1;
-}
-
-static int teardown(void **state) {
-  struct child *c = *state;
-  if (c != NULL) {
-    stop_child(c);
-    free(c);
-  }
-  return 0;
-}
-
-static int setup(void **state) {
-  struct child *c = calloc(1, sizeof *c);
-  if (c == NULL) return -1;
-  c->pid = -1;
-  c->out_fd = -1;
-  *state = c;
-  return 0;
-}
-
-/* Open a connection and send one request; returns the socket. */
-static int send_req(const struct child *c, const char *method, const char *path, const char *auth,
-                    const char *body) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  char hdr[1024];
-  size_t blen = body != NULL ? strlen(body) : 0;
-
-  assert_true(fd >= 0);
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((uint16_t)c->port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-  snprintf(hdr, sizeof hdr,
-           "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s%s%s"
-           "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-           method, path, auth != NULL ? "Authorization: " : "", auth != NULL ? auth : "",
-           auth != NULL ? "\r\n" : "", blen);
-  assert_int_equal(send(fd, hdr, strlen(hdr), MSG_NOSIGNAL), (ssize_t)strlen(hdr));
-  if (blen > 0) assert_int_equal(send(fd, body, blen, MSG_NOSIGNAL), (ssize_t)blen);
-  return fd;
-}
-
-/* Read a whole answer to EOF and close fd. */
-static void read_resp(int fd, struct resp *r) {
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  char *sep;
-
-  assert_non_null(buf);
-  for (;;) {
-    struct pollfd p = {fd, POLLIN, 0};
-    ssize_t got;
-    assert_int_equal(poll(&p, 1, 10000), 1);
-    if (len + 1024 > cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      assert_non_null(buf);
-    }
-    got = recv(fd, buf + len, cap - len - 1, 0);
-    assert_true(got >= 0);
-    if (got == 0) break;
-    len += (size_t)got;
-  }
-  close(fd);
-  buf[len] = '\0';
-  assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &r->status), 1);
-  sep = strstr(buf, "\r\n\r\n");
-  assert_non_null(sep);
-  r->body = strdup(sep + 4);
-  *sep = '\0';
-  r->head = buf;
-  assert_non_null(r->body);
-}
-
-/* One request on a fresh connection; the whole answer is read to EOF. */
-static void http(const struct child *c, const char *method, const char *path, const char *auth,
-                 const char *body, struct resp *r) {
-  read_resp(send_req(c, method, path, auth, body), r);
-}
-
-/* Status of a request; its body must contain `want` (unless NULL). */
-static void expect(const struct child *c, const char *method, const char *path, const char *auth,
-                   const char *body, int status, const char *want) {
-  struct resp r = {0, NULL, NULL};
-  http(c, method, path, auth, body, &r);
-  if (r.status != status || (want != NULL && strstr(r.body, want) == NULL))
-    print_error("%s %s -> %d %s\n", method, path, r.status, r.body);
-  assert_int_equal(r.status, status);
-  if (want != NULL) assert_non_null(strstr(r.body, want));
-  resp_free(&r);
-}
-
 #define CREATE "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}"
 #define COUNT "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}"
 
 /* ---- Tests --------------------------------------------------------------- */
 
 static void test_healthz(void **state) {
-  struct child *c = *state;
-  start_lithd(c, "healthz", NULL, NULL);
-  expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
-  expect(c, "GET", "/nope", NULL, NULL, 404, "error");
-  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
+  struct tl_child *c = *state;
+  tl_start(c, "healthz", 0, NULL);
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
+  tl_expect(c, "GET", "/nope", NULL, NULL, 404, "error");
+  tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
 }
 
 static void test_do_then_query_exact_int64(void **state) {
-  struct child *c = *state;
-  start_lithd(c, "do_query", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, "\"results\"");
-  expect(c, "POST", "/v1/do", NULL,
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\","
-         "\"params\":[7, 9223372036854775807]},"
-         "{\"sql\":\"INSERT INTO t VALUES(:id, :v) RETURNING v\","
-         "\"params\":{\":id\": 8, \":v\": -9223372036854775808}}]}",
-         200,
-         "{\"changes\":1,\"last_insert_rowid\":7,\"columns\":[],\"rows\":[]},"
-         "{\"changes\":1,\"last_insert_rowid\":8,\"columns\":[\"v\"],"
-         "\"rows\":[[-9223372036854775808]]}");
-  expect(c, "POST", "/v1/query", NULL,
-         "{\"statements\":[{\"sql\":\"SELECT id, v FROM t WHERE id = ?\",\"params\":[7]}]}", 200,
-         "\"columns\":[\"id\",\"v\"],\"rows\":[[7,9223372036854775807]]");
-  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
+  struct tl_child *c = *state;
+  tl_start(c, "do_query", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, "\"results\"");
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\","
+            "\"params\":[7, 9223372036854775807]},"
+            "{\"sql\":\"INSERT INTO t VALUES(:id, :v) RETURNING v\","
+            "\"params\":{\":id\": 8, \":v\": -9223372036854775808}}]}",
+            200,
+            "{\"changes\":1,\"last_insert_rowid\":7,\"columns\":[],\"rows\":[]},"
+            "{\"changes\":1,\"last_insert_rowid\":8,\"columns\":[\"v\"],"
+            "\"rows\":[[-9223372036854775808]]}");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT id, v FROM t WHERE id = ?\",\"params\":[7]}]}", 200,
+            "\"columns\":[\"id\",\"v\"],\"rows\":[[7,9223372036854775807]]");
+  tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
 }
 
 static void test_failing_statement_409_nothing_kept(void **state) {
-  struct child *c = *state;
-  start_lithd(c, "conflict", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
-         200, NULL);
-  expect(c, "POST", "/v1/do", NULL,
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"},"
-         "{\"sql\":\"INSERT INTO t VALUES(1, 3)\"}]}",
-         409, "\"code\":\"constraint\"");
-  expect(c, "POST", "/v1/do", NULL,
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"},{\"sql\":\"SELEC nope\"}]}", 400,
-         "\"statement\":1");
-  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
+  struct tl_child *c = *state;
+  tl_start(c, "conflict", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"},"
+            "{\"sql\":\"INSERT INTO t VALUES(1, 3)\"}]}",
+            409, "\"code\":\"constraint\"");
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"},{\"sql\":\"SELEC nope\"}]}",
+            400, "\"statement\":1");
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
 }
 
 static void test_bad_requests(void **state) {
-  struct child *c = *state;
-  start_lithd(c, "bad", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/query", NULL, "not json", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/query", NULL,
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
-         "\"code\":\"not_a_query\"");
-  expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
-  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
+  struct tl_child *c = *state;
+  tl_start(c, "bad", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/query", NULL, "not json", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
+            "\"code\":\"not_a_query\"");
+  tl_expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
 }
 
 static void test_token(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   FILE *f = fopen("token.txt", "w");
   const char *good = "Bearer " TOKEN;
   const char *ins = "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}";
@@ -295,22 +110,23 @@ static void test_token(void **state) {
   assert_non_null(f);
   fputs(TOKEN "\n", f);
   fclose(f);
-  start_lithd(c, "token", "--token-file", "token.txt");
-  expect(c, "POST", "/v1/do", good, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL, ins, 401, "error");
-  expect(c, "POST", "/v1/do", "Bearer wrong", ins, 401, "error");
-  expect(c, "POST", "/v1/do", "Bearer s3cret", ins, 401, NULL); /* a prefix */
-  expect(c, "POST", "/v1/do", "Basic " TOKEN, ins, 401, NULL);
-  expect(c, "POST", "/v1/query", NULL, COUNT, 401, NULL);
-  expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
-  expect(c, "GET", "/metrics", NULL, NULL, 401, NULL);
-  expect(c, "POST", "/v1/batch", "Bearer wrong",
-         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401, NULL);
-  expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total 1\n");
-  expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
-  expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
-  expect(c, "POST", "/v1/do", good, ins, 200, NULL);
-  expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[1]]");
+  tl_start(c, "token", 0, TL_ARGS("--token-file", "token.txt"));
+  tl_expect(c, "POST", "/v1/do", good, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, ins, 401, "error");
+  tl_expect(c, "POST", "/v1/do", "Bearer wrong", ins, 401, "error");
+  tl_expect(c, "POST", "/v1/do", "Bearer s3cret", ins, 401, NULL); /* a prefix */
+  tl_expect(c, "POST", "/v1/do", "Basic " TOKEN, ins, 401, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 401, NULL);
+  tl_expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
+  tl_expect(c, "GET", "/metrics", NULL, NULL, 401, NULL);
+  tl_expect(c, "POST", "/v1/batch", "Bearer wrong",
+            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401,
+            NULL);
+  tl_expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total 1\n");
+  tl_expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", good, ins, 200, NULL);
+  tl_expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[1]]");
 }
 
 static void test_refuses_public_listen_without_token(void **state) {
@@ -327,15 +143,15 @@ static void test_refuses_public_listen_without_token(void **state) {
 }
 
 static void test_sigterm_exit_0_data_in_file(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
   int status;
 
-  start_lithd(c, "sigterm", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL,
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(42, 'kept')\"}]}", 200, NULL);
+  tl_start(c, "sigterm", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(42, 'kept')\"}]}", 200, NULL);
   assert_int_equal(kill(c->pid, SIGTERM), 0);
   assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
   c->pid = -1;
@@ -358,49 +174,49 @@ static void test_sigterm_exit_0_data_in_file(void **state) {
   "SELECT x + 1 FROM c WHERE x < 400000) INSERT INTO t SELECT x, x FROM c\"}]}"
 
 static void test_client_gone_command_stands(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   struct timespec ts = {0, 20 * 1000 * 1000};
   int i, fd;
 
-  start_lithd(c, "gone", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  fd = send_req(c, "POST", "/v1/do", NULL, SLOW);
+  tl_start(c, "gone", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  fd = tl_send(c, "POST", "/v1/do", NULL, SLOW);
   nanosleep(&ts, NULL);
   close(fd); /* leave before the answer */
   for (i = 0; i < 500; i++) { /* up to 10 s for the command to commit */
-    struct resp r = {0, NULL, NULL};
-    http(c, "POST", "/v1/query", NULL, COUNT, &r);
+    struct tl_resp r = {0, NULL, NULL};
+    tl_http(c, "POST", "/v1/query", NULL, COUNT, &r);
     assert_int_equal(r.status, 200);
     if (strstr(r.body, "\"rows\":[[400000]]") != NULL) {
-      resp_free(&r);
+      tl_resp_free(&r);
       break;
     }
     assert_non_null(strstr(r.body, "\"rows\":[[0]]")); /* all or nothing */
-    resp_free(&r);
+    tl_resp_free(&r);
     nanosleep(&ts, NULL);
   }
   assert_true(i < 500);
-  expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
-  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
+  tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":2");
 }
 
 static void test_sigterm_answers_in_flight(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   struct timespec ts = {0, 100 * 1000 * 1000};
-  struct resp r = {0, NULL, NULL};
+  struct tl_resp r = {0, NULL, NULL};
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
   int fd, status;
 
-  start_lithd(c, "inflight", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  fd = send_req(c, "POST", "/v1/do", NULL, SLOW);
+  tl_start(c, "inflight", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  fd = tl_send(c, "POST", "/v1/do", NULL, SLOW);
   nanosleep(&ts, NULL); /* the command is on the writer by now */
   assert_int_equal(kill(c->pid, SIGTERM), 0);
-  read_resp(fd, &r);
+  tl_read(fd, &r);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "\"changes\":400000"));
-  resp_free(&r);
+  tl_resp_free(&r);
   assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
   c->pid = -1;
   assert_true(WIFEXITED(status));
@@ -415,14 +231,14 @@ static void test_sigterm_answers_in_flight(void **state) {
 }
 
 static void test_max_body_413(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   char big[400];
   memset(big, ' ', sizeof big - 1);
   big[sizeof big - 1] = '\0';
   memcpy(big, CREATE, strlen(CREATE));
-  start_lithd(c, "maxbody", "--max-body", "200");
-  expect(c, "POST", "/v1/do", NULL, big, 413, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_start(c, "maxbody", 0, TL_ARGS("--max-body", "200"));
+  tl_expect(c, "POST", "/v1/do", NULL, big, 413, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
 }
 
 /* A query that takes a while on a reader (several hundred ms). */
@@ -430,48 +246,32 @@ static void test_max_body_413(void **state) {
   "SELECT x + 1 FROM c WHERE x < 4000000) SELECT count(*) FROM c\"}]}"
 
 static void test_slow_query_does_not_block_loop(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   struct timespec ts = {0, 50 * 1000 * 1000};
-  struct resp r = {0, NULL, NULL};
+  struct tl_resp r = {0, NULL, NULL};
   struct pollfd p;
   int fd;
 
-  start_lithd(c, "slowquery", NULL, NULL);
-  fd = send_req(c, "POST", "/v1/query", NULL, SLOW_QUERY);
+  tl_start(c, "slowquery", 0, NULL);
+  fd = tl_send(c, "POST", "/v1/query", NULL, SLOW_QUERY);
   nanosleep(&ts, NULL); /* the query is on a pool thread by now */
   /* Another connection is served while the query runs ... */
-  expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
-  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, "{\"ok\":true}");
+  tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"commands\":0");
   /* ... which it still does: no answer on its connection yet. */
   p.fd = fd;
   p.events = POLLIN;
   p.revents = 0;
   assert_int_equal(poll(&p, 1, 0), 0);
-  read_resp(fd, &r);
+  tl_read(fd, &r);
   if (r.status != 200) print_error("slow query -> %d %s\n", r.status, r.body);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "\"rows\":[[4000000]]"));
-  resp_free(&r);
-}
-
-/* Read everything fd gives until EOF (10 s at most) into buf. */
-static void read_all(int fd, char *buf, size_t cap) {
-  size_t len = 0;
-  for (;;) {
-    struct pollfd p = {fd, POLLIN, 0};
-    ssize_t got;
-    assert_true(len < cap - 1);
-    assert_int_equal(poll(&p, 1, 10000), 1);
-    got = read(fd, buf + len, cap - 1 - len);
-    assert_true(got >= 0);
-    if (got == 0) break;
-    len += (size_t)got;
-  }
-  buf[len] = '\0';
+  tl_resp_free(&r);
 }
 
 static void test_second_lithd_same_db_refused(void **state) {
-  struct child *c = *state;
+  struct tl_child *c = *state;
   posix_spawn_file_actions_t fa;
   int efd[2], st;
   pid_t pid;
@@ -479,8 +279,8 @@ static void test_second_lithd_same_db_refused(void **state) {
   char *argv[] = {(char *)LITHD_PATH, (char *)"--db", (char *)"twice.db", (char *)"--listen",
                   (char *)"127.0.0.1:0", NULL};
 
-  start_lithd(c, "twice", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_start(c, "twice", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
 
   assert_int_equal(pipe(efd), 0);
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
@@ -490,7 +290,7 @@ static void test_second_lithd_same_db_refused(void **state) {
   assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(efd[1]);
-  read_all(efd[0], err, sizeof err);
+  tl_read_all(efd[0], err, sizeof err);
   close(efd[0]);
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
@@ -502,28 +302,28 @@ static void test_second_lithd_same_db_refused(void **state) {
   assert_non_null(strstr(err, "twice.db-lithd.lock"));
 
   /* The first one still serves, and its data is intact. */
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
-         200, NULL);
-  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
 }
 
 static void test_batch_each_command_own_outcome(void **state) {
-  struct child *c = *state;
-  struct resp r = {0, NULL, NULL};
+  struct tl_child *c = *state;
+  struct tl_resp r = {0, NULL, NULL};
   const char *first, *second, *third;
 
-  start_lithd(c, "batch", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 'old')\"}]}",
-         200, NULL);
-  http(c, "POST", "/v1/batch", NULL,
-       "{\"commands\":["
-       "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\",\"params\":[10, \"a\"]},"
-       "{\"sql\":\"INSERT INTO t VALUES(11, 'b') RETURNING id\"}]},"
-       "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(20, 'c')\"},"
-       "{\"sql\":\"INSERT INTO t VALUES(1, 'dup')\"}]},"
-       "{\"statements\":[{\"sql\":\"UPDATE t SET v = 'new' WHERE id = 1\"}]}]}",
-       &r);
+  tl_start(c, "batch", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 'old')\"}]}", 200, NULL);
+  tl_http(c, "POST", "/v1/batch", NULL,
+          "{\"commands\":["
+          "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\",\"params\":[10, \"a\"]},"
+          "{\"sql\":\"INSERT INTO t VALUES(11, 'b') RETURNING id\"}]},"
+          "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(20, 'c')\"},"
+          "{\"sql\":\"INSERT INTO t VALUES(1, 'dup')\"}]},"
+          "{\"statements\":[{\"sql\":\"UPDATE t SET v = 'new' WHERE id = 1\"}]}]}",
+          &r);
   if (r.status != 200) print_error("batch -> %d %s\n", r.status, r.body);
   assert_int_equal(r.status, 200);
   /* Three entries, in the request's order. */
@@ -537,48 +337,23 @@ static void test_batch_each_command_own_outcome(void **state) {
   assert_non_null(third);
   assert_non_null(strstr(third, "]}]}"));
   assert_null(strstr(third + 1, "\"error\""));
-  resp_free(&r);
+  tl_resp_free(&r);
 
   /* First and third kept, nothing of the second (not even its statement 0). */
-  expect(c, "POST", "/v1/query", NULL,
-         "{\"statements\":[{\"sql\":\"SELECT id, v FROM t ORDER BY id\"}]}", 200,
-         "\"rows\":[[1,\"new\"],[10,\"a\"],[11,\"b\"]]}");
-  expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"failed\":1");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT id, v FROM t ORDER BY id\"}]}", 200,
+            "\"rows\":[[1,\"new\"],[10,\"a\"],[11,\"b\"]]}");
+  tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"failed\":1");
 
   /* A bad command refuses the whole request: nothing runs. */
-  expect(c, "POST", "/v1/batch", NULL,
-         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(30, 'x')\"}]},"
-         "{\"statement\":[]}]}",
-         400, "command 1");
-  expect(c, "POST", "/v1/batch", NULL, "{\"commands\":[]}", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/batch", NULL, "{\"commands\":{}}", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/batch", NULL, "[", 400, "\"code\":\"bad_request\"");
-  expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[3]]");
-}
-
-/* The value of the sample line "<name> <value>" (name with its labels). */
-static uint64_t metric(const char *body, const char *name) {
-  const char *p = body;
-  size_t n = strlen(name);
-  for (;;) {
-    const char *hit = strstr(p, name);
-    if (hit == NULL) break;
-    if ((hit == body || hit[-1] == '\n') && hit[n] == ' ') return strtoull(hit + n + 1, NULL, 10);
-    p = hit + 1;
-  }
-  print_error("no sample %s in:\n%s\n", name, body);
-  fail();
-  return 0;
-}
-
-/* A JSON field "name":N of a flat object. */
-static uint64_t json_u64(const char *body, const char *name) {
-  char key[64];
-  const char *hit;
-  snprintf(key, sizeof key, "\"%s\":", name);
-  hit = strstr(body, key);
-  assert_non_null(hit);
-  return strtoull(hit + strlen(key), NULL, 10);
+  tl_expect(c, "POST", "/v1/batch", NULL,
+            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(30, 'x')\"}]},"
+            "{\"statement\":[]}]}",
+            400, "command 1");
+  tl_expect(c, "POST", "/v1/batch", NULL, "{\"commands\":[]}", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/batch", NULL, "{\"commands\":{}}", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/batch", NULL, "[", 400, "\"code\":\"bad_request\"");
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[3]]");
 }
 
 /* Check histogram `name`: HELP and TYPE lines, buckets cumulative (never
@@ -610,7 +385,7 @@ static uint64_t check_histogram(const char *body, const char *name) {
   assert_true(buckets >= 2);
   assert_true(inf);
   snprintf(want, sizeof want, "%s_count", name);
-  count = metric(body, want);
+  count = tl_metric(body, want);
   assert_int_equal(count, prev);
   snprintf(want, sizeof want, "\n%s_sum ", name);
   assert_non_null(strstr(body, want));
@@ -618,74 +393,77 @@ static uint64_t check_histogram(const char *body, const char *name) {
 }
 
 static void test_metrics_prometheus(void **state) {
-  struct child *c = *state;
-  struct resp st = {0, NULL, NULL}, m = {0, NULL, NULL};
+  struct tl_child *c = *state;
+  struct tl_resp st = {0, NULL, NULL}, m = {0, NULL, NULL};
   uint64_t commands;
 
-  start_lithd(c, "metrics", NULL, NULL);
-  expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}",
-         200, NULL);
-  expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 2)\"}]}",
-         409, NULL);
-  expect(c, "POST", "/v1/batch", NULL,
-         "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]},"
-         "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"}]}]}",
-         200, NULL);
-  http(c, "GET", "/v1/stats", NULL, NULL, &st);
+  tl_start(c, "metrics", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 2)\"}]}", 409, NULL);
+  tl_expect(c, "POST", "/v1/batch", NULL,
+            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]},"
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"}]}]}",
+            200, NULL);
+  tl_http(c, "GET", "/v1/stats", NULL, NULL, &st);
   assert_int_equal(st.status, 200);
-  http(c, "GET", "/metrics", NULL, NULL, &m);
+  tl_http(c, "GET", "/metrics", NULL, NULL, &m);
   assert_int_equal(m.status, 200);
   assert_non_null(strstr(m.head, "text/plain; version=0.0.4"));
 
-  commands = json_u64(st.body, "commands");
+  commands = tl_json_u64(st.body, "commands");
   assert_int_equal(commands, 5);
-  assert_int_equal(metric(m.body, "lith_commands_total"), commands);
-  assert_int_equal(metric(m.body, "lith_batches_total"), json_u64(st.body, "batches"));
-  assert_int_equal(metric(m.body, "lith_failed_total"), json_u64(st.body, "failed"));
-  assert_int_equal(metric(m.body, "lith_failed_total"), 1);
-  assert_int_equal(metric(m.body, "lith_queue_depth"), json_u64(st.body, "queue_depth"));
-  assert_int_equal(metric(m.body, "lith_wal_pages"), json_u64(st.body, "wal_pages"));
-  assert_int_equal(metric(m.body, "lith_checkpoints_total"), json_u64(st.body, "checkpoints"));
+  assert_int_equal(tl_metric(m.body, "lith_commands_total"), commands);
+  assert_int_equal(tl_metric(m.body, "lith_batches_total"), tl_json_u64(st.body, "batches"));
+  assert_int_equal(tl_metric(m.body, "lith_failed_total"), tl_json_u64(st.body, "failed"));
+  assert_int_equal(tl_metric(m.body, "lith_failed_total"), 1);
+  assert_int_equal(tl_metric(m.body, "lith_queue_depth"), tl_json_u64(st.body, "queue_depth"));
+  assert_int_equal(tl_metric(m.body, "lith_wal_pages"), tl_json_u64(st.body, "wal_pages"));
+  assert_int_equal(tl_metric(m.body, "lith_checkpoints_total"),
+                   tl_json_u64(st.body, "checkpoints"));
   assert_non_null(strstr(m.body, "# HELP lith_commands_total "));
   assert_non_null(strstr(m.body, "\n# TYPE lith_commands_total counter\n"));
   assert_non_null(strstr(m.body, "\n# TYPE lith_queue_depth gauge\n"));
   assert_non_null(strstr(m.body, "\n# TYPE lithd_http_responses_total counter\n"));
 
   /* Histograms: one batch-size count per batch; the smallest bounds. */
-  assert_int_equal(check_histogram(m.body, "lith_batch_size"), json_u64(st.body, "batches"));
-  assert_true(metric(m.body, "lith_batch_size_bucket{le=\"1\"}") >= 1);
-  assert_int_equal(metric(m.body, "lith_batch_size_bucket{le=\"3\"}"),
-                   json_u64(st.body, "batches")); /* no batch above 3 commands here */
+  assert_int_equal(check_histogram(m.body, "lith_batch_size"), tl_json_u64(st.body, "batches"));
+  assert_true(tl_metric(m.body, "lith_batch_size_bucket{le=\"1\"}") >= 1);
+  assert_int_equal(tl_metric(m.body, "lith_batch_size_bucket{le=\"3\"}"),
+                   tl_json_u64(st.body, "batches")); /* no batch above 3 commands here */
   assert_true(check_histogram(m.body, "lith_transaction_seconds") >= 1);
   assert_true(check_histogram(m.body, "lith_queue_wait_seconds") >= commands);
 
   /* HTTP statuses: four 200s (create, insert, batch, stats) and one 409 so
    * far (the /metrics request itself is not finished while it is answered). */
-  assert_int_equal(metric(m.body, "lithd_http_responses_total{code=\"409\"}"), 1);
-  assert_int_equal(metric(m.body, "lithd_http_responses_total{code=\"200\"}"), 4);
-  resp_free(&st);
-  resp_free(&m);
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{code=\"409\"}"), 1);
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{code=\"200\"}"), 4);
+  tl_resp_free(&st);
+  tl_resp_free(&m);
 
-  expect(c, "GET", "/metrics", NULL, NULL, 200, "lithd_http_responses_total{code=\"409\"} 1\n");
+  tl_expect(c, "GET", "/metrics", NULL, NULL, 200, "lithd_http_responses_total{code=\"409\"} 1\n");
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_healthz, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_do_then_query_exact_int64, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_failing_statement_409_nothing_kept, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_token, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_refuses_public_listen_without_token, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_sigterm_exit_0_data_in_file, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_client_gone_command_stands, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_sigterm_answers_in_flight, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_max_body_413, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slow_query_does_not_block_loop, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_second_lithd_same_db_refused, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_batch_each_command_own_outcome, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_metrics_prometheus, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_healthz, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_do_then_query_exact_int64, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_failing_statement_409_nothing_kept, tl_setup,
+                                      tl_teardown),
+      cmocka_unit_test_setup_teardown(test_bad_requests, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_token, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_refuses_public_listen_without_token, tl_setup,
+                                      tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_exit_0_data_in_file, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_client_gone_command_stands, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_answers_in_flight, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_max_body_413, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_slow_query_does_not_block_loop, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_second_lithd_same_db_refused, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_batch_each_command_own_outcome, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_metrics_prometheus, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

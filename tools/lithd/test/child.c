@@ -1,0 +1,556 @@
+/*
+ * child.c — helpers shared by lithd's end-to-end tests (see child.h).
+ *
+ * Design: the daemon is spawned with posix_spawn, its stdout on a pipe (the
+ * first line names the port), stderr inherited (it lands in the test's log).
+ * Descriptors of ours are opened O_CLOEXEC / SOCK_CLOEXEC, so a daemon spawned
+ * later never inherits a client socket or an earlier daemon's pipe. Every
+ * wait goes through poll with a deadline. The keep-alive client keeps the
+ * bytes read past one answer for the next one and understands Content-Length,
+ * chunked bodies and answers closed by EOF, so it does not depend on how the
+ * HTTP layer frames a body.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "child.h"
+
+#ifndef LITHD_PATH
+#error "LITHD_PATH must name the lithd binary"
+#endif
+
+extern char **environ;
+
+/* ---- Time ---------------------------------------------------------------- */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* poll one fd for `events` until deadline (ms, monotonic): 1 ready, 0 timed
+ * out, -1 error. */
+static int wait_fd(int fd, short events, int64_t deadline) {
+  for (;;) {
+    struct pollfd p = {fd, events, 0};
+    int64_t left = deadline - now_ms();
+    int n;
+    if (left < 0) left = 0;
+    n = poll(&p, 1, (int)left);
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 ? -1 : n;
+  }
+}
+
+/* ---- The child ------------------------------------------------------------ */
+
+int tl_setup(void **state) {
+  struct tl_child *c = calloc(1, sizeof *c);
+  if (c == NULL) return -1;
+  c->pid = -1;
+  c->out_fd = -1;
+  *state = c;
+  return 0;
+}
+
+int tl_teardown(void **state) {
+  struct tl_child *c = *state;
+  if (c != NULL) {
+    tl_stop(c, SIGKILL, TL_TIMEOUT_MS);
+    free(c);
+  }
+  *state = NULL;
+  return 0;
+}
+
+void tl_remove_db(const char *db) {
+  static const char *const suffix[] = {"", "-wal", "-shm", "-lithd.lock"};
+  char p[128];
+  size_t i;
+  for (i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+    snprintf(p, sizeof p, "%s%s", db, suffix[i]);
+    unlink(p);
+  }
+}
+
+void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *const *extra) {
+  int pfd[2];
+  posix_spawn_file_actions_t fa;
+  const char **argv;
+  size_t n = 0, nextra = 0;
+  char line[1024] = "";
+  size_t len = 0;
+  int64_t deadline;
+
+  memset(c, 0, sizeof *c);
+  c->pid = -1;
+  c->out_fd = -1;
+  snprintf(c->db, sizeof c->db, "%s.db", name);
+  if (!(flags & TL_KEEP_DB)) tl_remove_db(c->db);
+  if (flags & TL_UNIX) {
+    snprintf(c->unix_path, sizeof c->unix_path, "%s.sock", name);
+    unlink(c->unix_path);
+  }
+
+  while (extra != NULL && extra[nextra] != NULL) nextra++;
+  argv = calloc(nextra + 6, sizeof *argv);
+  assert_non_null(argv);
+  argv[n++] = LITHD_PATH;
+  argv[n++] = "--db";
+  argv[n++] = c->db;
+  if (flags & TL_UNIX) {
+    argv[n++] = "--unix";
+    argv[n++] = c->unix_path;
+  } else {
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+  }
+  if (nextra > 0) memcpy(argv + n, extra, nextra * sizeof *argv);
+  argv[n + nextra] = NULL;
+
+  assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
+  assert_int_equal(posix_spawn(&c->pid, LITHD_PATH, &fa, NULL, (char *const *)argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(argv);
+  close(pfd[1]);
+  c->out_fd = pfd[0];
+
+  /* The first line on stdout names the URL (TL_TIMEOUT_MS at most). */
+  deadline = now_ms() + TL_TIMEOUT_MS;
+  while (memchr(line, '\n', len) == NULL) {
+    ssize_t got;
+    assert_true(len < sizeof line - 1);
+    assert_int_equal(wait_fd(c->out_fd, POLLIN, deadline), 1);
+    got = read(c->out_fd, line + len, sizeof line - 1 - len);
+    assert_true(got > 0); /* EOF: lithd refused to start (see its stderr) */
+    len += (size_t)got;
+    line[len] = '\0';
+  }
+  if (flags & TL_UNIX) {
+    char want[96];
+    snprintf(want, sizeof want, "listening on unix:%s ", c->unix_path);
+    assert_non_null(strstr(line, want));
+  } else {
+    const char *url = strstr(line, "http://127.0.0.1:");
+    assert_non_null(url);
+    c->port = atoi(url + strlen("http://127.0.0.1:"));
+    assert_true(c->port > 0 && c->port < 65536);
+  }
+  assert_non_null(strstr(line, "curl"));
+}
+
+int tl_stop(struct tl_child *c, int sig, int timeout_ms) {
+  int code = -1;
+  if (c->pid > 0) {
+    int64_t deadline = now_ms() + timeout_ms;
+    int st = 0;
+    pid_t got;
+    if (sig != 0) kill(c->pid, sig);
+    while ((got = waitpid(c->pid, &st, WNOHANG)) == 0 && now_ms() < deadline) sleep_ms(5);
+    if (got == 0) { /* still running: it did not stop in time */
+      kill(c->pid, SIGKILL);
+      waitpid(c->pid, &st, 0);
+    } else if (got == c->pid) {
+      if (WIFEXITED(st)) code = WEXITSTATUS(st);
+      else if (WIFSIGNALED(st)) code = 128 + WTERMSIG(st);
+    }
+    c->pid = -1;
+  }
+  if (c->out_fd >= 0) close(c->out_fd);
+  c->out_fd = -1;
+  return code;
+}
+
+/* ---- One request per connection ------------------------------------------ */
+
+int tl_connect(const struct tl_child *c) {
+  int fd;
+  if (c->port > 0) {
+    struct sockaddr_in a;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)c->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+  } else {
+    struct sockaddr_un a;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", c->unix_path);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+  }
+  close(fd);
+  return -1;
+}
+
+/* The request's head; Connection: close unless keep_alive. */
+static int format_head(char *hdr, size_t cap, const char *method, const char *path,
+                       const char *auth, size_t blen, int keep_alive) {
+  return snprintf(hdr, cap,
+                  "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s%s"
+                  "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                  method, path, keep_alive ? "" : "Connection: close\r\n",
+                  auth != NULL ? "Authorization: " : "", auth != NULL ? auth : "",
+                  auth != NULL ? "\r\n" : "", blen);
+}
+
+/* Send all of buf; 0 or -1. */
+static int send_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    buf += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int tl_send(const struct tl_child *c, const char *method, const char *path, const char *auth,
+            const char *body) {
+  int fd = tl_connect(c);
+  char hdr[1024];
+  size_t blen = body != NULL ? strlen(body) : 0;
+  int n;
+
+  assert_true(fd >= 0);
+  n = format_head(hdr, sizeof hdr, method, path, auth, blen, 0);
+  assert_true(n > 0 && (size_t)n < sizeof hdr);
+  assert_int_equal(send_all(fd, hdr, (size_t)n), 0);
+  if (blen > 0) assert_int_equal(send_all(fd, body, blen), 0);
+  return fd;
+}
+
+void tl_read(int fd, struct tl_resp *r) {
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  char *sep;
+  int64_t deadline = now_ms() + TL_TIMEOUT_MS;
+
+  assert_non_null(buf);
+  for (;;) {
+    ssize_t got;
+    assert_int_equal(wait_fd(fd, POLLIN, deadline), 1);
+    if (len + 1024 > cap) {
+      char *nb = realloc(buf, cap * 2);
+      assert_non_null(nb);
+      buf = nb;
+      cap *= 2;
+    }
+    got = recv(fd, buf + len, cap - len - 1, 0);
+    assert_true(got >= 0);
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  close(fd);
+  buf[len] = '\0';
+  assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &r->status), 1);
+  sep = strstr(buf, "\r\n\r\n");
+  assert_non_null(sep);
+  r->body = strdup(sep + 4);
+  *sep = '\0';
+  r->head = buf;
+  assert_non_null(r->body);
+}
+
+void tl_http(const struct tl_child *c, const char *method, const char *path, const char *auth,
+             const char *body, struct tl_resp *r) {
+  tl_read(tl_send(c, method, path, auth, body), r);
+}
+
+void tl_expect(const struct tl_child *c, const char *method, const char *path, const char *auth,
+               const char *body, int status, const char *want) {
+  struct tl_resp r = {0, NULL, NULL};
+  tl_http(c, method, path, auth, body, &r);
+  if (r.status != status || (want != NULL && strstr(r.body, want) == NULL))
+    print_error("%s %s -> %d %s\n", method, path, r.status, r.body);
+  assert_int_equal(r.status, status);
+  if (want != NULL) assert_non_null(strstr(r.body, want));
+  tl_resp_free(&r);
+}
+
+void tl_resp_free(struct tl_resp *r) {
+  free(r->head);
+  free(r->body);
+  r->head = r->body = NULL;
+}
+
+void tl_read_all(int fd, char *buf, size_t cap) {
+  size_t len = 0;
+  int64_t deadline = now_ms() + TL_TIMEOUT_MS;
+  for (;;) {
+    ssize_t got;
+    assert_true(len < cap - 1);
+    assert_int_equal(wait_fd(fd, POLLIN, deadline), 1);
+    got = read(fd, buf + len, cap - 1 - len);
+    assert_true(got >= 0);
+    if (got == 0) break;
+    len += (size_t)got;
+  }
+  buf[len] = '\0';
+}
+
+/* ---- Small parsers and SQLite --------------------------------------------- */
+
+uint64_t tl_json_u64(const char *body, const char *name) {
+  char key[64];
+  const char *hit;
+  snprintf(key, sizeof key, "\"%s\":", name);
+  hit = strstr(body, key);
+  if (hit == NULL) print_error("no field %s in %s\n", key, body);
+  assert_non_null(hit);
+  return strtoull(hit + strlen(key), NULL, 10);
+}
+
+uint64_t tl_metric(const char *body, const char *name) {
+  const char *p = body;
+  size_t n = strlen(name);
+  for (;;) {
+    const char *hit = strstr(p, name);
+    if (hit == NULL) break;
+    if ((hit == body || hit[-1] == '\n') && hit[n] == ' ') return strtoull(hit + n + 1, NULL, 10);
+    p = hit + 1;
+  }
+  print_error("no sample %s in:\n%s\n", name, body);
+  fail();
+  return 0;
+}
+
+int64_t tl_sql_int(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  int64_t v;
+  assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(h, TL_TIMEOUT_MS);
+  if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK)
+    print_error("%s: %s\n", sql, sqlite3_errmsg(h));
+  assert_non_null(st);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  v = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return v;
+}
+
+void tl_assert_integrity(const char *db) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  const char *txt;
+  assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_busy_timeout(h, TL_TIMEOUT_MS);
+  assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  txt = (const char *)sqlite3_column_text(st, 0);
+  if (txt == NULL || strcmp(txt, "ok") != 0) print_error("integrity_check: %s\n", txt);
+  assert_string_equal(txt, "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+}
+
+int tl_scaled(int n) {
+  const char *s = getenv("LITH_TEST_SCALE");
+  int d = s != NULL ? atoi(s) : 1;
+  int r;
+  if (d < 1) d = 1;
+  r = n / d;
+  return r < 1 ? 1 : r;
+}
+
+/* ---- Keep-alive client ---------------------------------------------------- */
+
+void tl_conn_init(struct tl_conn *k, const struct tl_child *c) {
+  memset(k, 0, sizeof *k);
+  k->c = c;
+  k->fd = -1;
+}
+
+void tl_conn_close(struct tl_conn *k) {
+  if (k->fd >= 0) close(k->fd);
+  k->fd = -1;
+  k->len = 0;
+  if (k->buf != NULL) k->buf[0] = '\0';
+}
+
+/* Read more into k->buf: >0 bytes read, 0 EOF, TL_TIMEOUT, TL_CLOSED, TL_BAD. */
+static int conn_fill(struct tl_conn *k, int64_t deadline) {
+  ssize_t got;
+  int w;
+  if (k->cap - k->len < 2048) {
+    size_t cap = k->cap == 0 ? 8192 : k->cap * 2;
+    char *nb = realloc(k->buf, cap);
+    if (nb == NULL) return TL_BAD;
+    k->buf = nb;
+    k->cap = cap;
+  }
+  w = wait_fd(k->fd, POLLIN, deadline);
+  if (w == 0) return TL_TIMEOUT;
+  if (w < 0) return TL_CLOSED;
+  do {
+    got = recv(k->fd, k->buf + k->len, k->cap - k->len - 1, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) return TL_CLOSED; /* ECONNRESET and the like */
+  k->len += (size_t)got;
+  k->buf[k->len] = '\0';
+  return got > 0 ? (int)got : 0;
+}
+
+/* The value of header `name` (with the colon, lower case) in head, or NULL. */
+static const char *header(const char *head, const char *name) {
+  char want[64];
+  const char *p;
+  snprintf(want, sizeof want, "\r\n%s", name);
+  p = strcasestr(head, want);
+  if (p == NULL) return NULL;
+  p += strlen(want);
+  while (*p == ' ' || *p == '\t') p++;
+  return p;
+}
+
+/* Parse one answer at the start of buf[0..len). Returns 1 when whole (r
+ * filled, *used set), 0 when more bytes are needed, TL_BAD. eof: no more
+ * bytes will come (an answer without a length ends there). */
+static int parse_answer(const char *buf, size_t len, int eof, struct tl_resp *r, size_t *used) {
+  const char *sep = strstr(buf, "\r\n\r\n");
+  const char *v;
+  size_t hlen, blen = 0, at;
+  char *body = NULL;
+
+  if (sep == NULL) return eof ? TL_CLOSED : 0;
+  hlen = (size_t)(sep - buf) + 2; /* keep the last CRLF for header() */
+  at = hlen + 2;
+  if (sscanf(buf, "HTTP/1.1 %d", &r->status) != 1) return TL_BAD;
+  r->head = strndup(buf, hlen);
+  if (r->head == NULL) return TL_BAD;
+
+  if ((v = header(r->head, "content-length:")) != NULL) {
+    blen = (size_t)strtoull(v, NULL, 10);
+    if (len - at < blen) goto more;
+    body = strndup(buf + at, blen);
+    at += blen;
+  } else if ((v = header(r->head, "transfer-encoding:")) != NULL &&
+             strncasecmp(v, "chunked", 7) == 0) {
+    body = calloc(1, len - at + 1);
+    if (body == NULL) goto bad;
+    for (;;) {
+      const char *eol = strstr(buf + at, "\r\n");
+      char *end;
+      unsigned long long sz;
+      if (eol == NULL) goto more;
+      sz = strtoull(buf + at, &end, 16);
+      if (end == buf + at) goto bad;
+      at = (size_t)(eol - buf) + 2;
+      if (sz == 0) { /* no trailers expected: just the final CRLF */
+        if (len - at < 2) goto more;
+        at += 2;
+        break;
+      }
+      if (len - at < sz + 2) goto more;
+      memcpy(body + blen, buf + at, (size_t)sz);
+      blen += (size_t)sz;
+      at += (size_t)sz + 2;
+    }
+  } else if (r->status == 204 || r->status == 304 || (r->status >= 100 && r->status < 200)) {
+    body = strdup("");
+  } else { /* delimited by the end of the connection */
+    if (!eof) goto more;
+    body = strndup(buf + at, len - at);
+    at = len;
+  }
+  if (body == NULL) goto bad;
+  r->body = body;
+  *used = at;
+  return 1;
+more:
+  free(body);
+  free(r->head);
+  r->head = NULL;
+  return eof ? TL_CLOSED : 0;
+bad:
+  free(body);
+  free(r->head);
+  r->head = NULL;
+  return TL_BAD;
+}
+
+int tl_conn_request(struct tl_conn *k, const char *method, const char *path, const char *auth,
+                    const char *body, struct tl_resp *r, int timeout_ms) {
+  int64_t deadline = now_ms() + timeout_ms;
+  size_t blen = body != NULL ? strlen(body) : 0;
+  size_t used = 0;
+  char hdr[1024];
+  const char *conn;
+  int n, rc, eof = 0;
+
+  r->status = 0;
+  r->head = r->body = NULL;
+  if (k->fd < 0) {
+    k->len = 0;
+    if ((k->fd = tl_connect(k->c)) < 0) return TL_CLOSED;
+  }
+  n = format_head(hdr, sizeof hdr, method, path, auth, blen, 1);
+  if (n <= 0 || (size_t)n >= sizeof hdr) {
+    rc = TL_BAD;
+    goto fail;
+  }
+  if (send_all(k->fd, hdr, (size_t)n) != 0 || (blen > 0 && send_all(k->fd, body, blen) != 0)) {
+    rc = TL_CLOSED;
+    goto fail;
+  }
+  for (;;) {
+    rc = k->len > 0 || eof ? parse_answer(k->buf, k->len, eof, r, &used) : 0;
+    if (rc == 1) break;
+    if (rc < 0) goto fail;
+    if (eof) {
+      rc = TL_CLOSED;
+      goto fail;
+    }
+    rc = conn_fill(k, deadline);
+    if (rc < 0) goto fail;
+    if (rc == 0) eof = 1;
+  }
+  memmove(k->buf, k->buf + used, k->len - used);
+  k->len -= used;
+  k->buf[k->len] = '\0';
+  if (eof) tl_conn_close(k);
+  else if ((conn = header(r->head, "connection:")) != NULL && strncasecmp(conn, "close", 5) == 0)
+    tl_conn_close(k); /* the server will close it: the next request reconnects */
+  return TL_OK;
+fail:
+  tl_conn_close(k);
+  return rc;
+}
