@@ -4,10 +4,14 @@
  * Design:
  *   - One libuv loop on the main thread carries the HTTP server (http/), the
  *     lith_uv bridge (command completions) and the signal watchers; lith's
- *     writer thread does the SQLite writes. Routes live in server.c.
- *   - Startup: parse options, read the token file, lith_open, bridge, HTTP
- *     server, routes, listeners; then print one line with the URL and a curl
- *     example (tests read the bound port from it).
+ *     writer thread does the SQLite writes; libuv's thread pool runs the
+ *     reads of /v1/query and backups (sized to the read pool, see below).
+ *     Routes live in server.c, options in options.c.
+ *   - Startup: options (config file, then command line), log, token, lock,
+ *     lith_open with the --schema steps as migrations, the named commands
+ *     checked against the opened database, bridge, HTTP server, routes,
+ *     listeners; then one line on stdout with the URL and a curl example
+ *     (tests read the bound port from it). Any failure: a message, exit 1.
  *   - One lithd per database: before opening it, lithd takes an exclusive
  *     advisory lock (flock LOCK_EX|LOCK_NB) on PATH-lithd.lock and keeps the
  *     descriptor (O_CLOEXEC) for its whole life; the lock file holds the
@@ -17,16 +21,17 @@
  *   - A non-loopback --listen needs --token-file: the database must never be
  *     open to the network without a token.
  *   - Shutdown on SIGTERM/SIGINT, as a chain of callbacks so the loop keeps
- *     running until each stage ended: stop the HTTP server (new requests are
- *     refused, in-flight ones answered, up to a grace period) -> on_stopped:
+ *     running until each stage ended: refuse the commands still waiting for
+ *     queue room (503), stop the HTTP server (new requests are refused,
+ *     in-flight ones answered, up to a grace period) -> on_stopped:
  *     lith_uv_close (every accepted command's callback has run) -> on_closed:
  *     nothing left on the loop, uv_run returns. Then, after uv_run (h2o's
  *     context disposal runs the loop itself), the HTTP server is destroyed,
  *     lith_close drains the writer and checkpoints (TRUNCATE), exit 0.
+ *   - SIGHUP reopens the --log file (for logrotate).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,32 +41,22 @@
 
 #include <uv.h>
 
+#include "commands.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
+#include "log.h"
+#include "options.h"
+#include "schema.h"
 #include "server.h"
 #include "sqljson.h"
 
-#define DEFAULT_HOST "127.0.0.1"
-#define DEFAULT_PORT 8765
 #define STOP_GRACE_MS 10000
 #define TOKEN_MAX 4096
 
-struct opts {
-  const char *db;
-  char host[256];
-  int port;
-  int listen_given;
-  const char *unix_path;
-  int synchronous;
-  int checkpoint;
-  size_t max_body;
-  const char *token_file;
-};
-
 struct daemon {
   uv_loop_t loop;
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sighup;
   int signals_open;
   lith *db;
   lith_uv *bridge;
@@ -70,58 +65,6 @@ struct daemon {
   int stopping;
 };
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: lithd --db PATH [options]\n"
-          "  --db PATH               the database file (created if missing)\n"
-          "  --listen HOST:PORT      TCP address (default " DEFAULT_HOST ":%d; port 0: any free)\n"
-          "  --unix PATH             also listen on a Unix socket (mode 0600)\n"
-          "  --synchronous normal|full   (default normal)\n"
-          "  --checkpoint writer|auto|external   (default writer)\n"
-          "  --max-body BYTES        largest request body (default 8 MiB)\n"
-          "  --token-file FILE       require \"Authorization: Bearer <token>\"\n"
-          "                          (needed for a non-loopback --listen)\n"
-          "  --help, --version\n",
-          DEFAULT_PORT);
-}
-
-/* "HOST:PORT", "[V6]:PORT" or ":PORT". Returns 0 or -1. */
-static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
-  const char *colon;
-  const char *h = s;
-  size_t hlen;
-  char *end;
-  long p;
-
-  if (s[0] == '[') {
-    const char *close = strchr(s, ']');
-    if (close == NULL || close[1] != ':') return -1;
-    h = s + 1;
-    hlen = (size_t)(close - h);
-    colon = close + 1;
-  } else {
-    colon = strrchr(s, ':');
-    if (colon == NULL) return -1;
-    hlen = (size_t)(colon - s);
-  }
-  if (hlen >= hostsz) return -1;
-  if (hlen == 0) {
-    snprintf(host, hostsz, "%s", DEFAULT_HOST);
-  } else {
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-  }
-  errno = 0;
-  p = strtol(colon + 1, &end, 10);
-  if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535) return -1;
-  *port = (int)p;
-  return 0;
-}
-
-static int is_loopback_host(const char *h) {
-  return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0;
-}
-
 /* Read the token file, strip trailing CR/LF. Returns a malloc'd string or NULL. */
 static char *read_token(const char *path) {
   FILE *f = fopen(path, "r");
@@ -129,20 +72,20 @@ static char *read_token(const char *path) {
   size_t n;
 
   if (f == NULL) {
-    fprintf(stderr, "lithd: --token-file %s: %s\n", path, strerror(errno));
+    lithd_log(LITHD_LOG_ERROR, "--token-file %s: %s", path, strerror(errno));
     return NULL;
   }
   tok = malloc(TOKEN_MAX + 1);
   if (tok == NULL) goto fail;
   n = fread(tok, 1, TOKEN_MAX + 1, f);
   if (n > TOKEN_MAX) {
-    fprintf(stderr, "lithd: --token-file %s: longer than %d bytes\n", path, TOKEN_MAX);
+    lithd_log(LITHD_LOG_ERROR, "--token-file %s: longer than %d bytes", path, TOKEN_MAX);
     goto fail;
   }
   tok[n] = '\0';
   while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r')) tok[--n] = '\0';
   if (n == 0 || strlen(tok) != n) {
-    fprintf(stderr, "lithd: --token-file %s: empty or holds a NUL byte\n", path);
+    lithd_log(LITHD_LOG_ERROR, "--token-file %s: empty or holds a NUL byte", path);
     goto fail;
   }
   fclose(f);
@@ -151,90 +94,6 @@ fail:
   free(tok);
   fclose(f);
   return NULL;
-}
-
-/* Returns 0 to run, 1 to exit 0 (help/version), 2 on a usage error. */
-static int parse_args(int argc, char **argv, struct opts *o) {
-  enum { OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_MAXBODY, OPT_TOKEN, OPT_HELP, OPT_VERSION };
-  static const struct option longs[] = {
-      {"db", required_argument, NULL, OPT_DB},
-      {"listen", required_argument, NULL, OPT_LISTEN},
-      {"unix", required_argument, NULL, OPT_UNIX},
-      {"synchronous", required_argument, NULL, OPT_SYNC},
-      {"checkpoint", required_argument, NULL, OPT_CKPT},
-      {"max-body", required_argument, NULL, OPT_MAXBODY},
-      {"token-file", required_argument, NULL, OPT_TOKEN},
-      {"help", no_argument, NULL, OPT_HELP},
-      {"version", no_argument, NULL, OPT_VERSION},
-      {NULL, 0, NULL, 0}};
-  int c;
-
-  memset(o, 0, sizeof *o);
-  snprintf(o->host, sizeof o->host, "%s", DEFAULT_HOST);
-  o->port = DEFAULT_PORT;
-  o->synchronous = LITH_SYNC_NORMAL;
-  o->checkpoint = LITH_CHECKPOINT_WRITER;
-  while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    switch (c) {
-    case OPT_DB: o->db = optarg; break;
-    case OPT_LISTEN:
-      if (parse_listen(optarg, o->host, sizeof o->host, &o->port) != 0) {
-        fprintf(stderr, "lithd: --listen wants HOST:PORT, got \"%s\"\n", optarg);
-        return 2;
-      }
-      o->listen_given = 1;
-      break;
-    case OPT_UNIX: o->unix_path = optarg; break;
-    case OPT_SYNC:
-      if (strcmp(optarg, "normal") == 0) o->synchronous = LITH_SYNC_NORMAL;
-      else if (strcmp(optarg, "full") == 0) o->synchronous = LITH_SYNC_FULL;
-      else {
-        fprintf(stderr, "lithd: --synchronous wants normal or full\n");
-        return 2;
-      }
-      break;
-    case OPT_CKPT:
-      if (strcmp(optarg, "writer") == 0) o->checkpoint = LITH_CHECKPOINT_WRITER;
-      else if (strcmp(optarg, "auto") == 0) o->checkpoint = LITH_CHECKPOINT_AUTO;
-      else if (strcmp(optarg, "external") == 0) o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
-      else {
-        fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
-        return 2;
-      }
-      break;
-    case OPT_MAXBODY: {
-      char *end;
-      unsigned long long v;
-      errno = 0;
-      v = strtoull(optarg, &end, 10);
-      if (errno != 0 || end == optarg || *end != '\0' || v == 0 || optarg[0] == '-') {
-        fprintf(stderr, "lithd: --max-body wants a positive number of bytes\n");
-        return 2;
-      }
-      o->max_body = (size_t)v;
-      break;
-    }
-    case OPT_TOKEN: o->token_file = optarg; break;
-    case OPT_HELP: usage(stdout); return 1;
-    case OPT_VERSION: printf("lithd %s\n", LITH_VERSION); return 1;
-    default: usage(stderr); return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "lithd: unexpected argument \"%s\"\n", argv[optind]);
-    return 2;
-  }
-  if (o->db == NULL) {
-    fprintf(stderr, "lithd: --db PATH is required\n");
-    usage(stderr);
-    return 2;
-  }
-  if (!is_loopback_host(o->host) && o->token_file == NULL) {
-    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n",
-            o->host);
-    return 2;
-  }
-  return 0;
 }
 
 /* ---- Shutdown chain ---------------------------------------------------- */
@@ -249,21 +108,33 @@ static void on_http_stopped(lith_http_server *srv, void *arg) {
   lith_uv_close(d->bridge, on_bridge_closed, d);
 }
 
+static void close_signals(struct daemon *d) {
+  if (!d->signals_open) return;
+  uv_close((uv_handle_t *)&d->sigterm, NULL);
+  uv_close((uv_handle_t *)&d->sigint, NULL);
+  uv_close((uv_handle_t *)&d->sighup, NULL);
+  d->signals_open = 0;
+}
+
 static void begin_stop(struct daemon *d) {
   if (d->stopping) return;
   d->stopping = 1;
-  if (d->signals_open) {
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
-    uv_close((uv_handle_t *)&d->sigint, NULL);
-    d->signals_open = 0;
-  }
+  close_signals(d);
+  lithd_server_stop(&d->srv);
   if (lith_http_server_stop(d->http, STOP_GRACE_MS, on_http_stopped, d) != LITH_HTTP_OK)
     lith_uv_close(d->bridge, on_bridge_closed, d);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
   struct daemon *d = h->data;
-  fprintf(stderr, "lithd: %s, stopping\n", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (signum == SIGHUP) {
+    if (lithd_log_reopen() != 0)
+      lithd_log(LITHD_LOG_ERROR, "SIGHUP: cannot reopen the log: %s", strerror(errno));
+    else
+      lithd_log(LITHD_LOG_INFO, "SIGHUP: log reopened");
+    return;
+  }
+  lithd_log(LITHD_LOG_INFO, "%s, stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   begin_stop(d);
 }
 
@@ -278,13 +149,13 @@ static int lock_database(const char *db) {
   int fd;
 
   if (path == NULL) {
-    fprintf(stderr, "lithd: out of memory\n");
+    lithd_log(LITHD_LOG_ERROR, "out of memory");
     return -1;
   }
   snprintf(path, n, "%s-lithd.lock", db);
   fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    fprintf(stderr, "lithd: cannot open the lock file %s: %s\n", path, strerror(errno));
+    lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));
     free(path);
     return -1;
   }
@@ -298,21 +169,21 @@ static int lock_database(const char *db) {
         pid = strtol(buf, NULL, 10);
       }
       if (pid > 0)
-        fprintf(stderr,
-                "lithd: %s is already served by another lithd (pid %ld holds the lock file %s)\n",
-                db, pid, path);
+        lithd_log(LITHD_LOG_ERROR,
+                  "%s is already served by another lithd (pid %ld holds the lock file %s)", db,
+                  pid, path);
       else
-        fprintf(stderr, "lithd: %s is already served by another lithd (the lock file %s is held)\n",
-                db, path);
+        lithd_log(LITHD_LOG_ERROR,
+                  "%s is already served by another lithd (the lock file %s is held)", db, path);
     } else {
-      fprintf(stderr, "lithd: cannot lock %s: %s\n", path, strerror(e));
+      lithd_log(LITHD_LOG_ERROR, "cannot lock %s: %s", path, strerror(e));
     }
     close(fd);
     free(path);
     return -1;
   }
   /* Ours: record the pid for the message above (best effort). */
-  snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+  snprintf(buf, sizeof buf, "%ld", (long)getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, strlen(buf), 0) < 0) {
     /* the lock holds regardless; only the message would lack the pid */
   }
@@ -320,13 +191,44 @@ static int lock_database(const char *db) {
   return fd;
 }
 
+/* ---- Named commands ----------------------------------------------------- */
+
+struct check_ctx {
+  lithd_commands *commands;
+  char err[1024];
+  int failed;
+};
+
+static int check_commands(lith_rx *rx, void *arg) {
+  struct check_ctx *k = arg;
+  k->failed = lithd_commands_check(k->commands, lith_rx_db(rx), k->err, sizeof k->err) != 0;
+  return LITH_OK;
+}
+
+/* libuv's pool runs /v1/query and backups: as many threads as readers (so
+ * every reader can be busy) and one for a backup, unless the environment
+ * already says. It must be set before the pool's first use. */
+static void size_thread_pool(int readers) {
+  char buf[16];
+  if (getenv("UV_THREADPOOL_SIZE") != NULL) return;
+  if (readers < 1) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
+  }
+  snprintf(buf, sizeof buf, "%d", readers + 1 > 1024 ? 1024 : readers + 1);
+  setenv("UV_THREADPOOL_SIZE", buf, 1);
+}
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
-  struct opts o;
+  lithd_opts o;
   struct daemon d;
   lith_options lopt;
   lith_http_options hopt;
+  lithd_schema schema = {NULL, 0};
+  lithd_commands *commands = NULL;
+  char err[1024];
   char *token = NULL;
   int loop_open = 0;
   int lock_fd = -1;
@@ -334,29 +236,71 @@ int main(int argc, char **argv) {
   int rc;
 
   memset(&d, 0, sizeof d);
-  rc = parse_args(argc, argv, &o);
-  if (rc == 1) return 0;
-  if (rc != 0) return 2;
+  rc = lithd_opts_parse(argc, argv, &o);
+  if (rc == 1) {
+    lithd_opts_free(&o);
+    return 0;
+  }
+  if (rc != 0) {
+    lithd_opts_free(&o);
+    return 2;
+  }
+  if (lithd_log_open(o.log_file, o.log_level) != 0) {
+    fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
+    goto out;
+  }
+  size_thread_pool(o.readers);
 
   if (o.token_file != NULL && (token = read_token(o.token_file)) == NULL) goto out;
+  if (o.schema != NULL && lithd_schema_load(o.schema, &schema, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "%s", err);
+    goto out;
+  }
+  if (o.commands != NULL && lithd_commands_load(o.commands, &commands, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "--commands %s", err);
+    goto out;
+  }
+  if (o.only_named && commands == NULL) {
+    lithd_log(LITHD_LOG_ERROR, "--only-named needs --commands FILE: nothing could write");
+    goto out;
+  }
 
   if ((lock_fd = lock_database(o.db)) < 0) goto out;
 
   lith_options_default(&lopt);
   lopt.synchronous = o.synchronous;
   lopt.checkpoint = o.checkpoint;
+  if (o.readers > 0) lopt.readers = o.readers;
+  if (o.max_batch > 0) lopt.max_batch = o.max_batch;
+  if (o.max_queue > 0) lopt.queue_capacity = o.max_queue;
+  lopt.migrations = (const char *const *)schema.steps;
+  lopt.n_migrations = schema.n;
   rc = lith_open(o.db, &lopt, &d.db);
   if (rc != LITH_OK) {
-    fprintf(stderr, "lithd: cannot open %s: %s\n", o.db, lith_errmsg(NULL));
+    lithd_log(LITHD_LOG_ERROR, "cannot open %s: %s%s", o.db, lith_errmsg(NULL),
+              o.schema != NULL && rc == LITH_SCHEMA ? " (--schema has fewer steps than the database has applied)" : "");
     goto out;
   }
+  if (commands != NULL) {
+    struct check_ctx k;
+    memset(&k, 0, sizeof k);
+    k.commands = commands;
+    if (lith_read(d.db, check_commands, &k) != LITH_OK) {
+      lithd_log(LITHD_LOG_ERROR, "--commands: cannot read the database: %s", lith_errmsg(d.db));
+      goto out;
+    }
+    if (k.failed) {
+      lithd_log(LITHD_LOG_ERROR, "--commands %s", k.err);
+      goto out;
+    }
+  }
   if (uv_loop_init(&d.loop) != 0) {
-    fprintf(stderr, "lithd: uv_loop_init failed\n");
+    lithd_log(LITHD_LOG_ERROR, "uv_loop_init failed");
     goto out;
   }
   loop_open = 1;
   if (lith_uv_open(d.db, &d.loop, &d.bridge) != LITH_OK) {
-    fprintf(stderr, "lithd: lith_uv_open: %s\n", lith_errmsg(d.db));
+    lithd_log(LITHD_LOG_ERROR, "lith_uv_open: %s", lith_errmsg(d.db));
     goto out;
   }
 
@@ -364,9 +308,13 @@ int main(int argc, char **argv) {
   hopt.server_name = "lithd";
   lithd_limits_default(&d.srv.limits);
   if (o.max_body != 0) d.srv.limits.max_body_bytes = o.max_body;
+  if (o.max_statements != 0) d.srv.limits.max_statements = o.max_statements;
+  if (o.max_sql != 0) d.srv.limits.max_sql_bytes = o.max_sql;
+  if (o.max_rows != 0) d.srv.limits.max_rows = o.max_rows;
+  if (o.max_run_ms != 0) d.srv.limits.max_run_ms = o.max_run_ms;
   hopt.max_body = d.srv.limits.max_body_bytes;
   if (lith_http_server_create(&d.loop, &hopt, &d.http) != LITH_HTTP_OK) {
-    fprintf(stderr, "lithd: http server: %s\n", lith_http_errmsg());
+    lithd_log(LITHD_LOG_ERROR, "http server: %s", lith_http_errmsg());
     goto out;
   }
   d.srv.loop = &d.loop;
@@ -374,28 +322,33 @@ int main(int argc, char **argv) {
   d.srv.bridge = d.bridge;
   d.srv.http = d.http;
   d.srv.token = token;
-  if (lithd_server_routes(&d.srv) != LITH_HTTP_OK) {
-    fprintf(stderr, "lithd: routes: %s\n", lith_http_errmsg());
+  d.srv.commands = commands;
+  d.srv.only_named = o.only_named;
+  d.srv.queue_wait_ms = o.queue_wait_ms;
+  if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
+    lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());
     goto out;
   }
   if (o.unix_path == NULL || o.listen_given) {
     rc = lith_http_listen_tcp(d.http, o.host, o.port);
     if (rc != LITH_HTTP_OK) {
-      fprintf(stderr, "lithd: cannot listen on %s:%d: %s\n", o.host, o.port, lith_http_errmsg());
+      lithd_log(LITHD_LOG_ERROR, "cannot listen on %s:%d: %s", o.host, o.port, lith_http_errmsg());
       goto out;
     }
   }
   if (o.unix_path != NULL && lith_http_listen_unix(d.http, o.unix_path) != LITH_HTTP_OK) {
-    fprintf(stderr, "lithd: cannot listen on %s: %s\n", o.unix_path, lith_http_errmsg());
+    lithd_log(LITHD_LOG_ERROR, "cannot listen on %s: %s", o.unix_path, lith_http_errmsg());
     goto out;
   }
 
   uv_signal_init(&d.loop, &d.sigterm);
   uv_signal_init(&d.loop, &d.sigint);
-  d.sigterm.data = d.sigint.data = &d;
+  uv_signal_init(&d.loop, &d.sighup);
+  d.sigterm.data = d.sigint.data = d.sighup.data = &d;
   d.signals_open = 1;
   uv_signal_start(&d.sigterm, on_signal, SIGTERM);
   uv_signal_start(&d.sigint, on_signal, SIGINT);
+  uv_signal_start(&d.sighup, on_signal, SIGHUP);
 
   {
     const char *auth = token != NULL ? " -H \"Authorization: Bearer $(cat TOKENFILE)\"" : "";
@@ -412,6 +365,10 @@ int main(int argc, char **argv) {
              LITH_VERSION, o.unix_path, o.db, auth, o.unix_path);
     }
     fflush(stdout);
+    lithd_log(LITHD_LOG_INFO, "started: db %s, synchronous %s, %d named command%s%s", o.db,
+              o.synchronous == LITH_SYNC_FULL ? "full" : "normal",
+              lithd_commands_count(commands), lithd_commands_count(commands) == 1 ? "" : "s",
+              o.only_named ? " (only named)" : "");
   }
 
   uv_run(&d.loop, UV_RUN_DEFAULT);
@@ -419,23 +376,30 @@ int main(int argc, char **argv) {
 
 out:
   if (d.http != NULL) lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
+  if (d.srv.started && !d.srv.stopped) {
+    lithd_server_stop(&d.srv); /* a startup failure after the routes */
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+  }
   if (d.bridge != NULL) {
     /* a startup failure: close the bridge, running the loop until done */
     lith_uv_close(d.bridge, on_bridge_closed, &d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }
   if (d.signals_open) {
-    uv_close((uv_handle_t *)&d.sigterm, NULL);
-    uv_close((uv_handle_t *)&d.sigint, NULL);
+    close_signals(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }
-  if (loop_open && uv_loop_close(&d.loop) != 0) fprintf(stderr, "lithd: handles left on the loop\n");
+  if (loop_open && uv_loop_close(&d.loop) != 0) lithd_log(LITHD_LOG_ERROR, "handles left on the loop");
   if (d.db != NULL && lith_close(d.db) != LITH_OK) {
-    fprintf(stderr, "lithd: close: %s\n", lith_errmsg(NULL));
+    lithd_log(LITHD_LOG_ERROR, "close: %s", lith_errmsg(NULL));
     exit_code = 1;
   }
   free(token);
+  lithd_commands_free(commands);
+  lithd_schema_free(&schema);
   if (lock_fd >= 0) close(lock_fd); /* after lith_close: the file is released */
-  if (exit_code == 0) fprintf(stderr, "lithd: stopped\n");
+  if (exit_code == 0) lithd_log(LITHD_LOG_INFO, "stopped");
+  lithd_opts_free(&o);
+  lithd_log_close();
   return exit_code;
 }

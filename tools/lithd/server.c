@@ -21,12 +21,14 @@
  *     or run: a refused request changes nothing.
  */
 #include "server.h"
+#include "log.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 
 #include <jansson.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,13 +104,90 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
   return b;
 }
 
+/* ---- Waiting for room in the queue ------------------------------------- */
+
+#define PARK_MAX_BYTES ((size_t)256 << 20) /* request bodies waiting, at most */
+
+/* A command lith's queue had no room for yet (server.h, "Overload"). It
+ * lives inside its request's context (do_ctx or batch_item). */
+struct lithd_park {
+  struct lithd_park *next;
+  int64_t deadline;     /* lith_clock_ms */
+  size_t bytes;
+  lith_uv_req *ureq;
+  lith_command fn;
+  void *arg;
+  lith_uv_cb done;
+  lith_http_req *req;
+  /* Answer the command with rc (LITH_QUEUE_FULL: waited too long;
+   * LITH_CLOSED: stopping) as its done callback would, and free it. */
+  void (*refuse)(struct lithd_park *p, int rc);
+};
+
+static void park_timer_cb(uv_timer_t *t);
+
+/* Submit what waits, in order, until the queue is full again; refuse what
+ * waited past its deadline. Then aim the timer at the next deadline. */
+static void park_drain(lithd_server *s) {
+  int64_t now = lith_clock_ms();
+  struct lithd_park *p;
+
+  while ((p = s->park_head) != NULL) {
+    int rc = LITH_QUEUE_FULL;
+    if (!lith_http_is_gone(p->req) && now < p->deadline && !s->stopped)
+      rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
+    if (rc == LITH_QUEUE_FULL && now < p->deadline && !s->stopped && !lith_http_is_gone(p->req))
+      break; /* still no room: keep the order */
+    s->park_head = p->next;
+    if (s->park_head == NULL) s->park_tail = NULL;
+    s->park_bytes -= p->bytes;
+    if (rc != LITH_OK) p->refuse(p, s->stopped ? LITH_CLOSED : rc); /* frees p */
+  }
+  if (s->park_head != NULL && !s->stopped) {
+    int64_t wait = s->park_head->deadline - now;
+    /* Completions drain the list as room appears; the timer is there for
+     * the deadline, and as a backstop every 50 ms. */
+    uv_timer_start(&s->park_timer, park_timer_cb, (uint64_t)(wait < 50 ? wait : 50), 0);
+  } else if (s->started && !s->stopped) {
+    uv_timer_stop(&s->park_timer);
+  }
+}
+
+static void park_timer_cb(uv_timer_t *t) { park_drain(t->data); }
+
+/* Submit ureq now if nothing waits and the queue has room; else queue p
+ * behind the others. Returns LITH_OK (submitted or waiting: p->done or
+ * p->refuse will run) or a code for the caller to answer (p untouched). */
+static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
+  int rc;
+  if (s->stopped) return LITH_CLOSED;
+  if (s->park_head != NULL) park_drain(s);
+  if (s->park_head == NULL) {
+    rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
+    if (rc != LITH_QUEUE_FULL) return rc;
+  }
+  if (s->queue_wait_ms <= 0 || s->park_bytes + bytes > PARK_MAX_BYTES) return LITH_QUEUE_FULL;
+  p->next = NULL;
+  p->bytes = bytes;
+  p->deadline = lith_clock_ms() + s->queue_wait_ms;
+  if (s->park_tail != NULL) s->park_tail->next = p;
+  else s->park_head = p;
+  s->park_tail = p;
+  s->park_bytes += bytes;
+  park_drain(s);
+  return LITH_OK;
+}
+
 /* ---- POST /v1/do ------------------------------------------------------- */
 
 struct do_ctx {
   lith_uv_req ureq;     /* first: the bridge callback gets &ureq */
+  struct lithd_park park;
+  lithd_server *s;
   lith_http_req *req;
   lithd_batch *batch;
   lithd_result *result; /* written on the writer thread, read after the callback */
+  int64_t t0;           /* lith_clock_ms at arrival, for the log */
 };
 
 static void do_ctx_free(struct do_ctx *c) {
@@ -118,6 +197,16 @@ static void do_ctx_free(struct do_ctx *c) {
   free(c);
 }
 
+/* A debug line per answered command; 5xx at warn, with the message. */
+static void log_answer(lith_http_req *req, int status, int64_t t0, const char *errmsg) {
+  int level = status >= 500 ? LITHD_LOG_WARN : LITHD_LOG_DEBUG;
+  if (!lithd_log_enabled(level)) return;
+  lithd_log(level, "%s %s %d %" PRId64 " ms%s%s", lith_http_req_method(req),
+            lith_http_req_path(req), status, lith_clock_ms() - t0,
+            status >= 400 && errmsg != NULL && errmsg[0] ? ": " : "",
+            status >= 400 && errmsg != NULL ? errmsg : "");
+}
+
 static int do_cmd(lith_tx *tx, void *arg) {
   struct do_ctx *c = arg;
   return lithd_batch_run(tx, c->batch, &c->result);
@@ -125,34 +214,125 @@ static int do_cmd(lith_tx *tx, void *arg) {
 
 static void do_done(lith_uv_req *u) {
   struct do_ctx *c = (struct do_ctx *)u;
+  lithd_server *s = c->s;
+  int status = 500;
+  char *json = outcome_json(u->req.rc, c->result, u->req.errmsg, &status);
   /* GONE (the client left) releases the handle just the same. */
-  respond_outcome(c->req, u->req.rc, c->result, u->req.errmsg);
+  if (json == NULL) {
+    status = 500;
+    lith_http_respond_error(c->req, 500, "out of memory");
+  } else {
+    log_answer(c->req, status, c->t0, u->req.rc != LITH_OK ? u->req.errmsg : NULL);
+    lith_http_respond_json(c->req, status, json);
+  }
+  free(json);
   do_ctx_free(c);
+  if (s->park_head != NULL) park_drain(s); /* the writer made room */
+}
+
+/* Answer a command that could not be queued (rc from lith_uv_submit, or
+ * the parking's refusal) and free c. */
+static void do_refuse(struct do_ctx *c, int rc) {
+  lithd_error e;
+  submit_error(&e, rc);
+  if (rc == LITH_QUEUE_FULL) lith_http_add_header(c->req, "retry-after", "1");
+  log_answer(c->req, lithd_http_status(rc), c->t0, e.message);
+  respond_lithd_error(c->req, &e);
+  do_ctx_free(c);
+}
+
+static void do_park_refuse(struct lithd_park *p, int rc) {
+  do_refuse((struct do_ctx *)p->arg, rc);
+}
+
+/* Submit c (its batch parsed), or answer why not. Returns the handler's
+ * return value. */
+static int do_submit(lithd_server *s, struct do_ctx *c) {
+  size_t len = 0;
+  int rc;
+  lith_http_req_body(c->req, &len);
+  c->park.ureq = &c->ureq;
+  c->park.fn = do_cmd;
+  c->park.arg = c;
+  c->park.done = do_done;
+  c->park.req = c->req;
+  c->park.refuse = do_park_refuse;
+  rc = submit_or_park(s, &c->park, len + sizeof *c);
+  if (rc == LITH_OK) return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
+  do_refuse(c, rc);
+  return LITH_HTTP_DONE;
+}
+
+static struct do_ctx *do_ctx_new(lithd_server *s, lith_http_req *req) {
+  struct do_ctx *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return NULL;
+  }
+  c->s = s;
+  c->req = req;
+  c->t0 = lith_clock_ms();
+  return c;
+}
+
+/* Refuse raw SQL under --only-named; returns 1 if refused (answered). */
+static int refuse_raw(lithd_server *s, lith_http_req *req) {
+  lithd_error e;
+  if (!s->only_named) return 0;
+  lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                  "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
+  respond_lithd_error(req, &e);
+  return 1;
 }
 
 static int h_do(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
-  struct do_ctx *c = NULL;
-  lithd_error e;
-  int rc;
+  struct do_ctx *c;
 
   if (!authorized(s, req)) return LITH_HTTP_DONE;
-  c = calloc(1, sizeof *c);
-  if (c == NULL) {
-    lith_http_respond_error(req, 500, "out of memory");
-    goto done;
-  }
-  c->req = req;
+  if (refuse_raw(s, req)) return LITH_HTTP_DONE;
+  if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
   c->batch = parse_body(s, req);
-  if (c->batch == NULL) goto done;
+  if (c->batch == NULL) {
+    do_ctx_free(c);
+    return LITH_HTTP_DONE;
+  }
+  return do_submit(s, c);
+}
 
-  rc = lith_uv_submit(s->bridge, &c->ureq, do_cmd, c, do_done);
-  if (rc == LITH_OK) return LITH_HTTP_PENDING; /* c now belongs to do_done */
-  if (rc == LITH_QUEUE_FULL) lith_http_add_header(req, "retry-after", "1");
-  submit_error(&e, rc);
-  respond_lithd_error(req, &e);
-done:
-  do_ctx_free(c);
+/* ---- POST /v1/commands/NAME, GET /v1/commands --------------------------- */
+
+#define COMMANDS_PREFIX "/v1/commands/"
+
+static int h_command(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  const char *name = lith_http_req_path(req) + strlen(COMMANDS_PREFIX);
+  size_t len = 0;
+  const char *body = lith_http_req_body(req, &len);
+  struct do_ctx *c;
+  lithd_error e;
+
+  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
+  if (lithd_commands_batch(s->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
+    respond_lithd_error(req, &e);
+    do_ctx_free(c);
+    return LITH_HTTP_DONE;
+  }
+  return do_submit(s, c);
+}
+
+static int h_commands(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  char *json;
+  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  json = lithd_commands_json(s->commands);
+  if (json == NULL) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  lith_http_respond_json(req, 200, json);
+  free(json);
   return LITH_HTTP_DONE;
 }
 
@@ -240,6 +420,7 @@ struct batch_ctx;
 
 struct batch_item {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
+  struct lithd_park park;
   struct batch_ctx *owner;
   lithd_batch *batch;
   lithd_result *result; /* written on the writer thread */
@@ -247,7 +428,9 @@ struct batch_item {
 };
 
 struct batch_ctx {
+  lithd_server *s;
   lith_http_req *req;
+  int64_t t0;
   size_t n;
   size_t outstanding; /* submitted, callback not run yet */
   struct batch_item *items;
@@ -298,17 +481,31 @@ static int batch_cmd(lith_tx *tx, void *arg) {
   return lithd_batch_run(tx, it->batch, &it->result);
 }
 
-static void batch_done(lith_uv_req *u) {
-  struct batch_item *it = (struct batch_item *)u;
+static void batch_item_done(struct batch_item *it, char *json) {
   struct batch_ctx *b = it->owner;
-  int status;
-
-  it->json = outcome_json(u->req.rc, it->result, u->req.errmsg, &status);
+  lithd_server *s = b->s;
+  it->json = json;
   lithd_result_free(it->result);
   it->result = NULL;
   lithd_batch_free(it->batch);
   it->batch = NULL;
-  if (--b->outstanding == 0) batch_finish(b);
+  if (--b->outstanding == 0) {
+    log_answer(b->req, 200, b->t0, NULL);
+    batch_finish(b);
+  }
+  if (s->park_head != NULL) park_drain(s);
+}
+
+static void batch_done(lith_uv_req *u) {
+  struct batch_item *it = (struct batch_item *)u;
+  int status;
+  batch_item_done(it, outcome_json(u->req.rc, it->result, u->req.errmsg, &status));
+}
+
+static void batch_park_refuse(struct lithd_park *p, int rc) {
+  lithd_error e;
+  submit_error(&e, rc);
+  batch_item_done(p->arg, lithd_error_json(&e));
 }
 
 /* Split the body into commands and parse each; returns LITH_OK or an error
@@ -316,7 +513,7 @@ static void batch_done(lith_uv_req *u) {
 static int batch_parse(lithd_server *s, const char *body, size_t len, struct batch_ctx *b,
                        lithd_error *e) {
   json_error_t jerr;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
   json_t *cmds;
   size_t i;
   int total = 0;
@@ -346,7 +543,6 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
   }
   for (i = 0; i < b->n; i++) {
     json_t *c = json_array_get(cmds, i);
-    char *text;
     lithd_error ce;
 
     b->items[i].owner = b;
@@ -354,13 +550,7 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "command %zu: not an object", i);
       goto out;
     }
-    text = json_dumps(c, JSON_COMPACT);
-    if (text == NULL) {
-      rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
-      goto out;
-    }
-    rc = lithd_batch_parse(text, strlen(text), &s->limits, &b->items[i].batch, &ce);
-    free(text);
+    rc = lithd_batch_from_json(c, &s->limits, &b->items[i].batch, &ce);
     if (rc != LITH_OK) {
       lithd_error_set(e, rc, ce.statement, "command %zu: %s", i, ce.message);
       goto out;
@@ -385,30 +575,154 @@ static int h_batch(lith_http_req *req, void *arg) {
   lithd_error e;
 
   if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (refuse_raw(s, req)) return LITH_HTTP_DONE;
   b = calloc(1, sizeof *b);
   if (b == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
+  b->s = s;
   b->req = req;
+  b->t0 = lith_clock_ms();
   body = lith_http_req_body(req, &len);
   if (batch_parse(s, body, len, b, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
     batch_ctx_free(b);
     return LITH_HTTP_DONE;
   }
+  /* Every item counts as outstanding until its callback or refusal ran;
+   * one extra count held here keeps b alive through this loop. */
+  b->outstanding = b->n + 1;
   for (i = 0; i < b->n; i++) {
     struct batch_item *it = &b->items[i];
-    int rc = lith_uv_submit(s->bridge, &it->ureq, batch_cmd, it, batch_done);
-    if (rc == LITH_OK) {
-      b->outstanding++; /* callbacks run later, from the loop: never in here */
-    } else {
+    int rc;
+    it->park.ureq = &it->ureq;
+    it->park.fn = batch_cmd;
+    it->park.arg = it;
+    it->park.done = batch_done;
+    it->park.req = req;
+    it->park.refuse = batch_park_refuse;
+    rc = submit_or_park(s, &it->park, len / b->n + sizeof *it);
+    if (rc != LITH_OK) {
       submit_error(&e, rc);
       it->json = lithd_error_json(&e);
+      b->outstanding--;
     }
   }
-  if (b->outstanding > 0) return LITH_HTTP_PENDING; /* b belongs to the callbacks */
+  if (--b->outstanding > 0) return LITH_HTTP_PENDING; /* b belongs to the callbacks */
   batch_finish(b);
+  return LITH_HTTP_DONE;
+}
+
+/* ---- POST /v1/backup --------------------------------------------------- */
+
+/* {"dest": "/absolute/path"}: lith_backup on libuv's thread pool (it copies
+ * the whole file; the loop must keep serving), answered with the size and
+ * time. The path is on lithd's machine, written with lithd's permissions:
+ * only a client that holds the token (if any) gets here. */
+struct backup_ctx {
+  uv_work_t work;
+  lithd_server *s;
+  lith_http_req *req;
+  char *dest;
+  int rc;
+  int64_t bytes;
+  int64_t ms;
+  char errmsg[LITH_ERRMSG_MAX];
+};
+
+static void backup_work(uv_work_t *w) { /* a pool thread */
+  struct backup_ctx *k = w->data;
+  int64_t t0 = lith_clock_ms();
+  const char *m;
+  struct stat st;
+
+  k->rc = lith_backup(k->s->db, k->dest);
+  k->ms = lith_clock_ms() - t0;
+  m = lith_errmsg(k->s->db);
+  snprintf(k->errmsg, sizeof k->errmsg, "%s", m != NULL ? m : "");
+  if (k->rc == LITH_OK && stat(k->dest, &st) == 0) k->bytes = (int64_t)st.st_size;
+}
+
+static void backup_after(uv_work_t *w, int status) { /* the loop thread */
+  struct backup_ctx *k = w->data;
+  lithd_error e;
+
+  if (status == UV_ECANCELED) {
+    lith_http_respond_error(k->req, 503, "lithd is shutting down");
+  } else if (k->rc == LITH_OK) {
+    json_t *o = json_pack("{s:s, s:I, s:I}", "dest", k->dest, "bytes", (json_int_t)k->bytes,
+                          "ms", (json_int_t)k->ms);
+    char *txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (txt == NULL)
+      lith_http_respond_error(k->req, 500, "out of memory");
+    else
+      lith_http_respond_json(k->req, 200, txt);
+    free(txt);
+    lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest,
+              k->bytes, k->ms);
+  } else {
+    /* The path was checked here first, so lith_backup's only misuse left is
+     * a destination that is the live database (or its WAL): a conflict. */
+    lithd_error_set(&e, k->rc, -1, "%s", k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
+    if (k->rc == LITH_MISUSE) {
+      char *json = lithd_error_json(&e);
+      if (json == NULL)
+        lith_http_respond_error(k->req, 500, "out of memory");
+      else
+        lith_http_respond_json(k->req, 409, json);
+      free(json);
+    } else {
+      respond_lithd_error(k->req, &e);
+    }
+    lithd_log(LITHD_LOG_WARN, "backup to %s failed: %s", k->dest, e.message);
+  }
+  free(k->dest);
+  free(k);
+}
+
+static int h_backup(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  struct backup_ctx *k = NULL;
+  size_t len = 0;
+  const char *body = lith_http_req_body(req, &len);
+  json_error_t jerr;
+  json_t *root = NULL, *dest;
+  lithd_error e;
+
+  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+  dest = json_object_get(root, "dest");
+  if (root == NULL || !json_is_object(root) || json_object_size(root) != 1 ||
+      !json_is_string(dest)) {
+    lithd_error_set(&e, LITHD_BAD_REQUEST, -1, "the body must be {\"dest\": \"/absolute/path\"}");
+    goto refuse;
+  }
+  if (json_string_value(dest)[0] != '/' || strlen(json_string_value(dest)) > 4000) {
+    lithd_error_set(&e, LITHD_BAD_REQUEST, -1,
+                    "\"dest\" must be an absolute path on lithd's machine (at most 4000 bytes)");
+    goto refuse;
+  }
+  k = calloc(1, sizeof *k);
+  if (k == NULL || (k->dest = strdup(json_string_value(dest))) == NULL) {
+    lithd_error_set(&e, LITH_NOMEM, -1, "out of memory");
+    goto refuse;
+  }
+  k->s = s;
+  k->req = req;
+  k->work.data = k;
+  json_decref(root);
+  if (uv_queue_work(s->loop, &k->work, backup_work, backup_after) == 0) return LITH_HTTP_PENDING;
+  free(k->dest);
+  free(k);
+  lith_http_respond_error(req, 500, "cannot queue the backup");
+  return LITH_HTTP_DONE;
+refuse:
+  if (k != NULL) free(k->dest);
+  free(k);
+  json_decref(root);
+  respond_lithd_error(req, &e);
   return LITH_HTTP_DONE;
 }
 
@@ -601,7 +915,7 @@ static int h_metrics(lith_http_req *req, void *arg) {
 
 /* ---- Routes ------------------------------------------------------------ */
 
-int lithd_server_routes(lithd_server *s) {
+int lithd_server_start(lithd_server *s) {
   int rc;
   if ((rc = lith_http_route(s->http, "POST", "/v1/do", LITH_HTTP_EXACT, h_do, s)) != LITH_HTTP_OK)
     return rc;
@@ -611,11 +925,33 @@ int lithd_server_routes(lithd_server *s) {
   if ((rc = lith_http_route(s->http, "POST", "/v1/query", LITH_HTTP_EXACT, h_query, s)) !=
       LITH_HTTP_OK)
     return rc;
+  if ((rc = lith_http_route(s->http, "POST", COMMANDS_PREFIX, LITH_HTTP_PREFIX, h_command, s)) !=
+      LITH_HTTP_OK)
+    return rc;
+  if ((rc = lith_http_route(s->http, "GET", "/v1/commands", LITH_HTTP_EXACT, h_commands, s)) !=
+      LITH_HTTP_OK)
+    return rc;
+  if ((rc = lith_http_route(s->http, "POST", "/v1/backup", LITH_HTTP_EXACT, h_backup, s)) !=
+      LITH_HTTP_OK)
+    return rc;
   if ((rc = lith_http_route(s->http, "GET", "/v1/stats", LITH_HTTP_EXACT, h_stats, s)) !=
       LITH_HTTP_OK)
     return rc;
   if ((rc = lith_http_route(s->http, "GET", "/metrics", LITH_HTTP_EXACT, h_metrics, s)) !=
       LITH_HTTP_OK)
     return rc;
-  return lith_http_route(s->http, "GET", "/healthz", LITH_HTTP_EXACT, h_healthz, s);
+  if ((rc = lith_http_route(s->http, "GET", "/healthz", LITH_HTTP_EXACT, h_healthz, s)) !=
+      LITH_HTTP_OK)
+    return rc;
+  if (uv_timer_init(s->loop, &s->park_timer) != 0) return LITH_HTTP_ERROR;
+  s->park_timer.data = s;
+  s->started = 1;
+  return LITH_HTTP_OK;
+}
+
+void lithd_server_stop(lithd_server *s) {
+  if (!s->started || s->stopped) return;
+  s->stopped = 1;
+  park_drain(s); /* refuses everything waiting: stopping */
+  uv_close((uv_handle_t *)&s->park_timer, NULL);
 }

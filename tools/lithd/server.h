@@ -12,12 +12,22 @@
  *   POST /v1/batch  {"commands": [...]}: each command its own lith command
  *                   (own savepoint), all submitted together, each with its
  *                   own outcome; answered once the last one is done;
+ *   POST /v1/commands/NAME  a named command (commands.h), run as /v1/do;
+ *   GET  /v1/commands       the named commands and their parameters;
+ *   POST /v1/backup {"dest": "/abs/path"}: lith_backup on the thread pool;
  *   GET  /v1/stats  lith_stats_get as JSON;
  *   GET  /metrics   the same and the HTTP layer's counters, in Prometheus
  *                   text format 0.0.4 (counters, gauges, histograms of batch
  *                   size, transaction time and queue wait);
  *   GET  /healthz   {"ok":true}, never behind the token.
- * Everything runs on the loop thread, but the reads of /v1/query.
+ * Everything runs on the loop thread, but the reads of /v1/query and the
+ * backups.
+ *
+ * Overload: when lith's queue is full, a command waits here, in a FIFO on
+ * the loop, until the writer makes room or queue_wait_ms passed (then 503
+ * with Retry-After). While anything waits, new commands queue behind it, so
+ * the wait is first come, first served. What waits is bounded in bytes
+ * (PARK_MAX_BYTES of request bodies): past that a request gets 503 at once.
  */
 #ifndef LITHD_SERVER_H
 #define LITHD_SERVER_H
@@ -25,6 +35,7 @@
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
+#include "commands.h"
 #include "sqljson.h"
 
 typedef struct lithd_server {
@@ -34,10 +45,25 @@ typedef struct lithd_server {
   lith_http_server *http;   /* caller's */
   const char *token;        /* NULL: no bearer token required; caller's */
   lithd_limits limits;      /* copied into every batch */
+  const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
+  int only_named;           /* refuse /v1/do and /v1/batch */
+  int64_t queue_wait_ms;    /* how long a command waits for room in the queue */
+
+  /* Internal: the commands waiting for room (see above). */
+  struct lithd_park *park_head, *park_tail;
+  size_t park_bytes;
+  uv_timer_t park_timer;
+  int started, stopped;
 } lithd_server;
 
 /* Register every route of lithd on s->http, with `s` as their argument (it
- * must outlive the HTTP server). Returns a LITH_HTTP_ code. */
-int lithd_server_routes(lithd_server *s);
+ * must outlive the HTTP server), and start the server's timer on s->loop.
+ * The public fields must be set. Returns a LITH_HTTP_ code. */
+int lithd_server_start(lithd_server *s);
+
+/* Answer every waiting command with 503 (shutting down) and close the
+ * timer; call it when the stop begins, before the bridge is closed. Later
+ * commands are refused at once. */
+void lithd_server_stop(lithd_server *s);
 
 #endif /* LITHD_SERVER_H */

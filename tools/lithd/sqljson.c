@@ -205,6 +205,8 @@ const char *lithd_code_name(int code) {
   case LITHD_UNENCODABLE: return "unencodable";
   case LITHD_NOT_A_QUERY: return "not_a_query";
   case LITHD_TIMEOUT: return "timeout";
+  case LITHD_NOT_FOUND: return "not_found";
+  case LITHD_FORBIDDEN: return "forbidden";
   default: return code >= LITH_USER ? "command_error" : "unknown";
   }
 }
@@ -215,7 +217,9 @@ int lithd_http_status(int code) {
   case LITHD_BAD_REQUEST:
   case LITH_ERROR:
   case LITH_MISUSE: return 400;
-  case LITHD_NOT_A_QUERY: return 403;
+  case LITHD_NOT_A_QUERY:
+  case LITHD_FORBIDDEN: return 403;
+  case LITHD_NOT_FOUND: return 404;
   case LITH_CONSTRAINT: return 409;
   case LITHD_TOO_LARGE: return 413;
   case LITHD_RESULT_TOO_LARGE:
@@ -549,11 +553,40 @@ static int parse_statement(lithd_batch *b, int i, json_t *j, lithd_error *err) {
   return parse_params(b, spec, i, json_object_get(j, "params"), err);
 }
 
+/* The statements of an already loaded body into a new batch (b is empty, its
+ * limits resolved). */
+static int batch_fill(lithd_batch *b, json_t *root, lithd_error *err) {
+  const char *key;
+  int rc;
+  if (!json_is_object(root))
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
+                           "the body must be an object: {\"statements\": [...]}");
+  if ((key = unknown_key(root, "statements", NULL)) != NULL)
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
+                           "unknown key \"%.64s\" (the body has \"statements\")", key);
+  json_t *list = json_object_get(root, "statements");
+  if (!list || !json_is_array(list))
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"statements\" must be an array%s",
+                           list ? "" : " and is missing");
+  size_t n = json_array_size(list);
+  if (n > (size_t)b->lim.max_statements)
+    return lithd_error_set(err, LITHD_TOO_LARGE, -1, "%zu statements, over the limit of %d", n,
+                           b->lim.max_statements);
+  b->stmts = arena_alloc(&b->mem, n * sizeof *b->stmts, _Alignof(max_align_t));
+  if (!b->stmts)
+    return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
+  memset(b->stmts, 0, n * sizeof *b->stmts);
+  b->n = (int)n;
+  for (int i = 0; i < b->n; i++)
+    if ((rc = parse_statement(b, i, json_array_get(list, (size_t)i), err)) != LITH_OK)
+      return rc;
+  return LITH_OK;
+}
+
 int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                       lithd_batch **out, lithd_error *err) {
   lithd_error scratch;
   json_error_t jerr;
-  const char *key;
   int rc;
   if (!err)
     err = &scratch;
@@ -583,47 +616,38 @@ int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                          jerr.line, jerr.column, jerr.text);
     goto err_free_batch;
   }
-  if (!json_is_object(root)) {
-    rc = lithd_error_set(err, LITHD_BAD_REQUEST, -1,
-                         "the body must be an object: {\"statements\": [...]}");
-    goto err_free_json;
-  }
-  if ((key = unknown_key(root, "statements", NULL)) != NULL) {
-    rc = lithd_error_set(err, LITHD_BAD_REQUEST, -1,
-                         "unknown key \"%.64s\" (the body has \"statements\")", key);
-    goto err_free_json;
-  }
-  json_t *list = json_object_get(root, "statements");
-  if (!list || !json_is_array(list)) {
-    rc = lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"statements\" must be an array%s",
-                         list ? "" : " and is missing");
-    goto err_free_json;
-  }
-  size_t n = json_array_size(list);
-  if (n > (size_t)b->lim.max_statements) {
-    rc = lithd_error_set(err, LITHD_TOO_LARGE, -1, "%zu statements, over the limit of %d", n,
-                         b->lim.max_statements);
-    goto err_free_json;
-  }
-  b->stmts = arena_alloc(&b->mem, n * sizeof *b->stmts, _Alignof(max_align_t));
-  if (!b->stmts) {
-    rc = lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
-    goto err_free_json;
-  }
-  memset(b->stmts, 0, n * sizeof *b->stmts);
-  b->n = (int)n;
-  for (int i = 0; i < b->n; i++)
-    if ((rc = parse_statement(b, i, json_array_get(list, (size_t)i), err)) != LITH_OK)
-      goto err_free_json;
+  rc = batch_fill(b, root, err);
   json_decref(root);
+  if (rc != LITH_OK)
+    goto err_free_batch;
   *out = b;
   return LITH_OK;
 
-err_free_json:
-  json_decref(root);
 err_free_batch:
   lithd_batch_free(b);
   return rc;
+}
+
+int lithd_batch_from_json(json_t *root, const lithd_limits *lim, lithd_batch **out,
+                          lithd_error *err) {
+  lithd_error scratch;
+  int rc;
+  if (!err)
+    err = &scratch;
+  error_clear(err);
+  if (!out || !root)
+    return lithd_error_set(err, LITH_MISUSE, -1, "lithd_batch_from_json: no out or no root");
+  *out = NULL;
+  lithd_batch *b = calloc(1, sizeof *b);
+  if (!b)
+    return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
+  limits_resolve(lim, &b->lim);
+  if ((rc = batch_fill(b, root, err)) != LITH_OK) {
+    lithd_batch_free(b);
+    return rc;
+  }
+  *out = b;
+  return LITH_OK;
 }
 
 int lithd_batch_count(const lithd_batch *b) { return b ? b->n : 0; }

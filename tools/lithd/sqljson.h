@@ -61,6 +61,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "lith.h"
 
 #ifdef __cplusplus
@@ -83,7 +85,10 @@ enum {
                                          valid UTF-8 */
   LITHD_NOT_A_QUERY = LITH_USER + 5,  /* lithd_batch_read met a statement that
                                          is not a read-only query */
-  LITHD_TIMEOUT = LITH_USER + 6       /* the statements ran past max_run_ms */
+  LITHD_TIMEOUT = LITH_USER + 6,      /* the statements ran past max_run_ms */
+  LITHD_NOT_FOUND = LITH_USER + 7,    /* no such named command */
+  LITHD_FORBIDDEN = LITH_USER + 8     /* refused by configuration (raw SQL
+                                         under --only-named) */
 };
 
 /* ---- Limits --------------------------------------------------------------
@@ -132,8 +137,11 @@ const char *lithd_code_name(int code);
  *   LITHD_BAD_REQUEST, LITH_ERROR (an SQL
  *     error), LITH_MISUSE (empty SQL, two
  *     statements in one "sql", ...)           400
- *   LITHD_NOT_A_QUERY                         403  the request was understood,
- *                                                  but /v1/query only reads
+ *   LITHD_NOT_A_QUERY, LITHD_FORBIDDEN        403  the request was understood,
+ *                                                  but /v1/query only reads, or
+ *                                                  lithd only runs named
+ *                                                  commands
+ *   LITHD_NOT_FOUND                           404
  *   LITH_CONSTRAINT                           409
  *   LITHD_TOO_LARGE                           413
  *   LITHD_RESULT_TOO_LARGE, LITHD_UNENCODABLE,
@@ -175,6 +183,12 @@ typedef struct lithd_batch lithd_batch;
  * without its parameters. */
 int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                       lithd_batch **out, lithd_error *err);
+
+/* As lithd_batch_parse, from a body already loaded as JSON: `root` is the
+ * object {"statements": [...]} (the caller's; read only during the call, no
+ * reference taken). The body size limit is the caller's to check. */
+int lithd_batch_from_json(json_t *root, const lithd_limits *lim, lithd_batch **out,
+                          lithd_error *err);
 
 /* The number of statements in `b`. */
 int lithd_batch_count(const lithd_batch *b);

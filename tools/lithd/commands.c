@@ -1,0 +1,472 @@
+/*
+ * lithd named commands — see commands.h.
+ *
+ * Design: the file is split once at startup into commands and statements
+ * (sqlite3_complete finds where a statement ends, so a ';' inside a string
+ * or a trigger body does not split it); lithd_commands_check prepares each
+ * statement once to validate it and to read its parameter names. A request
+ * then only builds the JSON shape sqljson already knows
+ * ({"statements": [{"sql", "params": {":name": value}}]}) from the request's
+ * values (references, no copies) and hands it to lithd_batch_from_json, so
+ * values, limits and binding follow exactly the rules of /v1/do.
+ */
+#include "commands.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FILE_MAX (4 << 20)
+#define NAME_MAX_LEN 64
+
+typedef struct cmd_stmt {
+  char *sql;    /* one statement, NUL-terminated */
+  int line;     /* line of the file where it starts */
+  int nparams;
+  char **full;  /* parameter names as in the SQL (":from"), by index - 1 */
+} cmd_stmt;
+
+typedef struct cmd {
+  char *name;
+  char *description; /* "" if none */
+  int line;          /* line of the marker */
+  cmd_stmt *stmts;
+  int nstmts;
+  char **params;     /* bare names, unique, in order of first use */
+  int nparams;
+} cmd;
+
+struct lithd_commands {
+  cmd *cmds;
+  int n;
+  char *path;
+};
+
+static void cfail(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cfail(char *err, size_t errsz, const char *fmt, ...) {
+  va_list ap;
+  if (err == NULL || errsz == 0) return;
+  va_start(ap, fmt);
+  vsnprintf(err, errsz, fmt, ap);
+  va_end(ap);
+}
+
+/* Pointer past whitespace and SQL comments from s (up to end). */
+static const char *skip_blank(const char *s, const char *end) {
+  while (s < end) {
+    if (isspace((unsigned char)*s)) {
+      s++;
+    } else if (end - s >= 2 && s[0] == '-' && s[1] == '-') {
+      while (s < end && *s != '\n') s++;
+    } else if (end - s >= 2 && s[0] == '/' && s[1] == '*') {
+      const char *c = s + 2;
+      while (end - c >= 2 && !(c[0] == '*' && c[1] == '/')) c++;
+      s = end - c >= 2 ? c + 2 : end;
+    } else {
+      break;
+    }
+  }
+  return s;
+}
+
+static int count_lines(const char *s, const char *end) {
+  int n = 0;
+  for (; s < end; s++)
+    if (*s == '\n') n++;
+  return n;
+}
+
+static int add_stmt(cmd *c, const char *s, size_t n, int line) {
+  cmd_stmt *ns = realloc(c->stmts, (size_t)(c->nstmts + 1) * sizeof *ns);
+  if (ns == NULL) return -1;
+  c->stmts = ns;
+  memset(&ns[c->nstmts], 0, sizeof ns[0]);
+  if ((ns[c->nstmts].sql = strndup(s, n)) == NULL) return -1;
+  ns[c->nstmts].line = line;
+  c->nstmts++;
+  return 0;
+}
+
+/* Split body[0..len) (starting at file line `line`) into c's statements. */
+static int split_body(cmd *c, const char *body, size_t len, int line, char *err, size_t errsz) {
+  const char *end = body + len;
+  const char *start = body;
+  const char *p;
+  char *tmp = malloc(len + 1);
+
+  if (tmp == NULL) goto nomem;
+  for (p = body; p < end; p++) {
+    if (*p != ';') continue;
+    memcpy(tmp, start, (size_t)(p + 1 - start));
+    tmp[p + 1 - start] = '\0';
+    if (!sqlite3_complete(tmp)) continue; /* the ';' is inside a string, comment or trigger */
+    {
+      const char *s = skip_blank(start, p);
+      if (s < p && add_stmt(c, s, (size_t)(p + 1 - s), line + count_lines(body, s)) != 0)
+        goto nomem;
+    }
+    start = p + 1;
+  }
+  {
+    const char *s = skip_blank(start, end);
+    if (s < end && add_stmt(c, s, (size_t)(end - s), line + count_lines(body, s)) != 0) goto nomem;
+  }
+  free(tmp);
+  if (c->nstmts == 0) {
+    cfail(err, errsz, "command \"%s\" (line %d) has no statements", c->name, c->line);
+    return -1;
+  }
+  return 0;
+nomem:
+  free(tmp);
+  cfail(err, errsz, "out of memory");
+  return -1;
+}
+
+/* "-- name: NAME" (spaces optional) -> NAME's start and length, else NULL. */
+static const char *marker(const char *line, const char *eol, size_t *namelen) {
+  const char *p = line;
+  while (p < eol && (*p == ' ' || *p == '\t')) p++;
+  if (eol - p < 2 || p[0] != '-' || p[1] != '-') return NULL;
+  p += 2;
+  while (p < eol && (*p == ' ' || *p == '\t')) p++;
+  if (eol - p < 5 || strncmp(p, "name:", 5) != 0) return NULL;
+  p += 5;
+  while (p < eol && (*p == ' ' || *p == '\t')) p++;
+  {
+    const char *e = eol;
+    while (e > p && isspace((unsigned char)e[-1])) e--;
+    *namelen = (size_t)(e - p);
+  }
+  return p;
+}
+
+static int valid_name(const char *s, size_t n) {
+  size_t i;
+  if (n == 0 || n > NAME_MAX_LEN) return 0;
+  for (i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-' && s[i] != '.') return 0;
+  return 1;
+}
+
+/* Append a description line (a comment, "--" stripped) to c. */
+static int add_description(cmd *c, const char *s, const char *eol) {
+  size_t old = strlen(c->description), n;
+  char *nd;
+  while (s < eol && (*s == ' ' || *s == '\t' || *s == '-')) s++;
+  while (eol > s && isspace((unsigned char)eol[-1])) eol--;
+  n = (size_t)(eol - s);
+  if (n == 0) return 0;
+  nd = realloc(c->description, old + n + 2);
+  if (nd == NULL) return -1;
+  if (old > 0) nd[old++] = ' ';
+  memcpy(nd + old, s, n);
+  nd[old + n] = '\0';
+  c->description = nd;
+  return 0;
+}
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errsz) {
+  FILE *f = fopen(path, "rb");
+  char *buf = NULL;
+  size_t n;
+
+  if (f == NULL) {
+    cfail(err, errsz, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  buf = malloc(FILE_MAX + 1);
+  if (buf == NULL) {
+    cfail(err, errsz, "out of memory");
+    goto fail;
+  }
+  n = fread(buf, 1, FILE_MAX + 1, f);
+  if (ferror(f)) {
+    cfail(err, errsz, "%s: read error", path);
+    goto fail;
+  }
+  if (n > FILE_MAX) {
+    cfail(err, errsz, "%s: larger than %d bytes", path, FILE_MAX);
+    goto fail;
+  }
+  if (memchr(buf, '\0', n) != NULL) {
+    cfail(err, errsz, "%s: holds a NUL byte", path);
+    goto fail;
+  }
+  buf[n] = '\0';
+  *len = n;
+  fclose(f);
+  return buf;
+fail:
+  free(buf);
+  fclose(f);
+  return NULL;
+}
+
+int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_t errsz) {
+  lithd_commands *set = NULL;
+  size_t len = 0;
+  char *text = read_file(path, &len, err, errsz);
+  const char *p, *end, *body = NULL;
+  int line = 1, body_line = 0, in_description = 0;
+  cmd *cur = NULL;
+
+  *out = NULL;
+  if (text == NULL) return -1;
+  set = calloc(1, sizeof *set);
+  if (set == NULL || (set->path = strdup(path)) == NULL) goto nomem;
+  end = text + len;
+  for (p = text; p <= end; line++) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    const char *name;
+    size_t namelen;
+    if (eol == NULL) eol = end;
+    name = marker(p, eol, &namelen);
+    if (name != NULL) {
+      int i;
+      if (cur != NULL && split_body(cur, body, (size_t)(p - body), body_line, err, errsz) != 0)
+        goto fail;
+      if (!valid_name(name, namelen)) {
+        cfail(err, errsz, "%s:%d: a command name is 1-%d of A-Z a-z 0-9 _ . -", path, line,
+              NAME_MAX_LEN);
+        goto fail;
+      }
+      for (i = 0; i < set->n; i++)
+        if (strlen(set->cmds[i].name) == namelen && memcmp(set->cmds[i].name, name, namelen) == 0) {
+          cfail(err, errsz, "%s:%d: command \"%.*s\" is declared twice (first on line %d)", path,
+                line, (int)namelen, name, set->cmds[i].line);
+          goto fail;
+        }
+      {
+        cmd *nc = realloc(set->cmds, (size_t)(set->n + 1) * sizeof *nc);
+        if (nc == NULL) goto nomem;
+        set->cmds = nc;
+        cur = &nc[set->n];
+        memset(cur, 0, sizeof *cur);
+        set->n++;
+        if ((cur->name = strndup(name, namelen)) == NULL || (cur->description = strdup("")) == NULL)
+          goto nomem;
+        cur->line = line;
+      }
+      body = eol < end ? eol + 1 : end;
+      body_line = line + 1;
+      in_description = 1;
+    } else if (cur == NULL) {
+      const char *s = skip_blank(p, eol);
+      if (s < eol) {
+        cfail(err, errsz, "%s:%d: SQL before the first \"-- name: NAME\" line", path, line);
+        goto fail;
+      }
+    } else if (in_description) {
+      const char *s = p;
+      while (s < eol && (*s == ' ' || *s == '\t')) s++;
+      if (eol - s >= 2 && s[0] == '-' && s[1] == '-') {
+        if (add_description(cur, s, eol) != 0) goto nomem;
+      } else if (s < eol) {
+        in_description = 0;
+      }
+    }
+    if (eol == end) break;
+    p = eol + 1;
+  }
+  if (cur != NULL && split_body(cur, body, (size_t)(end - body), body_line, err, errsz) != 0)
+    goto fail;
+  if (set->n == 0) {
+    cfail(err, errsz, "%s: no commands (each begins with a \"-- name: NAME\" line)", path);
+    goto fail;
+  }
+  free(text);
+  *out = set;
+  return 0;
+nomem:
+  cfail(err, errsz, "out of memory");
+fail:
+  free(text);
+  lithd_commands_free(set);
+  return -1;
+}
+
+/* Add bare name to c's parameters unless there. */
+static int add_param(cmd *c, const char *bare) {
+  int i;
+  char **np;
+  for (i = 0; i < c->nparams; i++)
+    if (strcmp(c->params[i], bare) == 0) return 0;
+  np = realloc(c->params, (size_t)(c->nparams + 1) * sizeof *np);
+  if (np == NULL) return -1;
+  c->params = np;
+  if ((np[c->nparams] = strdup(bare)) == NULL) return -1;
+  c->nparams++;
+  return 0;
+}
+
+int lithd_commands_check(lithd_commands *set, sqlite3 *db, char *err, size_t errsz) {
+  int i, j, k;
+  for (i = 0; i < set->n; i++) {
+    cmd *c = &set->cmds[i];
+    for (j = 0; j < c->nstmts; j++) {
+      cmd_stmt *cs = &c->stmts[j];
+      sqlite3_stmt *st = NULL;
+      const char *tail = NULL;
+      int rc = sqlite3_prepare_v2(db, cs->sql, -1, &st, &tail);
+      if (rc != SQLITE_OK) {
+        cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s (the schema must exist when lithd starts: --schema)",
+              set->path, cs->line, c->name, j + 1, sqlite3_errmsg(db));
+        return -1;
+      }
+      if (st == NULL || *skip_blank(tail, tail + strlen(tail)) != '\0') {
+        sqlite3_finalize(st);
+        cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s", set->path, cs->line, c->name,
+              j + 1, st == NULL ? "empty statement" : "more than one statement (end each with ';')");
+        return -1;
+      }
+      cs->nparams = sqlite3_bind_parameter_count(st);
+      cs->full = calloc((size_t)cs->nparams + 1, sizeof *cs->full);
+      if (cs->full == NULL) goto nomem;
+      for (k = 0; k < cs->nparams; k++) {
+        const char *nm = sqlite3_bind_parameter_name(st, k + 1);
+        if (nm == NULL || nm[0] == '?') {
+          sqlite3_finalize(st);
+          cfail(err, errsz,
+                "%s:%d: command \"%s\", statement %d: parameter %d has no name (use :name)",
+                set->path, cs->line, c->name, j + 1, k + 1);
+          return -1;
+        }
+        if ((cs->full[k] = strdup(nm)) == NULL || add_param(c, nm + 1) != 0) {
+          sqlite3_finalize(st);
+          goto nomem;
+        }
+      }
+      sqlite3_finalize(st);
+    }
+  }
+  return 0;
+nomem:
+  cfail(err, errsz, "out of memory");
+  return -1;
+}
+
+int lithd_commands_count(const lithd_commands *set) { return set != NULL ? set->n : 0; }
+
+static const cmd *find(const lithd_commands *set, const char *name) {
+  int i;
+  for (i = 0; set != NULL && i < set->n; i++)
+    if (strcmp(set->cmds[i].name, name) == 0) return &set->cmds[i];
+  return NULL;
+}
+
+int lithd_commands_batch(const lithd_commands *set, const char *name, const char *body,
+                         size_t len, const lithd_limits *lim, lithd_batch **out,
+                         lithd_error *e) {
+  const cmd *c = find(set, name);
+  json_t *req = NULL, *params = NULL, *root = NULL, *list = NULL;
+  json_error_t jerr;
+  const char *key;
+  json_t *v;
+  int i, k, rc;
+
+  *out = NULL;
+  if (c == NULL)
+    return lithd_error_set(e, LITHD_NOT_FOUND, -1, "no command named \"%.64s\"", name);
+  if (lim != NULL && lim->max_body_bytes > 0 && len > lim->max_body_bytes)
+    return lithd_error_set(e, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu",
+                           len, lim->max_body_bytes);
+  if (len > 0) {
+    req = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (req == NULL)
+      return lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
+                             jerr.line, jerr.column, jerr.text);
+    params = json_object_get(req, "params");
+    if (!json_is_object(req) || json_object_size(req) > 1 ||
+        (json_object_size(req) == 1 && !json_is_object(params))) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
+                           "the body must be {\"params\": {\"name\": value, ...}}");
+      goto out;
+    }
+  }
+  /* Every parameter given must be one of the command's, and every one of
+   * the command's given: a misspelt name must not bind NULL. */
+  json_object_foreach(params, key, v) {
+    for (i = 0; i < c->nparams; i++)
+      if (strcmp(c->params[i], key) == 0) break;
+    if (i == c->nparams) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
+                           "command \"%s\" has no parameter \"%.64s\"", c->name, key);
+      goto out;
+    }
+  }
+  for (i = 0; i < c->nparams; i++)
+    if (json_object_get(params, c->params[i]) == NULL) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" of command \"%s\" is missing",
+                           c->params[i], c->name);
+      goto out;
+    }
+
+  root = json_object();
+  list = json_array();
+  if (root == NULL || list == NULL || json_object_set(root, "statements", list) != 0) goto nomem;
+  for (i = 0; i < c->nstmts; i++) {
+    const cmd_stmt *cs = &c->stmts[i];
+    json_t *st = json_pack("{s:s, s:{}}", "sql", cs->sql, "params");
+    json_t *ps = json_object_get(st, "params");
+    if (json_array_append_new(list, st) != 0) goto nomem; /* st NULL or released */
+    for (k = 0; k < cs->nparams; k++)
+      if (json_object_set(ps, cs->full[k], json_object_get(params, cs->full[k] + 1)) != 0)
+        goto nomem;
+  }
+  rc = lithd_batch_from_json(root, lim, out, e);
+  goto out;
+nomem:
+  rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
+out:
+  json_decref(list);
+  json_decref(root);
+  json_decref(req);
+  return rc;
+}
+
+char *lithd_commands_json(const lithd_commands *set) {
+  json_t *root = json_object(), *list = json_array();
+  char *txt = NULL;
+  int i, k;
+
+  if (root == NULL || list == NULL || json_object_set(root, "commands", list) != 0) goto out;
+  for (i = 0; set != NULL && i < set->n; i++) {
+    const cmd *c = &set->cmds[i];
+    json_t *o = json_pack("{s:s, s:s, s:i, s:[]}", "name", c->name, "description",
+                          c->description, "statements", c->nstmts, "params");
+    json_t *ps = json_object_get(o, "params");
+    if (json_array_append_new(list, o) != 0) goto out; /* o NULL or released */
+    for (k = 0; k < c->nparams; k++)
+      if (json_array_append_new(ps, json_string(c->params[k])) != 0) goto out;
+  }
+  txt = json_dumps(root, JSON_COMPACT);
+out:
+  json_decref(list);
+  json_decref(root);
+  return txt;
+}
+
+void lithd_commands_free(lithd_commands *set) {
+  int i, j, k;
+  if (set == NULL) return;
+  for (i = 0; i < set->n; i++) {
+    cmd *c = &set->cmds[i];
+    for (j = 0; j < c->nstmts; j++) {
+      for (k = 0; c->stmts[j].full != NULL && k < c->stmts[j].nparams; k++) free(c->stmts[j].full[k]);
+      free(c->stmts[j].full);
+      free(c->stmts[j].sql);
+    }
+    for (k = 0; k < c->nparams; k++) free(c->params[k]);
+    free(c->params);
+    free(c->stmts);
+    free(c->name);
+    free(c->description);
+  }
+  free(set->cmds);
+  free(set->path);
+  free(set);
+}

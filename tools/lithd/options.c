@@ -1,0 +1,412 @@
+/*
+ * lithd options — see options.h.
+ *
+ * Design: one table of long options serves both sources. The config file
+ * is turned into "--key=value" arguments and run through the same
+ * getopt_long loop as the command line, so both take exactly the same
+ * options with the same checks and messages (a message names the file and
+ * line for a config error).
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lith.h"
+#include "log.h"
+
+#define CONFIG_MAX (1 << 20)
+
+enum {
+  OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
+  OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
+  OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION
+};
+
+static const struct option longs[] = {
+    {"db", required_argument, NULL, OPT_DB},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"unix", required_argument, NULL, OPT_UNIX},
+    {"synchronous", required_argument, NULL, OPT_SYNC},
+    {"checkpoint", required_argument, NULL, OPT_CKPT},
+    {"readers", required_argument, NULL, OPT_READERS},
+    {"max-batch", required_argument, NULL, OPT_MAXBATCH},
+    {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
+    {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
+    {"schema", required_argument, NULL, OPT_SCHEMA},
+    {"commands", required_argument, NULL, OPT_COMMANDS},
+    {"only-named", optional_argument, NULL, OPT_ONLYNAMED},
+    {"token-file", required_argument, NULL, OPT_TOKEN},
+    {"max-body", required_argument, NULL, OPT_MAXBODY},
+    {"max-statements", required_argument, NULL, OPT_MAXSTMTS},
+    {"max-sql", required_argument, NULL, OPT_MAXSQL},
+    {"max-rows", required_argument, NULL, OPT_MAXROWS},
+    {"max-run-ms", required_argument, NULL, OPT_MAXRUN},
+    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+    {"log", required_argument, NULL, OPT_LOG},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0}};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: lithd --db PATH [options]\n"
+          "  --db PATH               the database file (created if missing)\n"
+          "  --listen HOST:PORT      TCP address (default " LITHD_DEFAULT_HOST
+          ":%d; port 0: any free)\n"
+          "  --unix PATH             listen on a Unix socket (mode 0600); TCP then only\n"
+          "                          with --listen\n"
+          "  --synchronous normal|full        (default normal)\n"
+          "  --checkpoint writer|auto|external (default writer)\n"
+          "  --readers N             read connections for /v1/query (default: CPUs)\n"
+          "  --max-batch N           most commands in one transaction (default 1024)\n"
+          "  --max-queue N           most commands queued for the writer (default 65536)\n"
+          "  --queue-wait-ms MS      how long a request waits for room in a full queue\n"
+          "                          before 503 + Retry-After (default 2000)\n"
+          "  --schema FILE           SQL run once at startup as numbered migration steps\n"
+          "                          (a line \"-- step\" starts the next; PRAGMA user_version\n"
+          "                          counts the steps applied)\n"
+          "  --commands FILE         named commands (\"-- name: NAME\" then its SQL) for\n"
+          "                          POST /v1/commands/NAME\n"
+          "  --only-named            refuse raw SQL writes (/v1/do, /v1/batch): only named\n"
+          "                          commands write\n"
+          "  --token-file FILE       require \"Authorization: Bearer <token>\"\n"
+          "                          (needed for a non-loopback --listen)\n"
+          "  --max-body BYTES        largest request body (default 8 MiB)\n"
+          "  --max-statements N      statements in one request (default 1000)\n"
+          "  --max-sql BYTES         SQL text of one statement (default 100000)\n"
+          "  --max-rows N            rows in one answer (default 10000)\n"
+          "  --max-run-ms MS         time to run one request's statements (default 5000)\n"
+          "  --log-level error|warn|info|debug (default info)\n"
+          "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
+          "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
+          "                          the command line wins\n"
+          "  --help, --version\n",
+          LITHD_DEFAULT_PORT);
+}
+
+/* "HOST:PORT", "[V6]:PORT" or ":PORT". Returns 0 or -1. */
+static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
+  const char *colon;
+  const char *h = s;
+  size_t hlen;
+  char *end;
+  long p;
+
+  if (s[0] == '[') {
+    const char *close = strchr(s, ']');
+    if (close == NULL || close[1] != ':') return -1;
+    h = s + 1;
+    hlen = (size_t)(close - h);
+    colon = close + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (colon == NULL) return -1;
+    hlen = (size_t)(colon - s);
+  }
+  if (hlen >= hostsz) return -1;
+  if (hlen == 0) {
+    snprintf(host, hostsz, "%s", LITHD_DEFAULT_HOST);
+  } else {
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+  }
+  errno = 0;
+  p = strtol(colon + 1, &end, 10);
+  if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535) return -1;
+  *port = (int)p;
+  return 0;
+}
+
+static int is_loopback_host(const char *h) {
+  return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0;
+}
+
+/* A whole number in [lo, hi]; 0 or -1 after a message. */
+static int parse_num(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  long long v;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+    fprintf(stderr, "lithd: --%s wants a whole number from %lld to %lld, got \"%s\"\n", opt, lo,
+            hi, s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* Replace *dst with a copy of s; a relative s is taken from `base` (a
+ * directory ending in '/', or NULL for the current one). */
+static int set_path(char **dst, const char *s, const char *base) {
+  char *p;
+  if (base != NULL && s[0] != '/') {
+    size_t n = strlen(base) + strlen(s) + 1;
+    if ((p = malloc(n)) == NULL) return -1;
+    snprintf(p, n, "%s%s", base, s);
+  } else if ((p = strdup(s)) == NULL) {
+    return -1;
+  }
+  free(*dst);
+  *dst = p;
+  return 0;
+}
+
+/* One getopt_long pass over argv. `base` is the directory of relative
+ * paths (NULL: as given). Returns 0, 1 (help/version) or 2. */
+static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
+  int c;
+  long long v;
+
+  optind = 0; /* glibc: start over, a second pass is a new scan */
+  opterr = 1;
+  while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    switch (c) {
+    case OPT_DB:
+      if (set_path(&o->db, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_LISTEN:
+      if (parse_listen(optarg, o->host, sizeof o->host, &o->port) != 0) {
+        fprintf(stderr, "lithd: --listen wants HOST:PORT, got \"%s\"\n", optarg);
+        return 2;
+      }
+      o->listen_given = 1;
+      break;
+    case OPT_UNIX:
+      if (set_path(&o->unix_path, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_SYNC:
+      if (strcmp(optarg, "normal") == 0) o->synchronous = LITH_SYNC_NORMAL;
+      else if (strcmp(optarg, "full") == 0) o->synchronous = LITH_SYNC_FULL;
+      else {
+        fprintf(stderr, "lithd: --synchronous wants normal or full\n");
+        return 2;
+      }
+      break;
+    case OPT_CKPT:
+      if (strcmp(optarg, "writer") == 0) o->checkpoint = LITH_CHECKPOINT_WRITER;
+      else if (strcmp(optarg, "auto") == 0) o->checkpoint = LITH_CHECKPOINT_AUTO;
+      else if (strcmp(optarg, "external") == 0) o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
+      else {
+        fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
+        return 2;
+      }
+      break;
+    case OPT_READERS:
+      if (parse_num("readers", optarg, 1, 1024, &v) != 0) return 2;
+      o->readers = (int)v;
+      break;
+    case OPT_MAXBATCH:
+      if (parse_num("max-batch", optarg, 1, 1 << 20, &v) != 0) return 2;
+      o->max_batch = (int)v;
+      break;
+    case OPT_MAXQUEUE:
+      if (parse_num("max-queue", optarg, 1, 1 << 24, &v) != 0) return 2;
+      o->max_queue = (int)v;
+      break;
+    case OPT_QUEUEWAIT:
+      if (parse_num("queue-wait-ms", optarg, 0, 3600 * 1000, &v) != 0) return 2;
+      o->queue_wait_ms = v;
+      break;
+    case OPT_SCHEMA:
+      if (set_path(&o->schema, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_COMMANDS:
+      if (set_path(&o->commands, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_ONLYNAMED:
+      if (optarg == NULL || strcmp(optarg, "true") == 0 || strcmp(optarg, "yes") == 0 ||
+          strcmp(optarg, "1") == 0)
+        o->only_named = 1;
+      else if (strcmp(optarg, "false") == 0 || strcmp(optarg, "no") == 0 || strcmp(optarg, "0") == 0)
+        o->only_named = 0;
+      else {
+        fprintf(stderr, "lithd: --only-named takes true or false, got \"%s\"\n", optarg);
+        return 2;
+      }
+      break;
+    case OPT_TOKEN:
+      if (set_path(&o->token_file, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_MAXBODY:
+      if (parse_num("max-body", optarg, 1, (long long)1 << 40, &v) != 0) return 2;
+      o->max_body = (size_t)v;
+      break;
+    case OPT_MAXSTMTS:
+      if (parse_num("max-statements", optarg, 1, 1000000, &v) != 0) return 2;
+      o->max_statements = (int)v;
+      break;
+    case OPT_MAXSQL:
+      if (parse_num("max-sql", optarg, 1, (long long)1 << 30, &v) != 0) return 2;
+      o->max_sql = (size_t)v;
+      break;
+    case OPT_MAXROWS:
+      if (parse_num("max-rows", optarg, 1, LLONG_MAX, &v) != 0) return 2;
+      o->max_rows = v;
+      break;
+    case OPT_MAXRUN:
+      if (parse_num("max-run-ms", optarg, 1, (long long)24 * 3600 * 1000, &v) != 0) return 2;
+      o->max_run_ms = v;
+      break;
+    case OPT_LOGLEVEL:
+      if ((o->log_level = lithd_log_level_parse(optarg)) < 0) {
+        fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
+        return 2;
+      }
+      break;
+    case OPT_LOG:
+      if (set_path(&o->log_file, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_CONFIG:
+      if (base != NULL) {
+        fprintf(stderr, "lithd: a config file cannot name another (\"config\")\n");
+        return 2;
+      }
+      break; /* read before this pass */
+    case OPT_HELP: usage(stdout); return 1;
+    case OPT_VERSION: printf("lithd %s\n", LITH_VERSION); return 1;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "lithd: unexpected argument \"%s\"\n", argv[optind]);
+    return 2;
+  }
+  return 0;
+nomem:
+  fprintf(stderr, "lithd: out of memory\n");
+  return 2;
+}
+
+/* Read `path` as "key = value" lines into a pass of "--key=value". */
+static int parse_config(const char *path, lithd_opts *o) {
+  FILE *f = fopen(path, "r");
+  char *text = NULL, *line, *save = NULL, *base = NULL, *slash;
+  char **args = NULL;
+  int nargs = 1, lineno = 0, rc = 2;
+  size_t n;
+
+  if (f == NULL) {
+    fprintf(stderr, "lithd: --config %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  text = malloc(CONFIG_MAX + 1);
+  if (text == NULL) goto nomem;
+  n = fread(text, 1, CONFIG_MAX + 1, f);
+  if (n > CONFIG_MAX) {
+    fprintf(stderr, "lithd: --config %s: larger than %d bytes\n", path, CONFIG_MAX);
+    goto out;
+  }
+  text[n] = '\0';
+  /* Relative paths in the file: from its directory. */
+  if ((base = strdup(path)) == NULL) goto nomem;
+  slash = strrchr(base, '/');
+  if (slash != NULL) slash[1] = '\0';
+  else base[0] = '\0';
+  args = calloc(n / 2 + 2, sizeof *args); /* a line of 2+ bytes per option at most */
+  if (args == NULL) goto nomem;
+  args[0] = (char *)"lithd";
+  for (line = text; line != NULL && *line != '\0'; line = save) {
+    char *nl = strchr(line, '\n'), *eq, *k, *v, *e, *hash;
+    const struct option *opt;
+    size_t need;
+    lineno++;
+    save = nl != NULL ? nl + 1 : NULL;
+    if (nl != NULL) *nl = '\0';
+    hash = strchr(line, '#');
+    if (hash != NULL) *hash = '\0';
+    for (k = line; *k == ' ' || *k == '\t'; k++) {}
+    e = k + strlen(k);
+    while (e > k && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = '\0';
+    if (*k == '\0') continue;
+    eq = strchr(k, '=');
+    v = NULL;
+    if (eq != NULL) {
+      *eq = '\0';
+      for (v = eq + 1; *v == ' ' || *v == '\t'; v++) {}
+      e = eq;
+      while (e > k && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
+    }
+    for (opt = longs; opt->name != NULL; opt++)
+      if (strcmp(opt->name, k) == 0) break;
+    if (opt->name == NULL || opt->val == OPT_HELP || opt->val == OPT_VERSION ||
+        opt->val == OPT_CONFIG) {
+      fprintf(stderr, "lithd: %s:%d: unknown setting \"%s\"\n", path, lineno, k);
+      goto out;
+    }
+    if (opt->has_arg == required_argument && (v == NULL || *v == '\0')) {
+      fprintf(stderr, "lithd: %s:%d: \"%s\" needs a value (%s = ...)\n", path, lineno, k, k);
+      goto out;
+    }
+    need = strlen(k) + (v != NULL ? strlen(v) : 0) + 4;
+    if ((args[nargs] = malloc(need)) == NULL) goto nomem;
+    if (v != NULL)
+      snprintf(args[nargs], need, "--%s=%s", k, v);
+    else
+      snprintf(args[nargs], need, "--%s", k);
+    nargs++;
+  }
+  rc = parse_pass(nargs, args, o, base);
+  if (rc == 2) fprintf(stderr, "lithd: (in the config file %s)\n", path);
+  goto out;
+nomem:
+  fprintf(stderr, "lithd: out of memory\n");
+out:
+  if (args != NULL)
+    for (int i = 1; i < nargs; i++) free(args[i]);
+  free(args);
+  free(base);
+  free(text);
+  fclose(f);
+  return rc;
+}
+
+int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
+  const char *config = NULL;
+  int i, rc;
+
+  memset(o, 0, sizeof *o);
+  snprintf(o->host, sizeof o->host, "%s", LITHD_DEFAULT_HOST);
+  o->port = LITHD_DEFAULT_PORT;
+  o->synchronous = LITH_SYNC_NORMAL;
+  o->checkpoint = LITH_CHECKPOINT_WRITER;
+  o->queue_wait_ms = 2000;
+  o->log_level = LITHD_LOG_INFO;
+
+  /* --config first, wherever it stands, so the command line can override. */
+  for (i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0) config = argv[i] + 9;
+  }
+  if (config != NULL && (rc = parse_config(config, o)) != 0) return rc;
+  if ((rc = parse_pass(argc, argv, o, NULL)) != 0) return rc;
+
+  if (o->db == NULL) {
+    fprintf(stderr, "lithd: --db PATH is required\n");
+    usage(stderr);
+    return 2;
+  }
+  if (!is_loopback_host(o->host) && o->token_file == NULL) {
+    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n",
+            o->host);
+    return 2;
+  }
+  return 0;
+}
+
+void lithd_opts_free(lithd_opts *o) {
+  free(o->db);
+  free(o->unix_path);
+  free(o->schema);
+  free(o->commands);
+  free(o->token_file);
+  free(o->log_file);
+  memset(o, 0, sizeof *o);
+}

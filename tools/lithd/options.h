@@ -1,0 +1,60 @@
+/*
+ * lithd options — the command line and the config file, into one struct.
+ *
+ * Every long option can also be a line of the config file (--config FILE):
+ *
+ *   # lithd.conf
+ *   db = /var/lib/app/app.db
+ *   listen = 127.0.0.1:8765
+ *   synchronous = full
+ *   commands = app.sql        # relative paths: from the config file's directory
+ *   only-named = true
+ *
+ * The file is read first, the command line after it, so an option given on
+ * the command line wins. Relative paths in the file are taken from the
+ * file's directory (a service's config file sits beside its data), relative
+ * paths on the command line from the current directory.
+ */
+#ifndef LITHD_OPTIONS_H
+#define LITHD_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LITHD_DEFAULT_HOST "127.0.0.1"
+#define LITHD_DEFAULT_PORT 8765
+
+typedef struct lithd_opts {
+  char *db;
+  char host[256];
+  int port;
+  int listen_given;
+  char *unix_path;
+  int synchronous;       /* LITH_SYNC_ */
+  int checkpoint;        /* LITH_CHECKPOINT_ */
+  int readers;           /* 0: lith's default (CPUs) */
+  int max_batch;         /* 0: lith's default */
+  int max_queue;         /* 0: lith's default */
+  int64_t queue_wait_ms; /* how long a request waits for room in a full queue */
+  char *schema;
+  char *commands;
+  int only_named;
+  char *token_file;
+  size_t max_body;       /* 0: default */
+  int max_statements;    /* 0: default (sqljson.h) */
+  size_t max_sql;
+  int64_t max_rows;
+  int64_t max_run_ms;
+  int log_level;         /* LITHD_LOG_ */
+  char *log_file;
+} lithd_opts;
+
+/* Parse the config file (if --config is given) and then argv into *o
+ * (defaults first). Returns 0 to run, 1 when --help or --version was
+ * answered (exit 0), 2 on a usage error (a message is on stderr already).
+ * Strings in *o are malloc'd: lithd_opts_free. */
+int lithd_opts_parse(int argc, char **argv, lithd_opts *o);
+
+void lithd_opts_free(lithd_opts *o);
+
+#endif /* LITHD_OPTIONS_H */

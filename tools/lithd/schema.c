@@ -1,0 +1,109 @@
+/*
+ * lithd schema — see schema.h.
+ */
+#include "schema.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHEMA_MAX (16 << 20)
+
+/* 1 if the line [p, eol) is a "-- step" marker. */
+static int is_step(const char *p, const char *eol) {
+  while (p < eol && (*p == ' ' || *p == '\t')) p++;
+  if (eol - p < 2 || p[0] != '-' || p[1] != '-') return 0;
+  p += 2;
+  while (p < eol && (*p == ' ' || *p == '\t')) p++;
+  if (eol - p < 4 || strncmp(p, "step", 4) != 0) return 0;
+  p += 4;
+  return p == eol || !isalnum((unsigned char)*p);
+}
+
+/* 1 if [p, e) holds only whitespace and "--" comment lines. */
+static int blank(const char *p, const char *e) {
+  while (p < e) {
+    if (isspace((unsigned char)*p)) {
+      p++;
+    } else if (e - p >= 2 && p[0] == '-' && p[1] == '-') {
+      while (p < e && *p != '\n') p++;
+    } else {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int add_step(lithd_schema *s, const char *p, const char *e) {
+  char **ns = realloc(s->steps, (size_t)(s->n + 1) * sizeof *ns);
+  if (ns == NULL) return -1;
+  s->steps = ns;
+  if ((ns[s->n] = strndup(p, (size_t)(e - p))) == NULL) return -1;
+  s->n++;
+  return 0;
+}
+
+int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t errsz) {
+  FILE *f = fopen(path, "rb");
+  char *text = NULL;
+  const char *p, *end, *start;
+  size_t n;
+  int markers = 0;
+
+  memset(out, 0, sizeof *out);
+  if (f == NULL) {
+    snprintf(err, errsz, "--schema %s: %s", path, strerror(errno));
+    return -1;
+  }
+  text = malloc(SCHEMA_MAX + 1);
+  if (text == NULL) goto nomem;
+  n = fread(text, 1, SCHEMA_MAX + 1, f);
+  if (n > SCHEMA_MAX || ferror(f) || memchr(text, '\0', n) != NULL) {
+    snprintf(err, errsz, "--schema %s: unreadable, larger than %d bytes or holds a NUL byte", path,
+             SCHEMA_MAX);
+    goto fail;
+  }
+  text[n] = '\0';
+  end = text + n;
+  start = text;
+  for (p = text; p < end;) {
+    const char *eol = memchr(p, '\n', (size_t)(end - p));
+    if (eol == NULL) eol = end;
+    if (is_step(p, eol)) {
+      /* What precedes the first marker is step 1 only if it holds SQL. */
+      if ((markers > 0 || !blank(start, p)) && add_step(out, start, p) != 0) goto nomem;
+      markers++;
+      start = eol;
+    }
+    p = eol < end ? eol + 1 : end;
+  }
+  if ((markers > 0 || !blank(start, end)) && add_step(out, start, end) != 0) goto nomem;
+  for (int i = 0; i < out->n; i++)
+    if (blank(out->steps[i], out->steps[i] + strlen(out->steps[i]))) {
+      snprintf(err, errsz, "--schema %s: step %d is empty", path, i + 1);
+      goto fail;
+    }
+  if (out->n == 0) {
+    snprintf(err, errsz, "--schema %s: no SQL in the file", path);
+    goto fail;
+  }
+  free(text);
+  fclose(f);
+  return 0;
+nomem:
+  snprintf(err, errsz, "out of memory");
+fail:
+  free(text);
+  fclose(f);
+  lithd_schema_free(out);
+  return -1;
+}
+
+void lithd_schema_free(lithd_schema *s) {
+  for (int i = 0; i < s->n; i++) free(s->steps[i]);
+  free(s->steps);
+  s->steps = NULL;
+  s->n = 0;
+}
