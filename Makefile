@@ -66,6 +66,8 @@ include tools/lithd/sqljson.mk
 TEST_BIN += $(LITHD_SQLJSON_TEST)
 include tools/lithd/lithd.mk
 TEST_BIN += $(LITHD_TEST_BIN)
+include tools/lith/lith.mk
+TEST_BIN += $(LITH_CLI_TEST_BIN)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
@@ -122,14 +124,19 @@ $(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
 demo: $(DEMO)
 
 # Benchmarks: standalone programs that print tables (see bench/README.md).
-BENCH_BIN := $(B)/bench/writer
+BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd
 $(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+# bench/lithd spawns lithd (absolute path compiled in, --lithd overrides); it links SQLite only.
+$(B)/bench/lithd: bench/lithd.c $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(B)/bench/writer $(BENCH_ARGS)
+	$(B)/bench/lithd $(BENCH_ARGS)
 
 # The main job: lithd on lithd.db, on 127.0.0.1:8765 (ARGS adds options).
 run: deps
@@ -141,25 +148,26 @@ run-demo: deps
 	@$(MAKE) --no-print-directory $(DEMO)
 	$(DEMO) $(ARGS)
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install: all $(LITH_CLI_BIN)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/lith.h include/lith_uv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(B)/liblith.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/liblith.so $(DESTDIR)$(PREFIX)/lib/liblith.so.$(VERSION)
 	ln -sf liblith.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/liblith.so.$(SOMAJOR)
 	ln -sf liblith.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/liblith.so
 	install -m 644 lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 $(LITH_CLI_BIN) $(DESTDIR)$(PREFIX)/bin/lith
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
 	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/bin/lith
 
 # cppcheck over the library and tools; any finding fails.
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c http/*.c
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c
 
 clean:
 	rm -rf build lith.pc

@@ -1,0 +1,769 @@
+/*
+ * lith — the command-line client of lithd.
+ *
+ * Design:
+ *   - One request per run: the command line becomes one JSON body (built
+ *     with jansson, so quoting is never the shell user's problem), sent by
+ *     client.c over TCP or a Unix socket; the answer is printed as tab-
+ *     separated lines, or unchanged with --json.
+ *   - Arguments are typed the way a shell user means them: whatever parses
+ *     as a JSON scalar (or {"base64": ...}) is that value, anything else is
+ *     text. Integers go through jansson's json_int_t (long long) and never a
+ *     double, so every 64-bit integer arrives exact; a number that cannot be
+ *     carried exactly (too big an integer, an infinite real) is a usage error
+ *     rather than silently becoming text.
+ *   - Global options come before the command, and everything after the
+ *     command is its arguments: "-5" is a number to bind, not an option.
+ *   - The exit status tells a script what happened without parsing text:
+ *     0 done, 1 lithd answered with an error (nothing of the command was
+ *     kept), 2 the command line was wrong (nothing was sent), 3 no usable
+ *     answer (cannot connect, timed out, cut off, not HTTP) — for a write,
+ *     3 after sending means its outcome is unknown, and the message says so.
+ *   - lithd answers errors in two shapes: {"error": {"code", "message",
+ *     "statement"}} from the statement runner and {"error": "message"} from
+ *     the HTTP layer (401, 404, 405, 413); both are printed on one line.
+ *   - Every error path frees what it holds and leaves through one exit
+ *     (goto out), so a sanitizer run shows no leak on any path.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "client.h"
+#include "lith.h" /* LITH_VERSION */
+
+#define DEFAULT_URL "http://127.0.0.1:8765"
+#define DEFAULT_TIMEOUT_S 30
+#define TOKEN_MAX 4096
+#define BODY_MAX ((size_t)1 << 30)
+
+enum { EXIT_DONE = 0, EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_NO_ANSWER = 3 };
+
+struct cli {
+  lithc_endpoint ep;
+  char *token; /* malloc'd; NULL for none */
+  int json;
+  int timeout_ms;
+};
+
+/* ---- Messages ----------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: lith [OPTIONS] COMMAND [ARGS...]\n"
+          "\n"
+          "The command-line client of lithd (one request per run).\n"
+          "\n"
+          "Commands:\n"
+          "  do SQL [ARG...]          run one statement as a command (POST /v1/do)\n"
+          "  query SQL [ARG...]       run one read-only query (POST /v1/query)\n"
+          "  run NAME [KEY=VALUE...]  run the named command NAME (POST /v1/commands/NAME)\n"
+          "  batch FILE|-             POST the file's JSON (or stdin's) as is to /v1/do:\n"
+          "                           {\"statements\": [{\"sql\": ..., \"params\": [...]}, ...]},\n"
+          "                           all run in one command, all or nothing\n"
+          "  stats                    the writer's counters, one \"key value\" per line\n"
+          "  health                   \"ok\" if lithd answers /healthz\n"
+          "  backup DEST              a consistent copy of the database to DEST (a path on\n"
+          "                           lithd's machine; a relative one is made absolute\n"
+          "                           against the current directory)\n"
+          "\n"
+          "Options (before the command):\n"
+          "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL
+          ")\n"
+          "  --unix PATH              connect to lithd's Unix socket (default $LITHD_UNIX;\n"
+          "                           when both variables are set the socket wins)\n"
+          "  --token-file FILE        send the bearer token in FILE (default\n"
+          "                           $LITHD_TOKEN_FILE, else the token in $LITHD_TOKEN)\n"
+          "  --json                   print lithd's JSON answer unchanged\n"
+          "  --timeout SEC            give up after SEC seconds (default %d; 0: never)\n"
+          "  --help, --version\n"
+          "\n"
+          "ARG and VALUE: a JSON number, null, true/false (1/0), a \"quoted string\" or\n"
+          "{\"base64\": \"...\"} (a blob) is bound as that value; anything else as text.\n"
+          "So 42 binds the integer 42, '\"42\"' the text 42, 007 and hello are text.\n"
+          "Integers are exact over the whole 64-bit range; one beyond it is an error.\n"
+          "\n"
+          "Output: rows as tab-separated lines under a header of column names (NULL\n"
+          "for null, blobs as base64:...; text as is, so use --json when values may\n"
+          "hold tabs or line breaks); for a statement without columns, \"changes N,\n"
+          "last_insert_rowid M\". Errors go to stderr as \"lith: CODE: MESSAGE\".\n"
+          "\n"
+          "Exit status:\n"
+          "  0  success\n"
+          "  1  lithd answered with an error (a failed command changed nothing)\n"
+          "  2  usage error: nothing was sent\n"
+          "  3  no usable answer: cannot connect, timed out, connection cut, not HTTP,\n"
+          "     or the output could not be written. After a write was sent, its\n"
+          "     outcome is then unknown (the message says so).\n",
+          DEFAULT_TIMEOUT_S);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  fputs("lith: ", stderr);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputs("\n(lith --help for the usage)\n", stderr);
+  return EXIT_USAGE;
+}
+
+/* ---- Arguments to JSON values ------------------------------------------- */
+
+/* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? — JSON's number grammar. */
+static int is_json_number(const char *s) {
+  if (*s == '-') s++;
+  if (*s == '0') {
+    s++;
+  } else if (isdigit((unsigned char)*s)) {
+    while (isdigit((unsigned char)*s)) s++;
+  } else {
+    return 0;
+  }
+  if (*s == '.') {
+    s++;
+    if (!isdigit((unsigned char)*s)) return 0;
+    while (isdigit((unsigned char)*s)) s++;
+  }
+  if (*s == 'e' || *s == 'E') {
+    s++;
+    if (*s == '+' || *s == '-') s++;
+    if (!isdigit((unsigned char)*s)) return 0;
+    while (isdigit((unsigned char)*s)) s++;
+  }
+  return *s == '\0';
+}
+
+/* The JSON value an argument stands for (a new reference), or NULL after
+ * a message on stderr. `what` names the argument in messages. */
+static json_t *arg_value(const char *s, const char *what) {
+  size_t n = strlen(s);
+  json_error_t jerr;
+  json_t *v;
+
+  /* A JSON value only when it is exactly one: no surrounding blanks. */
+  if (n > 0 && !isspace((unsigned char)s[0]) && !isspace((unsigned char)s[n - 1])) {
+    v = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
+    if (v != NULL) {
+      json_t *b64 = json_object_get(v, "base64");
+      if (!json_is_object(v) && !json_is_array(v)) return v;
+      if (json_is_object(v) && json_object_size(v) == 1 && json_is_string(b64)) return v;
+      json_decref(v); /* another object or an array: JSON text, passed as text */
+    } else if (is_json_number(s)) {
+      usage_error("%s: %s cannot be carried exactly (integers must fit in 64 bits, reals be "
+                  "finite); quote it as '\"%s\"' to pass it as text",
+                  what, s, s);
+      return NULL;
+    }
+  }
+  v = json_stringn(s, n);
+  if (v == NULL) usage_error("%s is not valid UTF-8", what);
+  return v;
+}
+
+/* ---- Printing the answer ------------------------------------------------ */
+
+/* A real in the fewest digits that read back as the same double, with a
+ * ".0" when it would otherwise look like an integer. */
+static void print_real(double d) {
+  char buf[64];
+  int prec;
+  if (!isfinite(d)) {
+    printf("%s", isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
+    return;
+  }
+  for (prec = 15; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, d);
+    if (strtod(buf, NULL) == d) break;
+  }
+  fputs(buf, stdout);
+  if (strpbrk(buf, ".eE") == NULL) fputs(".0", stdout);
+}
+
+static void print_value(const json_t *v) {
+  switch (json_typeof(v)) {
+  case JSON_STRING: fwrite(json_string_value(v), 1, json_string_length(v), stdout); break;
+  case JSON_INTEGER: printf("%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+  case JSON_REAL: print_real(json_real_value(v)); break;
+  case JSON_NULL: fputs("NULL", stdout); break;
+  case JSON_TRUE: fputs("true", stdout); break;
+  case JSON_FALSE: fputs("false", stdout); break;
+  case JSON_OBJECT: {
+    const json_t *b64 = json_object_get(v, "base64");
+    if (json_object_size(v) == 1 && json_is_string(b64)) {
+      fputs("base64:", stdout);
+      fwrite(json_string_value(b64), 1, json_string_length(b64), stdout);
+      break;
+    }
+  } /* fall through: any other object as JSON */
+  /* FALLTHROUGH */
+  default: {
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (text != NULL) fputs(text, stdout);
+    free(text);
+  }
+  }
+}
+
+static int unexpected(const char *what) {
+  fprintf(stderr, "lith: unexpected answer from lithd: %s\n", what);
+  return EXIT_NO_ANSWER;
+}
+
+/* {"results": [{"changes", "last_insert_rowid", "columns", "rows"}, ...]} */
+static int print_results(const json_t *root) {
+  const json_t *results = json_object_get(root, "results");
+  size_t i, j, k;
+
+  if (!json_is_array(results)) return unexpected("no \"results\" array");
+  for (i = 0; i < json_array_size(results); i++) {
+    const json_t *r = json_array_get(results, i);
+    const json_t *cols = json_object_get(r, "columns");
+    const json_t *rows = json_object_get(r, "rows");
+
+    if (i > 0) putchar('\n');
+    if (json_is_array(cols) && json_array_size(cols) > 0) {
+      if (!json_is_array(rows)) return unexpected("columns without \"rows\"");
+      for (k = 0; k < json_array_size(cols); k++) {
+        if (k > 0) putchar('\t');
+        print_value(json_array_get(cols, k));
+      }
+      putchar('\n');
+      for (j = 0; j < json_array_size(rows); j++) {
+        const json_t *row = json_array_get(rows, j);
+        if (!json_is_array(row)) return unexpected("a row that is not an array");
+        for (k = 0; k < json_array_size(row); k++) {
+          if (k > 0) putchar('\t');
+          print_value(json_array_get(row, k));
+        }
+        putchar('\n');
+      }
+    } else {
+      const json_t *ch = json_object_get(r, "changes");
+      const json_t *id = json_object_get(r, "last_insert_rowid");
+      if (!json_is_integer(ch) || !json_is_integer(id))
+        return unexpected("a result without \"changes\" and \"last_insert_rowid\"");
+      printf("changes %" JSON_INTEGER_FORMAT ", last_insert_rowid %" JSON_INTEGER_FORMAT "\n",
+             json_integer_value(ch), json_integer_value(id));
+    }
+  }
+  return EXIT_DONE;
+}
+
+/* Every member as "key value". */
+static int print_pairs(const json_t *root) {
+  const char *key;
+  json_t *v;
+  if (!json_is_object(root)) return unexpected("not a JSON object");
+  json_object_foreach((json_t *)root, key, v) {
+    printf("%s ", key);
+    print_value(v);
+    putchar('\n');
+  }
+  return EXIT_DONE;
+}
+
+static int print_health(const json_t *root) {
+  if (!json_is_true(json_object_get(root, "ok"))) return unexpected("no \"ok\": true");
+  puts("ok");
+  return EXIT_DONE;
+}
+
+static int print_backup(const json_t *root) {
+  const json_t *dest = json_object_get(root, "dest");
+  const json_t *bytes = json_object_get(root, "bytes");
+  const json_t *ms = json_object_get(root, "ms");
+  if (!json_is_string(dest) || !json_is_integer(bytes) || !json_is_integer(ms))
+    return print_pairs(root);
+  printf("backup %s: %" JSON_INTEGER_FORMAT " bytes in %" JSON_INTEGER_FORMAT " ms\n",
+         json_string_value(dest), json_integer_value(bytes), json_integer_value(ms));
+  return EXIT_DONE;
+}
+
+/* Say what lithd's error answer means, on one line of stderr. */
+static void print_server_error(const struct cli *cli, const char *method, const char *path,
+                               const lithc_response *r, const json_t *root) {
+  const json_t *e = json_object_get(root, "error");
+  const char *retry;
+  size_t retry_len = 0;
+
+  if (json_is_object(e)) { /* the statement runner: code, message, statement */
+    const json_t *code = json_object_get(e, "code");
+    const json_t *msg = json_object_get(e, "message");
+    const json_t *st = json_object_get(e, "statement");
+    fprintf(stderr, "lith: %s: %s", json_is_string(code) ? json_string_value(code) : "error",
+            json_is_string(msg) ? json_string_value(msg) : "(no message)");
+    if (json_is_integer(st)) fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
+  } else { /* the HTTP layer's {"error": "..."}, or not JSON at all */
+    fprintf(stderr, "lith: %s %s: HTTP %d", method, path, r->status);
+    if (json_is_string(e)) {
+      fprintf(stderr, ": %s", json_string_value(e));
+    } else if (r->body_len > 0) {
+      size_t n = strcspn(r->body, "\r\n");
+      fprintf(stderr, ": %.*s", (int)(n > 200 ? 200 : n), r->body);
+    }
+    if (r->status == 401)
+      fputs(cli->token != NULL ? " (the token was refused)"
+                               : " (give --token-file FILE, or set LITHD_TOKEN_FILE)",
+            stderr);
+    else if ((r->status == 404 || r->status == 405) && json_is_string(e))
+      fputs(" (this lithd does not serve it: is it older than this lith?)", stderr);
+  }
+  retry = lithc_response_header(r, "retry-after", &retry_len);
+  if (retry != NULL) fprintf(stderr, " (retry after %.*s s)", (int)retry_len, retry);
+  fputc('\n', stderr);
+}
+
+/* ---- One exchange ------------------------------------------------------- */
+
+typedef int (*printer)(const json_t *root);
+
+/* Send the request and handle the answer: print it (`print` for a 2xx in
+ * text mode, the body as is with --json) or its error. Returns the exit
+ * status. */
+static int exchange(const struct cli *cli, const char *method, const char *path,
+                    const char *body, size_t body_len, printer print) {
+  lithc_request req;
+  lithc_response r;
+  char err[1024];
+  json_t *root = NULL;
+  json_error_t jerr;
+  int rc, ok, status;
+
+  memset(&req, 0, sizeof req);
+  req.method = method;
+  req.path = path;
+  req.token = cli->token;
+  req.body = body;
+  req.body_len = body_len;
+  req.timeout_ms = cli->timeout_ms;
+  rc = lithc_request_send(&cli->ep, &req, &r, err, sizeof err);
+  if (rc != LITHC_OK) {
+    fprintf(stderr, "lith: %s\n", err);
+    return rc == LITHC_BAD_ARG ? EXIT_USAGE : EXIT_NO_ANSWER;
+  }
+  ok = r.status >= 200 && r.status < 300;
+  root = json_loadb(r.body, r.body_len, JSON_ALLOW_NUL, &jerr);
+
+  if (cli->json && root != NULL) {
+    fwrite(r.body, 1, r.body_len, stdout);
+    if (r.body_len == 0 || r.body[r.body_len - 1] != '\n') putchar('\n');
+  }
+  if (!ok) {
+    print_server_error(cli, method, path, &r, root);
+    status = EXIT_SERVER;
+  } else if (root == NULL) {
+    fprintf(stderr, "lith: %s %s: the answer is not JSON: %s\n", method, path, jerr.text);
+    status = EXIT_NO_ANSWER;
+  } else {
+    status = cli->json ? EXIT_DONE : print(root);
+  }
+  json_decref(root);
+  lithc_response_free(&r);
+  return status;
+}
+
+/* JSON text of `v` (stolen), sent to path and printed. */
+static int exchange_json(const struct cli *cli, const char *path, json_t *v, printer print) {
+  char *body;
+  int status;
+  if (v == NULL) {
+    fprintf(stderr, "lith: out of memory\n");
+    return EXIT_NO_ANSWER;
+  }
+  body = json_dumps(v, JSON_COMPACT);
+  json_decref(v);
+  if (body == NULL) {
+    fprintf(stderr, "lith: out of memory\n");
+    return EXIT_NO_ANSWER;
+  }
+  status = exchange(cli, "POST", path, body, strlen(body), print);
+  free(body);
+  return status;
+}
+
+/* ---- Commands ----------------------------------------------------------- */
+
+/* do / query: {"statements": [{"sql": SQL, "params": [ARG...]}]} */
+static int statement_cmd(const struct cli *cli, const char *cmd, const char *path, int argc,
+                         char **argv) {
+  json_t *params = NULL, *sql = NULL, *body = NULL;
+  char what[32];
+  int i;
+
+  if (argc < 1) return usage_error("%s: missing SQL (lith %s SQL [ARG...])", cmd, cmd);
+  sql = json_string(argv[0]);
+  if (sql == NULL) return usage_error("%s: the SQL is not valid UTF-8", cmd);
+  params = json_array();
+  if (params == NULL) goto nomem;
+  for (i = 1; i < argc; i++) {
+    json_t *v;
+    snprintf(what, sizeof what, "argument %d", i);
+    v = arg_value(argv[i], what);
+    if (v == NULL) goto usage;
+    if (json_array_append_new(params, v) != 0) goto nomem;
+  }
+  body = json_pack("{s:[{s:o,s:o}]}", "statements", "sql", sql, "params", params);
+  /* json_pack's "o" steals both references, even when it fails */
+  return exchange_json(cli, path, body, print_results);
+nomem:
+  fprintf(stderr, "lith: out of memory\n");
+  json_decref(sql);
+  json_decref(params);
+  return EXIT_NO_ANSWER;
+usage:
+  json_decref(sql);
+  json_decref(params);
+  return EXIT_USAGE;
+}
+
+static int cmd_do(const struct cli *cli, int argc, char **argv) {
+  return statement_cmd(cli, "do", "/v1/do", argc, argv);
+}
+
+static int cmd_query(const struct cli *cli, int argc, char **argv) {
+  return statement_cmd(cli, "query", "/v1/query", argc, argv);
+}
+
+/* run NAME [KEY=VALUE...]: {"params": {"KEY": VALUE, ...}} */
+static int cmd_run(const struct cli *cli, int argc, char **argv) {
+  json_t *params = NULL;
+  char path[1024];
+  size_t n = 0;
+  const char *p;
+  int i;
+
+  if (argc < 1) return usage_error("run: missing NAME (lith run NAME [KEY=VALUE...])");
+  if (argv[0][0] == '\0') return usage_error("run: the command name is empty");
+  /* /v1/commands/ + NAME, percent-encoded outside the unreserved set */
+  n = (size_t)snprintf(path, sizeof path, "/v1/commands/");
+  for (p = argv[0]; *p != '\0'; p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (n + 4 > sizeof path) return usage_error("run: the command name is too long");
+    if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
+      path[n++] = (char)ch;
+    else
+      n += (size_t)snprintf(path + n, sizeof path - n, "%%%02X", ch);
+  }
+  path[n] = '\0';
+
+  params = json_object();
+  if (params == NULL) goto nomem;
+  for (i = 1; i < argc; i++) {
+    const char *eq = strchr(argv[i], '=');
+    char *key;
+    json_t *v;
+    char what[64];
+
+    if (eq == NULL || eq == argv[i]) {
+      usage_error("run: \"%s\" is not KEY=VALUE", argv[i]);
+      goto usage;
+    }
+    key = strndup(argv[i], (size_t)(eq - argv[i]));
+    if (key == NULL) goto nomem;
+    if (json_object_get(params, key) != NULL) {
+      usage_error("run: parameter %s given twice", key);
+      free(key);
+      goto usage;
+    }
+    snprintf(what, sizeof what, "parameter %.40s", key);
+    v = arg_value(eq + 1, what);
+    if (v == NULL) {
+      free(key);
+      goto usage;
+    }
+    if (json_object_set_new(params, key, v) != 0) {
+      /* jansson refuses a key that is not UTF-8 (v was freed) */
+      usage_error("run: parameter name %s is not valid UTF-8", key);
+      free(key);
+      goto usage;
+    }
+    free(key);
+  }
+  return exchange_json(cli, path, json_pack("{s:o}", "params", params), print_results);
+nomem:
+  fprintf(stderr, "lith: out of memory\n");
+  json_decref(params);
+  return EXIT_NO_ANSWER;
+usage:
+  json_decref(params);
+  return EXIT_USAGE;
+}
+
+/* Read a whole file ("-": stdin) into a malloc'd buffer. */
+static char *read_file(const char *name, size_t *len) {
+  FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "rb");
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+
+  if (f == NULL) {
+    fprintf(stderr, "lith: %s: %s\n", name, strerror(errno));
+    return NULL;
+  }
+  for (;;) {
+    size_t got;
+    if (cap - n < 65536) {
+      char *nb;
+      cap = cap == 0 ? 65536 : cap * 2;
+      if (cap > BODY_MAX) {
+        fprintf(stderr, "lith: %s: larger than %zu bytes\n", name, BODY_MAX);
+        goto fail;
+      }
+      nb = realloc(buf, cap);
+      if (nb == NULL) {
+        fprintf(stderr, "lith: out of memory\n");
+        goto fail;
+      }
+      buf = nb;
+    }
+    got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) break;
+  }
+  if (ferror(f)) {
+    fprintf(stderr, "lith: reading %s: %s\n", name, strerror(errno));
+    goto fail;
+  }
+  if (f != stdin) fclose(f);
+  *len = n;
+  return buf;
+fail:
+  free(buf);
+  if (f != stdin) fclose(f);
+  return NULL;
+}
+
+static int cmd_batch(const struct cli *cli, int argc, char **argv) {
+  char *body;
+  size_t len = 0, i;
+  int status;
+
+  if (argc != 1) return usage_error("batch: wants one FILE, or - for stdin (lith batch FILE|-)");
+  body = read_file(argv[0], &len);
+  if (body == NULL) return EXIT_USAGE;
+  for (i = 0; i < len && isspace((unsigned char)body[i]); i++) {
+  }
+  if (i == len) {
+    free(body);
+    return usage_error("batch: %s is empty", argv[0]);
+  }
+  status = exchange(cli, "POST", "/v1/do", body, len, print_results);
+  free(body);
+  return status;
+}
+
+static int no_args(const char *cmd, int argc, char **argv) {
+  if (argc == 0) return 0;
+  if (argv[0][0] == '-')
+    return usage_error("%s: options go before the command (lith %s %s)", cmd, argv[0], cmd);
+  return usage_error("%s takes no arguments", cmd);
+}
+
+static int cmd_stats(const struct cli *cli, int argc, char **argv) {
+  int rc = no_args("stats", argc, argv);
+  return rc != 0 ? rc : exchange(cli, "GET", "/v1/stats", NULL, 0, print_pairs);
+}
+
+static int cmd_health(const struct cli *cli, int argc, char **argv) {
+  int rc = no_args("health", argc, argv);
+  return rc != 0 ? rc : exchange(cli, "GET", "/healthz", NULL, 0, print_health);
+}
+
+/* backup DEST: {"dest": ABSOLUTE_PATH} */
+static int cmd_backup(const struct cli *cli, int argc, char **argv) {
+  const char *dest;
+  char *abs = NULL;
+  json_t *d;
+
+  if (argc != 1) return usage_error("backup: wants one DEST (lith backup DEST)");
+  dest = argv[0];
+  if (dest[0] == '\0') return usage_error("backup: DEST is empty");
+  if (dest[0] == '/') {
+    abs = strdup(dest);
+  } else {
+    char *cwd = getcwd(NULL, 0);
+    size_t n;
+    if (cwd == NULL) {
+      fprintf(stderr, "lith: backup: cannot find the current directory: %s\n", strerror(errno));
+      return EXIT_USAGE;
+    }
+    while (dest[0] == '.' && dest[1] == '/') /* "./x" -> "x" */
+      for (dest += 2; *dest == '/'; dest++) {
+      }
+    n = strlen(cwd) + 1 + strlen(dest) + 1;
+    abs = malloc(n);
+    if (abs != NULL) snprintf(abs, n, "%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", dest);
+    free(cwd);
+  }
+  if (abs == NULL) {
+    fprintf(stderr, "lith: out of memory\n");
+    return EXIT_NO_ANSWER;
+  }
+  d = json_string(abs);
+  free(abs);
+  if (d == NULL) return usage_error("backup: DEST is not valid UTF-8");
+  return exchange_json(cli, "/v1/backup", json_pack("{s:o}", "dest", d), print_backup);
+}
+
+static const struct command {
+  const char *name;
+  int (*fn)(const struct cli *cli, int argc, char **argv);
+} commands[] = {
+    {"do", cmd_do},       {"query", cmd_query},   {"run", cmd_run},       {"batch", cmd_batch},
+    {"stats", cmd_stats}, {"health", cmd_health}, {"backup", cmd_backup},
+};
+
+/* ---- Options ------------------------------------------------------------ */
+
+/* The token in `path`: trailing CR/LF stripped, not empty, no NUL, no line
+ * break inside. A malloc'd string, or NULL after a message. */
+static char *read_token(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *tok = NULL;
+  size_t n;
+
+  if (f == NULL) {
+    fprintf(stderr, "lith: token file %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  tok = malloc(TOKEN_MAX + 2);
+  if (tok == NULL) {
+    fprintf(stderr, "lith: out of memory\n");
+    goto fail;
+  }
+  n = fread(tok, 1, TOKEN_MAX + 1, f);
+  if (ferror(f)) {
+    fprintf(stderr, "lith: token file %s: %s\n", path, strerror(errno));
+    goto fail;
+  }
+  if (n > TOKEN_MAX) {
+    fprintf(stderr, "lith: token file %s: longer than %d bytes\n", path, TOKEN_MAX);
+    goto fail;
+  }
+  tok[n] = '\0';
+  while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r')) tok[--n] = '\0';
+  if (n == 0 || strlen(tok) != n || strpbrk(tok, "\r\n") != NULL) {
+    fprintf(stderr, "lith: token file %s: empty, or holds a NUL byte or a line break\n", path);
+    goto fail;
+  }
+  fclose(f);
+  return tok;
+fail:
+  free(tok);
+  fclose(f);
+  return NULL;
+}
+
+static const char *env(const char *name) {
+  const char *v = getenv(name);
+  return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* Parse the options into *cli; *cmd_index is the command's place in argv.
+ * Returns -1 to go on, or an exit status. */
+static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index) {
+  enum { OPT_URL = 256, OPT_UNIX, OPT_TOKEN_FILE, OPT_JSON, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
+  static const struct option longs[] = {{"url", required_argument, NULL, OPT_URL},
+                                         {"unix", required_argument, NULL, OPT_UNIX},
+                                         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+                                         {"json", no_argument, NULL, OPT_JSON},
+                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                         {"help", no_argument, NULL, OPT_HELP},
+                                         {"version", no_argument, NULL, OPT_VERSION},
+                                         {NULL, 0, NULL, 0}};
+  const char *url = NULL, *unix_path = NULL, *token_file = NULL;
+  char err[512];
+  int c;
+
+  opterr = 0;
+  cli->timeout_ms = DEFAULT_TIMEOUT_S * 1000;
+  /* '+': stop at the command, so that its arguments may start with '-' */
+  while ((c = getopt_long(argc, argv, "+:h", longs, NULL)) != -1) {
+    switch (c) {
+    case OPT_URL: url = optarg; break;
+    case OPT_UNIX: unix_path = optarg; break;
+    case OPT_TOKEN_FILE: token_file = optarg; break;
+    case OPT_JSON: cli->json = 1; break;
+    case OPT_TIMEOUT: {
+      char *end;
+      double s;
+      errno = 0;
+      s = strtod(optarg, &end);
+      if (errno != 0 || end == optarg || *end != '\0' || !(s >= 0) || s > 86400 * 365)
+        return usage_error("--timeout wants seconds (a number >= 0), got \"%s\"", optarg);
+      cli->timeout_ms = (int)ceil(s * 1000);
+      break;
+    }
+    case 'h':
+    case OPT_HELP: usage(stdout); return EXIT_DONE;
+    case OPT_VERSION: printf("lith %s\n", LITH_VERSION); return EXIT_DONE;
+    case ':': return usage_error("%s needs a value", argv[optind - 1]);
+    default: return usage_error("unknown option %s", argv[optind - 1]);
+    }
+  }
+  if (url != NULL && unix_path != NULL) return usage_error("give --url or --unix, not both");
+  if (optind >= argc) return usage_error("no command given");
+  *cmd_index = optind;
+
+  /* Where: the command line, else the environment (the socket first). */
+  if (url == NULL && unix_path == NULL) {
+    unix_path = env("LITHD_UNIX");
+    if (unix_path == NULL) url = env("LITHD_URL");
+    if (unix_path == NULL && url == NULL) url = DEFAULT_URL;
+  }
+  if (unix_path != NULL) {
+    if (lithc_endpoint_unix(&cli->ep, unix_path, err, sizeof err) != LITHC_OK)
+      return usage_error("%s", err);
+  } else if (lithc_endpoint_url(&cli->ep, url, err, sizeof err) != LITHC_OK) {
+    return usage_error("%s", err);
+  }
+
+  /* The token: --token-file, else $LITHD_TOKEN_FILE, else $LITHD_TOKEN. */
+  if (token_file == NULL) token_file = env("LITHD_TOKEN_FILE");
+  if (token_file != NULL) {
+    cli->token = read_token(token_file);
+    if (cli->token == NULL) return EXIT_USAGE;
+  } else if (env("LITHD_TOKEN") != NULL) {
+    cli->token = strdup(env("LITHD_TOKEN"));
+    if (cli->token == NULL) {
+      fprintf(stderr, "lith: out of memory\n");
+      return EXIT_NO_ANSWER;
+    }
+    if (strpbrk(cli->token, "\r\n") != NULL) return usage_error("LITHD_TOKEN holds a line break");
+  }
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  struct cli cli;
+  int status, cmd = 0;
+  size_t i;
+
+  memset(&cli, 0, sizeof cli);
+  status = parse_options(argc, argv, &cli, &cmd);
+  if (status >= 0) goto out;
+
+  for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[cmd], commands[i].name) == 0) break;
+  if (i == sizeof commands / sizeof commands[0])
+    status = usage_error("unknown command \"%s\"", argv[cmd]);
+  else
+    status = commands[i].fn(&cli, argc - cmd - 1, argv + cmd + 1);
+out:
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "lith: writing the output: %s\n", strerror(errno));
+    if (status == EXIT_DONE) status = EXIT_NO_ANSWER;
+  }
+  free(cli.token);
+  return status;
+}
