@@ -117,6 +117,15 @@ typedef struct lith_options {
   int n_migrations;
   lith_commit_hook on_commit; /* optional; see lith_commit_hook */
   void *on_commit_ctx;
+  /* Optional: a further SQLite authorizer (sqlite3_set_authorizer's
+   * callback) for what commands prepare on the write connection, consulted
+   * after lith's own rules; a server that runs its clients' SQL can refuse
+   * ATTACH or PRAGMA assignments with it. Called on the writer thread with
+   * authorizer_ctx (the caller's; it must outlive the handle). A denied
+   * statement fails to prepare (SQLite's "not authorized"). */
+  int (*authorizer)(void *ctx, int action, const char *a, const char *b, const char *c,
+                    const char *d);
+  void *authorizer_ctx;
 } lith_options;
 
 /* Fill *opt with the defaults above. */

@@ -71,15 +71,14 @@ void lith__writer_finalize(lith *db) {
 
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
   const lith *db = ctx;
-  (void)c;
-  (void)d;
   if (!db->in_command)
     return SQLITE_OK;
   if (action == SQLITE_TRANSACTION)
     return SQLITE_DENY; /* the writer owns BEGIN / COMMIT / ROLLBACK */
   if (action == SQLITE_SAVEPOINT && b && strncmp(b, "lith_", 5) == 0)
     return SQLITE_DENY; /* and its own savepoints */
-  (void)a;
+  if (db->opt.authorizer)
+    return db->opt.authorizer(db->opt.authorizer_ctx, action, a, b, c, d);
   return SQLITE_OK;
 }
 

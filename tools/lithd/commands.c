@@ -14,6 +14,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,7 +419,17 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
       if (json_object_set(ps, cs->full[k], json_object_get(params, cs->full[k] + 1)) != 0)
         goto nomem;
   }
-  rc = lithd_batch_from_json(root, lim, out, e);
+  {
+    /* The statements are the operator's, not the client's: the bounds on
+     * how many and how long do not apply to them; rows and time still do. */
+    lithd_limits own;
+    if (lim != NULL) own = *lim;
+    else lithd_limits_default(&own);
+    own.max_statements = INT_MAX;
+    own.max_sql_bytes = SIZE_MAX;
+    own.max_params = INT_MAX;
+    rc = lithd_batch_from_json(root, &own, out, e);
+  }
   goto out;
 nomem:
   rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");

@@ -17,6 +17,9 @@
  * the marker are its description. Names are 1-64 of [A-Za-z0-9_.-].
  * Parameters must be named (:x, @x or $x); a request gives them without the
  * sigil, and must give every parameter of the command and nothing else.
+ * The limits on statements per request, SQL length and parameters do not
+ * apply to named commands (the operator wrote them); the body size, rows,
+ * result bytes and run time limits do.
  *
  * Why prepare at startup (lithd_commands_check): a misspelt table or a
  * syntax error must stop lithd with a message naming the command and the

@@ -28,9 +28,11 @@
 
 #include <jansson.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
 
 /* ---- Helpers ----------------------------------------------------------- */
 
@@ -911,6 +913,31 @@ static int h_metrics(lith_http_req *req, void *arg) {
   lith_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
   free(b.p);
   return LITH_HTTP_DONE;
+}
+
+/* ---- The write connection's authorizer ----------------------------------- */
+
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
+                     const char *d) {
+  /* PRAGMAs whose argument names what to read, not a value to set. */
+  static const char *const reading[] = {"table_info",   "table_xinfo",       "table_list",
+                                        "index_list",   "index_info",        "index_xinfo",
+                                        "foreign_key_list", "foreign_key_check",
+                                        "integrity_check",  "quick_check"};
+  size_t i;
+  (void)ctx, (void)c, (void)d;
+  switch (action) {
+  case SQLITE_ATTACH:
+  case SQLITE_DETACH: return SQLITE_DENY;
+  case SQLITE_FUNCTION:
+    return b != NULL && strcmp(b, "load_extension") == 0 ? SQLITE_DENY : SQLITE_OK;
+  case SQLITE_PRAGMA:
+    if (b == NULL) return SQLITE_OK; /* "PRAGMA x": reads x */
+    for (i = 0; i < sizeof reading / sizeof reading[0]; i++)
+      if (a != NULL && strcmp(a, reading[i]) == 0) return SQLITE_OK;
+    return SQLITE_DENY;
+  default: return SQLITE_OK;
+  }
 }
 
 /* ---- Routes ------------------------------------------------------------ */

@@ -56,6 +56,15 @@ typedef struct lithd_server {
   int started, stopped;
 } lithd_server;
 
+/* The SQLite authorizer lithd puts on the write connection
+ * (lith_options.authorizer; ctx unused): clients' SQL may not ATTACH or
+ * DETACH files, assign a PRAGMA (synchronous, journal_mode, writable_schema,
+ * foreign_keys: settings every other client depends on) or call
+ * load_extension. PRAGMAs that only read, with or without an argument
+ * (table_info(t), integrity_check), stay allowed. */
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
+                     const char *d);
+
 /* Register every route of lithd on s->http, with `s` as their argument (it
  * must outlive the HTTP server), and start the server's timer on s->loop.
  * The public fields must be set. Returns a LITH_HTTP_ code. */

@@ -888,6 +888,11 @@ static int run_one(const runner *rn, int i) {
     rc = rn->tx ? lith_tx_rc(rn->tx) : lith_from_sqlite(sqlite3_extended_errcode(rn->conn));
     if (rc == LITH_OK) /* refused by lith after a good prepare */
       rc = LITH_MISUSE;
+    /* An authorizer said no: 403. (A denied function is SQLITE_ERROR with
+     * "not authorized to use function" rather than SQLITE_AUTH.) */
+    if (sqlite3_errcode(rn->conn) == SQLITE_AUTH ||
+        strncmp(sqlite3_errmsg(rn->conn), "not authorized", 14) == 0)
+      rc = LITHD_FORBIDDEN;
     return rfail(rn, rc, i, "%s", lith_errmsg(NULL));
   }
   if (rn->rx && !sqlite3_stmt_readonly(st)) {

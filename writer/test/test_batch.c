@@ -273,6 +273,41 @@ static void test_transaction_abort_fails_only_the_culprit(void **state) {
   assert_int_equal(count_kv("p4"), 1);
 }
 
+/* The application's authorizer: no ATTACH, no PRAGMA assignment. */
+static int app_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
+                          const char *d) {
+  int *calls = ctx;
+  (void)c, (void)d;
+  (*calls)++;
+  if (action == SQLITE_ATTACH) return SQLITE_DENY;
+  if (action == SQLITE_PRAGMA && b != NULL) return SQLITE_DENY;
+  (void)a;
+  return SQLITE_OK;
+}
+
+static void test_application_authorizer(void **state) {
+  (void)state;
+  lith_options opt;
+  int calls = 0;
+  t_bank_options(&opt);
+  opt.authorizer = app_authorizer;
+  opt.authorizer_ctx = &calls;
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_do(db, run_sql, "ATTACH DATABASE 'other.db' AS o"), LITH_ERROR);
+  assert_non_null(strstr(lith_errmsg(db), "not authorized"));
+  assert_int_equal(lith_do(db, run_sql, "PRAGMA synchronous = OFF"), LITH_ERROR);
+  assert_non_null(strstr(lith_errmsg(db), "not authorized"));
+  /* lith's own rules still come first: its savepoints stay refused. */
+  assert_int_not_equal(lith_do(db, run_sql, "RELEASE lith_c"), LITH_OK);
+  /* Anything else passes through it. */
+  assert_int_equal(lith_do(db, run_sql, "PRAGMA user_version"), LITH_OK);
+  assert_int_equal(lith_do(db, t_put_cmd, "allowed"), LITH_OK);
+  assert_true(calls > 0);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("allowed"), 1);
+  assert_int_equal(access("other.db", F_OK), -1);
+}
+
 static lith *g_db;
 
 static int nested_do(lith_tx *tx, void *arg) {
@@ -313,6 +348,7 @@ int main(void) {
       cmocka_unit_test(test_transaction_abort_fails_only_the_culprit),
       cmocka_unit_test(test_lith_do_from_a_command_is_refused),
       cmocka_unit_test(test_error_message_reaches_the_caller),
+      cmocka_unit_test(test_application_authorizer),
   };
   return cmocka_run_group_tests_name("writer/batch", tests, NULL, NULL);
 }

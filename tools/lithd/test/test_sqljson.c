@@ -563,8 +563,9 @@ static void test_failing_statement_undoes_the_command(void **state) {
   result_fails(j.res, LITH_MISUSE, 0, "empty statement");
   job_free(&j);
   /* the writer's transaction control stays the writer's */
-  assert_int_equal(do_json(db, &j, "{`statements`: [{`sql`: `COMMIT`}]}"), LITH_ERROR);
-  result_fails(j.res, LITH_ERROR, 0, "not authorized");
+  assert_int_equal(do_json(db, &j, "{`statements`: [{`sql`: `COMMIT`}]}"), LITHD_FORBIDDEN);
+  result_fails(j.res, LITHD_FORBIDDEN, 0, "not authorized");
+  assert_int_equal(lithd_http_status(LITHD_FORBIDDEN), 403);
   job_free(&j);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM kv"), 1);
   assert_int_equal(lith_close(db), LITH_OK);

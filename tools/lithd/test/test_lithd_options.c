@@ -1,0 +1,608 @@
+/*
+ * test_lithd_options — lithd's configuration end to end: named commands and
+ * --only-named, --schema steps, the config file, the request limits,
+ * POST /v1/backup, waiting for queue room under overload, the log file and
+ * SIGHUP, the Unix socket, and the startup refusals (each must exit non-zero
+ * with a message that names the problem, and touch nothing).
+ *
+ * Design: the daemon is spawned by child.c's helpers; a start that must fail
+ * is run by run_fail() below, which captures stderr and the exit status.
+ * Every outcome is checked through the API and, where it matters, by opening
+ * the file with SQLite directly.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+
+extern char **environ;
+
+#define TOKEN "options-token"
+
+static const char *const SCHEMA1 =
+    "CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= 0));\n"
+    "INSERT INTO accounts VALUES (1, 100), (2, 0);\n";
+static const char *const SCHEMA2 =
+    "-- step 2: a ledger\n"
+    "CREATE TABLE ledger(id INTEGER PRIMARY KEY, src INTEGER, dst INTEGER, amount INTEGER);\n";
+
+static const char *const COMMANDS =
+    "-- The application's writes.\n"
+    "-- name: transfer\n"
+    "-- Move :amount from account :from to account :to.\n"
+    "UPDATE accounts SET balance = balance - :amount WHERE id = :from;\n"
+    "UPDATE accounts SET balance = balance + :amount WHERE id = :to;\n"
+    "INSERT INTO ledger(src, dst, amount) VALUES (:from, :to, :amount) RETURNING id;\n"
+    "\n"
+    "-- name: open_account\n"
+    "INSERT INTO accounts(id, balance) VALUES (@id, 0);\n"
+    "-- name: semicolons\n"
+    "SELECT 'a;b' AS x, ';' AS y;\n";
+
+static void write_file(const char *path, const char *a, const char *b) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(a, f);
+  if (b != NULL) fputs(b, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Run lithd with argv (after the program name) expecting it to exit by
+ * itself; returns the exit status, stderr in err. */
+static int run_fail(const char *const *args, char *err, size_t errsz) {
+  int pfd[2];
+  posix_spawn_file_actions_t fa;
+  char *argv[32];
+  int n = 0, st;
+  pid_t pid;
+
+  argv[n++] = (char *)LITHD_PATH;
+  for (; *args != NULL && n < 31; args++) argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  assert_int_equal(pipe(pfd), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 2), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
+  assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pfd[1]);
+  tl_read_all(pfd[0], err, errsz);
+  close(pfd[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static void expect_fail(const char *const *args, int code, const char *want) {
+  char err[4096];
+  int rc = run_fail(args, err, sizeof err);
+  if (rc != code || strstr(err, want) == NULL) {
+    print_error("exit %d (want %d), stderr: %s\n(want \"%s\")\n", rc, code, err, want);
+    fail();
+  }
+}
+
+/* ---- Named commands ----------------------------------------------------- */
+
+static void test_named_commands(void **state) {
+  struct tl_child *c = *state;
+  write_file("named-schema.sql", SCHEMA1, SCHEMA2);
+  write_file("named-cmds.sql", COMMANDS, NULL);
+  tl_start(c, "named", 0, TL_ARGS("--schema", "named-schema.sql", "--commands", "named-cmds.sql"));
+
+  tl_expect(c, "GET", "/v1/commands", NULL, NULL, 200,
+            "{\"name\":\"transfer\",\"description\":\"Move :amount from account :from to account "
+            ":to.\",\"statements\":3,\"params\":[\"amount\",\"from\",\"to\"]}");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":30}}", 200,
+            "{\"changes\":1,\"last_insert_rowid\":1,\"columns\":[\"id\"],\"rows\":[[1]]}");
+  /* A failing statement undoes the whole command: the CHECK fails at the
+   * first UPDATE, so no credit and no ledger row. */
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":1000}}", 409, "\"statement\":0");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2}}", 400,
+            "parameter \\\"amount\\\" of command \\\"transfer\\\" is missing");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":1,\"amont\":1}}", 400,
+            "has no parameter \\\"amont\\\"");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"from\":1}", 400, "bad_request");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,", 400,
+            "invalid JSON");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":[1],\"to\":2,\"amount\":1}}", 400, "array");
+  tl_expect(c, "POST", "/v1/commands/nope", NULL, "{}", 404, "not_found");
+  tl_expect(c, "GET", "/v1/commands/transfer", NULL, NULL, 405, NULL);
+  /* @id in the SQL, "id" in the request; an empty body for no parameters. */
+  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 200,
+            "\"changes\":1");
+  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 409,
+            "constraint");
+  tl_expect(c, "POST", "/v1/commands/semicolons", NULL, "", 200, "\"rows\":[[\"a;b\",\";\"]]");
+  /* Raw SQL still works without --only-named. */
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = balance WHERE id = 1\"}]}",
+            200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 1"), 70);
+  assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 2"), 30);
+  assert_int_equal(tl_sql_int("named.db", "SELECT count(*) FROM ledger"), 1);
+  assert_int_equal(tl_sql_int("named.db", "SELECT count(*) FROM accounts"), 3);
+}
+
+static void test_only_named(void **state) {
+  struct tl_child *c = *state;
+  write_file("only-schema.sql", SCHEMA1, SCHEMA2);
+  write_file("only-cmds.sql", COMMANDS, NULL);
+  tl_start(c, "only", 0,
+           TL_ARGS("--schema", "only-schema.sql", "--commands", "only-cmds.sql", "--only-named"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 0\"}]}", 403, "forbidden");
+  tl_expect(c, "POST", "/v1/batch", NULL,
+            "{\"commands\":[{\"statements\":[{\"sql\":\"DELETE FROM accounts\"}]}]}", 403,
+            "--only-named");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200, NULL);
+  /* Reads stay open: they cannot change anything. */
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT sum(balance) FROM accounts\"}]}", 200,
+            "\"rows\":[[100]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("only.db", "SELECT balance FROM accounts WHERE id = 1"), 95);
+  assert_int_equal(tl_sql_int("only.db", "SELECT count(*) FROM accounts"), 2);
+}
+
+static void test_commands_refused_at_startup(void **state) {
+  (void)state;
+  write_file("bad-schema.sql", SCHEMA1, SCHEMA2);
+  write_file("bad-typo.sql", "-- name: ok\nSELECT 1;\n-- name: typo\nUPDATE acounts SET balance = 0;\n",
+             NULL);
+  expect_fail(TL_ARGS("--db", "bad1.db", "--schema", "bad-schema.sql", "--commands", "bad-typo.sql"),
+              1, "bad-typo.sql:4: command \"typo\", statement 1: no such table: acounts");
+  write_file("bad-pos.sql", "-- name: pos\nUPDATE accounts SET balance = ? WHERE id = :id;\n", NULL);
+  expect_fail(TL_ARGS("--db", "bad2.db", "--schema", "bad-schema.sql", "--commands", "bad-pos.sql"),
+              1, "parameter 1 has no name");
+  write_file("bad-dup.sql", "-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n", NULL);
+  expect_fail(TL_ARGS("--db", "bad3.db", "--commands", "bad-dup.sql"), 1, "declared twice");
+  write_file("bad-pre.sql", "SELECT 1;\n-- name: a\nSELECT 2;\n", NULL);
+  expect_fail(TL_ARGS("--db", "bad4.db", "--commands", "bad-pre.sql"), 1,
+              "bad-pre.sql:1: SQL before the first");
+  write_file("bad-empty.sql", "-- name: a\n-- nothing\n", NULL);
+  expect_fail(TL_ARGS("--db", "bad5.db", "--commands", "bad-empty.sql"), 1, "has no statements");
+  expect_fail(TL_ARGS("--db", "bad6.db", "--commands", "missing.sql"), 1, "missing.sql");
+  expect_fail(TL_ARGS("--db", "bad7.db", "--only-named"), 1, "--only-named needs --commands");
+}
+
+/* ---- --schema ------------------------------------------------------------ */
+
+static void test_schema_steps(void **state) {
+  struct tl_child *c = *state;
+  write_file("steps.sql", SCHEMA1, NULL);
+  tl_start(c, "steps", 0, TL_ARGS("--schema", "steps.sql"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 7 WHERE id = 2\"}]}", 200,
+            NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("steps.db", "PRAGMA user_version"), 1);
+
+  /* Step 2 appended: only it runs (step 1's INSERT would fail on the
+   * existing rows if it ran again), and the data stays. */
+  write_file("steps.sql", SCHEMA1, SCHEMA2);
+  tl_start(c, "steps", TL_KEEP_DB, TL_ARGS("--schema", "steps.sql"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO ledger(src, dst, amount) VALUES (1, 2, 3)\"}]}",
+            200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("steps.db", "PRAGMA user_version"), 2);
+  assert_int_equal(tl_sql_int("steps.db", "SELECT balance FROM accounts WHERE id = 2"), 7);
+
+  /* An older schema file (fewer steps than applied) is refused. */
+  write_file("steps-old.sql", SCHEMA1, NULL);
+  expect_fail(TL_ARGS("--db", "steps.db", "--schema", "steps-old.sql"), 1, "newer than");
+  /* A failing step changes nothing: the steps run in one transaction. */
+  write_file("steps-bad.sql", SCHEMA1, "-- step 2\nCREATE TABLE t2(x);\n-- step 3\nSELEC oops;\n");
+  expect_fail(TL_ARGS("--db", "stepsbad.db", "--schema", "steps-bad.sql"), 1, "migration 3");
+  assert_int_equal(tl_sql_int("stepsbad.db", "PRAGMA user_version"), 0);
+  assert_int_equal(tl_sql_int("stepsbad.db", "SELECT count(*) FROM sqlite_schema"), 0);
+  write_file("steps-empty.sql", SCHEMA1, "-- step 2\n-- step 3\nCREATE TABLE t3(x);\n");
+  expect_fail(TL_ARGS("--db", "stepsempty.db", "--schema", "steps-empty.sql"), 1, "step 2 is empty");
+}
+
+/* ---- Config file ----------------------------------------------------------- */
+
+static void test_config_file(void **state) {
+  struct tl_child *c = *state;
+  const char *three = "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"SELECT 2\"},{\"sql\":\"SELECT 3\"}]}";
+
+  assert_int_equal(mkdir("conf", 0700) == 0 || errno == EEXIST, 1);
+  write_file("conf/schema.sql", SCHEMA1, SCHEMA2);
+  write_file("conf/cmds.sql", COMMANDS, NULL);
+  /* Relative paths from the file's directory; comments; a flag alone. */
+  write_file("conf/lithd.conf",
+             "# lithd settings\n"
+             "schema = schema.sql\n"
+             "commands=cmds.sql   # trailing comment\n"
+             "  max-statements = 2\n"
+             "synchronous = full\n"
+             "only-named\n",
+             NULL);
+  tl_start(c, "conf", 0, TL_ARGS("--config", "conf/lithd.conf", "--only-named=false"));
+  /* The command line wins: --only-named=false lets /v1/do through; the
+   * file's max-statements (2) holds. */
+  tl_expect(c, "POST", "/v1/do", NULL, three, 413, "too_large");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("conf.db", "SELECT count(*) FROM ledger"), 1);
+
+  write_file("bad.conf", "max-statements = 2\nmax-statment = 3\n", NULL);
+  expect_fail(TL_ARGS("--db", "x.db", "--config", "bad.conf"), 2,
+              "bad.conf:2: unknown setting \"max-statment\"");
+  write_file("bad2.conf", "readers = 0\n", NULL);
+  expect_fail(TL_ARGS("--db", "x.db", "--config", "bad2.conf"), 2, "(in the config file bad2.conf)");
+  write_file("bad3.conf", "schema =\n", NULL);
+  expect_fail(TL_ARGS("--db", "x.db", "--config", "bad3.conf"), 2, "needs a value");
+  expect_fail(TL_ARGS("--db", "x.db", "--config", "nosuch.conf"), 2, "nosuch.conf");
+  expect_fail(TL_ARGS("--db", "x.db", "--max-rows", "-1"), 2, "--max-rows wants");
+  expect_fail(TL_ARGS("--db", "x.db", "--log-level", "loud"), 2, "--log-level");
+  assert_int_equal(access("x.db", F_OK), -1);
+}
+
+/* ---- Limits --------------------------------------------------------------- */
+
+static void test_limits(void **state) {
+  struct tl_child *c = *state;
+  char sql[300];
+  tl_start(c, "limits", 0,
+           TL_ARGS("--max-statements", "3", "--max-sql", "120", "--max-rows", "5", "--max-run-ms",
+                   "150"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x INTEGER PRIMARY KEY, y)\"}]}", 200, NULL);
+  /* Too many statements: 413, nothing runs (the INSERT is not kept). */
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1, 1)\"},{\"sql\":\"SELECT 1\"},"
+            "{\"sql\":\"SELECT 2\"},{\"sql\":\"SELECT 3\"}]}",
+            413, "4 statements, over the limit of 3");
+  /* SQL too long. */
+  snprintf(sql, sizeof sql,
+           "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2, '%0130d')\"}]}", 0);
+  tl_expect(c, "POST", "/v1/do", NULL, sql, 413, "over the limit of 120");
+  /* Too many rows: 422, and the write before it in the command is undone. */
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (3, 3)\"},"
+            "{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 6) "
+            "SELECT i FROM c\"}]}",
+            422, "result_too_large");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+            "FROM c WHERE i < 6) SELECT i FROM c\"}]}",
+            422, "result_too_large");
+  /* Too long a run: 422 timeout, the write before it undone. */
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (4, 4)\"},"
+            "{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100000000) "
+            "SELECT count(*) FROM c\"}]}",
+            422, "timeout");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+            "FROM c WHERE i < 100000000) SELECT count(*) FROM c\"}]}",
+            422, "timeout");
+  /* Within every limit it works, and nothing of the refused ones is there. */
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (5, 5)\"}]}",
+            200, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT group_concat(x) FROM t\"}]}", 200,
+            "\"rows\":[[\"5\"]]");
+}
+
+/* ---- POST /v1/backup ------------------------------------------------------- */
+
+static void test_backup(void **state) {
+  struct tl_child *c = *state;
+  char cwd[512], body[1200], dest[1100];
+  const char *good = "Bearer " TOKEN;
+
+  write_file("backup-token.txt", TOKEN "\n", NULL);
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  snprintf(dest, sizeof dest, "%s/copy.db", cwd);
+  unlink(dest);
+  tl_start(c, "backup", 0, TL_ARGS("--token-file", "backup-token.txt"));
+  tl_expect(c, "POST", "/v1/do", good,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (42)\"}]}",
+            200, NULL);
+  snprintf(body, sizeof body, "{\"dest\":\"%s\"}", dest);
+  tl_expect(c, "POST", "/v1/backup", NULL, body, 401, NULL);
+  tl_expect(c, "POST", "/v1/backup", "Bearer nope", body, 401, NULL);
+  assert_int_equal(access(dest, F_OK), -1);
+  tl_expect(c, "POST", "/v1/backup", good, body, 200, "\"bytes\":");
+  assert_int_equal(tl_sql_int(dest, "SELECT x FROM t"), 42);
+  tl_assert_integrity(dest);
+  /* Again over the old copy: replaced with the new state. */
+  tl_expect(c, "POST", "/v1/do", good, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (43)\"}]}",
+            200, NULL);
+  tl_expect(c, "POST", "/v1/backup", good, body, 200, NULL);
+  assert_int_equal(tl_sql_int(dest, "SELECT count(*) FROM t"), 2);
+
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"relative.db\"}", 400, "absolute");
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":42}", 400, "bad_request");
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"/x\",\"more\":1}", 400, NULL);
+  tl_expect(c, "POST", "/v1/backup", good, "not json", 400, NULL);
+  snprintf(body, sizeof body, "{\"dest\":\"%s/backup.db\"}", cwd);
+  tl_expect(c, "POST", "/v1/backup", good, body, 409, "live database");
+  snprintf(body, sizeof body, "{\"dest\":\"%s/no/such/dir/copy.db\"}", cwd);
+  tl_expect(c, "POST", "/v1/backup", good, body, 500, "error");
+  /* The live database is untouched by all that. */
+  tl_expect(c, "POST", "/v1/query", good, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}",
+            200, "\"rows\":[[2]]");
+}
+
+/* ---- Overload ------------------------------------------------------------- */
+
+#define SLOW_WRITE(n)                                                                           \
+  "{\"statements\":[{\"sql\":\"INSERT INTO t(v) SELECT count(*) FROM (WITH RECURSIVE c(i) AS " \
+  "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < " #n ") SELECT i FROM c)\"}]}"
+#define FAST_WRITE "{\"statements\":[{\"sql\":\"INSERT INTO t(v) VALUES (1)\"}]}"
+#define NFAST 12
+
+/* One slow command holds the writer; NFAST more arrive at once behind it,
+ * with room for one in lith's queue. Returns how many were refused (503);
+ * each refusal must carry Retry-After; *max_ms: the longest answer. */
+static int overload_round(struct tl_child *c, int *ok, int64_t *max_ms) {
+  int fds[NFAST], slow, i, refused = 0;
+  struct tl_resp r;
+  int64_t t0;
+
+  slow = tl_send(c, "POST", "/v1/do", NULL, SLOW_WRITE(3000000));
+  usleep(100 * 1000); /* the writer is inside the slow command now */
+  t0 = now_ms();
+  for (i = 0; i < NFAST; i++) fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
+  *ok = 0;
+  *max_ms = 0;
+  for (i = 0; i < NFAST; i++) {
+    int64_t took;
+    tl_read(fds[i], &r);
+    took = now_ms() - t0;
+    if (took > *max_ms) *max_ms = took;
+    if (r.status == 503) {
+      refused++;
+      assert_non_null(strcasestr(r.head, "\nretry-after: 1\r\n"));
+      assert_non_null(strstr(r.body, "queue_full"));
+    } else {
+      assert_int_equal(r.status, 200);
+      (*ok)++;
+    }
+    tl_resp_free(&r);
+  }
+  tl_read(slow, &r);
+  assert_int_equal(r.status, 200);
+  tl_resp_free(&r);
+  return refused;
+}
+
+static void test_overload_waits_then_503(void **state) {
+  struct tl_child *c = *state;
+  int ok, refused;
+  int64_t max_ms;
+
+  /* No waiting: the queue holds one, the rest are refused at once. */
+  tl_start(c, "overload0", 0,
+           TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "0", "--max-run-ms", "120000"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
+  refused = overload_round(c, &ok, &max_ms);
+  assert_true(refused >= NFAST - 2);
+  assert_int_equal(ok + refused, NFAST);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  /* Exactly the answered ones are in (plus the slow one). */
+  assert_int_equal(tl_sql_int("overload0.db", "SELECT count(*) FROM t"), ok + 1);
+
+  /* Waiting long enough: everyone gets in, in turn. */
+  tl_start(c, "overload1", 0,
+           TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "20000", "--max-run-ms", "120000"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
+  refused = overload_round(c, &ok, &max_ms);
+  assert_int_equal(refused, 0);
+  assert_int_equal(ok, NFAST);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("overload1.db", "SELECT count(*) FROM t"), NFAST + 1);
+
+  /* A short wait behind a long command: refused when the wait is over,
+   * not when the command ends. */
+  tl_start(c, "overload2", 0,
+           TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "100", "--max-run-ms", "120000"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
+  {
+    int fds[4], i, n503 = 0;
+    struct tl_resp r;
+    int slow = tl_send(c, "POST", "/v1/do", NULL, SLOW_WRITE(6000000));
+    int64_t t0, took_max = 0, slow_ms;
+    usleep(100 * 1000);
+    t0 = now_ms();
+    for (i = 0; i < 4; i++) fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
+    /* Read each answer as it comes (the one admitted to the queue comes
+     * only after the slow command). */
+    for (int left = 4; left > 0;) {
+      struct pollfd p[4];
+      for (i = 0; i < 4; i++) {
+        p[i].fd = fds[i];
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+      }
+      assert_true(poll(p, 4, TL_TIMEOUT_MS) > 0);
+      for (i = 0; i < 4; i++) {
+        if (fds[i] < 0 || p[i].revents == 0) continue;
+        tl_read(fds[i], &r);
+        fds[i] = -1;
+        left--;
+        if (r.status == 503) {
+          int64_t took = now_ms() - t0;
+          n503++;
+          if (took > took_max) took_max = took;
+        }
+        tl_resp_free(&r);
+      }
+    }
+    tl_read(slow, &r);
+    slow_ms = now_ms() - t0;
+    assert_int_equal(r.status, 200);
+    tl_resp_free(&r);
+    assert_true(n503 >= 2);
+    /* The refusals came well before the slow command ended. */
+    if (!(took_max < slow_ms)) {
+      print_error("503 after %lld ms, slow command done after %lld ms\n", (long long)took_max,
+                  (long long)slow_ms);
+      fail();
+    }
+  }
+}
+
+/* ---- Log file and SIGHUP ---------------------------------------------------- */
+
+static void test_log_file_and_sighup(void **state) {
+  struct tl_child *c = *state;
+  char buf[8192];
+  int fd, i;
+
+  unlink("lithd.log");
+  unlink("lithd.log.1");
+  tl_start(c, "logs", 0, TL_ARGS("--log", "lithd.log", "--log-level", "debug"));
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, NULL);
+  /* logrotate: rename, then SIGHUP; new lines go to a new file. */
+  assert_int_equal(rename("lithd.log", "lithd.log.1"), 0);
+  assert_int_equal(kill(c->pid, SIGHUP), 0);
+  for (i = 0; i < 100 && access("lithd.log", F_OK) != 0; i++) usleep(20 * 1000);
+  assert_int_equal(access("lithd.log", F_OK), 0);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELEC 1\"}]}", 400, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+
+  fd = open("lithd.log.1", O_RDONLY);
+  assert_true(fd >= 0);
+  tl_read_all(fd, buf, sizeof buf);
+  close(fd);
+  assert_non_null(strstr(buf, " info: started"));
+  assert_non_null(strstr(buf, " debug: POST /v1/do 200"));
+  assert_null(strstr(buf, "stopped"));
+  fd = open("lithd.log", O_RDONLY);
+  assert_true(fd >= 0);
+  tl_read_all(fd, buf, sizeof buf);
+  close(fd);
+  assert_non_null(strstr(buf, "SIGHUP: log reopened"));
+  assert_non_null(strstr(buf, "SIGTERM, stopping"));
+  assert_non_null(strstr(buf, " info: stopped"));
+
+  /* warn level: no debug lines. */
+  unlink("quiet.log");
+  tl_start(c, "quiet", 0, TL_ARGS("--log", "quiet.log", "--log-level", "warn"));
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  fd = open("quiet.log", O_RDONLY);
+  assert_true(fd >= 0);
+  tl_read_all(fd, buf, sizeof buf);
+  close(fd);
+  assert_null(strstr(buf, "debug"));
+  assert_null(strstr(buf, "info"));
+}
+
+/* ---- Unix socket ------------------------------------------------------------ */
+
+static void test_unix_socket(void **state) {
+  struct tl_child *c = *state;
+  struct stat st;
+  tl_start(c, "unixonly", TL_UNIX, NULL);
+  assert_int_equal(stat(c->unix_path, &st), 0);
+  assert_true(S_ISSOCK(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0600);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (9007199254740993)\"}]}",
+            200, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT x FROM t\"}]}", 200,
+            "[[9007199254740993]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  /* The socket file goes with the daemon. */
+  assert_int_equal(access("unixonly.sock", F_OK), -1);
+  assert_int_equal(tl_sql_int("unixonly.db", "SELECT count(*) FROM t"), 1);
+}
+
+/* Clients' SQL cannot reach files or change the shared connection. */
+static void test_authorizer(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "authz", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200,
+            NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"},"
+            "{\"sql\":\"ATTACH DATABASE 'elsewhere.db' AS e\"}]}",
+            403, "not authorized");
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"PRAGMA synchronous = OFF\"}]}", 403, "forbidden");
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"PRAGMA main.journal_mode = DELETE\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"PRAGMA writable_schema = ON\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403, NULL);
+  /* Reading PRAGMAs are fine. */
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA table_info(t)\"}]}",
+            200, "\"x\"");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA synchronous\"}]}", 200,
+            "\"rows\":[[1]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(access("elsewhere.db", F_OK), -1);
+  assert_int_equal(tl_sql_int("authz.db", "SELECT count(*) FROM t"), 0);
+}
+
+static void test_help_and_version(void **state) {
+  char out[8192];
+  (void)state;
+  /* --help goes to stdout; run_fail reads stderr, so check the exit code
+   * and that nothing was created. */
+  assert_int_equal(run_fail(TL_ARGS("--help"), out, sizeof out), 0);
+  assert_int_equal(run_fail(TL_ARGS("--version"), out, sizeof out), 0);
+  expect_fail(TL_ARGS("--readers", "0", "--db", "h.db"), 2, "--readers wants");
+  expect_fail(TL_ARGS("--db", "h.db", "--max-batch", "x"), 2, "--max-batch wants");
+  expect_fail(TL_ARGS("--db", "h.db", "stray"), 2, "unexpected argument");
+  assert_int_equal(access("h.db", F_OK), -1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_named_commands, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_only_named, tl_setup, tl_teardown),
+      cmocka_unit_test(test_commands_refused_at_startup),
+      cmocka_unit_test_setup_teardown(test_schema_steps, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_config_file, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_limits, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_backup, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_overload_waits_then_503, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_log_file_and_sighup, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_unix_socket, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_authorizer, tl_setup, tl_teardown),
+      cmocka_unit_test(test_help_and_version),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
