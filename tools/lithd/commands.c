@@ -128,21 +128,28 @@ nomem:
   return -1;
 }
 
+/* p past spaces and tabs, up to e. */
+static const char *skip_sp(const char *p, const char *e) {
+  while (p < e && (*p == ' ' || *p == '\t')) p++;
+  return p;
+}
+
+/* 1 if [p, e) begins with word. */
+static int starts_with(const char *p, const char *e, const char *word) {
+  size_t n = strlen(word);
+  return (size_t)(e - p) >= n && memcmp(p, word, n) == 0;
+}
+
 /* "-- name: NAME" (spaces optional) -> NAME's start and length, else NULL. */
 static const char *marker(const char *line, const char *eol, size_t *namelen) {
-  const char *p = line;
-  while (p < eol && (*p == ' ' || *p == '\t')) p++;
-  if (eol - p < 2 || p[0] != '-' || p[1] != '-') return NULL;
-  p += 2;
-  while (p < eol && (*p == ' ' || *p == '\t')) p++;
-  if (eol - p < 5 || strncmp(p, "name:", 5) != 0) return NULL;
-  p += 5;
-  while (p < eol && (*p == ' ' || *p == '\t')) p++;
-  {
-    const char *e = eol;
-    while (e > p && isspace((unsigned char)e[-1])) e--;
-    *namelen = (size_t)(e - p);
-  }
+  const char *p = skip_sp(line, eol);
+  const char *e = eol;
+  if (!starts_with(p, eol, "--")) return NULL;
+  p = skip_sp(p + 2, eol);
+  if (!starts_with(p, eol, "name:")) return NULL;
+  p = skip_sp(p + 5, eol);
+  while (e > p && isspace((unsigned char)e[-1])) e--;
+  *namelen = (size_t)(e - p);
   return p;
 }
 
@@ -160,8 +167,8 @@ static int add_description(cmd *c, const char *s, const char *eol) {
   char *nd;
   while (s < eol && (*s == ' ' || *s == '\t' || *s == '-')) s++;
   while (eol > s && isspace((unsigned char)eol[-1])) eol--;
+  if (eol <= s) return 0; /* an empty comment line */
   n = (size_t)(eol - s);
-  if (n == 0) return 0;
   nd = realloc(c->description, old + n + 2);
   if (nd == NULL) return -1;
   if (old > 0) nd[old++] = ' ';
@@ -263,9 +270,8 @@ int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_
         goto fail;
       }
     } else if (in_description) {
-      const char *s = p;
-      while (s < eol && (*s == ' ' || *s == '\t')) s++;
-      if (eol - s >= 2 && s[0] == '-' && s[1] == '-') {
+      const char *s = skip_sp(p, eol);
+      if (starts_with(s, eol, "--")) {
         if (add_description(cur, s, eol) != 0) goto nomem;
       } else if (s < eol) {
         in_description = 0;

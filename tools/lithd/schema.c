@@ -11,13 +11,17 @@
 
 #define SCHEMA_MAX (16 << 20)
 
+static const char *skip_sp(const char *p, const char *e) {
+  while (p < e && (*p == ' ' || *p == '\t')) p++;
+  return p;
+}
+
 /* 1 if the line [p, eol) is a "-- step" marker. */
 static int is_step(const char *p, const char *eol) {
-  while (p < eol && (*p == ' ' || *p == '\t')) p++;
-  if (eol - p < 2 || p[0] != '-' || p[1] != '-') return 0;
-  p += 2;
-  while (p < eol && (*p == ' ' || *p == '\t')) p++;
-  if (eol - p < 4 || strncmp(p, "step", 4) != 0) return 0;
+  p = skip_sp(p, eol);
+  if ((size_t)(eol - p) < 2 || memcmp(p, "--", 2) != 0) return 0;
+  p = skip_sp(p + 2, eol);
+  if ((size_t)(eol - p) < 4 || memcmp(p, "step", 4) != 0) return 0;
   p += 4;
   return p == eol || !isalnum((unsigned char)*p);
 }

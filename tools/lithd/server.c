@@ -161,11 +161,10 @@ static void park_timer_cb(uv_timer_t *t) { park_drain(t->data); }
  * behind the others. Returns LITH_OK (submitted or waiting: p->done or
  * p->refuse will run) or a code for the caller to answer (p untouched). */
 static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
-  int rc;
   if (s->stopped) return LITH_CLOSED;
   if (s->park_head != NULL) park_drain(s);
   if (s->park_head == NULL) {
-    rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
+    int rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
     if (rc != LITH_QUEUE_FULL) return rc;
   }
   if (s->queue_wait_ms <= 0 || s->park_bytes + bytes > PARK_MAX_BYTES) return LITH_QUEUE_FULL;

@@ -557,7 +557,6 @@ static int parse_statement(lithd_batch *b, int i, json_t *j, lithd_error *err) {
  * limits resolved). */
 static int batch_fill(lithd_batch *b, json_t *root, lithd_error *err) {
   const char *key;
-  int rc;
   if (!json_is_object(root))
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
                            "the body must be an object: {\"statements\": [...]}");
@@ -577,9 +576,11 @@ static int batch_fill(lithd_batch *b, json_t *root, lithd_error *err) {
     return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
   memset(b->stmts, 0, n * sizeof *b->stmts);
   b->n = (int)n;
-  for (int i = 0; i < b->n; i++)
-    if ((rc = parse_statement(b, i, json_array_get(list, (size_t)i), err)) != LITH_OK)
+  for (int i = 0; i < b->n; i++) {
+    int rc = parse_statement(b, i, json_array_get(list, (size_t)i), err);
+    if (rc != LITH_OK)
       return rc;
+  }
   return LITH_OK;
 }
 
