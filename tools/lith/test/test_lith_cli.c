@@ -679,6 +679,7 @@ static void test_usage_errors_exit_2_nothing_sent(void **state) {
       {"--bogus", "stats", NULL},
       {"--timeout", "soon", "stats", NULL},
       {"--timeout", "-1", "stats", NULL},
+      {"--timeout", "1e7", "stats", NULL},
       {"--unix", "x.sock", "stats", NULL},
       {"--timeout", NULL},
   };

@@ -125,12 +125,13 @@ struct tl_conn {
 #define TL_CLOSED (-1)  /* no connection, or it closed before the whole answer */
 #define TL_TIMEOUT (-2) /* no whole answer within timeout_ms */
 #define TL_BAD (-3)     /* an answer that is not HTTP/1.1, or no memory */
+#define TL_NOCONN (-4)  /* no connection could be opened: the request was not sent */
 
 void tl_conn_init(struct tl_conn *k, const struct tl_child *c);
 
 /* Send one request (keep-alive) and read its answer into *r (to free with
  * tl_resp_free, only on TL_OK). On anything but TL_OK the connection is
- * closed: whether the server got the request is unknown. */
+ * closed; but for TL_NOCONN, whether the server got the request is unknown. */
 int tl_conn_request(struct tl_conn *k, const char *method, const char *path, const char *auth,
                     const char *body, struct tl_resp *r, int timeout_ms);
 
