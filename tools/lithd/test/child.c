@@ -404,11 +404,19 @@ void tl_conn_init(struct tl_conn *k, const struct tl_child *c) {
   k->fd = -1;
 }
 
-void tl_conn_close(struct tl_conn *k) {
+/* Close the socket (the next request reconnects); the buffer stays. */
+static void conn_drop(struct tl_conn *k) {
   if (k->fd >= 0) close(k->fd);
   k->fd = -1;
   k->len = 0;
   if (k->buf != NULL) k->buf[0] = '\0';
+}
+
+void tl_conn_close(struct tl_conn *k) {
+  conn_drop(k);
+  free(k->buf);
+  k->buf = NULL;
+  k->cap = 0;
 }
 
 /* Read more into k->buf: >0 bytes read, 0 EOF, TL_TIMEOUT, TL_CLOSED, TL_BAD. */
@@ -561,12 +569,12 @@ int tl_conn_request(struct tl_conn *k, const char *method, const char *path, con
   memmove(k->buf, k->buf + used, k->len - used);
   k->len -= used;
   k->buf[k->len] = '\0';
-  if (eof) tl_conn_close(k);
+  if (eof) conn_drop(k);
   else if ((conn = header(r->head, "connection:")) != NULL && strncasecmp(conn, "close", 5) == 0)
-    tl_conn_close(k); /* the server will close it: the next request reconnects */
+    conn_drop(k); /* the server will close it: the next request reconnects */
   return TL_OK;
 fail:
   free(msg);
-  tl_conn_close(k);
+  conn_drop(k);
   return rc;
 }

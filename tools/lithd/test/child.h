@@ -135,6 +135,7 @@ void tl_conn_init(struct tl_conn *k, const struct tl_child *c);
 int tl_conn_request(struct tl_conn *k, const char *method, const char *path, const char *auth,
                     const char *body, struct tl_resp *r, int timeout_ms);
 
+/* Close the connection and free the buffer. */
 void tl_conn_close(struct tl_conn *k);
 
 #endif
