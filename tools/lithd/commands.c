@@ -366,11 +366,38 @@ static const cmd *find(const lithd_commands *set, const char *name) {
   return NULL;
 }
 
+/* A new object with obj's keys stripped of a leading ':', '@' or '$' (the
+ * values shared), or NULL with *e set (two spellings of one name, no
+ * memory). */
+static json_t *bare_keys(json_t *obj, lithd_error *e) {
+  json_t *out = json_object();
+  const char *key;
+  json_t *v;
+  if (out == NULL) {
+    lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
+    return NULL;
+  }
+  json_object_foreach(obj, key, v) {
+    const char *bare = key[0] == ':' || key[0] == '@' || key[0] == '$' ? key + 1 : key;
+    if (json_object_get(out, bare) != NULL) {
+      lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" is given twice", bare);
+      json_decref(out);
+      return NULL;
+    }
+    if (json_object_set(out, bare, v) != 0) {
+      lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
+      json_decref(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
 int lithd_commands_batch(const lithd_commands *set, const char *name, const char *body,
                          size_t len, const lithd_limits *lim, lithd_batch **out,
                          lithd_error *e) {
   const cmd *c = find(set, name);
-  json_t *req = NULL, *params = NULL, *root = NULL, *list = NULL;
+  json_t *req = NULL, *given = NULL, *params = NULL, *root = NULL, *list = NULL;
   json_error_t jerr;
   const char *key;
   json_t *v;
@@ -387,16 +414,21 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     if (req == NULL)
       return lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
                              jerr.line, jerr.column, jerr.text);
-    params = json_object_get(req, "params");
+    given = json_object_get(req, "params"); /* borrowed */
     if (!json_is_object(req) || json_object_size(req) > 1 ||
-        (json_object_size(req) == 1 && !json_is_object(params))) {
+        (json_object_size(req) == 1 && !json_is_object(given))) {
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
                            "the body must be {\"params\": {\"name\": value, ...}}");
       goto out;
     }
   }
   /* Every parameter given must be one of the command's, and every one of
-   * the command's given: a misspelt name must not bind NULL. */
+   * the command's given: a misspelt name must not bind NULL. A key may be
+   * spelt with its sigil too (":from" as /v1/do wants it, or "from"). */
+  if (given != NULL && (params = bare_keys(given, e)) == NULL) {
+    rc = e->code;
+    goto out;
+  }
   json_object_foreach(params, key, v) {
     for (i = 0; i < c->nparams; i++)
       if (strcmp(c->params[i], key) == 0) break;
@@ -442,6 +474,7 @@ nomem:
 out:
   json_decref(list);
   json_decref(root);
+  json_decref(params); /* bare_keys' copy */
   json_decref(req);
   return rc;
 }

@@ -632,12 +632,32 @@ struct backup_ctx {
   char errmsg[LITH_ERRMSG_MAX];
 };
 
+/* 1 if `path` exists, is not empty and does not begin with SQLite's
+ * header: not an earlier backup, so not ours to replace. */
+static int foreign_file(const char *path) {
+  static const char magic[16] = "SQLite format 3";
+  char head[16];
+  FILE *f = fopen(path, "rb");
+  size_t n;
+  if (f == NULL) return 0;
+  n = fread(head, 1, sizeof head, f);
+  fclose(f);
+  return n > 0 && (n < sizeof head || memcmp(head, magic, sizeof head) != 0);
+}
+
 static void backup_work(uv_work_t *w) { /* a pool thread */
   struct backup_ctx *k = w->data;
   int64_t t0 = lith_clock_ms();
   const char *m;
   struct stat st;
 
+  if (foreign_file(k->dest)) {
+    k->rc = LITHD_CONFLICT;
+    snprintf(k->errmsg, sizeof k->errmsg,
+             "%s exists and is not an SQLite database: a backup replaces only an earlier one",
+             k->dest);
+    return;
+  }
   k->rc = lith_backup(k->s->db, k->dest);
   k->ms = lith_clock_ms() - t0;
   m = lith_errmsg(k->s->db);
@@ -666,17 +686,9 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
   } else {
     /* The path was checked here first, so lith_backup's only misuse left is
      * a destination that is the live database (or its WAL): a conflict. */
-    lithd_error_set(&e, k->rc, -1, "%s", k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
-    if (k->rc == LITH_MISUSE) {
-      char *json = lithd_error_json(&e);
-      if (json == NULL)
-        lith_http_respond_error(k->req, 500, "out of memory");
-      else
-        lith_http_respond_json(k->req, 409, json);
-      free(json);
-    } else {
-      respond_lithd_error(k->req, &e);
-    }
+    lithd_error_set(&e, k->rc == LITH_MISUSE ? LITHD_CONFLICT : k->rc, -1, "%s",
+                    k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
+    respond_lithd_error(k->req, &e);
     lithd_log(LITHD_LOG_WARN, "backup to %s failed: %s", k->dest, e.message);
   }
   free(k->dest);

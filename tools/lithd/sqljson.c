@@ -207,6 +207,7 @@ const char *lithd_code_name(int code) {
   case LITHD_TIMEOUT: return "timeout";
   case LITHD_NOT_FOUND: return "not_found";
   case LITHD_FORBIDDEN: return "forbidden";
+  case LITHD_CONFLICT: return "conflict";
   default: return code >= LITH_USER ? "command_error" : "unknown";
   }
 }
@@ -220,7 +221,8 @@ int lithd_http_status(int code) {
   case LITHD_NOT_A_QUERY:
   case LITHD_FORBIDDEN: return 403;
   case LITHD_NOT_FOUND: return 404;
-  case LITH_CONSTRAINT: return 409;
+  case LITH_CONSTRAINT:
+  case LITHD_CONFLICT: return 409;
   case LITHD_TOO_LARGE: return 413;
   case LITHD_RESULT_TOO_LARGE:
   case LITHD_UNENCODABLE:
@@ -880,7 +882,8 @@ static int run_one(const runner *rn, int i) {
 
   if (rn->rx && !starts_as_query(sql))
     return rfail(rn, LITHD_NOT_A_QUERY, i,
-                 "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here");
+                 "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
+                 "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
   if (!st) {
     /* lith's message says why (prepare: ..., more than one statement, ...). */
@@ -893,7 +896,10 @@ static int run_one(const runner *rn, int i) {
      * "not authorized to use function" rather than SQLITE_AUTH.) */
     if (sqlite3_errcode(rn->conn) == SQLITE_AUTH ||
         strncmp(sqlite3_errmsg(rn->conn), "not authorized", 14) == 0)
-      rc = LITHD_FORBIDDEN;
+      return rfail(rn, LITHD_FORBIDDEN, i,
+                   "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments and load_extension, "
+                   "and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
+                   lith_errmsg(NULL));
     return rfail(rn, rc, i, "%s", lith_errmsg(NULL));
   }
   if (rn->rx && !sqlite3_stmt_readonly(st)) {

@@ -87,8 +87,11 @@ enum {
                                          is not a read-only query */
   LITHD_TIMEOUT = LITH_USER + 6,      /* the statements ran past max_run_ms */
   LITHD_NOT_FOUND = LITH_USER + 7,    /* no such named command */
-  LITHD_FORBIDDEN = LITH_USER + 8     /* refused by configuration (raw SQL
-                                         under --only-named) */
+  LITHD_FORBIDDEN = LITH_USER + 8,    /* refused by configuration (raw SQL
+                                         under --only-named) or the authorizer */
+  LITHD_CONFLICT = LITH_USER + 9      /* the request conflicts with the state of
+                                         something (a backup onto the live
+                                         database) */
 };
 
 /* ---- Limits --------------------------------------------------------------
@@ -142,7 +145,7 @@ const char *lithd_code_name(int code);
  *                                                  lithd only runs named
  *                                                  commands
  *   LITHD_NOT_FOUND                           404
- *   LITH_CONSTRAINT                           409
+ *   LITH_CONSTRAINT, LITHD_CONFLICT           409
  *   LITHD_TOO_LARGE                           413
  *   LITHD_RESULT_TOO_LARGE, LITHD_UNENCODABLE,
  *     LITHD_TIMEOUT                           422  valid request that cannot be

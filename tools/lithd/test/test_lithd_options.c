@@ -134,6 +134,11 @@ static void test_named_commands(void **state) {
   tl_expect(c, "POST", "/v1/commands/transfer", NULL,
             "{\"params\":{\"from\":[1],\"to\":2,\"amount\":1}}", 400, "array");
   tl_expect(c, "POST", "/v1/commands/nope", NULL, "{}", 404, "not_found");
+  /* Keys may carry the SQL's sigil, as /v1/do wants them; not both forms. */
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\":from\":2,\"to\":1,\"amount\":0}}", 200, NULL);
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\":from\":2,\"from\":2,\"to\":1,\"amount\":0}}", 400, "given twice");
   tl_expect(c, "GET", "/v1/commands/transfer", NULL, NULL, 405, NULL);
   /* @id in the SQL, "id" in the request; an empty body for no parameters. */
   tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 200,
@@ -148,7 +153,7 @@ static void test_named_commands(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 1"), 70);
   assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 2"), 30);
-  assert_int_equal(tl_sql_int("named.db", "SELECT count(*) FROM ledger"), 1);
+  assert_int_equal(tl_sql_int("named.db", "SELECT count(*) FROM ledger"), 2);
   assert_int_equal(tl_sql_int("named.db", "SELECT count(*) FROM accounts"), 3);
 }
 
@@ -351,7 +356,19 @@ static void test_backup(void **state) {
   tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"/x\",\"more\":1}", 400, NULL);
   tl_expect(c, "POST", "/v1/backup", good, "not json", 400, NULL);
   snprintf(body, sizeof body, "{\"dest\":\"%s/backup.db\"}", cwd);
-  tl_expect(c, "POST", "/v1/backup", good, body, 409, "live database");
+  tl_expect(c, "POST", "/v1/backup", good, body, 409, "\"code\":\"conflict\"");
+  /* Not a database: not replaced. */
+  write_file("notes.txt", "my notes\n", NULL);
+  snprintf(body, sizeof body, "{\"dest\":\"%s/notes.txt\"}", cwd);
+  tl_expect(c, "POST", "/v1/backup", good, body, 409, "is not an SQLite database");
+  {
+    char buf[64];
+    int fd = open("notes.txt", O_RDONLY);
+    assert_true(fd >= 0);
+    tl_read_all(fd, buf, sizeof buf);
+    close(fd);
+    assert_string_equal(buf, "my notes\n");
+  }
   snprintf(body, sizeof body, "{\"dest\":\"%s/no/such/dir/copy.db\"}", cwd);
   tl_expect(c, "POST", "/v1/backup", good, body, 500, "error");
   /* The live database is untouched by all that. */
