@@ -1,6 +1,9 @@
 /*
  * Result codes, this thread's last message, reason phrases, and the one JSON
- * error shape every error response has: {"error":"<message>"}. Messages are
+ * error shape every error response has:
+ * {"error":{"code":"<reason as an identifier>","message":"<message>"}} —
+ * the shape lithd's own errors have too (they add "statement"), so a client
+ * reads error.code and error.message whoever answered. Messages are
  * per thread, as in lith: the layer runs on a loop thread, but a program may
  * run several loops.
  */
@@ -81,25 +84,44 @@ const char *lith_http_reason(int status) {
   }
 }
 
-char *lh_error_json(const char *msg, size_t *len) {
-  static const char head[] = "{\"error\":\"", tail[] = "\"}";
+/* Append s JSON-escaped at p; returns the new end. p has 6 bytes per byte of s. */
+static char *escape(char *p, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    if (*c == '"' || *c == '\\') {
+      *p++ = '\\';
+      *p++ = (char)*c;
+    } else if (*c < 0x20 || *c == 0x7f) {
+      p += sprintf(p, "\\u%04x", *c);
+    } else {
+      *p++ = (char)*c;
+    }
+  }
+  return p;
+}
+
+char *lh_error_json(int status, const char *msg, size_t *len) {
+  static const char head[] = "{\"error\":{\"code\":\"", mid[] = "\",\"message\":\"", tail[] = "\"}}";
+  const char *reason = lith_http_reason(status);
+  char code[64];
+  size_t i = 0;
+  /* The code is the reason phrase as an identifier: "not_found". */
+  for (; i < sizeof code - 1 && reason[i]; i++) {
+    char c = reason[i];
+    code[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c == ' ' || c == '-' ? '_' : c;
+  }
+  code[i] = '\0';
   size_t n = strlen(msg);
-  char *out = malloc(sizeof head + 6 * n + sizeof tail);
+  char *out = malloc(sizeof head + sizeof code + sizeof mid + 6 * n + sizeof tail);
   if (!out)
     return NULL;
   char *p = out;
   memcpy(p, head, sizeof head - 1);
   p += sizeof head - 1;
-  for (const unsigned char *s = (const unsigned char *)msg; *s; s++) {
-    if (*s == '"' || *s == '\\') {
-      *p++ = '\\';
-      *p++ = (char)*s;
-    } else if (*s < 0x20 || *s == 0x7f) {
-      p += sprintf(p, "\\u%04x", *s);
-    } else {
-      *p++ = (char)*s;
-    }
-  }
+  memcpy(p, code, i);
+  p += i;
+  memcpy(p, mid, sizeof mid - 1);
+  p += sizeof mid - 1;
+  p = escape(p, msg);
   memcpy(p, tail, sizeof tail); /* with its NUL */
   *len = (size_t)(p - out) + sizeof tail - 1;
   return out;

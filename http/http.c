@@ -106,7 +106,7 @@ static void json_errors_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
       msg[i] = (char)(reason[i] >= 'A' && reason[i] <= 'Z' ? reason[i] + 32 : reason[i]);
     msg[i] = '\0';
     size_t len;
-    char *json = lh_error_json(msg, &len);
+    char *json = lh_error_json(req->res.status, msg, &len);
     if (json) {
       lh_json_ostream *o = (lh_json_ostream *)h2o_add_ostream(req, sizeof *o, slot);
       o->super.do_send = json_do_send;

@@ -253,7 +253,8 @@ int lith_http_respond(lith_http_req *req, int status, const char *content_type,
  * NUL-terminated string, copied). */
 int lith_http_respond_json(lith_http_req *req, int status, const char *json);
 
-/* lith_http_respond_json with the layer's error shape {"error":"<message>"},
+/* lith_http_respond_json with the layer's error shape
+ * {"error":{"code":"<reason phrase as an identifier, e.g. not_found>","message":"<message>"}},
  * `message` escaped. Every error the layer sends has this shape, and so has
  * every error h2o answers for itself once it parsed a request (413, 404 for
  * a request-target that is not a path); only a request h2o cannot parse at

@@ -161,9 +161,9 @@ struct lith_http_req {
 
 /* error.c */
 int lh_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* {"error":"<msg escaped>"} into a malloc'd string (NULL if out of memory);
+/* {"error":{"code":"<reason as identifier>","message":"<msg escaped>"}} into a malloc'd string (NULL if out of memory);
  * *len its length. */
-char *lh_error_json(const char *msg, size_t *len);
+char *lh_error_json(int status, const char *msg, size_t *len);
 
 /* router.c */
 int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match,

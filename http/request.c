@@ -166,7 +166,7 @@ static void send_whole(lith_http_req *h, int status, const char *ctype, const vo
 
 static void send_error(lith_http_req *h, int status, const char *msg) {
   size_t len;
-  char *json = lh_error_json(msg, &len);
+  char *json = lh_error_json(status, msg, &len);
   if (json)
     send_whole(h, status, "application/json", json, len);
   else
@@ -239,7 +239,7 @@ int lith_http_respond_json(lith_http_req *h, int status, const char *json) {
 
 int lith_http_respond_error(lith_http_req *h, int status, const char *message) {
   size_t len;
-  char *json = lh_error_json(message ? message : "", &len);
+  char *json = lh_error_json(status, message ? message : "", &len);
   if (!json) {
     /* still complete the request, with no body rather than none at all */
     int rc = lith_http_respond(h, status, NULL, NULL, 0);
@@ -398,7 +398,7 @@ int lh_on_req(h2o_handler_t *self, h2o_req_t *req) {
   lith_http_server *srv = ((lh_handler *)self)->srv;
   lith_http_req *h = req_create(srv, req, lh_conn_of(req));
   if (!h) {
-    static const char oom[] = "{\"error\":\"out of memory\"}";
+    static const char oom[] = "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"out of memory\"}}";
     req->res.status = 503;
     req->res.reason = lith_http_reason(503);
     req->res.content_length = sizeof oom - 1;

@@ -701,7 +701,7 @@ static void test_unknown_path_404(void **state) {
   char v[128];
   exchange(f->port, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 404);
-  assert_string_equal(r->body, "{\"error\":\"not found\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"not_found\",\"message\":\"not found\"}}");
   assert_string_equal(resp_header(r, "content-type", v, sizeof v), "application/json");
   /* a prefix route does not match its own path without the slash */
   exchange(f->port, "GET /v1 HTTP/1.1\r\nHost: t\r\n\r\n", r);
@@ -721,7 +721,7 @@ static void test_wrong_method_405(void **state) {
   exchange(f->port, "DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 405);
   assert_string_equal(resp_header(r, "allow", v, sizeof v), "GET, HEAD");
-  assert_string_equal(r->body, "{\"error\":\"method not allowed\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"method not allowed\"}}");
   exchange(f->port, "POST /thing HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", r);
   assert_int_equal(r->status, 405);
   assert_string_equal(resp_header(r, "allow", v, sizeof v), "GET, HEAD, PUT");
@@ -796,7 +796,7 @@ static void test_handler_without_answer_500(void **state) {
   resp *r = new_resp();
   exchange(f->port, "GET /noanswer HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 500);
-  assert_string_equal(r->body, "{\"error\":\"the handler sent no response\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"internal_server_error\",\"message\":\"the handler sent no response\"}}");
   free(r);
 }
 
@@ -815,7 +815,7 @@ static void test_body_limit_413(void **state) {
   assert_true(read_response(b, r));
   assert_int_equal(r->status, 413);
   assert_string_equal(resp_header(r, "content-type", v, sizeof v), "application/json");
-  assert_string_equal(r->body, "{\"error\":\"request entity too large\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"request entity too large\"}}");
   assert_string_equal(resp_header(r, "connection", v, sizeof v), "close");
   close(fd);
   /* a chunked body that grows past the limit */
@@ -1053,7 +1053,7 @@ static void test_bearer(void **state) {
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 401);
   assert_string_equal(resp_header(r, "www-authenticate", v, sizeof v), "Bearer realm=\"lith\"");
-  assert_string_equal(r->body, "{\"error\":\"a bearer token is required\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"unauthorized\",\"message\":\"a bearer token is required\"}}");
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer wrong\r\n\r\n", r);
   assert_int_equal(r->status, 401);
   assert_string_equal(resp_header(r, "www-authenticate", v, sizeof v),
@@ -1223,7 +1223,7 @@ static void test_stop_deadline(void **state) {
   assert_true(closed_by_server(es));
   assert_true(read_response(b, r));
   assert_int_equal(r->status, 503);
-  assert_string_equal(r->body, "{\"error\":\"server stopping\"}");
+  assert_string_equal(r->body, "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"server stopping\"}}");
   assert_string_equal(resp_header(r, "retry-after", v, sizeof v), "1");
   assert_true(wait_for(&f->stopped, 1, 3000));
   assert_int_equal(atomic_load(&f->forever_rc), LITH_HTTP_GONE);

@@ -19,9 +19,9 @@
  *     kept), 2 the command line was wrong (nothing was sent), 3 no usable
  *     answer (cannot connect, timed out, cut off, not HTTP) — for a write,
  *     3 after sending means its outcome is unknown, and the message says so.
- *   - lithd answers errors in two shapes: {"error": {"code", "message",
- *     "statement"}} from the statement runner and {"error": "message"} from
- *     the HTTP layer (401, 404, 405, 413); both are printed on one line.
+ *   - lithd answers errors as {"error": {"code", "message"[, "statement"]}}
+ *     (an older lithd's HTTP layer said {"error": "message"}); either is
+ *     printed on one line.
  *   - Every error path frees what it holds and leaves through one exit
  *     (goto out), so a sanitizer run shows no leak on any path.
  */
@@ -297,14 +297,21 @@ static void print_server_error(const struct cli *cli, const char *method, const 
   const char *retry;
   size_t retry_len = 0;
 
-  if (json_is_object(e)) { /* the statement runner: code, message, statement */
+  if (json_is_object(e)) { /* {"error": {"code", "message"[, "statement"]}} */
     const json_t *code = json_object_get(e, "code");
     const json_t *msg = json_object_get(e, "message");
     const json_t *st = json_object_get(e, "statement");
-    fprintf(stderr, "lith: %s: %s", json_is_string(code) ? json_string_value(code) : "error",
-            json_is_string(msg) ? json_string_value(msg) : "(no message)");
+    const char *c = json_is_string(code) ? json_string_value(code) : "error";
+    fprintf(stderr, "lith: %s: %s", c, json_is_string(msg) ? json_string_value(msg) : "(no message)");
     if (json_is_integer(st)) fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
-  } else { /* the HTTP layer's {"error": "..."}, or not JSON at all */
+    if (r->status == 401)
+      fputs(cli->token != NULL ? " (the token was refused)"
+                               : " (give --token-file FILE, or set LITHD_TOKEN_FILE)",
+            stderr);
+    else if (strcmp(c, "method_not_allowed") == 0 ||
+             (r->status == 404 && json_is_string(msg) && strcmp(json_string_value(msg), "not found") == 0))
+      fputs(" (this lithd does not serve it: is it older than this lith?)", stderr);
+  } else { /* an older lithd's {"error": "..."}, or not JSON at all */
     fprintf(stderr, "lith: %s %s: HTTP %d", method, path, r->status);
     if (json_is_string(e)) {
       fprintf(stderr, ": %s", json_string_value(e));

@@ -619,7 +619,7 @@ static void test_token(void **state) {
   snprintf(url_env, sizeof url_env, "LITHD_URL=%s", f->url);
 
   LITH(f, "do", "CREATE TABLE t(x)");
-  check(&f->r, 1, "", "HTTP 401: a bearer token is required (give --token-file FILE");
+  check(&f->r, 1, "", "lith: unauthorized: a bearer token is required (give --token-file FILE");
   LITH(f, "--token-file", "token.txt", "do", "CREATE TABLE t(x)");
   check(&f->r, 0, "changes 0, last_insert_rowid 0\n", "");
   run_cli(&f->r, env_url_tok, NULL, ARGS("do", "INSERT INTO t VALUES (1)"));

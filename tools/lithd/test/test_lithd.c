@@ -252,7 +252,7 @@ static void test_slow_query_does_not_block_loop(void **state) {
   struct pollfd p;
   int fd;
 
-  tl_start(c, "slowquery", 0, NULL);
+  tl_start(c, "slowquery", 0, TL_ARGS("--max-run-ms", "120000")); /* slow under TSan */
   fd = tl_send(c, "POST", "/v1/query", NULL, SLOW_QUERY);
   nanosleep(&ts, NULL); /* the query is on a pool thread by now */
   /* Another connection is served while the query runs ... */
