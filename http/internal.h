@@ -56,6 +56,7 @@ typedef struct lh_conn {
   h2o_socket_t *sock;      /* NULL once h2o closed it */
   struct lh_conn *prev, *next;
   lith_http_req *watcher;  /* HTTP/1: the held request whose client we watch */
+  unsigned watch_added : 1; /* the socket is in watch_ep (watch.c) */
   unsigned live;           /* dispatched requests h2o has not freed yet */
   unsigned is_unix : 1;
   unsigned closed : 1;     /* the uv handle is closed: free once live is 0 */
@@ -110,6 +111,7 @@ struct lith_http_server {
   uv_poll_t watch_poll;    /* on watch_ep (watch.c) */
   int watch_ep;
   unsigned n_watched;
+  unsigned watch_polling : 1; /* watch_poll started (and unreferenced) */
   int timers_open;         /* our own uv handles not yet closed */
   int state;
   lith_http_stopped_cb on_stopped;

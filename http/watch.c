@@ -21,6 +21,13 @@
  * shuts down its sending side and waits for the answer counts as gone: h2o
  * itself closes such a connection between requests.
  *
+ * Cost: a busy server holds every request for a commit, so this runs per
+ * request. A socket enters the set once, with EPOLLONESHOT; holding a
+ * request re-arms it (one EPOLL_CTL_MOD, which also reports a hang-up that
+ * happened meanwhile), and releasing it costs nothing: a late event for a
+ * socket nobody watches is dropped (and, being one-shot, not repeated).
+ * The uv_poll_t stays started, unreferenced, until the server stops.
+ *
  * HTTP/2 needs none of this: h2o always reads an HTTP/2 connection, and a
  * reset stream or a closed connection frees the request at once.
  */
@@ -66,29 +73,29 @@ void lh_watch_start(lith_http_req *h) {
   if (h->watching || !h->h2o || h->version >= 0x200 || !c || !c->sock || c->watcher ||
       uv_fileno(&c->io.handle, &fd) != 0)
     return;
-  struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = c};
-  if (epoll_ctl(srv->watch_ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+  struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c};
+  if (epoll_ctl(srv->watch_ep, c->watch_added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0)
     return; /* unwatched: the client's leaving is noticed at the write */
+  c->watch_added = 1;
   c->watcher = h;
   h->watching = 1;
-  if (srv->n_watched++ == 0)
+  srv->n_watched++;
+  if (!srv->watch_polling) {
     uv_poll_start(&srv->watch_poll, UV_READABLE, on_watch_events);
+    uv_unref((uv_handle_t *)&srv->watch_poll); /* never what keeps the loop alive */
+    srv->watch_polling = 1;
+  }
 }
 
 void lh_watch_stop(lith_http_req *h) {
   if (!h->watching)
     return;
-  lith_http_server *srv = h->srv;
   lh_conn *c = h->conn;
-  uv_os_fd_t fd;
   h->watching = 0;
-  /* Once h2o closed the socket (c->sock NULL) the kernel dropped it from our
-   * set, and its number may already name another socket: leave it. */
-  if (c && c->watcher == h) {
+  /* No system call: the socket stays in the set, its one-shot event armed
+   * or spent; on_watch_events drops an event nobody waits for. Once h2o
+   * closes the socket the kernel drops it from the set. */
+  if (c && c->watcher == h)
     c->watcher = NULL;
-    if (c->sock && uv_fileno(&c->io.handle, &fd) == 0)
-      epoll_ctl(srv->watch_ep, EPOLL_CTL_DEL, fd, NULL);
-  }
-  if (--srv->n_watched == 0)
-    uv_poll_stop(&srv->watch_poll);
+  h->srv->n_watched--;
 }

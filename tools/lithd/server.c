@@ -128,46 +128,51 @@ struct lithd_park {
 
 static void park_timer_cb(uv_timer_t *t);
 
-/* Submit what waits, in order, until the queue is full again; refuse what
- * waited past its deadline. Then aim the timer at the next deadline. */
+/* Submit what waits, in order, until the queue is full; refuse what waited
+ * past its deadline (at once with queue_wait_ms 0), whose client left, or
+ * everything when stopping. Then aim the timer at the next deadline. */
 static void park_drain(lithd_server *s) {
   int64_t now = lith_clock_ms();
   struct lithd_park *p;
 
   while ((p = s->park_head) != NULL) {
-    int rc = LITH_QUEUE_FULL;
-    if (!lith_http_is_gone(p->req) && now < p->deadline && !s->stopped)
-      rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
-    if (rc == LITH_QUEUE_FULL && now < p->deadline && !s->stopped && !lith_http_is_gone(p->req))
+    int rc;
+    if (s->stopped)
+      rc = LITH_CLOSED;
+    else if (lith_http_is_gone(p->req))
+      rc = LITH_CLOSED; /* nobody to answer: do not run it */
+    else if ((rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done)) == LITH_QUEUE_FULL &&
+             now < p->deadline)
       break; /* still no room: keep the order */
     s->park_head = p->next;
     if (s->park_head == NULL) s->park_tail = NULL;
     s->park_bytes -= p->bytes;
-    if (rc != LITH_OK) p->refuse(p, s->stopped ? LITH_CLOSED : rc); /* frees p */
+    if (rc != LITH_OK) p->refuse(p, rc); /* frees p */
   }
-  if (s->park_head != NULL && !s->stopped) {
+  if (!s->started || s->stopped) return;
+  if (s->park_head != NULL) {
     int64_t wait = s->park_head->deadline - now;
     /* Completions drain the list as room appears; the timer is there for
      * the deadline, and as a backstop every 50 ms. */
-    uv_timer_start(&s->park_timer, park_timer_cb, (uint64_t)(wait < 50 ? wait : 50), 0);
-  } else if (s->started && !s->stopped) {
+    uv_timer_start(&s->park_timer, park_timer_cb, (uint64_t)(wait < 0 ? 0 : wait < 50 ? wait : 50), 0);
+  } else {
     uv_timer_stop(&s->park_timer);
+    uv_check_stop(&s->park_check);
   }
 }
 
 static void park_timer_cb(uv_timer_t *t) { park_drain(t->data); }
+static void park_check_cb(uv_check_t *c) { park_drain(c->data); }
 
-/* Submit ureq now if nothing waits and the queue has room; else queue p
- * behind the others. Returns LITH_OK (submitted or waiting: p->done or
- * p->refuse will run) or a code for the caller to answer (p untouched). */
+/* Queue p to be submitted at the end of this loop iteration (after every
+ * request read in it was parsed: the writer then finds them together and
+ * commits them as one batch, instead of being woken for the first and
+ * committing it alone), behind whatever waits for room already. Returns
+ * LITH_OK (p->done or p->refuse will run) or a code for the caller to
+ * answer at once (p untouched). */
 static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
   if (s->stopped) return LITH_CLOSED;
-  if (s->park_head != NULL) park_drain(s);
-  if (s->park_head == NULL) {
-    int rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done);
-    if (rc != LITH_QUEUE_FULL) return rc;
-  }
-  if (s->queue_wait_ms <= 0 || s->park_bytes + bytes > PARK_MAX_BYTES) return LITH_QUEUE_FULL;
+  if (s->park_bytes + bytes > PARK_MAX_BYTES) return LITH_QUEUE_FULL;
   p->next = NULL;
   p->bytes = bytes;
   p->deadline = lith_clock_ms() + s->queue_wait_ms;
@@ -175,7 +180,7 @@ static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
   else s->park_head = p;
   s->park_tail = p;
   s->park_bytes += bytes;
-  park_drain(s);
+  uv_check_start(&s->park_check, park_check_cb);
   return LITH_OK;
 }
 
@@ -983,6 +988,8 @@ int lithd_server_start(lithd_server *s) {
     return rc;
   if (uv_timer_init(s->loop, &s->park_timer) != 0) return LITH_HTTP_ERROR;
   s->park_timer.data = s;
+  uv_check_init(s->loop, &s->park_check);
+  s->park_check.data = s;
   s->started = 1;
   return LITH_HTTP_OK;
 }
@@ -992,4 +999,5 @@ void lithd_server_stop(lithd_server *s) {
   s->stopped = 1;
   park_drain(s); /* refuses everything waiting: stopping */
   uv_close((uv_handle_t *)&s->park_timer, NULL);
+  uv_close((uv_handle_t *)&s->park_check, NULL);
 }
