@@ -238,7 +238,7 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   uv_timer_init(loop, &srv->defer_timer);
   uv_timer_init(loop, &srv->deadline_timer);
   srv->defer_timer.data = srv->deadline_timer.data = srv;
-  srv->timers_open = 3;
+  srv->timers_open = 4; /* defer, deadline, watch poll, watch timer */
   srv->state = LH_RUNNING;
   ignore_sigpipe();
   *out = srv;
@@ -579,6 +579,7 @@ void lh_maybe_finish(lith_http_server *srv) {
   uv_close((uv_handle_t *)&srv->defer_timer, on_timer_closed);
   uv_close((uv_handle_t *)&srv->deadline_timer, on_timer_closed);
   uv_close((uv_handle_t *)&srv->watch_poll, on_timer_closed);
+  uv_close((uv_handle_t *)&srv->watch_timer, on_timer_closed);
 }
 
 static void on_deadline(uv_timer_t *t) {

@@ -268,9 +268,10 @@ typedef void (*lith_http_gone_cb)(lith_http_req *req, void *arg);
 
 /* Ask for cb(req, arg) if the client goes away before `req` is completed
  * (replaces an earlier request; cb NULL cancels). On HTTP/1 the layer watches
- * the connection while the application holds the request, so a closed
- * connection is noticed at once; a client that only half-closes (shuts down
- * its sending side and waits) counts as gone. */
+ * the connection once the application has held the request for 50 ms (most
+ * requests are answered sooner, and watching costs a system call), so a
+ * closed connection is noticed within about 50 ms; a client that only
+ * half-closes (shuts down its sending side and waits) counts as gone. */
 void lith_http_on_gone(lith_http_req *req, lith_http_gone_cb cb, void *arg);
 
 /* 1 if `req`'s client has gone (completing it would return LITH_HTTP_GONE). */

@@ -112,6 +112,8 @@ struct lith_http_server {
   int watch_ep;
   unsigned n_watched;
   unsigned watch_polling : 1; /* watch_poll started (and unreferenced) */
+  uv_timer_t watch_timer;  /* arms the watch of requests held long enough */
+  lith_http_req *later_head, *later_tail; /* held, not yet watched (watch.c) */
   int timers_open;         /* our own uv handles not yet closed */
   int state;
   lith_http_stopped_cb on_stopped;
@@ -133,6 +135,8 @@ struct lith_http_req {
   h2o_generator_t gen; /* streams */
   lith_http_req *prev, *next; /* srv->reqs */
   lith_http_req *q_next;
+  lith_http_req *later_prev, *later_next; /* srv->later_* */
+  uint64_t held_ms;        /* uv_now when the application began to hold it */
   unsigned refs;
   int state;
   int abort_status;    /* queued teardown: 499 client left, 503 stop deadline */
@@ -142,6 +146,7 @@ struct lith_http_req {
   unsigned notify : 1; /* on_gone to call from the queue */
   unsigned abort : 1;  /* h2o side to tear down from the queue */
   unsigned watching : 1;
+  unsigned later : 1;      /* in srv's later list (watch.c) */
   unsigned sending : 1;    /* stream: a write is in flight */
   unsigned end_after : 1;  /* stream: end when the write in flight is done */
   unsigned fail_after : 1; /* stream: fail when the write in flight is done */
@@ -191,6 +196,7 @@ void lh_set_status(lith_http_req *h, int status);
 /* watch.c */
 int lh_watch_init(lith_http_server *srv); /* 0, or -1 with errno */
 void lh_watch_start(lith_http_req *h);
+void lh_watch_later(lith_http_req *h); /* watch it once held LH_WATCH_DELAY_MS */
 void lh_watch_stop(lith_http_req *h);
 
 /* stream.c */

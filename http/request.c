@@ -117,8 +117,7 @@ static void on_sentinel_dispose(void *p) {
   lith_http_req *h = *(lith_http_req **)p;
   lith_http_server *srv = h->srv;
   lh_conn *c = h->conn;
-  if (h->watching)
-    lh_watch_stop(h);
+  lh_watch_stop(h); /* also takes it out of the later list */
   if (h->state == LH_REQ_STREAM)
     srv->stats.streams_open--;
   h->h2o = NULL;
@@ -428,7 +427,7 @@ int lh_on_req(h2o_handler_t *self, h2o_req_t *req) {
       if (rc == LITH_HTTP_PENDING) {
         if (h->state == LH_REQ_NEW)
           h->state = LH_REQ_HELD;
-        lh_watch_start(h);
+        lh_watch_later(h);
       } else if (h->state == LH_REQ_STREAM) {
         lith_http_stream_end(h);
       } else if (h->h2o && !h->gone) {

@@ -21,12 +21,16 @@
  * shuts down its sending side and waits for the answer counts as gone: h2o
  * itself closes such a connection between requests.
  *
- * Cost: a busy server holds every request for a commit, so this runs per
- * request. A socket enters the set once, with EPOLLONESHOT; holding a
- * request re-arms it (one EPOLL_CTL_MOD, which also reports a hang-up that
- * happened meanwhile), and releasing it costs nothing: a late event for a
- * socket nobody watches is dropped (and, being one-shot, not repeated).
- * The uv_poll_t stays started, unreferenced, until the server stops.
+ * Cost: a busy server holds every request for a commit, a few milliseconds,
+ * and a system call per request would be a good part of its work. So a
+ * held request is watched only once it has been held LH_WATCH_DELAY_MS (one
+ * timer for all: the requests wait in a list in the order they were held);
+ * most are answered before. A client that leaves is then noticed that much
+ * later at most. A socket enters the set once, with EPOLLONESHOT; arming the
+ * watch is one EPOLL_CTL_MOD (which also reports a hang-up that happened
+ * meanwhile), releasing it costs nothing: a late event for a socket nobody
+ * watches is dropped (and, being one-shot, not repeated). The uv_poll_t and
+ * the timer are unreferenced: they never keep the loop alive.
  *
  * HTTP/2 needs none of this: h2o always reads an HTTP/2 connection, and a
  * reset stream or a closed connection frees the request at once.
@@ -35,6 +39,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+
+#define LH_WATCH_DELAY_MS 50
 
 static void on_watch_events(uv_poll_t *poll, int status, int events) {
   (void)status;
@@ -53,6 +59,51 @@ static void on_watch_events(uv_poll_t *poll, int status, int events) {
   }
 }
 
+static void later_unlink(lith_http_req *h) {
+  lith_http_server *srv = h->srv;
+  if (!h->later)
+    return;
+  if (h->later_prev)
+    h->later_prev->later_next = h->later_next;
+  else
+    srv->later_head = h->later_next;
+  if (h->later_next)
+    h->later_next->later_prev = h->later_prev;
+  else
+    srv->later_tail = h->later_prev;
+  h->later_prev = h->later_next = NULL;
+  h->later = 0;
+}
+
+static void on_watch_timer(uv_timer_t *t) {
+  lith_http_server *srv = t->data;
+  uint64_t now = uv_now(srv->loop);
+  lith_http_req *h;
+  while ((h = srv->later_head) != NULL && now - h->held_ms >= LH_WATCH_DELAY_MS) {
+    later_unlink(h);
+    lh_watch_start(h);
+  }
+  if (h != NULL)
+    uv_timer_start(&srv->watch_timer, on_watch_timer, h->held_ms + LH_WATCH_DELAY_MS - now, 0);
+}
+
+void lh_watch_later(lith_http_req *h) {
+  lith_http_server *srv = h->srv;
+  if (h->later || h->watching || !h->h2o || h->version >= 0x200)
+    return;
+  h->held_ms = uv_now(srv->loop);
+  h->later = 1;
+  h->later_next = NULL;
+  h->later_prev = srv->later_tail;
+  if (srv->later_tail)
+    srv->later_tail->later_next = h;
+  else
+    srv->later_head = h;
+  srv->later_tail = h;
+  if (!uv_is_active((uv_handle_t *)&srv->watch_timer))
+    uv_timer_start(&srv->watch_timer, on_watch_timer, LH_WATCH_DELAY_MS, 0);
+}
+
 int lh_watch_init(lith_http_server *srv) {
   srv->watch_ep = epoll_create1(EPOLL_CLOEXEC);
   if (srv->watch_ep < 0)
@@ -63,6 +114,9 @@ int lh_watch_init(lith_http_server *srv) {
     return -1;
   }
   srv->watch_poll.data = srv;
+  uv_timer_init(srv->loop, &srv->watch_timer);
+  uv_unref((uv_handle_t *)&srv->watch_timer);
+  srv->watch_timer.data = srv;
   return 0;
 }
 
@@ -88,6 +142,7 @@ void lh_watch_start(lith_http_req *h) {
 }
 
 void lh_watch_stop(lith_http_req *h) {
+  later_unlink(h);
   if (!h->watching)
     return;
   lh_conn *c = h->conn;
