@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -565,6 +566,50 @@ static void test_unix_socket(void **state) {
   assert_int_equal(tl_sql_int("unixonly.db", "SELECT count(*) FROM t"), 1);
 }
 
+/* A client that sends requests and never reads the answers holds only its
+ * own connection: others are answered, and lithd stops reading from it
+ * (h2o answers HTTP/1 requests in order), so what it can make lithd buffer
+ * is bounded by the socket buffers. */
+static void test_slow_reader_blocks_nobody(void **state) {
+  struct tl_child *c = *state;
+  char req[512];
+  const char *q = "{\"statements\":[{\"sql\":\"SELECT randomblob(200000)\"}]}";
+  int fd, i, n, sent = 0;
+  int64_t t0;
+
+  tl_start(c, "slowreader", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200,
+            NULL);
+  fd = tl_connect(c);
+  assert_true(fd >= 0);
+  n = snprintf(req, sizeof req,
+               "POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Content-Length: %zu\r\n\r\n%s",
+               strlen(q), q);
+  /* 200 pipelined requests for ~270 KB answers each (54 MB), none read;
+   * stop when the kernel will take no more. */
+  for (i = 0; i < 200; i++) {
+    struct pollfd p = {fd, POLLOUT, 0};
+    if (poll(&p, 1, 200) != 1) break;
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) break;
+    sent++;
+  }
+  assert_true(sent > 0);
+  usleep(300 * 1000);
+  t0 = now_ms();
+  for (i = 0; i < 20; i++)
+    tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}",
+              200, NULL);
+  if (now_ms() - t0 > 5000) {
+    print_error("20 commands took %lld ms beside a client that does not read\n",
+                (long long)(now_ms() - t0));
+    fail();
+  }
+  close(fd);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("slowreader.db", "SELECT count(*) FROM t"), 20);
+}
+
 /* Clients' SQL cannot reach files or change the shared connection. */
 static void test_authorizer(void **state) {
   struct tl_child *c = *state;
@@ -619,6 +664,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_log_file_and_sighup, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_unix_socket, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_authorizer, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_slow_reader_blocks_nobody, tl_setup, tl_teardown),
       cmocka_unit_test(test_help_and_version),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
