@@ -353,9 +353,14 @@ static int take(lith *db) {
     }
     if (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)
       return 0;
-    if (!spun && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2) {
+    if (!spun && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2 &&
+        (db->spin_credit > 0 || (++db->spin_skipped & 63) == 0)) {
       /* Few producers: the next command is likely a few microseconds
-       * away; catch it without a sleep and a wake-up. */
+       * away; catch it without a sleep and a wake-up. But only while that
+       * works: when commands come from far (a server answering over the
+       * network), the spin only burns the CPU their producer needs, so
+       * each spin that catches nothing costs credit, and without credit
+       * the writer spins once in 64 sleeps, to notice when it pays again. */
       spun = 1;
       int64_t until = lith__now_ns() + LITH__SPIN_NS;
       for (unsigned i = 1; lith__queue_idle(&db->q); i++) {
@@ -363,6 +368,12 @@ static int take(lith *db) {
         if ((i & 63) == 0 && (lith__now_ns() > until || atomic_load(&db->closed)))
           break;
       }
+      if (lith__queue_idle(&db->q)) {
+        db->spin_credit -= 2;
+      } else if (db->spin_credit < 8) {
+        db->spin_credit++;
+      }
+      db->spin_skipped = 0;
       continue;
     }
     atomic_store(&db->sleeping, 1);

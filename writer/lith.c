@@ -252,6 +252,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   atomic_init(&db->space_seq, 0);
   atomic_init(&db->space_waiters, 0);
   atomic_init(&db->closed, 0);
+  db->spin_credit = 8; /* the writer's wait-spin starts trusted (batch.c, take) */
   if (!(db->path = strdup(path ? path : ""))) {
     rc = lith__fail(LITH_NOMEM, "lith_open: out of memory");
     goto err_free_db;

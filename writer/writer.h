@@ -74,6 +74,8 @@ struct lith {
                              only while batches are tiny, i.e. few producers */
   _Atomic int64_t last_tx_ns; /* the previous transaction's time (relaxed): how long
                                  a lone producer may spin for its answer */
+  int spin_credit;         /* writer thread only: whether its wait-spin pays (batch.c) */
+  unsigned spin_skipped;   /* writer thread only: sleeps without a spin since */
 
   /* read-only after open */
   alignas(64) char *path;

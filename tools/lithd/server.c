@@ -109,6 +109,7 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
 /* ---- Waiting for room in the queue ------------------------------------- */
 
 #define PARK_MAX_BYTES ((size_t)256 << 20) /* request bodies waiting, at most */
+#define SUBMIT_CHUNK 16 /* commands parsed that are submitted without waiting for the iteration's end */
 
 /* A command lith's queue had no room for yet (server.h, "Overload"). It
  * lives inside its request's context (do_ctx or batch_item). */
@@ -162,7 +163,11 @@ static void park_drain(lithd_server *s) {
 }
 
 static void park_timer_cb(uv_timer_t *t) { park_drain(t->data); }
-static void park_check_cb(uv_check_t *c) { park_drain(c->data); }
+static void park_check_cb(uv_check_t *c) {
+  lithd_server *s = c->data;
+  s->park_new = 0;
+  park_drain(s);
+}
 
 /* Queue p to be submitted at the end of this loop iteration (after every
  * request read in it was parsed: the writer then finds them together and
@@ -180,6 +185,14 @@ static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
   else s->park_head = p;
   s->park_tail = p;
   s->park_bytes += bytes;
+  /* Every SUBMIT_CHUNK commands go at once, not only at the iteration's
+   * end: with many clients a single iteration reads dozens of requests, and
+   * the writer should start on the first ones while the loop parses the
+   * rest, rather than the two taking turns. */
+  if (++s->park_new >= SUBMIT_CHUNK) {
+    s->park_new = 0;
+    park_drain(s);
+  }
   uv_check_start(&s->park_check, park_check_cb);
   return LITH_OK;
 }

@@ -23,9 +23,10 @@
  * Everything runs on the loop thread, but the reads of /v1/query and the
  * backups.
  *
- * Every command is submitted at the end of the loop iteration that parsed
- * it (a uv_check_t), together with the others of that iteration, so the
- * writer finds them together and commits them as one batch.
+ * Commands are submitted in chunks: every 16 parsed, and what is left at
+ * the end of the loop iteration that parsed it (a uv_check_t). The writer
+ * then finds several together and commits them as one batch, without
+ * idling while the loop parses the rest of a busy iteration.
  *
  * Overload: when lith's queue is full, a command waits here, in a FIFO on
  * the loop, until the writer makes room or queue_wait_ms passed (then 503
@@ -56,6 +57,7 @@ typedef struct lithd_server {
   /* Internal: the commands waiting for room (see above). */
   struct lithd_park *park_head, *park_tail;
   size_t park_bytes;
+  unsigned park_new;        /* parked since the last chunk went */
   uv_timer_t park_timer;
   uv_check_t park_check;    /* submits what the loop iteration parsed */
   int started, stopped;
