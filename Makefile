@@ -68,6 +68,7 @@ include tools/lithd/lithd.mk
 TEST_BIN += $(LITHD_TEST_BIN)
 include tools/lith/lith.mk
 TEST_BIN += $(LITH_CLI_TEST_BIN)
+include examples/kanban/board.mk
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
