@@ -7,7 +7,7 @@
  * statement once to validate it and to read its parameter names. A request
  * then only builds the JSON shape sqljson already knows
  * ({"statements": [{"sql", "params": {":name": value}}]}) from the request's
- * values (references, no copies) and hands it to lithd_batch_from_json, so
+ * values (references, no copies) and hands it to lithd_batch_from_value, so
  * values, limits and binding follow exactly the rules of /v1/do.
  */
 #include "commands.h"
@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #define FILE_MAX (4 << 20)
 #define NAME_MAX_LEN 64
@@ -366,42 +368,33 @@ static const cmd *find(const lithd_commands *set, const char *name) {
   return NULL;
 }
 
-/* A new object with obj's keys stripped of a leading ':', '@' or '$' (the
- * values shared), or NULL with *e set (two spellings of one name, no
- * memory). */
-static json_t *bare_keys(json_t *obj, lithd_error *e) {
-  json_t *out = json_object();
-  const char *key;
-  json_t *v;
-  if (out == NULL) {
-    lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
-    return NULL;
-  }
-  json_object_foreach(obj, key, v) {
-    const char *bare = key[0] == ':' || key[0] == '@' || key[0] == '$' ? key + 1 : key;
-    if (json_object_get(out, bare) != NULL) {
-      lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" is given twice", bare);
-      json_decref(out);
-      return NULL;
+/* The value of bare name `bare` in params (keys spelt with or without
+ * their sigil), or NULL. */
+static const lj_value *param_of(const lj_value *params, const char *bare) {
+  size_t n = strlen(bare);
+  for (size_t i = 0; params != NULL && i < params->n; i++) {
+    const lj_member *m = &params->u.members[i];
+    const char *k = m->key;
+    size_t kl = m->keylen;
+    if (kl > 0 && (k[0] == ':' || k[0] == '@' || k[0] == '$')) {
+      k++;
+      kl--;
     }
-    if (json_object_set(out, bare, v) != 0) {
-      lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
-      json_decref(out);
-      return NULL;
-    }
+    if (kl == n && memcmp(k, bare, n) == 0) return m->value;
   }
-  return out;
+  return NULL;
 }
 
 int lithd_commands_batch(const lithd_commands *set, const char *name, const char *body,
                          size_t len, const lithd_limits *lim, lithd_batch **out,
                          lithd_error *e) {
   const cmd *c = find(set, name);
-  json_t *req = NULL, *given = NULL, *params = NULL, *root = NULL, *list = NULL;
-  json_error_t jerr;
-  const char *key;
-  json_t *v;
-  int i, k, rc;
+  lithd_arena tmp = {0};
+  lj_value *req = NULL, *root, *list;
+  const lj_value *params = NULL;
+  lj_error jerr = {0, 0, ""};
+  size_t i;
+  int k, rc;
 
   *out = NULL;
   if (c == NULL)
@@ -410,52 +403,73 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     return lithd_error_set(e, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu",
                            len, lim->max_body_bytes);
   if (len > 0) {
-    req = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (req == NULL)
-      return lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
-                             jerr.line, jerr.column, jerr.text);
-    given = json_object_get(req, "params"); /* borrowed */
-    if (!json_is_object(req) || json_object_size(req) > 1 ||
-        (json_object_size(req) == 1 && !json_is_object(given))) {
+    if (lj_parse(&tmp, body, len, &req, &jerr) != 0) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
+                           jerr.line, jerr.column, jerr.text);
+      goto out;
+    }
+    params = lj_get(req, "params");
+    if (req->type != LJ_OBJECT || req->n > 1 || (req->n == 1 && (params == NULL || params->type != LJ_OBJECT))) {
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
                            "the body must be {\"params\": {\"name\": value, ...}}");
       goto out;
     }
   }
-  /* Every parameter given must be one of the command's, and every one of
-   * the command's given: a misspelt name must not bind NULL. A key may be
-   * spelt with its sigil too (":from" as /v1/do wants it, or "from"). */
-  if (given != NULL && (params = bare_keys(given, e)) == NULL) {
-    rc = e->code;
-    goto out;
-  }
-  json_object_foreach(params, key, v) {
-    for (i = 0; i < c->nparams; i++)
-      if (strcmp(c->params[i], key) == 0) break;
-    if (i == c->nparams) {
+  /* Every parameter given must be one of the command's, given once, and
+   * every one of the command's given: a misspelt name must not bind NULL.
+   * A key may carry its sigil (":from" as /v1/do wants it) or not. */
+  for (i = 0; params != NULL && i < params->n; i++) {
+    const char *key = params->u.members[i].key;
+    const char *bare = key[0] == ':' || key[0] == '@' || key[0] == '$' ? key + 1 : key;
+    size_t j;
+    for (k = 0; k < c->nparams; k++)
+      if (strcmp(c->params[k], bare) == 0) break;
+    if (k == c->nparams || strlen(key) != params->u.members[i].keylen) {
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
                            "command \"%s\" has no parameter \"%.64s\"", c->name, key);
       goto out;
     }
+    for (j = 0; j < i; j++) {
+      const char *other = params->u.members[j].key;
+      if (other[0] == ':' || other[0] == '@' || other[0] == '$') other++;
+      if (strcmp(other, bare) == 0) {
+        rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" is given twice", bare);
+        goto out;
+      }
+    }
   }
-  for (i = 0; i < c->nparams; i++)
-    if (json_object_get(params, c->params[i]) == NULL) {
+  for (k = 0; k < c->nparams; k++)
+    if (param_of(params, c->params[k]) == NULL) {
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" of command \"%s\" is missing",
-                           c->params[i], c->name);
+                           c->params[k], c->name);
       goto out;
     }
 
-  root = json_object();
-  list = json_array();
-  if (root == NULL || list == NULL || json_object_set(root, "statements", list) != 0) goto nomem;
-  for (i = 0; i < c->nstmts; i++) {
+  /* {"statements": [{"sql": ..., "params": {":name": value, ...}}, ...]} */
+  root = lj_make(&tmp, LJ_OBJECT, 1);
+  list = lj_make(&tmp, LJ_ARRAY, (size_t)c->nstmts);
+  if (root == NULL || list == NULL) goto nomem;
+  root->u.members[0].key = "statements";
+  root->u.members[0].keylen = strlen("statements");
+  root->u.members[0].value = list;
+  for (i = 0; i < (size_t)c->nstmts; i++) {
     const cmd_stmt *cs = &c->stmts[i];
-    json_t *st = json_pack("{s:s, s:{}}", "sql", cs->sql, "params");
-    json_t *ps = json_object_get(st, "params");
-    if (json_array_append_new(list, st) != 0) goto nomem; /* st NULL or released */
-    for (k = 0; k < cs->nparams; k++)
-      if (json_object_set(ps, cs->full[k], json_object_get(params, cs->full[k] + 1)) != 0)
-        goto nomem;
+    lj_value *st = lj_make(&tmp, LJ_OBJECT, 2);
+    lj_value *sql = lj_make_string(&tmp, cs->sql, strlen(cs->sql));
+    lj_value *ps = lj_make(&tmp, LJ_OBJECT, (size_t)cs->nparams);
+    if (st == NULL || sql == NULL || ps == NULL) goto nomem;
+    st->u.members[0].key = "sql";
+    st->u.members[0].keylen = 3;
+    st->u.members[0].value = sql;
+    st->u.members[1].key = "params";
+    st->u.members[1].keylen = 6;
+    st->u.members[1].value = ps;
+    for (k = 0; k < cs->nparams; k++) {
+      ps->u.members[k].key = cs->full[k];
+      ps->u.members[k].keylen = strlen(cs->full[k]);
+      ps->u.members[k].value = (lj_value *)param_of(params, cs->full[k] + 1);
+    }
+    list->u.items[i] = st;
   }
   {
     /* The statements are the operator's, not the client's: the bounds on
@@ -466,16 +480,13 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     own.max_statements = INT_MAX;
     own.max_sql_bytes = SIZE_MAX;
     own.max_params = INT_MAX;
-    rc = lithd_batch_from_json(root, &own, out, e);
+    rc = lithd_batch_from_value(root, &own, out, e);
   }
   goto out;
 nomem:
   rc = lithd_error_set(e, LITH_NOMEM, -1, "out of memory");
 out:
-  json_decref(list);
-  json_decref(root);
-  json_decref(params); /* bare_keys' copy */
-  json_decref(req);
+  lithd_arena_free(&tmp);
   return rc;
 }
 

@@ -531,21 +531,26 @@ static void batch_park_refuse(struct lithd_park *p, int rc) {
  * in *e (nothing submitted). */
 static int batch_parse(lithd_server *s, const char *body, size_t len, struct batch_ctx *b,
                        lithd_error *e) {
-  json_error_t jerr;
-  json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  json_t *cmds;
+  lithd_arena tmp = {0};
+  lj_value *root = NULL;
+  const lj_value *cmds;
+  lj_error jerr = {0, 0, ""};
   size_t i;
   int total = 0;
   int rc = LITH_OK;
 
-  if (root == NULL) return lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON: %s", jerr.text);
-  cmds = json_object_get(root, "commands");
-  if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(cmds)) {
+  if (lj_parse(&tmp, body, len, &root, &jerr) != 0) {
+    rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
+                         jerr.line, jerr.column, jerr.text);
+    goto out;
+  }
+  cmds = lj_get(root, "commands");
+  if (root->type != LJ_OBJECT || root->n != 1 || cmds == NULL || cmds->type != LJ_ARRAY) {
     rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
                          "the body must be {\"commands\": [{\"statements\": [...]}, ...]}");
     goto out;
   }
-  b->n = json_array_size(cmds);
+  b->n = cmds->n;
   if (b->n == 0) {
     rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "\"commands\" is empty");
     goto out;
@@ -561,15 +566,15 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
     goto out;
   }
   for (i = 0; i < b->n; i++) {
-    json_t *c = json_array_get(cmds, i);
+    const lj_value *c = cmds->u.items[i];
     lithd_error ce;
 
     b->items[i].owner = b;
-    if (!json_is_object(c)) {
+    if (c->type != LJ_OBJECT) {
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "command %zu: not an object", i);
       goto out;
     }
-    rc = lithd_batch_from_json(c, &s->limits, &b->items[i].batch, &ce);
+    rc = lithd_batch_from_value(c, &s->limits, &b->items[i].batch, &ce);
     if (rc != LITH_OK) {
       lithd_error_set(e, rc, ce.statement, "command %zu: %s", i, ce.message);
       goto out;
@@ -582,7 +587,7 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
     }
   }
 out:
-  json_decref(root);
+  lithd_arena_free(&tmp);
   return rc;
 }
 

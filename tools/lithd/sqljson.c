@@ -2,11 +2,12 @@
  * sqljson — JSON statement lists in, SQLite work, JSON results out.
  *
  * Design:
- *   - Parsing is the only place jansson is used. lithd_batch_parse checks
- *     the whole request (shape, types, limits, base64) and copies it into
- *     plain C values held in one arena, then drops the JSON tree. So a bad
- *     request is refused before it reaches the writer, and the writer thread
- *     runs over a few flat arrays without allocating per value.
+ *   - lithd_batch_parse reads the body with json.c's reader into the
+ *     batch's own arena, checks the whole request (shape, types, limits,
+ *     base64) and turns it into plain C values in that arena. So a bad
+ *     request is refused before it reaches the writer, the writer thread
+ *     runs over a few flat arrays without allocating per value, and a
+ *     request costs a handful of mallocs.
  *   - Running (lithd_batch_run on the writer, lithd_batch_read on a
  *     reader) shares one loop: fetch the cached statement, bind, step to the
  *     end while copying every cell into the result's arena, reset. Anything
@@ -31,78 +32,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include <jansson.h>
+#include "arena.h"
+#include "json.h"
 
-/* ---- Arena: bump allocation in chunks, freed all at once --------------- */
-
-typedef struct chunk {
-  struct chunk *next;
-  size_t used, cap;
-  max_align_t data[]; /* cap bytes */
-} chunk;
-
-typedef struct arena {
-  chunk *head;
-  size_t next_cap;
-} arena;
-
-#define ARENA_MIN 4096
-#define ARENA_MAX (1024 * 1024)
-
-static void *arena_alloc(arena *a, size_t n, size_t align) {
-  chunk *c = a->head;
-  if (c) {
-    size_t off = (c->used + align - 1) & ~(align - 1);
-    if (off <= c->cap && n <= c->cap - off) {
-      c->used = off + n;
-      return (unsigned char *)c->data + off;
-    }
-  }
-  size_t cap = a->next_cap ? a->next_cap : ARENA_MIN;
-  if (n > SIZE_MAX - sizeof(chunk))
-    return NULL;
-  int big = n > cap / 4;
-  if (n > cap)
-    cap = n;
-  chunk *nc = malloc(sizeof(chunk) + cap);
-  if (!nc)
-    return NULL;
-  nc->cap = cap;
-  nc->used = n;
-  if (big && a->head) {
-    /* a large block gets a chunk to itself behind the head, so the head's
-       free space stays in use */
-    nc->next = a->head->next;
-    a->head->next = nc;
-  } else {
-    nc->next = a->head;
-    a->head = nc;
-    if (a->next_cap < ARENA_MAX)
-      a->next_cap = a->next_cap ? a->next_cap * 2 : ARENA_MIN * 2;
-  }
-  return nc->data;
-}
-
-static void *arena_copy(arena *a, const void *p, size_t n) {
-  void *q = arena_alloc(a, n + 1, 1);
-  if (q) {
-    if (n)
-      memcpy(q, p, n);
-    ((char *)q)[n] = '\0'; /* text stays usable as a C string */
-  }
-  return q;
-}
-
-static void arena_free(arena *a) {
-  chunk *c = a->head;
-  while (c) {
-    chunk *next = c->next;
-    free(c);
-    c = next;
-  }
-  a->head = NULL;
-  a->next_cap = 0;
-}
+/* Arenas: arena.h. */
+typedef lithd_arena arena;
+#define arena_alloc lithd_arena_alloc
+#define arena_copy lithd_arena_copy
+#define arena_free lithd_arena_free
 
 /* ---- Values ---------------------------------------------------------------- */
 
@@ -375,12 +312,10 @@ static int b64_decode(const char *s, size_t n, unsigned char *out, size_t *outn,
 
 /* The first key of obj that is neither a nor b (b may be NULL), or NULL.
  * Keys are compared with their length: "sql\u0000x" is not "sql". */
-static const char *unknown_key(json_t *obj, const char *a, const char *b) {
-  const char *key;
-  size_t len;
-  json_t *v;
-  json_object_keylen_foreach(obj, key, len, v) {
-    (void)v;
+static const char *unknown_key(const lj_value *obj, const char *a, const char *b) {
+  for (size_t i = 0; i < obj->n; i++) {
+    const char *key = obj->u.members[i].key;
+    size_t len = obj->u.members[i].keylen;
     if (!(len == strlen(a) && memcmp(key, a, len) == 0) &&
         !(b && len == strlen(b) && memcmp(key, b, len) == 0))
       return key;
@@ -388,13 +323,15 @@ static const char *unknown_key(json_t *obj, const char *a, const char *b) {
   return NULL;
 }
 
-/* Describes the parameter being parsed, for messages. */
+/* Describes the parameter being parsed, for messages; `own`: the parsed
+ * tree lives in the batch's arena, so its strings need no copy. */
 typedef struct pctx {
   lithd_batch *b;
   int stmt;
   const char *name; /* named parameter, or NULL */
   size_t pos;       /* positional parameter, from 1 */
   lithd_error *err;
+  int own;
 } pctx;
 
 static int pfail(const pctx *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -409,58 +346,59 @@ static int pfail(const pctx *c, int code, const char *fmt, ...) {
   return lithd_error_set(c->err, code, c->stmt, "parameter %zu: %s", c->pos, what);
 }
 
-static int parse_blob(const pctx *c, json_t *obj, value *v) {
-  json_t *s = json_object_get(obj, "base64");
-  if (!s || json_object_size(obj) != 1 || unknown_key(obj, "base64", NULL))
+/* s[0..n) in the batch's arena: as it is when the tree lives there. */
+static const char *keep(const pctx *c, const char *s, size_t n) {
+  return c->own ? s : arena_copy(&c->b->mem, s, n);
+}
+
+static int parse_blob(const pctx *c, const lj_value *obj, value *v) {
+  const lj_value *s = lj_get(obj, "base64");
+  if (!s || obj->n != 1 || unknown_key(obj, "base64", NULL))
     return pfail(c, LITHD_BAD_REQUEST,
                  "an object must be {\"base64\": \"...\"} (a blob); arrays and other objects are not values");
-  if (!json_is_string(s))
+  if (s->type != LJ_STRING)
     return pfail(c, LITHD_BAD_REQUEST, "\"base64\" must be a string");
-  size_t n = json_string_length(s);
+  size_t n = s->n;
   unsigned char *buf = arena_alloc(&c->b->mem, n / 4 * 3 + 1, 1);
   if (!buf)
     return lithd_error_set(c->err, LITH_NOMEM, c->stmt, "out of memory");
   char why[64];
-  if (b64_decode(json_string_value(s), n, buf, &v->n, why) != 0)
+  if (b64_decode(s->u.s, n, buf, &v->n, why) != 0)
     return pfail(c, LITHD_BAD_REQUEST, "bad base64: %s", why);
   v->type = SQLITE_BLOB;
   v->u.p = buf;
   return LITH_OK;
 }
 
-static int parse_value(const pctx *c, json_t *j, value *v) {
+static int parse_value(const pctx *c, const lj_value *j, value *v) {
   memset(v, 0, sizeof *v);
-  switch (json_typeof(j)) {
-  case JSON_INTEGER:
-    /* json_int_t is long long here (JSON_INTEGER_IS_LONG_LONG): exact over
-       the whole 64-bit range; jansson refuses what does not fit. */
+  switch (j->type) {
+  case LJ_INT: /* exact over the whole 64-bit range; json.c refuses what does not fit */
     v->type = SQLITE_INTEGER;
-    v->u.i = (int64_t)json_integer_value(j);
+    v->u.i = j->u.i;
     return LITH_OK;
-  case JSON_REAL:
+  case LJ_REAL: /* finite: json.c refuses overflow */
     v->type = SQLITE_FLOAT;
-    v->u.d = json_real_value(j);
-    if (!isfinite(v->u.d)) /* jansson refuses overflow already */
-      return pfail(c, LITHD_BAD_REQUEST, "the number is not finite");
+    v->u.d = j->u.d;
     return LITH_OK;
-  case JSON_STRING:
+  case LJ_STRING:
     v->type = SQLITE_TEXT;
-    v->n = json_string_length(j);
-    v->u.p = arena_copy(&c->b->mem, json_string_value(j), v->n);
+    v->n = j->n;
+    v->u.p = (const unsigned char *)keep(c, j->u.s, j->n);
     if (!v->u.p)
       return lithd_error_set(c->err, LITH_NOMEM, c->stmt, "out of memory");
     return LITH_OK;
-  case JSON_TRUE:
-  case JSON_FALSE:
+  case LJ_TRUE:
+  case LJ_FALSE:
     v->type = SQLITE_INTEGER;
-    v->u.i = json_is_true(j) ? 1 : 0;
+    v->u.i = j->type == LJ_TRUE ? 1 : 0;
     return LITH_OK;
-  case JSON_NULL:
+  case LJ_NULL:
     v->type = SQLITE_NULL;
     return LITH_OK;
-  case JSON_OBJECT:
+  case LJ_OBJECT:
     return parse_blob(c, j, v);
-  case JSON_ARRAY:
+  case LJ_ARRAY:
   default:
     return pfail(c, LITHD_BAD_REQUEST,
                  "an array is not a value (a blob is {\"base64\": \"...\"})");
@@ -474,74 +412,68 @@ static int only_space(const char *s, size_t n) {
   return 1;
 }
 
-static int parse_params(lithd_batch *b, stmt_spec *spec, int i, json_t *params, lithd_error *err) {
+static int parse_params(lithd_batch *b, stmt_spec *spec, int i, const lj_value *params,
+                        lithd_error *err, int own) {
   const lithd_limits *lim = &b->lim;
-  pctx c = {b, i, NULL, 0, err};
+  pctx c = {b, i, NULL, 0, err, own};
   size_t n;
-  if (!params || json_is_null(params))
+  if (!params || params->type == LJ_NULL)
     return LITH_OK;
-  if (json_is_array(params))
-    n = json_array_size(params);
-  else if (json_is_object(params))
-    n = json_object_size(params);
-  else
+  if (params->type != LJ_ARRAY && params->type != LJ_OBJECT)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i,
                            "\"params\" must be an array (by position) or an object (by name)");
+  n = params->n;
   if (n > (size_t)lim->max_params)
     return lithd_error_set(err, LITHD_TOO_LARGE, i, "%zu parameters, over the limit of %d",
                            n, lim->max_params);
   spec->params = arena_alloc(&b->mem, n * sizeof *spec->params, _Alignof(max_align_t));
-  if (!spec->params)
+  if (n && !spec->params)
     return lithd_error_set(err, LITH_NOMEM, i, "out of memory");
   spec->nparams = (int)n;
 
   int rc;
-  if (json_is_array(params)) {
+  if (params->type == LJ_ARRAY) {
     for (size_t k = 0; k < n; k++) {
       c.pos = k + 1;
       spec->params[k].name = NULL;
-      if ((rc = parse_value(&c, json_array_get(params, k), &spec->params[k].v)) != LITH_OK)
+      if ((rc = parse_value(&c, params->u.items[k], &spec->params[k].v)) != LITH_OK)
         return rc;
     }
     return LITH_OK;
   }
 
   spec->named = 1;
-  const char *key;
-  size_t keylen;
-  json_t *v;
-  size_t k = 0;
-  json_object_keylen_foreach(params, key, keylen, v) {
-    c.name = key;
-    if (keylen == 0 || strlen(key) != keylen || !strchr(":@$?", key[0]))
+  for (size_t k = 0; k < n; k++) {
+    const lj_member *m = &params->u.members[k];
+    c.name = m->key;
+    if (m->keylen == 0 || strlen(m->key) != m->keylen || !strchr(":@$?", m->key[0]))
       return pfail(&c, LITHD_BAD_REQUEST,
                    "a name must be spelt as in the SQL, beginning with ':', '@', '$' or '?'");
-    spec->params[k].name = arena_copy(&b->mem, key, keylen);
+    spec->params[k].name = keep(&c, m->key, m->keylen);
     if (!spec->params[k].name)
       return lithd_error_set(err, LITH_NOMEM, i, "out of memory");
-    if ((rc = parse_value(&c, v, &spec->params[k].v)) != LITH_OK)
+    if ((rc = parse_value(&c, m->value, &spec->params[k].v)) != LITH_OK)
       return rc;
-    k++;
   }
   return LITH_OK;
 }
 
-static int parse_statement(lithd_batch *b, int i, json_t *j, lithd_error *err) {
+static int parse_statement(lithd_batch *b, int i, const lj_value *j, lithd_error *err, int own) {
   stmt_spec *spec = &b->stmts[i];
   const char *key;
-  if (!json_is_object(j))
+  if (j->type != LJ_OBJECT)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i,
                            "a statement must be an object: {\"sql\": \"...\", \"params\": [...]}");
   if ((key = unknown_key(j, "sql", "params")) != NULL)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i,
                            "unknown key \"%.64s\" (a statement has \"sql\" and \"params\")", key);
-  json_t *sql = json_object_get(j, "sql");
+  const lj_value *sql = lj_get(j, "sql");
   if (!sql)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i, "\"sql\" is missing");
-  if (!json_is_string(sql))
+  if (sql->type != LJ_STRING)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i, "\"sql\" must be a string");
-  const char *text = json_string_value(sql);
-  size_t len = json_string_length(sql);
+  const char *text = sql->u.s;
+  size_t len = sql->n;
   if (len > b->lim.max_sql_bytes)
     return lithd_error_set(err, LITHD_TOO_LARGE, i, "the SQL is %zu bytes, over the limit of %zu",
                            len, b->lim.max_sql_bytes);
@@ -549,37 +481,38 @@ static int parse_statement(lithd_batch *b, int i, json_t *j, lithd_error *err) {
     return lithd_error_set(err, LITHD_BAD_REQUEST, i, "\"sql\" contains a NUL character");
   if (only_space(text, len))
     return lithd_error_set(err, LITHD_BAD_REQUEST, i, "\"sql\" is empty");
-  spec->sql = arena_copy(&b->mem, text, len);
+  spec->sql = own ? text : arena_copy(&b->mem, text, len);
   if (!spec->sql)
     return lithd_error_set(err, LITH_NOMEM, i, "out of memory");
-  return parse_params(b, spec, i, json_object_get(j, "params"), err);
+  return parse_params(b, spec, i, lj_get(j, "params"), err, own);
 }
 
-/* The statements of an already loaded body into a new batch (b is empty, its
- * limits resolved). */
-static int batch_fill(lithd_batch *b, json_t *root, lithd_error *err) {
+/* The statements of a parsed body into a new batch (b is empty, its
+ * limits resolved); `own`: the tree lives in b's arena. */
+static int batch_fill(lithd_batch *b, const lj_value *root, lithd_error *err, int own) {
   const char *key;
-  if (!json_is_object(root))
+  if (root->type != LJ_OBJECT)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
                            "the body must be an object: {\"statements\": [...]}");
   if ((key = unknown_key(root, "statements", NULL)) != NULL)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
                            "unknown key \"%.64s\" (the body has \"statements\")", key);
-  json_t *list = json_object_get(root, "statements");
-  if (!list || !json_is_array(list))
+  const lj_value *list = lj_get(root, "statements");
+  if (!list || list->type != LJ_ARRAY)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"statements\" must be an array%s",
                            list ? "" : " and is missing");
-  size_t n = json_array_size(list);
+  size_t n = list->n;
   if (n > (size_t)b->lim.max_statements)
     return lithd_error_set(err, LITHD_TOO_LARGE, -1, "%zu statements, over the limit of %d", n,
                            b->lim.max_statements);
   b->stmts = arena_alloc(&b->mem, n * sizeof *b->stmts, _Alignof(max_align_t));
-  if (!b->stmts)
+  if (n && !b->stmts)
     return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
-  memset(b->stmts, 0, n * sizeof *b->stmts);
+  if (n)
+    memset(b->stmts, 0, n * sizeof *b->stmts);
   b->n = (int)n;
   for (int i = 0; i < b->n; i++) {
-    int rc = parse_statement(b, i, json_array_get(list, (size_t)i), err);
+    int rc = parse_statement(b, i, list->u.items[i], err, own);
     if (rc != LITH_OK)
       return rc;
   }
@@ -589,7 +522,8 @@ static int batch_fill(lithd_batch *b, json_t *root, lithd_error *err) {
 int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                       lithd_batch **out, lithd_error *err) {
   lithd_error scratch;
-  json_error_t jerr;
+  lj_error jerr = {0, 0, ""};
+  lj_value *root;
   int rc;
   if (!err)
     err = &scratch;
@@ -609,19 +543,15 @@ int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                          len, b->lim.max_body_bytes);
     goto err_free_batch;
   }
-
-  /* Duplicate keys are refused: {":id": 1, ":id": 2} is a mistake, not a
-     choice. U+0000 is allowed in strings (TEXT may hold it), and checked
-     for in SQL and names. */
-  json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  if (!root) {
-    rc = lithd_error_set(err, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
-                         jerr.line, jerr.column, jerr.text);
+  /* The tree goes into the batch's own arena: its strings become the
+   * batch's without a copy. */
+  if (lj_parse(&b->mem, body, len, &root, &jerr) != 0) {
+    rc = lithd_error_set(err, strcmp(jerr.text, "out of memory") == 0 ? LITH_NOMEM : LITHD_BAD_REQUEST,
+                         -1, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                         jerr.text);
     goto err_free_batch;
   }
-  rc = batch_fill(b, root, err);
-  json_decref(root);
-  if (rc != LITH_OK)
+  if ((rc = batch_fill(b, root, err, 1)) != LITH_OK)
     goto err_free_batch;
   *out = b;
   return LITH_OK;
@@ -631,21 +561,21 @@ err_free_batch:
   return rc;
 }
 
-int lithd_batch_from_json(json_t *root, const lithd_limits *lim, lithd_batch **out,
-                          lithd_error *err) {
+int lithd_batch_from_value(const lj_value *root, const lithd_limits *lim, lithd_batch **out,
+                           lithd_error *err) {
   lithd_error scratch;
   int rc;
   if (!err)
     err = &scratch;
   error_clear(err);
   if (!out || !root)
-    return lithd_error_set(err, LITH_MISUSE, -1, "lithd_batch_from_json: no out or no root");
+    return lithd_error_set(err, LITH_MISUSE, -1, "lithd_batch_from_value: no out or no root");
   *out = NULL;
   lithd_batch *b = calloc(1, sizeof *b);
   if (!b)
     return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
   limits_resolve(lim, &b->lim);
-  if ((rc = batch_fill(b, root, err)) != LITH_OK) {
+  if ((rc = batch_fill(b, root, err, 0)) != LITH_OK) {
     lithd_batch_free(b);
     return rc;
   }

@@ -61,8 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
+#include "json.h"
 #include "lith.h"
 
 #ifdef __cplusplus
@@ -187,11 +186,12 @@ typedef struct lithd_batch lithd_batch;
 int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
                       lithd_batch **out, lithd_error *err);
 
-/* As lithd_batch_parse, from a body already loaded as JSON: `root` is the
- * object {"statements": [...]} (the caller's; read only during the call, no
- * reference taken). The body size limit is the caller's to check. */
-int lithd_batch_from_json(json_t *root, const lithd_limits *lim, lithd_batch **out,
-                          lithd_error *err);
+/* As lithd_batch_parse, from a body already read (json.h): `root` is the
+ * object {"statements": [...]} (the caller's; read only during the call:
+ * what the batch needs is copied). The body size limit is the caller's to
+ * check. */
+int lithd_batch_from_value(const lj_value *root, const lithd_limits *lim, lithd_batch **out,
+                           lithd_error *err);
 
 /* The number of statements in `b`. */
 int lithd_batch_count(const lithd_batch *b);
