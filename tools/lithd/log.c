@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char *log_path; /* NULL: stderr as inherited */
-static int log_level = LITHD_LOG_INFO;
+static _Atomic int log_level = LITHD_LOG_INFO; /* read per request: no lock */
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -58,7 +59,7 @@ int lithd_log_open(const char *path, int level) {
   pthread_mutex_lock(&log_mu);
   free(log_path);
   log_path = copy;
-  log_level = level;
+  atomic_store(&log_level, level);
   pthread_mutex_unlock(&log_mu);
   return 0;
 }
@@ -71,13 +72,7 @@ int lithd_log_reopen(void) {
   return rc;
 }
 
-int lithd_log_enabled(int level) {
-  int on;
-  pthread_mutex_lock(&log_mu);
-  on = level <= log_level;
-  pthread_mutex_unlock(&log_mu);
-  return on;
-}
+int lithd_log_enabled(int level) { return level <= atomic_load_explicit(&log_level, memory_order_relaxed); }
 
 void lithd_log(int level, const char *fmt, ...) {
   char line[2048];

@@ -973,9 +973,18 @@ static void sb_put(sbuf *sb, const void *s, size_t n) {
 static void sb_puts(sbuf *sb, const char *s) { sb_put(sb, s, strlen(s)); }
 
 static void sb_int(sbuf *sb, int64_t v) {
+  /* By hand: a response holds a few per statement, and snprintf's format
+   * parsing was a visible share of lithd's loop thread. */
   char buf[24];
-  int n = snprintf(buf, sizeof buf, "%" PRId64, v);
-  sb_put(sb, buf, (size_t)n);
+  char *p = buf + sizeof buf;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    *--p = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    *--p = '-';
+  sb_put(sb, p, (size_t)(buf + sizeof buf - p));
 }
 
 /* The shortest of %.15g, %.16g, %.17g that reads back as d (%.17g always
