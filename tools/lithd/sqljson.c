@@ -949,7 +949,7 @@ static void sb_put(sbuf *sb, const void *s, size_t n) {
   if (sb->oom)
     return;
   if (n >= sb->cap - sb->n) {
-    size_t ncap = sb->cap ? sb->cap : 256;
+    size_t ncap = sb->cap ? sb->cap : 1024; /* most answers fit: one malloc */
     while (n >= ncap - sb->n) {
       if (ncap > SIZE_MAX / 2) {
         sb->oom = 1;
