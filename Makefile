@@ -149,7 +149,7 @@ run-demo: deps
 	@$(MAKE) --no-print-directory $(DEMO)
 	$(DEMO) $(ARGS)
 
-install: all $(LITH_CLI_BIN)
+install: all $(LITH_CLI_BIN) $(LITHD_BIN)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/lith.h include/lith_uv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(B)/liblith.a $(DESTDIR)$(PREFIX)/lib/
@@ -158,11 +158,12 @@ install: all $(LITH_CLI_BIN)
 	ln -sf liblith.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/liblith.so
 	install -m 644 lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(LITH_CLI_BIN) $(DESTDIR)$(PREFIX)/bin/lith
+	install -m 755 $(LITHD_BIN) $(DESTDIR)$(PREFIX)/bin/lithd
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
 	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/bin/lith
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd
 
 # cppcheck over the library and tools; any finding fails.
 lint:
