@@ -69,6 +69,7 @@ TEST_BIN += $(LITHD_TEST_BIN)
 include tools/lith/lith.mk
 TEST_BIN += $(LITH_CLI_TEST_BIN)
 include examples/kanban/board.mk
+TEST_BIN += $(KANBAN_BOARD_TEST)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
@@ -167,9 +168,10 @@ uninstall:
 
 # cppcheck over the library and tools; any finding fails.
 lint:
-	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -D_GNU_SOURCE \
+	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c \
+	  examples/kanban/*.c
 
 clean:
 	rm -rf build lith.pc

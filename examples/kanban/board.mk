@@ -9,7 +9,7 @@
 # A program using the model adds -Iexamples/kanban and links
 # $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) (the server and bench/kanban).
 
-KANBAN_BOARD_SRC  := examples/kanban/board.c examples/kanban/schema.c
+KANBAN_BOARD_SRC  := examples/kanban/board.c examples/kanban/board_read.c examples/kanban/schema.c
 KANBAN_BOARD_HDRS := examples/kanban/board.h
 KANBAN_BOARD_OBJ  := $(KANBAN_BOARD_SRC:%.c=$(B)/%.o)
 KANBAN_BOARD_TEST := $(B)/examples/kanban/test/test_board
