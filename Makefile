@@ -126,7 +126,7 @@ $(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
 demo: $(DEMO)
 
 # Benchmarks: standalone programs that print tables (see bench/README.md).
-BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd
+BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban
 $(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
@@ -139,6 +139,7 @@ bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(B)/bench/writer $(BENCH_ARGS)
 	$(B)/bench/lithd $(BENCH_ARGS)
+	$(B)/bench/kanban $(BENCH_ARGS)
 
 # The main job: lithd on lithd.db, on 127.0.0.1:8765 (ARGS adds options).
 run: deps

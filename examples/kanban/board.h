@@ -159,7 +159,12 @@ typedef struct kb_action {
   int64_t user_id;         /* acting user; must be a member of the board */
   const char *op_id;       /* client-generated operation id (KB_OP_ID_MAX), unique per
                               user; NULL: no replay protection (seeding, tests) —
-                              the HTTP server should always pass one */
+                              the HTTP server should always pass one. Make it begin
+                              with a fixed-width time, e.g. in JS
+                              Date.now().toString(36).padStart(9, '0') + '-' + random:
+                              ops is keyed (op_id, user_id), and time-ordered ids are
+                              appended at the index's right edge (random ids dirty
+                              one page per move: 2.5x the WAL per commit). */
   int64_t board_id;
   int64_t list_id;
   int64_t card_id;

@@ -11,8 +11,13 @@
  *   - positions are not UNIQUE: archived cards keep theirs, and a renumber
  *     rewrites a list in one UPDATE whose intermediate states would collide.
  *     The commands keep non-archived positions distinct (tested).
- *   - ops is keyed (user_id, op_id): one user's op ids can neither collide
+ *   - ops is keyed (op_id, user_id): one user's op ids can neither collide
  *     with nor reveal another user's; WITHOUT ROWID since the key is the row.
+ *     op_id first, not user_id: clients make op ids begin with a time
+ *     (board.h), so a batch's records land at the right edge of the tree.
+ *     Keyed by user first, 100 moves of 100 people dirtied ~60 more pages
+ *     per commit (measured: 86 WAL frames per 100-move commit instead of 34,
+ *     commit 1.8 ms instead of 0.7 ms, FULL).
  *   - sessions are keyed by the token's hash, never the token.
  * Steps are only ever appended: a database records how many ran in
  * PRAGMA user_version (lith's migrations).
@@ -74,7 +79,7 @@ static const char STEP1[] =
     " board_version INTEGER NOT NULL,"
     " idx INTEGER NOT NULL,"
     " created_ms INTEGER NOT NULL,"
-    " PRIMARY KEY (user_id, op_id)) WITHOUT ROWID;"
+    " PRIMARY KEY (op_id, user_id)) WITHOUT ROWID;"
     "CREATE INDEX ops_age ON ops(created_ms);";
 
 const char *const kb_migrations[] = {STEP1};

@@ -1,0 +1,958 @@
+/*
+ * bench/kanban — the kanban example's MoveCard through lith's writer, as
+ * the HTTP server runs it but without HTTP, against the same move done the
+ * usual way (a connection per person, one BEGIN IMMEDIATE ... COMMIT per
+ * move). The "real command" figure beside bench/writer's synthetic one.
+ *
+ * The board (seeded afresh for every arm run, one lith command): people
+ * p0..p{P-1}, all members of one board; person p owns two lists ("p: to
+ * do", "p: done") and CARDS cards dealt into the first. Every person moves
+ * only their own cards: a random card of theirs to their other list at a
+ * random index 0..n (n = cards already there), carrying the move version
+ * they last saw and a fresh op id. So no move is ever stale and the indexes
+ * are always in range; every non-OK answer is an error. All moves bump the
+ * same board's version: the hot row a real shared board has.
+ *
+ * The command is examples/kanban's kb_move_card, the code the server runs
+ * (op-id lookup, card + membership, target list, neighbours, card update,
+ * board version bump, op record; a renumber when a gap runs out: seven
+ * statements, plus the writer's SAVEPOINT/RELEASE).
+ *
+ * Arms, synchronous FULL unless --sync says otherwise:
+ *   writer   lith_open (defaults: WRITER checkpoints, an on_commit hook that
+ *            counts touched boards, as the server has), P threads calling
+ *            lith_do(kb_move_card).
+ *   perconn  P threads, a connection each (lith's pragmas, busy_timeout
+ *            30 s, SQLite's autocheckpoint), BEGIN IMMEDIATE, the same
+ *            kb_move_card body through kb_plain_run (the same statements),
+ *            COMMIT; what an app without a writer does.
+ *
+ * Timing as bench/writer: threads wait at a gate, run --warmup seconds,
+ * then a window of --seconds; a move counts when it completes inside the
+ * window. Rounds interleave the arms (odd rounds run perconn first). Reported
+ * per (P, arm): median moves/s over rounds (min–max), moves per transaction,
+ * mean and p99 transaction time (writer: lith's histogram over the window,
+ * a bucket's upper bound; perconn: from BEGIN IMMEDIATE returned to COMMIT
+ * done, i.e. while holding the lock), and each move's call latency p50 / p99
+ * / max (lith_do, or BEGIN..COMMIT including the wait for the lock), exact
+ * from per-thread buffers (reservoir-sampled beyond LAT_CAP per thread).
+ *
+ * After every arm run the database is checked with plain SQLite:
+ * quick_check; no two non-archived cards of a list share a position; every
+ * list holds exactly the cards, in exactly the order, its owner's model
+ * says (each person tracks the order its moves produced); every card's move
+ * version equals the model's; the moves recorded (sum of version bumps, op
+ * rows, board version growth) equal the moves answered OK. Any mismatch is
+ * an error; the exit status is 0 only without errors.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "board.h"
+#include "lith.h"
+
+enum { CARDS = 8, MAX_P = 4096, LAT_CAP = 1 << 14 };
+
+/* ---- small things ----------------------------------------------------------- */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t) {
+  struct timespec ts = {(time_t)(t / 1000000000), (long)(t % 1000000000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Latencies of one thread: the first LAT_CAP, then a uniform reservoir. */
+typedef struct lat_buf {
+  uint64_t v[LAT_CAP];
+  size_t n;
+  uint64_t seen, max;
+} lat_buf;
+
+static void lat_add(lat_buf *b, uint64_t ns, uint64_t *rng) {
+  b->seen++;
+  if (ns > b->max)
+    b->max = ns;
+  if (b->n < LAT_CAP) {
+    b->v[b->n++] = ns;
+    return;
+  }
+  uint64_t j = rng_next(rng) % b->seen;
+  if (j < LAT_CAP)
+    b->v[j] = ns;
+}
+
+/* Quantiles over many threads' buffers, each value weighted by
+ * seen / kept of its buffer (1 unless a thread was sampled). */
+typedef struct wv {
+  uint64_t v;
+  double w;
+} wv;
+
+static int cmp_wv(const void *a, const void *b) { return cmp_u64(&((const wv *)a)->v, &((const wv *)b)->v); }
+
+static void lat_quantiles(lat_buf *const *bufs, int nb, const double *qs, int nq, double *out_ms,
+                          double *max_ms) {
+  size_t n = 0;
+  uint64_t mx = 0;
+  for (int i = 0; i < nb; i++) {
+    n += bufs[i]->n;
+    if (bufs[i]->max > mx)
+      mx = bufs[i]->max;
+  }
+  *max_ms = n ? (double)mx / 1e6 : NAN;
+  for (int k = 0; k < nq; k++)
+    out_ms[k] = NAN;
+  if (!n)
+    return;
+  wv *all = malloc(n * sizeof *all);
+  if (!all)
+    return;
+  size_t m = 0;
+  double total = 0;
+  for (int i = 0; i < nb; i++) {
+    double w = bufs[i]->n ? (double)bufs[i]->seen / (double)bufs[i]->n : 0;
+    for (size_t j = 0; j < bufs[i]->n; j++)
+      all[m++] = (wv){bufs[i]->v[j], w};
+    total += w * (double)bufs[i]->n;
+  }
+  qsort(all, m, sizeof *all, cmp_wv);
+  for (int k = 0; k < nq; k++) {
+    double want = qs[k] * total * (1 - 1e-12), cum = 0;
+    size_t j = 0;
+    for (; j < m; j++) {
+      cum += all[j].w;
+      if (cum >= want)
+        break;
+    }
+    out_ms[k] = (double)all[j < m ? j : m - 1].v / 1e6;
+  }
+  free(all);
+}
+
+/* ---- configuration and results ------------------------------------------------- */
+
+enum { ARM_WRITER, ARM_PERCONN, NARMS };
+static const char *const ARM_NAME[NARMS] = {"writer", "perconn"};
+
+typedef struct config {
+  int people[16];
+  int npeople;
+  int sync;
+  int arms[NARMS];
+  double seconds, warmup;
+  int rounds;
+  const char *db_dir;
+} config;
+
+enum { M_MOVES_S, M_MOVES_TX, M_TX_MS, M_TX_P99, M_CALL_P50, M_CALL_P99, M_CALL_MAX, NMETRIC };
+
+typedef struct result {
+  int ran;
+  double m[NMETRIC];
+  int64_t errors;
+  double wall_s;
+} result;
+
+/* One person: their two lists, their cards, the order they expect. */
+typedef struct person {
+  struct run *r;
+  int idx;
+  int64_t user;
+  int64_t lists[2];
+  int64_t order[2][CARDS]; /* card ids in list order */
+  int n[2];
+  int64_t version[CARDS]; /* by card slot */
+  int64_t cards[CARDS];
+  uint64_t rng;
+  /* results */
+  int64_t ok, in_window, errors;
+  char first_error[LITH_ERRMSG_MAX + 64];
+  lat_buf call, tx;
+} person;
+
+typedef struct run {
+  const config *cfg;
+  int arm, P;
+  char path[4096];
+  lith *db;            /* writer arm */
+  int64_t board;
+  int64_t board_version0;
+  _Atomic int stop;
+  _Atomic int64_t window_start, window_end;
+  pthread_barrier_t gate;
+  person *people;
+  _Atomic uint64_t touched; /* boards reported to on_commit */
+} run;
+
+/* ---- seeding --------------------------------------------------------------------- */
+
+typedef struct seed {
+  run *r;
+  char names[MAX_P][16];
+  char titles[2 * MAX_P][24];
+} seed;
+
+/* One lith command: every user, the board, the members, 2 lists and CARDS
+ * cards per person, through the model's own commands. */
+static int seed_cmd(lith_tx *tx, void *arg) {
+  seed *s = arg;
+  run *r = s->r;
+  int rc;
+  for (int p = 0; p < r->P; p++) {
+    snprintf(s->names[p], sizeof s->names[p], "p%d", p);
+    kb_user_args u = {.name = s->names[p], .pw_hash = "$bench$not-a-real-hash"};
+    if ((rc = kb_create_user(tx, &u)) != LITH_OK)
+      return rc;
+    r->people[p].user = u.user_id;
+  }
+  kb_action b = {.user_id = r->people[0].user, .title = "MoveCard benchmark"};
+  if ((rc = kb_create_board(tx, &b)) != LITH_OK)
+    return rc;
+  r->board = b.out.board_id;
+  for (int p = 1; p < r->P; p++) {
+    kb_action m = {.user_id = r->people[0].user, .board_id = r->board, .name = s->names[p]};
+    if ((rc = kb_add_member(tx, &m)) != LITH_OK)
+      return rc;
+  }
+  for (int p = 0; p < r->P; p++) {
+    person *pe = &r->people[p];
+    for (int l = 0; l < 2; l++) {
+      char *t = s->titles[2 * p + l];
+      snprintf(t, sizeof s->titles[0], "p%d: %s", p, l ? "done" : "to do");
+      kb_action a = {.user_id = pe->user, .board_id = r->board, .title = t};
+      if ((rc = kb_create_list(tx, &a)) != LITH_OK)
+        return rc;
+      pe->lists[l] = a.out.id;
+      r->board_version0 = a.out.board_version;
+    }
+    pe->n[0] = pe->n[1] = 0;
+    for (int k = 0; k < CARDS; k++) {
+      kb_action a = {.user_id = pe->user, .list_id = pe->lists[0], .title = "a card to move",
+                     .index = KB_END};
+      if ((rc = kb_create_card(tx, &a)) != LITH_OK)
+        return rc;
+      pe->cards[k] = a.out.id;
+      pe->version[k] = a.out.version;
+      pe->order[0][pe->n[0]++] = a.out.id;
+      r->board_version0 = a.out.board_version;
+    }
+  }
+  return LITH_OK;
+}
+
+static void remove_db(const char *path) {
+  static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+  char p[4200];
+  for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+    snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+    unlink(p);
+  }
+}
+
+static void person_error(person *pe, const char *fmt, const char *what, const char *msg) {
+  if (pe->errors++ == 0)
+    snprintf(pe->first_error, sizeof pe->first_error, fmt, what, msg);
+}
+
+/* ---- the move a person makes ------------------------------------------------------ */
+
+typedef struct plan {
+  kb_action a;
+  int slot, from, to, at;
+  char op[32];
+} plan;
+
+static int slot_of(const person *pe, int64_t card) {
+  for (int k = 0; k < CARDS; k++)
+    if (pe->cards[k] == card)
+      return k;
+  return -1;
+}
+
+static void plan_move(person *pe, int64_t seq, plan *m) {
+  int from, at;
+  do {
+    from = (int)(rng_next(&pe->rng) % 2);
+  } while (pe->n[from] == 0);
+  at = (int)(rng_next(&pe->rng) % (uint64_t)pe->n[from]);
+  int64_t card = pe->order[from][at];
+  m->slot = slot_of(pe, card);
+  m->from = from;
+  m->to = 1 - from;
+  m->at = at;
+  snprintf(m->op, sizeof m->op, "%016llx-p%d", (unsigned long long)now_ns(), pe->idx);
+  memset(&m->a, 0, sizeof m->a);
+  m->a.user_id = pe->user;
+  m->a.op_id = m->op;
+  m->a.card_id = card;
+  m->a.list_id = pe->lists[m->to];
+  m->a.index = (int64_t)(rng_next(&pe->rng) % (uint64_t)(pe->n[m->to] + 1));
+  m->a.seen_version = pe->version[m->slot];
+}
+
+/* The move was answered OK: apply it to the model. */
+static void apply_move(person *pe, const plan *m) {
+  int64_t card = pe->cards[m->slot];
+  memmove(&pe->order[m->from][m->at], &pe->order[m->from][m->at + 1],
+          (size_t)(pe->n[m->from] - m->at - 1) * sizeof(int64_t));
+  pe->n[m->from]--;
+  int to = m->to, i = (int)m->a.index;
+  memmove(&pe->order[to][i + 1], &pe->order[to][i], (size_t)(pe->n[to] - i) * sizeof(int64_t));
+  pe->order[to][i] = card;
+  pe->n[to]++;
+  pe->version[m->slot] = m->a.out.version;
+  pe->ok++;
+}
+
+static void gate(person *pe, int64_t *ws, int64_t *we) {
+  pthread_barrier_wait(&pe->r->gate);
+  *ws = atomic_load(&pe->r->window_start);
+  *we = atomic_load(&pe->r->window_end);
+}
+
+/* ---- arm: writer ------------------------------------------------------------------ */
+
+static void *writer_person(void *arg) {
+  person *pe = arg;
+  run *r = pe->r;
+  int64_t ws, we;
+  gate(pe, &ws, &we);
+  plan m;
+  for (int64_t seq = 0; !atomic_load_explicit(&r->stop, memory_order_relaxed); seq++) {
+    plan_move(pe, seq, &m);
+    int64_t t0 = now_ns();
+    int rc = lith_do(r->db, kb_move_card, &m.a);
+    int64_t t1 = now_ns();
+    if (rc != LITH_OK) {
+      person_error(pe, "lith_do(kb_move_card): %s: %s", kb_errstr(rc), lith_errmsg(r->db));
+      continue;
+    }
+    if (m.a.out.version != m.a.seen_version + 1 || m.a.out.replayed) {
+      person_error(pe, "%s%s", "move answered with the wrong version or as a replay", "");
+      continue;
+    }
+    apply_move(pe, &m);
+    if (t1 >= ws && t1 <= we) {
+      pe->in_window++;
+      lat_add(&pe->call, (uint64_t)(t1 - t0), &pe->rng);
+    }
+  }
+  return NULL;
+}
+
+static void on_commit(void *ctx, const int64_t *topics, int n) {
+  run *r = ctx;
+  (void)topics;
+  atomic_fetch_add_explicit(&r->touched, (uint64_t)n, memory_order_relaxed);
+}
+
+/* ---- arm: a connection per person --------------------------------------------------- */
+
+static int open_plain(const char *path, int sync, sqlite3 **out) {
+  lith_options d;
+  lith_options_default(&d);
+  sqlite3 *conn = NULL;
+  *out = NULL;
+  int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_close(conn);
+    return rc;
+  }
+  sqlite3_extended_result_codes(conn, 1);
+  sqlite3_busy_timeout(conn, 30000);
+  char sql[300];
+  snprintf(sql, sizeof sql,
+           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA cache_size=-%d;"
+           " PRAGMA mmap_size=%lld; PRAGMA foreign_keys=%s; PRAGMA temp_store=MEMORY;",
+           sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", d.cache_size_kib, (long long)d.mmap_size,
+           d.foreign_keys ? "ON" : "OFF");
+  rc = sqlite3_exec(conn, sql, NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_close(conn);
+    return rc;
+  }
+  sqlite3_wal_autocheckpoint(conn, 1000);
+  *out = conn;
+  return SQLITE_OK;
+}
+
+static void *perconn_person(void *arg) {
+  person *pe = arg;
+  run *r = pe->r;
+  sqlite3 *conn = NULL;
+  kb_plain *kp = NULL;
+  sqlite3_stmt *begin = NULL, *commit = NULL, *rollback = NULL;
+  int ready = open_plain(r->path, r->cfg->sync, &conn) == SQLITE_OK &&
+              kb_plain_open(conn, &kp) == LITH_OK &&
+              sqlite3_prepare_v2(conn, "BEGIN IMMEDIATE", -1, &begin, NULL) == SQLITE_OK &&
+              sqlite3_prepare_v2(conn, "COMMIT", -1, &commit, NULL) == SQLITE_OK &&
+              sqlite3_prepare_v2(conn, "ROLLBACK", -1, &rollback, NULL) == SQLITE_OK;
+  if (!ready)
+    person_error(pe, "%s: %s", "opening a connection", conn ? sqlite3_errmsg(conn) : "failed");
+  int64_t ws, we;
+  gate(pe, &ws, &we);
+  plan m;
+  for (int64_t seq = 0; ready && !atomic_load_explicit(&r->stop, memory_order_relaxed); seq++) {
+    plan_move(pe, seq, &m);
+    int64_t t0 = now_ns();
+    int src = sqlite3_step(begin);
+    sqlite3_reset(begin);
+    if (src != SQLITE_DONE) {
+      person_error(pe, "%s: %s", "BEGIN IMMEDIATE", sqlite3_errmsg(conn));
+      continue;
+    }
+    int64_t locked = now_ns();
+    int rc = kb_plain_run(kp, kb_move_card, &m.a);
+    if (rc != LITH_OK) {
+      person_error(pe, "kb_move_card: %s: %s", kb_errstr(rc), kb_plain_errmsg(kp));
+      sqlite3_step(rollback);
+      sqlite3_reset(rollback);
+      continue;
+    }
+    src = sqlite3_step(commit);
+    sqlite3_reset(commit);
+    int64_t t1 = now_ns();
+    if (src != SQLITE_DONE) {
+      person_error(pe, "%s: %s", "COMMIT", sqlite3_errmsg(conn));
+      if (!sqlite3_get_autocommit(conn)) {
+        sqlite3_step(rollback);
+        sqlite3_reset(rollback);
+      }
+      continue;
+    }
+    apply_move(pe, &m);
+    if (t1 >= ws && t1 <= we) {
+      pe->in_window++;
+      lat_add(&pe->call, (uint64_t)(t1 - t0), &pe->rng);
+      lat_add(&pe->tx, (uint64_t)(t1 - locked), &pe->rng);
+    }
+  }
+  sqlite3_finalize(begin);
+  sqlite3_finalize(commit);
+  sqlite3_finalize(rollback);
+  kb_plain_close(kp);
+  sqlite3_close(conn);
+  return NULL;
+}
+
+/* ---- checks ------------------------------------------------------------------------- */
+
+static int64_t q_int(sqlite3 *db, const char *sql, int64_t a, int *err) {
+  sqlite3_stmt *st = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    (*err)++;
+    return v;
+  }
+  if (sqlite3_bind_parameter_count(st) > 0)
+    sqlite3_bind_int64(st, 1, a);
+  if (sqlite3_step(st) == SQLITE_ROW)
+    v = sqlite3_column_int64(st, 0);
+  else
+    (*err)++;
+  sqlite3_finalize(st);
+  return v;
+}
+
+/* Everything the run must have left; returns the number of mismatches. */
+static int64_t verify(run *r, int64_t ok_total) {
+  sqlite3 *db;
+  int err = 0;
+  if (sqlite3_open_v2(r->path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    fprintf(stderr, "check: cannot open %s\n", r->path);
+    sqlite3_close(db);
+    return 1;
+  }
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_ROW ||
+      strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+    fprintf(stderr, "check: quick_check failed\n");
+    err++;
+  }
+  sqlite3_finalize(st);
+  int64_t dup = q_int(db,
+                      "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
+                      " GROUP BY list_id, pos HAVING count(*) > 1)",
+                      0, &err);
+  if (dup != 0) {
+    fprintf(stderr, "check: %lld positions shared by two cards of a list\n", (long long)dup);
+    err++;
+  }
+  int64_t bumps = q_int(db, "SELECT sum(version - 1) FROM cards", 0, &err);
+  int64_t ops = q_int(db, "SELECT count(*) FROM ops", 0, &err);
+  int64_t bv = q_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &err);
+  if (bumps != ok_total || ops != ok_total || bv - r->board_version0 != ok_total) {
+    fprintf(stderr,
+            "check: %lld moves answered OK, but %lld card version bumps, %lld op records,"
+            " board version +%lld\n",
+            (long long)ok_total, (long long)bumps, (long long)ops,
+            (long long)(bv - r->board_version0));
+    err++;
+  }
+  if (sqlite3_prepare_v2(db,
+                         "SELECT id, version FROM cards WHERE list_id = ? AND archived = 0"
+                         " ORDER BY pos, id",
+                         -1, &st, NULL) != SQLITE_OK) {
+    sqlite3_close(db);
+    return err + 1;
+  }
+  int bad_lists = 0;
+  for (int p = 0; p < r->P; p++) {
+    person *pe = &r->people[p];
+    for (int l = 0; l < 2; l++) {
+      sqlite3_bind_int64(st, 1, pe->lists[l]);
+      int i = 0, bad = 0;
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        int slot = slot_of(pe, id);
+        if (i >= pe->n[l] || pe->order[l][i] != id || slot < 0 ||
+            pe->version[slot] != sqlite3_column_int64(st, 1))
+          bad = 1;
+        i++;
+      }
+      sqlite3_reset(st);
+      if (bad || i != pe->n[l])
+        bad_lists++;
+    }
+  }
+  sqlite3_finalize(st);
+  if (bad_lists) {
+    fprintf(stderr, "check: %d lists differ from their owner's model\n", bad_lists);
+    err++;
+  }
+  sqlite3_close(db);
+  return err;
+}
+
+/* ---- one arm run ----------------------------------------------------------------------- */
+
+static const double QS[2] = {0.50, 0.99};
+
+static void run_one(const config *c, int arm, int P, int round, result *res) {
+  run *r = calloc(1, sizeof *r);
+  person *people = calloc((size_t)P, sizeof *people);
+  seed *s = calloc(1, sizeof *s);
+  pthread_t *th = calloc((size_t)P, sizeof *th);
+  lat_buf **calls = calloc((size_t)P, sizeof *calls);
+  lat_buf **txs = calloc((size_t)P, sizeof *txs);
+  memset(res, 0, sizeof *res);
+  for (int m = 0; m < NMETRIC; m++)
+    res->m[m] = NAN;
+  int64_t t_begin = now_ns();
+  if (!r || !people || !s || !th || !calls || !txs) {
+    fprintf(stderr, "kanban: out of memory\n");
+    res->errors++;
+    goto done;
+  }
+  r->cfg = c;
+  r->arm = arm;
+  r->P = P;
+  r->people = people;
+  snprintf(r->path, sizeof r->path, "%s/kanban-%s-p%d-r%d.db", c->db_dir, ARM_NAME[arm], P,
+           round + 1);
+  remove_db(r->path);
+  for (int p = 0; p < P; p++) {
+    people[p].r = r;
+    people[p].idx = p;
+    people[p].rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(p + 1) + (uint64_t)round * 7919u + 1;
+    calls[p] = &people[p].call;
+    txs[p] = &people[p].tx;
+  }
+
+  /* Seed with lith (in one command) and close: both arms start from a
+   * checkpointed file without WAL; the writer arm opens it again. */
+  lith_options opt;
+  lith_options_default(&opt);
+  kb_options_schema(&opt);
+  opt.synchronous = c->sync;
+  opt.readers = 1;
+  opt.on_commit = on_commit;
+  opt.on_commit_ctx = r;
+  int rc = lith_open(r->path, &opt, &r->db);
+  if (rc == LITH_OK) {
+    s->r = r;
+    rc = lith_do(r->db, seed_cmd, s);
+  }
+  if (rc != LITH_OK) {
+    fprintf(stderr, "kanban: seeding %s: %s: %s\n", r->path, kb_errstr(rc), lith_errmsg(r->db));
+    res->errors++;
+    if (r->db)
+      lith_close(r->db);
+    goto cleanup;
+  }
+  rc = lith_close(r->db);
+  r->db = NULL;
+  if (rc == LITH_OK && arm == ARM_WRITER)
+    rc = lith_open(r->path, &opt, &r->db);
+  if (rc != LITH_OK) {
+    fprintf(stderr, "kanban: reopening %s: %s: %s\n", r->path, kb_errstr(rc), lith_errmsg(NULL));
+    res->errors++;
+    goto cleanup;
+  }
+
+  pthread_barrier_init(&r->gate, NULL, (unsigned)P + 1);
+  for (int p = 0; p < P; p++)
+    pthread_create(&th[p], NULL, arm == ARM_WRITER ? writer_person : perconn_person, &people[p]);
+  int64_t t0 = now_ns() + 50 * 1000000LL; /* perconn threads open their connection first */
+  int64_t ws = t0 + (int64_t)(c->warmup * 1e9), we = ws + (int64_t)(c->seconds * 1e9);
+  atomic_store(&r->window_start, ws);
+  atomic_store(&r->window_end, we);
+  pthread_barrier_wait(&r->gate);
+  lith_stats s0, s1;
+  sleep_until(ws);
+  if (r->db)
+    lith_stats_get(r->db, &s0);
+  sleep_until(we);
+  if (r->db)
+    lith_stats_get(r->db, &s1);
+  atomic_store(&r->stop, 1);
+  int64_t ok_total = 0, in_window = 0;
+  for (int p = 0; p < P; p++) {
+    pthread_join(th[p], NULL);
+    ok_total += people[p].ok;
+    in_window += people[p].in_window;
+    if (people[p].errors) {
+      if (res->errors == 0)
+        fprintf(stderr, "kanban: %s P=%d person %d: %s\n", ARM_NAME[arm], P, p,
+                people[p].first_error);
+      res->errors += people[p].errors;
+    }
+  }
+  pthread_barrier_destroy(&r->gate);
+  if (r->db) {
+    rc = lith_close(r->db);
+    r->db = NULL;
+    if (rc != LITH_OK) {
+      fprintf(stderr, "kanban: lith_close: %s\n", kb_errstr(rc));
+      res->errors++;
+    }
+  }
+
+  res->m[M_MOVES_S] = (double)in_window / c->seconds;
+  double lat[2], mx;
+  lat_quantiles(calls, P, QS, 2, lat, &mx);
+  res->m[M_CALL_P50] = lat[0];
+  res->m[M_CALL_P99] = lat[1];
+  res->m[M_CALL_MAX] = mx;
+  if (arm == ARM_WRITER) {
+    uint64_t batches = s1.batches - s0.batches;
+    uint64_t cmds = s1.commands - s0.commands;
+    if (batches) {
+      res->m[M_MOVES_TX] = (double)cmds / (double)batches;
+      res->m[M_TX_MS] = (double)(s1.tx_ns_total - s0.tx_ns_total) / (double)batches / 1e6;
+      res->m[M_TX_P99] = (double)lith_lat_quantile_ns(s1.tx_lat, s0.tx_lat, 0.99) / 1e6;
+    }
+    if (atomic_load(&r->touched) == 0) {
+      fprintf(stderr, "kanban: on_commit never heard of the board\n");
+      res->errors++;
+    }
+  } else {
+    double t[2];
+    uint64_t n = 0, sum = 0;
+    for (int p = 0; p < P; p++) {
+      n += people[p].tx.n;
+      for (size_t j = 0; j < people[p].tx.n; j++)
+        sum += people[p].tx.v[j];
+    }
+    lat_quantiles(txs, P, QS, 2, t, &mx);
+    res->m[M_MOVES_TX] = in_window ? 1.0 : NAN;
+    res->m[M_TX_MS] = n ? (double)sum / (double)n / 1e6 : NAN;
+    res->m[M_TX_P99] = t[1];
+  }
+  res->errors += verify(r, ok_total);
+
+cleanup:
+  remove_db(r->path);
+done:
+  res->wall_s = (double)(now_ns() - t_begin) / 1e9;
+  res->ran = 1;
+  fprintf(stderr,
+          "[round %d/%d] P=%-4d %-7s %9.0f moves/s %6.1f moves/tx  tx %.3f ms p99 %.3f  call p99 %.3f"
+          " max %.3f  errors %lld  (%.1f s)\n",
+          round + 1, c->rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX],
+          res->m[M_TX_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
+          (long long)res->errors, res->wall_s);
+  free(txs);
+  free(calls);
+  free(th);
+  free(s);
+  free(people);
+  free(r);
+}
+
+/* ---- tables ------------------------------------------------------------------------------ */
+
+typedef struct agg {
+  double med, lo, hi;
+} agg;
+
+static agg aggregate(const result *rs, int n, int metric) {
+  double v[64];
+  int k = 0;
+  for (int i = 0; i < n && k < 64; i++)
+    if (rs[i].ran && !isnan(rs[i].m[metric]))
+      v[k++] = rs[i].m[metric];
+  agg a = {NAN, NAN, NAN};
+  if (!k)
+    return a;
+  qsort(v, (size_t)k, sizeof v[0], cmp_double);
+  a.med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+  a.lo = v[0];
+  a.hi = v[k - 1];
+  return a;
+}
+
+static void fmt_ms(char *buf, size_t n, double ms) {
+  if (isnan(ms))
+    snprintf(buf, n, "–");
+  else if (ms < 10)
+    snprintf(buf, n, "%.3f", ms);
+  else if (ms < 100)
+    snprintf(buf, n, "%.2f", ms);
+  else
+    snprintf(buf, n, "%.0f", ms);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: kanban [options]\n"
+          "  --people LIST    people (threads), e.g. 1,50,200 (default)\n"
+          "  --sync MODE      full (default) or normal\n"
+          "  --arms LIST      writer,perconn (default both)\n"
+          "  --seconds S      measured window per run (default 3)\n"
+          "  --warmup S       before the window (default 0.5)\n"
+          "  --rounds N       rounds, arms interleaved (default 3)\n"
+          "  --db-dir DIR     where the databases go (default a fresh /tmp/lith-kanban-XXXXXX)\n"
+          "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s\n");
+}
+
+static void die_usage(const char *fmt, const char *arg) {
+  fprintf(stderr, "kanban: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n");
+  usage(stderr);
+  exit(2);
+}
+
+static double parse_num(const char *s, const char *opt, double min) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end || v < min)
+    die_usage("bad value for %s", opt);
+  return v;
+}
+
+static void parse_args(int argc, char **argv, config *c) {
+  int quick = 0, set_people = 0, set_sec = 0, set_warm = 0, set_rounds = 0;
+  c->sync = LITH_SYNC_FULL;
+  c->arms[ARM_WRITER] = c->arms[ARM_PERCONN] = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--quick")) {
+      quick = 1;
+      continue;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!v)
+      die_usage("%s needs a value", a);
+    i++;
+    if (!strcmp(a, "--people")) {
+      set_people = 1;
+      c->npeople = 0;
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", v);
+      for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        double p = parse_num(t, "--people", 1);
+        if (p > MAX_P || c->npeople == 16)
+          die_usage("too many people: %s", v);
+        c->people[c->npeople++] = (int)p;
+      }
+    } else if (!strcmp(a, "--sync")) {
+      if (!strcmp(v, "full"))
+        c->sync = LITH_SYNC_FULL;
+      else if (!strcmp(v, "normal"))
+        c->sync = LITH_SYNC_NORMAL;
+      else
+        die_usage("--sync takes full or normal: %s", v);
+    } else if (!strcmp(a, "--arms")) {
+      c->arms[ARM_WRITER] = strstr(v, "writer") != NULL;
+      c->arms[ARM_PERCONN] = strstr(v, "perconn") != NULL;
+      if (!c->arms[ARM_WRITER] && !c->arms[ARM_PERCONN])
+        die_usage("--arms takes writer,perconn: %s", v);
+    } else if (!strcmp(a, "--seconds")) {
+      c->seconds = parse_num(v, a, 0.1);
+      set_sec = 1;
+    } else if (!strcmp(a, "--warmup")) {
+      c->warmup = parse_num(v, a, 0);
+      set_warm = 1;
+    } else if (!strcmp(a, "--rounds")) {
+      c->rounds = (int)parse_num(v, a, 1);
+      if (c->rounds > 64)
+        die_usage("at most 64 rounds: %s", v);
+      set_rounds = 1;
+    } else if (!strcmp(a, "--db-dir")) {
+      c->db_dir = v;
+    } else {
+      die_usage("unknown option %s", a);
+    }
+  }
+  if (!set_people) {
+    c->npeople = 3;
+    c->people[0] = 1;
+    c->people[1] = 50;
+    c->people[2] = 200;
+  }
+  if (!set_sec)
+    c->seconds = quick ? 1 : 3;
+  if (!set_warm)
+    c->warmup = quick ? 0.25 : 0.5;
+  if (!set_rounds)
+    c->rounds = quick ? 1 : 3;
+}
+
+static void print_header(const config *c, int argc, char **argv) {
+  struct utsname u;
+  int have_u = uname(&u) == 0;
+  time_t now = time(NULL);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime(&now));
+  printf("# lith kanban MoveCard benchmark\n\ncommand:");
+  for (int i = 0; i < argc; i++)
+    printf(" %s", argv[i]);
+  printf("\ndate: %s\n", when);
+  printf("machine: nproc %ld, kernel %s; SQLite %s, lith %s\n", sysconf(_SC_NPROCESSORS_ONLN),
+         have_u ? u.release : "?", sqlite3_libversion(), LITH_VERSION);
+  printf("plan: people");
+  for (int i = 0; i < c->npeople; i++)
+    printf("%s%d", i ? "," : " ", c->people[i]);
+  printf("; synchronous %s; %d cards per person; %g s window after %g s warm-up; %d round%s\n",
+         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", CARDS, c->seconds, c->warmup, c->rounds,
+         c->rounds > 1 ? "s" : "");
+  printf("databases: %s\n", c->db_dir);
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  config c;
+  memset(&c, 0, sizeof c);
+  parse_args(argc, argv, &c);
+  int64_t t_begin = now_ns();
+  char tmpdir[] = "/tmp/lith-kanban-XXXXXX";
+  int own_dir = 0;
+  if (!c.db_dir) {
+    if (!mkdtemp(tmpdir)) {
+      perror("kanban: mkdtemp");
+      return 1;
+    }
+    c.db_dir = tmpdir;
+    own_dir = 1;
+  } else if (mkdir(c.db_dir, 0777) != 0 && errno != EEXIST) {
+    perror("kanban: --db-dir");
+    return 1;
+  }
+  print_header(&c, argc, argv);
+
+  static result res[16][NARMS][64];
+  for (int r = 0; r < c.rounds; r++)
+    for (int pi = 0; pi < c.npeople; pi++)
+      for (int k = 0; k < NARMS; k++) {
+        int arm = r % 2 ? NARMS - 1 - k : k;
+        if (c.arms[arm])
+          run_one(&c, arm, c.people[pi], r, &res[pi][arm][r]);
+      }
+
+  int64_t errors = 0;
+  printf("\n| people | arm | moves/s median (min–max) | moves/tx | tx ms | tx p99 | call p50 | call p99 "
+         "| call max | err | ÷conn |\n");
+  printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (int pi = 0; pi < c.npeople; pi++)
+    for (int arm = 0; arm < NARMS; arm++) {
+      if (!c.arms[arm])
+        continue;
+      const result *rs = res[pi][arm];
+      agg mv = aggregate(rs, c.rounds, M_MOVES_S);
+      char ms[NMETRIC][32], tx[32], ratio[32] = " ";
+      for (int m = M_TX_MS; m < NMETRIC; m++)
+        fmt_ms(ms[m], sizeof ms[m], aggregate(rs, c.rounds, m).med);
+      double mtx = aggregate(rs, c.rounds, M_MOVES_TX).med;
+      if (isnan(mtx))
+        snprintf(tx, sizeof tx, "–");
+      else
+        snprintf(tx, sizeof tx, "%.1f", mtx);
+      int64_t e = 0;
+      for (int r = 0; r < c.rounds; r++)
+        e += rs[r].errors;
+      errors += e;
+      if (arm == ARM_WRITER && c.arms[ARM_PERCONN]) {
+        double base = aggregate(res[pi][ARM_PERCONN], c.rounds, M_MOVES_S).med;
+        if (base > 0)
+          snprintf(ratio, sizeof ratio, "%.2f×", mv.med / base);
+      }
+      printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %lld | %s |\n",
+             c.people[pi], ARM_NAME[arm], mv.med, mv.lo, mv.hi, tx, ms[M_TX_MS], ms[M_TX_P99],
+             ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX], (long long)e, ratio);
+    }
+  printf("\nTimes in ms. moves/s: moves answered OK inside the window. tx: BEGIN IMMEDIATE to end of "
+         "COMMIT (writer: lith's histogram, bucket upper bound; perconn: while holding the lock). call: "
+         "one lith_do, or BEGIN..COMMIT including the wait for the lock. ÷conn: writer's median over "
+         "perconn's.\n");
+  for (int pi = 0; pi < c.npeople; pi++)
+    if (c.people[pi] == 200 && c.arms[ARM_WRITER] && c.sync == LITH_SYNC_FULL) {
+      double mv = aggregate(res[pi][ARM_WRITER], c.rounds, M_MOVES_S).med;
+      printf("\ntarget: %s 200 people FULL writer ≥ 30,000 moves/s — %.0f\n",
+             mv >= 30000 ? "PASS" : "MISS", mv);
+    }
+  printf("\nerrors, all arms: %lld%s\n", (long long)errors, errors ? " (FAILED)" : "");
+  printf("elapsed: %.1f s\n", (double)(now_ns() - t_begin) / 1e9);
+  if (own_dir)
+    rmdir(c.db_dir);
+  return errors ? 1 : 0;
+}
