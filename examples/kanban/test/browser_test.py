@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""browser_test.py — the kanban board in headless Chromium, two people at once.
+
+What it checks (each step fails the test with a message if it does not hold):
+  1. the server starts on a fresh database with its demo board;
+  2. two pages, in two separate browser contexts (separate cookies), sign in
+     through the sign-in form as alice and as bob, both members of the demo
+     board, and open it; both say "live" (their event streams are open);
+  3. in alice's page a card is dragged with the mouse from "To do" to
+     "Done" — a real HTML5 drag and drop through Chromium's input pipeline
+     (Input.setInterceptDrags / dispatchDragEvent, as automation tools do);
+  4. bob's page shows the card in "Done" within a second, without a reload;
+  5. bob moves it back with the non-drag fallback (the card's dialog: "Move
+     to list", "Position", Move) and alice's page follows within a second;
+  6. screenshots of the board (desktop and phone width) are written to
+     --out: kanban-board.png, kanban-board-phone.png.
+
+Why the DevTools protocol over a pipe: no npm here, and Chromium's
+--remote-debugging-pipe (fd 3 in, fd 4 out, NUL-separated JSON) needs
+nothing beyond Python's standard library — not even a WebSocket client.
+"""
+import argparse
+import base64
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Fail(Exception):
+    pass
+
+
+def log(*a):
+    print("browser_test:", *a, flush=True)
+
+
+class Chrome:
+    """One Chromium process driven over --remote-debugging-pipe."""
+
+    def __init__(self, binary, profile):
+        to_r, to_w = os.pipe()      # we write commands, Chromium reads fd 3
+        from_r, from_w = os.pipe()  # Chromium writes fd 4, we read
+
+        def child():
+            # via fresh descriptors: dup2(3, 3) would keep 3 close-on-exec
+            a, b = os.dup(to_r), os.dup(from_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        args = [binary, "--headless=new", "--remote-debugging-pipe", "--no-sandbox",
+                "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--no-default-browser-check", "--disable-extensions",
+                "--disable-background-networking", "--disable-sync",
+                "--hide-scrollbars", "--mute-audio", "--user-data-dir=" + profile,
+                "--window-size=1280,800", "about:blank"]
+        self.proc = subprocess.Popen(args, preexec_fn=child, close_fds=False,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for fd in (to_r, from_w):
+            os.close(fd)
+        self.w = to_w
+        self.r = from_r
+        self.buf = b""
+        self.next_id = 0
+        self.events = []  # (method, params, sessionId) not yet consumed
+
+    def close(self):
+        try:
+            self.send("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self.w, self.r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _read_message(self, deadline):
+        while b"\0" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.r], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self.r, 1 << 20)
+            if not chunk:
+                raise Fail("Chromium closed its DevTools pipe (did it start?)")
+            self.buf += chunk
+        msg, self.buf = self.buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def send(self, method, params=None, session=None, timeout=15):
+        self.next_id += 1
+        mid = self.next_id
+        m = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            m["sessionId"] = session
+        data = json.dumps(m).encode() + b"\0"
+        while data:
+            n = os.write(self.w, data)
+            data = data[n:]
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self._read_message(deadline)
+            if msg is None:
+                raise Fail("no answer to %s within %s s" % (method, timeout))
+            if msg.get("id") == mid:
+                if "error" in msg:
+                    raise Fail("%s: %s" % (method, msg["error"]))
+                return msg.get("result", {})
+            if "method" in msg:
+                self.events.append((msg["method"], msg.get("params", {}), msg.get("sessionId")))
+
+    def wait_event(self, method, session=None, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, (m, p, s) in enumerate(self.events):
+                if m == method and (session is None or s == session):
+                    del self.events[i]
+                    return p
+            msg = self._read_message(deadline)
+            if msg is None:
+                return None
+            if "method" in msg:
+                self.events.append((msg["method"], msg.get("params", {}), msg.get("sessionId")))
+
+
+class Page:
+    """A tab in its own browser context (its own cookies)."""
+
+    def __init__(self, chrome, name):
+        self.c = chrome
+        self.name = name
+        ctx = chrome.send("Target.createBrowserContext")["browserContextId"]
+        tid = chrome.send("Target.createTarget", {"url": "about:blank", "browserContextId": ctx})["targetId"]
+        self.s = chrome.send("Target.attachToTarget", {"targetId": tid, "flatten": True})["sessionId"]
+        self.send("Page.enable")
+        self.send("Runtime.enable")
+
+    def send(self, method, params=None, timeout=15):
+        return self.c.send(method, params, session=self.s, timeout=timeout)
+
+    def eval(self, expr, timeout=15):
+        r = self.send("Runtime.evaluate", {"expression": expr, "returnByValue": True,
+                                           "awaitPromise": True}, timeout=timeout)
+        if "exceptionDetails" in r:
+            raise Fail("%s: %s raised %s" % (self.name, expr[:80], r["exceptionDetails"].get("text")))
+        return r.get("result", {}).get("value")
+
+    def wait(self, expr, timeout=10, what=None):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                v = self.eval(expr)
+            except Fail:
+                v = None
+            if v:
+                return v
+            time.sleep(0.02)
+        raise Fail("%s: %s did not happen within %s s" % (self.name, what or expr, timeout))
+
+    def goto(self, url):
+        self.send("Page.navigate", {"url": url})
+        self.wait("document.readyState === 'complete' && location.href.startsWith(%s)" % json.dumps(url.split('?')[0]),
+                  what="loading " + url)
+
+    def mouse(self, kind, x, y, buttons=0, button="none"):
+        self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": button,
+                                               "buttons": buttons, "clickCount": 1 if button != "none" else 0})
+
+    def screenshot(self, path):
+        data = self.send("Page.captureScreenshot", {"format": "png"}, timeout=30)["data"]
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(data))
+
+
+def start_server(binary, workdir):
+    db = os.path.join(workdir, "browser.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.unlink(db + suffix)
+    proc = subprocess.Popen([binary, "--port", "0", "--db", db], stdout=subprocess.PIPE,
+                            stderr=open(os.path.join(workdir, "server.log"), "w"))
+    ready, _, _ = select.select([proc.stdout], [], [], 15)
+    if not ready:
+        proc.kill()
+        raise Fail("the server printed no URL within 15 s")
+    line = proc.stdout.readline().decode()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    if not m:
+        proc.kill()
+        raise Fail("no URL in the server's first line: %r" % line)
+    return proc, "http://127.0.0.1:%s" % m.group(1)
+
+
+def sign_in(page, base, name, password):
+    page.goto(base + "/signin")
+    page.eval("""(() => {
+      const f = document.getElementById('signin');
+      f.querySelector('[name=name]').value = %s;
+      f.querySelector('[name=password]').value = %s;
+      f.submit(); return true; })()""" % (json.dumps(name), json.dumps(password)))
+    page.wait("location.pathname === '/boards' && document.readyState === 'complete'",
+              what="signing in as " + name)
+
+
+def card_list(page, card):
+    """The id of the list whose DOM shows `card`, or None."""
+    return page.eval("(() => { const c = document.querySelector('.card[data-card=\"%d\"]');"
+                     " return c ? Number(c.closest('.cards').dataset.list) : null; })()" % card)
+
+
+def center(page, selector):
+    r = page.eval("(() => { const r = document.querySelector(%s).getBoundingClientRect();"
+                  " return [r.left + r.width / 2, r.top + r.height / 2, r.bottom]; })()" % json.dumps(selector))
+    if not r:
+        raise Fail("%s: no element %s" % (page.name, selector))
+    return r
+
+
+def drag(page, card, target_list):
+    """Drag card into target_list, below its last card, with the mouse."""
+    x0, y0, _ = center(page, '.card[data-card="%d"]' % card)
+    x1, _, bottom = center(page, '.cards[data-list="%d"]' % target_list)
+    y1 = bottom - 4
+    page.eval("window.__ds = 0; document.addEventListener('dragstart', () => window.__ds++, true); true")
+    page.send("Input.setInterceptDrags", {"enabled": True})
+    page.mouse("mouseMoved", x0, y0)
+    page.mouse("mousePressed", x0, y0, buttons=1, button="left")
+    steps = 8
+    data = None
+    for i in range(1, steps + 1):
+        page.mouse("mouseMoved", x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps, buttons=1, button="left")
+        ev = page.c.wait_event("Input.dragIntercepted", session=page.s, timeout=0.2)
+        if ev is not None:
+            data = ev["data"]
+            break
+    if data is None:
+        hit = page.eval("(() => { const e = document.elementFromPoint(%f, %f); return e ? e.outerHTML.slice(0, 120) : null; })()" % (x0, y0))
+        raise Fail("%s: Chromium started no drag from card %d (at %.0f,%.0f: %s; dragstart seen: %s)" % (page.name, card, x0, y0, hit, page.eval("window.__ds || 0")))
+    for kind in ("dragEnter", "dragOver", "dragOver"):
+        page.send("Input.dispatchDragEvent", {"type": kind, "x": x1, "y": y1, "data": data})
+        time.sleep(0.03)
+    t0 = time.monotonic()
+    page.send("Input.dispatchDragEvent", {"type": "drop", "x": x1, "y": y1, "data": data})
+    page.mouse("mouseReleased", x1, y1, button="left")
+    page.send("Input.setInterceptDrags", {"enabled": False})
+    return t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True, help="the kanban binary")
+    ap.add_argument("--out", required=True, help="directory for the screenshots and logs")
+    ap.add_argument("--chromium", default=None)
+    args = ap.parse_args()
+
+    chromium = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser") \
+        or shutil.which("google-chrome")
+    if not chromium:
+        log("FAIL: no chromium found (Debian: apt-get install chromium)")
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="kanban-browser-")
+    server = chrome = None
+    try:
+        server, base = start_server(os.path.abspath(args.server), workdir)
+        log("server at", base)
+        chrome = Chrome(chromium, os.path.join(workdir, "profile"))
+        chrome.send("Browser.getVersion")
+        alice = Page(chrome, "alice")
+        bob = Page(chrome, "bob")
+        sign_in(alice, base, "alice", "alice-kanban")
+        sign_in(bob, base, "bob", "bob-kanban")
+
+        board = alice.eval("(() => { const a = document.querySelector('.board-tile');"
+                           " return a ? Number(a.getAttribute('href').split('/').pop()) : null; })()")
+        if not board:
+            raise Fail("alice sees no board")
+        for p in (alice, bob):
+            p.goto("%s/boards/%d" % (base, board))
+            p.wait("document.getElementById('live').classList.contains('on')", what="the live stream")
+        log("both pages show board %d, live" % board)
+
+        lists = alice.eval("kanban.state().lists.map(l => [l.id, l.title, l.cards.map(c => c.id)])")
+        by_title = {t: (i, cards) for i, t, cards in lists}
+        todo, done = by_title["To do"], by_title["Done"]
+        card = todo[1][0]
+        if card_list(bob, card) != todo[0]:
+            raise Fail("bob does not see card %d in To do to begin with" % card)
+
+        # 3, 4: alice drags, bob sees it
+        t0 = drag(alice, card, done[0])
+        alice.wait("(() => { const c = document.querySelector('.card[data-card=\"%d\"]');"
+                   " return c && c.closest('.cards').dataset.list === '%d' && !c.classList.contains('moving'); })()"
+                   % (card, done[0]), what="the dragged card settling in Done")
+        bob.wait("(() => { const c = document.querySelector('.card[data-card=\"%d\"]');"
+                 " return c && c.closest('.cards').dataset.list === '%d'; })()" % (card, done[0]),
+                 timeout=5, what="card %d appearing in Done" % card)
+        dt = time.monotonic() - t0
+        log("alice dragged card %d to Done; bob saw it after %.0f ms" % (card, dt * 1000))
+        if dt > 1.0:
+            raise Fail("bob saw the move only after %.2f s (more than a second)" % dt)
+        last = bob.eval("(() => { const cs = document.querySelectorAll('.cards[data-list=\"%d\"] .card');"
+                        " return Number(cs[cs.length - 1].dataset.card); })()" % done[0])
+        if last != card:
+            raise Fail("the card was dropped below the last card of Done but is not last there")
+        alice.screenshot(os.path.join(args.out, "kanban-board.png"))
+
+        # 5: bob moves it back to the top of To do with the card's dialog
+        bob.eval("document.querySelector('.card[data-card=\"%d\"]').click()" % card)
+        bob.wait("document.getElementById('card-dlg').open", what="the card dialog")
+        bob.eval("""(() => {
+          const ls = document.getElementById('cd-list');
+          ls.value = '%d'; ls.dispatchEvent(new Event('change'));
+          document.getElementById('cd-pos').value = '0';
+          return true; })()""" % todo[0])
+        t0 = time.monotonic()
+        bob.eval("document.getElementById('cd-move').click()")
+        alice.wait("(() => { const c = document.querySelector('.cards[data-list=\"%d\"] .card');"
+                   " return c && c.dataset.card === '%d'; })()" % (todo[0], card),
+                   timeout=5, what="card %d back on top of To do" % card)
+        dt = time.monotonic() - t0
+        log("bob moved it back with the move menu; alice saw it after %.0f ms" % (dt * 1000))
+        if dt > 1.0:
+            raise Fail("alice saw the move only after %.2f s (more than a second)" % dt)
+
+        # 6: a phone-width view
+        bob.send("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844,
+                                                        "deviceScaleFactor": 2, "mobile": True})
+        bob.goto("%s/boards/%d" % (base, board))
+        bob.wait("document.getElementById('live').classList.contains('on')", what="the live stream (phone)")
+        width = bob.eval("document.querySelector('.list').getBoundingClientRect().width")
+        if not width or width < 300:
+            raise Fail("on a phone the lists are %s px wide, not the screen's width" % width)
+        bob.screenshot(os.path.join(args.out, "kanban-board-phone.png"))
+        log("screenshots:", os.path.join(args.out, "kanban-board.png"),
+            os.path.join(args.out, "kanban-board-phone.png"))
+        log("PASS")
+        return 0
+    except Fail as e:
+        log("FAIL:", e)
+        return 1
+    finally:
+        if chrome is not None:
+            chrome.close()
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                code = server.wait(10)
+                if code != 0:
+                    log("the server exited with", code, "(see", os.path.join(workdir, "server.log") + ")")
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+                log("the server did not stop within 10 s of SIGTERM")
+        shutil.copy(os.path.join(workdir, "server.log"), os.path.join(args.out, "browser-server.log")) \
+            if os.path.exists(os.path.join(workdir, "server.log")) else None
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
