@@ -14,8 +14,8 @@
  * same board's version: the hot row a real shared board has.
  *
  * The command is examples/kanban's kb_move_card, the code the server runs
- * (op-id lookup, card + membership, target list, neighbours, card update,
- * board version bump, op record; a renumber when a gap runs out: seven
+ * (op-id lookup, card + membership + target list, neighbours, card update,
+ * board version bump, op record; a renumber when a gap runs out: six
  * statements, plus the writer's SAVEPOINT/RELEASE).
  *
  * Arms, synchronous FULL unless --sync says otherwise:

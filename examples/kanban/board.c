@@ -18,9 +18,9 @@
  * An error anywhere returns at once: lith rolls the command's savepoint back,
  * so a command never needs to undo its own partial work.
  *
- * The statements are a table indexed by an enum, so a move costs seven
- * cached statements: op lookup, card + membership, target list, neighbours,
- * the card update, the board bump, the op record.
+ * The statements are a table indexed by an enum, so a move costs six
+ * cached statements: op lookup, card + membership + target list,
+ * neighbours, the card update, the board bump, the op record.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +53,7 @@ enum {
   Q_LIST_TITLE,
   Q_LIST_ARCHIVE,
   Q_CARD_ACCESS,
+  Q_MOVE_ACCESS,
   Q_NEIGHBOURS,
   Q_TAIL,
   Q_RENUMBER,
@@ -95,6 +96,11 @@ static const char *const SQL[N_Q] = {
     [Q_CARD_ACCESS] = "SELECT c.board_id, c.list_id, c.pos, c.version, c.archived,"
                       " EXISTS(SELECT 1 FROM members m WHERE m.board_id = c.board_id AND"
                       " m.user_id = ?2) FROM cards c WHERE c.id = ?1",
+    /* The card, the mover's membership and the target list in one lookup. */
+    [Q_MOVE_ACCESS] = "SELECT c.board_id, c.list_id, c.pos, c.version, c.archived,"
+                      " EXISTS(SELECT 1 FROM members m WHERE m.board_id = c.board_id AND"
+                      " m.user_id = ?2), l.board_id, l.archived FROM cards c"
+                      " LEFT JOIN lists l ON l.id = ?3 WHERE c.id = ?1",
     [Q_NEIGHBOURS] = "SELECT pos FROM cards WHERE list_id = ?1 AND archived = 0 AND id <> ?2"
                      " ORDER BY pos, id LIMIT ?3 OFFSET ?4",
     [Q_TAIL] = "SELECT count(*), max(pos) FROM cards WHERE list_id = ?1 AND archived = 0"
@@ -452,9 +458,13 @@ typedef struct card_row {
   int archived;
 } card_row;
 
-static int card_access(kb_ctx *c, int64_t card, int64_t user, card_row *out) {
+/* The card's row (into out) and, if list_row is given, the row of list
+ * `list` (out->list: board 0 if there is none), with the membership check. */
+static int card_access2(kb_ctx *c, int64_t card, int64_t user, int64_t list, card_row *out,
+                        list_row *target) {
   int rc;
-  sqlite3_stmt *st = q_bind(c, Q_CARD_ACCESS, &rc, "II", card, user);
+  sqlite3_stmt *st = target ? q_bind(c, Q_MOVE_ACCESS, &rc, "III", card, user, list)
+                            : q_bind(c, Q_CARD_ACCESS, &rc, "II", card, user);
   if (!st)
     return rc;
   int src = sqlite3_step(st);
@@ -468,10 +478,19 @@ static int card_access(kb_ctx *c, int64_t card, int64_t user, card_row *out) {
   out->version = sqlite3_column_int64(st, 3);
   out->archived = sqlite3_column_int(st, 4);
   int member = sqlite3_column_int(st, 5);
+  if (target) {
+    target->board_id = sqlite3_column_int64(st, 6); /* NULL (no list) reads as 0 */
+    target->archived = sqlite3_column_int(st, 7);
+    target->pos = 0;
+  }
   sqlite3_reset(st);
   if (!member)
     return fail(c, KB_FORBIDDEN, "not a member of board %lld", (long long)out->board_id);
   return LITH_OK;
+}
+
+static int card_access(kb_ctx *c, int64_t card, int64_t user, card_row *out) {
+  return card_access2(c, card, user, 0, out, NULL);
 }
 
 /* ---- positions ----------------------------------------------------------------- */
@@ -805,9 +824,7 @@ static int create_card(kb_ctx *c, kb_action *a) {
 static int edit_card(kb_ctx *c, kb_action *a) {
   if (!a->title && !a->description)
     return fail(c, KB_BAD_INPUT, "nothing to change: no title, no description");
-  int rc = check_text(c, "the title", a->title, KB_TITLE_MAX, 0, 0);
-  if (rc == LITH_OK && a->title)
-    rc = check_text(c, "the title", a->title, KB_TITLE_MAX, 1, 0);
+  int rc = a->title ? check_text(c, "the title", a->title, KB_TITLE_MAX, 1, 0) : LITH_OK;
   if (rc == LITH_OK)
     rc = check_text(c, "the description", a->description, KB_DESC_MAX, 0, 1);
   int done = 0;
@@ -861,7 +878,8 @@ static int move_card(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   card_row k;
-  if ((rc = card_access(c, a->card_id, a->user_id, &k)) != LITH_OK)
+  list_row l;
+  if ((rc = card_access2(c, a->card_id, a->user_id, a->list_id, &k, &l)) != LITH_OK)
     return rc;
   a->out.board_id = k.board_id;
   a->out.id = a->card_id;
@@ -872,9 +890,8 @@ static int move_card(kb_ctx *c, kb_action *a) {
     return fail(c, KB_STALE,
                 "card %lld was moved meanwhile (version %lld, the move was made on %lld)",
                 (long long)a->card_id, (long long)k.version, (long long)a->seen_version);
-  list_row l;
-  if ((rc = list_access(c, a->list_id, a->user_id, &l)) != LITH_OK)
-    return rc;
+  if (l.board_id == 0)
+    return fail(c, KB_NOT_FOUND, "no list %lld", (long long)a->list_id);
   if (l.board_id != k.board_id)
     return fail(c, KB_BAD_INPUT, "list %lld is on another board", (long long)a->list_id);
   if (l.archived)

@@ -17,7 +17,8 @@
  *   - Operation ids make retries safe: a successful action records
  *     (user, op id) and its outcome in the `ops` table in the same
  *     savepoint; the same op id again returns that outcome (replayed = 1)
- *     without applying anything twice.
+ *     without applying anything twice. A failed action records nothing
+ *     (its savepoint is rolled back), so its retry is evaluated afresh.
  *   - A card's move version is bumped by every move; a move carries the
  *     version its user saw, and a stale one is refused (KB_STALE) instead
  *     of silently overwriting someone else's move.
