@@ -448,7 +448,8 @@ static lj_value *parse_object(parser *ps, int depth) {
     fail_at(ps, ps->p, "out of memory");
     return NULL;
   }
-  memcpy(v->u.members, ps->stack + base, n * sizeof *v->u.members);
+  if (n)
+    memcpy(v->u.members, ps->stack + base, n * sizeof *v->u.members);
   ps->top = base;
   return v;
 }
