@@ -433,21 +433,27 @@ typedef struct list_row {
   int archived;
 } list_row;
 
-static int list_access(kb_ctx *c, int64_t list, int64_t user, list_row *out) {
+/* a->list_id's row with the membership check; a->board_id, if set, is the
+ * board the list must be on (else KB_NOT_FOUND, before membership: a URL
+ * naming the wrong board learns nothing). */
+static int list_access(kb_ctx *c, const kb_action *a, list_row *out) {
   int rc;
-  sqlite3_stmt *st = q_bind(c, Q_LIST_ACCESS, &rc, "II", list, user);
+  sqlite3_stmt *st = q_bind(c, Q_LIST_ACCESS, &rc, "II", a->list_id, a->user_id);
   if (!st)
     return rc;
   int src = sqlite3_step(st);
   if (src != SQLITE_ROW) {
     rc = q_end(c, st, src);
-    return rc != LITH_OK ? rc : fail(c, KB_NOT_FOUND, "no list %lld", (long long)list);
+    return rc != LITH_OK ? rc : fail(c, KB_NOT_FOUND, "no list %lld", (long long)a->list_id);
   }
   out->board_id = sqlite3_column_int64(st, 0);
   out->archived = sqlite3_column_int(st, 1);
   out->pos = sqlite3_column_int64(st, 2);
   int member = sqlite3_column_int(st, 3);
   sqlite3_reset(st);
+  if (a->board_id && a->board_id != out->board_id)
+    return fail(c, KB_NOT_FOUND, "no list %lld on board %lld", (long long)a->list_id,
+                (long long)a->board_id);
   if (!member)
     return fail(c, KB_FORBIDDEN, "not a member of board %lld", (long long)out->board_id);
   return LITH_OK;
@@ -458,19 +464,20 @@ typedef struct card_row {
   int archived;
 } card_row;
 
-/* The card's row (into out) and, if list_row is given, the row of list
- * `list` (out->list: board 0 if there is none), with the membership check. */
-static int card_access2(kb_ctx *c, int64_t card, int64_t user, int64_t list, card_row *out,
-                        list_row *target) {
+/* a->card_id's row (into out) with the membership check, and if `target`
+ * is given, the row of list a->list_id too (board 0: there is none), in one
+ * statement. a->board_id as in list_access. */
+static int card_access(kb_ctx *c, const kb_action *a, card_row *out, list_row *target) {
   int rc;
-  sqlite3_stmt *st = target ? q_bind(c, Q_MOVE_ACCESS, &rc, "III", card, user, list)
-                            : q_bind(c, Q_CARD_ACCESS, &rc, "II", card, user);
+  sqlite3_stmt *st =
+      target ? q_bind(c, Q_MOVE_ACCESS, &rc, "III", a->card_id, a->user_id, a->list_id)
+             : q_bind(c, Q_CARD_ACCESS, &rc, "II", a->card_id, a->user_id);
   if (!st)
     return rc;
   int src = sqlite3_step(st);
   if (src != SQLITE_ROW) {
     rc = q_end(c, st, src);
-    return rc != LITH_OK ? rc : fail(c, KB_NOT_FOUND, "no card %lld", (long long)card);
+    return rc != LITH_OK ? rc : fail(c, KB_NOT_FOUND, "no card %lld", (long long)a->card_id);
   }
   out->board_id = sqlite3_column_int64(st, 0);
   out->list_id = sqlite3_column_int64(st, 1);
@@ -484,13 +491,12 @@ static int card_access2(kb_ctx *c, int64_t card, int64_t user, int64_t list, car
     target->pos = 0;
   }
   sqlite3_reset(st);
+  if (a->board_id && a->board_id != out->board_id)
+    return fail(c, KB_NOT_FOUND, "no card %lld on board %lld", (long long)a->card_id,
+                (long long)a->board_id);
   if (!member)
     return fail(c, KB_FORBIDDEN, "not a member of board %lld", (long long)out->board_id);
   return LITH_OK;
-}
-
-static int card_access(kb_ctx *c, int64_t card, int64_t user, card_row *out) {
-  return card_access2(c, card, user, 0, out, NULL);
 }
 
 /* ---- positions ----------------------------------------------------------------- */
@@ -758,7 +764,7 @@ static int rename_list(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   list_row l;
-  if ((rc = list_access(c, a->list_id, a->user_id, &l)) != LITH_OK)
+  if ((rc = list_access(c, a, &l)) != LITH_OK)
     return rc;
   a->out.board_id = l.board_id;
   a->out.id = a->list_id;
@@ -776,7 +782,7 @@ static int archive_list(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   list_row l;
-  if ((rc = list_access(c, a->list_id, a->user_id, &l)) != LITH_OK)
+  if ((rc = list_access(c, a, &l)) != LITH_OK)
     return rc;
   a->out.board_id = l.board_id;
   a->out.id = a->list_id;
@@ -804,7 +810,7 @@ static int create_card(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   list_row l;
-  if ((rc = list_access(c, a->list_id, a->user_id, &l)) != LITH_OK)
+  if ((rc = list_access(c, a, &l)) != LITH_OK)
     return rc;
   if (l.archived)
     return fail(c, KB_BAD_INPUT, "list %lld is archived", (long long)a->list_id);
@@ -833,7 +839,7 @@ static int edit_card(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   card_row k;
-  if ((rc = card_access(c, a->card_id, a->user_id, &k)) != LITH_OK)
+  if ((rc = card_access(c, a, &k, NULL)) != LITH_OK)
     return rc;
   a->out.board_id = k.board_id;
   a->out.id = a->card_id;
@@ -853,7 +859,7 @@ static int archive_card(kb_ctx *c, kb_action *a) {
   if (rc != LITH_OK || done)
     return rc;
   card_row k;
-  if ((rc = card_access(c, a->card_id, a->user_id, &k)) != LITH_OK)
+  if ((rc = card_access(c, a, &k, NULL)) != LITH_OK)
     return rc;
   a->out.board_id = k.board_id;
   a->out.id = a->card_id;
@@ -879,7 +885,7 @@ static int move_card(kb_ctx *c, kb_action *a) {
     return rc;
   card_row k;
   list_row l;
-  if ((rc = card_access2(c, a->card_id, a->user_id, a->list_id, &k, &l)) != LITH_OK)
+  if ((rc = card_access(c, a, &k, &l)) != LITH_OK)
     return rc;
   a->out.board_id = k.board_id;
   a->out.id = a->card_id;

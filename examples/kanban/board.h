@@ -166,7 +166,10 @@ typedef struct kb_action {
                               ops is keyed (op_id, user_id), and time-ordered ids are
                               appended at the index's right edge (random ids dirty
                               one page per move: 2.5x the WAL per commit). */
-  int64_t board_id;
+  int64_t board_id;        /* board commands: the board. List and card commands: 0, or
+                              the board the list/card must be on (else KB_NOT_FOUND,
+                              nothing changes): a server whose URLs name the board
+                              passes it and needs no check of its own */
   int64_t list_id;
   int64_t card_id;
   const char *title;       /* NULL: keep (kb_edit_card) */

@@ -575,6 +575,25 @@ static void test_membership_enforced(void **state) {
   assert_int_equal(lith_do(f->db, kb_create_board, &nb), LITH_OK);
   int64_t far = new_list(f, nb.out.board_id, "far");
   assert_int_equal(move(f, f->alice, card, far, 0, v + 1, NULL), KB_BAD_INPUT);
+  /* A list or card command naming a board finds only what is on it. */
+  char *before2 = dump();
+  kb_action wrong = {.user_id = f->alice, .board_id = nb.out.board_id, .card_id = card,
+                     .title = "scoped"};
+  assert_int_equal(lith_do(f->db, kb_edit_card, &wrong), KB_NOT_FOUND);
+  kb_action wrong2 = {.user_id = f->alice, .board_id = nb.out.board_id, .list_id = f->lists[0],
+                      .title = "scoped"};
+  assert_int_equal(lith_do(f->db, kb_rename_list, &wrong2), KB_NOT_FOUND);
+  kb_action wrong3 = {.user_id = f->alice, .board_id = f->board, .list_id = far, .title = "x"};
+  assert_int_equal(lith_do(f->db, kb_create_card, &wrong3), KB_NOT_FOUND);
+  kb_action wrong4 = {.user_id = f->carol, .board_id = nb.out.board_id, .card_id = card,
+                      .list_id = far, .seen_version = v + 1};
+  assert_int_equal(lith_do(f->db, kb_move_card, &wrong4), KB_NOT_FOUND);
+  char *after3 = dump();
+  assert_string_equal(before2, after3);
+  free(before2);
+  free(after3);
+  wrong.board_id = f->board;
+  assert_int_equal(lith_do(f->db, kb_edit_card, &wrong), LITH_OK);
   /* And bob, not a member of that board, cannot even see its list. */
   assert_int_equal(lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->bob,
                                                                .list_id = far,
