@@ -341,6 +341,10 @@ static void test_backup(void **state) {
             200, NULL);
   snprintf(body, sizeof body, "{\"dest\":\"%s\"}", dest);
   tl_expect(c, "POST", "/v1/backup", NULL, body, 401, NULL);
+  /* the named-command routes are behind the token too */
+  tl_expect(c, "GET", "/v1/commands", NULL, NULL, 401, "unauthorized");
+  tl_expect(c, "POST", "/v1/commands/x", "Bearer nope", "{}", 401, NULL);
+  tl_expect(c, "POST", "/v1/commands/x", good, "{}", 404, "not_found");
   tl_expect(c, "POST", "/v1/backup", "Bearer nope", body, 401, NULL);
   assert_int_equal(access(dest, F_OK), -1);
   tl_expect(c, "POST", "/v1/backup", good, body, 200, "\"bytes\":");
