@@ -70,17 +70,20 @@ include tools/lith/lith.mk
 TEST_BIN += $(LITH_CLI_TEST_BIN)
 include examples/kanban/board.mk
 TEST_BIN += $(KANBAN_BOARD_TEST)
+include examples/kanban/server.mk
+TEST_BIN += $(KANBAN_TEST_BIN)
+DEBS += $(KANBAN_DEBS)
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
 DEMO := $(B)/tools/lith-demo
 
 .SECONDARY:
-.PHONY: run-demo bench lith.pc lint all run test test-only deps install uninstall clean demo
+.PHONY: kanban run-demo bench lith.pc lint all run test test-only deps install uninstall clean demo
 all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
 
 deps:
-	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \
@@ -145,6 +148,12 @@ bench: deps
 run: deps
 	@$(MAKE) --no-print-directory $(LITHD_BIN)
 	$(LITHD_BIN) --db lithd.db $(ARGS)
+
+# The kanban example on kanban.db, port 8080, with a seeded demo board; it
+# prints the URL and the demo sign-ins (ARGS adds options).
+kanban: deps
+	@$(MAKE) --no-print-directory $(KANBAN_BIN)
+	$(KANBAN_BIN) --db kanban.db --port 8080 $(ARGS)
 
 # The writer demo (what `make run` started before lithd): 64 producers for 5 s.
 run-demo: deps

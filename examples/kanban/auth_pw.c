@@ -30,11 +30,9 @@ int auth_pw_hash(const char *password, char out[AUTH_PW_HASH_MAX]) {
 }
 
 int auth_pw_verify(const char *hash, const char *password) {
-  if (hash == NULL) {
-    int rc = crypto_pwhash_str_verify(dummy_hash, password, strlen(password));
-    return rc - rc; /* 0: only the time it took matters */
-  }
-  return crypto_pwhash_str_verify(hash, password, strlen(password)) == 0;
+  /* an unknown user costs one verification too, against the dummy */
+  int ok = crypto_pwhash_str_verify(hash != NULL ? hash : dummy_hash, password, strlen(password)) == 0;
+  return hash != NULL && ok;
 }
 
 /* ---- The gate ------------------------------------------------------------------ */

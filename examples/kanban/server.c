@@ -315,13 +315,13 @@ int main(int argc, char **argv) {
   uv_signal_start(&s.sigint, on_signal, SIGINT);
 
   {
-    int v6 = strchr(o.host, ':') != NULL, i;
+    int v6 = strchr(o.host, ':') != NULL;
     printf("kanban %s: listening on http://%s%s%s:%d/ (db %s, synchronous %s)\n", LITH_VERSION,
            v6 ? "[" : "", o.host, v6 ? "]" : "", lith_http_port(s.app.http), o.db,
            o.synchronous == LITH_SYNC_FULL ? "full" : "normal");
     if (o.demo) {
       printf("  demo sign-ins (members of \"Demo board\"):");
-      for (i = 0; i < N_DEMO; i++) printf("%s %s / %s", i ? "," : "", demo_users[i][0], demo_users[i][1]);
+      for (int i = 0; i < N_DEMO; i++) printf("%s %s / %s", i ? "," : "", demo_users[i][0], demo_users[i][1]);
       printf("\n  open the URL in two browsers (or a private window), sign in as each, and move cards\n");
     }
     fflush(stdout);

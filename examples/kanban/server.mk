@@ -40,7 +40,7 @@ $(KANBAN_BIN): $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $
 $(KANBAN_TEST_BIN): examples/kanban/test/test_http.c $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(KANBAN_TEST_DEF) -o $@ $< \
-	  $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	  $(shell pkg-config --libs jansson 2>/dev/null) $(TEST_LIBS) $(LDFLAGS)
 
 # Two headless Chromium pages on one board: a card dragged in one appears in
 # the other; writes $(B)/examples/kanban/kanban-board.png.

@@ -397,7 +397,6 @@ static int auth_form(job *j, int signup) {
   const char *body = lith_http_req_body(j->req, &len);
   const char *name, *pw;
   const char *err = NULL;
-  int status = 422;
 
   if (srv_form_parse(&j->form, body, len) != 0 || (name = srv_form_get(&j->form, "name")) == NULL ||
       (pw = srv_form_get(&j->form, "password")) == NULL) {
@@ -411,7 +410,7 @@ static int auth_form(job *j, int signup) {
   else if (signup && strlen(pw) < AUTH_PW_MIN)
     err = "Choose a password of at least 8 characters.";
   if (err != NULL) {
-    respond_html(j->req, status, web_page_signin(err, signup ? NULL : name));
+    respond_html(j->req, 422, web_page_signin(err, signup ? NULL : name));
     return -1;
   }
   snprintf(j->name, sizeof j->name, "%s", name);
@@ -592,10 +591,10 @@ static int read_boards(lith_rx *rx, void *arg) {
 
 static void boards_read(job *j) {
   web_viewer v = {j->who.user_id, j->who.name};
-  char op[AUTH_TOKEN_LEN + 1], unused[AUTH_HASH_LEN + 1];
   if (j->rc != LITH_OK) {
     fail_rc(j, j->rc, 0);
   } else {
+    char op[AUTH_TOKEN_LEN + 1], unused[AUTH_HASH_LEN + 1];
     auth_token_new(op, unused); /* a fresh op id for the new-board form */
     respond_html(j->req, 200, web_page_boards(&v, j->lq.boards, j->lq.n_boards, NULL, op));
   }
@@ -704,12 +703,12 @@ static int json_int(job *j, const char *key, int required, int64_t min, int64_t 
 
 static int json_flag(job *j, const char *key, int dflt, int *out) {
   json_t *v = json_object_get(j->body, key);
-  char msg[96];
   if (v == NULL || json_is_null(v)) {
     *out = dflt;
     return 0;
   }
   if (!json_is_boolean(v)) {
+    char msg[96];
     snprintf(msg, sizeof msg, "\"%s\" must be true or false.", key);
     return bad_request(j, msg);
   }

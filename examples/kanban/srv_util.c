@@ -121,9 +121,10 @@ int srv_form_parse(srv_form *f, const char *body, size_t len) {
   size_t i = 0;
   memset(f, 0, sizeof *f);
   while (i < len) {
-    size_t end = i, eq;
+    size_t end = i;
     while (end < len && body[end] != '&') end++;
     if (end > i) {
+      size_t eq;
       if (f->n == SRV_FORM_MAX) return -1;
       for (eq = i; eq < end && body[eq] != '='; eq++) {
       }
@@ -161,13 +162,12 @@ static int cookie_in(const char *h, const char *name, char *out, size_t cap) {
   const char *p = h;
   while (*p != '\0') {
     const char *end;
-    size_t vlen;
     while (*p == ' ' || *p == ';') p++;
     end = strchr(p, ';');
     if (end == NULL) end = p + strlen(p);
     if ((size_t)(end - p) > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
       const char *v = p + nlen + 1;
-      vlen = (size_t)(end - v);
+      size_t vlen = (size_t)(end - v);
       while (vlen > 0 && v[vlen - 1] == ' ') vlen--;
       if (vlen + 1 > cap) return 0;
       memcpy(out, v, vlen);

@@ -179,7 +179,7 @@ static void board_lists(srv_str *s, const kb_board *b) {
     int shown = 0;
     if (l->archived) continue;
     for (j = 0; j < l->n_cards; j++) shown += !l->cards[j].archived;
-    srv_str_printf(&*s, "<section class=\"list\" data-list=\"%" PRId64 "\"><header class=\"list-head\">"
+    srv_str_printf(s, "<section class=\"list\" data-list=\"%" PRId64 "\"><header class=\"list-head\">"
                         "<button class=\"list-title\" type=\"button\" title=\"Rename or archive the list\">",
                    l->id);
     srv_str_html(s, l->title);
