@@ -24,7 +24,7 @@
   let state = JSON.parse(document.getElementById('board-data').textContent);
 
   let dragging = null;        // {id, version, el} while a card is dragged
-  let busy = 0;               // inline editors open: rendering waits
+  let openForm = null;        // {form, input, key}: the inline form open now
   let renderWanted = false;
   let fetching = false, fetchAgain = false;
 
@@ -151,13 +151,29 @@
       h('button', { class: 'add-card', type: 'button', text: '+ Add a card' }));
   }
 
+  // The open inline form's place in a freshly rendered board.
+  function formAnchor(key) {
+    if (key === 'list') return root.querySelector('.add-list-btn');
+    return root.querySelector('.list[data-list="' + key + '"] .add-card');
+  }
+
   function render() {
-    if (dragging || busy > 0) { renderWanted = true; return; }
+    if (dragging) { renderWanted = true; return; }
     renderWanted = false;
     renderHead();
     const add = h('section', { class: 'list add-list' },
       h('button', { class: 'add-list-btn', type: 'button', text: '+ Add a list' }));
+    const hadFocus = openForm && openForm.form.contains(document.activeElement);
     root.replaceChildren(...state.lists.map(listEl), add);
+    if (openForm) { // keep what is being typed, where it was
+      const anchor = formAnchor(openForm.key);
+      if (anchor) {
+        anchor.replaceWith(openForm.form);
+        if (hadFocus) openForm.input.focus();
+      } else {
+        openForm = null; // its list was archived meanwhile
+      }
+    }
     if (cardDlg.open) fillMoveSelects();
   }
 
@@ -165,8 +181,10 @@
 
   // ---- inline forms: add a card, add a list ----------------------------------------------
 
-  function inlineForm(anchor, placeholder, multiline, onSubmit) {
-    busy++;
+  function inlineForm(key, placeholder, multiline, onSubmit) {
+    if (openForm) openForm.close(); // one at a time (this renders the board again)
+    const anchor = formAnchor(key);
+    if (!anchor) return;
     const input = multiline
       ? h('textarea', { placeholder, maxlength: '200', required: true })
       : h('input', { type: 'text', placeholder, maxlength: '200', required: true });
@@ -174,13 +192,10 @@
       h('div', { class: 'row' },
         h('button', { class: 'btn', type: 'submit', text: 'Add' }),
         h('button', { class: 'btn secondary', type: 'button', text: 'Cancel', onclick: () => done() })));
-    let closed = false;
     function done() {
-      if (closed) return;
-      closed = true;
-      form.replaceWith(anchor);
-      busy--;
-      renderLater();
+      if (!openForm || openForm.form !== form) return;
+      openForm = null;
+      render();
     }
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
@@ -197,6 +212,7 @@
     input.addEventListener('blur', () => setTimeout(() => {
       if (!form.contains(document.activeElement) && !input.value.trim()) done();
     }, 150));
+    openForm = { form, input, key, close: done };
     anchor.replaceWith(form);
     input.focus();
   }
@@ -411,12 +427,12 @@
     if (t.closest('.list-title') || t.closest('.list-menu')) { openList(Number(listSec.dataset.list)); return; }
     if (t.closest('.add-card')) {
       const listId = Number(listSec.dataset.list);
-      inlineForm(t.closest('.add-card'), 'Card title', true,
+      inlineForm(String(listId), 'Card title', true,
         (title) => post('/cards', { list: listId, title }));
       return;
     }
     if (t.closest('.add-list-btn')) {
-      inlineForm(t.closest('.add-list-btn'), 'List title', false, (title) => post('/lists', { title }));
+      inlineForm('list', 'List title', false, (title) => post('/lists', { title }));
     }
   });
 

@@ -337,6 +337,30 @@ def main():
         if dt > 1.0:
             raise Fail("alice saw the move only after %.2f s (more than a second)" % dt)
 
+        # alice adds a card by typing into the list's inline form; both see it,
+        # and her form stays open for the next card
+        doing = by_title["Doing"][0]
+        x, y, _ = center(alice, '.list[data-list="%d"] .add-card' % doing)
+        alice.mouse("mousePressed", x, y, buttons=1, button="left")
+        alice.mouse("mouseReleased", x, y, button="left")
+        alice.wait("document.activeElement && document.activeElement.tagName === 'TEXTAREA'",
+                   what="the inline card form")
+        alice.send("Input.insertText", {"text": "Typed in the browser"})
+        t0 = time.monotonic()
+        for kind in ("keyDown", "keyUp"):
+            alice.send("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
+                                                  "windowsVirtualKeyCode": 13, "nativeVirtualKeyCode": 13})
+        has_card = ("[...document.querySelectorAll('.cards[data-list=\"%d\"] .card-title')]"
+                    ".some(e => e.textContent === 'Typed in the browser')" % doing)
+        bob.wait(has_card, timeout=5, what="bob seeing the typed card")
+        dt = time.monotonic() - t0
+        alice.wait(has_card, what="alice seeing her typed card")
+        if not alice.eval("!!document.querySelector('.list[data-list=\"%d\"] .inline-form textarea')" % doing):
+            raise Fail("alice's inline form closed after adding a card")
+        log("alice typed a new card; bob saw it after %.0f ms" % (dt * 1000))
+        if dt > 1.0:
+            raise Fail("bob saw the new card only after %.2f s" % dt)
+
         # 6: a phone-width view
         bob.send("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844,
                                                         "deviceScaleFactor": 2, "mobile": True})
@@ -346,6 +370,9 @@ def main():
         if not width or width < 300:
             raise Fail("on a phone the lists are %s px wide, not the screen's width" % width)
         bob.screenshot(os.path.join(args.out, "kanban-board-phone.png"))
+        errors = [p for m, p, _ in chrome.events if m == "Runtime.exceptionThrown"]
+        if errors:
+            raise Fail("the pages threw: %s" % errors[0].get("exceptionDetails", {}).get("text"))
         log("screenshots:", os.path.join(args.out, "kanban-board.png"),
             os.path.join(args.out, "kanban-board-phone.png"))
         log("PASS")
