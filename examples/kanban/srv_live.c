@@ -166,20 +166,30 @@ int srv_live_subscribe(srv_live *l, lith_http_req *req, int64_t board) {
   static const char hello[] = "retry: 2000\n\nevent: hello\ndata: {}\n\n";
   struct sub *s;
   unsigned b;
+  int rc;
 
   if (l->closing) {
+    lith_http_add_header(req, "retry-after", "2");
     lith_http_respond_error(req, 503, "the server is stopping");
-    return LITH_HTTP_DONE;
+    return -1;
   }
   s = calloc(1, sizeof *s);
   if (s == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
-    return LITH_HTTP_DONE;
+    return -1;
   }
-  if (lith_http_sse_start(req) != LITH_HTTP_OK ||
-      lith_http_stream_write(req, hello, sizeof hello - 1) != LITH_HTTP_OK) {
+  rc = lith_http_sse_start(req);
+  if (rc != LITH_HTTP_OK) {
     free(s);
-    return LITH_HTTP_DONE; /* the layer ends (or has closed) the stream */
+    /* not started (the client left, or the server is stopping): an answer
+     * completes the handle, sent or not */
+    lith_http_respond_error(req, 503, "the server is stopping");
+    return -1;
+  }
+  if (lith_http_stream_write(req, hello, sizeof hello - 1) != LITH_HTTP_OK) {
+    free(s);
+    lith_http_stream_end(req); /* completes the handle whatever happened */
+    return -1;
   }
   s->hub = l;
   s->req = req;
@@ -190,7 +200,7 @@ int srv_live_subscribe(srv_live *l, lith_http_req *req, int64_t board) {
   l->bucket[b] = s;
   l->count++;
   lith_http_on_gone(req, on_gone, s);
-  return LITH_HTTP_PENDING;
+  return 0;
 }
 
 size_t srv_live_count(const srv_live *l) { return l->count; }

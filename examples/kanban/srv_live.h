@@ -38,13 +38,14 @@ int srv_live_open(uv_loop_t *loop, srv_live **out);
  * board ids. Writer thread; takes a mutex for the length of a copy. */
 void srv_live_hook(void *ctx, const int64_t *topics, int n);
 
-/* Start a server-sent-event stream on `req` for `board` and keep it until the
+/* Start a server-sent-event stream on `req` (a held request: call it from a
+ * loop callback, not from inside a handler) for `board` and keep it until the
  * client leaves or the server stops. The first event ("hello") goes out at
- * once; then "change" (data: the board id) after every commit that touched
+ * once; then "change" (data: {"board": ID}) after every commit that touched
  * the board, and a comment line every 15 s so that proxies and the browser
- * know the stream is alive. Completes `req` itself on failure (returns
- * LITH_HTTP_DONE) or keeps it (LITH_HTTP_PENDING): return the value from the
- * handler. */
+ * know the stream is alive. Takes `req` in every case: 0 if it is now a
+ * stream, -1 if it was completed instead (503 when stopping, 500 when out of
+ * memory, or nothing when the client had left). */
 int srv_live_subscribe(srv_live *l, lith_http_req *req, int64_t board);
 
 /* Streams open now (for tests and the log). */

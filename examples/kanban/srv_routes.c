@@ -212,6 +212,9 @@ static void fail_rc(job *j, int rc, int64_t version) {
   const char *code;
   int status = status_of(rc, &code);
   const char *msg = message_of(rc, j->errmsg);
+  if (j->mode == J_PAGE && rc == KB_NOT_FOUND) msg = "There is no such board.";
+  if (j->mode == J_PAGE && rc == KB_FORBIDDEN)
+    msg = "This board belongs to others: ask one of its members to add you (by your user name).";
   if (status >= 500 && status != 503 && j->errmsg[0] != '\0')
     fprintf(stderr, "kanban: %s %s: %s: %s\n", lith_http_req_method(j->req),
             lith_http_req_path(j->req), kb_errstr(rc), j->errmsg);
