@@ -407,11 +407,19 @@
     const ol = list.querySelector('.cards');
     const at = dropIndex(ol, e.clientY);
     const d = dragging;
+    const f = findCard(d.id);
+    const listId = Number(list.dataset.list);
+    if (f && f.list.id === listId && f.list.cards.indexOf(f.card) === at.index) {
+      // dropped where it already was: nothing to do
+      clearDrag();
+      renderLater();
+      return;
+    }
     // show it where it was dropped at once; the refetch after the answer confirms
     if (at.before) ol.insertBefore(d.el, at.before); else ol.append(d.el);
     d.el.classList.add('moving');
     clearDrag();
-    await move({ id: d.id, version: d.version }, Number(list.dataset.list), at.index);
+    await move({ id: d.id, version: d.version }, listId, at.index);
     renderLater();
   });
 
@@ -460,6 +468,7 @@
       live.classList.remove('on');
       if (es.readyState === EventSource.CLOSED) { // the browser gave up: try again ourselves
         es.close();
+        refetch(); // signed out meanwhile? it goes to the sign-in page
         setTimeout(connect, retryMs);
         retryMs = Math.min(retryMs * 2, 15000);
       }
