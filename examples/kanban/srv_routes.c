@@ -77,7 +77,6 @@ struct job {
   kb_session_query sq;
   kb_user_args ua;
   kb_session_args sa;
-  kb_prune_args pa;
   char token[AUTH_TOKEN_LEN + 1];
   char pw_hash[AUTH_PW_HASH_MAX];
   char password[AUTH_PW_MAX + 1];
