@@ -6,8 +6,10 @@
 #
 #   KANBAN_BIN       the server, $(B)/examples/kanban/kanban (self-contained:
 #                    the assets/ files are compiled in by web_embed.sh)
-#   KANBAN_TEST_BIN  the HTTP test, to add to TEST_BIN; it spawns KANBAN_BIN
-#                    (absolute path compiled in: tests run in a scratch dir)
+#   KANBAN_TEST_BIN  the HTTP test (test/test_http.c, named test_kanban_http
+#                    beside http/'s test_http), to add to TEST_BIN; it spawns
+#                    KANBAN_BIN (absolute path compiled in: tests run in a
+#                    scratch dir)
 #   KANBAN_PKGS, KANBAN_DEBS  what `make deps` checks and installs
 #   make test-browser  the headless Chromium test (needs chromium, python3)
 
@@ -24,7 +26,7 @@ KANBAN_SRV_HDRS := $(wildcard examples/kanban/srv_*.h examples/kanban/auth_*.h e
 KANBAN_ASSETS   := layout.html signin.html boards.html board.html app.css board.js favicon.svg
 KANBAN_GEN      := $(B)/examples/kanban/web_assets_gen.c
 KANBAN_BIN      := $(B)/examples/kanban/kanban
-KANBAN_TEST_BIN := $(B)/examples/kanban/test/test_http
+KANBAN_TEST_BIN := $(B)/examples/kanban/test/test_kanban_http
 KANBAN_TEST_DEF  = -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"'
 
 $(KANBAN_GEN): examples/kanban/web_embed.sh $(addprefix examples/kanban/assets/,$(KANBAN_ASSETS))
