@@ -180,6 +180,7 @@ typedef struct config {
   int people[16];
   int npeople;
   int sync;
+  int checkpoint; /* the writer arm's lith_options.checkpoint */
   int arms[NARMS];
   double seconds, warmup;
   int rounds;
@@ -608,6 +609,7 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
   lith_options_default(&opt);
   kb_options_schema(&opt);
   opt.synchronous = c->sync;
+  opt.checkpoint = c->checkpoint;
   opt.readers = 1;
   opt.on_commit = on_commit;
   opt.on_commit_ctx = r;
@@ -763,6 +765,7 @@ static void usage(FILE *f) {
           "usage: kanban [options]\n"
           "  --people LIST    people (threads), e.g. 1,50,200 (default)\n"
           "  --sync MODE      full (default) or normal\n"
+          "  --checkpoint M   the writer arm's checkpoints: writer (default) or auto\n"
           "  --arms LIST      writer,perconn (default both)\n"
           "  --seconds S      measured window per run (default 3)\n"
           "  --warmup S       before the window (default 0.5)\n"
@@ -824,6 +827,13 @@ static void parse_args(int argc, char **argv, config *c) {
         c->sync = LITH_SYNC_NORMAL;
       else
         die_usage("--sync takes full or normal: %s", v);
+    } else if (!strcmp(a, "--checkpoint")) {
+      if (!strcmp(v, "writer"))
+        c->checkpoint = LITH_CHECKPOINT_WRITER;
+      else if (!strcmp(v, "auto"))
+        c->checkpoint = LITH_CHECKPOINT_AUTO;
+      else
+        die_usage("--checkpoint takes writer or auto: %s", v);
     } else if (!strcmp(a, "--arms")) {
       c->arms[ARM_WRITER] = strstr(v, "writer") != NULL;
       c->arms[ARM_PERCONN] = strstr(v, "perconn") != NULL;
@@ -875,8 +885,10 @@ static void print_header(const config *c, int argc, char **argv) {
   printf("plan: people");
   for (int i = 0; i < c->npeople; i++)
     printf("%s%d", i ? "," : " ", c->people[i]);
-  printf("; synchronous %s; %d cards per person; %g s window after %g s warm-up; %d round%s\n",
-         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", CARDS, c->seconds, c->warmup, c->rounds,
+  printf("; synchronous %s; writer checkpoints %s; %d cards per person; %g s window after %g s"
+         " warm-up; %d round%s\n",
+         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL",
+         c->checkpoint == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER", CARDS, c->seconds, c->warmup, c->rounds,
          c->rounds > 1 ? "s" : "");
   printf("databases: %s\n", c->db_dir);
   fflush(stdout);
