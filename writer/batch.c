@@ -359,8 +359,10 @@ static int take(lith *db) {
        * away; catch it without a sleep and a wake-up. But only while that
        * works: when commands come from far (a server answering over the
        * network), the spin only burns the CPU their producer needs, so
-       * each spin that catches nothing costs credit, and without credit
-       * the writer spins once in 64 sleeps, to notice when it pays again. */
+       * each spin that catches nothing costs a credit and each that catches
+       * a command earns one back (at most 8): the spin goes on while at
+       * least half of them pay. Without credit the writer spins once in 64
+       * sleeps, to notice when it pays again. */
       spun = 1;
       int64_t until = lith__now_ns() + LITH__SPIN_NS;
       for (unsigned i = 1; lith__queue_idle(&db->q); i++) {
@@ -369,7 +371,7 @@ static int take(lith *db) {
           break;
       }
       if (lith__queue_idle(&db->q)) {
-        db->spin_credit -= 2;
+        db->spin_credit--;
       } else if (db->spin_credit < 8) {
         db->spin_credit++;
       }
