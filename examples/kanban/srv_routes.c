@@ -846,36 +846,17 @@ static lith_command action_cmd(const char *what) {
   return NULL;
 }
 
-/* The model finds a list's or card's board from the list or card itself
- * and ignores kb_action.board_id for them. The URL names a board, though,
- * and /boards/7/cards/3/move must not move card 3 if it lives on board 9:
- * this command checks first, in the same transaction, then runs the
- * model's command. (One indexed lookup on a cached statement.) */
-static int scoped_cmd(lith_tx *tx, void *arg) {
+/* The URL names the board: kb_action.board_id makes the model refuse a
+ * list or card of another board (KB_NOT_FOUND, nothing changes), so
+ * /boards/7/cards/3/move never moves card 3 of board 9. */
+static int board_cmd(lith_tx *tx, void *arg) {
   job *j = arg;
-  kb_action *a = &j->act;
-  int64_t owner = a->board_id, id = a->card_id > 0 ? a->card_id : a->list_id;
-  if (id > 0) {
-    sqlite3_stmt *st = lith_tx_stmt(tx, a->card_id > 0 ? "SELECT board_id FROM cards WHERE id = ?1"
-                                                       : "SELECT board_id FROM lists WHERE id = ?1");
-    int s;
-    if (st == NULL) return lith_tx_rc(tx);
-    sqlite3_bind_int64(st, 1, id);
-    s = sqlite3_step(st);
-    owner = s == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_reset(st);
-    if (s != SQLITE_ROW && s != SQLITE_DONE)
-      return lith_tx_error(tx, lith_from_sqlite(s), "%s", sqlite3_errmsg(lith_tx_db(tx)));
-  }
-  if (owner != a->board_id)
-    return lith_tx_error(tx, KB_NOT_FOUND, "no %s %" PRId64 " on board %" PRId64,
-                         a->card_id > 0 ? "card" : "list", id, a->board_id);
-  return action_cmd(j->what)(tx, a);
+  return action_cmd(j->what)(tx, &j->act);
 }
 
 static void run_action(job *j) {
   j->act.user_id = j->who.user_id;
-  submit(j, scoped_cmd, j, action_done);
+  submit(j, board_cmd, j, action_done);
 }
 
 /* Which action a path names ("/boards/B" already parsed into board);
