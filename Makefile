@@ -129,7 +129,7 @@ $(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
 demo: $(DEMO)
 
 # Benchmarks: standalone programs that print tables (see bench/README.md).
-BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban
+BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http
 $(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
@@ -137,12 +137,17 @@ $(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
 $(B)/bench/lithd: bench/lithd.c $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
+# bench/kanban_http spawns the kanban server (absolute path compiled in, --kanban overrides); SQLite only.
+$(B)/bench/kanban_http: bench/kanban_http.c $(KANBAN_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(B)/bench/writer $(BENCH_ARGS)
 	$(B)/bench/lithd $(BENCH_ARGS)
 	$(B)/bench/kanban $(BENCH_ARGS)
+	$(B)/bench/kanban_http $(BENCH_ARGS)
 
 # The main job: lithd on lithd.db, on 127.0.0.1:8765 (ARGS adds options).
 run: deps
@@ -180,7 +185,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c bench/kanban.c \
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c bench/kanban.c bench/kanban_http.c \
 	  examples/kanban/*.c
 
 clean:
