@@ -357,29 +357,40 @@ static int has_duplicate(parser *ps, const lj_member *m, size_t n) {
 
 static lj_value *parse_value(parser *ps, int depth);
 
+/* Past the opening bracket and blanks: 1 if `close` follows at once (the
+ * empty container, consumed), else 0. */
+static int opens_empty(parser *ps, char close) {
+  ps->p++;
+  skip_ws(ps);
+  if (ps->p < ps->end && *ps->p == close) {
+    ps->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* After an item or member: 1 at ',' (another follows), 0 at `close` (the
+ * container ends), -1 (failed) at anything else. */
+static int after_item(parser *ps, char close) {
+  skip_ws(ps);
+  if (ps->p < ps->end && *ps->p == ',') {
+    ps->p++;
+    return 1;
+  }
+  if (ps->p < ps->end && *ps->p == close) {
+    ps->p++;
+    return 0;
+  }
+  return fail_at(ps, ps->p, "',' or '%c' expected", close);
+}
+
 static lj_value *parse_array(parser *ps, int depth) {
   size_t base = ps->top;
-  ps->p++; /* '[' */
-  skip_ws(ps);
-  if (ps->p < ps->end && *ps->p == ']') {
-    ps->p++;
-  } else {
-    for (;;) {
-      lj_value *item = parse_value(ps, depth + 1);
-      if (!item || push(ps, NULL, 0, item) != 0)
-        return NULL;
-      skip_ws(ps);
-      if (ps->p < ps->end && *ps->p == ',') {
-        ps->p++;
-        continue;
-      }
-      if (ps->p < ps->end && *ps->p == ']') {
-        ps->p++;
-        break;
-      }
-      fail_at(ps, ps->p, "',' or ']' expected");
+  int more = !opens_empty(ps, ']');
+  while (more) {
+    lj_value *item = parse_value(ps, depth + 1);
+    if (!item || push(ps, NULL, 0, item) != 0 || (more = after_item(ps, ']')) < 0)
       return NULL;
-    }
   }
   size_t n = ps->top - base;
   lj_value *v = lj_make(ps->a, LJ_ARRAY, n);
@@ -396,47 +407,31 @@ static lj_value *parse_array(parser *ps, int depth) {
 static lj_value *parse_object(parser *ps, int depth) {
   size_t base = ps->top;
   const char *open = ps->p;
-  ps->p++; /* '{' */
-  skip_ws(ps);
-  if (ps->p < ps->end && *ps->p == '}') {
-    ps->p++;
-  } else {
-    for (;;) {
-      const char *key;
-      size_t keylen;
-      skip_ws(ps);
-      if (ps->p >= ps->end || *ps->p != '"') {
-        fail_at(ps, ps->p, "string or '}' expected");
-        return NULL;
-      }
-      const char *at = ps->p;
-      if (parse_string(ps, &key, &keylen) != 0)
-        return NULL;
-      if (strlen(key) != keylen) {
-        fail_at(ps, at, "NUL byte in object key");
-        return NULL;
-      }
-      skip_ws(ps);
-      if (ps->p >= ps->end || *ps->p != ':') {
-        fail_at(ps, ps->p, "':' expected");
-        return NULL;
-      }
-      ps->p++;
-      lj_value *val = parse_value(ps, depth + 1);
-      if (!val || push(ps, key, keylen, val) != 0)
-        return NULL;
-      skip_ws(ps);
-      if (ps->p < ps->end && *ps->p == ',') {
-        ps->p++;
-        continue;
-      }
-      if (ps->p < ps->end && *ps->p == '}') {
-        ps->p++;
-        break;
-      }
-      fail_at(ps, ps->p, "',' or '}' expected");
+  int more = !opens_empty(ps, '}');
+  while (more) {
+    const char *key;
+    size_t keylen;
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != '"') {
+      fail_at(ps, ps->p, "string or '}' expected");
       return NULL;
     }
+    const char *at = ps->p;
+    if (parse_string(ps, &key, &keylen) != 0)
+      return NULL;
+    if (strlen(key) != keylen) {
+      fail_at(ps, at, "NUL byte in object key");
+      return NULL;
+    }
+    skip_ws(ps);
+    if (ps->p >= ps->end || *ps->p != ':') {
+      fail_at(ps, ps->p, "':' expected");
+      return NULL;
+    }
+    ps->p++;
+    lj_value *val = parse_value(ps, depth + 1);
+    if (!val || push(ps, key, keylen, val) != 0 || (more = after_item(ps, '}')) < 0)
+      return NULL;
   }
   size_t n = ps->top - base;
   if (has_duplicate(ps, ps->stack + base, n)) {
