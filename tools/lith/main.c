@@ -39,11 +39,11 @@
 #include <jansson.h>
 
 #include "client.h"
+#include "token.h"
 #include "lith.h" /* LITH_VERSION */
 
 #define DEFAULT_URL "http://127.0.0.1:8765"
 #define DEFAULT_TIMEOUT_S 30
-#define TOKEN_MAX 4096
 #define BODY_MAX ((size_t)1 << 30)
 
 enum { EXIT_DONE = 0, EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_NO_ANSWER = 3 };
@@ -632,43 +632,13 @@ static const struct command {
 
 /* ---- Options ------------------------------------------------------------ */
 
-/* The token in `path`: trailing CR/LF stripped, not empty, no NUL, no line
- * break inside. A malloc'd string, or NULL after a message. */
+/* The token in `path` (token.h's rules, the same as lithd's), or NULL
+ * after a message. */
 static char *read_token(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *tok = NULL;
-  size_t n;
-
-  if (f == NULL) {
-    fprintf(stderr, "lith: token file %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
-  tok = malloc(TOKEN_MAX + 2);
-  if (tok == NULL) {
-    fprintf(stderr, "lith: out of memory\n");
-    goto fail;
-  }
-  n = fread(tok, 1, TOKEN_MAX + 1, f);
-  if (ferror(f)) {
-    fprintf(stderr, "lith: token file %s: %s\n", path, strerror(errno));
-    goto fail;
-  }
-  if (n > TOKEN_MAX) {
-    fprintf(stderr, "lith: token file %s: longer than %d bytes\n", path, TOKEN_MAX);
-    goto fail;
-  }
-  tok[n] = '\0';
-  while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r')) tok[--n] = '\0';
-  if (n == 0 || strlen(tok) != n || strpbrk(tok, "\r\n") != NULL) {
-    fprintf(stderr, "lith: token file %s: empty, or holds a NUL byte or a line break\n", path);
-    goto fail;
-  }
-  fclose(f);
+  char err[512];
+  char *tok = lithd_token_read(path, err, sizeof err);
+  if (tok == NULL) fprintf(stderr, "lith: token file %s\n", err);
   return tok;
-fail:
-  free(tok);
-  fclose(f);
-  return NULL;
 }
 
 static const char *env(const char *name) {

@@ -51,9 +51,9 @@
 #include "schema.h"
 #include "server.h"
 #include "sqljson.h"
+#include "token.h"
 
 #define STOP_GRACE_MS 10000
-#define TOKEN_MAX 4096
 
 struct daemon {
   uv_loop_t loop;
@@ -65,37 +65,6 @@ struct daemon {
   lithd_server srv;
   int stopping;
 };
-
-/* Read the token file, strip trailing CR/LF. Returns a malloc'd string or NULL. */
-static char *read_token(const char *path) {
-  FILE *f = fopen(path, "r");
-  char *tok = NULL;
-  size_t n;
-
-  if (f == NULL) {
-    lithd_log(LITHD_LOG_ERROR, "--token-file %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  tok = malloc(TOKEN_MAX + 1);
-  if (tok == NULL) goto fail;
-  n = fread(tok, 1, TOKEN_MAX + 1, f);
-  if (n > TOKEN_MAX) {
-    lithd_log(LITHD_LOG_ERROR, "--token-file %s: longer than %d bytes", path, TOKEN_MAX);
-    goto fail;
-  }
-  tok[n] = '\0';
-  while (n > 0 && (tok[n - 1] == '\n' || tok[n - 1] == '\r')) tok[--n] = '\0';
-  if (n == 0 || strlen(tok) != n) {
-    lithd_log(LITHD_LOG_ERROR, "--token-file %s: empty or holds a NUL byte", path);
-    goto fail;
-  }
-  fclose(f);
-  return tok;
-fail:
-  free(tok);
-  fclose(f);
-  return NULL;
-}
 
 /* ---- Shutdown chain ---------------------------------------------------- */
 
@@ -258,7 +227,10 @@ int main(int argc, char **argv) {
   }
   size_thread_pool(o.readers);
 
-  if (o.token_file != NULL && (token = read_token(o.token_file)) == NULL) goto out;
+  if (o.token_file != NULL && (token = lithd_token_read(o.token_file, err, sizeof err)) == NULL) {
+    lithd_log(LITHD_LOG_ERROR, "--token-file %s", err);
+    goto out;
+  }
   if (o.schema != NULL && lithd_schema_load(o.schema, &schema, err, sizeof err) != 0) {
     lithd_log(LITHD_LOG_ERROR, "%s", err);
     goto out;
