@@ -188,6 +188,7 @@ static void on_bridge_closed(void *ctx) {
 }
 
 static void close_bridge(struct server *s) {
+  srv_routes_close(&s->app); /* what waits to be submitted goes first */
   s->app.bridge = NULL; /* the routes submit nothing from now on */
   if (s->bridge != NULL) lith_uv_close(s->bridge, on_bridge_closed, s);
 }

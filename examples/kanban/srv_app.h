@@ -22,6 +22,8 @@
 
 #define SRV_MAX_BODY (64u << 10) /* a card description is at most 10000 bytes */
 
+struct job; /* srv_routes.c */
+
 typedef struct srv_app {
   uv_loop_t *loop;
   lith *db;
@@ -31,12 +33,22 @@ typedef struct srv_app {
   auth_gate *gate;         /* password hashes */
   auth_cache *sessions;
   uv_timer_t prune;        /* hourly housekeeping (expired sessions, old op ids) */
+  /* Commands parsed but not yet submitted (srv_routes.c, submit): they go
+   * to the writer 16 at a time or at the end of the loop iteration. */
+  struct job *pend_head, *pend_tail;
+  unsigned pend_n;
+  uv_check_t pend_check;
+  int pend_open;
   int prune_open;
   int stopping;
 } srv_app;
 
 /* Register every route on app->http. LITH_HTTP_OK or the layer's error. */
 int srv_routes_add(srv_app *app);
+
+/* Submit what waits (see pend_head) and close the check handle; before the
+ * bridge closes. Safe to call twice, and when srv_routes_add never ran. */
+void srv_routes_close(srv_app *app);
 
 /* Start the hourly kb_prune timer (unreferenced: it never keeps the loop
  * alive). */

@@ -49,6 +49,9 @@ typedef void (*job_fn)(job *j);
 
 struct job {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
+  struct job *pend_next; /* app->pend_* while waiting to be submitted */
+  lith_command pend_fn;
+  void *pend_arg;
   uv_work_t work;
   auth_task task;
   srv_app *app;
@@ -262,19 +265,56 @@ static void cmd_done(lith_uv_req *u) { /* the loop, after the commit */
 
 /* Submit fn(tx, arg) as one lith command; after(j) runs once it committed
  * (or failed). */
+#define SUBMIT_CHUNK 16
+
+/* Submit every waiting command, in order. */
+static void flush_pending(srv_app *app) {
+  job *j;
+  while ((j = app->pend_head) != NULL) {
+    int rc = LITH_CLOSED;
+    app->pend_head = j->pend_next;
+    if (app->pend_head == NULL) app->pend_tail = NULL;
+    app->pend_n--;
+    if (app->bridge != NULL)
+      rc = lith_uv_submit(app->bridge, &j->ureq, j->pend_fn, j->pend_arg, cmd_done);
+    if (rc != LITH_OK) {
+      fail_rc(j, rc, 0);
+      job_free(j);
+    }
+  }
+  if (app->pend_open) uv_check_stop(&app->pend_check);
+}
+
+static void on_pend_check(uv_check_t *c) { flush_pending(c->data); }
+
+/* Commands go to the writer SUBMIT_CHUNK at a time, and what is left at the
+ * end of the loop iteration that parsed them (a uv_check_t): with many
+ * clients one iteration reads dozens of requests, and the writer then finds
+ * them together and commits them as one batch while the loop parses the
+ * rest, instead of being woken for each. */
 static void submit(job *j, lith_command fn, void *arg, job_fn after) {
-  int rc;
-  if (j->app->bridge == NULL) {
+  srv_app *app = j->app;
+  if (app->bridge == NULL || !app->pend_open) {
     fail_rc(j, LITH_CLOSED, 0);
     job_free(j);
     return;
   }
   j->after_cmd = after;
-  rc = lith_uv_submit(j->app->bridge, &j->ureq, fn, arg, cmd_done);
-  if (rc != LITH_OK) {
-    fail_rc(j, rc, 0);
-    job_free(j);
-  }
+  j->pend_fn = fn;
+  j->pend_arg = arg;
+  j->pend_next = NULL;
+  if (app->pend_tail != NULL) app->pend_tail->pend_next = j;
+  else app->pend_head = j;
+  app->pend_tail = j;
+  if (++app->pend_n >= SUBMIT_CHUNK) flush_pending(app);
+  else uv_check_start(&app->pend_check, on_pend_check);
+}
+
+void srv_routes_close(srv_app *app) {
+  if (!app->pend_open) return;
+  flush_pending(app);
+  uv_close((uv_handle_t *)&app->pend_check, NULL);
+  app->pend_open = 0;
 }
 
 /* ---- Sessions ------------------------------------------------------------------------ */
@@ -995,5 +1035,8 @@ int srv_routes_add(srv_app *app) {
                              routes[i].fn, app);
     if (rc != LITH_HTTP_OK) return rc;
   }
+  uv_check_init(app->loop, &app->pend_check);
+  app->pend_check.data = app;
+  app->pend_open = 1;
   return LITH_HTTP_OK;
 }
