@@ -130,17 +130,18 @@ demo: $(DEMO)
 
 # Benchmarks: standalone programs that print tables (see bench/README.md).
 BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http
-$(B)/bench/%: bench/%.c $(B)/liblith.a $(HDRS)
+# Every bench program links bench/common.c: the helpers they share (bench/common.h).
+$(B)/bench/%: bench/%.c bench/common.c bench/common.h $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< bench/common.c $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
 # bench/lithd spawns lithd (absolute path compiled in, --lithd overrides); it links SQLite only.
-$(B)/bench/lithd: bench/lithd.c $(LITHD_BIN)
+$(B)/bench/lithd: bench/lithd.c bench/common.c bench/common.h $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< bench/common.c $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
 # bench/kanban_http spawns the kanban server (absolute path compiled in, --kanban overrides); SQLite only.
-$(B)/bench/kanban_http: bench/kanban_http.c $(KANBAN_BIN)
+$(B)/bench/kanban_http: bench/kanban_http.c bench/common.c bench/common.h $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< bench/common.c $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
@@ -185,7 +186,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/lithd.c bench/kanban.c bench/kanban_http.c \
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/common.c bench/lithd.c bench/kanban.c bench/kanban_http.c \
 	  examples/kanban/*.c
 
 clean:

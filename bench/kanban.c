@@ -49,127 +49,22 @@
 #define _GNU_SOURCE
 #endif
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "board.h"
+#include "common.h"
 #include "lith.h"
 
 enum { CARDS = 8, MAX_P = 4096, LAT_CAP = 1 << 14 };
-
-/* ---- small things ----------------------------------------------------------- */
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_until(int64_t t) {
-  struct timespec ts = {(time_t)(t / 1000000000), (long)(t % 1000000000)};
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-    ;
-}
-
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Latencies of one thread: the first LAT_CAP, then a uniform reservoir. */
-typedef struct lat_buf {
-  uint64_t v[LAT_CAP];
-  size_t n;
-  uint64_t seen, max;
-} lat_buf;
-
-static void lat_add(lat_buf *b, uint64_t ns, uint64_t *rng) {
-  b->seen++;
-  if (ns > b->max)
-    b->max = ns;
-  if (b->n < LAT_CAP) {
-    b->v[b->n++] = ns;
-    return;
-  }
-  uint64_t j = rng_next(rng) % b->seen;
-  if (j < LAT_CAP)
-    b->v[j] = ns;
-}
-
-/* Quantiles over many threads' buffers, each value weighted by
- * seen / kept of its buffer (1 unless a thread was sampled). */
-typedef struct wv {
-  uint64_t v;
-  double w;
-} wv;
-
-static int cmp_wv(const void *a, const void *b) { return cmp_u64(&((const wv *)a)->v, &((const wv *)b)->v); }
-
-static void lat_quantiles(lat_buf *const *bufs, int nb, const double *qs, int nq, double *out_ms,
-                          double *max_ms) {
-  size_t n = 0;
-  uint64_t mx = 0;
-  for (int i = 0; i < nb; i++) {
-    n += bufs[i]->n;
-    if (bufs[i]->max > mx)
-      mx = bufs[i]->max;
-  }
-  *max_ms = n ? (double)mx / 1e6 : NAN;
-  for (int k = 0; k < nq; k++)
-    out_ms[k] = NAN;
-  if (!n)
-    return;
-  wv *all = malloc(n * sizeof *all);
-  if (!all)
-    return;
-  size_t m = 0;
-  double total = 0;
-  for (int i = 0; i < nb; i++) {
-    double w = bufs[i]->n ? (double)bufs[i]->seen / (double)bufs[i]->n : 0;
-    for (size_t j = 0; j < bufs[i]->n; j++)
-      all[m++] = (wv){bufs[i]->v[j], w};
-    total += w * (double)bufs[i]->n;
-  }
-  qsort(all, m, sizeof *all, cmp_wv);
-  for (int k = 0; k < nq; k++) {
-    double want = qs[k] * total * (1 - 1e-12), cum = 0;
-    size_t j = 0;
-    for (; j < m; j++) {
-      cum += all[j].w;
-      if (cum >= want)
-        break;
-    }
-    out_ms[k] = (double)all[j < m ? j : m - 1].v / 1e6;
-  }
-  free(all);
-}
 
 /* ---- configuration and results ------------------------------------------------- */
 
@@ -177,14 +72,12 @@ enum { ARM_WRITER, ARM_PERCONN, NARMS };
 static const char *const ARM_NAME[NARMS] = {"writer", "perconn"};
 
 typedef struct config {
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --quick */
   int people[16];
   int npeople;
   int sync;
   int checkpoint; /* the writer arm's lith_options.checkpoint */
   int arms[NARMS];
-  double seconds, warmup;
-  int rounds;
-  const char *db_dir;
 } config;
 
 enum { M_MOVES_S, M_MOVES_TX, M_TX_MS, M_COMMIT_MS, M_TX_P99, M_CALL_P50, M_CALL_P99, M_CALL_MAX, NMETRIC };
@@ -210,7 +103,7 @@ typedef struct person {
   /* results */
   int64_t ok, in_window, errors;
   char first_error[LITH_ERRMSG_MAX + 64];
-  lat_buf call, tx;
+  bench_lat call, tx;
 } person;
 
 typedef struct run {
@@ -283,15 +176,6 @@ static int seed_cmd(lith_tx *tx, void *arg) {
   return LITH_OK;
 }
 
-static void remove_db(const char *path) {
-  static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
-  char p[4200];
-  for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
-    snprintf(p, sizeof p, "%s%s", path, suffix[i]);
-    unlink(p);
-  }
-}
-
 static void person_error(person *pe, const char *fmt, const char *what, const char *msg) {
   if (pe->errors++ == 0)
     snprintf(pe->first_error, sizeof pe->first_error, fmt, what, msg);
@@ -312,24 +196,24 @@ static int slot_of(const person *pe, int64_t card) {
   return -1;
 }
 
-static void plan_move(person *pe, int64_t seq, plan *m) {
+static void plan_move(person *pe, plan *m) {
   int from, at;
   do {
-    from = (int)(rng_next(&pe->rng) % 2);
+    from = (int)(bench_rng_next(&pe->rng) % 2);
   } while (pe->n[from] == 0);
-  at = (int)(rng_next(&pe->rng) % (uint64_t)pe->n[from]);
+  at = (int)(bench_rng_next(&pe->rng) % (uint64_t)pe->n[from]);
   int64_t card = pe->order[from][at];
   m->slot = slot_of(pe, card);
   m->from = from;
   m->to = 1 - from;
   m->at = at;
-  snprintf(m->op, sizeof m->op, "%016llx-p%d", (unsigned long long)now_ns(), pe->idx);
+  snprintf(m->op, sizeof m->op, "%016llx-p%d", (unsigned long long)bench_now_ns(), pe->idx);
   memset(&m->a, 0, sizeof m->a);
   m->a.user_id = pe->user;
   m->a.op_id = m->op;
   m->a.card_id = card;
   m->a.list_id = pe->lists[m->to];
-  m->a.index = (int64_t)(rng_next(&pe->rng) % (uint64_t)(pe->n[m->to] + 1));
+  m->a.index = (int64_t)(bench_rng_next(&pe->rng) % (uint64_t)(pe->n[m->to] + 1));
   m->a.seen_version = pe->version[m->slot];
 }
 
@@ -361,11 +245,11 @@ static void *writer_person(void *arg) {
   int64_t ws, we;
   gate(pe, &ws, &we);
   plan m;
-  for (int64_t seq = 0; !atomic_load_explicit(&r->stop, memory_order_relaxed); seq++) {
-    plan_move(pe, seq, &m);
-    int64_t t0 = now_ns();
+  while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+    plan_move(pe, &m);
+    int64_t t0 = bench_now_ns();
     int rc = lith_do(r->db, kb_move_card, &m.a);
-    int64_t t1 = now_ns();
+    int64_t t1 = bench_now_ns();
     if (rc != LITH_OK) {
       person_error(pe, "lith_do(kb_move_card): %s: %s", kb_errstr(rc), lith_errmsg(r->db));
       continue;
@@ -377,7 +261,7 @@ static void *writer_person(void *arg) {
     apply_move(pe, &m);
     if (t1 >= ws && t1 <= we) {
       pe->in_window++;
-      lat_add(&pe->call, (uint64_t)(t1 - t0), &pe->rng);
+      bench_lat_add(&pe->call, (uint64_t)(t1 - t0));
     }
   }
   return NULL;
@@ -394,29 +278,8 @@ static void on_commit(void *ctx, const int64_t *topics, int n) {
 static int open_plain(const char *path, int sync, sqlite3 **out) {
   lith_options d;
   lith_options_default(&d);
-  sqlite3 *conn = NULL;
-  *out = NULL;
-  int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
-  if (rc != SQLITE_OK) {
-    sqlite3_close(conn);
-    return rc;
-  }
-  sqlite3_extended_result_codes(conn, 1);
-  sqlite3_busy_timeout(conn, 30000);
-  char sql[300];
-  snprintf(sql, sizeof sql,
-           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA cache_size=-%d;"
-           " PRAGMA mmap_size=%lld; PRAGMA foreign_keys=%s; PRAGMA temp_store=MEMORY;",
-           sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", d.cache_size_kib, (long long)d.mmap_size,
-           d.foreign_keys ? "ON" : "OFF");
-  rc = sqlite3_exec(conn, sql, NULL, NULL, NULL);
-  if (rc != SQLITE_OK) {
-    sqlite3_close(conn);
-    return rc;
-  }
-  sqlite3_wal_autocheckpoint(conn, 1000);
-  *out = conn;
-  return SQLITE_OK;
+  bench_pragmas p = {sync == LITH_SYNC_FULL, d.cache_size_kib, (long long)d.mmap_size, d.foreign_keys};
+  return bench_open_plain(path, &p, 30000, out);
 }
 
 static void *perconn_person(void *arg) {
@@ -435,16 +298,16 @@ static void *perconn_person(void *arg) {
   int64_t ws, we;
   gate(pe, &ws, &we);
   plan m;
-  for (int64_t seq = 0; ready && !atomic_load_explicit(&r->stop, memory_order_relaxed); seq++) {
-    plan_move(pe, seq, &m);
-    int64_t t0 = now_ns();
+  while (ready && !atomic_load_explicit(&r->stop, memory_order_relaxed)) {
+    plan_move(pe, &m);
+    int64_t t0 = bench_now_ns();
     int src = sqlite3_step(begin);
     sqlite3_reset(begin);
     if (src != SQLITE_DONE) {
       person_error(pe, "%s: %s", "BEGIN IMMEDIATE", sqlite3_errmsg(conn));
       continue;
     }
-    int64_t locked = now_ns();
+    int64_t locked = bench_now_ns();
     int rc = kb_plain_run(kp, kb_move_card, &m.a);
     if (rc != LITH_OK) {
       person_error(pe, "kb_move_card: %s: %s", kb_errstr(rc), kb_plain_errmsg(kp));
@@ -454,7 +317,7 @@ static void *perconn_person(void *arg) {
     }
     src = sqlite3_step(commit);
     sqlite3_reset(commit);
-    int64_t t1 = now_ns();
+    int64_t t1 = bench_now_ns();
     if (src != SQLITE_DONE) {
       person_error(pe, "%s: %s", "COMMIT", sqlite3_errmsg(conn));
       if (!sqlite3_get_autocommit(conn)) {
@@ -466,8 +329,8 @@ static void *perconn_person(void *arg) {
     apply_move(pe, &m);
     if (t1 >= ws && t1 <= we) {
       pe->in_window++;
-      lat_add(&pe->call, (uint64_t)(t1 - t0), &pe->rng);
-      lat_add(&pe->tx, (uint64_t)(t1 - locked), &pe->rng);
+      bench_lat_add(&pe->call, (uint64_t)(t1 - t0));
+      bench_lat_add(&pe->tx, (uint64_t)(t1 - locked));
     }
   }
   sqlite3_finalize(begin);
@@ -480,23 +343,6 @@ static void *perconn_person(void *arg) {
 
 /* ---- checks ------------------------------------------------------------------------- */
 
-static int64_t q_int(sqlite3 *db, const char *sql, int64_t a, int *err) {
-  sqlite3_stmt *st = NULL;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-    (*err)++;
-    return v;
-  }
-  if (sqlite3_bind_parameter_count(st) > 0)
-    sqlite3_bind_int64(st, 1, a);
-  if (sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  else
-    (*err)++;
-  sqlite3_finalize(st);
-  return v;
-}
-
 /* Everything the run must have left; returns the number of mismatches. */
 static int64_t verify(run *r, int64_t ok_total) {
   sqlite3 *db;
@@ -507,14 +353,11 @@ static int64_t verify(run *r, int64_t ok_total) {
     return 1;
   }
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK ||
-      sqlite3_step(st) != SQLITE_ROW ||
-      strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0) {
+  if (!bench_quick_check_ok(db)) {
     fprintf(stderr, "check: quick_check failed\n");
     err++;
   }
-  sqlite3_finalize(st);
-  int64_t dup = q_int(db,
+  int64_t dup = bench_query_int(db,
                       "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
                       " GROUP BY list_id, pos HAVING count(*) > 1)",
                       0, &err);
@@ -522,9 +365,9 @@ static int64_t verify(run *r, int64_t ok_total) {
     fprintf(stderr, "check: %lld positions shared by two cards of a list\n", (long long)dup);
     err++;
   }
-  int64_t bumps = q_int(db, "SELECT sum(version - 1) FROM cards", 0, &err);
-  int64_t ops = q_int(db, "SELECT count(*) FROM ops", 0, &err);
-  int64_t bv = q_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &err);
+  int64_t bumps = bench_query_int(db, "SELECT sum(version - 1) FROM cards", 0, &err);
+  int64_t ops = bench_query_int(db, "SELECT count(*) FROM ops", 0, &err);
+  int64_t bv = bench_query_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &err);
   if (bumps != ok_total || ops != ok_total || bv - r->board_version0 != ok_total) {
     fprintf(stderr,
             "check: %lld moves answered OK, but %lld card version bumps, %lld op records,"
@@ -577,12 +420,12 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
   person *people = calloc((size_t)P, sizeof *people);
   seed *s = calloc(1, sizeof *s);
   pthread_t *th = calloc((size_t)P, sizeof *th);
-  lat_buf **calls = calloc((size_t)P, sizeof *calls);
-  lat_buf **txs = calloc((size_t)P, sizeof *txs);
+  bench_lat **calls = calloc((size_t)P, sizeof *calls);
+  bench_lat **txs = calloc((size_t)P, sizeof *txs);
   memset(res, 0, sizeof *res);
   for (int m = 0; m < NMETRIC; m++)
     res->m[m] = NAN;
-  int64_t t_begin = now_ns();
+  int64_t t_begin = bench_now_ns();
   if (!r || !people || !s || !th || !calls || !txs) {
     fprintf(stderr, "kanban: out of memory\n");
     res->errors++;
@@ -592,15 +435,21 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
   r->arm = arm;
   r->P = P;
   r->people = people;
-  snprintf(r->path, sizeof r->path, "%s/kanban-%s-p%d-r%d.db", c->db_dir, ARM_NAME[arm], P,
+  snprintf(r->path, sizeof r->path, "%s/kanban-%s-p%d-r%d.db", c->cli.db_dir, ARM_NAME[arm], P,
            round + 1);
-  remove_db(r->path);
+  bench_remove_db(r->path);
   for (int p = 0; p < P; p++) {
     people[p].r = r;
     people[p].idx = p;
     people[p].rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(p + 1) + (uint64_t)round * 7919u + 1;
     calls[p] = &people[p].call;
     txs[p] = &people[p].tx;
+    if (bench_lat_init(calls[p], LAT_CAP, LAT_CAP, people[p].rng ^ 1) != 0 ||
+        bench_lat_init(txs[p], LAT_CAP, LAT_CAP, people[p].rng ^ 2) != 0) {
+      fprintf(stderr, "kanban: out of memory\n");
+      res->errors++;
+      goto done;
+    }
   }
 
   /* Seed with lith (in one command) and close: both arms start from a
@@ -638,16 +487,16 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
   pthread_barrier_init(&r->gate, NULL, (unsigned)P + 1);
   for (int p = 0; p < P; p++)
     pthread_create(&th[p], NULL, arm == ARM_WRITER ? writer_person : perconn_person, &people[p]);
-  int64_t t0 = now_ns() + 50 * 1000000LL; /* perconn threads open their connection first */
-  int64_t ws = t0 + (int64_t)(c->warmup * 1e9), we = ws + (int64_t)(c->seconds * 1e9);
+  int64_t t0 = bench_now_ns() + 50 * 1000000LL; /* perconn threads open their connection first */
+  int64_t ws = t0 + (int64_t)(c->cli.warmup * 1e9), we = ws + (int64_t)(c->cli.seconds * 1e9);
   atomic_store(&r->window_start, ws);
   atomic_store(&r->window_end, we);
   pthread_barrier_wait(&r->gate);
   lith_stats s0, s1;
-  sleep_until(ws);
+  bench_sleep_until(ws);
   if (r->db)
     lith_stats_get(r->db, &s0);
-  sleep_until(we);
+  bench_sleep_until(we);
   if (r->db)
     lith_stats_get(r->db, &s1);
   atomic_store(&r->stop, 1);
@@ -673,12 +522,12 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
     }
   }
 
-  res->m[M_MOVES_S] = (double)in_window / c->seconds;
-  double lat[2], mx;
-  lat_quantiles(calls, P, QS, 2, lat, &mx);
-  res->m[M_CALL_P50] = lat[0];
-  res->m[M_CALL_P99] = lat[1];
-  res->m[M_CALL_MAX] = mx;
+  res->m[M_MOVES_S] = (double)in_window / c->cli.seconds;
+  bench_lat_sum ls;
+  bench_lat_merge(calls, P, QS, 2, &ls);
+  res->m[M_CALL_P50] = ls.q[0] / 1e6;
+  res->m[M_CALL_P99] = ls.q[1] / 1e6;
+  res->m[M_CALL_MAX] = ls.count ? (double)ls.max / 1e6 : NAN;
   if (arm == ARM_WRITER) {
     uint64_t batches = s1.batches - s0.batches;
     uint64_t cmds = s1.commands - s0.commands;
@@ -694,31 +543,28 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
       res->errors++;
     }
   } else {
-    double t[2];
-    uint64_t n = 0, sum = 0;
-    for (int p = 0; p < P; p++) {
-      n += people[p].tx.n;
-      for (size_t j = 0; j < people[p].tx.n; j++)
-        sum += people[p].tx.v[j];
-    }
-    lat_quantiles(txs, P, QS, 2, t, &mx);
+    bench_lat_merge(txs, P, QS, 2, &ls);
     res->m[M_MOVES_TX] = in_window ? 1.0 : NAN;
-    res->m[M_TX_MS] = n ? (double)sum / (double)n / 1e6 : NAN;
-    res->m[M_TX_P99] = t[1];
+    res->m[M_TX_MS] = ls.count ? (double)ls.sum / (double)ls.count / 1e6 : NAN;
+    res->m[M_TX_P99] = ls.q[1] / 1e6;
   }
   res->errors += verify(r, ok_total);
 
 cleanup:
-  remove_db(r->path);
+  bench_remove_db(r->path);
 done:
-  res->wall_s = (double)(now_ns() - t_begin) / 1e9;
+  res->wall_s = (double)(bench_now_ns() - t_begin) / 1e9;
   res->ran = 1;
   fprintf(stderr,
           "[round %d/%d] P=%-4d %-7s %9.0f moves/s %6.1f moves/tx  tx %.3f ms (commit %.3f) p99 %.3f"
           "  call p99 %.3f max %.3f  errors %lld  (%.1f s)\n",
-          round + 1, c->rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX],
+          round + 1, c->cli.rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX],
           res->m[M_TX_MS], res->m[M_COMMIT_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
           (long long)res->errors, res->wall_s);
+  for (int p = 0; people && p < P; p++) {
+    bench_lat_free(&people[p].call);
+    bench_lat_free(&people[p].tx);
+  }
   free(txs);
   free(calls);
   free(th);
@@ -729,36 +575,14 @@ done:
 
 /* ---- tables ------------------------------------------------------------------------------ */
 
-typedef struct agg {
-  double med, lo, hi;
-} agg;
-
-static agg aggregate(const result *rs, int n, int metric) {
+static bench_agg aggregate(const result *rs, int n, int metric) {
   double v[64];
-  int k = 0;
-  for (int i = 0; i < n && k < 64; i++)
-    if (rs[i].ran && !isnan(rs[i].m[metric]))
-      v[k++] = rs[i].m[metric];
-  agg a = {NAN, NAN, NAN};
-  if (!k)
-    return a;
-  qsort(v, (size_t)k, sizeof v[0], cmp_double);
-  a.med = k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-  a.lo = v[0];
-  a.hi = v[k - 1];
-  return a;
+  for (int i = 0; i < n; i++)
+    v[i] = rs[i].ran ? rs[i].m[metric] : NAN;
+  return bench_agg_of(v, n);
 }
 
-static void fmt_ms(char *buf, size_t n, double ms) {
-  if (isnan(ms))
-    snprintf(buf, n, "–");
-  else if (ms < 10)
-    snprintf(buf, n, "%.3f", ms);
-  else if (ms < 100)
-    snprintf(buf, n, "%.2f", ms);
-  else
-    snprintf(buf, n, "%.0f", ms);
-}
+static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 10); }
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -774,123 +598,50 @@ static void usage(FILE *f) {
           "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s\n");
 }
 
-static void die_usage(const char *fmt, const char *arg) {
-  fprintf(stderr, "kanban: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
-  usage(stderr);
-  exit(2);
-}
-
-static double parse_num(const char *s, const char *opt, double min) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || v < min)
-    die_usage("bad value for %s", opt);
-  return v;
+static int take_option(void *ctx, const char *a, const char *v) {
+  static const char *const SYNC_WORD[] = {"full", "normal"}, *const CKPT_WORD[] = {"writer", "auto"};
+  static const int SYNC_VAL[] = {LITH_SYNC_FULL, LITH_SYNC_NORMAL};
+  static const int CKPT_VAL[] = {LITH_CHECKPOINT_WRITER, LITH_CHECKPOINT_AUTO};
+  config *c = ctx;
+  if (!strcmp(a, "--people")) {
+    c->npeople = bench_parse_counts(v, a, "people", 1, MAX_P, c->people, 16);
+  } else if (!strcmp(a, "--sync")) {
+    bench_parse_words(v, a, SYNC_WORD, SYNC_VAL, 2, &c->sync, 1, "full or normal");
+  } else if (!strcmp(a, "--checkpoint")) {
+    bench_parse_words(v, a, CKPT_WORD, CKPT_VAL, 2, &c->checkpoint, 1, "writer or auto");
+  } else if (!strcmp(a, "--arms")) {
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "writer,perconn");
+  } else {
+    return 0;
+  }
+  return 1;
 }
 
 static void parse_args(int argc, char **argv, config *c) {
-  int quick = 0, set_people = 0, set_sec = 0, set_warm = 0, set_rounds = 0;
+  c->cli = (bench_cli){.prog = "kanban", .usage = usage, .min_seconds = 0.1, .max_rounds = 64};
   c->sync = LITH_SYNC_FULL;
+  c->checkpoint = LITH_CHECKPOINT_WRITER;
   c->arms[ARM_WRITER] = c->arms[ARM_PERCONN] = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--quick")) {
-      quick = 1;
-      continue;
-    }
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    }
-    if (!v)
-      die_usage("%s needs a value", a);
-    i++;
-    if (!strcmp(a, "--people")) {
-      set_people = 1;
-      c->npeople = 0;
-      char buf[256];
-      snprintf(buf, sizeof buf, "%s", v);
-      for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        double p = parse_num(t, "--people", 1);
-        if (p > MAX_P || c->npeople == 16)
-          die_usage("too many people: %s", v);
-        c->people[c->npeople++] = (int)p;
-      }
-    } else if (!strcmp(a, "--sync")) {
-      if (!strcmp(v, "full"))
-        c->sync = LITH_SYNC_FULL;
-      else if (!strcmp(v, "normal"))
-        c->sync = LITH_SYNC_NORMAL;
-      else
-        die_usage("--sync takes full or normal: %s", v);
-    } else if (!strcmp(a, "--checkpoint")) {
-      if (!strcmp(v, "writer"))
-        c->checkpoint = LITH_CHECKPOINT_WRITER;
-      else if (!strcmp(v, "auto"))
-        c->checkpoint = LITH_CHECKPOINT_AUTO;
-      else
-        die_usage("--checkpoint takes writer or auto: %s", v);
-    } else if (!strcmp(a, "--arms")) {
-      c->arms[ARM_WRITER] = strstr(v, "writer") != NULL;
-      c->arms[ARM_PERCONN] = strstr(v, "perconn") != NULL;
-      if (!c->arms[ARM_WRITER] && !c->arms[ARM_PERCONN])
-        die_usage("--arms takes writer,perconn: %s", v);
-    } else if (!strcmp(a, "--seconds")) {
-      c->seconds = parse_num(v, a, 0.1);
-      set_sec = 1;
-    } else if (!strcmp(a, "--warmup")) {
-      c->warmup = parse_num(v, a, 0);
-      set_warm = 1;
-    } else if (!strcmp(a, "--rounds")) {
-      c->rounds = (int)parse_num(v, a, 1);
-      if (c->rounds > 64)
-        die_usage("at most 64 rounds: %s", v);
-      set_rounds = 1;
-    } else if (!strcmp(a, "--db-dir")) {
-      c->db_dir = v;
-    } else {
-      die_usage("unknown option %s", a);
-    }
+  bench_cli_parse(&c->cli, argc, argv, take_option, c);
+  if (!c->npeople) {
+    static const int def[] = {1, 50, 200};
+    c->npeople = bench_list_default(c->people, def, 3, def, 3, c->cli.quick);
   }
-  if (!set_people) {
-    c->npeople = 3;
-    c->people[0] = 1;
-    c->people[1] = 50;
-    c->people[2] = 200;
-  }
-  if (!set_sec)
-    c->seconds = quick ? 1 : 3;
-  if (!set_warm)
-    c->warmup = quick ? 0.25 : 0.5;
-  if (!set_rounds)
-    c->rounds = quick ? 1 : 3;
 }
 
 static void print_header(const config *c, int argc, char **argv) {
-  struct utsname u;
-  int have_u = uname(&u) == 0;
-  time_t now = time(NULL);
-  char when[64];
-  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime(&now));
-  printf("# lith kanban MoveCard benchmark\n\ncommand:");
-  for (int i = 0; i < argc; i++)
-    printf(" %s", argv[i]);
-  printf("\ndate: %s\n", when);
-  printf("machine: nproc %ld, kernel %s; SQLite %s, lith %s\n", sysconf(_SC_NPROCESSORS_ONLN),
-         have_u ? u.release : "?", sqlite3_libversion(), LITH_VERSION);
+  bench_machine m;
+  bench_machine_get(&m);
+  bench_print_intro("lith kanban MoveCard benchmark", argc, argv, 0);
+  printf("machine: nproc %ld, kernel %s; SQLite %s, lith %s\n", m.nproc, m.kernel, sqlite3_libversion(),
+         LITH_VERSION);
   printf("plan: people");
-  for (int i = 0; i < c->npeople; i++)
-    printf("%s%d", i ? "," : " ", c->people[i]);
-  printf("; synchronous %s; writer checkpoints %s; %d cards per person; %g s window after %g s"
-         " warm-up; %d round%s\n",
-         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL",
-         c->checkpoint == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER", CARDS, c->seconds, c->warmup, c->rounds,
-         c->rounds > 1 ? "s" : "");
-  printf("databases: %s\n", c->db_dir);
+  bench_print_ints(c->people, c->npeople);
+  printf("; synchronous %s; writer checkpoints %s; %d cards per person; ",
+         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", c->checkpoint == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER",
+         CARDS);
+  bench_print_window(&c->cli);
+  printf("databases: %s\n", c->cli.db_dir);
   fflush(stdout);
 }
 
@@ -902,24 +653,13 @@ int main(int argc, char **argv) {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   memset(&c, 0, sizeof c);
   parse_args(argc, argv, &c);
-  int64_t t_begin = now_ns();
+  int64_t t_begin = bench_now_ns();
   char tmpdir[] = "/tmp/lith-kanban-XXXXXX";
-  int own_dir = 0;
-  if (!c.db_dir) {
-    if (!mkdtemp(tmpdir)) {
-      perror("kanban: mkdtemp");
-      return 1;
-    }
-    c.db_dir = tmpdir;
-    own_dir = 1;
-  } else if (mkdir(c.db_dir, 0777) != 0 && errno != EEXIST) {
-    perror("kanban: --db-dir");
-    return 1;
-  }
+  int own_dir = bench_db_dir(&c.cli.db_dir, tmpdir);
   print_header(&c, argc, argv);
 
   static result res[16][NARMS][64];
-  for (int r = 0; r < c.rounds; r++)
+  for (int r = 0; r < c.cli.rounds; r++)
     for (int pi = 0; pi < c.npeople; pi++)
       for (int k = 0; k < NARMS; k++) {
         int arm = r % 2 ? NARMS - 1 - k : k;
@@ -936,21 +676,18 @@ int main(int argc, char **argv) {
       if (!c.arms[arm])
         continue;
       const result *rs = res[pi][arm];
-      agg mv = aggregate(rs, c.rounds, M_MOVES_S);
+      bench_agg mv = aggregate(rs, c.cli.rounds, M_MOVES_S);
       char ms[NMETRIC][32], tx[32], ratio[32] = " ";
       for (int m = M_TX_MS; m < NMETRIC; m++)
-        fmt_ms(ms[m], sizeof ms[m], aggregate(rs, c.rounds, m).med);
-      double mtx = aggregate(rs, c.rounds, M_MOVES_TX).med;
-      if (isnan(mtx))
-        snprintf(tx, sizeof tx, "–");
-      else
-        snprintf(tx, sizeof tx, "%.1f", mtx);
+        fmt_ms(ms[m], sizeof ms[m], aggregate(rs, c.cli.rounds, m).med);
+      double mtx = aggregate(rs, c.cli.rounds, M_MOVES_TX).med;
+      bench_fmt(tx, sizeof tx, "%.1f", mtx);
       int64_t e = 0;
-      for (int r = 0; r < c.rounds; r++)
+      for (int r = 0; r < c.cli.rounds; r++)
         e += rs[r].errors;
       errors += e;
       if (arm == ARM_WRITER && c.arms[ARM_PERCONN]) {
-        double base = aggregate(res[pi][ARM_PERCONN], c.rounds, M_MOVES_S).med;
+        double base = aggregate(res[pi][ARM_PERCONN], c.cli.rounds, M_MOVES_S).med;
         if (base > 0)
           snprintf(ratio, sizeof ratio, "%.2f×", mv.med / base);
       }
@@ -966,13 +703,12 @@ int main(int argc, char **argv) {
          "÷conn: writer's median over perconn's.\n");
   for (int pi = 0; pi < c.npeople; pi++)
     if (c.people[pi] == 200 && c.arms[ARM_WRITER] && c.sync == LITH_SYNC_FULL) {
-      double mv = aggregate(res[pi][ARM_WRITER], c.rounds, M_MOVES_S).med;
+      double mv = aggregate(res[pi][ARM_WRITER], c.cli.rounds, M_MOVES_S).med;
       printf("\ntarget: %s 200 people FULL writer ≥ 30,000 moves/s — %.0f\n",
              mv >= 30000 ? "PASS" : "MISS", mv);
     }
-  printf("\nerrors, all arms: %lld%s\n", (long long)errors, errors ? " (FAILED)" : "");
-  printf("elapsed: %.1f s\n", (double)(now_ns() - t_begin) / 1e9);
+  bench_print_end("all arms", errors, t_begin);
   if (own_dir)
-    rmdir(c.db_dir);
+    rmdir(c.cli.db_dir);
   return errors ? 1 : 0;
 }

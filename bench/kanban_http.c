@@ -4,7 +4,7 @@
  *
  * bench/kanban measures kb_move_card through lith_do, without HTTP. What a
  * user of the app gets also pays for h2o, the request's JSON, the session
- * cookie, the same-origin check, the libuv bridge and the JSON answer; this
+ * cookie, the same-origin check, the libuv bridge and the JSON bench_answer; this
  * program measures all of that together, from outside, the way a browser
  * reaches it, so nothing in the server is bypassed or special-cased.
  *
@@ -55,7 +55,7 @@
  * fields of the body (version, index, replayed) by substring search.
  *
  * Timing as bench/lithd: --warmup seconds, then a window of --seconds; a
- * move counts when its answer arrives inside the window. Latency is from
+ * move counts when its bench_answer arrives inside the window. Latency is from
  * just before sendmsg to the whole answer, every value kept (exact
  * percentiles). At the window's edges the bench reads the CPU time of each
  * server thread (/proc/PID/task/TID/stat: the loop thread that runs h2o,
@@ -76,38 +76,28 @@
 #define _GNU_SOURCE
 #endif
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "common.h"
+
 #ifndef KANBAN_PATH
 #define KANBAN_PATH "build/default/examples/kanban/kanban"
 #endif
-
-extern char **environ;
 
 enum {
   CARDS = 8,           /* cards per user, as bench/kanban */
@@ -127,22 +117,10 @@ enum {
 
 /* ---- clocks and randomness ---------------------------------------------------- */
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static uint64_t wall_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void nap_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
 }
 
 /* splitmix64: a counter through a mixer; one state per connection. */
@@ -166,19 +144,17 @@ static const char *sync_upper(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"
 static const char *sync_lower(int s) { return s == SYNC_FULL ? "full" : "normal"; }
 
 typedef struct opts {
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
   int conns[MAX_CELLS], nconns;
   int sync[2], nsync;
-  double seconds, warmup;
-  int rounds;
-  const char *db_dir, *csv, *kanban;
+  const char *kanban;
 } opts;
 
 /* ---- what a run measures ---------------------------------------------------------- */
 
-/* Server threads, by name. */
-enum { TH_LOOP, TH_WRITER, TH_WAKER, TH_CKPT, TH_OTHER, NTH };
-static const char *const TH_HEAD[NTH] = {"loop thread (h2o, JSON, bridge)", "lith-writer", "lith-waker",
-                                         "lith-checkpoint", "pool and other"};
+/* Server threads, by name (BENCH_T_*). */
+static const char *const TH_HEAD[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer", "lith-waker",
+                                                   "lith-checkpoint", "pool and other"};
 
 enum {
   V_MOVES_S, /* moves answered 200 inside the window, per second */
@@ -187,7 +163,7 @@ enum {
   V_MAX,
   V_CPU_SRV, /* the server's CPU over the window, in CPUs */
   V_CPU_TH,  /* .. per thread class: V_CPU_TH + TH_* */
-  V_CPU_CLI = V_CPU_TH + NTH, /* this process */
+  V_CPU_CLI = V_CPU_TH + BENCH_NTHREAD, /* this process */
   V_CPU_ELSE, /* the machine's busy time minus the two above */
   V_US_SRV,   /* server CPU µs per move */
   V_US_CLI,   /* client CPU µs per move */
@@ -197,6 +173,7 @@ enum {
 static const char *const V_CSV[NV] = {"moves_per_s", "p50_ms", "p99_ms", "max_ms", "server_cpu", "cpu_loop",
                                       "cpu_writer", "cpu_waker", "cpu_ckpt", "cpu_other", "client_cpu",
                                       "else_cpu", "server_us_per_move", "client_us_per_move", "setup_s"};
+static const bench_cpu_slots CPU_SLOTS = {V_CPU_SRV, V_CPU_TH, V_CPU_CLI, V_CPU_ELSE, V_US_SRV, V_US_CLI};
 
 typedef struct outcome {
   int ran;
@@ -261,10 +238,9 @@ typedef struct run {
   /* the run phase */
   int ep, inflight;
   int64_t ws, we;
-  uint64_t *lat;
-  size_t lat_n, lat_cap;
-  uint64_t lat_seen, lat_max, lat_rng;
+  bench_lat lat;
   int64_t window_moves;
+  bench_cpu_snap *sn; /* [2]: at the window's edges */
 } run;
 
 static void run_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -278,125 +254,6 @@ static void run_error(run *r, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   fprintf(stderr, "  error [%s N=%d round %d]: %s\n", sync_upper(r->sync), r->N, r->round + 1, msg);
-}
-
-static void lat_keep(run *r, uint64_t ns) {
-  r->lat_seen++;
-  if (ns > r->lat_max)
-    r->lat_max = ns;
-  if (r->lat_n == r->lat_cap && r->lat_cap < LAT_MAX) {
-    size_t cap = r->lat_cap ? r->lat_cap * 2 : 65536;
-    uint64_t *p = realloc(r->lat, cap * sizeof *p);
-    if (p) {
-      r->lat = p;
-      r->lat_cap = cap;
-    }
-  }
-  if (r->lat_n < r->lat_cap) {
-    r->lat[r->lat_n++] = ns;
-  } else if (r->lat_cap) { /* full: keep a uniform sample */
-    uint64_t j = rnd(&r->lat_rng) % r->lat_seen;
-    if (j < r->lat_cap)
-      r->lat[j] = ns;
-  }
-}
-
-/* ---- parsing answers ------------------------------------------------------------------- */
-
-typedef struct answer {
-  int status;
-  size_t head_len; /* through the blank line */
-  size_t total;    /* head and body */
-  int closes;
-} answer;
-
-/* Does the header line at p (ending before `end`) start with `name` (with the colon)? */
-static int header_is(const char *p, const char *end, const char *name) {
-  size_t n = strlen(name);
-  return (size_t)(end - p) >= n && strncasecmp(p, name, n) == 0;
-}
-
-/* 1: in[0..len) holds a whole answer; 0: not yet; -1: not one this client reads. */
-static int parse_answer(const char *in, size_t len, answer *a) {
-  const char *eoh = memmem(in, len, "\r\n\r\n", 4);
-  long long clen = -1;
-  memset(a, 0, sizeof *a);
-  if (!eoh)
-    return len >= IN_CAP ? -1 : 0;
-  if (eoh - in < 12 || strncmp(in, "HTTP/1.", 7) != 0 || in[8] != ' ')
-    return -1;
-  for (int i = 9; i < 12; i++) {
-    if (in[i] < '0' || in[i] > '9')
-      return -1;
-    a->status = a->status * 10 + (in[i] - '0');
-  }
-  const char *line = in;
-  while ((line = memchr(line, '\n', (size_t)(eoh - line))) != NULL) {
-    line++;
-    if (header_is(line, eoh, "content-length:")) {
-      char *e;
-      clen = strtoll(line + 15, &e, 10);
-      if (e == line + 15)
-        return -1;
-    } else if (header_is(line, eoh, "transfer-encoding:")) {
-      return -1; /* the server sends a length */
-    } else if (header_is(line, eoh, "connection:")) {
-      const char *v = line + 11;
-      v += strspn(v, " \t");
-      a->closes = strncasecmp(v, "close", 5) == 0;
-    }
-  }
-  a->head_len = (size_t)(eoh - in) + 4;
-  if (clen < 0 || (size_t)clen > IN_CAP - a->head_len)
-    return -1;
-  if (len < a->head_len + (size_t)clen)
-    return 0;
-  a->total = a->head_len + (size_t)clen;
-  return 1;
-}
-
-/* The integer after "key": in body[0..n). 1 if found. */
-static int body_int(const char *body, size_t n, const char *key, int64_t *out) {
-  const char *p = memmem(body, n, key, strlen(key));
-  if (!p)
-    return 0;
-  p += strlen(key);
-  char *e;
-  long long v = strtoll(p, &e, 10);
-  if (e == p || e > body + n)
-    return 0;
-  *out = v;
-  return 1;
-}
-
-/* ---- sockets --------------------------------------------------------------------------- */
-
-static int dial(const run *r, int nonblocking) {
-  struct sockaddr_in sa;
-  int one = 1;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons((uint16_t)r->port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (const struct sockaddr *)&sa, sizeof sa) != 0 ||
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
-    close(fd);
-    return -1;
-  }
-  if (nonblocking) {
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-      close(fd);
-      return -1;
-    }
-  } else {
-    struct timeval tv = {60, 0}; /* a setup call never takes that long */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  }
-  return fd;
 }
 
 static int send_all(int fd, const char *p, size_t n) {
@@ -413,7 +270,7 @@ static int send_all(int fd, const char *p, size_t n) {
 }
 
 /* Read one whole answer into buf (NUL-terminated). 0, or -1. */
-static int recv_answer(int fd, char *buf, answer *a) {
+static int recv_answer(int fd, char *buf, bench_answer *a) {
   size_t len = 0;
   for (;;) {
     ssize_t got = recv(fd, buf + len, IN_CAP - len, 0);
@@ -423,7 +280,7 @@ static int recv_answer(int fd, char *buf, answer *a) {
       return -1;
     len += (size_t)got;
     buf[len] = '\0';
-    int rc = parse_answer(buf, len, a);
+    int rc = bench_http_parse(buf, len, IN_CAP, a);
     if (rc < 0 || (rc == 1 && a->total != len))
       return -1;
     if (rc == 1)
@@ -433,81 +290,17 @@ static int recv_answer(int fd, char *buf, answer *a) {
 
 /* ---- the server process ------------------------------------------------------------------ */
 
-static void show_log_tail(const run *r) {
-  char buf[1500];
-  int fd = open(r->log, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return;
-  off_t end = lseek(fd, 0, SEEK_END);
-  off_t from = end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0;
-  ssize_t n = pread(fd, buf, sizeof buf - 1, from);
-  close(fd);
-  if (n > 0) {
-    buf[n] = '\0';
-    fprintf(stderr, "  the server's stderr (%s) ends:\n%s\n", r->log, buf);
-  }
-}
-
-static void remove_db(const char *path) {
-  static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
-  char p[4200];
-  for (size_t i = 0; i < sizeof sfx / sizeof *sfx; i++) {
-    snprintf(p, sizeof p, "%s%s", path, sfx[i]);
-    unlink(p);
-  }
-}
+/* ---- the server process ------------------------------------------------------------------ */
 
 /* Spawn the server on r->db and read its port. 0, or -1 (nothing left running). */
 static int server_start(run *r) {
-  int out[2];
-  char line[1024];
-  size_t len = 0;
-  posix_spawn_file_actions_t fa;
-  r->pid = -1;
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    run_error(r, "pipe: %s", strerror(errno));
-    return -1;
-  }
-  int rc = posix_spawn_file_actions_init(&fa);
-  if (rc == 0) {
-    rc = posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    if (rc == 0)
-      rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, r->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (rc == 0) {
-      char *argv[] = {(char *)r->o->kanban, "--db", r->db, "--port", "0", "--synchronous",
-                      (char *)sync_lower(r->sync), "--no-demo", NULL};
-      rc = posix_spawn(&r->pid, r->o->kanban, &fa, NULL, argv, environ);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  close(out[1]);
-  if (rc != 0) {
-    run_error(r, "cannot start %s: %s", r->o->kanban, strerror(rc));
-    r->pid = -1;
-    close(out[0]);
-    return -1;
-  }
+  char err[400];
+  char *argv[] = {(char *)r->o->kanban, "--db", r->db, "--port", "0", "--synchronous", (char *)sync_lower(r->sync),
+                  "--no-demo", NULL};
   /* "kanban VERSION: listening on http://127.0.0.1:PORT/ (...)" */
-  line[0] = '\0';
-  while (!memchr(line, '\n', len) && len < sizeof line - 1) {
-    struct pollfd p = {out[0], POLLIN, 0};
-    if (poll(&p, 1, 20000) != 1)
-      break;
-    ssize_t got = read(out[0], line + len, sizeof line - 1 - len);
-    if (got <= 0)
-      break;
-    len += (size_t)got;
-    line[len] = '\0';
-  }
-  close(out[0]); /* it prints nothing else with --no-demo */
-  const char *u = strstr(line, "http://127.0.0.1:");
-  r->port = u ? atoi(u + strlen("http://127.0.0.1:")) : 0;
-  if (r->port <= 0 || r->port > 65535) {
-    run_error(r, "the server printed no URL line (got \"%.200s\")", line);
-    kill(r->pid, SIGKILL);
-    waitpid(r->pid, NULL, 0);
-    r->pid = -1;
-    show_log_tail(r);
+  r->port = bench_server_start(argv, r->log, "the server", 20, &r->pid, err, sizeof err);
+  if (r->port < 0) {
+    run_error(r, "%s", err);
     return -1;
   }
   snprintf(r->host, sizeof r->host, "127.0.0.1:%d", r->port);
@@ -516,24 +309,9 @@ static int server_start(run *r) {
 
 /* SIGTERM and wait; it must exit 0 within 60 s. */
 static void server_stop(run *r) {
-  int st = 0;
-  pid_t got = 0;
-  if (r->pid <= 0)
-    return;
-  kill(r->pid, SIGTERM);
-  int64_t until = mono_ns() + INT64_C(60000000000);
-  while ((got = waitpid(r->pid, &st, WNOHANG)) == 0 && mono_ns() < until)
-    nap_ms(5);
-  if (got == 0) {
-    run_error(r, "the server did not stop within 60 s of SIGTERM; killed");
-    kill(r->pid, SIGKILL);
-    waitpid(r->pid, &st, 0);
-    show_log_tail(r);
-  } else if (got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    run_error(r, "the server ended with %s %d", got < 0 ? "waitpid error" : WIFEXITED(st) ? "status" : "signal",
-              got < 0 ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    show_log_tail(r);
-  }
+  char err[400];
+  if (r->pid > 0 && bench_server_stop(r->pid, r->log, "the server", err, sizeof err) != 0)
+    run_error(r, "%s", err);
   r->pid = -1;
 }
 
@@ -560,7 +338,7 @@ static int post(const run *r, char *buf, size_t cap, const char *path, const cha
 }
 
 typedef int (*make_fn)(setup *s, int i, char *buf, size_t cap);
-typedef int (*take_fn)(setup *s, int i, const answer *a, const char *in);
+typedef int (*take_fn)(setup *s, int i, const bench_answer *a, const char *in);
 
 /* Requests 0..count-1: up to k in flight, one per connection. 0, or -1. */
 static int setup_calls(setup *s, const char *what, int count, make_fn mk, take_fn take) {
@@ -574,7 +352,7 @@ static int setup_calls(setup *s, const char *what, int count, make_fn mk, take_f
       }
     }
     for (int j = 0; j < m; j++) {
-      answer a;
+      bench_answer a;
       if (recv_answer(s->fd[j], s->in[j], &a) != 0) {
         run_error(s->r, "setup (%s): no whole answer to request %d", what, base + j);
         return -1;
@@ -596,13 +374,13 @@ static int mk_signup(setup *s, int i, char *buf, size_t cap) {
 }
 
 /* 303 with Set-Cookie: kanban_session=TOKEN; ... */
-static int take_signup(setup *s, int i, const answer *a, const char *in) {
+static int take_signup(setup *s, int i, const bench_answer *a, const char *in) {
   if (a->status != 303)
     return -1;
   const char *eoh = in + a->head_len - 2, *line = in;
   while ((line = memchr(line, '\n', (size_t)(eoh - line))) != NULL) {
     line++;
-    if (!header_is(line, eoh, "set-cookie:"))
+    if (!bench_header_is(line, eoh, "set-cookie:"))
       continue;
     const char *v = line + 11;
     v += strspn(v, " ");
@@ -624,15 +402,15 @@ static int json_post(setup *s, char *buf, size_t cap, const char *path, int user
 }
 
 /* A 200 action answer: its board version joins board_v0; *id when asked. */
-static int take_action(setup *s, const answer *a, const char *in, int64_t *id) {
+static int take_action(setup *s, const bench_answer *a, const char *in, int64_t *id) {
   const char *body = in + a->head_len;
   size_t n = a->total - a->head_len;
   int64_t bv = 0;
   if (a->status != 200 || !memmem(body, n, "\"replayed\":false", 16))
     return -1;
-  if (body_int(body, n, "\"board_version\":", &bv) && bv > s->r->board_v0)
+  if (bench_body_int(body, n, "\"board_version\":", &bv) && bv > s->r->board_v0)
     s->r->board_v0 = bv;
-  return id && !body_int(body, n, "\"id\":", id) ? -1 : 0;
+  return id && !bench_body_int(body, n, "\"id\":", id) ? -1 : 0;
 }
 
 static int mk_board(setup *s, int i, char *buf, size_t cap) {
@@ -640,7 +418,7 @@ static int mk_board(setup *s, int i, char *buf, size_t cap) {
   return json_post(s, buf, cap, "/boards", 0, "\"title\":\"MoveCard over HTTP\"");
 }
 
-static int take_board(setup *s, int i, const answer *a, const char *in) {
+static int take_board(setup *s, int i, const bench_answer *a, const char *in) {
   (void)i;
   s->r->board_v0 = 1;
   return take_action(s, a, in, &s->r->board);
@@ -653,7 +431,7 @@ static int mk_member(setup *s, int i, char *buf, size_t cap) {
   return json_post(s, buf, cap, path, 0, fields);
 }
 
-static int take_member(setup *s, int i, const answer *a, const char *in) {
+static int take_member(setup *s, int i, const bench_answer *a, const char *in) {
   (void)i;
   return take_action(s, a, in, NULL);
 }
@@ -665,7 +443,7 @@ static int mk_list(setup *s, int i, char *buf, size_t cap) {
   return json_post(s, buf, cap, path, i / 2, fields);
 }
 
-static int take_list(setup *s, int i, const answer *a, const char *in) {
+static int take_list(setup *s, int i, const bench_answer *a, const char *in) {
   return take_action(s, a, in, &s->r->m[i / 2].lists[i % 2]);
 }
 
@@ -680,14 +458,14 @@ static int mk_card(setup *s, int i, char *buf, size_t cap) {
   return json_post(s, buf, cap, path, user, fields);
 }
 
-static int take_card(setup *s, int i, const answer *a, const char *in) {
+static int take_card(setup *s, int i, const bench_answer *a, const char *in) {
   mover *m = &s->r->m[i % s->r->N];
   int k = i / s->r->N;
   int64_t version = 0, index = -1;
   const char *body = in + a->head_len;
   size_t n = a->total - a->head_len;
-  if (take_action(s, a, in, &m->cards[k]) != 0 || !body_int(body, n, "\"version\":", &version) ||
-      !body_int(body, n, "\"index\":", &index) || version != 1 || index < 0 || index >= CARDS ||
+  if (take_action(s, a, in, &m->cards[k]) != 0 || !bench_body_int(body, n, "\"version\":", &version) ||
+      !bench_body_int(body, n, "\"index\":", &index) || version != 1 || index < 0 || index >= CARDS ||
       m->order[0][index] >= 0)
     return -1;
   m->version[k] = version;
@@ -709,7 +487,7 @@ static int setup_board(run *r) {
   for (int j = 0; j < SETUP_CONNS; j++)
     s->fd[j] = -1;
   for (int j = 0; j < s->k; j++)
-    if ((s->fd[j] = dial(r, 0)) < 0) {
+    if ((s->fd[j] = bench_dial(r->port, 0)) < 0) {
       run_error(r, "setup: cannot connect: %s", strerror(errno));
       goto out;
     }
@@ -739,14 +517,6 @@ out:
 
 /* ---- the run phase ----------------------------------------------------------------------------- */
 
-/* v >= 0 in decimal at the start of a NUM_W slot, the rest spaces. */
-static void put_num(char *slot, int64_t v) {
-  char digits[24];
-  int n = snprintf(digits, sizeof digits, "%lld", (long long)v);
-  memset(slot, ' ', NUM_W);
-  memcpy(slot, digits, (size_t)n);
-}
-
 /* The per-card headers and the body, before the clock starts. 0, or -1. */
 static int mover_prepare(run *r, mover *m) {
   char head[1024];
@@ -772,8 +542,7 @@ static int mover_prepare(run *r, mover *m) {
 }
 
 static int watch_out(run *r, mover *m, int on) {
-  struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = m};
-  if (epoll_ctl(r->ep, EPOLL_CTL_MOD, m->fd, &ev) != 0)
+  if (bench_epoll_out(r->ep, m->fd, m, on) != 0)
     return -1;
   m->want_out = on;
   return 0;
@@ -841,13 +610,13 @@ static void mover_send(run *r, mover *m) {
   m->to_index = (int64_t)(rnd(&m->rng) % (uint64_t)(m->n[1 - from] + 1));
   make_op(op, m->seq++);
   memcpy(m->body + OFF_OP, op, OP_LEN);
-  put_num(m->body + OFF_LIST, m->lists[1 - from]);
-  put_num(m->body + OFF_INDEX, m->to_index);
-  put_num(m->body + OFF_VERSION, m->version[m->slot]);
+  bench_put_num(m->body + OFF_LIST, m->lists[1 - from], NUM_W);
+  bench_put_num(m->body + OFF_INDEX, m->to_index, NUM_W);
+  bench_put_num(m->body + OFF_VERSION, m->version[m->slot], NUM_W);
   m->busy = 1;
   m->sent = 0;
   r->inflight++;
-  m->t0 = mono_ns();
+  m->t0 = bench_now_ns();
   mover_flush(r, m);
 }
 
@@ -862,27 +631,27 @@ static void mover_apply(mover *m, int64_t version) {
   m->version[m->slot] = version;
 }
 
-static void mover_answered(run *r, mover *m, const answer *a) {
-  int64_t t1 = mono_ns(), version = 0, index = -1;
+static void mover_answered(run *r, mover *m, const bench_answer *a) {
+  int64_t t1 = bench_now_ns(), version = 0, index = -1;
   const char *body = m->in + a->head_len;
   size_t n = a->total - a->head_len;
   m->busy = 0;
   r->inflight--;
   if (a->status != 200) {
     /* A refused move changed nothing; a stale one says the card's version. */
-    if (a->status == 409 && body_int(body, n, "\"version\":", &version))
+    if (a->status == 409 && bench_body_int(body, n, "\"version\":", &version))
       m->version[m->slot] = version;
     run_error(r, "u%d: move answered HTTP %d: %.200s", m->user, a->status, body);
   } else {
-    int have_v = body_int(body, n, "\"version\":", &version);
-    int have_i = body_int(body, n, "\"index\":", &index);
+    int have_v = bench_body_int(body, n, "\"version\":", &version);
+    int have_i = bench_body_int(body, n, "\"index\":", &index);
     int fresh = memmem(body, n, "\"replayed\":false", 16) != NULL;
     m->ok++; /* a 200 is a recorded move, whatever else is wrong with it */
     if (have_v && have_i && fresh && version == m->version[m->slot] + 1 && index == m->to_index) {
       mover_apply(m, version);
       if (t1 >= r->ws && t1 < r->we) {
         r->window_moves++;
-        lat_keep(r, (uint64_t)(t1 - m->t0));
+        bench_lat_add(&r->lat, (uint64_t)(t1 - m->t0));
       }
     } else {
       run_error(r, "u%d: move answered 200 but not as sent (version %lld, seen %lld, index %lld of %lld): %.200s",
@@ -903,19 +672,14 @@ static void mover_answered(run *r, mover *m, const answer *a) {
 }
 
 static void mover_readable(run *r, mover *m) {
-  answer a;
-  ssize_t got = recv(m->fd, m->in + m->in_len, IN_CAP - m->in_len, 0);
-  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-    return;
-  if (got <= 0) {
-    mover_fail(r, m, got == 0 ? "closed by the server" : strerror(errno));
-    return;
-  }
-  m->in_len += (size_t)got;
-  m->in[m->in_len] = '\0';
-  int rc = parse_answer(m->in, m->in_len, &a);
+  bench_answer a;
+  int rc = bench_http_recv(m->fd, m->in, &m->in_len, IN_CAP, &a);
   if (rc == 0)
     return;
+  if (rc == -1) {
+    mover_fail(r, m, errno ? strerror(errno) : "closed by the server");
+    return;
+  }
   if (rc < 0 || !m->busy || a.total != m->in_len) {
     mover_fail(r, m, rc < 0 ? "an answer it cannot parse" : "an answer it did not ask for");
     return;
@@ -924,167 +688,50 @@ static void mover_readable(run *r, mover *m) {
   mover_answered(r, m, &a);
 }
 
-/* ---- CPU time from /proc -------------------------------------------------------------------------- */
-
-/* utime + stime in seconds of one stat file; its comm into comm. -1 on failure. */
-static double proc_cpu(const char *path, char *comm, size_t cap) {
-  char buf[1024];
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0)
-    return -1;
-  buf[n] = '\0';
-  char *open_p = strchr(buf, '('), *close_p = strrchr(buf, ')');
-  if (!open_p || !close_p || close_p < open_p)
-    return -1;
-  if (comm) {
-    size_t len = (size_t)(close_p - open_p - 1);
-    if (len >= cap)
-      len = cap - 1;
-    memcpy(comm, open_p + 1, len);
-    comm[len] = '\0';
-  }
-  /* fields after the comm, counting the state as field 3: utime is 14, stime 15 */
-  char *p = close_p + 1;
-  unsigned long long ticks[2] = {0, 0};
-  for (int field = 3; field <= 15; field++) {
-    while (*p == ' ')
-      p++;
-    if (!*p)
-      return -1;
-    if (field >= 14)
-      ticks[field - 14] = strtoull(p, NULL, 10);
-    p += strcspn(p, " ");
-  }
-  return (double)(ticks[0] + ticks[1]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-typedef struct snap {
-  int64_t t;
-  int have;
-  double th[NTH];
-  double self, machine;
-} snap;
-
-static double machine_busy(void) {
-  unsigned long long f[8] = {0};
-  FILE *fp = fopen("/proc/stat", "r");
-  if (!fp)
-    return -1;
-  int n = fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5],
-                 &f[6], &f[7]);
-  fclose(fp);
-  if (n != 8)
-    return -1;
-  /* user nice system idle iowait irq softirq steal: all but idle and iowait */
-  return (double)(f[0] + f[1] + f[2] + f[5] + f[6] + f[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static void take_snap(const run *r, snap *s) {
-  char dir[64];
-  struct timespec ts;
-  memset(s, 0, sizeof *s);
-  s->t = mono_ns();
-  snprintf(dir, sizeof dir, "/proc/%d/task", (int)r->pid);
-  DIR *d = opendir(dir);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-      char path[128], comm[64];
-      if (e->d_name[0] < '0' || e->d_name[0] > '9')
-        continue;
-      snprintf(path, sizeof path, "%s/%.20s/stat", dir, e->d_name);
-      double c = proc_cpu(path, comm, sizeof comm);
-      if (c < 0)
-        continue;
-      int k = atoi(e->d_name) == (int)r->pid        ? TH_LOOP
-              : strcmp(comm, "lith-writer") == 0     ? TH_WRITER
-              : strcmp(comm, "lith-waker") == 0      ? TH_WAKER
-              : strcmp(comm, "lith-checkpoint") == 0 ? TH_CKPT
-                                                     : TH_OTHER;
-      s->th[k] += c;
-    }
-    closedir(d);
-    s->have = 1;
-  }
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  s->self = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-  s->machine = machine_busy();
-}
-
 /* Open the N connections, run the closed loops through the window, drain. */
-static void run_moves(run *r, snap sn[2]) {
-  enum { EVS = 256 };
-  struct epoll_event evs[EVS];
-  int edge = 0;
+static void on_edge(void *ctx, int which) {
+  run *r = ctx;
+  bench_cpu_snap_take(r->pid, &r->sn[which]);
+}
+
+static void on_event(void *ctx, void *ptr, uint32_t events) {
+  mover *m = ptr;
+  if (m->fd >= 0 && (events & EPOLLOUT) && m->busy)
+    mover_flush(ctx, m);
+  if (m->fd >= 0 && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+    mover_readable(ctx, m);
+}
+
+static int outstanding(void *ctx) { return ((const run *)ctx)->inflight; }
+
+static void run_moves(run *r, bench_cpu_snap sn[2]) {
   if ((r->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
     run_error(r, "epoll_create1: %s", strerror(errno));
     return;
   }
   for (int i = 0; i < r->N; i++) {
     mover *m = &r->m[i];
-    m->fd = dial(r, 1);
+    m->fd = bench_dial(r->port, 1);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = m};
     if (m->fd < 0 || epoll_ctl(r->ep, EPOLL_CTL_ADD, m->fd, &ev) != 0) {
       run_error(r, "connection %d: %s", i, strerror(errno));
       return;
     }
   }
-  r->ws = mono_ns() + (int64_t)(r->o->warmup * 1e9);
-  r->we = r->ws + (int64_t)(r->o->seconds * 1e9);
+  r->sn = sn;
+  r->ws = bench_now_ns() + (int64_t)(r->o->cli.warmup * 1e9);
+  r->we = r->ws + (int64_t)(r->o->cli.seconds * 1e9);
   for (int i = 0; i < r->N; i++)
     mover_send(r, &r->m[i]);
-  for (;;) {
-    int64_t now = mono_ns();
-    if (edge < 2 && now >= (edge ? r->we : r->ws)) {
-      take_snap(r, &sn[edge++]);
-      continue;
-    }
-    if (edge == 2 && r->inflight == 0)
-      break;
-    if (now > r->we + INT64_C(30000000000)) {
-      run_error(r, "%d moves unanswered 30 s after the window", r->inflight);
-      break;
-    }
-    int64_t wake = edge == 0 ? r->ws : edge == 1 ? r->we : now + 100000000;
-    int n = epoll_wait(r->ep, evs, EVS, (int)((wake - now) / 1000000 + 1));
-    if (n < 0 && errno != EINTR) {
-      run_error(r, "epoll_wait: %s", strerror(errno));
-      break;
-    }
-    for (int i = 0; i < n; i++) {
-      mover *m = evs[i].data.ptr;
-      if (m->fd < 0)
-        continue;
-      if ((evs[i].events & EPOLLOUT) && m->busy)
-        mover_flush(r, m);
-      if (m->fd >= 0 && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-        mover_readable(r, m);
-    }
-  }
+  bench_loop l = {r->ep, r->ws, r->we, INT64_C(30000000000), r, on_edge, on_event, outstanding};
+  int rc = bench_loop_run(&l);
+  if (rc > 0)
+    run_error(r, "%d moves unanswered 30 s after the window", r->inflight);
+  else if (rc < 0)
+    run_error(r, "epoll_wait: %s", strerror(errno));
 }
 
 /* ---- the check ------------------------------------------------------------------------------------ */
-
-static int64_t one_int(sqlite3 *db, const char *sql, int64_t arg, int *failed) {
-  sqlite3_stmt *st = NULL;
-  int64_t v = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-    if (sqlite3_bind_parameter_count(st) > 0)
-      sqlite3_bind_int64(st, 1, arg);
-    if (sqlite3_step(st) == SQLITE_ROW)
-      v = sqlite3_column_int64(st, 0);
-    else
-      (*failed)++;
-  } else {
-    (*failed)++;
-  }
-  sqlite3_finalize(st);
-  return v;
-}
 
 /* What the database must hold after the server stopped. */
 static void check_db(run *r) {
@@ -1105,15 +752,15 @@ static void check_db(run *r) {
     run_error(r, "check: quick_check failed");
   sqlite3_finalize(st);
   st = NULL;
-  int64_t dup = one_int(db,
+  int64_t dup = bench_query_int(db,
                         "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
                         " GROUP BY list_id, pos HAVING count(*) > 1)",
                         0, &failed);
   if (dup != 0)
     run_error(r, "check: %lld positions held by two live cards of a list", (long long)dup);
-  int64_t ops = one_int(db, "SELECT count(*) FROM ops WHERE kind = ?", KIND_MOVE_CARD, &failed);
-  int64_t bumps = one_int(db, "SELECT sum(version - 1) FROM cards", 0, &failed);
-  int64_t bv = one_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &failed);
+  int64_t ops = bench_query_int(db, "SELECT count(*) FROM ops WHERE kind = ?", KIND_MOVE_CARD, &failed);
+  int64_t bumps = bench_query_int(db, "SELECT sum(version - 1) FROM cards", 0, &failed);
+  int64_t bv = bench_query_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &failed);
   if (ops != total || bumps != total || bv - r->board_v0 != total)
     run_error(r, "check: %lld moves answered 200, but %lld move op records, %lld card version bumps, board version +%lld",
               (long long)total, (long long)ops, (long long)bumps, (long long)(bv - r->board_v0));
@@ -1173,14 +820,9 @@ static void check_db(run *r) {
 
 /* ---- one run --------------------------------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
 static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
   run *r = calloc(1, sizeof *r);
-  snap sn[2];
+  bench_cpu_snap sn[2];
   memset(out, 0, sizeof *out);
   memset(sn, 0, sizeof sn);
   for (int v = 0; v < NV; v++)
@@ -1192,16 +834,16 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
     free(r);
     return;
   }
-  int64_t t_begin = mono_ns();
+  int64_t t_begin = bench_now_ns();
   r->o = o;
   r->sync = sync;
   r->N = N;
   r->round = round;
   r->ep = -1;
-  r->lat_rng = (uint64_t)round * 7 + 3;
-  snprintf(r->db, sizeof r->db, "%s/kanban-%s-n%d-r%d.db", o->db_dir, sync_upper(sync), N, round + 1);
-  snprintf(r->log, sizeof r->log, "%s/kanban-stderr.log", o->db_dir);
-  remove_db(r->db);
+  bench_lat_init(&r->lat, 0, LAT_MAX, (uint64_t)round * 7 + 3); /* grows as moves come */
+  snprintf(r->db, sizeof r->db, "%s/kanban-%s-n%d-r%d.db", o->cli.db_dir, sync_upper(sync), N, round + 1);
+  snprintf(r->log, sizeof r->log, "%s/kanban-stderr.log", o->cli.db_dir);
+  bench_remove_db(r->db);
   for (int p = 0; p < N; p++) {
     r->m[p].fd = -1;
     r->m[p].user = p;
@@ -1217,7 +859,7 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
           ready = 0;
         }
       if (ready) {
-        out->v[V_SETUP_S] = (double)(mono_ns() - t_begin) / 1e9;
+        out->v[V_SETUP_S] = (double)(bench_now_ns() - t_begin) / 1e9;
         run_moves(r, sn);
       }
     }
@@ -1239,42 +881,26 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
   out->window_moves = r->window_moves;
   for (int p = 0; p < N; p++)
     out->answered_ok += r->m[p].ok;
-  out->v[V_MOVES_S] = (double)r->window_moves / o->seconds;
-  if (r->lat_n) {
-    qsort(r->lat, r->lat_n, sizeof *r->lat, cmp_u64);
-    size_t i50 = (size_t)ceil(0.50 * (double)r->lat_n) - 1, i99 = (size_t)ceil(0.99 * (double)r->lat_n) - 1;
-    out->v[V_P50] = (double)r->lat[i50] / 1e6;
-    out->v[V_P99] = (double)r->lat[i99] / 1e6;
-    out->v[V_MAX] = (double)r->lat_max / 1e6;
-    out->sampled = r->lat_seen > r->lat_n;
+  out->v[V_MOVES_S] = (double)r->window_moves / o->cli.seconds;
+  static const double QS[2] = {0.50, 0.99};
+  bench_lat_sum ls;
+  bench_lat *bufs[1] = {&r->lat};
+  if (bench_lat_merge(bufs, 1, QS, 2, &ls) == 0 && !isnan(ls.q[0])) {
+    out->v[V_P50] = ls.q[0] / 1e6;
+    out->v[V_P99] = ls.q[1] / 1e6;
+    out->v[V_MAX] = (double)ls.max / 1e6;
+    out->sampled = ls.sampled;
   }
-  double dt = (double)(sn[1].t - sn[0].t) / 1e9;
-  if (sn[0].t && sn[1].t && dt > 0) {
-    if (sn[0].have && sn[1].have) {
-      double all = 0;
-      for (int k = 0; k < NTH; k++) {
-        double d = sn[1].th[k] - sn[0].th[k];
-        out->v[V_CPU_TH + k] = d / dt;
-        all += d;
-      }
-      out->v[V_CPU_SRV] = all / dt;
-      if (r->window_moves)
-        out->v[V_US_SRV] = all / (double)r->window_moves * 1e6 * (o->seconds / dt);
-    }
-    out->v[V_CPU_CLI] = (sn[1].self - sn[0].self) / dt;
-    if (r->window_moves)
-      out->v[V_US_CLI] = (sn[1].self - sn[0].self) / (double)r->window_moves * 1e6 * (o->seconds / dt);
-    if (sn[0].machine >= 0 && sn[1].machine >= 0 && !isnan(out->v[V_CPU_SRV]))
-      out->v[V_CPU_ELSE] = (sn[1].machine - sn[0].machine) / dt - out->v[V_CPU_SRV] - out->v[V_CPU_CLI];
-  }
+  bench_cpu_fill(sn, o->cli.seconds, (uint64_t)r->window_moves, &CPU_SLOTS, out->v);
   out->errors = r->errors;
 
   fprintf(stderr,
           "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %.3f p99 %.3f max %.3f ms  CPU server %.2f (loop %.2f writer "
           "%.2f) client %.2f else %.2f  errors %lld  (setup %.1f s, %.1f s)\n",
-          round + 1, o->rounds, sync_upper(sync), N, out->v[V_MOVES_S], out->v[V_P50], out->v[V_P99], out->v[V_MAX],
-          out->v[V_CPU_SRV], out->v[V_CPU_TH + TH_LOOP], out->v[V_CPU_TH + TH_WRITER], out->v[V_CPU_CLI],
-          out->v[V_CPU_ELSE], (long long)out->errors, out->v[V_SETUP_S], (double)(mono_ns() - t_begin) / 1e9);
+          round + 1, o->cli.rounds, sync_upper(sync), N, out->v[V_MOVES_S], out->v[V_P50], out->v[V_P99],
+          out->v[V_MAX], out->v[V_CPU_SRV], out->v[V_CPU_TH + BENCH_T_LOOP], out->v[V_CPU_TH + BENCH_T_WRITER],
+          out->v[V_CPU_CLI], out->v[V_CPU_ELSE], (long long)out->errors, out->v[V_SETUP_S],
+          (double)(bench_now_ns() - t_begin) / 1e9);
 
   if (r->pid > 0) {
     kill(r->pid, SIGKILL);
@@ -1287,8 +913,8 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
       free(r->m[p].head[k]);
     free(r->m[p].body);
   }
-  remove_db(r->db);
-  free(r->lat);
+  bench_remove_db(r->db);
+  bench_lat_free(&r->lat);
   free(r->m);
   free(r);
 }
@@ -1303,48 +929,23 @@ typedef struct bench {
 } bench;
 
 static outcome *cell_at(bench *b, int si, int ci, int round) {
-  return &b->res[((size_t)si * (size_t)b->o.nconns + (size_t)ci) * (size_t)b->o.rounds + (size_t)round];
+  return &b->res[((size_t)si * (size_t)b->o.nconns + (size_t)ci) * (size_t)b->o.cli.rounds + (size_t)round];
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-typedef struct stat3 {
-  double med, lo, hi;
-} stat3;
-
-static stat3 over_rounds(bench *b, int si, int ci, int v) {
+static bench_agg over_rounds(bench *b, int si, int ci, int v) {
   double vals[MAX_ROUNDS];
-  int n = 0;
-  stat3 s = {NAN, NAN, NAN};
-  for (int k = 0; k < b->o.rounds; k++) {
+  for (int k = 0; k < b->o.cli.rounds; k++) {
     const outcome *x = cell_at(b, si, ci, k);
-    if (x->ran && !isnan(x->v[v]))
-      vals[n++] = x->v[v];
+    vals[k] = x->ran ? x->v[v] : NAN;
   }
-  if (!n)
-    return s;
-  qsort(vals, (size_t)n, sizeof *vals, cmp_dbl);
-  s.lo = vals[0];
-  s.hi = vals[n - 1];
-  s.med = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
-  return s;
+  return bench_agg_of(vals, b->o.cli.rounds);
 }
 
 static int64_t cell_errors(bench *b, int si, int ci) {
   int64_t e = 0;
-  for (int k = 0; k < b->o.rounds; k++)
+  for (int k = 0; k < b->o.cli.rounds; k++)
     e += cell_at(b, si, ci, k)->errors;
   return e;
-}
-
-static void csv_value(FILE *f, double v) {
-  if (isnan(v))
-    fputs(",", f);
-  else
-    fprintf(f, ",%.6g", v);
 }
 
 static void csv_line(bench *b, int si, int ci, const char *round, const double *v, long long moves, long long errors,
@@ -1353,7 +954,7 @@ static void csv_line(bench *b, int si, int ci, const char *round, const double *
     return;
   fprintf(b->csv, "%s,%d,%s", sync_upper(b->o.sync[si]), b->o.conns[ci], round);
   for (int k = 0; k < NV; k++)
-    csv_value(b->csv, v[k]);
+    bench_csv_num(b->csv, v[k]);
   if (moves >= 0)
     fprintf(b->csv, ",%lld", moves);
   else
@@ -1362,30 +963,9 @@ static void csv_line(bench *b, int si, int ci, const char *round, const double *
   fflush(b->csv);
 }
 
-static void fmt_ms(char *buf, size_t cap, double ms) {
-  if (isnan(ms))
-    snprintf(buf, cap, "–");
-  else if (ms < 10)
-    snprintf(buf, cap, "%.3f", ms);
-  else if (ms < 100)
-    snprintf(buf, cap, "%.2f", ms);
-  else
-    snprintf(buf, cap, "%.0f", ms);
-}
-
-static void fmt_cpu(char *buf, size_t cap, double cpus) {
-  if (isnan(cpus))
-    snprintf(buf, cap, "–");
-  else
-    snprintf(buf, cap, "%.0f%%", cpus * 100);
-}
-
-static void fmt_us(char *buf, size_t cap, double us) {
-  if (isnan(us))
-    snprintf(buf, cap, "–");
-  else
-    snprintf(buf, cap, "%.1f", us);
-}
+static void fmt_ms(char *buf, size_t cap, double ms) { bench_fmt_ms(buf, cap, ms, 10); }
+static void fmt_cpu(char *buf, size_t cap, double cpus) { bench_fmt(buf, cap, "%.0f%%", cpus * 100); }
+static void fmt_us(char *buf, size_t cap, double us) { bench_fmt(buf, cap, "%.1f", us); }
 
 static void print_tables(bench *b) {
   const opts *o = &b->o;
@@ -1396,7 +976,7 @@ static void print_tables(bench *b) {
     printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ci = 0; ci < o->nconns; ci++) {
       char p50[24], p99[24], mx[24], srv[24], cli[24], els[24], us1[24], us2[24];
-      stat3 mv = over_rounds(b, si, ci, V_MOVES_S);
+      bench_agg mv = over_rounds(b, si, ci, V_MOVES_S);
       fmt_ms(p50, sizeof p50, over_rounds(b, si, ci, V_P50).med);
       fmt_ms(p99, sizeof p99, over_rounds(b, si, ci, V_P99).med);
       fmt_ms(mx, sizeof mx, over_rounds(b, si, ci, V_MAX).hi);
@@ -1418,17 +998,17 @@ static void print_tables(bench *b) {
          sysconf(_SC_NPROCESSORS_ONLN));
 
   printf("\n### where the server's CPU goes (medians, %% of one CPU)\n\n| sync | conns | moves/s |");
-  for (int k = 0; k < NTH; k++)
+  for (int k = 0; k < BENCH_NTHREAD; k++)
     printf(" %s |", TH_HEAD[k]);
   printf(" server total | client |\n|---|--:|--:|");
-  for (int k = 0; k < NTH; k++)
+  for (int k = 0; k < BENCH_NTHREAD; k++)
     printf("--:|");
   printf("--:|--:|\n");
   for (int si = 0; si < o->nsync; si++)
     for (int ci = 0; ci < o->nconns; ci++) {
       char c[24];
       printf("| %s | %d | %.0f |", sync_upper(o->sync[si]), o->conns[ci], over_rounds(b, si, ci, V_MOVES_S).med);
-      for (int k = 0; k < NTH; k++) {
+      for (int k = 0; k < BENCH_NTHREAD; k++) {
         fmt_cpu(c, sizeof c, over_rounds(b, si, ci, V_CPU_TH + k).med);
         printf(" %s |", c);
       }
@@ -1442,18 +1022,15 @@ static void print_tables(bench *b) {
 
 static void print_targets(bench *b) {
   const opts *o = &b->o;
+  int ci = bench_find_int(o->conns, o->nconns, 64);
+  char what[128], d[128];
   printf("\n### target\n\n");
-  int ci = -1;
-  for (int i = 0; i < o->nconns; i++)
-    if (o->conns[i] == 64)
-      ci = i;
-  for (int si = 0; si < o->nsync; si++) {
-    if (ci < 0)
-      break;
+  for (int si = 0; si < o->nsync && ci >= 0; si++) {
     double v = over_rounds(b, si, ci, V_MOVES_S).med;
-    printf("- %s 64 connections %s: ≥ 15000 moves/s end to end — %.0f moves/s (median of rounds)%s\n",
-           v >= 15000 ? "PASS" : "MISS", sync_upper(o->sync[si]), v,
-           o->sync[si] == SYNC_FULL ? " (the issue's target)" : "");
+    snprintf(what, sizeof what, "64 connections %s: ≥ 15000 moves/s end to end", sync_upper(o->sync[si]));
+    snprintf(d, sizeof d, "%.0f moves/s (median of rounds)%s", v,
+             o->sync[si] == SYNC_FULL ? " (the issue's target)" : "");
+    bench_target(what, 1, v >= 15000, d);
   }
   if (ci < 0)
     printf("- n/a  64 connections: not run\n");
@@ -1477,144 +1054,50 @@ static void usage(FILE *f) {
           "  --help\n");
 }
 
-static void bad_usage(const char *what, const char *arg) {
-  fprintf(stderr, "kanban_http: %s: %s\n", what, arg);
-  usage(stderr);
-  exit(2);
-}
-
-static double seconds_arg(const char *v, const char *opt, double min) {
-  char *e;
-  double x = strtod(v, &e);
-  if (e == v || *e || !(x >= min) || x > 3600)
-    bad_usage("bad value", opt);
-  return x;
+static int take_option(void *ctx, const char *a, const char *v) {
+  static const char *const SYNC_WORD[] = {"full", "normal"}; /* = SYNC_FULL, SYNC_NORMAL */
+  opts *o = ctx;
+  if (!strcmp(a, "--conns"))
+    o->nconns = bench_parse_counts(v, a, "connection", 1, MAX_CONNS, o->conns, MAX_CELLS);
+  else if (!strcmp(a, "--sync"))
+    o->nsync = bench_parse_words(v, a, SYNC_WORD, NULL, 2, o->sync, 2, "full, normal or both");
+  else if (!strcmp(a, "--kanban"))
+    o->kanban = v;
+  else
+    return 0;
+  return 1;
 }
 
 static void parse_opts(int argc, char **argv, opts *o) {
-  int quick = 0, got_conns = 0, got_sec = 0, got_warm = 0, got_rounds = 0;
   memset(o, 0, sizeof *o);
+  o->cli = (bench_cli){
+      .prog = "kanban_http", .usage = usage, .min_seconds = 0.1, .max_rounds = MAX_ROUNDS, .has_csv = 1};
   o->kanban = KANBAN_PATH;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage(stdout);
-      exit(0);
-    }
-    if (!strcmp(a, "--quick")) {
-      quick = 1;
-      continue;
-    }
-    if (i + 1 >= argc)
-      bad_usage("unknown option or missing value", a);
-    const char *v = argv[++i];
-    if (!strcmp(a, "--conns")) {
-      char buf[256], *save = NULL;
-      snprintf(buf, sizeof buf, "%s", v);
-      o->nconns = 0;
-      for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char *e;
-        long n = strtol(t, &e, 10);
-        if (*e || n < 1 || n > MAX_CONNS || o->nconns == MAX_CELLS)
-          bad_usage("--conns takes up to 16 counts of 1..2000", v);
-        o->conns[o->nconns++] = (int)n;
-      }
-      if (!o->nconns)
-        bad_usage("--conns is empty", v);
-      got_conns = 1;
-    } else if (!strcmp(a, "--sync")) {
-      char buf[64], *save = NULL;
-      snprintf(buf, sizeof buf, "%s", v);
-      o->nsync = 0;
-      for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int s = !strcmp(t, "full") ? SYNC_FULL : !strcmp(t, "normal") ? SYNC_NORMAL : -1;
-        if (s < 0 || o->nsync == 2 || (o->nsync == 1 && o->sync[0] == s))
-          bad_usage("--sync takes full, normal or both", v);
-        o->sync[o->nsync++] = s;
-      }
-      if (!o->nsync)
-        bad_usage("--sync is empty", v);
-    } else if (!strcmp(a, "--seconds")) {
-      o->seconds = seconds_arg(v, a, 0.1);
-      got_sec = 1;
-    } else if (!strcmp(a, "--warmup")) {
-      o->warmup = seconds_arg(v, a, 0);
-      got_warm = 1;
-    } else if (!strcmp(a, "--rounds")) {
-      char *e;
-      long n = strtol(v, &e, 10);
-      if (*e || n < 1 || n > MAX_ROUNDS)
-        bad_usage("--rounds takes 1..50", v);
-      o->rounds = (int)n;
-      got_rounds = 1;
-    } else if (!strcmp(a, "--db-dir")) {
-      o->db_dir = v;
-    } else if (!strcmp(a, "--kanban")) {
-      o->kanban = v;
-    } else if (!strcmp(a, "--csv")) {
-      o->csv = v;
-    } else {
-      bad_usage("unknown option", a);
-    }
-  }
-  if (!got_conns) {
+  o->sync[0] = SYNC_FULL; /* the default, which --sync replaces */
+  o->sync[1] = SYNC_NORMAL;
+  o->nsync = 2;
+  bench_cli_parse(&o->cli, argc, argv, take_option, o);
+  if (!o->nconns) {
     static const int full[] = {1, 16, 64}, smoke[] = {1, 64};
-    o->nconns = quick ? 2 : 3;
-    memcpy(o->conns, quick ? smoke : full, (size_t)o->nconns * sizeof *full);
+    o->nconns = bench_list_default(o->conns, full, 3, smoke, 2, o->cli.quick);
   }
-  if (!o->nsync) {
-    o->sync[0] = SYNC_FULL;
-    o->sync[1] = SYNC_NORMAL;
-    o->nsync = 2;
-  }
-  if (!got_sec)
-    o->seconds = quick ? 1 : 3;
-  if (!got_warm)
-    o->warmup = quick ? 0.25 : 0.5;
-  if (!got_rounds)
-    o->rounds = quick ? 1 : 3;
 }
 
 /* ---- main ---------------------------------------------------------------------------------------------- */
 
-static void cpu_name(char *buf, size_t cap) {
-  char line[512];
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  snprintf(buf, cap, "?");
-  if (!f)
-    return;
-  while (fgets(line, sizeof line, f)) {
-    const char *colon = strchr(line, ':');
-    if (strncmp(line, "model name", 10) == 0 && colon) {
-      colon += 1 + strspn(colon + 1, " \t");
-      snprintf(buf, cap, "%.*s", (int)strcspn(colon, "\n"), colon);
-      break;
-    }
-  }
-  fclose(f);
-}
-
 static void print_header(const opts *o, int argc, char **argv, const char *csv) {
-  char cpu[256], when[64];
-  struct utsname u;
-  time_t now = time(NULL);
-  cpu_name(cpu, sizeof cpu);
-  strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
-  printf("# kanban MoveCard over HTTP\n\ncommand:");
-  for (int i = 0; i < argc; i++)
-    printf(" %s", argv[i]);
-  printf("\ndate: %s\n", when);
-  printf("machine: nproc %ld, CPU %s, kernel %s; SQLite %s (for the check)\n", sysconf(_SC_NPROCESSORS_ONLN), cpu,
-         uname(&u) == 0 ? u.release : "?", sqlite3_libversion());
-  printf("server: %s --port 0 --synchronous MODE --no-demo; databases in %s\n", o->kanban, o->db_dir);
+  bench_machine m;
+  bench_machine_get(&m);
+  bench_print_intro("kanban MoveCard over HTTP", argc, argv, 1);
+  printf("machine: nproc %ld, CPU %s, kernel %s; SQLite %s (for the check)\n", m.nproc, m.have_cpu ? m.cpu : "?",
+         m.kernel, sqlite3_libversion());
+  printf("server: %s --port 0 --synchronous MODE --no-demo; databases in %s\n", o->kanban, o->cli.db_dir);
   printf("plan: connections");
-  for (int i = 0; i < o->nconns; i++)
-    printf("%s%d", i ? "," : " ", o->conns[i]);
+  bench_print_ints(o->conns, o->nconns);
   printf("; synchronous");
-  for (int i = 0; i < o->nsync; i++)
-    printf("%s%s", i ? "," : " ", sync_upper(o->sync[i]));
-  printf("; one shared board, %d cards and two lists per user; %g s window after %g s warm-up; %d round%s\n", CARDS,
-         o->seconds, o->warmup, o->rounds, o->rounds > 1 ? "s" : "");
+  bench_print_named(o->sync, o->nsync, sync_upper);
+  printf("; one shared board, %d cards and two lists per user; ", CARDS);
+  bench_print_window(&o->cli);
   printf("csv: %s\n", csv ? csv : "(none)");
   fflush(stdout);
 }
@@ -1622,54 +1105,24 @@ static void print_header(const opts *o, int argc, char **argv, const char *csv) 
 int main(int argc, char **argv) {
   bench b;
   char tmp[] = "/tmp/lith-kanban-http-XXXXXX", csv[4096], log[4200];
-  int own_dir = 0;
   memset(&b, 0, sizeof b);
   parse_opts(argc, argv, &b.o);
   opts *o = &b.o;
-  int64_t t_begin = mono_ns();
+  int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
   if (access(o->kanban, X_OK) != 0) {
     fprintf(stderr, "kanban_http: cannot run %s (%s): build it (make %s) or pass --kanban PATH\n", o->kanban,
             strerror(errno), o->kanban);
     return 2;
   }
-  if (!o->db_dir) {
-    if (!mkdtemp(tmp)) {
-      perror("kanban_http: mkdtemp");
-      return 1;
-    }
-    o->db_dir = tmp;
-    own_dir = 1;
-  } else if (mkdir(o->db_dir, 0777) != 0 && errno != EEXIST) {
-    perror("kanban_http: --db-dir");
-    return 1;
-  }
-  if (o->csv) {
-    snprintf(csv, sizeof csv, "%s", o->csv);
-  } else {
-    char stamp[32];
-    time_t now = time(NULL);
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
-    mkdir("bench", 0777);
-    mkdir("bench/results", 0777);
-    snprintf(csv, sizeof csv, "bench/results/kanban_http-%s.csv", stamp);
-  }
-  if ((b.csv = fopen(csv, "w")) == NULL) {
-    fprintf(stderr, "kanban_http: cannot write %s: %s\n", csv, strerror(errno));
-  } else {
-    fputs("sync,conns,round", b.csv);
-    for (int k = 0; k < NV; k++)
-      fprintf(b.csv, ",%s", V_CSV[k]);
-    fputs(",window_moves,errors,sampled\n", b.csv);
+  int own_dir = bench_db_dir(&o->cli.db_dir, tmp);
+  if ((b.csv = bench_csv_open(o->cli.csv, "kanban_http", csv, sizeof csv)) != NULL) {
+    bench_csv_header(b.csv, "sync,conns,round", V_CSV, NV, ",window_moves,errors,sampled\n");
   }
   print_header(o, argc, argv, b.csv ? csv : NULL);
-  b.res = calloc((size_t)o->nsync * (size_t)o->nconns * (size_t)o->rounds, sizeof *b.res);
-  if (!b.res) {
-    fprintf(stderr, "kanban_http: out of memory\n");
-    return 1;
-  }
+  b.res = bench_xcalloc((size_t)o->nsync * (size_t)o->nconns * (size_t)o->cli.rounds, sizeof *b.res);
 
-  for (int round = 0; round < o->rounds; round++)
+  for (int round = 0; round < o->cli.rounds; round++)
     for (int si = 0; si < o->nsync; si++)
       for (int ci = 0; ci < o->nconns; ci++) {
         outcome *x = cell_at(&b, si, ci, round);
@@ -1682,30 +1135,25 @@ int main(int argc, char **argv) {
 
   for (int si = 0; si < o->nsync; si++)
     for (int ci = 0; ci < o->nconns; ci++) {
-      static const char *const kind[3] = {"median", "min", "max"};
       int sampled = 0;
-      for (int k = 0; k < o->rounds; k++)
+      for (int k = 0; k < o->cli.rounds; k++)
         sampled |= cell_at(&b, si, ci, k)->sampled;
       for (int w = 0; w < 3; w++) {
         double v[NV];
-        for (int k = 0; k < NV; k++) {
-          stat3 s = over_rounds(&b, si, ci, k);
-          v[k] = w == 0 ? s.med : w == 1 ? s.lo : s.hi;
-        }
-        csv_line(&b, si, ci, kind[w], v, -1, (long long)cell_errors(&b, si, ci), sampled);
+        for (int k = 0; k < NV; k++)
+          v[k] = bench_agg_pick(over_rounds(&b, si, ci, k), w);
+        csv_line(&b, si, ci, BENCH_SUMMARY[w], v, -1, (long long)cell_errors(&b, si, ci), sampled);
       }
     }
-  if (b.csv && fclose(b.csv) != 0)
-    fprintf(stderr, "kanban_http: writing %s failed\n", csv);
+  bench_csv_close(b.csv, csv);
 
   print_tables(&b);
   print_targets(&b);
-  printf("\nerrors, every run: %lld%s\n", (long long)b.errors, b.errors ? " (FAILED)" : "");
-  printf("elapsed: %.1f s\n", (double)(mono_ns() - t_begin) / 1e9);
-  snprintf(log, sizeof log, "%s/kanban-stderr.log", o->db_dir);
+  bench_print_end("every run", b.errors, t_begin);
+  snprintf(log, sizeof log, "%s/kanban-stderr.log", o->cli.db_dir);
   unlink(log);
   if (own_dir)
-    rmdir(o->db_dir);
+    rmdir(o->cli.db_dir);
   free(b.res);
   return b.errors ? 1 : 0;
 }

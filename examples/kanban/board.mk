@@ -22,7 +22,8 @@ $(KANBAN_BOARD_TEST): examples/kanban/test/test_board.c $(KANBAN_BOARD_OBJ) $(B)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
 
-# bench/kanban runs the model's commands (same code as the server).
-$(B)/bench/kanban: bench/kanban.c $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(KANBAN_BOARD_HDRS) $(HDRS)
+# bench/kanban runs the model's commands (same code as the server); like every
+# bench program it links bench/common.c.
+$(B)/bench/kanban: bench/kanban.c bench/common.c bench/common.h $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(KANBAN_BOARD_HDRS) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(CFLAGS) -o $@ $< bench/common.c $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
