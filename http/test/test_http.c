@@ -250,8 +250,11 @@ static void slow_answer(void *data) {
            !strcmp(lith_http_req_method(req), "POST") && len == 4 && !memcmp(body, "data", 4) &&
            lith_http_req_header(req, "host") != NULL;
   atomic_store(&f->slow_body_ok, ok);
-  atomic_store(&f->late_done, 1);
+  /* late_rc before late_done: the test thread reads it once late_done is
+   * set. (on_gone never runs inside lith_http_respond, so gone_before_late
+   * still tells whether the client's leaving was noticed before this.) */
   atomic_store(&f->late_rc, lith_http_respond(req, 200, "text/plain", "late", 4));
+  atomic_store(&f->late_done, 1);
 }
 
 static int h_slow(lith_http_req *req, void *arg) {
