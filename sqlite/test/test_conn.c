@@ -519,12 +519,15 @@ static void test_checkpoint_writer(void **state) {
   wal_run r;
   write_blobs(LITH_CHECKPOINT_WRITER, 64, &r);
   assert_true(r.stats.checkpoints > 0);
-  /* ~6000 frames were written; the WAL never held more than 64 plus what
-   * the writer commits during one background pass (a few hundred here) */
+  /* ~6000 frames were written; the WAL holds 64 plus what the writer
+   * commits while a background pass runs — a few hundred frames, but more
+   * when the checkpointer thread gets no CPU (a machine busy with other
+   * work: 1,430 frames seen once). Half of what was written is the bound
+   * that still tells WRITER from EXTERNAL, where all of it stays. */
   if (r.max_wal > 1000LL * FRAME)
     fprintf(stderr, "WRITER: the -wal file reached %lld bytes\n", r.max_wal);
-  assert_true(r.max_wal <= 1000LL * FRAME);
-  assert_true(r.stats.wal_pages < 1000);
+  assert_true(r.max_wal <= 3000LL * FRAME);
+  assert_true(r.stats.wal_pages < 3000);
   /* at close: TRUNCATE, then the last connection removes it */
   long long w = wal_size(DB);
   assert_true(w <= 0);
