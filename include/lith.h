@@ -65,6 +65,14 @@ int lith_from_sqlite(int sqlite_rc);
 
 /* ---- Options ------------------------------------------------------------ */
 
+/* synchronous: what an answered command survives.
+ *   FULL    every COMMIT is synced to disk before producers are answered:
+ *           an answered command survives a crash of the process and a
+ *           power loss (as far as the disk keeps its promise on fsync).
+ *   NORMAL  the WAL is synced only at checkpoints: an answered command
+ *           survives a crash of the process, not a power loss — after one,
+ *           a suffix of whole batches may be missing (never part of a batch,
+ *           never a later batch without an earlier one). Much faster. */
 enum { LITH_SYNC_NORMAL = 1, LITH_SYNC_FULL = 2 };
 
 enum {
@@ -164,15 +172,43 @@ int64_t lith_clock_ms(void);
 /* ---- Commands ----------------------------------------------------------- */
 
 /* A command. It runs on the writer thread inside its own SAVEPOINT. Return
- * LITH_OK to keep its changes; any other value rolls back exactly this
- * command and is what its producer receives. A command may be run more than
- * once: if another command in its batch makes SQLite roll back the whole
- * transaction, the commands that were not at fault run again in a new
- * transaction (only one run is ever committed). So a command must write its
- * outputs afresh on every run and must not call lith_do or lith_close. */
+ * LITH_OK to keep its changes; any other value (an SQLite code returned by
+ * mistake too) rolls back exactly this command and is what its producer
+ * receives. A command may be run more than once: if another command in its
+ * batch makes SQLite roll back the whole transaction, the commands that were
+ * not at fault run again in a new transaction (only one run is ever
+ * committed). So a command must write its outputs afresh on every run.
+ *
+ * What a command may not do, and what lith does about it — whatever the
+ * command does, it fails alone and the other commands of its batch commit:
+ *   - end the transaction: BEGIN, COMMIT, ROLLBACK and savepoints named
+ *     lith_* (in any case) are refused ("not authorized"). If SQLite itself
+ *     rolls the transaction back under it (RAISE(ROLLBACK), ON CONFLICT
+ *     ROLLBACK, a full disk), the command fails with that error, nothing it
+ *     runs afterwards is committed, and the others run again.
+ *   - leave a deferred FOREIGN KEY violation: the command fails with
+ *     LITH_CONSTRAINT (SQLite would otherwise fail the whole COMMIT).
+ *   - change the write connection for the commands after it: a PRAGMA may be
+ *     read, and given an argument only when the argument names what to read
+ *     (table_info(t), ...) or it writes the file inside the transaction
+ *     (user_version, application_id, incremental_vacuum, optimize);
+ *     defer_foreign_keys and recursive_triggers may be set and are switched
+ *     off again when the command ends; every other setting (journal_mode,
+ *     synchronous, foreign_keys, query_only, ...) and wal_checkpoint are
+ *     refused. TEMP tables, views, triggers and indexes live until the
+ *     command ends: lith drops them.
+ *   - leave a write statement mid-step (stepped, neither reset nor run to
+ *     its end): lith resets it and fails the command with LITH_MISUSE. Read
+ *     statements left mid-step are reset after the batch. What a command
+ *     prepares itself it finalizes itself; one never finalized does not make
+ *     lith_close fail (the connection is freed with the last of them).
+ *   - call lith_do, lith_submit, lith_read, lith_shutdown or lith_close:
+ *     refused with LITH_MISUSE. */
 typedef int (*lith_command)(lith_tx *tx, void *arg);
 
-/* Run fn(tx, arg) as one command and wait until its batch has committed.
+/* Run fn(tx, arg) as one command and wait until its batch has committed
+ * (under LITH_SYNC_NORMAL: survives a crash of the process, not a power
+ * loss; see synchronous above).
  * Returns fn's own result if the batch committed (LITH_OK, or fn's error,
  * in which case nothing of fn is kept), or the transaction's error
  * (LITH_BUSY, LITH_DISKFULL, LITH_IOERR, ...: nothing of fn is visible), or
@@ -220,15 +256,23 @@ struct lith_request {
 
 /* Queue `req` without blocking. Returns LITH_OK (req->done will run exactly
  * once), LITH_QUEUE_FULL (the queue is at capacity), LITH_CLOSED or
- * LITH_MISUSE (fn or done missing); on an error `done` will not run. */
+ * LITH_MISUSE (fn or done missing, or called from inside a command: a
+ * command may run more than once, and may be undone); on an error `done`
+ * will not run. A done callback may call it (that is how an event loop keeps
+ * requests in flight). */
 int lith_submit(lith *db, lith_request *req);
 
 /* ---- Inside a command (writer thread only) ------------------------------ */
 
 /* The statement for `sql`, prepared once on the write connection and cached;
  * returned reset with its bindings cleared. Owned by lith: do not finalize
- * it; it stays valid until the command returns. NULL on a prepare error
- * (the command should return lith_tx_rc(tx)). */
+ * it; it stays valid until the command returns, and is reset then. Asked for
+ * again while the one handed out before is still mid-step (a recursive walk:
+ * the caller iterates it while querying the same SQL), lith hands out
+ * another statement for the same SQL and never resets one in use; so reset
+ * a statement you leave before its end. More than 32 at once for one SQL
+ * text is refused (LITH_MISUSE). NULL on a prepare error (the command
+ * should return lith_tx_rc(tx)). */
 sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql);
 
 /* Run `sql` (one statement, cached) to completion, binding the arguments
@@ -265,7 +309,9 @@ int lith_cmd_sql(lith_tx *tx, void *arg);
 int lith_tx_rc(lith_tx *tx);
 
 /* The write connection, for what the helpers above do not cover. Owned by
- * lith; never close it, never run BEGIN/COMMIT/ROLLBACK on it (refused). */
+ * lith; never close it, never run BEGIN/COMMIT/ROLLBACK on it (refused), and
+ * never change its hooks, authorizer or settings through the C API (lith
+ * checks what SQL can do, not what C can; see lith_command). */
 sqlite3 *lith_tx_db(lith_tx *tx);
 
 /* ---- Reads --------------------------------------------------------------- */
@@ -275,11 +321,15 @@ typedef int (*lith_reader)(lith_rx *rx, void *arg);
 /* Run fn(rx, arg) in one read transaction (one snapshot: it sees whole
  * batches only) on a pooled read-only connection. Never uses the write
  * connection and never waits for the writer; waits for a free reader if all
- * are busy. Returns fn's result, or an error beginning the read. */
+ * are busy. Returns fn's result, or an error beginning the read; LITH_MISUSE
+ * from inside a lith_read callback or a command. Statements fn leaves
+ * mid-step are reset when it returns (else the connection would keep
+ * reading that old snapshot). */
 int lith_read(lith *db, lith_reader fn, void *arg);
 
 /* Inside lith_read: the cached statement for `sql` (reset, bindings
- * cleared), owned by lith; NULL on error. */
+ * cleared), owned by lith; another one while the previous is mid-step, as
+ * lith_tx_stmt. NULL on error. */
 sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql);
 
 /* Inside lith_read: first column of the first row as an integer; as

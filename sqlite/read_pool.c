@@ -35,7 +35,7 @@ static void rx_close(struct lith_rx *rx) {
   sqlite3_finalize(rx->begin);
   sqlite3_finalize(rx->commit);
   lith__stmt_cache_destroy(rx->cache);
-  sqlite3_close(rx->conn);
+  sqlite3_close_v2(rx->conn); /* a callback's own unfinalized statement keeps it until finalized */
 }
 
 static int rx_open(struct lith_rx *rx, const char *path, const lith_options *opt) {
@@ -136,6 +136,14 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
     sqlite3_reset(rx->commit);
     if (src != SQLITE_DONE && !sqlite3_get_autocommit(rx->conn))
       sqlite3_exec(rx->conn, "ROLLBACK", NULL, NULL, NULL);
+    /* A statement fn left mid-step (one of its own; the cache's are reset)
+     * keeps the read transaction open past COMMIT: this connection's next
+     * reads would see that old snapshot, and the WAL could not be
+     * checkpointed past it. Reset what is left; one cheap check finds it. */
+    if (sqlite3_txn_state(rx->conn, NULL) != SQLITE_TXN_NONE)
+      for (sqlite3_stmt *st = sqlite3_next_stmt(rx->conn, NULL); st; st = sqlite3_next_stmt(rx->conn, st))
+        if (sqlite3_stmt_busy(st))
+          sqlite3_reset(st);
   }
 
   pthread_mutex_lock(&p->mu);

@@ -2,6 +2,12 @@
  * Statement cache: a chained hash table on the SQL text plus an LRU list.
  * Lookups hash the text (FNV-1a) and compare it in full: a pointer match
  * alone is not proof, since callers may reuse a buffer for other SQL.
+ *
+ * The same SQL asked for again while its statement is still mid-step (a
+ * recursive walk: the parent iterates while the child queries) gets a second
+ * statement, prepared beside the first and kept for next time: resetting the
+ * first would silently cut the parent's walk short. At most MAX_EXTRA such
+ * copies per text; past that the request fails loudly.
  */
 #include "stmt_cache.h"
 
@@ -11,11 +17,15 @@
 
 #include "error.h"
 
+#define MAX_EXTRA 32
+
 typedef struct entry {
   char *sql;
   size_t len;
   uint64_t hash;
   sqlite3_stmt *stmt;
+  sqlite3_stmt **extra; /* further copies, for when stmt is mid-step */
+  int nextra;
   uint64_t epoch;       /* last release period it was handed out in */
   struct entry *hnext;  /* hash chain */
   struct entry *prev, *next; /* LRU: head is most recent */
@@ -93,6 +103,9 @@ static void lru_push_front(lith__stmt_cache *c, entry *e) {
 }
 
 static void entry_free(entry *e) {
+  for (int i = 0; i < e->nextra; i++)
+    sqlite3_finalize(e->extra[i]);
+  free(e->extra);
   sqlite3_finalize(e->stmt);
   free(e->sql);
   free(e);
@@ -141,6 +154,38 @@ static int only_space(const char *s) {
   return 1;
 }
 
+/* A statement for e's text that is not mid-step: stmt, one of the extra
+ * copies, or a new copy. Called when e was handed out earlier in this
+ * period, so every copy in use is reset by the next release. */
+static int free_copy(lith__stmt_cache *c, entry *e, sqlite3_stmt **out) {
+  if (!sqlite3_stmt_busy(e->stmt)) {
+    *out = e->stmt;
+    return LITH_OK;
+  }
+  for (int i = 0; i < e->nextra; i++)
+    if (!sqlite3_stmt_busy(e->extra[i])) {
+      *out = e->extra[i];
+      return LITH_OK;
+    }
+  if (e->nextra == MAX_EXTRA)
+    return lith__fail(LITH_MISUSE,
+                      "statement cache: \"%.60s\" is already mid-step %d times (stepped, not reset): "
+                      "reset a statement you are done with before asking for its SQL again",
+                      e->sql, MAX_EXTRA + 1);
+  sqlite3_stmt **grown = realloc(e->extra, (size_t)(e->nextra + 1) * sizeof *grown);
+  if (!grown)
+    return lith__fail(LITH_NOMEM, "statement cache: out of memory");
+  e->extra = grown;
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v3(c->conn, e->sql, (int)e->len + 1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+  if (rc != SQLITE_OK)
+    return lith__fail_sqlite(rc, c->conn, "prepare");
+  c->prepares++;
+  e->extra[e->nextra++] = st;
+  *out = st;
+  return LITH_OK;
+}
+
 int lith__stmt_cache_get(lith__stmt_cache *c, const char *sql, sqlite3_stmt **out) {
   *out = NULL;
   if (!sql)
@@ -150,17 +195,21 @@ int lith__stmt_cache_get(lith__stmt_cache *c, const char *sql, sqlite3_stmt **ou
   entry **bucket = &c->buckets[h & (c->nbuckets - 1)];
   for (entry *e = *bucket; e; e = e->hnext) {
     if (e->hash == h && e->len == len && memcmp(e->sql, sql, len) == 0) {
-      if (e->epoch == c->epoch) {
-        sqlite3_reset(e->stmt); /* handed out earlier in this command */
+      sqlite3_stmt *st = e->stmt;
+      if (e->epoch == c->epoch) { /* handed out earlier in this command */
+        int rc = free_copy(c, e, &st);
+        if (rc != LITH_OK)
+          return rc;
+        sqlite3_reset(st); /* it may have run to its end */
       } else if (mark_used(c, e) != LITH_OK) {
         return LITH_NOMEM;
       }
-      sqlite3_clear_bindings(e->stmt);
+      sqlite3_clear_bindings(st);
       if (c->lru_head != e) {
         lru_unlink(c, e);
         lru_push_front(c, e);
       }
-      *out = e->stmt;
+      *out = st;
       return LITH_OK;
     }
   }
@@ -207,8 +256,12 @@ err_finalize:
 }
 
 void lith__stmt_cache_release(lith__stmt_cache *c) {
-  for (int i = 0; i < c->nused; i++)
-    sqlite3_reset(c->used[i]->stmt);
+  for (int i = 0; i < c->nused; i++) {
+    entry *e = c->used[i];
+    sqlite3_reset(e->stmt);
+    for (int k = 0; k < e->nextra; k++)
+      sqlite3_reset(e->extra[k]);
+  }
   c->nused = 0;
   c->epoch++;
 }

@@ -20,8 +20,10 @@ int lith__stmt_cache_create(sqlite3 *conn, int capacity, lith__stmt_cache **out)
 void lith__stmt_cache_destroy(lith__stmt_cache *c);
 
 /* The statement for `sql` (one statement; trailing text is an error), owned
- * by the cache. Returns a lith code; on error *out is NULL and this thread's
- * message says why. */
+ * by the cache, reset and with its bindings cleared. If the statement handed
+ * out for the same text since the last release is still mid-step, another
+ * statement for it (never resetting one in use). Returns a lith code; on
+ * error *out is NULL and this thread's message says why. */
 int lith__stmt_cache_get(lith__stmt_cache *c, const char *sql, sqlite3_stmt **out);
 
 /* Reset every statement handed out since the last release. */

@@ -55,6 +55,8 @@ int lith__writer_prepare(lith *db) {
       (rc = prep(db, "RELEASE lith_n", &db->st_nsp_release)) ||
       (rc = prep(db, "ROLLBACK TO lith_n", &db->st_nsp_rollback)))
     return rc;
+  sqlite3_commit_hook(db->conn, lith__commit_hook, db);
+  sqlite3_rollback_hook(db->conn, lith__rollback_hook, db);
   return LITH_OK;
 }
 
@@ -69,17 +71,96 @@ void lith__writer_finalize(lith *db) {
   }
 }
 
+/* PRAGMAs a command may give an argument to: the argument names what to
+ * read, or the pragma writes the database file inside the transaction (so a
+ * failed command's change is undone with it). */
+static const char *const PRAGMA_ARG_OK[] = {
+    "application_id", "foreign_key_check", "foreign_key_list", "incremental_vacuum",
+    "index_info",     "index_list",        "index_xinfo",      "integrity_check",
+    "optimize",       "quick_check",       "table_info",       "table_list",
+    "table_xinfo",    "user_version"};
+
+static int refuse(lith *db, const char *fmt, const char *what) {
+  snprintf(db->auth_why, sizeof db->auth_why, fmt, what);
+  return SQLITE_DENY;
+}
+
+/* A command's PRAGMA: reading is fine; of the settings, only the two flags
+ * that matter inside one command may change (and are put back when it ends:
+ * the next command must find the connection as lith left it). Flag pragmas
+ * act while the statement is prepared, right after this check, so marking
+ * them here is exact. */
+static int authorize_pragma(lith *db, const char *name, const char *arg) {
+  if (!name)
+    return SQLITE_OK;
+  if (strcasecmp(name, "wal_checkpoint") == 0)
+    return refuse(db, "PRAGMA %s: lith checkpoints the WAL itself", name);
+  if (!arg)
+    return SQLITE_OK;
+  for (size_t i = 0; i < sizeof PRAGMA_ARG_OK / sizeof *PRAGMA_ARG_OK; i++)
+    if (strcasecmp(name, PRAGMA_ARG_OK[i]) == 0)
+      return SQLITE_OK;
+  if (strcasecmp(name, "defer_foreign_keys") == 0) {
+    db->dirty |= LITH__DIRTY_DEFER_FK;
+    return SQLITE_OK;
+  }
+  if (strcasecmp(name, "recursive_triggers") == 0) {
+    db->dirty |= LITH__DIRTY_RECURSIVE;
+    return SQLITE_OK;
+  }
+  if (strcasecmp(name, "foreign_keys") == 0)
+    return refuse(db, "PRAGMA %s cannot change inside lith's transaction (lith_options.foreign_keys sets it)",
+                  name);
+  return refuse(db, "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)", name);
+}
+
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
-  const lith *db = ctx;
+  lith *db = ctx;
   if (!db->in_command)
     return SQLITE_OK;
-  if (action == SQLITE_TRANSACTION)
-    return SQLITE_DENY; /* the writer owns BEGIN / COMMIT / ROLLBACK */
-  if (action == SQLITE_SAVEPOINT && b && strncmp(b, "lith_", 5) == 0)
-    return SQLITE_DENY; /* and its own savepoints */
+  switch (action) {
+  case SQLITE_TRANSACTION:
+    return refuse(db, "%s: the writer owns BEGIN, COMMIT and ROLLBACK", a ? a : "transaction");
+  case SQLITE_SAVEPOINT:
+    /* SQLite matches savepoint names without regard to case. */
+    if (b && strncasecmp(b, "lith_", 5) == 0)
+      return refuse(db, "savepoint %s: names beginning lith_ are the writer's", b);
+    break;
+  case SQLITE_PRAGMA: {
+    int rc = authorize_pragma(db, a, b);
+    if (rc != SQLITE_OK)
+      return rc;
+    break;
+  }
+  case SQLITE_CREATE_TEMP_INDEX:
+  case SQLITE_CREATE_TEMP_TABLE:
+  case SQLITE_CREATE_TEMP_TRIGGER:
+  case SQLITE_CREATE_TEMP_VIEW:
+    db->dirty |= LITH__DIRTY_TEMP; /* dropped when the command ends */
+    break;
+  case SQLITE_CREATE_VTABLE:
+    if (c && strcasecmp(c, "temp") == 0)
+      db->dirty |= LITH__DIRTY_TEMP;
+    break;
+  default:
+    break;
+  }
   if (db->opt.authorizer)
     return db->opt.authorizer(db->opt.authorizer_ctx, action, a, b, c, d);
   return SQLITE_OK;
+}
+
+int lith__commit_hook(void *ctx) {
+  const lith *db = ctx;
+  /* Anything but lith's COMMIT — a statement that ran in autocommit after
+   * SQLite rolled the batch back, or a RELEASE of a savepoint a command
+   * opened then — would commit on its own: turn it into a rollback. */
+  return db->committing ? 0 : 1;
+}
+
+void lith__rollback_hook(void *ctx) {
+  lith *db = ctx;
+  db->tx_lost = 1;
 }
 
 /* Step one of the writer's own statements; SQLITE_OK or the error. */
@@ -89,24 +170,115 @@ static int step(sqlite3_stmt *st) {
   return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-static int lost_tx(const lith *db) { return sqlite3_get_autocommit(db->conn); }
+/* The transaction ended under the command: SQLite rolled it back (the
+ * rollback hook saw it), possibly followed by a new one the command began. */
+int lith__tx_lost(const lith *db) { return db->tx_lost || sqlite3_get_autocommit(db->conn); }
+
+static int lost_tx(const lith *db) { return lith__tx_lost(db); }
+
+/* Reset every statement left running on the write connection (lith's own
+ * are always reset after their step, so these are a command's). Returns how
+ * many were running; the SQL of the first that writes goes to `what`. */
+static int reset_running(lith *db, char *what, size_t n) {
+  int count = 0;
+  if (what && n)
+    what[0] = '\0';
+  for (sqlite3_stmt *st = sqlite3_next_stmt(db->conn, NULL); st; st = sqlite3_next_stmt(db->conn, st)) {
+    if (!sqlite3_stmt_busy(st))
+      continue;
+    if (what && n && !what[0] && !sqlite3_stmt_readonly(st)) {
+      const char *sql = sqlite3_sql(st);
+      snprintf(what, n, "%.100s%s", sql ? sql : "?", sql && strlen(sql) > 100 ? "..." : "");
+    }
+    sqlite3_reset(st);
+    count++;
+  }
+  return count;
+}
+
+/* Put back what the command changed on the connection (see LITH__DIRTY_*).
+ * The flag pragmas are not transactional, so this runs whatever the outcome;
+ * the TEMP objects of a failed command went with its savepoint. Returns an
+ * SQLite code. */
+static int restore_flags(lith *db) {
+  int rc = SQLITE_OK;
+  if (db->dirty & LITH__DIRTY_DEFER_FK)
+    rc = sqlite3_exec(db->conn, "PRAGMA defer_foreign_keys = OFF", NULL, NULL, NULL);
+  if (rc == SQLITE_OK && (db->dirty & LITH__DIRTY_RECURSIVE))
+    rc = sqlite3_exec(db->conn, "PRAGMA recursive_triggers = OFF", NULL, NULL, NULL);
+  db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE);
+  return rc;
+}
+
+/* Drop every TEMP object: they live for the command that made them, so no
+ * command finds another's TEMP trigger firing or TEMP table shadowing a
+ * table of main. Runs inside the command's savepoint. Returns an SQLite
+ * code. */
+static int drop_temp(lith *db) {
+  db->dirty &= ~(unsigned)LITH__DIRTY_TEMP;
+  for (;;) { /* one object a round: each DROP removes it (and what hangs on it) */
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db->conn,
+                                "SELECT type, name FROM temp.sqlite_schema"
+                                " WHERE type IN ('trigger', 'view', 'table') AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"
+                                " ORDER BY CASE WHEN type <> 'table' THEN 0 WHEN sql LIKE 'CREATE VIRTUAL%' THEN 1"
+                                " ELSE 2 END LIMIT 1", /* a virtual table before its shadow tables */
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+      return rc;
+    char *drop = NULL;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+      drop = sqlite3_mprintf("DROP %s temp.\"%w\"", (const char *)sqlite3_column_text(st, 0),
+                             (const char *)sqlite3_column_text(st, 1));
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE)
+      return SQLITE_OK;
+    if (rc != SQLITE_ROW)
+      return rc;
+    if (!drop)
+      return SQLITE_NOMEM;
+    rc = sqlite3_exec(db->conn, drop, NULL, NULL, NULL);
+    sqlite3_free(drop);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
+}
+
+/* Whether rc is one of lith's result codes (or a command's own). */
+static int known_rc(int rc) { return (rc > LITH_OK && rc <= LITH_SCHEMA) || rc >= LITH_USER; }
 
 /* The request's message after fn returned rc != OK. */
 static void capture_msg(lith *db, lith_request *req, int rc) {
-  if (db->tx.errmsg[0]) {
-    lith__strlcpy(req->errmsg, db->tx.errmsg, sizeof req->errmsg);
-    return;
-  }
   const char *mine = lith_errmsg(NULL); /* a lith call inside the command failed */
-  if (mine[0]) {
-    lith__strlcpy(req->errmsg, mine, sizeof req->errmsg);
-    return;
-  }
   int ec = sqlite3_errcode(db->conn);
-  if (ec != SQLITE_OK && ec != SQLITE_ROW && ec != SQLITE_DONE)
+  if (db->tx.errmsg[0])
+    lith__strlcpy(req->errmsg, db->tx.errmsg, sizeof req->errmsg);
+  else if (mine[0])
+    lith__strlcpy(req->errmsg, mine, sizeof req->errmsg);
+  else if (ec != SQLITE_OK && ec != SQLITE_ROW && ec != SQLITE_DONE)
     lith__strlcpy(req->errmsg, sqlite3_errmsg(db->conn), sizeof req->errmsg);
+  else if (!known_rc(rc))
+    snprintf(req->errmsg, sizeof req->errmsg,
+             "the command returned %d, not a lith result code (an SQLite code? a command returns "
+             "LITH_OK on success); its changes were undone",
+             rc);
   else
     snprintf(req->errmsg, sizeof req->errmsg, "command failed: %s (%d)", lith_errstr(rc), rc);
+  /* SQLite says only "not authorized": add which of lith's rules refused. */
+  if (db->auth_why[0] && strstr(req->errmsg, "not authorized")) {
+    size_t len = strlen(req->errmsg);
+    snprintf(req->errmsg + len, sizeof req->errmsg - len, " (%s)", db->auth_why);
+  }
+}
+
+/* Non-zero when the command left a deferred FOREIGN KEY violation: SQLite
+ * would find it only at COMMIT and fail the whole batch with it. Every
+ * command ends with none, so one seen now is this command's. */
+static int deferred_fk_left(lith *db) {
+  int cur = 0, hi = 0;
+  sqlite3_db_status(db->conn, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi, 0);
+  return cur != 0;
 }
 
 /* Run one command in its savepoint. Returns 1 if the transaction is gone. */
@@ -117,7 +289,9 @@ static int run_command(lith *db, lith_request *req) {
   tx->err = LITH_OK;
   tx->errmsg[0] = '\0';
   tx->depth = 0;
+  tx->keep = 0;
   req->errmsg[0] = '\0';
+  db->auth_why[0] = '\0';
 
   int src = step(db->st_sp);
   if (src != SQLITE_OK) {
@@ -128,45 +302,87 @@ static int run_command(lith *db, lith_request *req) {
   }
   lith__clear_error();
   db->in_command = 1;
+  db->in_fn = 1;
   int rc = req->fn(tx, req->arg);
+  db->in_fn = 0;
   db->in_command = 0;
   lith__stmt_cache_release(db->cache);
 
-  if (lost_tx(db)) {
-    /* SQLite rolled back everything: this command is at fault. */
-    if (rc == LITH_OK)
-      rc = tx->err != LITH_OK ? tx->err : LITH_ABORTED;
-    req->rc = rc;
-    capture_msg(db, req, rc);
-    p->done = 1;
-    db->ntopics = 0;
-    return 1;
+  if (lost_tx(db))
+    goto lost;
+  if (rc == LITH_OK && deferred_fk_left(db))
+    rc = lith_tx_error(tx, LITH_CONSTRAINT,
+                       "FOREIGN KEY constraint failed (a deferred violation the command left)");
+  if (rc == LITH_OK && (db->dirty & LITH__DIRTY_TEMP)) {
+    src = drop_temp(db);
+    if (src != SQLITE_OK)
+      rc = lith_tx_error(tx, lith_from_sqlite(src), "dropping the command's TEMP objects: %s",
+                         sqlite3_errmsg(db->conn));
+    if (lost_tx(db))
+      goto lost;
   }
   if (rc == LITH_OK) {
     src = step(db->st_sp_release);
     if (src == SQLITE_OK) {
+      if (restore_flags(db) != SQLITE_OK) {
+        /* Cannot put the connection back: the commands after this one must
+         * not run with its settings, so the transaction goes. */
+        rc = lith_tx_error(tx, LITH_ERROR, "restoring the connection's settings after the command: %s",
+                           sqlite3_errmsg(db->conn));
+        goto lost;
+      }
       req->rc = LITH_OK;
       p->ran = 1;
       return 0;
     }
-    rc = lith_from_sqlite(src);
-    snprintf(tx->errmsg, sizeof tx->errmsg, "RELEASE: %s", sqlite3_errmsg(db->conn));
-    if (lost_tx(db)) {
-      req->rc = rc;
-      capture_msg(db, req, rc);
-      p->done = 1;
-      db->ntopics = 0;
-      return 1;
+    if ((src & 0xff) == SQLITE_BUSY) {
+      /* "cannot release savepoint - SQL statements in progress": the
+       * command left a write statement mid-step. Left so, it would refuse
+       * every later SAVEPOINT and wedge the writer. */
+      char what[128];
+      reset_running(db, what, sizeof what);
+      rc = lith_tx_error(tx, LITH_MISUSE,
+                         "the command left a write statement running (stepped, never reset): %s; lith "
+                         "reset it and undid the command",
+                         what[0] ? what : "?");
+    } else {
+      rc = lith_tx_error(tx, lith_from_sqlite(src), "RELEASE: %s", sqlite3_errmsg(db->conn));
     }
+    if (lost_tx(db))
+      goto lost;
   }
   /* Undo this command alone. */
   req->rc = rc;
   capture_msg(db, req, rc);
   p->done = 1;
   db->ntopics = mark;
-  if (step(db->st_sp_rollback) != SQLITE_OK || step(db->st_sp_release) != SQLITE_OK)
+  db->dirty &= ~(unsigned)LITH__DIRTY_TEMP; /* its TEMP objects go with the savepoint */
+  if (step(db->st_sp_rollback) != SQLITE_OK) {
+    restore_flags(db);
     return 1; /* cannot undo it: the whole transaction must go */
+  }
+  src = step(db->st_sp_release);
+  if ((src & 0xff) == SQLITE_BUSY) { /* a write statement the failed command left running */
+    reset_running(db, NULL, 0);
+    src = step(db->st_sp_release);
+  }
+  if (restore_flags(db) != SQLITE_OK || src != SQLITE_OK)
+    return 1;
   return lost_tx(db);
+
+lost:
+  /* SQLite rolled back everything: this command is at fault. Reset what it
+   * left running, or the ROLLBACK and the next BEGIN would be refused. */
+  reset_running(db, NULL, 0);
+  if (rc == LITH_OK)
+    rc = tx->err != LITH_OK ? tx->err : LITH_ABORTED;
+  req->rc = rc;
+  capture_msg(db, req, rc);
+  p->done = 1;
+  db->ntopics = 0;
+  db->dirty &= ~(unsigned)LITH__DIRTY_TEMP; /* whatever it made is being rolled back */
+  restore_flags(db);
+  return 1;
 }
 
 static int environmental(int rc) {
@@ -280,6 +496,7 @@ again:
     fail_open(db, n, rc, msg);
     goto answer;
   }
+  db->tx_lost = 0;
   for (int i = 0; i < n; i++) {
     lith_request *req = db->batch[i];
     lith__priv *p = lith__priv_of(req);
@@ -288,8 +505,10 @@ again:
     p->ran = 0;
     if (!run_command(db, req))
       continue;
-    /* The transaction is gone; req is at fault and has its outcome. */
-    if (!lost_tx(db))
+    /* The transaction is gone (or must go); req is at fault and has its
+     * outcome. Roll back whatever is still open, including a transaction
+     * the command began after SQLite rolled back the batch. */
+    if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);
     char msg[LITH_ERRMSG_MAX];
     snprintf(msg, sizeof msg, "transaction rolled back by another command's error: %.140s", req->errmsg);
@@ -304,13 +523,15 @@ again:
   }
 
   int64_t t_commit = lith__now_ns();
+  db->committing = 1;
   src = step(db->st_commit);
+  db->committing = 0;
   commit_ns = (uint64_t)(lith__now_ns() - t_commit);
   if (src != SQLITE_OK) {
     char msg[LITH_ERRMSG_MAX];
     int rc = lith_from_sqlite(src);
     snprintf(msg, sizeof msg, "COMMIT failed: %s", sqlite3_errmsg(db->conn));
-    if (!lost_tx(db))
+    if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);
     for (int i = 0; i < n; i++) {
       lith_request *req = db->batch[i];
@@ -321,6 +542,11 @@ again:
     }
     goto answer;
   }
+  /* A read statement a command left mid-step survives COMMIT and keeps a
+   * read transaction open on the write connection, which pins the WAL:
+   * reset it (one cheap check per batch finds it). */
+  if (sqlite3_txn_state(db->conn, NULL) != SQLITE_TXN_NONE)
+    reset_running(db, NULL, 0);
   report_topics(db);
 
 answer:;
@@ -389,8 +615,10 @@ static int take(lith *db) {
   atomic_store_explicit(&db->last_batch, n, memory_order_relaxed);
   atomic_fetch_sub(&db->depth, n);
   if (atomic_load(&db->space_waiters)) {
+    /* n slots freed: wake n waiters, not all of them (lith.c passes a
+     * wake-up on when a woken waiter leaves without a slot). */
     atomic_fetch_add(&db->space_seq, 1);
-    lith__futex_wake(&db->space_seq, INT32_MAX);
+    lith__futex_wake(&db->space_seq, n);
   }
   return n;
 }

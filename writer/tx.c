@@ -13,9 +13,12 @@
 #include "writer.h"
 
 static int note(lith_tx *tx, int rc) {
-  if (rc != LITH_OK) {
+  if (rc != LITH_OK && !tx->keep) {
     tx->err = rc;
     lith__strlcpy(tx->errmsg, lith_errmsg(NULL), sizeof tx->errmsg);
+    /* The error that made SQLite roll the batch back says why the command
+     * failed; what a command that ignores it runs afterwards only fails. */
+    tx->keep = lith__tx_lost(tx->db);
   }
   return rc;
 }
@@ -64,7 +67,7 @@ int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg) {
   tx->depth++;
   rc = fn(tx, arg);
   tx->depth--;
-  if (sqlite3_get_autocommit(tx->conn))
+  if (lith__tx_lost(db))
     return rc != LITH_OK ? rc : note(tx, lith__fail(LITH_ABORTED, "the transaction was rolled back"));
   if (rc == LITH_OK)
     return nested_step(tx, db->st_nsp_release);

@@ -36,6 +36,9 @@ _Static_assert(sizeof(lith__priv) <= sizeof(((lith_request *)0)->lith__priv),
                "lith__priv must fit in lith_request.lith__priv");
 
 enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
+/* Connection state a command may change for itself, put back when it ends
+ * (batch.c): the flag pragmas it may set, and TEMP objects. */
+enum { LITH__DIRTY_DEFER_FK = 1, LITH__DIRTY_RECURSIVE = 2, LITH__DIRTY_TEMP = 4 };
 enum { LITH__REQ_SYNC = 1 };
 
 static inline lith__priv *lith__priv_of(lith_request *r) { return (lith__priv *)(void *)&r->lith__priv; }
@@ -47,6 +50,8 @@ struct lith_tx {
   int err;                       /* last error of a lith_tx_* call */
   char errmsg[LITH_ERRMSG_MAX];  /* this command's message */
   int depth;                     /* nested savepoints open */
+  int keep;                      /* err/errmsg hold the error that lost the
+                                    transaction: later errors do not replace it */
 };
 
 typedef struct lith__batch_stats {
@@ -91,7 +96,13 @@ struct lith {
   lith__ckpt ckpt;
   sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_sp, *st_sp_release, *st_sp_rollback,
       *st_nsp, *st_nsp_release, *st_nsp_rollback;
-  int in_command;        /* the authorizer refuses BEGIN/COMMIT/ROLLBACK while set */
+  int in_command;        /* the authorizer applies the command rules while set */
+  int in_fn;             /* a command's function is running (lith_submit refuses) */
+  int committing;        /* lith's own COMMIT runs: the commit hook lets it pass */
+  int tx_lost;           /* the rollback hook saw the batch's transaction end */
+  unsigned dirty;        /* LITH__DIRTY_*: what the running command changed on the
+                            connection that lith must put back when it ends */
+  char auth_why[160];    /* why lith's authorizer last refused, for the message */
   lith_request **batch;  /* max_batch slots */
   int64_t *topics;       /* touched in this batch (with repeats) */
   int ntopics, captopics;
@@ -113,8 +124,17 @@ struct lith {
 /* Writer thread entry (batch.c). */
 void *lith__writer_main(void *arg);
 
-/* The authorizer that keeps commands from ending the transaction (batch.c). */
+/* The authorizer that keeps commands from ending the transaction or
+ * changing the connection for the commands after them (batch.c). */
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
+
+/* The commit and rollback hooks of the write connection (batch.c): only
+ * lith's own COMMIT may commit, and a rollback marks the transaction lost. */
+int lith__commit_hook(void *ctx);
+void lith__rollback_hook(void *ctx);
+
+/* Non-zero when the batch's transaction is gone (batch.c). */
+int lith__tx_lost(const lith *db);
 
 /* Prepare the writer's own statements (batch.c). */
 int lith__writer_prepare(lith *db);

@@ -115,11 +115,23 @@ static void test_comes_back_reset_and_unbound(void **state) {
   assert_int_equal(step_int(st), 2); /* left mid-step */
   assert_true(sqlite3_stmt_busy(st));
 
-  /* again in the same period: reset, bindings cleared (NULL >= ... is no row) */
+  /* again in the same period while it is mid-step (a recursive walk): a
+   * second statement, unbound (NULL >= ... is no row); the first keeps its
+   * place */
+  sqlite3_stmt *st2 = get_ok(c, scan);
+  assert_ptr_not_equal(st2, st);
+  assert_false(sqlite3_stmt_busy(st2));
+  assert_int_equal(sqlite3_step(st2), SQLITE_DONE);
+  assert_int_equal(step_int(st), 3);
+  /* once the first has run to its end, asking again gives it back, reset
+   * and unbound */
+  while (sqlite3_step(st) == SQLITE_ROW)
+    ;
   assert_ptr_equal(get_ok(c, scan), st);
   assert_false(sqlite3_stmt_busy(st));
   assert_int_equal(sqlite3_step(st), SQLITE_DONE);
   sqlite3_reset(st);
+  assert_int_equal(lith__stmt_cache_count(c), 1); /* one text, one entry */
 
   assert_int_equal(sqlite3_bind_int(st, 1, 1), SQLITE_OK);
   assert_int_equal(step_int(st), 1);
@@ -141,8 +153,42 @@ static void test_comes_back_reset_and_unbound(void **state) {
   assert_int_equal(sqlite3_step(echo), SQLITE_ROW);
   assert_int_equal(sqlite3_column_type(echo, 0), SQLITE_NULL);
 
-  assert_int_equal(lith__stmt_cache_prepares(c), 2);
+  assert_int_equal(lith__stmt_cache_prepares(c), 3); /* scan, its copy, echo */
   lith__stmt_cache_release(c);
+  lith__stmt_cache_destroy(c);
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK); /* the copy was finalized too */
+}
+
+/* Copies for the same text while each is mid-step: a walk as deep as the
+ * cap works, and is cheap the next time (the copies are kept); one deeper
+ * fails loudly instead of resetting a statement in use. */
+static void test_copies_while_mid_step(void **state) {
+  (void)state;
+  sqlite3 *conn = open_mem();
+  lith__stmt_cache *c = NULL;
+  assert_int_equal(lith__stmt_cache_create(conn, 4, &c), LITH_OK);
+  const char *scan = "SELECT x FROM t ORDER BY x";
+  enum { DEPTH = 33 }; /* the statement and 32 copies */
+  sqlite3_stmt *st[DEPTH];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < DEPTH; i++) {
+      st[i] = get_ok(c, scan);
+      for (int j = 0; j < i; j++)
+        assert_ptr_not_equal(st[i], st[j]);
+      assert_int_equal(step_int(st[i]), 1);
+    }
+    for (int i = 0; i < DEPTH; i++) /* every one where it was left */
+      assert_int_equal(step_int(st[i]), 2);
+    sqlite3_stmt *none = (sqlite3_stmt *)1;
+    assert_int_equal(lith__stmt_cache_get(c, scan, &none), LITH_MISUSE);
+    assert_null(none);
+    assert_non_null(strstr(lith_errmsg(NULL), "mid-step"));
+    lith__stmt_cache_release(c);
+    for (int i = 0; i < DEPTH; i++)
+      assert_false(sqlite3_stmt_busy(st[i]));
+  }
+  assert_int_equal(lith__stmt_cache_prepares(c), DEPTH); /* the second round prepared none */
+  assert_int_equal(lith__stmt_cache_count(c), 1);
   lith__stmt_cache_destroy(c);
   assert_int_equal(sqlite3_close(conn), SQLITE_OK);
 }
@@ -223,9 +269,10 @@ static void test_in_use_never_evicted(void **state) {
     assert_true(sqlite3_stmt_busy(st[i]));
     assert_int_equal(step_int(st[i]), 2 + i * 10);
   }
-  /* asking again in the same period gives the same statements */
+  /* asking again in the same period, once reset, gives the same statements */
   for (int i = 0; i < N; i++) {
     snprintf(sql, sizeof sql, "SELECT x + %d FROM t ORDER BY x", i * 10);
+    sqlite3_reset(st[i]);
     assert_ptr_equal(get_ok(c, sql), st[i]);
     assert_false(sqlite3_stmt_busy(st[i]));
     assert_int_equal(step_int(st[i]), 1 + i * 10);
@@ -332,6 +379,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_text_same_statement_prepared_once),
       cmocka_unit_test(test_comes_back_reset_and_unbound),
+      cmocka_unit_test(test_copies_while_mid_step),
       cmocka_unit_test(test_bound_evicts_least_recently_used),
       cmocka_unit_test(test_in_use_never_evicted),
       cmocka_unit_test(test_refusals),

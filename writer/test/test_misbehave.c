@@ -1,0 +1,700 @@
+/*
+ * Commands that misbehave the way application code does, and the promises
+ * of lith.h that must hold anyway: a failed command leaves no trace, the
+ * other commands of its batch still commit, every caller learns the true
+ * outcome, and no command changes the connection for the commands after it.
+ *
+ * Each test is written as the misbehaving command a user would write
+ * (issue 9): savepoint names in another case, writing on after SQLite
+ * rolled the transaction back, deferred foreign-key violations, PRAGMAs that
+ * change the connection, TEMP triggers and tables, a write statement left
+ * mid-step, several statements through sqlite3_exec, a command returning an
+ * SQLite code. The reads' counterparts (a callback leaving a statement
+ * mid-step, a recursive walk through the statement cache) are here too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common.h"
+
+#define DB "misbehave.db"
+
+static int64_t q(const char *sql) { return t_query_int(DB, sql); }
+
+static int64_t count_kv(const char *k) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM kv WHERE k = '%s'", k);
+  return q(sql);
+}
+
+static lith *open_db(void) {
+  lith_options opt;
+  t_bank_options(&opt);
+  return t_open_fresh(DB, &opt);
+}
+
+/* A command's view of one statement it ran: its code and message. */
+typedef struct step_log {
+  int rc;
+  char msg[256];
+} step_log;
+
+static void log_rc(step_log *l, int rc) {
+  l->rc = rc;
+  snprintf(l->msg, sizeof l->msg, "%s", rc == LITH_OK ? "" : lith_errmsg(NULL));
+}
+
+/* ---- 1. savepoint names in any case ------------------------------------- */
+
+typedef struct sp_case {
+  const char *sql; /* the command's own savepoint statement */
+  const char *key;
+  step_log sp;
+} sp_case;
+
+/* Insert, open a savepoint named like the writer's, insert again, fail: the
+ * writer's ROLLBACK TO must still undo both rows. */
+static int savepoint_then_fail(lith_tx *tx, void *arg) {
+  sp_case *c = arg;
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", c->key);
+  log_rc(&c->sp, lith_tx_exec(tx, c->sql, NULL));
+  char k2[64];
+  snprintf(k2, sizeof k2, "%s-2", c->key);
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 2)", "s", k2);
+  return lith_tx_error(tx, LITH_USER, "failing on purpose");
+}
+
+static void test_savepoint_names_in_any_case(void **state) {
+  (void)state;
+  lith *db = open_db();
+  sp_case cases[] = {
+      {"SAVEPOINT LITH_C", "upper", {0, ""}},   {"SAVEPOINT Lith_c", "mixed", {0, ""}},
+      {"SAVEPOINT \"LITH_c\"", "quoted", {0, ""}}, {"SAVEPOINT [lItH_n]", "nested", {0, ""}},
+      {"RELEASE LITH_C", "release", {0, ""}},   {"ROLLBACK TO Lith_C", "rollback", {0, ""}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    assert_int_equal(lith_do(db, savepoint_then_fail, &cases[i]), LITH_USER);
+    assert_int_not_equal(cases[i].sp.rc, LITH_OK);
+    assert_non_null(strstr(cases[i].sp.msg, "not authorized"));
+  }
+  /* a savepoint of the command's own, in any case, still works */
+  assert_int_equal(lith_do(db, lith_cmd_sql, "SAVEPOINT Mine; INSERT INTO kv VALUES ('own', 1); RELEASE MINE"),
+                   LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM kv"), 1); /* only 'own': no row of a failed command */
+  assert_int_equal(count_kv("own"), 1);
+}
+
+/* ---- 2. writing on after SQLite rolled the transaction back -------------- */
+
+typedef struct write_on {
+  const char *how; /* "raise", "conflict", "savepoint", "open" */
+  step_log first, after;
+} write_on;
+
+/* Fail in a way that makes SQLite roll back the whole transaction, ignore
+ * the error, and write on. */
+static int write_on_after_rollback(lith_tx *tx, void *arg) {
+  write_on *w = arg;
+  if (strcmp(w->how, "conflict") == 0)
+    log_rc(&w->first, lith_tx_exec(tx, "INSERT OR ROLLBACK INTO kv(k, v) VALUES ('taken', 2)", NULL));
+  else
+    log_rc(&w->first, lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('boom', 1)", NULL));
+  if (strcmp(w->how, "savepoint") == 0) /* begins a transaction of its own, then commits it */
+    log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1); RELEASE again"));
+  else if (strcmp(w->how, "open") == 0) /* begins one and leaves it open */
+    log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1)"));
+  else
+    log_rc(&w->after, lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('late', 1)", NULL));
+  return LITH_OK; /* as if all went well */
+}
+
+static void test_no_write_after_the_transaction_was_rolled_back(void **state) {
+  (void)state;
+  lith *db = open_db();
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "INSERT INTO kv VALUES ('taken', 1);"
+                           "CREATE TRIGGER boom BEFORE INSERT ON kv WHEN NEW.k = 'boom'"
+                           " BEGIN SELECT RAISE(ROLLBACK, 'boom refused'); END"),
+                   LITH_OK);
+  const char *hows[] = {"raise", "conflict", "savepoint", "open"};
+  for (size_t i = 0; i < sizeof hows / sizeof *hows; i++) {
+    write_on w = {hows[i], {0, ""}, {0, ""}};
+    t_gate gate;
+    t_async done = {0};
+    lith_request r[4];
+    char keys[3][32];
+    t_gate_close(db, &gate);
+    for (int k = 0; k < 3; k++)
+      snprintf(keys[k], sizeof keys[k], "innocent-%zu-%d", i, k);
+    t_submit(db, &r[0], t_put_cmd, keys[0], &done);
+    t_submit(db, &r[1], write_on_after_rollback, &w, &done);
+    t_submit(db, &r[2], t_put_cmd, keys[1], &done);
+    t_submit(db, &r[3], t_put_cmd, keys[2], &done);
+    t_gate_open(&gate);
+    t_async_wait(&done, 4);
+    assert_int_not_equal(w.first.rc, LITH_OK);
+    if (strcmp(hows[i], "open") != 0) /* the write after the loss was refused (or, left */
+      assert_int_not_equal(w.after.rc, LITH_OK); /* open, rolled back below) */
+    assert_int_not_equal(r[1].rc, LITH_OK);    /* and the command is answered as failed */
+    if (strcmp(hows[i], "raise") == 0)         /* with the error that lost the transaction */
+      assert_non_null(strstr(r[1].errmsg, "boom refused"));
+    assert_int_equal(r[0].rc, LITH_OK); /* the innocents ran again and committed */
+    assert_int_equal(r[2].rc, LITH_OK);
+    assert_int_equal(r[3].rc, LITH_OK);
+    for (int k = 0; k < 3; k++)
+      assert_int_equal(count_kv(keys[k]), 1);
+    assert_int_equal(count_kv("late"), 0);
+  }
+  assert_int_equal(lith_do(db, t_put_cmd, "still-works"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("late"), 0);
+  assert_int_equal(count_kv("boom"), 0);
+  assert_int_equal(q("SELECT v FROM kv WHERE k = 'taken'"), 1);
+  assert_int_equal(count_kv("still-works"), 1);
+}
+
+/* ---- 3. deferred foreign keys, and PRAGMAs that change the connection ---- */
+
+static const char *const FK_SCHEMA =
+    "CREATE TABLE parent(id INTEGER PRIMARY KEY);"
+    "CREATE TABLE child(id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
+    "CREATE TABLE strict_child(id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id));"
+    "INSERT INTO parent VALUES (1);";
+
+static int orphan_deferred(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "INSERT INTO child(pid) VALUES (999)", NULL);
+}
+
+static int orphan_with_pragma(lith_tx *tx, void *arg) {
+  (void)arg;
+  int rc = lith_tx_exec(tx, "PRAGMA defer_foreign_keys = ON", NULL);
+  if (rc != LITH_OK)
+    return rc;
+  return lith_tx_exec(tx, "INSERT INTO strict_child(pid) VALUES (998)", NULL); /* deferred now */
+}
+
+/* An immediate violation: must fail at its statement, not be deferred by
+ * a pragma an earlier command of the batch set. */
+static int orphan_immediate(lith_tx *tx, void *arg) {
+  step_log *l = arg;
+  log_rc(l, lith_tx_exec(tx, "INSERT INTO strict_child(pid) VALUES (997)", NULL));
+  return l->rc;
+}
+
+/* The legitimate use of defer_foreign_keys: the child first, then its parent. */
+static int child_before_parent(lith_tx *tx, void *arg) {
+  (void)arg;
+  int rc = lith_tx_exec(tx, "PRAGMA defer_foreign_keys = ON", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, "INSERT INTO strict_child(id, pid) VALUES (50, 5)", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, "INSERT INTO parent(id) VALUES (5)", NULL);
+  return rc;
+}
+
+static int put_child(lith_tx *tx, void *arg) {
+  return lith_tx_exec(tx, "INSERT INTO child(id, pid) VALUES (?, 1)", "I", *(int64_t *)arg);
+}
+
+static void test_deferred_fk_violation_fails_alone(void **state) {
+  (void)state;
+  lith *db = open_db();
+  assert_int_equal(lith_do(db, lith_cmd_sql, (void *)FK_SCHEMA), LITH_OK);
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[14];
+  int64_t ids[14];
+  step_log imm = {0, ""};
+  t_gate_close(db, &gate);
+  for (int i = 0; i < 14; i++) {
+    ids[i] = 100 + i;
+    if (i == 3)
+      t_submit(db, &r[i], orphan_deferred, NULL, &done);
+    else if (i == 7)
+      t_submit(db, &r[i], orphan_with_pragma, NULL, &done);
+    else if (i == 8)
+      t_submit(db, &r[i], orphan_immediate, &imm, &done);
+    else
+      t_submit(db, &r[i], put_child, &ids[i], &done);
+  }
+  t_gate_open(&gate);
+  t_async_wait(&done, 14);
+  for (int i = 0; i < 14; i++) {
+    if (i == 3 || i == 7 || i == 8) {
+      assert_int_equal(r[i].rc, LITH_CONSTRAINT);
+      assert_non_null(strstr(r[i].errmsg, "FOREIGN KEY"));
+    } else {
+      assert_int_equal(r[i].rc, LITH_OK);
+    }
+  }
+  assert_non_null(strstr(r[3].errmsg, "deferred"));
+  /* the command after the pragma found it off again: its violation failed
+   * its own statement */
+  assert_int_equal(imm.rc, LITH_CONSTRAINT);
+  assert_int_equal(lith_do(db, child_before_parent, NULL), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM child"), 11); /* the 11 innocents */
+  assert_int_equal(q("SELECT count(*) FROM strict_child"), 1);
+  assert_int_equal(q("SELECT count(*) FROM child WHERE pid NOT IN (SELECT id FROM parent)"), 0);
+}
+
+typedef struct pragma_probe {
+  int64_t recursive, defer, fk;
+  char journal[16];
+  int64_t sync;
+} pragma_probe;
+
+static int probe(lith_tx *tx, void *arg) {
+  pragma_probe *p = arg;
+  int rc = lith_tx_int64(tx, &p->recursive, "PRAGMA recursive_triggers", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_int64(tx, &p->defer, "PRAGMA defer_foreign_keys", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_int64(tx, &p->fk, "PRAGMA foreign_keys", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_int64(tx, &p->sync, "PRAGMA synchronous", NULL);
+  sqlite3_stmt *st = lith_tx_stmt(tx, "PRAGMA journal_mode");
+  if (rc == LITH_OK && st && sqlite3_step(st) == SQLITE_ROW)
+    snprintf(p->journal, sizeof p->journal, "%s", (const char *)sqlite3_column_text(st, 0));
+  return rc;
+}
+
+static int set_flags(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_cmd_sql(tx, "PRAGMA recursive_triggers = ON; PRAGMA defer_foreign_keys = 1");
+}
+
+static void test_pragmas_cannot_outlive_the_command(void **state) {
+  (void)state;
+  lith *db = open_db();
+  static const char *const refused[] = {
+      "PRAGMA journal_mode = DELETE", "PRAGMA synchronous = OFF",  "PRAGMA query_only = 1",
+      "PRAGMA foreign_keys = OFF",    "PRAGMA Foreign_Keys(0)",    "PRAGMA ignore_check_constraints = 1",
+      "PRAGMA wal_checkpoint",        "PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA locking_mode = EXCLUSIVE",
+      "PRAGMA cache_size = 1",        "PRAGMA writable_schema = 1", "PRAGMA main.schema_version = 1",
+      "PRAGMA busy_timeout = 0",      "PRAGMA wal_autocheckpoint = 1",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    int rc = lith_do(db, lith_cmd_sql, (void *)refused[i]);
+    if (rc == LITH_OK)
+      fail_msg("%s was allowed", refused[i]);
+    assert_non_null(strstr(lith_errmsg(db), "not authorized"));
+  }
+  /* the message says which rule refused */
+  assert_int_not_equal(lith_do(db, lith_cmd_sql, "PRAGMA synchronous = OFF"), LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "settings"));
+  assert_int_not_equal(lith_do(db, lith_cmd_sql, "PRAGMA foreign_keys = OFF"), LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "lith_options.foreign_keys"));
+
+  /* Reading pragmas, and the ones that write the file inside the
+   * transaction, are fine. */
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "PRAGMA table_info(kv); PRAGMA user_version = 7; PRAGMA quick_check(1);"
+                           " PRAGMA foreign_key_check(kv); PRAGMA synchronous"),
+                   LITH_OK);
+
+  /* Two flags a command may set for itself; the next command, in the same
+   * batch, finds them off again. */
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[2];
+  pragma_probe p;
+  memset(&p, 0, sizeof p);
+  p.recursive = p.defer = -1;
+  t_gate_close(db, &gate);
+  t_submit(db, &r[0], set_flags, NULL, &done);
+  t_submit(db, &r[1], probe, &p, &done);
+  t_gate_open(&gate);
+  t_async_wait(&done, 2);
+  assert_int_equal(r[0].rc, LITH_OK);
+  assert_int_equal(r[1].rc, LITH_OK);
+  assert_int_equal(p.recursive, 0);
+  assert_int_equal(p.defer, 0);
+  assert_int_equal(p.fk, 1);
+  assert_int_equal(p.sync, 1); /* NORMAL */
+  assert_string_equal(p.journal, "wal");
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("PRAGMA user_version"), 7);
+}
+
+/* ---- TEMP objects live for their command --------------------------------- */
+
+static int temp_trigger(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_cmd_sql(tx, "CREATE TEMP TRIGGER no_more BEFORE INSERT ON main.kv"
+                          " BEGIN SELECT RAISE(ABORT, 'no more inserts'); END");
+}
+
+static int temp_shadow(lith_tx *tx, void *arg) {
+  step_log *l = arg;
+  /* a TEMP table named like a table of main shadows it for unqualified names */
+  int rc = lith_tx_exec(tx, "CREATE TEMP TABLE kv(k, v)", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, "INSERT INTO kv VALUES ('shadowed', 1)", NULL);
+  if (rc == LITH_OK) {
+    int64_t n = 0;
+    rc = lith_tx_int64(tx, &n, "SELECT count(*) FROM temp.kv", NULL);
+    l->rc = (int)n; /* the command saw its own TEMP table */
+  }
+  return rc;
+}
+
+static int temp_scratch(lith_tx *tx, void *arg) {
+  int64_t *n = arg;
+  /* a scratch table used within the command: the intended use */
+  int rc = lith_tx_exec(tx, "CREATE TEMP TABLE scratch(x)", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, "INSERT INTO scratch VALUES (1), (2), (3)", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_int64(tx, n, "SELECT sum(x) FROM scratch", NULL);
+  if (rc == LITH_OK) /* and a view and an index on it */
+    rc = lith_cmd_sql(tx, "CREATE TEMP VIEW sv AS SELECT x FROM scratch; CREATE INDEX temp.si ON scratch(x)");
+  return rc;
+}
+
+static int count_temp(lith_tx *tx, void *arg) {
+  return lith_tx_int64(tx, (int64_t *)arg, "SELECT count(*) FROM temp.sqlite_schema", NULL);
+}
+
+static int trigger_then_fail(lith_tx *tx, void *arg) {
+  (void)arg;
+  int rc = lith_cmd_sql(tx, "CREATE TRIGGER no_more_main BEFORE INSERT ON kv"
+                            " BEGIN SELECT RAISE(ABORT, 'no more inserts'); END");
+  return rc != LITH_OK ? rc : lith_tx_error(tx, LITH_USER, "changed my mind");
+}
+
+static void test_temp_objects_and_triggers(void **state) {
+  (void)state;
+  lith *db = open_db();
+  int64_t n = -1;
+  step_log l = {0, ""};
+  /* A TEMP trigger that would fail every later insert of every command. */
+  assert_int_equal(lith_do(db, temp_trigger, NULL), LITH_OK);
+  assert_int_equal(lith_do(db, t_put_cmd, "after-trigger"), LITH_OK);
+  /* A TEMP table shadowing main.kv: later commands still write main.kv. */
+  assert_int_equal(lith_do(db, temp_shadow, &l), LITH_OK);
+  assert_int_equal(l.rc, 1);
+  assert_int_equal(lith_do(db, t_put_cmd, "after-shadow"), LITH_OK);
+  /* Twice the same cached CREATE TEMP TABLE: dropped after each command. */
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(lith_do(db, temp_scratch, &n), LITH_OK);
+    assert_int_equal(n, 6);
+    assert_int_equal(lith_do(db, count_temp, &n), LITH_OK);
+    assert_int_equal(n, 0);
+  }
+  /* A TEMP virtual table goes too. */
+  assert_int_equal(lith_do(db, lith_cmd_sql, "CREATE VIRTUAL TABLE temp.f USING fts4(body)"), LITH_OK);
+  assert_int_equal(lith_do(db, count_temp, &n), LITH_OK);
+  assert_int_equal(n, 0);
+  /* A trigger of main made by a command that then fails leaves no trace. */
+  assert_int_equal(lith_do(db, trigger_then_fail, NULL), LITH_USER);
+  assert_int_equal(lith_do(db, t_put_cmd, "after-main-trigger"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("after-trigger"), 1);
+  assert_int_equal(count_kv("after-shadow"), 1);
+  assert_int_equal(count_kv("shadowed"), 0);
+  assert_int_equal(count_kv("after-main-trigger"), 1);
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'"), 0);
+}
+
+/* ---- 4. a write statement left mid-step ----------------------------------- */
+
+typedef struct left_running {
+  sqlite3_stmt *st; /* the command's own statement, finalized by the test */
+  int fail;         /* return an error instead of LITH_OK */
+  const char *key;
+} left_running;
+
+static int insert_returning_once(lith_tx *tx, void *arg) {
+  left_running *a = arg;
+  if (sqlite3_prepare_v2(lith_tx_db(tx), "INSERT INTO kv(k, v) VALUES (?, 1) RETURNING rowid", -1, &a->st,
+                         NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  sqlite3_bind_text(a->st, 1, a->key, -1, SQLITE_STATIC);
+  if (sqlite3_step(a->st) != SQLITE_ROW) /* the row is written; the statement is not done */
+    return LITH_ERROR;
+  return a->fail ? LITH_USER : LITH_OK; /* neither reset nor finalized */
+}
+
+static void test_write_statement_left_running(void **state) {
+  (void)state;
+  lith *db = open_db();
+  left_running ok = {NULL, 0, "left-ok"}, bad = {NULL, 1, "left-bad"};
+  assert_int_equal(lith_do(db, insert_returning_once, &ok), LITH_MISUSE);
+  assert_non_null(strstr(lith_errmsg(db), "write statement running"));
+  assert_non_null(strstr(lith_errmsg(db), "INSERT INTO kv"));
+  assert_int_equal(lith_do(db, t_put_cmd, "next-1"), LITH_OK); /* the writer goes on */
+  assert_int_equal(lith_do(db, insert_returning_once, &bad), LITH_USER);
+  assert_int_equal(lith_do(db, t_put_cmd, "next-2"), LITH_OK);
+  /* in one batch with others */
+  left_running mid = {NULL, 0, "left-mid"};
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[3];
+  t_gate_close(db, &gate);
+  t_submit(db, &r[0], t_put_cmd, "batch-a", &done);
+  t_submit(db, &r[1], insert_returning_once, &mid, &done);
+  t_submit(db, &r[2], t_put_cmd, "batch-b", &done);
+  t_gate_open(&gate);
+  t_async_wait(&done, 3);
+  assert_int_equal(r[0].rc, LITH_OK);
+  assert_int_equal(r[1].rc, LITH_MISUSE);
+  assert_int_equal(r[2].rc, LITH_OK);
+  /* the statements were reset; the application finalizes its own */
+  assert_false(sqlite3_stmt_busy(ok.st));
+  sqlite3_finalize(ok.st);
+  sqlite3_finalize(bad.st);
+  sqlite3_finalize(mid.st);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM kv WHERE k LIKE 'left-%'"), 0);
+  assert_int_equal(q("SELECT count(*) FROM kv"), 4);
+}
+
+typedef struct read_left {
+  sqlite3_stmt *st;
+} read_left;
+
+static int select_once(lith_tx *tx, void *arg) {
+  read_left *a = arg;
+  int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('with-read', 1), ('with-read-2', 1)", NULL);
+  if (rc != LITH_OK)
+    return rc;
+  if (sqlite3_prepare_v2(lith_tx_db(tx), "SELECT k FROM kv", -1, &a->st, NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  return sqlite3_step(a->st) == SQLITE_ROW ? LITH_OK : LITH_ERROR; /* one row of two read */
+}
+
+static void test_read_statement_left_on_the_writer(void **state) {
+  (void)state;
+  lith *db = open_db();
+  read_left a = {NULL};
+  /* A read left mid-step does not fail the command (reads do not block a
+   * RELEASE), but it must not keep a read transaction open on the write
+   * connection after the batch: that would pin the WAL. */
+  assert_int_equal(lith_do(db, select_once, &a), LITH_OK);
+  assert_false(sqlite3_stmt_busy(a.st));
+  /* No reader holds the WAL: a TRUNCATE checkpoint from outside completes
+   * (its first column, "busy", is 0). */
+  assert_int_equal(q("PRAGMA wal_checkpoint(TRUNCATE)"), 0);
+  sqlite3_finalize(a.st);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("with-read"), 1);
+}
+
+/* A statement never finalized by its command does not keep lith_close from
+ * closing the connection. */
+static void test_statement_never_finalized(void **state) {
+  (void)state;
+  lith *db = open_db();
+  left_running leak = {NULL, 1, "leaked"};
+  assert_int_equal(lith_do(db, insert_returning_once, &leak), LITH_USER);
+  assert_int_equal(lith_do(db, t_put_cmd, "after-leak"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("after-leak"), 1);
+  assert_int_equal(count_kv("leaked"), 0);
+  sqlite3_finalize(leak.st); /* the connection (a zombie until now) goes with it */
+}
+
+/* ---- more misbehaviour ---------------------------------------------------- */
+
+static int returns_sqlite_done(lith_tx *tx, void *arg) {
+  (void)arg;
+  sqlite3_stmt *st = lith_tx_stmt(tx, "INSERT INTO kv(k, v) VALUES ('done-code', 1)");
+  return st ? sqlite3_step(st) : LITH_ERROR; /* SQLITE_DONE (101): not LITH_OK */
+}
+
+static int returns_negative(lith_tx *tx, void *arg) {
+  (void)arg;
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('negative', 1)", NULL);
+  return -1;
+}
+
+static int own_savepoint_left_open(lith_tx *tx, void *arg) {
+  return lith_cmd_sql(tx, arg);
+}
+
+static void test_more_misbehaviour(void **state) {
+  (void)state;
+  lith *db = open_db();
+  /* an SQLite code returned as the outcome: rolled back, and reported */
+  assert_int_equal(lith_do(db, returns_sqlite_done, NULL), SQLITE_DONE);
+  assert_non_null(strstr(lith_errmsg(db), "not a lith result code"));
+  assert_int_equal(lith_do(db, returns_negative, NULL), -1);
+  /* several statements through sqlite3_exec: the good ones before a bad one
+   * are undone with the command */
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "INSERT INTO kv VALUES ('exec-1', 1); INSERT INTO kv VALUES ('exec-2', 1);"
+                           " INSERT INTO nowhere VALUES (1)"),
+                   LITH_ERROR);
+  assert_int_not_equal(lith_do(db, lith_cmd_sql,
+                               "INSERT INTO kv VALUES ('exec-3', 1); COMMIT; INSERT INTO kv VALUES ('exec-4', 1)"),
+                       LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "the writer owns"));
+  /* its own savepoint left open: kept when it succeeds, undone when not */
+  assert_int_equal(lith_do(db, own_savepoint_left_open, "SAVEPOINT a; INSERT INTO kv VALUES ('open-ok', 1)"),
+                   LITH_OK);
+  assert_int_not_equal(
+      lith_do(db, own_savepoint_left_open, "SAVEPOINT b; INSERT INTO kv VALUES ('open-bad', 1); SELECT * FROM nowhere"),
+      LITH_OK);
+  assert_int_equal(lith_do(db, t_put_cmd, "last"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_kv("done-code"), 0);
+  assert_int_equal(count_kv("negative"), 0);
+  assert_int_equal(q("SELECT count(*) FROM kv WHERE k LIKE 'exec-%'"), 0);
+  assert_int_equal(count_kv("open-ok"), 1);
+  assert_int_equal(count_kv("open-bad"), 0);
+  assert_int_equal(count_kv("last"), 1);
+}
+
+/* ---- 6. the same SQL twice while the first is mid-step --------------------- */
+
+typedef struct walk {
+  int visited;
+  int depth_max;
+  int rc;
+  char msg[256];
+} walk;
+
+static int walk_tx(lith_tx *tx, walk *w, int64_t node, int depth) {
+  w->visited++;
+  if (depth > w->depth_max)
+    w->depth_max = depth;
+  sqlite3_stmt *st = lith_tx_stmt(tx, "SELECT id FROM node WHERE parent = ? ORDER BY id");
+  if (!st) {
+    w->rc = lith_tx_rc(tx);
+    snprintf(w->msg, sizeof w->msg, "%s", lith_errmsg(NULL));
+    return w->rc;
+  }
+  sqlite3_bind_int64(st, 1, node);
+  int src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    int rc = walk_tx(tx, w, sqlite3_column_int64(st, 0), depth + 1);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  return src == SQLITE_DONE ? LITH_OK : LITH_ERROR;
+}
+
+static int walk_cmd(lith_tx *tx, void *arg) { return walk_tx(tx, arg, 1, 0); }
+
+static int walk_rx(lith_rx *rx, walk *w, int64_t node) {
+  w->visited++;
+  sqlite3_stmt *st = lith_rx_stmt(rx, "SELECT id FROM node WHERE parent = ? ORDER BY id");
+  if (!st)
+    return LITH_ERROR;
+  sqlite3_bind_int64(st, 1, node);
+  int src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    int rc = walk_rx(rx, w, sqlite3_column_int64(st, 0));
+    if (rc != LITH_OK)
+      return rc;
+  }
+  return src == SQLITE_DONE ? LITH_OK : LITH_ERROR;
+}
+
+static int walk_read(lith_rx *rx, void *arg) { return walk_rx(rx, arg, 1); }
+
+static void test_recursive_walk_through_the_cache(void **state) {
+  (void)state;
+  lith *db = open_db();
+  /* 1 -> 2, 3; 2 -> 4, 5; 3 -> 6, 7 */
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "CREATE TABLE node(id INTEGER PRIMARY KEY, parent INTEGER);"
+                           "INSERT INTO node VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3), (7, 3)"),
+                   LITH_OK);
+  for (int round = 0; round < 2; round++) { /* the second round reuses the copies */
+    walk w = {0, 0, 0, ""};
+    assert_int_equal(lith_do(db, walk_cmd, &w), LITH_OK);
+    assert_int_equal(w.visited, 7);
+    walk r = {0, 0, 0, ""};
+    assert_int_equal(lith_read(db, walk_read, &r), LITH_OK);
+    assert_int_equal(r.visited, 7);
+  }
+  /* A chain deeper than the cache hands out copies: a loud error, never a
+   * short walk. */
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "WITH RECURSIVE c(i) AS (SELECT 8 UNION ALL SELECT i + 1 FROM c WHERE i < 60)"
+                           " INSERT INTO node SELECT i, CASE i WHEN 8 THEN 7 ELSE i - 1 END FROM c"),
+                   LITH_OK);
+  walk deep = {0, 0, 0, ""};
+  assert_int_equal(lith_do(db, walk_cmd, &deep), LITH_MISUSE);
+  assert_int_equal(deep.rc, LITH_MISUSE);
+  assert_non_null(strstr(deep.msg, "mid-step"));
+  assert_int_equal(lith_do(db, t_put_cmd, "after-walk"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+/* ---- 5. a read callback that leaves a statement mid-step ------------------- */
+
+typedef struct stale {
+  sqlite3_stmt *st;
+  int64_t n;
+} stale;
+
+static int leave_read_running(lith_rx *rx, void *arg) {
+  stale *s = arg;
+  if (sqlite3_prepare_v2(lith_rx_db(rx), "SELECT k FROM kv", -1, &s->st, NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  return sqlite3_step(s->st) == SQLITE_ROW ? LITH_OK : LITH_ERROR; /* and leaves it */
+}
+
+static int count_rows(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, &((stale *)arg)->n, "SELECT count(*) FROM kv", NULL);
+}
+
+static int put_many(lith_tx *tx, void *arg) {
+  int base = *(int *)arg;
+  for (int i = 0; i < 100; i++) {
+    char k[32];
+    snprintf(k, sizeof k, "many-%d", base + i);
+    int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", k);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  return LITH_OK;
+}
+
+static void test_read_callback_leaves_a_statement(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.readers = 1; /* every read on the same connection */
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_do(db, lith_cmd_sql, "INSERT INTO kv VALUES ('a', 1), ('b', 1)"), LITH_OK);
+  stale s = {NULL, 0};
+  assert_int_equal(lith_read(db, leave_read_running, &s), LITH_OK);
+  for (int b = 0; b < 2; b++) {
+    int base = b * 100;
+    assert_int_equal(lith_do(db, put_many, &base), LITH_OK);
+  }
+  assert_int_equal(lith_read(db, count_rows, &s), LITH_OK);
+  assert_int_equal(s.n, 202); /* a fresh snapshot, not the one the statement held */
+  assert_false(sqlite3_stmt_busy(s.st));
+  sqlite3_finalize(s.st);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_savepoint_names_in_any_case),
+      cmocka_unit_test(test_no_write_after_the_transaction_was_rolled_back),
+      cmocka_unit_test(test_deferred_fk_violation_fails_alone),
+      cmocka_unit_test(test_pragmas_cannot_outlive_the_command),
+      cmocka_unit_test(test_temp_objects_and_triggers),
+      cmocka_unit_test(test_write_statement_left_running),
+      cmocka_unit_test(test_read_statement_left_on_the_writer),
+      cmocka_unit_test(test_statement_never_finalized),
+      cmocka_unit_test(test_more_misbehaviour),
+      cmocka_unit_test(test_recursive_walk_through_the_cache),
+      cmocka_unit_test(test_read_callback_leaves_a_statement),
+  };
+  return cmocka_run_group_tests_name("writer/misbehave", tests, NULL, NULL);
+}
