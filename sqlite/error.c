@@ -1,11 +1,48 @@
 /* Result code names, SQLite code mapping, thread-local error messages. */
 #include "error.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static _Thread_local char lith__errbuf[512];
+/* A thread's message lives in a buffer allocated at its first error, not in
+ * static thread-local storage: that would cost every thread of the host
+ * program (which may have thousands and call lith from a few) its size,
+ * message or not. Thread-local: a pointer and a flag. The buffer is freed
+ * when the thread exits, by a key's destructor. */
+#define LITH__ERRBUF 512
+static _Thread_local char *lith__errbuf;
+static _Thread_local unsigned char lith__errlost; /* a message was due, no room for it */
+static pthread_key_t lith__errkey;
+static pthread_once_t lith__errkey_once = PTHREAD_ONCE_INIT;
+static int lith__errkey_ok;
+
+static void errbuf_free(void *p) {
+  free(p);
+  lith__errbuf = NULL; /* a lith call from a later destructor allocates afresh */
+}
+
+static void errkey_create(void) { lith__errkey_ok = pthread_key_create(&lith__errkey, errbuf_free) == 0; }
+
+/* This thread's buffer, allocated if need be; NULL when there is no room. */
+static char *errbuf(void) {
+  if (lith__errbuf)
+    return lith__errbuf;
+  pthread_once(&lith__errkey_once, errkey_create);
+  if (!lith__errkey_ok)
+    return NULL; /* no destructor to free it: do not leak one per thread */
+  char *b = malloc(LITH__ERRBUF);
+  if (!b)
+    return NULL;
+  if (pthread_setspecific(lith__errkey, b) != 0) {
+    free(b);
+    return NULL;
+  }
+  b[0] = '\0';
+  return lith__errbuf = b;
+}
 
 const char *lith_errstr(int rc) {
   switch (rc) {
@@ -60,9 +97,13 @@ void lith__strlcpy(char *dst, const char *src, size_t n) {
 }
 
 int lith__fail(int rc, const char *fmt, ...) {
+  char *b = errbuf();
+  lith__errlost = b == NULL;
+  if (!b)
+    return rc;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(lith__errbuf, sizeof lith__errbuf, fmt, ap);
+  vsnprintf(b, LITH__ERRBUF, fmt, ap);
   va_end(ap);
   return rc;
 }
@@ -72,13 +113,26 @@ int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what) {
   return lith__fail(lith_from_sqlite(sqlite_rc), "%s: %s", what, msg);
 }
 
-void lith__clear_error(void) { lith__errbuf[0] = '\0'; }
+void lith__clear_error(void) {
+  lith__errlost = 0;
+  if (lith__errbuf) /* a thread without a buffer has no message: nothing to do */
+    lith__errbuf[0] = '\0';
+}
 
 void lith__set_errmsg(const char *msg) {
-  lith__strlcpy(lith__errbuf, msg, sizeof lith__errbuf);
+  if (!msg || !msg[0]) {
+    lith__clear_error();
+    return;
+  }
+  char *b = errbuf();
+  lith__errlost = b == NULL;
+  if (b)
+    lith__strlcpy(b, msg, LITH__ERRBUF);
 }
 
 const char *lith_errmsg(lith *db) {
   (void)db;
-  return lith__errbuf;
+  if (lith__errlost)
+    return "out of memory (no room for the message)";
+  return lith__errbuf ? lith__errbuf : "";
 }

@@ -1,7 +1,10 @@
 /*
  * Result codes and messages. Every lith call that fails leaves a message in
- * a thread-local buffer (lith_errmsg), because one handle is shared by many
- * threads and a per-handle "last error" would be another thread's.
+ * a per-thread buffer (lith_errmsg), because one handle is shared by many
+ * threads and a per-handle "last error" would be another thread's. The
+ * buffer is allocated at the thread's first error and freed when it exits;
+ * a thread that never fails has none (lith_errmsg gives ""), and if there is
+ * no memory for it lith_errmsg says so instead of the message.
  */
 #ifndef LITH_SQLITE_ERROR_H
 #define LITH_SQLITE_ERROR_H
@@ -17,10 +20,11 @@ int lith__fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * by `what`, and return the mapped lith code. */
 int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what);
 
-/* Clear this thread's message. */
+/* Clear this thread's message (allocates nothing). */
 void lith__clear_error(void);
 
-/* Copy this thread's message into buf (size n, always terminated). */
+/* Set this thread's message to a copy of msg (truncated to fit; "" or NULL
+ * clears it). */
 void lith__set_errmsg(const char *msg);
 
 /* Copy at most n-1 bytes of src into dst and terminate it. */

@@ -23,6 +23,14 @@
 
 static _Thread_local const lith *lith__writer_of;
 
+/* The lith_read calls this thread is inside, innermost first: a chain of
+ * marks on their stacks, so that the thread-local cost is one pointer. */
+typedef struct lith__reading {
+  const lith *db;
+  const struct lith__reading *up;
+} lith__reading;
+static _Thread_local const lith__reading *lith__reads;
+
 /* Every public call that touches the handle holds a user reference for its
  * duration, so that lith_close can wait for the last one before freeing.
  * Taking one fails once the handle is closing. The reference is dropped as
@@ -46,18 +54,49 @@ static void wake_writer(lith *db) {
     lith__futex_wake(&db->sleeping, 1);
 }
 
-static void wake_space_waiters(lith *db) {
+/*
+ * Waiting for room (wait_for_space) and making it (unreserve here, take in
+ * batch.c). Every decrement of `depth` that leaves room wakes at most as
+ * many waiters as it freed slots: take wakes n, unreserve one and only if
+ * depth is below capacity after it (a slot given back by a producer that
+ * overshot a full queue is no room). Waking all of them made each take
+ * stampede the queue: 2,000 threads at queue_capacity 1 took minutes.
+ *
+ * No wake-up is lost, because (all seq_cst):
+ * - a waiter counts itself in space_waiters, then reads space_seq, then
+ *   depth, and sleeps only while space_seq still holds what it read; a
+ *   freer lowers depth, then reads space_waiters, then bumps space_seq, then
+ *   wakes. So either the freer sees the waiter counted, or the waiter sees
+ *   the lowered depth; and a waiter that read depth before the bump does
+ *   not sleep through it (the futex compares space_seq).
+ * - a wake-up goes to a thread asleep in the kernel; waiters not asleep are
+ *   about to read depth again, or their sleep returns at once (space_seq
+ *   moved), so waking fewer than n sleepers never strands room.
+ * - a woken waiter reads depth before anything else: it takes a slot, or
+ *   finds the room already taken (by a producer or another waiter: used,
+ *   nothing owed), or hidden by a producer's passing overshoot (whose
+ *   unreserve wakes again once depth is below capacity).
+ * - a waiter leaves without a slot only after it saw no room, so a wake-up
+ *   it absorbed was owed to no one; still, if room showed up since and
+ *   others wait, it bumps space_seq and wakes one on its way out, so that
+ *   the rule "no waiter sleeps while there is room" does not rest on the
+ *   order of the checks in its loop (or on how the kernel reports a sleep
+ *   woken as it timed out).
+ * lith_shutdown still wakes them all: each leaves with LITH_CLOSED.
+ */
+static void wake_space_waiter(lith *db) {
   if (atomic_load(&db->space_waiters)) {
     atomic_fetch_add(&db->space_seq, 1);
-    lith__futex_wake(&db->space_seq, INT32_MAX);
+    lith__futex_wake(&db->space_seq, 1);
   }
 }
 
 /* Give back a reserved slot that will not be used. */
 static void unreserve(lith *db) {
-  atomic_fetch_sub(&db->depth, 1);
-  wake_writer(db);        /* a closing writer may be waiting for depth 0 */
-  wake_space_waiters(db); /* someone may have seen our slot as taken */
+  int64_t left = atomic_fetch_sub(&db->depth, 1) - 1;
+  wake_writer(db); /* a closing writer may be waiting for depth 0 */
+  if (left < db->opt.queue_capacity)
+    wake_space_waiter(db); /* our slot is room someone may be waiting for */
 }
 
 static int wait_for_space(lith *db, int64_t deadline_ms) {
@@ -83,6 +122,8 @@ static int wait_for_space(lith *db, int64_t deadline_ms) {
   }
 out:
   atomic_fetch_sub(&db->space_waiters, 1);
+  if (rc != LITH_OK && atomic_load(&db->depth) < cap)
+    wake_space_waiter(db); /* leaving without a slot: pass a wake-up on */
   return rc;
 }
 
@@ -180,6 +221,13 @@ int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms) 
 int lith_submit(lith *db, lith_request *req) {
   if (!db || !req || !req->fn || !req->done)
     return lith__fail(LITH_MISUSE, "lith_submit: request needs fn and done");
+  /* From a command, the request would outlive the command's own rollback
+   * and be queued again by each re-run; from a done callback (in_fn 0) it is
+   * how an async producer goes on, and is fine. in_fn is the writer's own
+   * field: read only once we know we are on its thread. */
+  if (lith__on_writer(db) && db->in_fn)
+    return lith__fail(LITH_MISUSE, "lith_submit called from inside a command (commands run again "
+                                   "after a rollback; submit from its producer or a done callback)");
   init_request(req, req->fn, req->arg, 0);
   int rc = lith__enter(db);
   if (rc != LITH_OK)
@@ -194,10 +242,21 @@ int lith_read(lith *db, lith_reader fn, void *arg) {
     return lith__fail(LITH_MISUSE, "lith_read: no handle");
   if (lith__on_writer(db))
     return lith__fail(LITH_MISUSE, "lith_read called on the writer thread; use the lith_tx_* calls");
+  /* A read inside a read of the same handle would hold one reader while it
+   * waits for another: with every reader borrowed (readers = 1, or as many
+   * such threads as readers) it waits forever. Refused always, not only
+   * when it would hang, so that the mistake shows in the first test run. */
+  for (const lith__reading *r = lith__reads; r; r = r->up)
+    if (r->db == db)
+      return lith__fail(LITH_MISUSE, "lith_read called inside a lith_read callback on the same handle "
+                                     "(it could wait for its own reader forever)");
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
+  lith__reading mark = {db, lith__reads};
+  lith__reads = &mark;
   rc = lith__pool_read(db->pool, fn, arg);
+  lith__reads = mark.up;
   lith__leave(db);
   return rc;
 }
@@ -347,7 +406,14 @@ int lith_shutdown(lith *db) {
   lith__writer_finalize(db);
   lith__stmt_cache_destroy(db->cache);
   db->cache = NULL;
-  int src = sqlite3_close(db->conn);
+  /* A statement a command prepared and never finalized is the
+   * application's: close_v2 leaves the connection to be freed with the last
+   * of them rather than fail. Nothing of the handle may be called then. */
+  sqlite3_commit_hook(db->conn, NULL, NULL);
+  sqlite3_rollback_hook(db->conn, NULL, NULL);
+  sqlite3_set_authorizer(db->conn, NULL, NULL);
+  sqlite3_wal_hook(db->conn, NULL, NULL);
+  int src = sqlite3_close_v2(db->conn);
   db->conn = NULL;
   if (src != SQLITE_OK && rc == LITH_OK)
     rc = lith__fail(lith_from_sqlite(src), "lith_shutdown: %s", sqlite3_errstr(src));

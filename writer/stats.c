@@ -80,19 +80,31 @@ void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint6
   pthread_mutex_unlock(&db->stats_mu);
 }
 
+/* lith_stats_get reads the percentiles from a sorted copy of the ring of
+ * recent transaction times (16 KB). The copy is made here, once per
+ * process, under a mutex of its own: not _Thread_local (every thread of the
+ * host program, lith's or not, paid 16 KB of memory for it), not on the
+ * caller's stack (which may be small), and sorted outside stats_mu, which
+ * the writer takes after every batch: the writer waits for the copy at
+ * most, never for the sort. Stats calls, on any handle, take turns for the
+ * sort (about 0.3 ms for a full ring); a monitoring call can afford that. */
+static uint32_t lith__stats_scratch[LITH__RECENT];
+static pthread_mutex_t lith__stats_scratch_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return (x > y) - (x < y);
 }
 
 void lith_stats_get(lith *db, lith_stats *out) {
-  static _Thread_local uint32_t ring[LITH__RECENT];
+  uint32_t *ring = lith__stats_scratch;
   memset(out, 0, sizeof *out);
   /* No user reference needed: the mutex lives until lith_close, which is
    * called only when no other thread uses the handle; so the final figures
    * can still be read after lith_shutdown. */
   if (!db)
     return;
+  pthread_mutex_lock(&lith__stats_scratch_mu); /* always before stats_mu */
   pthread_mutex_lock(&db->stats_mu);
   const lith__batch_stats *s = &db->stats;
   out->commands = s->commands;
@@ -127,4 +139,5 @@ void lith_stats_get(lith *db, lith_stats *out) {
     out->tx_ns_p999 = (uint64_t)ring[(n - 1) * 999 / 1000] * 1000;
     out->tx_ns_max = (uint64_t)ring[n - 1] * 1000;
   }
+  pthread_mutex_unlock(&lith__stats_scratch_mu);
 }

@@ -25,12 +25,20 @@
  *
  * Checkpoints: with checkpoint_pages 4, WRITER and AUTO modes both count
  * checkpoints (> 0) and their time (checkpoint_ns_total > 0).
+ *
+ * Percentiles under concurrency: the ring is sorted in one scratch buffer
+ * per process (not per thread), so four threads reading the stats of two
+ * handles at once while a producer keeps committing on one of them must
+ * each see their own handle's figures: every transaction of the slow handle
+ * took at least SLOW_MS, so its p50 does too; the quick handle's p50 stays
+ * below that, and p50 <= p99 <= p999 <= max <= tx_ns_total on both.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -359,6 +367,89 @@ static void test_latency_buckets(void **state) {
   assert_int_equal(lith_lat_quantile_ns(b, NULL, 0.99), lith_lat_bucket_upper_ns(40));
 }
 
+/* ---- Percentiles read by many threads at once ------------------------------ */
+
+#define DB2 "stats2.db"
+#define SLOW_MS 50
+
+static int slow_cmd(lith_tx *tx, void *arg) {
+  usleep(SLOW_MS * 1000);
+  return t_put_cmd(tx, arg);
+}
+
+typedef struct two_handles {
+  lith *slow, *quick;
+  _Atomic int stop;
+  _Atomic int reads, wrong;
+  _Atomic int quick_put;
+} two_handles;
+
+static int ordered(const lith_stats *s) {
+  return s->tx_ns_p50 <= s->tx_ns_p99 && s->tx_ns_p99 <= s->tx_ns_p999 && s->tx_ns_p999 <= s->tx_ns_max &&
+         s->tx_ns_max <= s->tx_ns_total;
+}
+
+static void *stats_reader(void *arg) {
+  two_handles *h = arg;
+  const uint64_t slow_ns = (uint64_t)SLOW_MS * 1000000u;
+  while (!atomic_load(&h->stop)) {
+    lith_stats a, b;
+    lith_stats_get(h->slow, &a);
+    lith_stats_get(h->quick, &b);
+    if (!ordered(&a) || !ordered(&b) || a.tx_ns_p50 < slow_ns || b.tx_ns_p50 >= slow_ns)
+      atomic_fetch_add(&h->wrong, 1);
+    atomic_fetch_add(&h->reads, 1);
+  }
+  return NULL;
+}
+
+static void *quick_producer(void *arg) {
+  two_handles *h = arg;
+  for (int i = 0; !atomic_load(&h->stop); i++) {
+    char key[32];
+    snprintf(key, sizeof key, "quick-%d", i);
+    if (lith_do(h->quick, t_put_cmd, key) == LITH_OK)
+      atomic_fetch_add(&h->quick_put, 1);
+  }
+  return NULL;
+}
+
+static void test_percentiles_read_concurrently(void **state) {
+  (void)state;
+  enum { READERS = 4 };
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.checkpoint = LITH_CHECKPOINT_EXTERNAL;
+  two_handles h = {0};
+  h.slow = t_open_fresh(DB, &opt);
+  h.quick = t_open_fresh(DB2, &opt);
+  for (int i = 0; i < 5; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "slow-%d", i);
+    assert_int_equal(lith_do(h.slow, slow_cmd, key), LITH_OK);
+  }
+  for (int i = 0; i < 50; i++) { /* quick has figures before the readers start */
+    char key[32];
+    snprintf(key, sizeof key, "first-%d", i);
+    assert_int_equal(lith_do(h.quick, t_put_cmd, key), LITH_OK);
+  }
+  pthread_t readers[READERS], producer;
+  for (int i = 0; i < READERS; i++)
+    assert_int_equal(pthread_create(&readers[i], NULL, stats_reader, &h), 0);
+  assert_int_equal(pthread_create(&producer, NULL, quick_producer, &h), 0);
+  usleep(300 * 1000);
+  atomic_store(&h.stop, 1);
+  for (int i = 0; i < READERS; i++)
+    pthread_join(readers[i], NULL);
+  pthread_join(producer, NULL);
+  printf("stats read %d times by %d threads while %d commands committed: %d wrong\n",
+         atomic_load(&h.reads), READERS, atomic_load(&h.quick_put), atomic_load(&h.wrong));
+  assert_true(atomic_load(&h.reads) > 0);
+  assert_int_equal(atomic_load(&h.wrong), 0);
+  assert_int_equal(lith_close(h.quick), LITH_OK);
+  assert_int_equal(lith_close(h.slow), LITH_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counts_histogram_and_times),
@@ -367,6 +458,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoints_auto_mode),
       cmocka_unit_test(test_final_stats_include_the_closing_checkpoint),
       cmocka_unit_test(test_latency_buckets),
+      cmocka_unit_test(test_percentiles_read_concurrently),
   };
   return cmocka_run_group_tests_name("writer/stats", tests, NULL, NULL);
 }
