@@ -200,7 +200,7 @@ static int reset_running(lith *db, char *what, size_t n) {
  * The flag pragmas are not transactional, so this runs whatever the outcome;
  * the TEMP objects of a failed command went with its savepoint. Returns an
  * SQLite code. */
-static int restore_flags(lith *db) {
+static int restore_flags_now(lith *db) {
   int rc = SQLITE_OK;
   if (db->dirty & LITH__DIRTY_DEFER_FK)
     rc = sqlite3_exec(db->conn, "PRAGMA defer_foreign_keys = OFF", NULL, NULL, NULL);
@@ -208,6 +208,10 @@ static int restore_flags(lith *db) {
     rc = sqlite3_exec(db->conn, "PRAGMA recursive_triggers = OFF", NULL, NULL, NULL);
   db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE);
   return rc;
+}
+
+static inline int restore_flags(lith *db) { /* most commands set none: one test */
+  return db->dirty & (LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE) ? restore_flags_now(db) : SQLITE_OK;
 }
 
 /* Drop every TEMP object: they live for the command that made them, so no
@@ -276,6 +280,8 @@ static void capture_msg(lith *db, lith_request *req, int rc) {
  * would find it only at COMMIT and fail the whole batch with it. Every
  * command ends with none, so one seen now is this command's. */
 static int deferred_fk_left(lith *db) {
+  if (!db->opt.foreign_keys) /* SQLite counts no violations then */
+    return 0;
   int cur = 0, hi = 0;
   sqlite3_db_status(db->conn, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi, 0);
   return cur != 0;

@@ -60,6 +60,8 @@ int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg) {
   lith *db = tx->db;
   if (!fn)
     return note(tx, lith__fail(LITH_MISUSE, "lith_tx_savepoint: no function"));
+  if (lith__tx_lost(db)) /* SAVEPOINT would begin a transaction of its own */
+    return note(tx, lith__fail(LITH_ABORTED, "lith_tx_savepoint: the transaction was rolled back"));
   int rc = nested_step(tx, db->st_nsp);
   if (rc != LITH_OK)
     return rc;
