@@ -93,8 +93,13 @@ static void test_savepoint_names_in_any_case(void **state) {
 
 /* ---- 2. writing on after SQLite rolled the transaction back -------------- */
 
+static int nested_put(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('late', 1)", NULL);
+}
+
 typedef struct write_on {
-  const char *how; /* "raise", "conflict", "savepoint", "open" */
+  const char *how; /* "raise", "conflict", "savepoint", "open", "nested" */
   step_log first, after;
 } write_on;
 
@@ -110,6 +115,8 @@ static int write_on_after_rollback(lith_tx *tx, void *arg) {
     log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1); RELEASE again"));
   else if (strcmp(w->how, "open") == 0) /* begins one and leaves it open */
     log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1)"));
+  else if (strcmp(w->how, "nested") == 0) /* lith's nested savepoint would begin one */
+    log_rc(&w->after, lith_tx_savepoint(tx, nested_put, NULL));
   else
     log_rc(&w->after, lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('late', 1)", NULL));
   return LITH_OK; /* as if all went well */
@@ -123,7 +130,7 @@ static void test_no_write_after_the_transaction_was_rolled_back(void **state) {
                            "CREATE TRIGGER boom BEFORE INSERT ON kv WHEN NEW.k = 'boom'"
                            " BEGIN SELECT RAISE(ROLLBACK, 'boom refused'); END"),
                    LITH_OK);
-  const char *hows[] = {"raise", "conflict", "savepoint", "open"};
+  const char *hows[] = {"raise", "conflict", "savepoint", "open", "nested"};
   for (size_t i = 0; i < sizeof hows / sizeof *hows; i++) {
     write_on w = {hows[i], {0, ""}, {0, ""}};
     t_gate gate;
@@ -145,6 +152,8 @@ static void test_no_write_after_the_transaction_was_rolled_back(void **state) {
     assert_int_not_equal(r[1].rc, LITH_OK);    /* and the command is answered as failed */
     if (strcmp(hows[i], "raise") == 0)         /* with the error that lost the transaction */
       assert_non_null(strstr(r[1].errmsg, "boom refused"));
+    if (strcmp(hows[i], "nested") == 0)
+      assert_int_equal(w.after.rc, LITH_ABORTED);
     assert_int_equal(r[0].rc, LITH_OK); /* the innocents ran again and committed */
     assert_int_equal(r[2].rc, LITH_OK);
     assert_int_equal(r[3].rc, LITH_OK);
