@@ -24,34 +24,55 @@
  *            writer reached in the same cell and round (rounded, at least 1;
  *            P when the writer arm is not run). The physical limit for that
  *            batch size.
+ *   noop     the writer arm's handle and threads, but each lith_do runs an
+ *            empty command (returns LITH_OK, touches nothing): what waking P
+ *            threads costs. Its transactions write nothing, so they are
+ *            short and its batches small: a reference for the wake-ups, not
+ *            a floor. The check after it: the database is as seeded (no
+ *            ledger row, no topic bumped).
+ *   async    the writer arm's handle, no producer threads: P lith_requests
+ *            owned by the bench kept in flight with lith_submit. Each `done`
+ *            callback (on the writer thread) records the latency since its
+ *            submit and resubmits the same request with a new transfer,
+ *            until the window ends; the arm then waits for every request in
+ *            flight before lith_close. Request i counts as producer i (its
+ *            accounts, its topic, its check). What an event-loop server gets.
+ *            As `done` runs on the writer before it takes the next batch,
+ *            every batch holds the P requests resubmitted meanwhile.
+ *   ceiling100  the ceiling in transactions of a fixed 100 commands: a
+ *            reference that does not move with the writer's batch size.
  *   perconn  P threads, each with its own connection (busy_timeout 30 s),
  *            one BEGIN IMMEDIATE ... COMMIT per command: what most apps do.
  *   mutex    one connection shared by P threads behind a pthread mutex; a
  *            command is lock, BEGIN IMMEDIATE, transfer, COMMIT, unlock.
  *
- * perconn and mutex do not depend on the checkpoint mode: they run once per
- * (synchronous, P) with SQLite's autocheckpoint. The baselines' connections
- * get the pragmas lith gives its writer (synchronous, cache_size and mmap_size
- * from lith_options_default, foreign_keys, temp_store=MEMORY, WAL) and SQLite's
- * default autocheckpoint of 1000 pages (lith's checkpoint_pages default).
+ * ceiling100, perconn and mutex do not depend on the checkpoint mode: they
+ * run once per (synchronous, P) with SQLite's autocheckpoint. The baselines'
+ * connections get the pragmas lith gives its writer (synchronous, cache_size
+ * and mmap_size from lith_options_default, foreign_keys, temp_store=MEMORY,
+ * WAL) and SQLite's default autocheckpoint of 1000 pages (lith's
+ * checkpoint_pages default).
  *
  * Timing. Threads start, wait at a gate (perconn threads open their
  * connection first), then run for --warmup seconds before a measured window
- * of --seconds. A call or transaction counts when it completes inside the
- * window. Rounds interleave: round r runs every arm of every cell before
- * round r+1, so drift of the machine hits every arm alike. Reported: median
- * over rounds, and the range min-max (commands/s in the table, everything in
- * the CSV).
+ * of --seconds (async and the ceilings: the window starts --warmup seconds
+ * after their first command). A call or transaction counts when it completes
+ * inside the window. Rounds interleave: round r runs every arm of every cell
+ * before round r+1, so drift of the machine hits every arm alike. Reported:
+ * median over rounds, and the range min-max (commands/s in the table,
+ * everything in the CSV).
  *
  * Transaction time is BEGIN IMMEDIATE to the end of COMMIT. For the writer
- * it comes from lith's own histograms (lith_lat_quantile_ns over the
- * difference of two lith_stats snapshots taken at the window's edges: a
- * bucket's upper bound, at most 1/8 above the true value); ceiling and mutex
- * time each transaction themselves. perconn times from the return of its
- * BEGIN IMMEDIATE, i.e. while it holds the write lock: the wait for the lock
- * (busy handler sleeps) is in its call latency, not in its transaction time.
- * Call latency (lith_do, or one command of perconn/mutex) is recorded by each
- * producer into its own preallocated buffer and merged after the run; the
+ * (and noop, async) it comes from lith's own histograms
+ * (lith_lat_quantile_ns over the difference of two lith_stats snapshots
+ * taken at the window's edges: a bucket's upper bound, at most 1/8 above the
+ * true value); the ceilings and mutex time each transaction themselves.
+ * perconn times from the return of its BEGIN IMMEDIATE, i.e. while it holds
+ * the write lock: the wait for the lock (busy handler sleeps) is in its call
+ * latency, not in its transaction time.
+ * Call latency (lith_do; for async lith_submit to the start of its `done`;
+ * or one command of perconn/mutex) is recorded by each producer (async: each
+ * request) into its own preallocated buffer and merged after the run; the
  * percentiles are exact (sorted), the max always exact.
  *
  * Memory stays bounded: each buffer holds at most
@@ -59,6 +80,11 @@
  * completes more keeps a uniform reservoir sample, and the merge weights
  * each sample by (calls seen / samples kept), so percentiles stay unbiased;
  * the CSV says when that happened ("sampled").
+ *
+ * The table's ÷ columns divide the writer's median cmd/s by each other arm's
+ * (÷noop: over the wake-up reference) and async's by the ceilings', perconn's
+ * and mutex's (async ÷ ceiling100: what an event loop keeps of SQLite's own
+ * speed at a fixed batch of 100).
  *
  * A second table splits the writer's time over the window: inside
  * transactions, in checkpoints, and the rest (taking the queue, answering the
@@ -111,10 +137,26 @@ static int transfer_cmd(lith_tx *tx, void *arg) {
   return LITH_OK;
 }
 
+/* The noop arm's command: nothing to do, so its cost is lith's alone. */
+static int noop_cmd(lith_tx *tx, void *arg) {
+  (void)tx;
+  (void)arg;
+  return LITH_OK;
+}
+
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_WRITER, ARM_CEILING, ARM_PERCONN, ARM_MUTEX, NARMS };
-static const char *const ARM_NAME[NARMS] = {"writer", "ceiling", "perconn", "mutex"};
+/* The arms up to ARM_ASYNC run once per checkpoint mode (they use lith's, or
+ * follow the writer's batch); the rest once per (synchronous, P). Within a
+ * round they run in this order: the ceiling needs the writer's mean batch. */
+enum { ARM_WRITER, ARM_CEILING, ARM_NOOP, ARM_ASYNC, ARM_CEIL100, ARM_PERCONN, ARM_MUTEX, NARMS };
+static const char *const ARM_NAME[NARMS] = {"writer", "ceiling", "noop", "async", "ceiling100", "perconn", "mutex"};
+#define ARM_LIST "writer,ceiling,noop,async,ceiling100,perconn,mutex"
+
+enum { CEIL_FIXED_BATCH = 100 }; /* ceiling100's transaction size */
+
+static int per_ckpt(int arm) { return arm <= ARM_ASYNC; }
+static int on_lith(int arm) { return arm == ARM_WRITER || arm == ARM_NOOP || arm == ARM_ASYNC; }
 
 enum { MAX_LIST = 16 };
 
@@ -182,6 +224,9 @@ typedef struct producer {
   bench_lat call, tx;
   sqlite3 *conn;  /* perconn */
   bench_stmts st; /* perconn */
+  lith_request req; /* async: this slot's request, resubmitted from its done */
+  bench_transfer t; /* async: the request's argument */
+  int64_t t0;       /* async: when the request was submitted */
 } producer;
 
 struct run {
@@ -199,6 +244,7 @@ struct run {
   bench_stmts shared_st;
   pthread_mutex_t conn_mu;
   producer *prod;
+  int inflight;     /* async: requests submitted and not yet done (under mu) */
   _Atomic int msgs; /* error messages printed */
   uint64_t topics_reported;
 };
@@ -269,9 +315,11 @@ static int64_t verify_db(run *r, const int64_t *ok) {
 
 /* ---- producer threads ------------------------------------------------------------- */
 
+/* The writer and noop arms' threads: the same loop, only the command differs. */
 static void *writer_producer(void *arg) {
   producer *pr = arg;
   run *r = pr->r;
+  lith_command fn = r->arm == ARM_NOOP ? noop_cmd : transfer_cmd;
   int64_t ws, we;
   gate_wait(r, &ws, &we);
   for (;;) {
@@ -279,7 +327,7 @@ static void *writer_producer(void *arg) {
     int64_t t0 = bench_now_ns();
     if (t0 >= we)
       break;
-    int rc = lith_do(r->db, transfer_cmd, &t);
+    int rc = lith_do(r->db, fn, &t);
     int64_t t1 = bench_now_ns();
     if (rc == LITH_OK) {
       pr->ok++;
@@ -369,6 +417,57 @@ static void *mutex_producer(void *arg) {
   return NULL;
 }
 
+/* ---- async requests (on the writer thread once submitted) -------------------------- */
+
+static void async_done(lith_request *req);
+
+/* Submit slot pr's request with a new transfer; LITH_OK or the error (then
+ * its done will not run). */
+static int async_submit(producer *pr) {
+  run *r = pr->r;
+  pr->t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
+  pr->req.fn = transfer_cmd;
+  pr->req.arg = &pr->t;
+  pr->req.done = async_done;
+  pr->req.data = pr;
+  pr->t0 = bench_now_ns();
+  int rc = lith_submit(r->db, &pr->req);
+  if (rc != LITH_OK) {
+    pr->errors++;
+    report_error(r, "lith_submit: %s: %s", lith_errstr(rc), lith_errmsg(r->db));
+  }
+  return rc;
+}
+
+/* A slot leaves the loop: one request fewer in flight. */
+static void async_finished(run *r) {
+  pthread_mutex_lock(&r->mu);
+  if (--r->inflight == 0)
+    pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Runs on the writer thread after the request's batch committed: record it,
+ * and resubmit it until the window has ended. */
+static void async_done(lith_request *req) {
+  producer *pr = req->data;
+  run *r = pr->r;
+  int64_t t1 = bench_now_ns();
+  if (req->rc == LITH_OK) {
+    pr->ok++;
+    if (t1 >= r->ws && t1 < r->we) {
+      pr->win_ok++;
+      bench_lat_add(&pr->call, (uint64_t)(t1 - pr->t0));
+    }
+  } else {
+    pr->errors++;
+    report_error(r, "request: %s: %s", lith_errstr(req->rc), req->errmsg);
+  }
+  if (t1 < r->we && async_submit(pr) == LITH_OK)
+    return;
+  async_finished(r);
+}
+
 static void on_commit(void *ctx, const int64_t *topics, int n) {
   run *r = ctx;
   (void)topics;
@@ -409,74 +508,71 @@ static void fill_tx(result *res, bench_lat *const *bufs, int nb) {
   res->sampled |= s.sampled;
 }
 
-/* Threads of the writer, perconn and mutex arms: start, window, join, check. */
-static void run_threads(run *r, result *res, void *(*fn)(void *)) {
-  const config *cfg = r->cfg;
+/* P producers (async: P request slots), each with its latency buffers. */
+static void producers_init(run *r) {
   int P = r->P;
-  size_t cap = bench_lat_cap(P, cfg->cli.seconds);
+  size_t cap = bench_lat_cap(P, r->cfg->cli.seconds);
   r->prod = bench_xcalloc((size_t)P, sizeof *r->prod);
-  int64_t *ok = bench_xcalloc((size_t)P, sizeof *ok);
   for (int i = 0; i < P; i++) {
     producer *pr = &r->prod[i];
     pr->r = r;
     pr->id = i;
     pr->rng = bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + (uint64_t)r->arm);
     if (bench_lat_init(&pr->call, cap, cap, pr->rng ^ 1) ||
-        (r->arm != ARM_WRITER && bench_lat_init(&pr->tx, cap, cap, pr->rng ^ 2))) {
+        (!on_lith(r->arm) && bench_lat_init(&pr->tx, cap, cap, pr->rng ^ 2))) {
       fprintf(stderr, "writer: out of memory for latency buffers\n");
       exit(1);
     }
   }
-  int started = 0;
-  for (int i = 0; i < P; i++) {
-    if (pthread_create(&r->prod[i].th, NULL, fn, &r->prod[i]) != 0) {
-      report_error(r, "pthread_create failed for producer %d", i);
-      res->errors++;
-      continue;
-    }
-    r->prod[i].started = 1;
-    started++;
-  }
-  gate_open(r, started);
+}
 
+/* lith's counters at the window's edges, and when they were taken. */
+typedef struct snaps {
   lith_stats s0, s1;
-  int64_t snap0 = 0, snap1 = 1;
-  if (r->arm == ARM_WRITER) {
-    bench_sleep_until(r->ws);
-    lith_stats_get(r->db, &s0);
-    snap0 = bench_now_ns();
-    bench_sleep_until(r->we);
-    lith_stats_get(r->db, &s1);
-    snap1 = bench_now_ns();
-  }
-  for (int i = 0; i < P; i++)
-    if (r->prod[i].started)
-      pthread_join(r->prod[i].th, NULL);
+  int64_t at0, at1;
+} snaps;
 
+static void snap_window(run *r, snaps *sn) {
+  bench_sleep_until(r->ws);
+  lith_stats_get(r->db, &sn->s0);
+  sn->at0 = bench_now_ns();
+  bench_sleep_until(r->we);
+  lith_stats_get(r->db, &sn->s1);
+  sn->at1 = bench_now_ns();
+}
+
+/* Once every producer has stopped (async: every request is done): the
+ * results, lith_close or the shared connection's close, the check. `sn`:
+ * the lith arms' snapshots. */
+static void producers_finish(run *r, result *res, const snaps *sn) {
+  int P = r->P;
+  int64_t *ok = bench_xcalloc((size_t)P, sizeof *ok);
   double window_s = (double)(r->we - r->ws) / 1e9;
   for (int i = 0; i < P; i++) {
     producer *pr = &r->prod[i];
-    ok[i] = pr->ok;
+    /* noop writes nothing: the check then wants the database as seeded */
+    ok[i] = r->arm == ARM_NOOP ? 0 : pr->ok;
     res->errors += pr->errors;
     res->commands += (uint64_t)pr->win_ok;
   }
   res->m[M_CMDS_S] = (double)res->commands / window_s;
   fill_call(res, r->prod, P);
 
-  if (r->arm == ARM_WRITER) {
-    uint64_t cmds = s1.commands - s0.commands, batches = s1.batches - s0.batches;
+  if (on_lith(r->arm)) {
+    const lith_stats *s0 = &sn->s0, *s1 = &sn->s1;
+    uint64_t cmds = s1->commands - s0->commands, batches = s1->batches - s0->batches;
     res->txs = batches;
     res->m[M_CMDS_TX] = batches ? (double)cmds / (double)batches : NAN;
-    res->m[M_TX_MS] = batches ? (double)(s1.tx_ns_total - s0.tx_ns_total) / (double)batches / 1e6 : NAN;
-    res->m[M_TX_P99] = batches ? (double)lith_lat_quantile_ns(s1.tx_lat, s0.tx_lat, 0.99) / 1e6 : NAN;
-    res->m[M_TX_P999] = batches ? (double)lith_lat_quantile_ns(s1.tx_lat, s0.tx_lat, 0.999) / 1e6 : NAN;
-    res->commit_ms = batches ? (double)(s1.commit_ns_total - s0.commit_ns_total) / (double)batches / 1e6 : NAN;
-    res->ckpts = s1.checkpoints - s0.checkpoints;
-    double window_ns = (double)(snap1 - snap0); /* the snapshots' own interval */
-    res->m[M_TX_BUSY] = (double)(s1.tx_ns_total - s0.tx_ns_total) / window_ns;
-    res->m[M_CKPT_BUSY] = (double)(s1.checkpoint_ns_total - s0.checkpoint_ns_total) / window_ns;
-    res->m[M_CKPT_WRITER] = (double)(s1.checkpoint_ns_writer - s0.checkpoint_ns_writer) / window_ns;
-    res->m[M_WAIT_P99] = cmds ? (double)lith_lat_quantile_ns(s1.wait_lat, s0.wait_lat, 0.99) / 1e6 : NAN;
+    res->m[M_TX_MS] = batches ? (double)(s1->tx_ns_total - s0->tx_ns_total) / (double)batches / 1e6 : NAN;
+    res->m[M_TX_P99] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.99) / 1e6 : NAN;
+    res->m[M_TX_P999] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.999) / 1e6 : NAN;
+    res->commit_ms = batches ? (double)(s1->commit_ns_total - s0->commit_ns_total) / (double)batches / 1e6 : NAN;
+    res->ckpts = s1->checkpoints - s0->checkpoints;
+    double window_ns = (double)(sn->at1 - sn->at0); /* the snapshots' own interval */
+    res->m[M_TX_BUSY] = (double)(s1->tx_ns_total - s0->tx_ns_total) / window_ns;
+    res->m[M_CKPT_BUSY] = (double)(s1->checkpoint_ns_total - s0->checkpoint_ns_total) / window_ns;
+    res->m[M_CKPT_WRITER] = (double)(s1->checkpoint_ns_writer - s0->checkpoint_ns_writer) / window_ns;
+    res->m[M_WAIT_P99] = cmds ? (double)lith_lat_quantile_ns(s1->wait_lat, s0->wait_lat, 0.99) / 1e6 : NAN;
     int rc = lith_close(r->db);
     r->db = NULL;
     if (rc != LITH_OK) {
@@ -511,7 +607,35 @@ static void run_threads(run *r, result *res, void *(*fn)(void *)) {
   free(ok);
 }
 
-static void arm_writer(run *r, result *res) {
+/* Threads of the writer, noop, perconn and mutex arms: start, window, join, check. */
+static void run_threads(run *r, result *res, void *(*fn)(void *)) {
+  int P = r->P;
+  producers_init(r);
+  int started = 0;
+  for (int i = 0; i < P; i++) {
+    if (pthread_create(&r->prod[i].th, NULL, fn, &r->prod[i]) != 0) {
+      report_error(r, "pthread_create failed for producer %d", i);
+      res->errors++;
+      continue;
+    }
+    r->prod[i].started = 1;
+    started++;
+  }
+  gate_open(r, started);
+
+  snaps sn;
+  memset(&sn, 0, sizeof sn);
+  if (on_lith(r->arm))
+    snap_window(r, &sn);
+  for (int i = 0; i < P; i++)
+    if (r->prod[i].started)
+      pthread_join(r->prod[i].th, NULL);
+  producers_finish(r, res, &sn);
+}
+
+/* The lith handle of the writer, noop and async arms: the cell's options,
+ * readers 1, an on_commit hook that counts topics. 0, or -1 (an error). */
+static int open_lith(run *r, result *res) {
   lith_options opt;
   lith_options_default(&opt);
   opt.synchronous = r->sync;
@@ -523,9 +647,39 @@ static void arm_writer(run *r, result *res) {
   if (rc != LITH_OK) {
     report_error(r, "lith_open: %s", lith_errmsg(NULL));
     res->errors++;
-    return;
+    return -1;
   }
-  run_threads(r, res, writer_producer);
+  return 0;
+}
+
+/* writer and noop: P threads calling lith_do. */
+static void arm_writer(run *r, result *res) {
+  if (open_lith(r, res) == 0)
+    run_threads(r, res, writer_producer);
+}
+
+/* P requests in flight, each resubmitted from its done until the window
+ * ends; then wait until the last one is done. */
+static void arm_async(run *r, result *res) {
+  if (open_lith(r, res) != 0)
+    return;
+  producers_init(r);
+  r->ws = bench_now_ns() + (int64_t)(r->cfg->cli.warmup * 1e9);
+  r->we = r->ws + (int64_t)(r->cfg->cli.seconds * 1e9);
+  pthread_mutex_lock(&r->mu);
+  r->inflight = r->P;
+  pthread_mutex_unlock(&r->mu);
+  for (int i = 0; i < r->P; i++)
+    if (async_submit(&r->prod[i]) != LITH_OK)
+      async_finished(r);
+
+  snaps sn;
+  snap_window(r, &sn);
+  pthread_mutex_lock(&r->mu);
+  while (r->inflight > 0)
+    pthread_cond_wait(&r->cv, &r->mu);
+  pthread_mutex_unlock(&r->mu);
+  producers_finish(r, res, &sn);
 }
 
 static void arm_perconn(run *r, result *res) { run_threads(r, res, perconn_producer); }
@@ -666,7 +820,7 @@ static void csv_row(bench *b, int arm, int si, int pi, int ci, const char *round
   if (!b->csv)
     return;
   fprintf(b->csv, "%s,%d,%s,%s,%s", sync_name(c->sync[si]), c->producers[pi],
-          arm == ARM_WRITER || arm == ARM_CEILING ? ckpt_name(c->ckpt[ci]) : "sqlite-auto", ARM_NAME[arm], round);
+          per_ckpt(arm) ? ckpt_name(c->ckpt[ci]) : "sqlite-auto", ARM_NAME[arm], round);
   for (int m = 0; m < NMETRIC; m++)
     bench_csv_num(b->csv, x->m[m]);
   if (x->ran)
@@ -674,11 +828,11 @@ static void csv_row(bench *b, int arm, int si, int pi, int ci, const char *round
   else /* a summary row: counts are per round */
     fprintf(b->csv, ",,");
   fprintf(b->csv, ",%lld,%d", (long long)x->errors, x->sampled);
-  if (arm == ARM_CEILING && x->ran)
+  if ((arm == ARM_CEILING || arm == ARM_CEIL100) && x->ran)
     fprintf(b->csv, ",%d", x->batch);
   else
     fprintf(b->csv, ",");
-  if (arm == ARM_WRITER) {
+  if (on_lith(arm)) {
     bench_csv_num(b->csv, x->commit_ms);
     fprintf(b->csv, ",%llu", (unsigned long long)x->ckpts);
   } else {
@@ -715,6 +869,8 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
     r.batch = (int)lround(mean);
     if (r.batch < 1)
       r.batch = 1;
+  } else if (arm == ARM_CEIL100) {
+    r.batch = CEIL_FIXED_BATCH;
   }
   int64_t t0 = bench_now_ns();
   if (create_db(r.path, r.P) != 0) {
@@ -722,9 +878,14 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   } else {
     switch (arm) {
     case ARM_WRITER:
+    case ARM_NOOP:
       arm_writer(&r, res);
       break;
+    case ARM_ASYNC:
+      arm_async(&r, res);
+      break;
     case ARM_CEILING:
+    case ARM_CEIL100:
       arm_ceiling(&r, res);
       break;
     case ARM_PERCONN:
@@ -747,10 +908,10 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, si, pi, ci, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-6s P=%-4d %-6s %-7s %9.0f cmd/s %7.1f cmd/tx  tx %.3f ms p99 %.3f  call p99 %.3f max %.3f"
+          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7.1f cmd/tx  tx %.3f ms p99 %.3f  call p99 %.3f max %.3f"
           "  errors %lld  (%.1f s)\n",
           round + 1, c->cli.rounds, sync_name(r.sync), r.P,
-          arm == ARM_WRITER || arm == ARM_CEILING ? ckpt_name(r.ckpt) : "-", ARM_NAME[arm], res->m[M_CMDS_S],
+          per_ckpt(arm) ? ckpt_name(r.ckpt) : "-", ARM_NAME[arm], res->m[M_CMDS_S],
           res->m[M_CMDS_TX], res->m[M_TX_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
           (long long)res->errors, res->wall_s);
 }
@@ -783,7 +944,7 @@ static void csv_summaries(bench *b) {
     for (int si = 0; si < c->nsync; si++)
       for (int pi = 0; pi < c->nproducers; pi++)
         for (int ci = 0; ci < c->nckpt; ci++) {
-          if ((arm == ARM_PERCONN || arm == ARM_MUTEX) && ci > 0)
+          if (!per_ckpt(arm) && ci > 0)
             continue;
           if (!arm_ran(b, arm, si, pi, ci))
             continue;
@@ -804,36 +965,37 @@ static void csv_summaries(bench *b) {
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 
-static double ratio(bench *b, int si, int pi, int ci, int other) {
-  int oci = other == ARM_CEILING ? ci : 0;
-  if (!arm_ran(b, ARM_WRITER, si, pi, ci) || !arm_ran(b, other, si, pi, oci))
+/* arm's median cmd/s over other's, in the same cell. */
+static double ratio(bench *b, int arm, int si, int pi, int ci, int other) {
+  int oci = per_ckpt(other) ? ci : 0;
+  if (!arm_ran(b, arm, si, pi, ci) || !arm_ran(b, other, si, pi, oci))
     return NAN;
-  double w = aggregate(b, ARM_WRITER, si, pi, ci, M_CMDS_S).med;
+  double w = aggregate(b, arm, si, pi, ci, M_CMDS_S).med;
   double o = aggregate(b, other, si, pi, oci, M_CMDS_S).med;
   return o > 0 ? w / o : NAN;
 }
 
 static void table_row(bench *b, int arm, int si, int pi, int ci) {
   const config *c = &b->cfg;
-  char ms[8][32], rt[3][32];
+  /* the ÷ columns; noop's is the writer's alone (async has no threads to wake) */
+  static const int BASE[5] = {ARM_CEILING, ARM_CEIL100, ARM_NOOP, ARM_PERCONN, ARM_MUTEX};
+  char ms[8][32], rt[5][32];
   bench_agg cs = aggregate(b, arm, si, pi, ci, M_CMDS_S);
   for (int m = M_TX_MS; m <= M_CALL_MAX; m++)
     fmt_ms(ms[m], sizeof ms[m], aggregate(b, arm, si, pi, ci, m).med);
   bench_agg tx = aggregate(b, arm, si, pi, ci, M_CMDS_TX);
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 5; k++) {
     snprintf(rt[k], sizeof rt[k], " ");
-  if (arm == ARM_WRITER) {
-    bench_fmt(rt[0], sizeof rt[0], "%.2f×", ratio(b, si, pi, ci, ARM_CEILING));
-    bench_fmt(rt[1], sizeof rt[1], "%.2f×", ratio(b, si, pi, ci, ARM_PERCONN));
-    bench_fmt(rt[2], sizeof rt[2], "%.2f×", ratio(b, si, pi, ci, ARM_MUTEX));
+    if (arm == ARM_WRITER || (arm == ARM_ASYNC && BASE[k] != ARM_NOOP))
+      bench_fmt(rt[k], sizeof rt[k], "%.2f×", ratio(b, arm, si, pi, ci, BASE[k]));
   }
-  const char *ck = arm == ARM_WRITER || arm == ARM_CEILING ? ckpt_name(c->ckpt[ci]) : "(sqlite)";
+  const char *ck = per_ckpt(arm) ? ckpt_name(c->ckpt[ci]) : "(sqlite)";
   char txs[32];
   bench_fmt(txs, sizeof txs, "%.1f", tx.med);
-  printf("| %d | %s | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s | %s | %s |\n",
+  printf("| %d | %s | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s |\n",
          c->producers[pi], ck, ARM_NAME[arm], cs.med, cs.lo, cs.hi, txs, ms[M_TX_MS], ms[M_TX_P99], ms[M_TX_P999],
          ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX], (long long)errors_of(b, arm, si, pi, ci), rt[0], rt[1],
-         rt[2]);
+         rt[2], rt[3], rt[4]);
 }
 
 static void print_tables(bench *b) {
@@ -841,22 +1003,24 @@ static void print_tables(bench *b) {
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
     printf("| P | ckpt | arm | cmd/s median (min–max) | cmd/tx | tx ms | tx p99 | tx p99.9 | call p50 | call p99 "
-           "| call max | err | ÷ceil | ÷conn | ÷mutex |\n");
-    printf("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+           "| call max | err | ÷ceil | ÷ceil100 | ÷noop | ÷conn | ÷mutex |\n");
+    printf("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int pi = 0; pi < c->nproducers; pi++) {
       for (int ci = 0; ci < c->nckpt; ci++)
-        for (int arm = ARM_WRITER; arm <= ARM_CEILING; arm++)
-          if (arm_ran(b, arm, si, pi, ci))
+        for (int arm = 0; arm < NARMS; arm++)
+          if (per_ckpt(arm) && arm_ran(b, arm, si, pi, ci))
             table_row(b, arm, si, pi, ci);
-      for (int arm = ARM_PERCONN; arm <= ARM_MUTEX; arm++)
-        if (arm_ran(b, arm, si, pi, 0))
+      for (int arm = 0; arm < NARMS; arm++)
+        if (!per_ckpt(arm) && arm_ran(b, arm, si, pi, 0))
           table_row(b, arm, si, pi, 0);
     }
   }
   printf("\nColumns: median over rounds (cmd/s also min–max). Times in ms. tx = BEGIN IMMEDIATE to end of COMMIT\n"
-         "(writer: lith's histogram, bucket upper bound; perconn: from lock acquired). call = one lith_do, or one\n"
-         "command including its wait for the lock (ceiling has no callers). cmd/tx of ceiling: the batch size it\n"
-         "ran (the writer's mean in that cell and round). ÷: writer's median cmd/s over the baseline's.\n");
+         "(writer, noop, async: lith's histogram, bucket upper bound; perconn: from lock acquired). call = one\n"
+         "lith_do, one async request from lith_submit to its done, or one command including its wait for the lock\n"
+         "(the ceilings have no callers). cmd/tx of ceiling: the batch size it ran (the writer's mean in that cell\n"
+         "and round); ceiling100 runs batches of 100. noop: the writer's threads running an empty command.\n"
+         "÷: the writer's (and async's) median cmd/s over the baseline's.\n");
 }
 
 /* Where the writer's time goes: it is one thread, so every part of its cycle
@@ -909,8 +1073,8 @@ static void print_targets(bench *b) {
   } big[2] = {{siN, 0.75, 5, "NORMAL"}, {siF, 0.70, 15, "FULL"}};
   for (int k = 0; k < 2; k++) {
     int si = big[k].si, have = si >= 0 && pi200 >= 0 && ciW >= 0;
-    double rc = have ? ratio(b, si, pi200, ciW, ARM_CEILING) : NAN;
-    double rp = have ? ratio(b, si, pi200, ciW, ARM_PERCONN) : NAN;
+    double rc = have ? ratio(b, ARM_WRITER, si, pi200, ciW, ARM_CEILING) : NAN;
+    double rp = have ? ratio(b, ARM_WRITER, si, pi200, ciW, ARM_PERCONN) : NAN;
     char what[128];
     snprintf(what, sizeof what, "200 producers %s WRITER: writer ≥ %.2f × ceiling", big[k].name, big[k].ceil);
     snprintf(d, sizeof d, "%.2f×", rc);
@@ -927,11 +1091,18 @@ static void print_targets(bench *b) {
   } one[2] = {{siN, 0.8, "NORMAL"}, {siF, 0.9, "FULL"}};
   for (int k = 0; k < 2; k++) {
     int have = one[k].si >= 0 && pi1 >= 0 && ciW >= 0;
-    double rp = have ? ratio(b, one[k].si, pi1, ciW, ARM_PERCONN) : NAN;
+    double rp = have ? ratio(b, ARM_WRITER, one[k].si, pi1, ciW, ARM_PERCONN) : NAN;
     char what[128];
     snprintf(what, sizeof what, "1 producer %s WRITER: writer ≥ %.1f × per-connection", one[k].name, one[k].min);
     snprintf(d, sizeof d, "%.2f×", rp);
     bench_target(what, have && !isnan(rp), rp >= one[k].min, d);
+  }
+  {
+    int have = siN >= 0 && pi200 >= 0 && ciW >= 0;
+    double ra = have ? ratio(b, ARM_ASYNC, siN, pi200, ciW, ARM_CEIL100) : NAN;
+    snprintf(d, sizeof d, "%.2f×", ra);
+    bench_target("200 in flight NORMAL WRITER: async ≥ 0.95 × ceiling (batch 100)", have && !isnan(ra), ra >= 0.95,
+                 d);
   }
   for (int k = 0; k < 2; k++) {
     int si = k == 0 ? siN : siF;
@@ -966,7 +1137,7 @@ static void usage(FILE *f) {
           "  --producers LIST   producer counts, e.g. 1,50,200 (default)\n"
           "  --sync LIST        full,normal (default both)\n"
           "  --checkpoint LIST  auto,writer (default both); none (never) for comparison\n"
-          "  --arms LIST        writer,ceiling,perconn,mutex (default all)\n"
+          "  --arms LIST        " ARM_LIST " (default all)\n"
           "  --seconds S        measured window per arm (default 3)\n"
           "  --warmup S         warm-up before the window (default 0.5)\n"
           "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
@@ -991,7 +1162,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
   } else if (!strcmp(a, "--checkpoint")) {
     c->nckpt = bench_parse_words(v, a, CKPT_WORD, CKPT_VAL, 3, c->ckpt, 2, "auto,writer");
   } else if (!strcmp(a, "--arms")) {
-    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "writer,ceiling,perconn,mutex");
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, ARM_LIST);
   } else if (!strcmp(a, "--pin")) {
     c->pin = v;
   } else {
@@ -1096,11 +1267,11 @@ int main(int argc, char **argv) {
     for (int si = 0; si < c->nsync; si++)
       for (int pi = 0; pi < c->nproducers; pi++) {
         for (int ci = 0; ci < c->nckpt; ci++)
-          for (int arm = ARM_WRITER; arm <= ARM_CEILING; arm++)
-            if (c->arms[arm])
+          for (int arm = 0; arm < NARMS; arm++)
+            if (per_ckpt(arm) && c->arms[arm])
               run_one(&b, arm, si, pi, ci, r);
-        for (int arm = ARM_PERCONN; arm <= ARM_MUTEX; arm++)
-          if (c->arms[arm])
+        for (int arm = 0; arm < NARMS; arm++)
+          if (!per_ckpt(arm) && c->arms[arm])
             run_one(&b, arm, si, pi, 0, r);
       }
 
