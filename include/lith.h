@@ -199,7 +199,9 @@ int64_t lith_clock_ms(void);
  *     command ends: lith drops them.
  *   - leave a write statement mid-step (stepped, neither reset nor run to
  *     its end): lith resets it and fails the command with LITH_MISUSE. Read
- *     statements left mid-step are reset after the batch. What a command
+ *     statements left mid-step are reset after the batch, or as soon as a
+ *     later command finds a table locked by one (that command then runs
+ *     again). What a command
  *     prepares itself it finalizes itself; one never finalized does not make
  *     lith_close fail (the connection is freed with the last of them).
  *   - call lith_do, lith_submit, lith_read, lith_shutdown or lith_close:

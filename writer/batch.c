@@ -177,14 +177,15 @@ int lith__tx_lost(const lith *db) { return db->tx_lost || sqlite3_get_autocommit
 static int lost_tx(const lith *db) { return lith__tx_lost(db); }
 
 /* Reset every statement left running on the write connection (lith's own
- * are always reset after their step, so these are a command's). Returns how
- * many were running; the SQL of the first that writes goes to `what`. */
-static int reset_running(lith *db, char *what, size_t n) {
+ * are always reset after their step, so these are a command's), or only
+ * those that read. Returns how many were running; the SQL of the first that
+ * writes goes to `what`. */
+static int reset_running(lith *db, int reads_only, char *what, size_t n) {
   int count = 0;
   if (what && n)
     what[0] = '\0';
   for (sqlite3_stmt *st = sqlite3_next_stmt(db->conn, NULL); st; st = sqlite3_next_stmt(db->conn, st)) {
-    if (!sqlite3_stmt_busy(st))
+    if (!sqlite3_stmt_busy(st) || (reads_only && !sqlite3_stmt_readonly(st)))
       continue;
     if (what && n && !what[0] && !sqlite3_stmt_readonly(st)) {
       const char *sql = sqlite3_sql(st);
@@ -211,7 +212,7 @@ static int restore_flags_now(lith *db) {
 }
 
 static inline int restore_flags(lith *db) { /* most commands set none: one test */
-  return db->dirty & (LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE) ? restore_flags_now(db) : SQLITE_OK;
+  return (db->dirty & (LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE)) ? restore_flags_now(db) : SQLITE_OK;
 }
 
 /* Drop every TEMP object: they live for the command that made them, so no
@@ -287,17 +288,22 @@ static int deferred_fk_left(lith *db) {
   return cur != 0;
 }
 
+/* The command's outcome when it left a write statement running (reset by
+ * now): LITH_MISUSE, naming the statement. */
+static int left_running(lith_tx *tx, const char *what) {
+  return lith_tx_error(tx, LITH_MISUSE,
+                       "the command left a write statement running (stepped, never reset): %s; lith "
+                       "reset it and undid the command",
+                       what[0] ? what : "?");
+}
+
 /* Run one command in its savepoint. Returns 1 if the transaction is gone. */
 static int run_command(lith *db, lith_request *req) {
   lith__priv *p = lith__priv_of(req);
   lith_tx *tx = &db->tx;
   int mark = db->ntopics;
-  tx->err = LITH_OK;
-  tx->errmsg[0] = '\0';
-  tx->depth = 0;
-  tx->keep = 0;
+  int reran = 0;
   req->errmsg[0] = '\0';
-  db->auth_why[0] = '\0';
 
   int src = step(db->st_sp);
   if (src != SQLITE_OK) {
@@ -306,24 +312,52 @@ static int run_command(lith *db, lith_request *req) {
     p->done = 1;
     return lost_tx(db);
   }
+run:
+  tx->err = LITH_OK;
+  tx->errmsg[0] = '\0';
+  tx->depth = 0;
+  tx->keep = 0;
+  db->auth_why[0] = '\0';
   lith__clear_error();
   db->in_command = 1;
   db->in_fn = 1;
   int rc = req->fn(tx, req->arg);
   db->in_fn = 0;
   db->in_command = 0;
+  int ec = sqlite3_errcode(db->conn); /* before the cache's resets overwrite it */
   lith__stmt_cache_release(db->cache);
 
   if (lost_tx(db))
     goto lost;
+  if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && reset_running(db, 1, NULL, 0) > 0) {
+    /* "database table is locked": a read left mid-step (by an earlier
+     * command of the batch, say) held a table this one drops or alters.
+     * Those reads are over: reset them, undo this run, run it once more,
+     * so that it does not fail for another's leftover. */
+    db->ntopics = mark;
+    db->dirty &= ~(unsigned)LITH__DIRTY_TEMP;
+    if (step(db->st_sp_rollback) == SQLITE_OK && restore_flags(db) == SQLITE_OK && !lost_tx(db)) {
+      reran = 1;
+      goto run;
+    }
+  }
   if (rc == LITH_OK && deferred_fk_left(db))
     rc = lith_tx_error(tx, LITH_CONSTRAINT,
                        "FOREIGN KEY constraint failed (a deferred violation the command left)");
   if (rc == LITH_OK && (db->dirty & LITH__DIRTY_TEMP)) {
-    src = drop_temp(db);
-    if (src != SQLITE_OK)
-      rc = lith_tx_error(tx, lith_from_sqlite(src), "dropping the command's TEMP objects: %s",
-                         sqlite3_errmsg(db->conn));
+    /* A statement the command left mid-step on its TEMP table would lock
+     * the table against the DROP. The command is over: reset its reads;
+     * a write left running fails it, as at RELEASE below. */
+    char what[128];
+    reset_running(db, 1, NULL, 0);
+    if (reset_running(db, 0, what, sizeof what) > 0) {
+      rc = left_running(tx, what);
+    } else {
+      src = drop_temp(db);
+      if (src != SQLITE_OK)
+        rc = lith_tx_error(tx, lith_from_sqlite(src), "dropping the command's TEMP objects: %s",
+                           sqlite3_errmsg(db->conn));
+    }
     if (lost_tx(db))
       goto lost;
   }
@@ -346,11 +380,8 @@ static int run_command(lith *db, lith_request *req) {
        * command left a write statement mid-step. Left so, it would refuse
        * every later SAVEPOINT and wedge the writer. */
       char what[128];
-      reset_running(db, what, sizeof what);
-      rc = lith_tx_error(tx, LITH_MISUSE,
-                         "the command left a write statement running (stepped, never reset): %s; lith "
-                         "reset it and undid the command",
-                         what[0] ? what : "?");
+      reset_running(db, 0, what, sizeof what);
+      rc = left_running(tx, what);
     } else {
       rc = lith_tx_error(tx, lith_from_sqlite(src), "RELEASE: %s", sqlite3_errmsg(db->conn));
     }
@@ -369,7 +400,7 @@ static int run_command(lith *db, lith_request *req) {
   }
   src = step(db->st_sp_release);
   if ((src & 0xff) == SQLITE_BUSY) { /* a write statement the failed command left running */
-    reset_running(db, NULL, 0);
+    reset_running(db, 0, NULL, 0);
     src = step(db->st_sp_release);
   }
   if (restore_flags(db) != SQLITE_OK || src != SQLITE_OK)
@@ -379,7 +410,7 @@ static int run_command(lith *db, lith_request *req) {
 lost:
   /* SQLite rolled back everything: this command is at fault. Reset what it
    * left running, or the ROLLBACK and the next BEGIN would be refused. */
-  reset_running(db, NULL, 0);
+  reset_running(db, 0, NULL, 0);
   if (rc == LITH_OK)
     rc = tx->err != LITH_OK ? tx->err : LITH_ABORTED;
   req->rc = rc;
@@ -552,7 +583,7 @@ again:
    * read transaction open on the write connection, which pins the WAL:
    * reset it (one cheap check per batch finds it). */
   if (sqlite3_txn_state(db->conn, NULL) != SQLITE_TXN_NONE)
-    reset_running(db, NULL, 0);
+    reset_running(db, 0, NULL, 0);
   report_topics(db);
 
 answer:;

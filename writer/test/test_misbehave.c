@@ -380,6 +380,21 @@ static int trigger_then_fail(lith_tx *tx, void *arg) {
   return rc != LITH_OK ? rc : lith_tx_error(tx, LITH_USER, "changed my mind");
 }
 
+typedef struct temp_left {
+  const char *sql; /* run on the TEMP table and left mid-step */
+  sqlite3_stmt *st;
+} temp_left;
+
+static int temp_left_running(lith_tx *tx, void *arg) {
+  temp_left *a = arg;
+  int rc = lith_cmd_sql(tx, "CREATE TEMP TABLE s(x); INSERT INTO s VALUES (1), (2)");
+  if (rc != LITH_OK)
+    return rc;
+  if (sqlite3_prepare_v2(lith_tx_db(tx), a->sql, -1, &a->st, NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  return sqlite3_step(a->st) == SQLITE_ROW ? LITH_OK : LITH_ERROR;
+}
+
 static void test_temp_objects_and_triggers(void **state) {
   (void)state;
   lith *db = open_db();
@@ -403,6 +418,18 @@ static void test_temp_objects_and_triggers(void **state) {
   assert_int_equal(lith_do(db, lith_cmd_sql, "CREATE VIRTUAL TABLE temp.f USING fts4(body)"), LITH_OK);
   assert_int_equal(lith_do(db, count_temp, &n), LITH_OK);
   assert_int_equal(n, 0);
+  /* A read left mid-step on its TEMP table does not keep the table (nor
+   * fail the command); a write left so fails it, as anywhere. */
+  temp_left rd = {"SELECT x FROM s", NULL}, wr = {"INSERT INTO s VALUES (3) RETURNING x", NULL};
+  assert_int_equal(lith_do(db, temp_left_running, &rd), LITH_OK);
+  assert_int_equal(lith_do(db, count_temp, &n), LITH_OK);
+  assert_int_equal(n, 0);
+  assert_int_equal(lith_do(db, temp_left_running, &wr), LITH_MISUSE);
+  assert_non_null(strstr(lith_errmsg(db), "write statement running"));
+  assert_int_equal(lith_do(db, count_temp, &n), LITH_OK);
+  assert_int_equal(n, 0);
+  sqlite3_finalize(rd.st);
+  sqlite3_finalize(wr.st);
   /* A trigger of main made by a command that then fails leaves no trace. */
   assert_int_equal(lith_do(db, trigger_then_fail, NULL), LITH_USER);
   assert_int_equal(lith_do(db, t_put_cmd, "after-main-trigger"), LITH_OK);
@@ -496,6 +523,41 @@ static void test_read_statement_left_on_the_writer(void **state) {
   sqlite3_finalize(a.st);
   assert_int_equal(lith_close(db), LITH_OK);
   assert_int_equal(count_kv("with-read"), 1);
+}
+
+static int read_scratch_once(lith_tx *tx, void *arg) {
+  read_left *a = arg;
+  if (sqlite3_prepare_v2(lith_tx_db(tx), "SELECT x FROM scratch", -1, &a->st, NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  return sqlite3_step(a->st) == SQLITE_ROW ? LITH_OK : LITH_ERROR; /* and leaves it */
+}
+
+/* An innocent command does not fail for a read another command of its
+ * batch left mid-step: dropping a table such a read holds is "database
+ * table is locked" in SQLite. */
+static void test_read_left_does_not_fail_the_next_command(void **state) {
+  (void)state;
+  lith *db = open_db();
+  assert_int_equal(lith_do(db, lith_cmd_sql, "CREATE TABLE scratch(x); INSERT INTO scratch VALUES (1), (2)"),
+                   LITH_OK);
+  read_left a = {NULL};
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[3];
+  t_gate_close(db, &gate);
+  t_submit(db, &r[0], read_scratch_once, &a, &done);
+  t_submit(db, &r[1], lith_cmd_sql, "DROP TABLE scratch", &done);
+  t_submit(db, &r[2], t_put_cmd, "after-drop", &done);
+  t_gate_open(&gate);
+  t_async_wait(&done, 3);
+  assert_int_equal(r[0].rc, LITH_OK);
+  if (r[1].rc != LITH_OK)
+    fail_msg("DROP TABLE failed: %s", r[1].errmsg);
+  assert_int_equal(r[2].rc, LITH_OK);
+  sqlite3_finalize(a.st);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE name = 'scratch'"), 0);
+  assert_int_equal(count_kv("after-drop"), 1);
 }
 
 /* A statement never finalized by its command does not keep lith_close from
@@ -700,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_temp_objects_and_triggers),
       cmocka_unit_test(test_write_statement_left_running),
       cmocka_unit_test(test_read_statement_left_on_the_writer),
+      cmocka_unit_test(test_read_left_does_not_fail_the_next_command),
       cmocka_unit_test(test_statement_never_finalized),
       cmocka_unit_test(test_more_misbehaviour),
       cmocka_unit_test(test_recursive_walk_through_the_cache),
