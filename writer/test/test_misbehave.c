@@ -588,10 +588,6 @@ static int returns_negative(lith_tx *tx, void *arg) {
   return -1;
 }
 
-static int own_savepoint_left_open(lith_tx *tx, void *arg) {
-  return lith_cmd_sql(tx, arg);
-}
-
 static void test_more_misbehaviour(void **state) {
   (void)state;
   lith *db = open_db();
@@ -610,10 +606,10 @@ static void test_more_misbehaviour(void **state) {
                        LITH_OK);
   assert_non_null(strstr(lith_errmsg(db), "the writer owns"));
   /* its own savepoint left open: kept when it succeeds, undone when not */
-  assert_int_equal(lith_do(db, own_savepoint_left_open, "SAVEPOINT a; INSERT INTO kv VALUES ('open-ok', 1)"),
+  assert_int_equal(lith_do(db, lith_cmd_sql, "SAVEPOINT a; INSERT INTO kv VALUES ('open-ok', 1)"),
                    LITH_OK);
   assert_int_not_equal(
-      lith_do(db, own_savepoint_left_open, "SAVEPOINT b; INSERT INTO kv VALUES ('open-bad', 1); SELECT * FROM nowhere"),
+      lith_do(db, lith_cmd_sql, "SAVEPOINT b; INSERT INTO kv VALUES ('open-bad', 1); SELECT * FROM nowhere"),
       LITH_OK);
   assert_int_equal(lith_do(db, t_put_cmd, "last"), LITH_OK);
   assert_int_equal(lith_close(db), LITH_OK);
