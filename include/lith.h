@@ -192,8 +192,8 @@ int64_t lith_clock_ms(void);
  *     read, and given an argument only when the argument names what to read
  *     (table_info(t), ...) or it writes the file inside the transaction
  *     (user_version, application_id, incremental_vacuum, optimize);
- *     defer_foreign_keys and recursive_triggers may be set and are switched
- *     off again when the command ends; every other setting (journal_mode,
+ *     defer_foreign_keys and recursive_triggers may be set and are put back
+ *     when the command ends; every other setting (journal_mode,
  *     synchronous, foreign_keys, query_only, ...) and wal_checkpoint are
  *     refused. TEMP tables, views, triggers and indexes live until the
  *     command ends: lith drops them.

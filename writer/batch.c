@@ -55,6 +55,15 @@ int lith__writer_prepare(lith *db) {
       (rc = prep(db, "RELEASE lith_n", &db->st_nsp_release)) ||
       (rc = prep(db, "ROLLBACK TO lith_n", &db->st_nsp_rollback)))
     return rc;
+  /* The value a command's recursive_triggers is put back to. */
+  sqlite3_stmt *st = NULL;
+  rc = sqlite3_prepare_v2(db->conn, "PRAGMA recursive_triggers", -1, &st, NULL);
+  if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    rc = SQLITE_OK;
+  db->recursive_base = rc == SQLITE_OK ? sqlite3_column_int(st, 0) : 0;
+  sqlite3_finalize(st);
+  if (rc != SQLITE_OK)
+    return lith__fail_sqlite(rc, db->conn, "PRAGMA recursive_triggers");
   sqlite3_commit_hook(db->conn, lith__commit_hook, db);
   sqlite3_rollback_hook(db->conn, lith__rollback_hook, db);
   return LITH_OK;
@@ -198,7 +207,8 @@ static int reset_running(lith *db, int reads_only, char *what, size_t n) {
 }
 
 /* Put back what the command changed on the connection (see LITH__DIRTY_*).
- * The flag pragmas are not transactional, so this runs whatever the outcome;
+ * The flag pragmas are not transactional, so this runs whatever the outcome
+ * (back to what they were when lith opened the connection);
  * the TEMP objects of a failed command went with its savepoint. Returns an
  * SQLite code. */
 static int restore_flags_now(lith *db) {
@@ -206,7 +216,8 @@ static int restore_flags_now(lith *db) {
   if (db->dirty & LITH__DIRTY_DEFER_FK)
     rc = sqlite3_exec(db->conn, "PRAGMA defer_foreign_keys = OFF", NULL, NULL, NULL);
   if (rc == SQLITE_OK && (db->dirty & LITH__DIRTY_RECURSIVE))
-    rc = sqlite3_exec(db->conn, "PRAGMA recursive_triggers = OFF", NULL, NULL, NULL);
+    rc = sqlite3_exec(db->conn, db->recursive_base ? "PRAGMA recursive_triggers = ON" : "PRAGMA recursive_triggers = OFF",
+                      NULL, NULL, NULL);
   db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE);
   return rc;
 }

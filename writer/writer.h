@@ -103,6 +103,8 @@ struct lith {
   unsigned dirty;        /* LITH__DIRTY_*: what the running command changed on the
                             connection that lith must put back when it ends */
   char auth_why[160];    /* why lith's authorizer last refused, for the message */
+  int recursive_base;    /* recursive_triggers as lith opened the connection (SQLite's
+                            build decides: Debian's defaults to on) */
   lith_request **batch;  /* max_batch slots */
   int64_t *topics;       /* touched in this batch (with repeats) */
   int ntopics, captopics;
