@@ -127,10 +127,15 @@ typedef struct lith_options {
   void *on_commit_ctx;
   /* Optional: a further SQLite authorizer (sqlite3_set_authorizer's
    * callback) for what commands prepare on the write connection, consulted
-   * after lith's own rules; a server that runs its clients' SQL can refuse
-   * ATTACH or PRAGMA assignments with it. Called on the writer thread with
-   * authorizer_ctx (the caller's; it must outlive the handle). A denied
-   * statement fails to prepare (SQLite's "not authorized"). */
+   * after lith's own rules, and for what lith_read callbacks prepare on the
+   * read connections; a server that runs its clients' SQL can refuse
+   * ATTACH, PRAGMA assignments or functions with it. Called with
+   * authorizer_ctx (the caller's; it must outlive the handle) on the writer
+   * thread and on the threads calling lith_read, at once: it must be
+   * thread-safe. A denied statement fails to prepare (SQLite's "not
+   * authorized"). Whatever it says, every connection runs with SQLite's
+   * defensive settings: SQLITE_DBCONFIG_DEFENSIVE on, TRUSTED_SCHEMA off,
+   * the two-argument fts3_tokenizer() off for SQL text, extensions off. */
   int (*authorizer)(void *ctx, int action, const char *a, const char *b, const char *c,
                     const char *d);
   void *authorizer_ctx;

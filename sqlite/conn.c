@@ -61,6 +61,20 @@ static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
   int rc;
   sqlite3_extended_result_codes(conn, 1);
   sqlite3_busy_timeout(conn, opt->busy_timeout_ms);
+  /* SQLite's advice for SQL from elsewhere (sqlite.org/security.html), on
+   * every connection, readers too (lithd runs its clients' SQL on both):
+   * no writes that can corrupt (writable_schema, shadow tables), no
+   * functions with side effects reached through the schema, no
+   * fts3_tokenizer() pointer from SQL text, no extensions. */
+  static const int off_on[][2] = {{SQLITE_DBCONFIG_DEFENSIVE, 1},
+                                  {SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0},
+                                  {SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0},
+                                  {SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0}};
+  for (size_t i = 0; i < sizeof off_on / sizeof *off_on; i++) {
+    int src = sqlite3_db_config(conn, off_on[i][0], off_on[i][1], (int *)NULL);
+    if (src != SQLITE_OK)
+      return lith__fail_sqlite(src, conn, "sqlite3_db_config");
+  }
   snprintf(sql, sizeof sql,
            "PRAGMA synchronous=%s; PRAGMA cache_size=-%d; PRAGMA mmap_size=%lld;"
            " PRAGMA foreign_keys=%s; PRAGMA temp_store=MEMORY;",

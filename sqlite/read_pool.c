@@ -51,6 +51,10 @@ static int rx_open(struct lith_rx *rx, const char *path, const lith_options *opt
     rc = lith__fail_sqlite(src, rx->conn, "reader: prepare");
     goto err_close;
   }
+  /* The application's authorizer sees what reads prepare too: a server
+   * runs its clients' queries here. */
+  if (opt->authorizer)
+    sqlite3_set_authorizer(rx->conn, opt->authorizer, opt->authorizer_ctx);
   return LITH_OK;
 
 err_close:

@@ -21,8 +21,13 @@
  *     gone; AUTO checkpoints too; EXTERNAL never does: the -wal file grows
  *     with the data and is still there, non-empty, after lith_close;
  *   - lith_errstr names every code and never returns NULL; lith_from_sqlite
- *     maps primary and extended SQLite codes.
+ *     maps primary and extended SQLite codes;
+ *   - the writer and every reader run with SQLite's defensive settings
+ *     (DEFENSIVE on, TRUSTED_SCHEMA off, the FTS3 tokenizer and extensions
+ *     off): fts3_tokenizer() with a pointer in the SQL text fails; the
+ *     application's authorizer is consulted on reads too.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -634,6 +639,117 @@ static void test_from_sqlite(void **state) {
   }
 }
 
+/* ---- defensive settings ---------------------------------------------------- */
+
+typedef struct guard {
+  int defensive, trusted, fts3, ext;
+  int tokenizer_rc; /* fts3_tokenizer('x', x'00..') from SQL text */
+  char msg[200];
+} guard;
+
+static void read_guard(sqlite3 *conn, guard *g) {
+  sqlite3_db_config(conn, SQLITE_DBCONFIG_DEFENSIVE, -1, &g->defensive);
+  sqlite3_db_config(conn, SQLITE_DBCONFIG_TRUSTED_SCHEMA, -1, &g->trusted);
+  sqlite3_db_config(conn, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, -1, &g->fts3);
+  sqlite3_db_config(conn, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, -1, &g->ext);
+  /* A made-up pointer for the tokenizer "x": refused, not stored. */
+  g->tokenizer_rc = sqlite3_exec(conn, "SELECT fts3_tokenizer('x', x'4141414141414141')", NULL, NULL, NULL);
+  snprintf(g->msg, sizeof g->msg, "%s", sqlite3_errmsg(conn));
+}
+
+static int guard_writer(lith_tx *tx, void *arg) {
+  read_guard(lith_tx_db(tx), arg);
+  return LITH_OK;
+}
+
+static int guard_reader(lith_rx *rx, void *arg) {
+  read_guard(lith_rx_db(rx), arg);
+  return LITH_OK;
+}
+
+typedef struct other {
+  lith *db;
+  sqlite3 *conn_a, *conn_b;
+  guard g;
+  int rc;
+} other;
+
+static int note_reader(lith_rx *rx, void *arg) {
+  other *o = arg;
+  o->conn_b = lith_rx_db(rx);
+  read_guard(o->conn_b, &o->g);
+  return LITH_OK;
+}
+
+static void *read_other(void *arg) {
+  other *o = arg;
+  o->rc = lith_read(o->db, note_reader, o);
+  return NULL;
+}
+
+static int hold_and_read_other(lith_rx *rx, void *arg) {
+  other *o = arg;
+  pthread_t t;
+  o->conn_a = lith_rx_db(rx);
+  if (pthread_create(&t, NULL, read_other, o) != 0)
+    return LITH_ERROR;
+  pthread_join(t, NULL);
+  return LITH_OK;
+}
+
+static void check_guard(const guard *g) {
+  assert_int_equal(g->defensive, 1);
+  assert_int_equal(g->trusted, 0);
+  assert_int_equal(g->fts3, 0);
+  assert_int_equal(g->ext, 0);
+  assert_int_not_equal(g->tokenizer_rc, SQLITE_OK);
+  assert_non_null(strstr(g->msg, "disabled"));
+}
+
+static int deny_abs(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
+  (void)a, (void)c, (void)d;
+  if (action == SQLITE_FUNCTION && b && strcmp(b, "abs") == 0) {
+    (*(int *)ctx)++;
+    return SQLITE_DENY;
+  }
+  return SQLITE_OK;
+}
+
+static int read_abs(lith_rx *rx, void *arg) { return lith_rx_int64(rx, arg, "SELECT abs(-7)", NULL); }
+
+static void test_defensive_settings_everywhere(void **state) {
+  (void)state;
+  lith_options opt;
+  int denied = 0;
+  t_bank_options(&opt);
+  opt.readers = 2;
+  opt.authorizer = deny_abs;
+  opt.authorizer_ctx = &denied;
+  lith *db = t_open_fresh(DB, &opt);
+  guard w, r1;
+  memset(&w, 0, sizeof w);
+  memset(&r1, 0, sizeof r1);
+  assert_int_equal(lith_do(db, guard_writer, &w), LITH_OK);
+  check_guard(&w);
+  assert_int_equal(lith_read(db, guard_reader, &r1), LITH_OK);
+  check_guard(&r1);
+  /* the pool's other reader too: read on another thread while this one
+   * holds the first */
+  other o;
+  memset(&o, 0, sizeof o);
+  o.db = db;
+  assert_int_equal(lith_read(db, hold_and_read_other, &o), LITH_OK);
+  assert_int_equal(o.rc, LITH_OK);
+  assert_ptr_not_equal(o.conn_a, o.conn_b);
+  check_guard(&o.g);
+  /* the application's authorizer applies to reads */
+  int64_t v = 0;
+  assert_int_equal(lith_read(db, read_abs, &v), LITH_ERROR);
+  assert_non_null(strstr(lith_errmsg(db), "not authorized"));
+  assert_true(denied >= 1);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults),
@@ -649,6 +765,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_external),
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),
+      cmocka_unit_test(test_defensive_settings_everywhere),
   };
   return cmocka_run_group_tests_name("sqlite/conn", tests, NULL, NULL);
 }

@@ -964,7 +964,11 @@ int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const 
   case SQLITE_ATTACH:
   case SQLITE_DETACH: return SQLITE_DENY;
   case SQLITE_FUNCTION:
-    return b != NULL && strcmp(b, "load_extension") == 0 ? SQLITE_DENY : SQLITE_OK;
+    /* load_extension loads code; fts3_tokenizer hands out (one argument)
+     * and takes (two, when bound) a pointer to C functions. */
+    return b != NULL && (strcasecmp(b, "load_extension") == 0 || strcasecmp(b, "fts3_tokenizer") == 0)
+               ? SQLITE_DENY
+               : SQLITE_OK;
   case SQLITE_PRAGMA:
     if (b == NULL) return SQLITE_OK; /* "PRAGMA x": reads x */
     for (i = 0; i < sizeof reading / sizeof reading[0]; i++)

@@ -827,7 +827,7 @@ static int run_one(const runner *rn, int i) {
     if (sqlite3_errcode(rn->conn) == SQLITE_AUTH ||
         strncmp(sqlite3_errmsg(rn->conn), "not authorized", 14) == 0)
       return rfail(rn, LITHD_FORBIDDEN, i,
-                   "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments and load_extension, "
+                   "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and fts3_tokenizer, "
                    "and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
                    lith_errmsg(NULL));
     return rfail(rn, rc, i, "%s", lith_errmsg(NULL));

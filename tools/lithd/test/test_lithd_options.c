@@ -632,6 +632,25 @@ static void test_authorizer(void **state) {
             "{\"statements\":[{\"sql\":\"PRAGMA writable_schema = ON\"}]}", 403, NULL);
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403, NULL);
+  /* fts3_tokenizer hands out a pointer into libsqlite3 (one argument) and
+   * takes one to call (two, bound): refused on the readers as on the
+   * writer, and lithd lives on to serve FTS. */
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT hex(fts3_tokenizer(?))\",\"params\":[\"simple\"]}]}", 403,
+            "not authorized");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT hex(FTS3_TOKENIZER('simple'))\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT fts3_tokenizer(?, ?)\","
+            "\"params\":[\"simple\",{\"base64\":\"QUFBQUFBQUE=\"}]}]}",
+            403, "not authorized");
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE VIRTUAL TABLE temp.f USING fts3(body, tokenize=simple)\"},"
+            "{\"sql\":\"INSERT INTO temp.f VALUES ('hello world')\"},"
+            "{\"sql\":\"SELECT count(*) FROM temp.f WHERE f MATCH 'hello'\"}]}",
+            200, "\"rows\":[[1]]");
   /* Reading PRAGMAs are fine. */
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA table_info(t)\"}]}",
             200, "\"x\"");
