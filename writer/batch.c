@@ -10,13 +10,18 @@
  * ROLLBACK TO + RELEASE when fn fails, so a failing command leaves no trace
  * and the others still commit. Commands cannot end the transaction
  * themselves (the authorizer refuses BEGIN, COMMIT, ROLLBACK and lith's
- * savepoint names while a command runs), but SQLite may: an I/O error, a
- * full disk, or an ON CONFLICT ROLLBACK constraint rolls back the whole
- * transaction (sqlite3_get_autocommit turns true). Then the command at fault
- * gets its error, and the others either run again in a new transaction
- * (when the cause was the command: at most twice per batch) or all get the
- * cause's error (when the disk or memory failed: running again would fail
- * the same way). Never a false success, never half a command.
+ * savepoint names in any case; a commit hook refuses every commit but
+ * lith's), but SQLite may: an I/O error, a full disk, or an ON CONFLICT
+ * ROLLBACK constraint rolls back the whole transaction (the rollback hook
+ * sees it). Then the command at fault gets its error, and the others either
+ * go on (when the cause was the command: the batch splits there, the
+ * commands before it run again and commit alone, the rest follow in the
+ * next transaction; none runs more than twice) or all get the cause's error
+ * (when the disk or memory failed: running again would fail the same way).
+ * After each command the writer also checks what a command may leave behind
+ * — a deferred foreign-key violation, a statement mid-step, a flag pragma,
+ * TEMP objects — so that it fails alone and the next command finds the
+ * connection as lith left it. Never a false success, never half a command.
  *
  * Commit, then answer: a producer learns its outcome only after COMMIT
  * returned. The on_commit hook sees the topics first, so a server can push
@@ -33,8 +38,6 @@
 #include "futex.h"
 #include "waker.h"
 #include "writer.h"
-
-#define MAX_ATTEMPTS 3
 
 static int prep(lith *db, const char *sql, sqlite3_stmt **st) {
   int rc = sqlite3_prepare_v3(db->conn, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
@@ -517,7 +520,7 @@ static void answer(lith *db, lith_request *req, int via_waker) {
 }
 
 static void run_batch(lith *db, int n) {
-  int attempts = 0, retried = 0, busy = 0, failed = 0;
+  int retried = 0, busy = 0, failed = 0;
   uint64_t commit_ns = 0;
   int64_t t_start = lith__now_ns();
   uint64_t wait_sum = 0, wait_max = 0;
@@ -532,8 +535,19 @@ static void run_batch(lith *db, int n) {
     p->ran = 0;
   }
 
-again:
-  attempts++;
+  /* Commands [0, limit) run in the current transaction. When one makes
+   * SQLite roll it back, it alone is at fault: the commands before it that
+   * had run are run again and committed by themselves (limit = its index),
+   * then the rest in a transaction of their own. So each command runs at
+   * most twice however many culprits a batch holds, and one client cannot
+   * make others fail by sending many. */
+  int limit = n;
+again:;
+  int pending = 0;
+  for (int i = 0; i < limit; i++)
+    pending += !lith__priv_of(db->batch[i])->done;
+  if (pending == 0)
+    goto next;
   db->ntopics = 0;
   int src = step(db->st_begin);
   if (src != SQLITE_OK) {
@@ -545,7 +559,7 @@ again:
     goto answer;
   }
   db->tx_lost = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < limit; i++) {
     lith_request *req = db->batch[i];
     lith__priv *p = lith__priv_of(req);
     if (p->done)
@@ -558,15 +572,18 @@ again:
      * the command began after SQLite rolled back the batch. */
     if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);
-    char msg[LITH_ERRMSG_MAX];
-    snprintf(msg, sizeof msg, "transaction rolled back by another command's error: %.140s", req->errmsg);
-    if (environmental(req->rc) || attempts >= MAX_ATTEMPTS) {
-      fail_open(db, n, environmental(req->rc) ? req->rc : LITH_ABORTED, msg);
+    if (environmental(req->rc)) { /* the disk or memory: the others would fail alike */
+      char msg[LITH_ERRMSG_MAX];
+      snprintf(msg, sizeof msg, "transaction rolled back by another command's error: %.140s", req->errmsg);
+      fail_open(db, n, req->rc, msg);
       goto answer;
     }
-    for (int j = 0; j < n; j++)
-      if (lith__priv_of(db->batch[j])->ran)
+    for (int j = 0; j < i; j++) { /* ran in this transaction: will run again */
+      const lith__priv *q = lith__priv_of(db->batch[j]);
+      if (q->ran && !q->done)
         retried++;
+    }
+    limit = i;
     goto again;
   }
 
@@ -574,21 +591,27 @@ again:
   db->committing = 1;
   src = step(db->st_commit);
   db->committing = 0;
-  commit_ns = (uint64_t)(lith__now_ns() - t_commit);
+  commit_ns += (uint64_t)(lith__now_ns() - t_commit);
   if (src != SQLITE_OK) {
     char msg[LITH_ERRMSG_MAX];
     int rc = lith_from_sqlite(src);
     snprintf(msg, sizeof msg, "COMMIT failed: %s", sqlite3_errmsg(db->conn));
     if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < limit; i++) {
       lith_request *req = db->batch[i];
       if (lith__priv_of(req)->ran) {
         req->rc = rc;
         lith__strlcpy(req->errmsg, msg, sizeof req->errmsg);
       }
     }
+    fail_open(db, n, rc, msg); /* and the rest of a split batch: the disk said no */
     goto answer;
+  }
+  for (int i = 0; i < limit; i++) { /* committed: final */
+    lith__priv *p = lith__priv_of(db->batch[i]);
+    if (p->ran)
+      p->done = 1;
   }
   /* A read statement a command left mid-step survives COMMIT and keeps a
    * read transaction open on the write connection, which pins the WAL:
@@ -596,6 +619,11 @@ again:
   if (sqlite3_txn_state(db->conn, NULL) != SQLITE_TXN_NONE)
     reset_running(db, 0, NULL, 0);
   report_topics(db);
+next:
+  if (limit < n) { /* a split batch: now the commands after the culprit */
+    limit = n;
+    goto again;
+  }
 
 answer:;
   uint64_t tx_ns = (uint64_t)(lith__now_ns() - t_start);

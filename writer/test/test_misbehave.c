@@ -169,6 +169,68 @@ static void test_no_write_after_the_transaction_was_rolled_back(void **state) {
   assert_int_equal(count_kv("still-works"), 1);
 }
 
+/* Many culprits in one batch: each fails alone, every innocent commits,
+ * and no command runs more than twice (the commands before a culprit run
+ * again and commit by themselves, then the rest go on). */
+typedef struct counted_put {
+  char key[32];
+  int runs;
+} counted_put;
+
+static int counted_put_cmd(lith_tx *tx, void *arg) {
+  counted_put *c = arg;
+  c->runs++;
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", c->key);
+}
+
+static int rollback_on_conflict(lith_tx *tx, void *arg) {
+  (void)arg; /* 'taken' exists: ON CONFLICT ROLLBACK ends the whole transaction */
+  return lith_tx_exec(tx, "INSERT OR ROLLBACK INTO kv(k, v) VALUES ('taken', 2)", NULL);
+}
+
+static void test_many_culprits_fail_alone(void **state) {
+  (void)state;
+  lith *db = open_db();
+  assert_int_equal(lith_do(db, t_put_cmd, "taken"), LITH_OK);
+  enum { N = 60 };
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[N];
+  counted_put c[N];
+  lith_stats before, after;
+  memset(c, 0, sizeof c);
+  t_gate_close(db, &gate);
+  lith_stats_get(db, &before);
+  for (int i = 0; i < N; i++) {
+    snprintf(c[i].key, sizeof c[i].key, "innocent-%d", i);
+    if (i % 3 == 1) /* a third of the batch are culprits, spread through it */
+      t_submit(db, &r[i], rollback_on_conflict, NULL, &done);
+    else
+      t_submit(db, &r[i], counted_put_cmd, &c[i], &done);
+  }
+  t_gate_open(&gate);
+  t_async_wait(&done, N);
+  lith_stats_get(db, &after);
+  int innocents = 0;
+  for (int i = 0; i < N; i++) {
+    if (i % 3 == 1) {
+      assert_int_equal(r[i].rc, LITH_CONSTRAINT);
+      continue;
+    }
+    if (r[i].rc != LITH_OK)
+      fail_msg("innocent %d: %s", i, r[i].errmsg);
+    assert_true(c[i].runs >= 1 && c[i].runs <= 2);
+    innocents++;
+  }
+  assert_int_equal(after.failed - before.failed, N / 3);
+  /* each culprit made the innocents of its transaction before it run again:
+   * one before the first culprit, two before each of the others */
+  assert_int_equal(after.retried - before.retried, 1 + 2 * (N / 3 - 1));
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM kv WHERE k LIKE 'innocent-%'"), innocents);
+  assert_int_equal(q("SELECT v FROM kv WHERE k = 'taken'"), 1);
+}
+
 /* ---- 3. deferred foreign keys, and PRAGMAs that change the connection ---- */
 
 static const char *const FK_SCHEMA =
@@ -758,6 +820,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_savepoint_names_in_any_case),
       cmocka_unit_test(test_no_write_after_the_transaction_was_rolled_back),
+      cmocka_unit_test(test_many_culprits_fail_alone),
       cmocka_unit_test(test_deferred_fk_violation_fails_alone),
       cmocka_unit_test(test_pragmas_cannot_outlive_the_command),
       cmocka_unit_test(test_temp_objects_and_triggers),
