@@ -114,6 +114,10 @@ typedef struct lith_options {
   int64_t mmap_size;        /* bytes of the file to mmap; default 0 (off: an I/O
                                error stays an error instead of a SIGBUS) */
   int foreign_keys;         /* enforce FOREIGN KEY constraints; default 1 */
+  int file_mode;            /* permission bits of a database file (and of a backup)
+                               lith creates, before the umask; the -wal and -shm
+                               files follow the database file's. Default 0600:
+                               the data is the owner's alone. Must include 0600. */
   int stmt_cache_size;      /* prepared statements kept per connection; default 256 */
   const char *vfs;          /* name of a registered SQLite VFS for every connection;
                                default NULL: SQLite's default. Read only during

@@ -63,6 +63,7 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
 
   if ((rc = lith__conn_open_reader(src_path, opt, &src)) != LITH_OK)
     goto err;
+  lith__create_file(tmp, opt->file_mode); /* a copy of the data: the database's mode */
   int src_rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (src_rc != SQLITE_OK) {
     rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: open %s: %s", tmp,

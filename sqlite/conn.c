@@ -1,8 +1,10 @@
 /* Connection opening, pragmas, migrations. */
 #include "conn.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -20,6 +22,7 @@ void lith_options_default(lith_options *opt) {
   opt->cache_size_kib = 16384;
   opt->mmap_size = 0;
   opt->foreign_keys = 1;
+  opt->file_mode = 0600;
   opt->stmt_cache_size = 256;
 }
 
@@ -40,6 +43,9 @@ int lith__options_check(const lith_options *o) {
     return lith__fail(LITH_MISUSE, "options: busy_timeout_ms must not be negative");
   if (o->cache_size_kib < 0 || o->mmap_size < 0 || o->stmt_cache_size < 1)
     return lith__fail(LITH_MISUSE, "options: cache_size_kib, mmap_size must be >= 0, stmt_cache_size >= 1");
+  if ((o->file_mode & ~0777) != 0 || (o->file_mode & 0600) != 0600)
+    return lith__fail(LITH_MISUSE, "options: file_mode must be permission bits including 0600, got %04o",
+                      (unsigned)o->file_mode);
   if (o->vfs && !sqlite3_vfs_find(o->vfs))
     return lith__fail(LITH_MISUSE, "options: no SQLite VFS named \"%s\" is registered", o->vfs);
   if (o->n_migrations < 0 || (o->n_migrations > 0 && !o->migrations))
@@ -111,11 +117,23 @@ static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
   return LITH_OK;
 }
 
+void lith__create_file(const char *path, int mode) {
+  /* An empty file is a new SQLite database. Created here rather than by
+   * SQLite (which uses 0644 less the umask) so that its mode, which SQLite
+   * gives the -wal and -shm files too, is the one asked for. A file that
+   * exists is left as it is; any other failure is SQLite's to report. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+  if (fd >= 0)
+    close(fd);
+}
+
 static int open_conn(const char *path, const lith_options *opt, int kind, sqlite3 **out) {
   *out = NULL;
   if (!path || !*path || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
     return lith__fail(LITH_MISUSE, "lith needs a database file path (WAL mode needs a file), got \"%s\"",
                       path ? path : "(null)");
+  if (kind == CONN_WRITER)
+    lith__create_file(path, opt->file_mode);
   sqlite3 *conn = NULL;
   int flags = SQLITE_OPEN_NOMUTEX |
               (kind == CONN_WRITER         ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE

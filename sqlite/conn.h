@@ -28,4 +28,8 @@ int lith__conn_open_checkpointer(const char *path, const lith_options *opt, sqli
 /* Run the migrations of `opt` on the write connection in one transaction. */
 int lith__conn_migrate(sqlite3 *conn, const lith_options *opt);
 
+/* Create `path` empty with permission bits `mode` (before the umask) if it
+ * does not exist; errors are left for the open that follows to report. */
+void lith__create_file(const char *path, int mode);
+
 #endif

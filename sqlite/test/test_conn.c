@@ -95,6 +95,7 @@ static void test_defaults(void **state) {
   assert_int_equal(o.cache_size_kib, 16384);
   assert_int_equal(o.mmap_size, 0);
   assert_int_equal(o.foreign_keys, 1);
+  assert_int_equal(o.file_mode, 0600);
   assert_int_equal(o.stmt_cache_size, 256);
   assert_null(o.migrations);
   assert_int_equal(o.n_migrations, 0);
@@ -121,6 +122,8 @@ static void cache_neg(lith_options *o) { o->cache_size_kib = -1; }
 static void mmap_neg(lith_options *o) { o->mmap_size = -1; }
 static void stmts0(lith_options *o) { o->stmt_cache_size = 0; }
 static void nmig_neg(lith_options *o) { o->n_migrations = -1; }
+static void mode_no_owner(lith_options *o) { o->file_mode = 0400; }
+static void mode_setuid(lith_options *o) { o->file_mode = 04600; }
 static void mig_null(lith_options *o) {
   o->migrations = NULL;
   o->n_migrations = 2;
@@ -134,6 +137,7 @@ static void test_bad_options_refused(void **state) {
       {"readers", readers_many},  {"max_batch", batch0},        {"queue_capacity", queue0},
       {"busy_timeout_ms", busy_neg}, {"cache_size_kib", cache_neg}, {"mmap_size", mmap_neg},
       {"stmt_cache_size", stmts0}, {"n_migrations", nmig_neg},   {"migrations", mig_null},
+      {"file_mode", mode_no_owner}, {"file_mode", mode_setuid},
   };
   const char *path = "refused.db";
   t_remove_db(path);
@@ -639,6 +643,49 @@ static void test_from_sqlite(void **state) {
   }
 }
 
+/* ---- file modes ---------------------------------------------------------------- */
+
+static unsigned mode_of(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (unsigned)(st.st_mode & 07777);
+}
+
+/* The database, its -wal and -shm, and a backup are the owner's alone by
+ * default (another local user could otherwise read them directly); a wider
+ * mode is the application's choice; an existing file keeps its mode. */
+static void test_file_modes(void **state) {
+  (void)state;
+  mode_t old_umask = umask(022);
+  lith_options opt;
+  t_bank_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  t_seed_accounts(db, 3, 10);
+  assert_int_equal(mode_of(DB), 0600);
+  assert_int_equal(mode_of(DB "-wal"), 0600);
+  assert_int_equal(mode_of(DB "-shm"), 0600);
+  unlink("conn-backup.db");
+  assert_int_equal(lith_backup(db, "conn-backup.db"), LITH_OK);
+  assert_int_equal(mode_of("conn-backup.db"), 0600);
+  assert_int_equal(lith_close(db), LITH_OK);
+
+  opt.file_mode = 0640;
+  db = t_open_fresh(DB, &opt);
+  t_seed_accounts(db, 3, 10);
+  assert_int_equal(mode_of(DB), 0640);
+  assert_int_equal(mode_of(DB "-wal"), 0640);
+  assert_int_equal(lith_close(db), LITH_OK);
+
+  /* an existing database keeps its mode */
+  assert_int_equal(chmod(DB, 0644), 0);
+  opt.file_mode = 0600;
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  assert_int_equal(mode_of(DB), 0644);
+  assert_int_equal(lith_close(db), LITH_OK);
+  unlink("conn-backup.db");
+  umask(old_umask);
+}
+
 /* ---- defensive settings ---------------------------------------------------- */
 
 typedef struct guard {
@@ -766,6 +813,7 @@ int main(void) {
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),
       cmocka_unit_test(test_defensive_settings_everywhere),
+      cmocka_unit_test(test_file_modes),
   };
   return cmocka_run_group_tests_name("sqlite/conn", tests, NULL, NULL);
 }

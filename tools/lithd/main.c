@@ -252,6 +252,7 @@ int main(int argc, char **argv) {
   if (o.readers > 0) lopt.readers = o.readers;
   if (o.max_batch > 0) lopt.max_batch = o.max_batch;
   if (o.max_queue > 0) lopt.queue_capacity = o.max_queue;
+  if (o.file_mode > 0) lopt.file_mode = o.file_mode;
   lopt.authorizer = lithd_authorizer; /* clients' SQL: no ATTACH, no PRAGMA x = y */
   lopt.migrations = (const char *const *)schema.steps;
   lopt.n_migrations = schema.n;

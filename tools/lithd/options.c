@@ -24,7 +24,8 @@
 enum {
   OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
   OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
-  OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION
+  OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION,
+  OPT_FILEMODE
 };
 
 static const struct option longs[] = {
@@ -36,6 +37,7 @@ static const struct option longs[] = {
     {"readers", required_argument, NULL, OPT_READERS},
     {"max-batch", required_argument, NULL, OPT_MAXBATCH},
     {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
+    {"file-mode", required_argument, NULL, OPT_FILEMODE},
     {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
     {"schema", required_argument, NULL, OPT_SCHEMA},
     {"commands", required_argument, NULL, OPT_COMMANDS},
@@ -66,6 +68,8 @@ static void usage(FILE *f) {
           "  --readers N             read connections for /v1/query (default: CPUs)\n"
           "  --max-batch N           most commands in one transaction (default 1024)\n"
           "  --max-queue N           most commands queued for the writer (default 65536)\n"
+          "  --file-mode MODE        permissions of a database or backup lithd creates, octal\n"
+          "                          (default 0600; the -wal and -shm files follow it)\n"
           "  --queue-wait-ms MS      how long a request waits for room in a full queue\n"
           "                          before 503 + Retry-After (default 2000)\n"
           "  --schema FILE           SQL run once at startup as numbered migration steps\n"
@@ -210,6 +214,18 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       if (parse_num("max-queue", optarg, 1, 1 << 24, &v) != 0) return 2;
       o->max_queue = (int)v;
       break;
+    case OPT_FILEMODE: {
+      char *end;
+      errno = 0;
+      long m = strtol(optarg, &end, 8);
+      if (errno != 0 || end == optarg || *end != '\0' || (m & ~0777L) != 0 || (m & 0600) != 0600) {
+        fprintf(stderr, "lithd: --file-mode wants octal permission bits including 0600, got \"%s\"\n",
+                optarg);
+        return 2;
+      }
+      o->file_mode = (int)m;
+      break;
+    }
     case OPT_QUEUEWAIT:
       if (parse_num("queue-wait-ms", optarg, 0, 3600 * 1000, &v) != 0) return 2;
       o->queue_wait_ms = v;

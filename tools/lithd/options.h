@@ -35,6 +35,7 @@ typedef struct lithd_opts {
   int readers;           /* 0: lith's default (CPUs) */
   int max_batch;         /* 0: lith's default */
   int max_queue;         /* 0: lith's default */
+  int file_mode;         /* 0: lith's default (0600) */
   int64_t queue_wait_ms; /* how long a request waits for room in a full queue */
   char *schema;
   char *commands;

@@ -661,6 +661,35 @@ static void test_authorizer(void **state) {
   assert_int_equal(tl_sql_int("authz.db", "SELECT count(*) FROM t"), 0);
 }
 
+static unsigned mode_of(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return (unsigned)(st.st_mode & 07777);
+}
+
+/* The database and its -wal, -shm are the owner's alone unless told
+ * otherwise (another local user could read them directly). */
+static void test_file_mode(void **state) {
+  struct tl_child *c = *state;
+  mode_t old = umask(022);
+  tl_start(c, "modes", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
+  assert_int_equal(mode_of("modes.db"), 0600);
+  assert_int_equal(mode_of("modes.db-wal"), 0600);
+  assert_int_equal(mode_of("modes.db-shm"), 0600);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "modes2", 0, TL_ARGS("--file-mode", "0640"));
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
+  assert_int_equal(mode_of("modes2.db"), 0640);
+  assert_int_equal(mode_of("modes2.db-wal"), 0640);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  umask(old);
+  expect_fail(TL_ARGS("--db", "modes3.db", "--file-mode", "0400"), 2, "--file-mode wants");
+  expect_fail(TL_ARGS("--db", "modes3.db", "--file-mode", "0644x"), 2, "--file-mode wants");
+  expect_fail(TL_ARGS("--db", "modes3.db", "--file-mode", "4600"), 2, "--file-mode wants");
+  assert_int_equal(access("modes3.db", F_OK), -1);
+}
+
 static void test_help_and_version(void **state) {
   char out[8192];
   (void)state;
@@ -677,6 +706,7 @@ static void test_help_and_version(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_named_commands, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_file_mode, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_only_named, tl_setup, tl_teardown),
       cmocka_unit_test(test_commands_refused_at_startup),
       cmocka_unit_test_setup_teardown(test_schema_steps, tl_setup, tl_teardown),
