@@ -305,6 +305,8 @@ int main(int argc, char **argv) {
   d.srv.token = token;
   d.srv.commands = commands;
   d.srv.only_named = o.only_named;
+  d.srv.allow_origins = o.allow_origins;
+  d.srv.allow_hosts = o.allow_hosts;
   d.srv.queue_wait_ms = o.queue_wait_ms;
   if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());

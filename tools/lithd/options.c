@@ -25,7 +25,7 @@ enum {
   OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
   OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
   OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION,
-  OPT_FILEMODE
+  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST
 };
 
 static const struct option longs[] = {
@@ -38,6 +38,8 @@ static const struct option longs[] = {
     {"max-batch", required_argument, NULL, OPT_MAXBATCH},
     {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
     {"file-mode", required_argument, NULL, OPT_FILEMODE},
+    {"allow-origin", required_argument, NULL, OPT_ALLOWORIGIN},
+    {"allow-host", required_argument, NULL, OPT_ALLOWHOST},
     {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
     {"schema", required_argument, NULL, OPT_SCHEMA},
     {"commands", required_argument, NULL, OPT_COMMANDS},
@@ -81,6 +83,12 @@ static void usage(FILE *f) {
           "                          commands write\n"
           "  --token-file FILE       require \"Authorization: Bearer <token>\"\n"
           "                          (needed for a non-loopback --listen)\n"
+          "  --allow-origin LIST     Origin values (comma-separated; * for any) a request\n"
+          "                          may carry; others get 403 (default: none, so no web\n"
+          "                          page can send requests)\n"
+          "  --allow-host LIST       Host names besides localhost and IP addresses that a\n"
+          "                          lithd without --token-file answers on loopback (a\n"
+          "                          proxy's name; others get 403: DNS rebinding)\n"
           "  --max-body BYTES        largest request body (default 8 MiB)\n"
           "  --max-statements N      statements in one request (default 1000)\n"
           "  --max-sql BYTES         SQL text of one statement (default 100000)\n"
@@ -249,6 +257,14 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       break;
     case OPT_TOKEN:
       if (set_path(&o->token_file, optarg, base) != 0) goto nomem;
+      break;
+    case OPT_ALLOWORIGIN:
+      free(o->allow_origins);
+      if ((o->allow_origins = strdup(optarg)) == NULL) goto nomem;
+      break;
+    case OPT_ALLOWHOST:
+      free(o->allow_hosts);
+      if ((o->allow_hosts = strdup(optarg)) == NULL) goto nomem;
       break;
     case OPT_MAXBODY:
       if (parse_num("max-body", optarg, 1, (long long)1 << 40, &v) != 0) return 2;
@@ -423,6 +439,8 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->schema);
   free(o->commands);
   free(o->token_file);
+  free(o->allow_origins);
+  free(o->allow_hosts);
   free(o->log_file);
   memset(o, 0, sizeof *o);
 }

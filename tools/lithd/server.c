@@ -27,6 +27,7 @@
 #include <stdarg.h>
 
 #include <jansson.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,91 @@
 static int authorized(lithd_server *s, lith_http_req *req) {
   if (s->token == NULL) return 1;
   return lith_http_check_bearer(req, s->token);
+}
+
+/* Whether the `len` bytes at `item` are one of the comma-separated entries
+ * of `list` (NULL: none), spaces around entries ignored, case ignored. */
+static int in_list(const char *list, const char *item, size_t len) {
+  while (list != NULL && *list) {
+    while (*list == ' ' || *list == ',') list++;
+    const char *end = list;
+    while (*end && *end != ',') end++;
+    const char *e = end;
+    while (e > list && e[-1] == ' ') e--;
+    if ((size_t)(e - list) == len && len > 0 && strncasecmp(list, item, len) == 0) return 1;
+    list = end;
+  }
+  return 0;
+}
+
+/* A Host a token-less lithd on loopback answers: this machine by name or an
+ * address (a DNS-rebinding page has a name of its own), or a name the
+ * operator allowed. The port, if any, is not compared. */
+static int host_ok(const lithd_server *s, const char *host) {
+  char buf[256];
+  size_t len;
+  if (host == NULL || !*host) return 0;
+  if (host[0] == '[') { /* [v6]:port */
+    const char *close = strchr(host, ']');
+    if (close == NULL) return 0;
+    len = (size_t)(close - host - 1);
+    if (len >= sizeof buf) return 0;
+    memcpy(buf, host + 1, len);
+    buf[len] = '\0';
+    struct in6_addr a6;
+    return inet_pton(AF_INET6, buf, &a6) == 1;
+  }
+  const char *colon = strchr(host, ':');
+  len = colon ? (size_t)(colon - host) : strlen(host);
+  if (len == 0 || len >= sizeof buf) return 0;
+  memcpy(buf, host, len);
+  buf[len] = '\0';
+  struct in_addr a4;
+  if (inet_pton(AF_INET, buf, &a4) == 1 || strcasecmp(buf, "localhost") == 0) return 1;
+  return in_list(s->allow_hosts, buf, len);
+}
+
+/* Every route's gate: the token, then what a web page could make a browser
+ * send. A page the operator opens may fetch() a token-less loopback lithd:
+ * a request carrying an Origin not allowed is refused (403); a Host that
+ * names another site is refused on a token-less loopback lithd (403: a
+ * DNS-rebinding page is same-origin to the browser); and a POST must say
+ * application/json (415), which a page cannot send cross-origin without a
+ * preflight lithd never answers. Answers the request when it refuses;
+ * returns 1 when the request may go on. */
+static int admit(lithd_server *s, lith_http_req *req) {
+  char msg[320];
+  if (!authorized(s, req)) return 0;
+  const char *origin = lith_http_req_header(req, "origin");
+  if (origin != NULL && !in_list(s->allow_origins, "*", 1) &&
+      !in_list(s->allow_origins, origin, strlen(origin))) {
+    snprintf(msg, sizeof msg, "requests from web pages are refused: Origin %.200s is not in --allow-origin",
+             origin);
+    lith_http_respond_error(req, 403, msg);
+    return 0;
+  }
+  if (s->token == NULL && lith_http_req_is_loopback(req)) {
+    const char *host = lith_http_req_header(req, "host");
+    if (!host_ok(s, host)) {
+      snprintf(msg, sizeof msg,
+               "Host %.200s is not this machine (a DNS-rebinding page?): lithd answers localhost and "
+               "IP addresses, and names in --allow-host",
+               host ? host : "(none)");
+      lith_http_respond_error(req, 403, msg);
+      return 0;
+    }
+  }
+  if (strcmp(lith_http_req_method(req), "POST") == 0) {
+    const char *ct = lith_http_req_header(req, "content-type");
+    size_t n = ct ? strcspn(ct, ";") : 0;
+    while (n > 0 && ct[n - 1] == ' ') n--;
+    if (ct == NULL || n != 16 || strncasecmp(ct, "application/json", 16) != 0) {
+      snprintf(msg, sizeof msg, "Content-Type must be application/json, got %.200s", ct ? ct : "none");
+      lith_http_respond_error(req, 415, msg);
+      return 0;
+    }
+  }
+  return 1;
 }
 
 /* Answer a lithd_error; on no memory a fixed 500. */
@@ -308,7 +394,7 @@ static int h_do(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   struct do_ctx *c;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   if (refuse_raw(s, req)) return LITH_HTTP_DONE;
   if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
   c->batch = parse_body(s, req);
@@ -331,7 +417,7 @@ static int h_command(lith_http_req *req, void *arg) {
   struct do_ctx *c;
   lithd_error e;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
   if (lithd_commands_batch(s->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
@@ -344,7 +430,7 @@ static int h_command(lith_http_req *req, void *arg) {
 static int h_commands(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   char *json;
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   json = lithd_commands_json(s->commands);
   if (json == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -406,7 +492,7 @@ static int h_query(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   struct query_ctx *q = NULL;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   q = calloc(1, sizeof *q);
   if (q == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -598,7 +684,7 @@ static int h_batch(lith_http_req *req, void *arg) {
   const char *body;
   lithd_error e;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   if (refuse_raw(s, req)) return LITH_HTTP_DONE;
   b = calloc(1, sizeof *b);
   if (b == NULL) {
@@ -727,7 +813,7 @@ static int h_backup(lith_http_req *req, void *arg) {
   json_t *root = NULL, *dest;
   lithd_error e;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
   dest = json_object_get(root, "dest");
   if (root == NULL || !json_is_object(root) || json_object_size(root) != 1 ||
@@ -769,7 +855,7 @@ static int h_stats(lith_http_req *req, void *arg) {
   lith_stats *st = NULL;
   char buf[1024];
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
   if (st == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -881,7 +967,7 @@ static int h_metrics(lith_http_req *req, void *arg) {
   uint64_t cum = 0, total = 0;
   int k, code;
 
-  if (!authorized(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req)) return LITH_HTTP_DONE;
   st = malloc(sizeof *st);
   b.cap = 8192;
   b.p = malloc(b.cap);

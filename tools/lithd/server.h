@@ -52,6 +52,8 @@ typedef struct lithd_server {
   lithd_limits limits;      /* copied into every batch */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
   int only_named;           /* refuse /v1/do and /v1/batch */
+  const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
+  const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
   int64_t queue_wait_ms;    /* how long a command waits for room in the queue */
 
   /* Internal: the commands waiting for room (see above). */

@@ -587,7 +587,7 @@ static void test_slow_reader_blocks_nobody(void **state) {
   fd = tl_connect(c);
   assert_true(fd >= 0);
   n = snprintf(req, sizeof req,
-               "POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "POST /v1/query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                "Content-Length: %zu\r\n\r\n%s",
                strlen(q), q);
   /* 200 pipelined requests for ~270 KB answers each (54 MB), none read;
@@ -661,6 +661,78 @@ static void test_authorizer(void **state) {
   assert_int_equal(tl_sql_int("authz.db", "SELECT count(*) FROM t"), 0);
 }
 
+/* One request with the given extra header lines (each ending in CRLF) and
+ * a JSON body; the answer's status (its body into r). */
+static int raw_post(const struct tl_child *c, const char *path, const char *headers, const char *body,
+                    struct tl_resp *r) {
+  char req[2048];
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                   path, headers, strlen(body), body);
+  assert_true(n > 0 && (size_t)n < sizeof req);
+  assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+  tl_read(fd, r);
+  return r->status;
+}
+
+/* What a web page the operator opens could make a browser send to a
+ * token-less lithd on loopback: a cross-site text/plain POST, a foreign
+ * Origin, a DNS-rebinding Host. Refused, and nothing written. */
+static void test_browser_requests_refused(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  const char *ins = "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}";
+  tl_start(c, "browser", 0, TL_ARGS("--allow-origin", "http://app.example, http://other.example",
+                                    "--allow-host", "lithd.internal"));
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
+  /* a "simple" cross-site POST: text/plain, or no type at all */
+  assert_int_equal(raw_post(c, "/v1/do", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n", ins, &r), 415);
+  assert_non_null(strstr(r.body, "application/json"));
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/do", "Host: 127.0.0.1\r\n", ins, &r), 415);
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/backup", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n",
+                            "{\"dest\": \"/tmp/x.db\"}", &r),
+                   415);
+  tl_resp_free(&r);
+  /* a foreign Origin */
+  assert_int_equal(raw_post(c, "/v1/do",
+                            "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: http://evil.example\r\n",
+                            ins, &r),
+                   403);
+  assert_non_null(strstr(r.body, "allow-origin"));
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/do", "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: null\r\n",
+                            ins, &r),
+                   403);
+  tl_resp_free(&r);
+  /* a DNS-rebinding page: its own name in Host */
+  assert_int_equal(raw_post(c, "/v1/do", "Host: evil.example:8765\r\nContent-Type: application/json\r\n", ins, &r),
+                   403);
+  assert_non_null(strstr(r.body, "allow-host"));
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/query", "Host: evil.example\r\nContent-Type: application/json\r\n",
+                            "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", &r),
+                   403);
+  tl_resp_free(&r);
+  /* what is allowed: the listed origins, localhost, addresses, listed names,
+   * a charset parameter */
+  assert_int_equal(raw_post(c, "/v1/do",
+                            "Host: localhost:1\r\nContent-Type: application/json; charset=utf-8\r\n"
+                            "Origin: http://other.example\r\n",
+                            ins, &r),
+                   200);
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/do", "Host: [::1]:8765\r\nContent-Type: Application/JSON\r\n", ins, &r), 200);
+  tl_resp_free(&r);
+  assert_int_equal(raw_post(c, "/v1/do", "Host: LITHD.internal\r\nContent-Type: application/json\r\n", ins, &r),
+                   200);
+  tl_resp_free(&r);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("browser.db", "SELECT count(*) FROM t"), 3);
+}
+
 static unsigned mode_of(const char *path) {
   struct stat st;
   assert_int_equal(stat(path, &st), 0);
@@ -707,6 +779,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_named_commands, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_file_mode, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_browser_requests_refused, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_only_named, tl_setup, tl_teardown),
       cmocka_unit_test(test_commands_refused_at_startup),
       cmocka_unit_test_setup_teardown(test_schema_steps, tl_setup, tl_teardown),
