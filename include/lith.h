@@ -358,6 +358,13 @@ sqlite3 *lith_rx_db(lith_rx *rx);
  * complete new copy. Runs on the calling thread; never blocks the writer. */
 int lith_backup(lith *db, const char *dest_path);
 
+/* As lith_backup, but never replaces anything: if dest_path exists —
+ * a file, a symbolic link, a FIFO, a device — LITH_MISUSE and nothing is
+ * written; the copy is made in a new temporary file (O_EXCL, file_mode)
+ * and linked into place, which fails rather than replace a file that
+ * appeared meanwhile. For a server that writes where its clients name. */
+int lith_backup_new(lith *db, const char *dest_path);
+
 /* ---- Statistics ---------------------------------------------------------- */
 
 #define LITH_HIST_BUCKETS 12 /* batch sizes 1, 2-3, 4-7, ..., 1024-2047, 2048+ */

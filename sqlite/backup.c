@@ -49,21 +49,34 @@ static int is_source(const char *src, const char *dest) {
   return 0;
 }
 
-int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path) {
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only) {
   static _Atomic unsigned counter;
   char tmp[4200], dir[4200];
   int rc;
   sqlite3 *src = NULL, *dst = NULL;
+  struct stat st;
 
   if (!dest_path || !*dest_path || strlen(dest_path) > 4000)
     return lith__fail(LITH_MISUSE, "lith_backup: bad destination path");
   if (is_source(src_path, dest_path))
     return lith__fail(LITH_MISUSE, "lith_backup: %s is the live database itself", dest_path);
+  if (new_only && lstat(dest_path, &st) == 0) /* whatever it is: file, link, FIFO, device */
+    return lith__fail(LITH_MISUSE, "lith_backup: %s exists: this backup never replaces a file", dest_path);
   snprintf(tmp, sizeof tmp, "%s.tmp-%ld-%u", dest_path, (long)getpid(), atomic_fetch_add(&counter, 1));
 
   if ((rc = lith__conn_open_reader(src_path, opt, &src)) != LITH_OK)
     goto err;
-  lith__create_file(tmp, opt->file_mode); /* a copy of the data: the database's mode */
+  /* A copy of the data: the database's mode. New only: the temporary file
+   * must be ours, made here, not something found at its name. */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)opt->file_mode);
+  if (fd < 0 && new_only) {
+    rc = lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_CANTOPEN, "lith_backup: create %s: %s", tmp,
+                    strerror(errno));
+    sqlite3_close(src);
+    return rc;
+  }
+  if (fd >= 0)
+    close(fd);
   int src_rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (src_rc != SQLITE_OK) {
     rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: open %s: %s", tmp,
@@ -96,13 +109,25 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
     rc = lith__fail(LITH_IOERR, "lith_backup: fsync %s: %s", tmp, strerror(errno));
     goto err_close;
   }
-  /* A stale WAL beside the old destination would be replayed onto the new
-   * copy: remove what belongs to the file being replaced. */
-  remove_sidecars(dest_path);
-  if (rename(tmp, dest_path) != 0) {
-    rc = lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: rename to %s: %s",
-                    dest_path, strerror(errno));
-    goto err_close;
+  if (new_only) {
+    /* link() never replaces: if something took the name meanwhile, it fails. */
+    if (link(tmp, dest_path) != 0) {
+      rc = errno == EEXIST ? lith__fail(LITH_MISUSE, "lith_backup: %s exists: this backup never replaces a file",
+                                        dest_path)
+                           : lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: link to %s: %s",
+                                        dest_path, strerror(errno));
+      goto err_close;
+    }
+    unlink(tmp);
+  } else {
+    /* A stale WAL beside the old destination would be replayed onto the new
+     * copy: remove what belongs to the file being replaced. */
+    remove_sidecars(dest_path);
+    if (rename(tmp, dest_path) != 0) {
+      rc = lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: rename to %s: %s",
+                      dest_path, strerror(errno));
+      goto err_close;
+    }
   }
   snprintf(dir, sizeof dir, "%s", dest_path);
   fsync_path(dirname(dir), 1);

@@ -10,6 +10,8 @@
 
 #include "lith.h"
 
-int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path);
+/* new_only: dest_path must not exist, and the copy is linked into place
+ * (never replacing anything) instead of renamed over it. */
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only);
 
 #endif

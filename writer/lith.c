@@ -261,16 +261,20 @@ int lith_read(lith *db, lith_reader fn, void *arg) {
   return rc;
 }
 
-int lith_backup(lith *db, const char *dest_path) {
+static int backup(lith *db, const char *dest_path, int new_only) {
   if (!db)
     return lith__fail(LITH_MISUSE, "lith_backup: no handle");
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
-  rc = lith__backup_run(db->path, &db->opt, dest_path);
+  rc = lith__backup_run(db->path, &db->opt, dest_path, new_only);
   lith__leave(db);
   return rc;
 }
+
+int lith_backup(lith *db, const char *dest_path) { return backup(db, dest_path, 0); }
+
+int lith_backup_new(lith *db, const char *dest_path) { return backup(db, dest_path, 1); }
 
 static void *writer_thread(void *arg) {
   lith *db = arg;

@@ -590,6 +590,71 @@ static void test_backup_opens_as_a_normal_database(void **state) {
   t_remove_db(DEST);
 }
 
+/* lith_backup_new writes a new file or nothing: whatever stands at the
+ * destination (a file, an empty file, a symbolic link to a file elsewhere, a
+ * FIFO that would block a writer for ever) is refused at once and left as
+ * it was, and no temporary file is left behind. */
+static void test_backup_new_never_replaces(void **state) {
+  (void)state;
+  lith *db = open_source();
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(lith_do(db, next_cmd, NULL), LITH_OK);
+  t_remove_db(DEST);
+  assert_int_equal(lith_backup_new(db, DEST), LITH_OK);
+  assert_int_equal(check_prefix(DEST), 3);
+  struct stat st;
+  assert_int_equal(stat(DEST, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  /* a second time: it exists now */
+  assert_int_equal(lith_backup_new(db, DEST), LITH_MISUSE);
+  assert_non_null(strstr(lith_errmsg(db), "exists"));
+  assert_int_equal(check_prefix(DEST), 3);
+
+  /* an empty file, a file of someone else's, a link, a FIFO */
+  FILE *f = fopen("victim.txt", "w");
+  assert_non_null(f);
+  fputs("ssh-ed25519 AAAA... keep me\n", f);
+  fclose(f);
+  f = fopen("empty.txt", "w");
+  assert_non_null(f);
+  fclose(f);
+  unlink("link.db");
+  assert_int_equal(symlink("victim.txt", "link.db"), 0);
+  unlink("fifo.db");
+  assert_int_equal(mkfifo("fifo.db", 0600), 0);
+  static const char *const taken[] = {"victim.txt", "empty.txt", "link.db", "fifo.db"};
+  for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+    int64_t t0 = lith_clock_ms();
+    assert_int_equal(lith_backup_new(db, taken[i]), LITH_MISUSE);
+    assert_true(lith_clock_ms() - t0 < 5000);
+  }
+  char buf[64] = {0};
+  f = fopen("victim.txt", "r");
+  assert_non_null(f);
+  assert_non_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  assert_string_equal(buf, "ssh-ed25519 AAAA... keep me\n");
+  assert_int_equal(stat("empty.txt", &st), 0);
+  assert_int_equal(st.st_size, 0);
+  assert_int_equal(lstat("link.db", &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  assert_int_equal(lstat("fifo.db", &st), 0);
+  assert_true(S_ISFIFO(st.st_mode));
+  /* nothing left behind */
+  DIR *d = opendir(".");
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strstr(e->d_name, ".tmp-"))
+      fail_msg("left behind: %s", e->d_name);
+  closedir(d);
+  assert_int_equal(lith_close(db), LITH_OK);
+  unlink("victim.txt");
+  unlink("empty.txt");
+  unlink("link.db");
+  unlink("fifo.db");
+  t_remove_db(DEST);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backup_while_committing),
@@ -597,6 +662,7 @@ int main(void) {
       cmocka_unit_test(test_backup_replaces_atomically),
       cmocka_unit_test(test_bad_destination),
       cmocka_unit_test(test_backup_opens_as_a_normal_database),
+      cmocka_unit_test(test_backup_new_never_replaces),
       cmocka_unit_test(test_backup_onto_its_own_file_loses_nothing),
   };
   return cmocka_run_group_tests_name("sqlite/backup", tests, NULL, NULL);

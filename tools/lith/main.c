@@ -72,9 +72,8 @@ static void usage(FILE *f) {
           "                           all run in one command, all or nothing\n"
           "  stats                    the writer's counters, one \"key value\" per line\n"
           "  health                   \"ok\" if lithd answers /healthz\n"
-          "  backup DEST              a consistent copy of the database to DEST (a path on\n"
-          "                           lithd's machine; a relative one is made absolute\n"
-          "                           against the current directory)\n"
+          "  backup NAME              a consistent copy of the database, as a new file NAME\n"
+          "                           in lithd's --backup-dir (never replacing one)\n"
           "\n"
           "Options (before the command):\n"
           "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL
@@ -586,39 +585,14 @@ static int cmd_health(const struct cli *cli, int argc, char **argv) {
   return rc != 0 ? rc : exchange(cli, "GET", "/healthz", NULL, 0, print_health);
 }
 
-/* backup DEST: {"dest": ABSOLUTE_PATH} */
+/* backup NAME: {"dest": NAME}, a new file in lithd's --backup-dir */
 static int cmd_backup(const struct cli *cli, int argc, char **argv) {
-  const char *dest;
-  char *abs = NULL;
   json_t *d;
 
-  if (argc != 1) return usage_error("backup: wants one DEST (lith backup DEST)");
-  dest = argv[0];
-  if (dest[0] == '\0') return usage_error("backup: DEST is empty");
-  if (dest[0] == '/') {
-    abs = strdup(dest);
-  } else {
-    char *cwd = getcwd(NULL, 0);
-    size_t n;
-    if (cwd == NULL) {
-      fprintf(stderr, "lith: backup: cannot find the current directory: %s\n", strerror(errno));
-      return EXIT_USAGE;
-    }
-    while (dest[0] == '.' && dest[1] == '/') /* "./x" -> "x" */
-      for (dest += 2; *dest == '/'; dest++) {
-      }
-    n = strlen(cwd) + 1 + strlen(dest) + 1;
-    abs = malloc(n);
-    if (abs != NULL) snprintf(abs, n, "%s%s%s", cwd, strcmp(cwd, "/") == 0 ? "" : "/", dest);
-    free(cwd);
-  }
-  if (abs == NULL) {
-    fprintf(stderr, "lith: out of memory\n");
-    return EXIT_NO_ANSWER;
-  }
-  d = json_string(abs);
-  free(abs);
-  if (d == NULL) return usage_error("backup: DEST is not valid UTF-8");
+  if (argc != 1) return usage_error("backup: wants one NAME (lith backup NAME)");
+  if (argv[0][0] == '\0') return usage_error("backup: NAME is empty");
+  d = json_string(argv[0]);
+  if (d == NULL) return usage_error("backup: NAME is not valid UTF-8");
   return exchange_json(cli, "/v1/backup", json_pack("{s:o}", "dest", d), print_backup);
 }
 

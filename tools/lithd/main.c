@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -239,6 +240,13 @@ int main(int argc, char **argv) {
     lithd_log(LITHD_LOG_ERROR, "--commands %s", err);
     goto out;
   }
+  if (o.backup_dir != NULL) {
+    struct stat st;
+    if (stat(o.backup_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      lithd_log(LITHD_LOG_ERROR, "--backup-dir %s: not a directory", o.backup_dir);
+      goto out;
+    }
+  }
   if (o.only_named && commands == NULL) {
     lithd_log(LITHD_LOG_ERROR, "--only-named needs --commands FILE: nothing could write");
     goto out;
@@ -307,6 +315,7 @@ int main(int argc, char **argv) {
   d.srv.only_named = o.only_named;
   d.srv.allow_origins = o.allow_origins;
   d.srv.allow_hosts = o.allow_hosts;
+  d.srv.backup_dir = o.backup_dir;
   d.srv.queue_wait_ms = o.queue_wait_ms;
   if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());

@@ -25,7 +25,7 @@ enum {
   OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
   OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
   OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION,
-  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST
+  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST, OPT_BACKUPDIR
 };
 
 static const struct option longs[] = {
@@ -40,6 +40,7 @@ static const struct option longs[] = {
     {"file-mode", required_argument, NULL, OPT_FILEMODE},
     {"allow-origin", required_argument, NULL, OPT_ALLOWORIGIN},
     {"allow-host", required_argument, NULL, OPT_ALLOWHOST},
+    {"backup-dir", required_argument, NULL, OPT_BACKUPDIR},
     {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
     {"schema", required_argument, NULL, OPT_SCHEMA},
     {"commands", required_argument, NULL, OPT_COMMANDS},
@@ -89,6 +90,8 @@ static void usage(FILE *f) {
           "  --allow-host LIST       Host names besides localhost and IP addresses that a\n"
           "                          lithd without --token-file answers on loopback (a\n"
           "                          proxy's name; others get 403: DNS rebinding)\n"
+          "  --backup-dir DIR        POST /v1/backup writes new files here, never\n"
+          "                          replacing one (default: backups off)\n"
           "  --max-body BYTES        largest request body (default 8 MiB)\n"
           "  --max-statements N      statements in one request (default 1000)\n"
           "  --max-sql BYTES         SQL text of one statement (default 100000)\n"
@@ -262,8 +265,12 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       free(o->allow_origins);
       if ((o->allow_origins = strdup(optarg)) == NULL) goto nomem;
       break;
+    case OPT_BACKUPDIR:
+      if (set_path(&o->backup_dir, optarg, base) != 0) goto nomem;
+      break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
+  free(o->backup_dir);
       if ((o->allow_hosts = strdup(optarg)) == NULL) goto nomem;
       break;
     case OPT_MAXBODY:
@@ -441,6 +448,7 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->token_file);
   free(o->allow_origins);
   free(o->allow_hosts);
+  free(o->backup_dir);
   free(o->log_file);
   memset(o, 0, sizeof *o);
 }

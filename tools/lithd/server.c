@@ -726,10 +726,12 @@ static int h_batch(lith_http_req *req, void *arg) {
 
 /* ---- POST /v1/backup --------------------------------------------------- */
 
-/* {"dest": "/absolute/path"}: lith_backup on libuv's thread pool (it copies
- * the whole file; the loop must keep serving), answered with the size and
- * time. The path is on lithd's machine, written with lithd's permissions:
- * only a client that holds the token (if any) gets here. */
+/* {"dest": "NAME"}: lith_backup_new into --backup-dir on libuv's thread
+ * pool (it copies the whole file; the loop must keep serving), answered
+ * with the path, size and time. A client names a new file in the
+ * operator's directory, nothing else: no path, no file replaced, no link
+ * followed, no FIFO or device opened (lith_backup_new). Without
+ * --backup-dir the endpoint is off. */
 struct backup_ctx {
   uv_work_t work;
   lithd_server *s;
@@ -741,17 +743,17 @@ struct backup_ctx {
   char errmsg[LITH_ERRMSG_MAX];
 };
 
-/* 1 if `path` exists, is not empty and does not begin with SQLite's
- * header: not an earlier backup, so not ours to replace. */
-static int foreign_file(const char *path) {
-  static const char magic[16] = "SQLite format 3";
-  char head[16];
-  FILE *f = fopen(path, "rb");
-  size_t n;
-  if (f == NULL) return 0;
-  n = fread(head, 1, sizeof head, f);
-  fclose(f);
-  return n > 0 && (n < sizeof head || memcmp(head, magic, sizeof head) != 0);
+/* A backup's name: 1 to 200 of [A-Za-z0-9._-], not beginning with '.'. */
+static int backup_name_ok(const char *n) {
+  size_t len = strlen(n);
+  if (len == 0 || len > 200 || n[0] == '.') return 0;
+  for (size_t i = 0; i < len; i++) {
+    char ch = n[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+          ch == '_' || ch == '-'))
+      return 0;
+  }
+  return 1;
 }
 
 static void backup_work(uv_work_t *w) { /* a pool thread */
@@ -760,14 +762,7 @@ static void backup_work(uv_work_t *w) { /* a pool thread */
   const char *m;
   struct stat st;
 
-  if (foreign_file(k->dest)) {
-    k->rc = LITHD_CONFLICT;
-    snprintf(k->errmsg, sizeof k->errmsg,
-             "%s exists and is not an SQLite database: a backup replaces only an earlier one",
-             k->dest);
-    return;
-  }
-  k->rc = lith_backup(k->s->db, k->dest);
+  k->rc = lith_backup_new(k->s->db, k->dest);
   k->ms = lith_clock_ms() - t0;
   m = lith_errmsg(k->s->db);
   snprintf(k->errmsg, sizeof k->errmsg, "%s", m != NULL ? m : "");
@@ -793,8 +788,8 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
     lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest,
               k->bytes, k->ms);
   } else {
-    /* The path was checked here first, so lith_backup's only misuse left is
-     * a destination that is the live database (or its WAL): a conflict. */
+    /* The name was checked here first, so lith_backup_new's only misuse
+     * left is a destination that exists: a conflict. */
     lithd_error_set(&e, k->rc == LITH_MISUSE ? LITHD_CONFLICT : k->rc, -1, "%s",
                     k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
     respond_lithd_error(k->req, &e);
@@ -814,23 +809,29 @@ static int h_backup(lith_http_req *req, void *arg) {
   lithd_error e;
 
   if (!admit(s, req)) return LITH_HTTP_DONE;
+  if (s->backup_dir == NULL) {
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
+    goto refuse;
+  }
   root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
   dest = json_object_get(root, "dest");
   if (root == NULL || !json_is_object(root) || json_object_size(root) != 1 ||
       !json_is_string(dest)) {
-    lithd_error_set(&e, LITHD_BAD_REQUEST, -1, "the body must be {\"dest\": \"/absolute/path\"}");
+    lithd_error_set(&e, LITHD_BAD_REQUEST, -1, "the body must be {\"dest\": \"NAME\"}");
     goto refuse;
   }
-  if (json_string_value(dest)[0] != '/' || strlen(json_string_value(dest)) > 4000) {
+  if (!backup_name_ok(json_string_value(dest))) {
     lithd_error_set(&e, LITHD_BAD_REQUEST, -1,
-                    "\"dest\" must be an absolute path on lithd's machine (at most 4000 bytes)");
+                    "\"dest\" must be a file name in lithd's --backup-dir: 1 to 200 letters, digits, "
+                    "'.', '_' or '-', not beginning with '.'");
     goto refuse;
   }
   k = calloc(1, sizeof *k);
-  if (k == NULL || (k->dest = strdup(json_string_value(dest))) == NULL) {
+  if (k == NULL || (k->dest = malloc(strlen(s->backup_dir) + strlen(json_string_value(dest)) + 2)) == NULL) {
     lithd_error_set(&e, LITH_NOMEM, -1, "out of memory");
     goto refuse;
   }
+  sprintf(k->dest, "%s/%s", s->backup_dir, json_string_value(dest));
   k->s = s;
   k->req = req;
   k->work.data = k;

@@ -54,6 +54,7 @@ typedef struct lithd_server {
   int only_named;           /* refuse /v1/do and /v1/batch */
   const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
   const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
+  const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
   int64_t queue_wait_ms;    /* how long a command waits for room in the queue */
 
   /* Internal: the commands waiting for room (see above). */

@@ -737,7 +737,8 @@ static void test_backup(void **state) {
   struct stat sb;
 
   assert_non_null(cwd);
-  start_lithd(f, "live", NULL);
+  mkdir("bk", 0700);
+  start_lithd(f, "live", "--backup-dir", "bk", NULL);
   LITH(f, "do", "CREATE TABLE t(id INTEGER PRIMARY KEY, v)");
   check(&f->r, 0, NULL, "");
   write_file("rows.json", "{\"statements\": ["
@@ -746,17 +747,17 @@ static void test_backup(void **state) {
   LITH(f, "batch", "rows.json");
   check(&f->r, 0, NULL, "");
 
-  unlink("copy.db");
-  LITH(f, "backup", "./copy.db"); /* relative: made absolute here */
-  snprintf(want, sizeof want, "backup %s/copy.db: ", cwd);
+  unlink("bk/copy.db");
+  LITH(f, "backup", "copy.db"); /* a name in lithd's --backup-dir */
+  snprintf(want, sizeof want, "backup bk/copy.db: ");
   check(&f->r, 0, NULL, "");
   if (strncmp(f->r.out, want, strlen(want)) != 0) print_error("%s", f->r.out);
   assert_true(strncmp(f->r.out, want, strlen(want)) == 0);
-  assert_int_equal(stat("copy.db", &sb), 0);
+  assert_int_equal(stat("bk/copy.db", &sb), 0);
   assert_non_null(strstr(f->r.out, " bytes in "));
   assert_true(strtoll(f->r.out + strlen(want), NULL, 10) == (long long)sb.st_size);
 
-  assert_int_equal(sqlite3_open_v2("copy.db", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_open_v2("bk/copy.db", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
@@ -772,20 +773,20 @@ static void test_backup(void **state) {
   sqlite3_close(db);
 
   /* With --json: lithd's answer as is. */
-  unlink("copy2.db");
+  unlink("bk/copy2.db");
   LITH(f, "--json", "backup", "copy2.db");
   check(&f->r, 0, NULL, "");
   check_out_has(&f->r, "\"dest\":");
   check_out_has(&f->r, "/copy2.db\"");
-  assert_int_equal(access("copy2.db", F_OK), 0);
+  assert_int_equal(access("bk/copy2.db", F_OK), 0);
 
-  /* Onto the live database: refused (409), exit 1, data intact. */
-  LITH(f, "backup", "live.db");
+  /* The same name again: refused (409, never replaced), exit 1, data intact. */
+  LITH(f, "backup", "copy.db");
   check(&f->r, 1, "", "lith: ");
   LITH(f, "query", "SELECT count(*) FROM t");
   check(&f->r, 0, "count(*)\n2\n", "");
-  /* Into a directory that does not exist: lithd's I/O error, exit 1. */
-  LITH(f, "backup", "no/such/dir/x.db");
+  /* A path instead of a name: refused (400), exit 1. */
+  LITH(f, "backup", "../live.db");
   check(&f->r, 1, "", "lith: ");
   free(cwd);
 }

@@ -328,18 +328,25 @@ static void test_limits(void **state) {
 
 static void test_backup(void **state) {
   struct tl_child *c = *state;
-  char cwd[512], body[1200], dest[1100];
+  char cwd[512], dest[1100];
   const char *good = "Bearer " TOKEN;
 
   write_file("backup-token.txt", TOKEN "\n", NULL);
   assert_non_null(getcwd(cwd, sizeof cwd));
-  snprintf(dest, sizeof dest, "%s/copy.db", cwd);
+  /* no --backup-dir: the endpoint is off */
+  tl_start(c, "nobackup", 0, TL_ARGS("--token-file", "backup-token.txt"));
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"copy.db\"}", 403, "--backup-dir");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  expect_fail(TL_ARGS("--db", "bk2.db", "--backup-dir", "no-such-dir"), 1, "not a directory");
+
+  mkdir("backups", 0700);
+  snprintf(dest, sizeof dest, "%s/backups/copy.db", cwd);
   unlink(dest);
-  tl_start(c, "backup", 0, TL_ARGS("--token-file", "backup-token.txt"));
+  tl_start(c, "backup", 0, TL_ARGS("--token-file", "backup-token.txt", "--backup-dir", "backups"));
   tl_expect(c, "POST", "/v1/do", good,
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (42)\"}]}",
             200, NULL);
-  snprintf(body, sizeof body, "{\"dest\":\"%s\"}", dest);
+  const char *body = "{\"dest\":\"copy.db\"}";
   tl_expect(c, "POST", "/v1/backup", NULL, body, 401, NULL);
   /* the named-command routes are behind the token too */
   tl_expect(c, "GET", "/v1/commands", NULL, NULL, 401, "unauthorized");
@@ -350,22 +357,42 @@ static void test_backup(void **state) {
   tl_expect(c, "POST", "/v1/backup", good, body, 200, "\"bytes\":");
   assert_int_equal(tl_sql_int(dest, "SELECT x FROM t"), 42);
   tl_assert_integrity(dest);
-  /* Again over the old copy: replaced with the new state. */
+  {
+    struct stat st;
+    assert_int_equal(stat(dest, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+  }
+  /* Again to the same name: a backup never replaces a file. */
   tl_expect(c, "POST", "/v1/do", good, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (43)\"}]}",
             200, NULL);
-  tl_expect(c, "POST", "/v1/backup", good, body, 200, NULL);
+  tl_expect(c, "POST", "/v1/backup", good, body, 409, "exists");
+  assert_int_equal(tl_sql_int(dest, "SELECT count(*) FROM t"), 1);
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"copy-2.db\"}", 200, NULL);
+  snprintf(dest, sizeof dest, "%s/backups/copy-2.db", cwd);
   assert_int_equal(tl_sql_int(dest, "SELECT count(*) FROM t"), 2);
 
-  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"relative.db\"}", 400, "absolute");
-  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":42}", 400, "bad_request");
-  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"/x\",\"more\":1}", 400, NULL);
-  tl_expect(c, "POST", "/v1/backup", good, "not json", 400, NULL);
-  snprintf(body, sizeof body, "{\"dest\":\"%s/backup.db\"}", cwd);
-  tl_expect(c, "POST", "/v1/backup", good, body, 409, "\"code\":\"conflict\"");
-  /* Not a database: not replaced. */
+  /* Names only: no path, no way out of the directory, no hidden files. */
+  static const char *const bad[] = {
+      "{\"dest\":\"/tmp/evil.db\"}",    "{\"dest\":\"../evil.db\"}",      "{\"dest\":\"sub/evil.db\"}",
+      "{\"dest\":\"..\"}",              "{\"dest\":\".ssh\"}",            "{\"dest\":\"\"}",
+      "{\"dest\":\"a b.db\"}",          "{\"dest\":42}",                  "{\"dest\":\"x\",\"more\":1}",
+      "not json",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    tl_expect(c, "POST", "/v1/backup", good, bad[i], 400, "bad_request");
+  assert_int_equal(access("/tmp/evil.db", F_OK), -1);
+  assert_int_equal(access("evil.db", F_OK), -1);
+  /* What stands in the directory is never replaced, followed or opened:
+   * a file, a link to a file elsewhere, a FIFO (which would block). */
   write_file("notes.txt", "my notes\n", NULL);
-  snprintf(body, sizeof body, "{\"dest\":\"%s/notes.txt\"}", cwd);
-  tl_expect(c, "POST", "/v1/backup", good, body, 409, "is not an SQLite database");
+  write_file("backups/mine.txt", "my notes\n", NULL);
+  unlink("backups/link.db");
+  assert_int_equal(symlink("../notes.txt", "backups/link.db"), 0);
+  unlink("backups/fifo.db");
+  assert_int_equal(mkfifo("backups/fifo.db", 0600), 0);
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"mine.txt\"}", 409, "\"code\":\"conflict\"");
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"link.db\"}", 409, "exists");
+  tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"fifo.db\"}", 409, "exists");
   {
     char buf[64];
     int fd = open("notes.txt", O_RDONLY);
@@ -373,9 +400,12 @@ static void test_backup(void **state) {
     tl_read_all(fd, buf, sizeof buf);
     close(fd);
     assert_string_equal(buf, "my notes\n");
+    fd = open("backups/mine.txt", O_RDONLY);
+    assert_true(fd >= 0);
+    tl_read_all(fd, buf, sizeof buf);
+    close(fd);
+    assert_string_equal(buf, "my notes\n");
   }
-  snprintf(body, sizeof body, "{\"dest\":\"%s/no/such/dir/copy.db\"}", cwd);
-  tl_expect(c, "POST", "/v1/backup", good, body, 500, "error");
   /* The live database is untouched by all that. */
   tl_expect(c, "POST", "/v1/query", good, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}",
             200, "\"rows\":[[2]]");
