@@ -644,6 +644,52 @@ static void test_slow_reader_blocks_nobody(void **state) {
   assert_int_equal(tl_sql_int("slowreader.db", "SELECT count(*) FROM t"), 20);
 }
 
+static long rss_kib_of(pid_t pid) {
+  char path[64];
+  long size = 0, res = 0;
+  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
+  fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* TEMP objects a request makes live for its command: a TEMP trigger does
+ * not change other clients' writes (named commands included), and TEMP
+ * tables do not pile up in lithd's memory. */
+static void test_temp_objects_do_not_outlive_the_request(void **state) {
+  struct tl_child *c = *state;
+  write_file("temp-schema.sql", "CREATE TABLE t(x);\n", NULL);
+  write_file("temp-cmds.sql", "-- name: put\nINSERT INTO t VALUES (:x);\n", NULL);
+  tl_start(c, "temps", 0, TL_ARGS("--schema", "temp-schema.sql", "--commands", "temp-cmds.sql"));
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TEMP TRIGGER nope BEFORE INSERT ON main.t "
+            "BEGIN SELECT RAISE(ABORT, 'hijacked'); END\"}]}",
+            200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}", 200,
+            NULL);
+  tl_expect(c, "POST", "/v1/commands/put", NULL, "{\"params\":{\"x\":2}}", 200, NULL);
+  /* a TEMP table of ~24 MB a request, five times */
+  const char *big = "{\"statements\":[{\"sql\":\"CREATE TEMP TABLE big AS WITH RECURSIVE c(i) AS "
+                    "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 12000) SELECT i, randomblob(2000) AS b FROM c\"},"
+                    "{\"sql\":\"SELECT count(*) FROM temp.big\"}]}";
+  tl_expect(c, "POST", "/v1/do", NULL, big, 200, "\"rows\":[[12000]]");
+  long after_one = rss_kib_of(c->pid);
+  for (int i = 0; i < 4; i++)
+    tl_expect(c, "POST", "/v1/do", NULL, big, 200, "\"rows\":[[12000]]"); /* the name is free again */
+  long after_five = rss_kib_of(c->pid);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  after_five = after_one; /* the sanitizers hold freed memory back (quarantine): no RSS bound */
+#endif
+  if (after_five > after_one + 16 * 1024) {
+    print_error("RSS %ld KiB after one TEMP table, %ld after five\n", after_one, after_five);
+    fail();
+  }
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("temps.db", "SELECT count(*) FROM t"), 2);
+}
+
 /* Clients' SQL cannot reach files or change the shared connection. */
 static void test_authorizer(void **state) {
   struct tl_child *c = *state;
@@ -809,6 +855,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_named_commands, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_file_mode, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_temp_objects_do_not_outlive_the_request, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_browser_requests_refused, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_only_named, tl_setup, tl_teardown),
       cmocka_unit_test(test_commands_refused_at_startup),
