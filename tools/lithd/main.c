@@ -348,12 +348,12 @@ int main(int argc, char **argv) {
     if (port >= 0) {
       int v6 = strchr(o.host, ':') != NULL;
       printf("lithd %s: listening on http://%s%s%s:%d (db %s); try: curl -s%s "
-             "http://%s%s%s:%d/v1/do -d '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             "http://%s%s%s:%d/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
              LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, auth,
              v6 ? "[" : "", o.host, v6 ? "]" : "", port);
     } else {
       printf("lithd %s: listening on unix:%s (db %s); try: curl -s%s --unix-socket %s "
-             "http://lithd/v1/do -d '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             "http://lithd/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
              LITH_VERSION, o.unix_path, o.db, auth, o.unix_path);
     }
     fflush(stdout);

@@ -103,7 +103,8 @@ static int admit(lithd_server *s, lith_http_req *req) {
     lith_http_respond_error(req, 403, msg);
     return 0;
   }
-  if (s->token == NULL && lith_http_req_is_loopback(req)) {
+  /* A browser reaches TCP only: a Unix socket's client names any Host. */
+  if (s->token == NULL && lith_http_req_is_loopback(req) && strcmp(lith_http_req_peer(req), "unix") != 0) {
     const char *host = lith_http_req_header(req, "host");
     if (!host_ok(s, host)) {
       snprintf(msg, sizeof msg,

@@ -582,6 +582,21 @@ static void test_log_file_and_sighup(void **state) {
 
 /* ---- Unix socket ------------------------------------------------------------ */
 
+/* One request with the given extra header lines (each ending in CRLF) and
+ * a JSON body; the answer's status (its body into r). */
+static int raw_post(const struct tl_child *c, const char *path, const char *headers, const char *body,
+                    struct tl_resp *r) {
+  char req[2048];
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                   path, headers, strlen(body), body);
+  assert_true(n > 0 && (size_t)n < sizeof req);
+  assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+  tl_read(fd, r);
+  return r->status;
+}
+
 static void test_unix_socket(void **state) {
   struct tl_child *c = *state;
   struct stat st;
@@ -594,6 +609,15 @@ static void test_unix_socket(void **state) {
             200, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT x FROM t\"}]}", 200,
             "[[9007199254740993]]");
+  /* Any Host over the socket (curl --unix-socket sends its URL's): no
+   * browser reaches it, so no DNS-rebinding check. */
+  {
+    struct tl_resp r;
+    assert_int_equal(raw_post(c, "/v1/query", "Host: lithd\r\nContent-Type: application/json\r\n",
+                              "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", &r),
+                     200);
+    tl_resp_free(&r);
+  }
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   /* The socket file goes with the daemon. */
   assert_int_equal(access("unixonly.sock", F_OK), -1);
@@ -735,21 +759,6 @@ static void test_authorizer(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(access("elsewhere.db", F_OK), -1);
   assert_int_equal(tl_sql_int("authz.db", "SELECT count(*) FROM t"), 0);
-}
-
-/* One request with the given extra header lines (each ending in CRLF) and
- * a JSON body; the answer's status (its body into r). */
-static int raw_post(const struct tl_child *c, const char *path, const char *headers, const char *body,
-                    struct tl_resp *r) {
-  char req[2048];
-  int fd = tl_connect(c);
-  assert_true(fd >= 0);
-  int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                   path, headers, strlen(body), body);
-  assert_true(n > 0 && (size_t)n < sizeof req);
-  assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-  tl_read(fd, r);
-  return r->status;
 }
 
 /* What a web page the operator opens could make a browser send to a
