@@ -65,10 +65,10 @@ enum {
 };
 
 static const char *const SQL[N_Q] = {
-    [Q_OP_GET] = "SELECT kind, board_id, obj_id, version, board_version, idx FROM ops"
+    [Q_OP_GET] = "SELECT kind, board_id, obj_id, version, board_version, idx, fp FROM ops"
                  " WHERE user_id = ?1 AND op_id = ?2",
     [Q_OP_PUT] = "INSERT INTO ops(user_id, op_id, kind, board_id, obj_id, version, board_version,"
-                 " idx, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 " idx, created_ms, fp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [Q_USER_BY_ID] = "SELECT id FROM users WHERE id = ?1",
     [Q_USER_BY_NAME] = "SELECT id FROM users WHERE name = ?1",
     [Q_USER_PUT] = "INSERT INTO users(name, pw_hash, created_ms) VALUES (?1, ?2, ?3)"
@@ -357,8 +357,32 @@ static int check_name(kb_ctx *c, const char *s) {
 
 /* ---- op ids -------------------------------------------------------------------- */
 
+static int board_access(kb_ctx *c, int64_t board, int64_t user);
+
+/* What the client asked, as 64 bits (FNV-1a over the kind and every input
+ * field but the op id): a replay must ask the same, or it is another
+ * action under a used id. Never 0 (0 marks records older than the column). */
+static int64_t op_fp(const kb_action *a, int kind) {
+  uint64_t h = 1469598103934665603ULL;
+  const int64_t nums[] = {kind, a->board_id, a->list_id, a->card_id, a->index, a->seen_version, a->archived};
+  const unsigned char *b = (const unsigned char *)nums;
+  for (size_t i = 0; i < sizeof nums; i++)
+    h = (h ^ b[i]) * 1099511628211ULL;
+  const char *texts[] = {a->title, a->description, a->name};
+  for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+    h = (h ^ (texts[t] ? 1u : 2u)) * 1099511628211ULL; /* NULL and "" differ */
+    for (const unsigned char *p = (const unsigned char *)texts[t]; p && *p; p++)
+      h = (h ^ *p) * 1099511628211ULL;
+    h = (h ^ 0xffu) * 1099511628211ULL; /* a separator: ("ab","") != ("a","b") */
+  }
+  return h == 0 ? 1 : (int64_t)h;
+}
+
 /* If a->op_id was applied by a->user_id: fill a->out from its record and set
- * *done (or KB_OP_CONFLICT if it was another kind of action). */
+ * *done. KB_OP_CONFLICT if the id was used for another action (another kind,
+ * or other content: a replay never drops new content silently); the
+ * membership check runs before a replay answers, as it would for the
+ * action. */
 static int op_replay(kb_ctx *c, kb_action *a, int kind, int *done) {
   *done = 0;
   memset(&a->out, 0, sizeof a->out);
@@ -378,11 +402,16 @@ static int op_replay(kb_ctx *c, kb_action *a, int kind, int *done) {
     a->out.version = sqlite3_column_int64(st, 3);
     a->out.board_version = sqlite3_column_int64(st, 4);
     a->out.index = sqlite3_column_int64(st, 5);
+    int64_t fp = sqlite3_column_int64(st, 6);
     a->out.replayed = 1;
     sqlite3_reset(st);
-    if (was != kind) {
+    if (was != kind || (fp != 0 && fp != op_fp(a, kind))) {
       memset(&a->out, 0, sizeof a->out);
       return fail(c, KB_OP_CONFLICT, "operation id %s was used for another action", a->op_id);
+    }
+    if ((rc = board_access(c, a->out.board_id, a->user_id)) != LITH_OK) {
+      memset(&a->out, 0, sizeof a->out);
+      return rc;
     }
     *done = 1;
     return LITH_OK;
@@ -405,8 +434,8 @@ static int finish(kb_ctx *c, kb_action *a, int kind) {
   touch(c, a->out.board_id);
   if (!a->op_id)
     return LITH_OK;
-  st = q_bind(c, Q_OP_PUT, &rc, "IsiIIIIII", a->user_id, a->op_id, kind, a->out.board_id,
-              a->out.id, a->out.version, a->out.board_version, a->out.index, kb_now_ms());
+  st = q_bind(c, Q_OP_PUT, &rc, "IsiIIIIIII", a->user_id, a->op_id, kind, a->out.board_id,
+              a->out.id, a->out.version, a->out.board_version, a->out.index, kb_now_ms(), op_fp(a, kind));
   return st ? q_run(c, st) : rc;
 }
 

@@ -159,7 +159,10 @@ typedef struct kb_result {
 typedef struct kb_action {
   int64_t user_id;         /* acting user; must be a member of the board */
   const char *op_id;       /* client-generated operation id (KB_OP_ID_MAX), unique per
-                              user; NULL: no replay protection (seeding, tests) —
+                              user: the same id again with the same content and
+                              access replays the first outcome (out.replayed), with
+                              other content it is KB_OP_CONFLICT; NULL: no replay
+                              protection (seeding, tests) —
                               the HTTP server should always pass one. Make it begin
                               with a fixed-width time, e.g. in JS
                               Date.now().toString(36).padStart(9, '0') + '-' + random:

@@ -82,7 +82,11 @@ static const char STEP1[] =
     " PRIMARY KEY (op_id, user_id)) WITHOUT ROWID;"
     "CREATE INDEX ops_age ON ops(created_ms);";
 
-const char *const kb_migrations[] = {STEP1};
+/* The content of each op: a replay asking something else is a conflict
+ * (board.c, op_fp); 0 for records made before. */
+static const char STEP2[] = "ALTER TABLE ops ADD COLUMN fp INTEGER NOT NULL DEFAULT 0;";
+
+const char *const kb_migrations[] = {STEP1, STEP2};
 const int kb_n_migrations = (int)(sizeof kb_migrations / sizeof kb_migrations[0]);
 
 void kb_options_schema(lith_options *opt) {

@@ -492,6 +492,41 @@ static void test_replayed_op_applied_once(void **state) {
   assert_int_equal(m3.out.replayed, 0);
   assert_int_equal(m3.out.version, 3);
 
+  /* The same op id with other content (another title, another target):
+   * refused, never "replayed" with the new content dropped. */
+  char *before3 = dump();
+  kb_action c3 = c1;
+  memset(&c3.out, 0, sizeof c3.out);
+  c3.title = "twice";
+  assert_int_equal(lith_do(f->db, kb_create_card, &c3), KB_OP_CONFLICT);
+  kb_action m4 = m1;
+  memset(&m4.out, 0, sizeof m4.out);
+  m4.list_id = f->lists[0];
+  assert_int_equal(lith_do(f->db, kb_move_card, &m4), KB_OP_CONFLICT);
+  /* ... or through another board's URL */
+  kb_action m5 = m1;
+  memset(&m5.out, 0, sizeof m5.out);
+  m5.board_id = f->board + 1000;
+  assert_int_equal(lith_do(f->db, kb_move_card, &m5), KB_OP_CONFLICT);
+  char *after3 = dump();
+  assert_string_equal(before3, after3);
+  free(before3);
+  free(after3);
+
+  /* A replay checks membership as the action would: alice, removed from the
+   * board, cannot learn its outcome by replaying. */
+  char sql[160];
+  snprintf(sql, sizeof sql, "DELETE FROM members WHERE board_id = %lld AND user_id = %lld",
+           (long long)f->board, (long long)f->alice);
+  assert_int_equal(lith_do(f->db, lith_cmd_sql, sql), LITH_OK);
+  kb_action m6 = m1;
+  memset(&m6.out, 0, sizeof m6.out);
+  assert_int_equal(lith_do(f->db, kb_move_card, &m6), KB_FORBIDDEN);
+  assert_int_equal(m6.out.replayed, 0);
+  snprintf(sql, sizeof sql, "INSERT INTO members(board_id, user_id, added_ms) VALUES (%lld, %lld, 0)",
+           (long long)f->board, (long long)f->alice);
+  assert_int_equal(lith_do(f->db, lith_cmd_sql, sql), LITH_OK);
+
   /* A failed action records nothing: a retry is evaluated afresh. */
   kb_action s1 = {.user_id = f->alice, .op_id = "op-stale", .card_id = c1.out.id,
                   .list_id = f->lists[1], .index = 0, .seen_version = 1};
