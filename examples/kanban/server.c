@@ -290,7 +290,8 @@ int main(int argc, char **argv) {
   s.app.bridge = s.bridge;
   s.app.gate = auth_gate_new(&s.loop, 2, 64);
   s.app.sessions = auth_cache_new();
-  if (s.app.gate == NULL || s.app.sessions == NULL) {
+  s.app.throttle = auth_throttle_new(4096);
+  if (s.app.gate == NULL || s.app.sessions == NULL || s.app.throttle == NULL) {
     fprintf(stderr, "kanban: out of memory\n");
     goto out;
   }
@@ -354,6 +355,7 @@ out:
   }
   srv_live_free(s.app.live); /* after lith_close: the hook ran until then */
   auth_gate_free(s.app.gate);
+  auth_throttle_free(s.app.throttle);
   auth_cache_free(s.app.sessions);
   if (exit_code == 0) fprintf(stderr, "kanban: stopped\n");
   return exit_code;

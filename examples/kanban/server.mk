@@ -21,6 +21,7 @@ KANBAN_LIBS   = $(shell pkg-config --libs $(KANBAN_PKGS) 2>/dev/null)
 KANBAN_SRV_SRC  := examples/kanban/server.c examples/kanban/srv_routes.c \
                    examples/kanban/srv_live.c examples/kanban/srv_util.c \
                    examples/kanban/auth_pw.c examples/kanban/auth_session.c \
+                   examples/kanban/auth_throttle.c \
                    examples/kanban/web_page.c
 KANBAN_SRV_HDRS := $(wildcard examples/kanban/srv_*.h examples/kanban/auth_*.h examples/kanban/web_*.h)
 KANBAN_ASSETS   := layout.html signin.html boards.html board.html app.css board.js favicon.svg

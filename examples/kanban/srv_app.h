@@ -15,6 +15,7 @@
 
 #include "auth_pw.h"
 #include "auth_session.h"
+#include "auth_throttle.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
@@ -32,6 +33,7 @@ typedef struct srv_app {
   srv_live *live;
   auth_gate *gate;         /* password hashes */
   auth_cache *sessions;
+  auth_throttle *throttle; /* failed sign-ins, by name and by address */
   uv_timer_t prune;        /* hourly housekeeping (expired sessions, old op ids) */
   /* Commands parsed but not yet submitted (srv_routes.c, submit): they go
    * to the writer 16 at a time or at the end of the loop iteration. */

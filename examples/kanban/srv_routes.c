@@ -567,8 +567,28 @@ static void signin_check(auth_task *t) { /* pool: look the user up, verify */
   }
 }
 
+/* The throttle's keys of a sign-in: its name, and its client's address
+ * (without the port). */
+#define FREE_TRIES_NAME 5
+#define FREE_TRIES_ADDR 20
+
+static void throttle_keys(const job *j, char *name_key, char *addr_key, size_t n) {
+  const char *peer = lith_http_req_peer(j->req);
+  const char *end = NULL;
+  if (peer == NULL) peer = "unknown";
+  if (peer[0] == '[') { /* [v6]:port */
+    peer++;
+    end = strchr(peer, ']');
+  } else {
+    end = strrchr(peer, ':');
+  }
+  snprintf(name_key, n, "n:%s", j->name);
+  snprintf(addr_key, n, "a:%.*s", end ? (int)(end - peer) : (int)strlen(peer), peer);
+}
+
 static void signin_checked(auth_task *t, int status) { /* loop */
   job *j = (job *)((char *)t - offsetof(job, task));
+  char name_key[96], addr_key[96];
   if (status != 0) {
     auth_busy(j);
     return;
@@ -578,11 +598,16 @@ static void signin_checked(auth_task *t, int status) { /* loop */
     job_free(j);
     return;
   }
+  throttle_keys(j, name_key, addr_key, sizeof name_key);
   if (!j->pw_ok) {
+    int64_t now = kb_now_ms();
+    auth_throttle_fail(j->app->throttle, name_key, FREE_TRIES_NAME, now);
+    auth_throttle_fail(j->app->throttle, addr_key, FREE_TRIES_ADDR, now);
     respond_html(j->req, 401, web_page_signin("Wrong name or password.", j->name));
     job_free(j);
     return;
   }
+  auth_throttle_forget(j->app->throttle, name_key);
   new_session(j, j->uq.user_id);
   submit(j, kb_create_session, &j->sa, signin_done);
 }
@@ -593,6 +618,23 @@ static int h_signin(lith_http_req *req, void *arg) {
   if (cross_site(req, J_PAGE)) return LITH_HTTP_DONE;
   if ((j = job_new(app, req, J_PAGE)) == NULL) return LITH_HTTP_DONE;
   if (auth_form(j, 0) != 0) {
+    job_free(j);
+    return LITH_HTTP_DONE;
+  }
+  /* Too many failures for this name or from this address: wait, without
+   * spending a hash on it. */
+  char name_key[96], addr_key[96], msg[160], secs[24];
+  throttle_keys(j, name_key, addr_key, sizeof name_key);
+  int64_t now = kb_now_ms();
+  int64_t wait = auth_throttle_wait(app->throttle, name_key, now);
+  int64_t wait_addr = auth_throttle_wait(app->throttle, addr_key, now);
+  if (wait_addr > wait) wait = wait_addr;
+  if (wait > 0) {
+    long long s = (long long)((wait + 999) / 1000);
+    snprintf(secs, sizeof secs, "%lld", s);
+    snprintf(msg, sizeof msg, "Too many failed sign-ins; try again in %lld second%s.", s, s == 1 ? "" : "s");
+    lith_http_add_header(req, "retry-after", secs);
+    respond_html(req, 429, web_page_signin(msg, j->name));
     job_free(j);
     return LITH_HTTP_DONE;
   }

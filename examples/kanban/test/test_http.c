@@ -789,6 +789,39 @@ static void test_events(void **state) {
 }
 
 /* SIGTERM with an event stream open: the server ends it and exits 0. */
+/* Guessing passwords is slow: after 5 failures a name waits (1 s, doubling),
+ * answered 429 with Retry-After and no hash spent, even for the right
+ * password; other names are not affected, and a success forgets the
+ * failures. After 20 failures from one address, every name from it waits.
+ * (Runs last but one: it leaves this address with failures on record.) */
+static void test_sign_in_throttle(void **state) {
+  char cookie[64];
+  struct resp r;
+  (void)state;
+  sign_up("frank", "frank-password", cookie, sizeof cookie);
+  for (int i = 0; i < 6; i++)
+    expect("POST", "/signin", NULL, F_ORIGIN, "name=frank&password=guess-no-1", 401, NULL);
+  expect("POST", "/signin", NULL, F_ORIGIN, "name=frank&password=frank-password", 429, &r);
+  assert_true(strstr(r.head, "retry-after: 1\r\n") != NULL || strstr(r.head, "Retry-After: 1\r\n") != NULL);
+  assert_non_null(strstr(r.body, "Too many failed sign-ins"));
+  resp_free(&r);
+  sign_in("dora", "dora-password", cookie, sizeof cookie); /* another name: fine */
+  usleep(1100 * 1000);
+  sign_in("frank", "frank-password", cookie, sizeof cookie);
+  expect("POST", "/signin", NULL, F_ORIGIN, "name=frank&password=guess-no-2", 401, NULL); /* forgotten */
+
+  /* one address trying many names: 20 free failures in all (7 made above,
+   * 2 in test_sign_up_in_out); the 21st makes it wait */
+  char body[128];
+  for (int i = 0; i < 12; i++) {
+    snprintf(body, sizeof body, "name=ghost%d&password=whatever-%d", i, i);
+    expect("POST", "/signin", NULL, F_ORIGIN, body, 401, NULL);
+  }
+  expect("POST", "/signin", NULL, F_ORIGIN, "name=dora&password=dora-password", 429, NULL);
+  usleep(1100 * 1000);
+  sign_in("dora", "dora-password", cookie, sizeof cookie);
+}
+
 static void test_stop(void **state) {
   char alice[64];
   struct stream s;
@@ -807,7 +840,7 @@ int main(void) {
       cmocka_unit_test(test_pages),       cmocka_unit_test(test_sign_up_in_out),
       cmocka_unit_test(test_actions),     cmocka_unit_test(test_membership),
       cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_events),
-      cmocka_unit_test(test_stop),
+      cmocka_unit_test(test_sign_in_throttle), cmocka_unit_test(test_stop),
   };
   return cmocka_run_group_tests(tests, start_server, teardown_server);
 }
