@@ -623,13 +623,14 @@ static int h_signin(lith_http_req *req, void *arg) {
   }
   /* Too many failures for this name or from this address: wait, without
    * spending a hash on it. */
-  char name_key[96], addr_key[96], msg[160], secs[24];
+  char name_key[96], addr_key[96];
   throttle_keys(j, name_key, addr_key, sizeof name_key);
   int64_t now = kb_now_ms();
   int64_t wait = auth_throttle_wait(app->throttle, name_key, now);
   int64_t wait_addr = auth_throttle_wait(app->throttle, addr_key, now);
   if (wait_addr > wait) wait = wait_addr;
   if (wait > 0) {
+    char msg[160], secs[24];
     long long s = (long long)((wait + 999) / 1000);
     snprintf(secs, sizeof secs, "%lld", s);
     snprintf(msg, sizeof msg, "Too many failed sign-ins; try again in %lld second%s.", s, s == 1 ? "" : "s");
