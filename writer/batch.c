@@ -338,7 +338,8 @@ run:
   int rc = req->fn(tx, req->arg);
   db->in_fn = 0;
   db->in_command = 0;
-  int ec = sqlite3_errcode(db->conn); /* before the cache's resets overwrite it */
+  /* before the cache's resets overwrite it; only a failure needs it */
+  int ec = rc != LITH_OK ? sqlite3_errcode(db->conn) : SQLITE_OK;
   lith__stmt_cache_release(db->cache);
 
   if (lost_tx(db))
