@@ -7,6 +7,7 @@
 #                   the same tests under ASan+UBSan or TSan)
 #   make deps       apt-get install what pkg-config cannot find
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
+#   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Objects go to build/<variant>/, so sanitizer builds never mix with the
@@ -73,6 +74,7 @@ TEST_BIN += $(KANBAN_BOARD_TEST)
 include examples/kanban/server.mk
 TEST_BIN += $(KANBAN_TEST_BIN)
 DEBS += $(KANBAN_DEBS)
+include tools/lithd/fuzz/fuzz.mk
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
@@ -186,7 +188,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lith/*.c http/*.c bench/common.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c \
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c http/*.c bench/common.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c \
 	  examples/kanban/*.c
 
 clean:

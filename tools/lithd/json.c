@@ -434,7 +434,7 @@ static lj_value *parse_object(parser *ps, int depth) {
       return NULL;
   }
   size_t n = ps->top - base;
-  if (has_duplicate(ps, ps->stack + base, n)) {
+  if (n > 1 && has_duplicate(ps, ps->stack + base, n)) { /* n > 0: the stack exists (NULL + 0 is UB) */
     fail_at(ps, open, "duplicate object key");
     return NULL;
   }

@@ -144,6 +144,9 @@ static void test_refusals(void **state) {
   REFUSED("nul", "invalid token", 1, 1);
   REFUSED("NaN", "invalid token", 1, 1);
   REFUSED("\n\n  [x]", "invalid token", 3, 4);
+  /* found by make fuzz (fuzz_json): an empty object before any member was
+   * pushed meant NULL + 0 (UB; UBSan stops here under SANITIZE=address) */
+  REFUSED("{\"c\": {}\"p", "',' or '}' expected", 1, 9);
 }
 
 /* Duplicates in an object too big for the pairwise check, and nesting. */

@@ -1,0 +1,51 @@
+# tools/lithd/fuzz/fuzz.mk — libFuzzer harnesses for what lithd reads from
+# outside: request bodies (its JSON reader, the statements decoder) and the
+# operator's files (named commands, schema steps).
+#
+#   make fuzz                  build each with clang (-fsanitize=fuzzer,
+#                              address,undefined) and run it FUZZ_SECONDS
+#                              (default 60); a crash stops with its input in
+#                              build/fuzz/ (make it a regression test)
+#   make fuzz FUZZ_SECONDS=10  what .ci/run does
+#
+# Seeds are committed in tools/lithd/fuzz/corpus/NAME; what the fuzzer finds
+# goes to build/fuzz/corpus/NAME (kept between runs, not committed).
+
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_B       := build/fuzz
+FUZZ_NAMES   := json batch commands schema
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
+FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Itools/lithd \
+                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                $(PKG_CFLAGS) $(JANSSON_CFLAGS)
+FUZZ_LIBS     = $(PKG_LIBS) $(JANSSON_LIBS) -pthread -lm
+
+$(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c tools/lithd/json.c tools/lithd/arena.c $(LITHD_SQLJSON_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/json.c tools/lithd/arena.c -lm
+
+$(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+
+$(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/commands.c tools/lithd/commands.h $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/commands.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+
+$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/lithd/schema.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c
+
+.PHONY: fuzz
+fuzz: deps
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p $(FUZZ_B)/corpus/$$n; \
+	  echo "== fuzz_$$n for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_B)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/$$n- \
+	    $(FUZZ_B)/corpus/$$n tools/lithd/fuzz/corpus/$$n > $(FUZZ_B)/$$n.log 2>&1; \
+	  status=$$?; \
+	  grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' $(FUZZ_B)/$$n.log; \
+	  if [ "$$status" != 0 ]; then echo "fuzz_$$n failed ($$status): see $(FUZZ_B)/$$n.log and $(FUZZ_B)/$$n-*"; exit 1; fi; \
+	done
