@@ -11,6 +11,7 @@
  * values, limits and binding follow exactly the rules of /v1/do.
  */
 #include "commands.h"
+#include "textfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -189,25 +190,13 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errsz) {
     cfail(err, errsz, "%s: %s", path, strerror(errno));
     return NULL;
   }
-  buf = malloc(FILE_MAX + 1);
-  if (buf == NULL) {
-    cfail(err, errsz, "out of memory");
-    goto fail;
+  switch (lithd_text_read(f, FILE_MAX, &buf, &n)) {
+  case LITHD_TEXT_OK: break;
+  case LITHD_TEXT_NOMEM: cfail(err, errsz, "out of memory"); goto fail;
+  case LITHD_TEXT_IOERR: cfail(err, errsz, "%s: read error", path); goto fail;
+  case LITHD_TEXT_TOO_LARGE: cfail(err, errsz, "%s: larger than %d bytes", path, FILE_MAX); goto fail;
+  default: cfail(err, errsz, "%s: holds a NUL byte", path); goto fail;
   }
-  n = fread(buf, 1, FILE_MAX + 1, f);
-  if (ferror(f)) {
-    cfail(err, errsz, "%s: read error", path);
-    goto fail;
-  }
-  if (n > FILE_MAX) {
-    cfail(err, errsz, "%s: larger than %d bytes", path, FILE_MAX);
-    goto fail;
-  }
-  if (memchr(buf, '\0', n) != NULL) {
-    cfail(err, errsz, "%s: holds a NUL byte", path);
-    goto fail;
-  }
-  buf[n] = '\0';
   *len = n;
   fclose(f);
   return buf;

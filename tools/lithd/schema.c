@@ -2,6 +2,7 @@
  * lithd schema — see schema.h.
  */
 #include "schema.h"
+#include "textfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -61,15 +62,13 @@ int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t err
     snprintf(err, errsz, "--schema %s: %s", path, strerror(errno));
     return -1;
   }
-  text = malloc(SCHEMA_MAX + 1);
-  if (text == NULL) goto nomem;
-  n = fread(text, 1, SCHEMA_MAX + 1, f);
-  if (n > SCHEMA_MAX || ferror(f) || memchr(text, '\0', n) != NULL) {
+  int trc = lithd_text_read(f, SCHEMA_MAX, &text, &n);
+  if (trc == LITHD_TEXT_NOMEM) goto nomem;
+  if (trc != LITHD_TEXT_OK) {
     snprintf(err, errsz, "--schema %s: unreadable, larger than %d bytes or holds a NUL byte", path,
              SCHEMA_MAX);
     goto fail;
   }
-  text[n] = '\0';
   end = text + n;
   start = text;
   for (p = text; p < end;) {

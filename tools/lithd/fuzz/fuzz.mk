@@ -29,13 +29,13 @@ $(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LITHD
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
-$(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/commands.c tools/lithd/commands.h $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
+$(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/commands.c tools/lithd/commands.h tools/lithd/textfile.c $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/commands.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/commands.c tools/lithd/textfile.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
-$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/lithd/schema.h
+$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/lithd/schema.h tools/lithd/textfile.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c tools/lithd/textfile.c
 
 .PHONY: fuzz
 fuzz: deps

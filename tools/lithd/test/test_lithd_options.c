@@ -681,7 +681,8 @@ static long rss_kib_of(pid_t pid) {
 
 /* TEMP objects a request makes live for its command: a TEMP trigger does
  * not change other clients' writes (named commands included), and TEMP
- * tables do not pile up in lithd's memory. */
+ * tables do not pile up in lithd's memory (five of ~24 MB each stay within
+ * 48 MiB of one). */
 static void test_temp_objects_do_not_outlive_the_request(void **state) {
   struct tl_child *c = *state;
   write_file("temp-schema.sql", "CREATE TABLE t(x);\n", NULL);
@@ -706,7 +707,9 @@ static void test_temp_objects_do_not_outlive_the_request(void **state) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   after_five = after_one; /* the sanitizers hold freed memory back (quarantine): no RSS bound */
 #endif
-  if (after_five > after_one + 16 * 1024) {
+  /* Kept, four more tables would be ~96 MB more; the allocator's own
+   * caching and fragmentation account for up to ~22 MB seen here. */
+  if (after_five > after_one + 48 * 1024) {
     print_error("RSS %ld KiB after one TEMP table, %ld after five\n", after_one, after_five);
     fail();
   }
