@@ -1,6 +1,6 @@
 # lith — build, test, install.
 #
-#   make            liblith.a, liblith.so, lith.pc
+#   make            liblith.a, liblith.so, lith.pc, lithd, lith (what install installs)
 #   make run        install missing packages, build, start lithd on lithd.db
 #   make run-demo   the writer demo: 64 producers moving money for 5 s
 #   make test       build and run every test (SANITIZE=address or thread for
@@ -58,6 +58,10 @@ HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
 TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
 
+# The included fragments define rules of their own: the first would become
+# the default goal. Plain `make` builds what `make install` installs.
+.DEFAULT_GOAL := all
+
 # The HTTP layer shared by lithd and kanban, and lithd's parts (issue 4, in
 # progress): each fragment adds its test binary.
 include http/http.mk
@@ -82,7 +86,7 @@ DEMO := $(B)/tools/lith-demo
 
 .SECONDARY:
 .PHONY: kanban run-demo bench lith.pc lint all run test test-only deps install uninstall clean demo
-all: deps $(B)/liblith.a $(B)/liblith.so lith.pc
+all: deps $(B)/liblith.a $(B)/liblith.so lith.pc $(LITHD_BIN) $(LITH_CLI_BIN)
 
 deps:
 	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \

@@ -180,6 +180,19 @@ static void test_only_named(void **state) {
   assert_int_equal(tl_sql_int("only.db", "SELECT count(*) FROM accounts"), 2);
 }
 
+/* A commands file of ~200 KB: the reader's buffer doubles several times
+ * and every command is read (the last one runs). */
+static void test_large_commands_file(void **state) {
+  struct tl_child *c = *state;
+  FILE *f = fopen("many.sql", "w");
+  assert_non_null(f);
+  for (int i = 0; i < 4000; i++) fprintf(f, "-- name: c%d\nSELECT %d AS value_of_command;\n", i, i);
+  fclose(f);
+  tl_start(c, "many", 0, TL_ARGS("--commands", "many.sql"));
+  tl_expect(c, "POST", "/v1/commands/c3999", NULL, "{}", 200, "[[3999]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 static void test_commands_refused_at_startup(void **state) {
   (void)state;
   write_file("bad-schema.sql", SCHEMA1, SCHEMA2);
@@ -198,6 +211,24 @@ static void test_commands_refused_at_startup(void **state) {
   write_file("bad-empty.sql", "-- name: a\n-- nothing\n", NULL);
   expect_fail(TL_ARGS("--db", "bad5.db", "--commands", "bad-empty.sql"), 1, "has no statements");
   expect_fail(TL_ARGS("--db", "bad6.db", "--commands", "missing.sql"), 1, "missing.sql");
+  /* Files are read into a buffer that grows: past 16 MiB, or holding a NUL
+   * byte, they are refused; just under, read whole. */
+  {
+    FILE *f = fopen("big.sql", "w");
+    assert_non_null(f);
+    fputs("-- name: a\nSELECT 1;\n", f);
+    for (long i = 0; i < (16L << 20) / 16; i++) fputs("-- padding ....\n", f);
+    fclose(f);
+    expect_fail(TL_ARGS("--db", "bad7.db", "--commands", "big.sql"), 1, "larger than");
+    expect_fail(TL_ARGS("--db", "bad7.db", "--schema", "big.sql"), 1, "larger than");
+    f = fopen("nul.sql", "w");
+    assert_non_null(f);
+    fputs("-- name: a\nSELECT 1;", f);
+    fputc('\0', f);
+    fclose(f);
+    expect_fail(TL_ARGS("--db", "bad8.db", "--commands", "nul.sql"), 1, "NUL byte");
+    unlink("big.sql");
+  }
   expect_fail(TL_ARGS("--db", "bad7.db", "--only-named"), 1, "--only-named needs --commands");
 }
 
@@ -324,6 +355,14 @@ static void test_limits(void **state) {
             "\"rows\":[[\"5\"]]");
 }
 
+/* The whole file at `path` (at most cap - 1 bytes) into buf; asserts. */
+static void read_text(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY);
+  assert_true(fd >= 0);
+  tl_read_all(fd, buf, cap);
+  close(fd);
+}
+
 /* ---- POST /v1/backup ------------------------------------------------------- */
 
 static void test_backup(void **state) {
@@ -395,15 +434,9 @@ static void test_backup(void **state) {
   tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"fifo.db\"}", 409, "exists");
   {
     char buf[64];
-    int fd = open("notes.txt", O_RDONLY);
-    assert_true(fd >= 0);
-    tl_read_all(fd, buf, sizeof buf);
-    close(fd);
+    read_text("notes.txt", buf, sizeof buf);
     assert_string_equal(buf, "my notes\n");
-    fd = open("backups/mine.txt", O_RDONLY);
-    assert_true(fd >= 0);
-    tl_read_all(fd, buf, sizeof buf);
-    close(fd);
+    read_text("backups/mine.txt", buf, sizeof buf);
     assert_string_equal(buf, "my notes\n");
   }
   /* The live database is untouched by all that. */
@@ -538,7 +571,7 @@ static void test_overload_waits_then_503(void **state) {
 static void test_log_file_and_sighup(void **state) {
   struct tl_child *c = *state;
   char buf[8192];
-  int fd, i;
+  int i;
 
   unlink("lithd.log");
   unlink("lithd.log.1");
@@ -552,17 +585,11 @@ static void test_log_file_and_sighup(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELEC 1\"}]}", 400, NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 
-  fd = open("lithd.log.1", O_RDONLY);
-  assert_true(fd >= 0);
-  tl_read_all(fd, buf, sizeof buf);
-  close(fd);
+  read_text("lithd.log.1", buf, sizeof buf);
   assert_non_null(strstr(buf, " info: started"));
   assert_non_null(strstr(buf, " debug: POST /v1/do 200"));
   assert_null(strstr(buf, "stopped"));
-  fd = open("lithd.log", O_RDONLY);
-  assert_true(fd >= 0);
-  tl_read_all(fd, buf, sizeof buf);
-  close(fd);
+  read_text("lithd.log", buf, sizeof buf);
   assert_non_null(strstr(buf, "SIGHUP: log reopened"));
   assert_non_null(strstr(buf, "SIGTERM, stopping"));
   assert_non_null(strstr(buf, " info: stopped"));
@@ -572,10 +599,7 @@ static void test_log_file_and_sighup(void **state) {
   tl_start(c, "quiet", 0, TL_ARGS("--log", "quiet.log", "--log-level", "warn"));
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
-  fd = open("quiet.log", O_RDONLY);
-  assert_true(fd >= 0);
-  tl_read_all(fd, buf, sizeof buf);
-  close(fd);
+  read_text("quiet.log", buf, sizeof buf);
   assert_null(strstr(buf, "debug"));
   assert_null(strstr(buf, "info"));
 }
@@ -871,6 +895,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_browser_requests_refused, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_only_named, tl_setup, tl_teardown),
       cmocka_unit_test(test_commands_refused_at_startup),
+      cmocka_unit_test_setup_teardown(test_large_commands_file, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_schema_steps, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_config_file, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_limits, tl_setup, tl_teardown),
