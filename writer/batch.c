@@ -186,8 +186,6 @@ static int step(sqlite3_stmt *st) {
  * rollback hook saw it), possibly followed by a new one the command began. */
 int lith__tx_lost(const lith *db) { return db->tx_lost || sqlite3_get_autocommit(db->conn); }
 
-static int lost_tx(const lith *db) { return lith__tx_lost(db); }
-
 /* Reset every statement left running on the write connection (lith's own
  * are always reset after their step, so these are a command's), or only
  * those that read. Returns how many were running; the SQL of the first that
@@ -324,7 +322,7 @@ static int run_command(lith *db, lith_request *req) {
     req->rc = lith_from_sqlite(src);
     snprintf(req->errmsg, sizeof req->errmsg, "SAVEPOINT: %s", sqlite3_errmsg(db->conn));
     p->done = 1;
-    return lost_tx(db);
+    return lith__tx_lost(db);
   }
 run:
   tx->err = LITH_OK;
@@ -342,7 +340,7 @@ run:
   int ec = rc != LITH_OK ? sqlite3_errcode(db->conn) : SQLITE_OK;
   lith__stmt_cache_release(db->cache);
 
-  if (lost_tx(db))
+  if (lith__tx_lost(db))
     goto lost;
   if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && reset_running(db, 1, NULL, 0) > 0) {
     /* "database table is locked": a read left mid-step (by an earlier
@@ -351,7 +349,7 @@ run:
      * so that it does not fail for another's leftover. */
     db->ntopics = mark;
     db->dirty &= ~(unsigned)LITH__DIRTY_TEMP;
-    if (step(db->st_sp_rollback) == SQLITE_OK && restore_flags(db) == SQLITE_OK && !lost_tx(db)) {
+    if (step(db->st_sp_rollback) == SQLITE_OK && restore_flags(db) == SQLITE_OK && !lith__tx_lost(db)) {
       reran = 1;
       goto run;
     }
@@ -373,7 +371,7 @@ run:
         rc = lith_tx_error(tx, lith_from_sqlite(src), "dropping the command's TEMP objects: %s",
                            sqlite3_errmsg(db->conn));
     }
-    if (lost_tx(db))
+    if (lith__tx_lost(db))
       goto lost;
   }
   if (rc == LITH_OK) {
@@ -400,7 +398,7 @@ run:
     } else {
       rc = lith_tx_error(tx, lith_from_sqlite(src), "RELEASE: %s", sqlite3_errmsg(db->conn));
     }
-    if (lost_tx(db))
+    if (lith__tx_lost(db))
       goto lost;
   }
   /* Undo this command alone. */
@@ -420,7 +418,7 @@ run:
   }
   if (restore_flags(db) != SQLITE_OK || src != SQLITE_OK)
     return 1;
-  return lost_tx(db);
+  return lith__tx_lost(db);
 
 lost:
   /* SQLite rolled back everything: this command is at fault. Reset what it

@@ -690,51 +690,46 @@ static void test_more_misbehaviour(void **state) {
 
 /* ---- 6. the same SQL twice while the first is mid-step --------------------- */
 
+/* One walk, in a command (tx) or in a read (rx): the same recursion asking
+ * the statement cache for the same SQL at every level. */
 typedef struct walk {
+  lith_tx *tx;
+  lith_rx *rx;
   int visited;
-  int depth_max;
   int rc;
   char msg[256];
 } walk;
 
-static int walk_tx(lith_tx *tx, walk *w, int64_t node, int depth) {
+static int walk_from(walk *w, int64_t node) {
+  static const char *const sql = "SELECT id FROM node WHERE parent = ? ORDER BY id";
   w->visited++;
-  if (depth > w->depth_max)
-    w->depth_max = depth;
-  sqlite3_stmt *st = lith_tx_stmt(tx, "SELECT id FROM node WHERE parent = ? ORDER BY id");
+  sqlite3_stmt *st = w->tx ? lith_tx_stmt(w->tx, sql) : lith_rx_stmt(w->rx, sql);
   if (!st) {
-    w->rc = lith_tx_rc(tx);
+    w->rc = w->tx ? lith_tx_rc(w->tx) : LITH_ERROR;
     snprintf(w->msg, sizeof w->msg, "%s", lith_errmsg(NULL));
     return w->rc;
   }
   sqlite3_bind_int64(st, 1, node);
   int src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    int rc = walk_tx(tx, w, sqlite3_column_int64(st, 0), depth + 1);
+    int rc = walk_from(w, sqlite3_column_int64(st, 0));
     if (rc != LITH_OK)
       return rc;
   }
   return src == SQLITE_DONE ? LITH_OK : LITH_ERROR;
 }
 
-static int walk_cmd(lith_tx *tx, void *arg) { return walk_tx(tx, arg, 1, 0); }
-
-static int walk_rx(lith_rx *rx, walk *w, int64_t node) {
-  w->visited++;
-  sqlite3_stmt *st = lith_rx_stmt(rx, "SELECT id FROM node WHERE parent = ? ORDER BY id");
-  if (!st)
-    return LITH_ERROR;
-  sqlite3_bind_int64(st, 1, node);
-  int src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    int rc = walk_rx(rx, w, sqlite3_column_int64(st, 0));
-    if (rc != LITH_OK)
-      return rc;
-  }
-  return src == SQLITE_DONE ? LITH_OK : LITH_ERROR;
+static int walk_cmd(lith_tx *tx, void *arg) {
+  walk *w = arg;
+  w->tx = tx;
+  return walk_from(w, 1);
 }
 
-static int walk_read(lith_rx *rx, void *arg) { return walk_rx(rx, arg, 1); }
+static int walk_read(lith_rx *rx, void *arg) {
+  walk *w = arg;
+  w->rx = rx;
+  return walk_from(w, 1);
+}
 
 static void test_recursive_walk_through_the_cache(void **state) {
   (void)state;
@@ -745,10 +740,10 @@ static void test_recursive_walk_through_the_cache(void **state) {
                            "INSERT INTO node VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3), (7, 3)"),
                    LITH_OK);
   for (int round = 0; round < 2; round++) { /* the second round reuses the copies */
-    walk w = {0, 0, 0, ""};
+    walk w = {0};
     assert_int_equal(lith_do(db, walk_cmd, &w), LITH_OK);
     assert_int_equal(w.visited, 7);
-    walk r = {0, 0, 0, ""};
+    walk r = {0};
     assert_int_equal(lith_read(db, walk_read, &r), LITH_OK);
     assert_int_equal(r.visited, 7);
   }
@@ -758,7 +753,7 @@ static void test_recursive_walk_through_the_cache(void **state) {
                            "WITH RECURSIVE c(i) AS (SELECT 8 UNION ALL SELECT i + 1 FROM c WHERE i < 60)"
                            " INSERT INTO node SELECT i, CASE i WHEN 8 THEN 7 ELSE i - 1 END FROM c"),
                    LITH_OK);
-  walk deep = {0, 0, 0, ""};
+  walk deep = {0};
   assert_int_equal(lith_do(db, walk_cmd, &deep), LITH_MISUSE);
   assert_int_equal(deep.rc, LITH_MISUSE);
   assert_non_null(strstr(deep.msg, "mid-step"));
