@@ -14,8 +14,12 @@
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_B       := build/fuzz
-FUZZ_NAMES   := json batch commands schema
-FUZZ_BINS    := $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
+# Each harness NAME has its seed corpus in a directory named NAME; other
+# fragments (http, kanban, the lith client) append theirs to FUZZ_SEEDS and
+# add the rule for $(FUZZ_B)/fuzz_NAME. FUZZ_NAMES and FUZZ_BINS follow.
+FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema)
+FUZZ_NAMES    = $(notdir $(FUZZ_SEEDS))
+FUZZ_BINS     = $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
 FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Itools/lithd \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(PKG_CFLAGS) $(JANSSON_CFLAGS)
@@ -40,11 +44,12 @@ $(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/
 .PHONY: fuzz
 fuzz: deps
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
-	@for n in $(FUZZ_NAMES); do \
+	@for seeds in $(FUZZ_SEEDS); do \
+	  n=$$(basename $$seeds); \
 	  mkdir -p $(FUZZ_B)/corpus/$$n; \
 	  echo "== fuzz_$$n for $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_B)/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=$(FUZZ_B)/$$n- \
-	    $(FUZZ_B)/corpus/$$n tools/lithd/fuzz/corpus/$$n > $(FUZZ_B)/$$n.log 2>&1; \
+	    $(FUZZ_B)/corpus/$$n $$seeds > $(FUZZ_B)/$$n.log 2>&1; \
 	  status=$$?; \
 	  grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY)' $(FUZZ_B)/$$n.log; \
 	  if [ "$$status" != 0 ]; then echo "fuzz_$$n failed ($$status): see $(FUZZ_B)/$$n.log and $(FUZZ_B)/$$n-*"; exit 1; fi; \
