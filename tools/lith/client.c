@@ -576,7 +576,34 @@ static int read_body(struct conn *c, const char *method, lithc_response *resp) {
   }
 }
 
+/* The answer to a request made with `method`: interim 1xx answers come
+ * before the real one. On an error resp may be half filled (the caller
+ * frees it). */
+static int read_answer(struct conn *c, const char *method, lithc_response *resp) {
+  for (;;) {
+    int rc = read_head(c, resp);
+    if (rc != LITHC_OK) return rc;
+    if (resp->status >= 200) return read_body(c, method, resp);
+    if (resp->status == 101) return bad_answer(c, "101 Switching Protocols");
+    lithc_response_free(resp);
+  }
+}
+
 /* ---- The request -------------------------------------------------------- */
+
+/* Start the exchange's one deadline, timeout_ms from now (<= 0: none). */
+static void set_deadline(struct conn *c, int timeout_ms) {
+  c->timeout_ms = timeout_ms;
+  if (timeout_ms <= 0) return;
+  clock_gettime(CLOCK_MONOTONIC, &c->deadline);
+  c->deadline.tv_sec += timeout_ms / 1000;
+  c->deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+  if (c->deadline.tv_nsec >= 1000000000L) {
+    c->deadline.tv_sec++;
+    c->deadline.tv_nsec -= 1000000000L;
+  }
+  c->has_deadline = 1;
+}
 
 /* The request's head, malloc'd, or NULL (message in err). */
 static char *build_head(const lithc_endpoint *ep, const lithc_request *req, size_t *len, char *err,
@@ -650,17 +677,7 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
   head = build_head(ep, req, &head_len, err, errsz);
   if (head == NULL) return LITHC_NOMEM;
 
-  c.timeout_ms = req->timeout_ms;
-  if (req->timeout_ms > 0) {
-    clock_gettime(CLOCK_MONOTONIC, &c.deadline);
-    c.deadline.tv_sec += req->timeout_ms / 1000;
-    c.deadline.tv_nsec += (long)(req->timeout_ms % 1000) * 1000000L;
-    if (c.deadline.tv_nsec >= 1000000000L) {
-      c.deadline.tv_sec++;
-      c.deadline.tv_nsec -= 1000000000L;
-    }
-    c.has_deadline = 1;
-  }
+  set_deadline(&c, req->timeout_ms);
 
   rc = ep->is_unix ? connect_unix(&c, ep) : connect_tcp(&c, ep);
   if (rc != LITHC_OK) goto out;
@@ -679,20 +696,7 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
     goto out;
   }
 
-  /* Interim 1xx answers come before the real one. */
-  for (;;) {
-    rc = read_head(&c, resp);
-    if (rc != LITHC_OK) break;
-    if (resp->status >= 200) {
-      rc = read_body(&c, req->method, resp);
-      break;
-    }
-    if (resp->status == 101) {
-      rc = bad_answer(&c, "101 Switching Protocols");
-      break;
-    }
-    lithc_response_free(resp);
-  }
+  rc = read_answer(&c, req->method, resp);
   if (rc != LITHC_OK && send_rc != LITHC_OK) {
     rc = send_rc; /* no answer after all: the send's error says more */
     if (err != NULL && errsz > 0) snprintf(err, errsz, "%s", send_err);
@@ -703,6 +707,25 @@ out:
   if (c.fd >= 0) close(c.fd);
   free(c.buf);
   free(head);
+  return rc;
+}
+
+int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
+                        lithc_response *resp, char *err, size_t errsz) {
+  struct conn c;
+  int rc;
+
+  memset(resp, 0, sizeof *resp);
+  memset(&c, 0, sizeof c);
+  c.fd = fd;
+  c.err = err;
+  c.errsz = errsz;
+  c.peer = peer != NULL ? peer : "the server";
+  c.sent = 1;
+  set_deadline(&c, timeout_ms);
+  rc = read_answer(&c, method, resp);
+  if (rc != LITHC_OK) lithc_response_free(resp);
+  free(c.buf);
   return rc;
 }
 

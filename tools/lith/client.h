@@ -119,6 +119,15 @@ typedef struct lithc_request {
 int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp,
                        char *err, size_t errsz);
 
+/* The reading half of lithc_request_send, for a request already sent on
+ * `fd` (a connected stream socket; non-blocking, or timeout_ms cannot bound
+ * the wait) with `method`: reads the answer into *resp as lithc_request_send
+ * does (1xx answers skipped). `peer` names the server in messages (NULL:
+ * "the server"). fd stays open; the caller closes it. Tests and the
+ * fuzzer feed it canned bytes this way. */
+int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
+                        lithc_response *resp, char *err, size_t errsz);
+
 /* The value of the first header named `name` (case-insensitive), or NULL;
  * *len receives its length. Points into resp. */
 const char *lithc_response_header(const lithc_response *resp, const char *name, size_t *len);

@@ -334,17 +334,42 @@ static void print_server_error(const struct cli *cli, const char *method, const 
 
 typedef int (*printer)(const json_t *root);
 
-/* Send the request and handle the answer: print it (`print` for a 2xx in
- * text mode, the body as is with --json) or its error. Returns the exit
+/* Handle the answer to method/path: print it (`print` for a 2xx in text
+ * mode, the body as is with --json) or its error. Returns the exit status.
+ * Apart from exchange so that the fuzzer reaches it without a server. */
+static int handle_answer(const struct cli *cli, const char *method, const char *path,
+                         const lithc_response *r, printer print) {
+  json_t *root;
+  json_error_t jerr;
+  int ok = r->status >= 200 && r->status < 300;
+  int status;
+
+  root = json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &jerr);
+  if (cli->json && root != NULL) {
+    fwrite(r->body, 1, r->body_len, stdout);
+    if (r->body_len == 0 || r->body[r->body_len - 1] != '\n') putchar('\n');
+  }
+  if (!ok) {
+    print_server_error(cli, method, path, r, root);
+    status = EXIT_SERVER;
+  } else if (root == NULL) {
+    fprintf(stderr, "lith: %s %s: the answer is not JSON: %s\n", method, path, jerr.text);
+    status = EXIT_NO_ANSWER;
+  } else {
+    status = cli->json ? EXIT_DONE : print(root);
+  }
+  json_decref(root);
+  return status;
+}
+
+/* Send the request and handle the answer (handle_answer). Returns the exit
  * status. */
 static int exchange(const struct cli *cli, const char *method, const char *path,
                     const char *body, size_t body_len, printer print) {
   lithc_request req;
   lithc_response r;
   char err[1024];
-  json_t *root = NULL;
-  json_error_t jerr;
-  int rc, ok, status;
+  int rc, status;
 
   memset(&req, 0, sizeof req);
   req.method = method;
@@ -358,23 +383,7 @@ static int exchange(const struct cli *cli, const char *method, const char *path,
     fprintf(stderr, "lith: %s\n", err);
     return rc == LITHC_BAD_ARG ? EXIT_USAGE : EXIT_NO_ANSWER;
   }
-  ok = r.status >= 200 && r.status < 300;
-  root = json_loadb(r.body, r.body_len, JSON_ALLOW_NUL, &jerr);
-
-  if (cli->json && root != NULL) {
-    fwrite(r.body, 1, r.body_len, stdout);
-    if (r.body_len == 0 || r.body[r.body_len - 1] != '\n') putchar('\n');
-  }
-  if (!ok) {
-    print_server_error(cli, method, path, &r, root);
-    status = EXIT_SERVER;
-  } else if (root == NULL) {
-    fprintf(stderr, "lith: %s %s: the answer is not JSON: %s\n", method, path, jerr.text);
-    status = EXIT_NO_ANSWER;
-  } else {
-    status = cli->json ? EXIT_DONE : print(root);
-  }
-  json_decref(root);
+  status = handle_answer(cli, method, path, &r, print);
   lithc_response_free(&r);
   return status;
 }

@@ -978,9 +978,64 @@ static void test_url_parsing(void **state) {
   assert_int_equal(lithc_endpoint_unix(&ep, "", err, sizeof err), LITHC_BAD_ARG);
 }
 
+/* Feed `answer` to lithc_response_read through a SOCK_SEQPACKET pair, in
+ * records of `piece` bytes (each one recv for the reader; 0: one record). */
+static int read_canned(const char *answer, size_t piece, const char *method, lithc_response *r,
+                       char *err, size_t errsz) {
+  int sv[2], rc;
+  size_t off = 0, n = strlen(answer);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  while (off < n) {
+    size_t k = piece > 0 && n - off > piece ? piece : n - off;
+    assert_int_equal(send(sv[1], answer + off, k, MSG_NOSIGNAL), (ssize_t)k);
+    off += k;
+  }
+  close(sv[1]);
+  rc = lithc_response_read(sv[0], method, NULL, 5000, r, err, errsz);
+  close(sv[0]);
+  return rc;
+}
+
+static void test_response_read(void **state) {
+  static const char chunked[] = "HTTP/1.1 100 Continue\r\n\r\n"
+                                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A:  v \r\n\r\n"
+                                "5;x=1\r\nhello\r\nA\r\n, world!!!\r\n0\r\nT: 1\r\n\r\n";
+  lithc_response r;
+  char err[256];
+  size_t piece, len = 0;
+  const char *v;
+  (void)state;
+
+  /* Whatever the reads are cut into, the same answer. */
+  for (piece = 0; piece <= 7; piece++) {
+    assert_int_equal(read_canned(chunked, piece, "GET", &r, err, sizeof err), LITHC_OK);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.body_len, 15);
+    assert_string_equal(r.body, "hello, world!!!");
+    v = lithc_response_header(&r, "x-a", &len);
+    assert_non_null(v);
+    assert_int_equal(len, 1);
+    assert_true(v[0] == 'v');
+    lithc_response_free(&r);
+  }
+  /* HEAD: no body whatever the length says; a failure leaves r empty. */
+  assert_int_equal(read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", 3, "HEAD", &r,
+                               err, sizeof err),
+                   LITHC_OK);
+  assert_int_equal(r.body_len, 0);
+  lithc_response_free(&r);
+  assert_int_equal(read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", 2, "GET",
+                               &r, err, sizeof err),
+                   LITHC_IO);
+  assert_non_null(strstr(err, "the server closed the connection before the whole answer arrived"));
+  assert_null(r.head);
+  assert_null(r.body);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_url_parsing),
+      cmocka_unit_test(test_response_read),
       cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_do_query_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors_exit_1_nothing_changed, setup, teardown),
