@@ -11,7 +11,9 @@
  * sees one shape whoever answered. (A request h2o cannot parse at all gets
  * its fixed plain-text 400, written straight to the socket.) A logger on
  * both paths counts every finished request by status (h2o calls loggers
- * when it frees a request, including its own errors).
+ * when it frees a request, including its own errors). Before either, on
+ * both paths, the framing guard (guard.c) refuses HTTP/1 requests whose body
+ * length is ambiguous.
  *
  * The loop. h2o's context creates a uv_async_t (its inter-thread queue, for
  * features we do not use) that would keep the caller's loop alive forever,
@@ -96,9 +98,17 @@ static void json_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
     h2o_ostream_send_next(self, req, &o->json, 1, state);
 }
 
+/* Already our JSON (the guard's 400): h2o's own errors are text/plain. */
+static int is_json(const h2o_req_t *req) {
+  ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+  return i != -1 && h2o_memis(req->res.headers.entries[i].value.base,
+                              req->res.headers.entries[i].value.len,
+                              H2O_STRLIT("application/json"));
+}
+
 static void json_errors_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot) {
   (void)self;
-  if (req->res.status >= 400) {
+  if (req->res.status >= 400 && !is_json(req)) {
     char msg[64];
     size_t i = 0;
     const char *reason = req->res.reason ? req->res.reason : lith_http_reason(req->res.status);
@@ -206,6 +216,8 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   h2o_hostconf_t *host =
       h2o_config_register_host(&srv->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
   h2o_pathconf_t *root = h2o_config_register_path(host, "/", 0);
+  lh_guard_add(root); /* first: before our dispatcher on "/", before h2o's 404 elsewhere */
+  lh_guard_add(&host->fallback_path);
   lh_handler *handler = (lh_handler *)h2o_create_handler(root, sizeof *handler);
   handler->super.on_req = lh_on_req;
   handler->srv = srv;

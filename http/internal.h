@@ -3,8 +3,8 @@
  * request structures, and the few functions one file calls in another.
  *
  * Files: http.c (the server: h2o setup, listeners, connections, stop,
- * counters), request.c (dispatch, the request handle and its lifetime,
- * answers), watch.c (noticing that an HTTP/1 client left), stream.c
+ * counters), guard.c (refusing requests whose body length is ambiguous),
+ * request.c (dispatch, the request handle and its lifetime, answers), watch.c (noticing that an HTTP/1 client left), stream.c
  * (streams and server-sent events), router.c (routes), auth.c (bearer
  * tokens), error.c (result codes, messages, JSON errors).
  *
@@ -192,6 +192,15 @@ void lh_queue_abort(lith_http_req *h, int status);
 void lh_abort_now(lith_http_req *h, int status);
 void lh_defer_cb(uv_timer_t *t);
 void lh_set_status(lith_http_req *h, int status);
+
+/* guard.c */
+/* Why the HTTP/1 request head at the start of buf[0..len) must be refused
+ * (a message), or NULL. method: h2o's parse of that head (checked against
+ * it); http10: an HTTP/1.0 request. */
+const char *lh_guard_check(const char *buf, size_t len, const char *method, size_t method_len,
+                           int http10);
+/* Put the guard on `path`, before any handler added later. */
+void lh_guard_add(h2o_pathconf_t *path);
 
 /* watch.c */
 int lh_watch_init(lith_http_server *srv); /* 0, or -1 with errno */
