@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -446,6 +447,77 @@ static void test_metrics_prometheus(void **state) {
   tl_expect(c, "GET", "/metrics", NULL, NULL, 200, "lithd_http_responses_total{code=\"409\"} 1\n");
 }
 
+/* Issue 10 item 6: a request whose body length two readers could take
+ * differently (two Content-Length, or one with Transfer-Encoding) is refused
+ * and its connection closed, so the rest of its body (here an INSERT, what a
+ * proxy in front may have taken for part of it) never runs as a request. */
+#define SMUGGLED_SQL "{\"statements\":[{\"sql\":\"INSERT INTO t(v) VALUES('smuggled')\"}]}"
+
+/* Send s whole and read until the server closes (EOF or reset) into buf. */
+static void raw_exchange(const struct tl_child *c, const char *s, char *buf, size_t cap) {
+  int fd = tl_connect(c);
+  size_t len = strlen(s), got = 0;
+  assert_true(fd >= 0);
+  assert_int_equal(send(fd, s, len, MSG_NOSIGNAL), (ssize_t)len);
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    ssize_t n;
+    assert_int_equal(poll(&p, 1, TL_TIMEOUT_MS), 1);
+    assert_true(got < cap - 1);
+    n = recv(fd, buf + got, cap - 1 - got, 0);
+    if (n <= 0) break; /* closed; a reset comes after what was sent */
+    got += (size_t)n;
+  }
+  buf[got] = '\0';
+  close(fd);
+}
+
+static void test_smuggled_insert_refused(void **state) {
+  struct tl_child *c = *state;
+  char inner[512], req[1024], got[8192];
+  size_t ilen;
+  const char *const fmts[] = {
+      "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}%s",
+      "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\nContent-Length: %zu\r\n\r\n{}%s",
+      "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n%s",
+  };
+  const char *const why[] = {"more than one Content-Length", "more than one Content-Length",
+                             "Content-Length together with Transfer-Encoding"};
+
+  tl_start(c, "smuggle", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  ilen = (size_t)snprintf(inner, sizeof inner,
+                          "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                          strlen(SMUGGLED_SQL), SMUGGLED_SQL);
+  for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+    if (i == 0)
+      snprintf(req, sizeof req, fmts[i], inner);
+    else
+      snprintf(req, sizeof req, fmts[i], (i == 2 ? 12 : 2) + ilen, inner); /* what a proxy reads */
+    raw_exchange(c, req, got, sizeof got);
+    if (strncmp(got, "HTTP/1.1 400 ", 13) != 0 || strstr(got, why[i]) == NULL)
+      print_error("case %zu: %s\n", i, got);
+    assert_int_equal(strncmp(got, "HTTP/1.1 400 ", 13), 0);
+    assert_non_null(strstr(got, why[i]));
+    assert_null(strstr(got + 1, "HTTP/1.1 ")); /* one answer only */
+  }
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
+
+  /* the same INSERT pipelined behind a well-framed one does run: twice */
+  snprintf(req, sizeof req,
+           "%sPOST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+           inner, strlen(SMUGGLED_SQL), SMUGGLED_SQL);
+  raw_exchange(c, req, got, sizeof got);
+  assert_int_equal(strncmp(got, "HTTP/1.1 200 ", 13), 0);
+  assert_non_null(strstr(got + 1, "HTTP/1.1 200 "));
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[2]]");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_healthz, tl_setup, tl_teardown),
@@ -464,6 +536,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_second_lithd_same_db_refused, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_each_command_own_outcome, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_metrics_prometheus, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_smuggled_insert_refused, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
