@@ -37,9 +37,14 @@
  * line end, a proxy may keep it inside a value). Whitespace before a colon
  * never gets here: h2o's parser refuses it with its own 400 and closes.
  *
- * Not covered: an h2c upgrade (Upgrade: h2c) is carried out by h2o before
- * any handler runs; the bytes after its head are HTTP/2 frames, never an
- * HTTP/1 request. HTTP/2 requests carry their length in frames.
+ * Not covered: a request with "Upgrade: h2c". h2o upgrades the connection
+ * before any handler runs and the request comes back as HTTP/2 stream 1,
+ * its HTTP/1 head kept in a private field of h2o's connection (whose header,
+ * http2_internal.h, cannot even be included: khash.h is not installed). What
+ * follows that head is read as HTTP/2 frames, never as an HTTP/1 request; a
+ * proxy that passes Upgrade on relays raw bytes after the 101 anyway, and
+ * lith_http_options.http2 = 0 turns upgrades off. Other HTTP/2 requests
+ * carry their length in frames.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,13 @@
  *
  * h2o 2.2.5 (libuv flavour) does the protocol work: HTTP/1.1 keep-alive and
  * pipelining, chunked bodies, HTTP/2 over cleartext both by "Upgrade: h2c" and
- * by prior knowledge.
+ * by prior knowledge. An HTTP/1 request whose body length two readers could
+ * take differently (more than one Content-Length, Content-Length with
+ * Transfer-Encoding, a Transfer-Encoding other than chunked, a header line
+ * folded or ended by a bare LF) is refused with a JSON 400 and its connection
+ * closed before any handler runs, so no part of it is read as a request of
+ * its own (request smuggling). An h2c upgrade is carried out by h2o before
+ * that check: behind a proxy that passes "Upgrade" on, set http2 to 0.
  *
  * Conventions, as in lith.h:
  *   - every call returns an int result code (LITH_HTTP_OK is 0);
