@@ -54,6 +54,7 @@ enum {
   LITH_CORRUPT = 12,   /* the database file is damaged or not a database */
   LITH_READONLY = 13,  /* a write was attempted where only reads are allowed */
   LITH_SCHEMA = 14,    /* the database's schema version is newer than the migrations given */
+  LITH_INTERRUPTED = 15, /* stopped by lith_interrupt (or sqlite3_interrupt) before it ended */
   LITH_USER = 1000     /* commands may return LITH_USER and above for their own errors */
 };
 
@@ -143,6 +144,15 @@ typedef struct lith_options {
   int (*authorizer)(void *ctx, int action, const char *a, const char *b, const char *c,
                     const char *d);
   void *authorizer_ctx;
+  /* Optional: called once for every connection lith opens (the writer's,
+   * each reader's, the checkpointer's, a backup's source), after lith's own
+   * settings and before the connection's first statement, on the thread
+   * opening it, with on_connect_ctx (the caller's; it must outlive the
+   * handle). It may set limits (sqlite3_limit) or register functions
+   * (sqlite3_create_function), nothing that runs a statement. A return other
+   * than SQLITE_OK fails the open with that SQLite code. */
+  int (*on_connect)(void *ctx, sqlite3 *conn);
+  void *on_connect_ctx;
 } lith_options;
 
 /* Fill *opt with the defaults above. */
@@ -364,6 +374,15 @@ int lith_backup(lith *db, const char *dest_path);
  * and linked into place, which fails rather than replace a file that
  * appeared meanwhile. For a server that writes where its clients name. */
 int lith_backup_new(lith *db, const char *dest_path);
+
+/* Stop what reads the database now, for a program that must stop soon:
+ * the statement each lith_read callback is running fails with
+ * SQLITE_INTERRUPT (the callback sees it and decides what lith_read
+ * returns; a statement it starts afterwards runs as usual), and each
+ * lith_backup or lith_backup_new in progress stops at its next step
+ * (within milliseconds), removes its partial copy and returns
+ * LITH_INTERRUPTED. Commands are not touched. Any thread. */
+int lith_interrupt(lith *db);
 
 /* ---- Statistics ---------------------------------------------------------- */
 

@@ -49,7 +49,11 @@ static int is_source(const char *src, const char *dest) {
   return 0;
 }
 
-int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only) {
+/* Pages per backup step: 4 MiB of 4 KiB pages, a few milliseconds. */
+#define BACKUP_STEP_PAGES 1024
+
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
+                     _Atomic uint32_t *interrupts) {
   static _Atomic unsigned counter;
   char tmp[4200], dir[4200];
   int rc;
@@ -84,13 +88,34 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
     goto err_close;
   }
   sqlite3_exec(dst, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
+  /* One snapshot for every step: the read transaction is ours, held until
+   * the copy is done (a step that opened its own would start again after
+   * each commit of the writer, and might never end). */
+  src_rc = sqlite3_exec(src, "BEGIN; SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL);
+  if (src_rc != SQLITE_OK) {
+    rc = lith__fail_sqlite(src_rc, src, "lith_backup: begin");
+    goto err_close;
+  }
   sqlite3_backup *b = sqlite3_backup_init(dst, "main", src, "main");
   if (!b) {
     rc = lith__fail_sqlite(sqlite3_errcode(dst), dst, "lith_backup: init");
     goto err_close;
   }
-  src_rc = sqlite3_backup_step(b, -1);
+  uint32_t seen = atomic_load(interrupts);
+  int stopped = 0;
+  do {
+    if (atomic_load(interrupts) != seen) {
+      stopped = 1;
+      break;
+    }
+    src_rc = sqlite3_backup_step(b, BACKUP_STEP_PAGES);
+  } while (src_rc == SQLITE_OK || src_rc == SQLITE_BUSY || src_rc == SQLITE_LOCKED);
   int fin = sqlite3_backup_finish(b);
+  sqlite3_exec(src, "COMMIT", NULL, NULL, NULL);
+  if (stopped) {
+    rc = lith__fail(LITH_INTERRUPTED, "lith_backup: interrupted (lith_interrupt); %s was not written", dest_path);
+    goto err_close;
+  }
   if (src_rc != SQLITE_DONE) {
     rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: copy: %s", sqlite3_errstr(src_rc));
     goto err_close;

@@ -1,17 +1,25 @@
 /*
  * Online backup: copy one snapshot of a live database to a file while the
  * writer keeps committing, through SQLite's backup API on a fresh read-only
- * connection (sqlite3_backup_step(-1) copies every page inside a single read
- * transaction). The copy goes to a temporary file beside the destination,
- * is synced, and renamed over it.
+ * connection. The source's read transaction is opened first and held to
+ * the end, so the copy is one snapshot even though it is made in steps of
+ * BACKUP_STEP_PAGES (a step inside a held read transaction does not restart
+ * when the writer commits); between steps the backup looks at *interrupts
+ * and stops when it moved (lith_interrupt). The copy goes to a temporary
+ * file beside the destination, is synced, and renamed (or linked) into
+ * place; an interrupted or failed copy is removed.
  */
 #ifndef LITH_SQLITE_BACKUP_H
 #define LITH_SQLITE_BACKUP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "lith.h"
 
 /* new_only: dest_path must not exist, and the copy is linked into place
  * (never replacing anything) instead of renamed over it. */
-int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only);
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
+                     _Atomic uint32_t *interrupts);
 
 #endif

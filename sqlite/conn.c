@@ -146,6 +146,13 @@ static int open_conn(const char *path, const lith_options *opt, int kind, sqlite
   }
   if ((rc = tune(conn, opt, kind)) != LITH_OK)
     goto err_close;
+  if (opt->on_connect) {
+    int src = opt->on_connect(opt->on_connect_ctx, conn);
+    if (src != SQLITE_OK) {
+      rc = lith__fail(lith_from_sqlite(src), "open %s: on_connect: %s", path, sqlite3_errstr(src));
+      goto err_close;
+    }
+  }
   *out = conn;
   return LITH_OK;
 

@@ -61,6 +61,7 @@ const char *lith_errstr(int rc) {
   case LITH_CORRUPT: return "database file is damaged or not a database";
   case LITH_READONLY: return "read-only";
   case LITH_SCHEMA: return "database schema is newer than this program";
+  case LITH_INTERRUPTED: return "interrupted";
   default: return rc >= LITH_USER ? "command error" : "unknown error";
   }
 }
@@ -81,6 +82,7 @@ int lith_from_sqlite(int sqlite_rc) {
   case SQLITE_NOTADB: return LITH_CORRUPT;
   case SQLITE_READONLY: return LITH_READONLY;
   case SQLITE_MISUSE: return LITH_MISUSE;
+  case SQLITE_INTERRUPT: return LITH_INTERRUPTED;
   default: return LITH_ERROR;
   }
 }

@@ -19,6 +19,7 @@ struct lith_rx {
   lith__stmt_cache *cache;
   sqlite3_stmt *begin, *commit;
   struct lith_rx *next_free;
+  int borrowed; /* under the pool's mu: lith__pool_interrupt reaches it */
 };
 
 struct lith__pool {
@@ -125,6 +126,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
   struct lith_rx *rx = p->free;
   p->free = rx->next_free;
   p->borrowed++;
+  rx->borrowed = 1;
   pthread_mutex_unlock(&p->mu);
 
   int rc;
@@ -151,6 +153,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
   }
 
   pthread_mutex_lock(&p->mu);
+  rx->borrowed = 0;
   rx->next_free = p->free;
   p->free = rx;
   p->borrowed--;
@@ -160,6 +163,16 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
     pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return rc;
+}
+
+void lith__pool_interrupt(lith__pool *p) {
+  /* Under mu: a borrowed connection stays open until it is given back,
+   * and it is given back under mu. */
+  pthread_mutex_lock(&p->mu);
+  for (int i = 0; i < p->total; i++)
+    if (p->all[i].borrowed)
+      sqlite3_interrupt(p->all[i].conn);
+  pthread_mutex_unlock(&p->mu);
 }
 
 sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql) {

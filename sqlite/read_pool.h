@@ -22,4 +22,9 @@ void lith__pool_close(lith__pool *p);
 /* Run fn(rx, arg) in one read transaction. */
 int lith__pool_read(lith__pool *p, lith_reader fn, void *arg);
 
+/* sqlite3_interrupt every connection borrowed now: its running statement
+ * fails with SQLITE_INTERRUPT (one not yet started runs as usual: SQLite
+ * clears the flag when no statement of the connection is running). */
+void lith__pool_interrupt(lith__pool *p);
+
 #endif

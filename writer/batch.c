@@ -263,7 +263,7 @@ static int drop_temp(lith *db) {
 }
 
 /* Whether rc is one of lith's result codes (or a command's own). */
-static int known_rc(int rc) { return (rc > LITH_OK && rc <= LITH_SCHEMA) || rc >= LITH_USER; }
+static int known_rc(int rc) { return (rc > LITH_OK && rc <= LITH_INTERRUPTED) || rc >= LITH_USER; }
 
 /* The request's message after fn returned rc != OK. */
 static void capture_msg(lith *db, lith_request *req, int rc) {

@@ -267,12 +267,24 @@ static int backup(lith *db, const char *dest_path, int new_only) {
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
-  rc = lith__backup_run(db->path, &db->opt, dest_path, new_only);
+  rc = lith__backup_run(db->path, &db->opt, dest_path, new_only, &db->interrupts);
   lith__leave(db);
   return rc;
 }
 
 int lith_backup(lith *db, const char *dest_path) { return backup(db, dest_path, 0); }
+
+int lith_interrupt(lith *db) {
+  if (!db)
+    return lith__fail(LITH_MISUSE, "lith_interrupt: no handle");
+  int rc = lith__enter(db);
+  if (rc != LITH_OK)
+    return rc;
+  atomic_fetch_add(&db->interrupts, 1); /* before the reads: a backup checks it between steps */
+  lith__pool_interrupt(db->pool);
+  lith__leave(db);
+  return LITH_OK;
+}
 
 int lith_backup_new(lith *db, const char *dest_path) { return backup(db, dest_path, 1); }
 

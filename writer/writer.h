@@ -75,6 +75,7 @@ struct lith {
   alignas(64) _Atomic uint32_t space_seq;    /* futex word: space freed */
   _Atomic uint32_t space_waiters;
   _Atomic uint32_t closed;
+  _Atomic uint32_t interrupts; /* lith_interrupt calls: a backup stops when it moves */
   _Atomic int last_batch; /* size of the previous batch (relaxed): both sides spin
                              only while batches are tiny, i.e. few producers */
   _Atomic int64_t last_tx_ns; /* the previous transaction's time (relaxed): how long

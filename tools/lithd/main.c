@@ -23,8 +23,9 @@
  *   - Shutdown on SIGTERM/SIGINT, as a chain of callbacks so the loop keeps
  *     running until each stage ended: refuse the commands still waiting for
  *     queue room (503), stop the HTTP server (new requests are refused,
- *     in-flight ones answered, up to a grace period) -> on_stopped:
- *     lith_uv_close (every accepted command's callback has run) -> on_closed:
+ *     in-flight ones answered, up to --stop-grace-ms; then 503) -> on_stopped:
+ *     reads and backups still running are interrupted (guard.h,
+ *     lith_interrupt), lith_uv_close (every accepted command's callback has run) -> on_closed:
  *     nothing left on the loop, uv_run returns. Then, after uv_run (h2o's
  *     context disposal runs the loop itself), the HTTP server is destroyed,
  *     lith_close drains the writer and checkpoints (TRUNCATE), exit 0.
@@ -44,6 +45,7 @@
 #include <uv.h>
 
 #include "commands.h"
+#include "guard.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
@@ -54,12 +56,11 @@
 #include "sqljson.h"
 #include "token.h"
 
-#define STOP_GRACE_MS 10000
-
 struct daemon {
   uv_loop_t loop;
   uv_signal_t sigterm, sigint, sighup;
   int signals_open;
+  int64_t stop_grace_ms;  /* SIGTERM: how long requests may still run */
   lith *db;
   lith_uv *bridge;
   lith_http_server *http;
@@ -74,8 +75,15 @@ static void on_bridge_closed(void *ctx) {
   d->bridge = NULL; /* nothing of ours is left on the loop: uv_run returns */
 }
 
+/* Every request is answered, or the grace is over and those still running
+ * got 503: what still reads (a query on the thread pool, a backup) is
+ * stopped now, so that the loop, which waits for the pool's work, and
+ * lith_close, which waits for lith_read, end soon. Writes are not touched:
+ * every accepted command is still run, committed and answered. */
 static void on_http_stopped(lith_http_server *srv, void *arg) {
   struct daemon *d = arg;
+  lithd_guard_stop_reads();
+  lith_interrupt(d->db);
   lith_uv_close(d->bridge, on_bridge_closed, d);
 }
 
@@ -92,7 +100,7 @@ static void begin_stop(struct daemon *d) {
   d->stopping = 1;
   close_signals(d);
   lithd_server_stop(&d->srv);
-  if (lith_http_server_stop(d->http, STOP_GRACE_MS, on_http_stopped, d) != LITH_HTTP_OK)
+  if (lith_http_server_stop(d->http, (unsigned)d->stop_grace_ms, on_http_stopped, d) != LITH_HTTP_OK)
     lith_uv_close(d->bridge, on_bridge_closed, d);
 }
 
@@ -196,6 +204,7 @@ int main(int argc, char **argv) {
   lithd_opts o;
   struct daemon d;
   lith_options lopt;
+  lithd_guard_limits glim;
   lith_http_options hopt;
   lithd_schema schema = {NULL, 0};
   lithd_commands *commands = NULL;
@@ -254,7 +263,22 @@ int main(int argc, char **argv) {
 
   if ((lock_fd = lock_database(o.db)) < 0) goto out;
 
+  /* Bounds on what one request costs (guard.h): SQLite's limits and the
+   * bounded functions on every connection, the watchdog, and one ceiling
+   * on SQLite's heap for the whole process. */
+  lithd_guard_limits_default(&glim);
+  if (o.max_value_bytes > 0) glim.max_value_bytes = o.max_value_bytes;
+  if (o.max_like_pattern > 0) glim.max_like_pattern = o.max_like_pattern;
+  sqlite3_hard_heap_limit64(o.max_memory_mib * 1024 * 1024);
+  if (lithd_guard_start() != 0) {
+    lithd_log(LITHD_LOG_ERROR, "cannot start the watchdog thread");
+    goto out;
+  }
+  d.stop_grace_ms = o.stop_grace_ms;
+
   lith_options_default(&lopt);
+  lopt.on_connect = lithd_guard_connect;
+  lopt.on_connect_ctx = &glim;
   lopt.synchronous = o.synchronous;
   lopt.checkpoint = o.checkpoint;
   if (o.readers > 0) lopt.readers = o.readers;
@@ -389,6 +413,7 @@ out:
   free(token);
   lithd_commands_free(commands);
   lithd_schema_free(&schema);
+  lithd_guard_stop();
   if (lock_fd >= 0) close(lock_fd); /* after lith_close: the file is released */
   if (exit_code == 0) lithd_log(LITHD_LOG_INFO, "stopped");
   lithd_opts_free(&o);

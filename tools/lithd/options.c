@@ -25,7 +25,8 @@ enum {
   OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
   OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
   OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION,
-  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST, OPT_BACKUPDIR
+  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST, OPT_BACKUPDIR, OPT_MAXVALUE, OPT_MAXLIKE, OPT_MAXMEM,
+  OPT_GRACE
 };
 
 static const struct option longs[] = {
@@ -51,6 +52,10 @@ static const struct option longs[] = {
     {"max-sql", required_argument, NULL, OPT_MAXSQL},
     {"max-rows", required_argument, NULL, OPT_MAXROWS},
     {"max-run-ms", required_argument, NULL, OPT_MAXRUN},
+    {"max-value-bytes", required_argument, NULL, OPT_MAXVALUE},
+    {"max-like-pattern", required_argument, NULL, OPT_MAXLIKE},
+    {"max-memory-mib", required_argument, NULL, OPT_MAXMEM},
+    {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
     {"log-level", required_argument, NULL, OPT_LOGLEVEL},
     {"log", required_argument, NULL, OPT_LOG},
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -97,6 +102,14 @@ static void usage(FILE *f) {
           "  --max-sql BYTES         SQL text of one statement (default 100000)\n"
           "  --max-rows N            rows in one answer (default 10000)\n"
           "  --max-run-ms MS         time to run one request's statements (default 5000)\n"
+          "  --max-value-bytes BYTES largest string or blob SQL may make or read (default\n"
+          "                          1 MiB; SQLITE_LIMIT_LENGTH; bounds one LIKE's cost)\n"
+          "  --max-like-pattern BYTES longest LIKE or GLOB pattern (default 50)\n"
+          "  --max-memory-mib MIB    SQLite's heap, all connections (default 1024); past\n"
+          "                          it a statement fails \"out of memory\", lithd lives\n"
+          "  --stop-grace-ms MS      on SIGTERM, how long requests running may finish\n"
+          "                          before reads and backups are interrupted (default\n"
+          "                          10000); writes accepted are always run and answered\n"
           "  --log-level error|warn|info|debug (default info)\n"
           "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
           "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
@@ -293,6 +306,23 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       if (parse_num("max-run-ms", optarg, 1, (long long)24 * 3600 * 1000, &v) != 0) return 2;
       o->max_run_ms = v;
       break;
+    case OPT_MAXVALUE:
+      /* SQLite's own ceiling for SQLITE_LIMIT_LENGTH is 1e9. */
+      if (parse_num("max-value-bytes", optarg, 1024, 1000000000, &v) != 0) return 2;
+      o->max_value_bytes = (int)v;
+      break;
+    case OPT_MAXLIKE:
+      if (parse_num("max-like-pattern", optarg, 1, 50000, &v) != 0) return 2;
+      o->max_like_pattern = (int)v;
+      break;
+    case OPT_MAXMEM:
+      if (parse_num("max-memory-mib", optarg, 16, (long long)1 << 30, &v) != 0) return 2;
+      o->max_memory_mib = v;
+      break;
+    case OPT_GRACE:
+      if (parse_num("stop-grace-ms", optarg, 0, (long long)3600 * 1000, &v) != 0) return 2;
+      o->stop_grace_ms = v;
+      break;
     case OPT_LOGLEVEL:
       if ((o->log_level = lithd_log_level_parse(optarg)) < 0) {
         fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
@@ -416,6 +446,8 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   o->synchronous = LITH_SYNC_NORMAL;
   o->checkpoint = LITH_CHECKPOINT_WRITER;
   o->queue_wait_ms = 2000;
+  o->max_memory_mib = 1024;
+  o->stop_grace_ms = 10000;
   o->log_level = LITHD_LOG_INFO;
 
   /* --config first, wherever it stands, so the command line can override. */

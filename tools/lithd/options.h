@@ -49,6 +49,10 @@ typedef struct lithd_opts {
   size_t max_sql;
   int64_t max_rows;
   int64_t max_run_ms;
+  int max_value_bytes;   /* 0: default (guard.h) */
+  int max_like_pattern;  /* 0: default (guard.h) */
+  int64_t max_memory_mib; /* SQLite's hard heap limit (sqlite3_hard_heap_limit64) */
+  int64_t stop_grace_ms; /* SIGTERM: time before reads and backups are interrupted */
   int log_level;         /* LITHD_LOG_ */
   char *log_file;
 } lithd_opts;

@@ -33,6 +33,7 @@
 #include <strings.h>
 
 #include "arena.h"
+#include "guard.h"
 #include "json.h"
 
 /* Arenas: arena.h. */
@@ -136,6 +137,7 @@ const char *lithd_code_name(int code) {
   case LITH_CORRUPT: return "corrupt";
   case LITH_READONLY: return "readonly";
   case LITH_SCHEMA: return "schema";
+  case LITH_INTERRUPTED: return "interrupted";
   case LITHD_BAD_REQUEST: return "bad_request";
   case LITHD_TOO_LARGE: return "too_large";
   case LITHD_RESULT_TOO_LARGE: return "result_too_large";
@@ -167,6 +169,7 @@ int lithd_http_status(int code) {
   case LITH_BUSY:
   case LITH_QUEUE_FULL:
   case LITH_CLOSED:
+  case LITH_INTERRUPTED:
   case LITH_ABORTED: return 503;
   case LITH_DISKFULL: return 507;
   default: return 500; /* NOMEM, IOERR, CORRUPT, CANTOPEN, READONLY, SCHEMA, ... */
@@ -602,7 +605,8 @@ typedef struct runner {
   lithd_batch *b;
   lithd_result *r;
   int64_t deadline; /* on lith_clock_ms() */
-  int timed_out;
+  lithd_guard_slot *guard; /* NULL: the connection has no guard */
+  int timed_out;      /* a LITHD_GUARD_ reason: why the run was cut */
 } runner;
 
 static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...)
@@ -611,12 +615,26 @@ static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...)
 /* SQLite's progress handler: a non-zero return interrupts the statement. */
 static int on_progress(void *arg) {
   runner *rn = arg;
-  if (lith_clock_ms() > rn->deadline)
-    rn->timed_out = 1;
+  if (!rn->timed_out) {
+    if (lith_clock_ms() > rn->deadline)
+      rn->timed_out = LITHD_GUARD_DEADLINE;
+    else
+      rn->timed_out = lithd_guard_cut(rn->guard);
+  }
+  return rn->timed_out;
+}
+
+/* Whether the run was cut: by the progress handler, or inside one step by
+ * the guard (a bounded function, the watchdog's interrupt). */
+static int was_cut(runner *rn) {
+  if (!rn->timed_out && sqlite3_errcode(rn->conn) == SQLITE_INTERRUPT)
+    rn->timed_out = lith_clock_ms() > rn->deadline ? LITHD_GUARD_DEADLINE : lithd_guard_cut(rn->guard);
   return rn->timed_out;
 }
 
 static int timeout_fail(const runner *rn, int i) {
+  if (rn->timed_out == LITHD_GUARD_STOPPING)
+    return rfail(rn, LITH_CLOSED, i, "lithd is shutting down: the query was interrupted");
   return rfail(rn, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
                rn->b->lim.max_run_ms);
 }
@@ -803,7 +821,7 @@ static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) 
   return LITH_OK;
 }
 
-static int run_one(const runner *rn, int i) {
+static int run_one(runner *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
   stmt_out *o = &rn->r->outs[i];
   sqlite3_stmt *st;
@@ -817,7 +835,7 @@ static int run_one(const runner *rn, int i) {
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
   if (!st) {
     /* lith's message says why (prepare: ..., more than one statement, ...). */
-    if (rn->timed_out) /* a long prepare can be interrupted too */
+    if (was_cut(rn)) /* a long prepare can be interrupted too */
       return timeout_fail(rn, i);
     rc = rn->tx ? lith_tx_rc(rn->tx) : lith_from_sqlite(sqlite3_extended_errcode(rn->conn));
     if (rc == LITH_OK) /* refused by lith after a good prepare */
@@ -849,7 +867,7 @@ static int run_one(const runner *rn, int i) {
     if ((rc = collect_row(rn, i, st, o)) != LITH_OK)
       goto out;
   if (src != SQLITE_DONE) {
-    if (rn->timed_out)
+    if (was_cut(rn))
       rc = timeout_fail(rn, i);
     else
       rc = rfail(rn, lith_from_sqlite(src), i, "%s", sqlite3_errmsg(rn->conn));
@@ -888,6 +906,7 @@ static int run_batch(runner *rn, lithd_result **out) {
 
   int64_t now = lith_clock_ms();
   rn->deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
+  rn->guard = lithd_guard_begin(rn->conn, rn->deadline, rn->rx != NULL);
   sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
   for (int i = 0; i < b->n; i++) {
     if ((rc = run_one(rn, i)) != LITH_OK)
@@ -895,6 +914,7 @@ static int run_batch(runner *rn, lithd_result **out) {
     r->n = i + 1;
   }
   sqlite3_progress_handler(rn->conn, 0, NULL, NULL);
+  lithd_guard_end(rn->guard);
   return rc;
 
 err_free_result:

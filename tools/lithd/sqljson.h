@@ -152,7 +152,7 @@ const char *lithd_code_name(int code);
  *                                                  the same request again will
  *                                                  fail again: ask less
  *   LITH_BUSY, LITH_QUEUE_FULL, LITH_CLOSED,
- *     LITH_ABORTED                            503  retry later
+ *     LITH_INTERRUPTED, LITH_ABORTED          503  retry later
  *   LITH_DISKFULL                             507
  *   LITH_READONLY                             500  from SQLite this means the
  *                                                  database cannot be written

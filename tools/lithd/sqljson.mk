@@ -12,8 +12,8 @@ DEBS += libjansson-dev
 JANSSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 JANSSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-LITHD_SQLJSON_SRC  := tools/lithd/sqljson.c tools/lithd/json.c tools/lithd/arena.c
-LITHD_SQLJSON_HDRS := tools/lithd/sqljson.h tools/lithd/json.h tools/lithd/arena.h
+LITHD_SQLJSON_SRC  := tools/lithd/sqljson.c tools/lithd/json.c tools/lithd/arena.c tools/lithd/guard.c
+LITHD_SQLJSON_HDRS := tools/lithd/sqljson.h tools/lithd/json.h tools/lithd/arena.h tools/lithd/guard.h
 LITHD_SQLJSON_TEST := $(B)/tools/lithd/test/test_sqljson $(B)/tools/lithd/test/test_json
 
 $(B)/tools/lithd/test/test_json: tools/lithd/test/test_json.c tools/lithd/json.c tools/lithd/arena.c tools/lithd/json.h tools/lithd/arena.h
