@@ -82,6 +82,7 @@ DEBS += $(KANBAN_DEBS)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
+include examples/kanban/fuzz/fuzz.mk
 TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
@@ -208,7 +209,7 @@ lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
 	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/fuzz/*.c bench/common.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
-	  examples/kanban/*.c
+	  examples/kanban/*.c examples/kanban/fuzz/*.c
 
 clean:
 	rm -rf build lith.pc

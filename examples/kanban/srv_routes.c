@@ -421,39 +421,16 @@ static int cross_site(lith_http_req *req, int mode) {
 
 /* ---- Sign-up, sign-in, sign-out ---------------------------------------------------------- */
 
-static int valid_name(const char *s) {
-  size_t n = strlen(s), i;
-  if (n == 0 || n > KB_NAME_MAX) return 0;
-  for (i = 0; i < n; i++) {
-    char c = s[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '.' || c == '-'))
-      return 0;
-  }
-  return 1;
-}
-
 /* Parse the name/password form into j; answers and returns -1 when bad. */
 static int auth_form(job *j, int signup) {
   size_t len;
   const char *body = lith_http_req_body(j->req, &len);
-  const char *name, *pw;
-  const char *err = NULL;
+  const char *name = NULL, *pw = NULL, *why;
 
-  if (srv_form_parse(&j->form, body, len) != 0 || (name = srv_form_get(&j->form, "name")) == NULL ||
-      (pw = srv_form_get(&j->form, "password")) == NULL) {
-    respond_html(j->req, 400, web_page_signin("The form was malformed.", NULL));
-    return -1;
-  }
-  if (!valid_name(name))
-    err = "A name is 1 to 32 letters, digits, '_', '.' or '-'.";
-  else if (strlen(pw) > AUTH_PW_MAX)
-    err = "That password is too long (at most 1024 bytes).";
-  else if (signup && strlen(pw) < AUTH_PW_MIN)
-    err = "Choose a password of at least 8 characters.";
-  if (err != NULL) {
-    respond_html(j->req, 422, web_page_signin(err, signup ? NULL : name));
-    return -1;
+  switch (srv_auth_form(&j->form, body, len, signup, &name, &pw, &why)) {
+  case 0: break;
+  case 400: respond_html(j->req, 400, web_page_signin("The form was malformed.", NULL)); return -1;
+  default: respond_html(j->req, 422, web_page_signin(why, signup ? NULL : name)); return -1;
   }
   snprintf(j->name, sizeof j->name, "%s", name);
   snprintf(j->password, sizeof j->password, "%s", pw);
@@ -722,86 +699,21 @@ static int bad_request(job *j, const char *message) {
   return -1;
 }
 
-/* Parse the JSON object body and its "op". 0, or -1 answered. */
-static int json_body(job *j) {
+/* The action's JSON body (j->what) into j->body and j->act. 0, or -1
+ * answered. */
+static int action_body(job *j) {
   size_t len;
   const char *body = lith_http_req_body(j->req, &len);
-  json_error_t err;
-  json_t *op;
-  size_t i, n;
+  char msg[128];
 
   if (!srv_content_type_is(j->req, "application/json")) {
     api_error(j->req, 415, "unsupported_media_type", "Send application/json.", 0);
     return -1;
   }
-  j->body = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
-  if (j->body == NULL || !json_is_object(j->body)) return bad_request(j, "The body is not a JSON object.");
-  op = json_object_get(j->body, "op");
-  if (!json_is_string(op)) return bad_request(j, "\"op\" (an operation id string) is missing.");
-  n = json_string_length(op);
-  if (n == 0 || n > KB_OP_ID_MAX) return bad_request(j, "\"op\" must be 1 to 64 characters.");
-  for (i = 0; i < n; i++) {
-    char c = json_string_value(op)[i];
-    if (c < 0x21 || c > 0x7e) return bad_request(j, "\"op\" must be printable ASCII.");
-  }
-  j->act.op_id = json_string_value(op);
+  if (srv_action_json(body, len, j->what, &j->body, &j->act, msg, sizeof msg) != 0)
+    return bad_request(j, msg);
   return 0;
 }
-
-/* A string member: *out points into the body. NULL allowed unless required. */
-static int json_text(job *j, const char *key, int required, const char **out) {
-  json_t *v = json_object_get(j->body, key);
-  char msg[96];
-  if (v == NULL || json_is_null(v)) {
-    if (!required) return 0;
-    snprintf(msg, sizeof msg, "\"%s\" is missing.", key);
-    return bad_request(j, msg);
-  }
-  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-    snprintf(msg, sizeof msg, "\"%s\" must be a string (without NUL characters).", key);
-    return bad_request(j, msg);
-  }
-  *out = json_string_value(v);
-  return 0;
-}
-
-/* An integer member within [min, max]; `dflt` when absent and not required. */
-static int json_int(job *j, const char *key, int required, int64_t min, int64_t max, int64_t dflt,
-                    int64_t *out) {
-  json_t *v = json_object_get(j->body, key);
-  char msg[96];
-  if (v == NULL || json_is_null(v)) {
-    if (required) {
-      snprintf(msg, sizeof msg, "\"%s\" is missing.", key);
-      return bad_request(j, msg);
-    }
-    *out = dflt;
-    return 0;
-  }
-  if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-    snprintf(msg, sizeof msg, "\"%s\" must be an integer from %" PRId64 " to %" PRId64 ".", key, min, max);
-    return bad_request(j, msg);
-  }
-  *out = json_integer_value(v);
-  return 0;
-}
-
-static int json_flag(job *j, const char *key, int dflt, int *out) {
-  json_t *v = json_object_get(j->body, key);
-  if (v == NULL || json_is_null(v)) {
-    *out = dflt;
-    return 0;
-  }
-  if (!json_is_boolean(v)) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "\"%s\" must be true or false.", key);
-    return bad_request(j, msg);
-  }
-  *out = json_is_true(v);
-  return 0;
-}
-
-#define ID_MAX ((int64_t)1 << 53)
 
 static int h_boards_post(lith_http_req *req, void *arg) {
   srv_app *app = arg;
@@ -810,7 +722,8 @@ static int h_boards_post(lith_http_req *req, void *arg) {
   if (cross_site(req, api ? J_API : J_PAGE)) return LITH_HTTP_DONE;
   if ((j = job_new(app, req, api ? J_API : J_PAGE)) == NULL) return LITH_HTTP_DONE;
   if (api) {
-    if (json_body(j) != 0 || json_text(j, "title", 1, &j->act.title) != 0) goto answered;
+    j->what = "create_board";
+    if (action_body(j) != 0) goto answered;
   } else {
     size_t len;
     const char *body = lith_http_req_body(req, &len);
@@ -942,65 +855,6 @@ static void run_action(job *j) {
   submit(j, board_cmd, j, action_done);
 }
 
-/* Which action a path names ("/boards/B" already parsed into board);
- * fills j->what and the ids. 0, or -1 if no action has that path. */
-static int action_of(job *j, const char *p) {
-  kb_action *a = &j->act;
-  int64_t id;
-  if (strcmp(p, "/rename") == 0) j->what = "rename_board";
-  else if (strcmp(p, "/members") == 0) j->what = "add_member";
-  else if (strcmp(p, "/lists") == 0) j->what = "create_list";
-  else if (strcmp(p, "/cards") == 0) j->what = "create_card";
-  else if (strncmp(p, "/lists/", 7) == 0) {
-    p += 7;
-    if (!srv_parse_id(&p, &id)) return -1;
-    a->list_id = id;
-    if (strcmp(p, "/rename") == 0) j->what = "rename_list";
-    else if (strcmp(p, "/archive") == 0) j->what = "archive_list";
-    else return -1;
-  } else if (strncmp(p, "/cards/", 7) == 0) {
-    p += 7;
-    if (!srv_parse_id(&p, &id)) return -1;
-    a->card_id = id;
-    if (strcmp(p, "/edit") == 0) j->what = "edit_card";
-    else if (strcmp(p, "/archive") == 0) j->what = "archive_card";
-    else if (strcmp(p, "/move") == 0) j->what = "move_card";
-    else return -1;
-  } else {
-    return -1;
-  }
-  return 0;
-}
-
-/* Read the action's fields from the body. 0, or -1 answered. */
-static int action_fields(job *j) {
-  kb_action *a = &j->act;
-  const char *w = j->what;
-  if (strcmp(w, "rename_board") == 0 || strcmp(w, "create_list") == 0 || strcmp(w, "rename_list") == 0)
-    return json_text(j, "title", 1, &a->title);
-  if (strcmp(w, "add_member") == 0) return json_text(j, "name", 1, &a->name);
-  if (strcmp(w, "archive_list") == 0 || strcmp(w, "archive_card") == 0)
-    return json_flag(j, "archived", 1, &a->archived);
-  if (strcmp(w, "create_card") == 0)
-    return json_int(j, "list", 1, 1, ID_MAX, 0, &a->list_id) || json_text(j, "title", 1, &a->title) ||
-                   json_text(j, "description", 0, &a->description) ||
-                   json_int(j, "index", 0, KB_END, INT32_MAX, KB_END, &a->index)
-               ? -1
-               : 0;
-  if (strcmp(w, "edit_card") == 0) {
-    if (json_text(j, "title", 0, &a->title) || json_text(j, "description", 0, &a->description)) return -1;
-    if (a->title == NULL && a->description == NULL)
-      return bad_request(j, "Send \"title\", \"description\" or both.");
-    return 0;
-  }
-  /* move_card */
-  return json_int(j, "list", 1, 1, ID_MAX, 0, &a->list_id) ||
-                 json_int(j, "index", 0, KB_END, INT32_MAX, KB_END, &a->index) ||
-                 json_int(j, "version", 1, 0, INT64_MAX, 0, &a->seen_version)
-             ? -1
-             : 0;
-}
-
 static int h_board_post(lith_http_req *req, void *arg) {
   srv_app *app = arg;
   const char *p = lith_http_req_path(req) + strlen("/boards/");
@@ -1009,12 +863,12 @@ static int h_board_post(lith_http_req *req, void *arg) {
 
   if (cross_site(req, J_API)) return LITH_HTTP_DONE;
   if ((j = job_new(app, req, J_API)) == NULL) return LITH_HTTP_DONE;
-  if (!srv_parse_id(&p, &board) || action_of(j, p) != 0) {
+  if (!srv_parse_id(&p, &board) || srv_action_path(p, &j->what, &j->act) != 0) {
     api_error(req, 404, "not_found", "No such action.", 0);
     goto answered;
   }
   j->act.board_id = board;
-  if (json_body(j) != 0 || action_fields(j) != 0) goto answered;
+  if (action_body(j) != 0) goto answered;
   with_session(j, run_action);
   return LITH_HTTP_PENDING;
 answered:

@@ -9,11 +9,14 @@
 #include "srv_util.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "auth_pw.h"
 
 /* ---- srv_str -------------------------------------------------------------- */
 
@@ -152,6 +155,182 @@ void srv_form_free(srv_form *f) {
     free(f->value[i]);
   }
   memset(f, 0, sizeof *f);
+}
+
+static int valid_name(const char *s) {
+  size_t n = strlen(s), i;
+  if (n == 0 || n > KB_NAME_MAX) return 0;
+  for (i = 0; i < n; i++) {
+    char c = s[i];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.' || c == '-'))
+      return 0;
+  }
+  return 1;
+}
+
+int srv_auth_form(srv_form *f, const char *body, size_t len, int signup, const char **name,
+                  const char **password, const char **why) {
+  *why = NULL;
+  if (srv_form_parse(f, body, len) != 0 || (*name = srv_form_get(f, "name")) == NULL ||
+      (*password = srv_form_get(f, "password")) == NULL)
+    return 400;
+  if (!valid_name(*name))
+    *why = "A name is 1 to 32 letters, digits, '_', '.' or '-'.";
+  else if (strlen(*password) > AUTH_PW_MAX)
+    *why = "That password is too long (at most 1024 bytes).";
+  else if (signup && strlen(*password) < AUTH_PW_MIN)
+    *why = "Choose a password of at least 8 characters.";
+  return *why != NULL ? 422 : 0;
+}
+
+/* ---- Board actions ------------------------------------------------------------ */
+
+#define ID_MAX ((int64_t)1 << 53)
+
+int srv_action_path(const char *p, const char **what, kb_action *a) {
+  int64_t id;
+  if (strcmp(p, "/rename") == 0) *what = "rename_board";
+  else if (strcmp(p, "/members") == 0) *what = "add_member";
+  else if (strcmp(p, "/lists") == 0) *what = "create_list";
+  else if (strcmp(p, "/cards") == 0) *what = "create_card";
+  else if (strncmp(p, "/lists/", 7) == 0) {
+    p += 7;
+    if (!srv_parse_id(&p, &id)) return -1;
+    a->list_id = id;
+    if (strcmp(p, "/rename") == 0) *what = "rename_list";
+    else if (strcmp(p, "/archive") == 0) *what = "archive_list";
+    else return -1;
+  } else if (strncmp(p, "/cards/", 7) == 0) {
+    p += 7;
+    if (!srv_parse_id(&p, &id)) return -1;
+    a->card_id = id;
+    if (strcmp(p, "/edit") == 0) *what = "edit_card";
+    else if (strcmp(p, "/archive") == 0) *what = "archive_card";
+    else if (strcmp(p, "/move") == 0) *what = "move_card";
+    else return -1;
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
+/* A string member: *out points into the body. NULL allowed unless required.
+ * 0, or -1 with the message. */
+static int json_text(json_t *o, const char *key, int required, const char **out, char *msg,
+                     size_t msgsz) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL || json_is_null(v)) {
+    if (!required) return 0;
+    snprintf(msg, msgsz, "\"%s\" is missing.", key);
+    return -1;
+  }
+  if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+    snprintf(msg, msgsz, "\"%s\" must be a string (without NUL characters).", key);
+    return -1;
+  }
+  *out = json_string_value(v);
+  return 0;
+}
+
+/* An integer member within [min, max]; `dflt` when absent and not required. */
+static int json_int(json_t *o, const char *key, int required, int64_t min, int64_t max,
+                    int64_t dflt, int64_t *out, char *msg, size_t msgsz) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL || json_is_null(v)) {
+    if (required) {
+      snprintf(msg, msgsz, "\"%s\" is missing.", key);
+      return -1;
+    }
+    *out = dflt;
+    return 0;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+    snprintf(msg, msgsz, "\"%s\" must be an integer from %" PRId64 " to %" PRId64 ".", key, min,
+             max);
+    return -1;
+  }
+  *out = json_integer_value(v);
+  return 0;
+}
+
+static int json_flag(json_t *o, const char *key, int dflt, int *out, char *msg, size_t msgsz) {
+  json_t *v = json_object_get(o, key);
+  if (v == NULL || json_is_null(v)) {
+    *out = dflt;
+    return 0;
+  }
+  if (!json_is_boolean(v)) {
+    snprintf(msg, msgsz, "\"%s\" must be true or false.", key);
+    return -1;
+  }
+  *out = json_is_true(v);
+  return 0;
+}
+
+/* The members action `w` reads. 0, or -1 with the message. */
+static int action_fields(json_t *o, const char *w, kb_action *a, char *msg, size_t msgsz) {
+  if (strcmp(w, "create_board") == 0 || strcmp(w, "rename_board") == 0 ||
+      strcmp(w, "create_list") == 0 || strcmp(w, "rename_list") == 0)
+    return json_text(o, "title", 1, &a->title, msg, msgsz);
+  if (strcmp(w, "add_member") == 0) return json_text(o, "name", 1, &a->name, msg, msgsz);
+  if (strcmp(w, "archive_list") == 0 || strcmp(w, "archive_card") == 0)
+    return json_flag(o, "archived", 1, &a->archived, msg, msgsz);
+  if (strcmp(w, "create_card") == 0)
+    return json_int(o, "list", 1, 1, ID_MAX, 0, &a->list_id, msg, msgsz) ||
+                   json_text(o, "title", 1, &a->title, msg, msgsz) ||
+                   json_text(o, "description", 0, &a->description, msg, msgsz) ||
+                   json_int(o, "index", 0, KB_END, INT32_MAX, KB_END, &a->index, msg, msgsz)
+               ? -1
+               : 0;
+  if (strcmp(w, "edit_card") == 0) {
+    if (json_text(o, "title", 0, &a->title, msg, msgsz) ||
+        json_text(o, "description", 0, &a->description, msg, msgsz))
+      return -1;
+    if (a->title == NULL && a->description == NULL) {
+      snprintf(msg, msgsz, "Send \"title\", \"description\" or both.");
+      return -1;
+    }
+    return 0;
+  }
+  /* move_card */
+  return json_int(o, "list", 1, 1, ID_MAX, 0, &a->list_id, msg, msgsz) ||
+                 json_int(o, "index", 0, KB_END, INT32_MAX, KB_END, &a->index, msg, msgsz) ||
+                 json_int(o, "version", 1, 0, INT64_MAX, 0, &a->seen_version, msg, msgsz)
+             ? -1
+             : 0;
+}
+
+int srv_action_json(const char *body, size_t len, const char *what, json_t **root, kb_action *a,
+                    char *msg, size_t msgsz) {
+  json_error_t err;
+  json_t *op;
+  size_t i, n;
+
+  *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+  if (*root == NULL || !json_is_object(*root)) {
+    snprintf(msg, msgsz, "The body is not a JSON object.");
+    return -1;
+  }
+  op = json_object_get(*root, "op");
+  if (!json_is_string(op)) {
+    snprintf(msg, msgsz, "\"op\" (an operation id string) is missing.");
+    return -1;
+  }
+  n = json_string_length(op);
+  if (n == 0 || n > KB_OP_ID_MAX) {
+    snprintf(msg, msgsz, "\"op\" must be 1 to 64 characters.");
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    char c = json_string_value(op)[i];
+    if (c < 0x21 || c > 0x7e) {
+      snprintf(msg, msgsz, "\"op\" must be printable ASCII.");
+      return -1;
+    }
+  }
+  a->op_id = json_string_value(op);
+  return action_fields(*root, what, a, msg, msgsz);
 }
 
 /* ---- Requests --------------------------------------------------------------- */
