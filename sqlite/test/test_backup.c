@@ -655,6 +655,57 @@ static void test_backup_new_never_replaces(void **state) {
   t_remove_db(DEST);
 }
 
+/* ---- lith_interrupt ------------------------------------------------------ */
+
+typedef struct interrupter {
+  lith *db;
+  _Atomic int stop;
+  _Atomic long calls;
+} interrupter;
+
+static void *interrupt_main(void *arg) {
+  interrupter *k = arg;
+  while (!atomic_load(&k->stop)) {
+    assert_int_equal(lith_interrupt(k->db), LITH_OK);
+    atomic_fetch_add(&k->calls, 1);
+    usleep(1000);
+  }
+  return NULL;
+}
+
+/* A backup in progress stops at its next step: LITH_INTERRUPTED, nothing
+ * written, no temporary file left; the next backup is whole. */
+static void test_interrupt_stops_a_backup(void **state) {
+  (void)state;
+  lith *db = open_source();
+  int rows = 9000; /* ~40 MB with open_source's: ~40 steps, tens of ms */
+  assert_int_equal(lith_do(db, bulk_cmd, &rows), LITH_OK);
+  interrupter k = {db, 0, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, interrupt_main, &k), 0);
+  while (atomic_load(&k.calls) == 0)
+    usleep(100);
+  int64_t t0 = lith_clock_ms();
+  int rc = lith_backup_new(db, DEST);
+  int64_t took = lith_clock_ms() - t0;
+  atomic_store(&k.stop, 1);
+  pthread_join(th, NULL);
+  print_message("backup interrupted after %lld ms: %s\n", (long long)took, lith_errmsg(NULL));
+  assert_int_equal(rc, LITH_INTERRUPTED);
+  assert_false(exists(DEST));
+  assert_int_equal(count_entries(DEST ".tmp"), 0);
+  /* Interrupts before a backup began do not touch it. */
+  assert_int_equal(lith_interrupt(db), LITH_OK);
+  t0 = lith_clock_ms();
+  assert_int_equal(lith_backup_new(db, DEST), LITH_OK);
+  print_message("a whole backup: %lld ms\n", (long long)(lith_clock_ms() - t0));
+  assert_int_equal(t_query_int(DEST, "SELECT count(*) FROM bulk"), 10000);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(lith_interrupt(NULL), LITH_MISUSE);
+  t_remove_db(DB);
+  t_remove_db(DEST);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backup_while_committing),
@@ -664,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_backup_opens_as_a_normal_database),
       cmocka_unit_test(test_backup_new_never_replaces),
       cmocka_unit_test(test_backup_onto_its_own_file_loses_nothing),
+      cmocka_unit_test(test_interrupt_stops_a_backup),
   };
   return cmocka_run_group_tests_name("sqlite/backup", tests, NULL, NULL);
 }

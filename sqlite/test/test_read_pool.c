@@ -657,6 +657,85 @@ static void test_more_readers_than_connections_wait(void **state) {
   pthread_mutex_destroy(&c.mu);
 }
 
+/* ---- lith_interrupt ------------------------------------------------------ */
+
+typedef struct endless {
+  _Atomic int started;
+  int step_rc, after_rc;
+} endless;
+
+/* A query that never ends by itself, then (once interrupted) a short one:
+ * the interrupt hits the statement running, not the read's next one. */
+static int endless_read(lith_rx *rx, void *arg) {
+  endless *e = arg;
+  sqlite3_stmt *st =
+      lith_rx_stmt(rx, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n");
+  if (!st)
+    return LITH_ERROR;
+  atomic_store(&e->started, 1);
+  e->step_rc = sqlite3_step(st);
+  int64_t n = 0;
+  e->after_rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM accounts", NULL);
+  return lith_from_sqlite(e->step_rc);
+}
+
+static int balance1_read(lith_rx *rx, void *arg) {
+  endless *e = arg;
+  int64_t b = 0;
+  int rc = lith_rx_int64(rx, &b, "SELECT balance FROM accounts WHERE id = 1", NULL);
+  e->after_rc = (int)b;
+  return rc;
+}
+
+typedef struct read_job {
+  lith *db;
+  endless e;
+  int rc;
+} read_job;
+
+static void *endless_main(void *arg) {
+  read_job *j = arg;
+  j->rc = lith_read(j->db, endless_read, &j->e);
+  return NULL;
+}
+
+static int add_one_cmd(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "UPDATE accounts SET balance = balance + 1 WHERE id = 1", NULL);
+}
+
+/* lith_interrupt stops a read's running statement (LITH_INTERRUPTED through
+ * the callback) and leaves commands and later reads alone. */
+static void test_interrupt_stops_a_read(void **state) {
+  (void)state;
+  lith *db = open_seeded(2);
+  read_job j;
+  memset(&j, 0, sizeof j);
+  j.db = db;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, endless_main, &j), 0);
+  while (!atomic_load(&j.e.started))
+    usleep(1000);
+  usleep(50 * 1000);
+  assert_int_equal(lith_do(db, add_one_cmd, NULL), LITH_OK); /* the writer is not held */
+  int64_t t0 = lith_clock_ms();
+  assert_int_equal(lith_interrupt(db), LITH_OK);
+  pthread_join(th, NULL);
+  int64_t took = lith_clock_ms() - t0;
+  print_message("the read ended %lld ms after lith_interrupt\n", (long long)took);
+  assert_true(took < 1000);
+  assert_int_equal(j.e.step_rc, SQLITE_INTERRUPT);
+  assert_int_equal(j.e.after_rc, LITH_OK);
+  assert_int_equal(j.rc, LITH_INTERRUPTED);
+  assert_string_equal(lith_errstr(LITH_INTERRUPTED), "interrupted");
+  /* Nothing reading: a no-op; reads and commands go on. */
+  assert_int_equal(lith_interrupt(db), LITH_OK);
+  assert_int_equal(lith_do(db, add_one_cmd, NULL), LITH_OK);
+  assert_int_equal(lith_read(db, balance1_read, &j.e), LITH_OK);
+  assert_int_equal(j.e.after_rc, BAL + 2);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_see_whole_batches),
@@ -664,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_read_connections_are_read_only),
       cmocka_unit_test(test_rx_helpers),
       cmocka_unit_test(test_more_readers_than_connections_wait),
+      cmocka_unit_test(test_interrupt_stops_a_read),
   };
   return cmocka_run_group_tests_name("sqlite/read_pool", tests, NULL, NULL);
 }

@@ -215,12 +215,6 @@ int main(int argc, char **argv) {
   int exit_code = 1;
   int rc;
 
-  /* No global memory statistics: SQLite's allocator then takes no
-   * process-wide mutex per malloc (a tenth of the writer thread in
-   * bench/kanban's profile; lithd's writer is rarely its bottleneck, so
-   * here it is a saving of CPU rather than of time). Before SQLite
-   * initialises. */
-  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   memset(&d, 0, sizeof d);
   rc = lithd_opts_parse(argc, argv, &o);
   if (rc == 1) {
@@ -231,6 +225,11 @@ int main(int argc, char **argv) {
     lithd_opts_free(&o);
     return 2;
   }
+  /* SQLite enforces a heap limit only while it counts its memory, which
+   * costs a process-wide mutex per malloc (a tenth of the writer thread in
+   * bench/kanban's profile): --max-memory-mib 0 trades the ceiling for it.
+   * Before SQLite initialises. */
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, o.max_memory_mib > 0);
   if (lithd_log_open(o.log_file, o.log_level) != 0) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
@@ -269,7 +268,7 @@ int main(int argc, char **argv) {
   lithd_guard_limits_default(&glim);
   if (o.max_value_bytes > 0) glim.max_value_bytes = o.max_value_bytes;
   if (o.max_like_pattern > 0) glim.max_like_pattern = o.max_like_pattern;
-  sqlite3_hard_heap_limit64(o.max_memory_mib * 1024 * 1024);
+  if (o.max_memory_mib > 0) sqlite3_hard_heap_limit64(o.max_memory_mib * 1024 * 1024);
   if (lithd_guard_start() != 0) {
     lithd_log(LITHD_LOG_ERROR, "cannot start the watchdog thread");
     goto out;

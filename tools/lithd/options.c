@@ -106,7 +106,8 @@ static void usage(FILE *f) {
           "                          1 MiB; SQLITE_LIMIT_LENGTH; bounds one LIKE's cost)\n"
           "  --max-like-pattern BYTES longest LIKE or GLOB pattern (default 50)\n"
           "  --max-memory-mib MIB    SQLite's heap, all connections (default 1024); past\n"
-          "                          it a statement fails \"out of memory\", lithd lives\n"
+          "                          it a statement fails \"out of memory\", lithd lives;\n"
+          "                          0: no ceiling (and no per-malloc accounting)\n"
           "  --stop-grace-ms MS      on SIGTERM, how long requests running may finish\n"
           "                          before reads and backups are interrupted (default\n"
           "                          10000); writes accepted are always run and answered\n"
@@ -316,7 +317,11 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       o->max_like_pattern = (int)v;
       break;
     case OPT_MAXMEM:
-      if (parse_num("max-memory-mib", optarg, 16, (long long)1 << 30, &v) != 0) return 2;
+      if (parse_num("max-memory-mib", optarg, 0, (long long)1 << 30, &v) != 0) return 2;
+      if (v > 0 && v < 16) {
+        fprintf(stderr, "lithd: --max-memory-mib wants 0 (no ceiling) or at least 16\n");
+        return 2;
+      }
       o->max_memory_mib = v;
       break;
     case OPT_GRACE:
