@@ -12,14 +12,16 @@
  *
  * At the crash point — inside the n-th xSync, which does not complete — the
  * files are rewritten to one state the disk may be in after the power
- * failed there, then the process ends with _exit:
+ * failed there, then the process ends (exit status T_CRASHVFS_EXIT):
  *   - each unsynced write or truncate, newest first, is kept, dropped (its
  *     pre-image put back) or torn: each of its sectors is new, old or
  *     garbage. Going newest first, every sector ends as one of the versions
  *     it had since the file's last sync (or as garbage, if torn);
  *   - garbage is most likely in a sector the write covered only in part:
  *     what a disk that rewrites whole sectors leaves when power fails
- *     mid-sector, bytes the write never touched included;
+ *     mid-sector, bytes the write never touched included — unless the
+ *     device is armed as powersafe (T_CRASHVFS_PSOW): then garbage stays
+ *     within the bytes written;
  *   - the file's size is the size after the newest op not dropped (the
  *     size at the last sync if all were): the size may persist without the
  *     data, so a dropped append below a kept one reads back as zeros;
@@ -32,13 +34,16 @@
  * Deleting is taken as durable: SQLite deletes only a WAL or journal it no
  *   longer needs, and in these tests no xSync follows a delete.
  *
- * Device characteristics, then, are 0: no ATOMIC* (writes tear), no
- * SAFE_APPEND (a size can persist without its data), no SEQUENTIAL (a newer
- * write can persist without an older one), no POWERSAFE_OVERWRITE (a torn
- * sector turns to garbage beyond the bytes written). So SQLite syncs the WAL
- * header before the frames after it and pads each synced WAL commit to a
+ * Device characteristics, then: no ATOMIC* (writes tear), no SAFE_APPEND
+ * (a size can persist without its data), no SEQUENTIAL (a newer write can
+ * persist without an older one), so SQLite syncs the WAL header before the
+ * frames after it. POWERSAFE_OVERWRITE only for the powersafe device
+ * (T_CRASHVFS_PSOW); without it SQLite pads each WAL commit it syncs to a
  * sector boundary, so that the next commit never shares a sector with it.
  * xSectorSize is T_CRASHVFS_SECTOR, the unit of tearing.
+ *
+ * The other flags are lies (T_CRASHVFS_LIE_*), for a test that the checker
+ * catches a VFS whose promises its faults break.
  *
  * One mutex covers every recorded write and every sync, so a crash sees a
  * settled record: other threads stop at their next write or sync, and the
@@ -54,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -97,7 +103,7 @@ static int g_register_rc = SQLITE_ERROR;
 static sqlite3_vfs *g_real;
 static sqlite3_vfs g_vfs;
 static cv_file *g_files;
-static int g_syncs, g_crash_at, g_lie, g_verbose;
+static int g_syncs, g_crash_at, g_flags, g_verbose;
 static uint64_t g_seed;
 
 /* ---- Random choices --------------------------------------------------- */
@@ -184,15 +190,19 @@ static int put(int fd, const unsigned char *buf, sqlite3_int64 n, sqlite3_int64 
 
 /* Put one sector of op back the way `what` says. */
 static int sector_apply(int fd, const cv_op *op, sqlite3_int64 s, int what, uint64_t *rng) {
-  sqlite3_int64 n = op->len - s < SECTOR ? op->len - s : SECTOR;
+  sqlite3_int64 from = op->off + s, to = from + (op->len - s < SECTOR ? op->len - s : SECTOR);
   if (what == S_OLD)
-    return put(fd, op->pre + s, n, op->off + s);
+    return put(fd, op->pre + s, to - from, from);
+  if (g_flags & T_CRASHVFS_PSOW) { /* the bytes written alone */
+    from = from > op->woff ? from : op->woff;
+    to = to < op->wend ? to : op->wend;
+  }
   unsigned char junk[T_CRASHVFS_SECTOR];
   for (size_t i = 0; i < sizeof junk; i += 8) {
     uint64_t r = rnd_next(rng);
     memcpy(junk + i, &r, 8);
   }
-  return put(fd, junk, n, op->off + s);
+  return to > from ? put(fd, junk, to - from, from) : 0;
 }
 
 /* Rewrite f to one state its disk may hold: see the top of the file. */
@@ -208,6 +218,10 @@ static void file_crash(cv_file *f, uint64_t *rng, crash_counts *cc) {
     const cv_op *op = &f->ops[i];
     unsigned p = rnd_pct(rng);
     fate[i] = p < 40 ? KEEP : p < 70 ? DROP : TEAR;
+    if (g_verbose > 1)
+      fprintf(stderr, "crashvfs: %s op %zu [%lld, %lld) size -> %lld: %s\n", f->path, i, (long long)op->woff,
+              (long long)op->wend, (long long)op->post_size,
+              fate[i] == KEEP ? "kept" : fate[i] == DROP ? "dropped" : "torn");
     if (fate[i] == KEEP) {
       cc->kept++;
       continue;
@@ -273,6 +287,9 @@ static void crash(void) {
             "crashvfs: power lost in sync %d: %d files rewritten, %d vanished; ops kept %d, dropped %d, "
             "torn %d (%d garbage sectors)\n",
             g_crash_at, cc.files, cc.vanished, cc.kept, cc.dropped, cc.torn, cc.garbage);
+  /* Straight to the kernel: no exit handler, no sanitizer report of the
+   * threads left running — nothing runs after a power loss. */
+  syscall(SYS_exit_group, T_CRASHVFS_EXIT);
   _exit(T_CRASHVFS_EXIT);
 }
 
@@ -367,7 +384,7 @@ static int cv_sync(sqlite3_file *file, int flags) {
   if (++g_syncs == g_crash_at)
     crash();
   int rc = SQLITE_OK;
-  if (h->f && !(g_lie & T_CRASHVFS_LIE_SYNC)) {
+  if (h->f && !(g_flags & T_CRASHVFS_LIE_SYNC)) {
     file_forget_ops(h->f);
     rc = h->real->pMethods->xFileSize(h->real, &h->f->synced_size);
     if (h->dirsync)
@@ -410,7 +427,7 @@ static int cv_sector_size(sqlite3_file *file) {
 
 static int cv_device_characteristics(sqlite3_file *file) {
   (void)file;
-  return (g_lie & T_CRASHVFS_LIE_PSOW) ? SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0;
+  return (g_flags & (T_CRASHVFS_PSOW | T_CRASHVFS_LIE_PSOW)) ? SQLITE_IOCAP_POWERSAFE_OVERWRITE : 0;
 }
 
 static int cv_shm_map(sqlite3_file *file, int pg, int pgsz, int extend, void volatile **out) {
@@ -623,13 +640,14 @@ int t_crashvfs_register(void) {
   return g_register_rc;
 }
 
-void t_crashvfs_arm(uint64_t seed, int crash_at, int lie) {
+void t_crashvfs_arm(uint64_t seed, int crash_at, int flags) {
   pthread_mutex_lock(&g_mu);
   g_seed = seed;
   g_crash_at = crash_at;
-  g_lie = lie;
+  g_flags = flags;
   g_syncs = 0;
-  g_verbose = getenv("LITH_CRASHVFS_VERBOSE") != NULL;
+  const char *v = getenv("LITH_CRASHVFS_VERBOSE"); /* 1: a line a crash; 2: a line an op */
+  g_verbose = v ? atoi(v) : 0;
   pthread_mutex_unlock(&g_mu);
 }
 
