@@ -49,13 +49,16 @@
  *
  * Attacker threads send issue 10's requests and check the answer: the
  * quick ones (one every 250 ms, round robin, paused while lithd is killed
- * or stopped) and the heavy ones (instr over 10 MB, printf of 999999999
- * characters, on /v1/query: one at a time, waited for up to 60 s, and while
- * lithd does not answer one, not sent again to the same lithd). The heavy
- * ones and the two-Content-Length smuggling are open issues being fixed:
- * what they get is a finding, not a failure, unless --strict. RSS is
- * sampled every 100 ms; samples taken while a heavy request may be running
- * in lithd are reported apart, so its known peak does not hide a leak.
+ * or stopped) and the heavy ones (instr over 10 MB on /v1/query and on the
+ * writer's /v1/do, printf of 999999999 characters: one at a time, waited
+ * for up to 60 s, and while lithd does not answer one, not sent again to
+ * the same lithd). A heavy one must be answered within --max-run-ms + 1 s,
+ * with an error or a value (SQLite's built-ins give NULL for a string over
+ * the length limit). The heavy ones and the two-Content-Length smuggling
+ * were open issues when this was written: a wrong answer to them is a
+ * finding, not a failure, unless --strict. RSS is sampled every 100 ms;
+ * samples taken while a heavy request may be running in lithd are reported
+ * apart, so a known peak does not hide a leak.
  *
  * The RSS bound, 256 MiB: lithd idles at ~7 MiB; each of its six SQLite
  * connections (writer, 4 readers, checkpointer) may cache up to the
@@ -67,6 +70,11 @@
  * The end: the threads stop, the last check runs against the live lithd,
  * then SIGTERM (exit 0 within 60 s; a heavy read still running makes this a
  * finding, not a failure, and SIGKILL) and the check once more on the file.
+ *
+ * This machine may be shared: when lithd stops on a SIGTERM/SIGINT the
+ * soak did not send (its log says so), that is a disturbance, reported
+ * apart; lithd is restarted and the checks it would skew are skipped. Any
+ * other end of lithd is a failure.
  *
  * Links SQLite and bench/common.c only: lithd is the thing under test.
  */
@@ -120,7 +128,7 @@ enum { ROW_END = NPH, NROW }; /* the faults table's rows: PH_VANISH.. and the en
 /* A transfer's recorded outcome. */
 enum { O_NONE, O_OK, O_REFUSED, O_FULL, O_OTHER, O_LOST };
 /* Counted per phase. */
-enum { T_SENT, T_OK, T_REFUSED, T_FULL, T_OTHER, T_LOST, NT };
+enum { T_SENT, T_OK, T_REFUSED, T_FULL, T_STOPPING, T_OTHER, T_LOST, NT }; /* T_STOPPING: 503 "server stopping" */
 
 enum { CHUNK_BITS = 16, CHUNK = 1 << CHUNK_BITS, MAX_CHUNKS = 16384 };
 
@@ -186,7 +194,7 @@ typedef struct attack {
   const char *name;
   const char *path;
   const char *headers; /* NULL: Content-Type: application/json */
-  const char *body;    /* "@M@": a fresh marks id; "@E@": a path outside --backup-dir */
+  const char *body;    /* "@M@": a fresh marks id; "@E@": a path outside --backup-dir; NULL: the smuggling */
   int expect;          /* the status; 0: any 4xx */
   const char *must, *must_not;
   int write;           /* reaches the writer: 507 is right while the disk is full */
@@ -237,15 +245,20 @@ static const attack QUICK[] = {
     {"RELEASE LITH_C", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"RELEASE LITH_C\"}]}", 403, NULL, NULL, 1, 0,
      "403, fails alone"},
 };
-enum { NQUICK = sizeof QUICK / sizeof *QUICK, A_SMUGGLE = 11 };
+enum { NQUICK = sizeof QUICK / sizeof *QUICK };
 
+/* expect 0: answered within the run limit + 1 s, an error (4xx) or a value
+ * (SQLite's built-ins give NULL for a string over the length limit) */
 static const attack HEAVY[] = {
     {"instr(10 MB, 200 KB) on /v1/query", "/v1/query", NULL,
      "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), printf('%.*c',200000,'a')||'b')\"}]}", 0,
-     NULL, NULL, 0, 1, "4xx in run limit + 1 s"},
+     NULL, NULL, 0, 1, "4xx/200 in run limit + 1 s"},
     {"printf('%.*c', 999999999) on /v1/query", "/v1/query", NULL,
      "{\"statements\":[{\"sql\":\"SELECT printf('%.*c',999999999,'x')\"}]}", 0, NULL, NULL, 0, 1,
-     "4xx in run limit + 1 s"},
+     "4xx/200 in run limit + 1 s"},
+    {"instr(10 MB, 200 KB) on /v1/do (writer)", "/v1/do", NULL,
+     "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), printf('%.*c',200000,'a')||'b')\"}]}", 0,
+     NULL, NULL, 1, 1, "4xx/200 in run limit + 1 s"},
 };
 enum { NHEAVY = sizeof HEAVY / sizeof *HEAVY, NATTACK = NQUICK + NHEAVY };
 
@@ -284,6 +297,7 @@ static struct {
   _Atomic int phase, quit, stop, pause_attacks;
   _Atomic uint64_t outages;  /* SIGKILL and SIGSTOP injected so far */
   _Atomic int last_outage;   /* the latest's phase */
+  _Atomic uint64_t kills;    /* lithd ended (SIGKILL, or stopped from outside): its connections died */
   _Atomic int64_t stopped_ns; /* total time lithd spent stopped */
   _Atomic int64_t ok_total;
   _Atomic pid_t heavy_pid;   /* the lithd that may be running a heavy request */
@@ -303,7 +317,7 @@ static struct {
 
   row_stat row[NROW];
   int64_t chk_pass[NCHECK], chk_fail[NCHECK];
-  int64_t restarts, deaths, slow_closed_hdr, slow_closed_body, slow_open_end, slow_injected;
+  int64_t restarts, deaths, external, slow_closed_hdr, slow_closed_body, slow_open_end, slow_injected;
   double slow_first_close_s, slow_last_close_s;
   int64_t full_507, full_ok, full_bytes;
 
@@ -317,6 +331,8 @@ static struct {
     char msg[300];
   } finds[MAX_MSGS];
   int nfinds;
+  char disturb[8][200]; /* lithd stopped from outside */
+  int ndisturb;
   char other[4][240]; /* the first transfer answers that were neither 200 nor a CHECK refusal */
   int nother;
 } g;
@@ -457,16 +473,49 @@ static int start_lithd(int port) {
   return got;
 }
 
-/* Did lithd end when nobody asked? Reaps it, says so, restarts it. */
+/* Does lithd's log say that lithd[pid] stopped on SIGTERM or SIGINT? */
+static int log_says_stopped(pid_t pid) {
+  char line[1024], a[64], b[64];
+  int found = 0;
+  snprintf(a, sizeof a, "lithd[%d] info: SIGTERM", (int)pid);
+  snprintf(b, sizeof b, "lithd[%d] info: SIGINT", (int)pid);
+  FILE *f = fopen(g.log, "r");
+  if (!f)
+    return 0;
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, a) || strstr(line, b);
+  fclose(f);
+  return found;
+}
+
+/* Did lithd end when the soak did not ask? Reaps it, says how, restarts it.
+ * An exit its log puts down to SIGTERM/SIGINT came from another process on
+ * the machine: a disturbance of the run, reported, not lithd's failure (with
+ * the disk full its last checkpoint fails, and it exits 1, as it should). */
 static void watch_lithd(void) {
   int st;
   pid_t pid = atomic_load(&g.pid);
   if (pid <= 0 || waitpid(pid, &st, WNOHANG) != pid)
     return;
-  g.deaths++;
-  fail_msg("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid, WIFEXITED(st) ? "status" : "signal",
-           WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-  bench_log_tail(g.errlog, "lithd");
+  atomic_store(&g.last_outage, PH_KILL); /* requests in flight met an outage */
+  atomic_fetch_add(&g.outages, 1);
+  atomic_fetch_add(&g.kills, 1);
+  if (WIFEXITED(st) && log_says_stopped(pid)) {
+    g.external++;
+    fprintf(stderr, "[%7.1f s] disturbance: lithd (pid %d) stopped on a SIGTERM/SIGINT the soak did not send "
+                    "(exit status %d); restarting it\n", since_s(g.t_begin), (int)pid, WEXITSTATUS(st));
+    pthread_mutex_lock(&g.mu);
+    if (g.ndisturb < 8)
+      snprintf(g.disturb[g.ndisturb++], sizeof g.disturb[0],
+               "at %.1f s (%s) lithd (pid %d) stopped on a SIGTERM/SIGINT from another process, exit status %d",
+               since_s(g.t_begin), PH_NAME[atomic_load(&g.phase)], (int)pid, WEXITSTATUS(st));
+    pthread_mutex_unlock(&g.mu);
+  } else {
+    g.deaths++;
+    fail_msg("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid, WIFEXITED(st) ? "status" : "signal",
+             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    bench_log_tail(g.errlog, "lithd");
+  }
   if (start_lithd(atomic_load(&g.port)) < 0)
     atomic_store(&g.quit, 1);
 }
@@ -519,13 +568,17 @@ static void random_transfer(uint64_t *rng, int *src, int *dst, int *amount) {
   *amount = 1 + (int)(bench_rng_next(rng) % MAXAMT);
 }
 
-/* The phase a request is counted under: the fault it met, if any. */
-static int phase_of(int ph0, uint64_t out0) {
+/* The phase a request is counted under: the fault it met, if any. A request
+ * that failed on a keep-alive connection older than lithd's last end met
+ * that end (it found the connection dead), whenever it was sent. */
+static int phase_of(int ph0, uint64_t out0, int failed, uint64_t conn_kills) {
   int ph1 = atomic_load(&g.phase);
   if (ph0 != PH_NONE)
     return ph0;
   if (ph1 != PH_NONE)
     return ph1;
+  if (failed && atomic_load(&g.kills) != conn_kills)
+    return PH_KILL;
   return atomic_load(&g.outages) != out0 ? atomic_load(&g.last_outage) : PH_NONE;
 }
 
@@ -533,6 +586,7 @@ static void *client_main(void *arg) {
   client *c = arg;
   int fd = -1;
   char req[512], in[4097];
+  uint64_t conn_kills = 0; /* lithd's ends when fd was opened */
   int64_t interval = g.cfg.rate > 0 ? (int64_t)(1e9 * g.cfg.clients / g.cfg.rate) : 0;
   int64_t next = now_ns();
   while (!atomic_load(&g.stop)) {
@@ -542,9 +596,12 @@ static void *client_main(void *arg) {
         next = now_ns();
       bench_sleep_until(next);
     }
-    if (fd < 0 && (fd = dial()) < 0) {
-      bench_sleep_ms(20); /* lithd restarting */
-      continue;
+    if (fd < 0) {
+      conn_kills = atomic_load(&g.kills);
+      if ((fd = dial()) < 0) {
+        bench_sleep_ms(20); /* lithd restarting */
+        continue;
+      }
     }
     int64_t s = atomic_load(&c->sent) + 1;
     if ((s >> CHUNK_BITS) >= MAX_CHUNKS)
@@ -566,7 +623,7 @@ static void *client_main(void *arg) {
                  ? read_answer(fd, in, sizeof in - 1, &len, t0 + (int64_t)g.cfg.timeout_ms * 1000000, &a)
                  : -1;
     int64_t dt = now_ns() - t0;
-    int ph = phase_of(ph0, out0), o, t;
+    int ph = phase_of(ph0, out0, rc != 1, conn_kills), o, t;
     if (rc != 1) {
       o = O_LOST;
       t = T_LOST;
@@ -582,6 +639,9 @@ static void *client_main(void *arg) {
     } else if (a.status == 507) {
       o = O_FULL;
       t = T_FULL;
+    } else if (a.status == 503 && strstr(in + a.head_len, "stopping")) {
+      o = O_OTHER;
+      t = T_STOPPING;
     } else {
       o = O_OTHER;
       t = T_OTHER;
@@ -613,10 +673,14 @@ static void *probe_main(void *arg) {
   char req[512], in[4097];
   size_t n = build_post(req, sizeof req, "/v1/query", NULL, body);
   int fd = -1;
+  uint64_t conn_kills = 0;
   while (!atomic_load(&g.stop)) {
     bench_sleep_ms(100);
-    if (fd < 0 && (fd = dial()) < 0)
-      continue;
+    if (fd < 0) {
+      conn_kills = atomic_load(&g.kills);
+      if ((fd = dial()) < 0)
+        continue;
+    }
     int ph0 = atomic_load(&g.phase);
     uint64_t out0 = atomic_load(&g.outages);
     int64_t t0 = now_ns();
@@ -624,7 +688,7 @@ static void *probe_main(void *arg) {
     size_t len;
     int rc = send_all(fd, req, n) == 0 ? read_answer(fd, in, sizeof in - 1, &len, t0 + 5000000000, &a) : -1;
     int64_t dt = now_ns() - t0;
-    int ph = phase_of(ph0, out0);
+    int ph = phase_of(ph0, out0, rc != 1 || a.status != 200, conn_kills);
     atomic_fetch_add(&g.probe_n[ph], 1);
     atomic_max(&g.probe_max_ns[ph], dt);
     int64_t sum;
@@ -728,7 +792,7 @@ static void attack_once(int k) {
   attack_stat *st = &g.att[k];
   char req[2048], in[16385];
   size_t n, len = 0;
-  if (k == A_SMUGGLE) {
+  if (!a->body) {
     n = smuggle_request(req, sizeof req, SMUGGLE_BASE + atomic_fetch_add(&g.smuggle_n, 1));
   } else {
     char body[1024];
@@ -766,7 +830,7 @@ static void attack_once(int k) {
   else if (ok && a->must_not && strstr(b, a->must_not))
     ok = 0;
   judge(k, ok, &st->unexpected, "HTTP %d after %.0f ms: %.150s", ans.status, (double)dt / 1e6, b);
-  if (k == A_SMUGGLE) {
+  if (!a->body) {
     /* Framed by the first length, the rest is a second request: its answer follows. */
     size_t off = ans.total, more = len - off;
     memmove(in, in + off, more);
@@ -821,6 +885,7 @@ static void *heavy_main(void *arg) {
     }
     st->sent++;
     uint64_t out0 = atomic_load(&g.outages);
+    int full = atomic_load(&g.phase) == PH_FULL;
     int64_t stop0 = atomic_load(&g.stopped_ns), t0 = now_ns(), cap = t0 + 60000000000;
     atomic_store(&g.heavy_pid, pid);
     bench_answer ans;
@@ -835,7 +900,9 @@ static void *heavy_main(void *arg) {
     if (rc == 1) {
       atomic_store(&g.heavy_pid, 0);
       const char *b = in + ans.head_len, *rows = strstr(b, "\"rows\":");
-      judge(NQUICK + k, ans.status >= 400 && ans.status < 500 && dt <= limit, &st->unexpected,
+      full |= atomic_load(&g.phase) == PH_FULL;
+      int ok = ans.status == 200 || (ans.status >= 400 && ans.status < 500) || (a->write && full && ans.status == 507);
+      judge(NQUICK + k, ok && dt <= limit, &st->unexpected,
             "HTTP %d after %.2f s (limit %.1f s): %.120s", ans.status, (double)dt / 1e9, (double)limit / 1e9,
             rows ? rows : b);
     } else if (rc == -2) {
@@ -1022,6 +1089,20 @@ static int64_t wait_recovery(int64_t since_ok, int64_t t_fault) {
   return atomic_load(&g.ok_total) > since_ok ? now_ns() - t_fault : -1;
 }
 
+/* Other clients during a fault that should not hurt them: answered, and
+ * some OK. An outside stop of lithd meanwhile excuses what it cost. */
+static void served(int ph, const int64_t d[NT], int64_t ext0) {
+  if (g.external != ext0) {
+    fprintf(stderr, "[%7.1f s] %s #%lld: others-served check skipped (lithd was stopped from outside)\n",
+            since_s(g.t_begin), PH_NAME[ph], (long long)g.row[ph].injected);
+    return;
+  }
+  check(ph, C_SERVED, (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] == 0 && d[T_OTHER] == 0 && d[T_STOPPING] == 0,
+        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping",
+        (long long)d[T_SENT], (long long)d[T_OK], (long long)d[T_LOST], (long long)d[T_OTHER],
+        (long long)d[T_STOPPING]);
+}
+
 static void begin_fault(int ph, int pause) {
   g.row[ph].injected++;
   if (pause)
@@ -1045,6 +1126,7 @@ static void fault_sigkill(void) {
   begin_fault(PH_KILL, 1);
   atomic_store(&g.last_outage, PH_KILL);
   atomic_fetch_add(&g.outages, 1);
+  atomic_fetch_add(&g.kills, 1);
   pid_t pid = atomic_load(&g.pid);
   int64_t t0 = now_ns();
   kill(pid, SIGKILL);
@@ -1108,6 +1190,7 @@ static int64_t fill_disk(int fd) {
 
 static void fault_diskfull(void) {
   begin_fault(PH_FULL, 0);
+  int64_t ext0 = g.external;
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
     before[t] = counts_of(PH_FULL, t);
@@ -1118,7 +1201,10 @@ static void fault_diskfull(void) {
   if (bytes < 0)
     fail_msg("disk full: cannot write the filler %s: %s", g.filler, strerror(errno));
   g.full_bytes = bytes;
-  bench_sleep_ms(4000); /* held while the load goes on */
+  for (int i = 0; i < 40; i++) { /* held 4 s while the load goes on */
+    bench_sleep_ms(100);
+    watch_lithd();
+  }
   int64_t since = atomic_load(&g.ok_total), t0 = now_ns();
   unlink(g.filler);
   note_recovery(PH_FULL, wait_recovery(since, t0));
@@ -1128,9 +1214,11 @@ static void fault_diskfull(void) {
     d[t] = counts_of(PH_FULL, t) - before[t];
   g.full_507 += d[T_FULL];
   g.full_ok += d[T_OK];
-  check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0,
-        "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)", (long long)d[T_SENT],
-        (long long)d[T_OTHER], (long long)d[T_LOST], (long long)d[T_OK], (long long)d[T_FULL]);
+  if (g.external == ext0)
+    check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0 && d[T_STOPPING] == 0,
+          "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)",
+          (long long)d[T_SENT], (long long)(d[T_OTHER] + d[T_STOPPING]), (long long)d[T_LOST], (long long)d[T_OK],
+          (long long)d[T_FULL]);
   common_checks(PH_FULL);
 }
 
@@ -1139,6 +1227,7 @@ static void fault_vanish(void) {
   enum { EACH = 8 };
   char req[2048], big[512];
   begin_fault(PH_VANISH, 0);
+  int64_t ext0 = g.external;
   pid_t pid = atomic_load(&g.pid);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
@@ -1204,10 +1293,8 @@ static void fault_vanish(void) {
   int64_t d[NT];
   for (int t = 0; t < NT; t++)
     d[t] = counts_of(PH_VANISH, t) - before[t];
-  check(PH_VANISH, C_SERVED, (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] == 0 && d[T_OTHER] == 0,
-        "others' transfers during the burst: %lld OK, %lld lost, %lld other", (long long)d[T_OK], (long long)d[T_LOST],
-        (long long)d[T_OTHER]);
   watch_lithd();
+  served(PH_VANISH, d, ext0);
   common_checks(PH_VANISH);
 }
 
@@ -1218,6 +1305,7 @@ static void fault_slowloris(void) {
   double *closed = bench_xcalloc((size_t)n, sizeof *closed);
   char head[256];
   begin_fault(PH_SLOW, 0);
+  int64_t ext0 = g.external;
   atomic_store(&g.probe_max_ns[PH_SLOW], 0);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
@@ -1236,6 +1324,7 @@ static void fault_slowloris(void) {
   g.slow_injected += n;
   for (int sec = 0; sec < g.cfg.slow_seconds && !atomic_load(&g.quit); sec++) {
     bench_sleep_ms(1000);
+    watch_lithd();
     for (int i = 0; i < n; i++) {
       if (fd[i] < 0 || closed[i] > 0)
         continue;
@@ -1269,14 +1358,12 @@ static void fault_slowloris(void) {
   int64_t d[NT];
   for (int t = 0; t < NT; t++)
     d[t] = counts_of(PH_SLOW, t) - before[t];
-  check(PH_SLOW, C_LATENCY, pmax <= (int64_t)g.cfg.latency_ms * 1000000,
+  check(PH_SLOW, C_LATENCY, pmax <= (int64_t)g.cfg.latency_ms * 1000000 || g.external != ext0,
         "a probe took %.0f ms while %d connections dribbled (bound %d ms)", (double)pmax / 1e6, n, g.cfg.latency_ms);
-  check(PH_SLOW, C_SERVED, (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] == 0 && d[T_OTHER] == 0,
-        "others' transfers during slowloris: %lld OK, %lld lost, %lld other", (long long)d[T_OK], (long long)d[T_LOST],
-        (long long)d[T_OTHER]);
+  watch_lithd();
+  served(PH_SLOW, d, ext0);
   free(fd);
   free(closed);
-  watch_lithd();
   common_checks(PH_SLOW);
 }
 
@@ -1382,9 +1469,13 @@ static void final_checks(void) {
   }
   atomic_store(&g.pid, 0);
   common_checks(ROW_END); /* the file as lithd left it */
-  int64_t inn = counts_of(PH_NONE, T_OTHER) + counts_of(PH_NONE, T_LOST);
-  check(ROW_END, C_INNOCENT, inn == 0, "%lld transfers between faults failed (%lld other answers, %lld none)",
-        (long long)inn, (long long)counts_of(PH_NONE, T_OTHER), (long long)counts_of(PH_NONE, T_LOST));
+  /* no answer, or 503 stopping, between faults: excused only by an outside stop */
+  int64_t other = counts_of(PH_NONE, T_OTHER),
+          gone = g.external ? 0 : counts_of(PH_NONE, T_LOST) + counts_of(PH_NONE, T_STOPPING);
+  check(ROW_END, C_INNOCENT, other + gone == 0,
+        "%lld transfers between faults failed (%lld other answers, %lld none, %lld 503 stopping)",
+        (long long)(other + gone), (long long)other, (long long)counts_of(PH_NONE, T_LOST),
+        (long long)counts_of(PH_NONE, T_STOPPING));
   int64_t bad = 0;
   for (int k = 0; k < NATTACK; k++)
     if (!(k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).known || g.cfg.strict)
@@ -1440,16 +1531,17 @@ static void print_tables(void) {
       printf("| %s | %lld | %lld |\n", CHECK_NAME[c], (long long)g.chk_pass[c], (long long)g.chk_fail[c]);
 
   printf("\n### transfers (POST /v1/commands/transfer, %d clients, %d/s)\n\n"
-         "| phase met | sent | OK | refused (CHECK) | 507 | other answer | no answer | max ms |\n"
-         "|---|--:|--:|--:|--:|--:|--:|--:|\n",
+         "| phase met | sent | OK | refused (CHECK) | 507 | 503 stopping | other answer | no answer | max ms |\n"
+         "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
          g.cfg.clients, g.cfg.rate);
   for (int p = 0; p < NPH; p++) {
     if (!counts_of(p, T_SENT))
       continue;
     fmt_ms(a, sizeof a, atomic_load(&g.tmax_ns[p]));
-    printf("| %s | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n", PH_NAME[p], (long long)counts_of(p, T_SENT),
-           (long long)counts_of(p, T_OK), (long long)counts_of(p, T_REFUSED), (long long)counts_of(p, T_FULL),
-           (long long)counts_of(p, T_OTHER), (long long)counts_of(p, T_LOST), a);
+    printf("| %s | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n", PH_NAME[p],
+           (long long)counts_of(p, T_SENT), (long long)counts_of(p, T_OK), (long long)counts_of(p, T_REFUSED),
+           (long long)counts_of(p, T_FULL), (long long)counts_of(p, T_STOPPING), (long long)counts_of(p, T_OTHER),
+           (long long)counts_of(p, T_LOST), a);
   }
   bench_lat *bufs[MAX_CLIENTS];
   for (int c = 0; c < g.cfg.clients; c++)
@@ -1474,10 +1566,12 @@ static void print_tables(void) {
     const attack *x = k < NQUICK ? &QUICK[k] : &HEAVY[k - NQUICK];
     const attack_stat *st = &g.att[k];
     fmt_ms(a, sizeof a, st->sent ? st->max_ns : -1);
-    printf("| %s%s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", x->name, x->known ? " (open issue)" : "",
+    printf("| %s%s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", x->name, x->known ? " †" : "",
            (long long)st->sent, (long long)st->expected, (long long)st->unexpected, (long long)st->noanswer,
            (long long)st->cut, a, x->want);
   }
+  printf("\n† issue 10 items that were open when this soak was written: a wrong answer is a finding, not a failure,\n"
+         "unless --strict. Cut by a fault: no answer because lithd was killed or stopped meanwhile.\n");
   for (int k = 0; k < NATTACK; k++)
     if (g.att[k].first[0])
       printf("- %s, first wrong answer: %s\n", (k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).name, g.att[k].first);
@@ -1486,9 +1580,10 @@ static void print_tables(void) {
   printf("- RSS max %lld MiB outside heavy requests (bound %d MiB), %lld MiB while one may run\n",
          (long long)atomic_load(&g.rss_max_kib) / 1024, g.cfg.rss_mib,
          (long long)atomic_load(&g.rss_heavy_max_kib) / 1024);
-  printf("- descriptors: at most %lld; restarts after SIGKILL: %lld; ended by itself: %lld; error lines in its log: "
-         "%d\n",
-         (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths, count_log_errors());
+  printf("- descriptors: at most %lld; restarts after SIGKILL: %lld; ended by itself: %lld; stopped from outside: "
+         "%lld; error lines in its log: %d\n",
+         (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths, (long long)g.external,
+         count_log_errors());
   if (g.row[PH_FULL].injected)
     printf("- disk full: filler %lld MiB; while full %lld transfers answered 507, %lld OK\n",
            (long long)(g.full_bytes >> 20), (long long)g.full_507, (long long)g.full_ok);
@@ -1506,11 +1601,16 @@ static void print_tables(void) {
   }
   printf("\n");
 
-  printf("\n### findings (open lithd issues: not failures%s)\n\n", g.cfg.strict ? "; --strict: failures" : "");
+  printf("\n### findings (the † items: not failures%s)\n\n", g.cfg.strict ? "; --strict: failures" : "");
   if (!g.nfinds)
     printf("none\n");
   for (int i = 0; i < g.nfinds; i++)
     printf("- %s (x%lld)\n", g.finds[i].msg, (long long)g.finds[i].count);
+  if (g.ndisturb) {
+    printf("\n### disturbances (from outside the soak: the checks they would skew were skipped)\n\n");
+    for (int i = 0; i < g.ndisturb; i++)
+      printf("- %s\n", g.disturb[i]);
+  }
   printf("\n### failures\n\n");
   if (!g.failed)
     printf("none\n");
