@@ -223,7 +223,7 @@ static void test_watchdog_cuts_long_steps(void **state) {
   print_message("integrity_check cut after %lld ms (read), %lld ms (writer); CREATE INDEX %lld ms\n",
                 (long long)t1, (long long)t2, (long long)t3);
   assert_true(t1 < 100 + MARGIN_MS && t2 < 100 + MARGIN_MS && t3 < 100 + MARGIN_MS);
-  tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT count(*) FROM t"), 200, "[[" BIG_ROWS "]]");
+  tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT max(id) FROM t"), 200, "[[" BIG_ROWS "]]"); /* lithd goes on */
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
