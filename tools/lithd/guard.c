@@ -55,7 +55,7 @@ int lithd_guard_cut(const lithd_guard_slot *s) {
   return lith_clock_ms() > deadline ? LITHD_GUARD_DEADLINE : LITHD_GUARD_NONE;
 }
 
-lithd_guard_slot *lithd_guard_begin(sqlite3 *conn, int64_t deadline, int is_read) {
+lithd_guard_slot *lithd_guard_begin(const sqlite3 *conn, int64_t deadline, int is_read) {
   lithd_guard_slot *s;
   pthread_mutex_lock(&g_mu);
   for (s = g_slots; s != NULL && s->conn != conn; s = s->next) {
@@ -293,7 +293,7 @@ static void trim_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv, int fl
   const unsigned char *in, *set, *z;
   const unsigned char **chars = NULL;
   unsigned *lens;
-  int64_t nin, nchars = 0, work = 0;
+  int64_t nin, nchars = 0;
   (void)argc;
   if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
   if ((in = sqlite3_value_text(argv[0])) == NULL) return;
@@ -309,7 +309,7 @@ static void trim_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv, int fl
       return;
     }
     lens = (unsigned *)(chars + nchars);
-    int64_t i = 0;
+    int64_t i = 0, work = 0;
     for (z = set; *z; i++) {
       chars[i] = z;
       if (*z++ >= 0xc0)

@@ -68,7 +68,7 @@ typedef struct lithd_guard_slot lithd_guard_slot;
 /* A run of statements starts on conn, to end by `deadline` (lith_clock_ms);
  * is_read: a read (cut by lithd_guard_stop_reads). Returns the connection's
  * slot, or NULL if conn has no guard. Only the thread using conn calls it. */
-lithd_guard_slot *lithd_guard_begin(sqlite3 *conn, int64_t deadline, int is_read);
+lithd_guard_slot *lithd_guard_begin(const sqlite3 *conn, int64_t deadline, int is_read);
 
 /* Whether the run should stop now, and why (LITHD_GUARD_*). s may be NULL. */
 int lithd_guard_cut(const lithd_guard_slot *s);
