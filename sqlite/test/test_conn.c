@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -583,8 +584,8 @@ static void test_errstr(void **state) {
   const char *unknown = lith_errstr(999);
   assert_non_null(unknown);
   assert_true(strlen(unknown) > 0);
-  const char *names[LITH_SCHEMA + 1];
-  for (int rc = LITH_OK; rc <= LITH_SCHEMA; rc++) {
+  const char *names[LITH_INTERRUPTED + 1];
+  for (int rc = LITH_OK; rc <= LITH_INTERRUPTED; rc++) {
     names[rc] = lith_errstr(rc);
     assert_non_null(names[rc]);
     assert_true(strlen(names[rc]) > 0);
@@ -592,7 +593,7 @@ static void test_errstr(void **state) {
     for (int j = 0; j < rc; j++)
       assert_string_not_equal(names[rc], names[j]);
   }
-  static const int others[] = {-1, -1000, LITH_SCHEMA + 1, 500, LITH_USER, LITH_USER + 1, 1 << 30};
+  static const int others[] = {-1, -1000, LITH_INTERRUPTED + 1, 500, LITH_USER, LITH_USER + 1, 1 << 30};
   for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
     const char *s = lith_errstr(others[i]);
     assert_non_null(s);
@@ -634,6 +635,7 @@ static void test_from_sqlite(void **state) {
       {SQLITE_READONLY, LITH_READONLY},
       {SQLITE_READONLY_DBMOVED, LITH_READONLY},
       {SQLITE_MISUSE, LITH_MISUSE},
+      {SQLITE_INTERRUPT, LITH_INTERRUPTED},
   };
   for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
     int got = lith_from_sqlite(map[i].sqlite_rc);
@@ -797,6 +799,71 @@ static void test_defensive_settings_everywhere(void **state) {
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
+/* ---- on_connect ------------------------------------------------------------ */
+
+typedef struct connects {
+  _Atomic int calls;
+  int fail; /* return this instead of SQLITE_OK */
+} connects;
+
+static int on_connect_limit(void *ctx, sqlite3 *conn) {
+  connects *k = ctx;
+  atomic_fetch_add(&k->calls, 1);
+  if (k->fail)
+    return k->fail;
+  sqlite3_limit(conn, SQLITE_LIMIT_LENGTH, 5000);
+  return SQLITE_OK;
+}
+
+static int length_limit_w(lith_tx *tx, void *arg) {
+  *(int *)arg = sqlite3_limit(lith_tx_db(tx), SQLITE_LIMIT_LENGTH, -1);
+  return LITH_OK;
+}
+
+static int length_limit_r(lith_rx *rx, void *arg) {
+  *(int *)arg = sqlite3_limit(lith_rx_db(rx), SQLITE_LIMIT_LENGTH, -1);
+  return LITH_OK;
+}
+
+static int make_big_value(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "SELECT zeroblob(6000)", NULL);
+}
+
+/* The hook runs once for each connection (writer, readers, checkpointer,
+ * a backup's source), its settings hold on them, and a failing hook fails
+ * the open with its code. */
+static void test_on_connect(void **state) {
+  (void)state;
+  lith_options opt;
+  connects k = {0, 0};
+  t_bank_options(&opt);
+  opt.readers = 3;
+  opt.on_connect = on_connect_limit;
+  opt.on_connect_ctx = &k;
+  lith *db = t_open_fresh(DB, &opt);
+  int calls_at_open = atomic_load(&k.calls);
+  assert_true(calls_at_open >= 1 + 3); /* the writer and every reader; the checkpointer when it opens */
+  int limit = 0;
+  assert_int_equal(lith_do(db, length_limit_w, &limit), LITH_OK);
+  assert_int_equal(limit, 5000);
+  assert_int_equal(lith_read(db, length_limit_r, &limit), LITH_OK);
+  assert_int_equal(limit, 5000);
+  assert_int_equal(lith_do(db, make_big_value, NULL), LITH_ERROR);
+  assert_non_null(strstr(lith_errmsg(db), "too big"));
+  int before = atomic_load(&k.calls);
+  assert_int_equal(lith_backup(db, DB ".copy"), LITH_OK);
+  assert_int_equal(atomic_load(&k.calls), before + 1);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_remove_db(DB ".copy");
+
+  k.fail = SQLITE_NOMEM;
+  lith *none = NULL;
+  assert_int_equal(lith_open(DB, &opt, &none), LITH_NOMEM);
+  assert_null(none);
+  assert_non_null(strstr(lith_errmsg(NULL), "on_connect"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults),
@@ -812,6 +879,7 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_external),
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),
+      cmocka_unit_test(test_on_connect),
       cmocka_unit_test(test_defensive_settings_everywhere),
       cmocka_unit_test(test_file_modes),
   };
