@@ -73,7 +73,13 @@ int lith_from_sqlite(int sqlite_rc);
  *   NORMAL  the WAL is synced only at checkpoints: an answered command
  *           survives a crash of the process, not a power loss — after one,
  *           a suffix of whole batches may be missing (never part of a batch,
- *           never a later batch without an earlier one). Much faster. */
+ *           never a later batch without an earlier one). Much faster.
+ *           "Never part of a batch" needs a disk that does not garble the
+ *           bytes of a sector it was not writing when the power went
+ *           (SQLite's "powersafe overwrite", which its unix VFS assumes):
+ *           on one that does, SQLite's NORMAL can itself lose half a
+ *           transaction or corrupt the file (writer/test/test_powerloss.c
+ *           shows it); FULL holds on both. */
 enum { LITH_SYNC_NORMAL = 1, LITH_SYNC_FULL = 2 };
 
 enum {
