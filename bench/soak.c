@@ -154,7 +154,7 @@ enum {
   C_INTEGRITY,
   C_MARKS,    /* refused attacks wrote nothing */
   C_RSS,
-  C_SAMEPID,  /* sigstop: the same lithd lives on */
+  C_SAMEPID,  /* sigstop, diskfull: the same lithd lives on (no restart) */
   C_FULLANS,  /* diskfull: every transfer answered 200/409/507 */
   C_FDS,      /* vanish: connections released */
   C_SERVED,   /* vanish, slowloris: others served, none lost */
@@ -176,7 +176,7 @@ static const char *const CHECK_NAME[NCHECK] = {
     "PRAGMA integrity_check ok",
     "refused attacks wrote nothing",
     "RSS within the bound",
-    "sigstop: same lithd lives on",
+    "sigstop, disk full: same lithd lives on",
     "disk full: answered 200/409/507",
     "vanish: connections released",
     "others served, none lost",
@@ -287,7 +287,7 @@ enum { MAX_MSGS = 40 };
 static struct {
   config cfg;
   char dir[4096], fsdir[4200], fsimg[4200], db[4300], log[4200], errlog[4200], schema[4200], cmds[4200],
-      backups[4200], evil_abs[256], evil_rel[4200], filler[4300];
+      backups[4200], evil_abs[256], evil_rel[4200], filler[4300], wal[4310], shm[4310];
   int fs_kind;
   char fs_why[300];
   int64_t t_begin;
@@ -309,7 +309,7 @@ static struct {
   _Atomic int64_t tmax_ns[NPH];
 
   /* the monitor */
-  _Atomic int64_t rss_kib, rss_max_kib, rss_heavy_max_kib, fds_max;
+  _Atomic int64_t rss_kib, rss_max_kib, rss_heavy_max_kib, fds_max, wal_max;
   /* the probe */
   _Atomic int64_t probe_n[NPH], probe_fail[NPH], probe_max_ns[NPH], probe_money_bad;
 
@@ -722,6 +722,9 @@ static void *monitor_main(void *arg) {
     }
     if (fds > 0)
       atomic_max(&g.fds_max, fds);
+    struct stat st;
+    if (stat(g.wal, &st) == 0) /* SQLite reuses the WAL but never shrinks it while open */
+      atomic_max(&g.wal_max, (int64_t)st.st_size);
     bench_sleep_ms(100);
   }
   return NULL;
@@ -1097,10 +1100,11 @@ static void served(int ph, const int64_t d[NT], int64_t ext0) {
             since_s(g.t_begin), PH_NAME[ph], (long long)g.row[ph].injected);
     return;
   }
-  check(ph, C_SERVED, (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] == 0 && d[T_OTHER] == 0 && d[T_STOPPING] == 0,
-        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping",
+  check(ph, C_SERVED,
+        (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] + d[T_OTHER] + d[T_STOPPING] + d[T_FULL] == 0,
+        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping, %lld 507",
         (long long)d[T_SENT], (long long)d[T_OK], (long long)d[T_LOST], (long long)d[T_OTHER],
-        (long long)d[T_STOPPING]);
+        (long long)d[T_STOPPING], (long long)d[T_FULL]);
 }
 
 static void begin_fault(int ph, int pause) {
@@ -1117,9 +1121,27 @@ static void end_fault(int ph) {
     g.row[ph].probe_max_ns = atomic_load(&g.probe_max_ns[ph]);
 }
 
+/* The database's filesystem: what holds its space. */
+static void say_fs(void) {
+  struct stat db, wal, shm;
+  struct statvfs vf;
+  if (stat(g.db, &db) != 0)
+    db.st_size = -1;
+  if (stat(g.wal, &wal) != 0)
+    wal.st_size = -1;
+  if (stat(g.shm, &shm) != 0)
+    shm.st_size = -1;
+  double avail = statvfs(g.db, &vf) == 0 ? (double)vf.f_bavail * (double)vf.f_frsize / 1048576 : -1;
+  fprintf(stderr, "[%7.1f s]   the filesystem: soak.db %.1f MiB, -wal %.1f MiB, -shm %lld KiB, %.1f MiB free\n",
+          since_s(g.t_begin), (double)db.st_size / 1048576, (double)wal.st_size / 1048576,
+          (long long)shm.st_size / 1024, avail);
+}
+
 static void note_recovery(int ph, int64_t rec) {
   if (check(ph, C_RECOVER, rec >= 0, "no transfer answered OK within 30 s") && rec > g.row[ph].max_recovery_ns)
     g.row[ph].max_recovery_ns = rec;
+  else if (rec < 0 && g.fs_kind != FS_NONE)
+    say_fs();
 }
 
 static void fault_sigkill(void) {
@@ -1191,6 +1213,7 @@ static int64_t fill_disk(int fd) {
 static void fault_diskfull(void) {
   begin_fault(PH_FULL, 0);
   int64_t ext0 = g.external;
+  pid_t pid = atomic_load(&g.pid);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
     before[t] = counts_of(PH_FULL, t);
@@ -1214,6 +1237,9 @@ static void fault_diskfull(void) {
     d[t] = counts_of(PH_FULL, t) - before[t];
   g.full_507 += d[T_FULL];
   g.full_ok += d[T_OK];
+  if (g.external == ext0)
+    check(PH_FULL, C_SAMEPID, waitpid(pid, NULL, WNOHANG) == 0 && atomic_load(&g.pid) == pid,
+          "lithd (pid %d) did not live through the full disk", (int)pid);
   if (g.external == ext0)
     check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0 && d[T_STOPPING] == 0,
           "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)",
@@ -1469,13 +1495,14 @@ static void final_checks(void) {
   }
   atomic_store(&g.pid, 0);
   common_checks(ROW_END); /* the file as lithd left it */
-  /* no answer, or 503 stopping, between faults: excused only by an outside stop */
-  int64_t other = counts_of(PH_NONE, T_OTHER),
+  /* 507 between faults: the disk is full without the filler. No answer, or
+   * 503 stopping: excused only by an outside stop. */
+  int64_t other = counts_of(PH_NONE, T_OTHER) + counts_of(PH_NONE, T_FULL),
           gone = g.external ? 0 : counts_of(PH_NONE, T_LOST) + counts_of(PH_NONE, T_STOPPING);
   check(ROW_END, C_INNOCENT, other + gone == 0,
-        "%lld transfers between faults failed (%lld other answers, %lld none, %lld 503 stopping)",
-        (long long)(other + gone), (long long)other, (long long)counts_of(PH_NONE, T_LOST),
-        (long long)counts_of(PH_NONE, T_STOPPING));
+        "%lld transfers between faults failed (%lld 507, %lld other answers, %lld none, %lld 503 stopping)",
+        (long long)(other + gone), (long long)counts_of(PH_NONE, T_FULL), (long long)counts_of(PH_NONE, T_OTHER),
+        (long long)counts_of(PH_NONE, T_LOST), (long long)counts_of(PH_NONE, T_STOPPING));
   int64_t bad = 0;
   for (int k = 0; k < NATTACK; k++)
     if (!(k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).known || g.cfg.strict)
@@ -1584,8 +1611,10 @@ static void print_tables(void) {
          "%lld; error lines in its log: %d\n",
          (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths, (long long)g.external,
          count_log_errors());
+  printf("- the WAL file: at most %.1f MiB (SQLite reuses it, never shrinks it while lithd runs)\n",
+         (double)atomic_load(&g.wal_max) / 1048576);
   if (g.row[PH_FULL].injected)
-    printf("- disk full: filler %lld MiB; while full %lld transfers answered 507, %lld OK\n",
+    printf("- disk full: filler %lld MiB the last time; while full %lld transfers answered 507, %lld OK\n",
            (long long)(g.full_bytes >> 20), (long long)g.full_507, (long long)g.full_ok);
   if (g.slow_injected)
     printf("- slowloris: of %lld connections lithd closed %lld dribbling headers and %lld dribbling a body (between "
@@ -1798,6 +1827,8 @@ int main(int argc, char **argv) {
   const char *dbdir = g.fs_kind == FS_NONE ? g.dir : g.fsdir;
   snprintf(g.db, sizeof g.db, "%s/soak.db", dbdir);
   snprintf(g.filler, sizeof g.filler, "%s/filler", dbdir);
+  snprintf(g.wal, sizeof g.wal, "%s-wal", g.db);
+  snprintf(g.shm, sizeof g.shm, "%s-shm", g.db);
 
   bench_machine m;
   bench_machine_get(&m);
