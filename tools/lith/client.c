@@ -157,6 +157,8 @@ const char *lithc_endpoint_name(const lithc_endpoint *ep, char *buf, size_t bufs
 
 struct conn {
   int fd;
+  lithc_source src;         /* if set, bytes come from src(src_ctx, ...), not fd */
+  void *src_ctx;
   struct timespec deadline; /* meaningful when has_deadline */
   int has_deadline;
   int timeout_ms;
@@ -310,14 +312,15 @@ static int fill(struct conn *c) {
     c->cap = cap;
   }
   for (;;) {
-    n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+    n = c->src != NULL ? c->src(c->src_ctx, c->buf + c->len, c->cap - c->len)
+                       : recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
     if (n > 0) break;
     if (n == 0) {
       c->eof = 1;
       return LITHC_OK;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    if (c->src == NULL && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int rc = wait_for(c, POLLIN, "waiting for");
       if (rc != LITHC_OK) return rc;
       continue;
@@ -710,23 +713,39 @@ out:
   return rc;
 }
 
+/* lithc_response_read and _from: read an answer from c, set up but for
+ * its messages. */
+static int read_alone(struct conn *c, const char *method, const char *peer,
+                      lithc_response *resp, char *err, size_t errsz) {
+  int rc;
+  memset(resp, 0, sizeof *resp);
+  c->err = err;
+  c->errsz = errsz;
+  c->peer = peer != NULL ? peer : "the server";
+  c->sent = 1;
+  rc = read_answer(c, method, resp);
+  if (rc != LITHC_OK) lithc_response_free(resp);
+  free(c->buf);
+  return rc;
+}
+
 int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
                         lithc_response *resp, char *err, size_t errsz) {
   struct conn c;
-  int rc;
-
-  memset(resp, 0, sizeof *resp);
   memset(&c, 0, sizeof c);
   c.fd = fd;
-  c.err = err;
-  c.errsz = errsz;
-  c.peer = peer != NULL ? peer : "the server";
-  c.sent = 1;
   set_deadline(&c, timeout_ms);
-  rc = read_answer(&c, method, resp);
-  if (rc != LITHC_OK) lithc_response_free(resp);
-  free(c.buf);
-  return rc;
+  return read_alone(&c, method, peer, resp, err, errsz);
+}
+
+int lithc_response_read_from(lithc_source src, void *ctx, const char *method, const char *peer,
+                             lithc_response *resp, char *err, size_t errsz) {
+  struct conn c;
+  memset(&c, 0, sizeof c);
+  c.fd = -1;
+  c.src = src;
+  c.src_ctx = ctx;
+  return read_alone(&c, method, peer, resp, err, errsz);
 }
 
 const char *lithc_response_header(const lithc_response *resp, const char *name, size_t *len) {

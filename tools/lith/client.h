@@ -26,6 +26,7 @@
 #define LITH_CLIENT_H
 
 #include <stddef.h>
+#include <sys/types.h> /* ssize_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -123,10 +124,22 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
  * `fd` (a connected stream socket; non-blocking, or timeout_ms cannot bound
  * the wait) with `method`: reads the answer into *resp as lithc_request_send
  * does (1xx answers skipped). `peer` names the server in messages (NULL:
- * "the server"). fd stays open; the caller closes it. Tests and the
- * fuzzer feed it canned bytes this way. */
+ * "the server"). fd stays open; the caller closes it. Tests feed it canned
+ * bytes this way. */
 int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
                         lithc_response *resp, char *err, size_t errsz);
+
+/* Where lithc_response_read_from gets the answer's bytes: up to n of them
+ * into buf, returning how many (> 0), 0 at the end, or -1 with errno set
+ * (EINTR is retried, anything else is an error: there is no socket to
+ * wait for). */
+typedef ssize_t (*lithc_source)(void *ctx, char *buf, size_t n);
+
+/* lithc_response_read on bytes from src(ctx, ...) instead of a socket,
+ * without a deadline: each call is one receive, so the caller decides
+ * where the answer is cut (the fuzzer does). */
+int lithc_response_read_from(lithc_source src, void *ctx, const char *method, const char *peer,
+                             lithc_response *resp, char *err, size_t errsz);
 
 /* The value of the first header named `name` (case-insensitive), or NULL;
  * *len receives its length. Points into resp. */

@@ -4,24 +4,24 @@
  * Content-Length, chunked or to-the-end bodies) and main.c decodes the JSON
  * and prints it (results, pairs, health, backup, errors; --json too).
  *
- * Input: byte 0 says how the answer arrives: bits 0-5 the size of each of
- * the first reads (0: all at once), bit 6 a HEAD request, bit 7 with a token
- * (the wording of a 401). The rest is what the server sends, then it
- * closes. The bytes go through a SOCK_SEQPACKET socketpair, whose every
- * record is exactly one recv() for the client: the split points are the
- * input's own, so a run is deterministic, and client.c's refills (a line or
- * a chunk size cut in two) are reached.
+ * Input: byte 0 says how the answer arrives: bits 0-4 the size of each of
+ * the first reads (0: as much as the reader asks for), bit 5 the
+ * connection is reset at the end instead of closed, bit 6 a HEAD request,
+ * bit 7 with a token (the wording of a 401). The rest is what the server
+ * sends. client.c reads it through lithc_response_read_from, one source
+ * call per receive: the split points are the input's own, so a run is
+ * deterministic, client.c's refills (a line or a chunk size cut in two)
+ * are reached, and no socket costs a system call per read.
  *
  * Oracle, besides the sanitizers: the same bytes read in small pieces and
  * in one read give the same outcome (code, message, status, headers,
  * body), and a failed read leaves the response empty.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 /* main.c, with its main renamed and its messages to stderr sent to
  * /dev/null: printed at thousands of inputs a second they would drown the
@@ -39,10 +39,7 @@ int lith_cli_main(int argc, char **argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define RECORD_MAX 16384 /* one fill() always has room for this much */
-#define SPLITS_MAX 64    /* small records first, then RECORD_MAX ones: the
-                            socket's send buffer holds them all */
-#define INPUT_MAX (96 * 1024)
+#define SPLITS_MAX 64 /* reads of `piece` bytes; then as much as asked */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -52,27 +49,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* A socket from which the client reads p[0..n) in records of `piece` bytes
- * (the first SPLITS_MAX of them; 0: RECORD_MAX), then the end. -1 when the
- * send buffer is full (an input too large for this harness: skipped). */
-static int deliver(const uint8_t *p, size_t n, size_t piece) {
-  int sv[2];
-  size_t off = 0;
-  int records = 0;
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) abort();
-  while (off < n) {
-    size_t k = piece > 0 && records < SPLITS_MAX ? piece : RECORD_MAX;
-    if (k > n - off) k = n - off;
-    if (send(sv[1], p + off, k, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)k) {
-      close(sv[0]);
-      close(sv[1]);
-      return -1;
-    }
-    off += k;
-    records++;
+/* The server's side: the input's bytes, cut as byte 0 says. */
+struct source {
+  const uint8_t *p;
+  size_t n, off;
+  size_t piece; /* 0: no cuts */
+  int reads;
+  int reset;    /* end with ECONNRESET rather than the end of the stream */
+};
+
+static ssize_t source_read(void *ctx, char *buf, size_t want) {
+  struct source *s = ctx;
+  size_t k = s->n - s->off;
+  if (k == 0) {
+    if (!s->reset) return 0;
+    errno = ECONNRESET;
+    return -1;
   }
-  close(sv[1]);
-  return sv[0];
+  if (k > want) k = want;
+  if (s->piece > 0 && s->reads < SPLITS_MAX && k > s->piece) k = s->piece;
+  memcpy(buf, s->p + s->off, k);
+  s->off += k;
+  s->reads++;
+  return (ssize_t)k;
 }
 
 struct outcome {
@@ -81,14 +80,11 @@ struct outcome {
   lithc_response r;
 };
 
-static int read_as(const uint8_t *p, size_t n, size_t piece, const char *method,
-                   struct outcome *o) {
-  int fd = deliver(p, n, piece);
-  if (fd < 0) return -1;
+static void read_as(const uint8_t *p, size_t n, size_t piece, int reset, const char *method,
+                    struct outcome *o) {
+  struct source src = {p, n, 0, piece, 0, reset};
   o->err[0] = '\0';
-  o->rc = lithc_response_read(fd, method, "fuzz", 0, &o->r, o->err, sizeof o->err);
-  close(fd);
-  return 0;
+  o->rc = lithc_response_read_from(source_read, &src, method, "fuzz", &o->r, o->err, sizeof o->err);
 }
 
 /* What lithc_response_read promises about one outcome. */
@@ -149,19 +145,21 @@ static void decode(const lithc_response *r, const char *method, int with_token) 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct outcome split, whole;
   size_t piece;
+  int reset;
   const char *method;
-  if (size < 1 || size - 1 > INPUT_MAX) return 0;
-  piece = data[0] & 0x3f;
+  if (size < 1) return 0;
+  piece = data[0] & 0x1f;
+  reset = (data[0] & 0x20) != 0;
   method = data[0] & 0x40 ? "HEAD" : "GET";
   memset(&split, 0, sizeof split);
   memset(&whole, 0, sizeof whole);
 
-  if (read_as(data + 1, size - 1, piece, method, &split) != 0) return 0;
+  read_as(data + 1, size - 1, piece, reset, method, &split);
   check_one(&split);
   if (piece > 0) {
-    if (read_as(data + 1, size - 1, 0, method, &whole) != 0) abort();
+    read_as(data + 1, size - 1, 0, reset, method, &whole);
     check_one(&whole);
-    if (!same(&split, &whole)) abort(); /* the split points changed the outcome */
+    if (!same(&split, &whole)) abort(); /* the cuts changed the outcome */
     lithc_response_free(&whole.r);
   }
   if (split.rc == LITHC_OK) decode(&split.r, method, data[0] & 0x80);

@@ -996,6 +996,27 @@ static int read_canned(const char *answer, size_t piece, const char *method, lit
   return rc;
 }
 
+/* A source for lithc_response_read_from: `text` in reads of 3 bytes, then
+ * a reset connection. */
+struct canned {
+  const char *text;
+  size_t off;
+};
+
+static ssize_t canned_read(void *ctx, char *buf, size_t n) {
+  struct canned *c = ctx;
+  size_t k = strlen(c->text) - c->off;
+  if (k == 0) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  if (k > 3) k = 3;
+  if (k > n) k = n;
+  memcpy(buf, c->text + c->off, k);
+  c->off += k;
+  return (ssize_t)k;
+}
+
 static void test_response_read(void **state) {
   static const char chunked[] = "HTTP/1.1 100 Continue\r\n\r\n"
                                 "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A:  v \r\n\r\n"
@@ -1030,6 +1051,24 @@ static void test_response_read(void **state) {
   assert_non_null(strstr(err, "the server closed the connection before the whole answer arrived"));
   assert_null(r.head);
   assert_null(r.body);
+
+  /* From a source: a complete answer needs nothing past its end... */
+  {
+    struct canned c = {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 0};
+    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err),
+                     LITHC_OK);
+    assert_int_equal(r.body_len, 2);
+    assert_string_equal(r.body, "ok");
+    lithc_response_free(&r);
+  }
+  /* ...and a source's error ends an incomplete one. */
+  {
+    struct canned c = {"HTTP/1.1 200 OK\r\n\r\nto the end", 0};
+    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err),
+                     LITHC_IO);
+    assert_non_null(strstr(err, "reading the answer of src: "));
+    assert_null(r.body);
+  }
 }
 
 int main(void) {
