@@ -14,9 +14,11 @@
  *
  * Routes: GET /hello, POST /echo (the body back, every reading call
  * exercised), POST /json (the body walked as JSON-ish: bracket depth), GET
- * /later (held, answered from a zero-delay timer), GET /events (a stream of
- * one server-sent event), GET /secret (a bearer token), GET /v1/ (a
- * prefix). HTTP/2 (prior knowledge, h2c upgrade) is on, as in lithd.
+ * /later (held, answered from a zero-delay timer; an HTTP/2 client that
+ * resets the stream first makes it gone), GET /events (a stream of one
+ * server-sent event), GET /flood (a stream that overflows its buffer), GET
+ * /secret (a bearer token), GET /v1/ (a prefix). HTTP/2 (prior knowledge,
+ * h2c upgrade) is on, as in lithd.
  *
  * Checks besides the sanitizers: a handler never runs for an HTTP/1 request
  * after a 400, 413 or 417 was sent on the same connection (those close it:
@@ -37,6 +39,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_BODY 4096
+#define STREAM_BUFFER 1024
 #define DEADLINE_MS 5000 /* no input may keep its connection open this long */
 
 typedef struct client {
@@ -83,8 +86,9 @@ static void check_req(lith_http_req *req) {
   }
   if (lith_http_req_header_at(req, n, &(const char *){0}, &(const char *){0}) != LITH_HTTP_MISUSE)
     fail("header_at out of range");
-  if (!lith_http_req_peer(req))
-    fail("peer");
+  if (!lith_http_req_peer(req) || !lith_http_req_is_loopback(req) || lith_http_is_gone(req) ||
+      lith_http_req_server(req) != srv)
+    fail("peer, loopback, gone or server");
 }
 
 static int h_hello(lith_http_req *req, void *arg) {
@@ -138,22 +142,56 @@ static int h_json(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
+typedef struct later {
+  uv_timer_t timer; /* first: the close callback frees the whole */
+  int gone;         /* on_gone came */
+} later;
+
 static void on_later(uv_timer_t *t) {
+  later *l = (later *)t;
   lith_http_req *req = t->data;
-  lith_http_respond(req, 200, "text/plain", "later", 5); /* GONE is fine: it releases */
-  uv_close((uv_handle_t *)t, (uv_close_cb)free);
+  int was_gone = lith_http_is_gone(req);
+  if (l->gone && !was_gone)
+    fail("on_gone came for a request that is not gone");
+  int rc = lith_http_respond(req, 200, "text/plain", "later", 5); /* releases req */
+  if ((rc == LITH_HTTP_GONE) != was_gone)
+    fail("lith_http_is_gone and LITH_HTTP_GONE disagree");
+  uv_close((uv_handle_t *)t, (uv_close_cb)free); /* on_gone after this: a use after free */
+}
+
+/* An HTTP/2 client that reset the stream. */
+static void later_gone(lith_http_req *req, void *arg) {
+  later *l = arg;
+  if (!lith_http_is_gone(req) || l->gone)
+    fail("on_gone");
+  l->gone = 1;
 }
 
 static int h_later(lith_http_req *req, void *arg) {
   (void)arg;
   check_req(req);
-  uv_timer_t *t = malloc(sizeof *t);
-  if (!t)
+  later *l = calloc(1, sizeof *l);
+  if (!l)
     fail("malloc");
-  uv_timer_init(&loop, t);
-  t->data = req;
-  uv_timer_start(t, on_later, 0, 0);
+  uv_timer_init(&loop, &l->timer);
+  l->timer.data = req;
+  lith_http_on_gone(req, later_gone, l);
+  uv_timer_start(&l->timer, on_later, 0, 0);
   return LITH_HTTP_PENDING;
+}
+
+/* More than the stream buffer while the first write is in flight: the
+ * stream is closed as failed (LITH_HTTP_FULL). */
+static int h_flood(lith_http_req *req, void *arg) {
+  char chunk[STREAM_BUFFER / 2];
+  (void)arg;
+  check_req(req);
+  memset(chunk, 'x', sizeof chunk);
+  if (lith_http_stream_start(req, 200, "application/octet-stream") == LITH_HTTP_OK)
+    for (int i = 0; i < 4 && lith_http_stream_write(req, chunk, sizeof chunk) == LITH_HTTP_OK; i++)
+      ;
+  lith_http_stream_end(req);
+  return LITH_HTTP_DONE;
 }
 
 static int h_events(lith_http_req *req, void *arg) {
@@ -188,6 +226,7 @@ static void start_server(void) {
     fail("uv_loop_init");
   lith_http_options_default(&opt);
   opt.max_body = MAX_BODY;
+  opt.stream_buffer = STREAM_BUFFER;
   opt.request_timeout_ms = 1000;
   if (lith_http_server_create(&loop, &opt, &srv) != LITH_HTTP_OK)
     fail(lith_http_errmsg());
@@ -196,6 +235,7 @@ static void start_server(void) {
       lith_http_route(srv, "POST", "/json", LITH_HTTP_EXACT, h_json, NULL) ||
       lith_http_route(srv, "GET", "/later", LITH_HTTP_EXACT, h_later, NULL) ||
       lith_http_route(srv, "GET", "/events", LITH_HTTP_EXACT, h_events, NULL) ||
+      lith_http_route(srv, "GET", "/flood", LITH_HTTP_EXACT, h_flood, NULL) ||
       lith_http_route(srv, "GET", "/secret", LITH_HTTP_EXACT, h_secret, NULL) ||
       lith_http_route(srv, "GET", "/v1/", LITH_HTTP_PREFIX, h_prefix, NULL))
     fail(lith_http_errmsg());
