@@ -46,6 +46,7 @@
 
 #include "commands.h"
 #include "guard.h"
+#include "heap.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
@@ -225,11 +226,16 @@ int main(int argc, char **argv) {
     lithd_opts_free(&o);
     return 2;
   }
-  /* SQLite enforces a heap limit only while it counts its memory, which
-   * costs a process-wide mutex per malloc (a tenth of the writer thread in
-   * bench/kanban's profile): --max-memory-mib 0 trades the ceiling for it.
-   * Before SQLite initialises. */
-  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, o.max_memory_mib > 0);
+  /* No global memory statistics: SQLite's allocator then takes no
+   * process-wide mutex per malloc (a tenth of the writer thread in
+   * bench/kanban's profile). The memory ceiling comes from lithd's own
+   * allocator instead (heap.h). Both before SQLite initialises. */
+  sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  if (lithd_heap_install(o.max_memory_mib * 1024 * 1024) != SQLITE_OK) {
+    fprintf(stderr, "lithd: cannot install the memory ceiling (--max-memory-mib)\n");
+    lithd_opts_free(&o);
+    return 1;
+  }
   if (lithd_log_open(o.log_file, o.log_level) != 0) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
@@ -268,7 +274,6 @@ int main(int argc, char **argv) {
   lithd_guard_limits_default(&glim);
   if (o.max_value_bytes > 0) glim.max_value_bytes = o.max_value_bytes;
   if (o.max_like_pattern > 0) glim.max_like_pattern = o.max_like_pattern;
-  if (o.max_memory_mib > 0) sqlite3_hard_heap_limit64(o.max_memory_mib * 1024 * 1024);
   if (lithd_guard_start() != 0) {
     lithd_log(LITHD_LOG_ERROR, "cannot start the watchdog thread");
     goto out;

@@ -107,7 +107,7 @@ static void usage(FILE *f) {
           "  --max-like-pattern BYTES longest LIKE or GLOB pattern (default 50)\n"
           "  --max-memory-mib MIB    SQLite's heap, all connections (default 1024); past\n"
           "                          it a statement fails \"out of memory\", lithd lives;\n"
-          "                          0: no ceiling (and no per-malloc accounting)\n"
+          "                          0: no ceiling\n"
           "  --stop-grace-ms MS      on SIGTERM, how long requests running may finish\n"
           "                          before reads and backups are interrupted (default\n"
           "                          10000); writes accepted are always run and answered\n"
