@@ -286,7 +286,7 @@ static void test_trim_stops_at_the_deadline(void **state) {
   lithd_guard_end(s);
   assert_int_equal(rc, SQLITE_INTERRUPT);
   print_message("trim cut after %lld ms (deadline 100 ms)\n", (long long)took);
-  assert_true(took < 300);
+  assert_true(took < 1500); /* what it guards against: ~10^11 comparisons */
   sqlite3_reset(st);
   /* With no run on the connection, nothing is cut: the deadline is a run's. */
   sqlite3_finalize(st);
@@ -316,7 +316,7 @@ static void test_watchdog_interrupts_past_the_deadline(void **state) {
   lithd_guard_end(s);
   assert_int_equal(rc, SQLITE_INTERRUPT);
   print_message("watchdog cut after %lld ms (deadline 150 ms)\n", (long long)took);
-  assert_true(took >= 150 && took < 400);
+  assert_true(took >= 150 && took < 1500); /* without it: for ever */
   /* The run ended: the next statement is not hit by a late interrupt. */
   assert_int_equal(lithd_guard_cut(s), LITHD_GUARD_NONE);
   usleep(50 * 1000);
@@ -363,7 +363,7 @@ static void test_stop_reads_cuts_reads_only(void **state) {
   pthread_join(t, NULL);
   assert_int_equal(rc, SQLITE_INTERRUPT);
   print_message("stop cut the read after %lld ms (stop at 100 ms)\n", (long long)took);
-  assert_true(took >= 100 && took < 400);
+  assert_true(took >= 100 && took < 1500);
   /* A write run is not a read: not cut by the stop. */
   s = lithd_guard_begin(c, lith_clock_ms() + 60000, 0);
   assert_int_equal(lithd_guard_cut(s), LITHD_GUARD_NONE);

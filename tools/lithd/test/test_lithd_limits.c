@@ -31,8 +31,13 @@
 
 #include "child.h"
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RUN_MS 2000 /* the legitimate cases (a linear instr of 1 MB) take longer */
+#define MARGIN_MS 3000
+#else
 #define RUN_MS 300
 #define MARGIN_MS 1200
+#endif
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -165,7 +170,8 @@ static long rss_kib_of(pid_t pid) {
  * and its RSS stays far below what the sort would have taken. */
 static void test_value_and_memory_limits(void **state) {
   struct tl_child *c = *state;
-  tl_start(c, "memlim", 0, TL_ARGS("--max-value-bytes", "3000000", "--max-memory-mib", "48"));
+  tl_start(c, "memlim", 0,
+           TL_ARGS("--max-value-bytes", "3000000", "--max-memory-mib", "48", "--max-run-ms", "120000"));
   tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT length(zeroblob(2000000))"), 200, "[[2000000]]");
   tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT length(zeroblob(4000000))"), 400, "too big");
   /* DISTINCT keeps its values in a temporary index: in memory (temp_store) */
