@@ -1052,8 +1052,10 @@ static void db_check(dbcheck *d) {
 static void common_checks(int row) {
   dbcheck d;
   db_check(&d);
-  if (!check(row, C_PRESENT, d.opened, "cannot check the database: %s", d.err))
+  if (!d.opened) {
+    check(row, C_PRESENT, 0, "cannot check the database: %s", d.err);
     return;
+  }
   if (d.err[0])
     fail_msg("database check: %s", d.err);
   check(row, C_PRESENT, d.missing == 0, "%lld transfers answered OK are missing, the first %s", (long long)d.missing,
