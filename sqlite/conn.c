@@ -62,6 +62,15 @@ static int exec(sqlite3 *conn, const char *sql) {
 
 enum { CONN_READER, CONN_WRITER, CONN_CHECKPOINTER };
 
+static int64_t page_size(sqlite3 *conn) {
+  sqlite3_stmt *st = NULL;
+  int64_t n = 4096;
+  if (sqlite3_prepare_v2(conn, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return n;
+}
+
 static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
   char sql[256];
   int rc;
@@ -105,6 +114,14 @@ static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
       return lith__fail(LITH_ERROR, "the database refused WAL mode (is it on a network or read-only file system?)");
     /* lith decides when to checkpoint (sqlite/checkpoint.c). */
     sqlite3_wal_autocheckpoint(conn, 0);
+    /* When the WAL starts over, SQLite cuts the file back to this (it would
+     * otherwise keep the size of its largest burst for ever: on a full disk
+     * the room a checkpoint needs). Four checkpoints' worth: the most the
+     * WAL holds in steady use (checkpoint.c). */
+    snprintf(sql, sizeof sql, "PRAGMA journal_size_limit=%lld",
+             (long long)opt->checkpoint_pages * 4 * page_size(conn));
+    if ((rc = exec(conn, sql)) != LITH_OK)
+      return rc;
     if (opt->checkpoint == LITH_CHECKPOINT_EXTERNAL) {
       /* Closing the last connection would otherwise checkpoint and delete
        * the WAL under the replicator's feet. */

@@ -1,6 +1,8 @@
 /* Result code names, SQLite code mapping, thread-local error messages. */
 #include "error.h"
 
+#include <errno.h>
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +69,11 @@ const char *lith_errstr(int rc) {
 }
 
 int lith_from_sqlite(int sqlite_rc) {
+  /* The WAL index (-shm) could not grow: the disk is full (unixShmMap
+   * writes the new region). The soak met it: after a restart a commit needs
+   * a new region while the disk is full. */
+  if (sqlite_rc == SQLITE_IOERR_SHMSIZE)
+    return LITH_DISKFULL;
   switch (sqlite_rc & 0xff) {
   case SQLITE_OK:
   case SQLITE_ROW:
@@ -110,9 +117,20 @@ int lith__fail(int rc, const char *fmt, ...) {
   return rc;
 }
 
+int lith__code_of(int sqlite_rc, sqlite3 *conn) {
+  int rc = lith_from_sqlite(sqlite_rc);
+  /* An I/O error whose cause was a full disk or quota is a full disk. */
+  if (rc == LITH_IOERR && conn) {
+    int e = sqlite3_system_errno(conn);
+    if (e == ENOSPC || e == EDQUOT)
+      return LITH_DISKFULL;
+  }
+  return rc;
+}
+
 int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what) {
   const char *msg = conn ? sqlite3_errmsg(conn) : sqlite3_errstr(sqlite_rc);
-  return lith__fail(lith_from_sqlite(sqlite_rc), "%s: %s", what, msg);
+  return lith__fail(lith__code_of(sqlite_rc, conn), "%s: %s", what, msg);
 }
 
 void lith__clear_error(void) {

@@ -20,6 +20,11 @@ int lith__fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)
  * by `what`, and return the mapped lith code. */
 int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what);
 
+/* lith_from_sqlite, but an I/O error the operating system put down to a
+ * full disk or quota (ENOSPC, EDQUOT: sqlite3_system_errno) is
+ * LITH_DISKFULL. conn may be NULL. */
+int lith__code_of(int sqlite_rc, sqlite3 *conn);
+
 /* Clear this thread's message (allocates nothing). */
 void lith__clear_error(void);
 

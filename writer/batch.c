@@ -319,7 +319,7 @@ static int run_command(lith *db, lith_request *req) {
 
   int src = step(db->st_sp);
   if (src != SQLITE_OK) {
-    req->rc = lith_from_sqlite(src);
+    req->rc = lith__code_of(src, db->conn);
     snprintf(req->errmsg, sizeof req->errmsg, "SAVEPOINT: %s", sqlite3_errmsg(db->conn));
     p->done = 1;
     return lith__tx_lost(db);
@@ -368,7 +368,7 @@ run:
     } else {
       src = drop_temp(db);
       if (src != SQLITE_OK)
-        rc = lith_tx_error(tx, lith_from_sqlite(src), "dropping the command's TEMP objects: %s",
+        rc = lith_tx_error(tx, lith__code_of(src, db->conn), "dropping the command's TEMP objects: %s",
                            sqlite3_errmsg(db->conn));
     }
     if (lith__tx_lost(db))
@@ -396,7 +396,7 @@ run:
       reset_running(db, 0, what, sizeof what);
       rc = left_running(tx, what);
     } else {
-      rc = lith_tx_error(tx, lith_from_sqlite(src), "RELEASE: %s", sqlite3_errmsg(db->conn));
+      rc = lith_tx_error(tx, lith__code_of(src, db->conn), "RELEASE: %s", sqlite3_errmsg(db->conn));
     }
     if (lith__tx_lost(db))
       goto lost;
@@ -551,7 +551,7 @@ again:;
   int src = step(db->st_begin);
   if (src != SQLITE_OK) {
     char msg[LITH_ERRMSG_MAX];
-    int rc = lith_from_sqlite(src);
+    int rc = lith__code_of(src, db->conn);
     busy = rc == LITH_BUSY;
     snprintf(msg, sizeof msg, "BEGIN IMMEDIATE: %s", sqlite3_errmsg(db->conn));
     fail_open(db, n, rc, msg);
@@ -593,7 +593,7 @@ again:;
   commit_ns += (uint64_t)(lith__now_ns() - t_commit);
   if (src != SQLITE_OK) {
     char msg[LITH_ERRMSG_MAX];
-    int rc = lith_from_sqlite(src);
+    int rc = lith__code_of(src, db->conn);
     snprintf(msg, sizeof msg, "COMMIT failed: %s", sqlite3_errmsg(db->conn));
     if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);

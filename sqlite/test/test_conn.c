@@ -546,6 +546,47 @@ static void test_checkpoint_writer(void **state) {
   t_remove_db(DB);
 }
 
+static int burst_cmd(lith_tx *tx, void *arg) {
+  int pages = *(const int *)arg;
+  for (int i = 0; i < pages; i++) {
+    int rc = lith_tx_exec(tx, "INSERT INTO blobs(b) VALUES (randomblob(3000))", NULL);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  return LITH_OK;
+}
+
+/* A burst grows the -wal file far past its steady size; once the WAL
+ * starts over, the file is cut back to four checkpoints' worth
+ * (journal_size_limit) instead of keeping the burst's size for ever (the
+ * soak's full disk: the WAL held the room a checkpoint needed). */
+static void test_wal_shrinks_after_a_burst(void **state) {
+  (void)state;
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.checkpoint_pages = 50;
+  static const char *const blobs_schema[] = {"CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB);"};
+  opt.migrations = blobs_schema;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int burst = 3000, one = 1;
+  assert_int_equal(lith_do(db, burst_cmd, &burst), LITH_OK);
+  long long peak = wal_size(DB);
+  assert_true(peak > 2500LL * FRAME);
+  long long w = peak;
+  for (int i = 0; i < 5000 && w > 4LL * 50 * FRAME + 8 * FRAME; i++) {
+    assert_int_equal(lith_do(db, burst_cmd, &one), LITH_OK);
+    if (i % 20 == 19)
+      usleep(2000); /* the checkpointer's turn */
+    w = wal_size(DB);
+  }
+  print_message("-wal: %lld bytes after the burst, %lld after the WAL started over\n", peak, w);
+  assert_true(w <= 4LL * 50 * FRAME + 8 * FRAME);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_remove_db(DB);
+}
+
 static void test_checkpoint_auto(void **state) {
   (void)state;
   wal_run r;
@@ -636,6 +677,7 @@ static void test_from_sqlite(void **state) {
       {SQLITE_READONLY_DBMOVED, LITH_READONLY},
       {SQLITE_MISUSE, LITH_MISUSE},
       {SQLITE_INTERRUPT, LITH_INTERRUPTED},
+      {SQLITE_IOERR_SHMSIZE, LITH_DISKFULL},
   };
   for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
     int got = lith_from_sqlite(map[i].sqlite_rc);
@@ -876,6 +918,7 @@ int main(void) {
       cmocka_unit_test(test_migration_cannot_commit),
       cmocka_unit_test(test_checkpoint_writer),
       cmocka_unit_test(test_checkpoint_auto),
+      cmocka_unit_test(test_wal_shrinks_after_a_burst),
       cmocka_unit_test(test_checkpoint_external),
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),

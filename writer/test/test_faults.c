@@ -54,7 +54,7 @@
 /* ---- The fault-injecting VFS ---------------------------------------------- */
 
 enum { F_MAIN = 1, F_WAL = 2, F_OTHER = 4 };
-enum { OP_NONE = 0, OP_WRITE, OP_SYNC, OP_SHMLOCK };
+enum { OP_NONE = 0, OP_WRITE, OP_SYNC, OP_SHMLOCK, OP_SHMGROW };
 
 static _Atomic int g_op = OP_NONE; /* armed operation; set last, cleared first */
 static _Atomic int g_target;       /* F_* mask of files it hits */
@@ -127,6 +127,11 @@ static int f_device_chars(sqlite3_file *file) { return RM(file)->xDeviceCharacte
 static int f_shm_map(sqlite3_file *file, int pg, int pgsz, int extend, void volatile **out) {
   if (RM(file)->iVersion < 2 || !RM(file)->xShmMap)
     return SQLITE_IOERR_SHMMAP;
+  if (pg > 0 && extend) { /* a new region of the WAL index: the disk must grow */
+    int rc = fault_check((ffile *)file, OP_SHMGROW);
+    if (rc != SQLITE_OK)
+      return rc;
+  }
   return RM(file)->xShmMap(REAL(file), pg, pgsz, extend, out);
 }
 static int f_shm_lock(sqlite3_file *file, int offset, int n, int flags) {
@@ -662,6 +667,49 @@ static void test_begin_ioerr(void **state) {
   t_assert_integrity(DB);
 }
 
+/* The WAL index (-shm) cannot grow at COMMIT: the disk is full there too
+ * (the soak met it after a restart with a full disk). A commit whose
+ * frames pass the first 32 KiB region of the index needs a second one. The
+ * batch gets LITH_DISKFULL (lithd: 507), not an I/O error (500). */
+static void test_wal_index_cannot_grow(void **state) {
+  (void)state;
+  lith_options opt;
+  fault_options(&opt);
+  opt.checkpoint = LITH_CHECKPOINT_EXTERNAL; /* no checkpoint: the WAL only grows */
+  lith *db = t_open_fresh(DB, &opt);
+  item pre;
+  item_init(&pre, "pre-x", 3000, 3800); /* ~3,850 frames: the first region holds 4,062 */
+  assert_int_equal(lith_do(db, item_cmd, &pre), LITH_OK);
+
+  enum { N = 4 };
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[N];
+  item it[N];
+  t_gate_close(db, &gate);
+  for (int i = 0; i < N; i++) {
+    char key[32];
+    snprintf(key, sizeof key, "bad-%d", i);
+    item_init(&it[i], key, 3000, 100);
+    t_submit(db, &r[i], item_cmd, &it[i], &done);
+  }
+  fault_arm(OP_SHMGROW, F_MAIN, SQLITE_IOERR_SHMSIZE, 0);
+  t_gate_open(&gate);
+  t_async_wait(&done, N);
+  long fired = fault_fired();
+  fault_clear();
+  assert_true(fired >= 1);
+  for (int i = 0; i < N; i++)
+    assert_failed_with(&r[i], LITH_DISKFULL, NULL);
+  assert_int_equal(read_count_prefix(db, "bad"), 0);
+  put_rows(db, "post", 3); /* room again: the writer goes on */
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_prefix("pre"), 3800);
+  assert_int_equal(count_prefix("bad"), 0);
+  assert_int_equal(count_prefix("post"), 3);
+  t_assert_integrity(DB);
+}
+
 /* ---- A checkpoint fails ----------------------------------------------------------- */
 
 static void test_checkpoint_failure_never_fails_a_commit(void **state) {
@@ -711,6 +759,7 @@ int main(void) {
       cmocka_unit_test(test_write_ioerr_inside_command),
       cmocka_unit_test(test_begin_ioerr),
       cmocka_unit_test(test_checkpoint_failure_never_fails_a_commit),
+      cmocka_unit_test(test_wal_index_cannot_grow),
   };
   return cmocka_run_group_tests_name("writer/faults", tests, group_setup, group_teardown);
 }
