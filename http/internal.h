@@ -4,9 +4,10 @@
  *
  * Files: http.c (the server: h2o setup, listeners, connections, stop,
  * counters), guard.c (refusing requests whose body length is ambiguous),
- * request.c (dispatch, the request handle and its lifetime, answers), watch.c (noticing that an HTTP/1 client left), stream.c
- * (streams and server-sent events), router.c (routes), auth.c (bearer
- * tokens), error.c (result codes, messages, JSON errors).
+ * request.c (dispatch, the request handle and its lifetime, answers),
+ * watch.c (noticing that an HTTP/1 client left), stream.c (streams and
+ * server-sent events), router.c (routes), auth.c (bearer tokens), error.c
+ * (result codes, messages, JSON errors).
  *
  * Lifetimes, the heart of the matter. h2o owns its h2o_req_t and frees it
  * (clears its memory pool) when the response is done or the client leaves,
