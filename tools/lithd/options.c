@@ -18,6 +18,7 @@
 
 #include "lith.h"
 #include "log.h"
+#include "textfile.h"
 
 #define CONFIG_MAX (1 << 20)
 
@@ -370,14 +371,20 @@ static int parse_config(const char *path, lithd_opts *o) {
     fprintf(stderr, "lithd: --config %s: %s\n", path, strerror(errno));
     return 2;
   }
-  text = malloc(CONFIG_MAX + 1);
-  if (text == NULL) goto nomem;
-  n = fread(text, 1, CONFIG_MAX + 1, f);
-  if (n > CONFIG_MAX) {
+  /* A buffer that grows with the file, not one of CONFIG_MAX per read. */
+  switch (lithd_text_read(f, CONFIG_MAX, &text, &n)) {
+  case LITHD_TEXT_OK: break;
+  case LITHD_TEXT_TOO_LARGE:
     fprintf(stderr, "lithd: --config %s: larger than %d bytes\n", path, CONFIG_MAX);
     goto out;
+  case LITHD_TEXT_NUL:
+    fprintf(stderr, "lithd: --config %s: a NUL byte: not a text file\n", path);
+    goto out;
+  case LITHD_TEXT_NOMEM: goto nomem;
+  default:
+    fprintf(stderr, "lithd: --config %s: %s\n", path, strerror(errno));
+    goto out;
   }
-  text[n] = '\0';
   /* Relative paths in the file: from its directory. */
   if ((base = strdup(path)) == NULL) goto nomem;
   slash = strrchr(base, '/');

@@ -1,6 +1,6 @@
 # tools/lithd/fuzz/fuzz.mk — libFuzzer harnesses for what lithd reads from
 # outside: request bodies (its JSON reader, the statements decoder) and the
-# operator's files (named commands, schema steps).
+# operator's files (named commands, schema steps, the config file).
 #
 #   make fuzz                  build each with clang (-fsanitize=fuzzer,
 #                              address,undefined) and run it FUZZ_SECONDS
@@ -17,7 +17,7 @@ FUZZ_B       := build/fuzz
 # Each harness NAME has its seed corpus in a directory named NAME; other
 # fragments (http, kanban, the lith client) append theirs to FUZZ_SEEDS and
 # add the rule for $(FUZZ_B)/fuzz_NAME. FUZZ_NAMES and FUZZ_BINS follow.
-FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema)
+FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config)
 FUZZ_NAMES    = $(notdir $(FUZZ_SEEDS))
 FUZZ_BINS     = $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
 FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Itools/lithd \
@@ -40,6 +40,10 @@ $(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/commands.c to
 $(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/lithd/schema.h tools/lithd/textfile.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c tools/lithd/textfile.c
+
+$(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/log.c tools/lithd/log.h tools/lithd/textfile.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/options.c tools/lithd/log.c tools/lithd/textfile.c
 
 .PHONY: fuzz
 fuzz: deps

@@ -2,11 +2,14 @@
  * libFuzzer harness: the operator's files lithd reads at startup — named
  * commands (--commands) and schema steps (--schema) — from arbitrary bytes
  * (built twice: -DFUZZ_SCHEMA picks the schema reader). The readers take a
- * path, so each input is written to one temporary file first.
+ * path, so each input is written to a memfd first, read back through
+ * /proc/self/fd (a file on disk rewritten per input waits for ext4's flush
+ * at close).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifdef FUZZ_SCHEMA
@@ -18,13 +21,15 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char path[64];
+static int fd = -1;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!path[0]) {
-    snprintf(path, sizeof path, "/tmp/lithd-fuzz-%ld.sql", (long)getpid());
+  if (fd < 0) {
+    if ((fd = memfd_create("lithd-fuzz-file", 0)) < 0)
+      abort();
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   }
-  FILE *f = fopen(path, "wb");
-  if (f == NULL || fwrite(data, 1, size, f) != size || fclose(f) != 0)
+  if (ftruncate(fd, 0) != 0 || (size > 0 && pwrite(fd, data, size, 0) != (ssize_t)size))
     abort();
   char err[256];
 #ifdef FUZZ_SCHEMA

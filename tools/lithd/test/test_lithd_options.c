@@ -303,6 +303,16 @@ static void test_config_file(void **state) {
   write_file("bad3.conf", "schema =\n", NULL);
   expect_fail(TL_ARGS("--db", "x.db", "--config", "bad3.conf"), 2, "needs a value");
   expect_fail(TL_ARGS("--db", "x.db", "--config", "nosuch.conf"), 2, "nosuch.conf");
+  {
+    /* a NUL byte would end the text early and hide what follows it */
+    FILE *f = fopen("nul.conf", "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite("readers = 2\n\0bogus = 1\n", 1, 24, f), 24);
+    assert_int_equal(fclose(f), 0);
+    expect_fail(TL_ARGS("--db", "x.db", "--config", "nul.conf"), 2, "a NUL byte");
+  }
+  expect_fail(TL_ARGS("--db", "x.db", "--max-memory-mib", "8"), 2, "--max-memory-mib wants 0");
+  expect_fail(TL_ARGS("--db", "x.db", "--max-value-bytes", "100"), 2, "--max-value-bytes");
   expect_fail(TL_ARGS("--db", "x.db", "--max-rows", "-1"), 2, "--max-rows wants");
   expect_fail(TL_ARGS("--db", "x.db", "--log-level", "loud"), 2, "--log-level");
   assert_int_equal(access("x.db", F_OK), -1);
