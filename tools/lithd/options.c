@@ -285,7 +285,6 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
-  free(o->backup_dir);
       if ((o->allow_hosts = strdup(optarg)) == NULL) goto nomem;
       break;
     case OPT_MAXBODY:
