@@ -17,16 +17,23 @@
  * conflicts happen; texts as a length byte and bytes (0xff: none; 0xfc,
  * 0xfd, 0xfe: the next byte 200, 201 or 10001 times, around the limits).
  *
+ * Besides board actions: users, sessions (create, delete; pruned when
+ * expired) and demo boards (kb_seed_demo).
+ *
  * Oracles, besides the sanitizers:
  *   - every action ends in LITH_OK or one of the model's refusals (KB_*),
  *     never an SQLite error (a constraint the model failed to check);
+ *   - a session's creation and deletion end exactly as predicted (bad
+ *     token hash, no such user, exists already), and reading it back at
+ *     a fixed time finds the live, unexpired ones with their user;
  *   - a board's version grows by exactly one per applied action (1 after
  *     its creation), as the database and out.board_version both say;
  *   - a card placed (created, moved, restored) is at out.index among its
  *     list's live cards, which never share a position;
  *   - the same op id again from the same user with the same content is a
  *     replay with the first outcome; with other content it is refused;
- *   - what kb_read_board returns agrees with the versions, and renders:
+ *   - what kb_read_board (and _version, kb_read_boards, kb_read_user)
+ *     returns agrees with the versions and users, and the board renders:
  *     web_board_json parses back, and no text adds a '<' to the page
  *     (check.h).
  */
@@ -70,12 +77,15 @@ enum {
   A_ARCHIVE_CARD,
   A_MOVE_CARD,
   A_PRUNE,
+  A_CREATE_SESSION,
+  A_DELETE_SESSION,
+  A_SEED,
   N_KINDS
 };
 
 static const lith_command COMMANDS[N_KINDS] = {
     NULL,          kb_create_board, kb_rename_board,  kb_add_member,   kb_create_list, kb_rename_list,
-    kb_archive_list, kb_create_card, kb_edit_card, kb_archive_card, kb_move_card, NULL};
+    kb_archive_list, kb_create_card, kb_edit_card, kb_archive_card, kb_move_card, NULL, NULL, NULL, NULL};
 
 /* One decoded action: its inputs (texts malloc'd) and what it gave. */
 typedef struct action {
@@ -86,7 +96,17 @@ typedef struct action {
   kb_action a;     /* inputs; out after the run */
   int rc;
   int was_archived; /* A_ARCHIVE_CARD: the card was archived before */
+  int64_t expires;  /* A_CREATE_SESSION */
+  int64_t seed_users[4]; /* A_SEED */
+  int n_seed;
 } action;
+
+/* A session the actions created, as the harness expects it to be. */
+typedef struct session {
+  const char *token_hash;
+  int64_t user_id, expires_ms;
+  int live; /* not deleted or pruned since */
+} session;
 
 typedef struct run {
   action acts[MAX_ACTIONS];
@@ -94,6 +114,10 @@ typedef struct run {
   int64_t version[MAX_BOARDS + 1]; /* each board's version, as the actions say */
   int64_t n_boards;
   int ops_pruned;                  /* op records before this action index are gone */
+  int64_t n_users;                 /* users 1..n_users exist */
+  const char *user_name[N_USERS + MAX_ACTIONS + 1];
+  session sessions[MAX_ACTIONS];
+  int n_sessions;
 } run;
 
 static lith *db;
@@ -214,9 +238,21 @@ static void decode(run *rn, const uint8_t *data, size_t size) {
     kb_action *a = &x->a;
     memset(x, 0, sizeof *x);
     x->kind = byte(&r) % N_KINDS;
-    if (x->kind == A_CREATE_USER || x->kind == A_PRUNE) {
-      if (x->kind == A_CREATE_USER) x->texts[2] = text(&r);
+    switch (x->kind) {
+    case A_CREATE_USER: x->texts[2] = text(&r); continue;
+    case A_PRUNE: continue;
+    case A_CREATE_SESSION:
+      a->user_id = user(&r);
+      x->expires = byte(&r) % 4 * 1000; /* read at 1500: half are expired */
+      x->texts[0] = text(&r);
       continue;
+    case A_DELETE_SESSION: x->texts[0] = text(&r); continue;
+    case A_SEED:
+      x->n_seed = 1 + byte(&r) % 4;
+      for (int k = 0; k < x->n_seed; k++) x->seed_users[k] = user(&r);
+      x->texts[0] = text(&r);
+      continue;
+    default: break;
     }
     a->user_id = user(&r);
     x->op = byte(&r) % 17;
@@ -369,6 +405,50 @@ static void check_action(run *rn, int i, lith_tx *tx) {
     check_place(tx, a, 0);
 }
 
+/* 1..KB_HASH_MAX bytes of printable ASCII without spaces (board.c's
+ * check_token, restated). */
+static int token_ok(const char *s) {
+  size_t n = s != NULL ? strlen(s) : 0, i;
+  if (n == 0 || n > KB_HASH_MAX) return 0;
+  for (i = 0; i < n; i++)
+    if (s[i] < 0x21 || s[i] > 0x7e) return 0;
+  return 1;
+}
+
+static session *live_session(run *rn, const char *token_hash) {
+  int k;
+  for (k = 0; k < rn->n_sessions; k++)
+    if (rn->sessions[k].live && strcmp(rn->sessions[k].token_hash, token_hash) == 0)
+      return &rn->sessions[k];
+  return NULL;
+}
+
+/* Create or delete a session: the outcome is fully predictable. */
+static void session_action(run *rn, action *x, lith_tx *tx) {
+  const char *t = x->texts[0];
+  int valid = token_ok(t), want;
+  kb_session_args sa = {.user_id = x->a.user_id, .token_hash = t, .expires_ms = x->expires};
+  if (x->kind == A_DELETE_SESSION) {
+    x->rc = lith_tx_savepoint(tx, kb_delete_session, &sa);
+    if (x->rc != (valid ? LITH_OK : KB_BAD_INPUT)) abort();
+    for (session *s; valid && (s = live_session(rn, t)) != NULL;) s->live = 0;
+    return;
+  }
+  want = !valid                                              ? KB_BAD_INPUT
+         : x->a.user_id < 1 || x->a.user_id > rn->n_users     ? KB_NOT_FOUND
+         : live_session(rn, t) != NULL                        ? KB_EXISTS
+                                                              : LITH_OK;
+  x->rc = lith_tx_savepoint(tx, kb_create_session, &sa);
+  if (x->rc != want) abort();
+  if (x->rc == LITH_OK) {
+    session *s = &rn->sessions[rn->n_sessions++];
+    s->token_hash = t;
+    s->user_id = x->a.user_id;
+    s->expires_ms = x->expires;
+    s->live = 1;
+  }
+}
+
 static int run_actions(lith_tx *tx, void *arg) {
   static const char *const names[N_USERS] = {"alice", "bob", "carol"};
   static const char *const empty[] = {"DELETE FROM ops",   "DELETE FROM sessions",
@@ -381,12 +461,15 @@ static int run_actions(lith_tx *tx, void *arg) {
   /* lith may run a command again: start from scratch each time */
   rn->n_boards = 0;
   rn->ops_pruned = 0;
+  rn->n_sessions = 0;
+  rn->n_users = N_USERS;
   memset(rn->version, 0, sizeof rn->version);
   for (i = 0; i < (int)(sizeof empty / sizeof empty[0]); i++) /* cached: no parse per input */
     if (lith_tx_exec(tx, empty[i], "") != LITH_OK) abort();
   for (i = 0; i < N_USERS; i++) {
     kb_user_args u = {.name = names[i], .pw_hash = PW_HASH};
     if (kb_create_user(tx, &u) != LITH_OK || u.user_id != i + 1) abort();
+    rn->user_name[i + 1] = names[i];
   }
   for (i = 0; i < rn->n; i++) {
     action *x = &rn->acts[i];
@@ -394,11 +477,35 @@ static int run_actions(lith_tx *tx, void *arg) {
       kb_user_args u = {.name = x->texts[2], .pw_hash = PW_HASH};
       x->rc = lith_tx_savepoint(tx, kb_create_user, &u);
       if (x->rc != LITH_OK && x->rc != KB_BAD_INPUT && x->rc != KB_EXISTS) abort();
+      if (x->rc == LITH_OK) {
+        if (u.user_id != ++rn->n_users) abort();
+        rn->user_name[u.user_id] = x->texts[2];
+      }
     } else if (x->kind == A_PRUNE) {
       kb_prune_args p = {.now_ms = 1, .ops_before_ms = INT64_MAX};
+      int64_t gone = 0;
+      int k;
       x->rc = lith_tx_savepoint(tx, kb_prune, &p);
       if (x->rc != LITH_OK) abort();
       rn->ops_pruned = i + 1;
+      for (k = 0; k < rn->n_sessions; k++) /* expired at 1: those made to expire at 0 */
+        if (rn->sessions[k].live && rn->sessions[k].expires_ms <= 1) {
+          rn->sessions[k].live = 0;
+          gone++;
+        }
+      if (p.sessions != gone) abort();
+    } else if (x->kind == A_CREATE_SESSION || x->kind == A_DELETE_SESSION) {
+      session_action(rn, x, tx);
+    } else if (x->kind == A_SEED) {
+      kb_seed_args sd = {.user_ids = x->seed_users, .n_users = x->n_seed, .title = x->texts[0]};
+      x->rc = lith_tx_savepoint(tx, kb_seed_demo, &sd);
+      if (x->rc != LITH_OK && x->rc != KB_NOT_FOUND && x->rc != KB_EXISTS && x->rc != KB_BAD_INPUT)
+        abort();
+      if (x->rc == LITH_OK) { /* a board, 3 lists and 6 cards: version 10 */
+        if (sd.board_id != ++rn->n_boards || sd.board_id > MAX_BOARDS) abort();
+        rn->version[sd.board_id] = one_int(tx, "SELECT version FROM boards WHERE id = ?1", sd.board_id);
+        if (rn->version[sd.board_id] != 10) abort();
+      }
     } else {
       if (x->kind == A_ARCHIVE_CARD)
         x->was_archived = one_int(tx, "SELECT coalesce(max(archived), 0) FROM cards WHERE id = ?1",
@@ -500,11 +607,34 @@ static int read_all(lith_rx *rx, void *arg) {
           for (j = 0; j < l->n_cards; j++)
             if (l->cards[j].list_id != l->id || (!k && l->cards[j].archived)) abort();
         }
-        if (k == 0) check_pages(q.board, u);
+        if (k == 0) {
+          kb_board_version_query vq = {.user_id = u, .board_id = b};
+          check_pages(q.board, u);
+          if (kb_read_board_version(rx, &vq) != LITH_OK || vq.version != rn->version[b]) abort();
+        }
         kb_board_free(q.board);
         read = 1;
       }
     if (!read) abort(); /* its creator is one of them, and stays a member */
+  }
+  for (u = 1; u <= rn->n_users; u++) {
+    kb_user_query q = {.name = rn->user_name[u]};
+    if (kb_read_user(rx, &q) != LITH_OK || q.user_id != u || strcmp(q.pw_hash, PW_HASH) != 0)
+      abort();
+  }
+  for (i = 0; i < rn->n_sessions; i++) { /* a token's last record says what it is */
+    const session *s = &rn->sessions[i];
+    kb_session_query q = {.token_hash = s->token_hash, .now_ms = 1500};
+    int rc = kb_read_session(rx, &q);
+    for (j = i + 1; j < rn->n_sessions; j++)
+      if (strcmp(rn->sessions[j].token_hash, s->token_hash) == 0) break;
+    if (j < rn->n_sessions) continue;
+    if (s->live && s->expires_ms > 1500) {
+      if (rc != LITH_OK || q.user_id != s->user_id || strcmp(q.name, rn->user_name[s->user_id]) != 0)
+        abort();
+    } else if (rc != KB_NOT_FOUND) {
+      abort();
+    }
   }
   for (u = 1; u <= N_USERS; u++) {
     kb_boards_query q = {.user_id = u};
