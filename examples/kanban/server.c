@@ -297,6 +297,7 @@ int main(int argc, char **argv) {
   }
 
   lith_http_options_default(&hopt);
+  hopt.http2 = 0; /* browsers never speak cleartext HTTP/2; an h2c upgrade would skip the framing guard (http.h) */
   hopt.server_name = "kanban";
   hopt.max_body = SRV_MAX_BODY;
   hopt.stream_buffer = 64u << 10; /* a page that reads nothing for that long reconnects */

@@ -322,6 +322,11 @@ int main(int argc, char **argv) {
   }
 
   lith_http_options_default(&hopt);
+  /* HTTP/1.1 only: h2o carries out an "Upgrade: h2c" before the framing
+   * guard can look at the request (http.h), so an upgraded request with two
+   * Content-Length would run; and h2o 2.2.5 turns prior-knowledge HTTP/2
+   * off together with the upgrade. No lithd client needs cleartext h2. */
+  hopt.http2 = 0;
   hopt.server_name = "lithd";
   lithd_limits_default(&d.srv.limits);
   if (o.max_body != 0) d.srv.limits.max_body_bytes = o.max_body;

@@ -483,9 +483,13 @@ static void test_smuggled_insert_refused(void **state) {
       "Content-Length: 2\r\nContent-Length: %zu\r\n\r\n{}%s",
       "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
       "Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n%s",
+      /* with an h2c upgrade asked: lithd takes none (h2o would upgrade before the check) */
+      "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+      "HTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Type: application/json\r\n"
+      "Content-Length: 2\r\nContent-Length: %zu\r\n\r\n{}%s",
   };
   const char *const why[] = {"more than one Content-Length", "more than one Content-Length",
-                             "Content-Length together with Transfer-Encoding"};
+                             "Content-Length together with Transfer-Encoding", "more than one Content-Length"};
 
   tl_start(c, "smuggle", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
