@@ -372,6 +372,17 @@ int64_t tl_sql_int(const char *db, const char *sql) {
   return v;
 }
 
+long tl_rss_kib(pid_t pid) {
+  char path[64];
+  long size = 0, res = 0;
+  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
+  fclose(f);
+  return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 void tl_assert_integrity(const char *db) {
   sqlite3 *h = NULL;
   sqlite3_stmt *st = NULL;

@@ -102,6 +102,9 @@ uint64_t tl_metric(const char *body, const char *name);
  * integer). Asserts. */
 int64_t tl_sql_int(const char *db, const char *sql);
 
+/* The resident set of process pid, KiB (/proc/PID/statm). Asserts. */
+long tl_rss_kib(pid_t pid);
+
 /* PRAGMA integrity_check on db says "ok". Asserts. */
 void tl_assert_integrity(const char *db);
 

@@ -154,17 +154,6 @@ static void test_a_costly_command_holds_the_writer_briefly(void **state) {
   assert_int_equal(tl_sql_int("holdw.db", "SELECT count(*) FROM t"), 1);
 }
 
-static long rss_kib_of(pid_t pid) {
-  char path[64];
-  long size = 0, res = 0;
-  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
-  fclose(f);
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 /* --max-value-bytes moves SQLITE_LIMIT_LENGTH; --max-memory-mib bounds
  * SQLite's heap: a DISTINCT over ~100 MB fails "out of memory", lithd lives on,
  * and its RSS stays far below what the sort would have taken. */
@@ -179,7 +168,7 @@ static void test_value_and_memory_limits(void **state) {
                        "(SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) SELECT i FROM n))");
   tl_expect(c, "POST", "/v1/query", NULL, sort, 500, "out of memory");
   tl_expect(c, "POST", "/v1/do", NULL, sort, 500, "out of memory");
-  long rss = rss_kib_of(c->pid);
+  long rss = tl_rss_kib(c->pid);
   print_message("lithd RSS after the refused DISTINCTs: %ld KiB\n", rss);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   assert_true(rss < 96 * 1024);

@@ -705,17 +705,6 @@ static void test_slow_reader_blocks_nobody(void **state) {
   assert_int_equal(tl_sql_int("slowreader.db", "SELECT count(*) FROM t"), 20);
 }
 
-static long rss_kib_of(pid_t pid) {
-  char path[64];
-  long size = 0, res = 0;
-  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
-  fclose(f);
-  return res * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 /* TEMP objects a request makes live for its command: a TEMP trigger does
  * not change other clients' writes (named commands included), and TEMP
  * tables do not pile up in lithd's memory (five of ~24 MB each stay within
@@ -737,10 +726,10 @@ static void test_temp_objects_do_not_outlive_the_request(void **state) {
                     "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 12000) SELECT i, randomblob(2000) AS b FROM c\"},"
                     "{\"sql\":\"SELECT count(*) FROM temp.big\"}]}";
   tl_expect(c, "POST", "/v1/do", NULL, big, 200, "\"rows\":[[12000]]");
-  long after_one = rss_kib_of(c->pid);
+  long after_one = tl_rss_kib(c->pid);
   for (int i = 0; i < 4; i++)
     tl_expect(c, "POST", "/v1/do", NULL, big, 200, "\"rows\":[[12000]]"); /* the name is free again */
-  long after_five = rss_kib_of(c->pid);
+  long after_five = tl_rss_kib(c->pid);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   after_five = after_one; /* the sanitizers hold freed memory back (quarantine): no RSS bound */
 #endif
