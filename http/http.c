@@ -76,8 +76,9 @@ void lith_http_options_default(lith_http_options *opt) {
 
 static void count_status(lith_http_server *srv, int status) {
   srv->stats.responses++;
-  srv->stats.by_class[status >= 100 && status <= 599 ? status / 100 : 0]++;
-  if (status >= 100 && status <= 599)
+  int counted = status >= LITH_HTTP_STATUS_MIN && status <= LITH_HTTP_STATUS_MAX;
+  srv->stats.by_class[counted ? status / 100 : 0]++;
+  if (counted)
     srv->by_status[status]++;
 }
 
@@ -649,5 +650,5 @@ void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out) {
 }
 
 uint64_t lith_http_status_count(const lith_http_server *srv, int status) {
-  return srv && status >= 100 && status <= 599 ? srv->by_status[status] : 0;
+  return srv && status >= LITH_HTTP_STATUS_MIN && status <= LITH_HTTP_STATUS_MAX ? srv->by_status[status] : 0;
 }

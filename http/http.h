@@ -204,7 +204,12 @@ typedef struct lith_http_stats {
 
 void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out);
 
-/* Requests finished with exactly `status` (100..599); 0 for anything else.
+/* The statuses counted one by one (lith_http_status_count). */
+#define LITH_HTTP_STATUS_MIN 100
+#define LITH_HTTP_STATUS_MAX 599
+
+/* Requests finished with exactly `status` (LITH_HTTP_STATUS_MIN..
+ * LITH_HTTP_STATUS_MAX); 0 for anything else.
  * A client that leaves while the application holds its request is counted
  * as 499 on HTTP/1 (the nginx convention, never sent) and under class 0 on
  * HTTP/2. */

@@ -120,7 +120,7 @@ struct lith_http_server {
   lith_http_stopped_cb on_stopped;
   void *stopped_arg;
   lith_http_stats stats;
-  uint64_t by_status[600];
+  uint64_t by_status[LITH_HTTP_STATUS_MAX + 1]; /* [0, LITH_HTTP_STATUS_MIN) unused */
 };
 
 enum { LH_REQ_NEW, LH_REQ_HELD, LH_REQ_ANSWERED, LH_REQ_STREAM };
