@@ -12,8 +12,8 @@
 LITH_CLI_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 LITH_CLI_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c tools/lithd/token.c
-LITH_CLI_HDRS     := tools/lith/client.h tools/lithd/token.h include/lith.h
+LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c tools/lithd/token.c tools/lithd/textfile.c
+LITH_CLI_HDRS     := tools/lith/client.h tools/lithd/token.h tools/lithd/textfile.h include/lith.h
 LITH_CLI_BIN      := $(B)/tools/lith/lith
 LITH_CLI_TEST_BIN := $(B)/tools/lith/test/test_lith_cli
 

@@ -14,15 +14,12 @@
 #include "textfile.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <jansson.h>
 
 #define FILE_MAX (4 << 20)
 #define NAME_MAX_LEN 64
@@ -181,41 +178,17 @@ static int add_description(cmd *c, const char *s, const char *eol) {
   return 0;
 }
 
-static char *read_file(const char *path, size_t *len, char *err, size_t errsz) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  size_t n;
-
-  if (f == NULL) {
-    cfail(err, errsz, "%s: %s", path, strerror(errno));
-    return NULL;
-  }
-  switch (lithd_text_read(f, FILE_MAX, &buf, &n)) {
-  case LITHD_TEXT_OK: break;
-  case LITHD_TEXT_NOMEM: cfail(err, errsz, "out of memory"); goto fail;
-  case LITHD_TEXT_IOERR: cfail(err, errsz, "%s: read error", path); goto fail;
-  case LITHD_TEXT_TOO_LARGE: cfail(err, errsz, "%s: larger than %d bytes", path, FILE_MAX); goto fail;
-  default: cfail(err, errsz, "%s: holds a NUL byte", path); goto fail;
-  }
-  *len = n;
-  fclose(f);
-  return buf;
-fail:
-  free(buf);
-  fclose(f);
-  return NULL;
-}
-
 int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_t errsz) {
   lithd_commands *set = NULL;
   size_t len = 0;
-  char *text = read_file(path, &len, err, errsz);
+  char *text = NULL;
   const char *p, *end, *body = NULL;
   int line = 1, body_line = 0, in_description = 0;
   cmd *cur = NULL;
 
   *out = NULL;
-  if (text == NULL) return -1;
+  if (lithd_text_load(path, FILE_MAX, NULL, &text, &len, err, errsz) != 0)
+    return -1;
   set = calloc(1, sizeof *set);
   if (set == NULL || (set->path = strdup(path)) == NULL) goto nomem;
   end = text + len;
@@ -480,25 +453,28 @@ out:
 }
 
 char *lithd_commands_json(const lithd_commands *set) {
-  json_t *root = json_object(), *list = json_array();
-  char *txt = NULL;
+  lithd_buf b = {0};
   int i, k;
 
-  if (root == NULL || list == NULL || json_object_set(root, "commands", list) != 0) goto out;
+  lithd_buf_puts(&b, "{\"commands\":[");
   for (i = 0; set != NULL && i < set->n; i++) {
     const cmd *c = &set->cmds[i];
-    json_t *o = json_pack("{s:s, s:s, s:i, s:[]}", "name", c->name, "description",
-                          c->description, "statements", c->nstmts, "params");
-    json_t *ps = json_object_get(o, "params");
-    if (json_array_append_new(list, o) != 0) goto out; /* o NULL or released */
-    for (k = 0; k < c->nparams; k++)
-      if (json_array_append_new(ps, json_string(c->params[k])) != 0) goto out;
+    lithd_buf_puts(&b, i > 0 ? ",{\"name\":" : "{\"name\":");
+    lithd_json_put_string(&b, c->name, strlen(c->name));
+    lithd_buf_puts(&b, ",\"description\":");
+    lithd_json_put_string(&b, c->description, strlen(c->description));
+    lithd_buf_puts(&b, ",\"statements\":");
+    lithd_json_put_int(&b, c->nstmts);
+    lithd_buf_puts(&b, ",\"params\":[");
+    for (k = 0; k < c->nparams; k++) {
+      if (k > 0)
+        lithd_buf_puts(&b, ",");
+      lithd_json_put_string(&b, c->params[k], strlen(c->params[k]));
+    }
+    lithd_buf_puts(&b, "]}");
   }
-  txt = json_dumps(root, JSON_COMPACT);
-out:
-  json_decref(list);
-  json_decref(root);
-  return txt;
+  lithd_buf_puts(&b, "]}");
+  return lithd_buf_finish(&b);
 }
 
 void lithd_commands_free(lithd_commands *set) {

@@ -63,8 +63,9 @@ int lithd_commands_batch(const lithd_commands *c, const char *name, const char *
                          size_t len, const lithd_limits *lim, lithd_batch **out,
                          lithd_error *e);
 
-/* {"commands": [{"name": ..., "description": ..., "params": [...],
- * "statements": n}, ...]} (malloc'd; NULL when out of memory). */
+/* {"commands": [{"name": ..., "description": ..., "statements": n,
+ * "params": [...]}, ...]} (malloc'd; NULL when out of memory). Bytes of
+ * the file that are not UTF-8 come out as U+FFFD (sqljson.h). */
 char *lithd_commands_json(const lithd_commands *c);
 
 /* Free (NULL is fine). */

@@ -12,6 +12,7 @@
  * body of a million keys costs n log n, not n squared.
  */
 #include "json.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -85,54 +86,7 @@ static int push(parser *ps, const char *key, size_t keylen, lj_value *value) {
   return 0;
 }
 
-/* ---- UTF-8 ----------------------------------------------------------------- */
-
-/* The length of the valid UTF-8 sequence at p (n bytes available), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned char c = p[0];
-  if (c < 0x80)
-    return 1;
-  if (c < 0xC2 || c > 0xF4)
-    return 0;
-  size_t len = c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-  if (n < len)
-    return 0;
-  for (size_t i = 1; i < len; i++)
-    if ((p[i] & 0xC0) != 0x80)
-      return 0;
-  if (c == 0xE0 && p[1] < 0xA0) /* overlong */
-    return 0;
-  if (c == 0xED && p[1] >= 0xA0) /* a surrogate */
-    return 0;
-  if (c == 0xF0 && p[1] < 0x90) /* overlong */
-    return 0;
-  if (c == 0xF4 && p[1] >= 0x90) /* past U+10FFFF */
-    return 0;
-  return len;
-}
-
-static size_t put_utf8(char *out, unsigned cp) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xE0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[2] = (char)(0x80 | (cp & 0x3F));
-    return 3;
-  }
-  out[0] = (char)(0xF0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-  out[3] = (char)(0x80 | (cp & 0x3F));
-  return 4;
-}
+/* ---- Escapes --------------------------------------------------------------- */
 
 static int hex4(const char *p, unsigned *out) {
   unsigned v = 0;
@@ -171,7 +125,7 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
     } else if (c < 0x80) {
       q++;
     } else {
-      size_t n = utf8_len((const unsigned char *)q, (size_t)(ps->end - q));
+      size_t n = lithd_utf8_len((const unsigned char *)q, (size_t)(ps->end - q));
       if (!n)
         return fail_at(ps, q, "invalid UTF-8 in string");
       q += n;
@@ -222,7 +176,7 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
       } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
         return fail_at(ps, esc, "invalid Unicode: an unpaired surrogate");
       }
-      n += put_utf8(buf + n, cp);
+      n += lithd_utf8_put(buf + n, cp);
       break;
     }
     default: return fail_at(ps, esc, "invalid escape");

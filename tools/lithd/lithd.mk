@@ -7,17 +7,21 @@
 #   LITHD_TEST_BIN  the test binaries, to add to TEST_BIN: one per
 #                   tools/lithd/test/test_lithd*.c, each linked with the shared
 #                   helpers of tools/lithd/test/child.c; they spawn LITHD_BIN
-#                   (absolute path compiled in: tests run in a scratch dir)
+#                   (absolute path compiled in: tests run in a scratch dir);
+#                   and the unit tests of LITHD_UNIT_TEST (below)
 
-LITHD_PKGS   := libh2o libuv jansson sqlite3
+# No jansson: lithd reads JSON with json.c and writes it by hand.
+LITHD_PKGS   := libh2o libuv sqlite3
 LITHD_CFLAGS  = $(shell pkg-config --cflags $(LITHD_PKGS) 2>/dev/null)
 LITHD_LIBS    = $(shell pkg-config --libs $(LITHD_PKGS) 2>/dev/null)
 
-LITHD_SRC      := tools/lithd/main.c tools/lithd/server.c tools/lithd/options.c \
-                  tools/lithd/log.c tools/lithd/schema.c tools/lithd/commands.c \
-                  tools/lithd/token.c tools/lithd/textfile.c tools/lithd/heap.c
-LITHD_HDRS     := tools/lithd/server.h tools/lithd/options.h tools/lithd/log.h \
-                  tools/lithd/schema.h tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
+LITHD_SRC      := tools/lithd/main.c tools/lithd/server.c tools/lithd/overload.c \
+                  tools/lithd/metrics.c tools/lithd/options.c tools/lithd/log.c \
+                  tools/lithd/schema.c tools/lithd/commands.c tools/lithd/token.c \
+                  tools/lithd/textfile.c tools/lithd/heap.c
+LITHD_HDRS     := tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
+                  tools/lithd/options.h tools/lithd/log.h tools/lithd/schema.h \
+                  tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
                   tools/lithd/heap.h \
                   $(LITHD_SQLJSON_HDRS) $(HTTP_HDRS)
 LITHD_BIN      := $(B)/tools/lithd/lithd
@@ -40,3 +44,20 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) tools/lithd/test/child.h $(LITH
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd
+
+# Unit tests of lithd's own pieces (not spawning lithd): each source with
+# logic of its own has its test; LITHD_UNIT_TEST goes to TEST_BIN with
+# LITHD_TEST_BIN.
+#   test_overload  overload.c against fakes of lith_uv_submit, lith_clock_ms
+#                  and lith_http_is_gone (link seams: no writer, no HTTP)
+#   test_textfile  textfile.c, the one bounded file reader
+LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile
+LITHD_TEST_BIN  += $(LITHD_UNIT_TEST)
+
+$(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lithd/overload.c tools/lithd/overload.h $(HDRS) $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/overload.c $(shell pkg-config --libs libuv 2>/dev/null) $(TEST_LIBS) $(LDFLAGS)
+
+$(B)/tools/lithd/test/test_textfile: tools/lithd/test/test_textfile.c tools/lithd/textfile.c tools/lithd/textfile.h tools/lithd/token.c tools/lithd/token.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/lithd $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/textfile.c tools/lithd/token.c $(TEST_LIBS) $(LDFLAGS)

@@ -401,7 +401,7 @@ int main(int argc, char **argv) {
 
 out:
   if (d.http != NULL) lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
-  if (d.srv.started && !d.srv.stopped) {
+  if (d.srv.park.started && !d.srv.park.stopped) {
     lithd_server_stop(&d.srv); /* a startup failure after the routes */
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }

@@ -360,29 +360,16 @@ nomem:
 
 /* Read `path` as "key = value" lines into a pass of "--key=value". */
 static int parse_config(const char *path, lithd_opts *o) {
-  FILE *f = fopen(path, "r");
   char *text = NULL, *line, *save = NULL, *base = NULL, *slash;
   char **args = NULL;
+  char why[LITHD_TEXT_ERRMSG_MAX];
   int nargs = 1, lineno = 0, rc = 2;
   size_t n;
 
-  if (f == NULL) {
-    fprintf(stderr, "lithd: --config %s: %s\n", path, strerror(errno));
-    return 2;
-  }
   /* A buffer that grows with the file, not one of CONFIG_MAX per read. */
-  switch (lithd_text_read(f, CONFIG_MAX, &text, &n)) {
-  case LITHD_TEXT_OK: break;
-  case LITHD_TEXT_TOO_LARGE:
-    fprintf(stderr, "lithd: --config %s: larger than %d bytes\n", path, CONFIG_MAX);
-    goto out;
-  case LITHD_TEXT_NUL:
-    fprintf(stderr, "lithd: --config %s: a NUL byte: not a text file\n", path);
-    goto out;
-  case LITHD_TEXT_NOMEM: goto nomem;
-  default:
-    fprintf(stderr, "lithd: --config %s: %s\n", path, strerror(errno));
-    goto out;
+  if (lithd_text_load(path, CONFIG_MAX, "--config", &text, &n, why, sizeof why) != 0) {
+    fprintf(stderr, "lithd: %s\n", why);
+    return 2;
   }
   /* Relative paths in the file: from its directory. */
   if ((base = strdup(path)) == NULL) goto nomem;
@@ -443,7 +430,6 @@ out:
   free(args);
   free(base);
   free(text);
-  fclose(f);
   return rc;
 }
 

@@ -5,7 +5,6 @@
 #include "textfile.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,24 +50,14 @@ static int add_step(lithd_schema *s, const char *p, const char *e) {
 }
 
 int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t errsz) {
-  FILE *f = fopen(path, "rb");
   char *text = NULL;
   const char *p, *end, *start;
   size_t n;
   int markers = 0;
 
   memset(out, 0, sizeof *out);
-  if (f == NULL) {
-    snprintf(err, errsz, "--schema %s: %s", path, strerror(errno));
+  if (lithd_text_load(path, SCHEMA_MAX, "--schema", &text, &n, err, errsz) != 0)
     return -1;
-  }
-  int trc = lithd_text_read(f, SCHEMA_MAX, &text, &n);
-  if (trc == LITHD_TEXT_NOMEM) goto nomem;
-  if (trc != LITHD_TEXT_OK) {
-    snprintf(err, errsz, "--schema %s: unreadable, larger than %d bytes or holds a NUL byte", path,
-             SCHEMA_MAX);
-    goto fail;
-  }
   end = text + n;
   start = text;
   for (p = text; p < end;) {
@@ -93,13 +82,11 @@ int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t err
     goto fail;
   }
   free(text);
-  fclose(f);
   return 0;
 nomem:
   snprintf(err, errsz, "out of memory");
 fail:
   free(text);
-  fclose(f);
   lithd_schema_free(out);
   return -1;
 }

@@ -19,21 +19,36 @@
  *     after-work callback on the loop thread answers and frees.
  *   - The bearer token, when configured, is checked before anything is read
  *     or run: a refused request changes nothing.
+ *   - Every body is read with json.c (/v1/backup's too), every answer
+ *     written by hand into a lithd_buf: lithd links no JSON library.
+ *   - The routes are one table (routes[], at the end of this file) that
+ *     lithd_server_start walks. What serves them lives beside: overload.c
+ *     (commands on their way to the writer), metrics.c (the /metrics text),
+ *     sqljson (statements in, results out, and the SQL authorizer).
  */
 #include "server.h"
-#include "log.h"
 
-#include <inttypes.h>
-#include <stdarg.h>
-
-#include <jansson.h>
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
-#include <sqlite3.h>
+#include "buf.h"
+#include "json.h"
+#include "log.h"
+#include "metrics.h"
+
+/* What a refusal quotes of a header the client sent, at most: the
+ * message must fit REFUSAL_MAX with its words around. */
+#define ECHO_MAX 200
+#define REFUSAL_MAX (ECHO_MAX + 120)
+/* The one Content-Type a POST may carry (parameters such as charset aside). */
+#define JSON_TYPE "application/json"
+/* A backup's file name, at most (backup_name_ok). */
+#define BACKUP_NAME_MAX 200
 
 /* ---- Helpers ----------------------------------------------------------- */
 
@@ -93,13 +108,13 @@ static int host_ok(const lithd_server *s, const char *host) {
  * preflight lithd never answers. Answers the request when it refuses;
  * returns 1 when the request may go on. */
 static int admit(lithd_server *s, lith_http_req *req) {
-  char msg[320];
+  char msg[REFUSAL_MAX];
   if (!authorized(s, req)) return 0;
   const char *origin = lith_http_req_header(req, "origin");
   if (origin != NULL && !in_list(s->allow_origins, "*", 1) &&
       !in_list(s->allow_origins, origin, strlen(origin))) {
-    snprintf(msg, sizeof msg, "requests from web pages are refused: Origin %.200s is not in --allow-origin",
-             origin);
+    snprintf(msg, sizeof msg, "requests from web pages are refused: Origin %.*s is not in --allow-origin",
+             ECHO_MAX, origin);
     lith_http_respond_error(req, 403, msg);
     return 0;
   }
@@ -108,9 +123,9 @@ static int admit(lithd_server *s, lith_http_req *req) {
     const char *host = lith_http_req_header(req, "host");
     if (!host_ok(s, host)) {
       snprintf(msg, sizeof msg,
-               "Host %.200s is not this machine (a DNS-rebinding page?): lithd answers localhost and "
+               "Host %.*s is not this machine (a DNS-rebinding page?): lithd answers localhost and "
                "IP addresses, and names in --allow-host",
-               host ? host : "(none)");
+               ECHO_MAX, host ? host : "(none)");
       lith_http_respond_error(req, 403, msg);
       return 0;
     }
@@ -119,8 +134,8 @@ static int admit(lithd_server *s, lith_http_req *req) {
     const char *ct = lith_http_req_header(req, "content-type");
     size_t n = ct ? strcspn(ct, ";") : 0;
     while (n > 0 && ct[n - 1] == ' ') n--;
-    if (ct == NULL || n != 16 || strncasecmp(ct, "application/json", 16) != 0) {
-      snprintf(msg, sizeof msg, "Content-Type must be application/json, got %.200s", ct ? ct : "none");
+    if (ct == NULL || n != strlen(JSON_TYPE) || strncasecmp(ct, JSON_TYPE, n) != 0) {
+      snprintf(msg, sizeof msg, "Content-Type must be " JSON_TYPE ", got %.*s", ECHO_MAX, ct ? ct : "none");
       lith_http_respond_error(req, 415, msg);
       return 0;
     }
@@ -193,102 +208,11 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
   return b;
 }
 
-/* ---- Waiting for room in the queue ------------------------------------- */
-
-#define PARK_MAX_BYTES ((size_t)256 << 20) /* request bodies waiting, at most */
-#define SUBMIT_CHUNK 16 /* commands parsed that are submitted without waiting for the iteration's end */
-
-/* A command lith's queue had no room for yet (server.h, "Overload"). It
- * lives inside its request's context (do_ctx or batch_item). */
-struct lithd_park {
-  struct lithd_park *next;
-  int64_t deadline;     /* lith_clock_ms */
-  size_t bytes;
-  lith_uv_req *ureq;
-  lith_command fn;
-  void *arg;
-  lith_uv_cb done;
-  lith_http_req *req;
-  /* Answer the command with rc (LITH_QUEUE_FULL: waited too long;
-   * LITH_CLOSED: stopping) as its done callback would, and free it. */
-  void (*refuse)(struct lithd_park *p, int rc);
-};
-
-static void park_timer_cb(uv_timer_t *t);
-
-/* Submit what waits, in order, until the queue is full; refuse what waited
- * past its deadline (at once with queue_wait_ms 0), whose client left, or
- * everything when stopping. Then aim the timer at the next deadline. */
-static void park_drain(lithd_server *s) {
-  int64_t now = lith_clock_ms();
-  struct lithd_park *p;
-
-  while ((p = s->park_head) != NULL) {
-    int rc;
-    if (s->stopped)
-      rc = LITH_CLOSED;
-    else if (lith_http_is_gone(p->req))
-      rc = LITH_CLOSED; /* nobody to answer: do not run it */
-    else if ((rc = lith_uv_submit(s->bridge, p->ureq, p->fn, p->arg, p->done)) == LITH_QUEUE_FULL &&
-             now < p->deadline)
-      break; /* still no room: keep the order */
-    s->park_head = p->next;
-    if (s->park_head == NULL) s->park_tail = NULL;
-    s->park_bytes -= p->bytes;
-    if (rc != LITH_OK) p->refuse(p, rc); /* frees p */
-  }
-  if (!s->started || s->stopped) return;
-  if (s->park_head != NULL) {
-    int64_t wait = s->park_head->deadline - now;
-    /* Completions drain the list as room appears; the timer is there for
-     * the deadline, and as a backstop every 50 ms. */
-    uv_timer_start(&s->park_timer, park_timer_cb, (uint64_t)(wait < 0 ? 0 : wait < 50 ? wait : 50), 0);
-  } else {
-    uv_timer_stop(&s->park_timer);
-    uv_check_stop(&s->park_check);
-  }
-}
-
-static void park_timer_cb(uv_timer_t *t) { park_drain(t->data); }
-static void park_check_cb(uv_check_t *c) {
-  lithd_server *s = c->data;
-  s->park_new = 0;
-  park_drain(s);
-}
-
-/* Queue p to be submitted at the end of this loop iteration (after every
- * request read in it was parsed: the writer then finds them together and
- * commits them as one batch, instead of being woken for the first and
- * committing it alone), behind whatever waits for room already. Returns
- * LITH_OK (p->done or p->refuse will run) or a code for the caller to
- * answer at once (p untouched). */
-static int submit_or_park(lithd_server *s, struct lithd_park *p, size_t bytes) {
-  if (s->stopped) return LITH_CLOSED;
-  if (s->park_bytes + bytes > PARK_MAX_BYTES) return LITH_QUEUE_FULL;
-  p->next = NULL;
-  p->bytes = bytes;
-  p->deadline = lith_clock_ms() + s->queue_wait_ms;
-  if (s->park_tail != NULL) s->park_tail->next = p;
-  else s->park_head = p;
-  s->park_tail = p;
-  s->park_bytes += bytes;
-  /* Every SUBMIT_CHUNK commands go at once, not only at the iteration's
-   * end: with many clients a single iteration reads dozens of requests, and
-   * the writer should start on the first ones while the loop parses the
-   * rest, rather than the two taking turns. */
-  if (++s->park_new >= SUBMIT_CHUNK) {
-    s->park_new = 0;
-    park_drain(s);
-  }
-  uv_check_start(&s->park_check, park_check_cb);
-  return LITH_OK;
-}
-
 /* ---- POST /v1/do ------------------------------------------------------- */
 
 struct do_ctx {
   lith_uv_req ureq;     /* first: the bridge callback gets &ureq */
-  struct lithd_park park;
+  lithd_park park;
   lithd_server *s;
   lith_http_req *req;
   lithd_batch *batch;
@@ -333,7 +257,8 @@ static void do_done(lith_uv_req *u) {
   }
   free(json);
   do_ctx_free(c);
-  if (s->park_head != NULL) park_drain(s); /* the writer made room */
+  if (s->park.head != NULL)
+    lithd_overload_drain(&s->park); /* the writer made room */
 }
 
 /* Answer a command that could not be queued (rc from lith_uv_submit, or
@@ -347,7 +272,7 @@ static void do_refuse(struct do_ctx *c, int rc) {
   do_ctx_free(c);
 }
 
-static void do_park_refuse(struct lithd_park *p, int rc) {
+static void do_park_refuse(lithd_park *p, int rc) {
   do_refuse((struct do_ctx *)p->arg, rc);
 }
 
@@ -363,7 +288,7 @@ static int do_submit(lithd_server *s, struct do_ctx *c) {
   c->park.done = do_done;
   c->park.req = c->req;
   c->park.refuse = do_park_refuse;
-  rc = submit_or_park(s, &c->park, len + sizeof *c);
+  rc = lithd_overload_submit(&s->park, &c->park, len + sizeof *c);
   if (rc == LITH_OK) return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
   do_refuse(c, rc);
   return LITH_HTTP_DONE;
@@ -526,7 +451,7 @@ struct batch_ctx;
 
 struct batch_item {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
-  struct lithd_park park;
+  lithd_park park;
   struct batch_ctx *owner;
   lithd_batch *batch;
   lithd_result *result; /* written on the writer thread */
@@ -599,7 +524,8 @@ static void batch_item_done(struct batch_item *it, char *json) {
     log_answer(b->req, 200, b->t0, NULL);
     batch_finish(b);
   }
-  if (s->park_head != NULL) park_drain(s);
+  if (s->park.head != NULL)
+    lithd_overload_drain(&s->park);
 }
 
 static void batch_done(lith_uv_req *u) {
@@ -608,7 +534,7 @@ static void batch_done(lith_uv_req *u) {
   batch_item_done(it, outcome_json(u->req.rc, it->result, u->req.errmsg, &status));
 }
 
-static void batch_park_refuse(struct lithd_park *p, int rc) {
+static void batch_park_refuse(lithd_park *p, int rc) {
   lithd_error e;
   submit_error(&e, rc);
   batch_item_done(p->arg, lithd_error_json(&e));
@@ -713,7 +639,7 @@ static int h_batch(lith_http_req *req, void *arg) {
     it->park.done = batch_done;
     it->park.req = req;
     it->park.refuse = batch_park_refuse;
-    rc = submit_or_park(s, &it->park, len / b->n + sizeof *it);
+    rc = lithd_overload_submit(&s->park, &it->park, len / b->n + sizeof *it);
     if (rc != LITH_OK) {
       submit_error(&e, rc);
       it->json = lithd_error_json(&e);
@@ -744,10 +670,10 @@ struct backup_ctx {
   char errmsg[LITH_ERRMSG_MAX];
 };
 
-/* A backup's name: 1 to 200 of [A-Za-z0-9._-], not beginning with '.'. */
-static int backup_name_ok(const char *n) {
-  size_t len = strlen(n);
-  if (len == 0 || len > 200 || n[0] == '.') return 0;
+/* A backup's name: 1 to BACKUP_NAME_MAX of [A-Za-z0-9._-], not beginning
+ * with '.'; `len` bytes (a NUL among them is refused). */
+static int backup_name_ok(const char *n, size_t len) {
+  if (len == 0 || len > BACKUP_NAME_MAX || n[0] == '.') return 0;
   for (size_t i = 0; i < len; i++) {
     char ch = n[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
@@ -777,10 +703,16 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
   if (status == UV_ECANCELED) {
     lith_http_respond_error(k->req, 503, "lithd is shutting down");
   } else if (k->rc == LITH_OK) {
-    json_t *o = json_pack("{s:s, s:I, s:I}", "dest", k->dest, "bytes", (json_int_t)k->bytes,
-                          "ms", (json_int_t)k->ms);
-    char *txt = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
+    lithd_buf b = {0};
+    char *txt;
+    lithd_buf_puts(&b, "{\"dest\":");
+    lithd_json_put_string(&b, k->dest, strlen(k->dest));
+    lithd_buf_puts(&b, ",\"bytes\":");
+    lithd_json_put_int(&b, k->bytes);
+    lithd_buf_puts(&b, ",\"ms\":");
+    lithd_json_put_int(&b, k->ms);
+    lithd_buf_puts(&b, "}");
+    txt = lithd_buf_finish(&b);
     if (txt == NULL)
       lith_http_respond_error(k->req, 500, "out of memory");
     else
@@ -805,47 +737,52 @@ static int h_backup(lith_http_req *req, void *arg) {
   struct backup_ctx *k = NULL;
   size_t len = 0;
   const char *body = lith_http_req_body(req, &len);
-  json_error_t jerr;
-  json_t *root = NULL, *dest;
+  lithd_arena tmp = {0};
+  lj_value *root = NULL;
+  const lj_value *dest;
   lithd_error e;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
   if (s->backup_dir == NULL) {
     lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
     goto refuse;
   }
-  root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-  dest = json_object_get(root, "dest");
-  if (root == NULL || !json_is_object(root) || json_object_size(root) != 1 ||
-      !json_is_string(dest)) {
+  if (lj_parse(&tmp, body, len, &root, NULL) != 0)
+    root = NULL;
+  dest = lj_get(root, "dest");
+  if (root == NULL || root->type != LJ_OBJECT || root->n != 1 || dest == NULL || dest->type != LJ_STRING) {
     lithd_error_set(&e, LITHD_BAD_REQUEST, -1, "the body must be {\"dest\": \"NAME\"}");
     goto refuse;
   }
-  if (!backup_name_ok(json_string_value(dest))) {
+  if (!backup_name_ok(dest->u.s, dest->n)) {
     lithd_error_set(&e, LITHD_BAD_REQUEST, -1,
-                    "\"dest\" must be a file name in lithd's --backup-dir: 1 to 200 letters, digits, "
-                    "'.', '_' or '-', not beginning with '.'");
+                    "\"dest\" must be a file name in lithd's --backup-dir: 1 to %d letters, digits, "
+                    "'.', '_' or '-', not beginning with '.'",
+                    BACKUP_NAME_MAX);
     goto refuse;
   }
   k = calloc(1, sizeof *k);
-  if (k == NULL || (k->dest = malloc(strlen(s->backup_dir) + strlen(json_string_value(dest)) + 2)) == NULL) {
+  if (k == NULL || (k->dest = malloc(strlen(s->backup_dir) + dest->n + 2)) == NULL) {
     lithd_error_set(&e, LITH_NOMEM, -1, "out of memory");
     goto refuse;
   }
-  sprintf(k->dest, "%s/%s", s->backup_dir, json_string_value(dest));
+  sprintf(k->dest, "%s/%s", s->backup_dir, dest->u.s);
   k->s = s;
   k->req = req;
   k->work.data = k;
-  json_decref(root);
-  if (uv_queue_work(s->loop, &k->work, backup_work, backup_after) == 0) return LITH_HTTP_PENDING;
+  lithd_arena_free(&tmp);
+  if (uv_queue_work(s->loop, &k->work, backup_work, backup_after) == 0)
+    return LITH_HTTP_PENDING; /* k now belongs to backup_after */
   free(k->dest);
   free(k);
   lith_http_respond_error(req, 500, "cannot queue the backup");
   return LITH_HTTP_DONE;
 refuse:
-  if (k != NULL) free(k->dest);
+  if (k != NULL)
+    free(k->dest);
   free(k);
-  json_decref(root);
+  lithd_arena_free(&tmp);
   respond_lithd_error(req, &e);
   return LITH_HTTP_DONE;
 }
@@ -886,228 +823,59 @@ static int h_healthz(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
-/* ---- GET /metrics (Prometheus text format 0.0.4) ------------------------ */
-
-/* A growing text buffer; `failed` sticks once memory ran out. */
-struct mbuf {
-  char *p;
-  size_t len, cap;
-  int failed;
-};
-
-static void mb_printf(struct mbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void mb_printf(struct mbuf *b, const char *fmt, ...) {
-  va_list ap;
-
-  if (b->failed) return;
-  for (;;) {
-    size_t room = b->cap - b->len;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p + b->len, room, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-      b->failed = 1;
-      return;
-    }
-    if ((size_t)n < room) {
-      b->len += (size_t)n;
-      return;
-    }
-    {
-      size_t cap = b->cap * 2 + (size_t)n + 1;
-      char *np = realloc(b->p, cap);
-      if (np == NULL) {
-        b->failed = 1;
-        return;
-      }
-      b->p = np;
-      b->cap = cap;
-    }
-  }
-}
-
-static void mb_head(struct mbuf *b, const char *name, const char *type, const char *help) {
-  mb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void mb_metric(struct mbuf *b, const char *name, const char *type, const char *help,
-                      uint64_t v) {
-  mb_head(b, name, type, help);
-  mb_printf(b, "%s %" PRIu64 "\n", name, v);
-}
-
-/* A latency histogram in seconds from lith's fine buckets (lith.h), coarsened
- * to the bounds below: a fine bucket counts under `le` when all it holds is
- * shorter than `le` (its exclusive upper bound is <= le), so every bound is
- * exact, never an estimate. */
-static void mb_latency(struct mbuf *b, const char *name, const char *help, const uint64_t *lat,
-                       uint64_t sum_ns) {
-  static const double le_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10};
-  size_t k;
-  int i = 0;
-  uint64_t cum = 0, total = 0;
-
-  for (i = 0; i < LITH_LAT_BUCKETS; i++) total += lat[i];
-  mb_head(b, name, "histogram", help);
-  i = 0;
-  for (k = 0; k < sizeof le_s / sizeof le_s[0]; k++) {
-    uint64_t le_ns = (uint64_t)(le_s[k] * 1e9 + 0.5);
-    while (i < LITH_LAT_BUCKETS - 1 && lith_lat_bucket_upper_ns(i) <= le_ns) cum += lat[i++];
-    mb_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le_s[k], cum);
-  }
-  mb_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, total);
-  mb_printf(b, "%s_sum %.9f\n", name, (double)sum_ns / 1e9);
-  mb_printf(b, "%s_count %" PRIu64 "\n", name, total);
-}
+/* ---- GET /metrics (metrics.h) -------------------------------------------- */
 
 static int h_metrics(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
-  struct mbuf b = {NULL, 0, 0, 0};
-  lith_stats *st = NULL;
-  lith_http_stats hs;
-  uint64_t cum = 0, total = 0;
-  int k, code;
+  lithd_buf b = {0};
+  size_t len;
+  char *text;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
-  st = malloc(sizeof *st);
-  b.cap = 8192;
-  b.p = malloc(b.cap);
-  if (st == NULL || b.p == NULL) {
-    free(st);
-    free(b.p);
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  lithd_metrics_write(&b, s->db, s->http);
+  len = b.len;
+  text = lithd_buf_finish(&b);
+  if (text == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  lith_stats_get(s->db, st);
-  lith_http_stats_get(s->http, &hs);
-
-  mb_metric(&b, "lith_commands_total", "counter", "Commands answered.", st->commands);
-  mb_metric(&b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
-  mb_metric(&b, "lith_failed_total", "counter", "Commands answered with an error.", st->failed);
-  mb_metric(&b, "lith_retried_total", "counter",
-            "Command runs repeated after a transaction abort.", st->retried);
-  mb_metric(&b, "lith_busy_total", "counter", "Batches refused at BEGIN by another writer.",
-            st->busy);
-  mb_metric(&b, "lith_queue_depth", "gauge", "Commands queued now.", st->queue_depth);
-  mb_metric(&b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
-            st->wal_pages);
-  mb_metric(&b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
-  mb_metric(&b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed.",
-            st->checkpoint_errors);
-
-  /* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
-   * last one (2048 and more) only under +Inf. */
-  for (k = 0; k < LITH_HIST_BUCKETS; k++) total += st->batch_hist[k];
-  mb_head(&b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
-  for (k = 0; k < LITH_HIST_BUCKETS - 1; k++) {
-    cum += st->batch_hist[k];
-    mb_printf(&b, "lith_batch_size_bucket{le=\"%llu\"} %" PRIu64 "\n",
-              (1ULL << (k + 1)) - 1, cum);
-  }
-  mb_printf(&b, "lith_batch_size_bucket{le=\"+Inf\"} %" PRIu64 "\n", total);
-  mb_printf(&b, "lith_batch_size_sum %" PRIu64 "\n", st->commands);
-  mb_printf(&b, "lith_batch_size_count %" PRIu64 "\n", total);
-
-  mb_latency(&b, "lith_transaction_seconds", "Write transactions, BEGIN IMMEDIATE to end of COMMIT.",
-             st->tx_lat, st->tx_ns_total);
-  mb_latency(&b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
-             st->wait_lat, st->wait_ns_total);
-
-  mb_metric(&b, "lithd_http_connections_total", "counter", "HTTP connections accepted.",
-            hs.connections);
-  mb_metric(&b, "lithd_http_connections_open", "gauge", "HTTP connections open now.",
-            hs.connections_open);
-  mb_metric(&b, "lithd_http_pending", "gauge", "Requests waiting for their answer now.",
-            hs.pending);
-  mb_head(&b, "lithd_http_responses_total", "counter",
-          "HTTP requests finished, by status (499: the client left first).");
-  for (code = 100; code <= 599; code++) {
-    uint64_t n = lith_http_status_count(s->http, code);
-    if (n > 0) mb_printf(&b, "lithd_http_responses_total{code=\"%d\"} %" PRIu64 "\n", code, n);
-  }
-  free(st);
-  if (b.failed) {
-    free(b.p);
-    lith_http_respond_error(req, 500, "out of memory");
-    return LITH_HTTP_DONE;
-  }
-  lith_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
-  free(b.p);
+  lith_http_respond(req, 200, LITHD_METRICS_CONTENT_TYPE, text, len);
+  free(text);
   return LITH_HTTP_DONE;
-}
-
-/* ---- The write connection's authorizer ----------------------------------- */
-
-int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
-                     const char *d) {
-  /* PRAGMAs whose argument names what to read, not a value to set. */
-  static const char *const reading[] = {"table_info",   "table_xinfo",       "table_list",
-                                        "index_list",   "index_info",        "index_xinfo",
-                                        "foreign_key_list", "foreign_key_check",
-                                        "integrity_check",  "quick_check"};
-  size_t i;
-  (void)ctx, (void)c, (void)d;
-  switch (action) {
-  case SQLITE_ATTACH:
-  case SQLITE_DETACH: return SQLITE_DENY;
-  case SQLITE_FUNCTION:
-    /* load_extension loads code; fts3_tokenizer hands out (one argument)
-     * and takes (two, when bound) a pointer to C functions. */
-    return b != NULL && (strcasecmp(b, "load_extension") == 0 || strcasecmp(b, "fts3_tokenizer") == 0)
-               ? SQLITE_DENY
-               : SQLITE_OK;
-  case SQLITE_PRAGMA:
-    if (b == NULL) return SQLITE_OK; /* "PRAGMA x": reads x */
-    for (i = 0; i < sizeof reading / sizeof reading[0]; i++)
-      if (a != NULL && strcmp(a, reading[i]) == 0) return SQLITE_OK;
-    return SQLITE_DENY;
-  default: return SQLITE_OK;
-  }
 }
 
 /* ---- Routes ------------------------------------------------------------ */
 
+/* Every route of lithd (server.h says what each does), registered in this
+ * order by lithd_server_start, each with the server as its argument. */
+static const struct route {
+  const char *method;
+  const char *path;
+  int match; /* LITH_HTTP_EXACT, or LITH_HTTP_PREFIX: the path begins with it */
+  lith_http_handler handler;
+} routes[] = {
+    {"POST", "/v1/do", LITH_HTTP_EXACT, h_do},
+    {"POST", "/v1/batch", LITH_HTTP_EXACT, h_batch},
+    {"POST", "/v1/query", LITH_HTTP_EXACT, h_query},
+    {"POST", COMMANDS_PREFIX, LITH_HTTP_PREFIX, h_command},
+    {"GET", "/v1/commands", LITH_HTTP_EXACT, h_commands},
+    {"POST", "/v1/backup", LITH_HTTP_EXACT, h_backup},
+    {"GET", "/v1/stats", LITH_HTTP_EXACT, h_stats},
+    {"GET", "/metrics", LITH_HTTP_EXACT, h_metrics},
+    {"GET", "/healthz", LITH_HTTP_EXACT, h_healthz},
+};
+
 int lithd_server_start(lithd_server *s) {
-  int rc;
-  if ((rc = lith_http_route(s->http, "POST", "/v1/do", LITH_HTTP_EXACT, h_do, s)) != LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "POST", "/v1/batch", LITH_HTTP_EXACT, h_batch, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "POST", "/v1/query", LITH_HTTP_EXACT, h_query, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "POST", COMMANDS_PREFIX, LITH_HTTP_PREFIX, h_command, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "GET", "/v1/commands", LITH_HTTP_EXACT, h_commands, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "POST", "/v1/backup", LITH_HTTP_EXACT, h_backup, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "GET", "/v1/stats", LITH_HTTP_EXACT, h_stats, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "GET", "/metrics", LITH_HTTP_EXACT, h_metrics, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if ((rc = lith_http_route(s->http, "GET", "/healthz", LITH_HTTP_EXACT, h_healthz, s)) !=
-      LITH_HTTP_OK)
-    return rc;
-  if (uv_timer_init(s->loop, &s->park_timer) != 0) return LITH_HTTP_ERROR;
-  s->park_timer.data = s;
-  uv_check_init(s->loop, &s->park_check);
-  s->park_check.data = s;
-  s->started = 1;
+  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+    const struct route *r = &routes[i];
+    int rc = lith_http_route(s->http, r->method, r->path, r->match, r->handler, s);
+    if (rc != LITH_HTTP_OK)
+      return rc;
+  }
+  if (lithd_overload_init(&s->park, s->loop, s->bridge, s->queue_wait_ms) != 0)
+    return LITH_HTTP_ERROR;
   return LITH_HTTP_OK;
 }
 
-void lithd_server_stop(lithd_server *s) {
-  if (!s->started || s->stopped) return;
-  s->stopped = 1;
-  park_drain(s); /* refuses everything waiting: stopping */
-  uv_close((uv_handle_t *)&s->park_timer, NULL);
-  uv_close((uv_handle_t *)&s->park_check, NULL);
-}
+void lithd_server_stop(lithd_server *s) { lithd_overload_stop(&s->park); }

@@ -14,7 +14,8 @@
  *                   own outcome; answered once the last one is done;
  *   POST /v1/commands/NAME  a named command (commands.h), run as /v1/do;
  *   GET  /v1/commands       the named commands and their parameters;
- *   POST /v1/backup {"dest": "/abs/path"}: lith_backup on the thread pool;
+ *   POST /v1/backup {"dest": "NAME"}: lith_backup_new into --backup-dir, on
+ *                   the thread pool;
  *   GET  /v1/stats  lith_stats_get as JSON;
  *   GET  /metrics   the same and the HTTP layer's counters, in Prometheus
  *                   text format 0.0.4 (counters, gauges, histograms of batch
@@ -23,16 +24,12 @@
  * Everything runs on the loop thread, but the reads of /v1/query and the
  * backups.
  *
- * Commands are submitted in chunks: every 16 parsed, and what is left at
- * the end of the loop iteration that parsed it (a uv_check_t). The writer
- * then finds several together and commits them as one batch, without
- * idling while the loop parses the rest of a busy iteration.
- *
- * Overload: when lith's queue is full, a command waits here, in a FIFO on
- * the loop, until the writer makes room or queue_wait_ms passed (then 503
- * with Retry-After). While anything waits, new commands queue behind it, so
- * the wait is first come, first served. What waits is bounded in bytes
- * (PARK_MAX_BYTES of request bodies): past that a request gets 503 at once.
+ * The pieces: the routes are one table in server.c; commands reach the
+ * writer through overload.h (submitted in chunks; when lith's queue is
+ * full they wait there, first come first served, bounded in bytes, until
+ * queue_wait_ms: then 503 with Retry-After); /metrics is written by
+ * metrics.h; the SQL clients may send is checked by sqljson.h (its
+ * authorizer, lithd_authorizer, goes on the write connection).
  */
 #ifndef LITHD_SERVER_H
 #define LITHD_SERVER_H
@@ -41,6 +38,7 @@
 #include "lith.h"
 #include "lith_uv.h"
 #include "commands.h"
+#include "overload.h"
 #include "sqljson.h"
 
 typedef struct lithd_server {
@@ -57,31 +55,19 @@ typedef struct lithd_server {
   const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
   int64_t queue_wait_ms;    /* how long a command waits for room in the queue */
 
-  /* Internal: the commands waiting for room (see above). */
-  struct lithd_park *park_head, *park_tail;
-  size_t park_bytes;
-  unsigned park_new;        /* parked since the last chunk went */
-  uv_timer_t park_timer;
-  uv_check_t park_check;    /* submits what the loop iteration parsed */
-  int started, stopped;
+  /* Internal: the commands on their way to the writer (overload.h);
+   * park.started and park.stopped say whether the server was started and
+   * stopped. */
+  lithd_overload park;
 } lithd_server;
 
-/* The SQLite authorizer lithd puts on the write connection
- * (lith_options.authorizer; ctx unused): clients' SQL may not ATTACH or
- * DETACH files, assign a PRAGMA (synchronous, journal_mode, writable_schema,
- * foreign_keys: settings every other client depends on) or call
- * load_extension. PRAGMAs that only read, with or without an argument
- * (table_info(t), integrity_check), stay allowed. */
-int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
-                     const char *d);
-
 /* Register every route of lithd on s->http, with `s` as their argument (it
- * must outlive the HTTP server), and start the server's timer on s->loop.
+ * must outlive the HTTP server), and set up the overload queue on s->loop.
  * The public fields must be set. Returns a LITH_HTTP_ code. */
 int lithd_server_start(lithd_server *s);
 
 /* Answer every waiting command with 503 (shutting down) and close the
- * timer; call it when the stop begins, before the bridge is closed. Later
+ * queue's handles; call it when the stop begins, before the bridge is closed. Later
  * commands are refused at once. */
 void lithd_server_stop(lithd_server *s);
 

@@ -6,9 +6,10 @@
  *   {"statements": [{"sql": "UPDATE t SET v = ? WHERE id = ?", "params": [2, 7]},
  *                   {"sql": "SELECT * FROM t WHERE id = :id", "params": {":id": 7}}]}
  *
- * lithd_batch_parse() checks it against limits and turns it into a
- * lithd_batch that holds no JSON any more (plain C values in one arena), so
- * the writer thread never touches jansson. lithd_batch_run() runs the whole
+ * lithd_batch_parse() reads it with lithd's own JSON reader (json.h),
+ * checks it against limits and turns it into a lithd_batch that holds no
+ * JSON any more (plain C values in one arena), so the writer thread never
+ * walks a JSON tree. lithd_batch_run() runs the whole
  * list inside one lith command (so in one SAVEPOINT: a failing statement
  * undoes the others) and lithd_batch_read() inside lith_read; both collect
  * every row into a lithd_result, which lithd_result_json() turns into
@@ -23,9 +24,9 @@
  *              "statement": 1}}
  *
  * Values, both ways:
- *   JSON integer  <-> INTEGER, exact over the whole 64-bit range (jansson's
- *                     json_int_t is long long; integers outside it are refused
- *                     as "too big integer", never rounded to a real)
+ *   JSON integer  <-> INTEGER, exact over the whole 64-bit range (json.h;
+ *                     integers outside it are refused as "too big integer",
+ *                     never rounded to a real)
  *   JSON real      -> REAL; a REAL comes back as a JSON number with a '.' or
  *                     an exponent, in the fewest digits that read back as the
  *                     same double; +-Infinity (SQLite can hold it: 1e999)
@@ -54,6 +55,10 @@
  * Memory: every object here is created by one call and freed by its own
  * free function; JSON text returned as char * is malloc'd and freed by the
  * caller with free().
+ *
+ * Inside: three stages, one file each (sqljson_parse.c, sqljson_run.c,
+ * sqljson_encode.c), sharing sqljson_int.h; sqljson.c holds the errors and
+ * limits all of them use.
  */
 #ifndef LITHD_SQLJSON_H
 #define LITHD_SQLJSON_H
@@ -61,6 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "json.h"
 #include "lith.h"
 
@@ -246,6 +252,16 @@ int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out);
  * snapshot or change a pooled connection for later requests.) */
 int lithd_batch_read(lith_rx *rx, lithd_batch *b, lithd_result **out);
 
+/* The SQLite authorizer lithd puts on the write connection
+ * (lith_options.authorizer; ctx unused): clients' SQL may not ATTACH or
+ * DETACH files, assign a PRAGMA (synchronous, journal_mode, writable_schema,
+ * foreign_keys: settings every other client depends on) or call
+ * load_extension or fts3_tokenizer. PRAGMAs that only read, with or
+ * without an argument (table_info(t), integrity_check), stay allowed.
+ * lithd_batch_run answers a refusal with LITHD_FORBIDDEN. */
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
+                     const char *d);
+
 /* The result's code: LITH_OK if every statement ran. If err is not NULL it
  * receives the code, statement index and message. */
 int lithd_result_error(const lithd_result *r, lithd_error *err);
@@ -267,6 +283,18 @@ char *lithd_result_json(const lithd_result *r);
 
 /* Free a result (NULL is fine). */
 void lithd_result_free(lithd_result *r);
+
+/* ---- Writing JSON ---------------------------------------------------------
+ * The encoder's own writers, for lithd's other hand-written answers: b is
+ * the caller's buffer (buf.h). */
+
+/* s[0..n) as a JSON string, quotes included: '"', '\\' and control
+ * characters escaped, valid UTF-8 copied as it is, a byte that starts no
+ * valid sequence written as U+FFFD. */
+void lithd_json_put_string(lithd_buf *b, const char *s, size_t n);
+
+/* v as a JSON integer, every int64_t exact. */
+void lithd_json_put_int(lithd_buf *b, int64_t v);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 FUZZ_SEEDS += tools/lith/fuzz/corpus/lith_answer
 
 $(FUZZ_B)/fuzz_lith_answer: tools/lith/fuzz/fuzz_answer.c tools/lith/main.c tools/lith/client.c \
-                            tools/lithd/token.c $(LITH_CLI_HDRS)
+                            tools/lithd/token.c tools/lithd/textfile.c $(LITH_CLI_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Itools/lith $(LITH_CLI_CFLAGS) -o $@ $< tools/lith/client.c \
-	  tools/lithd/token.c $(LITH_CLI_LIBS) -lm
+	  tools/lithd/token.c tools/lithd/textfile.c $(LITH_CLI_LIBS) -lm

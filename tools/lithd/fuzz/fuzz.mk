@@ -25,9 +25,9 @@ FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Itools/lithd \
                 $(PKG_CFLAGS) $(JANSSON_CFLAGS)
 FUZZ_LIBS     = $(PKG_LIBS) $(JANSSON_LIBS) -pthread -lm
 
-$(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c tools/lithd/json.c tools/lithd/arena.c $(LITHD_SQLJSON_HDRS)
+$(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c $(LITHD_JSON_SRC) $(LITHD_JSON_HDRS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/json.c tools/lithd/arena.c -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_JSON_SRC) -lm
 
 $(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)

@@ -571,6 +571,64 @@ static void test_failing_statement_undoes_the_command(void **state) {
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
+/* lithd_authorizer (sqljson_run.c) on the write connection: what would
+ * change the database's files or settings for every client is refused
+ * with LITHD_FORBIDDEN, and the command undone; PRAGMAs that read stay. */
+static void test_authorizer(void **state) {
+  (void)state;
+  static const char *const refused[] = {
+      "ATTACH DATABASE 'elsewhere.db' AS e",
+      "PRAGMA journal_mode = DELETE",
+      "PRAGMA synchronous = OFF",
+      "PRAGMA writable_schema = 1",
+      "SELECT load_extension('x')",
+      "SELECT fts3_tokenizer('simple')",
+  };
+  static const char *const allowed[] = {
+      "PRAGMA user_version",
+      "PRAGMA table_info(kv)",
+      "PRAGMA integrity_check",
+      "SELECT * FROM pragma_table_info('kv')",
+  };
+  lith_options opt;
+  lith *db = NULL;
+  job j;
+  lith_options_default(&opt);
+  opt.migrations = migrations;
+  opt.n_migrations = 1;
+  opt.authorizer = lithd_authorizer;
+  remove_db();
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "{`statements`: [{`sql`: `INSERT INTO kv(k, v) VALUES ('a', 1)`}, {`sql`: `%s`}]}",
+             refused[i]);
+    int rc = do_json(db, &j, text);
+    if (rc != LITHD_FORBIDDEN)
+      fail_msg("%s: %s", refused[i], lithd_code_name(rc));
+    result_fails(j.res, LITHD_FORBIDDEN, 1, "lithd refuses ATTACH");
+    job_free(&j);
+  }
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM kv"), 0);
+  for (size_t i = 0; i < sizeof allowed / sizeof *allowed; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{`statements`: [{`sql`: `%s`}]}", allowed[i]);
+    int rc = do_json(db, &j, text);
+    if (rc != LITH_OK)
+      fail_msg("%s: %s", allowed[i], lithd_code_name(rc));
+    job_free(&j);
+  }
+  /* the callback itself */
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_DETACH, "e", NULL, NULL, NULL), SQLITE_DENY);
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_PRAGMA, "foreign_keys", "0", NULL, NULL), SQLITE_DENY);
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_PRAGMA, "foreign_key_check", "t", NULL, NULL), SQLITE_OK);
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_FUNCTION, NULL, "LOAD_EXTENSION", NULL, NULL), SQLITE_DENY);
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_FUNCTION, NULL, "lower", NULL, NULL), SQLITE_OK);
+  assert_int_equal(lithd_authorizer(NULL, SQLITE_INSERT, "kv", NULL, "main", NULL), SQLITE_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 static void test_malformed_requests(void **state) {
   (void)state;
   parse_fails("{`statements`: [", NULL, LITHD_BAD_REQUEST, -1, "invalid JSON at line 1");
@@ -982,6 +1040,7 @@ int main(void) {
       cmocka_unit_test(test_rerun_gives_one_fresh_result),
       cmocka_unit_test(test_rerun_after_transaction_abort),
       cmocka_unit_test(test_error_json_and_statuses),
+      cmocka_unit_test(test_authorizer),
   };
   return cmocka_run_group_tests_name("tools/lithd/sqljson", tests, NULL, NULL);
 }

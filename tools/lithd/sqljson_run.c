@@ -1,0 +1,424 @@
+/*
+ * sqljson, stage 2 of 3: run a lithd_batch on SQLite into a lithd_result
+ * (see sqljson.h, lithd_batch_run and lithd_batch_read).
+ *
+ * Design:
+ *   - Running (lithd_batch_run on the writer, lithd_batch_read on a
+ *     reader) shares one loop: fetch the cached statement, bind, step to the
+ *     end while copying every cell into the result's arena, reset. Anything
+ *     that could make the answer unsendable (too many rows or bytes, TEXT
+ *     that is not UTF-8) is found here, while the command can still fail,
+ *     never after a commit.
+ *   - A command may run more than once, so a run always starts by freeing
+ *     whatever result the previous run left in *out.
+ *   - max_run_ms: a progress handler, and the guard (guard.h) for what one
+ *     step can do without returning to the VM (bounded functions, the
+ *     watchdog's interrupt).
+ *   - The SQL authorizer of the write connection lives here too: it is the
+ *     other half of what clients' SQL may do, with the messages that name
+ *     its refusals.
+ */
+#include "sqljson_int.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "guard.h"
+#include "utf8.h"
+
+/* ---- Running ------------------------------------------------------------------ */
+
+/* Where statements come from: the writer's command or a reader. */
+typedef struct runner {
+  lith_tx *tx;
+  lith_rx *rx;
+  sqlite3 *conn;
+  lithd_batch *b;
+  lithd_result *r;
+  int64_t deadline; /* on lith_clock_ms() */
+  lithd_guard_slot *guard; /* NULL: the connection has no guard */
+  int timed_out;      /* a LITHD_GUARD_ reason: why the run was cut */
+} runner;
+
+static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* SQLite's progress handler: a non-zero return interrupts the statement. */
+static int on_progress(void *arg) {
+  runner *rn = arg;
+  if (!rn->timed_out) {
+    if (rn->guard != NULL) /* the same deadline, and whether lithd stops: one clock read */
+      rn->timed_out = lithd_guard_cut(rn->guard);
+    else if (lith_clock_ms() > rn->deadline)
+      rn->timed_out = LITHD_GUARD_DEADLINE;
+  }
+  return rn->timed_out;
+}
+
+/* Whether the run was cut: by the progress handler, or inside one step by
+ * the guard (a bounded function, the watchdog's interrupt). */
+static int was_cut(runner *rn) {
+  if (!rn->timed_out && sqlite3_errcode(rn->conn) == SQLITE_INTERRUPT)
+    rn->timed_out = lith_clock_ms() > rn->deadline ? LITHD_GUARD_DEADLINE : lithd_guard_cut(rn->guard);
+  return rn->timed_out;
+}
+
+static int timeout_fail(const runner *rn, int i) {
+  if (rn->timed_out == LITHD_GUARD_STOPPING)
+    return rfail(rn, LITH_CLOSED, i, "lithd is shutting down: the query was interrupted");
+  return rfail(rn, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
+               rn->b->lim.max_run_ms);
+}
+
+static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lithd__error_vset(&rn->r->err, code, stmt, fmt, ap);
+  va_end(ap);
+  if (rn->tx) /* what lith_errmsg / req->errmsg will say */
+    lith_tx_error(rn->tx, code, "statement %d: %s", stmt, rn->r->err.message);
+  return code;
+}
+
+static int bind_value(sqlite3_stmt *st, int idx, const value *v) {
+  switch (v->type) {
+  case SQLITE_INTEGER: return sqlite3_bind_int64(st, idx, v->u.i);
+  case SQLITE_FLOAT: return sqlite3_bind_double(st, idx, v->u.d);
+  case SQLITE_TEXT:
+    return sqlite3_bind_text64(st, idx, (const char *)v->u.p, v->n, SQLITE_STATIC, SQLITE_UTF8);
+  case SQLITE_BLOB:
+    /* a NULL or empty pointer would bind NULL; the empty blob is a zeroblob */
+    if (v->n == 0)
+      return sqlite3_bind_zeroblob(st, idx, 0);
+    return sqlite3_bind_blob64(st, idx, v->u.p, v->n, SQLITE_STATIC);
+  default: return sqlite3_bind_null(st, idx);
+  }
+}
+
+static int bind_all(const runner *rn, int i, sqlite3_stmt *st) {
+  const stmt_spec *spec = &rn->b->stmts[i];
+  int count = sqlite3_bind_parameter_count(st);
+  int src;
+  if (!spec->named) {
+    if (spec->nparams != count)
+      return rfail(rn, LITHD_BAD_REQUEST, i, "the statement has %d parameter%s, %d given", count,
+                   count == 1 ? "" : "s", spec->nparams);
+    for (int k = 0; k < count; k++)
+      if ((src = bind_value(st, k + 1, &spec->params[k].v)) != SQLITE_OK)
+        return rfail(rn, lith_from_sqlite(src), i, "parameter %d: %s", k + 1, sqlite3_errmsg(rn->conn));
+    return LITH_OK;
+  }
+
+  int rc = LITH_OK;
+  unsigned char *bound = calloc((size_t)count + 1, 1);
+  if (!bound)
+    return rfail(rn, LITH_NOMEM, i, "out of memory");
+  for (int k = 0; k < spec->nparams; k++) {
+    const char *name = spec->params[k].name;
+    int idx = sqlite3_bind_parameter_index(st, name);
+    if (idx == 0) {
+      rc = rfail(rn, LITHD_BAD_REQUEST, i, "the statement has no parameter \"%.64s\"", name);
+      goto out;
+    }
+    if (bound[idx]) { /* two names for one index: SQLite gives each index one
+                         name, so this only guards the loop below */
+      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is given twice", name);
+      goto out;
+    }
+    bound[idx] = 1;
+    if ((src = bind_value(st, idx, &spec->params[k].v)) != SQLITE_OK) {
+      rc = rfail(rn, lith_from_sqlite(src), i, "parameter \"%.64s\": %s", name, sqlite3_errmsg(rn->conn));
+      goto out;
+    }
+  }
+  for (int idx = 1; idx <= count; idx++) {
+    if (bound[idx])
+      continue;
+    const char *name = sqlite3_bind_parameter_name(st, idx);
+    if (name)
+      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is not given", name);
+    else
+      rc = rfail(rn, LITHD_BAD_REQUEST, i,
+                 "parameter %d has no name: give \"params\" as an array", idx);
+    goto out;
+  }
+out:
+  free(bound);
+  return rc;
+}
+
+static int push_value(const runner *rn, int i, stmt_out *o, const value *v) {
+  if (o->nvals == o->capvals) {
+    size_t ncap = o->capvals ? o->capvals * 2 : 16;
+    value *nv = realloc(o->vals, ncap * sizeof *nv);
+    if (!nv)
+      return rfail(rn, LITH_NOMEM, i, "out of memory");
+    o->vals = nv;
+    o->capvals = ncap;
+  }
+  o->vals[o->nvals++] = *v;
+  return LITH_OK;
+}
+
+static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
+  lithd_result *r = rn->r;
+  const lithd_limits *lim = &rn->b->lim;
+  if (r->rows >= lim->max_rows)
+    return rfail(rn, LITHD_RESULT_TOO_LARGE, i,
+                 "the answer would hold more than %" PRId64 " rows (max_rows)", lim->max_rows);
+  for (int col = 0; col < o->ncols; col++) {
+    value v = {.type = sqlite3_column_type(st, col)};
+    const unsigned char *p = NULL;
+    switch (v.type) {
+    case SQLITE_INTEGER: v.u.i = sqlite3_column_int64(st, col); break;
+    case SQLITE_FLOAT: v.u.d = sqlite3_column_double(st, col); break;
+    case SQLITE_TEXT:
+    case SQLITE_BLOB:
+      p = v.type == SQLITE_TEXT ? sqlite3_column_text(st, col) : sqlite3_column_blob(st, col);
+      v.n = (size_t)sqlite3_column_bytes(st, col);
+      if (!p && (v.n || sqlite3_errcode(rn->conn) == SQLITE_NOMEM))
+        return rfail(rn, LITH_NOMEM, i, "out of memory reading row %" PRId64 " column %d",
+                     o->nrows, col);
+      if (v.n > lim->max_result_bytes - r->bytes)
+        return rfail(rn, LITHD_RESULT_TOO_LARGE, i,
+                     "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
+                     lim->max_result_bytes);
+      if (v.type == SQLITE_TEXT && !lithd_utf8_valid(p, v.n))
+        return rfail(rn, LITHD_UNENCODABLE, i,
+                     "text is not valid UTF-8 in row %" PRId64 " column %d; CAST(x AS BLOB) reads it",
+                     o->nrows, col);
+      r->bytes += v.n;
+      v.u.p = lithd_arena_copy(&r->mem, p, v.n);
+      if (!v.u.p)
+        return rfail(rn, LITH_NOMEM, i, "out of memory");
+      break;
+    default: v.type = SQLITE_NULL; break;
+    }
+    int rc = push_value(rn, i, o, &v);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  o->nrows++;
+  r->rows++;
+  return LITH_OK;
+}
+
+/* /v1/query runs queries only: the first keyword, past blanks and comments,
+ * must open one. */
+static int starts_as_query(const char *s) {
+  static const char *const words[] = {"SELECT", "WITH", "VALUES", "EXPLAIN"};
+  for (;;) {
+    while (isspace((unsigned char)*s))
+      s++;
+    if (s[0] == '-' && s[1] == '-') {
+      s = strchr(s, '\n');
+      if (!s)
+        return 0;
+    } else if (s[0] == '/' && s[1] == '*') {
+      s = strstr(s + 2, "*/");
+      if (!s)
+        return 0;
+      s += 2;
+    } else
+      break;
+  }
+  size_t n = 0;
+  while (isalpha((unsigned char)s[n]))
+    n++;
+  for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+    if (strlen(words[k]) == n && strncasecmp(s, words[k], n) == 0)
+      return 1;
+  return 0;
+}
+
+static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
+  o->ncols = sqlite3_column_count(st);
+  if (o->ncols == 0)
+    return LITH_OK;
+  o->cols = lithd_arena_alloc(&rn->r->mem, (size_t)o->ncols * sizeof *o->cols, _Alignof(max_align_t));
+  if (!o->cols)
+    return rfail(rn, LITH_NOMEM, i, "out of memory");
+  for (int col = 0; col < o->ncols; col++) {
+    const char *name = sqlite3_column_name(st, col);
+    if (!name)
+      return rfail(rn, LITH_NOMEM, i, "out of memory");
+    size_t len = strlen(name);
+    if (!lithd_utf8_valid((const unsigned char *)name, len))
+      return rfail(rn, LITHD_UNENCODABLE, i, "the name of column %d is not valid UTF-8", col);
+    o->cols[col] = lithd_arena_copy(&rn->r->mem, name, len);
+    if (!o->cols[col])
+      return rfail(rn, LITH_NOMEM, i, "out of memory");
+  }
+  return LITH_OK;
+}
+
+static int run_one(runner *rn, int i) {
+  const char *sql = rn->b->stmts[i].sql;
+  stmt_out *o = &rn->r->outs[i];
+  sqlite3_stmt *st;
+  sqlite3_int64 before = 0;
+  int rc, src;
+
+  if (rn->rx && !starts_as_query(sql))
+    return rfail(rn, LITHD_NOT_A_QUERY, i,
+                 "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
+                 "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
+  st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
+  if (!st) {
+    /* lith's message says why (prepare: ..., more than one statement, ...). */
+    if (was_cut(rn)) /* a long prepare can be interrupted too */
+      return timeout_fail(rn, i);
+    rc = rn->tx ? lith_tx_rc(rn->tx) : lith_from_sqlite(sqlite3_extended_errcode(rn->conn));
+    if (rc == LITH_OK) /* refused by lith after a good prepare */
+      rc = LITH_MISUSE;
+    /* An authorizer said no: 403. (A denied function is SQLITE_ERROR with
+     * "not authorized to use function" rather than SQLITE_AUTH.) */
+    if (sqlite3_errcode(rn->conn) == SQLITE_AUTH ||
+        strncmp(sqlite3_errmsg(rn->conn), "not authorized", 14) == 0)
+      return rfail(rn, LITHD_FORBIDDEN, i,
+                   "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and fts3_tokenizer, "
+                   "and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
+                   lith_errmsg(NULL));
+    return rfail(rn, rc, i, "%s", lith_errmsg(NULL));
+  }
+  if (rn->rx && !sqlite3_stmt_readonly(st)) {
+    rc = rfail(rn, LITHD_NOT_A_QUERY, i, "write statement on /v1/query");
+    goto out;
+  }
+  if ((rc = bind_all(rn, i, st)) != LITH_OK)
+    goto out;
+  if ((rc = column_names(rn, i, st, o)) != LITH_OK)
+    goto out;
+
+  if (rn->tx) {
+    before = sqlite3_total_changes64(rn->conn);
+    sqlite3_set_last_insert_rowid(rn->conn, 0);
+  }
+  while ((src = sqlite3_step(st)) == SQLITE_ROW)
+    if ((rc = collect_row(rn, i, st, o)) != LITH_OK)
+      goto out;
+  if (src != SQLITE_DONE) {
+    if (was_cut(rn))
+      rc = timeout_fail(rn, i);
+    else
+      rc = rfail(rn, lith_from_sqlite(src), i, "%s", sqlite3_errmsg(rn->conn));
+    goto out;
+  }
+  if (rn->tx) {
+    /* sqlite3_changes64 keeps the count of the last INSERT, UPDATE or
+       DELETE: it is this statement's only if the total moved. */
+    o->changes = sqlite3_total_changes64(rn->conn) != before ? sqlite3_changes64(rn->conn) : 0;
+    o->last_rowid = sqlite3_last_insert_rowid(rn->conn);
+  }
+  rc = LITH_OK;
+out:
+  /* Leave nothing running (a half-read SELECT would sit across the
+     command's ROLLBACK TO) and nothing pointing into the batch. */
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc;
+}
+
+static int run_batch(runner *rn, lithd_result **out) {
+  lithd_batch *b = rn->b;
+  int rc = LITH_OK;
+  lithd_result_free(*out);
+  *out = NULL;
+  lithd_result *r = calloc(1, sizeof *r);
+  if (!r)
+    goto err;
+  r->outs = calloc(b->n ? (size_t)b->n : 1, sizeof *r->outs);
+  if (!r->outs)
+    goto err_free_result;
+  r->nouts = b->n;
+  lithd__error_clear(&r->err);
+  rn->r = r;
+  *out = r;
+
+  int64_t now = lith_clock_ms();
+  rn->deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
+  rn->guard = lithd_guard_begin(rn->conn, rn->deadline, rn->rx != NULL);
+  sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
+  for (int i = 0; i < b->n; i++) {
+    if ((rc = run_one(rn, i)) != LITH_OK)
+      break;
+    r->n = i + 1;
+  }
+  sqlite3_progress_handler(rn->conn, 0, NULL, NULL);
+  lithd_guard_end(rn->guard);
+  return rc;
+
+err_free_result:
+  free(r);
+err:
+  if (rn->tx)
+    return lith_tx_error(rn->tx, LITH_NOMEM, "out of memory");
+  return LITH_NOMEM;
+}
+
+int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out) {
+  if (!tx || !b || !out)
+    return LITH_MISUSE;
+  runner rn = {.tx = tx, .conn = lith_tx_db(tx), .b = b};
+  return run_batch(&rn, out);
+}
+
+int lithd_batch_read(lith_rx *rx, lithd_batch *b, lithd_result **out) {
+  if (!rx || !b || !out)
+    return LITH_MISUSE;
+  runner rn = {.rx = rx, .conn = lith_rx_db(rx), .b = b};
+  return run_batch(&rn, out);
+}
+
+int lithd_result_error(const lithd_result *r, lithd_error *err) {
+  if (!r)
+    return lithd_error_set(err, LITH_MISUSE, -1, "no result");
+  if (err)
+    *err = r->err;
+  return r->err.code;
+}
+
+void lithd_result_free(lithd_result *r) {
+  if (!r)
+    return;
+  for (int i = 0; i < r->nouts; i++)
+    free(r->outs[i].vals);
+  free(r->outs);
+  lithd_arena_free(&r->mem);
+  free(r);
+}
+
+/* ---- The write connection's authorizer ------------------------------------ */
+
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
+                     const char *d) {
+  /* PRAGMAs whose argument names what to read, not a value to set. */
+  static const char *const reading[] = {"table_info",   "table_xinfo",       "table_list",
+                                        "index_list",   "index_info",        "index_xinfo",
+                                        "foreign_key_list", "foreign_key_check",
+                                        "integrity_check",  "quick_check"};
+  size_t i;
+  (void)ctx, (void)c, (void)d;
+  switch (action) {
+  case SQLITE_ATTACH:
+  case SQLITE_DETACH: return SQLITE_DENY;
+  case SQLITE_FUNCTION:
+    /* load_extension loads code; fts3_tokenizer hands out (one argument)
+     * and takes (two, when bound) a pointer to C functions. */
+    return b != NULL && (strcasecmp(b, "load_extension") == 0 || strcasecmp(b, "fts3_tokenizer") == 0)
+               ? SQLITE_DENY
+               : SQLITE_OK;
+  case SQLITE_PRAGMA:
+    if (b == NULL) /* "PRAGMA x": reads x */
+      return SQLITE_OK;
+    for (i = 0; i < sizeof reading / sizeof reading[0]; i++)
+      if (a != NULL && strcmp(a, reading[i]) == 0)
+        return SQLITE_OK;
+    return SQLITE_DENY;
+  default: return SQLITE_OK;
+  }
+}
