@@ -50,8 +50,10 @@ lithd: $(LITHD_BIN)
 # LITHD_TEST_BIN.
 #   test_overload  overload.c against fakes of lith_uv_submit, lith_clock_ms
 #                  and lith_http_is_gone (link seams: no writer, no HTTP)
-#   test_textfile  textfile.c, the one bounded file reader
-LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile
+#   test_textfile  textfile.c, the one bounded file reader, and token.c
+#   test_metrics   metrics.c on a real lith handle, without an HTTP server
+LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile \
+                   $(B)/tools/lithd/test/test_metrics
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST)
 
 $(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lithd/overload.c tools/lithd/overload.h $(HDRS) $(HTTP_HDRS)
@@ -61,3 +63,7 @@ $(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lith
 $(B)/tools/lithd/test/test_textfile: tools/lithd/test/test_textfile.c tools/lithd/textfile.c tools/lithd/textfile.h tools/lithd/token.c tools/lithd/token.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itools/lithd $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/textfile.c tools/lithd/token.c $(TEST_LIBS) $(LDFLAGS)
+
+$(B)/tools/lithd/test/test_metrics: tools/lithd/test/test_metrics.c tools/lithd/metrics.c tools/lithd/metrics.h tools/lithd/buf.c tools/lithd/buf.h $(HTTP_OBJ) $(B)/liblith.a $(HDRS) $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/metrics.c tools/lithd/buf.c $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(TEST_LIBS) $(LDFLAGS)
