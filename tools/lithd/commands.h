@@ -41,8 +41,9 @@
 
 typedef struct lithd_commands lithd_commands;
 
-/* Read and split the file at `path` (read during the call). On 0, *out is
- * the set; on -1, *out is NULL and err (errsz bytes) says where and why. */
+/* Read the file at `path` (textfile.h: at most 4 MiB, no NUL byte; the path
+ * is read during the call) and split it. On 0, *out is the set; on -1,
+ * *out is NULL and err (errsz bytes) says where and why. */
 int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_t errsz);
 
 /* Prepare every statement on `db` (a connection to the database that will

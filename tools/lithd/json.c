@@ -7,7 +7,9 @@
  * size, when they close; so the arena only ever holds finished nodes and a
  * parse makes a handful of mallocs whatever the body holds. Strings without
  * escapes are validated and copied in one pass; with escapes, decoded into
- * a buffer of the raw length (decoding never grows a string). Duplicate
+ * a buffer of the raw length (decoding never grows a string). UTF-8 is
+ * checked and \u escapes encoded by utf8.h, the check sqljson applies to
+ * what goes out: lithd accepts and answers the same set. Duplicate
  * keys: pairwise for small objects, by sorting for large ones, so a hostile
  * body of a million keys costs n log n, not n squared.
  */

@@ -21,7 +21,9 @@ typedef struct lithd_schema {
   int n;
 } lithd_schema;
 
-/* Read and split `path`. Returns 0, or -1 with err (errsz bytes) saying why. */
+/* Read `path` (textfile.h: at most 16 MiB, no NUL byte) and split it.
+ * Returns 0, or -1 with err (errsz bytes) saying why ("--schema PATH: ..."
+ * when the file cannot be read). */
 int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t errsz);
 
 void lithd_schema_free(lithd_schema *s);
