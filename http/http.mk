@@ -15,7 +15,12 @@ HTTP_DEBS := libh2o-dev libuv1-dev
 HTTP_CFLAGS = $(shell pkg-config --cflags $(HTTP_PKGS) 2>/dev/null)
 HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
 
-HTTP_SRC  := $(wildcard http/*.c)
+# http/h1client.c is not the server's: a libc-only HTTP/1.1 answer reader
+# for clients (the lith CLI, tests, benchmarks), which link H1C_OBJ or
+# compile H1C_SRC (-Ihttp).
+H1C_SRC   := http/h1client.c
+H1C_OBJ   := $(B)/http/h1client.o
+HTTP_SRC  := $(filter-out $(H1C_SRC),$(wildcard http/*.c))
 HTTP_OBJ  := $(HTTP_SRC:%.c=$(B)/%.o)
 HTTP_HDRS := $(wildcard http/*.h)
 HTTP_TEST_BIN := $(B)/http/test/test_http
