@@ -5,7 +5,10 @@
 # It defines:
 #   HTTP_SRC, HTTP_OBJ   the layer's sources and their objects in $(B)
 #   HTTP_CFLAGS/LIBS     pkg-config for libh2o and libuv
-#   HTTP_TEST_BIN        the test binary, to add to TEST_BIN
+#   HTTP_TEST_BIN        the test binaries, to add to TEST_BIN: one per
+#                        http/test/test_*.c (mirroring http/*.c), each linked
+#                        with the shared fixture and raw client of
+#                        http/test/helper.c
 #   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install
 # A program using the layer adds -Ihttp, links $(HTTP_OBJ) and $(HTTP_LIBS).
 
@@ -23,12 +26,20 @@ H1C_OBJ   := $(B)/http/h1client.o
 HTTP_SRC  := $(filter-out $(H1C_SRC),$(wildcard http/*.c))
 HTTP_OBJ  := $(HTTP_SRC:%.c=$(B)/%.o)
 HTTP_HDRS := $(wildcard http/*.h)
-HTTP_TEST_BIN := $(B)/http/test/test_http
+HTTP_TEST_SRC := $(wildcard http/test/test_*.c)
+HTTP_TEST_BIN := $(HTTP_TEST_SRC:%.c=$(B)/%)
+HTTP_TEST_OBJ := $(B)/http/test/helper.o
 
 $(B)/http/%.o: http/%.c $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/http/test/test_http: http/test/test_http.c $(HTTP_OBJ) $(HTTP_HDRS)
+$(HTTP_TEST_OBJ): http/test/helper.c http/test/helper.h $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -c $< -o $@
+
+# One rule for every test; test_h1client needs only H1C_OBJ, the others the
+# server (HTTP_OBJ) and the helper.
+$(B)/http/test/test_%: http/test/test_%.c $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) http/test/helper.h $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp -Ihttp/test $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)
