@@ -20,9 +20,15 @@
 
 static void test_names(void **state) {
   (void)state;
-  assert_string_equal(lith_http_errstr(LITH_HTTP_GONE), "LITH_HTTP_GONE");
-  assert_string_equal(lith_http_errstr(LITH_HTTP_FULL), "LITH_HTTP_FULL");
-  assert_string_equal(lith_http_errstr(12345), "LITH_HTTP_UNKNOWN");
+  /* short phrases, like lith_errstr's; every code has its own */
+  assert_string_equal(lith_http_errstr(LITH_HTTP_GONE), "client gone");
+  assert_string_equal(lith_http_errstr(LITH_HTTP_FULL), "stream buffer full");
+  assert_string_equal(lith_http_errstr(12345), "unknown error");
+  for (int a = LITH_HTTP_OK; a <= LITH_HTTP_STOPPING; a++) {
+    assert_string_not_equal(lith_http_errstr(a), "unknown error");
+    for (int b = a + 1; b <= LITH_HTTP_STOPPING; b++)
+      assert_string_not_equal(lith_http_errstr(a), lith_http_errstr(b));
+  }
   assert_string_equal(lith_http_reason(404), "Not Found");
   assert_string_equal(lith_http_reason(418), "Client Error");
   lith_http_server *srv = NULL;
