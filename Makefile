@@ -177,7 +177,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/fuzz/*.c bench/common.c bench/net.c bench/transfer.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/test/*.c http/fuzz/*.c bench/common.c bench/net.c bench/transfer.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
 	  examples/kanban/*.c examples/kanban/fuzz/*.c
 
 clean:

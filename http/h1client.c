@@ -61,6 +61,12 @@ static int name_is(const char *p, size_t n, const char *name) {
   return n == strlen(name) && strncasecmp(p, name, n) == 0;
 }
 
+/* Does p[0..n) start with `word`, in any case? */
+static int starts_with(const char *p, size_t n, const char *word) {
+  size_t k = strlen(word);
+  return n >= k && strncasecmp(p, word, k) == 0;
+}
+
 /* The framing headers of a head with a body: Transfer-Encoding (only
  * chunked) sets h->body; Content-Length sets h->length (SIZE_MAX: none
  * yet). */
@@ -99,7 +105,7 @@ int h1c_parse_head(const char *buf, size_t len, const char *method, h1c_head *h,
                    size_t max_hdrs, const char **why) {
   size_t hlen = head_end(buf, 0, len), i;
   const char *p, *end;
-  int has_body, rc;
+  int has_body;
 
   *why = NULL;
   memset(h, 0, sizeof *h);
@@ -169,11 +175,13 @@ int h1c_parse_head(const char *buf, size_t len, const char *method, h1c_head *h,
     if (hdrs != NULL && i < max_hdrs)
       hdrs[i] = hv;
     i++;
-    if (name_is(hv.name, hv.name_len, "connection") && hv.value_len >= 5 &&
-        strncasecmp(hv.value, "close", 5) == 0)
+    if (name_is(hv.name, hv.name_len, "connection") && starts_with(hv.value, hv.value_len, "close"))
       h->closes = 1;
-    if (has_body && (rc = parse_framing(&hv, h, why)) != H1C_OK)
-      return rc;
+    if (has_body) {
+      int rc = parse_framing(&hv, h, why);
+      if (rc != H1C_OK)
+        return rc;
+    }
   }
   h->n_headers = i;
   if (h->body == H1C_BODY_EOF && h->length != SIZE_MAX)
