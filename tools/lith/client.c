@@ -30,7 +30,6 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "lith.h" /* LITH_VERSION */
