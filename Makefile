@@ -138,39 +138,8 @@ $(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
 
 demo: $(DEMO)
 
-# Benchmarks: standalone programs that print tables (see bench/README.md).
-BENCH_BIN := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http
-# Every bench program links bench/common.c: the helpers they share (bench/common.h).
-$(B)/bench/%: bench/%.c bench/common.c bench/common.h $(B)/liblith.a $(HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< bench/common.c $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
-# bench/lithd spawns lithd (absolute path compiled in, --lithd overrides); it links SQLite only.
-$(B)/bench/lithd: bench/lithd.c bench/common.c bench/common.h $(LITHD_BIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< bench/common.c $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
-# bench/kanban_http spawns the kanban server (absolute path compiled in, --kanban overrides); SQLite only.
-$(B)/bench/kanban_http: bench/kanban_http.c bench/common.c bench/common.h $(KANBAN_BIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< bench/common.c $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
-
-bench: deps
-	@$(MAKE) --no-print-directory $(BENCH_BIN)
-	$(B)/bench/writer $(BENCH_ARGS)
-	$(B)/bench/lithd $(BENCH_ARGS)
-	$(B)/bench/kanban $(BENCH_ARGS)
-	$(B)/bench/kanban_http $(BENCH_ARGS)
-
-# The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
-# SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and
-# issue 10's attacks, checked after each (bench/README.md). Root, for the mount.
-SOAK_MINUTES ?= 1
-$(B)/bench/soak: bench/soak.c bench/common.c bench/common.h $(LITHD_BIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< bench/common.c $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS) -lm
-
-soak: deps
-	@$(MAKE) --no-print-directory $(B)/bench/soak
-	$(B)/bench/soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+# Benchmarks and the soak: bench/bench.mk (`make bench`, `make soak`).
+include bench/bench.mk
 
 # The main job: lithd on lithd.db, on 127.0.0.1:8765 (ARGS adds options).
 run: deps
@@ -208,7 +177,7 @@ uninstall:
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/fuzz/*.c bench/common.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
+	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/test/*.c http/fuzz/*.c bench/common.c bench/net.c bench/transfer.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
 	  examples/kanban/*.c examples/kanban/fuzz/*.c
 
 clean:

@@ -1,6 +1,8 @@
 /*
  * bench/common.h — what the benchmark programs (bench/writer, bench/lithd,
- * bench/kanban, bench/kanban_http) share.
+ * bench/kanban, bench/kanban_http, bench/soak) share. Two parts that only
+ * some of them use have files of their own: the HTTP client and the server
+ * under test (net.h), and the transfer workload (transfer.h).
  *
  * Why: the four were written one after another, each starting from a copy
  * of the one before, so each carried its own clock, latency buffers,
@@ -21,7 +23,7 @@
  * The rules: C11 plus POSIX/Linux (_GNU_SOURCE), SQLite only — no lith.h,
  * since bench/lithd and bench/kanban_http link SQLite and not liblith (what
  * lith knows, such as lith_options_default, the caller passes in). Names
- * start with bench_ / BENCH_; internals are static in common.c. Functions
+ * start with bench_ / BENCH_; internals are static in their .c file. Functions
  * that fail return -1 (or NAN) and leave the report to the caller, in its
  * own words (a message in a caller's buffer where there is one to give),
  * except the command-line helpers and bench_xcalloc, which end the process
@@ -227,57 +229,6 @@ int64_t bench_query_int(sqlite3 *db, const char *sql, int64_t arg, int *failed);
 int bench_quick_check_ok(sqlite3 *db); /* PRAGMA quick_check said "ok" */
 void bench_remove_db(const char *path); /* the file, -wal, -shm, -journal, -lithd.lock */
 
-/* ---- the transfer workload (bench/writer; bench/lithd over HTTP) -------------------------------
- *
- * Owner p (a producer thread, a client) owns accounts 10p..10p+9 and topic
- * p. A transfer reads one of its accounts' balance (bench/lithd leaves the
- * read out), debits it, credits another of p's, appends (p, seq, src, dst,
- * amount) to the ledger and bumps topic p's version. Balances start so
- * high that none is refused. */
-
-enum { BENCH_ACCOUNTS_PER = 10, BENCH_MAX_AMOUNT = 50, BENCH_REFUSED = -1 };
-#define BENCH_START_BALANCE INT64_C(1000000000000) /* 10^12 */
-
-#define BENCH_SQL_BALANCE "SELECT balance FROM accounts WHERE id = ?"
-#define BENCH_SQL_DEBIT "UPDATE accounts SET balance = balance - ? WHERE id = ?"
-#define BENCH_SQL_CREDIT "UPDATE accounts SET balance = balance + ? WHERE id = ?"
-#define BENCH_SQL_LEDGER "INSERT INTO ledger(producer, seq, src, dst, amount) VALUES (?, ?, ?, ?, ?)"
-#define BENCH_SQL_TOPIC "UPDATE topics SET version = version + 1 WHERE id = ?"
-
-typedef struct bench_transfer {
-  int64_t owner, seq, src, dst, amount;
-} bench_transfer;
-
-bench_transfer bench_transfer_make(int64_t owner, int64_t seq, uint64_t *rng);
-
-/* The transfer's statements and the transaction's, prepared on a plain connection. */
-typedef struct bench_stmts {
-  sqlite3_stmt *balance, *debit, *credit, *ledger, *topic;
-  sqlite3_stmt *begin, *commit, *rollback, *sp, *sp_release, *sp_rollback;
-} bench_stmts;
-
-int bench_stmts_prepare(sqlite3 *conn, bench_stmts *s); /* SQLITE_OK or the error */
-void bench_stmts_finalize(bench_stmts *s);
-/* The transfer's statements (the balance read first when read_balance):
- * SQLITE_OK, BENCH_REFUSED (balance too low), or an SQLite error. */
-int bench_transfer_sql(const bench_stmts *s, const bench_transfer *t, int read_balance);
-/* BEGIN IMMEDIATE, the transfer, COMMIT; rolled back on failure. *locked_at
- * (when not NULL) is when BEGIN returned. */
-int bench_transfer_tx(sqlite3 *conn, const bench_stmts *s, const bench_transfer *t, int read_balance,
-                      int64_t *locked_at);
-
-/* A fresh database (whatever was at path removed): the schema, n owners'
- * accounts and topics; closed, so the WAL is checkpointed and gone. 0 or -1. */
-int bench_transfer_create(const char *path, int n, const bench_pragmas *p);
-
-/* After a run: quick_check, money conserved, ledger rows and topic versions
- * equal to the transfers answered OK, in total and per owner (ok[0..n)).
- * Each finding goes to say(ctx, "check: ...") naming an owner as `who`
- * ("producer 3"); returns how many. */
-typedef void (*bench_say_fn)(void *ctx, const char *msg);
-int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const bench_pragmas *p, const char *who,
-                             bench_say_fn say, void *ctx);
-
 /* ---- CPU time from /proc ------------------------------------------------------------------------ */
 
 /* utime + stime of one /proc/.../stat file, in seconds; its comm (between
@@ -314,61 +265,5 @@ typedef struct bench_cpu_slots {
  * `seconds`; slots without data stay as they are. */
 void bench_cpu_fill(const bench_cpu_snap sn[2], double seconds, uint64_t commands, const bench_cpu_slots *at,
                     double *m);
-
-/* ---- a server under test, over HTTP on 127.0.0.1 --------------------------------------------------- */
-
-/* Spawn argv (argv[0] the binary) with stdout through a pipe and stderr to
- * `log`; wait up to timeout_s for a line naming http://127.0.0.1:PORT.
- * The port, or -1 with why in err (then nothing is left running: *pid -1). */
-int bench_server_start(char *const argv[], const char *log, const char *who, int timeout_s, pid_t *pid, char *err,
-                       size_t errsz);
-/* SIGTERM, and wait up to 60 s (else SIGKILL). 0 when it exited 0; else -1
- * with why in err and the end of its log on stderr. */
-int bench_server_stop(pid_t pid, const char *log, const char *who, char *err, size_t errsz);
-void bench_log_tail(const char *log, const char *who); /* the end of its stderr, on ours */
-
-/* A TCP connection to 127.0.0.1:port with TCP_NODELAY; nonblocking, or
- * blocking with 60 s timeouts. The fd, or -1 (errno says why). */
-int bench_dial(int port, int nonblocking);
-/* EPOLLIN, and EPOLLOUT too when `out`, for fd (registered with ptr). */
-int bench_epoll_out(int ep, int fd, void *ptr, int out);
-
-typedef struct bench_answer {
-  int status;
-  size_t head_len; /* through the blank line */
-  size_t total;    /* head and body */
-  int closes;      /* Connection: close */
-} bench_answer;
-
-/* One recv() into in[*len..cap) (NUL-terminated), then bench_http_parse:
- * 1 a whole answer, 0 not yet (or nothing to read now), -1 the connection
- * closed (errno 0) or failed (errno), -2 not an answer this client reads. */
-int bench_http_recv(int fd, char *in, size_t *len, size_t cap, bench_answer *a);
-/* 1: in[0..len) holds a whole answer (of at most cap bytes, with a
- * Content-Length); 0: not yet; -1: not an answer this client reads. */
-int bench_http_parse(const char *in, size_t len, size_t cap, bench_answer *a);
-/* The closed loops of a client (one thread, one epoll set) over a window:
- * at ws and at we edge(ctx, 0|1) (the moment to take a snapshot), every
- * event to event(ctx, its data.ptr, its events), until after the window
- * outstanding(ctx) is 0. 0 then; 1 when answers were still outstanding
- * drain_ns after the window; -1 when epoll_wait failed (errno says why). */
-typedef struct bench_loop {
-  int ep;
-  int64_t ws, we, drain_ns;
-  void *ctx;
-  void (*edge)(void *ctx, int which);
-  void (*event)(void *ctx, void *ptr, uint32_t events);
-  int (*outstanding)(void *ctx);
-} bench_loop;
-int bench_loop_run(const bench_loop *l);
-
-/* Does the header line at p (ending before `end`) start with `name`, colon
- * included ("content-length:"), in any case? */
-int bench_header_is(const char *p, const char *end, const char *name);
-/* The integer after `key` in body[0..n). 1 when found. */
-int bench_body_int(const char *body, size_t n, const char *key, int64_t *out);
-/* v (>= 0) in decimal at the start of a slot of `width` bytes, the rest
- * spaces (JSON allows them after a value, so lengths never change). */
-void bench_put_num(char *slot, int64_t v, int width);
 
 #endif

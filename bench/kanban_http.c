@@ -94,6 +94,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "net.h"
 
 #ifndef KANBAN_PATH
 #define KANBAN_PATH "build/default/examples/kanban/kanban"

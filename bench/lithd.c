@@ -86,6 +86,8 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "net.h"
+#include "transfer.h"
 
 #ifndef LITHD_PATH
 #define LITHD_PATH "build/default/tools/lithd/lithd"

@@ -106,6 +106,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "net.h"
 
 #ifndef LITHD_PATH
 #define LITHD_PATH "build/default/tools/lithd/lithd"

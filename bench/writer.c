@@ -115,6 +115,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "transfer.h"
 #include "lith.h"
 
 /* ---- the workload (bench/common.h: the transfer) ---------------------------- */

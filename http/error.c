@@ -28,15 +28,15 @@ const char *lith_http_errmsg(void) { return lh_errbuf; }
 
 const char *lith_http_errstr(int rc) {
   switch (rc) {
-  case LITH_HTTP_OK: return "LITH_HTTP_OK";
-  case LITH_HTTP_ERROR: return "LITH_HTTP_ERROR";
-  case LITH_HTTP_MISUSE: return "LITH_HTTP_MISUSE";
-  case LITH_HTTP_NOMEM: return "LITH_HTTP_NOMEM";
-  case LITH_HTTP_ADDRINUSE: return "LITH_HTTP_ADDRINUSE";
-  case LITH_HTTP_GONE: return "LITH_HTTP_GONE";
-  case LITH_HTTP_FULL: return "LITH_HTTP_FULL";
-  case LITH_HTTP_STOPPING: return "LITH_HTTP_STOPPING";
-  default: return "LITH_HTTP_UNKNOWN";
+  case LITH_HTTP_OK: return "ok";
+  case LITH_HTTP_ERROR: return "system call failed";
+  case LITH_HTTP_MISUSE: return "API misuse";
+  case LITH_HTTP_NOMEM: return "out of memory";
+  case LITH_HTTP_ADDRINUSE: return "address already in use";
+  case LITH_HTTP_GONE: return "client gone";
+  case LITH_HTTP_FULL: return "stream buffer full";
+  case LITH_HTTP_STOPPING: return "server stopping";
+  default: return "unknown error";
   }
 }
 

@@ -21,7 +21,8 @@
  *
  * Conventions, as in lith.h:
  *   - every call returns an int result code (LITH_HTTP_OK is 0);
- *     lith_http_errstr() names it, lith_http_errmsg() says what went wrong;
+ *     lith_http_errstr() describes it in a short phrase, as lith_errstr()
+ *     does, and lith_http_errmsg() says what went wrong this time;
  *   - handles are opaque; the server comes in a create/destroy pair, a
  *     request handle is released by the call that completes it;
  *   - each function says who owns every pointer it takes or returns.
@@ -71,7 +72,11 @@ enum {
   LITH_HTTP_STOPPING = 7   /* the server is stopping or stopped */
 };
 
-/* The name of a result code: a static string, never NULL. */
+/* A short human phrase for a result code ("client gone", "stream buffer
+ * full"), worded like lith_errstr()'s, for messages such as "listen: %s:
+ * %s", errstr then errmsg; "unknown error" for a code not listed above. A
+ * static string, never NULL. Not an identifier: the "code" of the JSON
+ * errors sent to clients comes from the HTTP status (lith_http_respond_error). */
 const char *lith_http_errstr(int rc);
 
 /* This thread's last error message from a lith_http call. Owned by the

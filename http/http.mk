@@ -5,7 +5,10 @@
 # It defines:
 #   HTTP_SRC, HTTP_OBJ   the layer's sources and their objects in $(B)
 #   HTTP_CFLAGS/LIBS     pkg-config for libh2o and libuv
-#   HTTP_TEST_BIN        the test binary, to add to TEST_BIN
+#   HTTP_TEST_BIN        the test binaries, to add to TEST_BIN: one per
+#                        http/test/test_*.c (mirroring http/*.c), each linked
+#                        with the shared fixture and raw client of
+#                        http/test/helper.c
 #   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install
 # A program using the layer adds -Ihttp, links $(HTTP_OBJ) and $(HTTP_LIBS).
 
@@ -15,15 +18,28 @@ HTTP_DEBS := libh2o-dev libuv1-dev
 HTTP_CFLAGS = $(shell pkg-config --cflags $(HTTP_PKGS) 2>/dev/null)
 HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
 
-HTTP_SRC  := $(wildcard http/*.c)
+# http/h1client.c is not the server's: a libc-only HTTP/1.1 answer reader
+# for clients (the lith CLI, tests, benchmarks), which link H1C_OBJ or
+# compile H1C_SRC (-Ihttp).
+H1C_SRC   := http/h1client.c
+H1C_OBJ   := $(B)/http/h1client.o
+HTTP_SRC  := $(filter-out $(H1C_SRC),$(wildcard http/*.c))
 HTTP_OBJ  := $(HTTP_SRC:%.c=$(B)/%.o)
 HTTP_HDRS := $(wildcard http/*.h)
-HTTP_TEST_BIN := $(B)/http/test/test_http
+HTTP_TEST_SRC := $(wildcard http/test/test_*.c)
+HTTP_TEST_BIN := $(HTTP_TEST_SRC:%.c=$(B)/%)
+HTTP_TEST_OBJ := $(B)/http/test/helper.o
 
 $(B)/http/%.o: http/%.c $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/http/test/test_http: http/test/test_http.c $(HTTP_OBJ) $(HTTP_HDRS)
+$(HTTP_TEST_OBJ): http/test/helper.c http/test/helper.h $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -c $< -o $@
+
+# One rule for every test; test_h1client needs only H1C_OBJ, the others the
+# server (HTTP_OBJ) and the helper.
+$(B)/http/test/test_%: http/test/test_%.c $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) http/test/helper.h $(HTTP_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp -Ihttp/test $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)

@@ -7,7 +7,8 @@
 #   KANBAN_BIN       the server, $(B)/examples/kanban/kanban (self-contained:
 #                    the assets/ files are compiled in by web_embed.sh)
 #   KANBAN_TEST_BIN  the HTTP test (test/test_http.c, named test_kanban_http
-#                    beside http/'s test_http), to add to TEST_BIN; it spawns
+#                    beside http/'s tests; answers read by http/h1client.c),
+#                    to add to TEST_BIN; it spawns
 #                    KANBAN_BIN (absolute path compiled in: tests run in a
 #                    scratch dir)
 #   KANBAN_PKGS, KANBAN_DEBS  what `make deps` checks and installs
@@ -40,9 +41,9 @@ $(KANBAN_BIN): $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $
 	$(CC) $(CPPFLAGS) -Ihttp -Iexamples/kanban $(KANBAN_CFLAGS) $(CFLAGS) -o $@ \
 	  $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $(B)/liblith.a $(KANBAN_LIBS) $(LDFLAGS)
 
-$(KANBAN_TEST_BIN): examples/kanban/test/test_http.c $(KANBAN_BIN)
+$(KANBAN_TEST_BIN): examples/kanban/test/test_http.c $(H1C_OBJ) http/h1client.h $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(KANBAN_TEST_DEF) -o $@ $< \
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(KANBAN_TEST_DEF) -o $@ $< $(H1C_OBJ) \
 	  $(shell pkg-config --libs jansson 2>/dev/null) $(TEST_LIBS) $(LDFLAGS)
 
 # Two headless Chromium pages on one board: a card dragged in one appears in

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <sys/types.h> /* ssize_t */
 
+#include "h1client.h" /* the answer and how it is read */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -49,10 +51,10 @@ enum {
 };
 
 /* Largest answer accepted (headers and body), to fail cleanly rather than
- * exhaust memory on a runaway peer. lithd's own limits keep its answers far
- * below (64 MiB of row data by default). */
-#define LITHC_MAX_ANSWER ((size_t)1 << 30)
-#define LITHC_MAX_HEADERS ((size_t)64 * 1024)
+ * exhaust memory on a runaway peer: h1client's. lithd's own limits keep its
+ * answers far below (64 MiB of row data by default). */
+#define LITHC_MAX_ANSWER H1C_MAX_ANSWER
+#define LITHC_MAX_HEADERS H1C_MAX_HEADERS
 
 /* A place to send requests to. Plain storage, filled by the functions below
  * or by hand; nothing inside is heap-allocated, nothing to free. */
@@ -80,25 +82,14 @@ const char *lithc_endpoint_name(const lithc_endpoint *ep, char *buf, size_t bufs
 
 /* One header of an answer: name and value point into lithc_response.head
  * (not NUL-terminated; values without surrounding blanks). */
-typedef struct lithc_header {
-  const char *name;
-  size_t name_len;
-  const char *value;
-  size_t value_len;
-} lithc_header;
+typedef h1c_header lithc_header;
 
-/* An answer. Filled by lithc_request; every pointer inside is owned by the
- * response and freed by lithc_response_free (which leaves it empty, so it
- * may be called twice). A zeroed struct is an empty response. */
-typedef struct lithc_response {
-  int status;             /* 200, 404, ... */
-  char *head;             /* the status line and header lines, as received */
-  lithc_header *headers;  /* n_headers entries pointing into head */
-  size_t n_headers;
-  char *body;             /* body_len bytes, then a NUL (the body may hold
-                             NULs of its own); never NULL after LITHC_OK */
-  size_t body_len;
-} lithc_response;
+/* An answer (h1client's): status, head, headers[n_headers] pointing into
+ * head, body[body_len] then a NUL (never NULL after LITHC_OK). Filled by
+ * lithc_request; every pointer inside is owned by the response and freed by
+ * lithc_response_free (which leaves it empty, so it may be called twice). A
+ * zeroed struct is an empty response. */
+typedef h1c_response lithc_response;
 
 /* A request. Every pointer is read during lithc_request only. */
 typedef struct lithc_request {
@@ -133,7 +124,7 @@ int lithc_response_read(int fd, const char *method, const char *peer, int timeou
  * into buf, returning how many (> 0), 0 at the end, or -1 with errno set
  * (EINTR is retried, anything else is an error: there is no socket to
  * wait for). */
-typedef ssize_t (*lithc_source)(void *ctx, char *buf, size_t n);
+typedef h1c_source lithc_source;
 
 /* lithc_response_read on bytes from src(ctx, ...) instead of a socket,
  * without a deadline: each call is one receive, so the caller decides

@@ -2,7 +2,8 @@
 #
 # Included by the main Makefile after tools/lithd/lithd.mk (the test spawns
 # LITHD_BIN). The client needs jansson only (no h2o, no liblith): it talks
-# to lithd over HTTP, and takes LITH_VERSION from include/lith.h.
+# to lithd over HTTP (reading answers with http/h1client.c, libc only), and
+# takes LITH_VERSION from include/lith.h.
 #
 #   LITH_CLI_BIN       the client, $(B)/tools/lith/lith
 #   LITH_CLI_TEST_BIN  the test binary, to add to TEST_BIN; it spawns both
@@ -12,22 +13,22 @@
 LITH_CLI_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 LITH_CLI_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c tools/lithd/token.c tools/lithd/textfile.c
-LITH_CLI_HDRS     := tools/lith/client.h tools/lithd/token.h tools/lithd/textfile.h include/lith.h
+LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c http/h1client.c tools/lithd/token.c tools/lithd/textfile.c
+LITH_CLI_HDRS     := tools/lith/client.h http/h1client.h tools/lithd/token.h tools/lithd/textfile.h include/lith.h
 LITH_CLI_BIN      := $(B)/tools/lith/lith
 LITH_CLI_TEST_BIN := $(B)/tools/lith/test/test_lith_cli
 
 $(LITH_CLI_BIN): $(LITH_CLI_SRC) $(LITH_CLI_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lith -Itools/lithd $(PKG_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) -o $@ $(LITH_CLI_SRC) $(LITH_CLI_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Itools/lith -Itools/lithd -Ihttp $(PKG_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) -o $@ $(LITH_CLI_SRC) $(LITH_CLI_LIBS) $(LDFLAGS) -lm
 
 # The test links client.c too, to test URL parsing and the HTTP reader
 # directly (against canned answers) besides running the binary.
-$(LITH_CLI_TEST_BIN): tools/lith/test/test_lith_cli.c tools/lith/client.c $(LITH_CLI_HDRS) $(LITH_CLI_BIN) $(LITHD_BIN)
+$(LITH_CLI_TEST_BIN): tools/lith/test/test_lith_cli.c tools/lith/client.c http/h1client.c $(LITH_CLI_HDRS) $(LITH_CLI_BIN) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lith $(PKG_CFLAGS) $(TEST_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) \
+	$(CC) $(CPPFLAGS) -Itools/lith -Ihttp $(PKG_CFLAGS) $(TEST_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) \
 	  -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -DLITH_CLI_PATH='"$(abspath $(LITH_CLI_BIN))"' \
-	  -o $@ $< tools/lith/client.c $(PKG_LIBS) $(TEST_LIBS) $(LITH_CLI_LIBS) $(LDFLAGS)
+	  -o $@ $< tools/lith/client.c http/h1client.c $(PKG_LIBS) $(TEST_LIBS) $(LITH_CLI_LIBS) $(LDFLAGS)
 
 lith-cli: $(LITH_CLI_BIN)
 .PHONY: lith-cli

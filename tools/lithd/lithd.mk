@@ -6,7 +6,8 @@
 #   LITHD_BIN       the daemon, $(B)/tools/lithd/lithd
 #   LITHD_TEST_BIN  the test binaries, to add to TEST_BIN: one per
 #                   tools/lithd/test/test_lithd*.c, each linked with the shared
-#                   helpers of tools/lithd/test/child.c; they spawn LITHD_BIN
+#                   helpers of tools/lithd/test/child.c (answers read by
+#                   http/h1client.c, H1C_OBJ); they spawn LITHD_BIN
 #                   (absolute path compiled in: tests run in a scratch dir);
 #                   and the unit tests of LITHD_UNIT_TEST (below)
 
@@ -34,13 +35,13 @@ $(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith.a $(HDR
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm
 
-$(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h
+$(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1client.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -c $< -o $@
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -c $< -o $@
 
-$(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) tools/lithd/test/child.h $(LITHD_BIN)
+$(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) tools/lithd/test/child.h $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd

@@ -10,7 +10,7 @@
  * and a long-lived connection for the event stream. After each refusal the
  * test checks that the board's version did not move: "changes nothing".
  * Every wait has a deadline, so a stuck server fails a test instead of
- * hanging it. The group teardown stops the server with SIGTERM while an
+ * hanging it. Answers are read by http/h1client.c. The group teardown stops the server with SIGTERM while an
  * event stream is open and expects exit status 0.
  */
 #include <stdarg.h>
@@ -36,6 +36,8 @@
 #include <unistd.h>
 
 #include <jansson.h>
+
+#include "h1client.h"
 
 #ifndef KANBAN_PATH
 #error "KANBAN_PATH must name the kanban binary"
@@ -93,73 +95,39 @@ static void send_all(int fd, const char *p, size_t n) {
 
 /* ---- Requests ------------------------------------------------------------------- */
 
-struct resp {
-  int status;
-  char *head; /* status line and headers */
-  char *body;
-  size_t body_len;
-};
-
-static void resp_free(struct resp *r) {
-  free(r->head);
-  free(r->body);
-  memset(r, 0, sizeof *r);
-}
-
 /* A header's value (first of that name) copied into out; 1 if found. */
-static int header(const struct resp *r, const char *name, char *out, size_t cap) {
-  const char *p = r->head;
-  size_t n = strlen(name);
-  while ((p = strchr(p, '\n')) != NULL) {
-    p++;
-    if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-      const char *v = p + n + 1, *e;
-      while (*v == ' ') v++;
-      e = strpbrk(v, "\r\n");
-      if (e == NULL) e = v + strlen(v);
-      if ((size_t)(e - v) + 1 > cap) return 0;
-      memcpy(out, v, (size_t)(e - v));
-      out[e - v] = '\0';
-      return 1;
-    }
-  }
-  return 0;
+static int header(const h1c_response *r, const char *name, char *out, size_t cap) {
+  size_t n = 0;
+  const char *v = h1c_response_header(r, name, &n);
+  if (v == NULL || n + 1 > cap)
+    return 0;
+  memcpy(out, v, n);
+  out[n] = '\0';
+  return 1;
 }
 
-/* Read a whole answer (the server closes after it: Connection: close). */
-static void read_resp(int fd, struct resp *r) {
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap), *sep;
-  int64_t deadline = now_ms() + TIMEOUT_MS;
-  assert_non_null(buf);
-  for (;;) {
-    ssize_t got;
-    if (len + 1 == cap) {
-      cap *= 2;
-      buf = realloc(buf, cap);
-      assert_non_null(buf);
-    }
-    assert_true(readable(fd, deadline));
-    got = recv(fd, buf + len, cap - 1 - len, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    len += (size_t)got;
+/* Read a whole answer (the server closes after it: Connection: close) and
+ * then the end of the stream; a reset there is fine (a refused upload). */
+static void read_resp(int fd, h1c_response *r) {
+  h1c_conn k;
+  char err[256] = "";
+  int rc;
+  h1c_init(&k, fd, "kanban", err, sizeof err);
+  h1c_deadline(&k, TIMEOUT_MS);
+  k.sent = 1;
+  rc = h1c_read(&k, NULL, r);
+  if (rc == H1C_OK) {
+    rc = h1c_read_eof(&k);
+    if (rc == H1C_IO)
+      rc = H1C_OK;
+    else if (rc != H1C_OK)
+      h1c_response_free(r);
   }
+  h1c_release(&k);
   close(fd);
-  buf[len] = '\0';
-  memset(r, 0, sizeof *r);
-  assert_true(len > 12);
-  r->status = atoi(buf + 9);
-  sep = strstr(buf, "\r\n\r\n");
-  assert_non_null(sep);
-  r->head = strndup(buf, (size_t)(sep - buf) + 2);
-  r->body_len = len - (size_t)(sep + 4 - buf);
-  r->body = malloc(r->body_len + 1);
-  assert_non_null(r->head);
-  assert_non_null(r->body);
-  memcpy(r->body, sep + 4, r->body_len);
-  r->body[r->body_len] = '\0';
-  free(buf);
+  if (rc != H1C_OK)
+    print_error("%s\n", err);
+  assert_int_equal(rc, H1C_OK);
 }
 
 #define F_ORIGIN 1u /* send Origin: our server (a same-origin POST) */
@@ -189,21 +157,21 @@ static int send_req(const char *method, const char *path, const char *cookie, un
 }
 
 static void req(const char *method, const char *path, const char *cookie, unsigned flags,
-                const char *body, struct resp *r) {
+                const char *body, h1c_response *r) {
   read_resp(send_req(method, path, cookie, flags, body, body ? strlen(body) : 0), r);
 }
 
 /* req, then the status must be `status` (the answer is printed if not). */
 static void expect(const char *method, const char *path, const char *cookie, unsigned flags,
-                   const char *body, int status, struct resp *out) {
-  struct resp r;
+                   const char *body, int status, h1c_response *out) {
+  h1c_response r;
   req(method, path, cookie, flags, body, &r);
   if (r.status != status) {
     print_error("%s %s: want %d, got:\n%s\n%s\n", method, path, status, r.head, r.body);
     fail();
   }
   if (out != NULL) *out = r;
-  else resp_free(&r);
+  else h1c_response_free(&r);
 }
 
 /* ---- The server ------------------------------------------------------------------- */
@@ -274,7 +242,7 @@ static int teardown_server(void **state) {
 /* ---- Sessions and boards ------------------------------------------------------------ */
 
 /* The session token from a Set-Cookie header into out (AUTH token, 43). */
-static int session_cookie(const struct resp *r, char *out, size_t cap) {
+static int session_cookie(const h1c_response *r, char *out, size_t cap) {
   char v[256];
   const char *p;
   size_t n;
@@ -289,7 +257,7 @@ static int session_cookie(const struct resp *r, char *out, size_t cap) {
 
 static void sign_up(const char *name, const char *password, char *cookie, size_t cap) {
   char body[256];
-  struct resp r;
+  h1c_response r;
   char loc[64];
   snprintf(body, sizeof body, "name=%s&password=%s", name, password);
   expect("POST", "/signup", NULL, F_ORIGIN, body, 303, &r);
@@ -298,22 +266,22 @@ static void sign_up(const char *name, const char *password, char *cookie, size_t
   assert_true(session_cookie(&r, cookie, cap));
   assert_non_null(strstr(r.head, "HttpOnly"));
   assert_non_null(strstr(r.head, "SameSite=Lax"));
-  resp_free(&r);
+  h1c_response_free(&r);
 }
 
 static void sign_in(const char *name, const char *password, char *cookie, size_t cap) {
   char body[256];
-  struct resp r;
+  h1c_response r;
   snprintf(body, sizeof body, "name=%s&password=%s", name, password);
   expect("POST", "/signin", NULL, F_ORIGIN, body, 303, &r);
   assert_true(session_cookie(&r, cookie, cap));
-  resp_free(&r);
+  h1c_response_free(&r);
 }
 
 /* A new board of `cookie`'s user (JSON API); its id. */
 static int64_t new_board(const char *cookie, const char *title) {
   char body[256];
-  struct resp r;
+  h1c_response r;
   json_t *j;
   int64_t id;
   snprintf(body, sizeof body, "{\"op\":\"nb-%s-%lld\",\"title\":\"%s\"}", title, (long long)now_ms(), title);
@@ -323,20 +291,20 @@ static int64_t new_board(const char *cookie, const char *title) {
   id = json_integer_value(json_object_get(j, "id"));
   assert_true(id > 0);
   json_decref(j);
-  resp_free(&r);
+  h1c_response_free(&r);
   return id;
 }
 
 /* GET /boards/ID/data as JSON (the caller decrefs). */
 static json_t *board_data(const char *cookie, int64_t board) {
   char path[64];
-  struct resp r;
+  h1c_response r;
   json_t *j;
   snprintf(path, sizeof path, "/boards/%lld/data", (long long)board);
   expect("GET", path, cookie, 0, NULL, 200, &r);
   j = json_loads(r.body, 0, NULL);
   assert_non_null(j);
-  resp_free(&r);
+  h1c_response_free(&r);
   return j;
 }
 
@@ -349,13 +317,13 @@ static int64_t board_version(const char *cookie, int64_t board) {
 
 /* POST /boards/B<suffix> with a JSON body; the answer in *r (status checked). */
 static void action(const char *cookie, int64_t board, const char *suffix, const char *json, int status,
-                   struct resp *r) {
+                   h1c_response *r) {
   char path[128];
   snprintf(path, sizeof path, "/boards/%lld%s", (long long)board, suffix);
   expect("POST", path, cookie, F_ORIGIN | F_JSON, json, status, r);
 }
 
-static int64_t json_id(const struct resp *r, const char *key) {
+static int64_t json_id(const h1c_response *r, const char *key) {
   json_t *j = json_loads(r->body, 0, NULL);
   int64_t v;
   assert_non_null(j);
@@ -384,26 +352,26 @@ static int64_t card_place(json_t *b, int64_t card, int *index, int64_t *version)
 
 /* Pages and files need no session; the app's pages send a visitor to /signin. */
 static void test_pages(void **state) {
-  struct resp r;
+  h1c_response r;
   char v[128];
   (void)state;
   expect("GET", "/", NULL, 0, NULL, 303, &r);
   assert_true(header(&r, "location", v, sizeof v));
   assert_string_equal(v, "/signin");
-  resp_free(&r);
+  h1c_response_free(&r);
   expect("GET", "/signin", NULL, 0, NULL, 200, &r);
   assert_true(header(&r, "content-type", v, sizeof v));
   assert_string_equal(v, "text/html; charset=utf-8");
   assert_non_null(strstr(r.body, "<form"));
   assert_true(header(&r, "content-security-policy", v, sizeof v));
-  resp_free(&r);
+  h1c_response_free(&r);
   expect("GET", "/static/app.css", NULL, 0, NULL, 200, &r);
   assert_true(header(&r, "content-type", v, sizeof v));
   assert_string_equal(v, "text/css; charset=utf-8");
-  resp_free(&r);
+  h1c_response_free(&r);
   expect("GET", "/static/board.js", NULL, 0, NULL, 200, &r);
   assert_non_null(strstr(r.body, "EventSource"));
-  resp_free(&r);
+  h1c_response_free(&r);
   expect("GET", "/static/layout.html", NULL, 0, NULL, 404, NULL); /* templates are not files */
   expect("GET", "/static/nothing.js", NULL, 0, NULL, 404, NULL);
   expect("GET", "/boards", NULL, 0, NULL, 303, NULL);
@@ -417,12 +385,12 @@ static void test_pages(void **state) {
 
 static void test_sign_up_in_out(void **state) {
   char cookie[64], again[64];
-  struct resp r;
+  h1c_response r;
   (void)state;
   sign_up("dora", "dora-password", cookie, sizeof cookie);
   expect("GET", "/boards", cookie, 0, NULL, 200, &r);
   assert_non_null(strstr(r.body, "dora"));
-  resp_free(&r);
+  h1c_response_free(&r);
 
   /* refusals: each answers with the sign-in page and its message */
   expect("POST", "/signup", NULL, F_ORIGIN, "name=dora&password=another-pw", 409, NULL);
@@ -442,7 +410,7 @@ static void test_sign_up_in_out(void **state) {
   /* sign-out ends that session only */
   expect("POST", "/signout", again, F_ORIGIN, "", 303, &r);
   assert_non_null(strstr(r.head, "Max-Age=0"));
-  resp_free(&r);
+  h1c_response_free(&r);
   expect("GET", "/boards/1/data", again, 0, NULL, 401, NULL);
   expect("GET", "/boards", again, 0, NULL, 303, NULL);
   expect("GET", "/boards", cookie, 0, NULL, 200, NULL);
@@ -450,7 +418,7 @@ static void test_sign_up_in_out(void **state) {
 
 static void test_actions(void **state) {
   char cookie[64], body[256];
-  struct resp r;
+  h1c_response r;
   int64_t board, todo, done, card, v0, card_v;
   int index = -1;
   json_t *b;
@@ -459,19 +427,19 @@ static void test_actions(void **state) {
   board = new_board(cookie, "Fred");
   expect("GET", "/boards", cookie, 0, NULL, 200, &r);
   assert_non_null(strstr(r.body, "Fred"));
-  resp_free(&r);
+  h1c_response_free(&r);
 
   action(cookie, board, "/lists", "{\"op\":\"l1\",\"title\":\"To do\"}", 200, &r);
   todo = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   action(cookie, board, "/lists", "{\"op\":\"l2\",\"title\":\"Done\"}", 200, &r);
   done = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(body, sizeof body, "{\"op\":\"c1\",\"list\":%lld,\"title\":\"A card\"}", (long long)todo);
   action(cookie, board, "/cards", body, 200, &r);
   card = json_id(&r, "id");
   card_v = json_id(&r, "version");
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(body, sizeof body, "{\"op\":\"c2\",\"list\":%lld,\"title\":\"Second\",\"index\":0}", (long long)todo);
   action(cookie, board, "/cards", body, 200, NULL);
 
@@ -484,7 +452,7 @@ static void test_actions(void **state) {
     assert_non_null(strstr(r.body, "Fred &lt;b&gt;&amp;&lt;/b&gt;"));
     assert_null(strstr(r.body, "<b>&</b>"));
     assert_non_null(strstr(r.body, "A card"));
-    resp_free(&r);
+    h1c_response_free(&r);
   }
 
   /* move to Done */
@@ -496,7 +464,7 @@ static void test_actions(void **state) {
     snprintf(suffix, sizeof suffix, "/cards/%lld/move", (long long)card);
     action(cookie, board, suffix, body, 200, &r);
     assert_int_equal(json_id(&r, "version"), card_v + 1);
-    resp_free(&r);
+    h1c_response_free(&r);
     b = board_data(cookie, board);
     assert_int_equal(card_place(b, card, &index, NULL), done);
     assert_int_equal(index, 0);
@@ -506,7 +474,7 @@ static void test_actions(void **state) {
     /* the same op again (a browser's retry): applied once */
     action(cookie, board, suffix, body, 200, &r);
     assert_non_null(strstr(r.body, "\"replayed\":true"));
-    resp_free(&r);
+    h1c_response_free(&r);
     assert_int_equal(board_version(cookie, board), v0);
 
     /* a stale move: another op with the version seen before the first move */
@@ -515,7 +483,7 @@ static void test_actions(void **state) {
     action(cookie, board, suffix, body, 409, &r);
     assert_non_null(strstr(r.body, "\"code\":\"stale\""));
     assert_int_equal(json_id(&r, "version"), card_v + 1);
-    resp_free(&r);
+    h1c_response_free(&r);
     b = board_data(cookie, board);
     assert_int_equal(card_place(b, card, NULL, NULL), done);
     assert_int_equal(json_integer_value(json_object_get(b, "version")), v0);
@@ -530,7 +498,7 @@ static void test_actions(void **state) {
       expect("GET", path, cookie, 0, NULL, 200, &r);
       assert_non_null(strstr(r.body, "\"description\":\"line 1\\nline 2\""));
       assert_non_null(strstr(r.body, "\"title\":\"A card\"")); /* a NULL title kept it */
-      resp_free(&r);
+      h1c_response_free(&r);
     }
     snprintf(suffix, sizeof suffix, "/cards/%lld/archive", (long long)card);
     action(cookie, board, suffix, "{\"op\":\"a1\"}", 200, NULL);
@@ -554,7 +522,7 @@ static void test_actions(void **state) {
 static void test_membership(void **state) {
   char gina[64], hank[64], body[256], suffix[64], path[64];
   int64_t gboard, hboard, glist, gcard, hlist, v0, hv0;
-  struct resp r;
+  h1c_response r;
   (void)state;
   sign_up("gina", "gina-password", gina, sizeof gina);
   sign_up("hank", "hank-password", hank, sizeof hank);
@@ -562,21 +530,21 @@ static void test_membership(void **state) {
   hboard = new_board(hank, "Hank");
   action(gina, gboard, "/lists", "{\"op\":\"g1\",\"title\":\"Mine\"}", 200, &r);
   glist = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(body, sizeof body, "{\"op\":\"g2\",\"list\":%lld,\"title\":\"Secret\"}", (long long)glist);
   action(gina, gboard, "/cards", body, 200, &r);
   gcard = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   action(hank, hboard, "/lists", "{\"op\":\"h1\",\"title\":\"His\"}", 200, &r);
   hlist = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   v0 = board_version(gina, gboard);
   hv0 = board_version(hank, hboard);
 
   snprintf(path, sizeof path, "/boards/%lld", (long long)gboard);
   expect("GET", path, hank, 0, NULL, 403, &r);
   assert_null(strstr(r.body, "Secret"));
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(path, sizeof path, "/boards/%lld/data", (long long)gboard);
   expect("GET", path, hank, 0, NULL, 403, NULL);
   snprintf(path, sizeof path, "/boards/%lld/events", (long long)gboard);
@@ -613,7 +581,7 @@ static void test_membership(void **state) {
   snprintf(path, sizeof path, "/boards/%lld", (long long)gboard);
   expect("GET", path, hank, 0, NULL, 200, &r);
   assert_non_null(strstr(r.body, "Secret"));
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(suffix, sizeof suffix, "/cards/%lld/edit", (long long)gcard);
   action(hank, gboard, suffix, "{\"op\":\"h2\",\"title\":\"Shared\"}", 200, NULL);
 }
@@ -622,18 +590,18 @@ static void test_membership(void **state) {
 static void test_bad_input(void **state) {
   char cookie[64], body[256], suffix[64];
   int64_t board, list, card, v0;
-  struct resp r;
+  h1c_response r;
   char *big;
   (void)state;
   sign_up("ivan", "ivan-password", cookie, sizeof cookie);
   board = new_board(cookie, "Ivan");
   action(cookie, board, "/lists", "{\"op\":\"i1\",\"title\":\"L\"}", 200, &r);
   list = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   snprintf(body, sizeof body, "{\"op\":\"i2\",\"list\":%lld,\"title\":\"C\"}", (long long)list);
   action(cookie, board, "/cards", body, 200, &r);
   card = json_id(&r, "id");
-  resp_free(&r);
+  h1c_response_free(&r);
   v0 = board_version(cookie, board);
   snprintf(suffix, sizeof suffix, "/cards/%lld/move", (long long)card);
 
@@ -680,7 +648,7 @@ static void test_bad_input(void **state) {
     snprintf(path, sizeof path, "/boards/%lld/lists", (long long)board);
     read_resp(send_req("POST", path, cookie, F_ORIGIN | F_JSON, big, 200000), &r);
     assert_int_equal(r.status, 413);
-    resp_free(&r);
+    h1c_response_free(&r);
   }
   free(big);
   assert_int_equal(board_version(cookie, board), v0);
@@ -751,13 +719,13 @@ static void test_events(void **state) {
   sign_in("alice", "alice-kanban", alice, sizeof alice);
   sign_in("bob", "bob-kanban", bob, sizeof bob);
   {
-    struct resp r;
+    h1c_response r;
     const char *p;
     expect("GET", "/boards", alice, 0, NULL, 200, &r);
     p = strstr(r.body, "href=\"/boards/");
     assert_non_null(p);
     board = atoll(p + strlen("href=\"/boards/"));
-    resp_free(&r);
+    h1c_response_free(&r);
   }
   b = board_data(bob, board);
   lists = json_object_get(b, "lists");
@@ -796,7 +764,7 @@ static void test_events(void **state) {
  * (Runs last but one: it leaves this address with failures on record.) */
 static void test_sign_in_throttle(void **state) {
   char cookie[64];
-  struct resp r;
+  h1c_response r;
   (void)state;
   sign_up("frank", "frank-password", cookie, sizeof cookie);
   for (int i = 0; i < 6; i++)
@@ -804,7 +772,7 @@ static void test_sign_in_throttle(void **state) {
   expect("POST", "/signin", NULL, F_ORIGIN, "name=frank&password=frank-password", 429, &r);
   assert_true(strstr(r.head, "retry-after: 1\r\n") != NULL || strstr(r.head, "Retry-After: 1\r\n") != NULL);
   assert_non_null(strstr(r.body, "Too many failed sign-ins"));
-  resp_free(&r);
+  h1c_response_free(&r);
   sign_in("dora", "dora-password", cookie, sizeof cookie); /* another name: fine */
   usleep(1100 * 1000);
   sign_in("frank", "frank-password", cookie, sizeof cookie);

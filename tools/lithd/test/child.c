@@ -5,10 +5,10 @@
  * first line names the port), stderr inherited (it lands in the test's log).
  * Descriptors of ours are opened O_CLOEXEC / SOCK_CLOEXEC, so a daemon spawned
  * later never inherits a client socket or an earlier daemon's pipe. Every
- * wait goes through poll with a deadline. The keep-alive client keeps the
- * bytes read past one answer for the next one and understands Content-Length,
- * chunked bodies and answers closed by EOF, so it does not depend on how the
- * HTTP layer frames a body.
+ * wait goes through poll with a deadline. Answers are read by
+ * http/h1client.c (Content-Length, chunked, or closed by EOF), so the tests
+ * do not depend on how the HTTP layer frames a body; the keep-alive client
+ * keeps the bytes read past one answer for the next one.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,6 +37,7 @@
 #include <sqlite3.h>
 
 #include "child.h"
+#include "h1client.h"
 
 #ifndef LITHD_PATH
 #error "LITHD_PATH must name the lithd binary"
@@ -261,36 +262,34 @@ int tl_send(const struct tl_child *c, const char *method, const char *path, cons
   return fd;
 }
 
-void tl_read(int fd, struct tl_resp *r) {
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  char *sep;
-  int64_t deadline = now_ms() + TL_TIMEOUT_MS;
+/* hr's status, head and body into r (which takes them); hr's header table freed. */
+static void take_answer(h1c_response *hr, struct tl_resp *r) {
+  r->status = hr->status;
+  r->head = hr->head;
+  r->body = hr->body;
+  free(hr->headers);
+  memset(hr, 0, sizeof *hr);
+}
 
-  assert_non_null(buf);
-  for (;;) {
-    ssize_t got;
-    assert_int_equal(wait_fd(fd, POLLIN, deadline), 1);
-    if (len + 1024 > cap) {
-      char *nb = realloc(buf, cap * 2);
-      assert_non_null(nb);
-      buf = nb;
-      cap *= 2;
-    }
-    got = recv(fd, buf + len, cap - len - 1, 0);
-    assert_true(got >= 0);
-    if (got == 0) break;
-    len += (size_t)got;
-  }
+void tl_read(int fd, struct tl_resp *r) {
+  h1c_conn k;
+  h1c_response hr;
+  char err[256] = "";
+  int rc;
+
+  h1c_init(&k, fd, "lithd", err, sizeof err);
+  h1c_deadline(&k, TL_TIMEOUT_MS);
+  k.sent = 1;
+  rc = h1c_read(&k, NULL, &hr);
+  if (rc == H1C_OK)
+    rc = h1c_read_eof(&k); /* Connection: close: one answer, then the end */
+  h1c_release(&k);
   close(fd);
-  buf[len] = '\0';
-  assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &r->status), 1);
-  sep = strstr(buf, "\r\n\r\n");
-  assert_non_null(sep);
-  r->body = strdup(sep + 4);
-  *sep = '\0';
-  r->head = buf;
-  assert_non_null(r->body);
+  if (rc != H1C_OK)
+    print_error("%s\n", err);
+  assert_int_equal(rc, H1C_OK);
+  assert_int_equal(strncmp(hr.head, "HTTP/1.1 ", 9), 0);
+  take_answer(&hr, r);
 }
 
 void tl_http(const struct tl_child *c, const char *method, const char *path, const char *auth,
@@ -415,137 +414,40 @@ void tl_conn_init(struct tl_conn *k, const struct tl_child *c) {
   k->fd = -1;
 }
 
-/* Close the socket (the next request reconnects); the buffer stays. */
+/* Close the socket (the next request reconnects) and drop what was read. */
 static void conn_drop(struct tl_conn *k) {
-  if (k->fd >= 0) close(k->fd);
+  if (k->fd >= 0)
+    close(k->fd);
   k->fd = -1;
-  k->len = 0;
-  if (k->buf != NULL) k->buf[0] = '\0';
+  if (k->rd != NULL)
+    h1c_release(k->rd);
 }
 
 void tl_conn_close(struct tl_conn *k) {
   conn_drop(k);
-  free(k->buf);
-  k->buf = NULL;
-  k->cap = 0;
-}
-
-/* Read more into k->buf: >0 bytes read, 0 EOF, TL_TIMEOUT, TL_CLOSED, TL_BAD. */
-static int conn_fill(struct tl_conn *k, int64_t deadline) {
-  ssize_t got;
-  int w;
-  if (k->cap - k->len < 2048) {
-    size_t cap = k->cap == 0 ? 8192 : k->cap * 2;
-    char *nb = realloc(k->buf, cap);
-    if (nb == NULL) return TL_BAD;
-    k->buf = nb;
-    k->cap = cap;
-  }
-  w = wait_fd(k->fd, POLLIN, deadline);
-  if (w == 0) return TL_TIMEOUT;
-  if (w < 0) return TL_CLOSED;
-  do {
-    got = recv(k->fd, k->buf + k->len, k->cap - k->len - 1, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) return TL_CLOSED; /* ECONNRESET and the like */
-  k->len += (size_t)got;
-  k->buf[k->len] = '\0';
-  return got > 0 ? (int)got : 0;
-}
-
-/* The value of header `name` (with the colon, lower case) in head, or NULL. */
-static const char *header(const char *head, const char *name) {
-  char want[64];
-  const char *p;
-  snprintf(want, sizeof want, "\r\n%s", name);
-  p = strcasestr(head, want);
-  if (p == NULL) return NULL;
-  p += strlen(want);
-  while (*p == ' ' || *p == '\t') p++;
-  return p;
-}
-
-/* Parse one answer at the start of buf[0..len). Returns 1 when whole (r
- * filled, *used set), 0 when more bytes are needed, TL_BAD. eof: no more
- * bytes will come (an answer without a length ends there). */
-static int parse_answer(const char *buf, size_t len, int eof, struct tl_resp *r, size_t *used) {
-  const char *sep = strstr(buf, "\r\n\r\n");
-  const char *v;
-  size_t hlen, blen = 0, at;
-  char *body = NULL;
-
-  if (sep == NULL) return eof ? TL_CLOSED : 0;
-  hlen = (size_t)(sep - buf) + 2; /* keep the last CRLF for header() */
-  at = hlen + 2;
-  if (sscanf(buf, "HTTP/1.1 %d", &r->status) != 1) return TL_BAD;
-  r->head = strndup(buf, hlen);
-  if (r->head == NULL) return TL_BAD;
-
-  if ((v = header(r->head, "content-length:")) != NULL) {
-    blen = (size_t)strtoull(v, NULL, 10);
-    if (len - at < blen) goto more;
-    body = strndup(buf + at, blen);
-    at += blen;
-  } else if ((v = header(r->head, "transfer-encoding:")) != NULL &&
-             strncasecmp(v, "chunked", 7) == 0) {
-    body = calloc(1, len - at + 1);
-    if (body == NULL) goto bad;
-    for (;;) {
-      const char *eol = strstr(buf + at, "\r\n");
-      char *end;
-      unsigned long long sz;
-      if (eol == NULL) goto more;
-      sz = strtoull(buf + at, &end, 16);
-      if (end == buf + at) goto bad;
-      at = (size_t)(eol - buf) + 2;
-      if (sz == 0) { /* no trailers expected: just the final CRLF */
-        if (len - at < 2) goto more;
-        at += 2;
-        break;
-      }
-      if (len - at < sz + 2) goto more;
-      memcpy(body + blen, buf + at, (size_t)sz);
-      blen += (size_t)sz;
-      at += (size_t)sz + 2;
-    }
-  } else if (r->status == 204 || r->status == 304 || (r->status >= 100 && r->status < 200)) {
-    body = strdup("");
-  } else { /* delimited by the end of the connection */
-    if (!eof) goto more;
-    body = strndup(buf + at, len - at);
-    at = len;
-  }
-  if (body == NULL) goto bad;
-  r->body = body;
-  *used = at;
-  return 1;
-more:
-  free(body);
-  free(r->head);
-  r->head = NULL;
-  return eof ? TL_CLOSED : 0;
-bad:
-  free(body);
-  free(r->head);
-  r->head = NULL;
-  return TL_BAD;
+  free(k->rd);
+  k->rd = NULL;
 }
 
 int tl_conn_request(struct tl_conn *k, const char *method, const char *path, const char *auth,
                     const char *body, struct tl_resp *r, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
   size_t blen = body != NULL ? strlen(body) : 0;
-  size_t used = 0;
+  h1c_response hr;
   char *msg = NULL;
   const char *conn;
-  int n, rc, eof = 0;
+  size_t conn_len = 0;
+  int n, rc;
 
   r->status = 0;
   r->head = r->body = NULL;
+  if (k->rd == NULL && (k->rd = calloc(1, sizeof *k->rd)) == NULL)
+    return TL_BAD;
   if (k->fd < 0) {
-    k->len = 0;
-    if ((k->fd = tl_connect(k->c)) < 0) return TL_NOCONN;
+    if ((k->fd = tl_connect(k->c)) < 0)
+      return TL_NOCONN;
+    h1c_init(k->rd, k->fd, "lithd", NULL, 0);
   }
+  h1c_deadline(k->rd, timeout_ms);
   /* Head and body in one write: one segment for a small request. */
   msg = malloc(1024 + blen);
   if (msg == NULL) {
@@ -557,7 +459,8 @@ int tl_conn_request(struct tl_conn *k, const char *method, const char *path, con
     rc = TL_BAD;
     goto fail;
   }
-  if (blen > 0) memcpy(msg + n, body, blen);
+  if (blen > 0)
+    memcpy(msg + n, body, blen);
   rc = send_all(k->fd, msg, (size_t)n + blen);
   free(msg);
   msg = NULL;
@@ -565,24 +468,29 @@ int tl_conn_request(struct tl_conn *k, const char *method, const char *path, con
     rc = TL_CLOSED;
     goto fail;
   }
-  for (;;) {
-    rc = k->len > 0 || eof ? parse_answer(k->buf, k->len, eof, r, &used) : 0;
-    if (rc == 1) break;
-    if (rc < 0) goto fail;
-    if (eof) {
-      rc = TL_CLOSED;
-      goto fail;
-    }
-    rc = conn_fill(k, deadline);
-    if (rc < 0) goto fail;
-    if (rc == 0) eof = 1;
+  k->rd->sent = 1;
+  switch (h1c_read(k->rd, method, &hr)) {
+  case H1C_OK:
+    break;
+  case H1C_IO:
+    rc = TL_CLOSED;
+    goto fail;
+  case H1C_TIMEOUT:
+    rc = TL_TIMEOUT;
+    goto fail;
+  default:
+    rc = TL_BAD;
+    goto fail;
   }
-  memmove(k->buf, k->buf + used, k->len - used);
-  k->len -= used;
-  k->buf[k->len] = '\0';
-  if (eof) conn_drop(k);
-  else if ((conn = header(r->head, "connection:")) != NULL && strncasecmp(conn, "close", 5) == 0)
-    conn_drop(k); /* the server will close it: the next request reconnects */
+  if (strncmp(hr.head, "HTTP/1.1 ", 9) != 0) {
+    h1c_response_free(&hr);
+    rc = TL_BAD;
+    goto fail;
+  }
+  conn = h1c_response_header(&hr, "connection", &conn_len);
+  if (k->rd->eof || (conn != NULL && conn_len >= 5 && strncasecmp(conn, "close", 5) == 0))
+    conn_drop(k); /* the server closes it: the next request reconnects */
+  take_answer(&hr, r);
   return TL_OK;
 fail:
   free(msg);

@@ -74,7 +74,8 @@ int tl_connect(const struct tl_child *c);
 int tl_send(const struct tl_child *c, const char *method, const char *path, const char *auth,
             const char *body);
 
-/* Read a whole answer to EOF (each wait TL_TIMEOUT_MS at most) and close fd. */
+/* Read a whole answer, then the end of the stream (TL_TIMEOUT_MS in all),
+ * and close fd. The body is decoded (chunked or not). */
 void tl_read(int fd, struct tl_resp *r);
 
 /* tl_send + tl_read. */
@@ -116,11 +117,12 @@ int tl_scaled(int n);
  * asserts). The connection is opened on the first request and again after
  * the server closed it ("Connection: close" or EOF between requests). */
 
+struct h1c_conn;
+
 struct tl_conn {
   const struct tl_child *c;
-  int fd; /* -1 when not connected */
-  char *buf; /* bytes read and not yet consumed */
-  size_t len, cap;
+  int fd;              /* -1 when not connected */
+  struct h1c_conn *rd; /* reads the answers (http/h1client.h); owned, NULL at first */
 };
 
 /* tl_conn_request results. */

@@ -1,0 +1,50 @@
+# bench/bench.mk — the benchmarks (`make bench`) and the soak (`make soak`):
+# standalone programs that print tables (see bench/README.md).
+#
+# Included by the main Makefile after tools/lithd/lithd.mk and
+# examples/kanban/server.mk (bench/lithd and the soak spawn LITHD_BIN,
+# bench/kanban_http spawns KANBAN_BIN; absolute paths compiled in, options
+# override them) and http/http.mk (H1C_SRC).
+#
+#   BENCH_BIN     the four benchmark programs `make bench` runs
+#   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
+#                 they share), bench/net.c (the HTTP client and the server
+#                 under test), bench/transfer.c (the transfer workload) and
+#                 http/h1client.c (reading answers). bench/kanban needs only
+#                 bench/common.c; its rule is in examples/kanban/board.mk.
+
+BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http
+BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c $(H1C_SRC)
+BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h http/h1client.h
+BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
+
+$(B)/bench/%: bench/%.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(B)/liblith.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+# bench/lithd spawns lithd; it links SQLite only.
+$(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+# bench/kanban_http spawns the kanban server; SQLite only.
+$(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(KANBAN_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+
+bench: deps
+	@$(MAKE) --no-print-directory $(BENCH_BIN)
+	$(B)/bench/writer $(BENCH_ARGS)
+	$(B)/bench/lithd $(BENCH_ARGS)
+	$(B)/bench/kanban $(BENCH_ARGS)
+	$(B)/bench/kanban_http $(BENCH_ARGS)
+
+# The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
+# SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and
+# issue 10's attacks, checked after each (bench/README.md). Root, for the mount.
+SOAK_MINUTES ?= 1
+$(B)/bench/soak: bench/soak.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+
+soak: deps
+	@$(MAKE) --no-print-directory $(B)/bench/soak
+	$(B)/bench/soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
