@@ -52,9 +52,9 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 TEST_CFLAGS = $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS   = $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
 
-LIB_SRC := $(wildcard sqlite/*.c) $(wildcard writer/*.c)
+LIB_SRC := $(wildcard lib/*.c sqlite/*.c writer/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
+HDRS    := $(wildcard include/*.h lib/*.h sqlite/*.h writer/*.h)
 
 TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(B)/%)

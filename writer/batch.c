@@ -34,7 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sqlite/error.h"
+#include "../lib/clock.h"
+#include "../sqlite/errcode.h"
 #include "futex.h"
 #include "waker.h"
 #include "writer.h"

@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/clock.h"
+#include "../lib/error.h"
 #include "../sqlite/backup.h"
 #include "../sqlite/conn.h"
-#include "../sqlite/error.h"
 #include "futex.h"
 
 static _Thread_local const lith *lith__writer_of;

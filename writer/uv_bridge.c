@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../sqlite/error.h"
+#include "../lib/error.h"
 #include "lith_uv.h"
 
 struct lith_uv {

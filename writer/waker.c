@@ -5,7 +5,7 @@
 #include <stdalign.h>
 #include <stdlib.h>
 
-#include "../sqlite/error.h"
+#include "../lib/error.h"
 #include "futex.h"
 
 #define RING 8192 /* a power of two, larger than any batch */
