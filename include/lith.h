@@ -191,6 +191,13 @@ int lith_close(lith *db);
  * be NULL). Owned by lith, valid until this thread's next lith call. */
 const char *lith_errmsg(lith *db);
 
+/* Set this thread's lith_errmsg() message (printf-style) and return rc:
+ * for code built on lith's API (liblith_uv, a wrapper) whose calls report
+ * their errors as lith's own do. `fmt` and its arguments are read only
+ * during the call. Inside a command, lith_tx_error sets the command's
+ * message instead. */
+int lith_set_error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Milliseconds on the monotonic clock: the clock of every deadline. */
 int64_t lith_clock_ms(void);
 

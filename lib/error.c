@@ -93,6 +93,14 @@ int lith__fail(int rc, const char *fmt, ...) {
   return rc;
 }
 
+int lith_set_error(int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lith__failv(rc, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
 void lith__clear_error(void) {
   lith__errlost = 0;
   if (lith__errbuf) /* a thread without a buffer has no message: nothing to do */
