@@ -89,7 +89,9 @@ UV_TEST_SRC   := $(wildcard uv/test/test_*.c)
 UV_TEST_BIN   := $(UV_TEST_SRC:%.c=$(B)/%)
 TEST_HELP_SRC := test/common.c $(filter-out $(CORE_TEST_SRC),$(wildcard sqlite/test/*.c))
 TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
-TEST_BIN      := $(CORE_TEST_BIN) $(UV_TEST_BIN)
+# test/test_exports checks what the shared libraries export (only the API).
+EXPORTS_TEST  := $(B)/test/test_exports
+TEST_BIN      := $(CORE_TEST_BIN) $(UV_TEST_BIN) $(EXPORTS_TEST)
 
 # The included fragments define rules of their own: the first would become
 # the default goal. Plain `make` builds what `make install` installs.
@@ -135,6 +137,8 @@ deps:
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 $(UV_OBJ): CFLAGS += $(UV_CFLAGS)
+# The libraries export only what the headers mark LITH_API (test/test_exports.c).
+$(LIB_OBJ) $(UV_OBJ): CFLAGS += -fvisibility=hidden
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -176,6 +180,11 @@ $(CORE_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith.a
 $(UV_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itest $(PKG_CFLAGS) $(UV_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(PKG_LIBS) $(UV_LIBS) $(TEST_LIBS) $(LDFLAGS)
+
+$(EXPORTS_TEST): test/test_exports.c $(B)/liblith.so $(B)/liblith_uv.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -DLITH_BUILD_DIR='"$(abspath $(B))"' \
+	  -DLITH_SRC_DIR='"$(abspath .)"' -o $@ $< $(TEST_LIBS) $(LDFLAGS)
 
 # Each test binary runs in its own scratch directory; the runner runs them
 # all and closes with one "N passed, N failed" line.

@@ -44,22 +44,22 @@ struct lith_uv_req {
 
 /* Create a bridge from `db` to `loop`; both stay the caller's and must
  * outlive the bridge. *out is released with lith_uv_close(). */
-int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out);
+LITH_API int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out);
 
 /* Queue fn(tx, arg) as a command; cb runs on the loop thread after the batch
  * committed. Never blocks: returns LITH_OK, or LITH_QUEUE_FULL, LITH_CLOSED,
  * LITH_MISUSE, in which case cb will not run. */
-int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg,
-                   lith_uv_cb cb);
+LITH_API int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg,
+                            lith_uv_cb cb);
 
 /* Refuse further submissions, wait (while the loop runs) until every
  * accepted request's callback has run, then close the async handle, free the
  * bridge and call on_closed(ctx) (may be NULL). The loop must keep running
  * until then. */
-void lith_uv_close(lith_uv *bridge, void (*on_closed)(void *ctx), void *ctx);
+LITH_API void lith_uv_close(lith_uv *bridge, void (*on_closed)(void *ctx), void *ctx);
 
 /* Requests accepted whose callback has not run yet. */
-size_t lith_uv_pending(const lith_uv *bridge);
+LITH_API size_t lith_uv_pending(const lith_uv *bridge);
 
 /* ---- Reads on the thread pool ------------------------------------------ */
 
@@ -93,8 +93,8 @@ struct lith_uv_read_req {
  * `db` and `loop` stay the caller's and must outlive the read. Returns
  * LITH_OK (cb will run exactly once), or LITH_MISUSE (an argument missing)
  * or LITH_ERROR (uv_queue_work refused), in which case cb will not run. */
-int lith_uv_read(lith *db, uv_loop_t *loop, lith_uv_read_req *req, lith_reader fn, void *arg,
-                 lith_uv_read_cb cb);
+LITH_API int lith_uv_read(lith *db, uv_loop_t *loop, lith_uv_read_req *req, lith_reader fn,
+                          void *arg, lith_uv_read_cb cb);
 
 #ifdef __cplusplus
 }
