@@ -192,7 +192,7 @@ static void test_stmt_cached_and_errors_noted(void **state) {
 }
 
 typedef struct typed {
-  int64_t i, big, none, no_row_rc, no_row_value;
+  int64_t i, big, no_row_rc, no_row_value;
   double d;
   int64_t text_is_null, n_is_null;
   char no_row_msg[LITH_ERRMSG_MAX];
