@@ -8,9 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+long long t_file_size(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return -1;
+  return (long long)sb.st_size;
+}
 
 void t_remove_db(const char *path) {
   char buf[1024];

@@ -14,6 +14,9 @@
 
 #include "lith.h"
 
+/* The size of the file at path in bytes; -1 if there is none. */
+long long t_file_size(const char *path);
+
 /* Remove `path` and its -wal, -shm, -journal files. */
 void t_remove_db(const char *path);
 

@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -35,17 +34,10 @@
 
 #define DB "checkpoint.db"
 
-static long long file_size(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0)
-    return -1;
-  return (long long)sb.st_size;
-}
-
 static long long wal_size(const char *db) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s-wal", db);
-  return file_size(buf);
+  return t_file_size(buf);
 }
 
 /* ---- checkpoints -------------------------------------------------------- */
@@ -185,7 +177,7 @@ static void test_checkpoint_external(void **state) {
    * (the last plain connection to close would checkpoint it) */
   long long w = wal_size(DB);
   assert_true(w >= r.rows * 6000LL);
-  assert_true(file_size(DB) < 1000000); /* the data is not in the main file */
+  assert_true(t_file_size(DB) < 1000000); /* the data is not in the main file */
   /* and the data is all readable through it */
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
   t_remove_db(DB);

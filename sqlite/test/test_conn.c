@@ -39,13 +39,6 @@
 
 #define DB "conn.db"
 
-static long long file_size(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0)
-    return -1;
-  return (long long)sb.st_size;
-}
-
 /* One text query on a fresh connection; copies the first column of the
  * first row into out. */
 static void query_text(const char *path, const char *sql, char *out, size_t n) {
@@ -143,12 +136,12 @@ static void test_bad_options_refused(void **state) {
     assert_int_equal(rc, LITH_MISUSE);
     assert_null(db);
     assert_non_null(strstr(lith_errmsg(NULL), bad[i].field));
-    assert_int_equal(file_size(path), -1); /* refused before touching the disk */
+    assert_int_equal(t_file_size(path), -1); /* refused before touching the disk */
   }
   /* no place for the handle */
   assert_int_equal(lith_open(path, NULL, NULL), LITH_MISUSE);
   assert_true(strlen(lith_errmsg(NULL)) > 0);
-  assert_int_equal(file_size(path), -1);
+  assert_int_equal(t_file_size(path), -1);
 }
 
 static void test_paths(void **state) {
@@ -164,8 +157,8 @@ static void test_paths(void **state) {
   lith *db = (lith *)refused;
   assert_int_equal(lith_open(NULL, NULL, &db), LITH_MISUSE);
   assert_null(db);
-  assert_int_equal(file_size(":memory:"), -1);
-  assert_int_equal(file_size("conn_uri.db"), -1);
+  assert_int_equal(t_file_size(":memory:"), -1);
+  assert_int_equal(t_file_size("conn_uri.db"), -1);
 
   /* a directory that does not exist */
   db = (lith *)refused;
@@ -182,13 +175,13 @@ static void test_paths(void **state) {
   for (int i = 0; i < 64; i++)
     assert_int_equal(fwrite(junk, 1, sizeof junk - 1, f), sizeof junk - 1);
   assert_int_equal(fclose(f), 0);
-  long long junk_size = file_size("junk.db");
+  long long junk_size = t_file_size("junk.db");
   db = (lith *)refused;
   rc = lith_open("junk.db", NULL, &db);
   assert_int_equal(rc, LITH_CORRUPT);
   assert_null(db);
   assert_true(strlen(lith_errmsg(NULL)) > 0);
-  assert_int_equal(file_size("junk.db"), junk_size);
+  assert_int_equal(t_file_size("junk.db"), junk_size);
   t_remove_db("junk.db");
 
   /* NULL options: the defaults, on a file */
