@@ -173,13 +173,14 @@ $(B)/lith_uv.pc:
 	  'Name: lith_uv' 'Description: lith command completions and reads on a libuv loop' 'Version: $(VERSION)' \
 	  'Requires: lith libuv' 'Libs: -L$${libdir} -llith_uv' 'Cflags: -I$${includedir}' > $@
 
-$(CORE_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith.a
+# One rule for every core test; uv/test's link liblith_uv and libuv too.
+TEST_LINK = $(B)/liblith.a $(PKG_LIBS)
+$(UV_TEST_BIN): TEST_LINK = $(B)/liblith_uv.a $(B)/liblith.a $(PKG_LIBS) $(UV_LIBS)
+$(UV_TEST_BIN): CFLAGS += $(UV_CFLAGS)
+$(UV_TEST_BIN): $(B)/liblith_uv.a
+$(CORE_TEST_BIN) $(UV_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itest $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
-
-$(UV_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itest $(PKG_CFLAGS) $(UV_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(PKG_LIBS) $(UV_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Itest $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(TEST_LINK) $(TEST_LIBS) $(LDFLAGS)
 
 $(EXPORTS_TEST): test/test_exports.c $(B)/liblith.so $(B)/liblith_uv.so
 	@mkdir -p $(dir $@)
