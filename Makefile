@@ -1,27 +1,40 @@
 # lith — build, test, install.
 #
-#   make            liblith.a, liblith.so, lith.pc, lithd, lith (what install installs)
-#   make run        install missing packages, build, start lithd on lithd.db
-#   make run-demo   the writer demo: 64 producers moving money for 5 s
-#   make test       build and run every test (SANITIZE=address or thread for
-#                   the same tests under ASan+UBSan or TSan)
+#   make            what `make install` installs: liblith (.a, .so) and
+#                   lith.pc, liblith_uv (.a, .so) and lith_uv.pc, lithd, lith;
+#                   the packages must be there (`make deps`)
 #   make deps       apt-get install what pkg-config cannot find
+#   make run        make deps, build, start lithd on lithd.db
+#   make run-demo   the writer demo: 64 producers moving money for 5 s
+#   make test       make deps, build and run every test (SANITIZE=address or
+#                   thread for the same tests under ASan+UBSan or TSan)
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
 #   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak.c)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
+#   make lint       cppcheck over every C file of the tree
 #   make install    PREFIX=/usr/local DESTDIR=
 #
+# The libraries, by layer (each may include only those before it):
+#   include/  the public headers
+#   lib/      the floor: error messages, the clock (libc only)
+#   sqlite/   connections, statements, reads, checkpoints, backup
+#   writer/   the queue, the writer thread, the calls of a command
+#   uv/       liblith_uv: completions and reads delivered on a libuv loop
+#             (public API only); liblith itself needs SQLite and pthreads
+#
 # Objects go to build/<variant>/, so sanitizer builds never mix with the
-# normal one.
+# normal one; each object's header dependencies are in its .d file.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 CC      ?= cc
 SANITIZE ?=
-VERSION := 0.1.0
-SOMAJOR := 0
+# The version lives in include/lith.h (LITH_VERSION); the soname follows its major.
+VERSION := $(shell sed -n 's/^\#define LITH_VERSION "\(.*\)"$$/\1/p' include/lith.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-PKGS      := sqlite3 libuv
+PKGS      := sqlite3
+UV_PKGS   := libuv
 TEST_PKGS := cmocka
 APP_PKGS  := jansson
 DEBS      := gcc make libc6-dev libsqlite3-dev libuv1-dev libcmocka-dev pkg-config sqlite3
@@ -46,25 +59,46 @@ CPPFLAGS += -D_GNU_SOURCE -Iinclude
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 $(WARN) -fPIC -pthread $(SANFLAGS)
 LDFLAGS  += -pthread $(SANFLAGS)
+# Header dependencies, written beside each object (and test binary) as .d.
+DEPFLAGS := -MMD -MP
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+UV_CFLAGS  = $(shell pkg-config --cflags $(UV_PKGS) 2>/dev/null)
+UV_LIBS    = $(shell pkg-config --libs $(UV_PKGS) 2>/dev/null)
 TEST_CFLAGS = $(shell pkg-config --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS   = $(shell pkg-config --libs $(TEST_PKGS) 2>/dev/null)
 
-LIB_SRC := $(wildcard sqlite/*.c) $(wildcard writer/*.c)
+# liblith: SQLite and pthreads only. LIB_SRC is also what the fuzz
+# harnesses compile in.
+LIB_SRC := $(wildcard lib/*.c sqlite/*.c writer/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-HDRS    := $(wildcard include/*.h sqlite/*.h writer/*.h)
+# liblith_uv: on liblith's public API and libuv.
+UV_SRC  := $(wildcard uv/*.c)
+UV_OBJ  := $(UV_SRC:%.c=$(B)/%.o)
+# The public headers: the fragments' programs that compile and link in one
+# step depend on them (objects built here track their own headers).
+HDRS    := $(wildcard include/*.h)
 
-TEST_SRC := $(wildcard writer/test/test_*.c sqlite/test/test_*.c)
-TEST_BIN := $(TEST_SRC:%.c=$(B)/%)
+# The core's tests: one binary per test_*.c, linked with the helpers beside
+# them (test/common.c, sqlite/test/crashvfs.c) and liblith.a; uv/test's with
+# liblith_uv.a and libuv too.
+CORE_TEST_SRC := $(wildcard lib/test/test_*.c sqlite/test/test_*.c writer/test/test_*.c)
+CORE_TEST_BIN := $(CORE_TEST_SRC:%.c=$(B)/%)
+UV_TEST_SRC   := $(wildcard uv/test/test_*.c)
+UV_TEST_BIN   := $(UV_TEST_SRC:%.c=$(B)/%)
+TEST_HELP_SRC := test/common.c $(filter-out $(CORE_TEST_SRC),$(wildcard sqlite/test/*.c))
+TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
+# test/test_exports checks what the shared libraries export (only the API).
+EXPORTS_TEST  := $(B)/test/test_exports
+TEST_BIN      := $(CORE_TEST_BIN) $(UV_TEST_BIN) $(EXPORTS_TEST)
 
 # The included fragments define rules of their own: the first would become
 # the default goal. Plain `make` builds what `make install` installs.
 .DEFAULT_GOAL := all
 
-# The HTTP layer shared by lithd and kanban, and lithd's parts (issue 4, in
-# progress): each fragment adds its test binary.
+# The HTTP layer shared by lithd and kanban, lithd, the lith client, the
+# kanban example, the fuzz harnesses: each fragment adds its test binaries.
 include http/http.mk
 TEST_BIN += $(HTTP_TEST_BIN)
 DEBS += $(HTTP_DEBS)
@@ -83,26 +117,32 @@ include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
 include examples/kanban/fuzz/fuzz.mk
-TEST_HELP_SRC := $(filter-out $(TEST_SRC),$(wildcard writer/test/*.c sqlite/test/*.c))
-TEST_HELP_OBJ := $(TEST_HELP_SRC:%.c=$(B)/%.o)
 
 DEMO := $(B)/tools/lith-demo
+LIBS := $(B)/liblith.a $(B)/liblith.so $(B)/liblith_uv.a $(B)/liblith_uv.so
+PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 
 .SECONDARY:
-.PHONY: kanban run-demo bench soak lith.pc lint all run test test-only deps install uninstall clean demo
-all: deps $(B)/liblith.a $(B)/liblith.so lith.pc $(LITHD_BIN) $(LITH_CLI_BIN)
+.PHONY: kanban run-demo bench soak lint all run test test-only deps install uninstall clean demo $(PCS)
+all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS); \
 	fi
 
-$(B)/%.o: %.c $(HDRS)
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
+
+$(UV_OBJ): CFLAGS += $(UV_CFLAGS)
+# The libraries export only what the headers mark LITH_API (test/test_exports.c).
+$(LIB_OBJ) $(UV_OBJ): CFLAGS += -fvisibility=hidden
+
+$(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(B)/liblith.a: $(LIB_OBJ)
 	@rm -f $@
@@ -111,18 +151,41 @@ $(B)/liblith.a: $(LIB_OBJ)
 $(B)/liblith.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,liblith.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-lith.pc:
+$(B)/liblith_uv.a: $(UV_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Linked against liblith.so: its DT_NEEDED names liblith.so.$(SOMAJOR).
+$(B)/liblith_uv.so: $(UV_OBJ) $(B)/liblith.so
+	$(CC) -shared -Wl,-soname,liblith_uv.so.$(SOMAJOR) $(LDFLAGS) -o $@ $(UV_OBJ) $(B)/liblith.so $(UV_LIBS)
+
+# pkg-config files, written afresh each time (PREFIX may differ).
+$(B)/lith.pc:
+	@mkdir -p $(dir $@)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: lith' 'Description: single-writer SQLite command batching' 'Version: $(VERSION)' \
-	  'Requires.private: sqlite3 libuv' 'Requires: sqlite3' 'Libs: -L$${libdir} -llith' \
+	  'Requires: sqlite3' 'Libs: -L$${libdir} -llith' \
 	  'Libs.private: -pthread' 'Cflags: -I$${includedir}' > $@
 
-$(B)/writer/test/test_%: writer/test/test_%.c $(TEST_HELP_OBJ) $(B)/liblith.a $(HDRS) $(wildcard writer/test/*.h sqlite/test/*.h)
+$(B)/lith_uv.pc:
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iwriter/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
-$(B)/sqlite/test/test_%: sqlite/test/test_%.c $(TEST_HELP_OBJ) $(B)/liblith.a $(HDRS) $(wildcard writer/test/*.h sqlite/test/*.h)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: lith_uv' 'Description: lith command completions and reads on a libuv loop' 'Version: $(VERSION)' \
+	  'Requires: lith libuv' 'Libs: -L$${libdir} -llith_uv' 'Cflags: -I$${includedir}' > $@
+
+# One rule for every core test; uv/test's link liblith_uv and libuv too.
+TEST_LINK = $(B)/liblith.a $(PKG_LIBS)
+$(UV_TEST_BIN): TEST_LINK = $(B)/liblith_uv.a $(B)/liblith.a $(PKG_LIBS) $(UV_LIBS)
+$(UV_TEST_BIN): CFLAGS += $(UV_CFLAGS)
+$(UV_TEST_BIN): $(B)/liblith_uv.a
+$(CORE_TEST_BIN) $(UV_TEST_BIN): $(B)/%: %.c $(TEST_HELP_OBJ) $(B)/liblith.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iwriter/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Itest $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(TEST_HELP_OBJ) $(TEST_LINK) $(TEST_LIBS) $(LDFLAGS)
+
+$(EXPORTS_TEST): test/test_exports.c $(B)/liblith.so $(B)/liblith_uv.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -DLITH_BUILD_DIR='"$(abspath $(B))"' \
+	  -DLITH_SRC_DIR='"$(abspath .)"' -o $@ $< $(TEST_LIBS) $(LDFLAGS)
 
 # Each test binary runs in its own scratch directory; the runner runs them
 # all and closes with one "N passed, N failed" line.
@@ -132,9 +195,9 @@ test: deps
 test-only: $(TEST_BIN)
 	@sh tools/run-tests.sh $(B) $(TEST_BIN)
 
-$(DEMO): tools/demo.c $(B)/liblith.a $(HDRS)
+$(DEMO): tools/demo.c $(B)/liblith.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS)
 
 demo: $(DEMO)
 
@@ -157,28 +220,37 @@ run-demo: deps
 	@$(MAKE) --no-print-directory $(DEMO)
 	$(DEMO) $(ARGS)
 
-install: all $(LITH_CLI_BIN) $(LITHD_BIN)
+# Each library as lib<name>.so.$(VERSION), with the soname and the
+# development link beside it.
+INSTALL_SO = install -m 755 $(B)/$(1).so $(DESTDIR)$(PREFIX)/lib/$(1).so.$(VERSION) && \
+  ln -sf $(1).so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(1).so.$(SOMAJOR) && \
+  ln -sf $(1).so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/$(1).so
+
+install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/lith.h include/lith_uv.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(B)/liblith.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(B)/liblith.so $(DESTDIR)$(PREFIX)/lib/liblith.so.$(VERSION)
-	ln -sf liblith.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/liblith.so.$(SOMAJOR)
-	ln -sf liblith.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/liblith.so
-	install -m 644 lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(B)/liblith.a $(B)/liblith_uv.a $(DESTDIR)$(PREFIX)/lib/
+	$(call INSTALL_SO,liblith)
+	$(call INSTALL_SO,liblith_uv)
+	install -m 644 $(PCS) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(LITH_CLI_BIN) $(DESTDIR)$(PREFIX)/bin/lith
 	install -m 755 $(LITHD_BIN) $(DESTDIR)$(PREFIX)/bin/lithd
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
 	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd
+	  $(DESTDIR)$(PREFIX)/lib/liblith_uv.a $(DESTDIR)$(PREFIX)/lib/liblith_uv.so* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith_uv.pc \
+	  $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd
 
-# cppcheck over the library and tools; any finding fails.
+# cppcheck over every C file of the tree (what build/ generates aside); any
+# finding fails. A test's #error for a missing -D (the path of the binary it
+# runs) is no finding: cppcheck also checks the configuration that has it.
+LINT_SRC = $(shell find * -path build -prune -o -name '*.c' -print | sort)
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
-	  --suppress=missingIncludeSystem --inline-suppr --error-exitcode=1 -q \
-	  writer/*.c sqlite/*.c tools/*.c tools/lithd/*.c tools/lithd/fuzz/*.c tools/lith/*.c tools/lith/fuzz/*.c http/*.c http/test/*.c http/fuzz/*.c bench/common.c bench/net.c bench/transfer.c bench/writer.c bench/lithd.c bench/kanban.c bench/kanban_http.c sqlite/test/crashvfs.c writer/test/test_powerloss.c bench/soak.c \
-	  examples/kanban/*.c examples/kanban/fuzz/*.c
+	  --suppress=missingIncludeSystem --suppress='preprocessorErrorDirective:*test/*.c' \
+	  --inline-suppr --error-exitcode=1 -q $(LINT_SRC)
 
 clean:
-	rm -rf build lith.pc
+	rm -rf build

@@ -33,7 +33,14 @@
 extern "C" {
 #endif
 
+/* The version; the build reads it from here (the Makefile, the soname). */
 #define LITH_VERSION "0.1.0"
+
+/* Marks the functions of the API: liblith.so and liblith_uv.so are built
+ * with -fvisibility=hidden and export these alone. */
+#ifndef LITH_API
+#define LITH_API __attribute__((visibility("default")))
+#endif
 
 /* ---- Result codes ------------------------------------------------------ */
 
@@ -59,10 +66,10 @@ enum {
 };
 
 /* The name of a result code: a static string, never NULL. */
-const char *lith_errstr(int rc);
+LITH_API const char *lith_errstr(int rc);
 
 /* Map an SQLite result code (primary or extended) to a lith result code. */
-int lith_from_sqlite(int sqlite_rc);
+LITH_API int lith_from_sqlite(int sqlite_rc);
 
 /* ---- Options ------------------------------------------------------------ */
 
@@ -162,7 +169,7 @@ typedef struct lith_options {
 } lith_options;
 
 /* Fill *opt with the defaults above. */
-void lith_options_default(lith_options *opt);
+LITH_API void lith_options_default(lith_options *opt);
 
 /* ---- Open and close ----------------------------------------------------- */
 
@@ -171,7 +178,7 @@ void lith_options_default(lith_options *opt);
  * only during the call (opt may be NULL for the defaults). On LITH_OK, *out
  * is a handle the caller releases with lith_close(); on error *out is NULL and
  * lith_errmsg(NULL) says why. `path` must name a file: WAL mode needs one. */
-int lith_open(const char *path, const lith_options *opt, lith **out);
+LITH_API int lith_open(const char *path, const lith_options *opt, lith **out);
 
 /* Stop accepting (from now on every call on `db` returns LITH_CLOSED), run
  * and answer every command already accepted, checkpoint with TRUNCATE (not
@@ -179,20 +186,27 @@ int lith_open(const char *path, const lith_options *opt, lith **out);
  * valid, so that producers racing the shutdown safely get LITH_CLOSED. Call
  * lith_close() once they have stopped. Any thread but the writer; a second
  * call waits for the first and returns its result. */
-int lith_shutdown(lith *db);
+LITH_API int lith_shutdown(lith *db);
 
 /* lith_shutdown() if not done yet, then free `db`. Call it once, when no
  * other thread will use `db` again, from a thread that is not the writer and
  * not inside lith_read. Returns the first error met while shutting down (the
  * handle is freed whatever it returns). */
-int lith_close(lith *db);
+LITH_API int lith_close(lith *db);
 
 /* This thread's last error message from a lith call (on any handle; `db` may
  * be NULL). Owned by lith, valid until this thread's next lith call. */
-const char *lith_errmsg(lith *db);
+LITH_API const char *lith_errmsg(lith *db);
+
+/* Set this thread's lith_errmsg() message (printf-style) and return rc:
+ * for code built on lith's API (liblith_uv, a wrapper) whose calls report
+ * their errors as lith's own do. `fmt` and its arguments are read only
+ * during the call. Inside a command, lith_tx_error sets the command's
+ * message instead. */
+LITH_API int lith_set_error(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Milliseconds on the monotonic clock: the clock of every deadline. */
-int64_t lith_clock_ms(void);
+LITH_API int64_t lith_clock_ms(void);
 
 /* ---- Commands ----------------------------------------------------------- */
 
@@ -246,12 +260,12 @@ typedef int (*lith_command)(lith_tx *tx, void *arg);
  * discards it, but a crash before either may bring it back. Waits for queue
  * space without limit. `arg` is the caller's; fn may write results into it,
  * read after lith_do returns. Must not be called from a command. */
-int lith_do(lith *db, lith_command fn, void *arg);
+LITH_API int lith_do(lith *db, lith_command fn, void *arg);
 
 /* As lith_do, but gives up with LITH_QUEUE_FULL if the queue has no room by
  * `deadline_ms` (on lith_clock_ms()). The deadline bounds only that wait:
  * once queued, a command always runs and the caller learns its true outcome. */
-int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms);
+LITH_API int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms);
 
 /* ---- Asynchronous submission -------------------------------------------- */
 
@@ -287,7 +301,7 @@ struct lith_request {
  * command may run more than once, and may be undone); on an error `done`
  * will not run. A done callback may call it (that is how an event loop keeps
  * requests in flight). */
-int lith_submit(lith *db, lith_request *req);
+LITH_API int lith_submit(lith *db, lith_request *req);
 
 /* ---- Inside a command (writer thread only) ------------------------------ */
 
@@ -300,46 +314,46 @@ int lith_submit(lith *db, lith_request *req);
  * a statement you leave before its end. More than 32 at once for one SQL
  * text is refused (LITH_MISUSE). NULL on a prepare error (the command
  * should return lith_tx_rc(tx)). */
-sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql);
+LITH_API sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql);
 
 /* Run `sql` (one statement, cached) to completion, binding the arguments
  * described by `types`, one character per parameter: 'i' int, 'I' int64_t,
  * 'd' double, 's' const char * text (NULL binds NULL), 'n' NULL (no
  * argument taken). Rows are discarded. Returns a lith result code. */
-int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...);
+LITH_API int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...);
 
 /* Run `sql` (cached) and read the first column of its first row as an
  * integer into *out. Returns LITH_OK, LITH_ERROR with the message "no row"
  * when the query returned none, or the statement's error. */
-int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...);
+LITH_API int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...);
 
 /* Run fn(tx, arg) inside a nested SAVEPOINT: a non-OK result undoes exactly
  * what fn did (and the topics it touched) and is returned. */
-int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg);
+LITH_API int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg);
 
 /* Record that this command changed `topic`; reported to on_commit after the
  * batch commits, unless this command (or the enclosing savepoint) fails. */
-void lith_tx_touch(lith_tx *tx, int64_t topic);
+LITH_API void lith_tx_touch(lith_tx *tx, int64_t topic);
 
 /* Set this command's error message (printf-style) and return rc, so that a
  * command can end with `return lith_tx_error(tx, LITH_USER, "...", ...);`. */
-int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...)
+LITH_API int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* A ready-made command: runs `arg`, a NUL-terminated SQL text of one or more
  * statements without parameters (sqlite3_exec), e.g.
  * lith_do(db, lith_cmd_sql, "CREATE TABLE ..."). Not cached; for schema
  * changes and one-off statements. */
-int lith_cmd_sql(lith_tx *tx, void *arg);
+LITH_API int lith_cmd_sql(lith_tx *tx, void *arg);
 
 /* The last error met by a lith_tx_* call in this command (LITH_OK if none). */
-int lith_tx_rc(lith_tx *tx);
+LITH_API int lith_tx_rc(lith_tx *tx);
 
 /* The write connection, for what the helpers above do not cover. Owned by
  * lith; never close it, never run BEGIN/COMMIT/ROLLBACK on it (refused), and
  * never change its hooks, authorizer or settings through the C API (lith
  * checks what SQL can do, not what C can; see lith_command). */
-sqlite3 *lith_tx_db(lith_tx *tx);
+LITH_API sqlite3 *lith_tx_db(lith_tx *tx);
 
 /* ---- Reads --------------------------------------------------------------- */
 
@@ -352,19 +366,19 @@ typedef int (*lith_reader)(lith_rx *rx, void *arg);
  * from inside a lith_read callback or a command. Statements fn leaves
  * mid-step are reset when it returns (else the connection would keep
  * reading that old snapshot). */
-int lith_read(lith *db, lith_reader fn, void *arg);
+LITH_API int lith_read(lith *db, lith_reader fn, void *arg);
 
 /* Inside lith_read: the cached statement for `sql` (reset, bindings
  * cleared), owned by lith; another one while the previous is mid-step, as
  * lith_tx_stmt. NULL on error. */
-sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql);
+LITH_API sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql);
 
 /* Inside lith_read: first column of the first row as an integer; as
  * lith_tx_int64. */
-int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...);
+LITH_API int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...);
 
 /* The read-only connection, owned by lith. */
-sqlite3 *lith_rx_db(lith_rx *rx);
+LITH_API sqlite3 *lith_rx_db(lith_rx *rx);
 
 /* ---- Backup -------------------------------------------------------------- */
 
@@ -372,14 +386,14 @@ sqlite3 *lith_rx_db(lith_rx *rx);
  * while commands keep committing. The copy is written beside dest_path,
  * synced, and renamed over it, so dest_path is either the old file or the
  * complete new copy. Runs on the calling thread; never blocks the writer. */
-int lith_backup(lith *db, const char *dest_path);
+LITH_API int lith_backup(lith *db, const char *dest_path);
 
 /* As lith_backup, but never replaces anything: if dest_path exists —
  * a file, a symbolic link, a FIFO, a device — LITH_MISUSE and nothing is
  * written; the copy is made in a new temporary file (O_EXCL, file_mode)
  * and linked into place, which fails rather than replace a file that
  * appeared meanwhile. For a server that writes where its clients name. */
-int lith_backup_new(lith *db, const char *dest_path);
+LITH_API int lith_backup_new(lith *db, const char *dest_path);
 
 /* Stop what reads the database now, for a program that must stop soon:
  * the statement each lith_read callback is running fails with
@@ -388,7 +402,7 @@ int lith_backup_new(lith *db, const char *dest_path);
  * lith_backup or lith_backup_new in progress stops at its next step
  * (within milliseconds), removes its partial copy and returns
  * LITH_INTERRUPTED. Commands are not touched. Any thread. */
-int lith_interrupt(lith *db);
+LITH_API int lith_interrupt(lith *db);
 
 /* ---- Statistics ---------------------------------------------------------- */
 
@@ -402,12 +416,12 @@ int lith_interrupt(lith *db);
 #define LITH_LAT_BUCKETS 209
 
 /* The upper bound, in ns, of latency bucket i (exclusive). */
-uint64_t lith_lat_bucket_upper_ns(int i);
+LITH_API uint64_t lith_lat_bucket_upper_ns(int i);
 
 /* The q-quantile (0 < q <= 1) in ns of the events counted in `later` but not
  * in `earlier` (NULL: all of `later`), as the upper bound of the bucket that
  * holds it; 0 if there are none. Both arrays have LITH_LAT_BUCKETS counts. */
-uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q);
+LITH_API uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q);
 
 typedef struct lith_stats {
   uint64_t commands;        /* commands answered */
@@ -438,7 +452,7 @@ typedef struct lith_stats {
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after
  * lith_shutdown (the final figures), until lith_close. */
-void lith_stats_get(lith *db, lith_stats *out);
+LITH_API void lith_stats_get(lith *db, lith_stats *out);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "error.h"
+#include "errcode.h"
 
 static int fsync_path(const char *path, int dir) {
   int fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_CLOEXEC);

@@ -1,7 +1,7 @@
 /* Parameter binding and simple stepping: see bind.h. */
 #include "bind.h"
 
-#include "error.h"
+#include "errcode.h"
 #include "stmt_cache.h"
 
 int lith__bind_va(sqlite3_stmt *st, const char *types, va_list ap) {

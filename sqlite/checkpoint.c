@@ -2,24 +2,18 @@
 #include "checkpoint.h"
 
 #include <pthread.h>
-#include <time.h>
 
+#include "../lib/clock.h"
 #include "conn.h"
-#include "error.h"
+#include "errcode.h"
 
 enum { BG_IDLE, BG_ASKED, BG_RUNNING, BG_DONE };
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int log = 0, done = 0;
-  uint64_t t0 = now_ns();
+  int64_t t0 = lith__now_ns();
   int rc = sqlite3_wal_checkpoint_v2(conn, schema, how, &log, &done);
-  uint64_t ns = now_ns() - t0;
+  uint64_t ns = (uint64_t)(lith__now_ns() - t0);
   atomic_fetch_add(&ck->ns_total, ns);
   if (conn != ck->bg_conn)
     atomic_fetch_add(&ck->ns_writer, ns);

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "errcode.h"
 
 void lith_options_default(lith_options *opt) {
   memset(opt, 0, sizeof *opt);

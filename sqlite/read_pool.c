@@ -11,7 +11,7 @@
 
 #include "bind.h"
 #include "conn.h"
-#include "error.h"
+#include "errcode.h"
 #include "stmt_cache.h"
 
 struct lith_rx {

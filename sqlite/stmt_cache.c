@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "errcode.h"
 
 #define MAX_EXTRA 32
 

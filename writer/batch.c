@@ -34,7 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../sqlite/error.h"
+#include "../lib/clock.h"
+#include "../sqlite/errcode.h"
 #include "futex.h"
 #include "waker.h"
 #include "writer.h"
@@ -497,6 +498,10 @@ static void report_topics(lith *db) {
   db->opt.on_commit(db->opt.on_commit_ctx, db->uniq, nu);
 }
 
+/* What the other commands of a batch the disk or memory failed are told,
+ * before the culprit's message. */
+#define ROLLED_BACK_BY "transaction rolled back by another command's error: "
+
 /* Batches at least this large hand their wake-ups to the waker thread;
  * smaller ones are answered directly, which is quicker for each producer. */
 #define WAKER_MIN_BATCH 8
@@ -573,7 +578,8 @@ again:;
       step(db->st_rollback);
     if (environmental(req->rc)) { /* the disk or memory: the others would fail alike */
       char msg[LITH_ERRMSG_MAX];
-      snprintf(msg, sizeof msg, "transaction rolled back by another command's error: %.140s", req->errmsg);
+      /* the culprit's message, cut to the room the prefix leaves */
+      snprintf(msg, sizeof msg, ROLLED_BACK_BY "%.*s", (int)(sizeof msg - sizeof ROLLED_BACK_BY), req->errmsg);
       fail_open(db, n, req->rc, msg);
       goto answer;
     }
@@ -654,26 +660,27 @@ static int take(lith *db) {
     }
     if (atomic_load(&db->closed) && atomic_load(&db->depth) == 0)
       return 0;
-    if (!spun && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2 &&
-        (db->spin_credit > 0 || (++db->spin_skipped & 63) == 0)) {
+    if (!spun && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= LITH__SPIN_MAX_BATCH &&
+        (db->spin_credit > 0 || (++db->spin_skipped & (LITH__SPIN_RETRY_EVERY - 1)) == 0)) {
       /* Few producers: the next command is likely a few microseconds
        * away; catch it without a sleep and a wake-up. But only while that
        * works: when commands come from far (a server answering over the
        * network), the spin only burns the CPU their producer needs, so
        * each spin that catches nothing costs a credit and each that catches
-       * a command earns one back (at most 8): the spin goes on while at
-       * least half of them pay. Without credit the writer spins once in 64
-       * sleeps, to notice when it pays again. */
+       * a command earns one back (at most LITH__SPIN_CREDIT_MAX): the spin
+       * goes on while at least half of them pay. Without credit the writer
+       * spins once in LITH__SPIN_RETRY_EVERY sleeps, to notice when it
+       * pays again. */
       spun = 1;
       int64_t until = lith__now_ns() + LITH__SPIN_NS;
       for (unsigned i = 1; lith__queue_idle(&db->q); i++) {
         lith__cpu_relax();
-        if ((i & 63) == 0 && (lith__now_ns() > until || atomic_load(&db->closed)))
+        if ((i & LITH__SPIN_CLOCK_MASK) == 0 && (lith__now_ns() > until || atomic_load(&db->closed)))
           break;
       }
       if (lith__queue_idle(&db->q)) {
         db->spin_credit--;
-      } else if (db->spin_credit < 8) {
+      } else if (db->spin_credit < LITH__SPIN_CREDIT_MAX) {
         db->spin_credit++;
       }
       db->spin_skipped = 0;
@@ -689,12 +696,9 @@ static int take(lith *db) {
   }
   atomic_store_explicit(&db->last_batch, n, memory_order_relaxed);
   atomic_fetch_sub(&db->depth, n);
-  if (atomic_load(&db->space_waiters)) {
-    /* n slots freed: wake n waiters, not all of them (lith.c passes a
-     * wake-up on when a woken waiter leaves without a slot). */
-    atomic_fetch_add(&db->space_seq, 1);
-    lith__futex_wake(&db->space_seq, n);
-  }
+  /* n slots freed: wake n waiters, not all of them (lith.c passes a
+   * wake-up on when a woken waiter leaves without a slot). */
+  lith__wake_space_waiters(db, n);
   return n;
 }
 

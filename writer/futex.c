@@ -10,14 +10,6 @@
 
 #include "lith.h"
 
-int64_t lith__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t lith_clock_ms(void) { return lith__now_ns() / 1000000; }
-
 void lith__futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t deadline_ms) {
   struct timespec ts, *tsp = NULL;
   if (deadline_ms >= 0) {

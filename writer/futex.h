@@ -36,7 +36,4 @@ static inline void lith__cpu_relax(void) {
 #define LITH__SPIN_NS 50000
 #define LITH__SPIN_MAX_NS 2000000
 
-/* Nanoseconds on the monotonic clock. */
-int64_t lith__now_ns(void);
-
 #endif

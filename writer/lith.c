@@ -16,9 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/clock.h"
+#include "../lib/error.h"
 #include "../sqlite/backup.h"
 #include "../sqlite/conn.h"
-#include "../sqlite/error.h"
 #include "futex.h"
 
 static _Thread_local const lith *lith__writer_of;
@@ -84,10 +85,10 @@ static void wake_writer(lith *db) {
  *   woken as it timed out).
  * lith_shutdown still wakes them all: each leaves with LITH_CLOSED.
  */
-static void wake_space_waiter(lith *db) {
+void lith__wake_space_waiters(lith *db, int n) {
   if (atomic_load(&db->space_waiters)) {
     atomic_fetch_add(&db->space_seq, 1);
-    lith__futex_wake(&db->space_seq, 1);
+    lith__futex_wake(&db->space_seq, n);
   }
 }
 
@@ -96,7 +97,7 @@ static void unreserve(lith *db) {
   int64_t left = atomic_fetch_sub(&db->depth, 1) - 1;
   wake_writer(db); /* a closing writer may be waiting for depth 0 */
   if (left < db->opt.queue_capacity)
-    wake_space_waiter(db); /* our slot is room someone may be waiting for */
+    lith__wake_space_waiters(db, 1); /* our slot is room someone may be waiting for */
 }
 
 static int wait_for_space(lith *db, int64_t deadline_ms) {
@@ -123,7 +124,7 @@ static int wait_for_space(lith *db, int64_t deadline_ms) {
 out:
   atomic_fetch_sub(&db->space_waiters, 1);
   if (rc != LITH_OK && atomic_load(&db->depth) < cap)
-    wake_space_waiter(db); /* leaving without a slot: pass a wake-up on */
+    lith__wake_space_waiters(db, 1); /* leaving without a slot: pass a wake-up on */
   return rc;
 }
 
@@ -180,7 +181,7 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
    * likely one short transaction away, so spin a while below and let the
    * writer answer without a wake-up. */
   int64_t spin_ns = 0;
-  if (ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= 2) {
+  if (ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= LITH__SPIN_MAX_BATCH) {
     spin_ns = 2 * atomic_load_explicit(&db->last_tx_ns, memory_order_relaxed);
     spin_ns = spin_ns < LITH__SPIN_NS ? LITH__SPIN_NS : spin_ns > LITH__SPIN_MAX_NS ? LITH__SPIN_MAX_NS : spin_ns;
   }
@@ -192,7 +193,7 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
     int64_t until = lith__now_ns() + spin_ns;
     for (unsigned i = 1; atomic_load_explicit(&p->state, memory_order_acquire) != LITH__DONE; i++) {
       lith__cpu_relax();
-      if ((i & 63) == 0 && lith__now_ns() > until)
+      if ((i & LITH__SPIN_CLOCK_MASK) == 0 && lith__now_ns() > until)
         break;
     }
   }
@@ -312,6 +313,8 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   if (!db)
     return lith__fail(LITH_NOMEM, "lith_open: out of memory");
   memset(db, 0, sizeof *db);
+  pthread_mutex_init(&db->stats_mu, NULL);
+  pthread_mutex_init(&db->close_mu, NULL);
   db->opt = *opt_in;
   db->opt.migrations = NULL; /* the caller's, read only during open */
   db->opt.vfs = NULL;
@@ -327,7 +330,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   atomic_init(&db->space_seq, 0);
   atomic_init(&db->space_waiters, 0);
   atomic_init(&db->closed, 0);
-  db->spin_credit = 8; /* the writer's wait-spin starts trusted (batch.c, take) */
+  db->spin_credit = LITH__SPIN_CREDIT_MAX; /* the writer's wait-spin starts trusted (batch.c, take) */
   if (!(db->path = strdup(path ? path : ""))) {
     rc = lith__fail(LITH_NOMEM, "lith_open: out of memory");
     goto err_free_db;
@@ -353,10 +356,8 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   db->tx.db = db;
   db->tx.conn = db->conn;
   db->tx.cache = db->cache;
-  pthread_mutex_init(&db->stats_mu, NULL);
-  pthread_mutex_init(&db->close_mu, NULL);
   if ((rc = lith__waker_start(&db->waker)) != LITH_OK)
-    goto err_destroy_mutexes;
+    goto err_close_pool;
   if ((errno = pthread_create(&db->thread, NULL, writer_thread, db)) != 0) {
     rc = lith__fail(LITH_NOMEM, "lith_open: cannot start the writer thread: %s", strerror(errno));
     goto err_stop_waker;
@@ -367,9 +368,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
 
 err_stop_waker:
   lith__waker_stop(db->waker);
-err_destroy_mutexes:
-  pthread_mutex_destroy(&db->close_mu);
-  pthread_mutex_destroy(&db->stats_mu);
+err_close_pool:
   lith__pool_close(db->pool);
 err_close_ckpt:
   db->ckpt.mode = LITH_CHECKPOINT_EXTERNAL; /* stop its thread, no TRUNCATE */
@@ -384,7 +383,9 @@ err_free_batch:
   free(db->batch);
 err_free_path:
   free(db->path);
-err_free_db:
+err_free_db: /* the handle: its mutexes, its copy of vfs, itself */
+  pthread_mutex_destroy(&db->close_mu);
+  pthread_mutex_destroy(&db->stats_mu);
   free(db->vfs);
   free(db);
   return rc;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "../sqlite/bind.h"
-#include "../sqlite/error.h"
+#include "../sqlite/errcode.h"
 #include "writer.h"
 
 static int note(lith_tx *tx, int rc) {

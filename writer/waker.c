@@ -5,10 +5,8 @@
 #include <stdalign.h>
 #include <stdlib.h>
 
-#include "../sqlite/error.h"
+#include "../lib/error.h"
 #include "futex.h"
-
-#define RING 8192 /* a power of two, larger than any batch */
 
 struct lith__waker {
   alignas(64) _Atomic uint64_t head; /* writer: next slot to fill */
@@ -16,7 +14,7 @@ struct lith__waker {
   alignas(64) _Atomic uint32_t sleeping;
   _Atomic uint32_t stop;
   pthread_t thread;
-  _Atomic uint32_t *ring[RING];
+  _Atomic uint32_t *ring[LITH__WAKER_RING];
 };
 
 static void *waker_main(void *arg) {
@@ -26,7 +24,7 @@ static void *waker_main(void *arg) {
   for (;;) {
     uint64_t h = atomic_load(&w->head);
     while (t < h) {
-      lith__futex_wake(w->ring[t & (RING - 1)], 1);
+      lith__futex_wake(w->ring[t & (LITH__WAKER_RING - 1)], 1);
       atomic_store_explicit(&w->tail, ++t, memory_order_release);
     }
     if (atomic_load(&w->stop) && atomic_load(&w->head) == t)
@@ -61,11 +59,11 @@ int lith__waker_start(lith__waker **out) {
 
 void lith__waker_push(lith__waker *w, _Atomic uint32_t *word) {
   uint64_t h = atomic_load_explicit(&w->head, memory_order_relaxed); /* ours */
-  if (h - atomic_load_explicit(&w->tail, memory_order_acquire) >= RING) {
+  if (h - atomic_load_explicit(&w->tail, memory_order_acquire) >= LITH__WAKER_RING) {
     lith__futex_wake(word, 1);
     return;
   }
-  w->ring[h & (RING - 1)] = word;
+  w->ring[h & (LITH__WAKER_RING - 1)] = word;
   atomic_store(&w->head, h + 1); /* seq_cst: ordered before the kick's look */
 }
 

@@ -16,6 +16,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* Wake-ups the ring holds: a power of two, larger than any batch. */
+#define LITH__WAKER_RING 8192
+
 typedef struct lith__waker lith__waker;
 
 /* Start the thread. Returns a lith code. */

@@ -124,6 +124,23 @@ struct lith {
   lith__batch_stats stats;
 };
 
+/* Spinning instead of sleeping, while it pays (futex.h has the times):
+ * a producer waiting for its answer (lith.c) and the writer waiting for
+ * the next command (batch.c) spin only while batches hold at most
+ * LITH__SPIN_MAX_BATCH commands, i.e. there are few producers; both read
+ * the clock once every LITH__SPIN_CLOCK_MASK + 1 rounds. The writer's spin
+ * runs on credit (batch.c, take): it starts with, and never holds more
+ * than, LITH__SPIN_CREDIT_MAX; without any it still spins once in
+ * LITH__SPIN_RETRY_EVERY sleeps (a power of two). */
+#define LITH__SPIN_MAX_BATCH 2
+#define LITH__SPIN_CLOCK_MASK 63
+#define LITH__SPIN_CREDIT_MAX 8
+#define LITH__SPIN_RETRY_EVERY 64
+
+/* Wake at most n threads waiting for room in the queue, if any wait
+ * (lith.c: a slot given back, a waiter leaving; batch.c: a take freed n). */
+void lith__wake_space_waiters(lith *db, int n);
+
 /* Writer thread entry (batch.c). */
 void *lith__writer_main(void *arg);
 

@@ -7,7 +7,7 @@
  *     query, and the continuation. A job moves between threads as a chain of
  *     steps, each ending in a callback on the loop thread:
  *        session lookup (cache, or kb_read_session on the pool)
- *          -> a read (lith_read on libuv's pool, uv_queue_work)
+ *          -> a read (lith_uv_read: lith_read on libuv's pool)
  *             or a command (lith_uv_submit; answered after the commit)
  *          -> the answer, then the job is freed.
  *     No SQLite call ever runs on the loop thread, and no answer to a write
@@ -52,7 +52,7 @@ struct job {
   struct job *pend_next; /* app->pend_* while waiting to be submitted */
   lith_command pend_fn;
   void *pend_arg;
-  uv_work_t work;
+  lith_uv_read_req rreq; /* a read on the pool (lith_uv_read) */
   auth_task task;
   srv_app *app;
   lith_http_req *req;
@@ -62,7 +62,6 @@ struct job {
   auth_who who;
 
   job_fn next;       /* after the session is known */
-  lith_reader read_fn;
   job_fn after_read;
   job_fn after_cmd;
   int rc;
@@ -227,30 +226,18 @@ static void fail_rc(job *j, int rc, int64_t version) {
 
 /* ---- Steps: reads on the pool, commands through the bridge ----------------------- */
 
-static void read_work(uv_work_t *w) { /* a pool thread */
-  job *j = w->data;
-  const char *m;
-  j->rc = lith_read(j->app->db, j->read_fn, j);
-  m = j->rc != LITH_OK ? lith_errmsg(j->app->db) : "";
-  snprintf(j->errmsg, sizeof j->errmsg, "%s", m != NULL ? m : "");
-}
-
-static void read_after(uv_work_t *w, int status) { /* the loop */
-  job *j = w->data;
-  if (status == UV_ECANCELED) {
-    fail_rc(j, LITH_CLOSED, 0);
-    job_free(j);
-    return;
-  }
+static void read_done(lith_uv_read_req *r) { /* the loop, after the read */
+  job *j = r->data;
+  j->rc = r->rc;
+  snprintf(j->errmsg, sizeof j->errmsg, "%s", r->errmsg);
   j->after_read(j);
 }
 
 /* Run fn(rx, j) in lith_read on the pool, then after(j) on the loop. */
 static void pool_read(job *j, lith_reader fn, job_fn after) {
-  j->read_fn = fn;
   j->after_read = after;
-  j->work.data = j;
-  if (uv_queue_work(j->app->loop, &j->work, read_work, read_after) != 0) {
+  j->rreq.data = j;
+  if (lith_uv_read(j->app->db, j->app->loop, &j->rreq, fn, j, read_done) != LITH_OK) {
     fail_rc(j, LITH_CLOSED, 0);
     job_free(j);
   }

@@ -55,11 +55,6 @@ static const char *const migrations[] = {
     "CREATE TABLE bulk(id INTEGER PRIMARY KEY, b BLOB NOT NULL);",
 };
 
-static long long file_size(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
-}
-
 static int exists(const char *path) {
   struct stat sb;
   return lstat(path, &sb) == 0;
@@ -379,7 +374,7 @@ static void make_old_destination(void) {
   assert_int_equal(sqlite3_db_config(c, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL), SQLITE_OK);
   assert_int_equal(sqlite3_exec(c, "INSERT INTO old_marker VALUES (2)", NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_close(c), SQLITE_OK);
-  assert_true(file_size(DEST "-wal") > 0);
+  assert_true(t_file_size(DEST "-wal") > 0);
 }
 
 static void test_backup_replaces_atomically(void **state) {

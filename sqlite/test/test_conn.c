@@ -1,6 +1,6 @@
 /*
- * Options and connections (sqlite/conn.c, sqlite/checkpoint.c,
- * sqlite/error.c, through the public API):
+ * Options and connections (sqlite/conn.c, sqlite/errcode.c, lib/error.c's
+ * lith_errstr, through the public API; checkpoints: test_checkpoint.c):
  *   - lith_options_default fills every field with the documented default,
  *     whatever the struct held before;
  *   - every out-of-range option is refused by lith_open with LITH_MISUSE, a
@@ -16,10 +16,6 @@
  *     only the new ones, a reopen with fewer is LITH_SCHEMA, and a failing
  *     migration rolls back everything of that open (user_version and tables
  *     unchanged) with a message naming it;
- *   - checkpoints: WRITER with a small checkpoint_pages checkpoints and keeps
- *     the -wal file bounded, and after lith_close the -wal file is empty or
- *     gone; AUTO checkpoints too; EXTERNAL never does: the -wal file grows
- *     with the data and is still there, non-empty, after lith_close;
  *   - lith_errstr names every code and never returns NULL; lith_from_sqlite
  *     maps primary and extended SQLite codes;
  *   - the writer and every reader run with SQLite's defensive settings
@@ -42,19 +38,6 @@
 #include "common.h"
 
 #define DB "conn.db"
-
-static long long file_size(const char *path) {
-  struct stat sb;
-  if (stat(path, &sb) != 0)
-    return -1;
-  return (long long)sb.st_size;
-}
-
-static long long wal_size(const char *db) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s-wal", db);
-  return file_size(buf);
-}
 
 /* One text query on a fresh connection; copies the first column of the
  * first row into out. */
@@ -153,12 +136,12 @@ static void test_bad_options_refused(void **state) {
     assert_int_equal(rc, LITH_MISUSE);
     assert_null(db);
     assert_non_null(strstr(lith_errmsg(NULL), bad[i].field));
-    assert_int_equal(file_size(path), -1); /* refused before touching the disk */
+    assert_int_equal(t_file_size(path), -1); /* refused before touching the disk */
   }
   /* no place for the handle */
   assert_int_equal(lith_open(path, NULL, NULL), LITH_MISUSE);
   assert_true(strlen(lith_errmsg(NULL)) > 0);
-  assert_int_equal(file_size(path), -1);
+  assert_int_equal(t_file_size(path), -1);
 }
 
 static void test_paths(void **state) {
@@ -174,8 +157,8 @@ static void test_paths(void **state) {
   lith *db = (lith *)refused;
   assert_int_equal(lith_open(NULL, NULL, &db), LITH_MISUSE);
   assert_null(db);
-  assert_int_equal(file_size(":memory:"), -1);
-  assert_int_equal(file_size("conn_uri.db"), -1);
+  assert_int_equal(t_file_size(":memory:"), -1);
+  assert_int_equal(t_file_size("conn_uri.db"), -1);
 
   /* a directory that does not exist */
   db = (lith *)refused;
@@ -192,13 +175,13 @@ static void test_paths(void **state) {
   for (int i = 0; i < 64; i++)
     assert_int_equal(fwrite(junk, 1, sizeof junk - 1, f), sizeof junk - 1);
   assert_int_equal(fclose(f), 0);
-  long long junk_size = file_size("junk.db");
+  long long junk_size = t_file_size("junk.db");
   db = (lith *)refused;
   rc = lith_open("junk.db", NULL, &db);
   assert_int_equal(rc, LITH_CORRUPT);
   assert_null(db);
   assert_true(strlen(lith_errmsg(NULL)) > 0);
-  assert_int_equal(file_size("junk.db"), junk_size);
+  assert_int_equal(t_file_size("junk.db"), junk_size);
   t_remove_db("junk.db");
 
   /* NULL options: the defaults, on a file */
@@ -472,149 +455,6 @@ static void test_failing_migration_rolls_back_the_open(void **state) {
   reopen_ok(migs, 3);
   assert_int_equal(t_query_int(DB, "PRAGMA user_version"), 3);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM a"), 3);
-  t_remove_db(DB);
-}
-
-/* ---- checkpoints -------------------------------------------------------- */
-
-static const char *const blob_migrations[] = {"CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB NOT NULL);"};
-
-static int add_blob(lith_tx *tx, void *arg) {
-  return lith_tx_exec(tx, "INSERT INTO blobs(b) VALUES (randomblob(?))", "i", *(const int *)arg);
-}
-
-typedef struct wal_run {
-  long long max_wal; /* largest -wal file seen while writing */
-  lith_stats stats;  /* just before close */
-  int rows;
-} wal_run;
-
-/* Write 2000 rows (at least 500 when scaled down) of 6000 random bytes
- * (two pages and more each, one command per batch) with the given
- * checkpoint mode: thousands of WAL frames unless something checkpoints. */
-static void write_blobs(int mode, int pages, wal_run *out) {
-  lith_options opt;
-  lith_options_default(&opt);
-  opt.readers = 1;
-  opt.checkpoint = mode;
-  opt.checkpoint_pages = pages;
-  opt.migrations = blob_migrations;
-  opt.n_migrations = 1;
-  lith *db = t_open_fresh(DB, &opt);
-  int size = 6000;
-  out->max_wal = 0;
-  out->rows = t_scaled(2000);
-  if (out->rows < 500)
-    out->rows = 500;
-  for (int i = 0; i < out->rows; i++) {
-    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
-    if (i % 25 == 0) {
-      long long w = wal_size(DB);
-      if (w > out->max_wal)
-        out->max_wal = w;
-    }
-  }
-  long long w = wal_size(DB);
-  if (w > out->max_wal)
-    out->max_wal = w;
-  lith_stats_get(db, &out->stats);
-  assert_int_equal(out->stats.commands, (uint64_t)out->rows);
-  assert_int_equal(lith_close(db), LITH_OK);
-}
-
-#define FRAME (4096 + 24)
-
-static void test_checkpoint_writer(void **state) {
-  (void)state;
-  wal_run r;
-  write_blobs(LITH_CHECKPOINT_WRITER, 64, &r);
-  assert_true(r.stats.checkpoints > 0);
-  /* ~6000 frames were written; the WAL holds 64 plus what the writer
-   * commits while a background pass runs — a few hundred frames, but more
-   * when the checkpointer thread gets no CPU (a machine busy with other
-   * work: 1,430 frames seen once). Half of what was written is the bound
-   * that still tells WRITER from EXTERNAL, where all of it stays. */
-  if (r.max_wal > 1000LL * FRAME)
-    fprintf(stderr, "WRITER: the -wal file reached %lld bytes\n", r.max_wal);
-  assert_true(r.max_wal <= 3000LL * FRAME);
-  assert_true(r.stats.wal_pages < 3000);
-  /* at close: TRUNCATE, then the last connection removes it */
-  long long w = wal_size(DB);
-  assert_true(w <= 0);
-  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
-  t_assert_integrity(DB);
-  t_remove_db(DB);
-}
-
-static int burst_cmd(lith_tx *tx, void *arg) {
-  int pages = *(const int *)arg;
-  for (int i = 0; i < pages; i++) {
-    int rc = lith_tx_exec(tx, "INSERT INTO blobs(b) VALUES (randomblob(3000))", NULL);
-    if (rc != LITH_OK)
-      return rc;
-  }
-  return LITH_OK;
-}
-
-/* A burst grows the -wal file far past its steady size; once the WAL
- * starts over, the file is cut back to four checkpoints' worth
- * (journal_size_limit) instead of keeping the burst's size for ever (the
- * soak's full disk: the WAL held the room a checkpoint needed). */
-static void test_wal_shrinks_after_a_burst(void **state) {
-  (void)state;
-  lith_options opt;
-  lith_options_default(&opt);
-  opt.readers = 1;
-  opt.checkpoint_pages = 50;
-  static const char *const blobs_schema[] = {"CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB);"};
-  opt.migrations = blobs_schema;
-  opt.n_migrations = 1;
-  lith *db = t_open_fresh(DB, &opt);
-  int burst = 3000, one = 1;
-  assert_int_equal(lith_do(db, burst_cmd, &burst), LITH_OK);
-  long long peak = wal_size(DB);
-  assert_true(peak > 2500LL * FRAME);
-  long long w = peak;
-  for (int i = 0; i < 5000 && w > 4LL * 50 * FRAME + 8 * FRAME; i++) {
-    assert_int_equal(lith_do(db, burst_cmd, &one), LITH_OK);
-    if (i % 20 == 19)
-      usleep(2000); /* the checkpointer's turn */
-    w = wal_size(DB);
-  }
-  print_message("-wal: %lld bytes after the burst, %lld after the WAL started over\n", peak, w);
-  assert_true(w <= 4LL * 50 * FRAME + 8 * FRAME);
-  assert_int_equal(lith_close(db), LITH_OK);
-  t_remove_db(DB);
-}
-
-static void test_checkpoint_auto(void **state) {
-  (void)state;
-  wal_run r;
-  write_blobs(LITH_CHECKPOINT_AUTO, 64, &r);
-  assert_true(r.stats.checkpoints > 0);
-  if (r.max_wal > 200LL * FRAME)
-    fprintf(stderr, "AUTO: the -wal file reached %lld bytes\n", r.max_wal);
-  assert_true(r.max_wal <= 200LL * FRAME);
-  assert_true(wal_size(DB) <= 0);
-  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
-  t_remove_db(DB);
-}
-
-static void test_checkpoint_external(void **state) {
-  (void)state;
-  wal_run r;
-  write_blobs(LITH_CHECKPOINT_EXTERNAL, 64, &r);
-  assert_int_equal(r.stats.checkpoints, 0);
-  /* everything stayed in the WAL: rows of 6000 bytes each */
-  assert_true(r.max_wal >= r.rows * 6000LL);
-  assert_true(r.stats.wal_pages >= (uint64_t)r.rows * 6000u / 4096u);
-  /* closed, and still there in full: look before any other connection opens
-   * (the last plain connection to close would checkpoint it) */
-  long long w = wal_size(DB);
-  assert_true(w >= r.rows * 6000LL);
-  assert_true(file_size(DB) < 1000000); /* the data is not in the main file */
-  /* and the data is all readable through it */
-  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
   t_remove_db(DB);
 }
 
@@ -916,10 +756,6 @@ int main(void) {
       cmocka_unit_test(test_migrations_once_in_order),
       cmocka_unit_test(test_failing_migration_rolls_back_the_open),
       cmocka_unit_test(test_migration_cannot_commit),
-      cmocka_unit_test(test_checkpoint_writer),
-      cmocka_unit_test(test_checkpoint_auto),
-      cmocka_unit_test(test_wal_shrinks_after_a_burst),
-      cmocka_unit_test(test_checkpoint_external),
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),
       cmocka_unit_test(test_on_connect),

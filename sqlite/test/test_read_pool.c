@@ -57,7 +57,6 @@ typedef struct shared {
   _Atomic long write_errors;
   long min_reads; /* writers keep going until this many reads were done */
   long min_transfers;
-  long final_ledger; /* set after the writers stopped */
   pthread_mutex_t mu;
   char first_violation[256];
 } shared;

@@ -31,9 +31,9 @@ LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
 LITHD_TEST_OBJ := $(B)/tools/lithd/test/child.o
 LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
 
-$(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
+$(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm
 
 $(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1client.h
 	@mkdir -p $(dir $@)

@@ -1,10 +1,9 @@
 /*
  * Batch semantics: in one transaction a good command commits, a failing
- * command and a command whose statement errors leave no trace; nested
- * savepoints undo alone; on_commit sees exactly the touched topics of the
- * committed commands; commands cannot end the writer's transaction; a
- * command that makes SQLite roll back the whole transaction is failed alone
- * and the others run again.
+ * command and a command whose statement errors leave no trace; commands
+ * cannot end the writer's transaction; a command that makes SQLite roll
+ * back the whole transaction is failed alone and the others run again.
+ * (Nested savepoints and touched topics: test_tx.c.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,120 +79,6 @@ static void test_good_failing_and_erroring_in_one_batch(void **state) {
   assert_int_equal(count_kv("c"), 0);
   assert_int_equal(count_kv("e"), 1);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv"), 2);
-}
-
-static int inner_fail(lith_tx *tx, void *arg) {
-  (void)arg;
-  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('y', 1)", NULL);
-  lith_tx_touch(tx, 98);
-  return lith_tx_error(tx, LITH_USER, "inner refused");
-}
-
-static int inner_ok(lith_tx *tx, void *arg) {
-  (void)arg;
-  int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('w', 1)", NULL);
-  if (rc != LITH_OK)
-    return rc;
-  /* a failing savepoint nested two deep */
-  assert_int_equal(lith_tx_savepoint(tx, inner_fail, NULL), LITH_USER);
-  return LITH_OK;
-}
-
-static int outer(lith_tx *tx, void *arg) {
-  (void)arg;
-  int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('x', 1)", NULL);
-  if (rc != LITH_OK)
-    return rc;
-  lith_tx_touch(tx, 1);
-  rc = lith_tx_savepoint(tx, inner_fail, NULL);
-  assert_int_equal(rc, LITH_USER);
-  assert_int_equal(lith_tx_savepoint(tx, inner_ok, NULL), LITH_OK);
-  lith_tx_touch(tx, 2);
-  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('z', 1)", NULL);
-}
-
-typedef struct hook_log {
-  int64_t topics[64];
-  int n;
-  int calls;
-} hook_log;
-
-static void on_commit(void *ctx, const int64_t *topics, int n) {
-  hook_log *h = ctx;
-  h->calls++;
-  for (int i = 0; i < n && h->n < 64; i++)
-    h->topics[h->n++] = topics[i];
-}
-
-static void test_nested_savepoints(void **state) {
-  (void)state;
-  lith_options opt;
-  hook_log log = {0};
-  t_bank_options(&opt);
-  opt.on_commit = on_commit;
-  opt.on_commit_ctx = &log;
-  lith *db = t_open_fresh(DB, &opt);
-  assert_int_equal(lith_do(db, outer, NULL), LITH_OK);
-  assert_int_equal(lith_close(db), LITH_OK);
-  assert_int_equal(count_kv("x"), 1);
-  assert_int_equal(count_kv("y"), 0);
-  assert_int_equal(count_kv("w"), 1);
-  assert_int_equal(count_kv("z"), 1);
-  /* topic 98 was touched only inside failed savepoints */
-  assert_int_equal(log.n, 2);
-  assert_int_equal(log.topics[0], 1);
-  assert_int_equal(log.topics[1], 2);
-}
-
-typedef struct touch_arg {
-  const char *key;
-  int64_t topics[3];
-  int fail;
-} touch_arg;
-
-static int touch_cmd(lith_tx *tx, void *arg) {
-  touch_arg *a = arg;
-  for (int i = 0; i < 3; i++)
-    if (a->topics[i])
-      lith_tx_touch(tx, a->topics[i]);
-  int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", a->key);
-  return rc != LITH_OK ? rc : a->fail ? LITH_USER : LITH_OK;
-}
-
-static void test_touch_reports_exactly_committed_topics(void **state) {
-  (void)state;
-  lith_options opt;
-  hook_log log = {0};
-  t_bank_options(&opt);
-  opt.on_commit = on_commit;
-  opt.on_commit_ctx = &log;
-  lith *db = t_open_fresh(DB, &opt);
-  t_gate gate;
-  t_async done = {0};
-  lith_request r[4];
-  touch_arg a[4] = {
-      {"t1", {7, 3, 7}, 0},
-      {"t2", {99, 0, 0}, 1}, /* fails: 99 must not be reported */
-      {"t3", {3, 11, 0}, 0},
-      {"t1", {55, 0, 0}, 0}, /* duplicate key: constraint error, 55 not reported */
-  };
-  t_gate_close(db, &gate);
-  int calls_before = log.calls;
-  for (int i = 0; i < 4; i++)
-    t_submit(db, &r[i], touch_cmd, &a[i], &done);
-  t_gate_open(&gate);
-  t_async_wait(&done, 4);
-  assert_int_equal(r[0].rc, LITH_OK);
-  assert_int_equal(r[1].rc, LITH_USER);
-  assert_int_equal(r[2].rc, LITH_OK);
-  assert_int_equal(r[3].rc, LITH_CONSTRAINT);
-  assert_int_equal(log.calls - calls_before, 1);
-  /* each once, in first-touched order */
-  assert_int_equal(log.n, 3);
-  assert_int_equal(log.topics[0], 7);
-  assert_int_equal(log.topics[1], 3);
-  assert_int_equal(log.topics[2], 11);
-  assert_int_equal(lith_close(db), LITH_OK);
 }
 
 static int run_sql(lith_tx *tx, void *arg) { return lith_tx_exec(tx, (const char *)arg, NULL); }
@@ -342,8 +227,6 @@ static void test_error_message_reaches_the_caller(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_good_failing_and_erroring_in_one_batch),
-      cmocka_unit_test(test_nested_savepoints),
-      cmocka_unit_test(test_touch_reports_exactly_committed_topics),
       cmocka_unit_test(test_commands_cannot_end_the_transaction),
       cmocka_unit_test(test_transaction_abort_fails_only_the_culprit),
       cmocka_unit_test(test_lith_do_from_a_command_is_refused),

@@ -4,12 +4,21 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+long long t_file_size(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return -1;
+  return (long long)sb.st_size;
+}
 
 void t_remove_db(const char *path) {
   char buf[1024];
@@ -177,4 +186,40 @@ void t_async_wait(t_async *c, int n) {
   for (int i = 0; i < 30000 && atomic_load(&c->done) < n; i++)
     usleep(1000);
   assert_int_equal(atomic_load(&c->done), n);
+}
+
+int t_indexed_rc(int i) {
+  if (i % 7 == 3)
+    return LITH_USER + i % 5;
+  if (i % 11 == 5)
+    return LITH_CONSTRAINT;
+  return LITH_OK;
+}
+
+int t_indexed_cmd(lith_tx *tx, void *arg) {
+  int i = (int)(intptr_t)arg;
+  int want = t_indexed_rc(i);
+  if (want >= LITH_USER)
+    return lith_tx_error(tx, want, "fail %d", i);
+  if (want == LITH_CONSTRAINT)
+    return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('dup', 2)", NULL);
+  char k[32];
+  snprintf(k, sizeof k, "k%d", i);
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", k);
+}
+
+int t_indexed_ok(int n) {
+  int ok = 0;
+  for (int i = 0; i < n; i++)
+    ok += t_indexed_rc(i) == LITH_OK;
+  return ok;
+}
+
+lith *t_open_indexed(const char *path, int queue_capacity) {
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.queue_capacity = queue_capacity;
+  lith *db = t_open_fresh(path, &opt);
+  assert_int_equal(lith_do(db, t_put_cmd, "dup"), LITH_OK);
+  return db;
 }

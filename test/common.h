@@ -1,7 +1,10 @@
 /*
- * Test helpers shared by the writer and sqlite tests: scratch database
- * paths, a bank schema (accounts, ledger) and the transfer command, and
- * small SQL checks run on a separate connection.
+ * Test helpers shared by the tests of the library (sqlite/test,
+ * writer/test, uv/test), on lith's public API only: scratch database paths,
+ * a bank schema (accounts, ledger) and the transfer command, small SQL
+ * checks run on a separate connection, a gate that forces a batch, async
+ * requests counted to completion, and commands whose outcome their index
+ * decides. A neutral floor: no layer's tests include another's.
  */
 #ifndef LITH_TEST_COMMON_H
 #define LITH_TEST_COMMON_H
@@ -10,6 +13,9 @@
 #include <stdint.h>
 
 #include "lith.h"
+
+/* The size of the file at path in bytes; -1 if there is none. */
+long long t_file_size(const char *path);
 
 /* Remove `path` and its -wal, -shm, -journal files. */
 void t_remove_db(const char *path);
@@ -73,3 +79,14 @@ typedef struct t_async {
 void t_submit(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter);
 /* Wait (up to 30 s) until `n` requests counted by c are done; asserts. */
 void t_async_wait(t_async *c, int n);
+
+/* ---- Commands whose outcome their index decides (arg: (void *)(intptr_t)i):
+ * LITH_USER + i % 5 when i % 7 == 3 (with the message "fail i"), a UNIQUE
+ * violation (LITH_CONSTRAINT) when i % 11 == 5 (on a kv holding 'dup'),
+ * else LITH_OK, inserting key "k<i>". */
+int t_indexed_rc(int i);
+int t_indexed_cmd(lith_tx *tx, void *arg);
+/* How many of 0..n-1 succeed. */
+int t_indexed_ok(int n);
+/* t_open_fresh with t_bank_options, queue_capacity, and 'dup' in kv. */
+lith *t_open_indexed(const char *path, int queue_capacity);

@@ -1,7 +1,5 @@
-/* Result code names, SQLite code mapping, thread-local error messages. */
+/* Result code names and the per-thread error message: see error.h. */
 #include "error.h"
-
-#include <errno.h>
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -68,32 +66,6 @@ const char *lith_errstr(int rc) {
   }
 }
 
-int lith_from_sqlite(int sqlite_rc) {
-  /* The WAL index (-shm) could not grow: the disk is full (unixShmMap
-   * writes the new region). The soak met it: after a restart a commit needs
-   * a new region while the disk is full. */
-  if (sqlite_rc == SQLITE_IOERR_SHMSIZE)
-    return LITH_DISKFULL;
-  switch (sqlite_rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_ROW:
-  case SQLITE_DONE: return LITH_OK;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED: return LITH_BUSY;
-  case SQLITE_CONSTRAINT: return LITH_CONSTRAINT;
-  case SQLITE_IOERR: return LITH_IOERR;
-  case SQLITE_FULL: return LITH_DISKFULL;
-  case SQLITE_NOMEM: return LITH_NOMEM;
-  case SQLITE_CANTOPEN: return LITH_CANTOPEN;
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB: return LITH_CORRUPT;
-  case SQLITE_READONLY: return LITH_READONLY;
-  case SQLITE_MISUSE: return LITH_MISUSE;
-  case SQLITE_INTERRUPT: return LITH_INTERRUPTED;
-  default: return LITH_ERROR;
-  }
-}
-
 void lith__strlcpy(char *dst, const char *src, size_t n) {
   if (n == 0)
     return;
@@ -105,32 +77,28 @@ void lith__strlcpy(char *dst, const char *src, size_t n) {
   dst[len] = '\0';
 }
 
-int lith__fail(int rc, const char *fmt, ...) {
+int lith__failv(int rc, const char *fmt, va_list ap) {
   char *b = errbuf();
   lith__errlost = b == NULL;
-  if (!b)
-    return rc;
+  if (b)
+    vsnprintf(b, LITH__ERRBUF, fmt, ap);
+  return rc;
+}
+
+int lith__fail(int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(b, LITH__ERRBUF, fmt, ap);
+  lith__failv(rc, fmt, ap);
   va_end(ap);
   return rc;
 }
 
-int lith__code_of(int sqlite_rc, sqlite3 *conn) {
-  int rc = lith_from_sqlite(sqlite_rc);
-  /* An I/O error whose cause was a full disk or quota is a full disk. */
-  if (rc == LITH_IOERR && conn) {
-    int e = sqlite3_system_errno(conn);
-    if (e == ENOSPC || e == EDQUOT)
-      return LITH_DISKFULL;
-  }
+int lith_set_error(int rc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lith__failv(rc, fmt, ap);
+  va_end(ap);
   return rc;
-}
-
-int lith__fail_sqlite(int sqlite_rc, sqlite3 *conn, const char *what) {
-  const char *msg = conn ? sqlite3_errmsg(conn) : sqlite3_errstr(sqlite_rc);
-  return lith__fail(lith__code_of(sqlite_rc, conn), "%s: %s", what, msg);
 }
 
 void lith__clear_error(void) {

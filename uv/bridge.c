@@ -1,8 +1,9 @@
 /*
- * The libuv bridge. The writer thread finishes a request by appending it to
- * the bridge's completion list and poking one uv_async_t; libuv coalesces
- * pokes, and the loop thread, when it wakes, takes the whole list at once
- * and runs every callback in it, in answer order.
+ * The libuv bridge (liblith_uv: lith's public API and libuv only). The
+ * writer thread finishes a request by appending it to the bridge's
+ * completion list and poking one uv_async_t; libuv coalesces pokes, and the
+ * loop thread, when it wakes, takes the whole list at once and runs every
+ * callback in it, in answer order.
  *
  * The list is guarded by a mutex held only for a pointer swap (loop side)
  * or an append plus uv_async_send (writer side). Holding it across
@@ -13,7 +14,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../sqlite/error.h"
 #include "lith_uv.h"
 
 struct lith_uv {
@@ -80,19 +80,19 @@ static void on_done(lith_request *req) {
 
 int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out) {
   if (!out)
-    return lith__fail(LITH_MISUSE, "lith_uv_open: out is NULL");
+    return lith_set_error(LITH_MISUSE, "lith_uv_open: out is NULL");
   *out = NULL;
   if (!db || !loop)
-    return lith__fail(LITH_MISUSE, "lith_uv_open: no handle or no loop");
+    return lith_set_error(LITH_MISUSE, "lith_uv_open: no handle or no loop");
   lith_uv *b = calloc(1, sizeof *b);
   if (!b)
-    return lith__fail(LITH_NOMEM, "lith_uv_open: out of memory");
+    return lith_set_error(LITH_NOMEM, "lith_uv_open: out of memory");
   b->db = db;
   b->loop = loop;
   int rc = uv_async_init(loop, &b->async, on_async);
   if (rc != 0) {
     free(b);
-    return lith__fail(LITH_ERROR, "lith_uv_open: uv_async_init: %s", uv_strerror(rc));
+    return lith_set_error(LITH_ERROR, "lith_uv_open: uv_async_init: %s", uv_strerror(rc));
   }
   b->async.data = b;
   pthread_mutex_init(&b->mu, NULL);
@@ -102,9 +102,9 @@ int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out) {
 
 int lith_uv_submit(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb) {
   if (!b || !req || !fn || !cb)
-    return lith__fail(LITH_MISUSE, "lith_uv_submit: bridge, request, fn and cb are required");
+    return lith_set_error(LITH_MISUSE, "lith_uv_submit: bridge, request, fn and cb are required");
   if (b->closing)
-    return lith__fail(LITH_CLOSED, "lith_uv_submit: the bridge is closing");
+    return lith_set_error(LITH_CLOSED, "lith_uv_submit: the bridge is closing");
   req->cb = cb;
   req->bridge = b;
   req->next = NULL;

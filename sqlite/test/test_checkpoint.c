@@ -1,0 +1,347 @@
+/*
+ * WAL checkpoints (sqlite/checkpoint.c).
+ *   - through the public API: WRITER with a small checkpoint_pages
+ *     checkpoints and keeps the -wal file bounded, and after lith_close the
+ *     -wal file is empty or gone; a burst's -wal file is cut back once the
+ *     WAL starts over; AUTO checkpoints too; EXTERNAL never does: the -wal
+ *     file grows with the data and is still there, non-empty, after
+ *     lith_close;
+ *   - lith__ckpt on a write connection of its own (no writer thread): the
+ *     wal hook counts the frames of each commit; in WRITER mode
+ *     lith__ckpt_after_batch asks the background thread for a pass once
+ *     the WAL holds checkpoint_pages, reports it when it is over (count,
+ *     time, the frames copied), and when the WAL is long runs the pass
+ *     that lets it start over on the write connection (ns_writer); AUTO
+ *     checkpoints inside the commit and after_batch does nothing;
+ *     lith__ckpt_close runs a TRUNCATE (the -wal file is emptied) but in
+ *     EXTERNAL, which never checkpoints; a failing checkpoint counts an
+ *     error and leaves its message.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../checkpoint.h"
+#include "../conn.h"
+#include "common.h"
+
+#define DB "checkpoint.db"
+
+static long long wal_size(const char *db) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s-wal", db);
+  return t_file_size(buf);
+}
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+static const char *const blob_migrations[] = {"CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB NOT NULL);"};
+
+static int add_blob(lith_tx *tx, void *arg) {
+  return lith_tx_exec(tx, "INSERT INTO blobs(b) VALUES (randomblob(?))", "i", *(const int *)arg);
+}
+
+typedef struct wal_run {
+  long long max_wal; /* largest -wal file seen while writing */
+  lith_stats stats;  /* just before close */
+  int rows;
+} wal_run;
+
+/* Write 2000 rows (at least 500 when scaled down) of 6000 random bytes
+ * (two pages and more each, one command per batch) with the given
+ * checkpoint mode: thousands of WAL frames unless something checkpoints. */
+static void write_blobs(int mode, int pages, wal_run *out) {
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.checkpoint = mode;
+  opt.checkpoint_pages = pages;
+  opt.migrations = blob_migrations;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int size = 6000;
+  out->max_wal = 0;
+  out->rows = t_scaled(2000);
+  if (out->rows < 500)
+    out->rows = 500;
+  for (int i = 0; i < out->rows; i++) {
+    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+    if (i % 25 == 0) {
+      long long w = wal_size(DB);
+      if (w > out->max_wal)
+        out->max_wal = w;
+    }
+  }
+  long long w = wal_size(DB);
+  if (w > out->max_wal)
+    out->max_wal = w;
+  lith_stats_get(db, &out->stats);
+  assert_int_equal(out->stats.commands, (uint64_t)out->rows);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+#define FRAME (4096 + 24)
+
+static void test_checkpoint_writer(void **state) {
+  (void)state;
+  wal_run r;
+  write_blobs(LITH_CHECKPOINT_WRITER, 64, &r);
+  assert_true(r.stats.checkpoints > 0);
+  /* ~6000 frames were written; the WAL holds 64 plus what the writer
+   * commits while a background pass runs — a few hundred frames, but more
+   * when the checkpointer thread gets no CPU (a machine busy with other
+   * work: 1,430 frames seen once). Half of what was written is the bound
+   * that still tells WRITER from EXTERNAL, where all of it stays. */
+  if (r.max_wal > 1000LL * FRAME)
+    fprintf(stderr, "WRITER: the -wal file reached %lld bytes\n", r.max_wal);
+  assert_true(r.max_wal <= 3000LL * FRAME);
+  assert_true(r.stats.wal_pages < 3000);
+  /* at close: TRUNCATE, then the last connection removes it */
+  long long w = wal_size(DB);
+  assert_true(w <= 0);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
+  t_assert_integrity(DB);
+  t_remove_db(DB);
+}
+
+static int burst_cmd(lith_tx *tx, void *arg) {
+  int pages = *(const int *)arg;
+  for (int i = 0; i < pages; i++) {
+    int rc = lith_tx_exec(tx, "INSERT INTO blobs(b) VALUES (randomblob(3000))", NULL);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  return LITH_OK;
+}
+
+/* A burst grows the -wal file far past its steady size; once the WAL
+ * starts over, the file is cut back to four checkpoints' worth
+ * (journal_size_limit) instead of keeping the burst's size for ever (the
+ * soak's full disk: the WAL held the room a checkpoint needed). */
+static void test_wal_shrinks_after_a_burst(void **state) {
+  (void)state;
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.checkpoint_pages = 50;
+  static const char *const blobs_schema[] = {"CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB);"};
+  opt.migrations = blobs_schema;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int burst = 3000, one = 1;
+  assert_int_equal(lith_do(db, burst_cmd, &burst), LITH_OK);
+  long long peak = wal_size(DB);
+  assert_true(peak > 2500LL * FRAME);
+  long long w = peak;
+  for (int i = 0; i < 5000 && w > 4LL * 50 * FRAME + 8 * FRAME; i++) {
+    assert_int_equal(lith_do(db, burst_cmd, &one), LITH_OK);
+    if (i % 20 == 19)
+      usleep(2000); /* the checkpointer's turn */
+    w = wal_size(DB);
+  }
+  print_message("-wal: %lld bytes after the burst, %lld after the WAL started over\n", peak, w);
+  assert_true(w <= 4LL * 50 * FRAME + 8 * FRAME);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_remove_db(DB);
+}
+
+static void test_checkpoint_auto(void **state) {
+  (void)state;
+  wal_run r;
+  write_blobs(LITH_CHECKPOINT_AUTO, 64, &r);
+  assert_true(r.stats.checkpoints > 0);
+  if (r.max_wal > 200LL * FRAME)
+    fprintf(stderr, "AUTO: the -wal file reached %lld bytes\n", r.max_wal);
+  assert_true(r.max_wal <= 200LL * FRAME);
+  assert_true(wal_size(DB) <= 0);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
+  t_remove_db(DB);
+}
+
+static void test_checkpoint_external(void **state) {
+  (void)state;
+  wal_run r;
+  write_blobs(LITH_CHECKPOINT_EXTERNAL, 64, &r);
+  assert_int_equal(r.stats.checkpoints, 0);
+  /* everything stayed in the WAL: rows of 6000 bytes each */
+  assert_true(r.max_wal >= r.rows * 6000LL);
+  assert_true(r.stats.wal_pages >= (uint64_t)r.rows * 6000u / 4096u);
+  /* closed, and still there in full: look before any other connection opens
+   * (the last plain connection to close would checkpoint it) */
+  long long w = wal_size(DB);
+  assert_true(w >= r.rows * 6000LL);
+  assert_true(t_file_size(DB) < 1000000); /* the data is not in the main file */
+  /* and the data is all readable through it */
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), r.rows);
+  t_remove_db(DB);
+}
+
+/* ---- lith__ckpt itself -------------------------------------------------- */
+
+/* A write connection as lith opens it, with a blobs table. */
+static sqlite3 *open_conn(lith_options *opt, int mode, int pages) {
+  lith_options_default(opt);
+  opt->checkpoint = mode;
+  opt->checkpoint_pages = pages;
+  t_remove_db(DB);
+  sqlite3 *conn = NULL;
+  assert_int_equal(lith__conn_open_writer(DB, opt, &conn), LITH_OK);
+  assert_int_equal(sqlite3_exec(conn, "CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB NOT NULL)", NULL, NULL,
+                                NULL),
+                   SQLITE_OK);
+  return conn;
+}
+
+/* n transactions of one 3-page row each. */
+static void commit_rows(sqlite3 *conn, int n) {
+  for (int i = 0; i < n; i++)
+    assert_int_equal(sqlite3_exec(conn, "INSERT INTO blobs(b) VALUES (randomblob(10000))", NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
+/* Call after_batch (as the writer does between batches) until it reports
+ * a finished pass; at most 10 s. */
+static void until_reported(lith__ckpt *ck, sqlite3 *conn) {
+  for (int i = 0; i < 10000; i++) {
+    if (lith__ckpt_after_batch(ck, conn))
+      return;
+    usleep(1000);
+  }
+  fail_msg("the background checkpoint never finished");
+}
+
+static void test_ckpt_writer_mode(void **state) {
+  (void)state;
+  lith_options opt;
+  sqlite3 *conn = open_conn(&opt, LITH_CHECKPOINT_WRITER, 20);
+  lith__ckpt ck;
+  assert_int_equal(lith__ckpt_init(&ck, conn, DB, &opt), LITH_OK);
+  assert_non_null(ck.bg_conn);
+
+  /* Below checkpoint_pages: nothing asked, nothing to report. */
+  commit_rows(conn, 2);
+  int frames = atomic_load(&ck.frames);
+  assert_true(frames > 0 && frames < 20);
+  assert_int_equal(atomic_load(&ck.wal_pages), frames);
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0);
+  usleep(20000);
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0);
+  assert_int_equal(atomic_load(&ck.count), 0);
+
+  /* Past it: the background pass runs, and is reported once over. */
+  commit_rows(conn, 10);
+  assert_true(atomic_load(&ck.wal_pages) >= 20);
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0); /* asked */
+  until_reported(&ck, conn);
+  assert_int_equal(atomic_load(&ck.count), 1);
+  assert_int_equal(atomic_load(&ck.errors), 0);
+  assert_true(atomic_load(&ck.ns_total) > 0);
+  assert_int_equal(atomic_load(&ck.ns_writer), 0); /* all of it on the background thread */
+  assert_int_equal(atomic_load(&ck.wal_pages), 0);  /* nobody reads: every frame copied */
+  assert_int_equal(atomic_load(&ck.backfilled), atomic_load(&ck.frames));
+
+  /* A long WAL (4 x pages): the writer's own pass follows the background's. */
+  commit_rows(conn, 30);
+  assert_true(atomic_load(&ck.frames) >= 4 * 20);
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0);
+  commit_rows(conn, 1); /* committed while the background pass runs */
+  until_reported(&ck, conn);
+  assert_int_equal(atomic_load(&ck.count), 3);
+  assert_true(atomic_load(&ck.ns_writer) > 0);
+  assert_int_equal(atomic_load(&ck.errors), 0);
+  assert_int_equal(atomic_load(&ck.wal_pages), 0);
+
+  /* Close: the thread stops and a TRUNCATE empties the -wal file. */
+  assert_true(wal_size(DB) > 0);
+  assert_int_equal(lith__ckpt_close(&ck, conn), LITH_OK);
+  assert_null(ck.bg_conn);
+  assert_int_equal(atomic_load(&ck.count), 4);
+  assert_int_equal(wal_size(DB), 0);
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), 43);
+  t_remove_db(DB);
+}
+
+static void test_ckpt_auto_mode(void **state) {
+  (void)state;
+  lith_options opt;
+  sqlite3 *conn = open_conn(&opt, LITH_CHECKPOINT_AUTO, 20);
+  lith__ckpt ck;
+  assert_int_equal(lith__ckpt_init(&ck, conn, DB, &opt), LITH_OK);
+  assert_null(ck.bg_conn); /* no thread */
+  commit_rows(conn, 30);
+  uint64_t count = atomic_load(&ck.count);
+  assert_true(count > 0); /* inside the commits that crossed 20 pages */
+  assert_int_equal(atomic_load(&ck.ns_writer), atomic_load(&ck.ns_total));
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0);
+  assert_int_equal(atomic_load(&ck.count), count);
+  assert_int_equal(lith__ckpt_close(&ck, conn), LITH_OK);
+  assert_int_equal(atomic_load(&ck.count), count + 1);
+  assert_int_equal(wal_size(DB), 0);
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK);
+  t_remove_db(DB);
+}
+
+static void test_ckpt_external_mode(void **state) {
+  (void)state;
+  lith_options opt;
+  sqlite3 *conn = open_conn(&opt, LITH_CHECKPOINT_EXTERNAL, 20);
+  lith__ckpt ck;
+  assert_int_equal(lith__ckpt_init(&ck, conn, DB, &opt), LITH_OK);
+  assert_null(ck.bg_conn);
+  commit_rows(conn, 30);
+  assert_true(atomic_load(&ck.wal_pages) >= 30 * 3);
+  assert_int_equal(lith__ckpt_after_batch(&ck, conn), 0);
+  long long before = wal_size(DB);
+  assert_int_equal(lith__ckpt_close(&ck, conn), LITH_OK);
+  assert_int_equal(atomic_load(&ck.count), 0);
+  assert_int_equal(wal_size(DB), before); /* left whole, for the replicator */
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK);
+  t_remove_db(DB);
+}
+
+/* A checkpoint that cannot run (a read transaction open on the same
+ * connection) fails alone: counted as an error, with its message; nothing
+ * is lost. */
+static void test_ckpt_failure_counts(void **state) {
+  (void)state;
+  lith_options opt;
+  sqlite3 *conn = open_conn(&opt, LITH_CHECKPOINT_EXTERNAL, 20);
+  lith__ckpt ck;
+  assert_int_equal(lith__ckpt_init(&ck, conn, DB, &opt), LITH_OK);
+  commit_rows(conn, 3);
+  ck.mode = LITH_CHECKPOINT_WRITER; /* so that close checkpoints; no thread was started */
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_prepare_v2(conn, "SELECT id FROM blobs", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* a statement mid-step: TRUNCATE is refused */
+  int rc = lith__ckpt_close(&ck, conn);
+  assert_int_not_equal(rc, LITH_OK);
+  assert_int_equal(atomic_load(&ck.count), 1);
+  assert_int_equal(atomic_load(&ck.errors), 1);
+  assert_non_null(strstr(lith_errmsg(NULL), "checkpoint"));
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), 3);
+  t_remove_db(DB);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_checkpoint_writer),
+      cmocka_unit_test(test_checkpoint_auto),
+      cmocka_unit_test(test_wal_shrinks_after_a_burst),
+      cmocka_unit_test(test_checkpoint_external),
+      cmocka_unit_test(test_ckpt_writer_mode),
+      cmocka_unit_test(test_ckpt_auto_mode),
+      cmocka_unit_test(test_ckpt_external_mode),
+      cmocka_unit_test(test_ckpt_failure_counts),
+  };
+  return cmocka_run_group_tests_name("sqlite/checkpoint", tests, NULL, NULL);
+}
