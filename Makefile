@@ -11,7 +11,7 @@
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
 #   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak.c)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
-#   make lint       cppcheck over every C file of the tree
+#   make lint       cppcheck and clang-format checks over every C file (make format fixes the style)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # The libraries, by layer (each may include only those before it):
@@ -123,7 +123,7 @@ LIBS := $(B)/liblith.a $(B)/liblith.so $(B)/liblith_uv.a $(B)/liblith_uv.so
 PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 
 .SECONDARY:
-.PHONY: kanban run-demo bench soak lint all run test test-only deps install uninstall clean demo $(PCS)
+.PHONY: kanban run-demo bench soak lint format all run test test-only deps install uninstall clean demo $(PCS)
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN)
 
 deps:
@@ -140,7 +140,9 @@ $(UV_OBJ): CFLAGS += $(UV_CFLAGS)
 # The libraries export only what the headers mark LITH_API (test/test_exports.c).
 $(LIB_OBJ) $(UV_OBJ): CFLAGS += -fvisibility=hidden
 
-$(B)/%.o: %.c
+# An object also depends on the Makefile: a changed flag (say the
+# visibility) rebuilds it, as a changed header does through its .d file.
+$(B)/%.o: %.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
@@ -243,14 +245,21 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith_uv.pc \
 	  $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd
 
-# cppcheck over every C file of the tree (what build/ generates aside); any
-# finding fails. A test's #error for a missing -D (the path of the binary it
-# runs) is no finding: cppcheck also checks the configuration that has it.
-LINT_SRC = $(shell find * -path build -prune -o -name '*.c' -print | sort)
+# `make lint`: cppcheck over every C file of the tree (what build/ generates
+# aside), then clang-format (.clang-format: the core's style) over every C
+# file and header; any finding fails. A test's #error for a missing -D (the
+# path of the binary it runs) is no finding: cppcheck also checks the
+# configuration that has it. `make format` rewrites the files in that style.
+LINT_SRC   = $(shell find * \( -path build -o -name node_modules \) -prune -o -name '*.c' -print | sort)
+FORMAT_SRC = $(shell find * \( -path build -o -name node_modules \) -prune -o -name '*.[ch]' -print | sort)
 lint:
 	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --suppress='preprocessorErrorDirective:*test/*.c' \
 	  --inline-suppr --error-exitcode=1 -q $(LINT_SRC)
+	clang-format --dry-run --Werror $(FORMAT_SRC)
+
+format:
+	clang-format -i $(FORMAT_SRC)
 
 clean:
 	rm -rf build

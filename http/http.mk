@@ -30,9 +30,9 @@ HTTP_TEST_SRC := $(wildcard http/test/test_*.c)
 HTTP_TEST_BIN := $(HTTP_TEST_SRC:%.c=$(B)/%)
 HTTP_TEST_OBJ := $(B)/http/test/helper.o
 
-$(B)/http/%.o: http/%.c $(HTTP_HDRS)
+$(B)/http/%.o: http/%.c Makefile http/http.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(HTTP_TEST_OBJ): http/test/helper.c http/test/helper.h $(HTTP_HDRS)
 	@mkdir -p $(dir $@)

@@ -11,7 +11,8 @@
  *
  * Conventions, as in sqlite3.h and uv.h:
  *   - every call returns an int result code (LITH_OK is 0); lith_errstr()
- *     names a code and lith_errmsg() gives this thread's last message;
+ *     describes a code in a short phrase and lith_errmsg() gives this
+ *     thread's last message;
  *   - handles are opaque and come in create/destroy pairs;
  *   - each function says who owns every pointer it takes or returns.
  *
@@ -65,7 +66,9 @@ enum {
   LITH_USER = 1000     /* commands may return LITH_USER and above for their own errors */
 };
 
-/* The name of a result code: a static string, never NULL. */
+/* A result code described in a short human phrase ("disk full"; "command
+ * error" for LITH_USER and above, "unknown error" for a code not listed): a
+ * static string, never NULL. */
 LITH_API const char *lith_errstr(int rc);
 
 /* Map an SQLite result code (primary or extended) to a lith result code. */

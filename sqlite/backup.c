@@ -53,15 +53,20 @@ static int is_source(const char *src, const char *dest) {
  * soon lith_interrupt stops a backup. */
 #define BACKUP_STEP_PAGES 256
 
+/* The longest destination path taken (below PATH_MAX), and room for it plus
+ * the temporary name's suffix ".tmp-<pid>-<counter>". */
+#define BACKUP_PATH_MAX 4000
+#define BACKUP_TMP_MAX (BACKUP_PATH_MAX + 64)
+
 int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
                      _Atomic uint32_t *interrupts) {
   static _Atomic unsigned counter;
-  char tmp[4200], dir[4200];
+  char tmp[BACKUP_TMP_MAX], dir[BACKUP_TMP_MAX];
   int rc;
   sqlite3 *src = NULL, *dst = NULL;
   struct stat st;
 
-  if (!dest_path || !*dest_path || strlen(dest_path) > 4000)
+  if (!dest_path || !*dest_path || strlen(dest_path) > BACKUP_PATH_MAX)
     return lith__fail(LITH_MISUSE, "lith_backup: bad destination path");
   if (is_source(src_path, dest_path))
     return lith__fail(LITH_MISUSE, "lith_backup: %s is the live database itself", dest_path);

@@ -10,7 +10,9 @@ passed=0
 failed=0
 bad=""
 for bin in "$@"; do
-  name=$(basename "$bin")
+  # Named by the path below the build dir: http/test/test_guard and
+  # tools/lithd/test/test_guard are two tests, with two scratch dirs.
+  name=${bin#"$build"/}
   dir="$build/scratch/$name"
   rm -rf "$dir"
   mkdir -p "$dir"

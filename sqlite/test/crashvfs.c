@@ -45,10 +45,10 @@
  * The other flags are lies (T_CRASHVFS_LIE_*), for a test that the checker
  * catches a VFS whose promises its faults break.
  *
- * One mutex covers every recorded write and every sync, so a crash sees a
- * settled record: other threads stop at their next write or sync, and the
- * process ends before they go on. Reads, locks and the -shm mapping pass
- * through untouched.
+ * One mutex covers every recorded write, sync, read and size, so a crash
+ * sees a settled record and no thread sees its rewrite: other threads stop
+ * at their next file call, and the process ends before they go on. Locks
+ * and the -shm mapping pass through untouched.
  */
 #include "crashvfs.h"
 
@@ -302,9 +302,19 @@ static int cv_close(sqlite3_file *file) {
   return real->pMethods ? real->pMethods->xClose(real) : SQLITE_OK;
 }
 
+/* Reads and sizes of a tracked file take the mutex too: the crash rewrites
+ * the files while holding it, and a thread reading meanwhile would see the
+ * disk after the power failed in a process that is still running (a
+ * command answered "malformed" before the exit). */
 static int cv_read(sqlite3_file *file, void *buf, int amt, sqlite3_int64 off) {
-  sqlite3_file *real = real_of(file);
-  return real->pMethods->xRead(real, buf, amt, off);
+  cv_handle *h = (cv_handle *)file;
+  sqlite3_file *real = h->real;
+  if (!h->f)
+    return real->pMethods->xRead(real, buf, amt, off);
+  pthread_mutex_lock(&g_mu);
+  int rc = real->pMethods->xRead(real, buf, amt, off);
+  pthread_mutex_unlock(&g_mu);
+  return rc;
 }
 
 static int cv_write(sqlite3_file *file, const void *buf, int amt, sqlite3_int64 off) {
@@ -396,8 +406,14 @@ static int cv_sync(sqlite3_file *file, int flags) {
 }
 
 static int cv_file_size(sqlite3_file *file, sqlite3_int64 *size) {
-  sqlite3_file *real = real_of(file);
-  return real->pMethods->xFileSize(real, size);
+  cv_handle *h = (cv_handle *)file;
+  sqlite3_file *real = h->real;
+  if (!h->f)
+    return real->pMethods->xFileSize(real, size);
+  pthread_mutex_lock(&g_mu);
+  int rc = real->pMethods->xFileSize(real, size);
+  pthread_mutex_unlock(&g_mu);
+  return rc;
 }
 
 static int cv_lock(sqlite3_file *file, int lock) {

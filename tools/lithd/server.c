@@ -14,7 +14,7 @@
  *   - Answers follow the recipe of sqljson.h: a committed result, a
  *     statement's own error (the command was undone alone), or an error of
  *     the transaction around it (the result must not be sent).
- *   - /v1/query: lith_read runs on libuv's thread pool (uv_queue_work), so a
+ *   - /v1/query: lith_read runs on libuv's thread pool (lith_uv_read), so a
  *     long query never stalls the loop (and so no other connection); the
  *     after-work callback on the loop thread answers and frees.
  *   - The bearer token, when configured, is checked before anything is read
@@ -369,48 +369,34 @@ static int h_commands(lith_http_req *req, void *arg) {
 
 /* ---- POST /v1/query ---------------------------------------------------- */
 
-/* The read runs on libuv's thread pool (uv_queue_work): lith_read may take
+/* The read runs on libuv's thread pool (lith_uv_read): lith_read may take
  * as long as the query does, and the loop thread must keep serving other
- * connections meanwhile. The context is owned by the work request from
- * uv_queue_work until query_after, which answers (or, if the client left,
+ * connections meanwhile. The context is owned by the read request from
+ * lith_uv_read until query_after, which answers (or, if the client left,
  * gets LITH_HTTP_GONE and releases the handle just the same) and frees it. */
 struct query_ctx {
-  uv_work_t work;
-  lithd_server *s;
+  lith_uv_read_req read; /* read.rc, read.errmsg: the outcome */
   lith_http_req *req;
   lithd_batch *batch;
   lithd_result *result; /* written on the pool thread, read in query_after */
-  int rc;
-  char errmsg[LITH_ERRMSG_MAX]; /* lith_errmsg is per thread: copied there */
 };
 
 static void query_ctx_free(struct query_ctx *q) {
-  if (q == NULL) return;
+  if (q == NULL)
+    return;
   lithd_result_free(q->result);
   lithd_batch_free(q->batch);
   free(q);
 }
 
-static int query_fn(lith_rx *rx, void *arg) {
+static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
   struct query_ctx *q = arg;
   return lithd_batch_read(rx, q->batch, &q->result);
 }
 
-static void query_work(uv_work_t *w) { /* a pool thread */
-  struct query_ctx *q = w->data;
-  const char *m;
-  q->rc = lith_read(q->s->db, query_fn, q);
-  m = lith_errmsg(q->s->db);
-  snprintf(q->errmsg, sizeof q->errmsg, "%s", m != NULL ? m : "");
-}
-
-static void query_after(uv_work_t *w, int status) { /* the loop thread */
-  struct query_ctx *q = w->data;
-  if (status == UV_ECANCELED) {
-    lith_http_respond_error(q->req, 503, "lithd is shutting down");
-  } else {
-    respond_outcome(q->req, q->rc, q->result, q->errmsg);
-  }
+static void query_after(lith_uv_read_req *r) { /* the loop thread */
+  struct query_ctx *q = r->data;
+  respond_outcome(q->req, r->rc, q->result, r->errmsg);
   query_ctx_free(q);
 }
 
@@ -418,18 +404,19 @@ static int h_query(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   struct query_ctx *q = NULL;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
   q = calloc(1, sizeof *q);
   if (q == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  q->s = s;
   q->req = req;
-  q->work.data = q;
+  q->read.data = q;
   q->batch = parse_body(s, req);
-  if (q->batch == NULL) goto done;
-  if (uv_queue_work(s->loop, &q->work, query_work, query_after) == 0)
+  if (q->batch == NULL)
+    goto done;
+  if (lith_uv_read(s->db, s->loop, &q->read, query_fn, q, query_after) == LITH_OK)
     return LITH_HTTP_PENDING; /* q now belongs to query_after */
   lith_http_respond_error(req, 500, "cannot queue the query");
 done:
