@@ -323,7 +323,8 @@ void bench_cli_parse(bench_cli *c, int argc, char **argv, bench_take_fn take, vo
 }
 
 /* The items of a comma list, one call each: fn(ctx, item, length). */
-static void each_item(const char *s, const char *opt, void (*fn)(void *ctx, const char *item, size_t n), void *ctx) {
+static void each_item(const char *s, const char *opt, void (*fn)(void *ctx, const char *item, size_t n),
+                      void *ctx) {
   if (!*s)
     bench_die_usage("empty list for %s", opt);
   while (*s) {
@@ -358,7 +359,8 @@ static void add_count(void *ctx, const char *s, size_t n) {
   c->out[c->n++] = (int)v;
 }
 
-int bench_parse_counts(const char *list, const char *opt, const char *what, long lo, long hi, int *out, int max) {
+int bench_parse_counts(const char *list, const char *opt, const char *what, long lo, long hi, int *out,
+                       int max) {
   counts c = {what, lo, hi, out, max, 0};
   each_item(list, opt, add_count, &c);
   return c.n;
@@ -400,8 +402,8 @@ static void add_word(void *ctx, const char *s, size_t n) {
   bench_die_usage("%s takes %s: %s", w->opt, w->takes, s);
 }
 
-int bench_parse_words(const char *list, const char *opt, const char *const *wordv, const int *values, int nwords,
-                      int *out, int max, const char *takes) {
+int bench_parse_words(const char *list, const char *opt, const char *const *wordv, const int *values,
+                      int nwords, int *out, int max, const char *takes) {
   words w = {opt, takes, wordv, values, nwords, out, max, 0};
   each_item(list, opt, add_word, &w);
   return w.n;
@@ -540,18 +542,12 @@ const char *bench_fs_name(const char *dir) {
   if (statfs(dir, &s) != 0)
     return "unknown";
   switch ((unsigned long)s.f_type) {
-  case 0xEF53UL:
-    return "ext2/3/4";
-  case 0x58465342UL:
-    return "xfs";
-  case 0x9123683EUL:
-    return "btrfs";
-  case 0x01021994UL:
-    return "tmpfs (fsync costs nothing here: FULL is not measured)";
-  case 0x794C7630UL:
-    return "overlayfs";
-  default:
-    return "other";
+  case 0xEF53UL: return "ext2/3/4";
+  case 0x58465342UL: return "xfs";
+  case 0x9123683EUL: return "btrfs";
+  case 0x01021994UL: return "tmpfs (fsync costs nothing here: FULL is not measured)";
+  case 0x794C7630UL: return "overlayfs";
+  default: return "other";
   }
 }
 
@@ -574,10 +570,12 @@ void bench_print_flags(const char *const *names, const int *on, int n) {
 }
 
 void bench_print_window(const bench_cli *c) {
-  printf("%g s window after %g s warm-up; %d round%s\n", c->seconds, c->warmup, c->rounds, c->rounds > 1 ? "s" : "");
+  printf("%g s window after %g s warm-up; %d round%s\n", c->seconds, c->warmup, c->rounds,
+         c->rounds > 1 ? "s" : "");
 }
 
-void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c, const char *csv_path) {
+void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c,
+                          const char *csv_path) {
   printf("; arms");
   bench_print_flags(arms, on, n);
   printf("; ");
@@ -605,7 +603,8 @@ void bench_print_end(const char *what, int64_t errors, int64_t t_begin) {
 int bench_open_plain(const char *path, const bench_pragmas *p, int busy_ms, sqlite3 **out) {
   sqlite3 *conn = NULL;
   char sql[300];
-  int rc = sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  int rc =
+      sqlite3_open_v2(path, &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK)
     goto fail;
   sqlite3_extended_result_codes(conn, 1);
@@ -706,8 +705,8 @@ double bench_machine_busy_s(void) {
   FILE *f = fopen("/proc/stat", "r");
   if (!f)
     return -1;
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                 &v[7]);
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                 &v[6], &v[7]);
   fclose(f);
   if (n != 8)
     return -1;

@@ -41,7 +41,7 @@
 
 /* ---- clock ------------------------------------------------------------------ */
 
-int64_t bench_now_ns(void);       /* CLOCK_MONOTONIC, ns */
+int64_t bench_now_ns(void);        /* CLOCK_MONOTONIC, ns */
 void bench_sleep_until(int64_t t); /* until bench_now_ns() >= t */
 void bench_sleep_ms(int ms);
 
@@ -137,16 +137,16 @@ void bench_csv_num(FILE *f, double v); /* ",%.6g", or "," for NAN */
 
 typedef struct bench_cli {
   /* set by the program */
-  const char *prog;          /* the messages' prefix: "writer", "bench/lithd" */
+  const char *prog; /* the messages' prefix: "writer", "bench/lithd" */
   void (*usage)(FILE *f);
-  double min_seconds;        /* --seconds' least value */
+  double min_seconds; /* --seconds' least value */
   int max_rounds;
   int has_csv;
   /* the options */
-  int quick;                 /* defaults: 1 round of 1 s after 0.25 s, else 3 of 3 s after 0.5 s */
+  int quick; /* defaults: 1 round of 1 s after 0.25 s, else 3 of 3 s after 0.5 s */
   double seconds, warmup;
   int rounds;
-  const char *db_dir, *csv;  /* NULL when not given */
+  const char *db_dir, *csv; /* NULL when not given */
 } bench_cli;
 
 /* take(ctx, option, value): 1 when it is the program's, 0 when unknown. */
@@ -159,7 +159,8 @@ void bench_die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), 
 /* A comma list of whole numbers lo..hi into out[0..max); how many (>= 1).
  * `what` names one in the messages: "producer" -> "producer counts are
  * 1..10000, got 0". */
-int bench_parse_counts(const char *list, const char *opt, const char *what, long lo, long hi, int *out, int max);
+int bench_parse_counts(const char *list, const char *opt, const char *what, long lo, long hi, int *out,
+                       int max);
 /* A comma list of names[0..n) (arms, say): on[i] = 1 for those named, 0
  * for the others. "OPT takes TAKES: REST" for anything else. */
 void bench_parse_flags(const char *list, const char *opt, const char *const *names, int n, int *on,
@@ -170,8 +171,8 @@ int bench_list_default(int *dst, const int *full, int nfull, const int *quick, i
 /* A comma list of words[0..nwords), each at most once, at most max: their
  * values (values[i], or i when values is NULL) into out; how many (>= 1).
  * Anything else: "OPT takes TAKES: REST OF THE LIST". */
-int bench_parse_words(const char *list, const char *opt, const char *const *words, const int *values, int nwords,
-                      int *out, int max, const char *takes);
+int bench_parse_words(const char *list, const char *opt, const char *const *words, const int *values,
+                      int nwords, int *out, int max, const char *takes);
 
 /* ---- the run's frame -------------------------------------------------------------------- */
 
@@ -194,14 +195,15 @@ typedef struct bench_machine {
 void bench_machine_get(bench_machine *m);
 const char *bench_fs_name(const char *dir); /* "ext2/3/4", "tmpfs (...)", "other" */
 
-void bench_print_ints(const int *v, int n);                           /* " 1,50,200" */
-void bench_print_named(const int *v, int n, const char *(*name)(int)); /* " FULL,NORMAL" */
+void bench_print_ints(const int *v, int n);                             /* " 1,50,200" */
+void bench_print_named(const int *v, int n, const char *(*name)(int));  /* " FULL,NORMAL" */
 void bench_print_flags(const char *const *names, const int *on, int n); /* the names whose on[i] */
 /* "%g s window after %g s warm-up; %d round(s)\n" */
 void bench_print_window(const bench_cli *c);
 /* The plan line's end and the CSV's line: "; arms A,B; <window>\ncsv: PATH\n"
  * (NULL: "(none: could not create it)"), then stdout flushed. */
-void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c, const char *csv_path);
+void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c,
+                          const char *csv_path);
 /* calloc, or "PROG: out of memory" and exit 1. */
 void *bench_xcalloc(size_t n, size_t size);
 /* "\nerrors, WHAT: N[ (FAILED)]\nelapsed: S s\n" */
@@ -221,12 +223,12 @@ typedef struct bench_pragmas {
  * SQLite's default autocheckpoint (1000 pages, lith's checkpoint_pages).
  * SQLITE_OK, or an error (said on stderr) and *out NULL. */
 int bench_open_plain(const char *path, const bench_pragmas *p, int busy_ms, sqlite3 **out);
-int bench_step(sqlite3_stmt *st);                         /* step, reset: SQLITE_OK for DONE/ROW */
+int bench_step(sqlite3_stmt *st);                        /* step, reset: SQLITE_OK for DONE/ROW */
 int bench_step2(sqlite3_stmt *st, int64_t a, int64_t b); /* bind ?1 ?2, bench_step */
 /* The first column of sql's first row (?1 bound to arg when it has one);
  * -1 and (*failed)++ when it fails. */
 int64_t bench_query_int(sqlite3 *db, const char *sql, int64_t arg, int *failed);
-int bench_quick_check_ok(sqlite3 *db); /* PRAGMA quick_check said "ok" */
+int bench_quick_check_ok(sqlite3 *db);  /* PRAGMA quick_check said "ok" */
 void bench_remove_db(const char *path); /* the file, -wal, -shm, -journal, -lithd.lock */
 
 /* ---- CPU time from /proc ------------------------------------------------------------------------ */

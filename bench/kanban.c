@@ -110,7 +110,7 @@ typedef struct run {
   const config *cfg;
   int arm, P;
   char path[4096];
-  lith *db;            /* writer arm */
+  lith *db; /* writer arm */
   int64_t board;
   int64_t board_version0;
   _Atomic int stop;
@@ -163,8 +163,8 @@ static int seed_cmd(lith_tx *tx, void *arg) {
     }
     pe->n[0] = pe->n[1] = 0;
     for (int k = 0; k < CARDS; k++) {
-      kb_action a = {.user_id = pe->user, .list_id = pe->lists[0], .title = "a card to move",
-                     .index = KB_END};
+      kb_action a = {
+          .user_id = pe->user, .list_id = pe->lists[0], .title = "a card to move", .index = KB_END};
       if ((rc = kb_create_card(tx, &a)) != LITH_OK)
         return rc;
       pe->cards[k] = a.out.id;
@@ -288,8 +288,7 @@ static void *perconn_person(void *arg) {
   sqlite3 *conn = NULL;
   kb_plain *kp = NULL;
   sqlite3_stmt *begin = NULL, *commit = NULL, *rollback = NULL;
-  int ready = open_plain(r->path, r->cfg->sync, &conn) == SQLITE_OK &&
-              kb_plain_open(conn, &kp) == LITH_OK &&
+  int ready = open_plain(r->path, r->cfg->sync, &conn) == SQLITE_OK && kb_plain_open(conn, &kp) == LITH_OK &&
               sqlite3_prepare_v2(conn, "BEGIN IMMEDIATE", -1, &begin, NULL) == SQLITE_OK &&
               sqlite3_prepare_v2(conn, "COMMIT", -1, &commit, NULL) == SQLITE_OK &&
               sqlite3_prepare_v2(conn, "ROLLBACK", -1, &rollback, NULL) == SQLITE_OK;
@@ -358,9 +357,9 @@ static int64_t verify(run *r, int64_t ok_total) {
     err++;
   }
   int64_t dup = bench_query_int(db,
-                      "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
-                      " GROUP BY list_id, pos HAVING count(*) > 1)",
-                      0, &err);
+                                "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
+                                " GROUP BY list_id, pos HAVING count(*) > 1)",
+                                0, &err);
   if (dup != 0) {
     fprintf(stderr, "check: %lld positions shared by two cards of a list\n", (long long)dup);
     err++;
@@ -372,8 +371,7 @@ static int64_t verify(run *r, int64_t ok_total) {
     fprintf(stderr,
             "check: %lld moves answered OK, but %lld card version bumps, %lld op records,"
             " board version +%lld\n",
-            (long long)ok_total, (long long)bumps, (long long)ops,
-            (long long)(bv - r->board_version0));
+            (long long)ok_total, (long long)bumps, (long long)ops, (long long)(bv - r->board_version0));
     err++;
   }
   if (sqlite3_prepare_v2(db,
@@ -435,8 +433,7 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
   r->arm = arm;
   r->P = P;
   r->people = people;
-  snprintf(r->path, sizeof r->path, "%s/kanban-%s-p%d-r%d.db", c->cli.db_dir, ARM_NAME[arm], P,
-           round + 1);
+  snprintf(r->path, sizeof r->path, "%s/kanban-%s-p%d-r%d.db", c->cli.db_dir, ARM_NAME[arm], P, round + 1);
   bench_remove_db(r->path);
   for (int p = 0; p < P; p++) {
     people[p].r = r;
@@ -507,8 +504,7 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
     in_window += people[p].in_window;
     if (people[p].errors) {
       if (res->errors == 0)
-        fprintf(stderr, "kanban: %s P=%d person %d: %s\n", ARM_NAME[arm], P, p,
-                people[p].first_error);
+        fprintf(stderr, "kanban: %s P=%d person %d: %s\n", ARM_NAME[arm], P, p, people[p].first_error);
       res->errors += people[p].errors;
     }
   }
@@ -534,8 +530,7 @@ static void run_one(const config *c, int arm, int P, int round, result *res) {
     if (batches) {
       res->m[M_MOVES_TX] = (double)cmds / (double)batches;
       res->m[M_TX_MS] = (double)(s1.tx_ns_total - s0.tx_ns_total) / (double)batches / 1e6;
-      res->m[M_COMMIT_MS] =
-          (double)(s1.commit_ns_total - s0.commit_ns_total) / (double)batches / 1e6;
+      res->m[M_COMMIT_MS] = (double)(s1.commit_ns_total - s0.commit_ns_total) / (double)batches / 1e6;
       res->m[M_TX_P99] = (double)lith_lat_quantile_ns(s1.tx_lat, s0.tx_lat, 0.99) / 1e6;
     }
     if (atomic_load(&r->touched) == 0) {
@@ -558,8 +553,8 @@ done:
   fprintf(stderr,
           "[round %d/%d] P=%-4d %-7s %9.0f moves/s %6.1f moves/tx  tx %.3f ms (commit %.3f) p99 %.3f"
           "  call p99 %.3f max %.3f  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX],
-          res->m[M_TX_MS], res->m[M_COMMIT_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
+          round + 1, c->cli.rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX], res->m[M_TX_MS],
+          res->m[M_COMMIT_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
           (long long)res->errors, res->wall_s);
   for (int p = 0; people && p < P; p++) {
     bench_lat_free(&people[p].call);
@@ -585,17 +580,16 @@ static bench_agg aggregate(const result *rs, int n, int metric) {
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 10); }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: kanban [options]\n"
-          "  --people LIST    people (threads), e.g. 1,50,200 (default)\n"
-          "  --sync MODE      full (default) or normal\n"
-          "  --checkpoint M   the writer arm's checkpoints: writer (default) or auto\n"
-          "  --arms LIST      writer,perconn (default both)\n"
-          "  --seconds S      measured window per run (default 3)\n"
-          "  --warmup S       before the window (default 0.5)\n"
-          "  --rounds N       rounds, arms interleaved (default 3)\n"
-          "  --db-dir DIR     where the databases go (default a fresh /tmp/lith-kanban-XXXXXX)\n"
-          "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s\n");
+  fprintf(f, "usage: kanban [options]\n"
+             "  --people LIST    people (threads), e.g. 1,50,200 (default)\n"
+             "  --sync MODE      full (default) or normal\n"
+             "  --checkpoint M   the writer arm's checkpoints: writer (default) or auto\n"
+             "  --arms LIST      writer,perconn (default both)\n"
+             "  --seconds S      measured window per run (default 3)\n"
+             "  --warmup S       before the window (default 0.5)\n"
+             "  --rounds N       rounds, arms interleaved (default 3)\n"
+             "  --db-dir DIR     where the databases go (default a fresh /tmp/lith-kanban-XXXXXX)\n"
+             "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s\n");
 }
 
 static int take_option(void *ctx, const char *a, const char *v) {
@@ -638,8 +632,8 @@ static void print_header(const config *c, int argc, char **argv) {
   printf("plan: people");
   bench_print_ints(c->people, c->npeople);
   printf("; synchronous %s; writer checkpoints %s; %d cards per person; ",
-         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL", c->checkpoint == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER",
-         CARDS);
+         c->sync == LITH_SYNC_FULL ? "FULL" : "NORMAL",
+         c->checkpoint == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER", CARDS);
   bench_print_window(&c->cli);
   printf("databases: %s\n", c->cli.db_dir);
   fflush(stdout);
@@ -691,9 +685,8 @@ int main(int argc, char **argv) {
         if (base > 0)
           snprintf(ratio, sizeof ratio, "%.2f×", mv.med / base);
       }
-      printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s |\n",
-             c.people[pi], ARM_NAME[arm], mv.med, mv.lo, mv.hi, tx, ms[M_TX_MS], ms[M_COMMIT_MS],
-             ms[M_TX_P99],
+      printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s |\n", c.people[pi],
+             ARM_NAME[arm], mv.med, mv.lo, mv.hi, tx, ms[M_TX_MS], ms[M_COMMIT_MS], ms[M_TX_P99],
              ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX], (long long)e, ratio);
     }
   printf("\nTimes in ms, medians over rounds. moves/s: moves answered OK inside the window. tx: BEGIN "
@@ -704,8 +697,8 @@ int main(int argc, char **argv) {
   for (int pi = 0; pi < c.npeople; pi++)
     if (c.people[pi] == 200 && c.arms[ARM_WRITER] && c.sync == LITH_SYNC_FULL) {
       double mv = aggregate(res[pi][ARM_WRITER], c.cli.rounds, M_MOVES_S).med;
-      printf("\ntarget: %s 200 people FULL writer ≥ 30,000 moves/s — %.0f\n",
-             mv >= 30000 ? "PASS" : "MISS", mv);
+      printf("\ntarget: %s 200 people FULL writer ≥ 30,000 moves/s — %.0f\n", mv >= 30000 ? "PASS" : "MISS",
+             mv);
     }
   bench_print_end("all arms", errors, t_begin);
   if (own_dir)

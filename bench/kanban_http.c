@@ -101,11 +101,11 @@
 #endif
 
 enum {
-  CARDS = 8,           /* cards per user, as bench/kanban */
-  OP_LEN = 25,         /* "%016llx-%08llx" */
-  NUM_W = 20,          /* a number's slot in the move body */
-  IN_CAP = 8192,       /* one answer must fit */
-  SETUP_CONNS = 16,    /* setup requests in flight */
+  CARDS = 8,        /* cards per user, as bench/kanban */
+  OP_LEN = 25,      /* "%016llx-%08llx" */
+  NUM_W = 20,       /* a number's slot in the move body */
+  IN_CAP = 8192,    /* one answer must fit */
+  SETUP_CONNS = 16, /* setup requests in flight */
   MAX_CONNS = 2000,
   MAX_CELLS = 16,
   MAX_ROUNDS = 50,
@@ -154,26 +154,38 @@ typedef struct opts {
 /* ---- what a run measures ---------------------------------------------------------- */
 
 /* Server threads, by name (BENCH_T_*). */
-static const char *const TH_HEAD[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer", "lith-waker",
-                                                   "lith-checkpoint", "pool and other"};
+static const char *const TH_HEAD[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer",
+                                                   "lith-waker", "lith-checkpoint", "pool and other"};
 
 enum {
   V_MOVES_S, /* moves answered 200 inside the window, per second */
   V_P50,     /* ms */
   V_P99,
   V_MAX,
-  V_CPU_SRV, /* the server's CPU over the window, in CPUs */
-  V_CPU_TH,  /* .. per thread class: V_CPU_TH + TH_* */
+  V_CPU_SRV,                            /* the server's CPU over the window, in CPUs */
+  V_CPU_TH,                             /* .. per thread class: V_CPU_TH + TH_* */
   V_CPU_CLI = V_CPU_TH + BENCH_NTHREAD, /* this process */
-  V_CPU_ELSE, /* the machine's busy time minus the two above */
-  V_US_SRV,   /* server CPU µs per move */
-  V_US_CLI,   /* client CPU µs per move */
-  V_SETUP_S,  /* seconds from spawn to the first move */
+  V_CPU_ELSE,                           /* the machine's busy time minus the two above */
+  V_US_SRV,                             /* server CPU µs per move */
+  V_US_CLI,                             /* client CPU µs per move */
+  V_SETUP_S,                            /* seconds from spawn to the first move */
   NV
 };
-static const char *const V_CSV[NV] = {"moves_per_s", "p50_ms", "p99_ms", "max_ms", "server_cpu", "cpu_loop",
-                                      "cpu_writer", "cpu_waker", "cpu_ckpt", "cpu_other", "client_cpu",
-                                      "else_cpu", "server_us_per_move", "client_us_per_move", "setup_s"};
+static const char *const V_CSV[NV] = {"moves_per_s",
+                                      "p50_ms",
+                                      "p99_ms",
+                                      "max_ms",
+                                      "server_cpu",
+                                      "cpu_loop",
+                                      "cpu_writer",
+                                      "cpu_waker",
+                                      "cpu_ckpt",
+                                      "cpu_other",
+                                      "client_cpu",
+                                      "else_cpu",
+                                      "server_us_per_move",
+                                      "client_us_per_move",
+                                      "setup_s"};
 static const bench_cpu_slots CPU_SLOTS = {V_CPU_SRV, V_CPU_TH, V_CPU_CLI, V_CPU_ELSE, V_US_SRV, V_US_CLI};
 
 typedef struct outcome {
@@ -187,15 +199,15 @@ typedef struct outcome {
 
 typedef struct mover {
   int fd;
-  int user;                /* index: the user "u<user>" */
-  char cookie[128];        /* "kanban_session=..." */
+  int user;         /* index: the user "u<user>" */
+  char cookie[128]; /* "kanban_session=..." */
   int64_t lists[2];
-  int64_t cards[CARDS];    /* by slot */
-  int64_t version[CARDS];  /* by slot: the move version last answered */
-  int order[2][CARDS];     /* slots, in list order */
+  int64_t cards[CARDS];   /* by slot */
+  int64_t version[CARDS]; /* by slot: the move version last answered */
+  int order[2][CARDS];    /* slots, in list order */
   int n[2];
   /* the prepared requests */
-  char *head[CARDS];       /* "POST /boards/B/cards/C/move ..." through the blank line */
+  char *head[CARDS]; /* "POST /boards/B/cards/C/move ..." through the blank line */
   size_t head_len[CARDS];
   char *body;
   size_t body_len;
@@ -205,7 +217,7 @@ typedef struct mover {
   size_t sent;
   int64_t t0;
   uint64_t seq, rng;
-  int64_t ok;              /* answered 200 (the database must have them all) */
+  int64_t ok; /* answered 200 (the database must have them all) */
   int dead;
   size_t in_len;
   char in[IN_CAP + 1];
@@ -296,8 +308,8 @@ static int recv_answer(int fd, char *buf, bench_answer *a) {
 /* Spawn the server on r->db and read its port. 0, or -1 (nothing left running). */
 static int server_start(run *r) {
   char err[400];
-  char *argv[] = {(char *)r->o->kanban, "--db", r->db, "--port", "0", "--synchronous", (char *)sync_lower(r->sync),
-                  "--no-demo", NULL};
+  char *argv[] = {(char *)r->o->kanban,        "--db",      r->db, "--port", "0", "--synchronous",
+                  (char *)sync_lower(r->sync), "--no-demo", NULL};
   /* "kanban VERSION: listening on http://127.0.0.1:PORT/ (...)" */
   r->port = bench_server_start(argv, r->log, "the server", 20, &r->pid, err, sizeof err);
   if (r->port < 0) {
@@ -320,21 +332,22 @@ static void server_stop(run *r) {
 
 typedef struct setup {
   run *r;
-  int k;                        /* connections */
+  int k; /* connections */
   int fd[SETUP_CONNS];
   char req[SETUP_CONNS][2048];
   char in[SETUP_CONNS][IN_CAP + 1];
-  uint64_t seq;                 /* op ids */
+  uint64_t seq; /* op ids */
 } setup;
 
 /* A POST with the headers the server wants. Its length, or -1. */
 static int post(const run *r, char *buf, size_t cap, const char *path, const char *cookie, int json,
                 const char *body) {
-  int n = snprintf(buf, cap,
-                   "POST %s HTTP/1.1\r\nHost: %s\r\nOrigin: http://%s\r\n%s%s%s"
-                   "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n%s",
-                   path, r->host, r->host, cookie ? "Cookie: " : "", cookie ? cookie : "", cookie ? "\r\n" : "",
-                   json ? "application/json" : "application/x-www-form-urlencoded", strlen(body), body);
+  int n =
+      snprintf(buf, cap,
+               "POST %s HTTP/1.1\r\nHost: %s\r\nOrigin: http://%s\r\n%s%s%s"
+               "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n%s",
+               path, r->host, r->host, cookie ? "Cookie: " : "", cookie ? cookie : "", cookie ? "\r\n" : "",
+               json ? "application/json" : "application/x-www-form-urlencoded", strlen(body), body);
   return n > 0 && (size_t)n < cap ? n : -1;
 }
 
@@ -524,8 +537,8 @@ static int mover_prepare(run *r, mover *m) {
   m->body = malloc(BODY_LEN + 1);
   if (!m->body)
     return -1;
-  snprintf(m->body, BODY_LEN + 1, "%s%*s%s%*s%s%*s%s%*s%s", BODY_A, OP_LEN, "", BODY_B, NUM_W, "", BODY_C, NUM_W,
-           "", BODY_D, NUM_W, "", BODY_E);
+  snprintf(m->body, BODY_LEN + 1, "%s%*s%s%*s%s%*s%s%*s%s", BODY_A, OP_LEN, "", BODY_B, NUM_W, "", BODY_C,
+           NUM_W, "", BODY_D, NUM_W, "", BODY_E);
   m->body_len = BODY_LEN;
   if (strlen(m->body) != BODY_LEN)
     return -1;
@@ -655,9 +668,10 @@ static void mover_answered(run *r, mover *m, const bench_answer *a) {
         bench_lat_add(&r->lat, (uint64_t)(t1 - m->t0));
       }
     } else {
-      run_error(r, "u%d: move answered 200 but not as sent (version %lld, seen %lld, index %lld of %lld): %.200s",
-                m->user, (long long)version, (long long)m->version[m->slot], (long long)index,
-                (long long)m->to_index, body);
+      run_error(
+          r, "u%d: move answered 200 but not as sent (version %lld, seen %lld, index %lld of %lld): %.200s",
+          m->user, (long long)version, (long long)m->version[m->slot], (long long)index,
+          (long long)m->to_index, body);
       if (have_v && have_i && index == m->to_index)
         mover_apply(m, version);
       else
@@ -748,22 +762,24 @@ static void check_db(run *r) {
     return;
   }
   sqlite3_busy_timeout(db, 5000);
-  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW ||
-      strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
+  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK ||
+      sqlite3_step(st) != SQLITE_ROW || strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
     run_error(r, "check: quick_check failed");
   sqlite3_finalize(st);
   st = NULL;
   int64_t dup = bench_query_int(db,
-                        "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
-                        " GROUP BY list_id, pos HAVING count(*) > 1)",
-                        0, &failed);
+                                "SELECT count(*) FROM (SELECT 1 FROM cards WHERE archived = 0"
+                                " GROUP BY list_id, pos HAVING count(*) > 1)",
+                                0, &failed);
   if (dup != 0)
     run_error(r, "check: %lld positions held by two live cards of a list", (long long)dup);
   int64_t ops = bench_query_int(db, "SELECT count(*) FROM ops WHERE kind = ?", KIND_MOVE_CARD, &failed);
   int64_t bumps = bench_query_int(db, "SELECT sum(version - 1) FROM cards", 0, &failed);
   int64_t bv = bench_query_int(db, "SELECT version FROM boards WHERE id = ?", r->board, &failed);
   if (ops != total || bumps != total || bv - r->board_v0 != total)
-    run_error(r, "check: %lld moves answered 200, but %lld move op records, %lld card version bumps, board version +%lld",
+    run_error(r,
+              "check: %lld moves answered 200, but %lld move op records, %lld card version bumps, board "
+              "version +%lld",
               (long long)total, (long long)ops, (long long)bumps, (long long)(bv - r->board_v0));
   /* per user */
   int64_t *per = calloc((size_t)r->N, sizeof *per);
@@ -790,8 +806,9 @@ static void check_db(run *r) {
   st = NULL;
   free(per);
   /* every list: the model's cards, in the model's order, at its versions */
-  if (sqlite3_prepare_v2(db, "SELECT id, version FROM cards WHERE list_id = ? AND archived = 0 ORDER BY pos, id", -1,
-                         &st, NULL) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db,
+                         "SELECT id, version FROM cards WHERE list_id = ? AND archived = 0 ORDER BY pos, id",
+                         -1, &st, NULL) != SQLITE_OK) {
     run_error(r, "check: %s", sqlite3_errmsg(db));
   } else {
     int bad = 0;
@@ -896,12 +913,13 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
   out->errors = r->errors;
 
   fprintf(stderr,
-          "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %.3f p99 %.3f max %.3f ms  CPU server %.2f (loop %.2f writer "
+          "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %.3f p99 %.3f max %.3f ms  CPU server %.2f (loop "
+          "%.2f writer "
           "%.2f) client %.2f else %.2f  errors %lld  (setup %.1f s, %.1f s)\n",
           round + 1, o->cli.rounds, sync_upper(sync), N, out->v[V_MOVES_S], out->v[V_P50], out->v[V_P99],
-          out->v[V_MAX], out->v[V_CPU_SRV], out->v[V_CPU_TH + BENCH_T_LOOP], out->v[V_CPU_TH + BENCH_T_WRITER],
-          out->v[V_CPU_CLI], out->v[V_CPU_ELSE], (long long)out->errors, out->v[V_SETUP_S],
-          (double)(bench_now_ns() - t_begin) / 1e9);
+          out->v[V_MAX], out->v[V_CPU_SRV], out->v[V_CPU_TH + BENCH_T_LOOP],
+          out->v[V_CPU_TH + BENCH_T_WRITER], out->v[V_CPU_CLI], out->v[V_CPU_ELSE], (long long)out->errors,
+          out->v[V_SETUP_S], (double)(bench_now_ns() - t_begin) / 1e9);
 
   if (r->pid > 0) {
     kill(r->pid, SIGKILL);
@@ -949,8 +967,8 @@ static int64_t cell_errors(bench *b, int si, int ci) {
   return e;
 }
 
-static void csv_line(bench *b, int si, int ci, const char *round, const double *v, long long moves, long long errors,
-                     int sampled) {
+static void csv_line(bench *b, int si, int ci, const char *round, const double *v, long long moves,
+                     long long errors, int sampled) {
   if (!b->csv)
     return;
   fprintf(b->csv, "%s,%d,%s", sync_upper(b->o.sync[si]), b->o.conns[ci], round);
@@ -972,7 +990,8 @@ static void print_tables(bench *b) {
   const opts *o = &b->o;
   for (int si = 0; si < o->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_upper(o->sync[si]));
-    printf("| conns | moves/s median (min–max) | p50 ms | p99 ms | max ms | err | server CPU | client CPU | else CPU "
+    printf("| conns | moves/s median (min–max) | p50 ms | p99 ms | max ms | err | server CPU | client CPU | "
+           "else CPU "
            "| server µs/move | client µs/move | setup s |\n");
     printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ci = 0; ci < o->nconns; ci++) {
@@ -986,17 +1005,19 @@ static void print_tables(bench *b) {
       fmt_cpu(els, sizeof els, over_rounds(b, si, ci, V_CPU_ELSE).hi);
       fmt_us(us1, sizeof us1, over_rounds(b, si, ci, V_US_SRV).med);
       fmt_us(us2, sizeof us2, over_rounds(b, si, ci, V_US_CLI).med);
-      printf("| %d | %.0f (%.0f–%.0f) | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %.1f |\n", o->conns[ci],
-             mv.med, mv.lo, mv.hi, p50, p99, mx, (long long)cell_errors(b, si, ci), srv, cli, els, us1, us2,
-             over_rounds(b, si, ci, V_SETUP_S).med);
+      printf("| %d | %.0f (%.0f–%.0f) | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %.1f |\n",
+             o->conns[ci], mv.med, mv.lo, mv.hi, p50, p99, mx, (long long)cell_errors(b, si, ci), srv, cli,
+             els, us1, us2, over_rounds(b, si, ci, V_SETUP_S).med);
     }
   }
-  printf("\nMedians over rounds (moves/s also min–max; max ms and else CPU: the worst round). moves/s: moves\n"
-         "answered 200 inside the window. Latency: from sending the request to the whole answer. CPU in %% of\n"
-         "one CPU over the window (the machine has %ld): the server process; this client; else: the rest of the\n"
-         "machine's busy time (other processes, interrupts: noise when much above 0). µs/move: CPU time over\n"
-         "the moves answered in the window. setup: spawn, sign-ups (argon2id), board, lists, cards.\n",
-         sysconf(_SC_NPROCESSORS_ONLN));
+  printf(
+      "\nMedians over rounds (moves/s also min–max; max ms and else CPU: the worst round). moves/s: moves\n"
+      "answered 200 inside the window. Latency: from sending the request to the whole answer. CPU in %% of\n"
+      "one CPU over the window (the machine has %ld): the server process; this client; else: the rest of "
+      "the\n"
+      "machine's busy time (other processes, interrupts: noise when much above 0). µs/move: CPU time over\n"
+      "the moves answered in the window. setup: spawn, sign-ups (argon2id), board, lists, cards.\n",
+      sysconf(_SC_NPROCESSORS_ONLN));
 
   printf("\n### where the server's CPU goes (medians, %% of one CPU)\n\n| sync | conns | moves/s |");
   for (int k = 0; k < BENCH_NTHREAD; k++)
@@ -1008,7 +1029,8 @@ static void print_tables(bench *b) {
   for (int si = 0; si < o->nsync; si++)
     for (int ci = 0; ci < o->nconns; ci++) {
       char c[24];
-      printf("| %s | %d | %.0f |", sync_upper(o->sync[si]), o->conns[ci], over_rounds(b, si, ci, V_MOVES_S).med);
+      printf("| %s | %d | %.0f |", sync_upper(o->sync[si]), o->conns[ci],
+             over_rounds(b, si, ci, V_MOVES_S).med);
       for (int k = 0; k < BENCH_NTHREAD; k++) {
         fmt_cpu(c, sizeof c, over_rounds(b, si, ci, V_CPU_TH + k).med);
         printf(" %s |", c);
@@ -1041,18 +1063,17 @@ static void print_targets(bench *b) {
 /* ---- options ----------------------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: bench/kanban_http [options]   (MoveCard over HTTP against the kanban server)\n"
-          "  --conns LIST     keep-alive connections, one user each (default 1,16,64)\n"
-          "  --sync LIST      full,normal (default both; full is the issue's target)\n"
-          "  --seconds S      measured window (default 3)\n"
-          "  --warmup S       before the window (default 0.5)\n"
-          "  --rounds N       rounds, cells interleaved (default 3)\n"
-          "  --db-dir DIR     where the databases go (default a new /tmp/lith-kanban-http-XXXXXX)\n"
-          "  --kanban PATH    the server binary (default " KANBAN_PATH ")\n"
-          "  --csv PATH       CSV output (default bench/results/kanban_http-YYYYMMDD-HHMMSS.csv)\n"
-          "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
-          "  --help\n");
+  fprintf(f, "usage: bench/kanban_http [options]   (MoveCard over HTTP against the kanban server)\n"
+             "  --conns LIST     keep-alive connections, one user each (default 1,16,64)\n"
+             "  --sync LIST      full,normal (default both; full is the issue's target)\n"
+             "  --seconds S      measured window (default 3)\n"
+             "  --warmup S       before the window (default 0.5)\n"
+             "  --rounds N       rounds, cells interleaved (default 3)\n"
+             "  --db-dir DIR     where the databases go (default a new /tmp/lith-kanban-http-XXXXXX)\n"
+             "  --kanban PATH    the server binary (default " KANBAN_PATH ")\n"
+             "  --csv PATH       CSV output (default bench/results/kanban_http-YYYYMMDD-HHMMSS.csv)\n"
+             "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
+             "  --help\n");
 }
 
 static int take_option(void *ctx, const char *a, const char *v) {
@@ -1090,8 +1111,8 @@ static void print_header(const opts *o, int argc, char **argv, const char *csv) 
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("kanban MoveCard over HTTP", argc, argv, 1);
-  printf("machine: nproc %ld, CPU %s, kernel %s; SQLite %s (for the check)\n", m.nproc, m.have_cpu ? m.cpu : "?",
-         m.kernel, sqlite3_libversion());
+  printf("machine: nproc %ld, CPU %s, kernel %s; SQLite %s (for the check)\n", m.nproc,
+         m.have_cpu ? m.cpu : "?", m.kernel, sqlite3_libversion());
   printf("server: %s --port 0 --synchronous MODE --no-demo; databases in %s\n", o->kanban, o->cli.db_dir);
   printf("plan: connections");
   bench_print_ints(o->conns, o->nconns);

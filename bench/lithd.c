@@ -119,16 +119,17 @@ typedef struct config {
 /* ---- metrics and results ------------------------------------------------------- */
 
 enum {
-  M_CMDS_S,  /* commands answered OK per second of the window */
-  M_P50,     /* call latency, ms */
+  M_CMDS_S, /* commands answered OK per second of the window */
+  M_P50,    /* call latency, ms */
   M_P99,
   M_MAX,
   M_CMDS_TX, /* lithd: commands per transaction over the window (/v1/stats) */
   M_CPU_SRV, /* lithd: its CPU time over the window, in CPUs (1.0 = one CPU busy) */
   M_CPU_T0,  /* lithd: per thread kind, BENCH_T_LOOP .. BENCH_T_OTHER */
-  M_CPU_CLI = M_CPU_T0 + BENCH_NTHREAD, /* the client thread (lithd) or the N processes (multiproc), in CPUs */
-  M_US_SRV,  /* lithd CPU microseconds per command */
-  M_US_CLI,  /* client CPU microseconds per command */
+  M_CPU_CLI =
+      M_CPU_T0 + BENCH_NTHREAD, /* the client thread (lithd) or the N processes (multiproc), in CPUs */
+  M_US_SRV,                     /* lithd CPU microseconds per command */
+  M_US_CLI,                     /* client CPU microseconds per command */
   M_CPU_ELSE, /* the machine's busy CPU time not accounted above: other processes, interrupts (in CPUs) */
   NMETRIC
 };
@@ -162,8 +163,8 @@ static void report_error(run *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s %s N=%d round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->N, r->round + 1,
-          buf);
+  fprintf(stderr, "  error [%s %s N=%d round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->N,
+          r->round + 1, buf);
 }
 
 /* ---- the database ------------------------------------------------------------------ */
@@ -195,7 +196,7 @@ static int64_t verify_db(run *r, const int64_t *ok) {
  * goes to r->log. Returns the port, or -1 (then *pid is reaped or -1). */
 static int start_lithd(run *r, pid_t *pid) {
   char err[400];
-  char *argv[] = {(char *)r->cfg->lithd, "--db",          r->path, "--listen", "127.0.0.1:0", "--synchronous",
+  char *argv[] = {(char *)r->cfg->lithd,     "--db", r->path, "--listen", "127.0.0.1:0", "--synchronous",
                   (char *)sync_arg(r->sync), NULL};
   int port = bench_server_start(argv, r->log, "lithd", 10, pid, err, sizeof err);
   if (port < 0)
@@ -238,15 +239,15 @@ static const char STATS_REQ[] = "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r
 
 typedef struct hconn {
   int fd;
-  int id;            /* the client: its accounts and topic; -1 for the stats connection */
-  char *req;         /* the request bytes (transfer: built once, numbers rewritten) */
+  int id;    /* the client: its accounts and topic; -1 for the stats connection */
+  char *req; /* the request bytes (transfer: built once, numbers rewritten) */
   size_t req_len, sent;
   size_t slot[NSLOT];
   int kind[NSLOT];
-  int busy;          /* a request is outstanding */
-  int want_out;      /* EPOLLOUT registered */
-  int64_t t0;        /* when its request was sent */
-  int64_t seq, ok;   /* transfers sent, answered 200 */
+  int busy;        /* a request is outstanding */
+  int want_out;    /* EPOLLOUT registered */
+  int64_t t0;      /* when its request was sent */
+  int64_t seq, ok; /* transfers sent, answered 200 */
   uint64_t rng;
   size_t in_len;
   char in[IN_CAP + 1];
@@ -285,9 +286,9 @@ static int build_request(hconn *c) {
 
 static void fill_request(hconn *c, const bench_transfer *t) {
   for (int i = 0; i < NSLOT; i++) {
-    int64_t v = c->kind[i] == F_AMT ? t->amount
-                : c->kind[i] == F_SRC ? t->src
-                : c->kind[i] == F_DST ? t->dst
+    int64_t v = c->kind[i] == F_AMT      ? t->amount
+                : c->kind[i] == F_SRC    ? t->src
+                : c->kind[i] == F_DST    ? t->dst
                 : c->kind[i] == F_CLIENT ? t->owner
                                          : t->seq;
     bench_put_num(c->req + c->slot[i], v, NUM_W);
@@ -300,9 +301,9 @@ typedef struct client {
   hconn *c;    /* N transfer connections */
   hconn stats; /* GET /v1/stats at the window's edges */
   int64_t ws, we;
-  int inflight;         /* transfers outstanding */
-  int stats_pending;    /* a stats request outstanding */
-  int stats_got;        /* answers received: 0, 1, 2 */
+  int inflight;      /* transfers outstanding */
+  int stats_pending; /* a stats request outstanding */
+  int stats_got;     /* answers received: 0, 1, 2 */
   uint64_t cmds[2], batches[2];
   bench_lat lat;
   uint64_t win_ok;
@@ -381,7 +382,8 @@ static void conn_send(client *cl, hconn *c) {
  * window is open. */
 static void conn_failed(client *cl, hconn *c, const char *what) {
   cl->errors++;
-  report_error(cl->r, "connection %d: %s failed%s%s", c->id, what, errno ? ": " : "", errno ? strerror(errno) : "");
+  report_error(cl->r, "connection %d: %s failed%s%s", c->id, what, errno ? ": " : "",
+               errno ? strerror(errno) : "");
   if (c->busy) {
     if (c->id >= 0)
       cl->inflight--;
@@ -420,7 +422,8 @@ static void on_answer(client *cl, hconn *c, const bench_answer *a) {
     }
   } else {
     cl->errors++;
-    report_error(cl->r, "POST /v1/do: HTTP %d: %.*s", a->status, (int)(body_len < 300 ? body_len : 300), body);
+    report_error(cl->r, "POST /v1/do: HTTP %d: %.*s", a->status, (int)(body_len < 300 ? body_len : 300),
+                 body);
   }
   if (t1 < cl->we)
     conn_send(cl, c);
@@ -612,7 +615,8 @@ typedef struct mp_shared {
 static void slot_error(mp_slot *s, const char *what, sqlite3 *conn, int rc) {
   s->errors++;
   if (!s->msg[0])
-    snprintf(s->msg, sizeof s->msg, "%s: %s (%d)", what, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc), rc);
+    snprintf(s->msg, sizeof s->msg, "%s: %s (%d)", what, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc),
+             rc);
 }
 
 /* One process of the multiproc arm: open, say ready, wait for the gate (EOF
@@ -793,15 +797,20 @@ typedef struct bench {
 
 static result *res_at(bench *b, int arm, int si, int ni, int r) {
   const config *c = &b->cfg;
-  size_t i = (((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->nconns + (size_t)ni) * (size_t)c->cli.rounds +
+  size_t i = (((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->nconns + (size_t)ni) *
+                 (size_t)c->cli.rounds +
              (size_t)r;
   return &b->res[i];
 }
 
-static const char *const METRIC_CSV[NMETRIC] = {
-    "cmds_per_s", "p50_ms",   "p99_ms",     "max_ms",    "cmds_per_tx",   "lithd_cpu",     "lithd_cpu_loop",
-    "lithd_cpu_writer", "lithd_cpu_waker", "lithd_cpu_ckpt", "lithd_cpu_other", "client_cpu", "lithd_us_per_cmd",
-    "client_us_per_cmd", "else_cpu"};
+static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",       "p50_ms",
+                                                "p99_ms",           "max_ms",
+                                                "cmds_per_tx",      "lithd_cpu",
+                                                "lithd_cpu_loop",   "lithd_cpu_writer",
+                                                "lithd_cpu_waker",  "lithd_cpu_ckpt",
+                                                "lithd_cpu_other",  "client_cpu",
+                                                "lithd_us_per_cmd", "client_us_per_cmd",
+                                                "else_cpu"};
 
 static void csv_header(FILE *f) {
   bench_csv_header(f, "sync,conns,arm,round", METRIC_CSV, NMETRIC, ",commands,errors,sampled,arm_wall_s\n");
@@ -852,9 +861,9 @@ static void run_one(bench *b, int arm, int si, int ni, int round) {
   fprintf(stderr,
           "[round %d/%d] %-6s N=%-4d %-9s %9.0f cmd/s %6.1f cmd/tx  p50 %.3f p99 %.3f max %.3f ms"
           "  CPU lithd %.2f client %.2f else %.2f  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, sync_name(r.sync), r.N, ARM_NAME[arm], res->m[M_CMDS_S], res->m[M_CMDS_TX],
-          res->m[M_P50], res->m[M_P99], res->m[M_MAX], res->m[M_CPU_SRV], res->m[M_CPU_CLI], res->m[M_CPU_ELSE],
-          (long long)res->errors, res->wall_s);
+          round + 1, c->cli.rounds, sync_name(r.sync), r.N, ARM_NAME[arm], res->m[M_CMDS_S],
+          res->m[M_CMDS_TX], res->m[M_P50], res->m[M_P99], res->m[M_MAX], res->m[M_CPU_SRV],
+          res->m[M_CPU_CLI], res->m[M_CPU_ELSE], (long long)res->errors, res->wall_s);
 }
 
 /* ---- summaries ------------------------------------------------------------------------ */
@@ -926,15 +935,16 @@ static void table_row(bench *b, int arm, int si, int ni) {
   if (arm == ARM_LITHD)
     bench_fmt(rt, sizeof rt, "%.2f×", ratio(b, si, ni));
   printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s |\n", c->conns[ni],
-         ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx, (long long)errors_of(b, arm, si, ni), srv, cli, oth,
-         rt);
+         ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx, (long long)errors_of(b, arm, si, ni), srv,
+         cli, oth, rt);
 }
 
 static void print_tables(bench *b) {
   const config *c = &b->cfg;
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
-    printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | lithd CPU | client CPU "
+    printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | lithd CPU | "
+           "client CPU "
            "| else CPU | ÷multiproc |\n");
     printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ni = 0; ni < c->nconns; ni++)
@@ -942,20 +952,24 @@ static void print_tables(bench *b) {
         if (arm_ran(b, arm, si, ni))
           table_row(b, arm, si, ni);
   }
-  printf("\nColumns: median over rounds (cmd/s also min–max; max ms: the worst round). Latency from sending the\n"
-         "request (multiproc: BEGIN IMMEDIATE) to the whole answer (end of COMMIT). cmd/tx: lithd's commands per\n"
-         "transaction over the window (GET /v1/stats). CPU in %% of one CPU over the window (the machine has\n"
-         "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest of\n"
-         "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
-         "÷multiproc: lithd's median cmd/s over multiproc's.\n",
-         sysconf(_SC_NPROCESSORS_ONLN));
+  printf(
+      "\nColumns: median over rounds (cmd/s also min–max; max ms: the worst round). Latency from sending "
+      "the\n"
+      "request (multiproc: BEGIN IMMEDIATE) to the whole answer (end of COMMIT). cmd/tx: lithd's commands "
+      "per\n"
+      "transaction over the window (GET /v1/stats). CPU in %% of one CPU over the window (the machine has\n"
+      "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest "
+      "of\n"
+      "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
+      "÷multiproc: lithd's median cmd/s over multiproc's.\n",
+      sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* Where the CPU went in the lithd arm: lithd's threads, the client. */
 static void print_cpu(bench *b) {
   const config *c = &b->cfg;
-  static const char *const head[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer", "lith-waker",
-                                            "lith-checkpoint", "other"};
+  static const char *const head[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer",
+                                                  "lith-waker", "lith-checkpoint", "other"};
   if (!c->arms[ARM_LITHD])
     return;
   printf("\n### lithd: where the CPU goes (medians, %% of one CPU)\n\n");
@@ -993,7 +1007,8 @@ static void print_targets(bench *b) {
   const config *c = &b->cfg;
   char d[128], what[128];
   int ni = bench_find_int(c->conns, c->nconns, 64);
-  int siN = bench_find_int(c->sync, c->nsync, SYNC_NORMAL), siF = bench_find_int(c->sync, c->nsync, SYNC_FULL);
+  int siN = bench_find_int(c->sync, c->nsync, SYNC_NORMAL),
+      siF = bench_find_int(c->sync, c->nsync, SYNC_FULL);
   printf("\n### targets\n\n");
   {
     int have = ni >= 0 && siN >= 0 && arm_ran(b, ARM_LITHD, siN, ni);
@@ -1027,19 +1042,18 @@ static void print_targets(bench *b) {
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
-          "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
-          "  --sync LIST        normal,full (default both)\n"
-          "  --arms LIST        lithd,multiproc (default both)\n"
-          "  --seconds S        measured window per arm (default 3)\n"
-          "  --warmup S         warm-up before the window (default 0.5)\n"
-          "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
-          "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
-          "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
-          "  --csv PATH         CSV output (default bench/results/lithd-YYYYMMDD-HHMMSS.csv)\n"
-          "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
-          "  --help\n");
+  fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
+             "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
+             "  --sync LIST        normal,full (default both)\n"
+             "  --arms LIST        lithd,multiproc (default both)\n"
+             "  --seconds S        measured window per arm (default 3)\n"
+             "  --warmup S         warm-up before the window (default 0.5)\n"
+             "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
+             "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
+             "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
+             "  --csv PATH         CSV output (default bench/results/lithd-YYYYMMDD-HHMMSS.csv)\n"
+             "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
+             "  --help\n");
 }
 
 static int take_option(void *ctx, const char *a, const char *v) {
@@ -1061,7 +1075,8 @@ static int take_option(void *ctx, const char *a, const char *v) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli = (bench_cli){.prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+  c->cli = (bench_cli){
+      .prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
   c->lithd = LITHD_PATH;
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;

@@ -51,8 +51,8 @@ void bench_log_tail(const char *log, const char *who) {
   }
 }
 
-int bench_server_start(char *const argv[], const char *log, const char *who, int timeout_s, pid_t *pid, char *err,
-                       size_t errsz) {
+int bench_server_start(char *const argv[], const char *log, const char *who, int timeout_s, pid_t *pid,
+                       char *err, size_t errsz) {
   static const char URL[] = "http://127.0.0.1:";
   int pfd[2] = {-1, -1}, port = -1;
   posix_spawn_file_actions_t fa;
@@ -123,8 +123,13 @@ int bench_server_stop(pid_t pid, const char *log, const char *who, char *err, si
     return -1;
   }
   if (got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    snprintf(err, errsz, "%s ended with %s %d", who, got < 0 ? "waitpid error" : WIFEXITED(st) ? "status" : "signal",
-             got < 0 ? errno : WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    snprintf(err, errsz, "%s ended with %s %d", who,
+             got < 0         ? "waitpid error"
+             : WIFEXITED(st) ? "status"
+                             : "signal",
+             got < 0         ? errno
+             : WIFEXITED(st) ? WEXITSTATUS(st)
+                             : WTERMSIG(st));
     bench_log_tail(log, who);
     return -1;
   }

@@ -23,8 +23,8 @@
 /* Spawn argv (argv[0] the binary) with stdout through a pipe and stderr to
  * `log`; wait up to timeout_s for a line naming http://127.0.0.1:PORT.
  * The port, or -1 with why in err (then nothing is left running: *pid -1). */
-int bench_server_start(char *const argv[], const char *log, const char *who, int timeout_s, pid_t *pid, char *err,
-                       size_t errsz);
+int bench_server_start(char *const argv[], const char *log, const char *who, int timeout_s, pid_t *pid,
+                       char *err, size_t errsz);
 /* SIGTERM, and wait up to 60 s (else SIGKILL). 0 when it exited 0; else -1
  * with why in err and the end of its log on stderr. */
 int bench_server_stop(pid_t pid, const char *log, const char *who, char *err, size_t errsz);

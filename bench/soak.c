@@ -122,14 +122,23 @@ enum { NACC = 100, START = 1000, MAXAMT = 50, MAX_CLIENTS = 256 };
 
 /* What the request met: between faults, or a fault. */
 enum { PH_NONE, PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL, NPH };
-static const char *const PH_NAME[NPH] = {"between faults", "clients that vanish", "slowloris", "SIGSTOP, SIGCONT",
-                                         "disk full, freed", "SIGKILL, restart"};
+static const char *const PH_NAME[NPH] = {"between faults",   "clients that vanish", "slowloris",
+                                         "SIGSTOP, SIGCONT", "disk full, freed",    "SIGKILL, restart"};
 enum { ROW_END = NPH, NROW }; /* the faults table's rows: PH_VANISH.. and the end */
 
 /* A transfer's recorded outcome. */
 enum { O_NONE, O_OK, O_REFUSED, O_FULL, O_OTHER, O_LOST };
 /* Counted per phase. */
-enum { T_SENT, T_OK, T_REFUSED, T_FULL, T_STOPPING, T_OTHER, T_LOST, NT }; /* T_STOPPING: 503 "server stopping" */
+enum {
+  T_SENT,
+  T_OK,
+  T_REFUSED,
+  T_FULL,
+  T_STOPPING,
+  T_OTHER,
+  T_LOST,
+  NT
+}; /* T_STOPPING: 503 "server stopping" */
 
 enum { CHUNK_BITS = 16, CHUNK = 1 << CHUNK_BITS, MAX_CHUNKS = 16384 };
 
@@ -153,7 +162,7 @@ enum {
   C_MONEY,    /* sum of balances */
   C_BALANCES, /* each balance = start + the log's moves */
   C_INTEGRITY,
-  C_MARKS,    /* refused attacks wrote nothing */
+  C_MARKS, /* refused attacks wrote nothing */
   C_RSS,
   C_SAMEPID,  /* sigstop, diskfull: the same lithd lives on (no restart) */
   C_FULLANS,  /* diskfull: every transfer answered 200/409/507 */
@@ -198,18 +207,19 @@ typedef struct attack {
   const char *body;    /* "@M@": a fresh marks id; "@E@": a path outside --backup-dir; NULL: the smuggling */
   int expect;          /* the status; 0: any 4xx */
   const char *must, *must_not;
-  int write;           /* reaches the writer: 507 is right while the disk is full */
-  int known;           /* an open issue: a wrong answer is a finding (--strict: a failure) */
-  const char *want;    /* the expected answer, as the table says it */
+  int write;        /* reaches the writer: 507 is right while the disk is full */
+  int known;        /* an open issue: a wrong answer is a finding (--strict: a failure) */
+  const char *want; /* the expected answer, as the table says it */
 } attack;
 
 #define J "Content-Type: application/json\r\n"
 static const attack QUICK[] = {
     {"fts3_tokenizer(?) on /v1/query", "/v1/query", NULL,
-     "{\"statements\":[{\"sql\":\"SELECT hex(fts3_tokenizer(?))\",\"params\":[\"simple\"]}]}", 403, "not authorized",
-     "\"rows\"", 0, 0, "403, no pointer"},
+     "{\"statements\":[{\"sql\":\"SELECT hex(fts3_tokenizer(?))\",\"params\":[\"simple\"]}]}", 403,
+     "not authorized", "\"rows\"", 0, 0, "403, no pointer"},
     {"fts3_tokenizer(?, ?) on /v1/do", "/v1/do", NULL,
-     "{\"statements\":[{\"sql\":\"SELECT fts3_tokenizer(?, ?)\",\"params\":[\"simple\",{\"base64\":\"QUFBQUFBQUE=\"}]}]}",
+     "{\"statements\":[{\"sql\":\"SELECT fts3_tokenizer(?, "
+     "?)\",\"params\":[\"simple\",{\"base64\":\"QUFBQUFBQUE=\"}]}]}",
      403, "not authorized", NULL, 1, 0, "403"},
     {"FTS3 TEMP table, tokenize=simple", "/v1/do", NULL,
      "{\"statements\":[{\"sql\":\"CREATE VIRTUAL TABLE temp.f USING fts3(body, tokenize=simple)\"},"
@@ -229,22 +239,25 @@ static const attack QUICK[] = {
      "BEGIN UPDATE accounts SET balance = balance + 1 WHERE id = 0; END\"}]}",
      200, NULL, NULL, 1, 0, "200, gone after"},
     {"TEMP schema empty at the next command", "/v1/do", NULL,
-     "{\"statements\":[{\"sql\":\"SELECT count(*) FROM sqlite_temp_master\"}]}", 200, "\"rows\":[[0]]", NULL, 1, 0,
-     "200, 0 objects"},
-    {"backup to an absolute path", "/v1/backup", NULL, "{\"dest\":\"@E@\"}", 400, "bad_request", NULL, 0, 0, "400"},
-    {"backup to ../", "/v1/backup", NULL, "{\"dest\":\"../lith-soak-evil.db\"}", 400, "bad_request", NULL, 0, 0,
+     "{\"statements\":[{\"sql\":\"SELECT count(*) FROM sqlite_temp_master\"}]}", 200, "\"rows\":[[0]]", NULL,
+     1, 0, "200, 0 objects"},
+    {"backup to an absolute path", "/v1/backup", NULL, "{\"dest\":\"@E@\"}", 400, "bad_request", NULL, 0, 0,
      "400"},
+    {"backup to ../", "/v1/backup", NULL, "{\"dest\":\"../lith-soak-evil.db\"}", 400, "bad_request", NULL, 0,
+     0, "400"},
     {"POST text/plain", "/v1/do", "Content-Type: text/plain\r\n",
-     "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (@M@)\"}]}", 415, NULL, NULL, 0, 0, "415, no write"},
+     "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (@M@)\"}]}", 415, NULL, NULL, 0, 0,
+     "415, no write"},
     {"foreign Origin", "/v1/do", J "Origin: http://evil.example\r\n",
      "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (@M@)\"}]}", 403, "allow-origin", NULL, 0, 0,
      "403, no write"},
-    {"two Content-Length (smuggled INSERT)", "/v1/do", NULL, NULL, 400, NULL, NULL, 0, 1, "400, no 2nd request"},
+    {"two Content-Length (smuggled INSERT)", "/v1/do", NULL, NULL, 400, NULL, NULL, 0, 1,
+     "400, no 2nd request"},
     {"INSERT OR ROLLBACK conflict", "/v1/do", NULL,
      "{\"statements\":[{\"sql\":\"INSERT OR ROLLBACK INTO marks VALUES (0)\"}]}", 409, "UNIQUE", NULL, 1, 0,
      "409, fails alone"},
-    {"RELEASE LITH_C", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"RELEASE LITH_C\"}]}", 403, NULL, NULL, 1, 0,
-     "403, fails alone"},
+    {"RELEASE LITH_C", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"RELEASE LITH_C\"}]}", 403, NULL, NULL, 1,
+     0, "403, fails alone"},
 };
 enum { NQUICK = sizeof QUICK / sizeof *QUICK };
 
@@ -252,14 +265,16 @@ enum { NQUICK = sizeof QUICK / sizeof *QUICK };
  * (SQLite's built-ins give NULL for a string over the length limit) */
 static const attack HEAVY[] = {
     {"instr(10 MB, 200 KB) on /v1/query", "/v1/query", NULL,
-     "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), printf('%.*c',200000,'a')||'b')\"}]}", 0,
-     NULL, NULL, 0, 1, "4xx/200 in run limit + 1 s"},
+     "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), "
+     "printf('%.*c',200000,'a')||'b')\"}]}",
+     0, NULL, NULL, 0, 1, "4xx/200 in run limit + 1 s"},
     {"printf('%.*c', 999999999) on /v1/query", "/v1/query", NULL,
      "{\"statements\":[{\"sql\":\"SELECT printf('%.*c',999999999,'x')\"}]}", 0, NULL, NULL, 0, 1,
      "4xx/200 in run limit + 1 s"},
     {"instr(10 MB, 200 KB) on /v1/do (writer)", "/v1/do", NULL,
-     "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), printf('%.*c',200000,'a')||'b')\"}]}", 0,
-     NULL, NULL, 1, 1, "4xx/200 in run limit + 1 s"},
+     "{\"statements\":[{\"sql\":\"SELECT instr(printf('%.*c',10000000,'a'), "
+     "printf('%.*c',200000,'a')||'b')\"}]}",
+     0, NULL, NULL, 1, 1, "4xx/200 in run limit + 1 s"},
 };
 enum { NHEAVY = sizeof HEAVY / sizeof *HEAVY, NATTACK = NQUICK + NHEAVY };
 
@@ -296,12 +311,12 @@ static struct {
   _Atomic int port;
   _Atomic pid_t pid;
   _Atomic int phase, quit, stop, pause_attacks;
-  _Atomic uint64_t outages;  /* SIGKILL and SIGSTOP injected so far */
-  _Atomic int last_outage;   /* the latest's phase */
-  _Atomic uint64_t kills;    /* lithd ended (SIGKILL, or stopped from outside): its connections died */
+  _Atomic uint64_t outages;   /* SIGKILL and SIGSTOP injected so far */
+  _Atomic int last_outage;    /* the latest's phase */
+  _Atomic uint64_t kills;     /* lithd ended (SIGKILL, or stopped from outside): its connections died */
   _Atomic int64_t stopped_ns; /* total time lithd spent stopped */
   _Atomic int64_t ok_total;
-  _Atomic pid_t heavy_pid;   /* the lithd that may be running a heavy request */
+  _Atomic pid_t heavy_pid; /* the lithd that may be running a heavy request */
   _Atomic int64_t marker;
   _Atomic int64_t smuggle_n;
 
@@ -462,8 +477,24 @@ static int start_lithd(int port) {
   pid_t pid;
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(runms, sizeof runms, "%d", g.cfg.run_ms);
-  char *argv[] = {(char *)g.cfg.lithd, "--db", g.db, "--listen", listen, "--schema", g.schema, "--commands", g.cmds,
-                  "--backup-dir", g.backups, "--readers", "4", "--max-run-ms", runms, "--log", g.log, NULL};
+  char *argv[] = {(char *)g.cfg.lithd,
+                  "--db",
+                  g.db,
+                  "--listen",
+                  listen,
+                  "--schema",
+                  g.schema,
+                  "--commands",
+                  g.cmds,
+                  "--backup-dir",
+                  g.backups,
+                  "--readers",
+                  "4",
+                  "--max-run-ms",
+                  runms,
+                  "--log",
+                  g.log,
+                  NULL};
   int got = bench_server_start(argv, g.errlog, "lithd", 20, &pid, err, sizeof err);
   if (got < 0) {
     fprintf(stderr, "soak: %s\n", err);
@@ -503,18 +534,21 @@ static void watch_lithd(void) {
   atomic_fetch_add(&g.kills, 1);
   if (WIFEXITED(st) && log_says_stopped(pid)) {
     g.external++;
-    fprintf(stderr, "[%7.1f s] disturbance: lithd (pid %d) stopped on a SIGTERM/SIGINT the soak did not send "
-                    "(exit status %d); restarting it\n", since_s(g.t_begin), (int)pid, WEXITSTATUS(st));
+    fprintf(stderr,
+            "[%7.1f s] disturbance: lithd (pid %d) stopped on a SIGTERM/SIGINT the soak did not send "
+            "(exit status %d); restarting it\n",
+            since_s(g.t_begin), (int)pid, WEXITSTATUS(st));
     pthread_mutex_lock(&g.mu);
     if (g.ndisturb < 8)
-      snprintf(g.disturb[g.ndisturb++], sizeof g.disturb[0],
-               "at %.1f s (%s) lithd (pid %d) stopped on a SIGTERM/SIGINT from another process, exit status %d",
-               since_s(g.t_begin), PH_NAME[atomic_load(&g.phase)], (int)pid, WEXITSTATUS(st));
+      snprintf(
+          g.disturb[g.ndisturb++], sizeof g.disturb[0],
+          "at %.1f s (%s) lithd (pid %d) stopped on a SIGTERM/SIGINT from another process, exit status %d",
+          since_s(g.t_begin), PH_NAME[atomic_load(&g.phase)], (int)pid, WEXITSTATUS(st));
     pthread_mutex_unlock(&g.mu);
   } else {
     g.deaths++;
-    fail_msg("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid, WIFEXITED(st) ? "status" : "signal",
-             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    fail_msg("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid,
+             WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     bench_log_tail(g.errlog, "lithd");
   }
   if (start_lithd(atomic_load(&g.port)) < 0)
@@ -553,13 +587,15 @@ static int count_fds(pid_t pid) {
 
 /* ---- the transfer clients --------------------------------------------------------------- */
 
-static void set_outcome(client *c, int64_t s, int o) { c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)] = (uint8_t)o; }
+static void set_outcome(client *c, int64_t s, int o) {
+  c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)] = (uint8_t)o;
+}
 static int get_outcome(const client *c, int64_t s) { return c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)]; }
 
 static size_t transfer_request(char *out, size_t cap, int64_t id, int src, int dst, int amount) {
   char body[200];
-  snprintf(body, sizeof body, "{\"params\":{\"id\":%lld,\"src\":%d,\"dst\":%d,\"amount\":%d}}", (long long)id, src,
-           dst, amount);
+  snprintf(body, sizeof body, "{\"params\":{\"id\":%lld,\"src\":%d,\"dst\":%d,\"amount\":%d}}", (long long)id,
+           src, dst, amount);
   return build_post(out, cap, "/v1/commands/transfer", NULL, body);
 }
 
@@ -697,7 +733,8 @@ static void *probe_main(void *arg) {
     if (rc != 1 || a.status != 200 || !rows) {
       atomic_fetch_add(&g.probe_fail[ph], 1);
     } else if ((sum = strtoll(rows + 9, NULL, 10)) != MONEY && atomic_fetch_add(&g.probe_money_bad, 1) < 3) {
-      fail_msg("probe: lithd's /v1/query says the balances sum to %lld, not %lld", (long long)sum, (long long)MONEY);
+      fail_msg("probe: lithd's /v1/query says the balances sum to %lld, not %lld", (long long)sum,
+               (long long)MONEY);
     }
     if (rc != 1 || a.closes) {
       close(fd);
@@ -757,10 +794,12 @@ static void fill_body(char *out, size_t cap, const char *tmpl, int64_t m) {
 static size_t smuggle_request(char *out, size_t cap, int64_t mark) {
   static const char b1[] = "{\"statements\":[{\"sql\":\"SELECT 1\"}]}";
   char b2[160], inner[512];
-  snprintf(b2, sizeof b2, "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (%lld)\"}]}", (long long)mark);
+  snprintf(b2, sizeof b2, "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (%lld)\"}]}",
+           (long long)mark);
   build_post(inner, sizeof inner, "/v1/do", NULL, b2);
   int n = snprintf(out, cap,
-                   "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n"
+                   "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J
+                   "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n"
                    "%s%s",
                    strlen(b1), strlen(b1) + strlen(inner), b1, inner);
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
@@ -848,8 +887,9 @@ static void attack_once(int k) {
         rc2 = bench_http_recv(fd, in, &more, sizeof in - 1, &a2);
     }
     if (rc2 == 1)
-      finding("smuggled-answered", "two Content-Length: the smuggled second request was answered HTTP %d: %.120s",
-              a2.status, in + a2.head_len);
+      finding("smuggled-answered",
+              "two Content-Length: the smuggled second request was answered HTTP %d: %.120s", a2.status,
+              in + a2.head_len);
   }
   close(fd);
 }
@@ -905,10 +945,10 @@ static void *heavy_main(void *arg) {
       atomic_store(&g.heavy_pid, 0);
       const char *b = in + ans.head_len, *rows = strstr(b, "\"rows\":");
       full |= atomic_load(&g.phase) == PH_FULL;
-      int ok = ans.status == 200 || (ans.status >= 400 && ans.status < 500) || (a->write && full && ans.status == 507);
-      judge(NQUICK + k, ok && dt <= limit, &st->unexpected,
-            "HTTP %d after %.2f s (limit %.1f s): %.120s", ans.status, (double)dt / 1e9, (double)limit / 1e9,
-            rows ? rows : b);
+      int ok = ans.status == 200 || (ans.status >= 400 && ans.status < 500) ||
+               (a->write && full && ans.status == 507);
+      judge(NQUICK + k, ok && dt <= limit, &st->unexpected, "HTTP %d after %.2f s (limit %.1f s): %.120s",
+            ans.status, (double)dt / 1e9, (double)limit / 1e9, rows ? rows : b);
     } else if (rc == -2) {
       atomic_store(&g.heavy_pid, 0);
       judge(NQUICK + k, 0, &st->unexpected, "after %.1f s an answer over %zu bytes (the string itself?)",
@@ -919,9 +959,10 @@ static void *heavy_main(void *arg) {
       st->sent--; /* the run ended first: not judged */
     } else {
       skip = pid;
-      judge(NQUICK + k, 0, &st->noanswer,
-            "no answer after %.1f s (%s); not sent again to this lithd (pid %d), which may still be running it",
-            (double)dt / 1e9, rc == 0 ? "gave up" : "connection closed", (int)pid);
+      judge(
+          NQUICK + k, 0, &st->noanswer,
+          "no answer after %.1f s (%s); not sent again to this lithd (pid %d), which may still be running it",
+          (double)dt / 1e9, rc == 0 ? "gave up" : "connection closed", (int)pid);
     }
     close(fd);
     k = (k + 1) % NHEAVY;
@@ -982,8 +1023,8 @@ static void merge_client(sqlite3_stmt *st, int c, int64_t W, int64_t S, dbcheck 
     } else if (seq <= W) {
       int o = get_outcome(cl, seq);
       if ((o == O_REFUSED || o == O_FULL) && d->wrongly++ == 0)
-        snprintf(d->first_wrong, sizeof d->first_wrong, "client %d transfer %lld answered %s", c, (long long)seq,
-                 o == O_REFUSED ? "409 CHECK" : "507");
+        snprintf(d->first_wrong, sizeof d->first_wrong, "client %d transfer %lld answered %s", c,
+                 (long long)seq, o == O_REFUSED ? "409 CHECK" : "507");
     }
     next = seq + 1;
   }
@@ -1017,8 +1058,8 @@ static void db_check(dbcheck *d) {
   /* Sent before the snapshot's end, so no row may be beyond. */
   for (int c = 0; c < nc; c++)
     S[c] = atomic_load(&g.cl[c].sent);
-  if (sqlite3_prepare_v2(db, "SELECT id FROM transfers WHERE id >= ?1 AND id < ?2 ORDER BY id", -1, &st, NULL) ==
-      SQLITE_OK) {
+  if (sqlite3_prepare_v2(db, "SELECT id FROM transfers WHERE id >= ?1 AND id < ?2 ORDER BY id", -1, &st,
+                         NULL) == SQLITE_OK) {
     for (int c = 0; c < nc; c++)
       merge_client(st, c, W[c], S[c], d);
   } else {
@@ -1026,18 +1067,20 @@ static void db_check(dbcheck *d) {
   }
   sqlite3_finalize(st);
   /* Every transfer all or nothing: each balance is its start plus its moves. */
-  d->bad_balances = col_int(db,
-                            "WITH moves(id, v) AS (SELECT dst, amount FROM transfers UNION ALL "
-                            "SELECT src, -amount FROM transfers), net(id, v) AS (SELECT id, sum(v) FROM moves GROUP BY id) "
-                            "SELECT count(*) FROM accounts a LEFT JOIN net n ON n.id = a.id "
-                            "WHERE a.balance != ?1 + coalesce(n.v, 0)",
-                            START, 0, &failed);
+  d->bad_balances =
+      col_int(db,
+              "WITH moves(id, v) AS (SELECT dst, amount FROM transfers UNION ALL "
+              "SELECT src, -amount FROM transfers), net(id, v) AS (SELECT id, sum(v) FROM moves GROUP BY id) "
+              "SELECT count(*) FROM accounts a LEFT JOIN net n ON n.id = a.id "
+              "WHERE a.balance != ?1 + coalesce(n.v, 0)",
+              START, 0, &failed);
   d->marks_bad = col_int(db, "SELECT count(*) FROM marks WHERE id > 0 AND id < ?1", SMUGGLE_BASE, 0, &failed);
   d->marks_smuggled = col_int(db, "SELECT count(*) FROM marks WHERE id >= ?1", SMUGGLE_BASE, 0, &failed);
   sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
   if (failed)
     snprintf(d->err, sizeof d->err, "%d queries failed: %s", failed, sqlite3_errmsg(db));
-  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
     const char *t = (const char *)sqlite3_column_text(st, 0);
     snprintf(d->integrity, sizeof d->integrity, "%s", t ? t : "(null)");
     d->integrity_ok = t && !strcmp(t, "ok");
@@ -1059,14 +1102,15 @@ static void common_checks(int row) {
   }
   if (d.err[0])
     fail_msg("database check: %s", d.err);
-  check(row, C_PRESENT, d.missing == 0, "%lld transfers answered OK are missing, the first %s", (long long)d.missing,
-        d.first_missing);
+  check(row, C_PRESENT, d.missing == 0, "%lld transfers answered OK are missing, the first %s",
+        (long long)d.missing, d.first_missing);
   check(row, C_ABSENT, d.wrongly == 0, "%lld transfers refused or answered 507 are in the log, the first %s",
         (long long)d.wrongly, d.first_wrong);
   check(row, C_PHANTOM, d.phantom == 0, "%lld log rows were never sent, the first %s", (long long)d.phantom,
         d.first_phantom);
-  check(row, C_MONEY, d.money == MONEY && d.naccounts == NACC, "balances sum to %lld over %lld accounts, not %lld",
-        (long long)d.money, (long long)d.naccounts, (long long)MONEY);
+  check(row, C_MONEY, d.money == MONEY && d.naccounts == NACC,
+        "balances sum to %lld over %lld accounts, not %lld", (long long)d.money, (long long)d.naccounts,
+        (long long)MONEY);
   check(row, C_BALANCES, d.bad_balances == 0, "%lld balances differ from what the log moved",
         (long long)d.bad_balances);
   check(row, C_INTEGRITY, d.integrity_ok, "integrity_check: %s", d.integrity);
@@ -1105,7 +1149,8 @@ static void served(int ph, const int64_t d[NT], int64_t ext0) {
   }
   check(ph, C_SERVED,
         (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] + d[T_OTHER] + d[T_STOPPING] + d[T_FULL] == 0,
-        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping, %lld 507",
+        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping, %lld "
+        "507",
         (long long)d[T_SENT], (long long)d[T_OK], (long long)d[T_LOST], (long long)d[T_OTHER],
         (long long)d[T_STOPPING], (long long)d[T_FULL]);
 }
@@ -1135,13 +1180,15 @@ static void say_fs(void) {
   if (stat(g.shm, &shm) != 0)
     shm.st_size = -1;
   double avail = statvfs(g.db, &vf) == 0 ? (double)vf.f_bavail * (double)vf.f_frsize / 1048576 : -1;
-  fprintf(stderr, "[%7.1f s]   the filesystem: soak.db %.1f MiB, -wal %.1f MiB, -shm %lld KiB, %.1f MiB free\n",
+  fprintf(stderr,
+          "[%7.1f s]   the filesystem: soak.db %.1f MiB, -wal %.1f MiB, -shm %lld KiB, %.1f MiB free\n",
           since_s(g.t_begin), (double)db.st_size / 1048576, (double)wal.st_size / 1048576,
           (long long)shm.st_size / 1024, avail);
 }
 
 static void note_recovery(int ph, int64_t rec) {
-  if (check(ph, C_RECOVER, rec >= 0, "no transfer answered OK within 30 s") && rec > g.row[ph].max_recovery_ns)
+  if (check(ph, C_RECOVER, rec >= 0, "no transfer answered OK within 30 s") &&
+      rec > g.row[ph].max_recovery_ns)
     g.row[ph].max_recovery_ns = rec;
   else if (rec < 0 && g.fs_kind != FS_NONE)
     say_fs();
@@ -1186,7 +1233,8 @@ static void fault_sigstop(void) {
   int64_t t1 = now_ns();
   atomic_fetch_add(&g.stopped_ns, t1 - t0);
   note_recovery(PH_STOP, wait_recovery(atomic_load(&g.ok_total), t1));
-  check(PH_STOP, C_SAMEPID, waitpid(pid, NULL, WNOHANG) == 0 && kill(pid, 0) == 0 && atomic_load(&g.pid) == pid,
+  check(PH_STOP, C_SAMEPID,
+        waitpid(pid, NULL, WNOHANG) == 0 && kill(pid, 0) == 0 && atomic_load(&g.pid) == pid,
         "lithd (pid %d) is gone", (int)pid);
   end_fault(PH_STOP);
   common_checks(PH_STOP);
@@ -1246,8 +1294,8 @@ static void fault_diskfull(void) {
   if (g.external == ext0)
     check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0 && d[T_STOPPING] == 0,
           "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)",
-          (long long)d[T_SENT], (long long)(d[T_OTHER] + d[T_STOPPING]), (long long)d[T_LOST], (long long)d[T_OK],
-          (long long)d[T_FULL]);
+          (long long)d[T_SENT], (long long)(d[T_OTHER] + d[T_STOPPING]), (long long)d[T_LOST],
+          (long long)d[T_OK], (long long)d[T_FULL]);
   common_checks(PH_FULL);
 }
 
@@ -1265,7 +1313,8 @@ static void fault_vanish(void) {
   client *v = &g.cl[g.cfg.clients];
   uint64_t rng = bench_rng_seed(7, (uint64_t)g.row[PH_VANISH].injected);
   build_post(big, sizeof big, "/v1/query", NULL,
-             "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 9000) "
+             "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
+             "WHERE i < 9000) "
              "SELECT i, printf('%0100d', i) FROM c\"}]}");
   size_t biglen = strlen(big);
   for (int kind = 0; kind < 8; kind++)
@@ -1278,30 +1327,22 @@ static void fault_vanish(void) {
       for (int p = 0; p < npipe; p++) { /* the vanishing clients' transfers: outcome unknown */
         random_transfer(&rng, &src, &dst, &amount);
         int64_t s = atomic_fetch_add(&v->sent, 1) + 1;
-        n += transfer_request(req + n, sizeof req - n, ((int64_t)(g.cfg.clients + 1) << 32) | s, src, dst, amount);
+        n += transfer_request(req + n, sizeof req - n, ((int64_t)(g.cfg.clients + 1) << 32) | s, src, dst,
+                              amount);
       }
       switch (kind) {
-      case 0: /* half the headers */
-        send_all(fd, req, n / 4);
-        break;
-      case 1: /* the headers, half the body */
-        send_all(fd, req, n - 20);
-        break;
+      case 0: /* half the headers */ send_all(fd, req, n / 4); break;
+      case 1: /* the headers, half the body */ send_all(fd, req, n - 20); break;
       case 2: /* all of it, gone before the answer */
-      case 5: /* ten pipelined */
-        send_all(fd, req, n);
-        break;
+      case 5: /* ten pipelined */ send_all(fd, req, n); break;
       case 3: { /* all of it, then a reset */
         struct linger lg = {1, 0};
         send_all(fd, req, n);
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         break;
       }
-      case 4: /* a 1 MB answer nobody reads */
-        send_all(fd, big, biglen);
-        break;
-      case 6: /* nothing at all */
-        break;
+      case 4: /* a 1 MB answer nobody reads */ send_all(fd, big, biglen); break;
+      case 6: /* nothing at all */ break;
       default: /* all of it, half-closed */
         send_all(fd, req, n);
         shutdown(fd, SHUT_WR);
@@ -1316,7 +1357,8 @@ static void fault_vanish(void) {
     bench_sleep_ms(20);
     fds = count_fds(pid);
   }
-  check(PH_VANISH, C_FDS, fds <= fds0 + 4, "lithd holds %d descriptors 5 s after the burst, %d before", fds, fds0);
+  check(PH_VANISH, C_FDS, fds <= fds0 + 4, "lithd holds %d descriptors 5 s after the burst, %d before", fds,
+        fds0);
   bench_sleep_ms(300);
   end_fault(PH_VANISH);
   int64_t d[NT];
@@ -1345,9 +1387,10 @@ static void fault_slowloris(void) {
     if (fd[i] < 0)
       continue;
     /* even: headers a byte at a time; odd: whole headers, then the body a byte at a time */
-    int hl = i % 2 ? snprintf(head, sizeof head,
-                              "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J "Content-Length: 100000\r\n\r\n")
-                   : snprintf(head, sizeof head, "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+    int hl = i % 2
+                 ? snprintf(head, sizeof head,
+                            "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J "Content-Length: 100000\r\n\r\n")
+                 : snprintf(head, sizeof head, "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
     send(fd[i], head, (size_t)hl, MSG_NOSIGNAL);
   }
   g.slow_injected += n;
@@ -1360,7 +1403,8 @@ static void fault_slowloris(void) {
       char junk[512];
       /* lithd closed it, or answered (a 408, say): done; else one more byte */
       ssize_t k = recv(fd[i], junk, sizeof junk, MSG_DONTWAIT);
-      if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || send(fd[i], i % 2 ? " " : "a", 1, MSG_NOSIGNAL) != 1)
+      if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
+          send(fd[i], i % 2 ? " " : "a", 1, MSG_NOSIGNAL) != 1)
         closed[i] = since_s(t0);
     }
   }
@@ -1388,7 +1432,8 @@ static void fault_slowloris(void) {
   for (int t = 0; t < NT; t++)
     d[t] = counts_of(PH_SLOW, t) - before[t];
   check(PH_SLOW, C_LATENCY, pmax <= (int64_t)g.cfg.latency_ms * 1000000 || g.external != ext0,
-        "a probe took %.0f ms while %d connections dribbled (bound %d ms)", (double)pmax / 1e6, n, g.cfg.latency_ms);
+        "a probe took %.0f ms while %d connections dribbled (bound %d ms)", (double)pmax / 1e6, n,
+        g.cfg.latency_ms);
   watch_lithd();
   served(PH_SLOW, d, ext0);
   free(fd);
@@ -1432,8 +1477,8 @@ static void setup_fs(void) {
     char *mnt[] = {"mount", "-o", "loop", g.fsimg, g.fsdir, NULL};
     if (run_quiet(mkfs) == 0 && run_quiet(mnt) == 0) {
       g.fs_kind = FS_LOOP;
-      snprintf(g.fs_why, sizeof g.fs_why, "ext4 of %d MiB on a loop device at %.200s (tmpfs: %s)", g.cfg.fs_mib, g.fsdir,
-               strerror(e1));
+      snprintf(g.fs_why, sizeof g.fs_why, "ext4 of %d MiB on a loop device at %.200s (tmpfs: %s)",
+               g.cfg.fs_mib, g.fsdir, strerror(e1));
       return;
     }
   } else if (fd >= 0) {
@@ -1450,7 +1495,8 @@ static void keep_db(void) {
   char dest[4400];
   sqlite3 *from = NULL, *to = NULL;
   snprintf(dest, sizeof dest, "%s/soak-kept.db", g.dir);
-  if (sqlite3_open_v2(g.db, &from, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK && sqlite3_open(dest, &to) == SQLITE_OK) {
+  if (sqlite3_open_v2(g.db, &from, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_open(dest, &to) == SQLITE_OK) {
     sqlite3_backup *b = sqlite3_backup_init(to, "main", from, "main");
     if (b) {
       sqlite3_backup_step(b, -1);
@@ -1485,7 +1531,8 @@ static void final_checks(void) {
     while (waitpid(pid, &st, WNOHANG) == 0 && now_ns() < until)
       bench_sleep_ms(10);
     if (kill(pid, 0) == 0) {
-      finding("sigterm-heavy", "SIGTERM: lithd still running 15 s later with a heavy read in flight; SIGKILL");
+      finding("sigterm-heavy",
+              "SIGTERM: lithd still running 15 s later with a heavy read in flight; SIGKILL");
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
     } else {
@@ -1504,8 +1551,9 @@ static void final_checks(void) {
           gone = g.external ? 0 : counts_of(PH_NONE, T_LOST) + counts_of(PH_NONE, T_STOPPING);
   check(ROW_END, C_INNOCENT, other + gone == 0,
         "%lld transfers between faults failed (%lld 507, %lld other answers, %lld none, %lld 503 stopping)",
-        (long long)(other + gone), (long long)counts_of(PH_NONE, T_FULL), (long long)counts_of(PH_NONE, T_OTHER),
-        (long long)counts_of(PH_NONE, T_LOST), (long long)counts_of(PH_NONE, T_STOPPING));
+        (long long)(other + gone), (long long)counts_of(PH_NONE, T_FULL),
+        (long long)counts_of(PH_NONE, T_OTHER), (long long)counts_of(PH_NONE, T_LOST),
+        (long long)counts_of(PH_NONE, T_STOPPING));
   int64_t bad = 0;
   for (int k = 0; k < NATTACK; k++)
     if (!(k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).known || g.cfg.strict)
@@ -1538,7 +1586,8 @@ static void fmt_ms(char *b, size_t n, int64_t ns) { bench_fmt_ms(b, n, ns < 0 ? 
 
 static void print_tables(void) {
   char a[32], b[32];
-  printf("\n### faults\n\n| fault | injected | checks passed | checks failed | max recovery ms | max probe ms |\n"
+  printf("\n### faults\n\n| fault | injected | checks passed | checks failed | max recovery ms | max probe "
+         "ms |\n"
          "|---|--:|--:|--:|--:|--:|\n");
   for (int r = PH_VANISH; r <= ROW_END; r++) {
     const row_stat *x = &g.row[r];
@@ -1547,12 +1596,14 @@ static void print_tables(void) {
       printf("| %s | skipped: %s | | | | |\n", name, g.fs_why);
       continue;
     }
-    fmt_ms(a, sizeof a, x->injected && r != PH_VANISH && r != PH_SLOW && r != ROW_END ? x->max_recovery_ns : -1);
+    fmt_ms(a, sizeof a,
+           x->injected && r != PH_VANISH && r != PH_SLOW && r != ROW_END ? x->max_recovery_ns : -1);
     fmt_ms(b, sizeof b, r == ROW_END ? -1 : x->probe_max_ns ? x->probe_max_ns : -1);
     printf("| %s | %lld | %lld | %lld | %s | %s |\n", name, (long long)x->injected, (long long)x->pass,
            (long long)x->fail, a, b);
   }
-  printf("\nRecovery: from SIGKILL, SIGCONT or the filler's deletion to the next transfer answered OK. Probe: lithd's\n"
+  printf("\nRecovery: from SIGKILL, SIGCONT or the filler's deletion to the next transfer answered OK. "
+         "Probe: lithd's\n"
          "/v1/query of the balances' sum every 100 ms, its slowest answer during the fault.\n");
 
   printf("\n### checks\n\n| check | passed | failed |\n|---|--:|--:|\n");
@@ -1560,18 +1611,19 @@ static void print_tables(void) {
     if (g.chk_pass[c] + g.chk_fail[c])
       printf("| %s | %lld | %lld |\n", CHECK_NAME[c], (long long)g.chk_pass[c], (long long)g.chk_fail[c]);
 
-  printf("\n### transfers (POST /v1/commands/transfer, %d clients, %d/s)\n\n"
-         "| phase met | sent | OK | refused (CHECK) | 507 | 503 stopping | other answer | no answer | max ms |\n"
-         "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
-         g.cfg.clients, g.cfg.rate);
+  printf(
+      "\n### transfers (POST /v1/commands/transfer, %d clients, %d/s)\n\n"
+      "| phase met | sent | OK | refused (CHECK) | 507 | 503 stopping | other answer | no answer | max ms |\n"
+      "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+      g.cfg.clients, g.cfg.rate);
   for (int p = 0; p < NPH; p++) {
     if (!counts_of(p, T_SENT))
       continue;
     fmt_ms(a, sizeof a, atomic_load(&g.tmax_ns[p]));
     printf("| %s | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n", PH_NAME[p],
            (long long)counts_of(p, T_SENT), (long long)counts_of(p, T_OK), (long long)counts_of(p, T_REFUSED),
-           (long long)counts_of(p, T_FULL), (long long)counts_of(p, T_STOPPING), (long long)counts_of(p, T_OTHER),
-           (long long)counts_of(p, T_LOST), a);
+           (long long)counts_of(p, T_FULL), (long long)counts_of(p, T_STOPPING),
+           (long long)counts_of(p, T_OTHER), (long long)counts_of(p, T_LOST), a);
   }
   bench_lat *bufs[MAX_CLIENTS];
   for (int c = 0; c < g.cfg.clients; c++)
@@ -1583,14 +1635,16 @@ static void print_tables(void) {
     bench_fmt_ms(c50, sizeof c50, s.q[0] / 1e6, 1);
     bench_fmt_ms(c99, sizeof c99, s.q[1] / 1e6, 1);
     bench_fmt_ms(cmx, sizeof cmx, (double)s.max / 1e6, 1);
-    printf("\nOK between faults: p50 %s ms, p99 %s ms, max %s ms%s. The vanishing clients sent %lld more (outcome "
+    printf("\nOK between faults: p50 %s ms, p99 %s ms, max %s ms%s. The vanishing clients sent %lld more "
+           "(outcome "
            "unknown).\n",
            c50, c99, cmx, s.sampled ? " (sampled)" : "", (long long)atomic_load(&g.cl[g.cfg.clients].sent));
   }
   for (int i = 0; i < g.nother; i++)
     printf("%s other answer: %s\n", i ? "" : "\n", g.other[i]);
 
-  printf("\n### attacks\n\n| request | sent | as expected | unexpected | no answer | cut by a fault | max ms | expected |\n"
+  printf("\n### attacks\n\n| request | sent | as expected | unexpected | no answer | cut by a fault | max ms "
+         "| expected |\n"
          "|---|--:|--:|--:|--:|--:|--:|---|\n");
   for (int k = 0; k < NATTACK; k++) {
     const attack *x = k < NQUICK ? &QUICK[k] : &HEAVY[k - NQUICK];
@@ -1604,23 +1658,27 @@ static void print_tables(void) {
          "unless --strict. Cut by a fault: no answer because lithd was killed or stopped meanwhile.\n");
   for (int k = 0; k < NATTACK; k++)
     if (g.att[k].first[0])
-      printf("- %s, first wrong answer: %s\n", (k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).name, g.att[k].first);
+      printf("- %s, first wrong answer: %s\n", (k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).name,
+             g.att[k].first);
 
   printf("\n### lithd\n\n");
   printf("- RSS max %lld MiB outside heavy requests (bound %d MiB), %lld MiB while one may run\n",
          (long long)atomic_load(&g.rss_max_kib) / 1024, g.cfg.rss_mib,
          (long long)atomic_load(&g.rss_heavy_max_kib) / 1024);
-  printf("- descriptors: at most %lld; restarts after SIGKILL: %lld; ended by itself: %lld; stopped from outside: "
+  printf("- descriptors: at most %lld; restarts after SIGKILL: %lld; ended by itself: %lld; stopped from "
+         "outside: "
          "%lld; error lines in its log: %d\n",
-         (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths, (long long)g.external,
-         count_log_errors());
-  printf("- the WAL file: at most %.1f MiB (its peak; a checkpoint that resets it truncates it to journal_size_limit)\n",
+         (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths,
+         (long long)g.external, count_log_errors());
+  printf("- the WAL file: at most %.1f MiB (its peak; a checkpoint that resets it truncates it to "
+         "journal_size_limit)\n",
          (double)atomic_load(&g.wal_max) / 1048576);
   if (g.row[PH_FULL].injected)
     printf("- disk full: filler %lld MiB the last time; while full %lld transfers answered 507, %lld OK\n",
            (long long)(g.full_bytes >> 20), (long long)g.full_507, (long long)g.full_ok);
   if (g.slow_injected)
-    printf("- slowloris: of %lld connections lithd closed %lld dribbling headers and %lld dribbling a body (between "
+    printf("- slowloris: of %lld connections lithd closed %lld dribbling headers and %lld dribbling a body "
+           "(between "
            "%.0f and %.0f s); %lld were open at the end of their %d s\n",
            (long long)g.slow_injected, (long long)g.slow_closed_hdr, (long long)g.slow_closed_body,
            g.slow_first_close_s, g.slow_last_close_s, (long long)g.slow_open_end, g.cfg.slow_seconds);
@@ -1628,8 +1686,8 @@ static void print_tables(void) {
   for (int p = 0; p < NPH; p++) {
     fmt_ms(a, sizeof a, p ? g.row[p].probe_max_ns : atomic_load(&g.probe_max_ns[p]));
     if (atomic_load(&g.probe_n[p]))
-      printf("%s%s %lld, %lld failed, max %s ms", p ? "; " : "", PH_NAME[p], (long long)atomic_load(&g.probe_n[p]),
-             (long long)atomic_load(&g.probe_fail[p]), a);
+      printf("%s%s %lld, %lld failed, max %s ms", p ? "; " : "", PH_NAME[p],
+             (long long)atomic_load(&g.probe_n[p]), (long long)atomic_load(&g.probe_fail[p]), a);
   }
   printf("\n");
 
@@ -1655,22 +1713,22 @@ static void print_tables(void) {
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: bench/soak [options]   (lithd under load, faults and attacks; make soak SOAK_MINUTES=N)\n"
-          "  --minutes M        how long (default 1; --quick: 0.5)\n"
-          "  --clients K        transfer clients (default 8)\n"
-          "  --rate R           transfers per second, all clients (default 1000; 0: as fast as answered)\n"
-          "  --fs-mib N         the database's filesystem (default: room for the planned transfers)\n"
-          "  --rss-mib N        lithd's RSS bound (default 256)\n"
-          "  --slow-conns N     slowloris connections (default 200)\n"
-          "  --slow-seconds S   how long they dribble (default 12: past lithd's 10 s request timeout)\n"
-          "  --latency-ms MS    a probe's bound while they do (default 1000)\n"
-          "  --run-ms MS        lithd's --max-run-ms (default 1000)\n"
-          "  --timeout-ms MS    a transfer's wait for its answer (default 2000)\n"
-          "  --strict           open issues' findings (heavy requests, smuggling) fail the run\n"
-          "  --db-dir DIR       the run's directory (default: a new one under /tmp, removed when all passed)\n"
-          "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
-          "  --help\n");
+  fprintf(
+      f, "usage: bench/soak [options]   (lithd under load, faults and attacks; make soak SOAK_MINUTES=N)\n"
+         "  --minutes M        how long (default 1; --quick: 0.5)\n"
+         "  --clients K        transfer clients (default 8)\n"
+         "  --rate R           transfers per second, all clients (default 1000; 0: as fast as answered)\n"
+         "  --fs-mib N         the database's filesystem (default: room for the planned transfers)\n"
+         "  --rss-mib N        lithd's RSS bound (default 256)\n"
+         "  --slow-conns N     slowloris connections (default 200)\n"
+         "  --slow-seconds S   how long they dribble (default 12: past lithd's 10 s request timeout)\n"
+         "  --latency-ms MS    a probe's bound while they do (default 1000)\n"
+         "  --run-ms MS        lithd's --max-run-ms (default 1000)\n"
+         "  --timeout-ms MS    a transfer's wait for its answer (default 2000)\n"
+         "  --strict           open issues' findings (heavy requests, smuggling) fail the run\n"
+         "  --db-dir DIR       the run's directory (default: a new one under /tmp, removed when all passed)\n"
+         "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
+         "  --help\n");
 }
 
 static int take_int(const char *v, const char *opt, long lo, long hi) {
@@ -1778,11 +1836,12 @@ static int setup_files(void) {
   snprintf(g.evil_rel, sizeof g.evil_rel, "%s/lith-soak-evil.db", g.dir);
   mkdir(g.backups, 0700);
   return write_text(g.schema, schema) ||
-         write_text(g.cmds, "-- name: transfer\n"
-                            "-- Move :amount from :src to :dst, logged under the client's own :id.\n"
-                            "UPDATE accounts SET balance = balance - :amount WHERE id = :src;\n"
-                            "UPDATE accounts SET balance = balance + :amount WHERE id = :dst;\n"
-                            "INSERT INTO transfers(id, src, dst, amount) VALUES (:id, :src, :dst, :amount);\n");
+         write_text(g.cmds,
+                    "-- name: transfer\n"
+                    "-- Move :amount from :src to :dst, logged under the client's own :id.\n"
+                    "UPDATE accounts SET balance = balance - :amount WHERE id = :src;\n"
+                    "UPDATE accounts SET balance = balance + :amount WHERE id = :dst;\n"
+                    "INSERT INTO transfers(id, src, dst, amount) VALUES (:id, :src, :dst, :amount);\n");
 }
 
 static void remove_run_files(void) {
@@ -1837,12 +1896,14 @@ int main(int argc, char **argv) {
   bench_machine_get(&m);
   bench_print_intro("lithd soak", argc, argv, 1);
   printf("machine: nproc %ld, CPU %s, kernel %s\n", m.nproc, m.cpu, m.kernel);
-  printf("lithd: %s (--readers 4 --max-run-ms %d); SQLite %s (checks)\n", c->lithd, c->run_ms, sqlite3_libversion());
+  printf("lithd: %s (--readers 4 --max-run-ms %d); SQLite %s (checks)\n", c->lithd, c->run_ms,
+         sqlite3_libversion());
   printf("database: %s, on %s\n", g.db, g.fs_why);
-  printf("plan: %g min; %d clients, %d transfers/s; faults in turn: vanish, slowloris (%d conns, %d s), SIGSTOP, "
+  printf("plan: %g min; %d clients, %d transfers/s; faults in turn: vanish, slowloris (%d conns, %d s), "
+         "SIGSTOP, "
          "disk full%s, SIGKILL; RSS bound %d MiB\n",
-         c->minutes, c->clients, c->rate, c->slow_conns, c->slow_seconds, g.fs_kind == FS_NONE ? " (skipped)" : "",
-         c->rss_mib);
+         c->minutes, c->clients, c->rate, c->slow_conns, c->slow_seconds,
+         g.fs_kind == FS_NONE ? " (skipped)" : "", c->rss_mib);
   fflush(stdout);
 
   g.cl = bench_xcalloc((size_t)c->clients + 1, sizeof *g.cl);
@@ -1867,7 +1928,8 @@ int main(int argc, char **argv) {
   pthread_create(&th_att, NULL, attacker_main, NULL);
   pthread_create(&th_heavy, NULL, heavy_main, NULL);
 
-  static void (*const FAULT[])(void) = {fault_vanish, fault_slowloris, fault_sigstop, fault_diskfull, fault_sigkill};
+  static void (*const FAULT[])(void) = {fault_vanish, fault_slowloris, fault_sigstop, fault_diskfull,
+                                        fault_sigkill};
   static const int FAULT_PH[] = {PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL};
   int64_t deadline = g.t_begin + (int64_t)(c->minutes * 60e9);
   for (int i = 0; !atomic_load(&g.quit) && now_ns() < deadline; i++) {
@@ -1884,8 +1946,8 @@ int main(int argc, char **argv) {
     FAULT[f]();
     fprintf(stderr, "[%7.1f s] %s #%lld: %s; %lld transfers OK so far, RSS %lld MiB\n", since_s(g.t_begin),
             PH_NAME[FAULT_PH[f]], (long long)g.row[FAULT_PH[f]].injected,
-            g.row[FAULT_PH[f]].fail > fail0 ? "CHECKS FAILED" : "checks passed", (long long)atomic_load(&g.ok_total),
-            (long long)atomic_load(&g.rss_kib) / 1024);
+            g.row[FAULT_PH[f]].fail > fail0 ? "CHECKS FAILED" : "checks passed",
+            (long long)atomic_load(&g.ok_total), (long long)atomic_load(&g.rss_kib) / 1024);
   }
 
   atomic_store(&g.stop, 1);

@@ -40,17 +40,11 @@ int bench_stmts_prepare(sqlite3 *conn, bench_stmts *s) {
   struct {
     sqlite3_stmt **st;
     const char *sql;
-  } all[] = {{&s->balance, BENCH_SQL_BALANCE},
-             {&s->debit, BENCH_SQL_DEBIT},
-             {&s->credit, BENCH_SQL_CREDIT},
-             {&s->ledger, BENCH_SQL_LEDGER},
-             {&s->topic, BENCH_SQL_TOPIC},
-             {&s->begin, "BEGIN IMMEDIATE"},
-             {&s->commit, "COMMIT"},
-             {&s->rollback, "ROLLBACK"},
-             {&s->sp, "SAVEPOINT c"},
-             {&s->sp_release, "RELEASE c"},
-             {&s->sp_rollback, "ROLLBACK TO c"}};
+  } all[] = {
+      {&s->balance, BENCH_SQL_BALANCE}, {&s->debit, BENCH_SQL_DEBIT},      {&s->credit, BENCH_SQL_CREDIT},
+      {&s->ledger, BENCH_SQL_LEDGER},   {&s->topic, BENCH_SQL_TOPIC},      {&s->begin, "BEGIN IMMEDIATE"},
+      {&s->commit, "COMMIT"},           {&s->rollback, "ROLLBACK"},        {&s->sp, "SAVEPOINT c"},
+      {&s->sp_release, "RELEASE c"},    {&s->sp_rollback, "ROLLBACK TO c"}};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
     int rc = sqlite3_prepare_v3(conn, all[i].sql, -1, SQLITE_PREPARE_PERSISTENT, all[i].st, NULL);
     if (rc != SQLITE_OK)
@@ -169,8 +163,8 @@ static int64_t per_owner(sqlite3 *conn, const char *sql, int n, int64_t *per) {
   return bad;
 }
 
-int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const bench_pragmas *p, const char *who,
-                             bench_say_fn fn, void *ctx) {
+int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const bench_pragmas *p,
+                             const char *who, bench_say_fn fn, void *ctx) {
   int64_t bad = 0, total = 0, v;
   int failed = 0;
   sqlite3 *conn;
@@ -196,7 +190,8 @@ int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const b
   }
   failed = 0;
   if ((v = bench_query_int(conn, "SELECT sum(version) FROM topics", 0, &failed)) != total || failed) {
-    say(fn, ctx, "check: topic versions sum to %lld, %lld commands answered OK", (long long)v, (long long)total);
+    say(fn, ctx, "check: topic versions sum to %lld, %lld commands answered OK", (long long)v,
+        (long long)total);
     bad++;
   }
   int64_t *rows = calloc((size_t)n, sizeof *rows), *vers = calloc((size_t)n, sizeof *vers);
@@ -208,8 +203,8 @@ int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const b
     per_owner(conn, "SELECT id, version FROM topics", n, vers);
     for (int o = 0; o < n; o++)
       if (rows[o] != ok[o] || vers[o] != ok[o]) {
-        say(fn, ctx, "check: %s %d: %lld answered OK, %lld ledger rows, topic version %lld", who, o, (long long)ok[o],
-            (long long)rows[o], (long long)vers[o]);
+        say(fn, ctx, "check: %s %d: %lld answered OK, %lld ledger rows, topic version %lld", who, o,
+            (long long)ok[o], (long long)rows[o], (long long)vers[o]);
         bad++;
       }
   }

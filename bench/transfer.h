@@ -65,7 +65,7 @@ int bench_transfer_create(const char *path, int n, const bench_pragmas *p);
  * Each finding goes to say(ctx, "check: ...") naming an owner as `who`
  * ("producer 3"); returns how many. */
 typedef void (*bench_say_fn)(void *ctx, const char *msg);
-int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const bench_pragmas *p, const char *who,
-                             bench_say_fn say, void *ctx);
+int64_t bench_transfer_check(const char *path, int n, const int64_t *ok, const bench_pragmas *p,
+                             const char *who, bench_say_fn say, void *ctx);
 
 #endif

@@ -115,8 +115,8 @@
 #include <sqlite3.h>
 
 #include "common.h"
-#include "transfer.h"
 #include "lith.h"
+#include "transfer.h"
 
 /* ---- the workload (bench/common.h: the transfer) ---------------------------- */
 
@@ -131,7 +131,8 @@ static int transfer_cmd(lith_tx *tx, void *arg) {
     return lith_tx_error(tx, LITH_USER, "insufficient funds");
   if ((rc = lith_tx_exec(tx, BENCH_SQL_DEBIT, "II", t->amount, t->src)) != LITH_OK ||
       (rc = lith_tx_exec(tx, BENCH_SQL_CREDIT, "II", t->amount, t->dst)) != LITH_OK ||
-      (rc = lith_tx_exec(tx, BENCH_SQL_LEDGER, "IIIII", t->owner, t->seq, t->src, t->dst, t->amount)) != LITH_OK ||
+      (rc = lith_tx_exec(tx, BENCH_SQL_LEDGER, "IIIII", t->owner, t->seq, t->src, t->dst, t->amount)) !=
+          LITH_OK ||
       (rc = lith_tx_exec(tx, BENCH_SQL_TOPIC, "I", t->owner)) != LITH_OK)
     return rc;
   lith_tx_touch(tx, t->owner);
@@ -151,7 +152,8 @@ static int noop_cmd(lith_tx *tx, void *arg) {
  * follow the writer's batch); the rest once per (synchronous, P). Within a
  * round they run in this order: the ceiling needs the writer's mean batch. */
 enum { ARM_WRITER, ARM_CEILING, ARM_NOOP, ARM_ASYNC, ARM_CEIL100, ARM_PERCONN, ARM_MUTEX, NARMS };
-static const char *const ARM_NAME[NARMS] = {"writer", "ceiling", "noop", "async", "ceiling100", "perconn", "mutex"};
+static const char *const ARM_NAME[NARMS] = {"writer",     "ceiling", "noop", "async",
+                                            "ceiling100", "perconn", "mutex"};
 #define ARM_LIST "writer,ceiling,noop,async,ceiling100,perconn,mutex"
 
 enum { CEIL_FIXED_BATCH = 100 }; /* ceiling100's transaction size */
@@ -162,11 +164,11 @@ static int on_lith(int arm) { return arm == ARM_WRITER || arm == ARM_NOOP || arm
 enum { MAX_LIST = 16 };
 
 typedef struct config {
-  bench_cli cli;        /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
   int producers[MAX_LIST], nproducers;
-  int sync[2], nsync;   /* LITH_SYNC_* */
-  int ckpt[2], nckpt;   /* LITH_CHECKPOINT_* */
-  int arms[NARMS];      /* enabled */
+  int sync[2], nsync; /* LITH_SYNC_* */
+  int ckpt[2], nckpt; /* LITH_CHECKPOINT_* */
+  int arms[NARMS];    /* enabled */
   const char *pin;
 } config;
 
@@ -178,23 +180,31 @@ static const char *ckpt_name(int c) {
 /* ---- metrics and results ------------------------------------------------------- */
 
 enum {
-  M_CMDS_S,   /* commands answered OK per second of the window */
-  M_CMDS_TX,  /* commands per transaction */
-  M_TX_MS,    /* mean transaction time */
+  M_CMDS_S,  /* commands answered OK per second of the window */
+  M_CMDS_TX, /* commands per transaction */
+  M_TX_MS,   /* mean transaction time */
   M_TX_P99,
   M_TX_P999,
   M_CALL_P50, /* lith_do / per-command call latency */
   M_CALL_P99,
   M_CALL_MAX,
-  M_TX_BUSY,   /* writer: share of the window inside BEGIN..COMMIT */
-  M_CKPT_BUSY, /* writer: share of the window in checkpoints, on any thread */
+  M_TX_BUSY,     /* writer: share of the window inside BEGIN..COMMIT */
+  M_CKPT_BUSY,   /* writer: share of the window in checkpoints, on any thread */
   M_CKPT_WRITER, /* writer: share of the window in checkpoints on the writer thread */
-  M_WAIT_P99,  /* writer: queue wait before the batch began, p99 (lith's histogram) */
+  M_WAIT_P99,    /* writer: queue wait before the batch began, p99 (lith's histogram) */
   NMETRIC
 };
-static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",   "cmds_per_tx", "tx_ms_mean",  "tx_p99_ms",
-                                                "tx_p999_ms",   "call_p50_ms", "call_p99_ms", "call_max_ms",
-                                                "writer_tx_share", "writer_ckpt_share", "writer_ckpt_writer_share",
+static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",
+                                                "cmds_per_tx",
+                                                "tx_ms_mean",
+                                                "tx_p99_ms",
+                                                "tx_p999_ms",
+                                                "call_p50_ms",
+                                                "call_p99_ms",
+                                                "call_max_ms",
+                                                "writer_tx_share",
+                                                "writer_ckpt_share",
+                                                "writer_ckpt_writer_share",
                                                 "writer_wait_p99_ms"};
 
 typedef struct result {
@@ -203,10 +213,10 @@ typedef struct result {
   uint64_t commands, txs;
   int64_t errors;
   int sampled;
-  int batch;          /* ceiling: the transaction size it used */
-  double commit_ms;   /* writer: mean COMMIT statement time */
-  uint64_t ckpts;     /* writer: checkpoints inside the window */
-  double wall_s;      /* the whole arm, setup and check included */
+  int batch;        /* ceiling: the transaction size it used */
+  double commit_ms; /* writer: mean COMMIT statement time */
+  uint64_t ckpts;   /* writer: checkpoints inside the window */
+  double wall_s;    /* the whole arm, setup and check included */
 } result;
 
 /* ---- one arm run ------------------------------------------------------------------ */
@@ -223,8 +233,8 @@ typedef struct producer {
   int64_t ok, errors;
   int64_t win_ok; /* OK commands completed inside the window */
   bench_lat call, tx;
-  sqlite3 *conn;  /* perconn */
-  bench_stmts st; /* perconn */
+  sqlite3 *conn;    /* perconn */
+  bench_stmts st;   /* perconn */
   lith_request req; /* async: this slot's request, resubmitted from its done */
   bench_transfer t; /* async: the request's argument */
   int64_t t0;       /* async: when the request was submitted */
@@ -567,7 +577,8 @@ static void producers_finish(run *r, result *res, const snaps *sn) {
     res->m[M_TX_MS] = batches ? (double)(s1->tx_ns_total - s0->tx_ns_total) / (double)batches / 1e6 : NAN;
     res->m[M_TX_P99] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.99) / 1e6 : NAN;
     res->m[M_TX_P999] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.999) / 1e6 : NAN;
-    res->commit_ms = batches ? (double)(s1->commit_ns_total - s0->commit_ns_total) / (double)batches / 1e6 : NAN;
+    res->commit_ms =
+        batches ? (double)(s1->commit_ns_total - s0->commit_ns_total) / (double)batches / 1e6 : NAN;
     res->ckpts = s1->checkpoints - s0->checkpoints;
     double window_ns = (double)(sn->at1 - sn->at0); /* the snapshots' own interval */
     res->m[M_TX_BUSY] = (double)(s1->tx_ns_total - s0->tx_ns_total) / window_ns;
@@ -812,8 +823,9 @@ static result *res_at(bench *b, int arm, int si, int pi, int ci, int r) {
 }
 
 static void csv_header(FILE *f) {
-  bench_csv_header(f, "sync,producers,checkpoint,arm,round", METRIC_CSV, NMETRIC,
-                   ",commands,transactions,errors,sampled,ceiling_batch,commit_ms_mean,checkpoints,arm_wall_s\n");
+  bench_csv_header(
+      f, "sync,producers,checkpoint,arm,round", METRIC_CSV, NMETRIC,
+      ",commands,transactions,errors,sampled,ceiling_batch,commit_ms_mean,checkpoints,arm_wall_s\n");
 }
 
 static void csv_row(bench *b, int arm, int si, int pi, int ci, const char *round, const result *x) {
@@ -857,8 +869,8 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   pthread_mutex_init(&r.conn_mu, NULL);
-  snprintf(r.path, sizeof r.path, "%s/%s-%s-p%d-%s-r%d.db", c->cli.db_dir, ARM_NAME[arm], sync_name(r.sync), r.P,
-           ckpt_name(r.ckpt), round + 1);
+  snprintf(r.path, sizeof r.path, "%s/%s-%s-p%d-%s-r%d.db", c->cli.db_dir, ARM_NAME[arm], sync_name(r.sync),
+           r.P, ckpt_name(r.ckpt), round + 1);
   result *res = res_at(b, arm, si, pi, ci, round);
   memset(res, 0, sizeof *res);
   for (int m = 0; m < NMETRIC; m++)
@@ -879,22 +891,12 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   } else {
     switch (arm) {
     case ARM_WRITER:
-    case ARM_NOOP:
-      arm_writer(&r, res);
-      break;
-    case ARM_ASYNC:
-      arm_async(&r, res);
-      break;
+    case ARM_NOOP: arm_writer(&r, res); break;
+    case ARM_ASYNC: arm_async(&r, res); break;
     case ARM_CEILING:
-    case ARM_CEIL100:
-      arm_ceiling(&r, res);
-      break;
-    case ARM_PERCONN:
-      arm_perconn(&r, res);
-      break;
-    default:
-      arm_mutex(&r, res);
-      break;
+    case ARM_CEIL100: arm_ceiling(&r, res); break;
+    case ARM_PERCONN: arm_perconn(&r, res); break;
+    default: arm_mutex(&r, res); break;
     }
   }
   bench_remove_db(r.path);
@@ -909,12 +911,12 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, si, pi, ci, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7.1f cmd/tx  tx %.3f ms p99 %.3f  call p99 %.3f max %.3f"
+          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7.1f cmd/tx  tx %.3f ms p99 %.3f  call p99 %.3f "
+          "max %.3f"
           "  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, sync_name(r.sync), r.P,
-          per_ckpt(arm) ? ckpt_name(r.ckpt) : "-", ARM_NAME[arm], res->m[M_CMDS_S],
-          res->m[M_CMDS_TX], res->m[M_TX_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
-          (long long)res->errors, res->wall_s);
+          round + 1, c->cli.rounds, sync_name(r.sync), r.P, per_ckpt(arm) ? ckpt_name(r.ckpt) : "-",
+          ARM_NAME[arm], res->m[M_CMDS_S], res->m[M_CMDS_TX], res->m[M_TX_MS], res->m[M_TX_P99],
+          res->m[M_CALL_P99], res->m[M_CALL_MAX], (long long)res->errors, res->wall_s);
 }
 
 /* ---- summaries ------------------------------------------------------------------------ */
@@ -993,17 +995,19 @@ static void table_row(bench *b, int arm, int si, int pi, int ci) {
   const char *ck = per_ckpt(arm) ? ckpt_name(c->ckpt[ci]) : "(sqlite)";
   char txs[32];
   bench_fmt(txs, sizeof txs, "%.1f", tx.med);
-  printf("| %d | %s | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s |\n",
-         c->producers[pi], ck, ARM_NAME[arm], cs.med, cs.lo, cs.hi, txs, ms[M_TX_MS], ms[M_TX_P99], ms[M_TX_P999],
-         ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX], (long long)errors_of(b, arm, si, pi, ci), rt[0], rt[1],
-         rt[2], rt[3], rt[4]);
+  printf("| %d | %s | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s | %s | %s | %s | "
+         "%s |\n",
+         c->producers[pi], ck, ARM_NAME[arm], cs.med, cs.lo, cs.hi, txs, ms[M_TX_MS], ms[M_TX_P99],
+         ms[M_TX_P999], ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX],
+         (long long)errors_of(b, arm, si, pi, ci), rt[0], rt[1], rt[2], rt[3], rt[4]);
 }
 
 static void print_tables(bench *b) {
   const config *c = &b->cfg;
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
-    printf("| P | ckpt | arm | cmd/s median (min–max) | cmd/tx | tx ms | tx p99 | tx p99.9 | call p50 | call p99 "
+    printf("| P | ckpt | arm | cmd/s median (min–max) | cmd/tx | tx ms | tx p99 | tx p99.9 | call p50 | call "
+           "p99 "
            "| call max | err | ÷ceil | ÷ceil100 | ÷noop | ÷conn | ÷mutex |\n");
     printf("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int pi = 0; pi < c->nproducers; pi++) {
@@ -1016,12 +1020,16 @@ static void print_tables(bench *b) {
           table_row(b, arm, si, pi, 0);
     }
   }
-  printf("\nColumns: median over rounds (cmd/s also min–max). Times in ms. tx = BEGIN IMMEDIATE to end of COMMIT\n"
-         "(writer, noop, async: lith's histogram, bucket upper bound; perconn: from lock acquired). call = one\n"
-         "lith_do, one async request from lith_submit to its done, or one command including its wait for the lock\n"
-         "(the ceilings have no callers). cmd/tx of ceiling: the batch size it ran (the writer's mean in that cell\n"
-         "and round); ceiling100 runs batches of 100. noop: the writer's threads running an empty command.\n"
-         "÷: the writer's (and async's) median cmd/s over the baseline's.\n");
+  printf(
+      "\nColumns: median over rounds (cmd/s also min–max). Times in ms. tx = BEGIN IMMEDIATE to end of "
+      "COMMIT\n"
+      "(writer, noop, async: lith's histogram, bucket upper bound; perconn: from lock acquired). call = one\n"
+      "lith_do, one async request from lith_submit to its done, or one command including its wait for the "
+      "lock\n"
+      "(the ceilings have no callers). cmd/tx of ceiling: the batch size it ran (the writer's mean in that "
+      "cell\n"
+      "and round); ceiling100 runs batches of 100. noop: the writer's threads running an empty command.\n"
+      "÷: the writer's (and async's) median cmd/s over the baseline's.\n");
 }
 
 /* Where the writer's time goes: it is one thread, so every part of its cycle
@@ -1045,12 +1053,13 @@ static void print_writer_cycle(bench *b) {
         char w[32], d[32];
         fmt_ms(w, sizeof w, aggregate(b, ARM_WRITER, si, pi, ci, M_WAIT_P99).med);
         fmt_ms(d, sizeof d, aggregate(b, ARM_WRITER, si, pi, ci, M_CALL_P99).med);
-        printf("| %s | %d | %s | %.1f | %.0f%% | %.1f%% | %.1f%% | %.0f%% | %s | %s |\n", sync_name(c->sync[si]),
-               c->producers[pi], ckpt_name(c->ckpt[ci]), aggregate(b, ARM_WRITER, si, pi, ci, M_CMDS_TX).med,
-               100 * tx, 100 * ck, 100 * ckw, 100 * (1 - tx - (c->ckpt[ci] == LITH_CHECKPOINT_AUTO ? 0 : ckw)),
-               w, d);
+        printf("| %s | %d | %s | %.1f | %.0f%% | %.1f%% | %.1f%% | %.0f%% | %s | %s |\n",
+               sync_name(c->sync[si]), c->producers[pi], ckpt_name(c->ckpt[ci]),
+               aggregate(b, ARM_WRITER, si, pi, ci, M_CMDS_TX).med, 100 * tx, 100 * ck, 100 * ckw,
+               100 * (1 - tx - (c->ckpt[ci] == LITH_CHECKPOINT_AUTO ? 0 : ckw)), w, d);
       }
-  printf("\nShares of the measured window. In AUTO mode checkpoints run inside COMMIT: \"in tx\" includes them.\n"
+  printf("\nShares of the measured window. In AUTO mode checkpoints run inside COMMIT: \"in tx\" includes "
+         "them.\n"
          "In WRITER mode most checkpointing runs on the checkpointer thread, beside the writer.\n");
 }
 
@@ -1094,7 +1103,8 @@ static void print_targets(bench *b) {
     int have = one[k].si >= 0 && pi1 >= 0 && ciW >= 0;
     double rp = have ? ratio(b, ARM_WRITER, one[k].si, pi1, ciW, ARM_PERCONN) : NAN;
     char what[128];
-    snprintf(what, sizeof what, "1 producer %s WRITER: writer ≥ %.1f × per-connection", one[k].name, one[k].min);
+    snprintf(what, sizeof what, "1 producer %s WRITER: writer ≥ %.1f × per-connection", one[k].name,
+             one[k].min);
     snprintf(d, sizeof d, "%.2f×", rp);
     bench_target(what, have && !isnan(rp), rp >= one[k].min, d);
   }
@@ -1102,8 +1112,8 @@ static void print_targets(bench *b) {
     int have = siN >= 0 && pi200 >= 0 && ciW >= 0;
     double ra = have ? ratio(b, ARM_ASYNC, siN, pi200, ciW, ARM_CEIL100) : NAN;
     snprintf(d, sizeof d, "%.2f×", ra);
-    bench_target("200 in flight NORMAL WRITER: async ≥ 0.95 × ceiling (batch 100)", have && !isnan(ra), ra >= 0.95,
-                 d);
+    bench_target("200 in flight NORMAL WRITER: async ≥ 0.95 × ceiling (batch 100)", have && !isnan(ra),
+                 ra >= 0.95, d);
   }
   for (int k = 0; k < 2; k++) {
     int si = k == 0 ? siN : siF;
@@ -1133,20 +1143,19 @@ static void print_targets(bench *b) {
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: writer [options]\n"
-          "  --producers LIST   producer counts, e.g. 1,50,200 (default)\n"
-          "  --sync LIST        full,normal (default both)\n"
-          "  --checkpoint LIST  auto,writer (default both); none (never) for comparison\n"
-          "  --arms LIST        " ARM_LIST " (default all)\n"
-          "  --seconds S        measured window per arm (default 3)\n"
-          "  --warmup S         warm-up before the window (default 0.5)\n"
-          "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
-          "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
-          "  --pin CPUS         run the whole process on these CPUs, e.g. 0-1 or 0,2\n"
-          "  --csv PATH         CSV output (default bench/results/writer-YYYYMMDD-HHMMSS.csv)\n"
-          "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, producers 1,50\n"
-          "  --help\n");
+  fprintf(f, "usage: writer [options]\n"
+             "  --producers LIST   producer counts, e.g. 1,50,200 (default)\n"
+             "  --sync LIST        full,normal (default both)\n"
+             "  --checkpoint LIST  auto,writer (default both); none (never) for comparison\n"
+             "  --arms LIST        " ARM_LIST " (default all)\n"
+             "  --seconds S        measured window per arm (default 3)\n"
+             "  --warmup S         warm-up before the window (default 0.5)\n"
+             "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
+             "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
+             "  --pin CPUS         run the whole process on these CPUs, e.g. 0-1 or 0,2\n"
+             "  --csv PATH         CSV output (default bench/results/writer-YYYYMMDD-HHMMSS.csv)\n"
+             "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, producers 1,50\n"
+             "  --help\n");
 }
 
 static int take_option(void *ctx, const char *a, const char *v) {
@@ -1198,7 +1207,8 @@ static int parse_cpus(const char *s, cpu_set_t *set) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli = (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+  c->cli =
+      (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
   /* The defaults, which the options replace. */
   c->sync[0] = LITH_SYNC_FULL;
   c->sync[1] = LITH_SYNC_NORMAL;
@@ -1220,8 +1230,8 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("lith writer benchmark", argc, argv, 0);
-  printf("machine: nproc %ld (usable %d%s%s), CPU %s, kernel %s\n", m.nproc, m.usable, c->pin ? ", pinned to " : "",
-         c->pin ? c->pin : "", m.cpu, m.kernel);
+  printf("machine: nproc %ld (usable %d%s%s), CPU %s, kernel %s\n", m.nproc, m.usable,
+         c->pin ? ", pinned to " : "", c->pin ? c->pin : "", m.cpu, m.kernel);
   printf("SQLite %s (%s), lith %s\n", sqlite3_libversion(), sqlite3_sourceid(), LITH_VERSION);
   printf("databases: %s (%s)\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir));
   printf("plan: producers");
@@ -1260,7 +1270,8 @@ int main(int argc, char **argv) {
 
   print_header(c, argc, argv, b.csv ? csv_path : NULL);
 
-  size_t nres = (size_t)NARMS * (size_t)c->nsync * (size_t)c->nproducers * (size_t)c->nckpt * (size_t)c->cli.rounds;
+  size_t nres =
+      (size_t)NARMS * (size_t)c->nsync * (size_t)c->nproducers * (size_t)c->nckpt * (size_t)c->cli.rounds;
   b.res = bench_xcalloc(nres, sizeof *b.res);
 
   /* Round r runs every arm of every cell before round r+1. */

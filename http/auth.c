@@ -53,8 +53,7 @@ int lith_http_check_bearer(lith_http_req *req, const char *token) {
     return 1;
   int bad = given && glen;
   lith_http_add_header(req, "www-authenticate",
-                       bad ? "Bearer realm=\"lith\", error=\"invalid_token\""
-                           : "Bearer realm=\"lith\"");
+                       bad ? "Bearer realm=\"lith\", error=\"invalid_token\"" : "Bearer realm=\"lith\"");
   lith_http_respond_error(req, 401, bad ? "invalid token" : "a bearer token is required");
   return 0;
 }

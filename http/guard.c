@@ -65,8 +65,7 @@ static int all_digits(const char *p, size_t len) {
   return 1;
 }
 
-const char *lh_guard_check(const char *buf, size_t len, const char *method, size_t method_len,
-                           int http10) {
+const char *lh_guard_check(const char *buf, size_t len, const char *method, size_t method_len, int http10) {
   if (!buf)
     return "the request head could not be read again";
   const char *p = buf, *end = buf + len;
@@ -78,8 +77,7 @@ const char *lh_guard_check(const char *buf, size_t len, const char *method, size
   if (end - p >= 2 && p[0] == '\r' && p[1] == '\n')
     p += 2;
   /* buf must hold this request's head: a check of our reading of h2o */
-  if ((size_t)(end - p) <= method_len || memcmp(p, method, method_len) != 0 ||
-      p[method_len] != ' ')
+  if ((size_t)(end - p) <= method_len || memcmp(p, method, method_len) != 0 || p[method_len] != ' ')
     return "the request head could not be read again";
   for (int first = 1;; first = 0) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -146,11 +144,9 @@ static int guard_on_req(h2o_handler_t *self, h2o_req_t *req) {
   (void)self;
   if (req->version >= 0x200)
     return -1;
-  h2o_socket_t *sock =
-      req->conn->callbacks->get_socket ? req->conn->callbacks->get_socket(req->conn) : NULL;
-  const char *why = sock ? lh_guard_check(sock->input->bytes, sock->input->size,
-                                          req->input.method.base, req->input.method.len,
-                                          req->version == 0x100)
+  h2o_socket_t *sock = req->conn->callbacks->get_socket ? req->conn->callbacks->get_socket(req->conn) : NULL;
+  const char *why = sock ? lh_guard_check(sock->input->bytes, sock->input->size, req->input.method.base,
+                                          req->input.method.len, req->version == 0x100)
                          : "the request head could not be read again";
   if (!why)
     return -1; /* on to the next handler */

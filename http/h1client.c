@@ -129,8 +129,8 @@ int h1c_parse_head(const char *buf, size_t len, const char *method, h1c_head *h,
    * cannot hold one). */
   p = buf;
   if (hlen < 13 || strncmp(p, "HTTP/1.", 7) != 0 || !isdigit((unsigned char)p[7]) || p[8] != ' ' ||
-      !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) ||
-      !isdigit((unsigned char)p[11]) || (p[12] != ' ' && p[12] != '\r' && p[12] != '\n')) {
+      !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) || !isdigit((unsigned char)p[11]) ||
+      (p[12] != ' ' && p[12] != '\r' && p[12] != '\n')) {
     *why = "no status line";
     return H1C_PROTOCOL;
   }
@@ -217,8 +217,7 @@ void h1c_response_free(h1c_response *resp) {
 
 /* ---- The connection ------------------------------------------------------- */
 
-static int fail(const h1c_conn *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int fail(const h1c_conn *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(const h1c_conn *c, int code, const char *fmt, ...) {
   if (c->err != NULL && c->errsz > 0) {
     va_list ap;
@@ -229,9 +228,7 @@ static int fail(const h1c_conn *c, int code, const char *fmt, ...) {
   return code;
 }
 
-static const char *unknown(const h1c_conn *c) {
-  return c->sent ? UNKNOWN_OUTCOME : "";
-}
+static const char *unknown(const h1c_conn *c) { return c->sent ? UNKNOWN_OUTCOME : ""; }
 
 void h1c_init(h1c_conn *c, int fd, const char *peer, char *err, size_t errsz) {
   memset(c, 0, sizeof *c);
@@ -241,8 +238,7 @@ void h1c_init(h1c_conn *c, int fd, const char *peer, char *err, size_t errsz) {
   c->errsz = errsz;
 }
 
-void h1c_init_source(h1c_conn *c, h1c_source src, void *ctx, const char *peer, char *err,
-                     size_t errsz) {
+void h1c_init_source(h1c_conn *c, h1c_source src, void *ctx, const char *peer, char *err, size_t errsz) {
   h1c_init(c, -1, peer, err, errsz);
   c->src = src;
   c->src_ctx = ctx;
@@ -336,20 +332,17 @@ static int fill(h1c_conn *c) {
         return rc;
       continue;
     }
-    return fail(c, H1C_IO, "reading the answer of %s: %s%s", c->peer, strerror(errno),
-                unknown(c));
+    return fail(c, H1C_IO, "reading the answer of %s: %s%s", c->peer, strerror(errno), unknown(c));
   }
   c->len += (size_t)n;
   c->total += (size_t)n;
   if (c->total > H1C_MAX_ANSWER)
-    return fail(c, H1C_PROTOCOL, "the answer of %s is larger than %zu bytes", c->peer,
-                H1C_MAX_ANSWER);
+    return fail(c, H1C_PROTOCOL, "the answer of %s is larger than %zu bytes", c->peer, H1C_MAX_ANSWER);
   return H1C_OK;
 }
 
 static int cut_short(const h1c_conn *c) {
-  return fail(c, H1C_IO, "%s closed the connection before the whole answer arrived%s", c->peer,
-              unknown(c));
+  return fail(c, H1C_IO, "%s closed the connection before the whole answer arrived%s", c->peer, unknown(c));
 }
 
 /* Make n unconsumed bytes available at c->buf + c->pos. */
@@ -369,9 +362,8 @@ static int need(h1c_conn *c, size_t n) {
 static int line(h1c_conn *c, size_t max, size_t *len) {
   size_t scanned = 0;
   for (;;) {
-    const char *lf = c->len - c->pos > scanned
-                         ? memchr(c->buf + c->pos + scanned, '\n', c->len - c->pos - scanned)
-                         : NULL;
+    const char *lf =
+        c->len - c->pos > scanned ? memchr(c->buf + c->pos + scanned, '\n', c->len - c->pos - scanned) : NULL;
     int rc;
     if (lf != NULL) {
       *len = (size_t)(lf - (c->buf + c->pos)) + 1;
@@ -397,8 +389,7 @@ static int bad_answer(const h1c_conn *c, const char *what) {
 }
 
 static int too_large(const h1c_conn *c) {
-  return fail(c, H1C_PROTOCOL, "the answer of %s is larger than %zu bytes", c->peer,
-              H1C_MAX_ANSWER);
+  return fail(c, H1C_PROTOCOL, "the answer of %s is larger than %zu bytes", c->peer, H1C_MAX_ANSWER);
 }
 
 /* Read one head (status line, headers, empty line) into resp; *h says how
@@ -422,8 +413,7 @@ static int read_head(h1c_conn *c, const char *method, h1c_response *resp, h1c_he
     scanned = avail;
     if (c->eof) {
       if (avail == 0)
-        return fail(c, H1C_IO, "%s closed the connection without answering%s", c->peer,
-                    unknown(c));
+        return fail(c, H1C_IO, "%s closed the connection without answering%s", c->peer, unknown(c));
       return cut_short(c);
     }
     if ((rc = fill(c)) != H1C_OK)
@@ -478,7 +468,7 @@ static int read_chunked(h1c_conn *c, h1c_response *resp, size_t *cap) {
       return rc;
     for (k = 0; k < len; k++) {
       int ch = (unsigned char)c->buf[c->pos + k];
-      int v = isdigit(ch)                 ? ch - '0'
+      int v = isdigit(ch)                ? ch - '0'
               : (ch >= 'a' && ch <= 'f') ? ch - 'a' + 10
               : (ch >= 'A' && ch <= 'F') ? ch - 'A' + 10
                                          : -1;
@@ -528,10 +518,8 @@ static int read_body(h1c_conn *c, const h1c_head *h, h1c_response *resp) {
     return fail(c, H1C_NOMEM, "out of memory");
   resp->body[0] = '\0';
   switch (h->body) {
-  case H1C_BODY_NONE:
-    return H1C_OK;
-  case H1C_BODY_CHUNKED:
-    return read_chunked(c, resp, &cap);
+  case H1C_BODY_NONE: return H1C_OK;
+  case H1C_BODY_CHUNKED: return read_chunked(c, resp, &cap);
   case H1C_BODY_LENGTH:
     if ((rc = need(c, h->length)) != H1C_OK)
       return rc;
@@ -585,14 +573,11 @@ int h1c_read_eof(h1c_conn *c) {
       return rc;
   }
   if (c->len > c->pos)
-    return fail(c, H1C_PROTOCOL, "%s sent %zu bytes after its answer", c->peer,
-                c->len - c->pos);
+    return fail(c, H1C_PROTOCOL, "%s sent %zu bytes after its answer", c->peer, c->len - c->pos);
   return H1C_OK;
 }
 
-size_t h1c_pending(const h1c_conn *c) {
-  return c->len - c->pos;
-}
+size_t h1c_pending(const h1c_conn *c) { return c->len - c->pos; }
 
 void h1c_release(h1c_conn *c) {
   free(c->buf);

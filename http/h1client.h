@@ -39,13 +39,13 @@ extern "C" {
 /* ---- Result codes ------------------------------------------------------- */
 enum {
   H1C_OK = 0,
-  H1C_TIMEOUT,   /* the deadline passed; if the request was sent, its outcome on the
+  H1C_TIMEOUT,  /* the deadline passed; if the request was sent, its outcome on the
                     server is unknown */
-  H1C_IO,        /* the connection failed or closed before the whole answer arrived */
-  H1C_PROTOCOL,  /* the answer is not HTTP/1.x as we understand it, or too large */
+  H1C_IO,       /* the connection failed or closed before the whole answer arrived */
+  H1C_PROTOCOL, /* the answer is not HTTP/1.x as we understand it, or too large */
   H1C_NOMEM,
-  H1C_MORE,      /* h1c_parse_head only: the head's end is not in the buffer yet */
-  H1C_TOO_LARGE  /* h1c_parse_head only: a Content-Length above H1C_MAX_ANSWER */
+  H1C_MORE,     /* h1c_parse_head only: the head's end is not in the buffer yet */
+  H1C_TOO_LARGE /* h1c_parse_head only: a Content-Length above H1C_MAX_ANSWER */
 };
 
 /* Largest answer accepted (head and body) and largest head, to fail
@@ -68,13 +68,13 @@ typedef struct h1c_header {
 enum { H1C_BODY_NONE, H1C_BODY_LENGTH, H1C_BODY_CHUNKED, H1C_BODY_EOF };
 
 typedef struct h1c_head {
-  int status;        /* 100..999 */
-  size_t head_len;   /* bytes through the empty line */
-  size_t n_lines;    /* lines in the head, the status line and the empty one included */
-  size_t n_headers;  /* header lines */
-  int body;          /* H1C_BODY_*: for a 1xx, 204, 304 or HEAD answer NONE */
-  size_t length;     /* with H1C_BODY_LENGTH: the Content-Length */
-  int closes;        /* "Connection: close" */
+  int status;       /* 100..999 */
+  size_t head_len;  /* bytes through the empty line */
+  size_t n_lines;   /* lines in the head, the status line and the empty one included */
+  size_t n_headers; /* header lines */
+  int body;         /* H1C_BODY_*: for a 1xx, 204, 304 or HEAD answer NONE */
+  size_t length;    /* with H1C_BODY_LENGTH: the Content-Length */
+  int closes;       /* "Connection: close" */
 } h1c_head;
 
 /* Parse the head at buf[0..len), the answer to a request made with
@@ -92,12 +92,12 @@ int h1c_parse_head(const char *buf, size_t len, const char *method, h1c_head *h,
  * h1c_response_free (which leaves it empty, so it may be called twice). A
  * zeroed struct is an empty response. */
 typedef struct h1c_response {
-  int status;            /* 200, 404, ... */
-  char *head;            /* the status line and header lines through the empty line, as
+  int status;          /* 200, 404, ... */
+  char *head;          /* the status line and header lines through the empty line, as
                             received, NUL-terminated */
-  h1c_header *headers;   /* n_headers entries pointing into head */
+  h1c_header *headers; /* n_headers entries pointing into head */
   size_t n_headers;
-  char *body;            /* body_len bytes, then a NUL (the body may hold NULs of its
+  char *body; /* body_len bytes, then a NUL (the body may hold NULs of its
                             own); never NULL after H1C_OK */
   size_t body_len;
 } h1c_response;
@@ -122,19 +122,19 @@ typedef ssize_t (*h1c_source)(void *ctx, char *buf, size_t n);
  * (messages then say that the outcome is unknown). Owns buf (freed by
  * h1c_release); never closes fd. */
 typedef struct h1c_conn {
-  int fd;                   /* -1 with a source */
-  h1c_source src;           /* if set, bytes come from src(src_ctx, ...), not fd */
+  int fd;         /* -1 with a source */
+  h1c_source src; /* if set, bytes come from src(src_ctx, ...), not fd */
   void *src_ctx;
   struct timespec deadline; /* meaningful when has_deadline */
   int has_deadline;
   int timeout_ms;
-  int sent;                 /* the whole request went out */
-  char *buf;                /* received bytes; [pos, len) not consumed yet */
+  int sent;  /* the whole request went out */
+  char *buf; /* received bytes; [pos, len) not consumed yet */
   size_t pos, len, cap;
-  size_t total;             /* bytes received for the answer being read */
+  size_t total; /* bytes received for the answer being read */
   int eof;
-  const char *peer;         /* names the server in messages; borrowed */
-  char *err;                /* messages go here (errsz bytes, may be 0); borrowed */
+  const char *peer; /* names the server in messages; borrowed */
+  char *err;        /* messages go here (errsz bytes, may be 0); borrowed */
   size_t errsz;
 } h1c_conn;
 
@@ -146,8 +146,7 @@ void h1c_init(h1c_conn *c, int fd, const char *peer, char *err, size_t errsz);
 /* Set up c to read from src(ctx, ...) instead of a socket, without a
  * deadline: each call is one receive, so the source decides where the
  * bytes are cut (the fuzzer does). */
-void h1c_init_source(h1c_conn *c, h1c_source src, void *ctx, const char *peer, char *err,
-                     size_t errsz);
+void h1c_init_source(h1c_conn *c, h1c_source src, void *ctx, const char *peer, char *err, size_t errsz);
 
 /* Start a deadline timeout_ms from now (<= 0: none) for what follows. */
 void h1c_deadline(h1c_conn *c, int timeout_ms);

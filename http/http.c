@@ -102,8 +102,7 @@ static void json_do_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs,
 /* Already our JSON (the guard's 400): h2o's own errors are text/plain. */
 static int is_json(const h2o_req_t *req) {
   ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
-  return i != -1 && h2o_memis(req->res.headers.entries[i].value.base,
-                              req->res.headers.entries[i].value.len,
+  return i != -1 && h2o_memis(req->res.headers.entries[i].value.base, req->res.headers.entries[i].value.len,
                               H2O_STRLIT("application/json"));
 }
 
@@ -123,8 +122,8 @@ static void json_errors_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
       o->super.do_send = json_do_send;
       o->json = h2o_strdup(&req->pool, json, len);
       free(json);
-      h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE,
-                     H2O_STRLIT("application/json"), 1);
+      h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, H2O_STRLIT("application/json"),
+                     1);
       req->res.content_length = len;
       slot = &o->super.next;
     }
@@ -214,8 +213,7 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   srv->config.http1.upgrade_to_http2 = o.http2;
   srv->config.http1.req_timeout = o.request_timeout_ms;
   srv->config.http2.idle_timeout = o.request_timeout_ms;
-  h2o_hostconf_t *host =
-      h2o_config_register_host(&srv->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+  h2o_hostconf_t *host = h2o_config_register_host(&srv->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
   h2o_pathconf_t *root = h2o_config_register_path(host, "/", 0);
   lh_guard_add(root); /* first: before our dispatcher on "/", before h2o's 404 elsewhere */
   lh_guard_add(&host->fallback_path);
@@ -391,8 +389,7 @@ int lith_http_port(const lith_http_server *srv) {
 static int clear_stale_socket(const char *path) {
   struct stat st;
   if (lstat(path, &st) != 0)
-    return errno == ENOENT ? LITH_HTTP_OK
-                           : lh_fail(LITH_HTTP_ERROR, "stat %s: %s", path, strerror(errno));
+    return errno == ENOENT ? LITH_HTTP_OK : lh_fail(LITH_HTTP_ERROR, "stat %s: %s", path, strerror(errno));
   if (!S_ISSOCK(st.st_mode))
     return lh_fail(LITH_HTTP_ADDRINUSE, "listen %s: the file exists and is not a socket", path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -406,11 +403,9 @@ static int clear_stale_socket(const char *path) {
   if (r == 0)
     return lh_fail(LITH_HTTP_ADDRINUSE, "listen %s: another server answers there", path);
   if (err != ECONNREFUSED)
-    return lh_fail(LITH_HTTP_ERROR, "listen %s: probing the existing socket: %s", path,
-                   strerror(err));
+    return lh_fail(LITH_HTTP_ERROR, "listen %s: probing the existing socket: %s", path, strerror(err));
   if (unlink(path) != 0 && errno != ENOENT)
-    return lh_fail(LITH_HTTP_ERROR, "listen %s: removing the stale socket: %s", path,
-                   strerror(errno));
+    return lh_fail(LITH_HTTP_ERROR, "listen %s: removing the stale socket: %s", path, strerror(errno));
   return LITH_HTTP_OK;
 }
 
@@ -517,8 +512,8 @@ static void on_accept(uv_stream_t *ls, int status) {
     /* Take the connection off the backlog and drop it: libuv would
      * otherwise stop accepting on this listener. */
     lh_uvsock *tmp = malloc(sizeof *tmp);
-    if (tmp && (l->is_unix ? uv_pipe_init(srv->loop, &tmp->pipe, 0)
-                           : uv_tcp_init(srv->loop, &tmp->tcp)) == 0) {
+    if (tmp &&
+        (l->is_unix ? uv_pipe_init(srv->loop, &tmp->pipe, 0) : uv_tcp_init(srv->loop, &tmp->tcp)) == 0) {
       uv_accept(ls, &tmp->stream);
       uv_close(&tmp->handle, on_discard_closed);
     } else {
@@ -599,8 +594,8 @@ static void on_deadline(uv_timer_t *t) {
   lith_http_server *srv = t->data;
   for (lith_http_req *h = srv->reqs, *next; h; h = next) {
     next = h->next;
-    if (h->h2o && (h->state == LH_REQ_NEW || h->state == LH_REQ_HELD ||
-                   (h->state == LH_REQ_STREAM && !h->ended))) {
+    if (h->h2o &&
+        (h->state == LH_REQ_NEW || h->state == LH_REQ_HELD || (h->state == LH_REQ_STREAM && !h->ended))) {
       lh_mark_gone(h);
       lh_abort_now(h, 503);
     }

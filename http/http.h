@@ -92,19 +92,19 @@ typedef struct lith_http_server lith_http_server;
 typedef struct lith_http_req lith_http_req;
 
 typedef struct lith_http_options {
-  size_t max_body;      /* largest request body accepted, bytes. A larger one
+  size_t max_body;             /* largest request body accepted, bytes. A larger one
                            is refused before any handler runs: HTTP/1 gets 413
                            with a JSON error as soon as Content-Length says so
                            (or when a chunked body passes it); HTTP/2 gets its
                            stream reset (REFUSED_STREAM, h2o 2.2.5's way).
                            Default 1 MiB */
-  size_t stream_buffer; /* per stream, the most bytes waiting for a slow client
+  size_t stream_buffer;        /* per stream, the most bytes waiting for a slow client
                            beyond the one write in flight; default 256 KiB */
-  int http2;            /* 1: HTTP/2 over cleartext ("Upgrade: h2c" and prior
+  int http2;                   /* 1: HTTP/2 over cleartext ("Upgrade: h2c" and prior
                            knowledge); 0: HTTP/1.1 only. Default 1 */
   unsigned request_timeout_ms; /* HTTP/1: time to receive a request and
                            idle keep-alive time; HTTP/2: idle time. Default 10000 */
-  const char *server_name; /* the Server header; default "lith". Copied. */
+  const char *server_name;     /* the Server header; default "lith". Copied. */
 } lith_http_options;
 
 /* Fill *opt with the defaults above. */
@@ -117,8 +117,7 @@ void lith_http_options_default(lith_http_options *opt);
  * callbacks (as destroy: a failure after h2o's context exists disposes of
  * it, which runs the loop once). Sets SIGPIPE to SIG_IGN if it was SIG_DFL:
  * a write to a client that left must not kill the process. */
-int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt,
-                            lith_http_server **out);
+int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_http_server **out);
 
 /* Listen on TCP `host` ("127.0.0.1", "::1", "0.0.0.0"; a numeric address)
  * and `port` (0: the kernel picks a free one, see lith_http_port). May be
@@ -158,8 +157,8 @@ enum { LITH_HTTP_EXACT = 0, LITH_HTTP_PREFIX = 1 };
  * sent; Content-Length stays that of the GET answer). `method` and `path`
  * are copied; `arg` is the caller's, passed to fn. A second route with the
  * same method, path and match is LITH_HTTP_MISUSE. */
-int lith_http_route(lith_http_server *srv, const char *method, const char *path,
-                    int match, lith_http_handler fn, void *arg);
+int lith_http_route(lith_http_server *srv, const char *method, const char *path, int match,
+                    lith_http_handler fn, void *arg);
 
 /* Called once the server has stopped: listeners and connections closed, every
  * on_gone callback delivered. The server may then be destroyed (after uv_run
@@ -180,8 +179,8 @@ typedef void (*lith_http_stopped_cb)(lith_http_server *srv, void *arg);
  * Then on_stopped(srv, arg) (may be NULL) runs, from the loop, never from
  * within this call. The loop must keep running until then. Returns
  * LITH_HTTP_STOPPING if already called. */
-int lith_http_server_stop(lith_http_server *srv, unsigned grace_ms,
-                          lith_http_stopped_cb on_stopped, void *arg);
+int lith_http_server_stop(lith_http_server *srv, unsigned grace_ms, lith_http_stopped_cb on_stopped,
+                          void *arg);
 
 /* Free the server. Call it from the loop's thread but not from inside a loop
  * callback (after uv_run returned): h2o's context teardown runs the loop once
@@ -195,16 +194,16 @@ void lith_http_server_destroy(lith_http_server *srv);
 /* ---- Counters (for /metrics) -------------------------------------------- */
 
 typedef struct lith_http_stats {
-  uint64_t responses;           /* requests finished, with or without a response */
-  uint64_t by_class[6];         /* [1]..[5]: 1xx..5xx sent, including the
+  uint64_t responses;        /* requests finished, with or without a response */
+  uint64_t by_class[6];      /* [1]..[5]: 1xx..5xx sent, including the
                                    layer's and h2o's own errors; [0]: none sent
                                    (the client left, or a stream was reset) */
-  uint64_t connections;         /* accepted, total */
-  uint64_t connections_open;    /* open now */
-  uint64_t pending;             /* request handles the application holds now */
-  uint64_t streams_open;        /* streams open now */
-  uint64_t stream_overflows;    /* streams closed because a client was too slow */
-  uint64_t gone;                /* handles whose client left before completion */
+  uint64_t connections;      /* accepted, total */
+  uint64_t connections_open; /* open now */
+  uint64_t pending;          /* request handles the application holds now */
+  uint64_t streams_open;     /* streams open now */
+  uint64_t stream_overflows; /* streams closed because a client was too slow */
+  uint64_t gone;             /* handles whose client left before completion */
 } lith_http_stats;
 
 void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out);
@@ -235,8 +234,7 @@ const char *lith_http_req_header(const lith_http_req *req, const char *name);
 /* Every header, in order (names in lower case): i < lith_http_req_header_count.
  * Returns LITH_HTTP_MISUSE if i is out of range. */
 size_t lith_http_req_header_count(const lith_http_req *req);
-int lith_http_req_header_at(const lith_http_req *req, size_t i, const char **name,
-                            const char **value);
+int lith_http_req_header_at(const lith_http_req *req, size_t i, const char **name, const char **value);
 /* The body (NUL-terminated after *len bytes; "" with *len 0 if none). `len`
  * may be NULL. */
 const char *lith_http_req_body(const lith_http_req *req, size_t *len);
@@ -262,8 +260,7 @@ int lith_http_add_header(lith_http_req *req, const char *name, const char *value
  * Content-Length. Returns LITH_HTTP_OK, or LITH_HTTP_GONE if the client left
  * (nothing sent) — in both cases `req` is released — or LITH_HTTP_MISUSE
  * (bad arguments, a stream, already answered), in which case it is not. */
-int lith_http_respond(lith_http_req *req, int status, const char *content_type,
-                      const void *body, size_t len);
+int lith_http_respond(lith_http_req *req, int status, const char *content_type, const void *body, size_t len);
 
 /* lith_http_respond with Content-Type application/json and `json` (a
  * NUL-terminated string, copied). */
@@ -328,8 +325,7 @@ int lith_http_stream_write(lith_http_req *req, const void *data, size_t len);
 /* Write one server-sent event: "event: <event>\n" (if event != NULL),
  * "id: <id>\n" (if id != NULL), one "data: <line>\n" per line of `data`, then
  * a blank line. `event` and `id` must not hold a line break (MISUSE). */
-int lith_http_sse_event(lith_http_req *req, const char *event, const char *id,
-                        const char *data);
+int lith_http_sse_event(lith_http_req *req, const char *event, const char *id, const char *data);
 
 /* End the stream (what is queued is still sent) and complete `req` (released
  * whatever the result). LITH_HTTP_GONE if the client had left. */

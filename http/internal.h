@@ -54,13 +54,13 @@ typedef union lh_uvsock {
 typedef struct lh_conn {
   lh_uvsock io;
   lith_http_server *srv;
-  h2o_socket_t *sock;      /* NULL once h2o closed it */
+  h2o_socket_t *sock; /* NULL once h2o closed it */
   struct lh_conn *prev, *next;
-  lith_http_req *watcher;  /* HTTP/1: the held request whose client we watch */
+  lith_http_req *watcher;   /* HTTP/1: the held request whose client we watch */
   unsigned watch_added : 1; /* the socket is in watch_ep (watch.c) */
-  unsigned live;           /* dispatched requests h2o has not freed yet */
+  unsigned live;            /* dispatched requests h2o has not freed yet */
   unsigned is_unix : 1;
-  unsigned closed : 1;     /* the uv handle is closed: free once live is 0 */
+  unsigned closed : 1; /* the uv handle is closed: free once live is 0 */
   unsigned shut_rd : 1;
   unsigned shut_rdwr : 1;
 } lh_conn;
@@ -72,7 +72,7 @@ typedef struct lh_listener {
   char *path; /* Unix socket: the file to remove at close */
   dev_t dev;  /* ... if it still is the one we bound */
   ino_t ino;
-  int port;   /* TCP: the bound port */
+  int port; /* TCP: the bound port */
   int is_unix;
 } lh_listener;
 
@@ -105,17 +105,17 @@ struct lith_http_server {
   lh_listener *listeners;
   unsigned listeners_open; /* listener handles not yet closed (incl. failed ones) */
   lh_conn *conns;
-  unsigned conns_open;     /* connection handles not yet closed */
-  lith_http_req *reqs;     /* every live handle */
+  unsigned conns_open;            /* connection handles not yet closed */
+  lith_http_req *reqs;            /* every live handle */
   lith_http_req *q_head, *q_tail; /* deferred work */
   uv_timer_t defer_timer, deadline_timer;
-  uv_poll_t watch_poll;    /* on watch_ep (watch.c) */
+  uv_poll_t watch_poll; /* on watch_ep (watch.c) */
   int watch_ep;
   unsigned n_watched;
-  unsigned watch_polling : 1; /* watch_poll started (and unreferenced) */
-  uv_timer_t watch_timer;  /* arms the watch of requests held long enough */
+  unsigned watch_polling : 1;             /* watch_poll started (and unreferenced) */
+  uv_timer_t watch_timer;                 /* arms the watch of requests held long enough */
   lith_http_req *later_head, *later_tail; /* held, not yet watched (watch.c) */
-  int timers_open;         /* our own uv handles not yet closed */
+  int timers_open;                        /* our own uv handles not yet closed */
   int state;
   lith_http_stopped_cb on_stopped;
   void *stopped_arg;
@@ -131,17 +131,17 @@ typedef struct lh_header {
 
 struct lith_http_req {
   lith_http_server *srv;
-  h2o_req_t *h2o;      /* NULL once h2o freed the request */
-  lh_conn *conn;       /* NULL once h2o freed the request (or unknown) */
-  h2o_generator_t gen; /* streams */
+  h2o_req_t *h2o;             /* NULL once h2o freed the request */
+  lh_conn *conn;              /* NULL once h2o freed the request (or unknown) */
+  h2o_generator_t gen;        /* streams */
   lith_http_req *prev, *next; /* srv->reqs */
   lith_http_req *q_next;
   lith_http_req *later_prev, *later_next; /* srv->later_* */
-  uint64_t held_ms;        /* uv_now when the application began to hold it */
+  uint64_t held_ms;                       /* uv_now when the application began to hold it */
   unsigned refs;
   int state;
-  int abort_status;    /* queued teardown: 499 client left, 503 stop deadline */
-  unsigned app : 1;    /* the application holds it */
+  int abort_status; /* queued teardown: 499 client left, 503 stop deadline */
+  unsigned app : 1; /* the application holds it */
   unsigned queued : 1;
   unsigned gone : 1;   /* the client left or the server ended the exchange */
   unsigned notify : 1; /* on_gone to call from the queue */
@@ -155,7 +155,7 @@ struct lith_http_req {
   unsigned head : 1;       /* a HEAD request: no body is ever sent */
   lith_http_gone_cb on_gone;
   void *gone_arg;
-  char *out, *wait;        /* stream: the write in flight, what waits */
+  char *out, *wait; /* stream: the write in flight, what waits */
   size_t out_cap, wait_len, wait_cap;
   int version;
   int loopback;
@@ -174,21 +174,20 @@ int lh_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 char *lh_error_json(int status, const char *msg, size_t *len);
 
 /* router.c */
-int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match,
-                 lith_http_handler fn, void *arg);
+int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match, lith_http_handler fn,
+                 void *arg);
 /* The route for (method, path), or NULL; then *allow (NUL-terminated, at
  * most allow_cap bytes) lists the methods of the routes matching the path:
  * empty means 404, else 405. */
-const lh_route *lh_route_find(const lith_http_server *srv, const char *method,
-                              const char *path, size_t path_len, char *allow,
-                              size_t allow_cap);
+const lh_route *lh_route_find(const lith_http_server *srv, const char *method, const char *path,
+                              size_t path_len, char *allow, size_t allow_cap);
 void lh_routes_free(lith_http_server *srv);
 
 /* request.c */
 int lh_on_req(h2o_handler_t *self, h2o_req_t *req);
 void lh_req_unref(lith_http_req *h);
-void lh_req_complete(lith_http_req *h);   /* drop the application's reference */
-void lh_mark_gone(lith_http_req *h);      /* and queue on_gone */
+void lh_req_complete(lith_http_req *h); /* drop the application's reference */
+void lh_mark_gone(lith_http_req *h);    /* and queue on_gone */
 void lh_queue_abort(lith_http_req *h, int status);
 void lh_abort_now(lith_http_req *h, int status);
 void lh_defer_cb(uv_timer_t *t);
@@ -198,8 +197,7 @@ void lh_set_status(lith_http_req *h, int status);
 /* Why the HTTP/1 request head at the start of buf[0..len) must be refused
  * (a message), or NULL. method: h2o's parse of that head (checked against
  * it); http10: an HTTP/1.0 request. */
-const char *lh_guard_check(const char *buf, size_t len, const char *method, size_t method_len,
-                           int http10);
+const char *lh_guard_check(const char *buf, size_t len, const char *method, size_t method_len, int http10);
 /* Put the guard on `path`, before any handler added later. */
 void lh_guard_add(h2o_pathconf_t *path);
 
@@ -215,7 +213,7 @@ void lh_stream_fail(lith_http_req *h);   /* end as failed, now or after the writ
 
 /* http.c */
 lh_conn *lh_conn_of(h2o_req_t *req);
-void lh_conn_released(lh_conn *c); /* live dropped to 0 */
+void lh_conn_released(lh_conn *c);      /* live dropped to 0 */
 void lh_conn_shut(lh_conn *c, int how); /* shutdown(2) the connection's socket */
 void lh_maybe_finish(lith_http_server *srv);
 

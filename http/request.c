@@ -151,8 +151,7 @@ static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char
 }
 
 /* Send status + body now, h2o side only (the caller handles the handle). */
-static void send_whole(lith_http_req *h, int status, const char *ctype, const void *body,
-                       size_t len) {
+static void send_whole(lith_http_req *h, int status, const char *ctype, const void *body, size_t len) {
   h2o_req_t *req = h->h2o;
   lh_watch_stop(h);
   lh_set_status(h, status);
@@ -213,8 +212,7 @@ int lith_http_add_header(lith_http_req *h, const char *name, const char *value) 
   return LITH_HTTP_OK;
 }
 
-int lith_http_respond(lith_http_req *h, int status, const char *content_type, const void *body,
-                      size_t len) {
+int lith_http_respond(lith_http_req *h, int status, const char *content_type, const void *body, size_t len) {
   if (!h || !h->app)
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_respond: the request is not held");
   if (h->gone || !h->h2o) { /* whatever else is wrong: the handle is done */
@@ -242,8 +240,7 @@ int lith_http_respond_error(lith_http_req *h, int status, const char *message) {
   if (!json) {
     /* still complete the request, with no body rather than none at all */
     int rc = lith_http_respond(h, status, NULL, NULL, 0);
-    return rc == LITH_HTTP_OK ? lh_fail(LITH_HTTP_NOMEM, "lith_http_respond_error: out of memory")
-                              : rc;
+    return rc == LITH_HTTP_OK ? lh_fail(LITH_HTTP_NOMEM, "lith_http_respond_error: out of memory") : rc;
   }
   int rc = lith_http_respond(h, status, "application/json", json, len);
   free(json);
@@ -369,8 +366,7 @@ static lith_http_req *req_create(lith_http_server *srv, h2o_req_t *req, lh_conn 
   h->head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
   fill_peer(h, req, c);
 
-  lith_http_req **sentinel =
-      h2o_mem_alloc_shared(&req->pool, sizeof *sentinel, on_sentinel_dispose);
+  lith_http_req **sentinel = h2o_mem_alloc_shared(&req->pool, sizeof *sentinel, on_sentinel_dispose);
   *sentinel = h;
   h->srv = srv;
   h->h2o = req;
@@ -413,8 +409,7 @@ int lh_on_req(h2o_handler_t *self, h2o_req_t *req) {
     refuse(h, 503, "server stopping");
   } else if (h->body_len > srv->max_body) { /* h2o checks HTTP/1 itself; this is for HTTP/2 */
     refuse(h, 413, "payload too large");
-  } else if (!(r = lh_route_find(srv, h->method, h->path, req->path_normalized.len, allow,
-                                 sizeof allow))) {
+  } else if (!(r = lh_route_find(srv, h->method, h->path, req->path_normalized.len, allow, sizeof allow))) {
     if (allow[0]) {
       add_header(req, "allow", 5, allow);
       refuse(h, 405, "method not allowed");
@@ -456,8 +451,7 @@ const char *lith_http_req_header(const lith_http_req *h, const char *name) {
 
 size_t lith_http_req_header_count(const lith_http_req *h) { return h->n_headers; }
 
-int lith_http_req_header_at(const lith_http_req *h, size_t i, const char **name,
-                            const char **value) {
+int lith_http_req_header_at(const lith_http_req *h, size_t i, const char **name, const char **value) {
   if (i >= h->n_headers)
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_req_header_at: %zu is past the last header", i);
   if (name)

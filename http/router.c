@@ -29,8 +29,8 @@ static int is_token(const char *s) {
   return 1;
 }
 
-int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match,
-                 lith_http_handler fn, void *arg) {
+int lh_route_add(lith_http_server *srv, const char *method, const char *path, int match, lith_http_handler fn,
+                 void *arg) {
   if (!method || !path || !fn || !is_token(method) || path[0] != '/' ||
       (match != LITH_HTTP_EXACT && match != LITH_HTTP_PREFIX))
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_route: a method token, a path starting "

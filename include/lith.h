@@ -47,23 +47,23 @@ extern "C" {
 
 enum {
   LITH_OK = 0,
-  LITH_ERROR = 1,      /* an SQL error (syntax, missing table, ...) */
-  LITH_MISUSE = 2,     /* the API was called wrongly (bad argument, wrong thread) */
-  LITH_NOMEM = 3,      /* out of memory */
-  LITH_CLOSED = 4,     /* the handle is closing: the command was not accepted */
-  LITH_QUEUE_FULL = 5, /* the queue stayed full until the deadline: not accepted */
-  LITH_BUSY = 6,       /* another connection held the write lock past busy_timeout */
-  LITH_CONSTRAINT = 7, /* a UNIQUE, CHECK, FOREIGN KEY or NOT NULL constraint failed */
-  LITH_IOERR = 8,      /* the disk reported an I/O error */
-  LITH_DISKFULL = 9,   /* the disk (or quota) is full */
-  LITH_ABORTED = 10,   /* the command ran, but its transaction was rolled back
+  LITH_ERROR = 1,        /* an SQL error (syntax, missing table, ...) */
+  LITH_MISUSE = 2,       /* the API was called wrongly (bad argument, wrong thread) */
+  LITH_NOMEM = 3,        /* out of memory */
+  LITH_CLOSED = 4,       /* the handle is closing: the command was not accepted */
+  LITH_QUEUE_FULL = 5,   /* the queue stayed full until the deadline: not accepted */
+  LITH_BUSY = 6,         /* another connection held the write lock past busy_timeout */
+  LITH_CONSTRAINT = 7,   /* a UNIQUE, CHECK, FOREIGN KEY or NOT NULL constraint failed */
+  LITH_IOERR = 8,        /* the disk reported an I/O error */
+  LITH_DISKFULL = 9,     /* the disk (or quota) is full */
+  LITH_ABORTED = 10,     /* the command ran, but its transaction was rolled back
                           for a reason outside it; nothing of it was kept */
-  LITH_CANTOPEN = 11,  /* the database file could not be opened */
-  LITH_CORRUPT = 12,   /* the database file is damaged or not a database */
-  LITH_READONLY = 13,  /* a write was attempted where only reads are allowed */
-  LITH_SCHEMA = 14,    /* the database's schema version is newer than the migrations given */
+  LITH_CANTOPEN = 11,    /* the database file could not be opened */
+  LITH_CORRUPT = 12,     /* the database file is damaged or not a database */
+  LITH_READONLY = 13,    /* a write was attempted where only reads are allowed */
+  LITH_SCHEMA = 14,      /* the database's schema version is newer than the migrations given */
   LITH_INTERRUPTED = 15, /* stopped by lith_interrupt (or sqlite3_interrupt) before it ended */
-  LITH_USER = 1000     /* commands may return LITH_USER and above for their own errors */
+  LITH_USER = 1000       /* commands may return LITH_USER and above for their own errors */
 };
 
 /* A result code described in a short human phrase ("disk full"; "command
@@ -119,24 +119,24 @@ typedef struct lith lith;
 typedef void (*lith_commit_hook)(void *ctx, const int64_t *topics, int n);
 
 typedef struct lith_options {
-  int synchronous;          /* LITH_SYNC_NORMAL (default) or LITH_SYNC_FULL */
-  int checkpoint;           /* LITH_CHECKPOINT_WRITER (default), _AUTO, _EXTERNAL */
-  int checkpoint_pages;     /* WAL pages that start a checkpoint; default 1000 */
-  int readers;              /* read-only connections in the read pool; default: CPUs */
-  int max_batch;            /* most commands in one transaction; default 1024 */
-  int queue_capacity;       /* most commands waiting; default 65536 */
-  int busy_timeout_ms;      /* how long BEGIN IMMEDIATE waits for another
+  int synchronous;      /* LITH_SYNC_NORMAL (default) or LITH_SYNC_FULL */
+  int checkpoint;       /* LITH_CHECKPOINT_WRITER (default), _AUTO, _EXTERNAL */
+  int checkpoint_pages; /* WAL pages that start a checkpoint; default 1000 */
+  int readers;          /* read-only connections in the read pool; default: CPUs */
+  int max_batch;        /* most commands in one transaction; default 1024 */
+  int queue_capacity;   /* most commands waiting; default 65536 */
+  int busy_timeout_ms;  /* how long BEGIN IMMEDIATE waits for another
                                process's write lock; default 5000 */
-  int cache_size_kib;       /* page cache per connection, KiB; default 16384 */
-  int64_t mmap_size;        /* bytes of the file to mmap; default 0 (off: an I/O
+  int cache_size_kib;   /* page cache per connection, KiB; default 16384 */
+  int64_t mmap_size;    /* bytes of the file to mmap; default 0 (off: an I/O
                                error stays an error instead of a SIGBUS) */
-  int foreign_keys;         /* enforce FOREIGN KEY constraints; default 1 */
-  int file_mode;            /* permission bits of a database file (and of a backup)
+  int foreign_keys;     /* enforce FOREIGN KEY constraints; default 1 */
+  int file_mode;        /* permission bits of a database file (and of a backup)
                                lith creates, before the umask; the -wal and -shm
                                files follow the database file's. Default 0600:
                                the data is the owner's alone. Must include 0600. */
-  int stmt_cache_size;      /* prepared statements kept per connection; default 256 */
-  const char *vfs;          /* name of a registered SQLite VFS for every connection;
+  int stmt_cache_size;  /* prepared statements kept per connection; default 256 */
+  const char *vfs;      /* name of a registered SQLite VFS for every connection;
                                default NULL: SQLite's default. Read only during
                                lith_open; the name is kept (copied) for lith_backup. */
   /* Schema migrations, run once at open in one transaction: migration i
@@ -157,8 +157,7 @@ typedef struct lith_options {
    * authorized"). Whatever it says, every connection runs with SQLite's
    * defensive settings: SQLITE_DBCONFIG_DEFENSIVE on, TRUSTED_SCHEMA off,
    * the two-argument fts3_tokenizer() off for SQL text, extensions off. */
-  int (*authorizer)(void *ctx, int action, const char *a, const char *b, const char *c,
-                    const char *d);
+  int (*authorizer)(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
   void *authorizer_ctx;
   /* Optional: called once for every connection lith opens (the writer's,
    * each reader's, the checkpointer's, a backup's source), after lith's own
@@ -285,11 +284,11 @@ typedef void (*lith_done_cb)(lith_request *req);
 /* A caller-owned request. Set fn, arg, done (and data) before lith_submit;
  * keep the memory alive and untouched until `done` runs. */
 struct lith_request {
-  lith_command fn;   /* the command */
-  void *arg;         /* its argument, the caller's */
-  lith_done_cb done; /* required */
-  void *data;        /* free for the caller */
-  int rc;            /* outcome, valid in `done` */
+  lith_command fn;              /* the command */
+  void *arg;                    /* its argument, the caller's */
+  lith_done_cb done;            /* required */
+  void *data;                   /* free for the caller */
+  int rc;                       /* outcome, valid in `done` */
   char errmsg[LITH_ERRMSG_MAX]; /* "" on success; valid in `done` */
   /* private: lith's bookkeeping while the request is queued */
   union {
@@ -340,8 +339,7 @@ LITH_API void lith_tx_touch(lith_tx *tx, int64_t topic);
 
 /* Set this command's error message (printf-style) and return rc, so that a
  * command can end with `return lith_tx_error(tx, LITH_USER, "...", ...);`. */
-LITH_API int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+LITH_API int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A ready-made command: runs `arg`, a NUL-terminated SQL text of one or more
  * statements without parameters (sqlite3_exec), e.g.
@@ -427,27 +425,27 @@ LITH_API uint64_t lith_lat_bucket_upper_ns(int i);
 LITH_API uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q);
 
 typedef struct lith_stats {
-  uint64_t commands;        /* commands answered */
-  uint64_t batches;         /* batches run (a batch retried after an abort counts once) */
-  uint64_t failed;          /* commands answered with an error */
-  uint64_t retried;         /* command runs repeated after a transaction abort */
-  uint64_t busy;            /* batches refused at BEGIN by another writer */
+  uint64_t commands;                      /* commands answered */
+  uint64_t batches;                       /* batches run (a batch retried after an abort counts once) */
+  uint64_t failed;                        /* commands answered with an error */
+  uint64_t retried;                       /* command runs repeated after a transaction abort */
+  uint64_t busy;                          /* batches refused at BEGIN by another writer */
   uint64_t batch_hist[LITH_HIST_BUCKETS]; /* batches by size: bucket k holds
                                              sizes [2^k, 2^(k+1)) */
-  uint64_t tx_ns_total;     /* BEGIN IMMEDIATE to end of COMMIT, all batches */
-  uint64_t commit_ns_total; /* the COMMIT statement alone, all batches */
-  uint64_t tx_ns_p50;       /* over the most recent batches (up to 4096) */
+  uint64_t tx_ns_total;                   /* BEGIN IMMEDIATE to end of COMMIT, all batches */
+  uint64_t commit_ns_total;               /* the COMMIT statement alone, all batches */
+  uint64_t tx_ns_p50;                     /* over the most recent batches (up to 4096) */
   uint64_t tx_ns_p99;
   uint64_t tx_ns_p999;
   uint64_t tx_ns_max;
-  uint64_t wait_ns_total;   /* time commands spent queued before their batch began */
+  uint64_t wait_ns_total; /* time commands spent queued before their batch began */
   uint64_t wait_ns_max;
-  uint64_t queue_depth;     /* commands queued now */
-  uint64_t wal_pages;       /* pages in the WAL after the last commit or checkpoint */
-  uint64_t checkpoints;     /* checkpoints run (by lith or SQLite's auto mode) */
-  uint64_t checkpoint_errors; /* of them, failed (nothing is lost; retried later) */
-  uint64_t checkpoint_ns_total;  /* time in checkpoints, on any thread */
-  uint64_t checkpoint_ns_writer; /* of it, on the writer thread (inside COMMIT in
+  uint64_t queue_depth;                /* commands queued now */
+  uint64_t wal_pages;                  /* pages in the WAL after the last commit or checkpoint */
+  uint64_t checkpoints;                /* checkpoints run (by lith or SQLite's auto mode) */
+  uint64_t checkpoint_errors;          /* of them, failed (nothing is lost; retried later) */
+  uint64_t checkpoint_ns_total;        /* time in checkpoints, on any thread */
+  uint64_t checkpoint_ns_writer;       /* of it, on the writer thread (inside COMMIT in
                                     AUTO mode; the WAL-restarting passes in WRITER) */
   uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */

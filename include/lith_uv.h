@@ -38,7 +38,7 @@ typedef void (*lith_uv_cb)(lith_uv_req *req);
 struct lith_uv_req {
   lith_request req; /* req.rc / req.errmsg: the outcome; req.data: free for the caller */
   lith_uv_cb cb;
-  lith_uv *bridge;  /* set by lith_uv_submit */
+  lith_uv *bridge;   /* set by lith_uv_submit */
   lith_uv_req *next; /* private */
 };
 
@@ -49,8 +49,7 @@ LITH_API int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out);
 /* Queue fn(tx, arg) as a command; cb runs on the loop thread after the batch
  * committed. Never blocks: returns LITH_OK, or LITH_QUEUE_FULL, LITH_CLOSED,
  * LITH_MISUSE, in which case cb will not run. */
-LITH_API int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg,
-                            lith_uv_cb cb);
+LITH_API int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb);
 
 /* Refuse further submissions, wait (while the loop runs) until every
  * accepted request's callback has run, then close the async handle, free the
@@ -93,8 +92,8 @@ struct lith_uv_read_req {
  * `db` and `loop` stay the caller's and must outlive the read. Returns
  * LITH_OK (cb will run exactly once), or LITH_MISUSE (an argument missing)
  * or LITH_ERROR (uv_queue_work refused), in which case cb will not run. */
-LITH_API int lith_uv_read(lith *db, uv_loop_t *loop, lith_uv_read_req *req, lith_reader fn,
-                          void *arg, lith_uv_read_cb cb);
+LITH_API int lith_uv_read(lith *db, uv_loop_t *loop, lith_uv_read_req *req, lith_reader fn, void *arg,
+                          lith_uv_read_cb cb);
 
 #ifdef __cplusplus
 }

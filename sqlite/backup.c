@@ -87,7 +87,8 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
   }
   if (fd >= 0)
     close(fd);
-  int src_rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+  int src_rc =
+      sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
   if (src_rc != SQLITE_OK) {
     rc = lith__fail(lith_from_sqlite(src_rc), "lith_backup: open %s: %s", tmp,
                     dst ? sqlite3_errmsg(dst) : sqlite3_errstr(src_rc));
@@ -119,7 +120,8 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
   int fin = sqlite3_backup_finish(b);
   sqlite3_exec(src, "COMMIT", NULL, NULL, NULL);
   if (stopped) {
-    rc = lith__fail(LITH_INTERRUPTED, "lith_backup: interrupted (lith_interrupt); %s was not written", dest_path);
+    rc = lith__fail(LITH_INTERRUPTED, "lith_backup: interrupted (lith_interrupt); %s was not written",
+                    dest_path);
     goto err_close;
   }
   if (src_rc != SQLITE_DONE) {
@@ -141,16 +143,18 @@ int lith__backup_run(const char *src_path, const lith_options *opt, const char *
     goto err_close;
   }
   if (atomic_load(interrupts) != seen) { /* the sync is long: looked at once more */
-    rc = lith__fail(LITH_INTERRUPTED, "lith_backup: interrupted (lith_interrupt); %s was not written", dest_path);
+    rc = lith__fail(LITH_INTERRUPTED, "lith_backup: interrupted (lith_interrupt); %s was not written",
+                    dest_path);
     goto err_close;
   }
   if (new_only) {
     /* link() never replaces: if something took the name meanwhile, it fails. */
     if (link(tmp, dest_path) != 0) {
-      rc = errno == EEXIST ? lith__fail(LITH_MISUSE, "lith_backup: %s exists: this backup never replaces a file",
-                                        dest_path)
-                           : lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: link to %s: %s",
-                                        dest_path, strerror(errno));
+      rc = errno == EEXIST
+               ? lith__fail(LITH_MISUSE, "lith_backup: %s exists: this backup never replaces a file",
+                            dest_path)
+               : lith__fail(errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR, "lith_backup: link to %s: %s",
+                            dest_path, strerror(errno));
       goto err_close;
     }
     unlink(tmp);

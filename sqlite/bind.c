@@ -18,8 +18,7 @@ int lith__bind_va(sqlite3_stmt *st, const char *types, va_list ap) {
       break;
     }
     case 'n': rc = sqlite3_bind_null(st, i); break;
-    default:
-      return lith__fail(LITH_MISUSE, "bind: unknown type '%c' at parameter %d", *t, i);
+    default: return lith__fail(LITH_MISUSE, "bind: unknown type '%c' at parameter %d", *t, i);
     }
   }
   if (rc != SQLITE_OK)

@@ -65,7 +65,8 @@ enum { CONN_READER, CONN_WRITER, CONN_CHECKPOINTER };
 static int64_t page_size(sqlite3 *conn) {
   sqlite3_stmt *st = NULL;
   int64_t n = 4096;
-  if (sqlite3_prepare_v2(conn, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+  if (sqlite3_prepare_v2(conn, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
     n = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   return n;
@@ -111,7 +112,8 @@ static int tune(sqlite3 *conn, const lith_options *opt, int kind) {
     int wal = strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
     sqlite3_finalize(st);
     if (!wal)
-      return lith__fail(LITH_ERROR, "the database refused WAL mode (is it on a network or read-only file system?)");
+      return lith__fail(LITH_ERROR,
+                        "the database refused WAL mode (is it on a network or read-only file system?)");
     /* lith decides when to checkpoint (sqlite/checkpoint.c). */
     sqlite3_wal_autocheckpoint(conn, 0);
     /* When the WAL starts over, SQLite cuts the file back to this (it would
@@ -152,13 +154,13 @@ static int open_conn(const char *path, const lith_options *opt, int kind, sqlite
   if (kind == CONN_WRITER)
     lith__create_file(path, opt->file_mode);
   sqlite3 *conn = NULL;
-  int flags = SQLITE_OPEN_NOMUTEX |
-              (kind == CONN_WRITER         ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
-               : kind == CONN_CHECKPOINTER ? SQLITE_OPEN_READWRITE
-                                           : SQLITE_OPEN_READONLY);
+  int flags = SQLITE_OPEN_NOMUTEX | (kind == CONN_WRITER         ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+                                     : kind == CONN_CHECKPOINTER ? SQLITE_OPEN_READWRITE
+                                                                 : SQLITE_OPEN_READONLY);
   int rc = sqlite3_open_v2(path, &conn, flags, opt->vfs);
   if (rc != SQLITE_OK) {
-    rc = lith__fail(lith_from_sqlite(rc), "open %s: %s", path, conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc));
+    rc = lith__fail(lith_from_sqlite(rc), "open %s: %s", path,
+                    conn ? sqlite3_errmsg(conn) : sqlite3_errstr(rc));
     goto err_close;
   }
   if ((rc = tune(conn, opt, kind)) != LITH_OK)
@@ -222,8 +224,8 @@ int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
   if ((rc = user_version(conn, &version)) != LITH_OK)
     goto err_rollback;
   if (version > opt->n_migrations) {
-    rc = lith__fail(LITH_SCHEMA, "database schema version %d is newer than the %d migrations given",
-                    version, opt->n_migrations);
+    rc = lith__fail(LITH_SCHEMA, "database schema version %d is newer than the %d migrations given", version,
+                    opt->n_migrations);
     goto err_rollback;
   }
   for (int i = version; i < opt->n_migrations; i++) {

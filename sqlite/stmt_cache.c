@@ -26,8 +26,8 @@ typedef struct entry {
   sqlite3_stmt *stmt;
   sqlite3_stmt **extra; /* further copies, for when stmt is mid-step */
   int nextra;
-  uint64_t epoch;       /* last release period it was handed out in */
-  struct entry *hnext;  /* hash chain */
+  uint64_t epoch;            /* last release period it was handed out in */
+  struct entry *hnext;       /* hash chain */
   struct entry *prev, *next; /* LRU: head is most recent */
 } entry;
 

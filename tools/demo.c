@@ -18,7 +18,8 @@
 #include "lith.h"
 
 static const char *const migrations[] = {
-    "CREATE TABLE IF NOT EXISTS accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= 0));"
+    "CREATE TABLE IF NOT EXISTS accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= "
+    "0));"
     "CREATE TABLE IF NOT EXISTS ledger(id INTEGER PRIMARY KEY, src INTEGER NOT NULL, dst INTEGER NOT NULL,"
     " amount INTEGER NOT NULL);",
 };
@@ -37,8 +38,10 @@ static int transfer_cmd(lith_tx *tx, void *arg) {
     return rc;
   if (bal < t->amount)
     return lith_tx_error(tx, LITH_USER, "insufficient funds");
-  if ((rc = lith_tx_exec(tx, "UPDATE accounts SET balance = balance - ? WHERE id = ?", "II", t->amount, t->src)) ||
-      (rc = lith_tx_exec(tx, "UPDATE accounts SET balance = balance + ? WHERE id = ?", "II", t->amount, t->dst)) ||
+  if ((rc = lith_tx_exec(tx, "UPDATE accounts SET balance = balance - ? WHERE id = ?", "II", t->amount,
+                         t->src)) ||
+      (rc = lith_tx_exec(tx, "UPDATE accounts SET balance = balance + ? WHERE id = ?", "II", t->amount,
+                         t->dst)) ||
       (rc = lith_tx_exec(tx, "INSERT INTO ledger(src, dst, amount) VALUES (?, ?, ?)", "III", t->src, t->dst,
                          t->amount)))
     return rc;
@@ -158,8 +161,9 @@ int main(int argc, char **argv) {
     lith_stats_get(g_db, &cur);
     uint64_t cmds = cur.commands - prev.commands, batches = cur.batches - prev.batches;
     printf("%4d %12llu %10.1f %10.2f %10llu %8llu %8llu\n", sec, (unsigned long long)cmds,
-           batches ? (double)cmds / (double)batches : 0.0, cur.tx_ns_p99 / 1e6, (unsigned long long)cur.queue_depth,
-           (unsigned long long)cur.wal_pages, (unsigned long long)cur.checkpoints);
+           batches ? (double)cmds / (double)batches : 0.0, cur.tx_ns_p99 / 1e6,
+           (unsigned long long)cur.queue_depth, (unsigned long long)cur.wal_pages,
+           (unsigned long long)cur.checkpoints);
     fflush(stdout);
     prev = cur;
   }
@@ -179,6 +183,7 @@ int main(int argc, char **argv) {
   printf("batches: %llu, mean commands per transaction: %.1f\n", (unsigned long long)cur.batches,
          cur.batches ? (double)cur.commands / (double)cur.batches : 0.0);
   printf("money before %lld, after %lld; ledger rows added %lld: %s\n", (long long)before.money,
-         (long long)after.money, (long long)(after.ledger - before.ledger), good ? "consistent" : "INCONSISTENT");
+         (long long)after.money, (long long)(after.ledger - before.ledger),
+         good ? "consistent" : "INCONSISTENT");
   return good && rc == LITH_OK ? 0 : 1;
 }

@@ -49,10 +49,8 @@ static int prep(lith *db, const char *sql, sqlite3_stmt **st) {
 
 int lith__writer_prepare(lith *db) {
   int rc;
-  if ((rc = prep(db, "BEGIN IMMEDIATE", &db->st_begin)) ||
-      (rc = prep(db, "COMMIT", &db->st_commit)) ||
-      (rc = prep(db, "ROLLBACK", &db->st_rollback)) ||
-      (rc = prep(db, "SAVEPOINT lith_c", &db->st_sp)) ||
+  if ((rc = prep(db, "BEGIN IMMEDIATE", &db->st_begin)) || (rc = prep(db, "COMMIT", &db->st_commit)) ||
+      (rc = prep(db, "ROLLBACK", &db->st_rollback)) || (rc = prep(db, "SAVEPOINT lith_c", &db->st_sp)) ||
       (rc = prep(db, "RELEASE lith_c", &db->st_sp_release)) ||
       (rc = prep(db, "ROLLBACK TO lith_c", &db->st_sp_rollback)) ||
       (rc = prep(db, "SAVEPOINT lith_n", &db->st_nsp)) ||
@@ -74,9 +72,9 @@ int lith__writer_prepare(lith *db) {
 }
 
 void lith__writer_finalize(lith *db) {
-  sqlite3_stmt **stmts[] = {&db->st_begin,  &db->st_commit,      &db->st_rollback,
-                          &db->st_sp,     &db->st_sp_release,  &db->st_sp_rollback,
-                          &db->st_nsp,    &db->st_nsp_release, &db->st_nsp_rollback};
+  sqlite3_stmt **stmts[] = {&db->st_begin, &db->st_commit,      &db->st_rollback,
+                            &db->st_sp,    &db->st_sp_release,  &db->st_sp_rollback,
+                            &db->st_nsp,   &db->st_nsp_release, &db->st_nsp_rollback};
   for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) {
     sqlite3_stmt **slot = stmts[i];
     sqlite3_finalize(*slot);
@@ -88,10 +86,9 @@ void lith__writer_finalize(lith *db) {
  * read, or the pragma writes the database file inside the transaction (so a
  * failed command's change is undone with it). */
 static const char *const PRAGMA_ARG_OK[] = {
-    "application_id", "foreign_key_check", "foreign_key_list", "incremental_vacuum",
-    "index_info",     "index_list",        "index_xinfo",      "integrity_check",
-    "optimize",       "quick_check",       "table_info",       "table_list",
-    "table_xinfo",    "user_version"};
+    "application_id", "foreign_key_check", "foreign_key_list", "incremental_vacuum", "index_info",
+    "index_list",     "index_xinfo",       "integrity_check",  "optimize",           "quick_check",
+    "table_info",     "table_list",        "table_xinfo",      "user_version"};
 
 static int refuse(lith *db, const char *fmt, const char *what) {
   snprintf(db->auth_why, sizeof db->auth_why, fmt, what);
@@ -124,7 +121,8 @@ static int authorize_pragma(lith *db, const char *name, const char *arg) {
   if (strcasecmp(name, "foreign_keys") == 0)
     return refuse(db, "PRAGMA %s cannot change inside lith's transaction (lith_options.foreign_keys sets it)",
                   name);
-  return refuse(db, "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)", name);
+  return refuse(db, "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)",
+                name);
 }
 
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
@@ -155,8 +153,7 @@ int lith__authorize(void *ctx, int action, const char *a, const char *b, const c
     if (c && strcasecmp(c, "temp") == 0)
       db->dirty |= LITH__DIRTY_TEMP;
     break;
-  default:
-    break;
+  default: break;
   }
   if (db->opt.authorizer)
     return db->opt.authorizer(db->opt.authorizer_ctx, action, a, b, c, d);
@@ -218,8 +215,9 @@ static int restore_flags_now(lith *db) {
   if (db->dirty & LITH__DIRTY_DEFER_FK)
     rc = sqlite3_exec(db->conn, "PRAGMA defer_foreign_keys = OFF", NULL, NULL, NULL);
   if (rc == SQLITE_OK && (db->dirty & LITH__DIRTY_RECURSIVE))
-    rc = sqlite3_exec(db->conn, db->recursive_base ? "PRAGMA recursive_triggers = ON" : "PRAGMA recursive_triggers = OFF",
-                      NULL, NULL, NULL);
+    rc = sqlite3_exec(
+        db->conn, db->recursive_base ? "PRAGMA recursive_triggers = ON" : "PRAGMA recursive_triggers = OFF",
+        NULL, NULL, NULL);
   db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE);
   return rc;
 }
@@ -236,12 +234,13 @@ static int drop_temp(lith *db) {
   db->dirty &= ~(unsigned)LITH__DIRTY_TEMP;
   for (;;) { /* one object a round: each DROP removes it (and what hangs on it) */
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(db->conn,
-                                "SELECT type, name FROM temp.sqlite_schema"
-                                " WHERE type IN ('trigger', 'view', 'table') AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"
-                                " ORDER BY CASE WHEN type <> 'table' THEN 0 WHEN sql LIKE 'CREATE VIRTUAL%' THEN 1"
-                                " ELSE 2 END LIMIT 1", /* a virtual table before its shadow tables */
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        db->conn,
+        "SELECT type, name FROM temp.sqlite_schema"
+        " WHERE type IN ('trigger', 'view', 'table') AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"
+        " ORDER BY CASE WHEN type <> 'table' THEN 0 WHEN sql LIKE 'CREATE VIRTUAL%' THEN 1"
+        " ELSE 2 END LIMIT 1", /* a virtual table before its shadow tables */
+        -1, &st, NULL);
     if (rc != SQLITE_OK)
       return rc;
     char *drop = NULL;
@@ -579,7 +578,8 @@ again:;
     if (environmental(req->rc)) { /* the disk or memory: the others would fail alike */
       char msg[LITH_ERRMSG_MAX];
       /* the culprit's message, cut to the room the prefix leaves */
-      snprintf(msg, sizeof msg, ROLLED_BACK_BY "%.*s", (int)(sizeof msg - sizeof ROLLED_BACK_BY), req->errmsg);
+      snprintf(msg, sizeof msg, ROLLED_BACK_BY "%.*s", (int)(sizeof msg - sizeof ROLLED_BACK_BY),
+               req->errmsg);
       fail_open(db, n, req->rc, msg);
       goto answer;
     }

@@ -183,7 +183,9 @@ static int do_and_wait(lith *db, lith_command fn, void *arg, int64_t deadline_ms
   int64_t spin_ns = 0;
   if (ahead == 0 && atomic_load_explicit(&db->last_batch, memory_order_relaxed) <= LITH__SPIN_MAX_BATCH) {
     spin_ns = 2 * atomic_load_explicit(&db->last_tx_ns, memory_order_relaxed);
-    spin_ns = spin_ns < LITH__SPIN_NS ? LITH__SPIN_NS : spin_ns > LITH__SPIN_MAX_NS ? LITH__SPIN_MAX_NS : spin_ns;
+    spin_ns = spin_ns < LITH__SPIN_NS       ? LITH__SPIN_NS
+              : spin_ns > LITH__SPIN_MAX_NS ? LITH__SPIN_MAX_NS
+                                            : spin_ns;
   }
   lith__leave(db); /* from here on only `req`, on this stack, is touched */
   if (rc != LITH_OK)

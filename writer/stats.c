@@ -54,8 +54,8 @@ static int bucket(int n) {
   return b;
 }
 
-void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
-                       uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max) {
+void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns, uint64_t commit_ns,
+                       uint64_t wait_ns_sum, uint64_t wait_ns_max) {
   lith__batch_stats *s = &db->stats;
   pthread_mutex_lock(&db->stats_mu);
   s->commands += (uint64_t)n;

@@ -47,10 +47,10 @@ struct lith_tx {
   lith *db;
   sqlite3 *conn;
   lith__stmt_cache *cache;
-  int err;                       /* last error of a lith_tx_* call */
-  char errmsg[LITH_ERRMSG_MAX];  /* this command's message */
-  int depth;                     /* nested savepoints open */
-  int keep;                      /* err/errmsg hold the error that lost the
+  int err;                      /* last error of a lith_tx_* call */
+  char errmsg[LITH_ERRMSG_MAX]; /* this command's message */
+  int depth;                    /* nested savepoints open */
+  int keep;                     /* err/errmsg hold the error that lost the
                                     transaction: later errors do not replace it */
 };
 
@@ -68,24 +68,24 @@ typedef struct lith__batch_stats {
 struct lith {
   /* shared with producers */
   lith__queue q;
-  alignas(64) _Atomic uint32_t sleeping;     /* futex word: writer asleep */
-  alignas(64) _Atomic int64_t depth;         /* reserved + queued requests */
-  _Atomic uint32_t users;                    /* threads inside a lith_* call on this
+  alignas(64) _Atomic uint32_t sleeping;  /* futex word: writer asleep */
+  alignas(64) _Atomic int64_t depth;      /* reserved + queued requests */
+  _Atomic uint32_t users;                 /* threads inside a lith_* call on this
                                                 handle; lith_close frees it only at 0 */
-  alignas(64) _Atomic uint32_t space_seq;    /* futex word: space freed */
+  alignas(64) _Atomic uint32_t space_seq; /* futex word: space freed */
   _Atomic uint32_t space_waiters;
   _Atomic uint32_t closed;
   _Atomic uint32_t interrupts; /* lith_interrupt calls: a backup stops when it moves */
-  _Atomic int last_batch; /* size of the previous batch (relaxed): both sides spin
+  _Atomic int last_batch;      /* size of the previous batch (relaxed): both sides spin
                              only while batches are tiny, i.e. few producers */
-  _Atomic int64_t last_tx_ns; /* the previous transaction's time (relaxed): how long
+  _Atomic int64_t last_tx_ns;  /* the previous transaction's time (relaxed): how long
                                  a lone producer may spin for its answer */
-  int spin_credit;         /* writer thread only: whether its wait-spin pays (batch.c) */
-  unsigned spin_skipped;   /* writer thread only: sleeps without a spin since */
+  int spin_credit;             /* writer thread only: whether its wait-spin pays (batch.c) */
+  unsigned spin_skipped;       /* writer thread only: sleeps without a spin since */
 
   /* read-only after open */
   alignas(64) char *path;
-  char *vfs;       /* copy of opt.vfs (opt.vfs points here) */
+  char *vfs; /* copy of opt.vfs (opt.vfs points here) */
   lith_options opt;
   pthread_t thread;
   lith__waker *waker;
@@ -95,22 +95,22 @@ struct lith {
   sqlite3 *conn;
   lith__stmt_cache *cache;
   lith__ckpt ckpt;
-  sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_sp, *st_sp_release, *st_sp_rollback,
-      *st_nsp, *st_nsp_release, *st_nsp_rollback;
-  int in_command;        /* the authorizer applies the command rules while set */
-  int in_fn;             /* a command's function is running (lith_submit refuses) */
-  int committing;        /* lith's own COMMIT runs: the commit hook lets it pass */
-  int tx_lost;           /* the rollback hook saw the batch's transaction end */
-  unsigned dirty;        /* LITH__DIRTY_*: what the running command changed on the
+  sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_sp, *st_sp_release, *st_sp_rollback, *st_nsp,
+      *st_nsp_release, *st_nsp_rollback;
+  int in_command;       /* the authorizer applies the command rules while set */
+  int in_fn;            /* a command's function is running (lith_submit refuses) */
+  int committing;       /* lith's own COMMIT runs: the commit hook lets it pass */
+  int tx_lost;          /* the rollback hook saw the batch's transaction end */
+  unsigned dirty;       /* LITH__DIRTY_*: what the running command changed on the
                             connection that lith must put back when it ends */
-  char auth_why[160];    /* why lith's authorizer last refused, for the message */
-  int recursive_base;    /* recursive_triggers as lith opened the connection (SQLite's
+  char auth_why[160];   /* why lith's authorizer last refused, for the message */
+  int recursive_base;   /* recursive_triggers as lith opened the connection (SQLite's
                             build decides: Debian's defaults to on) */
-  lith_request **batch;  /* max_batch slots */
-  int64_t *topics;       /* touched in this batch (with repeats) */
+  lith_request **batch; /* max_batch slots */
+  int64_t *topics;      /* touched in this batch (with repeats) */
   int ntopics, captopics;
-  int64_t *uniq;         /* on_commit's deduplicated copy */
-  int32_t *seen;         /* open-addressing set for deduplication: index + 1 into uniq */
+  int64_t *uniq;                       /* on_commit's deduplicated copy */
+  int32_t *seen;                       /* open-addressing set for deduplication: index + 1 into uniq */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* the current batch's queue waits */
   int capseen;
   lith_tx tx;
@@ -165,8 +165,8 @@ int lith__lat_bucket(uint64_t ns);
 
 /* Record one finished batch's figures (stats.c); wait_lat holds this batch's
  * commands by queue wait, and is cleared. */
-void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns,
-                       uint64_t commit_ns, uint64_t wait_ns_sum, uint64_t wait_ns_max);
+void lith__stats_batch(lith *db, int n, int failed, int retried, int busy, uint64_t tx_ns, uint64_t commit_ns,
+                       uint64_t wait_ns_sum, uint64_t wait_ns_max);
 
 /* Take a user reference (LITH_CLOSED once closing) and drop it (lith.c). */
 int lith__enter(lith *db);

@@ -18,7 +18,8 @@
 static char dummy_hash[AUTH_PW_HASH_MAX];
 
 int auth_pw_init(void) {
-  if (sodium_init() < 0) return -1;
+  if (sodium_init() < 0)
+    return -1;
   return auth_pw_hash("not a password anyone has", dummy_hash);
 }
 
@@ -47,7 +48,8 @@ struct auth_gate {
 
 auth_gate *auth_gate_new(uv_loop_t *loop, int running, int waiting) {
   auth_gate *g = calloc(1, sizeof *g);
-  if (g == NULL) return NULL;
+  if (g == NULL)
+    return NULL;
   g->loop = loop;
   g->max_running = running < 1 ? 1 : running;
   g->max_waiting = waiting < 0 ? 0 : waiting;
@@ -73,7 +75,8 @@ static void start_next(auth_gate *g) {
   while (!g->stopped && g->head != NULL && g->running < g->max_running) {
     auth_task *t = g->head;
     g->head = t->next;
-    if (g->head == NULL) g->tail = NULL;
+    if (g->head == NULL)
+      g->tail = NULL;
     g->waiting--;
     t->work.data = t;
     if (uv_queue_work(g->loop, &t->work, work_cb, after_cb) != 0) {
@@ -89,8 +92,10 @@ int auth_gate_submit(auth_gate *g, auth_task *t) {
     return UV_EBUSY;
   t->gate = g;
   t->next = NULL;
-  if (g->tail != NULL) g->tail->next = t;
-  else g->head = t;
+  if (g->tail != NULL)
+    g->tail->next = t;
+  else
+    g->head = t;
   g->tail = t;
   g->waiting++;
   start_next(g);

@@ -42,19 +42,18 @@ static void hash_bytes(const char *token, char hash[AUTH_HASH_LEN + 1]) {
 void auth_token_new(char token[AUTH_TOKEN_LEN + 1], char hash[AUTH_HASH_LEN + 1]) {
   unsigned char raw[32];
   randombytes_buf(raw, sizeof raw);
-  sodium_bin2base64(token, AUTH_TOKEN_LEN + 1, raw, sizeof raw,
-                    sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+  sodium_bin2base64(token, AUTH_TOKEN_LEN + 1, raw, sizeof raw, sodium_base64_VARIANT_URLSAFE_NO_PADDING);
   sodium_memzero(raw, sizeof raw);
   hash_bytes(token, hash);
 }
 
 int auth_token_hash(const char *token, char hash[AUTH_HASH_LEN + 1]) {
   size_t i;
-  if (strlen(token) != AUTH_TOKEN_LEN) return -1;
+  if (strlen(token) != AUTH_TOKEN_LEN)
+    return -1;
   for (i = 0; i < AUTH_TOKEN_LEN; i++) {
     char c = token[i];
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-          c == '_'))
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
       return -1;
   }
   hash_bytes(token, hash);
@@ -63,7 +62,8 @@ int auth_token_hash(const char *token, char hash[AUTH_HASH_LEN + 1]) {
 
 int auth_request_hash(const lith_http_req *req, char hash[AUTH_HASH_LEN + 1]) {
   char token[AUTH_TOKEN_LEN + 2];
-  if (!srv_cookie(req, AUTH_COOKIE, token, sizeof token)) return 0;
+  if (!srv_cookie(req, AUTH_COOKIE, token, sizeof token))
+    return 0;
   return auth_token_hash(token, hash) == 0;
 }
 
@@ -94,7 +94,8 @@ struct auth_cache {
 static unsigned bucket_of(const char *hash) {
   unsigned v = 0;
   int i;
-  for (i = 0; i < 4; i++) v = v * 16 + (unsigned)(hash[i] <= '9' ? hash[i] - '0' : hash[i] - 'a' + 10);
+  for (i = 0; i < 4; i++)
+    v = v * 16 + (unsigned)(hash[i] <= '9' ? hash[i] - '0' : hash[i] - 'a' + 10);
   return v % BUCKETS;
 }
 
@@ -123,7 +124,8 @@ static void clear(auth_cache *c) {
 int auth_cache_get(auth_cache *c, const char *hash, auth_who *who) {
   struct entry **pe = &c->bucket[bucket_of(hash)], *e;
   for (; (e = *pe) != NULL; pe = &e->next) {
-    if (strcmp(e->hash, hash) != 0) continue;
+    if (strcmp(e->hash, hash) != 0)
+      continue;
     if (e->fresh_until < lith_clock_ms() || e->who.expires_ms <= wall_ms()) {
       *pe = e->next;
       free(e);
@@ -140,9 +142,11 @@ void auth_cache_put(auth_cache *c, const char *hash, const auth_who *who) {
   struct entry *e;
   unsigned b;
   auth_cache_drop(c, hash);
-  if (c->n >= CACHE_MAX) clear(c);
+  if (c->n >= CACHE_MAX)
+    clear(c);
   e = calloc(1, sizeof *e);
-  if (e == NULL) return; /* only a cache */
+  if (e == NULL)
+    return; /* only a cache */
   snprintf(e->hash, sizeof e->hash, "%s", hash);
   e->who = *who;
   e->fresh_until = lith_clock_ms() + AUTH_CACHE_TTL_MS;
@@ -165,7 +169,8 @@ void auth_cache_drop(auth_cache *c, const char *hash) {
 }
 
 void auth_cache_free(auth_cache *c) {
-  if (c == NULL) return;
+  if (c == NULL)
+    return;
   clear(c);
   free(c);
 }

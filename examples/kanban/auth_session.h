@@ -26,8 +26,8 @@
 #include "http.h"
 
 #define AUTH_COOKIE "kanban_session"
-#define AUTH_TOKEN_LEN 43         /* base64url, no padding, of 32 bytes */
-#define AUTH_HASH_LEN 64          /* hex of 32 bytes */
+#define AUTH_TOKEN_LEN 43 /* base64url, no padding, of 32 bytes */
+#define AUTH_HASH_LEN 64  /* hex of 32 bytes */
 #define AUTH_SESSION_DAYS 30
 #define AUTH_CACHE_TTL_MS 60000
 #define AUTH_NAME_MAX 64

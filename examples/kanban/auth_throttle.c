@@ -28,7 +28,8 @@ struct auth_throttle {
 
 auth_throttle *auth_throttle_new(int max_keys) {
   auth_throttle *t = calloc(1, sizeof *t);
-  if (t == NULL) return NULL;
+  if (t == NULL)
+    return NULL;
   t->max = max_keys < 1 ? 1 : max_keys;
   t->e = calloc((size_t)t->max, sizeof *t->e);
   if (t->e == NULL) {
@@ -39,20 +40,23 @@ auth_throttle *auth_throttle_new(int max_keys) {
 }
 
 void auth_throttle_free(auth_throttle *t) {
-  if (t == NULL) return;
+  if (t == NULL)
+    return;
   free(t->e);
   free(t);
 }
 
 static entry *find(const auth_throttle *t, const char *key) {
   for (int i = 0; i < t->n; i++)
-    if (strncmp(t->e[i].key, key, KEY_MAX - 1) == 0) return &t->e[i];
+    if (strncmp(t->e[i].key, key, KEY_MAX - 1) == 0)
+      return &t->e[i];
   return NULL;
 }
 
 int64_t auth_throttle_wait(const auth_throttle *t, const char *key, int64_t now_ms) {
   const entry *e = find(t, key);
-  if (e == NULL || now_ms - e->last_ms >= FORGET_MS || e->until_ms <= now_ms) return 0;
+  if (e == NULL || now_ms - e->last_ms >= FORGET_MS || e->until_ms <= now_ms)
+    return 0;
   return e->until_ms - now_ms;
 }
 
@@ -64,7 +68,8 @@ void auth_throttle_fail(auth_throttle *t, const char *key, int free_tries, int64
     } else { /* full: the key that failed longest ago gives way */
       e = &t->e[0];
       for (int i = 1; i < t->n; i++)
-        if (t->e[i].last_ms < e->last_ms) e = &t->e[i];
+        if (t->e[i].last_ms < e->last_ms)
+          e = &t->e[i];
     }
     memset(e, 0, sizeof *e);
     snprintf(e->key, sizeof e->key, "%s", key);
@@ -83,6 +88,7 @@ void auth_throttle_fail(auth_throttle *t, const char *key, int free_tries, int64
 
 void auth_throttle_forget(auth_throttle *t, const char *key) {
   entry *e = find(t, key);
-  if (e == NULL) return;
+  if (e == NULL)
+    return;
   *e = t->e[--t->n]; /* the last one takes its place */
 }

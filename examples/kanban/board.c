@@ -296,8 +296,7 @@ static int utf8_seq(const unsigned char *s, size_t n) {
 /* Text of at most `max` bytes, valid UTF-8, no control characters but (if
  * multiline) newline, carriage return and tab; if `required`, not empty and
  * not only spaces. */
-static int check_text(kb_ctx *c, const char *what, const char *s, size_t max, int required,
-                      int multiline) {
+static int check_text(kb_ctx *c, const char *what, const char *s, size_t max, int required, int multiline) {
   if (!s)
     return required ? fail(c, KB_BAD_INPUT, "%s is missing", what) : LITH_OK;
   size_t n = strlen(s);
@@ -348,8 +347,8 @@ static int check_name(kb_ctx *c, const char *s) {
     char ch = s[n];
     if (n >= KB_NAME_MAX)
       return fail(c, KB_BAD_INPUT, "the user name is too long (at most %d bytes)", KB_NAME_MAX);
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-          ch == '_' || ch == '.' || ch == '-'))
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+          ch == '.' || ch == '-'))
       return fail(c, KB_BAD_INPUT, "a user name may hold only letters, digits, '_', '.' and '-'");
   }
   return LITH_OK;
@@ -434,8 +433,8 @@ static int finish(kb_ctx *c, kb_action *a, int kind) {
   touch(c, a->out.board_id);
   if (!a->op_id)
     return LITH_OK;
-  st = q_bind(c, Q_OP_PUT, &rc, "IsiIIIIIII", a->user_id, a->op_id, kind, a->out.board_id,
-              a->out.id, a->out.version, a->out.board_version, a->out.index, kb_now_ms(), op_fp(a, kind));
+  st = q_bind(c, Q_OP_PUT, &rc, "IsiIIIIIII", a->user_id, a->op_id, kind, a->out.board_id, a->out.id,
+              a->out.version, a->out.board_version, a->out.index, kb_now_ms(), op_fp(a, kind));
   return st ? q_run(c, st) : rc;
 }
 
@@ -481,8 +480,7 @@ static int list_access(kb_ctx *c, const kb_action *a, list_row *out) {
   int member = sqlite3_column_int(st, 3);
   sqlite3_reset(st);
   if (a->board_id && a->board_id != out->board_id)
-    return fail(c, KB_NOT_FOUND, "no list %lld on board %lld", (long long)a->list_id,
-                (long long)a->board_id);
+    return fail(c, KB_NOT_FOUND, "no list %lld on board %lld", (long long)a->list_id, (long long)a->board_id);
   if (!member)
     return fail(c, KB_FORBIDDEN, "not a member of board %lld", (long long)out->board_id);
   return LITH_OK;
@@ -498,9 +496,8 @@ typedef struct card_row {
  * statement. a->board_id as in list_access. */
 static int card_access(kb_ctx *c, const kb_action *a, card_row *out, list_row *target) {
   int rc;
-  sqlite3_stmt *st =
-      target ? q_bind(c, Q_MOVE_ACCESS, &rc, "III", a->card_id, a->user_id, a->list_id)
-             : q_bind(c, Q_CARD_ACCESS, &rc, "II", a->card_id, a->user_id);
+  sqlite3_stmt *st = target ? q_bind(c, Q_MOVE_ACCESS, &rc, "III", a->card_id, a->user_id, a->list_id)
+                            : q_bind(c, Q_CARD_ACCESS, &rc, "II", a->card_id, a->user_id);
   if (!st)
     return rc;
   int src = sqlite3_step(st);
@@ -521,8 +518,7 @@ static int card_access(kb_ctx *c, const kb_action *a, card_row *out, list_row *t
   }
   sqlite3_reset(st);
   if (a->board_id && a->board_id != out->board_id)
-    return fail(c, KB_NOT_FOUND, "no card %lld on board %lld", (long long)a->card_id,
-                (long long)a->board_id);
+    return fail(c, KB_NOT_FOUND, "no card %lld on board %lld", (long long)a->card_id, (long long)a->board_id);
   if (!member)
     return fail(c, KB_FORBIDDEN, "not a member of board %lld", (long long)out->board_id);
   return LITH_OK;
@@ -535,8 +531,8 @@ static int card_access(kb_ctx *c, const kb_action *a, card_row *out, list_row *t
  * it lands at. `cur` is the card's current position if it is in `list`
  * already (has_cur), kept when it is already at that index. Renumbers the
  * list when the neighbours leave no integer between them. */
-static int place(kb_ctx *c, int64_t list, int64_t card, int64_t index, int has_cur, int64_t cur,
-                 int64_t *pos, int64_t *idx) {
+static int place(kb_ctx *c, int64_t list, int64_t card, int64_t index, int has_cur, int64_t cur, int64_t *pos,
+                 int64_t *idx) {
   int rc;
   int64_t prev = 0, next = 0;
   int has_prev = 0, has_next = 0;
@@ -873,8 +869,7 @@ static int edit_card(kb_ctx *c, kb_action *a) {
   a->out.board_id = k.board_id;
   a->out.id = a->card_id;
   a->out.version = k.version;
-  sqlite3_stmt *st =
-      q_bind(c, Q_CARD_EDIT, &rc, "IssI", a->card_id, a->title, a->description, kb_now_ms());
+  sqlite3_stmt *st = q_bind(c, Q_CARD_EDIT, &rc, "IssI", a->card_id, a->title, a->description, kb_now_ms());
   if (!st || (rc = q_run(c, st)) != LITH_OK)
     return rc;
   return finish(c, a, KIND_EDIT_CARD);
@@ -897,8 +892,7 @@ static int archive_card(kb_ctx *c, kb_action *a) {
     if ((rc = place(c, k.list_id, a->card_id, KB_END, 0, 0, &pos, &a->out.index)) != LITH_OK)
       return rc;
   }
-  sqlite3_stmt *st =
-      q_bind(c, Q_CARD_ARCHIVE, &rc, "IiII", a->card_id, a->archived, pos, kb_now_ms());
+  sqlite3_stmt *st = q_bind(c, Q_CARD_ARCHIVE, &rc, "IiII", a->card_id, a->archived, pos, kb_now_ms());
   if (!st || (rc = q_run(c, st)) != LITH_OK)
     return rc;
   a->out.version = k.version + 1;
@@ -922,8 +916,7 @@ static int move_card(kb_ctx *c, kb_action *a) {
   if (k.archived)
     return fail(c, KB_BAD_INPUT, "card %lld is archived", (long long)a->card_id);
   if (k.version != a->seen_version)
-    return fail(c, KB_STALE,
-                "card %lld was moved meanwhile (version %lld, the move was made on %lld)",
+    return fail(c, KB_STALE, "card %lld was moved meanwhile (version %lld, the move was made on %lld)",
                 (long long)a->card_id, (long long)k.version, (long long)a->seen_version);
   if (l.board_id == 0)
     return fail(c, KB_NOT_FOUND, "no list %lld", (long long)a->list_id);
@@ -932,8 +925,7 @@ static int move_card(kb_ctx *c, kb_action *a) {
   if (l.archived)
     return fail(c, KB_BAD_INPUT, "list %lld is archived", (long long)a->list_id);
   int64_t pos;
-  rc = place(c, a->list_id, a->card_id, a->index, k.list_id == a->list_id, k.pos, &pos,
-             &a->out.index);
+  rc = place(c, a->list_id, a->card_id, a->index, k.list_id == a->list_id, k.pos, &pos, &a->out.index);
   if (rc != LITH_OK)
     return rc;
   sqlite3_stmt *st = q_bind(c, Q_CARD_MOVE, &rc, "IIII", a->card_id, a->list_id, pos, kb_now_ms());
@@ -993,13 +985,13 @@ static int seed_demo(kb_ctx *c, kb_seed_args *s) {
 
 /* ---- the public commands ------------------------------------------------------ */
 
-#define COMMAND(pub, impl, type)                                                                   \
-  static int impl##_any(kb_ctx *c, void *arg) { return impl(c, (type *)arg); }                     \
-  int pub(lith_tx *tx, void *arg) {                                                                \
-    kb_ctx c = {.tx = tx, .plain = NULL};                                                          \
-    if (!arg)                                                                                      \
-      return lith_tx_error(tx, LITH_MISUSE, #pub ": no argument");                                \
-    return impl(&c, (type *)arg);                                                                  \
+#define COMMAND(pub, impl, type)                                               \
+  static int impl##_any(kb_ctx *c, void *arg) { return impl(c, (type *)arg); } \
+  int pub(lith_tx *tx, void *arg) {                                            \
+    kb_ctx c = {.tx = tx, .plain = NULL};                                      \
+    if (!arg)                                                                  \
+      return lith_tx_error(tx, LITH_MISUSE, #pub ": no argument");             \
+    return impl(&c, (type *)arg);                                              \
   }
 
 COMMAND(kb_create_user, create_user, kb_user_args)
@@ -1022,13 +1014,13 @@ static const struct {
   lith_command pub;
   int (*impl)(kb_ctx *c, void *arg);
 } COMMANDS[] = {
-    {kb_create_user, create_user_any},   {kb_create_session, create_session_any},
+    {kb_create_user, create_user_any},       {kb_create_session, create_session_any},
     {kb_delete_session, delete_session_any}, {kb_prune, prune_any},
-    {kb_create_board, create_board_any}, {kb_rename_board, rename_board_any},
-    {kb_add_member, add_member_any},     {kb_create_list, create_list_any},
-    {kb_rename_list, rename_list_any},   {kb_archive_list, archive_list_any},
-    {kb_create_card, create_card_any},   {kb_edit_card, edit_card_any},
-    {kb_archive_card, archive_card_any}, {kb_move_card, move_card_any},
+    {kb_create_board, create_board_any},     {kb_rename_board, rename_board_any},
+    {kb_add_member, add_member_any},         {kb_create_list, create_list_any},
+    {kb_rename_list, rename_list_any},       {kb_archive_list, archive_list_any},
+    {kb_create_card, create_card_any},       {kb_edit_card, edit_card_any},
+    {kb_archive_card, archive_card_any},     {kb_move_card, move_card_any},
     {kb_seed_demo, seed_demo_any},
 };
 
@@ -1075,20 +1067,13 @@ void kb_plain_close(kb_plain *p) {
 
 const char *kb_errstr(int rc) {
   switch (rc) {
-  case KB_NOT_FOUND:
-    return "KB_NOT_FOUND";
-  case KB_FORBIDDEN:
-    return "KB_FORBIDDEN";
-  case KB_STALE:
-    return "KB_STALE";
-  case KB_BAD_INPUT:
-    return "KB_BAD_INPUT";
-  case KB_EXISTS:
-    return "KB_EXISTS";
-  case KB_OP_CONFLICT:
-    return "KB_OP_CONFLICT";
-  default:
-    return lith_errstr(rc);
+  case KB_NOT_FOUND: return "KB_NOT_FOUND";
+  case KB_FORBIDDEN: return "KB_FORBIDDEN";
+  case KB_STALE: return "KB_STALE";
+  case KB_BAD_INPUT: return "KB_BAD_INPUT";
+  case KB_EXISTS: return "KB_EXISTS";
+  case KB_OP_CONFLICT: return "KB_OP_CONFLICT";
+  default: return lith_errstr(rc);
   }
 }
 

@@ -65,14 +65,14 @@ extern "C" {
 /* ---- Result codes -------------------------------------------------------- */
 
 enum {
-  KB_NOT_FOUND = LITH_USER + 1,   /* no such user, session, board, list or card */
-  KB_FORBIDDEN = LITH_USER + 2,   /* the acting user is not a member of the board */
-  KB_STALE = LITH_USER + 3,       /* a move carried an old move version; nothing changed,
+  KB_NOT_FOUND = LITH_USER + 1,  /* no such user, session, board, list or card */
+  KB_FORBIDDEN = LITH_USER + 2,  /* the acting user is not a member of the board */
+  KB_STALE = LITH_USER + 3,      /* a move carried an old move version; nothing changed,
                                      kb_result.version holds the card's current one */
-  KB_BAD_INPUT = LITH_USER + 4,   /* empty or too long text, bad characters, index out of
+  KB_BAD_INPUT = LITH_USER + 4,  /* empty or too long text, bad characters, index out of
                                      range, archived target, a card to another board, ... */
-  KB_EXISTS = LITH_USER + 5,      /* a user name or member that already exists */
-  KB_OP_CONFLICT = LITH_USER + 6  /* an op id reused by the same user for another action */
+  KB_EXISTS = LITH_USER + 5,     /* a user name or member that already exists */
+  KB_OP_CONFLICT = LITH_USER + 6 /* an op id reused by the same user for another action */
 };
 
 /* The name of a result code (KB_* or lith's): a static string, never NULL. */
@@ -80,14 +80,15 @@ const char *kb_errstr(int rc);
 
 /* ---- Limits ---------------------------------------------------------------- */
 
-#define KB_NAME_MAX 32     /* user name: 1..32 bytes of [A-Za-z0-9_.-] */
-#define KB_HASH_MAX 255    /* password hash string, token hash: 1..255 printable ASCII */
-#define KB_TITLE_MAX 200   /* board, list and card titles: 1..200 bytes, not blank, no
+#define KB_NAME_MAX 32  /* user name: 1..32 bytes of [A-Za-z0-9_.-] */
+#define KB_HASH_MAX 255 /* password hash string, token hash: 1..255 printable ASCII */
+#define KB_TITLE_MAX \
+  200                     /* board, list and card titles: 1..200 bytes, not blank, no
                               control characters */
-#define KB_DESC_MAX 10000  /* card description: 0..10000 bytes (newlines and tabs allowed) */
-#define KB_OP_ID_MAX 64    /* operation id: 1..64 bytes of printable ASCII */
-#define KB_GAP 1024        /* distance between neighbouring positions after a renumber */
-#define KB_END (-1)        /* kb_action.index: after the last card */
+#define KB_DESC_MAX 10000 /* card description: 0..10000 bytes (newlines and tabs allowed) */
+#define KB_OP_ID_MAX 64   /* operation id: 1..64 bytes of printable ASCII */
+#define KB_GAP 1024       /* distance between neighbouring positions after a renumber */
+#define KB_END (-1)       /* kb_action.index: after the last card */
 
 /* ---- Schema ------------------------------------------------------------------ */
 
@@ -157,8 +158,8 @@ typedef struct kb_result {
 /* One board action. Which inputs a command reads is listed with it; the
  * others are ignored. Zero-initialise, fill, submit, read `out`. */
 typedef struct kb_action {
-  int64_t user_id;         /* acting user; must be a member of the board */
-  const char *op_id;       /* client-generated operation id (KB_OP_ID_MAX), unique per
+  int64_t user_id;   /* acting user; must be a member of the board */
+  const char *op_id; /* client-generated operation id (KB_OP_ID_MAX), unique per
                               user: the same id again with the same content and
                               access replays the first outcome (out.replayed), with
                               other content it is KB_OP_CONFLICT; NULL: no replay
@@ -169,7 +170,7 @@ typedef struct kb_action {
                               ops is keyed (op_id, user_id), and time-ordered ids are
                               appended at the index's right edge (random ids dirty
                               one page per move: 2.5x the WAL per commit). */
-  int64_t board_id;        /* board commands: the board. List and card commands: 0, or
+  int64_t board_id;  /* board commands: the board. List and card commands: 0, or
                               the board the list/card must be on (else KB_NOT_FOUND,
                               nothing changes): a server whose URLs name the board
                               passes it and needs no check of its own */
@@ -249,8 +250,8 @@ int kb_seed_demo(lith_tx *tx, void *arg /* kb_seed_args */);
 typedef struct kb_card {
   int64_t id;
   int64_t list_id;
-  int64_t pos;      /* position in its list (the order; gaps mean nothing) */
-  int64_t version;  /* move version: pass it as seen_version to kb_move_card */
+  int64_t pos;     /* position in its list (the order; gaps mean nothing) */
+  int64_t version; /* move version: pass it as seen_version to kb_move_card */
   int archived;
   char *title;
   char *description;
@@ -276,7 +277,7 @@ typedef struct kb_board {
   char *title;
   kb_member *members; /* by name */
   int n_members;
-  kb_list *lists;     /* in order */
+  kb_list *lists; /* in order */
   int n_lists;
 } kb_board;
 
@@ -323,20 +324,20 @@ int kb_read_boards(lith_rx *rx, void *arg /* kb_boards_query */);
 void kb_boards_free(kb_board_summary *boards, int n);
 
 typedef struct kb_user_query {
-  const char *name;               /* in */
-  int64_t user_id;                /* out */
-  char pw_hash[KB_HASH_MAX + 1];  /* out: the stored hash string, for the server to verify */
+  const char *name;              /* in */
+  int64_t user_id;               /* out */
+  char pw_hash[KB_HASH_MAX + 1]; /* out: the stored hash string, for the server to verify */
 } kb_user_query;
 
 /* Sign-in lookup by name. KB_NOT_FOUND if no such user. */
 int kb_read_user(lith_rx *rx, void *arg /* kb_user_query */);
 
 typedef struct kb_session_query {
-  const char *token_hash;      /* in */
-  int64_t now_ms;              /* in: 0 for kb_now_ms() */
-  int64_t user_id;             /* out */
-  int64_t expires_ms;          /* out */
-  char name[KB_NAME_MAX + 1];  /* out: the user's name */
+  const char *token_hash;     /* in */
+  int64_t now_ms;             /* in: 0 for kb_now_ms() */
+  int64_t user_id;            /* out */
+  int64_t expires_ms;         /* out */
+  char name[KB_NAME_MAX + 1]; /* out: the user's name */
 } kb_session_query;
 
 /* Session lookup by token hash. KB_NOT_FOUND if unknown or expired. */

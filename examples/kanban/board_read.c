@@ -16,27 +16,27 @@
 
 #include "board.h"
 
-#define SQL_BOARD                                                                                  \
-  "SELECT title, version, EXISTS(SELECT 1 FROM members m WHERE m.board_id = b.id AND"            \
+#define SQL_BOARD                                                                     \
+  "SELECT title, version, EXISTS(SELECT 1 FROM members m WHERE m.board_id = b.id AND" \
   " m.user_id = ?2) FROM boards b WHERE b.id = ?1"
-#define SQL_MEMBERS                                                                                \
-  "SELECT u.id, u.name FROM members m JOIN users u ON u.id = m.user_id WHERE m.board_id = ?1"     \
+#define SQL_MEMBERS                                                                           \
+  "SELECT u.id, u.name FROM members m JOIN users u ON u.id = m.user_id WHERE m.board_id = ?1" \
   " ORDER BY u.name"
-#define SQL_LISTS                                                                                  \
-  "SELECT id, pos, archived, title FROM lists WHERE board_id = ?1 AND archived <= ?2"             \
+#define SQL_LISTS                                                                     \
+  "SELECT id, pos, archived, title FROM lists WHERE board_id = ?1 AND archived <= ?2" \
   " ORDER BY pos, id"
-#define SQL_CARDS                                                                                  \
-  "SELECT id, pos, version, archived, title, description FROM cards WHERE list_id = ?1 AND"      \
+#define SQL_CARDS                                                                           \
+  "SELECT id, pos, version, archived, title, description FROM cards WHERE list_id = ?1 AND" \
   " archived = 0 ORDER BY pos, id"
-#define SQL_CARDS_ALL                                                                              \
-  "SELECT id, pos, version, archived, title, description FROM cards WHERE list_id = ?1"          \
+#define SQL_CARDS_ALL                                                                   \
+  "SELECT id, pos, version, archived, title, description FROM cards WHERE list_id = ?1" \
   " ORDER BY archived, pos, id"
-#define SQL_BOARDS                                                                                 \
-  "SELECT b.id, b.version, b.title FROM members m JOIN boards b ON b.id = m.board_id"            \
+#define SQL_BOARDS                                                                    \
+  "SELECT b.id, b.version, b.title FROM members m JOIN boards b ON b.id = m.board_id" \
   " WHERE m.user_id = ?1 ORDER BY b.title, b.id"
 #define SQL_USER "SELECT id, pw_hash FROM users WHERE name = ?1"
-#define SQL_SESSION                                                                                \
-  "SELECT s.user_id, s.expires_ms, u.name FROM sessions s JOIN users u ON u.id = s.user_id"       \
+#define SQL_SESSION                                                                         \
+  "SELECT s.user_id, s.expires_ms, u.name FROM sessions s JOIN users u ON u.id = s.user_id" \
   " WHERE s.token_hash = ?1"
 
 /* A copy of column i's text ("" for NULL); NULL only when out of memory. */

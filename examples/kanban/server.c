@@ -79,11 +79,13 @@ static void usage(FILE *f) {
 
 /* 0: run; 1: exit 0 (help); 2: bad usage. */
 static int parse_opts(int argc, char **argv, struct opts *o) {
-  static const struct option longopts[] = {
-      {"port", required_argument, NULL, 'p'}, {"host", required_argument, NULL, 'H'},
-      {"db", required_argument, NULL, 'd'},   {"synchronous", required_argument, NULL, 's'},
-      {"no-demo", no_argument, NULL, 'n'},    {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option longopts[] = {{"port", required_argument, NULL, 'p'},
+                                           {"host", required_argument, NULL, 'H'},
+                                           {"db", required_argument, NULL, 'd'},
+                                           {"synchronous", required_argument, NULL, 's'},
+                                           {"no-demo", no_argument, NULL, 'n'},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
   int c;
   o->db = "kanban.db";
   o->host = "127.0.0.1";
@@ -106,8 +108,10 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
     case 'H': o->host = optarg; break;
     case 'd': o->db = optarg; break;
     case 's':
-      if (strcmp(optarg, "normal") == 0) o->synchronous = LITH_SYNC_NORMAL;
-      else if (strcmp(optarg, "full") == 0) o->synchronous = LITH_SYNC_FULL;
+      if (strcmp(optarg, "normal") == 0)
+        o->synchronous = LITH_SYNC_NORMAL;
+      else if (strcmp(optarg, "full") == 0)
+        o->synchronous = LITH_SYNC_FULL;
       else {
         fprintf(stderr, "kanban: --synchronous %s: normal or full\n", optarg);
         return 2;
@@ -143,7 +147,8 @@ static int seed_demo(lith *db) {
   memset(&q, 0, sizeof q);
   q.name = demo_users[0][0];
   rc = lith_read(db, read_user, &q);
-  if (rc == LITH_OK) return 0; /* seeded before */
+  if (rc == LITH_OK)
+    return 0; /* seeded before */
   if (rc != KB_NOT_FOUND) {
     fprintf(stderr, "kanban: cannot read the users: %s\n", lith_errmsg(db));
     return -1;
@@ -164,7 +169,8 @@ static int seed_demo(lith *db) {
       /* bob exists (someone signed up as bob): look him up and use him */
       memset(&q, 0, sizeof q);
       q.name = demo_users[i][0];
-      if (lith_read(db, read_user, &q) != LITH_OK) return -1;
+      if (lith_read(db, read_user, &q) != LITH_OK)
+        return -1;
       u.user_id = q.user_id;
     }
     ids[i] = u.user_id;
@@ -189,8 +195,9 @@ static void on_bridge_closed(void *ctx) {
 
 static void close_bridge(struct server *s) {
   srv_routes_close(&s->app); /* what waits to be submitted goes first */
-  s->app.bridge = NULL; /* the routes submit nothing from now on */
-  if (s->bridge != NULL) lith_uv_close(s->bridge, on_bridge_closed, s);
+  s->app.bridge = NULL;      /* the routes submit nothing from now on */
+  if (s->bridge != NULL)
+    lith_uv_close(s->bridge, on_bridge_closed, s);
 }
 
 static void on_http_stopped(lith_http_server *srv, void *arg) {
@@ -201,24 +208,28 @@ static void on_http_stopped(lith_http_server *srv, void *arg) {
 }
 
 static void close_signals(struct server *s) {
-  if (!s->signals_open) return;
+  if (!s->signals_open)
+    return;
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
   s->signals_open = 0;
 }
 
 static void close_prune(srv_app *app) {
-  if (!app->prune_open) return;
+  if (!app->prune_open)
+    return;
   uv_close((uv_handle_t *)&app->prune, NULL);
   app->prune_open = 0;
 }
 
 static void begin_stop(struct server *s) {
-  if (s->app.stopping) return;
+  if (s->app.stopping)
+    return;
   s->app.stopping = 1;
   close_signals(s);
   close_prune(&s->app);
-  if (s->app.gate != NULL) auth_gate_stop(s->app.gate);
+  if (s->app.gate != NULL)
+    auth_gate_stop(s->app.gate);
   if (lith_http_server_stop(s->app.http, STOP_GRACE_MS, on_http_stopped, s) != LITH_HTTP_OK)
     on_http_stopped(s->app.http, s);
 }
@@ -233,7 +244,8 @@ static void on_signal(uv_signal_t *h, int signum) {
  * be set before the pool's first use. */
 static void size_thread_pool(int readers) {
   char buf[16];
-  if (getenv("UV_THREADPOOL_SIZE") != NULL) return;
+  if (getenv("UV_THREADPOOL_SIZE") != NULL)
+    return;
   snprintf(buf, sizeof buf, "%d", readers + 2);
   setenv("UV_THREADPOOL_SIZE", buf, 1);
 }
@@ -255,7 +267,8 @@ int main(int argc, char **argv) {
   sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   memset(&s, 0, sizeof s);
   rc = parse_opts(argc, argv, &o);
-  if (rc != 0) return rc == 1 ? 0 : 2;
+  if (rc != 0)
+    return rc == 1 ? 0 : 2;
   if (auth_pw_init() != 0) {
     fprintf(stderr, "kanban: libsodium failed to initialise\n");
     return 1;
@@ -282,7 +295,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kanban: cannot open %s: %s\n", o.db, lith_errmsg(NULL));
     goto out;
   }
-  if (o.demo && seed_demo(s.app.db) != 0) goto out;
+  if (o.demo && seed_demo(s.app.db) != 0)
+    goto out;
   if (lith_uv_open(s.app.db, &s.loop, &s.bridge) != LITH_OK) {
     fprintf(stderr, "kanban: lith_uv_open: %s\n", lith_errmsg(s.app.db));
     goto out;
@@ -297,7 +311,8 @@ int main(int argc, char **argv) {
   }
 
   lith_http_options_default(&hopt);
-  hopt.http2 = 0; /* browsers never speak cleartext HTTP/2; an h2c upgrade would skip the framing guard (http.h) */
+  hopt.http2 =
+      0; /* browsers never speak cleartext HTTP/2; an h2c upgrade would skip the framing guard (http.h) */
   hopt.server_name = "kanban";
   hopt.max_body = SRV_MAX_BODY;
   hopt.stream_buffer = 64u << 10; /* a page that reads nothing for that long reconnects */
@@ -324,12 +339,13 @@ int main(int argc, char **argv) {
 
   {
     int v6 = strchr(o.host, ':') != NULL;
-    printf("kanban %s: listening on http://%s%s%s:%d/ (db %s, synchronous %s)\n", LITH_VERSION,
-           v6 ? "[" : "", o.host, v6 ? "]" : "", lith_http_port(s.app.http), o.db,
+    printf("kanban %s: listening on http://%s%s%s:%d/ (db %s, synchronous %s)\n", LITH_VERSION, v6 ? "[" : "",
+           o.host, v6 ? "]" : "", lith_http_port(s.app.http), o.db,
            o.synchronous == LITH_SYNC_FULL ? "full" : "normal");
     if (o.demo) {
       printf("  demo sign-ins (members of \"Demo board\"):");
-      for (int i = 0; i < N_DEMO; i++) printf("%s %s / %s", i ? "," : "", demo_users[i][0], demo_users[i][1]);
+      for (int i = 0; i < N_DEMO; i++)
+        printf("%s %s / %s", i ? "," : "", demo_users[i][0], demo_users[i][1]);
       printf("\n  open the URL in two browsers (or a private window), sign in as each, and move cards\n");
     }
     fflush(stdout);
@@ -339,16 +355,19 @@ int main(int argc, char **argv) {
   exit_code = 0;
 
 out:
-  if (s.app.http != NULL) lith_http_server_destroy(s.app.http); /* after uv_run: disposes h2o */
+  if (s.app.http != NULL)
+    lith_http_server_destroy(s.app.http); /* after uv_run: disposes h2o */
   s.app.http = NULL;
   close_signals(&s);
   close_prune(&s.app);
-  if (s.app.gate != NULL) auth_gate_stop(s.app.gate);
+  if (s.app.gate != NULL)
+    auth_gate_stop(s.app.gate);
   srv_live_close(s.app.live);
   close_bridge(&s);
   if (loop_open) {
     uv_run(&s.loop, UV_RUN_DEFAULT); /* close callbacks, a startup failure's bridge */
-    if (uv_loop_close(&s.loop) != 0) fprintf(stderr, "kanban: handles left on the loop\n");
+    if (uv_loop_close(&s.loop) != 0)
+      fprintf(stderr, "kanban: handles left on the loop\n");
   }
   if (s.app.db != NULL && lith_close(s.app.db) != LITH_OK) {
     fprintf(stderr, "kanban: close: %s\n", lith_errmsg(NULL));
@@ -358,6 +377,7 @@ out:
   auth_gate_free(s.app.gate);
   auth_throttle_free(s.app.throttle);
   auth_cache_free(s.app.sessions);
-  if (exit_code == 0) fprintf(stderr, "kanban: stopped\n");
+  if (exit_code == 0)
+    fprintf(stderr, "kanban: stopped\n");
   return exit_code;
 }

@@ -28,10 +28,10 @@ struct job; /* srv_routes.c */
 typedef struct srv_app {
   uv_loop_t *loop;
   lith *db;
-  lith_uv *bridge;         /* NULL once closing: nothing more is submitted */
+  lith_uv *bridge; /* NULL once closing: nothing more is submitted */
   lith_http_server *http;
   srv_live *live;
-  auth_gate *gate;         /* password hashes */
+  auth_gate *gate; /* password hashes */
   auth_cache *sessions;
   auth_throttle *throttle; /* failed sign-ins, by name and by address */
   uv_timer_t prune;        /* hourly housekeeping (expired sessions, old op ids) */

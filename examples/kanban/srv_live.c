@@ -58,9 +58,12 @@ static unsigned bucket_of(int64_t board) {
 }
 
 static void unlink_sub(srv_live *l, struct sub *s) {
-  if (s->prev != NULL) s->prev->next = s->next;
-  else l->bucket[bucket_of(s->board)] = s->next;
-  if (s->next != NULL) s->next->prev = s->prev;
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else
+    l->bucket[bucket_of(s->board)] = s->next;
+  if (s->next != NULL)
+    s->next->prev = s->prev;
   l->count--;
 }
 
@@ -77,7 +80,8 @@ static void notify(srv_live *l, int64_t board) {
   struct sub *s;
   snprintf(data, sizeof data, "{\"board\":%" PRId64 "}", board);
   for (s = l->bucket[bucket_of(board)]; s != NULL; s = s->next)
-    if (s->board == board) lith_http_sse_event(s->req, "change", NULL, data);
+    if (s->board == board)
+      lith_http_sse_event(s->req, "change", NULL, data);
   /* FULL or GONE: on_gone follows from the loop and frees the subscriber */
 }
 
@@ -92,7 +96,8 @@ static void on_async(uv_async_t *a) {
   l->pending = NULL;
   l->n_pending = l->cap_pending = 0;
   pthread_mutex_unlock(&l->mu);
-  for (i = 0; i < n; i++) notify(l, ids[i]);
+  for (i = 0; i < n; i++)
+    notify(l, ids[i]);
   free(ids);
 }
 
@@ -102,7 +107,8 @@ static void on_heartbeat(uv_timer_t *t) {
   unsigned b;
   for (b = 0; b < BUCKETS; b++) {
     struct sub *s;
-    for (s = l->bucket[b]; s != NULL; s = s->next) lith_http_stream_write(s->req, ping, sizeof ping - 1);
+    for (s = l->bucket[b]; s != NULL; s = s->next)
+      lith_http_stream_write(s->req, ping, sizeof ping - 1);
   }
 }
 
@@ -111,7 +117,8 @@ int srv_live_open(uv_loop_t *loop, srv_live **out) {
   int rc;
 
   *out = NULL;
-  if (l == NULL) return UV_ENOMEM;
+  if (l == NULL)
+    return UV_ENOMEM;
   l->loop = loop;
   if (pthread_mutex_init(&l->mu, NULL) != 0) {
     free(l);
@@ -138,18 +145,22 @@ void srv_live_hook(void *ctx, const int64_t *topics, int n) {
   srv_live *l = ctx;
   int i, wake = 0;
 
-  if (n <= 0) return;
+  if (n <= 0)
+    return;
   pthread_mutex_lock(&l->mu);
-  if (l->closed) goto out;
+  if (l->closed)
+    goto out;
   for (i = 0; i < n; i++) {
     size_t j;
     for (j = 0; j < l->n_pending && l->pending[j] != topics[i]; j++) {
     }
-    if (j < l->n_pending) continue; /* already waiting for the loop */
+    if (j < l->n_pending)
+      continue; /* already waiting for the loop */
     if (l->n_pending == l->cap_pending) {
       size_t cap = l->cap_pending ? l->cap_pending * 2 : 16;
       int64_t *p = realloc(l->pending, cap * sizeof *p);
-      if (p == NULL) break; /* pages miss this one; they refetch on their next event */
+      if (p == NULL)
+        break; /* pages miss this one; they refetch on their next event */
       l->pending = p;
       l->cap_pending = cap;
     }
@@ -157,7 +168,8 @@ void srv_live_hook(void *ctx, const int64_t *topics, int n) {
     wake = 1;
   }
   /* under the mutex: srv_live_close sets `closed` before closing the handle */
-  if (wake) uv_async_send(&l->async);
+  if (wake)
+    uv_async_send(&l->async);
 out:
   pthread_mutex_unlock(&l->mu);
 }
@@ -196,7 +208,8 @@ int srv_live_subscribe(srv_live *l, lith_http_req *req, int64_t board) {
   s->board = board;
   b = bucket_of(board);
   s->next = l->bucket[b];
-  if (s->next != NULL) s->next->prev = s;
+  if (s->next != NULL)
+    s->next->prev = s;
   l->bucket[b] = s;
   l->count++;
   lith_http_on_gone(req, on_gone, s);
@@ -212,7 +225,8 @@ static void on_handle_closed(uv_handle_t *h) {
 
 void srv_live_close(srv_live *l) {
   unsigned b;
-  if (l == NULL || l->closing) return;
+  if (l == NULL || l->closing)
+    return;
   l->closing = 1;
   pthread_mutex_lock(&l->mu);
   l->closed = 1;
@@ -231,7 +245,8 @@ void srv_live_close(srv_live *l) {
 }
 
 void srv_live_free(srv_live *l) {
-  if (l == NULL) return;
+  if (l == NULL)
+    return;
   free(l->pending);
   pthread_mutex_destroy(&l->mu);
   free(l);

@@ -48,7 +48,7 @@ typedef struct job job;
 typedef void (*job_fn)(job *j);
 
 struct job {
-  lith_uv_req ureq; /* first: the bridge callback gets &ureq */
+  lith_uv_req ureq;      /* first: the bridge callback gets &ureq */
   struct job *pend_next; /* app->pend_* while waiting to be submitted */
   lith_command pend_fn;
   void *pend_arg;
@@ -56,21 +56,21 @@ struct job {
   auth_task task;
   srv_app *app;
   lith_http_req *req;
-  int mode;          /* J_PAGE or J_API: how errors are answered */
+  int mode; /* J_PAGE or J_API: how errors are answered */
 
   char token_hash[AUTH_HASH_LEN + 1];
   auth_who who;
 
-  job_fn next;       /* after the session is known */
+  job_fn next; /* after the session is known */
   job_fn after_read;
   job_fn after_cmd;
   int rc;
   char errmsg[LITH_ERRMSG_MAX];
 
-  json_t *body;      /* a JSON body; the action's strings point into it */
-  srv_form form;     /* a form body */
+  json_t *body;  /* a JSON body; the action's strings point into it */
+  srv_form form; /* a form body */
   kb_action act;
-  const char *what;  /* the action's name, for messages */
+  const char *what; /* the action's name, for messages */
 
   kb_board_query bq;
   kb_boards_query lq;
@@ -102,7 +102,8 @@ static job *job_new(srv_app *app, lith_http_req *req, int mode) {
 }
 
 static void job_free(job *j) {
-  if (j == NULL) return;
+  if (j == NULL)
+    return;
   json_decref(j->body);
   srv_form_free(&j->form);
   kb_board_free(j->bq.board);
@@ -143,7 +144,8 @@ static void api_error(lith_http_req *req, int status, const char *code, const ch
                       int64_t version) {
   json_t *o = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
   char *s;
-  if (o != NULL && version > 0) json_object_set_new(o, "version", json_integer(version));
+  if (o != NULL && version > 0)
+    json_object_set_new(o, "version", json_integer(version));
   s = o != NULL ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (s == NULL) {
@@ -199,7 +201,8 @@ static const char *message_of(int rc, const char *errmsg) {
   case KB_NOT_FOUND: return "No such board, list or card (or it is not on this board).";
   case KB_FORBIDDEN: return "You are not a member of this board.";
   case KB_STALE: return "Someone else moved this card meanwhile: the board now shows where it is.";
-  case LITH_QUEUE_FULL: case LITH_BUSY: return "The server is busy; try again in a moment.";
+  case LITH_QUEUE_FULL:
+  case LITH_BUSY: return "The server is busy; try again in a moment.";
   case LITH_CLOSED: return "The server is stopping.";
   default: break;
   }
@@ -213,15 +216,19 @@ static void fail_rc(job *j, int rc, int64_t version) {
   const char *code;
   int status = status_of(rc, &code);
   const char *msg = message_of(rc, j->errmsg);
-  if (j->mode == J_PAGE && rc == KB_NOT_FOUND) msg = "There is no such board.";
+  if (j->mode == J_PAGE && rc == KB_NOT_FOUND)
+    msg = "There is no such board.";
   if (j->mode == J_PAGE && rc == KB_FORBIDDEN)
     msg = "This board belongs to others: ask one of its members to add you (by your user name).";
   if (status >= 500 && status != 503 && j->errmsg[0] != '\0')
-    fprintf(stderr, "kanban: %s %s: %s: %s\n", lith_http_req_method(j->req),
-            lith_http_req_path(j->req), kb_errstr(rc), j->errmsg);
-  if (status == 503) lith_http_add_header(j->req, "retry-after", "1");
-  if (j->mode == J_API) api_error(j->req, status, code, msg, version);
-  else fail(j, status, code, msg);
+    fprintf(stderr, "kanban: %s %s: %s: %s\n", lith_http_req_method(j->req), lith_http_req_path(j->req),
+            kb_errstr(rc), j->errmsg);
+  if (status == 503)
+    lith_http_add_header(j->req, "retry-after", "1");
+  if (j->mode == J_API)
+    api_error(j->req, status, code, msg, version);
+  else
+    fail(j, status, code, msg);
 }
 
 /* ---- Steps: reads on the pool, commands through the bridge ----------------------- */
@@ -260,7 +267,8 @@ static void flush_pending(srv_app *app) {
   while ((j = app->pend_head) != NULL) {
     int rc = LITH_CLOSED;
     app->pend_head = j->pend_next;
-    if (app->pend_head == NULL) app->pend_tail = NULL;
+    if (app->pend_head == NULL)
+      app->pend_tail = NULL;
     app->pend_n--;
     if (app->bridge != NULL)
       rc = lith_uv_submit(app->bridge, &j->ureq, j->pend_fn, j->pend_arg, cmd_done);
@@ -269,7 +277,8 @@ static void flush_pending(srv_app *app) {
       job_free(j);
     }
   }
-  if (app->pend_open) uv_check_stop(&app->pend_check);
+  if (app->pend_open)
+    uv_check_stop(&app->pend_check);
 }
 
 static void on_pend_check(uv_check_t *c) { flush_pending(c->data); }
@@ -290,15 +299,20 @@ static void submit(job *j, lith_command fn, void *arg, job_fn after) {
   j->pend_fn = fn;
   j->pend_arg = arg;
   j->pend_next = NULL;
-  if (app->pend_tail != NULL) app->pend_tail->pend_next = j;
-  else app->pend_head = j;
+  if (app->pend_tail != NULL)
+    app->pend_tail->pend_next = j;
+  else
+    app->pend_head = j;
   app->pend_tail = j;
-  if (++app->pend_n >= SUBMIT_CHUNK) flush_pending(app);
-  else uv_check_start(&app->pend_check, on_pend_check);
+  if (++app->pend_n >= SUBMIT_CHUNK)
+    flush_pending(app);
+  else
+    uv_check_start(&app->pend_check, on_pend_check);
 }
 
 void srv_routes_close(srv_app *app) {
-  if (!app->pend_open) return;
+  if (!app->pend_open)
+    return;
   flush_pending(app);
   uv_close((uv_handle_t *)&app->pend_check, NULL);
   app->pend_open = 0;
@@ -310,7 +324,8 @@ static void not_signed_in(job *j) {
   if (j->mode == J_API) {
     api_error(j->req, 401, "unauthorized", "Sign in first.", 0);
   } else {
-    if (j->token_hash[0] != '\0') auth_cookie_set(j->req, NULL); /* a stale cookie */
+    if (j->token_hash[0] != '\0')
+      auth_cookie_set(j->req, NULL); /* a stale cookie */
     redirect(j->req, "/signin");
   }
   job_free(j);
@@ -382,9 +397,9 @@ static int h_static(lith_http_req *req, void *arg) {
   }
   snprintf(want, sizeof want, "v=%s", web_assets_version);
   /* a URL with the current version never changes: cache it for good */
-  lith_http_add_header(req, "cache-control", strcmp(lith_http_req_query(req), want) == 0
-                                                 ? "public, max-age=31536000, immutable"
-                                                 : "no-cache");
+  lith_http_add_header(req, "cache-control",
+                       strcmp(lith_http_req_query(req), want) == 0 ? "public, max-age=31536000, immutable"
+                                                                   : "no-cache");
   security_headers(req);
   lith_http_respond(req, 200, web_asset_type(name), a->data, a->len);
   return LITH_HTTP_DONE;
@@ -398,7 +413,8 @@ static int h_signin_page(lith_http_req *req, void *arg) {
 
 /* Refuse a POST from another site (403). 1 if refused (answered). */
 static int cross_site(lith_http_req *req, int mode) {
-  if (srv_same_origin(req)) return 0;
+  if (srv_same_origin(req))
+    return 0;
   if (mode == J_API)
     api_error(req, 403, "cross_site", "This request did not come from a page of this server.", 0);
   else
@@ -453,7 +469,8 @@ static void new_session(job *j, int64_t user_id) {
 static int signup_cmd(lith_tx *tx, void *arg) {
   job *j = arg;
   int rc = kb_create_user(tx, &j->ua);
-  if (rc != LITH_OK) return rc;
+  if (rc != LITH_OK)
+    return rc;
   j->sa.user_id = j->ua.user_id;
   return kb_create_session(tx, &j->sa);
 }
@@ -494,21 +511,26 @@ static void signup_hashed(auth_task *t, int status) { /* loop */
 static int h_signup(lith_http_req *req, void *arg) {
   srv_app *app = arg;
   job *j;
-  if (cross_site(req, J_PAGE)) return LITH_HTTP_DONE;
-  if ((j = job_new(app, req, J_PAGE)) == NULL) return LITH_HTTP_DONE;
+  if (cross_site(req, J_PAGE))
+    return LITH_HTTP_DONE;
+  if ((j = job_new(app, req, J_PAGE)) == NULL)
+    return LITH_HTTP_DONE;
   if (auth_form(j, 1) != 0) {
     job_free(j);
     return LITH_HTTP_DONE;
   }
   j->task.run = signup_hash;
   j->task.done = signup_hashed;
-  if (auth_gate_submit(app->gate, &j->task) != 0) auth_busy(j);
+  if (auth_gate_submit(app->gate, &j->task) != 0)
+    auth_busy(j);
   return LITH_HTTP_PENDING;
 }
 
 static void signin_done(job *j) {
-  if (j->rc != LITH_OK) fail_rc(j, j->rc, 0);
-  else signed_in(j);
+  if (j->rc != LITH_OK)
+    fail_rc(j, j->rc, 0);
+  else
+    signed_in(j);
   job_free(j);
 }
 
@@ -539,7 +561,8 @@ static void signin_check(auth_task *t) { /* pool: look the user up, verify */
 static void throttle_keys(const job *j, char *name_key, char *addr_key, size_t n) {
   const char *peer = lith_http_req_peer(j->req);
   const char *end = NULL;
-  if (peer == NULL) peer = "unknown";
+  if (peer == NULL)
+    peer = "unknown";
   if (peer[0] == '[') { /* [v6]:port */
     peer++;
     end = strchr(peer, ']');
@@ -579,8 +602,10 @@ static void signin_checked(auth_task *t, int status) { /* loop */
 static int h_signin(lith_http_req *req, void *arg) {
   srv_app *app = arg;
   job *j;
-  if (cross_site(req, J_PAGE)) return LITH_HTTP_DONE;
-  if ((j = job_new(app, req, J_PAGE)) == NULL) return LITH_HTTP_DONE;
+  if (cross_site(req, J_PAGE))
+    return LITH_HTTP_DONE;
+  if ((j = job_new(app, req, J_PAGE)) == NULL)
+    return LITH_HTTP_DONE;
   if (auth_form(j, 0) != 0) {
     job_free(j);
     return LITH_HTTP_DONE;
@@ -592,7 +617,8 @@ static int h_signin(lith_http_req *req, void *arg) {
   int64_t now = kb_now_ms();
   int64_t wait = auth_throttle_wait(app->throttle, name_key, now);
   int64_t wait_addr = auth_throttle_wait(app->throttle, addr_key, now);
-  if (wait_addr > wait) wait = wait_addr;
+  if (wait_addr > wait)
+    wait = wait_addr;
   if (wait > 0) {
     char msg[160], secs[24];
     long long s = (long long)((wait + 999) / 1000);
@@ -605,7 +631,8 @@ static int h_signin(lith_http_req *req, void *arg) {
   }
   j->task.run = signin_check;
   j->task.done = signin_checked;
-  if (auth_gate_submit(app->gate, &j->task) != 0) auth_busy(j);
+  if (auth_gate_submit(app->gate, &j->task) != 0)
+    auth_busy(j);
   return LITH_HTTP_PENDING;
 }
 
@@ -618,8 +645,10 @@ static void signout_done(job *j) {
 static int h_signout(lith_http_req *req, void *arg) {
   srv_app *app = arg;
   job *j;
-  if (cross_site(req, J_PAGE)) return LITH_HTTP_DONE;
-  if ((j = job_new(app, req, J_PAGE)) == NULL) return LITH_HTTP_DONE;
+  if (cross_site(req, J_PAGE))
+    return LITH_HTTP_DONE;
+  if ((j = job_new(app, req, J_PAGE)) == NULL)
+    return LITH_HTTP_DONE;
   if (!auth_request_hash(req, j->token_hash)) {
     signout_done(j);
     return LITH_HTTP_DONE;
@@ -654,7 +683,8 @@ static void boards_page(job *j) { pool_read(j, read_boards, boards_read); }
 
 static int h_boards(lith_http_req *req, void *arg) {
   job *j = job_new(arg, req, J_PAGE);
-  if (j == NULL) return LITH_HTTP_DONE;
+  if (j == NULL)
+    return LITH_HTTP_DONE;
   with_session(j, boards_page);
   return LITH_HTTP_PENDING;
 }
@@ -664,8 +694,8 @@ static void board_created(job *j) {
   if (j->rc != LITH_OK) {
     fail_rc(j, j->rc, 0);
   } else if (j->mode == J_API) {
-    api_json(j->req, 200, json_pack("{s:I, s:b}", "id", (json_int_t)j->act.out.id, "replayed",
-                                    j->act.out.replayed));
+    api_json(j->req, 200,
+             json_pack("{s:I, s:b}", "id", (json_int_t)j->act.out.id, "replayed", j->act.out.replayed));
   } else {
     snprintf(to, sizeof to, "/boards/%" PRId64, j->act.out.id);
     redirect(j->req, to);
@@ -706,11 +736,14 @@ static int h_boards_post(lith_http_req *req, void *arg) {
   srv_app *app = arg;
   int api = srv_content_type_is(req, "application/json");
   job *j;
-  if (cross_site(req, api ? J_API : J_PAGE)) return LITH_HTTP_DONE;
-  if ((j = job_new(app, req, api ? J_API : J_PAGE)) == NULL) return LITH_HTTP_DONE;
+  if (cross_site(req, api ? J_API : J_PAGE))
+    return LITH_HTTP_DONE;
+  if ((j = job_new(app, req, api ? J_API : J_PAGE)) == NULL)
+    return LITH_HTTP_DONE;
   if (api) {
     j->what = "create_board";
-    if (action_body(j) != 0) goto answered;
+    if (action_body(j) != 0)
+      goto answered;
   } else {
     size_t len;
     const char *body = lith_http_req_body(req, &len);
@@ -785,12 +818,18 @@ static int h_board_get(lith_http_req *req, void *arg) {
   int view;
   job *j;
 
-  if (!srv_parse_id(&p, &id)) goto not_found;
-  if (*p == '\0') view = VIEW_PAGE;
-  else if (strcmp(p, "/data") == 0) view = VIEW_DATA;
-  else if (strcmp(p, "/events") == 0) view = VIEW_EVENTS;
-  else goto not_found;
-  if ((j = job_new(app, req, view == VIEW_PAGE ? J_PAGE : J_API)) == NULL) return LITH_HTTP_DONE;
+  if (!srv_parse_id(&p, &id))
+    goto not_found;
+  if (*p == '\0')
+    view = VIEW_PAGE;
+  else if (strcmp(p, "/data") == 0)
+    view = VIEW_DATA;
+  else if (strcmp(p, "/events") == 0)
+    view = VIEW_EVENTS;
+  else
+    goto not_found;
+  if ((j = job_new(app, req, view == VIEW_PAGE ? J_PAGE : J_API)) == NULL)
+    return LITH_HTTP_DONE;
   j->bq.board_id = j->vq.board_id = id;
   with_session(j, view == VIEW_EVENTS ? events_view : board_view);
   return LITH_HTTP_PENDING;
@@ -818,14 +857,14 @@ static lith_command action_cmd(const char *what) {
   static const struct {
     const char *name;
     lith_command fn;
-  } table[] = {{"rename_board", kb_rename_board}, {"add_member", kb_add_member},
-               {"create_list", kb_create_list},   {"rename_list", kb_rename_list},
-               {"archive_list", kb_archive_list}, {"create_card", kb_create_card},
-               {"edit_card", kb_edit_card},       {"archive_card", kb_archive_card},
-               {"move_card", kb_move_card}};
+  } table[] = {
+      {"rename_board", kb_rename_board}, {"add_member", kb_add_member},     {"create_list", kb_create_list},
+      {"rename_list", kb_rename_list},   {"archive_list", kb_archive_list}, {"create_card", kb_create_card},
+      {"edit_card", kb_edit_card},       {"archive_card", kb_archive_card}, {"move_card", kb_move_card}};
   size_t i;
   for (i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (strcmp(table[i].name, what) == 0) return table[i].fn;
+    if (strcmp(table[i].name, what) == 0)
+      return table[i].fn;
   return NULL;
 }
 
@@ -848,14 +887,17 @@ static int h_board_post(lith_http_req *req, void *arg) {
   int64_t board;
   job *j;
 
-  if (cross_site(req, J_API)) return LITH_HTTP_DONE;
-  if ((j = job_new(app, req, J_API)) == NULL) return LITH_HTTP_DONE;
+  if (cross_site(req, J_API))
+    return LITH_HTTP_DONE;
+  if ((j = job_new(app, req, J_API)) == NULL)
+    return LITH_HTTP_DONE;
   if (!srv_parse_id(&p, &board) || srv_action_path(p, &j->what, &j->act) != 0) {
     api_error(req, 404, "not_found", "No such action.", 0);
     goto answered;
   }
   j->act.board_id = board;
-  if (action_body(j) != 0) goto answered;
+  if (action_body(j) != 0)
+    goto answered;
   with_session(j, run_action);
   return LITH_HTTP_PENDING;
 answered:
@@ -878,11 +920,13 @@ static void on_prune(uv_timer_t *t) {
   struct {
     lith_uv_req u;
     kb_prune_args pa;
-  } *p;
-  if (app->bridge == NULL || (p = calloc(1, sizeof *p)) == NULL) return;
+  } * p;
+  if (app->bridge == NULL || (p = calloc(1, sizeof *p)) == NULL)
+    return;
   p->pa.ops_before_ms = kb_now_ms() - OPS_KEEP_MS;
   p->u.req.data = &p->pa;
-  if (lith_uv_submit(app->bridge, &p->u, kb_prune, &p->pa, pruned) != LITH_OK) free(p);
+  if (lith_uv_submit(app->bridge, &p->u, kb_prune, &p->pa, pruned) != LITH_OK)
+    free(p);
 }
 
 void srv_prune_start(srv_app *app) {
@@ -915,9 +959,9 @@ int srv_routes_add(srv_app *app) {
   };
   size_t i;
   for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-    int rc = lith_http_route(app->http, routes[i].method, routes[i].path, routes[i].match,
-                             routes[i].fn, app);
-    if (rc != LITH_HTTP_OK) return rc;
+    int rc = lith_http_route(app->http, routes[i].method, routes[i].path, routes[i].match, routes[i].fn, app);
+    if (rc != LITH_HTTP_OK)
+      return rc;
   }
   uv_check_init(app->loop, &app->pend_check);
   app->pend_check.data = app;

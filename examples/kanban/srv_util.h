@@ -25,7 +25,7 @@
 /* ---- A growable string --------------------------------------------------- */
 
 typedef struct srv_str {
-  char *p;    /* NUL-terminated once anything was added; NULL before */
+  char *p; /* NUL-terminated once anything was added; NULL before */
   size_t len;
   size_t cap;
   int failed; /* an allocation failed: the string is incomplete */
@@ -79,8 +79,8 @@ int srv_action_path(const char *p, const char **what, kb_action *a);
  * body (NULL if none), which the caller json_decref's whatever the result:
  * a's strings point into it. 0, or -1 with the 400 answer's message in msg.
  * The Content-Type is the caller's to check. */
-int srv_action_json(const char *body, size_t len, const char *what, json_t **root, kb_action *a,
-                    char *msg, size_t msgsz);
+int srv_action_json(const char *body, size_t len, const char *what, json_t **root, kb_action *a, char *msg,
+                    size_t msgsz);
 
 /* ---- Requests -------------------------------------------------------------- */
 

@@ -27,17 +27,23 @@
 const web_asset *web_asset_find(const char *name) {
   const web_asset *a;
   for (a = web_assets; a->name != NULL; a++)
-    if (strcmp(a->name, name) == 0) return a;
+    if (strcmp(a->name, name) == 0)
+      return a;
   return NULL;
 }
 
 const char *web_asset_type(const char *name) {
   const char *dot = strrchr(name, '.');
-  if (dot == NULL) return "application/octet-stream";
-  if (strcmp(dot, ".css") == 0) return "text/css; charset=utf-8";
-  if (strcmp(dot, ".js") == 0) return "text/javascript; charset=utf-8";
-  if (strcmp(dot, ".svg") == 0) return "image/svg+xml";
-  if (strcmp(dot, ".html") == 0) return "text/html; charset=utf-8";
+  if (dot == NULL)
+    return "application/octet-stream";
+  if (strcmp(dot, ".css") == 0)
+    return "text/css; charset=utf-8";
+  if (strcmp(dot, ".js") == 0)
+    return "text/javascript; charset=utf-8";
+  if (strcmp(dot, ".svg") == 0)
+    return "image/svg+xml";
+  if (strcmp(dot, ".html") == 0)
+    return "text/html; charset=utf-8";
   return "application/octet-stream";
 }
 
@@ -51,7 +57,8 @@ typedef struct kv {
 static const char *lookup(const kv *vals, const char *key, size_t klen) {
   const kv *p;
   for (p = vals; p->key != NULL; p++)
-    if (strlen(p->key) == klen && memcmp(p->key, key, klen) == 0) return p->value;
+    if (strlen(p->key) == klen && memcmp(p->key, key, klen) == 0)
+      return p->value;
   return NULL;
 }
 
@@ -84,8 +91,10 @@ static void render(srv_str *out, const char *name, const kv *vals) {
     }
     v = lookup(vals, key, (size_t)(close - key));
     if (v != NULL) {
-      if (raw) srv_str_cat(out, v);
-      else srv_str_html(out, v);
+      if (raw)
+        srv_str_cat(out, v);
+      else
+        srv_str_html(out, v);
     }
     p = close + (raw ? 3 : 2);
   }
@@ -101,7 +110,8 @@ static char *finish(srv_str *s) {
 
 /* The top bar's right side for a viewer. */
 static void nav(srv_str *s, const web_viewer *v) {
-  if (v == NULL) return;
+  if (v == NULL)
+    return;
   srv_str_cat(s, "<span class=\"who\">Signed in as <strong>");
   srv_str_html(s, v->name);
   srv_str_cat(s, "</strong></span><form method=\"post\" action=\"/signout\">"
@@ -113,21 +123,20 @@ static char *page(const web_viewer *v, const char *title, const char *crumb, con
   srv_str out = {0}, navs = {0};
   nav(&navs, v);
   {
-    kv vals[] = {{"title", title},
-                 {"v", web_assets_version},
-                 {"crumb", crumb},
-                 {"nav", navs.failed ? NULL : navs.p},
-                 {"main", main},
-                 {NULL, NULL}};
+    kv vals[] = {{"title", title}, {"v", web_assets_version},
+                 {"crumb", crumb}, {"nav", navs.failed ? NULL : navs.p},
+                 {"main", main},   {NULL, NULL}};
     render(&out, "layout.html", vals);
   }
-  if (navs.failed) out.failed = 1;
+  if (navs.failed)
+    out.failed = 1;
   srv_str_free(&navs);
   return finish(&out);
 }
 
 static void error_box(srv_str *s, const char *error) {
-  if (error == NULL) return;
+  if (error == NULL)
+    return;
   srv_str_cat(s, "<p class=\"error\" role=\"alert\">");
   srv_str_html(s, error);
   srv_str_cat(s, "</p>");
@@ -141,14 +150,15 @@ char *web_page_signin(const char *error, const char *name) {
     kv vals[] = {{"error", err.p}, {"name", name}, {NULL, NULL}};
     render(&body, "signin.html", vals);
   }
-  if (!body.failed && !err.failed) out = page(NULL, "Sign in", NULL, body.p);
+  if (!body.failed && !err.failed)
+    out = page(NULL, "Sign in", NULL, body.p);
   srv_str_free(&body);
   srv_str_free(&err);
   return out;
 }
 
-char *web_page_boards(const web_viewer *v, const kb_board_summary *boards, int n,
-                      const char *error, const char *op) {
+char *web_page_boards(const web_viewer *v, const kb_board_summary *boards, int n, const char *error,
+                      const char *op) {
   srv_str body = {0}, tiles = {0}, err = {0};
   char *out = NULL;
   int i;
@@ -157,14 +167,16 @@ char *web_page_boards(const web_viewer *v, const kb_board_summary *boards, int n
     srv_str_html(&tiles, boards[i].title);
     srv_str_cat(&tiles, "</a>");
   }
-  if (n == 0) srv_str_cat(&tiles, "<p class=\"empty\">No boards yet: create one below, or ask a "
-                                  "colleague to add you to theirs.</p>");
+  if (n == 0)
+    srv_str_cat(&tiles, "<p class=\"empty\">No boards yet: create one below, or ask a "
+                        "colleague to add you to theirs.</p>");
   error_box(&err, error);
   {
     kv vals[] = {{"error", err.p}, {"tiles", tiles.p}, {"op", op}, {NULL, NULL}};
     render(&body, "boards.html", vals);
   }
-  if (!body.failed && !tiles.failed && !err.failed) out = page(v, "Boards", NULL, body.p);
+  if (!body.failed && !tiles.failed && !err.failed)
+    out = page(v, "Boards", NULL, body.p);
   srv_str_free(&body);
   srv_str_free(&tiles);
   srv_str_free(&err);
@@ -177,21 +189,27 @@ static void board_lists(srv_str *s, const kb_board *b) {
   for (i = 0; i < b->n_lists; i++) {
     const kb_list *l = &b->lists[i];
     int shown = 0;
-    if (l->archived) continue;
-    for (j = 0; j < l->n_cards; j++) shown += !l->cards[j].archived;
-    srv_str_printf(s, "<section class=\"list\" data-list=\"%" PRId64 "\"><header class=\"list-head\">"
-                        "<button class=\"list-title\" type=\"button\" title=\"Rename or archive the list\">",
+    if (l->archived)
+      continue;
+    for (j = 0; j < l->n_cards; j++)
+      shown += !l->cards[j].archived;
+    srv_str_printf(s,
+                   "<section class=\"list\" data-list=\"%" PRId64 "\"><header class=\"list-head\">"
+                   "<button class=\"list-title\" type=\"button\" title=\"Rename or archive the list\">",
                    l->id);
     srv_str_html(s, l->title);
-    srv_str_printf(s, "</button><span class=\"count\">%d</span><button class=\"icon-btn list-menu\" "
-                      "type=\"button\" aria-label=\"List actions\">&#8943;</button></header>"
-                      "<ol class=\"cards\" data-list=\"%" PRId64 "\">",
+    srv_str_printf(s,
+                   "</button><span class=\"count\">%d</span><button class=\"icon-btn list-menu\" "
+                   "type=\"button\" aria-label=\"List actions\">&#8943;</button></header>"
+                   "<ol class=\"cards\" data-list=\"%" PRId64 "\">",
                    shown, l->id);
     for (j = 0; j < l->n_cards; j++) {
       const kb_card *c = &l->cards[j];
-      if (c->archived) continue;
-      srv_str_printf(s, "<li class=\"card\" draggable=\"true\" tabindex=\"0\" data-card=\"%" PRId64
-                        "\" data-version=\"%" PRId64 "\"><span class=\"card-title\">",
+      if (c->archived)
+        continue;
+      srv_str_printf(s,
+                     "<li class=\"card\" draggable=\"true\" tabindex=\"0\" data-card=\"%" PRId64
+                     "\" data-version=\"%" PRId64 "\"><span class=\"card-title\">",
                      c->id, c->version);
       srv_str_html(s, c->title);
       srv_str_cat(s, "</span>");
@@ -208,7 +226,8 @@ static void board_lists(srv_str *s, const kb_board *b) {
 static unsigned name_hue(const char *name) {
   unsigned x = 0;
   const unsigned char *p;
-  for (p = (const unsigned char *)name; *p; p++) x = (x * 31 + *p) % 360;
+  for (p = (const unsigned char *)name; *p; p++)
+    x = (x * 31 + *p) % 360;
   return x;
 }
 
@@ -216,7 +235,8 @@ static unsigned name_hue(const char *name) {
 static void script_json(srv_str *s, const char *json) {
   const char *run = json, *p;
   for (p = json; *p; p++) {
-    if (*p != '<') continue;
+    if (*p != '<')
+      continue;
     srv_str_add(s, run, (size_t)(p - run));
     srv_str_cat(s, "\\u003c");
     run = p + 1;
@@ -230,7 +250,8 @@ char *web_page_board(const web_viewer *v, const kb_board *b) {
   char *json = web_board_json(b, v->user_id), *out = NULL;
   int i;
 
-  if (json == NULL) return NULL;
+  if (json == NULL)
+    return NULL;
   board_lists(&lists, b);
   for (i = 0; i < b->n_members; i++) {
     const char *n = b->members[i].name;
@@ -246,14 +267,9 @@ char *web_page_board(const web_viewer *v, const kb_board *b) {
   snprintf(id, sizeof id, "%" PRId64, b->id);
   snprintf(me, sizeof me, "%" PRId64, v->user_id);
   {
-    kv vals[] = {{"board_title", b->title},
-                 {"board_id", id},
-                 {"me", me},
-                 {"members", members.p},
-                 {"lists", lists.p},
-                 {"board_json", data.p},
-                 {"v", web_assets_version},
-                 {NULL, NULL}};
+    kv vals[] = {{"board_title", b->title}, {"board_id", id},   {"me", me},
+                 {"members", members.p},    {"lists", lists.p}, {"board_json", data.p},
+                 {"v", web_assets_version}, {NULL, NULL}};
     render(&body, "board.html", vals);
   }
   if (!body.failed && !lists.failed && !members.failed && !data.failed && !crumb.failed)
@@ -272,10 +288,10 @@ char *web_board_json(const kb_board *b, int64_t me) {
   char *out = NULL;
   int i, j;
 
-  root = json_pack("{s:I, s:s, s:I, s:I, s:[], s:[]}", "id", (json_int_t)b->id, "title",
-                   b->title, "version", (json_int_t)b->version, "me", (json_int_t)me, "members",
-                   "lists");
-  if (root == NULL) return NULL;
+  root = json_pack("{s:I, s:s, s:I, s:I, s:[], s:[]}", "id", (json_int_t)b->id, "title", b->title, "version",
+                   (json_int_t)b->version, "me", (json_int_t)me, "members", "lists");
+  if (root == NULL)
+    return NULL;
   members = json_object_get(root, "members");
   lists = json_object_get(root, "lists");
   for (i = 0; i < b->n_members; i++)
@@ -285,17 +301,20 @@ char *web_board_json(const kb_board *b, int64_t me) {
   for (i = 0; i < b->n_lists; i++) {
     const kb_list *l = &b->lists[i];
     json_t *jl, *cards;
-    if (l->archived) continue;
+    if (l->archived)
+      continue;
     jl = json_pack("{s:I, s:s, s:[]}", "id", (json_int_t)l->id, "title", l->title, "cards");
-    if (jl == NULL || json_array_append_new(lists, jl) != 0) goto out;
+    if (jl == NULL || json_array_append_new(lists, jl) != 0)
+      goto out;
     cards = json_object_get(jl, "cards");
     for (j = 0; j < l->n_cards; j++) {
       const kb_card *c = &l->cards[j];
-      if (c->archived) continue;
-      if (json_array_append_new(cards, json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)c->id,
-                                                 "title", c->title, "description",
-                                                 c->description != NULL ? c->description : "",
-                                                 "version", (json_int_t)c->version)) != 0)
+      if (c->archived)
+        continue;
+      if (json_array_append_new(cards,
+                                json_pack("{s:I, s:s, s:s, s:I}", "id", (json_int_t)c->id, "title", c->title,
+                                          "description", c->description != NULL ? c->description : "",
+                                          "version", (json_int_t)c->version)) != 0)
         goto out;
     }
   }

@@ -27,7 +27,7 @@ typedef struct web_asset {
   size_t len;
 } web_asset;
 
-extern const web_asset web_assets[]; /* ends with name NULL */
+extern const web_asset web_assets[];    /* ends with name NULL */
 extern const char web_assets_version[]; /* a checksum of them all, for ?v= */
 
 const web_asset *web_asset_find(const char *name);
@@ -45,8 +45,8 @@ typedef struct web_viewer {
 char *web_page_signin(const char *error, const char *name);
 
 /* The list of `v`'s boards with a form for a new one (op: a fresh op id). */
-char *web_page_boards(const web_viewer *v, const kb_board_summary *boards, int n,
-                      const char *error, const char *op);
+char *web_page_boards(const web_viewer *v, const kb_board_summary *boards, int n, const char *error,
+                      const char *op);
 
 /* A whole board page. */
 char *web_page_board(const web_viewer *v, const kb_board *b);

@@ -28,9 +28,7 @@
 
 /* ---- fixture: a loop thread and a server ---------------------------------- */
 
-
 fx *F;
-
 
 static void on_async(uv_async_t *a) {
   fx *f = a->data;
@@ -191,9 +189,8 @@ static void slow_answer(void *data) {
   /* the copies outlive the client: ASan checks these reads */
   size_t len;
   const char *body = lith_http_req_body(req, &len);
-  int ok = !strcmp(lith_http_req_path(req), "/slow") &&
-           !strcmp(lith_http_req_method(req), "POST") && len == 4 && !memcmp(body, "data", 4) &&
-           lith_http_req_header(req, "host") != NULL;
+  int ok = !strcmp(lith_http_req_path(req), "/slow") && !strcmp(lith_http_req_method(req), "POST") &&
+           len == 4 && !memcmp(body, "data", 4) && lith_http_req_header(req, "host") != NULL;
   atomic_store(&f->slow_body_ok, ok);
   /* late_rc before late_done: the test thread reads it once late_done is
    * set. (on_gone never runs inside lith_http_respond, so gone_before_late
@@ -295,9 +292,7 @@ static int h_forever(lith_http_req *req, void *arg) {
   return LITH_HTTP_PENDING;
 }
 
-static void stopwait_answer(void *data) {
-  lith_http_respond(data, 200, "text/plain", "finished", 8);
-}
+static void stopwait_answer(void *data) { lith_http_respond(data, 200, "text/plain", "finished", 8); }
 
 static int h_stopwait(lith_http_req *req, void *arg) {
   fx *f = arg;
@@ -349,10 +344,8 @@ int setup(void **state) {
   assert_int_equal(lith_http_route(s, "GET", "/v1/exact", LITH_HTTP_EXACT, h_text, "exact"), 0);
   assert_int_equal(lith_http_route(s, "GET", "/v1/deeper/", LITH_HTTP_PREFIX, h_text, "deeper"), 0);
   /* misuse is refused */
-  assert_int_equal(lith_http_route(s, "GET", "/hello", LITH_HTTP_EXACT, h_hello, f),
-                   LITH_HTTP_MISUSE);
-  assert_int_equal(lith_http_route(s, "GET", "nope", LITH_HTTP_EXACT, h_hello, f),
-                   LITH_HTTP_MISUSE);
+  assert_int_equal(lith_http_route(s, "GET", "/hello", LITH_HTTP_EXACT, h_hello, f), LITH_HTTP_MISUSE);
+  assert_int_equal(lith_http_route(s, "GET", "nope", LITH_HTTP_EXACT, h_hello, f), LITH_HTTP_MISUSE);
   assert_int_equal(lith_http_route(s, "G T", "/x", LITH_HTTP_EXACT, h_hello, f), LITH_HTTP_MISUSE);
 
   assert_int_equal(lith_http_port(s), -1);
@@ -370,7 +363,6 @@ static void on_stopped(lith_http_server *srv, void *arg) {
   LOOP_CHECK(srv == f->srv);
   atomic_store(&f->stopped, 1);
 }
-
 
 void job_stop(fx *f, void *arg) {
   stop_args *a = arg;
@@ -451,7 +443,6 @@ void send_all(int fd, const void *p, size_t n) {
 
 void send_str(int fd, const char *s) { send_all(fd, s, strlen(s)); }
 
-
 void rbuf_init(rbuf *b, int fd) {
   b->fd = fd;
   b->len = 0;
@@ -496,13 +487,10 @@ int rbuf_need(rbuf *b, size_t n) {
   return 1;
 }
 
-
 /* The value of header `name` in r (first one), or NULL; `nth` picks later ones. */
-const char *resp_header_nth(const resp *r, const char *name, int nth, char *out,
-                                   size_t cap) {
+const char *resp_header_nth(const resp *r, const char *name, int nth, char *out, size_t cap) {
   size_t nl = strlen(name);
-  for (const char *line = strstr(r->head, "\r\n"); line && line[2];
-       line = strstr(line + 2, "\r\n")) {
+  for (const char *line = strstr(r->head, "\r\n"); line && line[2]; line = strstr(line + 2, "\r\n")) {
     const char *l = line + 2;
     if (!strncasecmp(l, name, nl) && l[nl] == ':' && nth-- == 0) {
       const char *v = l + nl + 1;
@@ -611,7 +599,6 @@ int closed_by_server(int fd) {
 }
 
 resp *new_resp(void) { return calloc(1, sizeof(resp)); }
-
 
 void job_stats(fx *f, void *arg) { lith_http_stats_get(f->srv, arg); }
 

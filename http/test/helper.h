@@ -21,12 +21,12 @@
 #ifndef LITH_HTTP_TEST_HELPER_H
 #define LITH_HTTP_TEST_HELPER_H
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -55,8 +55,8 @@ struct fx {
   int port;
   /* what the handlers saw (loop thread writes, test thread reads) */
   atomic_int hello_runs, echo_runs, async_runs, slow_runs, gone_calls, gone_before_late;
-  atomic_int late_done, late_rc, sse_sent, sse_gone, sse_end_rc, flood_full, flood_gone,
-      flood_end_rc, forever_runs, forever_rc, stopwait_runs, stopped, stop_rc;
+  atomic_int late_done, late_rc, sse_sent, sse_gone, sse_end_rc, flood_full, flood_gone, flood_end_rc,
+      forever_runs, forever_rc, stopwait_runs, stopped, stop_rc;
   atomic_int slow_body_ok, loop_errors;
   /* loop thread only */
   lith_http_req *sse, *flood, *forever;
@@ -67,12 +67,12 @@ extern fx *F; /* the current test's fixture */
 
 /* cmocka's asserts must not run on the loop thread (they longjmp): checks
  * there count failures, and teardown asserts there were none. */
-#define LOOP_CHECK(cond)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "%s:%d: loop-thread check failed: %s\n", __FILE__, __LINE__, #cond);         \
-      atomic_fetch_add(&F->loop_errors, 1);                                                        \
-    }                                                                                              \
+#define LOOP_CHECK(cond)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      fprintf(stderr, "%s:%d: loop-thread check failed: %s\n", __FILE__, __LINE__, #cond); \
+      atomic_fetch_add(&F->loop_errors, 1);                                                \
+    }                                                                                      \
   } while (0)
 
 int setup(void **state);

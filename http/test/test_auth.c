@@ -26,7 +26,8 @@ static void test_bearer(void **state) {
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 401);
   assert_string_equal(resp_header(r, "www-authenticate", v, sizeof v), "Bearer realm=\"lith\"");
-  assert_string_equal(r->body, "{\"error\":{\"code\":\"unauthorized\",\"message\":\"a bearer token is required\"}}");
+  assert_string_equal(r->body,
+                      "{\"error\":{\"code\":\"unauthorized\",\"message\":\"a bearer token is required\"}}");
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer wrong\r\n\r\n", r);
   assert_int_equal(r->status, 401);
   assert_string_equal(resp_header(r, "www-authenticate", v, sizeof v),
@@ -34,18 +35,15 @@ static void test_bearer(void **state) {
   /* a prefix of the token, the token plus more, another scheme: all refused */
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer s3cret\r\n\r\n", r);
   assert_int_equal(r->status, 401);
-  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " TOKEN "x\r\n\r\n",
-           r);
+  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " TOKEN "x\r\n\r\n", r);
   assert_int_equal(r->status, 401);
   exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Basic " TOKEN "\r\n\r\n", r);
   assert_int_equal(r->status, 401);
-  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " TOKEN "\r\n\r\n",
-           r);
+  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " TOKEN "\r\n\r\n", r);
   assert_int_equal(r->status, 200);
   assert_string_equal(r->body, "{\"ok\":true}");
   /* the scheme is case-insensitive (RFC 7235) */
-  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: bearer  " TOKEN "\r\n\r\n",
-           r);
+  exchange(f->port, "GET /secret HTTP/1.1\r\nHost: t\r\nAuthorization: bearer  " TOKEN "\r\n\r\n", r);
   assert_int_equal(r->status, 200);
   free(r);
 }

@@ -84,8 +84,9 @@ static void test_duplicate_content_length(void **state) {
   fx *f = *state;
   char req[512];
   /* equal values: RFC 9112 would let us merge them; refused all the same */
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
-                    "hello",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
+                 "hello",
                  "more than one Content-Length");
   /* differing: h2o took the first, a proxy taking the last sees SMUGGLED as body */
   snprintf(req, sizeof req,
@@ -93,8 +94,9 @@ static void test_duplicate_content_length(void **state) {
            5 + strlen(SMUGGLED));
   expect_refused(f, req, "more than one Content-Length");
   /* the other way round, and on a GET */
-  expect_refused(f, "GET /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nX-A: b\r\n"
-                    "Content-Length: 0\r\n\r\n",
+  expect_refused(f,
+                 "GET /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nX-A: b\r\n"
+                 "Content-Length: 0\r\n\r\n",
                  "more than one Content-Length");
   /* not a number: h2o's own 400 */
   expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 5\r\n\r\nhello", NULL);
@@ -109,8 +111,9 @@ static void test_content_length_with_transfer_encoding(void **state) {
            "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
            5 + strlen(SMUGGLED));
   expect_refused(f, req, "Content-Length together with Transfer-Encoding");
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                    "Content-Length: 3\r\n\r\n0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                 "Content-Length: 3\r\n\r\n0\r\n\r\n",
                  "Content-Length together with Transfer-Encoding");
 }
 
@@ -118,29 +121,36 @@ static void test_transfer_encoding_variants(void **state) {
   fx *f = *state;
   /* codings h2o does not decode: its own 400 (our JSON shape) */
   expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", NULL);
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
-                    "0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                 "0\r\n\r\n",
                  NULL);
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
-                    "0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
+                 "0\r\n\r\n",
                  NULL);
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked \r\n\r\n"
-                    "0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked \r\n\r\n"
+                 "0\r\n\r\n",
                  NULL);
   /* two: h2o took the last one (chunked), a proxy may take the first */
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                  "more than one Transfer-Encoding");
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                  "more than one Transfer-Encoding");
   /* h2o compares without case; a proxy may not, and not decode it */
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: Chunked\r\n\r\n"
-                    "0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: Chunked\r\n\r\n"
+                 "0\r\n\r\n",
                  "a Transfer-Encoding other than chunked");
   /* RFC 9112 6.1: faulty framing in HTTP/1.0 */
-  expect_refused(f, "POST /echo HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n"
-                    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.0\r\nHost: t\r\nConnection: keep-alive\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                  "Transfer-Encoding in an HTTP/1.0 request");
 }
 
@@ -148,23 +158,23 @@ static void test_header_line_tricks(void **state) {
   fx *f = *state;
   char req[512];
   /* obs-fold: a proxy joining the lines reads another length */
-  snprintf(req, sizeof req,
-           "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n %zu\r\n\r\nhello",
+  snprintf(req, sizeof req, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n %zu\r\n\r\nhello",
            5 + strlen(SMUGGLED));
   expect_refused(f, req, "a header line is continued on the next (obs-fold)");
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nX-A: b\r\n\tTransfer-Encoding: chunked\r\n"
-                    "Content-Length: 5\r\n\r\nhello",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nX-A: b\r\n\tTransfer-Encoding: chunked\r\n"
+                 "Content-Length: 5\r\n\r\nhello",
                  "a header line is continued on the next (obs-fold)");
   /* whitespace before the colon: h2o's parser refuses it (plain text) */
   expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length : 5\r\n\r\nhello", NULL);
-  expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding\t: chunked\r\n\r\n"
-                    "0\r\n\r\n",
+  expect_refused(f,
+                 "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding\t: chunked\r\n\r\n"
+                 "0\r\n\r\n",
                  NULL);
   /* a bare LF ends a line for h2o, maybe not for a proxy */
   expect_refused(f, "POST /echo HTTP/1.1\r\nHost: t\nContent-Length: 5\r\n\r\nhello",
                  "a line of the request head ends in a bare LF");
-  expect_refused(f, "GET /hello HTTP/1.1\nHost: t\r\n\r\n",
-                 "a line of the request head ends in a bare LF");
+  expect_refused(f, "GET /hello HTTP/1.1\nHost: t\r\n\r\n", "a line of the request head ends in a bare LF");
   /* and where h2o itself would answer (a request-target that is not a path) */
   expect_refused(f, "OPTIONS * HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n",
                  "more than one Content-Length");

@@ -56,8 +56,8 @@ static ssize_t canned_read(void *ctx, char *buf, size_t n) {
 
 /* Read text (cut into pieces of `piece`) as the answer to `method`: the
  * code; err holds the message. */
-static int read_text(const char *text, size_t len, size_t piece, const char *method,
-                     h1c_response *r, char *err, size_t errsz) {
+static int read_text(const char *text, size_t len, size_t piece, const char *method, h1c_response *r,
+                     char *err, size_t errsz) {
   struct canned c = {text, len, 0, piece, 0};
   h1c_conn k;
   int rc;
@@ -129,9 +129,9 @@ static void test_chunked_and_interim(void **state) {
     h1c_response_free(&r);
   }
   /* bare LFs are lines too */
-  assert_int_equal(read_str("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nok\n0\n\n", 1, &r,
-                            err, sizeof err),
-                   H1C_OK);
+  assert_int_equal(
+      read_str("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nok\n0\n\n", 1, &r, err, sizeof err),
+      H1C_OK);
   assert_string_equal(r.body, "ok");
   h1c_response_free(&r);
 }
@@ -141,14 +141,12 @@ static void test_no_body_and_to_the_end(void **state) {
   h1c_response r;
   (void)state;
   /* HEAD, 204, 304: no body whatever the head says */
-  assert_int_equal(read_text("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", 38, 0, "HEAD", &r,
-                             err, sizeof err),
-                   H1C_OK);
+  assert_int_equal(
+      read_text("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", 38, 0, "HEAD", &r, err, sizeof err), H1C_OK);
   assert_int_equal(r.body_len, 0);
   assert_non_null(r.body);
   h1c_response_free(&r);
-  assert_int_equal(read_str("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", 0, &r, err,
-                            sizeof err),
+  assert_int_equal(read_str("HTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n", 0, &r, err, sizeof err),
                    H1C_OK);
   assert_int_equal(r.status, 204);
   assert_int_equal(r.body_len, 0);
@@ -158,9 +156,9 @@ static void test_no_body_and_to_the_end(void **state) {
   assert_string_equal(r.body, "to the end");
   h1c_response_free(&r);
   /* a body holding a NUL keeps its length */
-  assert_int_equal(read_text("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\na\0b", 41, 2, "GET", &r,
-                             err, sizeof err),
-                   H1C_OK);
+  assert_int_equal(
+      read_text("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\na\0b", 41, 2, "GET", &r, err, sizeof err),
+      H1C_OK);
   assert_int_equal(r.body_len, 3);
   assert_memory_equal(r.body, "a\0b", 3);
   h1c_response_free(&r);
@@ -185,18 +183,17 @@ static void test_bad_framing(void **state) {
   expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n", H1C_PROTOCOL, "bad Content-Length");
   expect_error("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", H1C_PROTOCOL,
                "two different Content-Length headers");
-  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", H1C_PROTOCOL,
-               "bad chunk size");
-  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokX\r\n0\r\n\r\n",
-               H1C_PROTOCOL, "no line end after a chunk");
+  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", H1C_PROTOCOL, "bad chunk size");
+  expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokX\r\n0\r\n\r\n", H1C_PROTOCOL,
+               "no line end after a chunk");
   expect_error("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", H1C_IO,
                "before the whole answer arrived");
   /* the same length twice is one length */
   char err[256];
   h1c_response r;
-  assert_int_equal(read_str("HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nok", 0,
-                            &r, err, sizeof err),
-                   H1C_OK);
+  assert_int_equal(
+      read_str("HTTP/1.1 200 OK\r\nContent-Length: 2\r\ncontent-length: 2\r\n\r\nok", 0, &r, err, sizeof err),
+      H1C_OK);
   assert_string_equal(r.body, "ok");
   h1c_response_free(&r);
   /* a NUL in the head */
@@ -222,13 +219,12 @@ static void test_limits(void **state) {
   assert_non_null(strstr(err, "the headers are too large"));
   free(big);
   /* a Content-Length over H1C_MAX_ANSWER, and one that would overflow */
-  assert_int_equal(read_str("HTTP/1.1 200 OK\r\nContent-Length: 2000000000\r\n\r\n", 0, &r, err,
-                            sizeof err),
+  assert_int_equal(read_str("HTTP/1.1 200 OK\r\nContent-Length: 2000000000\r\n\r\n", 0, &r, err, sizeof err),
                    H1C_PROTOCOL);
   assert_non_null(strstr(err, "the answer of srv is larger than"));
-  assert_int_equal(read_str("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-                            0, &r, err, sizeof err),
-                   H1C_PROTOCOL);
+  assert_int_equal(
+      read_str("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", 0, &r, err, sizeof err),
+      H1C_PROTOCOL);
   assert_non_null(strstr(err, "bad Content-Length"));
   /* a chunk size line longer than the reader takes */
   char line[5000];

@@ -151,7 +151,8 @@ static void test_stop_deadline(void **state) {
   assert_true(closed_by_server(es));
   assert_true(read_response(b, r));
   assert_int_equal(r->status, 503);
-  assert_string_equal(r->body, "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"server stopping\"}}");
+  assert_string_equal(r->body,
+                      "{\"error\":{\"code\":\"service_unavailable\",\"message\":\"server stopping\"}}");
   assert_string_equal(resp_header(r, "retry-after", v, sizeof v), "1");
   assert_true(wait_for(&f->stopped, 1, 3000));
   assert_int_equal(atomic_load(&f->forever_rc), LITH_HTTP_GONE);
@@ -164,8 +165,7 @@ static void test_stop_deadline(void **state) {
 
 /* ---- HTTP/2 over cleartext ------------------------------------------------------------ */
 
-static void h2_frame(int fd, int type, int flags, uint32_t stream, const void *payload,
-                     size_t len) {
+static void h2_frame(int fd, int type, int flags, uint32_t stream, const void *payload, size_t len) {
   unsigned char h[9] = {
       (unsigned char)(len >> 16),    (unsigned char)(len >> 8),    (unsigned char)len,
       (unsigned char)type,           (unsigned char)flags,         (unsigned char)(stream >> 24),
@@ -206,8 +206,7 @@ static void h2_read_response_opt(rbuf *b, int *status, resp *r, int goaway_ok) {
     const unsigned char *h = (const unsigned char *)b->data;
     size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
     int type = h[3], flags = h[4];
-    uint32_t stream =
-        ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffff;
+    uint32_t stream = ((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 | h[8]) & 0x7fffffff;
     assert_true(rbuf_need(b, 9 + len));
     const unsigned char *p = (const unsigned char *)b->data + 9;
     if (type == 4 && !(flags & 1))
@@ -228,9 +227,7 @@ static void h2_read_response_opt(rbuf *b, int *status, resp *r, int goaway_ok) {
   }
 }
 
-static void h2_read_response(rbuf *b, int *status, resp *r) {
-  h2_read_response_opt(b, status, r, 0);
-}
+static void h2_read_response(rbuf *b, int *status, resp *r) { h2_read_response_opt(b, status, r, 0); }
 
 static void test_http2_cleartext(void **state) {
   fx *f = *state;

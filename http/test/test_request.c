@@ -64,7 +64,9 @@ static void test_handler_without_answer_500(void **state) {
   resp *r = new_resp();
   exchange(f->port, "GET /noanswer HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 500);
-  assert_string_equal(r->body, "{\"error\":{\"code\":\"internal_server_error\",\"message\":\"the handler sent no response\"}}");
+  assert_string_equal(
+      r->body,
+      "{\"error\":{\"code\":\"internal_server_error\",\"message\":\"the handler sent no response\"}}");
   free(r);
 }
 
@@ -74,8 +76,8 @@ static void test_body_limit_413(void **state) {
   char v[128], req[4096], body[MAX_BODY + 100];
   memset(body, 'b', sizeof body);
   /* Content-Length over the limit: refused from the headers alone */
-  int n = snprintf(req, sizeof req, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n",
-                   sizeof body);
+  int n =
+      snprintf(req, sizeof req, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n", sizeof body);
   int fd = tcp_connect(f->port);
   rbuf *b = malloc(sizeof *b);
   rbuf_init(b, fd);
@@ -83,7 +85,8 @@ static void test_body_limit_413(void **state) {
   assert_true(read_response(b, r));
   assert_int_equal(r->status, 413);
   assert_string_equal(resp_header(r, "content-type", v, sizeof v), "application/json");
-  assert_string_equal(r->body, "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"request entity too large\"}}");
+  assert_string_equal(
+      r->body, "{\"error\":{\"code\":\"payload_too_large\",\"message\":\"request entity too large\"}}");
   assert_string_equal(resp_header(r, "connection", v, sizeof v), "close");
   close(fd);
   /* a chunked body that grows past the limit */
@@ -101,8 +104,7 @@ static void test_body_limit_413(void **state) {
   free(b);
   /* exactly the limit is fine */
   char *big = malloc(MAX_BODY + 256);
-  n = snprintf(big, MAX_BODY + 256, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n",
-               MAX_BODY);
+  n = snprintf(big, MAX_BODY + 256, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n", MAX_BODY);
   memset(big + n, 'c', MAX_BODY);
   big[n + MAX_BODY] = '\0';
   exchange(f->port, big, r);

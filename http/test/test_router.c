@@ -60,7 +60,8 @@ static void test_wrong_method_405(void **state) {
   exchange(f->port, "DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n", r);
   assert_int_equal(r->status, 405);
   assert_string_equal(resp_header(r, "allow", v, sizeof v), "GET, HEAD");
-  assert_string_equal(r->body, "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"method not allowed\"}}");
+  assert_string_equal(r->body,
+                      "{\"error\":{\"code\":\"method_not_allowed\",\"message\":\"method not allowed\"}}");
   exchange(f->port, "POST /thing HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", r);
   assert_int_equal(r->status, 405);
   assert_string_equal(resp_header(r, "allow", v, sizeof v), "GET, HEAD, PUT");

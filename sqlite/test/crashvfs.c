@@ -68,22 +68,22 @@
 
 /* One unsynced write or truncate. */
 typedef struct cv_op {
-  sqlite3_int64 off;       /* first byte of the pre-image: sector-aligned */
-  sqlite3_int64 len;       /* bytes of the pre-image: whole sectors, or to the old end of a truncate */
+  sqlite3_int64 off;        /* first byte of the pre-image: sector-aligned */
+  sqlite3_int64 len;        /* bytes of the pre-image: whole sectors, or to the old end of a truncate */
   sqlite3_int64 woff, wend; /* the bytes the op changed: written, or cut off */
-  sqlite3_int64 post_size; /* the file's size after the op */
-  unsigned char *pre;      /* [off, off + len) before the op (zeros past the old end) */
+  sqlite3_int64 post_size;  /* the file's size after the op */
+  unsigned char *pre;       /* [off, off + len) before the op (zeros past the old end) */
 } cv_op;
 
 /* A file by path: what of it is not durable yet. */
 typedef struct cv_file {
   struct cv_file *next;
   char *path;
-  int main_db;             /* opened as a database: its -shm goes at the crash */
-  int entry_new;           /* created since its directory was last synced */
-  int gone;                /* deleted */
+  int main_db;   /* opened as a database: its -shm goes at the crash */
+  int entry_new; /* created since its directory was last synced */
+  int gone;      /* deleted */
   sqlite3_int64 synced_size;
-  cv_op *ops;              /* oldest first */
+  cv_op *ops; /* oldest first */
   size_t nops, cap;
 } cv_file;
 
@@ -221,7 +221,9 @@ static void file_crash(cv_file *f, uint64_t *rng, crash_counts *cc) {
     if (g_verbose > 1)
       fprintf(stderr, "crashvfs: %s op %zu [%lld, %lld) size -> %lld: %s\n", f->path, i, (long long)op->woff,
               (long long)op->wend, (long long)op->post_size,
-              fate[i] == KEEP ? "kept" : fate[i] == DROP ? "dropped" : "torn");
+              fate[i] == KEEP   ? "kept"
+              : fate[i] == DROP ? "dropped"
+                                : "torn");
     if (fate[i] == KEEP) {
       cc->kept++;
       continue;
@@ -536,8 +538,8 @@ static int cv_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, int f
   h->f = f;
   /* os_unix.c sets UNIXFILE_DIRSYNC exactly so */
   int type = flags & 0x0FFFFF00;
-  h->dirsync = (flags & SQLITE_OPEN_CREATE) &&
-               (type == SQLITE_OPEN_WAL || type == SQLITE_OPEN_MAIN_JOURNAL || type == SQLITE_OPEN_SUPER_JOURNAL);
+  h->dirsync = (flags & SQLITE_OPEN_CREATE) && (type == SQLITE_OPEN_WAL || type == SQLITE_OPEN_MAIN_JOURNAL ||
+                                                type == SQLITE_OPEN_SUPER_JOURNAL);
   goto out;
 
 err_close:

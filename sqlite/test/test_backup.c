@@ -46,7 +46,7 @@
 #define DB "backup_src.db"
 #define DEST "backup_copy.db"
 #define DEST2 "backup_other.db"
-#define VALUE(n) (((n) * 7919) % 1000003)
+#define VALUE(n) (((n)*7919) % 1000003)
 
 static const char *const migrations[] = {
     "CREATE TABLE seq(n INTEGER PRIMARY KEY, v INTEGER NOT NULL, pad BLOB);"
@@ -146,7 +146,7 @@ typedef struct side_backup {
   lith *db;
   long answered_before; /* in: */
   writers *w;
-  int rc;               /* out: */
+  int rc; /* out: */
   long submitted_after;
 } side_backup;
 
@@ -368,9 +368,11 @@ static void make_old_destination(void) {
   t_remove_db(DEST);
   sqlite3 *c = NULL;
   assert_int_equal(sqlite3_open_v2(DEST, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(c, "PRAGMA journal_mode=WAL; CREATE TABLE old_marker(x); INSERT INTO old_marker VALUES (1)",
-                                NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(c,
+                   "PRAGMA journal_mode=WAL; CREATE TABLE old_marker(x); INSERT INTO old_marker VALUES (1)",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
   assert_int_equal(sqlite3_db_config(c, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL), SQLITE_OK);
   assert_int_equal(sqlite3_exec(c, "INSERT INTO old_marker VALUES (2)", NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_close(c), SQLITE_OK);
@@ -560,9 +562,10 @@ static void test_backup_opens_as_a_normal_database(void **state) {
   assert_int_equal(one_int(c, "PRAGMA user_version"), 2);
   assert_int_equal(one_int(c, "SELECT count(*) FROM seq"), 7);
   assert_int_equal(one_int(c, "SELECT count(*) FROM bulk"), 1000);
-  assert_int_equal(sqlite3_exec(c, "INSERT INTO seq(n, v) VALUES (8, 8 * 7919 % 1000003); UPDATE meta SET total = 8",
-                                NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(c, "INSERT INTO seq(n, v) VALUES (8, 8 * 7919 % 1000003); UPDATE meta SET total = 8", NULL,
+                   NULL, NULL),
+      SQLITE_OK);
   assert_int_equal(one_int(c, "SELECT count(*) FROM seq"), 8);
   assert_int_equal(sqlite3_close(c), SQLITE_OK);
   assert_int_equal(check_prefix(DEST), 8);

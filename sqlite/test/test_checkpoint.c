@@ -193,9 +193,9 @@ static sqlite3 *open_conn(lith_options *opt, int mode, int pages) {
   t_remove_db(DB);
   sqlite3 *conn = NULL;
   assert_int_equal(lith__conn_open_writer(DB, opt, &conn), LITH_OK);
-  assert_int_equal(sqlite3_exec(conn, "CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB NOT NULL)", NULL, NULL,
-                                NULL),
-                   SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(conn, "CREATE TABLE blobs(id INTEGER PRIMARY KEY, b BLOB NOT NULL)", NULL, NULL, NULL),
+      SQLITE_OK);
   return conn;
 }
 
@@ -244,7 +244,7 @@ static void test_ckpt_writer_mode(void **state) {
   assert_int_equal(atomic_load(&ck.errors), 0);
   assert_true(atomic_load(&ck.ns_total) > 0);
   assert_int_equal(atomic_load(&ck.ns_writer), 0); /* all of it on the background thread */
-  assert_int_equal(atomic_load(&ck.wal_pages), 0);  /* nobody reads: every frame copied */
+  assert_int_equal(atomic_load(&ck.wal_pages), 0); /* nobody reads: every frame copied */
   assert_int_equal(atomic_load(&ck.backfilled), atomic_load(&ck.frames));
 
   /* A long WAL (4 x pages): the writer's own pass follows the background's. */
@@ -334,14 +334,10 @@ static void test_ckpt_failure_counts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_checkpoint_writer),
-      cmocka_unit_test(test_checkpoint_auto),
-      cmocka_unit_test(test_wal_shrinks_after_a_burst),
-      cmocka_unit_test(test_checkpoint_external),
-      cmocka_unit_test(test_ckpt_writer_mode),
-      cmocka_unit_test(test_ckpt_auto_mode),
-      cmocka_unit_test(test_ckpt_external_mode),
-      cmocka_unit_test(test_ckpt_failure_counts),
+      cmocka_unit_test(test_checkpoint_writer),         cmocka_unit_test(test_checkpoint_auto),
+      cmocka_unit_test(test_wal_shrinks_after_a_burst), cmocka_unit_test(test_checkpoint_external),
+      cmocka_unit_test(test_ckpt_writer_mode),          cmocka_unit_test(test_ckpt_auto_mode),
+      cmocka_unit_test(test_ckpt_external_mode),        cmocka_unit_test(test_ckpt_failure_counts),
   };
   return cmocka_run_group_tests_name("sqlite/checkpoint", tests, NULL, NULL);
 }

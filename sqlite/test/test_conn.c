@@ -116,12 +116,12 @@ static void mig_null(lith_options *o) {
 static void test_bad_options_refused(void **state) {
   (void)state;
   static const bad_opt bad[] = {
-      {"synchronous", sync0},     {"synchronous", sync3},       {"checkpoint", ckpt_neg},
-      {"checkpoint", ckpt3},      {"checkpoint_pages", pages0}, {"readers", readers0},
-      {"readers", readers_many},  {"max_batch", batch0},        {"queue_capacity", queue0},
+      {"synchronous", sync0},        {"synchronous", sync3},        {"checkpoint", ckpt_neg},
+      {"checkpoint", ckpt3},         {"checkpoint_pages", pages0},  {"readers", readers0},
+      {"readers", readers_many},     {"max_batch", batch0},         {"queue_capacity", queue0},
       {"busy_timeout_ms", busy_neg}, {"cache_size_kib", cache_neg}, {"mmap_size", mmap_neg},
-      {"stmt_cache_size", stmts0}, {"n_migrations", nmig_neg},   {"migrations", mig_null},
-      {"file_mode", mode_no_owner}, {"file_mode", mode_setuid},
+      {"stmt_cache_size", stmts0},   {"n_migrations", nmig_neg},    {"migrations", mig_null},
+      {"file_mode", mode_no_owner},  {"file_mode", mode_setuid},
   };
   const char *path = "refused.db";
   t_remove_db(path);

@@ -64,7 +64,8 @@ typedef struct shared {
 static void note_violation(shared *s, const char *what, long a, long b, long ledger) {
   pthread_mutex_lock(&s->mu);
   if (!s->first_violation[0])
-    snprintf(s->first_violation, sizeof s->first_violation, "%s: %ld vs %ld (ledger %ld)", what, a, b, ledger);
+    snprintf(s->first_violation, sizeof s->first_violation, "%s: %ld vs %ld (ledger %ld)", what, a, b,
+             ledger);
   pthread_mutex_unlock(&s->mu);
   atomic_fetch_add(&s->violations, 1);
 }
@@ -90,9 +91,10 @@ static int check_snapshot(lith_rx *rx, void *arg) {
   if ((rc = lith_rx_int64(rx, &o->s2, "SELECT coalesce(sum(balance), 0) FROM accounts WHERE id > ?", "i",
                           HALF)) != LITH_OK)
     return rc;
-  if ((rc = lith_rx_int64(rx, &o->net1,
-                          "SELECT coalesce(sum(CASE WHEN dst <= ?1 THEN amount ELSE -amount END), 0) FROM ledger",
-                          "i", HALF)) != LITH_OK)
+  if ((rc = lith_rx_int64(
+           rx, &o->net1,
+           "SELECT coalesce(sum(CASE WHEN dst <= ?1 THEN amount ELSE -amount END), 0) FROM ledger", "i",
+           HALF)) != LITH_OK)
     return rc;
   sched_yield();
   if ((rc = lith_rx_int64(rx, &o->b, "SELECT count(*) FROM kv WHERE k GLOB 'b*'", NULL)) != LITH_OK)
@@ -149,9 +151,12 @@ static void *transfer_main(void *arg) {
     int64_t lo = 1 + (int64_t)((x >> 8) % HALF);
     int64_t hi = HALF + 1 + (int64_t)((x >> 16) % HALF);
     int up = (x >> 24) & 1;
-    t_transfer t = {
-        .producer = w->id, .seq = i, .src = up ? lo : hi, .dst = up ? hi : lo,
-        .amount = 1 + (int64_t)((x >> 4) % 5), .topic = 0};
+    t_transfer t = {.producer = w->id,
+                    .seq = i,
+                    .src = up ? lo : hi,
+                    .dst = up ? hi : lo,
+                    .amount = 1 + (int64_t)((x >> 4) % 5),
+                    .topic = 0};
     int rc = lith_do(s->db, t_transfer_cmd, &t);
     if (rc != LITH_OK)
       atomic_fetch_add(&s->write_errors, 1);
@@ -430,7 +435,8 @@ static int count_sneaky(lith_rx *rx, void *arg) {
   int rc;
   if ((rc = lith_rx_int64(rx, &a, "SELECT count(*) FROM kv WHERE k GLOB 'sneaky*'", NULL)) != LITH_OK ||
       (rc = lith_rx_int64(rx, &b, "SELECT sum(balance) FROM accounts", NULL)) != LITH_OK ||
-      (rc = lith_rx_int64(rx, &c, "SELECT count(*) FROM sqlite_master WHERE name = 'sneaky'", NULL)) != LITH_OK)
+      (rc = lith_rx_int64(rx, &c, "SELECT count(*) FROM sqlite_master WHERE name = 'sneaky'", NULL)) !=
+          LITH_OK)
     return rc;
   out[0] = a;
   out[1] = b;
@@ -505,8 +511,8 @@ typedef struct helpers {
 static int use_helpers(lith_rx *rx, void *arg) {
   helpers *h = arg;
   h->conn = lith_rx_db(rx);
-  h->rc_bind = lith_rx_int64(rx, &h->v_bind, "SELECT balance + ? FROM accounts WHERE id = ?", "iI", 5,
-                             (int64_t)3);
+  h->rc_bind =
+      lith_rx_int64(rx, &h->v_bind, "SELECT balance + ? FROM accounts WHERE id = ?", "iI", 5, (int64_t)3);
   lith_rx_int64(rx, &h->v_text, "SELECT length(?)", "s", "hello");
   lith_rx_int64(rx, &h->v_double, "SELECT CAST(? * 4 AS INTEGER)", "d", 2.5);
   int64_t dummy = 77;
@@ -533,7 +539,8 @@ static int use_helpers(lith_rx *rx, void *arg) {
 static int same_stmt(lith_rx *rx, void *arg) {
   sqlite3_stmt **out = arg;
   *out = lith_rx_stmt(rx, "SELECT count(*) FROM accounts");
-  return *out && sqlite3_step(*out) == SQLITE_ROW && sqlite3_column_int(*out, 0) == NACC ? LITH_OK : LITH_ERROR;
+  return *out && sqlite3_step(*out) == SQLITE_ROW && sqlite3_column_int(*out, 0) == NACC ? LITH_OK
+                                                                                         : LITH_ERROR;
 }
 
 static lith *g_db;
@@ -667,8 +674,8 @@ typedef struct endless {
  * the interrupt hits the statement running, not the read's next one. */
 static int endless_read(lith_rx *rx, void *arg) {
   endless *e = arg;
-  sqlite3_stmt *st =
-      lith_rx_stmt(rx, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n");
+  sqlite3_stmt *st = lith_rx_stmt(
+      rx, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n");
   if (!st)
     return LITH_ERROR;
   atomic_store(&e->started, 1);

@@ -99,7 +99,7 @@ static void test_same_text_same_statement_prepared_once(void **state) {
 
   lith__stmt_cache_release(c);
   lith__stmt_cache_destroy(c);
-  lith__stmt_cache_destroy(NULL); /* allowed */
+  lith__stmt_cache_destroy(NULL);                   /* allowed */
   assert_int_equal(sqlite3_close(conn), SQLITE_OK); /* every statement was finalized */
 }
 
@@ -301,8 +301,8 @@ static void expect_refused(lith__stmt_cache *c, const char *sql, int want, const
   unsigned long prepares = lith__stmt_cache_prepares(c);
   int rc = lith__stmt_cache_get(c, sql, &st);
   if (rc != want)
-    fprintf(stderr, "get(%s): got %s, want %s (%s)\n", sql ? sql : "NULL", lith_errstr(rc),
-            lith_errstr(want), lith_errmsg(NULL));
+    fprintf(stderr, "get(%s): got %s, want %s (%s)\n", sql ? sql : "NULL", lith_errstr(rc), lith_errstr(want),
+            lith_errmsg(NULL));
   assert_int_equal(rc, want);
   assert_null(st);
   assert_true(strlen(lith_errmsg(NULL)) > 0);

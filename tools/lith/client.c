@@ -87,14 +87,17 @@ int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t er
       host_end = auth_end;
   }
   hlen = (size_t)(host_end - host);
-  if (hlen == 0) return fail(err, errsz, LITHC_BAD_ARG, "%s: no host in the URL", url);
-  if (hlen >= sizeof ep->host) return fail(err, errsz, LITHC_BAD_ARG, "%s: host too long", url);
+  if (hlen == 0)
+    return fail(err, errsz, LITHC_BAD_ARG, "%s: no host in the URL", url);
+  if (hlen >= sizeof ep->host)
+    return fail(err, errsz, LITHC_BAD_ARG, "%s: host too long", url);
   memcpy(ep->host, host, hlen);
   ep->host[hlen] = '\0';
 
   if (port_s != NULL) {
     const char *q;
-    if (port_s == auth_end) return fail(err, errsz, LITHC_BAD_ARG, "%s: empty port", url);
+    if (port_s == auth_end)
+      return fail(err, errsz, LITHC_BAD_ARG, "%s: empty port", url);
     port = 0;
     for (q = port_s; q < auth_end; q++) {
       if (!isdigit((unsigned char)*q) || port > 65535)
@@ -110,7 +113,8 @@ int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t er
   if (strpbrk(auth_end, "?#") != NULL)
     return fail(err, errsz, LITHC_BAD_ARG, "%s: no query or fragment allowed in the URL", url);
   plen = strlen(auth_end);
-  while (plen > 0 && auth_end[plen - 1] == '/') plen--;
+  while (plen > 0 && auth_end[plen - 1] == '/')
+    plen--;
   if (plen >= sizeof ep->base_path)
     return fail(err, errsz, LITHC_BAD_ARG, "%s: path prefix too long", url);
   memcpy(ep->base_path, auth_end, plen);
@@ -121,10 +125,10 @@ int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t er
 int lithc_endpoint_unix(lithc_endpoint *ep, const char *path, char *err, size_t errsz) {
   size_t n = strlen(path);
   memset(ep, 0, sizeof *ep);
-  if (n == 0) return fail(err, errsz, LITHC_BAD_ARG, "the Unix socket path is empty");
+  if (n == 0)
+    return fail(err, errsz, LITHC_BAD_ARG, "the Unix socket path is empty");
   if (n >= sizeof ep->unix_path)
-    return fail(err, errsz, LITHC_BAD_ARG,
-                "%s: a Unix socket path must be shorter than %zu bytes", path,
+    return fail(err, errsz, LITHC_BAD_ARG, "%s: a Unix socket path must be shorter than %zu bytes", path,
                 sizeof ep->unix_path);
   memcpy(ep->unix_path, path, n + 1);
   ep->is_unix = 1;
@@ -173,19 +177,22 @@ static int connect_addr(h1c_conn *c, int family, const struct sockaddr *sa, sock
     int one = 1; /* the head and the body go as two writes: no Nagle delay */
     (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
-  if (connect(c->fd, sa, salen) == 0) return LITHC_OK;
+  if (connect(c->fd, sa, salen) == 0)
+    return LITHC_OK;
   if (errno != EINPROGRESS && errno != EINTR) {
     e = errno;
     goto refused;
   }
   rc = wait_for(c, POLLOUT, "connecting to");
-  if (rc != LITHC_OK) goto out;
-  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0) e = errno;
-  if (e == 0) return LITHC_OK;
+  if (rc != LITHC_OK)
+    goto out;
+  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0)
+    e = errno;
+  if (e == 0)
+    return LITHC_OK;
 refused:
   if (e == EAGAIN && family == AF_UNIX) /* a Unix socket's backlog is full */
-    rc = fail(c->err, c->errsz, LITHC_CONNECT, "cannot connect to %s: the server is overloaded",
-              c->peer);
+    rc = fail(c->err, c->errsz, LITHC_CONNECT, "cannot connect to %s: the server is overloaded", c->peer);
   else
     rc = fail(c->err, c->errsz, LITHC_CONNECT, "cannot connect to %s: %s", c->peer, strerror(e));
 out:
@@ -219,7 +226,8 @@ static int connect_tcp(h1c_conn *c, const lithc_endpoint *ep) {
   rc = fail(c->err, c->errsz, LITHC_CONNECT, "cannot connect to %s: no address", c->peer);
   for (ai = res; ai != NULL; ai = ai->ai_next) {
     rc = connect_addr(c, ai->ai_family, ai->ai_addr, ai->ai_addrlen);
-    if (rc == LITHC_OK || rc == LITHC_TIMEOUT) break;
+    if (rc == LITHC_OK || rc == LITHC_TIMEOUT)
+      break;
   }
   freeaddrinfo(res);
   return rc;
@@ -234,19 +242,20 @@ static int send_all(h1c_conn *c, const char *p, size_t len, int *closed) {
       len -= (size_t)n;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int rc = wait_for(c, POLLOUT, "sending the request to");
-      if (rc != LITHC_OK) return rc;
+      if (rc != LITHC_OK)
+        return rc;
       continue;
     }
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) *closed = 1;
-    return fail(c->err, c->errsz, LITHC_IO, "%s closed the connection while the request was sent",
-                c->peer);
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+      *closed = 1;
+    return fail(c->err, c->errsz, LITHC_IO, "%s closed the connection while the request was sent", c->peer);
   }
   return LITHC_OK;
 }
-
 
 /* ---- The request -------------------------------------------------------- */
 
@@ -276,8 +285,8 @@ static char *build_head(const lithc_endpoint *ep, const lithc_request *req, size
                "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: lith/%s\r\n"
                "Accept: application/json\r\nConnection: close\r\n%s%s%s%s\r\n",
                req->method, ep->base_path, req->path, host, LITH_VERSION,
-               tok != NULL ? "Authorization: Bearer " : "", tok != NULL ? tok : "",
-               tok != NULL ? "\r\n" : "", clen);
+               tok != NULL ? "Authorization: Bearer " : "", tok != NULL ? tok : "", tok != NULL ? "\r\n" : "",
+               clen);
   if (n < 0) {
     fail(err, errsz, LITHC_NOMEM, "cannot format the request");
     return NULL;
@@ -292,14 +301,14 @@ static char *build_head(const lithc_endpoint *ep, const lithc_request *req, size
            "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: lith/%s\r\n"
            "Accept: application/json\r\nConnection: close\r\n%s%s%s%s\r\n",
            req->method, ep->base_path, req->path, host, LITH_VERSION,
-           tok != NULL ? "Authorization: Bearer " : "", tok != NULL ? tok : "",
-           tok != NULL ? "\r\n" : "", clen);
+           tok != NULL ? "Authorization: Bearer " : "", tok != NULL ? tok : "", tok != NULL ? "\r\n" : "",
+           clen);
   *len = (size_t)n;
   return head;
 }
 
-int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp,
-                       char *err, size_t errsz) {
+int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp, char *err,
+                       size_t errsz) {
   h1c_conn c;
   char peer[512];
   char *head = NULL;
@@ -356,8 +365,8 @@ out:
   return rc;
 }
 
-int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
-                        lithc_response *resp, char *err, size_t errsz) {
+int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms, lithc_response *resp,
+                        char *err, size_t errsz) {
   h1c_conn c;
   int rc;
   h1c_init(&c, fd, peer, err, errsz);
@@ -383,6 +392,4 @@ const char *lithc_response_header(const lithc_response *resp, const char *name, 
   return h1c_response_header(resp, name, len);
 }
 
-void lithc_response_free(lithc_response *resp) {
-  h1c_response_free(resp);
-}
+void lithc_response_free(lithc_response *resp) { h1c_response_free(resp); }

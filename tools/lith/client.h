@@ -59,8 +59,8 @@ enum {
 /* A place to send requests to. Plain storage, filled by the functions below
  * or by hand; nothing inside is heap-allocated, nothing to free. */
 typedef struct lithc_endpoint {
-  int is_unix;         /* 1: connect to unix_path; 0: host and port */
-  char host[256];      /* a name or an address; an IPv6 address without [] */
+  int is_unix;    /* 1: connect to unix_path; 0: host and port */
+  char host[256]; /* a name or an address; an IPv6 address without [] */
   int port;
   char base_path[256]; /* prefix of every request path, "" or "/x" (no
                           trailing '/'): a URL "http://h:1/x/" gives "/x" */
@@ -93,23 +93,23 @@ typedef h1c_response lithc_response;
 
 /* A request. Every pointer is read during lithc_request only. */
 typedef struct lithc_request {
-  const char *method;       /* "GET", "POST", ... */
-  const char *path;         /* "/v1/do": appended to the endpoint's base_path;
+  const char *method; /* "GET", "POST", ... */
+  const char *path;   /* "/v1/do": appended to the endpoint's base_path;
                                sent as is (the caller escapes it) */
-  const char *token;        /* NULL, or sent as "Authorization: Bearer TOKEN";
+  const char *token;  /* NULL, or sent as "Authorization: Bearer TOKEN";
                                must not hold CR, LF or NUL */
-  const char *body;         /* NULL for none, else body_len bytes sent as
+  const char *body;   /* NULL for none, else body_len bytes sent as
                                application/json */
   size_t body_len;
-  int timeout_ms;           /* for the whole exchange; <= 0: no limit */
+  int timeout_ms; /* for the whole exchange; <= 0: no limit */
 } lithc_request;
 
 /* Send `req` to `ep` and read the answer into *resp (which must be empty:
  * zeroed or freed). Returns LITHC_OK with *resp filled — whatever the HTTP
  * status — or an error code with a one-line message in err and *resp left
  * empty. 1xx interim answers are skipped. */
-int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp,
-                       char *err, size_t errsz);
+int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp, char *err,
+                       size_t errsz);
 
 /* The reading half of lithc_request_send, for a request already sent on
  * `fd` (a connected stream socket; non-blocking, or timeout_ms cannot bound
@@ -117,8 +117,8 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
  * does (1xx answers skipped). `peer` names the server in messages (NULL:
  * "the server"). fd stays open; the caller closes it. Tests feed it canned
  * bytes this way. */
-int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms,
-                        lithc_response *resp, char *err, size_t errsz);
+int lithc_response_read(int fd, const char *method, const char *peer, int timeout_ms, lithc_response *resp,
+                        char *err, size_t errsz);
 
 /* Where lithc_response_read_from gets the answer's bytes: up to n of them
  * into buf, returning how many (> 0), 0 at the end, or -1 with errno set

@@ -39,8 +39,8 @@
 #include <jansson.h>
 
 #include "client.h"
-#include "token.h"
 #include "lith.h" /* LITH_VERSION */
+#include "token.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8765"
 #define DEFAULT_TIMEOUT_S 30
@@ -76,8 +76,7 @@ static void usage(FILE *f) {
           "                           in lithd's --backup-dir (never replacing one)\n"
           "\n"
           "Options (before the command):\n"
-          "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL
-          ")\n"
+          "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL ")\n"
           "  --unix PATH              connect to lithd's Unix socket (default $LITHD_UNIX;\n"
           "                           when both variables are set the socket wins)\n"
           "  --token-file FILE        send the bearer token in FILE (default\n"
@@ -121,24 +120,31 @@ static int usage_error(const char *fmt, ...) {
 
 /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? — JSON's number grammar. */
 static int is_json_number(const char *s) {
-  if (*s == '-') s++;
+  if (*s == '-')
+    s++;
   if (*s == '0') {
     s++;
   } else if (isdigit((unsigned char)*s)) {
-    while (isdigit((unsigned char)*s)) s++;
+    while (isdigit((unsigned char)*s))
+      s++;
   } else {
     return 0;
   }
   if (*s == '.') {
     s++;
-    if (!isdigit((unsigned char)*s)) return 0;
-    while (isdigit((unsigned char)*s)) s++;
+    if (!isdigit((unsigned char)*s))
+      return 0;
+    while (isdigit((unsigned char)*s))
+      s++;
   }
   if (*s == 'e' || *s == 'E') {
     s++;
-    if (*s == '+' || *s == '-') s++;
-    if (!isdigit((unsigned char)*s)) return 0;
-    while (isdigit((unsigned char)*s)) s++;
+    if (*s == '+' || *s == '-')
+      s++;
+    if (!isdigit((unsigned char)*s))
+      return 0;
+    while (isdigit((unsigned char)*s))
+      s++;
   }
   return *s == '\0';
 }
@@ -155,8 +161,10 @@ static json_t *arg_value(const char *s, const char *what) {
     v = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &jerr);
     if (v != NULL) {
       json_t *b64 = json_object_get(v, "base64");
-      if (!json_is_object(v) && !json_is_array(v)) return v;
-      if (json_is_object(v) && json_object_size(v) == 1 && json_is_string(b64)) return v;
+      if (!json_is_object(v) && !json_is_array(v))
+        return v;
+      if (json_is_object(v) && json_object_size(v) == 1 && json_is_string(b64))
+        return v;
       json_decref(v); /* another object or an array: JSON text, passed as text */
     } else if (is_json_number(s)) {
       usage_error("%s: %s cannot be carried exactly (integers must fit in 64 bits, reals be "
@@ -166,7 +174,8 @@ static json_t *arg_value(const char *s, const char *what) {
     }
   }
   v = json_stringn(s, n);
-  if (v == NULL) usage_error("%s is not valid UTF-8", what);
+  if (v == NULL)
+    usage_error("%s is not valid UTF-8", what);
   return v;
 }
 
@@ -183,10 +192,12 @@ static void print_real(double d) {
   }
   for (prec = 15; prec <= 17; prec++) {
     snprintf(buf, sizeof buf, "%.*g", prec, d);
-    if (strtod(buf, NULL) == d) break;
+    if (strtod(buf, NULL) == d)
+      break;
   }
   fputs(buf, stdout);
-  if (strpbrk(buf, ".eE") == NULL) fputs(".0", stdout);
+  if (strpbrk(buf, ".eE") == NULL)
+    fputs(".0", stdout);
 }
 
 static void print_value(const json_t *v) {
@@ -208,7 +219,8 @@ static void print_value(const json_t *v) {
   /* FALLTHROUGH */
   default: {
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    if (text != NULL) fputs(text, stdout);
+    if (text != NULL)
+      fputs(text, stdout);
     free(text);
   }
   }
@@ -224,25 +236,31 @@ static int print_results(const json_t *root) {
   const json_t *results = json_object_get(root, "results");
   size_t i, j, k;
 
-  if (!json_is_array(results)) return unexpected("no \"results\" array");
+  if (!json_is_array(results))
+    return unexpected("no \"results\" array");
   for (i = 0; i < json_array_size(results); i++) {
     const json_t *r = json_array_get(results, i);
     const json_t *cols = json_object_get(r, "columns");
     const json_t *rows = json_object_get(r, "rows");
 
-    if (i > 0) putchar('\n');
+    if (i > 0)
+      putchar('\n');
     if (json_is_array(cols) && json_array_size(cols) > 0) {
-      if (!json_is_array(rows)) return unexpected("columns without \"rows\"");
+      if (!json_is_array(rows))
+        return unexpected("columns without \"rows\"");
       for (k = 0; k < json_array_size(cols); k++) {
-        if (k > 0) putchar('\t');
+        if (k > 0)
+          putchar('\t');
         print_value(json_array_get(cols, k));
       }
       putchar('\n');
       for (j = 0; j < json_array_size(rows); j++) {
         const json_t *row = json_array_get(rows, j);
-        if (!json_is_array(row)) return unexpected("a row that is not an array");
+        if (!json_is_array(row))
+          return unexpected("a row that is not an array");
         for (k = 0; k < json_array_size(row); k++) {
-          if (k > 0) putchar('\t');
+          if (k > 0)
+            putchar('\t');
           print_value(json_array_get(row, k));
         }
         putchar('\n');
@@ -263,7 +281,8 @@ static int print_results(const json_t *root) {
 static int print_pairs(const json_t *root) {
   const char *key;
   json_t *v;
-  if (!json_is_object(root)) return unexpected("not a JSON object");
+  if (!json_is_object(root))
+    return unexpected("not a JSON object");
   json_object_foreach((json_t *)root, key, v) {
     printf("%s ", key);
     print_value(v);
@@ -273,7 +292,8 @@ static int print_pairs(const json_t *root) {
 }
 
 static int print_health(const json_t *root) {
-  if (!json_is_true(json_object_get(root, "ok"))) return unexpected("no \"ok\": true");
+  if (!json_is_true(json_object_get(root, "ok")))
+    return unexpected("no \"ok\": true");
   puts("ok");
   return EXIT_DONE;
 }
@@ -302,7 +322,8 @@ static void print_server_error(const struct cli *cli, const char *method, const 
     const json_t *st = json_object_get(e, "statement");
     const char *c = json_is_string(code) ? json_string_value(code) : "error";
     fprintf(stderr, "lith: %s: %s", c, json_is_string(msg) ? json_string_value(msg) : "(no message)");
-    if (json_is_integer(st)) fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
+    if (json_is_integer(st))
+      fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
     if (r->status == 401)
       fputs(cli->token != NULL ? " (the token was refused)"
                                : " (give --token-file FILE, or set LITHD_TOKEN_FILE)",
@@ -326,7 +347,8 @@ static void print_server_error(const struct cli *cli, const char *method, const 
       fputs(" (this lithd does not serve it: is it older than this lith?)", stderr);
   }
   retry = lithc_response_header(r, "retry-after", &retry_len);
-  if (retry != NULL) fprintf(stderr, " (retry after %.*s s)", (int)retry_len, retry);
+  if (retry != NULL)
+    fprintf(stderr, " (retry after %.*s s)", (int)retry_len, retry);
   fputc('\n', stderr);
 }
 
@@ -337,8 +359,8 @@ typedef int (*printer)(const json_t *root);
 /* Handle the answer to method/path: print it (`print` for a 2xx in text
  * mode, the body as is with --json) or its error. Returns the exit status.
  * Apart from exchange so that the fuzzer reaches it without a server. */
-static int handle_answer(const struct cli *cli, const char *method, const char *path,
-                         const lithc_response *r, printer print) {
+static int handle_answer(const struct cli *cli, const char *method, const char *path, const lithc_response *r,
+                         printer print) {
   json_t *root;
   json_error_t jerr;
   int ok = r->status >= 200 && r->status < 300;
@@ -347,7 +369,8 @@ static int handle_answer(const struct cli *cli, const char *method, const char *
   root = json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &jerr);
   if (cli->json && root != NULL) {
     fwrite(r->body, 1, r->body_len, stdout);
-    if (r->body_len == 0 || r->body[r->body_len - 1] != '\n') putchar('\n');
+    if (r->body_len == 0 || r->body[r->body_len - 1] != '\n')
+      putchar('\n');
   }
   if (!ok) {
     print_server_error(cli, method, path, r, root);
@@ -364,8 +387,8 @@ static int handle_answer(const struct cli *cli, const char *method, const char *
 
 /* Send the request and handle the answer (handle_answer). Returns the exit
  * status. */
-static int exchange(const struct cli *cli, const char *method, const char *path,
-                    const char *body, size_t body_len, printer print) {
+static int exchange(const struct cli *cli, const char *method, const char *path, const char *body,
+                    size_t body_len, printer print) {
   lithc_request req;
   lithc_response r;
   char err[1024];
@@ -410,23 +433,27 @@ static int exchange_json(const struct cli *cli, const char *path, json_t *v, pri
 /* ---- Commands ----------------------------------------------------------- */
 
 /* do / query: {"statements": [{"sql": SQL, "params": [ARG...]}]} */
-static int statement_cmd(const struct cli *cli, const char *cmd, const char *path, int argc,
-                         char **argv) {
+static int statement_cmd(const struct cli *cli, const char *cmd, const char *path, int argc, char **argv) {
   json_t *params = NULL, *sql = NULL, *body = NULL;
   char what[32];
   int i;
 
-  if (argc < 1) return usage_error("%s: missing SQL (lith %s SQL [ARG...])", cmd, cmd);
+  if (argc < 1)
+    return usage_error("%s: missing SQL (lith %s SQL [ARG...])", cmd, cmd);
   sql = json_string(argv[0]);
-  if (sql == NULL) return usage_error("%s: the SQL is not valid UTF-8", cmd);
+  if (sql == NULL)
+    return usage_error("%s: the SQL is not valid UTF-8", cmd);
   params = json_array();
-  if (params == NULL) goto nomem;
+  if (params == NULL)
+    goto nomem;
   for (i = 1; i < argc; i++) {
     json_t *v;
     snprintf(what, sizeof what, "argument %d", i);
     v = arg_value(argv[i], what);
-    if (v == NULL) goto usage;
-    if (json_array_append_new(params, v) != 0) goto nomem;
+    if (v == NULL)
+      goto usage;
+    if (json_array_append_new(params, v) != 0)
+      goto nomem;
   }
   body = json_pack("{s:[{s:o,s:o}]}", "statements", "sql", sql, "params", params);
   /* json_pack's "o" steals both references, even when it fails */
@@ -458,13 +485,16 @@ static int cmd_run(const struct cli *cli, int argc, char **argv) {
   const char *p;
   int i;
 
-  if (argc < 1) return usage_error("run: missing NAME (lith run NAME [KEY=VALUE...])");
-  if (argv[0][0] == '\0') return usage_error("run: the command name is empty");
+  if (argc < 1)
+    return usage_error("run: missing NAME (lith run NAME [KEY=VALUE...])");
+  if (argv[0][0] == '\0')
+    return usage_error("run: the command name is empty");
   /* /v1/commands/ + NAME, percent-encoded outside the unreserved set */
   n = (size_t)snprintf(path, sizeof path, "/v1/commands/");
   for (p = argv[0]; *p != '\0'; p++) {
     unsigned char ch = (unsigned char)*p;
-    if (n + 4 > sizeof path) return usage_error("run: the command name is too long");
+    if (n + 4 > sizeof path)
+      return usage_error("run: the command name is too long");
     if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
       path[n++] = (char)ch;
     else
@@ -473,7 +503,8 @@ static int cmd_run(const struct cli *cli, int argc, char **argv) {
   path[n] = '\0';
 
   params = json_object();
-  if (params == NULL) goto nomem;
+  if (params == NULL)
+    goto nomem;
   for (i = 1; i < argc; i++) {
     const char *eq = strchr(argv[i], '=');
     char *key;
@@ -485,7 +516,8 @@ static int cmd_run(const struct cli *cli, int argc, char **argv) {
       goto usage;
     }
     key = strndup(argv[i], (size_t)(eq - argv[i]));
-    if (key == NULL) goto nomem;
+    if (key == NULL)
+      goto nomem;
     if (json_object_get(params, key) != NULL) {
       usage_error("run: parameter %s given twice", key);
       free(key);
@@ -543,18 +575,21 @@ static char *read_file(const char *name, size_t *len) {
     }
     got = fread(buf + n, 1, cap - n, f);
     n += got;
-    if (got == 0) break;
+    if (got == 0)
+      break;
   }
   if (ferror(f)) {
     fprintf(stderr, "lith: reading %s: %s\n", name, strerror(errno));
     goto fail;
   }
-  if (f != stdin) fclose(f);
+  if (f != stdin)
+    fclose(f);
   *len = n;
   return buf;
 fail:
   free(buf);
-  if (f != stdin) fclose(f);
+  if (f != stdin)
+    fclose(f);
   return NULL;
 }
 
@@ -563,9 +598,11 @@ static int cmd_batch(const struct cli *cli, int argc, char **argv) {
   size_t len = 0, i;
   int status;
 
-  if (argc != 1) return usage_error("batch: wants one FILE, or - for stdin (lith batch FILE|-)");
+  if (argc != 1)
+    return usage_error("batch: wants one FILE, or - for stdin (lith batch FILE|-)");
   body = read_file(argv[0], &len);
-  if (body == NULL) return EXIT_USAGE;
+  if (body == NULL)
+    return EXIT_USAGE;
   for (i = 0; i < len && isspace((unsigned char)body[i]); i++) {
   }
   if (i == len) {
@@ -578,7 +615,8 @@ static int cmd_batch(const struct cli *cli, int argc, char **argv) {
 }
 
 static int no_args(const char *cmd, int argc, char **argv) {
-  if (argc == 0) return 0;
+  if (argc == 0)
+    return 0;
   if (argv[0][0] == '-')
     return usage_error("%s: options go before the command (lith %s %s)", cmd, argv[0], cmd);
   return usage_error("%s takes no arguments", cmd);
@@ -598,10 +636,13 @@ static int cmd_health(const struct cli *cli, int argc, char **argv) {
 static int cmd_backup(const struct cli *cli, int argc, char **argv) {
   json_t *d;
 
-  if (argc != 1) return usage_error("backup: wants one NAME (lith backup NAME)");
-  if (argv[0][0] == '\0') return usage_error("backup: NAME is empty");
+  if (argc != 1)
+    return usage_error("backup: wants one NAME (lith backup NAME)");
+  if (argv[0][0] == '\0')
+    return usage_error("backup: NAME is empty");
   d = json_string(argv[0]);
-  if (d == NULL) return usage_error("backup: NAME is not valid UTF-8");
+  if (d == NULL)
+    return usage_error("backup: NAME is not valid UTF-8");
   return exchange_json(cli, "/v1/backup", json_pack("{s:o}", "dest", d), print_backup);
 }
 
@@ -620,7 +661,8 @@ static const struct command {
 static char *read_token(const char *path) {
   char err[512];
   char *tok = lithd_token_read(path, err, sizeof err);
-  if (tok == NULL) fprintf(stderr, "lith: token file %s\n", err);
+  if (tok == NULL)
+    fprintf(stderr, "lith: token file %s\n", err);
   return tok;
 }
 
@@ -634,13 +676,13 @@ static const char *env(const char *name) {
 static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index) {
   enum { OPT_URL = 256, OPT_UNIX, OPT_TOKEN_FILE, OPT_JSON, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
   static const struct option longs[] = {{"url", required_argument, NULL, OPT_URL},
-                                         {"unix", required_argument, NULL, OPT_UNIX},
-                                         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-                                         {"json", no_argument, NULL, OPT_JSON},
-                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                                         {"help", no_argument, NULL, OPT_HELP},
-                                         {"version", no_argument, NULL, OPT_VERSION},
-                                         {NULL, 0, NULL, 0}};
+                                        {"unix", required_argument, NULL, OPT_UNIX},
+                                        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+                                        {"json", no_argument, NULL, OPT_JSON},
+                                        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                        {"help", no_argument, NULL, OPT_HELP},
+                                        {"version", no_argument, NULL, OPT_VERSION},
+                                        {NULL, 0, NULL, 0}};
   const char *url = NULL, *unix_path = NULL, *token_file = NULL;
   char err[512];
   int c;
@@ -671,15 +713,19 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
     default: return usage_error("unknown option %s", argv[optind - 1]);
     }
   }
-  if (url != NULL && unix_path != NULL) return usage_error("give --url or --unix, not both");
-  if (optind >= argc) return usage_error("no command given");
+  if (url != NULL && unix_path != NULL)
+    return usage_error("give --url or --unix, not both");
+  if (optind >= argc)
+    return usage_error("no command given");
   *cmd_index = optind;
 
   /* Where: the command line, else the environment (the socket first). */
   if (url == NULL && unix_path == NULL) {
     unix_path = env("LITHD_UNIX");
-    if (unix_path == NULL) url = env("LITHD_URL");
-    if (unix_path == NULL && url == NULL) url = DEFAULT_URL;
+    if (unix_path == NULL)
+      url = env("LITHD_URL");
+    if (unix_path == NULL && url == NULL)
+      url = DEFAULT_URL;
   }
   if (unix_path != NULL) {
     if (lithc_endpoint_unix(&cli->ep, unix_path, err, sizeof err) != LITHC_OK)
@@ -689,17 +735,20 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
   }
 
   /* The token: --token-file, else $LITHD_TOKEN_FILE, else $LITHD_TOKEN. */
-  if (token_file == NULL) token_file = env("LITHD_TOKEN_FILE");
+  if (token_file == NULL)
+    token_file = env("LITHD_TOKEN_FILE");
   if (token_file != NULL) {
     cli->token = read_token(token_file);
-    if (cli->token == NULL) return EXIT_USAGE;
+    if (cli->token == NULL)
+      return EXIT_USAGE;
   } else if (env("LITHD_TOKEN") != NULL) {
     cli->token = strdup(env("LITHD_TOKEN"));
     if (cli->token == NULL) {
       fprintf(stderr, "lith: out of memory\n");
       return EXIT_NO_ANSWER;
     }
-    if (strpbrk(cli->token, "\r\n") != NULL) return usage_error("LITHD_TOKEN holds a line break");
+    if (strpbrk(cli->token, "\r\n") != NULL)
+      return usage_error("LITHD_TOKEN holds a line break");
   }
   return -1;
 }
@@ -711,10 +760,12 @@ int main(int argc, char **argv) {
 
   memset(&cli, 0, sizeof cli);
   status = parse_options(argc, argv, &cli, &cmd);
-  if (status >= 0) goto out;
+  if (status >= 0)
+    goto out;
 
   for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[cmd], commands[i].name) == 0) break;
+    if (strcmp(argv[cmd], commands[i].name) == 0)
+      break;
   if (i == sizeof commands / sizeof commands[0])
     status = usage_error("unknown command \"%s\"", argv[cmd]);
   else
@@ -722,7 +773,8 @@ int main(int argc, char **argv) {
 out:
   if (fflush(stdout) != 0 || ferror(stdout)) {
     fprintf(stderr, "lith: writing the output: %s\n", strerror(errno));
-    if (status == EXIT_DONE) status = EXIT_NO_ANSWER;
+    if (status == EXIT_DONE)
+      status = EXIT_NO_ANSWER;
   }
   free(cli.token);
   return status;

@@ -15,8 +15,8 @@
 
 #include <ctype.h>
 #include <limits.h>
-#include <stdint.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +25,10 @@
 #define NAME_MAX_LEN 64
 
 typedef struct cmd_stmt {
-  char *sql;    /* one statement, NUL-terminated */
-  int line;     /* line of the file where it starts */
+  char *sql; /* one statement, NUL-terminated */
+  int line;  /* line of the file where it starts */
   int nparams;
-  char **full;  /* parameter names as in the SQL (":from"), by index - 1 */
+  char **full; /* parameter names as in the SQL (":from"), by index - 1 */
 } cmd_stmt;
 
 typedef struct cmd {
@@ -37,7 +37,7 @@ typedef struct cmd {
   int line;          /* line of the marker */
   cmd_stmt *stmts;
   int nstmts;
-  char **params;     /* bare names, unique, in order of first use */
+  char **params; /* bare names, unique, in order of first use */
   int nparams;
 } cmd;
 
@@ -50,7 +50,8 @@ struct lithd_commands {
 static void cfail(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void cfail(char *err, size_t errsz, const char *fmt, ...) {
   va_list ap;
-  if (err == NULL || errsz == 0) return;
+  if (err == NULL || errsz == 0)
+    return;
   va_start(ap, fmt);
   vsnprintf(err, errsz, fmt, ap);
   va_end(ap);
@@ -62,10 +63,12 @@ static const char *skip_blank(const char *s, const char *end) {
     if (isspace((unsigned char)*s)) {
       s++;
     } else if (end - s >= 2 && s[0] == '-' && s[1] == '-') {
-      while (s < end && *s != '\n') s++;
+      while (s < end && *s != '\n')
+        s++;
     } else if (end - s >= 2 && s[0] == '/' && s[1] == '*') {
       const char *c = s + 2;
-      while (end - c >= 2 && !(c[0] == '*' && c[1] == '/')) c++;
+      while (end - c >= 2 && !(c[0] == '*' && c[1] == '/'))
+        c++;
       s = end - c >= 2 ? c + 2 : end;
     } else {
       break;
@@ -77,16 +80,19 @@ static const char *skip_blank(const char *s, const char *end) {
 static int count_lines(const char *s, const char *end) {
   int n = 0;
   for (; s < end; s++)
-    if (*s == '\n') n++;
+    if (*s == '\n')
+      n++;
   return n;
 }
 
 static int add_stmt(cmd *c, const char *s, size_t n, int line) {
   cmd_stmt *ns = realloc(c->stmts, (size_t)(c->nstmts + 1) * sizeof *ns);
-  if (ns == NULL) return -1;
+  if (ns == NULL)
+    return -1;
   c->stmts = ns;
   memset(&ns[c->nstmts], 0, sizeof ns[0]);
-  if ((ns[c->nstmts].sql = strndup(s, n)) == NULL) return -1;
+  if ((ns[c->nstmts].sql = strndup(s, n)) == NULL)
+    return -1;
   ns[c->nstmts].line = line;
   c->nstmts++;
   return 0;
@@ -99,12 +105,15 @@ static int split_body(cmd *c, const char *body, size_t len, int line, char *err,
   const char *p;
   char *tmp = malloc(len + 1);
 
-  if (tmp == NULL) goto nomem;
+  if (tmp == NULL)
+    goto nomem;
   for (p = body; p < end; p++) {
-    if (*p != ';') continue;
+    if (*p != ';')
+      continue;
     memcpy(tmp, start, (size_t)(p + 1 - start));
     tmp[p + 1 - start] = '\0';
-    if (!sqlite3_complete(tmp)) continue; /* the ';' is inside a string, comment or trigger */
+    if (!sqlite3_complete(tmp))
+      continue; /* the ';' is inside a string, comment or trigger */
     {
       const char *s = skip_blank(start, p);
       if (s < p && add_stmt(c, s, (size_t)(p + 1 - s), line + count_lines(body, s)) != 0)
@@ -114,7 +123,8 @@ static int split_body(cmd *c, const char *body, size_t len, int line, char *err,
   }
   {
     const char *s = skip_blank(start, end);
-    if (s < end && add_stmt(c, s, (size_t)(end - s), line + count_lines(body, s)) != 0) goto nomem;
+    if (s < end && add_stmt(c, s, (size_t)(end - s), line + count_lines(body, s)) != 0)
+      goto nomem;
   }
   free(tmp);
   if (c->nstmts == 0) {
@@ -130,7 +140,8 @@ nomem:
 
 /* p past spaces and tabs, up to e. */
 static const char *skip_sp(const char *p, const char *e) {
-  while (p < e && (*p == ' ' || *p == '\t')) p++;
+  while (p < e && (*p == ' ' || *p == '\t'))
+    p++;
   return p;
 }
 
@@ -144,20 +155,25 @@ static int starts_with(const char *p, const char *e, const char *word) {
 static const char *marker(const char *line, const char *eol, size_t *namelen) {
   const char *p = skip_sp(line, eol);
   const char *e = eol;
-  if (!starts_with(p, eol, "--")) return NULL;
+  if (!starts_with(p, eol, "--"))
+    return NULL;
   p = skip_sp(p + 2, eol);
-  if (!starts_with(p, eol, "name:")) return NULL;
+  if (!starts_with(p, eol, "name:"))
+    return NULL;
   p = skip_sp(p + 5, eol);
-  while (e > p && isspace((unsigned char)e[-1])) e--;
+  while (e > p && isspace((unsigned char)e[-1]))
+    e--;
   *namelen = (size_t)(e - p);
   return p;
 }
 
 static int valid_name(const char *s, size_t n) {
   size_t i;
-  if (n == 0 || n > NAME_MAX_LEN) return 0;
+  if (n == 0 || n > NAME_MAX_LEN)
+    return 0;
   for (i = 0; i < n; i++)
-    if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-' && s[i] != '.') return 0;
+    if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-' && s[i] != '.')
+      return 0;
   return 1;
 }
 
@@ -165,13 +181,18 @@ static int valid_name(const char *s, size_t n) {
 static int add_description(cmd *c, const char *s, const char *eol) {
   size_t old = strlen(c->description), n;
   char *nd;
-  while (s < eol && (*s == ' ' || *s == '\t' || *s == '-')) s++;
-  while (eol > s && isspace((unsigned char)eol[-1])) eol--;
-  if (eol <= s) return 0; /* an empty comment line */
+  while (s < eol && (*s == ' ' || *s == '\t' || *s == '-'))
+    s++;
+  while (eol > s && isspace((unsigned char)eol[-1]))
+    eol--;
+  if (eol <= s)
+    return 0; /* an empty comment line */
   n = (size_t)(eol - s);
   nd = realloc(c->description, old + n + 2);
-  if (nd == NULL) return -1;
-  if (old > 0) nd[old++] = ' ';
+  if (nd == NULL)
+    return -1;
+  if (old > 0)
+    nd[old++] = ' ';
   memcpy(nd + old, s, n);
   nd[old + n] = '\0';
   c->description = nd;
@@ -190,32 +211,34 @@ int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_
   if (lithd_text_load(path, FILE_MAX, NULL, &text, &len, err, errsz) != 0)
     return -1;
   set = calloc(1, sizeof *set);
-  if (set == NULL || (set->path = strdup(path)) == NULL) goto nomem;
+  if (set == NULL || (set->path = strdup(path)) == NULL)
+    goto nomem;
   end = text + len;
   for (p = text; p <= end; line++) {
     const char *eol = memchr(p, '\n', (size_t)(end - p));
     const char *name;
     size_t namelen;
-    if (eol == NULL) eol = end;
+    if (eol == NULL)
+      eol = end;
     name = marker(p, eol, &namelen);
     if (name != NULL) {
       int i;
       if (cur != NULL && split_body(cur, body, (size_t)(p - body), body_line, err, errsz) != 0)
         goto fail;
       if (!valid_name(name, namelen)) {
-        cfail(err, errsz, "%s:%d: a command name is 1-%d of A-Z a-z 0-9 _ . -", path, line,
-              NAME_MAX_LEN);
+        cfail(err, errsz, "%s:%d: a command name is 1-%d of A-Z a-z 0-9 _ . -", path, line, NAME_MAX_LEN);
         goto fail;
       }
       for (i = 0; i < set->n; i++)
         if (strlen(set->cmds[i].name) == namelen && memcmp(set->cmds[i].name, name, namelen) == 0) {
-          cfail(err, errsz, "%s:%d: command \"%.*s\" is declared twice (first on line %d)", path,
-                line, (int)namelen, name, set->cmds[i].line);
+          cfail(err, errsz, "%s:%d: command \"%.*s\" is declared twice (first on line %d)", path, line,
+                (int)namelen, name, set->cmds[i].line);
           goto fail;
         }
       {
         cmd *nc = realloc(set->cmds, (size_t)(set->n + 1) * sizeof *nc);
-        if (nc == NULL) goto nomem;
+        if (nc == NULL)
+          goto nomem;
         set->cmds = nc;
         cur = &nc[set->n];
         memset(cur, 0, sizeof *cur);
@@ -236,12 +259,14 @@ int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_
     } else if (in_description) {
       const char *s = skip_sp(p, eol);
       if (starts_with(s, eol, "--")) {
-        if (add_description(cur, s, eol) != 0) goto nomem;
+        if (add_description(cur, s, eol) != 0)
+          goto nomem;
       } else if (s < eol) {
         in_description = 0;
       }
     }
-    if (eol == end) break;
+    if (eol == end)
+      break;
     p = eol + 1;
   }
   if (cur != NULL && split_body(cur, body, (size_t)(end - body), body_line, err, errsz) != 0)
@@ -266,11 +291,14 @@ static int add_param(cmd *c, const char *bare) {
   int i;
   char **np;
   for (i = 0; i < c->nparams; i++)
-    if (strcmp(c->params[i], bare) == 0) return 0;
+    if (strcmp(c->params[i], bare) == 0)
+      return 0;
   np = realloc(c->params, (size_t)(c->nparams + 1) * sizeof *np);
-  if (np == NULL) return -1;
+  if (np == NULL)
+    return -1;
   c->params = np;
-  if ((np[c->nparams] = strdup(bare)) == NULL) return -1;
+  if ((np[c->nparams] = strdup(bare)) == NULL)
+    return -1;
   c->nparams++;
   return 0;
 }
@@ -285,25 +313,26 @@ int lithd_commands_check(lithd_commands *set, sqlite3 *db, char *err, size_t err
       const char *tail = NULL;
       int rc = sqlite3_prepare_v2(db, cs->sql, -1, &st, &tail);
       if (rc != SQLITE_OK) {
-        cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s (the schema must exist when lithd starts: --schema)",
+        cfail(err, errsz,
+              "%s:%d: command \"%s\", statement %d: %s (the schema must exist when lithd starts: --schema)",
               set->path, cs->line, c->name, j + 1, sqlite3_errmsg(db));
         return -1;
       }
       if (st == NULL || *skip_blank(tail, tail + strlen(tail)) != '\0') {
         sqlite3_finalize(st);
-        cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s", set->path, cs->line, c->name,
-              j + 1, st == NULL ? "empty statement" : "more than one statement (end each with ';')");
+        cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s", set->path, cs->line, c->name, j + 1,
+              st == NULL ? "empty statement" : "more than one statement (end each with ';')");
         return -1;
       }
       cs->nparams = sqlite3_bind_parameter_count(st);
       cs->full = calloc((size_t)cs->nparams + 1, sizeof *cs->full);
-      if (cs->full == NULL) goto nomem;
+      if (cs->full == NULL)
+        goto nomem;
       for (k = 0; k < cs->nparams; k++) {
         const char *nm = sqlite3_bind_parameter_name(st, k + 1);
         if (nm == NULL || nm[0] == '?') {
           sqlite3_finalize(st);
-          cfail(err, errsz,
-                "%s:%d: command \"%s\", statement %d: parameter %d has no name (use :name)",
+          cfail(err, errsz, "%s:%d: command \"%s\", statement %d: parameter %d has no name (use :name)",
                 set->path, cs->line, c->name, j + 1, k + 1);
           return -1;
         }
@@ -326,7 +355,8 @@ int lithd_commands_count(const lithd_commands *set) { return set != NULL ? set->
 static const cmd *find(const lithd_commands *set, const char *name) {
   int i;
   for (i = 0; set != NULL && i < set->n; i++)
-    if (strcmp(set->cmds[i].name, name) == 0) return &set->cmds[i];
+    if (strcmp(set->cmds[i].name, name) == 0)
+      return &set->cmds[i];
   return NULL;
 }
 
@@ -342,14 +372,14 @@ static const lj_value *param_of(const lj_value *params, const char *bare) {
       k++;
       kl--;
     }
-    if (kl == n && memcmp(k, bare, n) == 0) return m->value;
+    if (kl == n && memcmp(k, bare, n) == 0)
+      return m->value;
   }
   return NULL;
 }
 
-int lithd_commands_batch(const lithd_commands *set, const char *name, const char *body,
-                         size_t len, const lithd_limits *lim, lithd_batch **out,
-                         lithd_error *e) {
+int lithd_commands_batch(const lithd_commands *set, const char *name, const char *body, size_t len,
+                         const lithd_limits *lim, lithd_batch **out, lithd_error *e) {
   const cmd *c = find(set, name);
   lithd_arena tmp = {0};
   lj_value *req = NULL, *root, *list;
@@ -362,18 +392,18 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
   if (c == NULL)
     return lithd_error_set(e, LITHD_NOT_FOUND, -1, "no command named \"%.64s\"", name);
   if (lim != NULL && lim->max_body_bytes > 0 && len > lim->max_body_bytes)
-    return lithd_error_set(e, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu",
-                           len, lim->max_body_bytes);
+    return lithd_error_set(e, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu", len,
+                           lim->max_body_bytes);
   if (len > 0) {
     if (lj_parse(&tmp, body, len, &req, &jerr) != 0) {
-      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
-                           jerr.line, jerr.column, jerr.text);
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s", jerr.line,
+                           jerr.column, jerr.text);
       goto out;
     }
     params = lj_get(req, "params");
-    if (req->type != LJ_OBJECT || req->n > 1 || (req->n == 1 && (params == NULL || params->type != LJ_OBJECT))) {
-      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
-                           "the body must be {\"params\": {\"name\": value, ...}}");
+    if (req->type != LJ_OBJECT || req->n > 1 ||
+        (req->n == 1 && (params == NULL || params->type != LJ_OBJECT))) {
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "the body must be {\"params\": {\"name\": value, ...}}");
       goto out;
     }
   }
@@ -385,15 +415,17 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     const char *bare = key[0] == ':' || key[0] == '@' || key[0] == '$' ? key + 1 : key;
     size_t j;
     for (k = 0; k < c->nparams; k++)
-      if (strcmp(c->params[k], bare) == 0) break;
+      if (strcmp(c->params[k], bare) == 0)
+        break;
     if (k == c->nparams || strlen(key) != params->u.members[i].keylen) {
-      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1,
-                           "command \"%s\" has no parameter \"%.64s\"", c->name, key);
+      rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "command \"%s\" has no parameter \"%.64s\"", c->name,
+                           key);
       goto out;
     }
     for (j = 0; j < i; j++) {
       const char *other = params->u.members[j].key;
-      if (other[0] == ':' || other[0] == '@' || other[0] == '$') other++;
+      if (other[0] == ':' || other[0] == '@' || other[0] == '$')
+        other++;
       if (strcmp(other, bare) == 0) {
         rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "parameter \"%.64s\" is given twice", bare);
         goto out;
@@ -410,7 +442,8 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
   /* {"statements": [{"sql": ..., "params": {":name": value, ...}}, ...]} */
   root = lj_make(&tmp, LJ_OBJECT, 1);
   list = lj_make(&tmp, LJ_ARRAY, (size_t)c->nstmts);
-  if (root == NULL || list == NULL) goto nomem;
+  if (root == NULL || list == NULL)
+    goto nomem;
   root->u.members[0].key = "statements";
   root->u.members[0].keylen = strlen("statements");
   root->u.members[0].value = list;
@@ -419,7 +452,8 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     lj_value *st = lj_make(&tmp, LJ_OBJECT, 2);
     lj_value *sql = lj_make_string(&tmp, cs->sql, strlen(cs->sql));
     lj_value *ps = lj_make(&tmp, LJ_OBJECT, (size_t)cs->nparams);
-    if (st == NULL || sql == NULL || ps == NULL) goto nomem;
+    if (st == NULL || sql == NULL || ps == NULL)
+      goto nomem;
     st->u.members[0].key = "sql";
     st->u.members[0].keylen = 3;
     st->u.members[0].value = sql;
@@ -437,8 +471,10 @@ int lithd_commands_batch(const lithd_commands *set, const char *name, const char
     /* The statements are the operator's, not the client's: the bounds on
      * how many and how long do not apply to them; rows and time still do. */
     lithd_limits own;
-    if (lim != NULL) own = *lim;
-    else lithd_limits_default(&own);
+    if (lim != NULL)
+      own = *lim;
+    else
+      lithd_limits_default(&own);
     own.max_statements = INT_MAX;
     own.max_sql_bytes = SIZE_MAX;
     own.max_params = INT_MAX;
@@ -479,15 +515,18 @@ char *lithd_commands_json(const lithd_commands *set) {
 
 void lithd_commands_free(lithd_commands *set) {
   int i, j, k;
-  if (set == NULL) return;
+  if (set == NULL)
+    return;
   for (i = 0; i < set->n; i++) {
     cmd *c = &set->cmds[i];
     for (j = 0; j < c->nstmts; j++) {
-      for (k = 0; c->stmts[j].full != NULL && k < c->stmts[j].nparams; k++) free(c->stmts[j].full[k]);
+      for (k = 0; c->stmts[j].full != NULL && k < c->stmts[j].nparams; k++)
+        free(c->stmts[j].full[k]);
       free(c->stmts[j].full);
       free(c->stmts[j].sql);
     }
-    for (k = 0; k < c->nparams; k++) free(c->params[k]);
+    for (k = 0; k < c->nparams; k++)
+      free(c->params[k]);
     free(c->params);
     free(c->stmts);
     free(c->name);

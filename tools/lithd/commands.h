@@ -60,9 +60,8 @@ int lithd_commands_count(const lithd_commands *c);
  * and *e says why: LITHD_NOT_FOUND (no such command), LITHD_BAD_REQUEST (bad
  * JSON, a missing or unknown parameter, a bad value), LITHD_TOO_LARGE,
  * LITH_NOMEM. */
-int lithd_commands_batch(const lithd_commands *c, const char *name, const char *body,
-                         size_t len, const lithd_limits *lim, lithd_batch **out,
-                         lithd_error *e);
+int lithd_commands_batch(const lithd_commands *c, const char *name, const char *body, size_t len,
+                         const lithd_limits *lim, lithd_batch **out, lithd_error *e);
 
 /* {"commands": [{"name": ..., "description": ..., "statements": n,
  * "params": [...]}, ...]} (malloc'd; NULL when out of memory). Bytes of

@@ -23,7 +23,7 @@ struct lithd_guard_slot {
   sqlite3 *conn;
   _Atomic int64_t deadline; /* INT64_MAX while no run is on conn */
   _Atomic int is_read;
-  int refs;                 /* the functions registered with it, + connect's */
+  int refs; /* the functions registered with it, + connect's */
   struct lithd_guard_slot *prev, *next;
   /* printf's stand-in (see printf_fn), opened at its first use; only the
    * thread using conn touches them. */
@@ -47,9 +47,11 @@ void lithd_guard_limits_default(lithd_guard_limits *lim) {
 /* ---- Runs ----------------------------------------------------------------- */
 
 int lithd_guard_cut(const lithd_guard_slot *s) {
-  if (s == NULL) return LITHD_GUARD_NONE;
+  if (s == NULL)
+    return LITHD_GUARD_NONE;
   int64_t deadline = atomic_load_explicit(&s->deadline, memory_order_relaxed);
-  if (deadline == INT64_MAX) return LITHD_GUARD_NONE; /* no run: not ours to bound */
+  if (deadline == INT64_MAX)
+    return LITHD_GUARD_NONE; /* no run: not ours to bound */
   if (atomic_load_explicit(&s->is_read, memory_order_relaxed) && atomic_load(&g_stop_reads))
     return LITHD_GUARD_STOPPING;
   return lith_clock_ms() > deadline ? LITHD_GUARD_DEADLINE : LITHD_GUARD_NONE;
@@ -69,7 +71,8 @@ lithd_guard_slot *lithd_guard_begin(const sqlite3 *conn, int64_t deadline, int i
 }
 
 void lithd_guard_end(lithd_guard_slot *s) {
-  if (s == NULL) return;
+  if (s == NULL)
+    return;
   /* Under the lock: the watchdog interrupts only while it holds it and sees
    * the run, so no interrupt meant for this run lands on the next one. */
   pthread_mutex_lock(&g_mu);
@@ -110,7 +113,8 @@ int lithd_guard_start(void) {
   int rc = 0;
   pthread_condattr_t ca;
   pthread_mutex_lock(&g_mu);
-  if (g_running) goto out;
+  if (g_running)
+    goto out;
   /* The cv's clock must be the one the timed wait computes from. */
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -118,10 +122,12 @@ int lithd_guard_start(void) {
   pthread_cond_init(&g_cv, &ca);
   pthread_condattr_destroy(&ca);
   g_quit = 0;
-  if ((rc = pthread_create(&g_thread, NULL, watchdog, NULL)) == 0) g_running = 1;
+  if ((rc = pthread_create(&g_thread, NULL, watchdog, NULL)) == 0)
+    g_running = 1;
 out:
   pthread_mutex_unlock(&g_mu);
-  if (rc == 0) pthread_setname_np(g_thread, "lithd-watchdog");
+  if (rc == 0)
+    pthread_setname_np(g_thread, "lithd-watchdog");
   return rc;
 }
 
@@ -149,9 +155,12 @@ static void slot_release(void *p) {
     pthread_mutex_unlock(&g_mu);
     return;
   }
-  if (s->prev != NULL) s->prev->next = s->next;
-  else g_slots = s->next;
-  if (s->next != NULL) s->next->prev = s->prev;
+  if (s->prev != NULL)
+    s->prev->next = s->next;
+  else
+    g_slots = s->next;
+  if (s->next != NULL)
+    s->next->prev = s->prev;
   pthread_mutex_unlock(&g_mu);
   for (int i = 0; i <= PRINTF_MAX_ARGS; i++)
     sqlite3_finalize(s->aux_printf[i]);
@@ -162,7 +171,8 @@ static void slot_release(void *p) {
 /* Past the deadline (or stopping): end the function with SQLite's
  * "interrupted", as an interrupt between steps would. */
 static int cut_now(sqlite3_context *ctx) {
-  if (lithd_guard_cut(sqlite3_user_data(ctx)) == LITHD_GUARD_NONE) return 0;
+  if (lithd_guard_cut(sqlite3_user_data(ctx)) == LITHD_GUARD_NONE)
+    return 0;
   sqlite3_result_error_code(ctx, SQLITE_INTERRUPT);
   return 1;
 }
@@ -183,7 +193,8 @@ static void instr_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   int th = sqlite3_value_type(argv[0]), tn = sqlite3_value_type(argv[1]);
   int64_t n = 1;
   (void)argc;
-  if (th == SQLITE_NULL || tn == SQLITE_NULL) return;
+  if (th == SQLITE_NULL || tn == SQLITE_NULL)
+    return;
   nhay = sqlite3_value_bytes(argv[0]);
   nneedle = sqlite3_value_bytes(argv[1]);
   if (nneedle > 0) {
@@ -197,13 +208,16 @@ static void instr_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       is_text = 1;
     } else {
       /* One blob: both as text, on copies (the arguments keep their type). */
-      if ((c1 = sqlite3_value_dup(argv[0])) == NULL || (hay = sqlite3_value_text(c1)) == NULL) goto nomem;
+      if ((c1 = sqlite3_value_dup(argv[0])) == NULL || (hay = sqlite3_value_text(c1)) == NULL)
+        goto nomem;
       nhay = sqlite3_value_bytes(c1);
-      if ((c2 = sqlite3_value_dup(argv[1])) == NULL || (needle = sqlite3_value_text(c2)) == NULL) goto nomem;
+      if ((c2 = sqlite3_value_dup(argv[1])) == NULL || (needle = sqlite3_value_text(c2)) == NULL)
+        goto nomem;
       nneedle = sqlite3_value_bytes(c2);
       is_text = 1;
     }
-    if (needle == NULL || (nhay > 0 && hay == NULL)) goto nomem;
+    if (needle == NULL || (nhay > 0 && hay == NULL))
+      goto nomem;
     if (nneedle > nhay) {
       n = 0;
     } else if (is_text && (needle[0] & 0xc0) == 0x80) {
@@ -243,30 +257,37 @@ static void replace_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   int64_t nstr, npat, nrep, nout, matches = 0;
   unsigned char *out, *o;
   (void)argc;
-  if ((str = sqlite3_value_text(argv[0])) == NULL) return;
+  if ((str = sqlite3_value_text(argv[0])) == NULL)
+    return;
   nstr = sqlite3_value_bytes(argv[0]);
-  if ((pat = sqlite3_value_text(argv[1])) == NULL) return;
+  if ((pat = sqlite3_value_text(argv[1])) == NULL)
+    return;
   if (pat[0] == 0) {
     sqlite3_result_value(ctx, argv[0]);
     return;
   }
   npat = sqlite3_value_bytes(argv[1]);
-  if ((rep = sqlite3_value_text(argv[2])) == NULL) return;
+  if ((rep = sqlite3_value_text(argv[2])) == NULL)
+    return;
   nrep = sqlite3_value_bytes(argv[2]);
   int64_t limit = sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
-  if (nstr + 1 > limit) goto toobig;
+  if (nstr + 1 > limit)
+    goto toobig;
 
   end = str + nstr;
-  for (p = str; end - p >= npat && (at = memmem(p, (size_t)(end - p), pat, (size_t)npat)) != NULL; p = at + npat)
+  for (p = str; end - p >= npat && (at = memmem(p, (size_t)(end - p), pat, (size_t)npat)) != NULL;
+       p = at + npat)
     matches++;
   nout = nstr + matches * (nrep - npat);
-  if (nrep > npat && nout > limit) goto toobig;
+  if (nrep > npat && nout > limit)
+    goto toobig;
   if ((out = sqlite3_malloc64((sqlite3_uint64)nout + 1)) == NULL) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
   o = out;
-  for (p = str; end - p >= npat && (at = memmem(p, (size_t)(end - p), pat, (size_t)npat)) != NULL; p = at + npat) {
+  for (p = str; end - p >= npat && (at = memmem(p, (size_t)(end - p), pat, (size_t)npat)) != NULL;
+       p = at + npat) {
     memcpy(o, p, (size_t)(at - p));
     o += at - p;
     memcpy(o, rep, (size_t)nrep);
@@ -295,13 +316,17 @@ static void trim_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv, int fl
   unsigned *lens;
   int64_t nin, nchars = 0;
   (void)argc;
-  if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return;
-  if ((in = sqlite3_value_text(argv[0])) == NULL) return;
+  if (sqlite3_value_type(argv[0]) == SQLITE_NULL)
+    return;
+  if ((in = sqlite3_value_text(argv[0])) == NULL)
+    return;
   nin = sqlite3_value_bytes(argv[0]);
-  if ((set = sqlite3_value_text(argv[1])) == NULL) return;
+  if ((set = sqlite3_value_text(argv[1])) == NULL)
+    return;
   for (z = set; *z; nchars++)
     if (*z++ >= 0xc0)
-      while ((*z & 0xc0) == 0x80) z++;
+      while ((*z & 0xc0) == 0x80)
+        z++;
   if (nchars > 0) {
     chars = sqlite3_malloc64((sqlite3_uint64)nchars * (sizeof *chars + sizeof *lens));
     if (chars == NULL) {
@@ -313,17 +338,20 @@ static void trim_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv, int fl
     for (z = set; *z; i++) {
       chars[i] = z;
       if (*z++ >= 0xc0)
-        while ((*z & 0xc0) == 0x80) z++;
+        while ((*z & 0xc0) == 0x80)
+          z++;
       lens[i] = (unsigned)(z - chars[i]);
     }
     for (int side = 1; side <= 2; side++) {
-      if (!(flags & side)) continue;
+      if (!(flags & side))
+        continue;
       while (nin > 0) {
         int64_t k;
         unsigned len = 0;
         for (k = 0; k < nchars; k++) {
           len = lens[k];
-          if (len <= nin && memcmp(side == 1 ? in : in + nin - len, chars[k], len) == 0) break;
+          if (len <= nin && memcmp(side == 1 ? in : in + nin - len, chars[k], len) == 0)
+            break;
         }
         if ((work += k + 1) >= CHECK_EVERY) {
           work = 0;
@@ -332,8 +360,10 @@ static void trim_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv, int fl
             return;
           }
         }
-        if (k >= nchars) break;
-        if (side == 1) in += len;
+        if (k >= nchars)
+          break;
+        if (side == 1)
+          in += len;
         nin -= len;
       }
     }
@@ -362,23 +392,42 @@ static int64_t printf_repeats(const unsigned char *fmt, int nargs, sqlite3_value
   int64_t total = 0;
 #define NEXT_INT() (used < nargs ? (int)(uint32_t)(uint64_t)sqlite3_value_int64(args[used++]) : 0)
   for (const unsigned char *f = fmt; *f; f++) {
-    if (*f != '%') continue;
+    if (*f != '%')
+      continue;
     unsigned c = *++f;
-    if (c == 0) break;
+    if (c == 0)
+      break;
     int precision = -1, done = 0;
     do {
       switch (c) {
-      case '-': case '+': case ' ': case '#': case '!': case '0': case ',': break;
+      case '-':
+      case '+':
+      case ' ':
+      case '#':
+      case '!':
+      case '0':
+      case ',': break;
       case 'l':
         c = *++f;
-        if (c == 'l') c = *++f;
+        if (c == 'l')
+          c = *++f;
         done = 1;
         break;
-      case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7':
+      case '8':
+      case '9':
         while ((c = *++f) >= '0' && c <= '9') {
         }
-        if (c != '.' && c != 'l') done = 1;
-        else f--;
+        if (c != '.' && c != 'l')
+          done = 1;
+        else
+          f--;
         break;
       case '*':
         (void)NEXT_INT(); /* the width: padding, written at once (bounded) */
@@ -391,7 +440,8 @@ static int64_t printf_repeats(const unsigned char *fmt, int nargs, sqlite3_value
         c = *++f;
         if (c == '*') {
           precision = NEXT_INT();
-          if (precision < 0) precision = precision >= -2147483647 ? -precision : -1;
+          if (precision < 0)
+            precision = precision >= -2147483647 ? -precision : -1;
           c = *++f;
         } else {
           unsigned px = 0;
@@ -401,8 +451,10 @@ static int64_t printf_repeats(const unsigned char *fmt, int nargs, sqlite3_value
           }
           precision = (int)(px & 0x7fffffff);
         }
-        if (c == 'l') --f;
-        else done = 1;
+        if (c == 'l')
+          --f;
+        else
+          done = 1;
         break;
       default: done = 1; break;
       }
@@ -410,13 +462,29 @@ static int64_t printf_repeats(const unsigned char *fmt, int nargs, sqlite3_value
     switch (c) {
     case 'c':
       used += used < nargs;
-      if (precision > 1) total += precision;
+      if (precision > 1)
+        total += precision;
       break;
-    case 'd': case 's': case 'g': case 'z': case 'q': case 'Q': case 'w': case 'o': case 'u':
-    case 'x': case 'X': case 'f': case 'e': case 'E': case 'G': case 'i': case 'p': case 'r':
-      used += used < nargs;
-      break;
-    case '%': case 'n': break;
+    case 'd':
+    case 's':
+    case 'g':
+    case 'z':
+    case 'q':
+    case 'Q':
+    case 'w':
+    case 'o':
+    case 'u':
+    case 'x':
+    case 'X':
+    case 'f':
+    case 'e':
+    case 'E':
+    case 'G':
+    case 'i':
+    case 'p':
+    case 'r': used += used < nargs; break;
+    case '%':
+    case 'n': break;
     default: return total; /* the built-in stops here too (an unknown or internal conversion) */
     }
   }
@@ -430,11 +498,13 @@ static void printf_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const unsigned char *fmt;
   sqlite3_stmt *st;
   int rc;
-  if (argc < 1 || argc > PRINTF_MAX_ARGS || (fmt = sqlite3_value_text(argv[0])) == NULL) return;
+  if (argc < 1 || argc > PRINTF_MAX_ARGS || (fmt = sqlite3_value_text(argv[0])) == NULL)
+    return;
   if (printf_repeats(fmt, argc - 1, argv + 1) > sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1))
     return; /* NULL, as the built-in answers, but now */
   if (s->aux == NULL) {
-    if (sqlite3_open_v2(":memory:", &s->aux, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(":memory:", &s->aux, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
       sqlite3_close(s->aux);
       s->aux = NULL;
       sqlite3_result_error_nomem(ctx);
@@ -445,7 +515,8 @@ static void printf_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if ((st = s->aux_printf[argc]) == NULL) {
     char sql[16 + 5 * PRINTF_MAX_ARGS];
     int n = snprintf(sql, sizeof sql, "SELECT printf(?1");
-    for (int i = 2; i <= argc; i++) n += snprintf(sql + n, sizeof sql - (size_t)n, ",?%d", i);
+    for (int i = 2; i <= argc; i++)
+      n += snprintf(sql + n, sizeof sql - (size_t)n, ",?%d", i);
     snprintf(sql + n, sizeof sql - (size_t)n, ")");
     if ((rc = sqlite3_prepare_v2(s->aux, sql, -1, &st, NULL)) != SQLITE_OK) {
       sqlite3_result_error_code(ctx, rc);
@@ -453,9 +524,12 @@ static void printf_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     s->aux_printf[argc] = st;
   }
-  for (int i = 0; i < argc; i++) sqlite3_bind_value(st, i + 1, argv[i]);
-  if ((rc = sqlite3_step(st)) == SQLITE_ROW) sqlite3_result_value(ctx, sqlite3_column_value(st, 0));
-  else sqlite3_result_error_code(ctx, sqlite3_errcode(s->aux));
+  for (int i = 0; i < argc; i++)
+    sqlite3_bind_value(st, i + 1, argv[i]);
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    sqlite3_result_value(ctx, sqlite3_column_value(st, 0));
+  else
+    sqlite3_result_error_code(ctx, sqlite3_errcode(s->aux));
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
 }
@@ -467,8 +541,8 @@ int lithd_guard_connect(void *ctx, sqlite3 *conn) {
     const char *name;
     int nargs;
     void (*fn)(sqlite3_context *, int, sqlite3_value **);
-  } fns[] = {{"instr", 2, instr_fn}, {"replace", 3, replace_fn}, {"trim", 2, btrim_fn},
-             {"ltrim", 2, ltrim_fn}, {"rtrim", 2, rtrim_fn},  {"printf", -1, printf_fn},
+  } fns[] = {{"instr", 2, instr_fn},   {"replace", 3, replace_fn}, {"trim", 2, btrim_fn},
+             {"ltrim", 2, ltrim_fn},   {"rtrim", 2, rtrim_fn},     {"printf", -1, printf_fn},
              {"format", -1, printf_fn}};
   lithd_guard_limits lim;
   const lithd_guard_limits *given = ctx;
@@ -477,23 +551,28 @@ int lithd_guard_connect(void *ctx, sqlite3 *conn) {
 
   lithd_guard_limits_default(&lim);
   if (given != NULL) {
-    if (given->max_value_bytes > 0) lim.max_value_bytes = given->max_value_bytes;
-    if (given->max_like_pattern > 0) lim.max_like_pattern = given->max_like_pattern;
-    if (given->max_program_ops > 0) lim.max_program_ops = given->max_program_ops;
+    if (given->max_value_bytes > 0)
+      lim.max_value_bytes = given->max_value_bytes;
+    if (given->max_like_pattern > 0)
+      lim.max_like_pattern = given->max_like_pattern;
+    if (given->max_program_ops > 0)
+      lim.max_program_ops = given->max_program_ops;
   }
   sqlite3_limit(conn, SQLITE_LIMIT_LENGTH, lim.max_value_bytes);
   sqlite3_limit(conn, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, lim.max_like_pattern);
   sqlite3_limit(conn, SQLITE_LIMIT_VDBE_OP, lim.max_program_ops);
   sqlite3_limit(conn, SQLITE_LIMIT_ATTACHED, 0);
 
-  if ((s = calloc(1, sizeof *s)) == NULL) return SQLITE_NOMEM;
+  if ((s = calloc(1, sizeof *s)) == NULL)
+    return SQLITE_NOMEM;
   s->conn = conn;
   atomic_init(&s->deadline, INT64_MAX);
   atomic_init(&s->is_read, 0);
   s->refs = 1; /* ours, until the functions hold it */
   pthread_mutex_lock(&g_mu);
   s->next = g_slots;
-  if (g_slots != NULL) g_slots->prev = s;
+  if (g_slots != NULL)
+    g_slots->prev = s;
   g_slots = s;
   pthread_mutex_unlock(&g_mu);
 
@@ -504,8 +583,8 @@ int lithd_guard_connect(void *ctx, sqlite3 *conn) {
     /* Deterministic and innocuous as the built-ins they replace: indexes,
      * CHECK constraints and views (trusted_schema is off) may use them. */
     rc = sqlite3_create_function_v2(conn, fns[i].name, fns[i].nargs,
-                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, s, fns[i].fn,
-                                    NULL, NULL, slot_release);
+                                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, s, fns[i].fn, NULL,
+                                    NULL, slot_release);
   }
   slot_release(s);
   return rc;

@@ -38,10 +38,10 @@
 
 /* The limits put on every connection. A field left 0 takes the default. */
 typedef struct lithd_guard_limits {
-  int max_value_bytes;    /* SQLITE_LIMIT_LENGTH: largest string or blob;
+  int max_value_bytes;  /* SQLITE_LIMIT_LENGTH: largest string or blob;
                              default 1 MiB (1048576) */
-  int max_like_pattern;   /* SQLITE_LIMIT_LIKE_PATTERN_LENGTH; default 50 */
-  int max_program_ops;    /* SQLITE_LIMIT_VDBE_OP: largest compiled statement;
+  int max_like_pattern; /* SQLITE_LIMIT_LIKE_PATTERN_LENGTH; default 50 */
+  int max_program_ops;  /* SQLITE_LIMIT_VDBE_OP: largest compiled statement;
                              default 250000 */
 } lithd_guard_limits;
 

@@ -170,8 +170,7 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
         return fail_at(ps, esc, "invalid \\u escape");
       r += 4;
       if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (q - r < 6 || r[0] != '\\' || r[1] != 'u' || hex4(r + 2, &lo) != 0 || lo < 0xDC00 ||
-            lo > 0xDFFF)
+        if (q - r < 6 || r[0] != '\\' || r[1] != 'u' || hex4(r + 2, &lo) != 0 || lo < 0xDC00 || lo > 0xDFFF)
           return fail_at(ps, esc, "invalid Unicode: an unpaired surrogate");
         r += 6;
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);

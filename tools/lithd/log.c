@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *log_path; /* NULL: stderr as inherited */
+static char *log_path;                         /* NULL: stderr as inherited */
 static _Atomic int log_level = LITHD_LOG_INFO; /* read per request: no lock */
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
@@ -23,7 +23,8 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 int lithd_log_level_parse(const char *name) {
   int i;
   for (i = 0; i <= LITHD_LOG_DEBUG; i++)
-    if (strcmp(name, level_names[i]) == 0) return i;
+    if (strcmp(name, level_names[i]) == 0)
+      return i;
   return -1;
 }
 
@@ -31,7 +32,8 @@ int lithd_log_level_parse(const char *name) {
  * any thread exists). */
 static int swap_in(const char *path) {
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-  if (fd < 0) return -1;
+  if (fd < 0)
+    return -1;
   if (fd != STDERR_FILENO) {
     if (dup2(fd, STDERR_FILENO) < 0) {
       int e = errno;
@@ -48,7 +50,8 @@ int lithd_log_open(const char *path, int level) {
   char *copy = NULL;
 
   if (path != NULL) {
-    if ((copy = strdup(path)) == NULL) return -1;
+    if ((copy = strdup(path)) == NULL)
+      return -1;
     if (swap_in(path) != 0) {
       int e = errno;
       free(copy);
@@ -67,7 +70,8 @@ int lithd_log_open(const char *path, int level) {
 int lithd_log_reopen(void) {
   int rc = 0;
   pthread_mutex_lock(&log_mu);
-  if (log_path != NULL) rc = swap_in(log_path);
+  if (log_path != NULL)
+    rc = swap_in(log_path);
   pthread_mutex_unlock(&log_mu);
   return rc;
 }
@@ -82,17 +86,20 @@ void lithd_log(int level, const char *fmt, ...) {
   int k;
   va_list ap;
 
-  if (level < LITHD_LOG_ERROR || level > LITHD_LOG_DEBUG || !lithd_log_enabled(level)) return;
+  if (level < LITHD_LOG_ERROR || level > LITHD_LOG_DEBUG || !lithd_log_enabled(level))
+    return;
   clock_gettime(CLOCK_REALTIME, &ts);
   gmtime_r(&ts.tv_sec, &tm);
   n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-  k = snprintf(line + n, sizeof line - n, ".%03ldZ lithd[%ld] %s: ", ts.tv_nsec / 1000000L,
-               (long)getpid(), level_names[level]);
-  if (k > 0) n += (size_t)k;
+  k = snprintf(line + n, sizeof line - n, ".%03ldZ lithd[%ld] %s: ", ts.tv_nsec / 1000000L, (long)getpid(),
+               level_names[level]);
+  if (k > 0)
+    n += (size_t)k;
   va_start(ap, fmt);
   k = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
   va_end(ap);
-  if (k > 0) n += (size_t)k < sizeof line - n - 1 ? (size_t)k : sizeof line - n - 2;
+  if (k > 0)
+    n += (size_t)k < sizeof line - n - 1 ? (size_t)k : sizeof line - n - 2;
   line[n++] = '\n';
   /* One write on an O_APPEND descriptor: whole lines, whoever else writes. */
   pthread_mutex_lock(&log_mu);

@@ -61,7 +61,7 @@ struct daemon {
   uv_loop_t loop;
   uv_signal_t sigterm, sigint, sighup;
   int signals_open;
-  int64_t stop_grace_ms;  /* SIGTERM: how long requests may still run */
+  int64_t stop_grace_ms; /* SIGTERM: how long requests may still run */
   lith *db;
   lith_uv *bridge;
   lith_http_server *http;
@@ -89,7 +89,8 @@ static void on_http_stopped(lith_http_server *srv, void *arg) {
 }
 
 static void close_signals(struct daemon *d) {
-  if (!d->signals_open) return;
+  if (!d->signals_open)
+    return;
   uv_close((uv_handle_t *)&d->sigterm, NULL);
   uv_close((uv_handle_t *)&d->sigint, NULL);
   uv_close((uv_handle_t *)&d->sighup, NULL);
@@ -97,7 +98,8 @@ static void close_signals(struct daemon *d) {
 }
 
 static void begin_stop(struct daemon *d) {
-  if (d->stopping) return;
+  if (d->stopping)
+    return;
   d->stopping = 1;
   close_signals(d);
   lithd_server_stop(&d->srv);
@@ -149,12 +151,11 @@ static int lock_database(const char *db) {
         pid = strtol(buf, NULL, 10);
       }
       if (pid > 0)
-        lithd_log(LITHD_LOG_ERROR,
-                  "%s is already served by another lithd (pid %ld holds the lock file %s)", db,
-                  pid, path);
+        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (pid %ld holds the lock file %s)",
+                  db, pid, path);
       else
-        lithd_log(LITHD_LOG_ERROR,
-                  "%s is already served by another lithd (the lock file %s is held)", db, path);
+        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (the lock file %s is held)", db,
+                  path);
     } else {
       lithd_log(LITHD_LOG_ERROR, "cannot lock %s: %s", path, strerror(e));
     }
@@ -190,7 +191,8 @@ static int check_commands(lith_rx *rx, void *arg) {
  * already says. It must be set before the pool's first use. */
 static void size_thread_pool(int readers) {
   char buf[16];
-  if (getenv("UV_THREADPOOL_SIZE") != NULL) return;
+  if (getenv("UV_THREADPOOL_SIZE") != NULL)
+    return;
   if (readers < 1) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
@@ -266,14 +268,17 @@ int main(int argc, char **argv) {
     goto out;
   }
 
-  if ((lock_fd = lock_database(o.db)) < 0) goto out;
+  if ((lock_fd = lock_database(o.db)) < 0)
+    goto out;
 
   /* Bounds on what one request costs (guard.h): SQLite's limits and the
    * bounded functions on every connection, the watchdog, and one ceiling
    * on SQLite's heap for the whole process. */
   lithd_guard_limits_default(&glim);
-  if (o.max_value_bytes > 0) glim.max_value_bytes = o.max_value_bytes;
-  if (o.max_like_pattern > 0) glim.max_like_pattern = o.max_like_pattern;
+  if (o.max_value_bytes > 0)
+    glim.max_value_bytes = o.max_value_bytes;
+  if (o.max_like_pattern > 0)
+    glim.max_like_pattern = o.max_like_pattern;
   if (lithd_guard_start() != 0) {
     lithd_log(LITHD_LOG_ERROR, "cannot start the watchdog thread");
     goto out;
@@ -285,17 +290,23 @@ int main(int argc, char **argv) {
   lopt.on_connect_ctx = &glim;
   lopt.synchronous = o.synchronous;
   lopt.checkpoint = o.checkpoint;
-  if (o.readers > 0) lopt.readers = o.readers;
-  if (o.max_batch > 0) lopt.max_batch = o.max_batch;
-  if (o.max_queue > 0) lopt.queue_capacity = o.max_queue;
-  if (o.file_mode > 0) lopt.file_mode = o.file_mode;
+  if (o.readers > 0)
+    lopt.readers = o.readers;
+  if (o.max_batch > 0)
+    lopt.max_batch = o.max_batch;
+  if (o.max_queue > 0)
+    lopt.queue_capacity = o.max_queue;
+  if (o.file_mode > 0)
+    lopt.file_mode = o.file_mode;
   lopt.authorizer = lithd_authorizer; /* clients' SQL: no ATTACH, no PRAGMA x = y */
   lopt.migrations = (const char *const *)schema.steps;
   lopt.n_migrations = schema.n;
   rc = lith_open(o.db, &lopt, &d.db);
   if (rc != LITH_OK) {
     lithd_log(LITHD_LOG_ERROR, "cannot open %s: %s%s", o.db, lith_errmsg(NULL),
-              o.schema != NULL && rc == LITH_SCHEMA ? " (--schema has fewer steps than the database has applied)" : "");
+              o.schema != NULL && rc == LITH_SCHEMA
+                  ? " (--schema has fewer steps than the database has applied)"
+                  : "");
     goto out;
   }
   if (commands != NULL) {
@@ -329,11 +340,16 @@ int main(int argc, char **argv) {
   hopt.http2 = 0;
   hopt.server_name = "lithd";
   lithd_limits_default(&d.srv.limits);
-  if (o.max_body != 0) d.srv.limits.max_body_bytes = o.max_body;
-  if (o.max_statements != 0) d.srv.limits.max_statements = o.max_statements;
-  if (o.max_sql != 0) d.srv.limits.max_sql_bytes = o.max_sql;
-  if (o.max_rows != 0) d.srv.limits.max_rows = o.max_rows;
-  if (o.max_run_ms != 0) d.srv.limits.max_run_ms = o.max_run_ms;
+  if (o.max_body != 0)
+    d.srv.limits.max_body_bytes = o.max_body;
+  if (o.max_statements != 0)
+    d.srv.limits.max_statements = o.max_statements;
+  if (o.max_sql != 0)
+    d.srv.limits.max_sql_bytes = o.max_sql;
+  if (o.max_rows != 0)
+    d.srv.limits.max_rows = o.max_rows;
+  if (o.max_run_ms != 0)
+    d.srv.limits.max_run_ms = o.max_run_ms;
   hopt.max_body = d.srv.limits.max_body_bytes;
   if (lith_http_server_create(&d.loop, &hopt, &d.http) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "http server: %s", lith_http_errmsg());
@@ -382,8 +398,8 @@ int main(int argc, char **argv) {
       int v6 = strchr(o.host, ':') != NULL;
       printf("lithd %s: listening on http://%s%s%s:%d (db %s); try: curl -s%s "
              "http://%s%s%s:%d/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, auth,
-             v6 ? "[" : "", o.host, v6 ? "]" : "", port);
+             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, auth, v6 ? "[" : "", o.host,
+             v6 ? "]" : "", port);
     } else {
       printf("lithd %s: listening on unix:%s (db %s); try: curl -s%s --unix-socket %s "
              "http://lithd/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
@@ -391,16 +407,16 @@ int main(int argc, char **argv) {
     }
     fflush(stdout);
     lithd_log(LITHD_LOG_INFO, "started: db %s, synchronous %s, %d named command%s%s", o.db,
-              o.synchronous == LITH_SYNC_FULL ? "full" : "normal",
-              lithd_commands_count(commands), lithd_commands_count(commands) == 1 ? "" : "s",
-              o.only_named ? " (only named)" : "");
+              o.synchronous == LITH_SYNC_FULL ? "full" : "normal", lithd_commands_count(commands),
+              lithd_commands_count(commands) == 1 ? "" : "s", o.only_named ? " (only named)" : "");
   }
 
   uv_run(&d.loop, UV_RUN_DEFAULT);
   exit_code = 0;
 
 out:
-  if (d.http != NULL) lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
+  if (d.http != NULL)
+    lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
   if (d.srv.park.started && !d.srv.park.stopped) {
     lithd_server_stop(&d.srv); /* a startup failure after the routes */
     uv_run(&d.loop, UV_RUN_DEFAULT);
@@ -414,7 +430,8 @@ out:
     close_signals(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }
-  if (loop_open && uv_loop_close(&d.loop) != 0) lithd_log(LITHD_LOG_ERROR, "handles left on the loop");
+  if (loop_open && uv_loop_close(&d.loop) != 0)
+    lithd_log(LITHD_LOG_ERROR, "handles left on the loop");
   if (d.db != NULL && lith_close(d.db) != LITH_OK) {
     lithd_log(LITHD_LOG_ERROR, "close: %s", lith_errmsg(NULL));
     exit_code = 1;
@@ -423,8 +440,10 @@ out:
   lithd_commands_free(commands);
   lithd_schema_free(&schema);
   lithd_guard_stop();
-  if (lock_fd >= 0) close(lock_fd); /* after lith_close: the file is released */
-  if (exit_code == 0) lithd_log(LITHD_LOG_INFO, "stopped");
+  if (lock_fd >= 0)
+    close(lock_fd); /* after lith_close: the file is released */
+  if (exit_code == 0)
+    lithd_log(LITHD_LOG_INFO, "stopped");
   lithd_opts_free(&o);
   lithd_log_close();
   return exit_code;

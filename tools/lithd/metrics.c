@@ -17,8 +17,7 @@ static void mb_head(lithd_buf *b, const char *name, const char *type, const char
   lithd_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void mb_metric(lithd_buf *b, const char *name, const char *type, const char *help,
-                      uint64_t v) {
+static void mb_metric(lithd_buf *b, const char *name, const char *type, const char *help, uint64_t v) {
   mb_head(b, name, type, help);
   lithd_buf_printf(b, "%s %" PRIu64 "\n", name, v);
 }
@@ -29,8 +28,8 @@ static void mb_metric(lithd_buf *b, const char *name, const char *type, const ch
  * exact, never an estimate. */
 static void mb_latency(lithd_buf *b, const char *name, const char *help, const uint64_t *lat,
                        uint64_t sum_ns) {
-  static const double le_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5, 5, 10};
+  static const double le_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   size_t k;
   int i = 0;
   uint64_t cum = 0, total = 0;
@@ -67,16 +66,14 @@ void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http) {
   mb_metric(b, "lith_commands_total", "counter", "Commands answered.", st->commands);
   mb_metric(b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
   mb_metric(b, "lith_failed_total", "counter", "Commands answered with an error.", st->failed);
-  mb_metric(b, "lith_retried_total", "counter",
-            "Command runs repeated after a transaction abort.", st->retried);
-  mb_metric(b, "lith_busy_total", "counter", "Batches refused at BEGIN by another writer.",
-            st->busy);
+  mb_metric(b, "lith_retried_total", "counter", "Command runs repeated after a transaction abort.",
+            st->retried);
+  mb_metric(b, "lith_busy_total", "counter", "Batches refused at BEGIN by another writer.", st->busy);
   mb_metric(b, "lith_queue_depth", "gauge", "Commands queued now.", st->queue_depth);
   mb_metric(b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
             st->wal_pages);
   mb_metric(b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
-  mb_metric(b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed.",
-            st->checkpoint_errors);
+  mb_metric(b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed.", st->checkpoint_errors);
 
   /* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
    * last one (2048 and more) only under +Inf. */
@@ -85,8 +82,7 @@ void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http) {
   mb_head(b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
   for (k = 0; k < LITH_HIST_BUCKETS - 1; k++) {
     cum += st->batch_hist[k];
-    lithd_buf_printf(b, "lith_batch_size_bucket{le=\"%llu\"} %" PRIu64 "\n",
-              (1ULL << (k + 1)) - 1, cum);
+    lithd_buf_printf(b, "lith_batch_size_bucket{le=\"%llu\"} %" PRIu64 "\n", (1ULL << (k + 1)) - 1, cum);
   }
   lithd_buf_printf(b, "lith_batch_size_bucket{le=\"+Inf\"} %" PRIu64 "\n", total);
   lithd_buf_printf(b, "lith_batch_size_sum %" PRIu64 "\n", st->commands);
@@ -97,12 +93,9 @@ void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http) {
   mb_latency(b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
              st->wait_lat, st->wait_ns_total);
 
-  mb_metric(b, "lithd_http_connections_total", "counter", "HTTP connections accepted.",
-            hs.connections);
-  mb_metric(b, "lithd_http_connections_open", "gauge", "HTTP connections open now.",
-            hs.connections_open);
-  mb_metric(b, "lithd_http_pending", "gauge", "Requests waiting for their answer now.",
-            hs.pending);
+  mb_metric(b, "lithd_http_connections_total", "counter", "HTTP connections accepted.", hs.connections);
+  mb_metric(b, "lithd_http_connections_open", "gauge", "HTTP connections open now.", hs.connections_open);
+  mb_metric(b, "lithd_http_pending", "gauge", "Requests waiting for their answer now.", hs.pending);
   mb_head(b, "lithd_http_responses_total", "counter",
           "HTTP requests finished, by status (499: the client left first).");
   for (code = LITH_HTTP_STATUS_MIN; code <= LITH_HTTP_STATUS_MAX; code++) {

@@ -23,53 +23,77 @@
 #define CONFIG_MAX (1 << 20)
 
 enum {
-  OPT_DB = 256, OPT_LISTEN, OPT_UNIX, OPT_SYNC, OPT_CKPT, OPT_READERS, OPT_MAXBATCH, OPT_MAXQUEUE,
-  OPT_QUEUEWAIT, OPT_SCHEMA, OPT_COMMANDS, OPT_ONLYNAMED, OPT_TOKEN, OPT_MAXBODY, OPT_MAXSTMTS,
-  OPT_MAXSQL, OPT_MAXROWS, OPT_MAXRUN, OPT_LOGLEVEL, OPT_LOG, OPT_CONFIG, OPT_HELP, OPT_VERSION,
-  OPT_FILEMODE, OPT_ALLOWORIGIN, OPT_ALLOWHOST, OPT_BACKUPDIR, OPT_MAXVALUE, OPT_MAXLIKE, OPT_MAXMEM,
+  OPT_DB = 256,
+  OPT_LISTEN,
+  OPT_UNIX,
+  OPT_SYNC,
+  OPT_CKPT,
+  OPT_READERS,
+  OPT_MAXBATCH,
+  OPT_MAXQUEUE,
+  OPT_QUEUEWAIT,
+  OPT_SCHEMA,
+  OPT_COMMANDS,
+  OPT_ONLYNAMED,
+  OPT_TOKEN,
+  OPT_MAXBODY,
+  OPT_MAXSTMTS,
+  OPT_MAXSQL,
+  OPT_MAXROWS,
+  OPT_MAXRUN,
+  OPT_LOGLEVEL,
+  OPT_LOG,
+  OPT_CONFIG,
+  OPT_HELP,
+  OPT_VERSION,
+  OPT_FILEMODE,
+  OPT_ALLOWORIGIN,
+  OPT_ALLOWHOST,
+  OPT_BACKUPDIR,
+  OPT_MAXVALUE,
+  OPT_MAXLIKE,
+  OPT_MAXMEM,
   OPT_GRACE
 };
 
-static const struct option longs[] = {
-    {"db", required_argument, NULL, OPT_DB},
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"unix", required_argument, NULL, OPT_UNIX},
-    {"synchronous", required_argument, NULL, OPT_SYNC},
-    {"checkpoint", required_argument, NULL, OPT_CKPT},
-    {"readers", required_argument, NULL, OPT_READERS},
-    {"max-batch", required_argument, NULL, OPT_MAXBATCH},
-    {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
-    {"file-mode", required_argument, NULL, OPT_FILEMODE},
-    {"allow-origin", required_argument, NULL, OPT_ALLOWORIGIN},
-    {"allow-host", required_argument, NULL, OPT_ALLOWHOST},
-    {"backup-dir", required_argument, NULL, OPT_BACKUPDIR},
-    {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
-    {"schema", required_argument, NULL, OPT_SCHEMA},
-    {"commands", required_argument, NULL, OPT_COMMANDS},
-    {"only-named", optional_argument, NULL, OPT_ONLYNAMED},
-    {"token-file", required_argument, NULL, OPT_TOKEN},
-    {"max-body", required_argument, NULL, OPT_MAXBODY},
-    {"max-statements", required_argument, NULL, OPT_MAXSTMTS},
-    {"max-sql", required_argument, NULL, OPT_MAXSQL},
-    {"max-rows", required_argument, NULL, OPT_MAXROWS},
-    {"max-run-ms", required_argument, NULL, OPT_MAXRUN},
-    {"max-value-bytes", required_argument, NULL, OPT_MAXVALUE},
-    {"max-like-pattern", required_argument, NULL, OPT_MAXLIKE},
-    {"max-memory-mib", required_argument, NULL, OPT_MAXMEM},
-    {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
-    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-    {"log", required_argument, NULL, OPT_LOG},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"help", no_argument, NULL, OPT_HELP},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {NULL, 0, NULL, 0}};
+static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
+                                      {"listen", required_argument, NULL, OPT_LISTEN},
+                                      {"unix", required_argument, NULL, OPT_UNIX},
+                                      {"synchronous", required_argument, NULL, OPT_SYNC},
+                                      {"checkpoint", required_argument, NULL, OPT_CKPT},
+                                      {"readers", required_argument, NULL, OPT_READERS},
+                                      {"max-batch", required_argument, NULL, OPT_MAXBATCH},
+                                      {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
+                                      {"file-mode", required_argument, NULL, OPT_FILEMODE},
+                                      {"allow-origin", required_argument, NULL, OPT_ALLOWORIGIN},
+                                      {"allow-host", required_argument, NULL, OPT_ALLOWHOST},
+                                      {"backup-dir", required_argument, NULL, OPT_BACKUPDIR},
+                                      {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
+                                      {"schema", required_argument, NULL, OPT_SCHEMA},
+                                      {"commands", required_argument, NULL, OPT_COMMANDS},
+                                      {"only-named", optional_argument, NULL, OPT_ONLYNAMED},
+                                      {"token-file", required_argument, NULL, OPT_TOKEN},
+                                      {"max-body", required_argument, NULL, OPT_MAXBODY},
+                                      {"max-statements", required_argument, NULL, OPT_MAXSTMTS},
+                                      {"max-sql", required_argument, NULL, OPT_MAXSQL},
+                                      {"max-rows", required_argument, NULL, OPT_MAXROWS},
+                                      {"max-run-ms", required_argument, NULL, OPT_MAXRUN},
+                                      {"max-value-bytes", required_argument, NULL, OPT_MAXVALUE},
+                                      {"max-like-pattern", required_argument, NULL, OPT_MAXLIKE},
+                                      {"max-memory-mib", required_argument, NULL, OPT_MAXMEM},
+                                      {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
+                                      {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+                                      {"log", required_argument, NULL, OPT_LOG},
+                                      {"config", required_argument, NULL, OPT_CONFIG},
+                                      {"help", no_argument, NULL, OPT_HELP},
+                                      {"version", no_argument, NULL, OPT_VERSION},
+                                      {NULL, 0, NULL, 0}};
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: lithd --db PATH [options]\n"
           "  --db PATH               the database file (created if missing)\n"
-          "  --listen HOST:PORT      TCP address (default " LITHD_DEFAULT_HOST
-          ":%d; port 0: any free)\n"
+          "  --listen HOST:PORT      TCP address (default " LITHD_DEFAULT_HOST ":%d; port 0: any free)\n"
           "  --unix PATH             listen on a Unix socket (mode 0600); TCP then only\n"
           "                          with --listen\n"
           "  --synchronous normal|full        (default normal)\n"
@@ -130,16 +154,19 @@ static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
 
   if (s[0] == '[') {
     const char *close = strchr(s, ']');
-    if (close == NULL || close[1] != ':') return -1;
+    if (close == NULL || close[1] != ':')
+      return -1;
     h = s + 1;
     hlen = (size_t)(close - h);
     colon = close + 1;
   } else {
     colon = strrchr(s, ':');
-    if (colon == NULL) return -1;
+    if (colon == NULL)
+      return -1;
     hlen = (size_t)(colon - s);
   }
-  if (hlen >= hostsz) return -1;
+  if (hlen >= hostsz)
+    return -1;
   if (hlen == 0) {
     snprintf(host, hostsz, "%s", LITHD_DEFAULT_HOST);
   } else {
@@ -148,14 +175,13 @@ static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
   }
   errno = 0;
   p = strtol(colon + 1, &end, 10);
-  if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535) return -1;
+  if (errno != 0 || end == colon + 1 || *end != '\0' || p < 0 || p > 65535)
+    return -1;
   *port = (int)p;
   return 0;
 }
 
-static int is_loopback_host(const char *h) {
-  return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0;
-}
+static int is_loopback_host(const char *h) { return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0; }
 
 /* A whole number in [lo, hi]; 0 or -1 after a message. */
 static int parse_num(const char *opt, const char *s, long long lo, long long hi, long long *out) {
@@ -164,8 +190,7 @@ static int parse_num(const char *opt, const char *s, long long lo, long long hi,
   errno = 0;
   v = strtoll(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-    fprintf(stderr, "lithd: --%s wants a whole number from %lld to %lld, got \"%s\"\n", opt, lo,
-            hi, s);
+    fprintf(stderr, "lithd: --%s wants a whole number from %lld to %lld, got \"%s\"\n", opt, lo, hi, s);
     return -1;
   }
   *out = v;
@@ -178,7 +203,8 @@ static int set_path(char **dst, const char *s, const char *base) {
   char *p;
   if (base != NULL && s[0] != '/') {
     size_t n = strlen(base) + strlen(s) + 1;
-    if ((p = malloc(n)) == NULL) return -1;
+    if ((p = malloc(n)) == NULL)
+      return -1;
     snprintf(p, n, "%s%s", base, s);
   } else if ((p = strdup(s)) == NULL) {
     return -1;
@@ -199,7 +225,8 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
   while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (c) {
     case OPT_DB:
-      if (set_path(&o->db, optarg, base) != 0) goto nomem;
+      if (set_path(&o->db, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_LISTEN:
       if (parse_listen(optarg, o->host, sizeof o->host, &o->port) != 0) {
@@ -209,35 +236,44 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       o->listen_given = 1;
       break;
     case OPT_UNIX:
-      if (set_path(&o->unix_path, optarg, base) != 0) goto nomem;
+      if (set_path(&o->unix_path, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_SYNC:
-      if (strcmp(optarg, "normal") == 0) o->synchronous = LITH_SYNC_NORMAL;
-      else if (strcmp(optarg, "full") == 0) o->synchronous = LITH_SYNC_FULL;
+      if (strcmp(optarg, "normal") == 0)
+        o->synchronous = LITH_SYNC_NORMAL;
+      else if (strcmp(optarg, "full") == 0)
+        o->synchronous = LITH_SYNC_FULL;
       else {
         fprintf(stderr, "lithd: --synchronous wants normal or full\n");
         return 2;
       }
       break;
     case OPT_CKPT:
-      if (strcmp(optarg, "writer") == 0) o->checkpoint = LITH_CHECKPOINT_WRITER;
-      else if (strcmp(optarg, "auto") == 0) o->checkpoint = LITH_CHECKPOINT_AUTO;
-      else if (strcmp(optarg, "external") == 0) o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
+      if (strcmp(optarg, "writer") == 0)
+        o->checkpoint = LITH_CHECKPOINT_WRITER;
+      else if (strcmp(optarg, "auto") == 0)
+        o->checkpoint = LITH_CHECKPOINT_AUTO;
+      else if (strcmp(optarg, "external") == 0)
+        o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
       else {
         fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
         return 2;
       }
       break;
     case OPT_READERS:
-      if (parse_num("readers", optarg, 1, 1024, &v) != 0) return 2;
+      if (parse_num("readers", optarg, 1, 1024, &v) != 0)
+        return 2;
       o->readers = (int)v;
       break;
     case OPT_MAXBATCH:
-      if (parse_num("max-batch", optarg, 1, 1 << 20, &v) != 0) return 2;
+      if (parse_num("max-batch", optarg, 1, 1 << 20, &v) != 0)
+        return 2;
       o->max_batch = (int)v;
       break;
     case OPT_MAXQUEUE:
-      if (parse_num("max-queue", optarg, 1, 1 << 24, &v) != 0) return 2;
+      if (parse_num("max-queue", optarg, 1, 1 << 24, &v) != 0)
+        return 2;
       o->max_queue = (int)v;
       break;
     case OPT_FILEMODE: {
@@ -253,14 +289,17 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       break;
     }
     case OPT_QUEUEWAIT:
-      if (parse_num("queue-wait-ms", optarg, 0, 3600 * 1000, &v) != 0) return 2;
+      if (parse_num("queue-wait-ms", optarg, 0, 3600 * 1000, &v) != 0)
+        return 2;
       o->queue_wait_ms = v;
       break;
     case OPT_SCHEMA:
-      if (set_path(&o->schema, optarg, base) != 0) goto nomem;
+      if (set_path(&o->schema, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_COMMANDS:
-      if (set_path(&o->commands, optarg, base) != 0) goto nomem;
+      if (set_path(&o->commands, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_ONLYNAMED:
       if (optarg == NULL || strcmp(optarg, "true") == 0 || strcmp(optarg, "yes") == 0 ||
@@ -274,50 +313,62 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       }
       break;
     case OPT_TOKEN:
-      if (set_path(&o->token_file, optarg, base) != 0) goto nomem;
+      if (set_path(&o->token_file, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_ALLOWORIGIN:
       free(o->allow_origins);
-      if ((o->allow_origins = strdup(optarg)) == NULL) goto nomem;
+      if ((o->allow_origins = strdup(optarg)) == NULL)
+        goto nomem;
       break;
     case OPT_BACKUPDIR:
-      if (set_path(&o->backup_dir, optarg, base) != 0) goto nomem;
+      if (set_path(&o->backup_dir, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
-      if ((o->allow_hosts = strdup(optarg)) == NULL) goto nomem;
+      if ((o->allow_hosts = strdup(optarg)) == NULL)
+        goto nomem;
       break;
     case OPT_MAXBODY:
-      if (parse_num("max-body", optarg, 1, (long long)1 << 40, &v) != 0) return 2;
+      if (parse_num("max-body", optarg, 1, (long long)1 << 40, &v) != 0)
+        return 2;
       o->max_body = (size_t)v;
       break;
     case OPT_MAXSTMTS:
-      if (parse_num("max-statements", optarg, 1, 1000000, &v) != 0) return 2;
+      if (parse_num("max-statements", optarg, 1, 1000000, &v) != 0)
+        return 2;
       o->max_statements = (int)v;
       break;
     case OPT_MAXSQL:
-      if (parse_num("max-sql", optarg, 1, (long long)1 << 30, &v) != 0) return 2;
+      if (parse_num("max-sql", optarg, 1, (long long)1 << 30, &v) != 0)
+        return 2;
       o->max_sql = (size_t)v;
       break;
     case OPT_MAXROWS:
-      if (parse_num("max-rows", optarg, 1, LLONG_MAX, &v) != 0) return 2;
+      if (parse_num("max-rows", optarg, 1, LLONG_MAX, &v) != 0)
+        return 2;
       o->max_rows = v;
       break;
     case OPT_MAXRUN:
-      if (parse_num("max-run-ms", optarg, 1, (long long)24 * 3600 * 1000, &v) != 0) return 2;
+      if (parse_num("max-run-ms", optarg, 1, (long long)24 * 3600 * 1000, &v) != 0)
+        return 2;
       o->max_run_ms = v;
       break;
     case OPT_MAXVALUE:
       /* SQLite's own ceiling for SQLITE_LIMIT_LENGTH is 1e9. */
-      if (parse_num("max-value-bytes", optarg, 1024, 1000000000, &v) != 0) return 2;
+      if (parse_num("max-value-bytes", optarg, 1024, 1000000000, &v) != 0)
+        return 2;
       o->max_value_bytes = (int)v;
       break;
     case OPT_MAXLIKE:
-      if (parse_num("max-like-pattern", optarg, 1, 50000, &v) != 0) return 2;
+      if (parse_num("max-like-pattern", optarg, 1, 50000, &v) != 0)
+        return 2;
       o->max_like_pattern = (int)v;
       break;
     case OPT_MAXMEM:
-      if (parse_num("max-memory-mib", optarg, 0, (long long)1 << 30, &v) != 0) return 2;
+      if (parse_num("max-memory-mib", optarg, 0, (long long)1 << 30, &v) != 0)
+        return 2;
       if (v > 0 && v < 16) {
         fprintf(stderr, "lithd: --max-memory-mib wants 0 (no ceiling) or at least 16\n");
         return 2;
@@ -325,7 +376,8 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       o->max_memory_mib = v;
       break;
     case OPT_GRACE:
-      if (parse_num("stop-grace-ms", optarg, 0, (long long)3600 * 1000, &v) != 0) return 2;
+      if (parse_num("stop-grace-ms", optarg, 0, (long long)3600 * 1000, &v) != 0)
+        return 2;
       o->stop_grace_ms = v;
       break;
     case OPT_LOGLEVEL:
@@ -335,7 +387,8 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       }
       break;
     case OPT_LOG:
-      if (set_path(&o->log_file, optarg, base) != 0) goto nomem;
+      if (set_path(&o->log_file, optarg, base) != 0)
+        goto nomem;
       break;
     case OPT_CONFIG:
       if (base != NULL) {
@@ -372,12 +425,16 @@ static int parse_config(const char *path, lithd_opts *o) {
     return 2;
   }
   /* Relative paths in the file: from its directory. */
-  if ((base = strdup(path)) == NULL) goto nomem;
+  if ((base = strdup(path)) == NULL)
+    goto nomem;
   slash = strrchr(base, '/');
-  if (slash != NULL) slash[1] = '\0';
-  else base[0] = '\0';
+  if (slash != NULL)
+    slash[1] = '\0';
+  else
+    base[0] = '\0';
   args = calloc(n / 2 + 2, sizeof *args); /* a line of 2+ bytes per option at most */
-  if (args == NULL) goto nomem;
+  if (args == NULL)
+    goto nomem;
   args[0] = (char *)"lithd";
   for (line = text; line != NULL && *line != '\0'; line = save) {
     char *nl = strchr(line, '\n'), *eq, *k, *v, *e, *hash;
@@ -385,25 +442,32 @@ static int parse_config(const char *path, lithd_opts *o) {
     size_t need;
     lineno++;
     save = nl != NULL ? nl + 1 : NULL;
-    if (nl != NULL) *nl = '\0';
+    if (nl != NULL)
+      *nl = '\0';
     hash = strchr(line, '#');
-    if (hash != NULL) *hash = '\0';
-    for (k = line; *k == ' ' || *k == '\t'; k++) {}
+    if (hash != NULL)
+      *hash = '\0';
+    for (k = line; *k == ' ' || *k == '\t'; k++) {
+    }
     e = k + strlen(k);
-    while (e > k && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) *--e = '\0';
-    if (*k == '\0') continue;
+    while (e > k && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+      *--e = '\0';
+    if (*k == '\0')
+      continue;
     eq = strchr(k, '=');
     v = NULL;
     if (eq != NULL) {
       *eq = '\0';
-      for (v = eq + 1; *v == ' ' || *v == '\t'; v++) {}
+      for (v = eq + 1; *v == ' ' || *v == '\t'; v++) {
+      }
       e = eq;
-      while (e > k && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
+      while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
+        *--e = '\0';
     }
     for (opt = longs; opt->name != NULL; opt++)
-      if (strcmp(opt->name, k) == 0) break;
-    if (opt->name == NULL || opt->val == OPT_HELP || opt->val == OPT_VERSION ||
-        opt->val == OPT_CONFIG) {
+      if (strcmp(opt->name, k) == 0)
+        break;
+    if (opt->name == NULL || opt->val == OPT_HELP || opt->val == OPT_VERSION || opt->val == OPT_CONFIG) {
       fprintf(stderr, "lithd: %s:%d: unknown setting \"%s\"\n", path, lineno, k);
       goto out;
     }
@@ -412,7 +476,8 @@ static int parse_config(const char *path, lithd_opts *o) {
       goto out;
     }
     need = strlen(k) + (v != NULL ? strlen(v) : 0) + 4;
-    if ((args[nargs] = malloc(need)) == NULL) goto nomem;
+    if ((args[nargs] = malloc(need)) == NULL)
+      goto nomem;
     if (v != NULL)
       snprintf(args[nargs], need, "--%s=%s", k, v);
     else
@@ -420,13 +485,15 @@ static int parse_config(const char *path, lithd_opts *o) {
     nargs++;
   }
   rc = parse_pass(nargs, args, o, base);
-  if (rc == 2) fprintf(stderr, "lithd: (in the config file %s)\n", path);
+  if (rc == 2)
+    fprintf(stderr, "lithd: (in the config file %s)\n", path);
   goto out;
 nomem:
   fprintf(stderr, "lithd: out of memory\n");
 out:
   if (args != NULL)
-    for (int i = 1; i < nargs; i++) free(args[i]);
+    for (int i = 1; i < nargs; i++)
+      free(args[i]);
   free(args);
   free(base);
   free(text);
@@ -449,12 +516,17 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
 
   /* --config first, wherever it stands, so the command line can override. */
   for (i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--") == 0) break;
-    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[i + 1];
-    else if (strncmp(argv[i], "--config=", 9) == 0) config = argv[i] + 9;
+    if (strcmp(argv[i], "--") == 0)
+      break;
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      config = argv[i + 1];
+    else if (strncmp(argv[i], "--config=", 9) == 0)
+      config = argv[i] + 9;
   }
-  if (config != NULL && (rc = parse_config(config, o)) != 0) return rc;
-  if ((rc = parse_pass(argc, argv, o, NULL)) != 0) return rc;
+  if (config != NULL && (rc = parse_config(config, o)) != 0)
+    return rc;
+  if ((rc = parse_pass(argc, argv, o, NULL)) != 0)
+    return rc;
 
   if (o->db == NULL) {
     fprintf(stderr, "lithd: --db PATH is required\n");
@@ -462,8 +534,7 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     return 2;
   }
   if (!is_loopback_host(o->host) && o->token_file == NULL) {
-    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n",
-            o->host);
+    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);
     return 2;
   }
   return 0;

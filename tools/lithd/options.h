@@ -41,19 +41,19 @@ typedef struct lithd_opts {
   char *commands;
   int only_named;
   char *token_file;
-  char *allow_origins;   /* comma-separated Origin values a request may carry; NULL: none */
-  char *allow_hosts;     /* further Host names a token-less loopback lithd answers */
-  char *backup_dir;      /* where POST /v1/backup writes; NULL: backups off */
-  size_t max_body;       /* 0: default */
-  int max_statements;    /* 0: default (sqljson.h) */
+  char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */
+  char *allow_hosts;   /* further Host names a token-less loopback lithd answers */
+  char *backup_dir;    /* where POST /v1/backup writes; NULL: backups off */
+  size_t max_body;     /* 0: default */
+  int max_statements;  /* 0: default (sqljson.h) */
   size_t max_sql;
   int64_t max_rows;
   int64_t max_run_ms;
-  int max_value_bytes;   /* 0: default (guard.h) */
-  int max_like_pattern;  /* 0: default (guard.h) */
+  int max_value_bytes;    /* 0: default (guard.h) */
+  int max_like_pattern;   /* 0: default (guard.h) */
   int64_t max_memory_mib; /* SQLite's hard heap limit (sqlite3_hard_heap_limit64) */
-  int64_t stop_grace_ms; /* SIGTERM: time before reads and backups are interrupted */
-  int log_level;         /* LITHD_LOG_ */
+  int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
+  int log_level;          /* LITHD_LOG_ */
   char *log_file;
 } lithd_opts;
 

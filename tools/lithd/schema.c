@@ -12,16 +12,19 @@
 #define SCHEMA_MAX (16 << 20)
 
 static const char *skip_sp(const char *p, const char *e) {
-  while (p < e && (*p == ' ' || *p == '\t')) p++;
+  while (p < e && (*p == ' ' || *p == '\t'))
+    p++;
   return p;
 }
 
 /* 1 if the line [p, eol) is a "-- step" marker. */
 static int is_step(const char *p, const char *eol) {
   p = skip_sp(p, eol);
-  if ((size_t)(eol - p) < 2 || memcmp(p, "--", 2) != 0) return 0;
+  if ((size_t)(eol - p) < 2 || memcmp(p, "--", 2) != 0)
+    return 0;
   p = skip_sp(p + 2, eol);
-  if ((size_t)(eol - p) < 4 || memcmp(p, "step", 4) != 0) return 0;
+  if ((size_t)(eol - p) < 4 || memcmp(p, "step", 4) != 0)
+    return 0;
   p += 4;
   return p == eol || !isalnum((unsigned char)*p);
 }
@@ -32,7 +35,8 @@ static int blank(const char *p, const char *e) {
     if (isspace((unsigned char)*p)) {
       p++;
     } else if (e - p >= 2 && p[0] == '-' && p[1] == '-') {
-      while (p < e && *p != '\n') p++;
+      while (p < e && *p != '\n')
+        p++;
     } else {
       return 0;
     }
@@ -42,9 +46,11 @@ static int blank(const char *p, const char *e) {
 
 static int add_step(lithd_schema *s, const char *p, const char *e) {
   char **ns = realloc(s->steps, (size_t)(s->n + 1) * sizeof *ns);
-  if (ns == NULL) return -1;
+  if (ns == NULL)
+    return -1;
   s->steps = ns;
-  if ((ns[s->n] = strndup(p, (size_t)(e - p))) == NULL) return -1;
+  if ((ns[s->n] = strndup(p, (size_t)(e - p))) == NULL)
+    return -1;
   s->n++;
   return 0;
 }
@@ -62,16 +68,19 @@ int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t err
   start = text;
   for (p = text; p < end;) {
     const char *eol = memchr(p, '\n', (size_t)(end - p));
-    if (eol == NULL) eol = end;
+    if (eol == NULL)
+      eol = end;
     if (is_step(p, eol)) {
       /* What precedes the first marker is step 1 only if it holds SQL. */
-      if ((markers > 0 || !blank(start, p)) && add_step(out, start, p) != 0) goto nomem;
+      if ((markers > 0 || !blank(start, p)) && add_step(out, start, p) != 0)
+        goto nomem;
       markers++;
       start = eol;
     }
     p = eol < end ? eol + 1 : end;
   }
-  if ((markers > 0 || !blank(start, end)) && add_step(out, start, end) != 0) goto nomem;
+  if ((markers > 0 || !blank(start, end)) && add_step(out, start, end) != 0)
+    goto nomem;
   for (int i = 0; i < out->n; i++)
     if (blank(out->steps[i], out->steps[i] + strlen(out->steps[i]))) {
       snprintf(err, errsz, "--schema %s: step %d is empty", path, i + 1);
@@ -92,7 +101,8 @@ fail:
 }
 
 void lithd_schema_free(lithd_schema *s) {
-  for (int i = 0; i < s->n; i++) free(s->steps[i]);
+  for (int i = 0; i < s->n; i++)
+    free(s->steps[i]);
   free(s->steps);
   s->steps = NULL;
   s->n = 0;

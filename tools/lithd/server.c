@@ -53,7 +53,8 @@
 /* ---- Helpers ----------------------------------------------------------- */
 
 static int authorized(lithd_server *s, lith_http_req *req) {
-  if (s->token == NULL) return 1;
+  if (s->token == NULL)
+    return 1;
   return lith_http_check_bearer(req, s->token);
 }
 
@@ -61,12 +62,16 @@ static int authorized(lithd_server *s, lith_http_req *req) {
  * of `list` (NULL: none), spaces around entries ignored, case ignored. */
 static int in_list(const char *list, const char *item, size_t len) {
   while (list != NULL && *list) {
-    while (*list == ' ' || *list == ',') list++;
+    while (*list == ' ' || *list == ',')
+      list++;
     const char *end = list;
-    while (*end && *end != ',') end++;
+    while (*end && *end != ',')
+      end++;
     const char *e = end;
-    while (e > list && e[-1] == ' ') e--;
-    if ((size_t)(e - list) == len && len > 0 && strncasecmp(list, item, len) == 0) return 1;
+    while (e > list && e[-1] == ' ')
+      e--;
+    if ((size_t)(e - list) == len && len > 0 && strncasecmp(list, item, len) == 0)
+      return 1;
     list = end;
   }
   return 0;
@@ -78,12 +83,15 @@ static int in_list(const char *list, const char *item, size_t len) {
 static int host_ok(const lithd_server *s, const char *host) {
   char buf[256];
   size_t len;
-  if (host == NULL || !*host) return 0;
+  if (host == NULL || !*host)
+    return 0;
   if (host[0] == '[') { /* [v6]:port */
     const char *close = strchr(host, ']');
-    if (close == NULL) return 0;
+    if (close == NULL)
+      return 0;
     len = (size_t)(close - host - 1);
-    if (len >= sizeof buf) return 0;
+    if (len >= sizeof buf)
+      return 0;
     memcpy(buf, host + 1, len);
     buf[len] = '\0';
     struct in6_addr a6;
@@ -91,11 +99,13 @@ static int host_ok(const lithd_server *s, const char *host) {
   }
   const char *colon = strchr(host, ':');
   len = colon ? (size_t)(colon - host) : strlen(host);
-  if (len == 0 || len >= sizeof buf) return 0;
+  if (len == 0 || len >= sizeof buf)
+    return 0;
   memcpy(buf, host, len);
   buf[len] = '\0';
   struct in_addr a4;
-  if (inet_pton(AF_INET, buf, &a4) == 1 || strcasecmp(buf, "localhost") == 0) return 1;
+  if (inet_pton(AF_INET, buf, &a4) == 1 || strcasecmp(buf, "localhost") == 0)
+    return 1;
   return in_list(s->allow_hosts, buf, len);
 }
 
@@ -109,7 +119,8 @@ static int host_ok(const lithd_server *s, const char *host) {
  * returns 1 when the request may go on. */
 static int admit(lithd_server *s, lith_http_req *req) {
   char msg[REFUSAL_MAX];
-  if (!authorized(s, req)) return 0;
+  if (!authorized(s, req))
+    return 0;
   const char *origin = lith_http_req_header(req, "origin");
   if (origin != NULL && !in_list(s->allow_origins, "*", 1) &&
       !in_list(s->allow_origins, origin, strlen(origin))) {
@@ -133,7 +144,8 @@ static int admit(lithd_server *s, lith_http_req *req) {
   if (strcmp(lith_http_req_method(req), "POST") == 0) {
     const char *ct = lith_http_req_header(req, "content-type");
     size_t n = ct ? strcspn(ct, ";") : 0;
-    while (n > 0 && ct[n - 1] == ' ') n--;
+    while (n > 0 && ct[n - 1] == ' ')
+      n--;
     if (ct == NULL || n != strlen(JSON_TYPE) || strncasecmp(ct, JSON_TYPE, n) != 0) {
       snprintf(msg, sizeof msg, "Content-Type must be " JSON_TYPE ", got %.*s", ECHO_MAX, ct ? ct : "none");
       lith_http_respond_error(req, 415, msg);
@@ -165,7 +177,8 @@ static char *outcome_json(int rc, const lithd_result *result, const char *errmsg
   } else if (rc != LITH_OK && result != NULL && lithd_result_error(result, &e) == rc) {
     *status = lithd_http_status(rc);
   } else {
-    if (rc == LITH_OK) rc = LITH_NOMEM; /* OK without a result: memory ran out */
+    if (rc == LITH_OK)
+      rc = LITH_NOMEM; /* OK without a result: memory ran out */
     lithd_error_set(&e, rc, -1, "%s", errmsg != NULL && errmsg[0] ? errmsg : lith_errstr(rc));
     *status = lithd_http_status(rc);
     return lithd_error_json(&e);
@@ -174,8 +187,7 @@ static char *outcome_json(int rc, const lithd_result *result, const char *errmsg
 }
 
 /* outcome_json, answered. Completes req. */
-static void respond_outcome(lith_http_req *req, int rc, const lithd_result *result,
-                            const char *errmsg) {
+static void respond_outcome(lith_http_req *req, int rc, const lithd_result *result, const char *errmsg) {
   int status = 500;
   char *json = outcome_json(rc, result, errmsg, &status);
   if (json == NULL) {
@@ -211,7 +223,7 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
 /* ---- POST /v1/do ------------------------------------------------------- */
 
 struct do_ctx {
-  lith_uv_req ureq;     /* first: the bridge callback gets &ureq */
+  lith_uv_req ureq; /* first: the bridge callback gets &ureq */
   lithd_park park;
   lithd_server *s;
   lith_http_req *req;
@@ -221,7 +233,8 @@ struct do_ctx {
 };
 
 static void do_ctx_free(struct do_ctx *c) {
-  if (c == NULL) return;
+  if (c == NULL)
+    return;
   lithd_result_free(c->result);
   lithd_batch_free(c->batch);
   free(c);
@@ -230,10 +243,10 @@ static void do_ctx_free(struct do_ctx *c) {
 /* A debug line per answered command; 5xx at warn, with the message. */
 static void log_answer(lith_http_req *req, int status, int64_t t0, const char *errmsg) {
   int level = status >= 500 ? LITHD_LOG_WARN : LITHD_LOG_DEBUG;
-  if (!lithd_log_enabled(level)) return;
-  lithd_log(level, "%s %s %d %" PRId64 " ms%s%s", lith_http_req_method(req),
-            lith_http_req_path(req), status, lith_clock_ms() - t0,
-            status >= 400 && errmsg != NULL && errmsg[0] ? ": " : "",
+  if (!lithd_log_enabled(level))
+    return;
+  lithd_log(level, "%s %s %d %" PRId64 " ms%s%s", lith_http_req_method(req), lith_http_req_path(req), status,
+            lith_clock_ms() - t0, status >= 400 && errmsg != NULL && errmsg[0] ? ": " : "",
             status >= 400 && errmsg != NULL ? errmsg : "");
 }
 
@@ -266,15 +279,14 @@ static void do_done(lith_uv_req *u) {
 static void do_refuse(struct do_ctx *c, int rc) {
   lithd_error e;
   submit_error(&e, rc);
-  if (rc == LITH_QUEUE_FULL) lith_http_add_header(c->req, "retry-after", "1");
+  if (rc == LITH_QUEUE_FULL)
+    lith_http_add_header(c->req, "retry-after", "1");
   log_answer(c->req, lithd_http_status(rc), c->t0, e.message);
   respond_lithd_error(c->req, &e);
   do_ctx_free(c);
 }
 
-static void do_park_refuse(lithd_park *p, int rc) {
-  do_refuse((struct do_ctx *)p->arg, rc);
-}
+static void do_park_refuse(lithd_park *p, int rc) { do_refuse((struct do_ctx *)p->arg, rc); }
 
 /* Submit c (its batch parsed), or answer why not. Returns the handler's
  * return value. */
@@ -289,7 +301,8 @@ static int do_submit(lithd_server *s, struct do_ctx *c) {
   c->park.req = c->req;
   c->park.refuse = do_park_refuse;
   rc = lithd_overload_submit(&s->park, &c->park, len + sizeof *c);
-  if (rc == LITH_OK) return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
+  if (rc == LITH_OK)
+    return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
   do_refuse(c, rc);
   return LITH_HTTP_DONE;
 }
@@ -309,7 +322,8 @@ static struct do_ctx *do_ctx_new(lithd_server *s, lith_http_req *req) {
 /* Refuse raw SQL under --only-named; returns 1 if refused (answered). */
 static int refuse_raw(lithd_server *s, lith_http_req *req) {
   lithd_error e;
-  if (!s->only_named) return 0;
+  if (!s->only_named)
+    return 0;
   lithd_error_set(&e, LITHD_FORBIDDEN, -1,
                   "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
   respond_lithd_error(req, &e);
@@ -320,9 +334,12 @@ static int h_do(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   struct do_ctx *c;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
-  if (refuse_raw(s, req)) return LITH_HTTP_DONE;
-  if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  if (refuse_raw(s, req))
+    return LITH_HTTP_DONE;
+  if ((c = do_ctx_new(s, req)) == NULL)
+    return LITH_HTTP_DONE;
   c->batch = parse_body(s, req);
   if (c->batch == NULL) {
     do_ctx_free(c);
@@ -343,8 +360,10 @@ static int h_command(lith_http_req *req, void *arg) {
   struct do_ctx *c;
   lithd_error e;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
-  if ((c = do_ctx_new(s, req)) == NULL) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  if ((c = do_ctx_new(s, req)) == NULL)
+    return LITH_HTTP_DONE;
   if (lithd_commands_batch(s->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
     do_ctx_free(c);
@@ -356,7 +375,8 @@ static int h_command(lith_http_req *req, void *arg) {
 static int h_commands(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   char *json;
-  if (!admit(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
   json = lithd_commands_json(s->commands);
   if (json == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -456,7 +476,8 @@ struct batch_ctx {
 
 static void batch_ctx_free(struct batch_ctx *b) {
   size_t i;
-  if (b == NULL) return;
+  if (b == NULL)
+    return;
   for (i = 0; b->items != NULL && i < b->n; i++) {
     lithd_result_free(b->items[i].result);
     lithd_batch_free(b->items[i].batch);
@@ -487,7 +508,8 @@ static void batch_finish(struct batch_ctx *b) {
   }
   p = out;
   p += sprintf(p, "{\"results\":[");
-  for (i = 0; i < b->n; i++) p += sprintf(p, "%s%s", i > 0 ? "," : "", b->items[i].json);
+  for (i = 0; i < b->n; i++)
+    p += sprintf(p, "%s%s", i > 0 ? "," : "", b->items[i].json);
   sprintf(p, "]}");
   lith_http_respond_json(b->req, 200, out); /* GONE releases it just the same */
   free(out);
@@ -529,8 +551,7 @@ static void batch_park_refuse(lithd_park *p, int rc) {
 
 /* Split the body into commands and parse each; returns LITH_OK or an error
  * in *e (nothing submitted). */
-static int batch_parse(lithd_server *s, const char *body, size_t len, struct batch_ctx *b,
-                       lithd_error *e) {
+static int batch_parse(lithd_server *s, const char *body, size_t len, struct batch_ctx *b, lithd_error *e) {
   lithd_arena tmp = {0};
   lj_value *root = NULL;
   const lj_value *cmds;
@@ -540,8 +561,8 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
   int rc = LITH_OK;
 
   if (lj_parse(&tmp, body, len, &root, &jerr) != 0) {
-    rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s",
-                         jerr.line, jerr.column, jerr.text);
+    rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "invalid JSON at line %d column %d: %s", jerr.line,
+                         jerr.column, jerr.text);
     goto out;
   }
   cmds = lj_get(root, "commands");
@@ -556,8 +577,7 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
     goto out;
   }
   if (b->n > (size_t)s->limits.max_statements) {
-    rc = lithd_error_set(e, LITHD_TOO_LARGE, -1, "%zu commands; at most %d", b->n,
-                         s->limits.max_statements);
+    rc = lithd_error_set(e, LITHD_TOO_LARGE, -1, "%zu commands; at most %d", b->n, s->limits.max_statements);
     goto out;
   }
   b->items = calloc(b->n, sizeof *b->items);
@@ -598,8 +618,10 @@ static int h_batch(lith_http_req *req, void *arg) {
   const char *body;
   lithd_error e;
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
-  if (refuse_raw(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  if (refuse_raw(s, req))
+    return LITH_HTTP_DONE;
   b = calloc(1, sizeof *b);
   if (b == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -633,7 +655,8 @@ static int h_batch(lith_http_req *req, void *arg) {
       b->outstanding--;
     }
   }
-  if (--b->outstanding > 0) return LITH_HTTP_PENDING; /* b belongs to the callbacks */
+  if (--b->outstanding > 0)
+    return LITH_HTTP_PENDING; /* b belongs to the callbacks */
   batch_finish(b);
   return LITH_HTTP_DONE;
 }
@@ -660,7 +683,8 @@ struct backup_ctx {
 /* A backup's name: 1 to BACKUP_NAME_MAX of [A-Za-z0-9._-], not beginning
  * with '.'; `len` bytes (a NUL among them is refused). */
 static int backup_name_ok(const char *n, size_t len) {
-  if (len == 0 || len > BACKUP_NAME_MAX || n[0] == '.') return 0;
+  if (len == 0 || len > BACKUP_NAME_MAX || n[0] == '.')
+    return 0;
   for (size_t i = 0; i < len; i++) {
     char ch = n[i];
     if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
@@ -680,7 +704,8 @@ static void backup_work(uv_work_t *w) { /* a pool thread */
   k->ms = lith_clock_ms() - t0;
   m = lith_errmsg(k->s->db);
   snprintf(k->errmsg, sizeof k->errmsg, "%s", m != NULL ? m : "");
-  if (k->rc == LITH_OK && stat(k->dest, &st) == 0) k->bytes = (int64_t)st.st_size;
+  if (k->rc == LITH_OK && stat(k->dest, &st) == 0)
+    k->bytes = (int64_t)st.st_size;
 }
 
 static void backup_after(uv_work_t *w, int status) { /* the loop thread */
@@ -705,8 +730,7 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
     else
       lith_http_respond_json(k->req, 200, txt);
     free(txt);
-    lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest,
-              k->bytes, k->ms);
+    lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest, k->bytes, k->ms);
   } else {
     /* The name was checked here first, so lith_backup_new's only misuse
      * left is a destination that exists: a conflict. */
@@ -781,7 +805,8 @@ static int h_stats(lith_http_req *req, void *arg) {
   lith_stats *st = NULL;
   char buf[1024];
 
-  if (!admit(s, req)) return LITH_HTTP_DONE;
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
   st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
   if (st == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -789,16 +814,14 @@ static int h_stats(lith_http_req *req, void *arg) {
   }
   lith_stats_get(s->db, st);
   snprintf(buf, sizeof buf,
-           "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64
-           ",\"retried\":%" PRIu64 ",\"busy\":%" PRIu64 ",\"queue_depth\":%" PRIu64
-           ",\"wal_pages\":%" PRIu64 ",\"checkpoints\":%" PRIu64
-           ",\"checkpoint_errors\":%" PRIu64 ",\"tx_p50_ns\":%" PRIu64
+           "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"retried\":%" PRIu64
+           ",\"busy\":%" PRIu64 ",\"queue_depth\":%" PRIu64 ",\"wal_pages\":%" PRIu64
+           ",\"checkpoints\":%" PRIu64 ",\"checkpoint_errors\":%" PRIu64 ",\"tx_p50_ns\":%" PRIu64
            ",\"tx_p99_ns\":%" PRIu64 ",\"wait_p50_ns\":%" PRIu64 ",\"wait_p99_ns\":%" PRIu64
            ",\"tx_max_ns\":%" PRIu64 "}",
-           st->commands, st->batches, st->failed, st->retried, st->busy, st->queue_depth,
-           st->wal_pages, st->checkpoints, st->checkpoint_errors,
-           lith_lat_quantile_ns(st->tx_lat, NULL, 0.5), lith_lat_quantile_ns(st->tx_lat, NULL, 0.99),
-           lith_lat_quantile_ns(st->wait_lat, NULL, 0.5),
+           st->commands, st->batches, st->failed, st->retried, st->busy, st->queue_depth, st->wal_pages,
+           st->checkpoints, st->checkpoint_errors, lith_lat_quantile_ns(st->tx_lat, NULL, 0.5),
+           lith_lat_quantile_ns(st->tx_lat, NULL, 0.99), lith_lat_quantile_ns(st->wait_lat, NULL, 0.5),
            lith_lat_quantile_ns(st->wait_lat, NULL, 0.99), st->tx_ns_max);
   free(st);
   lith_http_respond_json(req, 200, buf);

@@ -34,26 +34,26 @@
 #ifndef LITHD_SERVER_H
 #define LITHD_SERVER_H
 
+#include "commands.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
-#include "commands.h"
 #include "overload.h"
 #include "sqljson.h"
 
 typedef struct lithd_server {
-  uv_loop_t *loop;          /* caller's; the loop of http (for uv_queue_work) */
-  lith *db;                 /* caller's; outlives the server */
-  lith_uv *bridge;          /* caller's; closed only after the HTTP server stopped */
-  lith_http_server *http;   /* caller's */
-  const char *token;        /* NULL: no bearer token required; caller's */
-  lithd_limits limits;      /* copied into every batch */
+  uv_loop_t *loop;                /* caller's; the loop of http (for uv_queue_work) */
+  lith *db;                       /* caller's; outlives the server */
+  lith_uv *bridge;                /* caller's; closed only after the HTTP server stopped */
+  lith_http_server *http;         /* caller's */
+  const char *token;              /* NULL: no bearer token required; caller's */
+  lithd_limits limits;            /* copied into every batch */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
-  int only_named;           /* refuse /v1/do and /v1/batch */
-  const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
-  const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
-  const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
-  int64_t queue_wait_ms;    /* how long a command waits for room in the queue */
+  int only_named;                 /* refuse /v1/do and /v1/batch */
+  const char *allow_origins;      /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
+  const char *allow_hosts;        /* comma list of further Host names on token-less loopback; caller's */
+  const char *backup_dir;         /* where /v1/backup writes (a directory); NULL: off; caller's */
+  int64_t queue_wait_ms;          /* how long a command waits for room in the queue */
 
   /* Internal: the commands on their way to the writer (overload.h);
    * park.started and park.stopped say whether the server was started and

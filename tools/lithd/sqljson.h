@@ -80,21 +80,21 @@ extern "C" {
  * range lith leaves to commands (LITH_USER and above), so a command that
  * fails with one hands it unchanged to its producer. */
 enum {
-  LITHD_BAD_REQUEST = LITH_USER + 1,  /* the body is not a valid request: JSON,
+  LITHD_BAD_REQUEST = LITH_USER + 1,      /* the body is not a valid request: JSON,
                                          shape, types, base64, parameter names */
-  LITHD_TOO_LARGE = LITH_USER + 2,    /* the request exceeds a lithd_limits bound */
+  LITHD_TOO_LARGE = LITH_USER + 2,        /* the request exceeds a lithd_limits bound */
   LITHD_RESULT_TOO_LARGE = LITH_USER + 3, /* the rows would exceed max_rows or
                                              max_result_bytes (an error, never
                                              a truncated answer) */
-  LITHD_UNENCODABLE = LITH_USER + 4,  /* a TEXT value (or column name) is not
+  LITHD_UNENCODABLE = LITH_USER + 4,      /* a TEXT value (or column name) is not
                                          valid UTF-8 */
-  LITHD_NOT_A_QUERY = LITH_USER + 5,  /* lithd_batch_read met a statement that
+  LITHD_NOT_A_QUERY = LITH_USER + 5,      /* lithd_batch_read met a statement that
                                          is not a read-only query */
-  LITHD_TIMEOUT = LITH_USER + 6,      /* the statements ran past max_run_ms */
-  LITHD_NOT_FOUND = LITH_USER + 7,    /* no such named command */
-  LITHD_FORBIDDEN = LITH_USER + 8,    /* refused by configuration (raw SQL
+  LITHD_TIMEOUT = LITH_USER + 6,          /* the statements ran past max_run_ms */
+  LITHD_NOT_FOUND = LITH_USER + 7,        /* no such named command */
+  LITHD_FORBIDDEN = LITH_USER + 8,        /* refused by configuration (raw SQL
                                          under --only-named) or the authorizer */
-  LITHD_CONFLICT = LITH_USER + 9      /* the request conflicts with the state of
+  LITHD_CONFLICT = LITH_USER + 9          /* the request conflicts with the state of
                                          something (a backup onto the live
                                          database) */
 };
@@ -124,8 +124,8 @@ void lithd_limits_default(lithd_limits *lim);
  * What went wrong, and where. Caller-owned storage; nothing to free. */
 #define LITHD_ERRMSG_MAX 512
 typedef struct lithd_error {
-  int code;          /* LITH_OK, a lith code or a LITHD_ code */
-  int statement;     /* index (from 0) of the statement at fault; -1 if the
+  int code;                       /* LITH_OK, a lith code or a LITHD_ code */
+  int statement;                  /* index (from 0) of the statement at fault; -1 if the
                         error is not about one statement */
   char message[LITHD_ERRMSG_MAX]; /* "" when code is LITH_OK */
 } lithd_error;
@@ -189,8 +189,8 @@ typedef struct lithd_batch lithd_batch;
  * NULL) says why and which statement. Unknown keys, at the top level or in a
  * statement, are refused: a misspelt "params" must not run a statement
  * without its parameters. */
-int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
-                      lithd_batch **out, lithd_error *err);
+int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim, lithd_batch **out,
+                      lithd_error *err);
 
 /* As lithd_batch_parse, from a body already read (json.h): `root` is the
  * object {"statements": [...]} (the caller's; read only during the call:
@@ -259,8 +259,7 @@ int lithd_batch_read(lith_rx *rx, lithd_batch *b, lithd_result **out);
  * load_extension or fts3_tokenizer. PRAGMAs that only read, with or
  * without an argument (table_info(t), integrity_check), stay allowed.
  * lithd_batch_run answers a refusal with LITHD_FORBIDDEN. */
-int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
-                     const char *d);
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
 
 /* The result's code: LITH_OK if every statement ran. If err is not NULL it
  * receives the code, statement index and message. */

@@ -76,7 +76,7 @@ typedef struct stmt_out {
 /* A run's outcome: lithd_batch_run fills it, lithd_result_json reads it. */
 struct lithd_result {
   lithd_error err;
-  int n;          /* statements that ran (all of them on success) */
+  int n; /* statements that ran (all of them on success) */
   int nouts;
   stmt_out *outs; /* nouts: one per statement of the batch */
   int64_t rows;   /* all statements together */

@@ -183,15 +183,10 @@ static int parse_value(const pctx *c, const lj_value *j, value *v) {
     v->type = SQLITE_INTEGER;
     v->u.i = j->type == LJ_TRUE ? 1 : 0;
     return LITH_OK;
-  case LJ_NULL:
-    v->type = SQLITE_NULL;
-    return LITH_OK;
-  case LJ_OBJECT:
-    return parse_blob(c, j, v);
+  case LJ_NULL: v->type = SQLITE_NULL; return LITH_OK;
+  case LJ_OBJECT: return parse_blob(c, j, v);
   case LJ_ARRAY:
-  default:
-    return pfail(c, LITHD_BAD_REQUEST,
-                 "an array is not a value (a blob is {\"base64\": \"...\"})");
+  default: return pfail(c, LITHD_BAD_REQUEST, "an array is not a value (a blob is {\"base64\": \"...\"})");
   }
 }
 
@@ -202,8 +197,8 @@ static int only_space(const char *s, size_t n) {
   return 1;
 }
 
-static int parse_params(lithd_batch *b, stmt_spec *spec, int i, const lj_value *params,
-                        lithd_error *err, int own) {
+static int parse_params(lithd_batch *b, stmt_spec *spec, int i, const lj_value *params, lithd_error *err,
+                        int own) {
   const lithd_limits *lim = &b->lim;
   pctx c = {b, i, NULL, 0, err, own};
   size_t n;
@@ -214,8 +209,8 @@ static int parse_params(lithd_batch *b, stmt_spec *spec, int i, const lj_value *
                            "\"params\" must be an array (by position) or an object (by name)");
   n = params->n;
   if (n > (size_t)lim->max_params)
-    return lithd_error_set(err, LITHD_TOO_LARGE, i, "%zu parameters, over the limit of %d",
-                           n, lim->max_params);
+    return lithd_error_set(err, LITHD_TOO_LARGE, i, "%zu parameters, over the limit of %d", n,
+                           lim->max_params);
   spec->params = lithd_arena_alloc(&b->mem, n * sizeof *spec->params, _Alignof(max_align_t));
   if (n && !spec->params)
     return lithd_error_set(err, LITH_NOMEM, i, "out of memory");
@@ -265,8 +260,8 @@ static int parse_statement(lithd_batch *b, int i, const lj_value *j, lithd_error
   const char *text = sql->u.s;
   size_t len = sql->n;
   if (len > b->lim.max_sql_bytes)
-    return lithd_error_set(err, LITHD_TOO_LARGE, i, "the SQL is %zu bytes, over the limit of %zu",
-                           len, b->lim.max_sql_bytes);
+    return lithd_error_set(err, LITHD_TOO_LARGE, i, "the SQL is %zu bytes, over the limit of %zu", len,
+                           b->lim.max_sql_bytes);
   if (strlen(text) != len)
     return lithd_error_set(err, LITHD_BAD_REQUEST, i, "\"sql\" contains a NUL character");
   if (only_space(text, len))
@@ -282,11 +277,10 @@ static int parse_statement(lithd_batch *b, int i, const lj_value *j, lithd_error
 static int batch_fill(lithd_batch *b, const lj_value *root, lithd_error *err, int own) {
   const char *key;
   if (root->type != LJ_OBJECT)
-    return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
-                           "the body must be an object: {\"statements\": [...]}");
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "the body must be an object: {\"statements\": [...]}");
   if ((key = unknown_key(root, "statements", NULL)) != NULL)
-    return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
-                           "unknown key \"%.64s\" (the body has \"statements\")", key);
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "unknown key \"%.64s\" (the body has \"statements\")",
+                           key);
   const lj_value *list = lj_get(root, "statements");
   if (!list || list->type != LJ_ARRAY)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"statements\" must be an array%s",
@@ -309,8 +303,8 @@ static int batch_fill(lithd_batch *b, const lj_value *root, lithd_error *err, in
   return LITH_OK;
 }
 
-int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
-                      lithd_batch **out, lithd_error *err) {
+int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim, lithd_batch **out,
+                      lithd_error *err) {
   lithd_error scratch;
   lj_error jerr = {0, 0, ""};
   lj_value *root;
@@ -329,16 +323,15 @@ int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim,
     return lithd_error_set(err, LITH_NOMEM, -1, "out of memory");
   limits_resolve(lim, &b->lim);
   if (len > b->lim.max_body_bytes) {
-    rc = lithd_error_set(err, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu",
-                         len, b->lim.max_body_bytes);
+    rc = lithd_error_set(err, LITHD_TOO_LARGE, -1, "the body is %zu bytes, over the limit of %zu", len,
+                         b->lim.max_body_bytes);
     goto err_free_batch;
   }
   /* The tree goes into the batch's own arena: its strings become the
    * batch's without a copy. */
   if (lj_parse(&b->mem, body, len, &root, &jerr) != 0) {
-    rc = lithd_error_set(err, strcmp(jerr.text, "out of memory") == 0 ? LITH_NOMEM : LITHD_BAD_REQUEST,
-                         -1, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
-                         jerr.text);
+    rc = lithd_error_set(err, strcmp(jerr.text, "out of memory") == 0 ? LITH_NOMEM : LITHD_BAD_REQUEST, -1,
+                         "invalid JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
     goto err_free_batch;
   }
   if ((rc = batch_fill(b, root, err, 1)) != LITH_OK)

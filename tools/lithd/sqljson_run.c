@@ -39,9 +39,9 @@ typedef struct runner {
   sqlite3 *conn;
   lithd_batch *b;
   lithd_result *r;
-  int64_t deadline; /* on lith_clock_ms() */
+  int64_t deadline;        /* on lith_clock_ms() */
   lithd_guard_slot *guard; /* NULL: the connection has no guard */
-  int timed_out;      /* a LITHD_GUARD_ reason: why the run was cut */
+  int timed_out;           /* a LITHD_GUARD_ reason: why the run was cut */
 } runner;
 
 static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...)
@@ -142,8 +142,7 @@ static int bind_all(const runner *rn, int i, sqlite3_stmt *st) {
     if (name)
       rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is not given", name);
     else
-      rc = rfail(rn, LITHD_BAD_REQUEST, i,
-                 "parameter %d has no name: give \"params\" as an array", idx);
+      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter %d has no name: give \"params\" as an array", idx);
     goto out;
   }
 out:
@@ -168,8 +167,8 @@ static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   lithd_result *r = rn->r;
   const lithd_limits *lim = &rn->b->lim;
   if (r->rows >= lim->max_rows)
-    return rfail(rn, LITHD_RESULT_TOO_LARGE, i,
-                 "the answer would hold more than %" PRId64 " rows (max_rows)", lim->max_rows);
+    return rfail(rn, LITHD_RESULT_TOO_LARGE, i, "the answer would hold more than %" PRId64 " rows (max_rows)",
+                 lim->max_rows);
   for (int col = 0; col < o->ncols; col++) {
     value v = {.type = sqlite3_column_type(st, col)};
     const unsigned char *p = NULL;
@@ -181,8 +180,7 @@ static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
       p = v.type == SQLITE_TEXT ? sqlite3_column_text(st, col) : sqlite3_column_blob(st, col);
       v.n = (size_t)sqlite3_column_bytes(st, col);
       if (!p && (v.n || sqlite3_errcode(rn->conn) == SQLITE_NOMEM))
-        return rfail(rn, LITH_NOMEM, i, "out of memory reading row %" PRId64 " column %d",
-                     o->nrows, col);
+        return rfail(rn, LITH_NOMEM, i, "out of memory reading row %" PRId64 " column %d", o->nrows, col);
       if (v.n > lim->max_result_bytes - r->bytes)
         return rfail(rn, LITHD_RESULT_TOO_LARGE, i,
                      "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
@@ -394,13 +392,11 @@ void lithd_result_free(lithd_result *r) {
 
 /* ---- The write connection's authorizer ------------------------------------ */
 
-int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
-                     const char *d) {
+int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
   /* PRAGMAs whose argument names what to read, not a value to set. */
-  static const char *const reading[] = {"table_info",   "table_xinfo",       "table_list",
-                                        "index_list",   "index_info",        "index_xinfo",
-                                        "foreign_key_list", "foreign_key_check",
-                                        "integrity_check",  "quick_check"};
+  static const char *const reading[] = {
+      "table_info",  "table_xinfo",      "table_list",        "index_list",      "index_info",
+      "index_xinfo", "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"};
   size_t i;
   (void)ctx, (void)c, (void)d;
   switch (action) {

@@ -42,8 +42,8 @@ int lithd_text_read(FILE *f, size_t max, char **out, size_t *len) {
   return LITHD_TEXT_OK;
 }
 
-int lithd_text_load(const char *path, size_t max, const char *what, char **out, size_t *len,
-                    char *err, size_t errsz) {
+int lithd_text_load(const char *path, size_t max, const char *what, char **out, size_t *len, char *err,
+                    size_t errsz) {
   const char *sep = what != NULL && what[0] ? " " : "";
   FILE *f;
   int rc, saved;
@@ -61,20 +61,13 @@ int lithd_text_load(const char *path, size_t max, const char *what, char **out, 
   saved = errno;
   fclose(f);
   switch (rc) {
-  case LITHD_TEXT_OK:
-    return 0;
+  case LITHD_TEXT_OK: return 0;
   case LITHD_TEXT_TOO_LARGE:
     snprintf(err, errsz, "%s%s%s: larger than %zu bytes", what, sep, path, max);
     break;
-  case LITHD_TEXT_NUL:
-    snprintf(err, errsz, "%s%s%s: holds a NUL byte", what, sep, path);
-    break;
-  case LITHD_TEXT_NOMEM:
-    snprintf(err, errsz, "%s%s%s: out of memory", what, sep, path);
-    break;
-  default:
-    snprintf(err, errsz, "%s%s%s: %s", what, sep, path, strerror(saved));
-    break;
+  case LITHD_TEXT_NUL: snprintf(err, errsz, "%s%s%s: holds a NUL byte", what, sep, path); break;
+  case LITHD_TEXT_NOMEM: snprintf(err, errsz, "%s%s%s: out of memory", what, sep, path); break;
+  default: snprintf(err, errsz, "%s%s%s: %s", what, sep, path, strerror(saved)); break;
   }
   return -1;
 }

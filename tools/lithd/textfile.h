@@ -31,7 +31,7 @@ int lithd_text_read(FILE *f, size_t max, char **out, size_t *len);
  * and err (errsz bytes) saying why, as "WHAT PATH: why" ("PATH: why" when
  * `what` is NULL or empty): the open's or read's strerror, "larger than
  * MAX bytes", "holds a NUL byte" or "out of memory". */
-int lithd_text_load(const char *path, size_t max, const char *what, char **out, size_t *len,
-                    char *err, size_t errsz);
+int lithd_text_load(const char *path, size_t max, const char *what, char **out, size_t *len, char *err,
+                    size_t errsz);
 
 #endif /* LITHD_TEXTFILE_H */

@@ -59,12 +59,12 @@ typedef struct uvtest {
   uvrec *recs;
   int n, submitted, completed;
   int half_reached;
-  size_t pending_at_half;     /* lith_uv_pending when half had completed */
-  size_t pending_at_close;    /* when lith_uv_close was called */
+  size_t pending_at_half;  /* lith_uv_pending when half had completed */
+  size_t pending_at_close; /* when lith_uv_close was called */
   int submit_after_close_rc;
   int wrong_thread, twice, wrong_rc;
   uint64_t iter, last_iter;
-  int wakes;                  /* iterations that delivered at least one */
+  int wakes; /* iterations that delivered at least one */
   int max_per_wake, cur_per_wake;
   int closed_calls;
   int completed_at_closed;
@@ -210,8 +210,8 @@ static void test_uv_bridge_many(void **state) {
 
   lith_stats after;
   lith_stats_get(t->db, &after);
-  fprintf(stderr, "%d requests in %lld ms: %d wakes, at most %d per wake, %llu batches\n", t->n, (long long)ms,
-          t->wakes, t->max_per_wake, (unsigned long long)(after.batches - before.batches));
+  fprintf(stderr, "%d requests in %lld ms: %d wakes, at most %d per wake, %llu batches\n", t->n,
+          (long long)ms, t->wakes, t->max_per_wake, (unsigned long long)(after.batches - before.batches));
   assert_int_equal(t->submit_errors, 0);
   assert_int_equal(t->submitted, t->n);
   assert_int_equal(t->completed, t->n);
@@ -226,9 +226,9 @@ static void test_uv_bridge_many(void **state) {
   assert_int_equal(t->submit_after_close_rc, LITH_CLOSED);
   assert_int_equal(t->refused_cb_ran, 0);
   assert_int_equal(t->closed_calls, 1);
-  assert_int_equal(t->completed_at_closed, t->n); /* on_closed after the last callback */
-  assert_true(after.batches - before.batches > 1);  /* several batches */
-  assert_true(t->wakes < t->n);                     /* some wake delivered several */
+  assert_int_equal(t->completed_at_closed, t->n);  /* on_closed after the last callback */
+  assert_true(after.batches - before.batches > 1); /* several batches */
+  assert_true(t->wakes < t->n);                    /* some wake delivered several */
   assert_true(t->max_per_wake > 1);
 
   assert_int_equal(lith_close(t->db), LITH_OK);
@@ -403,9 +403,9 @@ typedef struct rd {
   lith_uv_read_req r;
   int index;
   int calls;
-  int64_t value;   /* what the reader read */
+  int64_t value; /* what the reader read */
   pthread_t ran_on;
-  int loop_calls;  /* callbacks that ran on the loop thread */
+  int loop_calls; /* callbacks that ran on the loop thread */
 } rd;
 
 typedef struct rdtest {

@@ -159,13 +159,14 @@ static void test_transaction_abort_fails_only_the_culprit(void **state) {
 }
 
 /* The application's authorizer: no ATTACH, no PRAGMA assignment. */
-static int app_authorizer(void *ctx, int action, const char *a, const char *b, const char *c,
-                          const char *d) {
+static int app_authorizer(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
   int *calls = ctx;
   (void)c, (void)d;
   (*calls)++;
-  if (action == SQLITE_ATTACH) return SQLITE_DENY;
-  if (action == SQLITE_PRAGMA && b != NULL) return SQLITE_DENY;
+  if (action == SQLITE_ATTACH)
+    return SQLITE_DENY;
+  if (action == SQLITE_PRAGMA && b != NULL)
+    return SQLITE_DENY;
   (void)a;
   return SQLITE_OK;
 }

@@ -18,13 +18,13 @@
  * kept beside lith's. The same after a ROLLBACK, which keeps nothing of the
  * other connection.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 

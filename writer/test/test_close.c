@@ -25,15 +25,15 @@
  * After lith_shutdown every call returns LITH_CLOSED, a second shutdown
  * returns the first one's result, and the WAL has been truncated.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,13 +137,13 @@ typedef struct sync_prod {
   lith *db;
   int id;
   pthread_barrier_t *start;
-  _Atomic int64_t ok;     /* LITH_OK answers (read by main while running) */
-  int64_t closed;         /* LITH_CLOSED answers */
+  _Atomic int64_t ok; /* LITH_OK answers (read by main while running) */
+  int64_t closed;     /* LITH_CLOSED answers */
   int64_t ok_after_closed;
-  int64_t other;          /* any other answer */
+  int64_t other; /* any other answer */
   int other_rc;
   char other_msg[LITH_ERRMSG_MAX];
-  _Atomic int runs;       /* written by the command, on the writer thread */
+  _Atomic int runs; /* written by the command, on the writer thread */
   _Atomic int64_t max_seq_run;
 } sync_prod;
 
@@ -382,8 +382,8 @@ static void test_close_while_submitting(void **state) {
   }
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM ledger"), total);
   t_assert_integrity(DB);
-  printf("close: %d submitters, %lld requests accepted before the close, %lld QUEUE_FULL retries\n",
-         NASYNC, (long long)total, (long long)full);
+  printf("close: %d submitters, %lld requests accepted before the close, %lld QUEUE_FULL retries\n", NASYNC,
+         (long long)total, (long long)full);
   for (int i = 0; i < NASYNC; i++) {
     for (int64_t k = 0; k < ps[i].nreqs; k++)
       free(ps[i].reqs[k]);

@@ -53,9 +53,9 @@
 
 #include "common.h"
 
-#define CHILD_FD 3        /* the child's end of the pipe */
-#define NPROD 8           /* producer threads in the child */
-#define MAX_IDS 256       /* producer ids per child run (threads + async) */
+#define CHILD_FD 3          /* the child's end of the pipe */
+#define NPROD 8             /* producer threads in the child */
+#define MAX_IDS 256         /* producer ids per child run (threads + async) */
 #define CHILD_LIFE_MS 60000 /* a child never killed gives up after this */
 
 static const char *const crash_migrations[] = {
@@ -75,10 +75,10 @@ typedef struct rec {
 
 /* What a child run does. */
 typedef struct child_cfg {
-  int sync;        /* LITH_SYNC_* */
-  int ckpt_mode;   /* LITH_CHECKPOINT_* */
+  int sync;      /* LITH_SYNC_* */
+  int ckpt_mode; /* LITH_CHECKPOINT_* */
   int ckpt_pages;
-  int nprod;       /* producer threads, ids base .. base+nprod-1 */
+  int nprod; /* producer threads, ids base .. base+nprod-1 */
   int64_t base;
   int pad;         /* bytes of random payload per row */
   int close_after; /* 0: run until killed; else lith_close after this many answers */
@@ -343,7 +343,8 @@ typedef struct reader {
 /* Read what is there (blocking once) and take in the whole records.
  * Returns 0 at end of file. Sets *trigger to the arrival time of the first
  * record of kind `trigger_tag` (if *trigger was 0). */
-static int pump(int fd, reader *rd, const child_cfg *c, run_result *r, int64_t trigger_tag, int64_t *trigger) {
+static int pump(int fd, reader *rd, const child_cfg *c, run_result *r, int64_t trigger_tag,
+                int64_t *trigger) {
   ssize_t n;
   do
     n = read(fd, rd->buf + rd->have, sizeof rd->buf - rd->have);
@@ -360,9 +361,7 @@ static int pump(int fd, reader *rd, const child_cfg *c, run_result *r, int64_t t
     rec m;
     memcpy(&m, rd->buf + off, sizeof m);
     switch (m.tag) {
-    case REC_READY:
-      r->ready = 1;
-      break;
+    case REC_READY: r->ready = 1; break;
     case REC_ROW: {
       int64_t i = m.a - c->base;
       assert_true(i >= 0 && i < c->nprod + c->nasync);
@@ -385,8 +384,7 @@ static int pump(int fd, reader *rd, const child_cfg *c, run_result *r, int64_t t
       r->closed = 1;
       r->t_closed = t;
       break;
-    default:
-      fail_msg("bad record tag %lld", (long long)m.tag);
+    default: fail_msg("bad record tag %lld", (long long)m.tag);
     }
     if (m.tag == trigger_tag && *trigger == 0)
       *trigger = t;
@@ -403,7 +401,9 @@ static void run_child(const char *db, const child_cfg *c, int kill_mode, int64_t
   reader rd = {.have = 0};
   int fd = -1;
   pid_t pid = spawn_child(db, c, &fd);
-  int64_t tag = kill_mode == KILL_AFTER_FIRST_ANSWER ? REC_ROW : kill_mode == KILL_AFTER_CLOSING ? REC_CLOSING : 0;
+  int64_t tag = kill_mode == KILL_AFTER_FIRST_ANSWER ? REC_ROW
+                : kill_mode == KILL_AFTER_CLOSING    ? REC_CLOSING
+                                                     : 0;
   int64_t trigger = 0;
   int eof = 0;
   while (!eof) {
@@ -480,7 +480,8 @@ static void assert_text(sqlite3 *c, const char *sql, const char *want) {
  * can be committed without having been answered. `parent_rows`: rows the
  * parent's own writes (producer 0) must have left. Returns the rows of this
  * run found committed. */
-static int64_t verify(const char *db, const child_cfg *c, const run_result *r, int exact, int64_t parent_rows) {
+static int64_t verify(const char *db, const child_cfg *c, const run_result *r, int exact,
+                      int64_t parent_rows) {
   sqlite3 *conn = NULL;
   assert_int_equal(sqlite3_open_v2(db, &conn, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
   sqlite3_busy_timeout(conn, 5000);
@@ -501,14 +502,16 @@ static int64_t verify(const char *db, const child_cfg *c, const run_result *r, i
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, logged);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t count = sqlite3_column_int64(st, 0), lo = sqlite3_column_int64(st, 1), hi = sqlite3_column_int64(st, 2);
+    int64_t count = sqlite3_column_int64(st, 0), lo = sqlite3_column_int64(st, 1),
+            hi = sqlite3_column_int64(st, 2);
     int64_t ctr = sqlite3_column_type(st, 3) == SQLITE_NULL ? 0 : sqlite3_column_int64(st, 3);
     int64_t answered_present = sqlite3_column_int64(st, 4);
     if (answered_present != logged || count < logged || count > logged + (exact ? 0 : 1) ||
         (count > 0 && (lo != 0 || hi != count - 1)) || ctr != count)
-      fail_msg("producer %lld: answered %lld, of them present %lld; rows %lld (seq %lld..%lld), counter %lld%s",
-               (long long)id, (long long)logged, (long long)answered_present, (long long)count, (long long)lo,
-               (long long)hi, (long long)ctr, exact ? " (clean close)" : "");
+      fail_msg(
+          "producer %lld: answered %lld, of them present %lld; rows %lld (seq %lld..%lld), counter %lld%s",
+          (long long)id, (long long)logged, (long long)answered_present, (long long)count, (long long)lo,
+          (long long)hi, (long long)ctr, exact ? " (clean close)" : "");
     sqlite3_reset(st);
     found += count;
   }
@@ -541,8 +544,8 @@ static void write_after(const char *db, const child_cfg *c, int64_t seq) {
 /* One crash round: run, kill, verify, write. Even rounds verify with plain
  * SQLite first (it recovers the WAL); odd ones let lith_open recover it and
  * write before the check. Returns the answered rows verified. */
-static int64_t crash_round(const char *db, child_cfg *c, int iter, int kill_mode, int64_t delay_ns, run_result *r,
-                           int64_t *committed) {
+static int64_t crash_round(const char *db, child_cfg *c, int iter, int kill_mode, int64_t delay_ns,
+                           run_result *r, int64_t *committed) {
   c->base = 1 + (int64_t)iter * (c->nprod + c->nasync);
   run_child(db, c, kill_mode, delay_ns, r);
   assert_true(r->killed);
@@ -566,7 +569,8 @@ static void sync_rounds(int sync, const char *mode, const char *db) {
   int64_t t0 = now_ns();
   for (int i = 0; i < n; i++) {
     run_result r;
-    answered += crash_round(db, &c, i, KILL_AFTER_FIRST_ANSWER, rnd_between(20, 300) * 1000000, &r, &committed);
+    answered +=
+        crash_round(db, &c, i, KILL_AFTER_FIRST_ANSWER, rnd_between(20, 300) * 1000000, &r, &committed);
   }
   t_assert_integrity(db);
   print_message("crash[%s]: %d iterations, %lld answered rows verified (%lld committed), %.1f s\n", mode, n,
@@ -603,7 +607,8 @@ static void test_crash_during_checkpoints(void **state) {
                    0,
                    0};
     run_result r;
-    answered += crash_round(db, &c, i, KILL_AFTER_FIRST_ANSWER, rnd_between(20, 300) * 1000000, &r, &committed);
+    answered +=
+        crash_round(db, &c, i, KILL_AFTER_FIRST_ANSWER, rnd_between(20, 300) * 1000000, &r, &committed);
     ckpts += r.ckpts;
     ckpt_ns += r.ckpt_ns;
     alive_ns += r.alive_ns;
@@ -670,10 +675,11 @@ static void test_crash_during_close(void **state) {
     answered += r.answered;
   }
   t_assert_integrity(db);
-  print_message("crash[close]: 1 clean + %d killed iterations (%d killed inside lith_close, close took %.1f ms), "
-                "%lld answered rows verified (%lld committed), %.1f s\n",
-                rounds, in_close, (double)close_ns / 1e6, (long long)answered, (long long)committed,
-                (double)(now_ns() - t0) / 1e9);
+  print_message(
+      "crash[close]: 1 clean + %d killed iterations (%d killed inside lith_close, close took %.1f ms), "
+      "%lld answered rows verified (%lld committed), %.1f s\n",
+      rounds, in_close, (double)close_ns / 1e6, (long long)answered, (long long)committed,
+      (double)(now_ns() - t0) / 1e9);
   assert_true(in_close > 0);
 }
 

@@ -108,12 +108,16 @@ static int f_write(sqlite3_file *file, const void *buf, int n, sqlite3_int64 off
   int rc = fault_check((ffile *)file, OP_WRITE);
   return rc != SQLITE_OK ? rc : RM(file)->xWrite(REAL(file), buf, n, off);
 }
-static int f_truncate(sqlite3_file *file, sqlite3_int64 size) { return RM(file)->xTruncate(REAL(file), size); }
+static int f_truncate(sqlite3_file *file, sqlite3_int64 size) {
+  return RM(file)->xTruncate(REAL(file), size);
+}
 static int f_sync(sqlite3_file *file, int flags) {
   int rc = fault_check((ffile *)file, OP_SYNC);
   return rc != SQLITE_OK ? rc : RM(file)->xSync(REAL(file), flags);
 }
-static int f_file_size(sqlite3_file *file, sqlite3_int64 *size) { return RM(file)->xFileSize(REAL(file), size); }
+static int f_file_size(sqlite3_file *file, sqlite3_int64 *size) {
+  return RM(file)->xFileSize(REAL(file), size);
+}
 static int f_lock(sqlite3_file *file, int lock) { return RM(file)->xLock(REAL(file), lock); }
 static int f_unlock(sqlite3_file *file, int lock) { return RM(file)->xUnlock(REAL(file), lock); }
 static int f_check_reserved(sqlite3_file *file, int *out) {
@@ -167,25 +171,9 @@ static int f_unfetch(sqlite3_file *file, sqlite3_int64 off, void *p) {
 }
 
 static const sqlite3_io_methods f_io = {
-    3,
-    f_close,
-    f_read,
-    f_write,
-    f_truncate,
-    f_sync,
-    f_file_size,
-    f_lock,
-    f_unlock,
-    f_check_reserved,
-    f_file_control,
-    f_sector_size,
-    f_device_chars,
-    f_shm_map,
-    f_shm_lock,
-    f_shm_barrier,
-    f_shm_unmap,
-    f_fetch,
-    f_unfetch,
+    3,          f_close,       f_read,           f_write,        f_truncate,    f_sync,         f_file_size,
+    f_lock,     f_unlock,      f_check_reserved, f_file_control, f_sector_size, f_device_chars, f_shm_map,
+    f_shm_lock, f_shm_barrier, f_shm_unmap,      f_fetch,        f_unfetch,
 };
 
 static int ends_with(const char *s, const char *suffix) {
@@ -224,7 +212,9 @@ static void (*v_dlsym(sqlite3_vfs *v, void *h, const char *sym))(void) {
   return real_vfs(v)->xDlSym(real_vfs(v), h, sym);
 }
 static void v_dlclose(sqlite3_vfs *v, void *h) { real_vfs(v)->xDlClose(real_vfs(v), h); }
-static int v_randomness(sqlite3_vfs *v, int n, char *out) { return real_vfs(v)->xRandomness(real_vfs(v), n, out); }
+static int v_randomness(sqlite3_vfs *v, int n, char *out) {
+  return real_vfs(v)->xRandomness(real_vfs(v), n, out);
+}
 static int v_sleep(sqlite3_vfs *v, int us) { return real_vfs(v)->xSleep(real_vfs(v), us); }
 static int v_current_time(sqlite3_vfs *v, double *out) { return real_vfs(v)->xCurrentTime(real_vfs(v), out); }
 static int v_last_error(sqlite3_vfs *v, int n, char *out) {
@@ -506,7 +496,8 @@ static void test_commit_disk_full_part_way(void **state) {
 
 static void test_commit_write_ioerr(void **state) {
   (void)state;
-  commit_case c = {OP_WRITE, SQLITE_IOERR_WRITE, LITH_SYNC_FULL, LITH_CHECKPOINT_WRITER, 2, LITH_IOERR, "I/O"};
+  commit_case c = {OP_WRITE, SQLITE_IOERR_WRITE, LITH_SYNC_FULL, LITH_CHECKPOINT_WRITER,
+                   2,        LITH_IOERR,         "I/O"};
   assert_int_equal(commit_fails(&c, 1), 0);
 }
 
@@ -528,9 +519,10 @@ static void test_commit_fsync_fails_then_clean_close(void **state) {
   commit_case c = {OP_SYNC, SQLITE_IOERR_FSYNC, LITH_SYNC_FULL, LITH_CHECKPOINT_WRITER, 0, LITH_IOERR, "I/O"};
   int64_t bad = commit_fails(&c, 0);
   if (bad != 0)
-    print_message("NOTE fsync failure, no write after, clean close: %lld of %d rows reported LITH_IOERR are in "
-                  "the file\n",
-                  (long long)bad, NBAD);
+    print_message(
+        "NOTE fsync failure, no write after, clean close: %lld of %d rows reported LITH_IOERR are in "
+        "the file\n",
+        (long long)bad, NBAD);
   assert_int_equal(bad, 0);
 }
 
@@ -538,10 +530,12 @@ static void test_commit_fsync_fails_wal_kept(void **state) {
   (void)state;
   /* As after a crash right after the failure: the WAL stays (EXTERNAL mode
    * never checkpoints), the next open recovers the WAL from the file. */
-  commit_case c = {OP_SYNC, SQLITE_IOERR_FSYNC, LITH_SYNC_FULL, LITH_CHECKPOINT_EXTERNAL, 0, LITH_IOERR, "I/O"};
+  commit_case c = {OP_SYNC, SQLITE_IOERR_FSYNC, LITH_SYNC_FULL, LITH_CHECKPOINT_EXTERNAL,
+                   0,       LITH_IOERR,         "I/O"};
   int64_t bad = commit_fails(&c, 0);
-  print_message("NOTE fsync failure, WAL kept, reopened: %lld of %d rows reported LITH_IOERR are in the file\n",
-                (long long)bad, NBAD);
+  print_message(
+      "NOTE fsync failure, WAL kept, reopened: %lld of %d rows reported LITH_IOERR are in the file\n",
+      (long long)bad, NBAD);
   assert_true(bad == 0 || bad == NBAD); /* all or nothing, whatever SQLite finds */
 }
 

@@ -74,9 +74,9 @@ static void test_savepoint_names_in_any_case(void **state) {
   (void)state;
   lith *db = open_db();
   sp_case cases[] = {
-      {"SAVEPOINT LITH_C", "upper", {0, ""}},   {"SAVEPOINT Lith_c", "mixed", {0, ""}},
+      {"SAVEPOINT LITH_C", "upper", {0, ""}},      {"SAVEPOINT Lith_c", "mixed", {0, ""}},
       {"SAVEPOINT \"LITH_c\"", "quoted", {0, ""}}, {"SAVEPOINT [lItH_n]", "nested", {0, ""}},
-      {"RELEASE LITH_C", "release", {0, ""}},   {"ROLLBACK TO Lith_C", "rollback", {0, ""}},
+      {"RELEASE LITH_C", "release", {0, ""}},      {"ROLLBACK TO Lith_C", "rollback", {0, ""}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     assert_int_equal(lith_do(db, savepoint_then_fail, &cases[i]), LITH_USER);
@@ -84,8 +84,8 @@ static void test_savepoint_names_in_any_case(void **state) {
     assert_non_null(strstr(cases[i].sp.msg, "not authorized"));
   }
   /* a savepoint of the command's own, in any case, still works */
-  assert_int_equal(lith_do(db, lith_cmd_sql, "SAVEPOINT Mine; INSERT INTO kv VALUES ('own', 1); RELEASE MINE"),
-                   LITH_OK);
+  assert_int_equal(
+      lith_do(db, lith_cmd_sql, "SAVEPOINT Mine; INSERT INTO kv VALUES ('own', 1); RELEASE MINE"), LITH_OK);
   assert_int_equal(lith_close(db), LITH_OK);
   assert_int_equal(q("SELECT count(*) FROM kv"), 1); /* only 'own': no row of a failed command */
   assert_int_equal(count_kv("own"), 1);
@@ -112,7 +112,8 @@ static int write_on_after_rollback(lith_tx *tx, void *arg) {
   else
     log_rc(&w->first, lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('boom', 1)", NULL));
   if (strcmp(w->how, "savepoint") == 0) /* begins a transaction of its own, then commits it */
-    log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1); RELEASE again"));
+    log_rc(&w->after,
+           lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1); RELEASE again"));
   else if (strcmp(w->how, "open") == 0) /* begins one and leaves it open */
     log_rc(&w->after, lith_cmd_sql(tx, "SAVEPOINT again; INSERT INTO kv(k, v) VALUES ('late', 1)"));
   else if (strcmp(w->how, "nested") == 0) /* lith's nested savepoint would begin one */
@@ -147,10 +148,10 @@ static void test_no_write_after_the_transaction_was_rolled_back(void **state) {
     t_gate_open(&gate);
     t_async_wait(&done, 4);
     assert_int_not_equal(w.first.rc, LITH_OK);
-    if (strcmp(hows[i], "open") != 0) /* the write after the loss was refused (or, left */
+    if (strcmp(hows[i], "open") != 0)            /* the write after the loss was refused (or, left */
       assert_int_not_equal(w.after.rc, LITH_OK); /* open, rolled back below) */
-    assert_int_not_equal(r[1].rc, LITH_OK);    /* and the command is answered as failed */
-    if (strcmp(hows[i], "raise") == 0)         /* with the error that lost the transaction */
+    assert_int_not_equal(r[1].rc, LITH_OK);      /* and the command is answered as failed */
+    if (strcmp(hows[i], "raise") == 0)           /* with the error that lost the transaction */
       assert_non_null(strstr(r[1].errmsg, "boom refused"));
     if (strcmp(hows[i], "nested") == 0)
       assert_int_equal(w.after.rc, LITH_ABORTED);
@@ -235,7 +236,8 @@ static void test_many_culprits_fail_alone(void **state) {
 
 static const char *const FK_SCHEMA =
     "CREATE TABLE parent(id INTEGER PRIMARY KEY);"
-    "CREATE TABLE child(id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
+    "CREATE TABLE child(id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY "
+    "DEFERRED);"
     "CREATE TABLE strict_child(id INTEGER PRIMARY KEY, pid INTEGER REFERENCES parent(id));"
     "INSERT INTO parent VALUES (1);";
 
@@ -342,19 +344,22 @@ static int probe(lith_tx *tx, void *arg) {
  * SQLite build's: Debian's is on). */
 static int set_flags(lith_tx *tx, void *arg) {
   const pragma_probe *before = arg;
-  return lith_cmd_sql(tx, before->recursive ? "PRAGMA recursive_triggers = OFF; PRAGMA defer_foreign_keys = 1"
-                                            : "PRAGMA recursive_triggers = ON; PRAGMA defer_foreign_keys = 1");
+  return lith_cmd_sql(tx, before->recursive
+                              ? "PRAGMA recursive_triggers = OFF; PRAGMA defer_foreign_keys = 1"
+                              : "PRAGMA recursive_triggers = ON; PRAGMA defer_foreign_keys = 1");
 }
 
 static void test_pragmas_cannot_outlive_the_command(void **state) {
   (void)state;
   lith *db = open_db();
   static const char *const refused[] = {
-      "PRAGMA journal_mode = DELETE", "PRAGMA synchronous = OFF",  "PRAGMA query_only = 1",
-      "PRAGMA foreign_keys = OFF",    "PRAGMA Foreign_Keys(0)",    "PRAGMA ignore_check_constraints = 1",
-      "PRAGMA wal_checkpoint",        "PRAGMA wal_checkpoint(TRUNCATE)", "PRAGMA locking_mode = EXCLUSIVE",
-      "PRAGMA cache_size = 1",        "PRAGMA writable_schema = 1", "PRAGMA main.schema_version = 1",
-      "PRAGMA busy_timeout = 0",      "PRAGMA wal_autocheckpoint = 1",
+      "PRAGMA journal_mode = DELETE",    "PRAGMA synchronous = OFF",
+      "PRAGMA query_only = 1",           "PRAGMA foreign_keys = OFF",
+      "PRAGMA Foreign_Keys(0)",          "PRAGMA ignore_check_constraints = 1",
+      "PRAGMA wal_checkpoint",           "PRAGMA wal_checkpoint(TRUNCATE)",
+      "PRAGMA locking_mode = EXCLUSIVE", "PRAGMA cache_size = 1",
+      "PRAGMA writable_schema = 1",      "PRAGMA main.schema_version = 1",
+      "PRAGMA busy_timeout = 0",         "PRAGMA wal_autocheckpoint = 1",
   };
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     int rc = lith_do(db, lith_cmd_sql, (void *)refused[i]);
@@ -668,13 +673,13 @@ static void test_more_misbehaviour(void **state) {
                            "INSERT INTO kv VALUES ('exec-1', 1); INSERT INTO kv VALUES ('exec-2', 1);"
                            " INSERT INTO nowhere VALUES (1)"),
                    LITH_ERROR);
-  assert_int_not_equal(lith_do(db, lith_cmd_sql,
-                               "INSERT INTO kv VALUES ('exec-3', 1); COMMIT; INSERT INTO kv VALUES ('exec-4', 1)"),
-                       LITH_OK);
+  assert_int_not_equal(
+      lith_do(db, lith_cmd_sql,
+              "INSERT INTO kv VALUES ('exec-3', 1); COMMIT; INSERT INTO kv VALUES ('exec-4', 1)"),
+      LITH_OK);
   assert_non_null(strstr(lith_errmsg(db), "the writer owns"));
   /* its own savepoint left open: kept when it succeeds, undone when not */
-  assert_int_equal(lith_do(db, lith_cmd_sql, "SAVEPOINT a; INSERT INTO kv VALUES ('open-ok', 1)"),
-                   LITH_OK);
+  assert_int_equal(lith_do(db, lith_cmd_sql, "SAVEPOINT a; INSERT INTO kv VALUES ('open-ok', 1)"), LITH_OK);
   assert_int_not_equal(
       lith_do(db, lith_cmd_sql, "SAVEPOINT b; INSERT INTO kv VALUES ('open-bad', 1); SELECT * FROM nowhere"),
       LITH_OK);
@@ -735,10 +740,11 @@ static void test_recursive_walk_through_the_cache(void **state) {
   (void)state;
   lith *db = open_db();
   /* 1 -> 2, 3; 2 -> 4, 5; 3 -> 6, 7 */
-  assert_int_equal(lith_do(db, lith_cmd_sql,
-                           "CREATE TABLE node(id INTEGER PRIMARY KEY, parent INTEGER);"
-                           "INSERT INTO node VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3), (7, 3)"),
-                   LITH_OK);
+  assert_int_equal(
+      lith_do(db, lith_cmd_sql,
+              "CREATE TABLE node(id INTEGER PRIMARY KEY, parent INTEGER);"
+              "INSERT INTO node VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3), (7, 3)"),
+      LITH_OK);
   for (int round = 0; round < 2; round++) { /* the second round reuses the copies */
     walk w = {0};
     assert_int_equal(lith_do(db, walk_cmd, &w), LITH_OK);

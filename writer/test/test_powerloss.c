@@ -75,12 +75,12 @@
 #include "common.h"
 
 #define CHILD_FD 3
-#define NPROD 3      /* lith_do threads */
-#define PER_PROD 32  /* commands each */
-#define NBURST 4     /* async bursts */
-#define BURST 8      /* requests a burst */
+#define NPROD 3     /* lith_do threads */
+#define PER_PROD 32 /* commands each */
+#define NBURST 4    /* async bursts */
+#define BURST 8     /* requests a burst */
 #define NIDS (NPROD * PER_PROD + NBURST * BURST)
-#define PAD 300      /* random bytes a row */
+#define PAD 300 /* random bytes a row */
 #define CKPT_PAGES 12
 #define CHILD_TIMEOUT_MS 60000
 #define AFTER_ID 1000000 /* the row lith writes after the crash */
@@ -173,14 +173,10 @@ static int pl_cmd(lith_tx *tx, void *arg) {
                          "I", a->batch)) != LITH_OK)
     return rc;
   switch (kind_of(a->id)) {
-  case K_FAIL_USER:
-    return lith_tx_error(tx, LITH_USER, "command %lld fails alone", (long long)a->id);
-  case K_FAIL_CONSTRAINT:
-    return lith_tx_exec(tx, "INSERT INTO uniq(k) VALUES (0)", NULL);
-  case K_CULPRIT:
-    return lith_tx_exec(tx, "INSERT OR ROLLBACK INTO uniq(k) VALUES (0)", NULL);
-  default:
-    break;
+  case K_FAIL_USER: return lith_tx_error(tx, LITH_USER, "command %lld fails alone", (long long)a->id);
+  case K_FAIL_CONSTRAINT: return lith_tx_exec(tx, "INSERT INTO uniq(k) VALUES (0)", NULL);
+  case K_CULPRIT: return lith_tx_exec(tx, "INSERT OR ROLLBACK INTO uniq(k) VALUES (0)", NULL);
+  default: break;
   }
   lith_tx_touch(tx, a->id);
   return LITH_OK;
@@ -271,7 +267,9 @@ static int child_main(int argc, char **argv) {
  * unsynced writes to both WALs; the power fails in the next sync. */
 enum { M_SECTORS = 8 };
 
-static unsigned char m_byte(int which, int64_t off) { return (unsigned char)(which * 37 + (off / T_CRASHVFS_SECTOR) * 11 + 1); }
+static unsigned char m_byte(int which, int64_t off) {
+  return (unsigned char)(which * 37 + (off / T_CRASHVFS_SECTOR) * 11 + 1);
+}
 
 static void m_fill(unsigned char *buf, int which, int64_t off, int n) {
   for (int i = 0; i < n; i++)
@@ -310,7 +308,7 @@ static int vfs_child_main(int argc, char **argv) {
   t_crashvfs_arm(seed, 0, flags);
   sqlite3_file *db = m_open(vfs, "m.db", SQLITE_OPEN_MAIN_DB);
   sqlite3_file *wal = m_open(vfs, "m.db-wal", SQLITE_OPEN_WAL);
-  m_write(wal, 0, 0, M_SECTORS * T_CRASHVFS_SECTOR);                 /* A */
+  m_write(wal, 0, 0, M_SECTORS * T_CRASHVFS_SECTOR);              /* A */
   if (wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL) != SQLITE_OK) /* A durable, and the directory */
     return 13;
   int fd = open("n.db", O_WRONLY | O_CREAT | O_CLOEXEC, 0600); /* the unix VFS reads its mode for the WAL's */
@@ -319,8 +317,8 @@ static int vfs_child_main(int argc, char **argv) {
   close(fd);
   sqlite3_file *other = m_open(vfs, "n.db-wal", SQLITE_OPEN_WAL);
   m_write(other, 3, 0, T_CRASHVFS_SECTOR);
-  m_write(wal, 1, 2 * T_CRASHVFS_SECTOR, 2 * T_CRASHVFS_SECTOR);     /* B: sectors 2-3 whole */
-  m_write(wal, 2, 5 * T_CRASHVFS_SECTOR + 100, 100);                 /* C: part of sector 5 */
+  m_write(wal, 1, 2 * T_CRASHVFS_SECTOR, 2 * T_CRASHVFS_SECTOR);         /* B: sectors 2-3 whole */
+  m_write(wal, 2, 5 * T_CRASHVFS_SECTOR + 100, 100);                     /* C: part of sector 5 */
   m_write(wal, 4, M_SECTORS * T_CRASHVFS_SECTOR, 2 * T_CRASHVFS_SECTOR); /* D: appended */
   fd = open("m.db-shm", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -358,7 +356,7 @@ static uint64_t pl_seed(void) {
 /* What the parent learned of one child run. */
 typedef struct run {
   int ready, done, syncs, status;
-  int ans_rc[NIDS + 1];        /* -1: not answered */
+  int ans_rc[NIDS + 1]; /* -1: not answered */
   int64_t ans_batch[NIDS + 1];
   int64_t member_of[NIDS + 1]; /* the reported batch that committed the id; 0: none */
   int members[NIDS + 2];       /* members seen per batch */
@@ -368,9 +366,7 @@ typedef struct run {
 
 static void take(run *r, const rec *m) {
   switch (m->tag) {
-  case REC_READY:
-    r->ready = 1;
-    return;
+  case REC_READY: r->ready = 1; return;
   case REC_DONE:
     r->done = 1;
     r->syncs = (int)m->a;
@@ -400,8 +396,7 @@ static void take(run *r, const rec *m) {
       return;
     }
     break;
-  default:
-    break;
+  default: break;
   }
   if (!r->harness[0])
     snprintf(r->harness, sizeof r->harness, "unexpected record %lld (%lld, %lld, %lld) after batch %d",
@@ -476,8 +471,9 @@ static void assert_run_ended_well(const run *r, int crash_at) {
     return;
   if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0 && r->done)
     return;
-  fail_msg("the child (crash at sync %d) ended otherwise: status 0x%x (exit %d, signal %d)", crash_at, r->status,
-           WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1, WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0);
+  fail_msg("the child (crash at sync %d) ended otherwise: status 0x%x (exit %d, signal %d)", crash_at,
+           r->status, WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1,
+           WIFSIGNALED(r->status) ? WTERMSIG(r->status) : 0);
 }
 
 static void copy_file(const char *from, const char *to) {
@@ -525,9 +521,9 @@ static void make_template(const char *tmpl, int sync) {
 typedef struct tally {
   int points, crashes, finished, violations;
   int64_t rows, answered;
-  int lost_answered;  /* crash points where answered batches were lost (NORMAL only) */
-  int inflight_kept;  /* crash points where the batch under way at the crash survived */
-  char first[512];    /* the first violation */
+  int lost_answered; /* crash points where answered batches were lost (NORMAL only) */
+  int inflight_kept; /* crash points where the batch under way at the crash survived */
+  char first[512];   /* the first violation */
 } tally;
 
 static int violation(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -549,7 +545,8 @@ static const char *text1(sqlite3 *c, const char *sql) {
   }
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW)
-    snprintf(out, sizeof out, "%s", sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "NULL");
+    snprintf(out, sizeof out, "%s",
+             sqlite3_column_text(st, 0) ? (const char *)sqlite3_column_text(st, 0) : "NULL");
   else
     snprintf(out, sizeof out, "(step: %s)", sqlite3_errmsg(c));
   sqlite3_finalize(st);
@@ -580,7 +577,8 @@ static int check_db(const char *db, int full, const run *r, tally *t, char *why,
     goto out;
   }
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(c, "SELECT id, batch FROM rows WHERE id != " STR(AFTER_ID), -1, &st, NULL) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(c, "SELECT id, batch FROM rows WHERE id != " STR(AFTER_ID), -1, &st, NULL) !=
+      SQLITE_OK) {
     bad = violation(why, wn, "SELECT rows: %s", sqlite3_errmsg(c));
     goto out;
   }
@@ -634,15 +632,16 @@ static int check_db(const char *db, int full, const run *r, tally *t, char *why,
     }
   }
   if (k > r->reported + 1) {
-    bad = violation(why, wn, "batch %lld is there, but only %d were reported (the next one could be in flight)",
-                    (long long)k, r->reported);
+    bad =
+        violation(why, wn, "batch %lld is there, but only %d were reported (the next one could be in flight)",
+                  (long long)k, r->reported);
     goto out;
   }
   for (int64_t id = 1; id <= NIDS; id++) {
     int64_t b = r->member_of[id];
     if (b >= 1 && b <= r->reported && (b <= k) != (present[id] != 0)) {
-      bad = violation(why, wn, "command %lld of reported batch %lld: %s with batches 1..%lld there", (long long)id,
-                      (long long)b, present[id] ? "present" : "missing", (long long)k);
+      bad = violation(why, wn, "command %lld of reported batch %lld: %s with batches 1..%lld there",
+                      (long long)id, (long long)b, present[id] ? "present" : "missing", (long long)k);
       goto out;
     }
     if (b >= 1 && b <= r->reported && present[id] && present[id] != b) {
@@ -674,8 +673,8 @@ static int check_db(const char *db, int full, const run *r, tally *t, char *why,
     int64_t lost = 0;
     for (int64_t id = 1; id <= NIDS; id++)
       lost += r->ans_rc[id] == LITH_OK && r->ans_batch[id] > k;
-    bad = violation(why, wn, "FULL lost committed batches %lld..%d (%lld answered commands)", (long long)k + 1,
-                    r->reported, (long long)lost);
+    bad = violation(why, wn, "FULL lost committed batches %lld..%d (%lld answered commands)",
+                    (long long)k + 1, r->reported, (long long)lost);
     goto out;
   }
   for (int64_t id = 1; id <= NIDS; id++)
@@ -700,8 +699,9 @@ static void write_after(const char *db) {
   int rc = lith_open(db, &opt, &h);
   if (rc != LITH_OK)
     fail_msg("lith_open after the power loss: %s: %s", lith_errstr(rc), lith_errmsg(NULL));
-  assert_int_equal(lith_do(h, lith_cmd_sql, "INSERT INTO rows(id, batch, pad) VALUES (" STR(AFTER_ID) ", 0, x'00')"),
-                   LITH_OK);
+  assert_int_equal(
+      lith_do(h, lith_cmd_sql, "INSERT INTO rows(id, batch, pad) VALUES (" STR(AFTER_ID) ", 0, x'00')"),
+      LITH_OK);
   assert_int_equal(lith_close(h), LITH_OK);
   assert_int_equal(t_query_int(db, "SELECT count(*) FROM rows WHERE id = " STR(AFTER_ID)), 1);
   t_assert_integrity(db);
@@ -773,9 +773,10 @@ static void sweep(int sync, int flags, tally *t) {
       if (!t->first[0])
         snprintf(t->first, sizeof t->first, "crash at sync %d of %d: %.400s", n, total, why);
       if (!lie)
-        fail_msg("powerloss[%s] LITH_POWERLOSS_SEED=%llu, crash at sync %d of %d: %s (the files as the crash left "
-                 "them: pl_crash.db, pl_crash.db-wal)",
-                 mode, (unsigned long long)pl_seed(), n, total, why);
+        fail_msg(
+            "powerloss[%s] LITH_POWERLOSS_SEED=%llu, crash at sync %d of %d: %s (the files as the crash left "
+            "them: pl_crash.db, pl_crash.db-wal)",
+            mode, (unsigned long long)pl_seed(), n, total, why);
       break; /* the self-test has its answer */
     }
     if (!lith_first)
@@ -857,9 +858,10 @@ static void test_device_flags(void **state) {
   t_crashvfs_arm(1, 0, 0);
   t_remove_db(db);
   sqlite3 *c = NULL;
-  assert_int_equal(sqlite3_open_v2(db, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, T_CRASHVFS_NAME), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(c, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);", NULL,
-                                NULL, NULL),
+  assert_int_equal(sqlite3_open_v2(db, &c, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, T_CRASHVFS_NAME),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_exec(c, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (1);",
+                                NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_file *f = NULL, *wal = NULL;
   assert_int_equal(sqlite3_file_control(c, "main", SQLITE_FCNTL_FILE_POINTER, &f), SQLITE_OK);
@@ -972,11 +974,12 @@ static void test_vfs_model(void **state) {
   unlink("m.db-wal");
   unlink("n.db");
   unlink("n.db-wal");
-  print_message("powerloss[vfs]: whole-sector write: old %d new %d garbage %d; part-sector write: old %d new %d "
-                "garbage %d (%d beyond the bytes written, all without PSOW); append: new %d hole %d garbage %d, "
-                "size kept %d/%d; unsynced new file vanished %d/%d\n",
-                b_seen[OLD], b_seen[NEW], b_seen[JUNK], c_seen[OLD], c_seen[NEW], c_seen[JUNK], beyond, d_seen[NEW],
-                d_seen[HOLE], d_seen[JUNK], long_size, long_size + short_size, vanished, vanished + stayed);
+  print_message(
+      "powerloss[vfs]: whole-sector write: old %d new %d garbage %d; part-sector write: old %d new %d "
+      "garbage %d (%d beyond the bytes written, all without PSOW); append: new %d hole %d garbage %d, "
+      "size kept %d/%d; unsynced new file vanished %d/%d\n",
+      b_seen[OLD], b_seen[NEW], b_seen[JUNK], c_seen[OLD], c_seen[NEW], c_seen[JUNK], beyond, d_seen[NEW],
+      d_seen[HOLE], d_seen[JUNK], long_size, long_size + short_size, vanished, vanished + stayed);
   assert_true(b_seen[OLD] && b_seen[NEW] && c_seen[OLD] && c_seen[NEW] && d_seen[NEW] && d_seen[HOLE]);
   assert_true(b_seen[JUNK] + c_seen[JUNK] + d_seen[JUNK] > 0); /* expected ~30 */
   assert_true(beyond > 0);                                     /* expected ~10 */

@@ -21,14 +21,14 @@
  * runs, nothing of it is written), also when the command then fails; from a
  * done callback it is how an async producer resubmits, and works.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,10 +271,10 @@ static void test_many_producers_one_consumer(void **state) {
 typedef struct crowd {
   lith *db;
   pthread_barrier_t start;
-  int us;                    /* how long each lith_do command sleeps */
-  _Atomic int ok, bad;       /* lith_do outcomes */
+  int us;                             /* how long each lith_do command sleeps */
+  _Atomic int ok, bad;                /* lith_do outcomes */
   _Atomic int dl_ok, dl_full, dl_bad; /* lith_do_deadline outcomes */
-  _Atomic int finished;      /* threads done */
+  _Atomic int finished;               /* threads done */
 } crowd;
 
 typedef struct member {
@@ -447,7 +447,8 @@ static void test_submit_inside_a_command_is_refused(void **state) {
   assert_int_equal(atomic_load(&s.done_ran), 0);
   assert_int_equal(atomic_load(&f.done_ran), 0);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv WHERE k = 'outer'"), 1);
-  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv WHERE k LIKE '%inner%' OR k = 'failing-outer'"), 0);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv WHERE k LIKE '%inner%' OR k = 'failing-outer'"),
+                   0);
 }
 
 typedef struct chain {

@@ -33,12 +33,12 @@
  * took at least SLOW_MS, so its p50 does too; the quick handle's p50 stays
  * below that, and p50 <= p99 <= p999 <= max <= tx_ns_total on both.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -168,7 +168,7 @@ static void test_counts_histogram_and_times(void **state) {
   assert_true(s.tx_ns_max >= gate_ns);
   assert_true(s.tx_ns_max <= s.tx_ns_total);
   assert_true(s.wait_ns_total > 0);
-  assert_true(s.wait_ns_max >= gate_ns); /* queued behind the gate for GATE_MS at least */
+  assert_true(s.wait_ns_max >= gate_ns);        /* queued behind the gate for GATE_MS at least */
   assert_true(s.wait_ns_total >= 25 * gate_ns); /* 25 commands each waited that long */
   assert_true(s.wait_ns_max <= s.wait_ns_total);
   assert_int_equal(s.queue_depth, 0);
@@ -243,7 +243,7 @@ static void test_retried_and_busy(void **state) {
   assert_int_equal(r[2].rc, LITH_OK);
   assert_int_equal(after.retried - before.retried, 1); /* only r0 had run when r1 aborted */
   assert_int_equal(after.failed - before.failed, 1);
-  assert_int_equal(after.commands - before.commands, 4); /* the gate and the three */
+  assert_int_equal(after.commands - before.commands, 4);           /* the gate and the three */
   assert_int_equal(after.batch_hist[1] - before.batch_hist[1], 1); /* 3: [2, 4) */
   assert_int_equal(after.busy - before.busy, 0);
 
@@ -442,8 +442,8 @@ static void test_percentiles_read_concurrently(void **state) {
   for (int i = 0; i < READERS; i++)
     pthread_join(readers[i], NULL);
   pthread_join(producer, NULL);
-  printf("stats read %d times by %d threads while %d commands committed: %d wrong\n",
-         atomic_load(&h.reads), READERS, atomic_load(&h.quick_put), atomic_load(&h.wrong));
+  printf("stats read %d times by %d threads while %d commands committed: %d wrong\n", atomic_load(&h.reads),
+         READERS, atomic_load(&h.quick_put), atomic_load(&h.wrong));
   assert_true(atomic_load(&h.reads) > 0);
   assert_int_equal(atomic_load(&h.wrong), 0);
   assert_int_equal(lith_close(h.quick), LITH_OK);

@@ -11,14 +11,14 @@
  * accounts: all answered OK, each producer's commands ran in its order (its
  * balances come out exact), every done callback ran once.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
-#include <sched.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -40,13 +40,13 @@ typedef struct producer {
   lith *db;
   pthread_barrier_t *start;
   int id;
-  int n;          /* transfers to make */
+  int n;           /* transfers to make */
   int async_every; /* 0: all lith_do; k: every k-th through lith_submit */
   int64_t bal[ACCOUNTS_PER];
   unsigned rng;
   /* results, read by main after join */
-  int answered;   /* lith_do returned or done ran */
-  int not_ok;     /* answers other than LITH_OK */
+  int answered; /* lith_do returned or done ran */
+  int not_ok;   /* answers other than LITH_OK */
   int first_bad_rc;
   char first_bad_msg[LITH_ERRMSG_MAX];
 } producer;
@@ -180,8 +180,8 @@ static void check_balances(producer **ps, int nprod) {
     rows++;
     if (p >= nprod || ps[p]->bal[k] != bal) {
       if (wrong++ < 5)
-        fprintf(stderr, "account %lld: balance %lld, producer expected %lld\n", (long long)id,
-                (long long)bal, p < nprod ? (long long)ps[p]->bal[k] : -1LL);
+        fprintf(stderr, "account %lld: balance %lld, producer expected %lld\n", (long long)id, (long long)bal,
+                p < nprod ? (long long)ps[p]->bal[k] : -1LL);
     }
   }
   sqlite3_finalize(st);

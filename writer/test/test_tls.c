@@ -22,13 +22,13 @@
  * is allowed.
  */
 #include <link.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,7 +120,7 @@ static int fail_cmd(lith_tx *tx, void *arg) { return lith_tx_error(tx, LITH_USER
 typedef struct msg_case {
   lith *db;
   pthread_barrier_t step;
-  char first[256];   /* lith_errmsg of a fresh thread */
+  char first[256];    /* lith_errmsg of a fresh thread */
   char after_ok[256]; /* after a successful lith_do */
   char mine[256];     /* after its own failure */
   char later[256];    /* after the other thread failed differently */
@@ -226,8 +226,8 @@ typedef struct nested {
   lith *db;       /* the handle of the outer read */
   lith *inner_db; /* the handle the callback reads */
   int inner_rc, outer_rc, again_rc;
-  int inner_ran;        /* inner_reader calls */
-  int ran_inside;       /* of them, from inside outer_reader */
+  int inner_ran;  /* inner_reader calls */
+  int ran_inside; /* of them, from inside outer_reader */
   int64_t rows;
   char msg[256];
   _Atomic int finished;

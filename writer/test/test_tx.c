@@ -284,8 +284,9 @@ static void test_db_cmd_sql_and_misuse(void **state) {
                    LITH_OK);
   assert_int_equal(lith_do(db, lith_cmd_sql, NULL), LITH_MISUSE);
   assert_non_null(strstr(lith_errmsg(db), "lith_cmd_sql"));
-  assert_int_equal(lith_do(db, lith_cmd_sql, "INSERT INTO kv(k, v) VALUES ('s3', 3); INSERT INTO nowhere VALUES (1);"),
-                   LITH_ERROR);
+  assert_int_equal(
+      lith_do(db, lith_cmd_sql, "INSERT INTO kv(k, v) VALUES ('s3', 3); INSERT INTO nowhere VALUES (1);"),
+      LITH_ERROR);
   assert_non_null(strstr(lith_errmsg(db), "lith_cmd_sql"));
   assert_non_null(strstr(lith_errmsg(db), "nowhere"));
 

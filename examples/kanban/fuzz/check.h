@@ -18,7 +18,8 @@
 
 static inline size_t count_lt(const char *s) {
   size_t n = 0;
-  for (; *s != '\0'; s++) n += *s == '<';
+  for (; *s != '\0'; s++)
+    n += *s == '<';
   return n;
 }
 
@@ -30,23 +31,28 @@ static inline void check_html_escape(const char *text) {
   srv_str s = {0};
   const char *p, *t = text;
   srv_str_html(&s, text);
-  if (s.failed) abort();
+  if (s.failed)
+    abort();
   for (p = s.p != NULL ? s.p : ""; *p != '\0';) {
     char c = *p;
-    if (c == '<' || c == '>' || c == '"' || c == '\'') abort();
+    if (c == '<' || c == '>' || c == '"' || c == '\'')
+      abort();
     if (c == '&') {
       size_t k;
       for (k = 0; k < 5 && strncmp(p, ent[k], strlen(ent[k])) != 0; k++) {
       }
-      if (k == 5) abort();
+      if (k == 5)
+        abort();
       c = dec[k];
       p += strlen(ent[k]);
     } else {
       p++;
     }
-    if (*t++ != c) abort();
+    if (*t++ != c)
+      abort();
   }
-  if (*t != '\0') abort();
+  if (*t != '\0')
+    abort();
   srv_str_free(&s);
 }
 

@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_text(const char *s, int required) {
   if (s == NULL) {
-    if (required) abort();
+    if (required)
+      abort();
     return;
   }
   (void)strlen(s); /* inside the parsed body (ASan checks) */
@@ -31,28 +32,36 @@ static void check_text(const char *s, int required) {
 
 static void check_action(const char *w, const kb_action *a) {
   size_t i, n = strlen(a->op_id);
-  if (n == 0 || n > KB_OP_ID_MAX) abort();
+  if (n == 0 || n > KB_OP_ID_MAX)
+    abort();
   for (i = 0; i < n; i++)
-    if (a->op_id[i] < 0x21 || a->op_id[i] > 0x7e) abort();
-  if (strcmp(w, "create_board") == 0 || strcmp(w, "rename_board") == 0 ||
-      strcmp(w, "create_list") == 0 || strcmp(w, "rename_list") == 0) {
+    if (a->op_id[i] < 0x21 || a->op_id[i] > 0x7e)
+      abort();
+  if (strcmp(w, "create_board") == 0 || strcmp(w, "rename_board") == 0 || strcmp(w, "create_list") == 0 ||
+      strcmp(w, "rename_list") == 0) {
     check_text(a->title, 1);
   } else if (strcmp(w, "add_member") == 0) {
     check_text(a->name, 1);
   } else if (strcmp(w, "archive_list") == 0 || strcmp(w, "archive_card") == 0) {
-    if (a->archived != 0 && a->archived != 1) abort();
+    if (a->archived != 0 && a->archived != 1)
+      abort();
   } else if (strcmp(w, "create_card") == 0) {
     check_text(a->title, 1);
     check_text(a->description, 0);
-    if (a->list_id < 1 || a->list_id > ((int64_t)1 << 53)) abort();
-    if (a->index < KB_END || a->index > INT32_MAX) abort();
+    if (a->list_id < 1 || a->list_id > ((int64_t)1 << 53))
+      abort();
+    if (a->index < KB_END || a->index > INT32_MAX)
+      abort();
   } else if (strcmp(w, "edit_card") == 0) {
     check_text(a->title, 0);
     check_text(a->description, 0);
-    if (a->title == NULL && a->description == NULL) abort();
+    if (a->title == NULL && a->description == NULL)
+      abort();
   } else if (strcmp(w, "move_card") == 0) {
-    if (a->list_id < 1 || a->list_id > ((int64_t)1 << 53)) abort();
-    if (a->index < KB_END || a->index > INT32_MAX || a->seen_version < 0) abort();
+    if (a->list_id < 1 || a->list_id > ((int64_t)1 << 53))
+      abort();
+    if (a->index < KB_END || a->index > INT32_MAX || a->seen_version < 0)
+      abort();
   } else {
     abort();
   }
@@ -69,10 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char msg[128];
   int64_t board = 0;
 
-  if (path == NULL || body == NULL) abort();
+  if (path == NULL || body == NULL)
+    abort();
   memcpy(path, data, plen);
   path[plen] = '\0'; /* the HTTP layer's paths are C strings */
-  if (blen > 0) memcpy(body, nl + 1, blen);
+  if (blen > 0)
+    memcpy(body, nl + 1, blen);
   memset(&a, 0, sizeof a);
 
   if (plen == 0) {

@@ -83,20 +83,32 @@ enum {
   N_KINDS
 };
 
-static const lith_command COMMANDS[N_KINDS] = {
-    NULL,          kb_create_board, kb_rename_board,  kb_add_member,   kb_create_list, kb_rename_list,
-    kb_archive_list, kb_create_card, kb_edit_card, kb_archive_card, kb_move_card, NULL, NULL, NULL, NULL};
+static const lith_command COMMANDS[N_KINDS] = {NULL,
+                                               kb_create_board,
+                                               kb_rename_board,
+                                               kb_add_member,
+                                               kb_create_list,
+                                               kb_rename_list,
+                                               kb_archive_list,
+                                               kb_create_card,
+                                               kb_edit_card,
+                                               kb_archive_card,
+                                               kb_move_card,
+                                               NULL,
+                                               NULL,
+                                               NULL,
+                                               NULL};
 
 /* One decoded action: its inputs (texts malloc'd) and what it gave. */
 typedef struct action {
   int kind;
-  int op;          /* 0: no op id, else "opN" */
+  int op; /* 0: no op id, else "opN" */
   char op_id[8];
-  char *texts[3];  /* title, description, name: owned */
-  kb_action a;     /* inputs; out after the run */
+  char *texts[3]; /* title, description, name: owned */
+  kb_action a;    /* inputs; out after the run */
   int rc;
-  int was_archived; /* A_ARCHIVE_CARD: the card was archived before */
-  int64_t expires;  /* A_CREATE_SESSION */
+  int was_archived;      /* A_ARCHIVE_CARD: the card was archived before */
+  int64_t expires;       /* A_CREATE_SESSION */
   int64_t seed_users[4]; /* A_SEED */
   int n_seed;
 } action;
@@ -113,8 +125,8 @@ typedef struct run {
   int n;
   int64_t version[MAX_BOARDS + 1]; /* each board's version, as the actions say */
   int64_t n_boards;
-  int ops_pruned;                  /* op records before this action index are gone */
-  int64_t n_users;                 /* users 1..n_users exist */
+  int ops_pruned;  /* op records before this action index are gone */
+  int64_t n_users; /* users 1..n_users exist */
   const char *user_name[N_USERS + MAX_ACTIONS + 1];
   session sessions[MAX_ACTIONS];
   int n_sessions;
@@ -137,7 +149,8 @@ static void remove_db_dir(const char *d) {
 }
 
 static void cleanup(void) {
-  if (db != NULL) lith_close(db);
+  if (db != NULL)
+    lith_close(db);
   db = NULL;
   remove_db_dir(dir);
 }
@@ -148,14 +161,17 @@ static void cleanup(void) {
 static void remove_stale(const char *parent) {
   DIR *d = opendir(parent);
   struct dirent *e;
-  if (d == NULL) return;
+  if (d == NULL)
+    return;
   while ((e = readdir(d)) != NULL) {
     char *end;
     long pid;
     char p[128];
-    if (strncmp(e->d_name, "kanban-fuzz-", 12) != 0) continue;
+    if (strncmp(e->d_name, "kanban-fuzz-", 12) != 0)
+      continue;
     pid = strtol(e->d_name + 12, &end, 10);
-    if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue;
     snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
     remove_db_dir(p);
   }
@@ -178,11 +194,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   snprintf(dir, sizeof dir, "%s/kanban-fuzz-%ld", parent, (long)getpid());
   snprintf(path, sizeof path, "%s/board.db", dir);
   remove_db_dir(dir); /* an earlier process's, with our pid */
-  if (mkdir(dir, 0700) != 0) abort();
+  if (mkdir(dir, 0700) != 0)
+    abort();
   lith_options_default(&opt);
   kb_options_schema(&opt);
   opt.readers = 1;
-  if (sem_init(&done, 0, 0) != 0 || lith_open(path, &opt, &db) != LITH_OK) abort();
+  if (sem_init(&done, 0, 0) != 0 || lith_open(path, &opt, &db) != LITH_OK)
+    abort();
   atexit(cleanup);
   return 0;
 }
@@ -199,18 +217,22 @@ static char *text(reader *r) {
   int len = byte(r);
   size_t n;
   char *s;
-  if (len == 0xff) return NULL;
+  if (len == 0xff)
+    return NULL;
   if (len >= 0xfc) { /* the next byte, repeated up to or past a limit */
     int c = byte(r);
     n = len == 0xfc ? KB_TITLE_MAX : len == 0xfd ? KB_TITLE_MAX + 1 : KB_DESC_MAX + 1;
     s = malloc(n + 1);
-    if (s == NULL) abort();
+    if (s == NULL)
+      abort();
     memset(s, c == 0 ? 'a' : c, n);
   } else {
     n = (size_t)len;
-    if (n > (size_t)(r->end - r->p)) n = (size_t)(r->end - r->p);
+    if (n > (size_t)(r->end - r->p))
+      n = (size_t)(r->end - r->p);
     s = malloc(n + 1);
-    if (s == NULL) abort();
+    if (s == NULL)
+      abort();
     memcpy(s, r->p, n);
     r->p += n;
     n = strnlen(s, n); /* a C string ends at a NUL: as a parsed body would */
@@ -249,7 +271,8 @@ static void decode(run *rn, const uint8_t *data, size_t size) {
     case A_DELETE_SESSION: x->texts[0] = text(&r); continue;
     case A_SEED:
       x->n_seed = 1 + byte(&r) % 4;
-      for (int k = 0; k < x->n_seed; k++) x->seed_users[k] = user(&r);
+      for (int k = 0; k < x->n_seed; k++)
+        x->seed_users[k] = user(&r);
       x->texts[0] = text(&r);
       continue;
     default: break;
@@ -260,7 +283,8 @@ static void decode(run *rn, const uint8_t *data, size_t size) {
       snprintf(x->op_id, sizeof x->op_id, "op%d", x->op);
       a->op_id = x->op_id;
     }
-    if (x->kind != A_CREATE_BOARD) a->board_id = small_id(&r, 6);
+    if (x->kind != A_CREATE_BOARD)
+      a->board_id = small_id(&r, 6);
     switch (x->kind) {
     case A_CREATE_BOARD:
     case A_RENAME_BOARD:
@@ -305,7 +329,8 @@ static void decode(run *rn, const uint8_t *data, size_t size) {
 static void free_run(run *rn) {
   int i, k;
   for (i = 0; i < rn->n; i++)
-    for (k = 0; k < 3; k++) free(rn->acts[i].texts[k]);
+    for (k = 0; k < 3; k++)
+      free(rn->acts[i].texts[k]);
 }
 
 /* ---- The command: every action, each checked -------------------------------- */
@@ -319,8 +344,8 @@ static int same_content(const action *x, const action *y) {
   const kb_action *a = &x->a, *b = &y->a;
   return x->kind == y->kind && a->board_id == b->board_id && a->list_id == b->list_id &&
          a->card_id == b->card_id && a->index == b->index && a->seen_version == b->seen_version &&
-         a->archived == b->archived && str_eq(a->title, b->title) &&
-         str_eq(a->description, b->description) && str_eq(a->name, b->name);
+         a->archived == b->archived && str_eq(a->title, b->title) && str_eq(a->description, b->description) &&
+         str_eq(a->name, b->name);
 }
 
 /* The first earlier action of this user and op id that was applied (and not
@@ -328,7 +353,8 @@ static int same_content(const action *x, const action *y) {
 static const action *recorded(const run *rn, int i) {
   const action *x = &rn->acts[i];
   int k;
-  if (x->op == 0) return NULL;
+  if (x->op == 0)
+    return NULL;
   for (k = rn->ops_pruned; k < i; k++) {
     const action *y = &rn->acts[k];
     if (y->op == x->op && y->a.user_id == x->a.user_id && y->rc == LITH_OK && !y->a.out.replayed &&
@@ -340,7 +366,8 @@ static const action *recorded(const run *rn, int i) {
 
 static int64_t one_int(lith_tx *tx, const char *sql, int64_t a1) {
   int64_t v = -1;
-  if (lith_tx_int64(tx, &v, sql, "I", a1) != LITH_OK) abort();
+  if (lith_tx_int64(tx, &v, sql, "I", a1) != LITH_OK)
+    abort();
   return v;
 }
 
@@ -358,9 +385,12 @@ static void check_place(lith_tx *tx, const kb_action *a, int asked) {
                          " list_id = (SELECT list_id FROM cards WHERE id = ?1)"
                          " GROUP BY pos HAVING count(*) > 1)",
                          a->out.id);
-  if (rank != a->out.index || dups != 0) abort();
-  if (asked && a->index != KB_END && a->out.index != a->index) abort();
-  if (one_int(tx, "SELECT version FROM cards WHERE id = ?1", a->out.id) != a->out.version) abort();
+  if (rank != a->out.index || dups != 0)
+    abort();
+  if (asked && a->index != KB_END && a->out.index != a->index)
+    abort();
+  if (one_int(tx, "SELECT version FROM cards WHERE id = ?1", a->out.id) != a->out.version)
+    abort();
 }
 
 static void check_action(run *rn, int i, lith_tx *tx) {
@@ -369,33 +399,36 @@ static void check_action(run *rn, int i, lith_tx *tx) {
   const action *first = recorded(rn, i);
   int rc = x->rc;
 
-  if (rc != LITH_OK && rc != KB_NOT_FOUND && rc != KB_FORBIDDEN && rc != KB_STALE &&
-      rc != KB_BAD_INPUT && rc != KB_EXISTS && rc != KB_OP_CONFLICT) {
+  if (rc != LITH_OK && rc != KB_NOT_FOUND && rc != KB_FORBIDDEN && rc != KB_STALE && rc != KB_BAD_INPUT &&
+      rc != KB_EXISTS && rc != KB_OP_CONFLICT) {
     fprintf(stderr, "action %d (kind %d): %s\n", i, x->kind, kb_errstr(rc));
     abort();
   }
   if (first != NULL && same_content(first, x)) { /* must be a replay of the first */
     if (rc != LITH_OK || !a->out.replayed || a->out.id != first->a.out.id ||
-        a->out.board_id != first->a.out.board_id ||
-        a->out.board_version != first->a.out.board_version ||
+        a->out.board_id != first->a.out.board_id || a->out.board_version != first->a.out.board_version ||
         a->out.version != first->a.out.version || a->out.index != first->a.out.index)
       abort();
     return;
   }
-  if (first != NULL && rc != KB_OP_CONFLICT && rc != KB_BAD_INPUT) abort(); /* reused id */
-  if (rc != LITH_OK) return;
-  if (a->out.replayed) abort(); /* a replay of nothing recorded */
+  if (first != NULL && rc != KB_OP_CONFLICT && rc != KB_BAD_INPUT)
+    abort(); /* reused id */
+  if (rc != LITH_OK)
+    return;
+  if (a->out.replayed)
+    abort(); /* a replay of nothing recorded */
 
   /* Applied: the board's version went up by one. */
-  if (a->out.board_id < 1 || a->out.board_id > MAX_BOARDS) abort();
+  if (a->out.board_id < 1 || a->out.board_id > MAX_BOARDS)
+    abort();
   if (x->kind == A_CREATE_BOARD) {
-    if (a->out.board_id != ++rn->n_boards || a->out.board_version != 1) abort();
+    if (a->out.board_id != ++rn->n_boards || a->out.board_version != 1)
+      abort();
   } else if (a->out.board_version != rn->version[a->out.board_id] + 1) {
     abort();
   }
   rn->version[a->out.board_id] = a->out.board_version;
-  if (one_int(tx, "SELECT version FROM boards WHERE id = ?1", a->out.board_id) !=
-      a->out.board_version)
+  if (one_int(tx, "SELECT version FROM boards WHERE id = ?1", a->out.board_id) != a->out.board_version)
     abort();
   /* out.index is promised for creates and moves; a restore places the
    * card the same way (at the end). */
@@ -409,9 +442,11 @@ static void check_action(run *rn, int i, lith_tx *tx) {
  * check_token, restated). */
 static int token_ok(const char *s) {
   size_t n = s != NULL ? strlen(s) : 0, i;
-  if (n == 0 || n > KB_HASH_MAX) return 0;
+  if (n == 0 || n > KB_HASH_MAX)
+    return 0;
   for (i = 0; i < n; i++)
-    if (s[i] < 0x21 || s[i] > 0x7e) return 0;
+    if (s[i] < 0x21 || s[i] > 0x7e)
+      return 0;
   return 1;
 }
 
@@ -430,16 +465,19 @@ static void session_action(run *rn, action *x, lith_tx *tx) {
   kb_session_args sa = {.user_id = x->a.user_id, .token_hash = t, .expires_ms = x->expires};
   if (x->kind == A_DELETE_SESSION) {
     x->rc = lith_tx_savepoint(tx, kb_delete_session, &sa);
-    if (x->rc != (valid ? LITH_OK : KB_BAD_INPUT)) abort();
-    for (session *s; valid && (s = live_session(rn, t)) != NULL;) s->live = 0;
+    if (x->rc != (valid ? LITH_OK : KB_BAD_INPUT))
+      abort();
+    for (session *s; valid && (s = live_session(rn, t)) != NULL;)
+      s->live = 0;
     return;
   }
-  want = !valid                                              ? KB_BAD_INPUT
-         : x->a.user_id < 1 || x->a.user_id > rn->n_users     ? KB_NOT_FOUND
-         : live_session(rn, t) != NULL                        ? KB_EXISTS
-                                                              : LITH_OK;
+  want = !valid                                           ? KB_BAD_INPUT
+         : x->a.user_id < 1 || x->a.user_id > rn->n_users ? KB_NOT_FOUND
+         : live_session(rn, t) != NULL                    ? KB_EXISTS
+                                                          : LITH_OK;
   x->rc = lith_tx_savepoint(tx, kb_create_session, &sa);
-  if (x->rc != want) abort();
+  if (x->rc != want)
+    abort();
   if (x->rc == LITH_OK) {
     session *s = &rn->sessions[rn->n_sessions++];
     s->token_hash = t;
@@ -451,9 +489,8 @@ static void session_action(run *rn, action *x, lith_tx *tx) {
 
 static int run_actions(lith_tx *tx, void *arg) {
   static const char *const names[N_USERS] = {"alice", "bob", "carol"};
-  static const char *const empty[] = {"DELETE FROM ops",   "DELETE FROM sessions",
-                                      "DELETE FROM cards", "DELETE FROM lists",
-                                      "DELETE FROM members", "DELETE FROM boards",
+  static const char *const empty[] = {"DELETE FROM ops",   "DELETE FROM sessions", "DELETE FROM cards",
+                                      "DELETE FROM lists", "DELETE FROM members",  "DELETE FROM boards",
                                       "DELETE FROM users"};
   run *rn = arg;
   int i;
@@ -465,10 +502,12 @@ static int run_actions(lith_tx *tx, void *arg) {
   rn->n_users = N_USERS;
   memset(rn->version, 0, sizeof rn->version);
   for (i = 0; i < (int)(sizeof empty / sizeof empty[0]); i++) /* cached: no parse per input */
-    if (lith_tx_exec(tx, empty[i], "") != LITH_OK) abort();
+    if (lith_tx_exec(tx, empty[i], "") != LITH_OK)
+      abort();
   for (i = 0; i < N_USERS; i++) {
     kb_user_args u = {.name = names[i], .pw_hash = PW_HASH};
-    if (kb_create_user(tx, &u) != LITH_OK || u.user_id != i + 1) abort();
+    if (kb_create_user(tx, &u) != LITH_OK || u.user_id != i + 1)
+      abort();
     rn->user_name[i + 1] = names[i];
   }
   for (i = 0; i < rn->n; i++) {
@@ -476,9 +515,11 @@ static int run_actions(lith_tx *tx, void *arg) {
     if (x->kind == A_CREATE_USER) {
       kb_user_args u = {.name = x->texts[2], .pw_hash = PW_HASH};
       x->rc = lith_tx_savepoint(tx, kb_create_user, &u);
-      if (x->rc != LITH_OK && x->rc != KB_BAD_INPUT && x->rc != KB_EXISTS) abort();
+      if (x->rc != LITH_OK && x->rc != KB_BAD_INPUT && x->rc != KB_EXISTS)
+        abort();
       if (x->rc == LITH_OK) {
-        if (u.user_id != ++rn->n_users) abort();
+        if (u.user_id != ++rn->n_users)
+          abort();
         rn->user_name[u.user_id] = x->texts[2];
       }
     } else if (x->kind == A_PRUNE) {
@@ -486,14 +527,16 @@ static int run_actions(lith_tx *tx, void *arg) {
       int64_t gone = 0;
       int k;
       x->rc = lith_tx_savepoint(tx, kb_prune, &p);
-      if (x->rc != LITH_OK) abort();
+      if (x->rc != LITH_OK)
+        abort();
       rn->ops_pruned = i + 1;
       for (k = 0; k < rn->n_sessions; k++) /* expired at 1: those made to expire at 0 */
         if (rn->sessions[k].live && rn->sessions[k].expires_ms <= 1) {
           rn->sessions[k].live = 0;
           gone++;
         }
-      if (p.sessions != gone) abort();
+      if (p.sessions != gone)
+        abort();
     } else if (x->kind == A_CREATE_SESSION || x->kind == A_DELETE_SESSION) {
       session_action(rn, x, tx);
     } else if (x->kind == A_SEED) {
@@ -502,14 +545,16 @@ static int run_actions(lith_tx *tx, void *arg) {
       if (x->rc != LITH_OK && x->rc != KB_NOT_FOUND && x->rc != KB_EXISTS && x->rc != KB_BAD_INPUT)
         abort();
       if (x->rc == LITH_OK) { /* a board, 3 lists and 6 cards: version 10 */
-        if (sd.board_id != ++rn->n_boards || sd.board_id > MAX_BOARDS) abort();
+        if (sd.board_id != ++rn->n_boards || sd.board_id > MAX_BOARDS)
+          abort();
         rn->version[sd.board_id] = one_int(tx, "SELECT version FROM boards WHERE id = ?1", sd.board_id);
-        if (rn->version[sd.board_id] != 10) abort();
+        if (rn->version[sd.board_id] != 10)
+          abort();
       }
     } else {
       if (x->kind == A_ARCHIVE_CARD)
-        x->was_archived = one_int(tx, "SELECT coalesce(max(archived), 0) FROM cards WHERE id = ?1",
-                                  x->a.card_id) == 1;
+        x->was_archived =
+            one_int(tx, "SELECT coalesce(max(archived), 0) FROM cards WHERE id = ?1", x->a.card_id) == 1;
       x->rc = lith_tx_savepoint(tx, COMMANDS[x->kind], &x->a);
       check_action(rn, i, tx);
     }
@@ -524,12 +569,14 @@ static int run_actions(lith_tx *tx, void *arg) {
 static kb_board *plain_copy(const kb_board *b) {
   kb_board *c = malloc(sizeof *c);
   int i, j;
-  if (c == NULL) abort();
+  if (c == NULL)
+    abort();
   *c = *b;
   c->title = (char *)"x";
   c->members = calloc((size_t)b->n_members + 1, sizeof *c->members);
   c->lists = calloc((size_t)b->n_lists + 1, sizeof *c->lists);
-  if (c->members == NULL || c->lists == NULL) abort();
+  if (c->members == NULL || c->lists == NULL)
+    abort();
   for (i = 0; i < b->n_members; i++) {
     c->members[i] = b->members[i];
     c->members[i].name = (char *)"x";
@@ -539,7 +586,8 @@ static kb_board *plain_copy(const kb_board *b) {
     *l = b->lists[i];
     l->title = (char *)"x";
     l->cards = calloc((size_t)l->n_cards + 1, sizeof *l->cards);
-    if (l->cards == NULL) abort();
+    if (l->cards == NULL)
+      abort();
     for (j = 0; j < l->n_cards; j++) {
       l->cards[j] = b->lists[i].cards[j];
       l->cards[j].title = (char *)"x";
@@ -551,7 +599,8 @@ static kb_board *plain_copy(const kb_board *b) {
 
 static void free_copy(kb_board *c) {
   int i;
-  for (i = 0; i < c->n_lists; i++) free(c->lists[i].cards);
+  for (i = 0; i < c->n_lists; i++)
+    free(c->lists[i].cards);
   free(c->lists);
   free(c->members);
   free(c);
@@ -567,9 +616,11 @@ static void check_pages(const kb_board *b, int64_t me) {
   size_t live = 0;
   int i;
 
-  if (json == NULL) abort(); /* every text passed the model's UTF-8 check */
+  if (json == NULL)
+    abort(); /* every text passed the model's UTF-8 check */
   root = json_loads(json, 0, &err);
-  for (i = 0; i < b->n_lists; i++) live += !b->lists[i].archived;
+  for (i = 0; i < b->n_lists; i++)
+    live += !b->lists[i].archived;
   if (root == NULL || json_array_size(json_object_get(root, "lists")) != live ||
       strcmp(json_string_value(json_object_get(root, "title")), b->title) != 0)
     abort();
@@ -579,7 +630,8 @@ static void check_pages(const kb_board *b, int64_t me) {
   plain = plain_copy(b);
   page = web_page_board(&v, b);
   plain_page = web_page_board(&v, plain);
-  if (page == NULL || plain_page == NULL || count_lt(page) != count_lt(plain_page)) abort();
+  if (page == NULL || plain_page == NULL || count_lt(page) != count_lt(plain_page))
+    abort();
   free(page);
   free(plain_page);
   free_copy(plain);
@@ -599,23 +651,29 @@ static int read_all(lith_rx *rx, void *arg) {
       for (k = 0; k < 2; k++) {
         kb_board_query q = {.user_id = u, .board_id = b, .archived = k};
         int rc = kb_read_board(rx, &q);
-        if (rc == KB_FORBIDDEN && k == 0) break;
-        if (rc != LITH_OK || q.board == NULL || q.board->version != rn->version[b]) abort();
+        if (rc == KB_FORBIDDEN && k == 0)
+          break;
+        if (rc != LITH_OK || q.board == NULL || q.board->version != rn->version[b])
+          abort();
         for (i = 0; i < q.board->n_lists; i++) {
           const kb_list *l = &q.board->lists[i];
-          if (!k && l->archived) abort();
+          if (!k && l->archived)
+            abort();
           for (j = 0; j < l->n_cards; j++)
-            if (l->cards[j].list_id != l->id || (!k && l->cards[j].archived)) abort();
+            if (l->cards[j].list_id != l->id || (!k && l->cards[j].archived))
+              abort();
         }
         if (k == 0) {
           kb_board_version_query vq = {.user_id = u, .board_id = b};
           check_pages(q.board, u);
-          if (kb_read_board_version(rx, &vq) != LITH_OK || vq.version != rn->version[b]) abort();
+          if (kb_read_board_version(rx, &vq) != LITH_OK || vq.version != rn->version[b])
+            abort();
         }
         kb_board_free(q.board);
         read = 1;
       }
-    if (!read) abort(); /* its creator is one of them, and stays a member */
+    if (!read)
+      abort(); /* its creator is one of them, and stays a member */
   }
   for (u = 1; u <= rn->n_users; u++) {
     kb_user_query q = {.name = rn->user_name[u]};
@@ -627,8 +685,10 @@ static int read_all(lith_rx *rx, void *arg) {
     kb_session_query q = {.token_hash = s->token_hash, .now_ms = 1500};
     int rc = kb_read_session(rx, &q);
     for (j = i + 1; j < rn->n_sessions; j++)
-      if (strcmp(rn->sessions[j].token_hash, s->token_hash) == 0) break;
-    if (j < rn->n_sessions) continue;
+      if (strcmp(rn->sessions[j].token_hash, s->token_hash) == 0)
+        break;
+    if (j < rn->n_sessions)
+      continue;
     if (s->live && s->expires_ms > 1500) {
       if (rc != LITH_OK || q.user_id != s->user_id || strcmp(q.name, rn->user_name[s->user_id]) != 0)
         abort();
@@ -638,7 +698,8 @@ static int read_all(lith_rx *rx, void *arg) {
   }
   for (u = 1; u <= N_USERS; u++) {
     kb_boards_query q = {.user_id = u};
-    if (kb_read_boards(rx, &q) != LITH_OK) abort();
+    if (kb_read_boards(rx, &q) != LITH_OK)
+      abort();
     for (i = 0; i < q.n_boards; i++)
       if (q.boards[i].id < 1 || q.boards[i].id > rn->n_boards ||
           q.boards[i].version != rn->version[q.boards[i].id])
@@ -656,7 +717,8 @@ static void on_done(lith_request *req) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   run *rn = calloc(1, sizeof *rn);
   lith_request req;
-  if (rn == NULL) abort();
+  if (rn == NULL)
+    abort();
   decode(rn, data, size);
   /* lith_submit and a semaphore, not lith_do: lith_do spins while the
    * writer works, a core the writer (and the other fuzzers) then lack. */
@@ -664,11 +726,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   req.fn = run_actions;
   req.arg = rn;
   req.done = on_done;
-  if (lith_submit(db, &req) != LITH_OK) abort();
+  if (lith_submit(db, &req) != LITH_OK)
+    abort();
   while (sem_wait(&done) != 0) {
   }
-  if (req.rc != LITH_OK) abort();
-  if (lith_read(db, read_all, rn) != LITH_OK) abort();
+  if (req.rc != LITH_OK)
+    abort();
+  if (lith_read(db, read_all, rn) != LITH_OK)
+    abort();
   free_run(rn);
   free(rn);
   return 0;

@@ -32,12 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Each field's first occurrence is what srv_form_get returns. */
 static void check_form(const srv_form *f) {
   int i, k;
-  if (f->n < 0 || f->n > SRV_FORM_MAX) abort();
+  if (f->n < 0 || f->n > SRV_FORM_MAX)
+    abort();
   for (i = 0; i < f->n; i++) {
     const char *first = NULL;
     for (k = 0; k <= i && first == NULL; k++)
-      if (strcmp(f->name[k], f->name[i]) == 0) first = f->value[k];
-    if (srv_form_get(f, f->name[i]) != first) abort();
+      if (strcmp(f->name[k], f->name[i]) == 0)
+        first = f->value[k];
+    if (srv_form_get(f, f->name[i]) != first)
+      abort();
     check_html_escape(f->name[i]);
     check_html_escape(f->value[i]);
   }
@@ -48,7 +51,8 @@ static void check_form(const srv_form *f) {
 static void check_signin_page(const char *error, const char *name) {
   char *page = web_page_signin(error, name);
   char *plain = web_page_signin(error != NULL ? "x" : NULL, name != NULL ? "x" : NULL);
-  if (page == NULL || plain == NULL || count_lt(page) != count_lt(plain)) abort();
+  if (page == NULL || plain == NULL || count_lt(page) != count_lt(plain))
+    abort();
   free(page);
   free(plain);
 }
@@ -61,10 +65,12 @@ static void check_throttle(const char *name) {
   char key[96], other[16];
   int64_t now = 1700000000000;
   int i;
-  if (t == NULL) abort();
+  if (t == NULL)
+    abort();
   snprintf(key, sizeof key, "n:%s", name);
   for (i = 0; i < 6; i++) {
-    if (auth_throttle_wait(t, key, now) != 0) abort(); /* 5 free, each a second apart */
+    if (auth_throttle_wait(t, key, now) != 0)
+      abort(); /* 5 free, each a second apart */
     auth_throttle_fail(t, key, 5, now);
     now += 1000;
   }
@@ -76,7 +82,8 @@ static void check_throttle(const char *name) {
   if (auth_throttle_wait(t, key, now) <= 0 || auth_throttle_wait(t, key, now) > 5 * 60 * 1000)
     abort();
   auth_throttle_forget(t, key);
-  if (auth_throttle_wait(t, key, now) != 0) abort();
+  if (auth_throttle_wait(t, key, now) != 0)
+    abort();
   auth_throttle_free(t);
 }
 
@@ -89,7 +96,8 @@ static void signin_form(const char *body, size_t len, int signup) {
   if (st == 400) {
     check_signin_page("The form was malformed.", NULL);
   } else if (st == 422) {
-    if (why == NULL || name == NULL || pw == NULL) abort();
+    if (why == NULL || name == NULL || pw == NULL)
+      abort();
     check_form(&f);
     check_signin_page(why, signup ? NULL : name);
   } else if (st == 0) {
@@ -123,9 +131,11 @@ static void board_form(const char *body, size_t len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *body;
-  if (size < 1) return 0;
+  if (size < 1)
+    return 0;
   body = malloc(size - 1 > 0 ? size - 1 : 1);
-  if (body == NULL) return 0;
+  if (body == NULL)
+    return 0;
   memcpy(body, data + 1, size - 1);
   switch (data[0] % 3) {
   case 0: signin_form(body, size - 1, 0); break;

@@ -35,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  if (sodium_init() < 0) abort();
+  if (sodium_init() < 0)
+    abort();
   return 0;
 }
 
@@ -47,14 +48,17 @@ static void path_parts(const lith_http_req *req) {
     const char *p = path + 8;
     int64_t id = 0;
     if (srv_parse_id(&p, &id)) {
-      if (id < 1 || id > ((int64_t)1 << 53) || p <= path + 8) abort();
+      if (id < 1 || id > ((int64_t)1 << 53) || p <= path + 8)
+        abort();
       (void)(strcmp(p, "/data") == 0 || strcmp(p, "/events") == 0);
     }
   } else if (strncmp(path, "/static/", 8) == 0) {
     const char *name = path + 8;
     const web_asset *a = web_asset_find(name);
-    if (a != NULL && (strcmp(a->name, name) != 0 || a->data[a->len] != '\0')) abort();
-    if (web_asset_type(name) == NULL) abort();
+    if (a != NULL && (strcmp(a->name, name) != 0 || a->data[a->len] != '\0'))
+      abort();
+    if (web_asset_type(name) == NULL)
+      abort();
     (void)strcmp(lith_http_req_query(req), web_assets_version);
   }
 }
@@ -64,7 +68,8 @@ static void path_parts(const lith_http_req *req) {
 static int in_cookie_header(const lith_http_req *req, const char *value) {
   size_t i;
   for (i = 0; i < req->n_headers; i++)
-    if (strcmp(req->name[i], "cookie") == 0 && strstr(req->value[i], value) != NULL) return 1;
+    if (strcmp(req->name[i], "cookie") == 0 && strstr(req->value[i], value) != NULL)
+      return 1;
   return 0;
 }
 
@@ -79,7 +84,8 @@ static void cookies(const lith_http_req *req) {
       memset(out, 'Z', sizeof out);
       if (srv_cookie(req, names[i], out, caps[k])) {
         n = strlen(out);
-        if (n >= caps[k] || !in_cookie_header(req, out)) abort();
+        if (n >= caps[k] || !in_cookie_header(req, out))
+          abort();
       } else if (caps[k] < sizeof out && out[caps[k]] != 'Z') {
         abort(); /* wrote past the cap */
       }
@@ -89,7 +95,8 @@ static void cookies(const lith_http_req *req) {
     if (!srv_cookie(req, AUTH_COOKIE, token, sizeof token) || strlen(token) != AUTH_TOKEN_LEN)
       abort();
     for (i = 0; i < AUTH_TOKEN_LEN; i++)
-      if (!isalnum((unsigned char)token[i]) && token[i] != '-' && token[i] != '_') abort();
+      if (!isalnum((unsigned char)token[i]) && token[i] != '-' && token[i] != '_')
+        abort();
     if (strlen(hash) != AUTH_HASH_LEN || strspn(hash, "0123456789abcdef") != AUTH_HASH_LEN)
       abort();
   }
@@ -112,7 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lith_http_req req;
   size_t i;
 
-  if (text == NULL) abort();
+  if (text == NULL)
+    abort();
   memcpy(text, data, size);
   text[size] = '\0';
   memset(&req, 0, sizeof req);
@@ -123,7 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The path and its query. */
   line = text;
   next = strchr(line, '\n');
-  if (next != NULL) *next++ = '\0';
+  if (next != NULL)
+    *next++ = '\0';
   q = strchr(line, '?');
   req.query = "";
   if (q != NULL) {
@@ -137,17 +146,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *colon, *v;
     line = next;
     next = strchr(line, '\n');
-    if (next != NULL) *next++ = '\0';
+    if (next != NULL)
+      *next++ = '\0';
     colon = strchr(line, ':');
     v = colon != NULL ? colon + 1 : line + strlen(line);
-    if (colon != NULL) *colon = '\0';
-    while (*v == ' ' || *v == '\t') v++;
-    for (q = line; *q != '\0'; q++) *q = (char)tolower((unsigned char)*q);
+    if (colon != NULL)
+      *colon = '\0';
+    while (*v == ' ' || *v == '\t')
+      v++;
+    for (q = line; *q != '\0'; q++)
+      *q = (char)tolower((unsigned char)*q);
     req.name[req.n_headers] = line;
     req.value[req.n_headers] = v;
     req.n_headers++;
   }
-  for (i = 0; i < req.n_headers; i++) (void)lith_http_req_header_at(&req, i, NULL, NULL);
+  for (i = 0; i < req.n_headers; i++)
+    (void)lith_http_req_header_at(&req, i, NULL, NULL);
 
   path_parts(&req);
   cookies(&req);

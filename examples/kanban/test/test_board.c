@@ -24,13 +24,13 @@
  *     LITH_TEST_SCALE under sanitizers): all answered OK, order consistent,
  *     board version == number of successful commands.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -194,8 +194,7 @@ static int64_t new_list(fx *f, int64_t board, const char *title) {
 
 static int move(fx *f, int64_t user, int64_t card, int64_t list, int64_t index, int64_t seen,
                 kb_result *out) {
-  kb_action a = {.user_id = user, .card_id = card, .list_id = list, .index = index,
-                 .seen_version = seen};
+  kb_action a = {.user_id = user, .card_id = card, .list_id = list, .index = index, .seen_version = seen};
   int rc = lith_do(f->db, kb_move_card, &a);
   if (out)
     *out = a.out;
@@ -314,14 +313,12 @@ static void test_moves_keep_order(void **state) {
     else
       index = (int64_t)(rnd(&seed) % (unsigned)(m.n[to] + 1));
     kb_result out;
-    assert_int_equal(move(f, f->alice, card, lists[to], index, version[card % 1024], &out),
-                     LITH_OK);
+    assert_int_equal(move(f, f->alice, card, lists[to], index, version[card % 1024], &out), LITH_OK);
     assert_int_equal(out.version, version[card % 1024] + 1);
     version[card % 1024] = out.version;
     int64_t landed = index == KB_END ? m.n[to] : index;
     assert_int_equal(out.index, landed);
-    memmove(&m.ids[to][landed + 1], &m.ids[to][landed],
-            (size_t)(m.n[to] - landed) * sizeof(int64_t));
+    memmove(&m.ids[to][landed + 1], &m.ids[to][landed], (size_t)(m.n[to] - landed) * sizeof(int64_t));
     m.ids[to][landed] = card;
     m.n[to]++;
     if (k % 7 == 0 || k == moves - 1) {
@@ -442,8 +439,8 @@ static void test_stale_move_refused(void **state) {
 
 static void test_replayed_op_applied_once(void **state) {
   fx *f = *state;
-  kb_action c1 = {.user_id = f->alice, .op_id = "op-create-1", .list_id = f->lists[1],
-                  .title = "once", .index = 0};
+  kb_action c1 = {
+      .user_id = f->alice, .op_id = "op-create-1", .list_id = f->lists[1], .title = "once", .index = 0};
   assert_int_equal(lith_do(f->db, kb_create_card, &c1), LITH_OK);
   assert_int_equal(c1.out.replayed, 0);
   int64_t bv = board_version(f, f->board);
@@ -460,8 +457,12 @@ static void test_replayed_op_applied_once(void **state) {
   /* A move replayed: same outcome, one version bump, even though the
    * replay's seen_version is stale by then. */
   int ntopics = f->ntopics;
-  kb_action m1 = {.user_id = f->alice, .op_id = "op-move-1", .card_id = c1.out.id,
-                  .list_id = f->lists[2], .index = KB_END, .seen_version = 1};
+  kb_action m1 = {.user_id = f->alice,
+                  .op_id = "op-move-1",
+                  .card_id = c1.out.id,
+                  .list_id = f->lists[2],
+                  .index = KB_END,
+                  .seen_version = 1};
   assert_int_equal(lith_do(f->db, kb_move_card, &m1), LITH_OK);
   assert_int_equal(m1.out.version, 2);
   assert_int_equal(f->ntopics, ntopics + 1);
@@ -479,15 +480,18 @@ static void test_replayed_op_applied_once(void **state) {
   assert_int_equal(f->ntopics, ntopics + 1); /* a replay touches nothing */
 
   /* The same op id for another action: refused, nothing changes. */
-  kb_action e = {.user_id = f->alice, .op_id = "op-move-1", .card_id = c1.out.id,
-                 .title = "other"};
+  kb_action e = {.user_id = f->alice, .op_id = "op-move-1", .card_id = c1.out.id, .title = "other"};
   assert_int_equal(lith_do(f->db, kb_edit_card, &e), KB_OP_CONFLICT);
   char *after2 = dump();
   assert_string_equal(before, after2);
 
   /* Op ids are per user: bob's "op-move-1" is his own. */
-  kb_action m3 = {.user_id = f->bob, .op_id = "op-move-1", .card_id = c1.out.id,
-                  .list_id = f->lists[0], .index = 0, .seen_version = 2};
+  kb_action m3 = {.user_id = f->bob,
+                  .op_id = "op-move-1",
+                  .card_id = c1.out.id,
+                  .list_id = f->lists[0],
+                  .index = 0,
+                  .seen_version = 2};
   assert_int_equal(lith_do(f->db, kb_move_card, &m3), LITH_OK);
   assert_int_equal(m3.out.replayed, 0);
   assert_int_equal(m3.out.version, 3);
@@ -528,8 +532,12 @@ static void test_replayed_op_applied_once(void **state) {
   assert_int_equal(lith_do(f->db, lith_cmd_sql, sql), LITH_OK);
 
   /* A failed action records nothing: a retry is evaluated afresh. */
-  kb_action s1 = {.user_id = f->alice, .op_id = "op-stale", .card_id = c1.out.id,
-                  .list_id = f->lists[1], .index = 0, .seen_version = 1};
+  kb_action s1 = {.user_id = f->alice,
+                  .op_id = "op-stale",
+                  .card_id = c1.out.id,
+                  .list_id = f->lists[1],
+                  .index = 0,
+                  .seen_version = 1};
   assert_int_equal(lith_do(f->db, kb_move_card, &s1), KB_STALE);
   s1.seen_version = 3;
   assert_int_equal(lith_do(f->db, kb_move_card, &s1), LITH_OK);
@@ -559,12 +567,15 @@ static void test_membership_enforced(void **state) {
       {.user_id = carol, .op_id = "c6", .list_id = f->lists[0], .title = "card", .index = 0},
       {.user_id = carol, .op_id = "c7", .card_id = card, .title = "edited"},
       {.user_id = carol, .op_id = "c8", .card_id = card, .archived = 1},
-      {.user_id = carol, .op_id = "c9", .card_id = card, .list_id = f->lists[1], .index = 0,
+      {.user_id = carol,
+       .op_id = "c9",
+       .card_id = card,
+       .list_id = f->lists[1],
+       .index = 0,
        .seen_version = v},
   };
-  lith_command cmds[] = {kb_rename_board, kb_add_member,   kb_create_list,
-                         kb_rename_list,  kb_archive_list, kb_create_card,
-                         kb_edit_card,    kb_archive_card, kb_move_card};
+  lith_command cmds[] = {kb_rename_board, kb_add_member, kb_create_list,  kb_rename_list, kb_archive_list,
+                         kb_create_card,  kb_edit_card,  kb_archive_card, kb_move_card};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     int rc = lith_do(f->db, cmds[i], &acts[i]);
     if (rc != KB_FORBIDDEN)
@@ -589,14 +600,12 @@ static void test_membership_enforced(void **state) {
   kb_action add = {.user_id = f->bob, .op_id = "b1", .board_id = f->board, .name = "carol"};
   assert_int_equal(lith_do(f->db, kb_add_member, &add), LITH_OK);
   assert_int_equal(add.out.id, carol);
-  assert_int_equal(lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob,
-                                                              .board_id = f->board,
-                                                              .name = "carol"}),
-                   KB_EXISTS);
-  assert_int_equal(lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob,
-                                                              .board_id = f->board,
-                                                              .name = "nobody"}),
-                   KB_NOT_FOUND);
+  assert_int_equal(
+      lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob, .board_id = f->board, .name = "carol"}),
+      KB_EXISTS);
+  assert_int_equal(
+      lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob, .board_id = f->board, .name = "nobody"}),
+      KB_NOT_FOUND);
   acts[8].op_id = "c10";
   assert_int_equal(lith_do(f->db, kb_move_card, &acts[8]), LITH_OK);
   assert_int_equal(lith_read(f->db, kb_read_boards, &bq), LITH_OK);
@@ -612,16 +621,18 @@ static void test_membership_enforced(void **state) {
   assert_int_equal(move(f, f->alice, card, far, 0, v + 1, NULL), KB_BAD_INPUT);
   /* A list or card command naming a board finds only what is on it. */
   char *before2 = dump();
-  kb_action wrong = {.user_id = f->alice, .board_id = nb.out.board_id, .card_id = card,
-                     .title = "scoped"};
+  kb_action wrong = {.user_id = f->alice, .board_id = nb.out.board_id, .card_id = card, .title = "scoped"};
   assert_int_equal(lith_do(f->db, kb_edit_card, &wrong), KB_NOT_FOUND);
-  kb_action wrong2 = {.user_id = f->alice, .board_id = nb.out.board_id, .list_id = f->lists[0],
-                      .title = "scoped"};
+  kb_action wrong2 = {
+      .user_id = f->alice, .board_id = nb.out.board_id, .list_id = f->lists[0], .title = "scoped"};
   assert_int_equal(lith_do(f->db, kb_rename_list, &wrong2), KB_NOT_FOUND);
   kb_action wrong3 = {.user_id = f->alice, .board_id = f->board, .list_id = far, .title = "x"};
   assert_int_equal(lith_do(f->db, kb_create_card, &wrong3), KB_NOT_FOUND);
-  kb_action wrong4 = {.user_id = f->carol, .board_id = nb.out.board_id, .card_id = card,
-                      .list_id = far, .seen_version = v + 1};
+  kb_action wrong4 = {.user_id = f->carol,
+                      .board_id = nb.out.board_id,
+                      .card_id = card,
+                      .list_id = far,
+                      .seen_version = v + 1};
   assert_int_equal(lith_do(f->db, kb_move_card, &wrong4), KB_NOT_FOUND);
   char *after3 = dump();
   assert_string_equal(before2, after3);
@@ -630,10 +641,9 @@ static void test_membership_enforced(void **state) {
   wrong.board_id = f->board;
   assert_int_equal(lith_do(f->db, kb_edit_card, &wrong), LITH_OK);
   /* And bob, not a member of that board, cannot even see its list. */
-  assert_int_equal(lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->bob,
-                                                               .list_id = far,
-                                                               .title = "x"}),
-                   KB_FORBIDDEN);
+  assert_int_equal(
+      lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->bob, .list_id = far, .title = "x"}),
+      KB_FORBIDDEN);
   free(before);
   free(after);
 }
@@ -698,10 +708,9 @@ static void test_archive_rename_edit(void **state) {
   assert_null(find_list(b, list));
   assert_int_equal(b->n_lists, 3);
   kb_board_free(b);
-  assert_int_equal(lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->alice,
-                                                               .list_id = list,
-                                                               .title = "x"}),
-                   KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->alice, .list_id = list, .title = "x"}),
+      KB_BAD_INPUT);
   b = load(f);
   int64_t any = find_list(b, f->lists[0])->cards[0].id;
   int64_t anyv = find_list(b, f->lists[0])->cards[0].version;
@@ -726,62 +735,60 @@ static void test_bad_input(void **state) {
   char big[KB_TITLE_MAX + 2];
   memset(big, 'x', sizeof big - 1);
   big[sizeof big - 1] = '\0';
-  const char *bad_titles[] = {NULL, "", "   ", big, "a\x01" "b", "\xC3\x28", "\xED\xA0\x80"};
+  const char *bad_titles[] = {NULL,
+                              "",
+                              "   ",
+                              big,
+                              "a\x01"
+                              "b",
+                              "\xC3\x28",
+                              "\xED\xA0\x80"};
   for (size_t i = 0; i < sizeof bad_titles / sizeof bad_titles[0]; i++) {
     kb_action a = {.user_id = f->alice, .list_id = f->lists[0], .title = bad_titles[i]};
     assert_int_equal(lith_do(f->db, kb_create_card, &a), KB_BAD_INPUT);
     kb_action l = {.user_id = f->alice, .board_id = f->board, .title = bad_titles[i]};
     assert_int_equal(lith_do(f->db, kb_create_list, &l), KB_BAD_INPUT);
   }
-  kb_action ok = {.user_id = f->alice, .list_id = f->lists[0], .title = "Grüße ✓ 𝄞",
-                  .index = KB_END};
+  kb_action ok = {.user_id = f->alice, .list_id = f->lists[0], .title = "Grüße ✓ 𝄞", .index = KB_END};
   big[KB_TITLE_MAX] = '\0';
   kb_action ok2 = {.user_id = f->alice, .list_id = f->lists[0], .title = big, .index = KB_END};
   kb_board *b = load(f);
   int n = find_list(b, f->lists[0])->n_cards;
   int64_t card = find_list(b, f->lists[0])->cards[0].id;
   kb_board_free(b);
-  assert_int_equal(lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->alice,
-                                                               .list_id = f->lists[0],
-                                                               .title = "t",
-                                                               .index = n + 1}),
-                   KB_BAD_INPUT);
-  assert_int_equal(lith_do(f->db, kb_create_card, &(kb_action){.user_id = f->alice,
-                                                               .list_id = f->lists[0],
-                                                               .title = "t",
-                                                               .index = -2}),
-                   KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_create_card,
+              &(kb_action){.user_id = f->alice, .list_id = f->lists[0], .title = "t", .index = n + 1}),
+      KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_create_card,
+              &(kb_action){.user_id = f->alice, .list_id = f->lists[0], .title = "t", .index = -2}),
+      KB_BAD_INPUT);
   assert_int_equal(move(f, f->alice, card, f->lists[1], 999, 1, NULL), KB_BAD_INPUT);
   assert_int_equal(move(f, f->alice, card, f->lists[1], -5, 1, NULL), KB_BAD_INPUT);
   assert_int_equal(move(f, f->alice, 424242, f->lists[1], 0, 1, NULL), KB_NOT_FOUND);
   assert_int_equal(move(f, f->alice, card, 424242, 0, 1, NULL), KB_NOT_FOUND);
-  assert_int_equal(lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice,
-                                                             .card_id = card}),
+  assert_int_equal(lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice, .card_id = card}),
                    KB_BAD_INPUT);
   char desc[KB_DESC_MAX + 2];
   memset(desc, 'd', sizeof desc - 1);
   desc[sizeof desc - 1] = '\0';
-  assert_int_equal(lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice,
-                                                             .card_id = card,
-                                                             .description = desc}),
-                   KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice, .card_id = card, .description = desc}),
+      KB_BAD_INPUT);
   char op[KB_OP_ID_MAX + 2];
   memset(op, 'o', sizeof op - 1);
   op[sizeof op - 1] = '\0';
-  assert_int_equal(lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice,
-                                                             .op_id = op,
-                                                             .card_id = card,
-                                                             .title = "t"}),
+  assert_int_equal(lith_do(f->db, kb_edit_card,
+                           &(kb_action){.user_id = f->alice, .op_id = op, .card_id = card, .title = "t"}),
                    KB_BAD_INPUT);
-  assert_int_equal(lith_do(f->db, kb_edit_card, &(kb_action){.user_id = f->alice,
-                                                             .op_id = "has space",
-                                                             .card_id = card,
-                                                             .title = "t"}),
-                   KB_BAD_INPUT);
-  assert_int_equal(lith_do(f->db, kb_archive_card, &(kb_action){.user_id = f->alice,
-                                                                .card_id = card,
-                                                                .archived = 2}),
-                   KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_edit_card,
+              &(kb_action){.user_id = f->alice, .op_id = "has space", .card_id = card, .title = "t"}),
+      KB_BAD_INPUT);
+  assert_int_equal(
+      lith_do(f->db, kb_archive_card, &(kb_action){.user_id = f->alice, .card_id = card, .archived = 2}),
+      KB_BAD_INPUT);
   char *after = dump();
   assert_string_equal(before, after);
   assert_int_equal(lith_do(f->db, kb_create_card, &ok), LITH_OK);
@@ -901,8 +908,12 @@ static void test_plain_connection(void **state) {
   kb_plain *p;
   assert_int_equal(kb_plain_open(db, &p), LITH_OK);
   assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-  kb_action a = {.user_id = f->alice, .op_id = "plain-1", .card_id = card,
-                 .list_id = f->lists[2], .index = 0, .seen_version = 1};
+  kb_action a = {.user_id = f->alice,
+                 .op_id = "plain-1",
+                 .card_id = card,
+                 .list_id = f->lists[2],
+                 .index = 0,
+                 .seen_version = 1};
   assert_int_equal(kb_plain_run(p, kb_move_card, &a), LITH_OK);
   assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(a.out.version, 2);
@@ -940,8 +951,11 @@ static void *mover_main(void *arg) {
     int to = 1 - m->at[k];
     char op[40];
     snprintf(op, sizeof op, "u%lld-%d", (long long)m->user, i);
-    kb_action a = {.user_id = m->user, .op_id = op, .card_id = m->cards[k],
-                   .list_id = m->lists[to], .index = (int64_t)(rnd(&m->seed) % 3),
+    kb_action a = {.user_id = m->user,
+                   .op_id = op,
+                   .card_id = m->cards[k],
+                   .list_id = m->lists[to],
+                   .index = (int64_t)(rnd(&m->seed) % 3),
                    .seen_version = m->version[k]};
     /* Index among the target's other cards: at most the number there. */
     int there = 0;

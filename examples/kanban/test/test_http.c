@@ -13,11 +13,11 @@
  * hanging it. Answers are read by http/h1client.c. The group teardown stops the server with SIGTERM while an
  * event stream is open and expects exit status 0.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -66,7 +66,8 @@ static int readable(int fd, int64_t deadline) {
     struct pollfd p = {fd, POLLIN, 0};
     int64_t left = deadline - now_ms();
     int n = poll(&p, 1, left < 0 ? 0 : (int)left);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     return n > 0;
   }
 }
@@ -86,7 +87,8 @@ static int connect_server(void) {
 static void send_all(int fd, const char *p, size_t n) {
   while (n > 0) {
     ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINTR)
+      continue;
     assert_true(w > 0);
     p += w;
     n -= (size_t)w;
@@ -138,40 +140,40 @@ static int send_req(const char *method, const char *path, const char *cookie, un
                     const char *body, size_t body_len) {
   char head[1024];
   int fd = connect_server(), n;
-  n = snprintf(head, sizeof head,
-               "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s%s%s%s%s%s",
+  n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n%s%s%s%s%s%s",
                method, path, port, cookie != NULL ? "Cookie: kanban_session=" : "",
-               cookie != NULL ? cookie : "", cookie != NULL ? "\r\n" : "",
-               flags & F_ORIGIN ? "Origin: " : "", flags & F_ORIGIN ? origin : "",
-               flags & F_ORIGIN ? "\r\n" : "");
+               cookie != NULL ? cookie : "", cookie != NULL ? "\r\n" : "", flags & F_ORIGIN ? "Origin: " : "",
+               flags & F_ORIGIN ? origin : "", flags & F_ORIGIN ? "\r\n" : "");
   assert_true(n > 0 && (size_t)n < sizeof head);
   if (body != NULL)
     n += snprintf(head + n, sizeof head - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n",
-                  flags & F_JSON ? "application/json" : "application/x-www-form-urlencoded",
-                  body_len);
+                  flags & F_JSON ? "application/json" : "application/x-www-form-urlencoded", body_len);
   n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
   assert_true((size_t)n < sizeof head);
   send_all(fd, head, (size_t)n);
-  if (body != NULL) send_all(fd, body, body_len);
+  if (body != NULL)
+    send_all(fd, body, body_len);
   return fd;
 }
 
-static void req(const char *method, const char *path, const char *cookie, unsigned flags,
-                const char *body, h1c_response *r) {
+static void req(const char *method, const char *path, const char *cookie, unsigned flags, const char *body,
+                h1c_response *r) {
   read_resp(send_req(method, path, cookie, flags, body, body ? strlen(body) : 0), r);
 }
 
 /* req, then the status must be `status` (the answer is printed if not). */
-static void expect(const char *method, const char *path, const char *cookie, unsigned flags,
-                   const char *body, int status, h1c_response *out) {
+static void expect(const char *method, const char *path, const char *cookie, unsigned flags, const char *body,
+                   int status, h1c_response *out) {
   h1c_response r;
   req(method, path, cookie, flags, body, &r);
   if (r.status != status) {
     print_error("%s %s: want %d, got:\n%s\n%s\n", method, path, status, r.head, r.body);
     fail();
   }
-  if (out != NULL) *out = r;
-  else h1c_response_free(&r);
+  if (out != NULL)
+    *out = r;
+  else
+    h1c_response_free(&r);
 }
 
 /* ---- The server ------------------------------------------------------------------- */
@@ -189,23 +191,28 @@ static int start_server(void **state) {
   unlink("http.db");
   unlink("http.db-wal");
   unlink("http.db-shm");
-  if (pipe2(pfd, O_CLOEXEC) != 0) return -1;
+  if (pipe2(pfd, O_CLOEXEC) != 0)
+    return -1;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
-  if (posix_spawn(&server_pid, KANBAN_PATH, &fa, NULL, argv, environ) != 0) return -1;
+  if (posix_spawn(&server_pid, KANBAN_PATH, &fa, NULL, argv, environ) != 0)
+    return -1;
   posix_spawn_file_actions_destroy(&fa);
   close(pfd[1]);
   server_out = pfd[0];
   while (memchr(line, '\n', len) == NULL) {
     ssize_t got;
-    if (len + 1 >= sizeof line || !readable(server_out, deadline)) return -1;
+    if (len + 1 >= sizeof line || !readable(server_out, deadline))
+      return -1;
     got = read(server_out, line + len, sizeof line - 1 - len);
-    if (got <= 0) return -1; /* it refused to start: see its stderr */
+    if (got <= 0)
+      return -1; /* it refused to start: see its stderr */
     len += (size_t)got;
     line[len] = '\0';
   }
   url = strstr(line, "http://127.0.0.1:");
-  if (url == NULL) return -1;
+  if (url == NULL)
+    return -1;
   port = atoi(url + strlen("http://127.0.0.1:"));
   snprintf(origin, sizeof origin, "http://127.0.0.1:%d", port);
   return port > 0 ? 0 : -1;
@@ -216,9 +223,11 @@ static int stop_server(int timeout_ms) {
   int st = 0, code = -1;
   int64_t deadline = now_ms() + timeout_ms;
   pid_t got = 0;
-  if (server_pid <= 0) return -1;
+  if (server_pid <= 0)
+    return -1;
   kill(server_pid, SIGTERM);
-  while ((got = waitpid(server_pid, &st, WNOHANG)) == 0 && now_ms() < deadline) usleep(5000);
+  while ((got = waitpid(server_pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
+    usleep(5000);
   if (got == 0) {
     kill(server_pid, SIGKILL);
     waitpid(server_pid, &st, 0);
@@ -235,7 +244,8 @@ static int stop_server(int timeout_ms) {
 
 static int teardown_server(void **state) {
   (void)state;
-  if (server_pid > 0) stop_server(TIMEOUT_MS);
+  if (server_pid > 0)
+    stop_server(TIMEOUT_MS);
   return 0;
 }
 
@@ -246,10 +256,12 @@ static int session_cookie(const h1c_response *r, char *out, size_t cap) {
   char v[256];
   const char *p;
   size_t n;
-  if (!header(r, "set-cookie", v, sizeof v) || strncmp(v, "kanban_session=", 15) != 0) return 0;
+  if (!header(r, "set-cookie", v, sizeof v) || strncmp(v, "kanban_session=", 15) != 0)
+    return 0;
   p = v + 15;
   n = strcspn(p, ";");
-  if (n == 0 || n + 1 > cap) return 0;
+  if (n == 0 || n + 1 > cap)
+    return 0;
   memcpy(out, p, n);
   out[n] = '\0';
   return 1;
@@ -339,8 +351,10 @@ static int64_t card_place(json_t *b, int64_t card, int *index, int64_t *version)
   json_array_foreach(json_object_get(b, "lists"), i, l) {
     json_array_foreach(json_object_get(l, "cards"), k, c) {
       if (json_integer_value(json_object_get(c, "id")) == card) {
-        if (index != NULL) *index = (int)k;
-        if (version != NULL) *version = json_integer_value(json_object_get(c, "version"));
+        if (index != NULL)
+          *index = (int)k;
+        if (version != NULL)
+          *version = json_integer_value(json_object_get(c, "version"));
         return json_integer_value(json_object_get(l, "id"));
       }
     }
@@ -440,7 +454,8 @@ static void test_actions(void **state) {
   card = json_id(&r, "id");
   card_v = json_id(&r, "version");
   h1c_response_free(&r);
-  snprintf(body, sizeof body, "{\"op\":\"c2\",\"list\":%lld,\"title\":\"Second\",\"index\":0}", (long long)todo);
+  snprintf(body, sizeof body, "{\"op\":\"c2\",\"list\":%lld,\"title\":\"Second\",\"index\":0}",
+           (long long)todo);
   action(cookie, board, "/cards", body, 200, NULL);
 
   /* the page renders the board, escaped */
@@ -605,20 +620,20 @@ static void test_bad_input(void **state) {
   v0 = board_version(cookie, board);
   snprintf(suffix, sizeof suffix, "/cards/%lld/move", (long long)card);
 
-  action(cookie, board, "/lists", "{\"op\":\"b1\",\"title\":", 400, NULL);       /* broken JSON */
-  action(cookie, board, "/lists", "[1,2]", 400, NULL);                            /* not an object */
-  action(cookie, board, "/lists", "{\"title\":\"no op\"}", 400, NULL);             /* no op id */
-  action(cookie, board, "/lists", "{\"op\":\"\",\"title\":\"x\"}", 400, NULL);      /* empty op id */
-  action(cookie, board, "/lists", "{\"op\":\"b2\",\"title\":7}", 400, NULL);        /* wrong type */
+  action(cookie, board, "/lists", "{\"op\":\"b1\",\"title\":", 400, NULL);     /* broken JSON */
+  action(cookie, board, "/lists", "[1,2]", 400, NULL);                         /* not an object */
+  action(cookie, board, "/lists", "{\"title\":\"no op\"}", 400, NULL);         /* no op id */
+  action(cookie, board, "/lists", "{\"op\":\"\",\"title\":\"x\"}", 400, NULL); /* empty op id */
+  action(cookie, board, "/lists", "{\"op\":\"b2\",\"title\":7}", 400, NULL);   /* wrong type */
   action(cookie, board, "/lists", "{\"op\":\"b3\",\"op\":\"b4\",\"title\":\"x\"}", 400, NULL); /* dup key */
-  action(cookie, board, "/lists", "{\"op\":\"b5\",\"title\":\"   \"}", 422, NULL);  /* blank title */
+  action(cookie, board, "/lists", "{\"op\":\"b5\",\"title\":\"   \"}", 422, NULL); /* blank title */
   action(cookie, board, suffix, "{\"op\":\"b6\",\"list\":\"1\",\"version\":1}", 400, NULL);
   snprintf(body, sizeof body, "{\"op\":\"b7\",\"list\":%lld,\"index\":-5,\"version\":1}", (long long)list);
   action(cookie, board, suffix, body, 400, NULL);
   snprintf(body, sizeof body, "{\"op\":\"b8\",\"list\":%lld,\"index\":99,\"version\":1}", (long long)list);
-  action(cookie, board, suffix, body, 422, NULL);                                  /* index past the end */
+  action(cookie, board, suffix, body, 422, NULL); /* index past the end */
   snprintf(body, sizeof body, "{\"op\":\"b9\",\"list\":%lld,\"index\":0}", (long long)list);
-  action(cookie, board, suffix, body, 400, NULL);                                  /* no version */
+  action(cookie, board, suffix, body, 400, NULL); /* no version */
   action(cookie, board, "/nothing", "{\"op\":\"b10\"}", 404, NULL);
   action(cookie, board, "/cards/12/fly", "{\"op\":\"b11\"}", 404, NULL);
   {
@@ -671,19 +686,23 @@ static int next_event(struct stream *s, char *ev, size_t cap, int64_t deadline) 
       int found = e != NULL && e < end;
       if (found) {
         size_t k = strcspn(e + 7, "\r\n");
-        if (k + 1 > cap) k = cap - 1;
+        if (k + 1 > cap)
+          k = cap - 1;
         memcpy(ev, e + 7, k);
         ev[k] = '\0';
       }
       memmove(s->buf, s->buf + n, s->len - n + 1);
       s->len -= n;
-      if (found) return 1;
+      if (found)
+        return 1;
       continue;
     }
-    if (s->len + 1 >= sizeof s->buf || !readable(s->fd, deadline)) return 0;
+    if (s->len + 1 >= sizeof s->buf || !readable(s->fd, deadline))
+      return 0;
     {
       ssize_t got = recv(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len, 0);
-      if (got <= 0) return 0;
+      if (got <= 0)
+        return 0;
       /* chunked framing: drop the chunk-size lines crudely (hex digits + CRLF) */
       s->len += (size_t)got;
       s->buf[s->len] = '\0';
@@ -805,10 +824,14 @@ static void test_stop(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_pages),       cmocka_unit_test(test_sign_up_in_out),
-      cmocka_unit_test(test_actions),     cmocka_unit_test(test_membership),
-      cmocka_unit_test(test_bad_input),   cmocka_unit_test(test_events),
-      cmocka_unit_test(test_sign_in_throttle), cmocka_unit_test(test_stop),
+      cmocka_unit_test(test_pages),
+      cmocka_unit_test(test_sign_up_in_out),
+      cmocka_unit_test(test_actions),
+      cmocka_unit_test(test_membership),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_events),
+      cmocka_unit_test(test_sign_in_throttle),
+      cmocka_unit_test(test_stop),
   };
   return cmocka_run_group_tests(tests, start_server, teardown_server);
 }

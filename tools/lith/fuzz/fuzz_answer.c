@@ -45,7 +45,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   fuzz_null = fopen("/dev/null", "w");
-  if (fuzz_null == NULL || freopen("/dev/null", "w", stdout) == NULL) abort();
+  if (fuzz_null == NULL || freopen("/dev/null", "w", stdout) == NULL)
+    abort();
   return 0;
 }
 
@@ -55,19 +56,22 @@ struct source {
   size_t n, off;
   size_t piece; /* 0: no cuts */
   int reads;
-  int reset;    /* end with ECONNRESET rather than the end of the stream */
+  int reset; /* end with ECONNRESET rather than the end of the stream */
 };
 
 static ssize_t source_read(void *ctx, char *buf, size_t want) {
   struct source *s = ctx;
   size_t k = s->n - s->off;
   if (k == 0) {
-    if (!s->reset) return 0;
+    if (!s->reset)
+      return 0;
     errno = ECONNRESET;
     return -1;
   }
-  if (k > want) k = want;
-  if (s->piece > 0 && s->reads < SPLITS_MAX && k > s->piece) k = s->piece;
+  if (k > want)
+    k = want;
+  if (s->piece > 0 && s->reads < SPLITS_MAX && k > s->piece)
+    k = s->piece;
   memcpy(buf, s->p + s->off, k);
   s->off += k;
   s->reads++;
@@ -93,7 +97,8 @@ static void check_one(const struct outcome *o) {
   size_t i;
   if (o->rc != LITHC_OK) {
     static const lithc_response empty;
-    if (o->err[0] == '\0' || memcmp(r, &empty, sizeof empty) != 0) abort();
+    if (o->err[0] == '\0' || memcmp(r, &empty, sizeof empty) != 0)
+      abort();
     return;
   }
   if (r->status < 200 || r->status > 999 || r->body == NULL || r->body[r->body_len] != '\0' ||
@@ -110,8 +115,10 @@ static void check_one(const struct outcome *o) {
 
 static int same(const struct outcome *a, const struct outcome *b) {
   size_t i;
-  if (a->rc != b->rc || strcmp(a->err, b->err) != 0) return 0;
-  if (a->rc != LITHC_OK) return 1;
+  if (a->rc != b->rc || strcmp(a->err, b->err) != 0)
+    return 0;
+  if (a->rc != LITHC_OK)
+    return 1;
   if (a->r.status != b->r.status || a->r.body_len != b->r.body_len ||
       memcmp(a->r.body, b->r.body, a->r.body_len) != 0 || a->r.n_headers != b->r.n_headers ||
       strcmp(a->r.head, b->r.head) != 0)
@@ -135,11 +142,13 @@ static void decode(const lithc_response *r, const char *method, int with_token) 
   cli.token = with_token ? (char *)"t0ken" : NULL;
   for (i = 0; i < sizeof printers / sizeof printers[0]; i++) {
     status = handle_answer(&cli, method, "/v1/do", r, printers[i]);
-    if (status != EXIT_DONE && status != EXIT_SERVER && status != EXIT_NO_ANSWER) abort();
+    if (status != EXIT_DONE && status != EXIT_SERVER && status != EXIT_NO_ANSWER)
+      abort();
   }
   cli.json = 1;
   status = handle_answer(&cli, method, "/v1/query", r, print_results);
-  if (status != EXIT_DONE && status != EXIT_SERVER && status != EXIT_NO_ANSWER) abort();
+  if (status != EXIT_DONE && status != EXIT_SERVER && status != EXIT_NO_ANSWER)
+    abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -147,7 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t piece;
   int reset;
   const char *method;
-  if (size < 1) return 0;
+  if (size < 1)
+    return 0;
   piece = data[0] & 0x1f;
   reset = (data[0] & 0x20) != 0;
   method = data[0] & 0x40 ? "HEAD" : "GET";
@@ -159,10 +169,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (piece > 0) {
     read_as(data + 1, size - 1, 0, reset, method, &whole);
     check_one(&whole);
-    if (!same(&split, &whole)) abort(); /* the cuts changed the outcome */
+    if (!same(&split, &whole))
+      abort(); /* the cuts changed the outcome */
     lithc_response_free(&whole.r);
   }
-  if (split.rc == LITHC_OK) decode(&split.r, method, data[0] & 0x80);
+  if (split.rc == LITHC_OK)
+    decode(&split.r, method, data[0] & 0x80);
   lithc_response_free(&split.r);
   return 0;
 }

@@ -18,11 +18,11 @@
  * Design: each test owns a struct fixture; the teardown kills whatever
  * child still runs (SIGKILL), so a failed assertion never leaks a daemon.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -69,7 +69,7 @@ struct fixture {
   int lithd_out; /* its stdout, kept open */
   char db[64];
   char url[64];
-  pid_t fake;    /* a canned-answer server, or 0 */
+  pid_t fake; /* a canned-answer server, or 0 */
   struct run r;
 };
 
@@ -107,7 +107,8 @@ static void start_lithd(struct fixture *f, const char *name, ...) {
   argv[n++] = (char *)"--listen";
   argv[n++] = (char *)"127.0.0.1:0";
   va_start(ap, name);
-  while ((a = va_arg(ap, const char *)) != NULL && n < 15) argv[n++] = (char *)a;
+  while ((a = va_arg(ap, const char *)) != NULL && n < 15)
+    argv[n++] = (char *)a;
   va_end(ap);
   argv[n] = NULL;
 
@@ -153,7 +154,8 @@ static void run_free(struct run *r) {
 
 static int setup(void **state) {
   struct fixture *f = calloc(1, sizeof *f);
-  if (f == NULL) return -1;
+  if (f == NULL)
+    return -1;
   f->lithd_out = -1;
   *state = f;
   return 0;
@@ -163,7 +165,8 @@ static int teardown(void **state) {
   struct fixture *f = *state;
   kill_child(&f->lithd);
   kill_child(&f->fake);
-  if (f->lithd_out >= 0) close(f->lithd_out);
+  if (f->lithd_out >= 0)
+    close(f->lithd_out);
   run_free(&f->r);
   free(f);
   return 0;
@@ -198,13 +201,13 @@ static int run_cli(struct run *r, char *const envp[], const char *in, const char
 
   run_free(r);
   argv[n++] = (char *)LITH_CLI_PATH;
-  while (*args != NULL && n < 31) argv[n++] = (char *)*args++;
+  while (*args != NULL && n < 31)
+    argv[n++] = (char *)*args++;
   argv[n] = NULL;
   assert_int_equal(pipe(ofd), 0);
   assert_int_equal(pipe(efd), 0);
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  assert_int_equal(posix_spawn_file_actions_addopen(&fa, 0, in != NULL ? in : "/dev/null",
-                                                    O_RDONLY, 0), 0);
+  assert_int_equal(posix_spawn_file_actions_addopen(&fa, 0, in != NULL ? in : "/dev/null", O_RDONLY, 0), 0);
   assert_int_equal(posix_spawn_file_actions_adddup2(&fa, ofd[1], 1), 0);
   assert_int_equal(posix_spawn_file_actions_adddup2(&fa, efd[1], 2), 0);
   assert_int_equal(posix_spawn_file_actions_addclose(&fa, ofd[0]), 0);
@@ -262,9 +265,8 @@ static void check(const struct run *r, int status, const char *out, const char *
   int ok = r->status == status && (out == NULL || strcmp(r->out, out) == 0) &&
            (err == NULL || (err[0] == '\0' ? r->err[0] == '\0' : strstr(r->err, err) != NULL));
   if (!ok) {
-    print_error("exit %d (want %d)\n--- stdout:\n%s--- want:\n%s\n--- stderr:\n%s--- want:\n%s\n",
-                r->status, status, r->out, out != NULL ? out : "(any)", r->err,
-                err != NULL ? err : "(any)");
+    print_error("exit %d (want %d)\n--- stdout:\n%s--- want:\n%s\n--- stderr:\n%s--- want:\n%s\n", r->status,
+                status, r->out, out != NULL ? out : "(any)", r->err, err != NULL ? err : "(any)");
     fail();
   }
 }
@@ -306,17 +308,20 @@ static void fake_serve_one(int lfd, const char *answer, int pause_ms) {
   char *end = NULL;
   FILE *out;
 
-  if (fd < 0) _exit(1);
+  if (fd < 0)
+    _exit(1);
   while (len < sizeof req - 1) {
     ssize_t got = read(fd, req + len, sizeof req - 1 - len);
-    if (got <= 0) break;
+    if (got <= 0)
+      break;
     len += (size_t)got;
     req[len] = '\0';
     end = strstr(req, "\r\n\r\n");
     if (end != NULL) {
       const char *cl = strcasestr(req, "\r\nContent-Length: ");
       size_t want = cl != NULL ? strtoul(cl + 18, NULL, 10) : 0;
-      if (len >= (size_t)(end + 4 - req) + want) break;
+      if (len >= (size_t)(end + 4 - req) + want)
+        break;
     }
   }
   out = fopen("request.txt", "w");
@@ -327,9 +332,11 @@ static void fake_serve_one(int lfd, const char *answer, int pause_ms) {
   if (pause_ms > 0) {
     size_t half = strlen(answer) / 2;
     struct timespec ts = {pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L};
-    if (write(fd, answer, half) < 0) _exit(1);
+    if (write(fd, answer, half) < 0)
+      _exit(1);
     nanosleep(&ts, NULL);
-    if (write(fd, answer + half, strlen(answer) - half) < 0) _exit(1);
+    if (write(fd, answer + half, strlen(answer) - half) < 0)
+      _exit(1);
   } else if (write(fd, answer, strlen(answer)) < 0) {
     _exit(1);
   }
@@ -493,10 +500,9 @@ static void test_batch_file_and_stdin(void **state) {
   struct fixture *f = *state;
   start_lithd(f, "batch", NULL);
 
-  write_file("create.json",
-             "{\"statements\": [{\"sql\": \"CREATE TABLE kv(k TEXT PRIMARY KEY, v)\"},\n"
-             " {\"sql\": \"INSERT INTO kv VALUES (:k, :v) RETURNING rowid\","
-             "  \"params\": {\":k\": \"a\", \":v\": 9223372036854775807}}]}\n");
+  write_file("create.json", "{\"statements\": [{\"sql\": \"CREATE TABLE kv(k TEXT PRIMARY KEY, v)\"},\n"
+                            " {\"sql\": \"INSERT INTO kv VALUES (:k, :v) RETURNING rowid\","
+                            "  \"params\": {\":k\": \"a\", \":v\": 9223372036854775807}}]}\n");
   LITH(f, "batch", "create.json");
   check(&f->r, 0, "changes 0, last_insert_rowid 0\n\nrowid\n1\n", "");
   write_file("more.json", "{\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('b', 2)\"}]}");
@@ -531,12 +537,11 @@ static void test_json_output_parses(void **state) {
   LITH(f, "--json", "query", "SELECT v, 'x' AS s FROM t");
   check(&f->r, 0, NULL, "");
   root = json_loads(f->r.out, 0, &jerr);
-  if (root == NULL) print_error("not JSON (%s): %s\n", jerr.text, f->r.out);
+  if (root == NULL)
+    print_error("not JSON (%s): %s\n", jerr.text, f->r.out);
   assert_non_null(root);
-  v = json_array_get(json_array_get(
-                         json_object_get(json_array_get(json_object_get(root, "results"), 0), "rows"),
-                         0),
-                     0);
+  v = json_array_get(
+      json_array_get(json_object_get(json_array_get(json_object_get(root, "results"), 0), "rows"), 0), 0);
   assert_true(json_is_integer(v));
   assert_true(json_integer_value(v) == 9007199254740993LL);
   json_decref(root);
@@ -582,8 +587,7 @@ static void test_stats_and_health(void **state) {
 
 static void test_unix_socket(void **state) {
   struct fixture *f = *state;
-  char *const env_unix[] = {(char *)"LITHD_UNIX=lithd.sock",
-                            (char *)"LITHD_URL=http://127.0.0.1:1", NULL};
+  char *const env_unix[] = {(char *)"LITHD_UNIX=lithd.sock", (char *)"LITHD_URL=http://127.0.0.1:1", NULL};
   char url_env[96];
   char *const env_url[] = {url_env, NULL};
 
@@ -691,10 +695,12 @@ static void test_usage_errors_exit_2_nothing_sent(void **state) {
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *args[10] = {"--url", f->url};
     size_t k;
-    for (k = 0; cases[i][k] != NULL; k++) args[2 + k] = cases[i][k];
+    for (k = 0; cases[i][k] != NULL; k++)
+      args[2 + k] = cases[i][k];
     args[2 + k] = NULL;
     run_cli(&f->r, no_env, NULL, args);
-    if (f->r.status != 2) print_error("case %zu (%s ...)\n", i, cases[i][0]);
+    if (f->r.status != 2)
+      print_error("case %zu (%s ...)\n", i, cases[i][0]);
     check(&f->r, 2, "", "lith: ");
   }
   run_cli(&f->r, no_env, NULL, ARGS("--url", "ftp://x", "stats"));
@@ -751,7 +757,8 @@ static void test_backup(void **state) {
   LITH(f, "backup", "copy.db"); /* a name in lithd's --backup-dir */
   snprintf(want, sizeof want, "backup bk/copy.db: ");
   check(&f->r, 0, NULL, "");
-  if (strncmp(f->r.out, want, strlen(want)) != 0) print_error("%s", f->r.out);
+  if (strncmp(f->r.out, want, strlen(want)) != 0)
+    print_error("%s", f->r.out);
   assert_true(strncmp(f->r.out, want, strlen(want)) == 0);
   assert_int_equal(stat("bk/copy.db", &sb), 0);
   assert_non_null(strstr(f->r.out, " bytes in "));
@@ -762,8 +769,7 @@ static void test_backup(void **state) {
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
   sqlite3_finalize(st);
-  assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, v FROM t ORDER BY id", -1, &st, NULL),
-                   SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT id, v FROM t ORDER BY id", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   assert_string_equal((const char *)sqlite3_column_text(st, 1), "a");
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -824,8 +830,9 @@ static void test_run_named_commands(void **state) {
 
 /* ---- Tests: against canned answers --------------------------------------- */
 
-#define RESULTS_JSON "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"a\",\"b\"]," \
-                     "\"rows\":[[1,\"x\"],[9223372036854775807,null]]}]}"
+#define RESULTS_JSON                                                                \
+  "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"a\",\"b\"]," \
+  "\"rows\":[[1,\"x\"],[9223372036854775807,null]]}]}"
 
 static void test_chunked_answer(void **state) {
   struct fixture *f = *state;
@@ -856,12 +863,13 @@ static void test_request_of_run_and_token(void **state) {
   char *const env_tok[] = {(char *)"LITHD_TOKEN=" TOKEN, NULL};
   const char *req;
 
-  start_fake(f, answer("HTTP/1.1 200 OK\r\n",
-                       "{\"results\":[{\"changes\":1,\"last_insert_rowid\":5,\"columns\":[]}]}"),
-             0);
+  start_fake(
+      f,
+      answer("HTTP/1.1 200 OK\r\n", "{\"results\":[{\"changes\":1,\"last_insert_rowid\":5,\"columns\":[]}]}"),
+      0);
   run_cli(&f->r, env_tok, NULL,
-          ARGS("--url", f->url, "run", "my cmd", "a=1", "b=x", "c=\"2\"", "d=null",
-               "e={\"base64\":\"AA==\"}", "f=-9223372036854775808"));
+          ARGS("--url", f->url, "run", "my cmd", "a=1", "b=x", "c=\"2\"", "d=null", "e={\"base64\":\"AA==\"}",
+               "f=-9223372036854775808"));
   check(&f->r, 0, "changes 1, last_insert_rowid 5\n", "");
   req = fake_request(f);
   assert_true(strncmp(req, "POST /v1/commands/my%20cmd HTTP/1.1\r\n", 37) == 0);
@@ -908,9 +916,10 @@ static void test_bad_answers_exit_3(void **state) {
   fake_request(f);
 
   /* 503 with Retry-After, in lithd's error shape. */
-  start_fake(f, answer("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n",
-                       "{\"error\":{\"code\":\"queue_full\",\"message\":\"the write queue is full\","
-                       "\"statement\":null}}"),
+  start_fake(f,
+             answer("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n",
+                    "{\"error\":{\"code\":\"queue_full\",\"message\":\"the write queue is full\","
+                    "\"statement\":null}}"),
              0);
   LITH(f, "do", "INSERT INTO t VALUES (1)");
   check(&f->r, 1, "", "lith: queue_full: the write queue is full (retry after 1 s)\n");
@@ -941,9 +950,9 @@ static void test_url_parsing(void **state) {
   lithc_endpoint ep;
   char err[256], name[512];
   static const char *const bad[] = {
-      "https://h:1", "ftp://h", "h:1",          "http://",       "http://:80",
-      "http://h:0",  "http://h:65536", "http://h:", "http://u@h:1", "http://h:1?x",
-      "http://[::1", "http://[::1]x", "http://h:1x",
+      "https://h:1", "ftp://h",        "h:1",         "http://",      "http://:80",
+      "http://h:0",  "http://h:65536", "http://h:",   "http://u@h:1", "http://h:1?x",
+      "http://[::1", "http://[::1]x",  "http://h:1x",
   };
   size_t i;
   char longp[200];
@@ -980,8 +989,8 @@ static void test_url_parsing(void **state) {
 
 /* Feed `answer` to lithc_response_read through a SOCK_SEQPACKET pair, in
  * records of `piece` bytes (each one recv for the reader; 0: one record). */
-static int read_canned(const char *answer, size_t piece, const char *method, lithc_response *r,
-                       char *err, size_t errsz) {
+static int read_canned(const char *answer, size_t piece, const char *method, lithc_response *r, char *err,
+                       size_t errsz) {
   int sv[2], rc;
   size_t off = 0, n = strlen(answer);
   assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
@@ -1010,8 +1019,10 @@ static ssize_t canned_read(void *ctx, char *buf, size_t n) {
     errno = ECONNRESET;
     return -1;
   }
-  if (k > 3) k = 3;
-  if (k > n) k = n;
+  if (k > 3)
+    k = 3;
+  if (k > n)
+    k = n;
   memcpy(buf, c->text + c->off, k);
   c->off += k;
   return (ssize_t)k;
@@ -1040,14 +1051,13 @@ static void test_response_read(void **state) {
     lithc_response_free(&r);
   }
   /* HEAD: no body whatever the length says; a failure leaves r empty. */
-  assert_int_equal(read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", 3, "HEAD", &r,
-                               err, sizeof err),
-                   LITHC_OK);
+  assert_int_equal(
+      read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", 3, "HEAD", &r, err, sizeof err), LITHC_OK);
   assert_int_equal(r.body_len, 0);
   lithc_response_free(&r);
-  assert_int_equal(read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", 2, "GET",
-                               &r, err, sizeof err),
-                   LITHC_IO);
+  assert_int_equal(
+      read_canned("HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nshort", 2, "GET", &r, err, sizeof err),
+      LITHC_IO);
   assert_non_null(strstr(err, "the server closed the connection before the whole answer arrived"));
   assert_null(r.head);
   assert_null(r.body);
@@ -1055,8 +1065,7 @@ static void test_response_read(void **state) {
   /* From a source: a complete answer needs nothing past its end... */
   {
     struct canned c = {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 0};
-    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err),
-                     LITHC_OK);
+    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err), LITHC_OK);
     assert_int_equal(r.body_len, 2);
     assert_string_equal(r.body, "ok");
     lithc_response_free(&r);
@@ -1064,8 +1073,7 @@ static void test_response_read(void **state) {
   /* ...and a source's error ends an incomplete one. */
   {
     struct canned c = {"HTTP/1.1 200 OK\r\n\r\nto the end", 0};
-    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err),
-                     LITHC_IO);
+    assert_int_equal(lithc_response_read_from(canned_read, &c, "GET", "src", &r, err, sizeof err), LITHC_IO);
     assert_non_null(strstr(err, "reading the answer of src: "));
     assert_null(r.body);
   }

@@ -23,15 +23,18 @@ static int fd = -1;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (fd < 0) {
-    if ((fd = memfd_create("lithd-fuzz-config", 0)) < 0) abort();
+    if ((fd = memfd_create("lithd-fuzz-config", 0)) < 0)
+      abort();
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
   }
-  if (ftruncate(fd, 0) != 0 || (size > 0 && pwrite(fd, data, size, 0) != (ssize_t)size)) abort();
+  if (ftruncate(fd, 0) != 0 || (size > 0 && pwrite(fd, data, size, 0) != (ssize_t)size))
+    abort();
   char *argv[] = {(char *)"lithd", (char *)"--config", path, NULL};
   lithd_opts o;
   int rc = lithd_opts_parse(3, argv, &o);
   if (rc == 0) {
-    if (o.db == NULL || o.port < 0 || o.port > 65535 || o.max_memory_mib < 0) abort();
+    if (o.db == NULL || o.port < 0 || o.port > 65535 || o.max_memory_mib < 0)
+      abort();
   } else if (rc != 1 && rc != 2) {
     abort();
   }

@@ -10,11 +10,11 @@
  * do not depend on how the HTTP layer frames a body; the keep-alive client
  * keeps the bytes read past one answer for the next one.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -66,9 +66,11 @@ static int wait_fd(int fd, short events, int64_t deadline) {
     struct pollfd p = {fd, events, 0};
     int64_t left = deadline - now_ms();
     int n;
-    if (left < 0) left = 0;
+    if (left < 0)
+      left = 0;
     n = poll(&p, 1, (int)left);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR)
+      continue;
     return n < 0 ? -1 : n;
   }
 }
@@ -77,7 +79,8 @@ static int wait_fd(int fd, short events, int64_t deadline) {
 
 int tl_setup(void **state) {
   struct tl_child *c = calloc(1, sizeof *c);
-  if (c == NULL) return -1;
+  if (c == NULL)
+    return -1;
   c->pid = -1;
   c->out_fd = -1;
   *state = c;
@@ -117,13 +120,15 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
   c->pid = -1;
   c->out_fd = -1;
   snprintf(c->db, sizeof c->db, "%s.db", name);
-  if (!(flags & TL_KEEP_DB)) tl_remove_db(c->db);
+  if (!(flags & TL_KEEP_DB))
+    tl_remove_db(c->db);
   if (flags & TL_UNIX) {
     snprintf(c->unix_path, sizeof c->unix_path, "%s.sock", name);
     unlink(c->unix_path);
   }
 
-  while (extra != NULL && extra[nextra] != NULL) nextra++;
+  while (extra != NULL && extra[nextra] != NULL)
+    nextra++;
   argv = calloc(nextra + 6, sizeof *argv);
   assert_non_null(argv);
   argv[n++] = LITHD_PATH;
@@ -136,7 +141,8 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
     argv[n++] = "--listen";
     argv[n++] = "127.0.0.1:0";
   }
-  if (nextra > 0) memcpy(argv + n, extra, nextra * sizeof *argv);
+  if (nextra > 0)
+    memcpy(argv + n, extra, nextra * sizeof *argv);
   argv[n + nextra] = NULL;
 
   assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
@@ -178,18 +184,23 @@ int tl_stop(struct tl_child *c, int sig, int timeout_ms) {
     int64_t deadline = now_ms() + timeout_ms;
     int st = 0;
     pid_t got;
-    if (sig != 0) kill(c->pid, sig);
-    while ((got = waitpid(c->pid, &st, WNOHANG)) == 0 && now_ms() < deadline) sleep_ms(5);
+    if (sig != 0)
+      kill(c->pid, sig);
+    while ((got = waitpid(c->pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
+      sleep_ms(5);
     if (got == 0) { /* still running: it did not stop in time */
       kill(c->pid, SIGKILL);
       waitpid(c->pid, &st, 0);
     } else if (got == c->pid) {
-      if (WIFEXITED(st)) code = WEXITSTATUS(st);
-      else if (WIFSIGNALED(st)) code = 128 + WTERMSIG(st);
+      if (WIFEXITED(st))
+        code = WEXITSTATUS(st);
+      else if (WIFSIGNALED(st))
+        code = 128 + WTERMSIG(st);
     }
     c->pid = -1;
   }
-  if (c->out_fd >= 0) close(c->out_fd);
+  if (c->out_fd >= 0)
+    close(c->out_fd);
   c->out_fd = -1;
   return code;
 }
@@ -202,7 +213,8 @@ int tl_connect(const struct tl_child *c) {
     struct sockaddr_in a;
     int one = 1;
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    if (fd < 0)
+      return -1;
     /* Head and body go out as they are written: no Nagle wait for an ACK
      * the server delays (40 ms a request). */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -210,37 +222,42 @@ int tl_connect(const struct tl_child *c) {
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)c->port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+      return fd;
   } else {
     struct sockaddr_un a;
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    if (fd < 0)
+      return -1;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", c->unix_path);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+      return fd;
   }
   close(fd);
   return -1;
 }
 
 /* The request's head; Connection: close unless keep_alive. */
-static int format_head(char *hdr, size_t cap, const char *method, const char *path,
-                       const char *auth, size_t blen, int keep_alive) {
+static int format_head(char *hdr, size_t cap, const char *method, const char *path, const char *auth,
+                       size_t blen, int keep_alive) {
   return snprintf(hdr, cap,
                   "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s%s"
                   "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
                   method, path, keep_alive ? "" : "Connection: close\r\n",
-                  auth != NULL ? "Authorization: " : "", auth != NULL ? auth : "",
-                  auth != NULL ? "\r\n" : "", blen);
+                  auth != NULL ? "Authorization: " : "", auth != NULL ? auth : "", auth != NULL ? "\r\n" : "",
+                  blen);
 }
 
 /* Send all of buf; 0 or -1. */
 static int send_all(int fd, const char *buf, size_t len) {
   while (len > 0) {
     ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
     buf += n;
     len -= (size_t)n;
   }
@@ -258,7 +275,8 @@ int tl_send(const struct tl_child *c, const char *method, const char *path, cons
   n = format_head(hdr, sizeof hdr, method, path, auth, blen, 0);
   assert_true(n > 0 && (size_t)n < sizeof hdr);
   assert_int_equal(send_all(fd, hdr, (size_t)n), 0);
-  if (blen > 0) assert_int_equal(send_all(fd, body, blen), 0);
+  if (blen > 0)
+    assert_int_equal(send_all(fd, body, blen), 0);
   return fd;
 }
 
@@ -304,7 +322,8 @@ void tl_expect(const struct tl_child *c, const char *method, const char *path, c
   if (r.status != status || (want != NULL && strstr(r.body, want) == NULL))
     print_error("%s %s -> %d %s\n", method, path, r.status, r.body);
   assert_int_equal(r.status, status);
-  if (want != NULL) assert_non_null(strstr(r.body, want));
+  if (want != NULL)
+    assert_non_null(strstr(r.body, want));
   tl_resp_free(&r);
 }
 
@@ -323,7 +342,8 @@ void tl_read_all(int fd, char *buf, size_t cap) {
     assert_int_equal(wait_fd(fd, POLLIN, deadline), 1);
     got = read(fd, buf + len, cap - 1 - len);
     assert_true(got >= 0);
-    if (got == 0) break;
+    if (got == 0)
+      break;
     len += (size_t)got;
   }
   buf[len] = '\0';
@@ -336,7 +356,8 @@ uint64_t tl_json_u64(const char *body, const char *name) {
   const char *hit;
   snprintf(key, sizeof key, "\"%s\":", name);
   hit = strstr(body, key);
-  if (hit == NULL) print_error("no field %s in %s\n", key, body);
+  if (hit == NULL)
+    print_error("no field %s in %s\n", key, body);
   assert_non_null(hit);
   return strtoull(hit + strlen(key), NULL, 10);
 }
@@ -346,8 +367,10 @@ uint64_t tl_metric(const char *body, const char *name) {
   size_t n = strlen(name);
   for (;;) {
     const char *hit = strstr(p, name);
-    if (hit == NULL) break;
-    if ((hit == body || hit[-1] == '\n') && hit[n] == ' ') return strtoull(hit + n + 1, NULL, 10);
+    if (hit == NULL)
+      break;
+    if ((hit == body || hit[-1] == '\n') && hit[n] == ' ')
+      return strtoull(hit + n + 1, NULL, 10);
     p = hit + 1;
   }
   print_error("no sample %s in:\n%s\n", name, body);
@@ -391,7 +414,8 @@ void tl_assert_integrity(const char *db) {
   assert_int_equal(sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   txt = (const char *)sqlite3_column_text(st, 0);
-  if (txt == NULL || strcmp(txt, "ok") != 0) print_error("integrity_check: %s\n", txt);
+  if (txt == NULL || strcmp(txt, "ok") != 0)
+    print_error("integrity_check: %s\n", txt);
   assert_string_equal(txt, "ok");
   sqlite3_finalize(st);
   sqlite3_close(h);
@@ -401,7 +425,8 @@ int tl_scaled(int n) {
   const char *s = getenv("LITH_TEST_SCALE");
   int d = s != NULL ? atoi(s) : 1;
   int r;
-  if (d < 1) d = 1;
+  if (d < 1)
+    d = 1;
   r = n / d;
   return r < 1 ? 1 : r;
 }
@@ -470,17 +495,10 @@ int tl_conn_request(struct tl_conn *k, const char *method, const char *path, con
   }
   k->rd->sent = 1;
   switch (h1c_read(k->rd, method, &hr)) {
-  case H1C_OK:
-    break;
-  case H1C_IO:
-    rc = TL_CLOSED;
-    goto fail;
-  case H1C_TIMEOUT:
-    rc = TL_TIMEOUT;
-    goto fail;
-  default:
-    rc = TL_BAD;
-    goto fail;
+  case H1C_OK: break;
+  case H1C_IO: rc = TL_CLOSED; goto fail;
+  case H1C_TIMEOUT: rc = TL_TIMEOUT; goto fail;
+  default: rc = TL_BAD; goto fail;
   }
   if (strncmp(hr.head, "HTTP/1.1 ", 9) != 0) {
     h1c_response_free(&hr);

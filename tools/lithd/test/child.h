@@ -27,10 +27,10 @@
 
 /* One lithd process. */
 struct tl_child {
-  pid_t pid;         /* -1 when not running */
-  int out_fd;        /* its stdout (read end), -1 when closed */
-  int port;          /* TCP port; 0 for a --unix only run */
-  char db[64];       /* "<name>.db" */
+  pid_t pid;          /* -1 when not running */
+  int out_fd;         /* its stdout (read end), -1 when closed */
+  int port;           /* TCP port; 0 for a --unix only run */
+  char db[64];        /* "<name>.db" */
   char unix_path[64]; /* "<name>.sock" for a --unix run, else "" */
 };
 

@@ -5,11 +5,11 @@
  * empty buffer finishes as "", and a failure sticks and makes finish
  * return NULL.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -108,12 +108,9 @@ static void test_failure_sticks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_appends),
-      cmocka_unit_test(test_embedded_nul),
-      cmocka_unit_test(test_grows),
-      cmocka_unit_test(test_printf_first),
-      cmocka_unit_test(test_reserve),
-      cmocka_unit_test(test_empty_is_empty_string),
+      cmocka_unit_test(test_appends),        cmocka_unit_test(test_embedded_nul),
+      cmocka_unit_test(test_grows),          cmocka_unit_test(test_printf_first),
+      cmocka_unit_test(test_reserve),        cmocka_unit_test(test_empty_is_empty_string),
       cmocka_unit_test(test_failure_sticks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,17 +52,19 @@ static sqlite3 *open_conn(int guarded) {
 }
 
 /* Pieces that make up the random strings. */
-static const char *const pieces[] = {"a", "b", "ab", "aab", " ", "%", "\xc3\xa9", "\xe2\x82\xac",
-                                     "\xf0\x9f\x98\x80", "\x80", "\xa9", "\xc3", "\xe2\x82", "x",
-                                     "\0", "1", "-", "é", "\xc3\xa9\x80"};
+static const char *const pieces[] = {
+    "a",    "b",        "ab", "aab", " ", "%", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\x80", "\xa9",
+    "\xc3", "\xe2\x82", "x",  "\0",  "1", "-", "é",        "\xc3\xa9\x80"};
 static const size_t piece_len[] = {1, 1, 2, 3, 1, 1, 2, 3, 4, 1, 1, 1, 2, 1, 1, 1, 1, 2, 3};
 
 static size_t rand_bytes(char *buf, size_t cap) {
   size_t n = 0, k = rnd() % 8;
-  if (rnd() % 16 == 0) k = rnd() % 200; /* sometimes long */
+  if (rnd() % 16 == 0)
+    k = rnd() % 200; /* sometimes long */
   for (size_t i = 0; i < k; i++) {
     size_t p = rnd() % (sizeof pieces / sizeof *pieces);
-    if (n + piece_len[p] > cap) break;
+    if (n + piece_len[p] > cap)
+      break;
     memcpy(buf + n, pieces[p], piece_len[p]);
     n += piece_len[p];
   }
@@ -108,7 +110,8 @@ static void hexdump(const char *what, sqlite3_stmt *st) {
   int n = sqlite3_column_bytes(st, 0);
   const unsigned char *p = sqlite3_column_blob(st, 0);
   fprintf(stderr, "%s: type %d, %d bytes:", what, sqlite3_column_type(st, 0), n);
-  for (int i = 0; i < n && i < 64; i++) fprintf(stderr, " %02x", p[i]);
+  for (int i = 0; i < n && i < 64; i++)
+    fprintf(stderr, " %02x", p[i]);
   fprintf(stderr, "\n");
 }
 
@@ -145,7 +148,8 @@ static void differential(const char *sql, int nargs, int rounds) {
   assert_int_equal(sqlite3_prepare_v2(plain, sql, -1, &a, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_prepare_v2(guarded, sql, -1, &b, NULL), SQLITE_OK);
   for (int r = 0; r < rounds; r++) {
-    for (int i = 1; i <= nargs; i++) bind_random(a, b, i);
+    for (int i = 1; i <= nargs; i++)
+      bind_random(a, b, i);
     compare(plain, guarded, a, b);
   }
   sqlite3_finalize(a);
@@ -180,15 +184,16 @@ static void test_trims_same_answers(void **state) {
 /* A random printf format: literal text, conversions with flags, widths and
  * precisions (numbers or *), length modifiers, and stray bytes. */
 static void rand_format(char *buf, size_t cap) {
-  static const char *const bits[] = {"%", "-", "+", " ", "#", "!", "0", ",", "l", "ll", "*", ".",
-                                     ".*", "5", "12", "300", "4294967297", "d", "s", "g", "z",
-                                     "q", "Q", "w", "c", "o", "u", "x", "X", "f", "e", "E", "G",
-                                     "i", "p", "r", "n", "%%", "T", "S", "k", "a", "\xc3\xa9"};
+  static const char *const bits[] = {"%", "-",  "+", " ",  "#",   "!",          "0", ",", "l", "ll",      "*",
+                                     ".", ".*", "5", "12", "300", "4294967297", "d", "s", "g", "z",       "q",
+                                     "Q", "w",  "c", "o",  "u",   "x",          "X", "f", "e", "E",       "G",
+                                     "i", "p",  "r", "n",  "%%",  "T",          "S", "k", "a", "\xc3\xa9"};
   size_t n = 0, k = 1 + rnd() % 12;
   for (size_t i = 0; i < k; i++) {
     const char *b = rnd() % 3 == 0 ? "%" : bits[rnd() % (sizeof bits / sizeof *bits)];
     size_t len = strlen(b);
-    if (n + len + 1 > cap) break;
+    if (n + len + 1 > cap)
+      break;
     memcpy(buf + n, b, len);
     n += len;
   }
@@ -275,8 +280,10 @@ static void test_trim_stops_at_the_deadline(void **state) {
   assert_int_equal(sqlite3_open(":memory:", &c), SQLITE_OK);
   assert_int_equal(lithd_guard_connect(NULL, c), SQLITE_OK);
   /* Every character of X is the last of 500000 in Y. */
-  assert_int_equal(sqlite3_prepare_v2(c, "SELECT length(trim(printf('%.*c', 500000, 'c'), printf('%.*c', 500000, 'd') || 'c'))",
-                                      -1, &st, NULL),
+  assert_int_equal(sqlite3_prepare_v2(
+                       c,
+                       "SELECT length(trim(printf('%.*c', 500000, 'c'), printf('%.*c', 500000, 'd') || 'c'))",
+                       -1, &st, NULL),
                    SQLITE_OK);
   int64_t t0 = lith_clock_ms();
   lithd_guard_slot *s = lithd_guard_begin(c, t0 + 100, 0);
@@ -290,8 +297,9 @@ static void test_trim_stops_at_the_deadline(void **state) {
   sqlite3_reset(st);
   /* With no run on the connection, nothing is cut: the deadline is a run's. */
   sqlite3_finalize(st);
-  assert_int_equal(sqlite3_prepare_v2(c, "SELECT length(trim(printf('%.*c', 2000, 'c'), printf('%.*c', 2000, 'd') || 'c'))",
-                                      -1, &st, NULL),
+  assert_int_equal(sqlite3_prepare_v2(
+                       c, "SELECT length(trim(printf('%.*c', 2000, 'c'), printf('%.*c', 2000, 'd') || 'c'))",
+                       -1, &st, NULL),
                    SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
   assert_int_equal(sqlite3_column_int(st, 0), 0);
@@ -307,7 +315,8 @@ static void test_watchdog_interrupts_past_the_deadline(void **state) {
   assert_int_equal(lithd_guard_start(), 0);
   assert_int_equal(sqlite3_open(":memory:", &c), SQLITE_OK);
   assert_int_equal(lithd_guard_connect(NULL, c), SQLITE_OK);
-  const char *forever = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
+  const char *forever =
+      "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
   int64_t t0 = lith_clock_ms();
   lithd_guard_slot *s = lithd_guard_begin(c, t0 + 150, 0);
   int rc = sqlite3_exec(c, forever, NULL, NULL, NULL);
@@ -352,7 +361,8 @@ static void test_stop_reads_cuts_reads_only(void **state) {
   assert_int_equal(lithd_guard_start(), 0);
   assert_int_equal(sqlite3_open(":memory:", &c), SQLITE_OK);
   assert_int_equal(lithd_guard_connect(NULL, c), SQLITE_OK);
-  const char *forever = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
+  const char *forever =
+      "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
   int64_t t0 = lith_clock_ms();
   lithd_guard_slot *s = lithd_guard_begin(c, INT64_MAX, 1); /* no deadline: only the stop ends it */
   assert_int_equal(pthread_create(&t, NULL, stop_later, &k), 0);
@@ -367,10 +377,12 @@ static void test_stop_reads_cuts_reads_only(void **state) {
   /* A write run is not a read: not cut by the stop. */
   s = lithd_guard_begin(c, lith_clock_ms() + 60000, 0);
   assert_int_equal(lithd_guard_cut(s), LITHD_GUARD_NONE);
-  assert_int_equal(sqlite3_exec(c, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 300000)"
-                                   " SELECT count(*) FROM n",
-                                NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(c,
+                   "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 300000)"
+                   " SELECT count(*) FROM n",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
   lithd_guard_end(s);
   /* A read that begins now is cut at once. */
   s = lithd_guard_begin(c, INT64_MAX, 1);
@@ -383,7 +395,8 @@ static void test_stop_reads_cuts_reads_only(void **state) {
 int main(void) {
   const char *seed = getenv("LITH_GUARD_SEED");
   rng_state = seed != NULL ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL) * 2654435761u;
-  if (rng_state == 0) rng_state = 1;
+  if (rng_state == 0)
+    rng_state = 1;
   print_message("guard: LITH_GUARD_SEED=%llu\n", (unsigned long long)rng_state);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_instr_same_answers),

@@ -7,11 +7,11 @@
  * numbers out of range). Every case runs on a body that is not
  * NUL-terminated, as a request body is not.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +28,8 @@ static lj_value *parse(lithd_arena *a, const char *text, size_t len, lj_error *e
   memset(err, 0, sizeof *err);
   int rc = lj_parse(a, copy, len, &v, err);
   free(copy);
-  if (rc != 0) assert_null(v);
+  if (rc != 0)
+    assert_null(v);
   return v;
 }
 
@@ -46,10 +47,9 @@ static void refused(const char *text, size_t len, const char *why, int line, int
   lithd_arena a = {0};
   lj_error err;
   lj_value *v = parse(&a, text, len, &err);
-  if (v || strstr(err.text, why) == NULL || (line && err.line != line) ||
-      (column && err.column != column)) {
-    print_error("%.*s: %s at %d:%d (want \"%s\" at %d:%d)\n", (int)len, text,
-                v ? "accepted" : err.text, err.line, err.column, why, line, column);
+  if (v || strstr(err.text, why) == NULL || (line && err.line != line) || (column && err.column != column)) {
+    print_error("%.*s: %s at %d:%d (want \"%s\" at %d:%d)\n", (int)len, text, v ? "accepted" : err.text,
+                err.line, err.column, why, line, column);
     fail();
   }
   lithd_arena_free(&a);
@@ -173,11 +173,15 @@ static void test_large_and_deep(void **state) {
 
   char deep[2 * (LJ_MAX_DEPTH + 2) + 1];
   size_t d;
-  for (d = 0; d < LJ_MAX_DEPTH + 1; d++) deep[d] = '[';
-  for (size_t k = 0; k < LJ_MAX_DEPTH + 1; k++) deep[d + k] = ']';
+  for (d = 0; d < LJ_MAX_DEPTH + 1; d++)
+    deep[d] = '[';
+  for (size_t k = 0; k < LJ_MAX_DEPTH + 1; k++)
+    deep[d + k] = ']';
   assert_non_null(parse(&a, deep, 2 * (LJ_MAX_DEPTH + 1), &err)); /* the limit itself */
-  for (d = 0; d < LJ_MAX_DEPTH + 2; d++) deep[d] = '[';
-  for (size_t k = 0; k < LJ_MAX_DEPTH + 2; k++) deep[d + k] = ']';
+  for (d = 0; d < LJ_MAX_DEPTH + 2; d++)
+    deep[d] = '[';
+  for (size_t k = 0; k < LJ_MAX_DEPTH + 2; k++)
+    deep[d + k] = ']';
   refused(deep, 2 * (LJ_MAX_DEPTH + 2), "nested deeper than", 1, 0);
   lithd_arena_free(&a);
 }

@@ -11,11 +11,11 @@
  * Outcomes are checked through the API (a later /v1/query) and, after a
  * SIGTERM, by opening the file with SQLite directly.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <poll.h>
 #include <signal.h>
@@ -76,15 +76,15 @@ static void test_failing_statement_409_nothing_kept(void **state) {
   struct tl_child *c = *state;
   tl_start(c, "conflict", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200,
+            NULL);
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"},"
             "{\"sql\":\"INSERT INTO t VALUES(1, 3)\"}]}",
             409, "\"code\":\"constraint\"");
   tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"},{\"sql\":\"SELEC nope\"}]}",
-            400, "\"statement\":1");
+            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"},{\"sql\":\"SELEC nope\"}]}", 400,
+            "\"statement\":1");
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
 }
 
@@ -95,8 +95,7 @@ static void test_bad_requests(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[", 400, "\"code\":\"bad_request\"");
   tl_expect(c, "POST", "/v1/query", NULL, "not json", 400, "\"code\":\"bad_request\"");
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
-  tl_expect(c, "POST", "/v1/query", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
             "\"code\":\"not_a_query\"");
   tl_expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
@@ -121,8 +120,7 @@ static void test_token(void **state) {
   tl_expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
   tl_expect(c, "GET", "/metrics", NULL, NULL, 401, NULL);
   tl_expect(c, "POST", "/v1/batch", "Bearer wrong",
-            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401,
-            NULL);
+            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401, NULL);
   tl_expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total 1\n");
   tl_expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
   tl_expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
@@ -133,8 +131,8 @@ static void test_token(void **state) {
 static void test_refuses_public_listen_without_token(void **state) {
   pid_t pid;
   int st;
-  char *argv[] = {(char *)LITHD_PATH, (char *)"--db", (char *)"public.db", (char *)"--listen",
-                  (char *)"0.0.0.0:0", NULL};
+  char *argv[] = {(char *)LITHD_PATH, (char *)"--db",      (char *)"public.db",
+                  (char *)"--listen", (char *)"0.0.0.0:0", NULL};
   (void)state;
   assert_int_equal(posix_spawn(&pid, LITHD_PATH, NULL, NULL, argv, environ), 0);
   assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -151,8 +149,8 @@ static void test_sigterm_exit_0_data_in_file(void **state) {
 
   tl_start(c, "sigterm", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(42, 'kept')\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(42, 'kept')\"}]}",
+            200, NULL);
   assert_int_equal(kill(c->pid, SIGTERM), 0);
   assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
   c->pid = -1;
@@ -171,7 +169,8 @@ static void test_sigterm_exit_0_data_in_file(void **state) {
 
 /* A command that takes a while on the writer (a few hundred ms). */
 #define SLOW_N 400000
-#define SLOW "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
+#define SLOW                                                                \
+  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
   "SELECT x + 1 FROM c WHERE x < 400000) INSERT INTO t SELECT x, x FROM c\"}]}"
 
 static void test_client_gone_command_stands(void **state) {
@@ -183,7 +182,7 @@ static void test_client_gone_command_stands(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
   fd = tl_send(c, "POST", "/v1/do", NULL, SLOW);
   nanosleep(&ts, NULL);
-  close(fd); /* leave before the answer */
+  close(fd);                  /* leave before the answer */
   for (i = 0; i < 500; i++) { /* up to 10 s for the command to commit */
     struct tl_resp r = {0, NULL, NULL};
     tl_http(c, "POST", "/v1/query", NULL, COUNT, &r);
@@ -243,7 +242,8 @@ static void test_max_body_413(void **state) {
 }
 
 /* A query that takes a while on a reader (several hundred ms). */
-#define SLOW_QUERY "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
+#define SLOW_QUERY                                                          \
+  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL " \
   "SELECT x + 1 FROM c WHERE x < 4000000) SELECT count(*) FROM c\"}]}"
 
 static void test_slow_query_does_not_block_loop(void **state) {
@@ -265,7 +265,8 @@ static void test_slow_query_does_not_block_loop(void **state) {
   p.revents = 0;
   assert_int_equal(poll(&p, 1, 0), 0);
   tl_read(fd, &r);
-  if (r.status != 200) print_error("slow query -> %d %s\n", r.status, r.body);
+  if (r.status != 200)
+    print_error("slow query -> %d %s\n", r.status, r.body);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.body, "\"rows\":[[4000000]]"));
   tl_resp_free(&r);
@@ -277,8 +278,8 @@ static void test_second_lithd_same_db_refused(void **state) {
   int efd[2], st;
   pid_t pid;
   char err[2048], want[128];
-  char *argv[] = {(char *)LITHD_PATH, (char *)"--db", (char *)"twice.db", (char *)"--listen",
-                  (char *)"127.0.0.1:0", NULL};
+  char *argv[] = {(char *)LITHD_PATH, (char *)"--db",        (char *)"twice.db",
+                  (char *)"--listen", (char *)"127.0.0.1:0", NULL};
 
   tl_start(c, "twice", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
@@ -296,15 +297,16 @@ static void test_second_lithd_same_db_refused(void **state) {
   assert_int_equal(waitpid(pid, &st, 0), pid);
   assert_true(WIFEXITED(st));
   assert_int_equal(WEXITSTATUS(st), 1);
-  if (strstr(err, "already served by another lithd") == NULL) print_error("stderr: %s\n", err);
+  if (strstr(err, "already served by another lithd") == NULL)
+    print_error("stderr: %s\n", err);
   assert_non_null(strstr(err, "already served by another lithd"));
   snprintf(want, sizeof want, "pid %ld", (long)c->pid);
   assert_non_null(strstr(err, want));
   assert_non_null(strstr(err, "twice.db-lithd.lock"));
 
   /* The first one still serves, and its data is intact. */
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200,
+            NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
 }
 
@@ -315,8 +317,8 @@ static void test_batch_each_command_own_outcome(void **state) {
 
   tl_start(c, "batch", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 'old')\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 'old')\"}]}", 200,
+            NULL);
   tl_http(c, "POST", "/v1/batch", NULL,
           "{\"commands\":["
           "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(?, ?)\",\"params\":[10, \"a\"]},"
@@ -325,7 +327,8 @@ static void test_batch_each_command_own_outcome(void **state) {
           "{\"sql\":\"INSERT INTO t VALUES(1, 'dup')\"}]},"
           "{\"statements\":[{\"sql\":\"UPDATE t SET v = 'new' WHERE id = 1\"}]}]}",
           &r);
-  if (r.status != 200) print_error("batch -> %d %s\n", r.status, r.body);
+  if (r.status != 200)
+    print_error("batch -> %d %s\n", r.status, r.body);
   assert_int_equal(r.status, 200);
   /* Three entries, in the request's order. */
   first = strstr(r.body, "{\"results\":[{\"results\":[{\"changes\":1,\"last_insert_rowid\":10,");
@@ -341,9 +344,8 @@ static void test_batch_each_command_own_outcome(void **state) {
   tl_resp_free(&r);
 
   /* First and third kept, nothing of the second (not even its statement 0). */
-  tl_expect(c, "POST", "/v1/query", NULL,
-            "{\"statements\":[{\"sql\":\"SELECT id, v FROM t ORDER BY id\"}]}", 200,
-            "\"rows\":[[1,\"new\"],[10,\"a\"],[11,\"b\"]]}");
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT id, v FROM t ORDER BY id\"}]}",
+            200, "\"rows\":[[1,\"new\"],[10,\"a\"],[11,\"b\"]]}");
   tl_expect(c, "GET", "/v1/stats", NULL, NULL, 200, "\"failed\":1");
 
   /* A bad command refuses the whole request: nothing runs. */
@@ -380,7 +382,8 @@ static uint64_t check_histogram(const char *body, const char *name) {
     assert_true(v >= prev);
     prev = v;
     buckets++;
-    if (strncmp(le, "+Inf\"", 5) == 0) inf = 1;
+    if (strncmp(le, "+Inf\"", 5) == 0)
+      inf = 1;
     p = sp;
   }
   assert_true(buckets >= 2);
@@ -400,10 +403,10 @@ static void test_metrics_prometheus(void **state) {
 
   tl_start(c, "metrics", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 2)\"}]}", 409, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 1)\"}]}", 200,
+            NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(1, 2)\"}]}", 409,
+            NULL);
   tl_expect(c, "POST", "/v1/batch", NULL,
             "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]},"
             "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(3, 3)\"}]}]}",
@@ -422,8 +425,7 @@ static void test_metrics_prometheus(void **state) {
   assert_int_equal(tl_metric(m.body, "lith_failed_total"), 1);
   assert_int_equal(tl_metric(m.body, "lith_queue_depth"), tl_json_u64(st.body, "queue_depth"));
   assert_int_equal(tl_metric(m.body, "lith_wal_pages"), tl_json_u64(st.body, "wal_pages"));
-  assert_int_equal(tl_metric(m.body, "lith_checkpoints_total"),
-                   tl_json_u64(st.body, "checkpoints"));
+  assert_int_equal(tl_metric(m.body, "lith_checkpoints_total"), tl_json_u64(st.body, "checkpoints"));
   assert_non_null(strstr(m.body, "# HELP lith_commands_total "));
   assert_non_null(strstr(m.body, "\n# TYPE lith_commands_total counter\n"));
   assert_non_null(strstr(m.body, "\n# TYPE lith_queue_depth gauge\n"));
@@ -465,7 +467,8 @@ static void raw_exchange(const struct tl_child *c, const char *s, char *buf, siz
     assert_int_equal(poll(&p, 1, TL_TIMEOUT_MS), 1);
     assert_true(got < cap - 1);
     n = recv(fd, buf + got, cap - 1 - got, 0);
-    if (n <= 0) break; /* closed; a reset comes after what was sent */
+    if (n <= 0)
+      break; /* closed; a reset comes after what was sent */
     got += (size_t)n;
   }
   buf[got] = '\0';
@@ -489,7 +492,8 @@ static void test_smuggled_insert_refused(void **state) {
       "Content-Length: 2\r\nContent-Length: %zu\r\n\r\n{}%s",
   };
   const char *const why[] = {"more than one Content-Length", "more than one Content-Length",
-                             "Content-Length together with Transfer-Encoding", "more than one Content-Length"};
+                             "Content-Length together with Transfer-Encoding",
+                             "more than one Content-Length"};
 
   tl_start(c, "smuggle", 0, NULL);
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
@@ -526,12 +530,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_healthz, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_do_then_query_exact_int64, tl_setup, tl_teardown),
-      cmocka_unit_test_setup_teardown(test_failing_statement_409_nothing_kept, tl_setup,
-                                      tl_teardown),
+      cmocka_unit_test_setup_teardown(test_failing_statement_409_nothing_kept, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_bad_requests, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_token, tl_setup, tl_teardown),
-      cmocka_unit_test_setup_teardown(test_refuses_public_listen_without_token, tl_setup,
-                                      tl_teardown),
+      cmocka_unit_test_setup_teardown(test_refuses_public_listen_without_token, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_exit_0_data_in_file, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_gone_command_stands, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_answers_in_flight, tl_setup, tl_teardown),

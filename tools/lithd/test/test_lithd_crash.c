@@ -32,11 +32,11 @@
  * Client threads never assert (cmocka's assertions belong to the test's
  * thread): they record, the test's thread checks after joining them.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -60,21 +60,21 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-#define SCHEMA                                                                              \
-  "{\"statements\":["                                                                       \
-  "{\"sql\":\"CREATE TABLE accounts(id INTEGER PRIMARY KEY,"                                \
-  " balance INTEGER NOT NULL CHECK (balance >= 0))\"},"                                     \
-  "{\"sql\":\"CREATE TABLE ledger(client INTEGER NOT NULL, seq INTEGER NOT NULL,"           \
-  " src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL,"                   \
-  " UNIQUE (client, seq))\"},"                                                              \
-  "{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"               \
+#define SCHEMA                                                                    \
+  "{\"statements\":["                                                             \
+  "{\"sql\":\"CREATE TABLE accounts(id INTEGER PRIMARY KEY,"                      \
+  " balance INTEGER NOT NULL CHECK (balance >= 0))\"},"                           \
+  "{\"sql\":\"CREATE TABLE ledger(client INTEGER NOT NULL, seq INTEGER NOT NULL," \
+  " src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL,"         \
+  " UNIQUE (client, seq))\"},"                                                    \
+  "{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n"     \
   " WHERE i < " STR(NACCOUNTS) ") INSERT INTO accounts SELECT i, " STR(START_BALANCE) " FROM n\"}]}"
 
 /* Accounts whose balance disagrees with the ledger. */
-#define DISAGREE                                                                            \
-  "SELECT count(*) FROM accounts a WHERE balance <> " STR(START_BALANCE)                    \
-  " - (SELECT coalesce(sum(amount), 0) FROM ledger WHERE src = a.id)"                       \
-  " + (SELECT coalesce(sum(amount), 0) FROM ledger WHERE dst = a.id)"
+#define DISAGREE                                                                         \
+  "SELECT count(*) FROM accounts a WHERE balance <> " STR(                               \
+      START_BALANCE) " - (SELECT coalesce(sum(amount), 0) FROM ledger WHERE src = a.id)" \
+                     " + (SELECT coalesce(sum(amount), 0) FROM ledger WHERE dst = a.id)"
 
 /* What became of one seq. */
 enum { SEQ_UNUSED = 0, SEQ_UNKNOWN, SEQ_OK, SEQ_REFUSED, SEQ_NOT_SENT };
@@ -128,7 +128,8 @@ static int reserve(struct client *cl, int64_t seq) {
   if ((size_t)seq >= cl->cap) {
     size_t cap = cl->cap == 0 ? 1024 : cl->cap * 2;
     unsigned char *o = realloc(cl->outcome, cap);
-    if (o == NULL) return -1;
+    if (o == NULL)
+      return -1;
     memset(o + cl->cap, SEQ_UNUSED, cap - cl->cap);
     cl->outcome = o;
     cl->cap = cap;
@@ -152,7 +153,8 @@ static void *client_main(void *arg) {
     int amount = 1 + (int)(next_rand(&cl->rng) % 200);
     int rc;
 
-    if (dst >= src) dst++; /* never the same account */
+    if (dst >= src)
+      dst++; /* never the same account */
     if (reserve(cl, seq) != 0) {
       cl->bad++;
       break;
@@ -176,8 +178,10 @@ static void *client_main(void *arg) {
     }
     if (rc != TL_OK) {
       cl->unknown++;
-      if (rc == TL_TIMEOUT) cl->timeouts++;
-      if (rc == TL_BAD) cl->bad++;
+      if (rc == TL_TIMEOUT)
+        cl->timeouts++;
+      if (rc == TL_BAD)
+        cl->bad++;
       break;
     }
     if (r.status == 200) {
@@ -205,9 +209,10 @@ static struct bank *bank_new(void) {
   int i;
 
   assert_non_null(b);
-  b->seed = s != NULL ? strtoull(s, NULL, 10)
-                      : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) + 7919 * ++nth;
-  if (b->seed == 0) b->seed = 1;
+  b->seed =
+      s != NULL ? strtoull(s, NULL, 10) : ((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) + 7919 * ++nth;
+  if (b->seed == 0)
+    b->seed = 1;
   print_message("seed %llu (LITH_TEST_SEED replays it)\n", (unsigned long long)b->seed);
   for (i = 0; i < NCLIENTS; i++) {
     b->cl[i].id = i;
@@ -219,7 +224,8 @@ static struct bank *bank_new(void) {
 
 static void bank_free(struct bank *b) {
   int i;
-  for (i = 0; i < NCLIENTS; i++) free(b->cl[i].outcome);
+  for (i = 0; i < NCLIENTS; i++)
+    free(b->cl[i].outcome);
   free(b);
 }
 
@@ -240,21 +246,25 @@ static int load_then_signal(struct bank *b, struct tl_child *c, int sig) {
     cl->run = &run;
     cl->ok = cl->refused = cl->unknown = cl->not_sent = cl->timeouts = cl->bad = 0;
     cl->odd_status = 0;
-    if (pthread_create(&cl->thread, NULL, client_main, cl) != 0) break;
+    if (pthread_create(&cl->thread, NULL, client_main, cl) != 0)
+      break;
     started++;
   }
   /* Busy clients first (a slow start under a sanitizer), then the moment. */
   while (started == NCLIENTS && atomic_load(&run.answered) < NCLIENTS && now_ms() < deadline)
     sleep_ms(2);
   delay = 100 + (long)(next_rand(&b->seed) % 501);
-  if (started == NCLIENTS) sleep_ms(delay);
+  if (started == NCLIENTS)
+    sleep_ms(delay);
   code = tl_stop(c, sig, STOP_TIMEOUT_MS);
   atomic_store(&run.stop, 1);
-  for (i = 0; i < started; i++) pthread_join(b->cl[i].thread, NULL);
+  for (i = 0; i < started; i++)
+    pthread_join(b->cl[i].thread, NULL);
   assert_int_equal(started, NCLIENTS);
-  if (code < 0) print_error("lithd did not end within %d ms of the signal\n", STOP_TIMEOUT_MS);
-  print_message("%s after %ld ms: %ld answered 200\n", sig == SIGKILL ? "SIGKILL" : "SIGTERM",
-                delay, atomic_load(&run.answered));
+  if (code < 0)
+    print_error("lithd did not end within %d ms of the signal\n", STOP_TIMEOUT_MS);
+  print_message("%s after %ld ms: %ld answered 200\n", sig == SIGKILL ? "SIGKILL" : "SIGTERM", delay,
+                atomic_load(&run.answered));
   return code;
 }
 
@@ -277,8 +287,8 @@ static long check_clients(const struct bank *b) {
     unknown += cl->unknown;
     not_sent += cl->not_sent;
   }
-  print_message("clients: %ld answered 200, %ld refused, %ld unanswered, %ld not sent\n", ok,
-                refused, unknown, not_sent);
+  print_message("clients: %ld answered 200, %ld refused, %ld unanswered, %ld not sent\n", ok, refused,
+                unknown, not_sent);
   return ok;
 }
 
@@ -291,7 +301,8 @@ static int64_t query_int(const struct tl_child *c, const char *sql) {
 
   snprintf(body, sizeof body, "{\"statements\":[{\"sql\":\"%s\"}]}", sql);
   tl_http(c, "POST", "/v1/query", NULL, body, &r);
-  if (r.status != 200) print_error("%s -> %d %s\n", sql, r.status, r.body);
+  if (r.status != 200)
+    print_error("%s -> %d %s\n", sql, r.status, r.body);
   assert_int_equal(r.status, 200);
   rows = strstr(r.body, "\"rows\":[[");
   assert_non_null(rows);
@@ -316,8 +327,8 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
   money = tl_sql_int(db, "SELECT sum(balance) FROM accounts");
   disagree = tl_sql_int(db, DISAGREE);
   if (money != (int64_t)NACCOUNTS * START_BALANCE || disagree != 0)
-    print_error("money %lld (want %lld), %lld accounts disagree with the ledger\n",
-                (long long)money, (long long)NACCOUNTS * START_BALANCE, (long long)disagree);
+    print_error("money %lld (want %lld), %lld accounts disagree with the ledger\n", (long long)money,
+                (long long)NACCOUNTS * START_BALANCE, (long long)disagree);
   assert_int_equal(money, (int64_t)NACCOUNTS * START_BALANCE);
   assert_int_equal(disagree, 0);
   assert_true(tl_sql_int(db, "SELECT min(balance) FROM accounts") >= 0);
@@ -328,8 +339,7 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
   }
   assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   sqlite3_busy_timeout(h, TL_TIMEOUT_MS);
-  assert_int_equal(sqlite3_prepare_v2(h, "SELECT client, seq FROM ledger", -1, &st, NULL),
-                   SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(h, "SELECT client, seq FROM ledger", -1, &st, NULL), SQLITE_OK);
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t cid = sqlite3_column_int64(st, 0), seq = sqlite3_column_int64(st, 1);
     rows++;
@@ -341,7 +351,8 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
       why = "a ledger row of a command never sent";
     } else {
       seen[cid][seq] = 1;
-      if (b->cl[cid].outcome[seq] == SEQ_UNKNOWN) present_unknown++;
+      if (b->cl[cid].outcome[seq] == SEQ_UNKNOWN)
+        present_unknown++;
       continue;
     }
     fail_client = (int)cid;
@@ -350,12 +361,14 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
   }
   sqlite3_finalize(st);
   sqlite3_close(h);
-  if (why == NULL && step != SQLITE_DONE) why = "reading the ledger failed";
+  if (why == NULL && step != SQLITE_DONE)
+    why = "reading the ledger failed";
   for (i = 0; i < NCLIENTS && why == NULL; i++) {
     const struct client *cl = &b->cl[i];
     int64_t s;
     for (s = 1; s < cl->next_seq; s++) {
-      if (cl->outcome[s] != SEQ_OK) continue;
+      if (cl->outcome[s] != SEQ_OK)
+        continue;
       ok++;
       if (!seen[i][s]) {
         why = "no ledger row for a command answered 200";
@@ -365,8 +378,10 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
       }
     }
   }
-  for (i = 0; i < NCLIENTS; i++) free(seen[i]);
-  if (why != NULL) print_error("%s: client %d seq %lld\n", why, fail_client, (long long)fail_seq);
+  for (i = 0; i < NCLIENTS; i++)
+    free(seen[i]);
+  if (why != NULL)
+    print_error("%s: client %d seq %lld\n", why, fail_client, (long long)fail_seq);
   assert_null(why);
   assert_int_equal(rows, ok + present_unknown);
   print_message("file: %lld ledger rows (%lld answered 200, %lld unanswered but committed)\n",
@@ -374,8 +389,7 @@ static void check_bank(const struct bank *b, const char *db, const struct tl_chi
 
   if (c != NULL) { /* lithd's view is the file's */
     assert_int_equal(query_int(c, "SELECT count(*) FROM ledger"), rows);
-    assert_int_equal(query_int(c, "SELECT sum(balance) FROM accounts"),
-                     (int64_t)NACCOUNTS * START_BALANCE);
+    assert_int_equal(query_int(c, "SELECT sum(balance) FROM accounts"), (int64_t)NACCOUNTS * START_BALANCE);
     assert_int_equal(query_int(c, DISAGREE), 0);
   }
 }

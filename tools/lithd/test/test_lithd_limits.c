@@ -11,14 +11,14 @@
  * The margins are wide (a loaded CI machine, the sanitizers); what they
  * guard against is tens of seconds.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
-#include <pthread.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +47,16 @@ static int64_t now_ms(void) {
 
 /* One request timed: its status must be `status`, its body contain want.
  * status -1: the answer (want) or, on a slow machine, the run limit's 422. */
-static int64_t timed(const struct tl_child *c, const char *path, const char *body, int status, const char *want) {
+static int64_t timed(const struct tl_child *c, const char *path, const char *body, int status,
+                     const char *want) {
   int64_t t0 = now_ms();
   if (status >= 0) {
     tl_expect(c, "POST", path, NULL, body, status, want);
   } else {
     struct tl_resp r;
     tl_http(c, "POST", path, NULL, body, &r);
-    if (!(r.status == 200 && strstr(r.body, want) != NULL) && !(r.status == 422 && strstr(r.body, "max_run_ms"))) {
+    if (!(r.status == 200 && strstr(r.body, want) != NULL) &&
+        !(r.status == 422 && strstr(r.body, "max_run_ms"))) {
       print_error("POST %s -> %d %s\n", path, r.status, r.body);
       fail();
     }
@@ -96,8 +98,9 @@ static void test_expensive_calls_are_bounded(void **state) {
       {"/v1/query", Q("SELECT 'a' LIKE " REP(51, "%")), 400, "LIKE or GLOB pattern too complex"},
       {"/v1/query", Q("SELECT length(zeroblob(2000000))"), 400, "too big"},
       {"/v1/query", Q("SELECT length(randomblob(2000000))"), 400, "too big"},
-      {"/v1/query", Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"),
-       422, "max_run_ms"},
+      {"/v1/query",
+       Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"), 422,
+       "max_run_ms"},
   };
   char run[16];
   snprintf(run, sizeof run, "%d", RUN_MS);
@@ -106,7 +109,8 @@ static void test_expensive_calls_are_bounded(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int64_t took = timed(c, cases[i].path, cases[i].body, cases[i].status, cases[i].want);
     print_message("%4lld ms  %s %.90s\n", (long long)took, cases[i].path, cases[i].body);
-    if (took > worst) worst = took;
+    if (took > worst)
+      worst = took;
     assert_true(took < RUN_MS + MARGIN_MS);
   }
   print_message("worst: %lld ms against --max-run-ms %d\n", (long long)worst, RUN_MS);
@@ -164,8 +168,9 @@ static void test_value_and_memory_limits(void **state) {
   tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT length(zeroblob(2000000))"), 200, "[[2000000]]");
   tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT length(zeroblob(4000000))"), 400, "too big");
   /* DISTINCT keeps its values in a temporary index: in memory (temp_store) */
-  const char *sort = Q("SELECT count(DISTINCT b) FROM (SELECT randomblob(1000) AS b FROM (WITH RECURSIVE n(i) AS "
-                       "(SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) SELECT i FROM n))");
+  const char *sort =
+      Q("SELECT count(DISTINCT b) FROM (SELECT randomblob(1000) AS b FROM (WITH RECURSIVE n(i) AS "
+        "(SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) SELECT i FROM n))");
   tl_expect(c, "POST", "/v1/query", NULL, sort, 500, "out of memory");
   tl_expect(c, "POST", "/v1/do", NULL, sort, 500, "out of memory");
   long rss = tl_rss_kib(c->pid);
@@ -192,18 +197,20 @@ static void test_value_and_memory_limits(void **state) {
 static void make_big(void) {
   static int made;
   sqlite3 *db = NULL;
-  if (made) return;
+  if (made)
+    return;
   tl_remove_db(BIG);
   assert_int_equal(sqlite3_open(BIG, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db,
-                                "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
-                                "CREATE TABLE t(id INTEGER PRIMARY KEY, a, b);"
-                                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < " BIG_ROWS ")"
-                                " INSERT INTO t SELECT x, x * 7 % 600011, x FROM n;"
-                                "CREATE INDEX ta ON t(a, b);"
-                                "PRAGMA wal_checkpoint(TRUNCATE);",
-                                NULL, NULL, NULL),
-                   SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(db,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
+                   "CREATE TABLE t(id INTEGER PRIMARY KEY, a, b);"
+                   "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < " BIG_ROWS ")"
+                   " INSERT INTO t SELECT x, x * 7 % 600011, x FROM n;"
+                   "CREATE INDEX ta ON t(a, b);"
+                   "PRAGMA wal_checkpoint(TRUNCATE);",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
   assert_int_equal(sqlite3_close(db), SQLITE_OK);
   made = 1;
 }
@@ -218,7 +225,8 @@ static void test_watchdog_cuts_long_steps(void **state) {
   print_message("integrity_check cut after %lld ms (read), %lld ms (writer); CREATE INDEX %lld ms\n",
                 (long long)t1, (long long)t2, (long long)t3);
   assert_true(t1 < 100 + MARGIN_MS && t2 < 100 + MARGIN_MS && t3 < 100 + MARGIN_MS);
-  tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT max(id) FROM t"), 200, "[[" BIG_ROWS "]]"); /* lithd goes on */
+  tl_expect(c, "POST", "/v1/query", NULL, Q("SELECT max(id) FROM t"), 200,
+            "[[" BIG_ROWS "]]"); /* lithd goes on */
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
@@ -251,13 +259,15 @@ static void test_sigterm_within_grace(void **state) {
   unlink("stopg-backups/b.db");
   tl_start(c, "wdog", TL_KEEP_DB,
            TL_ARGS("--max-run-ms", "60000", "--stop-grace-ms", "300", "--backup-dir", "stopg-backups"));
-  struct pending rd = {c, "/v1/query",
-                       Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"), 0};
+  struct pending rd = {
+      c, "/v1/query",
+      Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"), 0};
   struct pending bk = {c, "/v1/backup", "{\"dest\":\"b.db\"}", 0};
   pthread_t t1, t2;
   assert_int_equal(pthread_create(&t1, NULL, pending_main, &rd), 0);
   assert_int_equal(pthread_create(&t2, NULL, pending_main, &bk), 0);
-  tl_expect(c, "POST", "/v1/do", NULL, Q("INSERT INTO t(a) VALUES ('before the stop')"), 200, "\"changes\":1");
+  tl_expect(c, "POST", "/v1/do", NULL, Q("INSERT INTO t(a) VALUES ('before the stop')"), 200,
+            "\"changes\":1");
   usleep(200 * 1000);
   int64_t t0 = now_ms();
   int code = tl_stop(c, SIGTERM, 20000);
@@ -272,7 +282,8 @@ static void test_sigterm_within_grace(void **state) {
   /* The backup is whole or absent, and nothing partial is left. (Its
    * answer may be the grace's 503 even if it was linked just after.) */
   struct stat sb;
-  if (bk.status == 200 || stat("stopg-backups/b.db", &sb) == 0) tl_assert_integrity("stopg-backups/b.db");
+  if (bk.status == 200 || stat("stopg-backups/b.db", &sb) == 0)
+    tl_assert_integrity("stopg-backups/b.db");
   DIR *dir = opendir("stopg-backups");
   assert_non_null(dir);
   for (struct dirent *e; (e = readdir(dir)) != NULL;)

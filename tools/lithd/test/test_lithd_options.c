@@ -10,11 +10,11 @@
  * Every outcome is checked through the API and, where it matters, by opening
  * the file with SQLite directly.
  */
+#include <cmocka.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +60,8 @@ static void write_file(const char *path, const char *a, const char *b) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(a, f);
-  if (b != NULL) fputs(b, f);
+  if (b != NULL)
+    fputs(b, f);
   assert_int_equal(fclose(f), 0);
 }
 
@@ -80,7 +81,8 @@ static int run_fail(const char *const *args, char *err, size_t errsz) {
   pid_t pid;
 
   argv[n++] = (char *)LITHD_PATH;
-  for (; *args != NULL && n < 31; args++) argv[n++] = (char *)*args;
+  for (; *args != NULL && n < 31; args++)
+    argv[n++] = (char *)*args;
   argv[n] = NULL;
   assert_int_equal(pipe(pfd), 0);
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
@@ -117,40 +119,35 @@ static void test_named_commands(void **state) {
   tl_expect(c, "GET", "/v1/commands", NULL, NULL, 200,
             "{\"name\":\"transfer\",\"description\":\"Move :amount from account :from to account "
             ":to.\",\"statements\":3,\"params\":[\"amount\",\"from\",\"to\"]}");
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\"from\":1,\"to\":2,\"amount\":30}}", 200,
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2,\"amount\":30}}", 200,
             "{\"changes\":1,\"last_insert_rowid\":1,\"columns\":[\"id\"],\"rows\":[[1]]}");
   /* A failing statement undoes the whole command: the CHECK fails at the
    * first UPDATE, so no credit and no ledger row. */
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\"from\":1,\"to\":2,\"amount\":1000}}", 409, "\"statement\":0");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2,\"amount\":1000}}",
+            409, "\"statement\":0");
   tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2}}", 400,
             "parameter \\\"amount\\\" of command \\\"transfer\\\" is missing");
   tl_expect(c, "POST", "/v1/commands/transfer", NULL,
             "{\"params\":{\"from\":1,\"to\":2,\"amount\":1,\"amont\":1}}", 400,
             "has no parameter \\\"amont\\\"");
   tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"from\":1}", 400, "bad_request");
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,", 400,
-            "invalid JSON");
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\"from\":[1],\"to\":2,\"amount\":1}}", 400, "array");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,", 400, "invalid JSON");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":[1],\"to\":2,\"amount\":1}}",
+            400, "array");
   tl_expect(c, "POST", "/v1/commands/nope", NULL, "{}", 404, "not_found");
   /* Keys may carry the SQL's sigil, as /v1/do wants them; not both forms. */
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\":from\":2,\"to\":1,\"amount\":0}}", 200, NULL);
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\":from\":2,\"to\":1,\"amount\":0}}", 200,
+            NULL);
   tl_expect(c, "POST", "/v1/commands/transfer", NULL,
             "{\"params\":{\":from\":2,\"from\":2,\"to\":1,\"amount\":0}}", 400, "given twice");
   tl_expect(c, "GET", "/v1/commands/transfer", NULL, NULL, 405, NULL);
   /* @id in the SQL, "id" in the request; an empty body for no parameters. */
-  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 200,
-            "\"changes\":1");
-  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 409,
-            "constraint");
+  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 200, "\"changes\":1");
+  tl_expect(c, "POST", "/v1/commands/open_account", NULL, "{\"params\":{\"id\":3}}", 409, "constraint");
   tl_expect(c, "POST", "/v1/commands/semicolons", NULL, "", 200, "\"rows\":[[\"a;b\",\";\"]]");
   /* Raw SQL still works without --only-named. */
   tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = balance WHERE id = 1\"}]}",
-            200, NULL);
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = balance WHERE id = 1\"}]}", 200, NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 1"), 70);
   assert_int_equal(tl_sql_int("named.db", "SELECT balance FROM accounts WHERE id = 2"), 30);
@@ -164,17 +161,15 @@ static void test_only_named(void **state) {
   write_file("only-cmds.sql", COMMANDS, NULL);
   tl_start(c, "only", 0,
            TL_ARGS("--schema", "only-schema.sql", "--commands", "only-cmds.sql", "--only-named"));
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 0\"}]}", 403, "forbidden");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 0\"}]}",
+            403, "forbidden");
   tl_expect(c, "POST", "/v1/batch", NULL,
-            "{\"commands\":[{\"statements\":[{\"sql\":\"DELETE FROM accounts\"}]}]}", 403,
-            "--only-named");
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200, NULL);
+            "{\"commands\":[{\"statements\":[{\"sql\":\"DELETE FROM accounts\"}]}]}", 403, "--only-named");
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200,
+            NULL);
   /* Reads stay open: they cannot change anything. */
   tl_expect(c, "POST", "/v1/query", NULL,
-            "{\"statements\":[{\"sql\":\"SELECT sum(balance) FROM accounts\"}]}", 200,
-            "\"rows\":[[100]]");
+            "{\"statements\":[{\"sql\":\"SELECT sum(balance) FROM accounts\"}]}", 200, "\"rows\":[[100]]");
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("only.db", "SELECT balance FROM accounts WHERE id = 1"), 95);
   assert_int_equal(tl_sql_int("only.db", "SELECT count(*) FROM accounts"), 2);
@@ -186,7 +181,8 @@ static void test_large_commands_file(void **state) {
   struct tl_child *c = *state;
   FILE *f = fopen("many.sql", "w");
   assert_non_null(f);
-  for (int i = 0; i < 4000; i++) fprintf(f, "-- name: c%d\nSELECT %d AS value_of_command;\n", i, i);
+  for (int i = 0; i < 4000; i++)
+    fprintf(f, "-- name: c%d\nSELECT %d AS value_of_command;\n", i, i);
   fclose(f);
   tl_start(c, "many", 0, TL_ARGS("--commands", "many.sql"));
   tl_expect(c, "POST", "/v1/commands/c3999", NULL, "{}", 200, "[[3999]]");
@@ -198,11 +194,11 @@ static void test_commands_refused_at_startup(void **state) {
   write_file("bad-schema.sql", SCHEMA1, SCHEMA2);
   write_file("bad-typo.sql", "-- name: ok\nSELECT 1;\n-- name: typo\nUPDATE acounts SET balance = 0;\n",
              NULL);
-  expect_fail(TL_ARGS("--db", "bad1.db", "--schema", "bad-schema.sql", "--commands", "bad-typo.sql"),
-              1, "bad-typo.sql:4: command \"typo\", statement 1: no such table: acounts");
+  expect_fail(TL_ARGS("--db", "bad1.db", "--schema", "bad-schema.sql", "--commands", "bad-typo.sql"), 1,
+              "bad-typo.sql:4: command \"typo\", statement 1: no such table: acounts");
   write_file("bad-pos.sql", "-- name: pos\nUPDATE accounts SET balance = ? WHERE id = :id;\n", NULL);
-  expect_fail(TL_ARGS("--db", "bad2.db", "--schema", "bad-schema.sql", "--commands", "bad-pos.sql"),
-              1, "parameter 1 has no name");
+  expect_fail(TL_ARGS("--db", "bad2.db", "--schema", "bad-schema.sql", "--commands", "bad-pos.sql"), 1,
+              "parameter 1 has no name");
   write_file("bad-dup.sql", "-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n", NULL);
   expect_fail(TL_ARGS("--db", "bad3.db", "--commands", "bad-dup.sql"), 1, "declared twice");
   write_file("bad-pre.sql", "SELECT 1;\n-- name: a\nSELECT 2;\n", NULL);
@@ -217,7 +213,8 @@ static void test_commands_refused_at_startup(void **state) {
     FILE *f = fopen("big.sql", "w");
     assert_non_null(f);
     fputs("-- name: a\nSELECT 1;\n", f);
-    for (long i = 0; i < (16L << 20) / 16; i++) fputs("-- padding ....\n", f);
+    for (long i = 0; i < (16L << 20) / 16; i++)
+      fputs("-- padding ....\n", f);
     fclose(f);
     expect_fail(TL_ARGS("--db", "bad7.db", "--commands", "big.sql"), 1, "larger than");
     expect_fail(TL_ARGS("--db", "bad7.db", "--schema", "big.sql"), 1, "larger than");
@@ -239,8 +236,7 @@ static void test_schema_steps(void **state) {
   write_file("steps.sql", SCHEMA1, NULL);
   tl_start(c, "steps", 0, TL_ARGS("--schema", "steps.sql"));
   tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 7 WHERE id = 2\"}]}", 200,
-            NULL);
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 7 WHERE id = 2\"}]}", 200, NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("steps.db", "PRAGMA user_version"), 1);
 
@@ -249,8 +245,8 @@ static void test_schema_steps(void **state) {
   write_file("steps.sql", SCHEMA1, SCHEMA2);
   tl_start(c, "steps", TL_KEEP_DB, TL_ARGS("--schema", "steps.sql"));
   tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"INSERT INTO ledger(src, dst, amount) VALUES (1, 2, 3)\"}]}",
-            200, NULL);
+            "{\"statements\":[{\"sql\":\"INSERT INTO ledger(src, dst, amount) VALUES (1, 2, 3)\"}]}", 200,
+            NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("steps.db", "PRAGMA user_version"), 2);
   assert_int_equal(tl_sql_int("steps.db", "SELECT balance FROM accounts WHERE id = 2"), 7);
@@ -271,7 +267,8 @@ static void test_schema_steps(void **state) {
 
 static void test_config_file(void **state) {
   struct tl_child *c = *state;
-  const char *three = "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"SELECT 2\"},{\"sql\":\"SELECT 3\"}]}";
+  const char *three =
+      "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"SELECT 2\"},{\"sql\":\"SELECT 3\"}]}";
 
   assert_int_equal(mkdir("conf", 0700) == 0 || errno == EEXIST, 1);
   write_file("conf/schema.sql", SCHEMA1, SCHEMA2);
@@ -290,8 +287,8 @@ static void test_config_file(void **state) {
    * file's max-statements (2) holds. */
   tl_expect(c, "POST", "/v1/do", NULL, three, 413, "too_large");
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, NULL);
-  tl_expect(c, "POST", "/v1/commands/transfer", NULL,
-            "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200, NULL);
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200,
+            NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("conf.db", "SELECT count(*) FROM ledger"), 1);
 
@@ -324,8 +321,7 @@ static void test_limits(void **state) {
   struct tl_child *c = *state;
   char sql[300];
   tl_start(c, "limits", 0,
-           TL_ARGS("--max-statements", "3", "--max-sql", "120", "--max-rows", "5", "--max-run-ms",
-                   "150"));
+           TL_ARGS("--max-statements", "3", "--max-sql", "120", "--max-rows", "5", "--max-run-ms", "150"));
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(x INTEGER PRIMARY KEY, y)\"}]}", 200, NULL);
   /* Too many statements: 413, nothing runs (the INSERT is not kept). */
@@ -334,8 +330,7 @@ static void test_limits(void **state) {
             "{\"sql\":\"SELECT 2\"},{\"sql\":\"SELECT 3\"}]}",
             413, "4 statements, over the limit of 3");
   /* SQL too long. */
-  snprintf(sql, sizeof sql,
-           "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2, '%0130d')\"}]}", 0);
+  snprintf(sql, sizeof sql, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2, '%0130d')\"}]}", 0);
   tl_expect(c, "POST", "/v1/do", NULL, sql, 413, "over the limit of 120");
   /* Too many rows: 422, and the write before it in the command is undone. */
   tl_expect(c, "POST", "/v1/do", NULL,
@@ -358,11 +353,10 @@ static void test_limits(void **state) {
             "FROM c WHERE i < 100000000) SELECT count(*) FROM c\"}]}",
             422, "timeout");
   /* Within every limit it works, and nothing of the refused ones is there. */
-  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (5, 5)\"}]}",
-            200, NULL);
-  tl_expect(c, "POST", "/v1/query", NULL,
-            "{\"statements\":[{\"sql\":\"SELECT group_concat(x) FROM t\"}]}", 200,
-            "\"rows\":[[\"5\"]]");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (5, 5)\"}]}", 200,
+            NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT group_concat(x) FROM t\"}]}",
+            200, "\"rows\":[[\"5\"]]");
 }
 
 /* The whole file at `path` (at most cap - 1 bytes) into buf; asserts. */
@@ -393,11 +387,12 @@ static void test_backup(void **state) {
   unlink(dest);
   /* --allow-host after --backup-dir: the option reader once freed the
    * backup directory there (found by fuzz_config; ASan sees the use). */
-  tl_start(c, "backup", 0,
-           TL_ARGS("--token-file", "backup-token.txt", "--backup-dir", "backups", "--allow-host", "app.internal"));
+  tl_start(
+      c, "backup", 0,
+      TL_ARGS("--token-file", "backup-token.txt", "--backup-dir", "backups", "--allow-host", "app.internal"));
   tl_expect(c, "POST", "/v1/do", good,
-            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (42)\"}]}",
-            200, NULL);
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (42)\"}]}", 200,
+            NULL);
   const char *body = "{\"dest\":\"copy.db\"}";
   tl_expect(c, "POST", "/v1/backup", NULL, body, 401, NULL);
   /* the named-command routes are behind the token too */
@@ -415,8 +410,8 @@ static void test_backup(void **state) {
     assert_int_equal(st.st_mode & 0777, 0600);
   }
   /* Again to the same name: a backup never replaces a file. */
-  tl_expect(c, "POST", "/v1/do", good, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (43)\"}]}",
-            200, NULL);
+  tl_expect(c, "POST", "/v1/do", good, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (43)\"}]}", 200,
+            NULL);
   tl_expect(c, "POST", "/v1/backup", good, body, 409, "exists");
   assert_int_equal(tl_sql_int(dest, "SELECT count(*) FROM t"), 1);
   tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"copy-2.db\"}", 200, NULL);
@@ -425,10 +420,11 @@ static void test_backup(void **state) {
 
   /* Names only: no path, no way out of the directory, no hidden files. */
   static const char *const bad[] = {
-      "{\"dest\":\"/tmp/evil.db\"}",    "{\"dest\":\"../evil.db\"}",      "{\"dest\":\"sub/evil.db\"}",
-      "{\"dest\":\"..\"}",              "{\"dest\":\".ssh\"}",            "{\"dest\":\"\"}",
-      "{\"dest\":\"a b.db\"}",          "{\"dest\":42}",                  "{\"dest\":\"x\",\"more\":1}",
-      "not json",
+      "{\"dest\":\"/tmp/evil.db\"}", "{\"dest\":\"../evil.db\"}",
+      "{\"dest\":\"sub/evil.db\"}",  "{\"dest\":\"..\"}",
+      "{\"dest\":\".ssh\"}",         "{\"dest\":\"\"}",
+      "{\"dest\":\"a b.db\"}",       "{\"dest\":42}",
+      "{\"dest\":\"x\",\"more\":1}", "not json",
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     tl_expect(c, "POST", "/v1/backup", good, bad[i], 400, "bad_request");
@@ -453,13 +449,13 @@ static void test_backup(void **state) {
     assert_string_equal(buf, "my notes\n");
   }
   /* The live database is untouched by all that. */
-  tl_expect(c, "POST", "/v1/query", good, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}",
-            200, "\"rows\":[[2]]");
+  tl_expect(c, "POST", "/v1/query", good, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}", 200,
+            "\"rows\":[[2]]");
 }
 
 /* ---- Overload ------------------------------------------------------------- */
 
-#define SLOW_WRITE(n)                                                                           \
+#define SLOW_WRITE(n)                                                                          \
   "{\"statements\":[{\"sql\":\"INSERT INTO t(v) SELECT count(*) FROM (WITH RECURSIVE c(i) AS " \
   "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < " #n ") SELECT i FROM c)\"}]}"
 #define FAST_WRITE "{\"statements\":[{\"sql\":\"INSERT INTO t(v) VALUES (1)\"}]}"
@@ -476,14 +472,16 @@ static int overload_round(struct tl_child *c, int *ok, int64_t *max_ms) {
   slow = tl_send(c, "POST", "/v1/do", NULL, SLOW_WRITE(3000000));
   usleep(100 * 1000); /* the writer is inside the slow command now */
   t0 = now_ms();
-  for (i = 0; i < NFAST; i++) fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
+  for (i = 0; i < NFAST; i++)
+    fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
   *ok = 0;
   *max_ms = 0;
   for (i = 0; i < NFAST; i++) {
     int64_t took;
     tl_read(fds[i], &r);
     took = now_ms() - t0;
-    if (took > *max_ms) *max_ms = took;
+    if (took > *max_ms)
+      *max_ms = took;
     if (r.status == 503) {
       refused++;
       assert_non_null(strcasestr(r.head, "\nretry-after: 1\r\n"));
@@ -518,8 +516,9 @@ static void test_overload_waits_then_503(void **state) {
   assert_int_equal(tl_sql_int("overload0.db", "SELECT count(*) FROM t"), ok + 1);
 
   /* Waiting long enough: everyone gets in, in turn. */
-  tl_start(c, "overload1", 0,
-           TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "20000", "--max-run-ms", "120000"));
+  tl_start(
+      c, "overload1", 0,
+      TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "20000", "--max-run-ms", "120000"));
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
   refused = overload_round(c, &ok, &max_ms);
@@ -530,8 +529,9 @@ static void test_overload_waits_then_503(void **state) {
 
   /* A short wait behind a long command: refused when the wait is over,
    * not when the command ends. */
-  tl_start(c, "overload2", 0,
-           TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "100", "--max-run-ms", "120000"));
+  tl_start(
+      c, "overload2", 0,
+      TL_ARGS("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "100", "--max-run-ms", "120000"));
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
   {
@@ -541,7 +541,8 @@ static void test_overload_waits_then_503(void **state) {
     int64_t t0, took_max = 0, slow_ms;
     usleep(100 * 1000);
     t0 = now_ms();
-    for (i = 0; i < 4; i++) fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
+    for (i = 0; i < 4; i++)
+      fds[i] = tl_send(c, "POST", "/v1/do", NULL, FAST_WRITE);
     /* Read each answer as it comes (the one admitted to the queue comes
      * only after the slow command). */
     for (int left = 4; left > 0;) {
@@ -553,14 +554,16 @@ static void test_overload_waits_then_503(void **state) {
       }
       assert_true(poll(p, 4, TL_TIMEOUT_MS) > 0);
       for (i = 0; i < 4; i++) {
-        if (fds[i] < 0 || p[i].revents == 0) continue;
+        if (fds[i] < 0 || p[i].revents == 0)
+          continue;
         tl_read(fds[i], &r);
         fds[i] = -1;
         left--;
         if (r.status == 503) {
           int64_t took = now_ms() - t0;
           n503++;
-          if (took > took_max) took_max = took;
+          if (took > took_max)
+            took_max = took;
         }
         tl_resp_free(&r);
       }
@@ -593,7 +596,8 @@ static void test_log_file_and_sighup(void **state) {
   /* logrotate: rename, then SIGHUP; new lines go to a new file. */
   assert_int_equal(rename("lithd.log", "lithd.log.1"), 0);
   assert_int_equal(kill(c->pid, SIGHUP), 0);
-  for (i = 0; i < 100 && access("lithd.log", F_OK) != 0; i++) usleep(20 * 1000);
+  for (i = 0; i < 100 && access("lithd.log", F_OK) != 0; i++)
+    usleep(20 * 1000);
   assert_int_equal(access("lithd.log", F_OK), 0);
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELEC 1\"}]}", 400, NULL);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
@@ -626,8 +630,9 @@ static int raw_post(const struct tl_child *c, const char *path, const char *head
   char req[2048];
   int fd = tl_connect(c);
   assert_true(fd >= 0);
-  int n = snprintf(req, sizeof req, "POST %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                   path, headers, strlen(body), body);
+  int n =
+      snprintf(req, sizeof req, "POST %s HTTP/1.1\r\n%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+               path, headers, strlen(body), body);
   assert_true(n > 0 && (size_t)n < sizeof req);
   assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
   tl_read(fd, r);
@@ -642,7 +647,8 @@ static void test_unix_socket(void **state) {
   assert_true(S_ISSOCK(st.st_mode));
   assert_int_equal(st.st_mode & 0777, 0600);
   tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (9007199254740993)\"}]}",
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES "
+            "(9007199254740993)\"}]}",
             200, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT x FROM t\"}]}", 200,
             "[[9007199254740993]]");
@@ -673,8 +679,7 @@ static void test_slow_reader_blocks_nobody(void **state) {
   int64_t t0;
 
   tl_start(c, "slowreader", 0, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200,
-            NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
   fd = tl_connect(c);
   assert_true(fd >= 0);
   n = snprintf(req, sizeof req,
@@ -685,19 +690,20 @@ static void test_slow_reader_blocks_nobody(void **state) {
    * stop when the kernel will take no more. */
   for (i = 0; i < 200; i++) {
     struct pollfd p = {fd, POLLOUT, 0};
-    if (poll(&p, 1, 200) != 1) break;
-    if (send(fd, req, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n) break;
+    if (poll(&p, 1, 200) != 1)
+      break;
+    if (send(fd, req, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) != n)
+      break;
     sent++;
   }
   assert_true(sent > 0);
   usleep(300 * 1000);
   t0 = now_ms();
   for (i = 0; i < 20; i++)
-    tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}",
-              200, NULL);
+    tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}", 200,
+              NULL);
   if (now_ms() - t0 > 5000) {
-    print_error("20 commands took %lld ms beside a client that does not read\n",
-                (long long)(now_ms() - t0));
+    print_error("20 commands took %lld ms beside a client that does not read\n", (long long)(now_ms() - t0));
     fail();
   }
   close(fd);
@@ -722,9 +728,10 @@ static void test_temp_objects_do_not_outlive_the_request(void **state) {
             NULL);
   tl_expect(c, "POST", "/v1/commands/put", NULL, "{\"params\":{\"x\":2}}", 200, NULL);
   /* a TEMP table of ~24 MB a request, five times */
-  const char *big = "{\"statements\":[{\"sql\":\"CREATE TEMP TABLE big AS WITH RECURSIVE c(i) AS "
-                    "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 12000) SELECT i, randomblob(2000) AS b FROM c\"},"
-                    "{\"sql\":\"SELECT count(*) FROM temp.big\"}]}";
+  const char *big =
+      "{\"statements\":[{\"sql\":\"CREATE TEMP TABLE big AS WITH RECURSIVE c(i) AS "
+      "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 12000) SELECT i, randomblob(2000) AS b FROM c\"},"
+      "{\"sql\":\"SELECT count(*) FROM temp.big\"}]}";
   tl_expect(c, "POST", "/v1/do", NULL, big, 200, "\"rows\":[[12000]]");
   long after_one = tl_rss_kib(c->pid);
   for (int i = 0; i < 4; i++)
@@ -747,20 +754,19 @@ static void test_temp_objects_do_not_outlive_the_request(void **state) {
 static void test_authorizer(void **state) {
   struct tl_child *c = *state;
   tl_start(c, "authz", 0, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200,
-            NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"},"
             "{\"sql\":\"ATTACH DATABASE 'elsewhere.db' AS e\"}]}",
             403, "not authorized");
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"PRAGMA synchronous = OFF\"}]}", 403, "forbidden");
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"PRAGMA main.journal_mode = DELETE\"}]}", 403, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"PRAGMA writable_schema = ON\"}]}", 403, NULL);
-  tl_expect(c, "POST", "/v1/do", NULL,
-            "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA synchronous = OFF\"}]}", 403,
+            "forbidden");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA main.journal_mode = DELETE\"}]}",
+            403, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA writable_schema = ON\"}]}", 403,
+            NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403,
+            NULL);
   /* fts3_tokenizer hands out a pointer into libsqlite3 (one argument) and
    * takes one to call (two, bound): refused on the readers as on the
    * writer, and lithd lives on to serve FTS. */
@@ -773,16 +779,15 @@ static void test_authorizer(void **state) {
             "{\"statements\":[{\"sql\":\"SELECT fts3_tokenizer(?, ?)\","
             "\"params\":[\"simple\",{\"base64\":\"QUFBQUFBQUE=\"}]}]}",
             403, "not authorized");
-  tl_expect(c, "POST", "/v1/query", NULL,
-            "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT load_extension('x')\"}]}", 403,
+            NULL);
   tl_expect(c, "POST", "/v1/do", NULL,
             "{\"statements\":[{\"sql\":\"CREATE VIRTUAL TABLE temp.f USING fts3(body, tokenize=simple)\"},"
             "{\"sql\":\"INSERT INTO temp.f VALUES ('hello world')\"},"
             "{\"sql\":\"SELECT count(*) FROM temp.f WHERE f MATCH 'hello'\"}]}",
             200, "\"rows\":[[1]]");
   /* Reading PRAGMAs are fine. */
-  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA table_info(t)\"}]}",
-            200, "\"x\"");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA table_info(t)\"}]}", 200, "\"x\"");
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA synchronous\"}]}", 200,
             "\"rows\":[[1]]");
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
@@ -797,8 +802,9 @@ static void test_browser_requests_refused(void **state) {
   struct tl_child *c = *state;
   struct tl_resp r;
   const char *ins = "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (1)\"}]}";
-  tl_start(c, "browser", 0, TL_ARGS("--allow-origin", "http://app.example, http://other.example",
-                                    "--allow-host", "lithd.internal"));
+  tl_start(c, "browser", 0,
+           TL_ARGS("--allow-origin", "http://app.example, http://other.example", "--allow-host",
+                   "lithd.internal"));
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}", 200, NULL);
   /* a "simple" cross-site POST: text/plain, or no type at all */
   assert_int_equal(raw_post(c, "/v1/do", "Host: 127.0.0.1\r\nContent-Type: text/plain\r\n", ins, &r), 415);
@@ -811,19 +817,20 @@ static void test_browser_requests_refused(void **state) {
                    415);
   tl_resp_free(&r);
   /* a foreign Origin */
-  assert_int_equal(raw_post(c, "/v1/do",
-                            "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: http://evil.example\r\n",
-                            ins, &r),
-                   403);
+  assert_int_equal(
+      raw_post(c, "/v1/do",
+               "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: http://evil.example\r\n", ins,
+               &r),
+      403);
   assert_non_null(strstr(r.body, "allow-origin"));
   tl_resp_free(&r);
-  assert_int_equal(raw_post(c, "/v1/do", "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: null\r\n",
-                            ins, &r),
-                   403);
+  assert_int_equal(
+      raw_post(c, "/v1/do", "Host: 127.0.0.1\r\nContent-Type: application/json\r\nOrigin: null\r\n", ins, &r),
+      403);
   tl_resp_free(&r);
   /* a DNS-rebinding page: its own name in Host */
-  assert_int_equal(raw_post(c, "/v1/do", "Host: evil.example:8765\r\nContent-Type: application/json\r\n", ins, &r),
-                   403);
+  assert_int_equal(
+      raw_post(c, "/v1/do", "Host: evil.example:8765\r\nContent-Type: application/json\r\n", ins, &r), 403);
   assert_non_null(strstr(r.body, "allow-host"));
   tl_resp_free(&r);
   assert_int_equal(raw_post(c, "/v1/query", "Host: evil.example\r\nContent-Type: application/json\r\n",
@@ -838,10 +845,11 @@ static void test_browser_requests_refused(void **state) {
                             ins, &r),
                    200);
   tl_resp_free(&r);
-  assert_int_equal(raw_post(c, "/v1/do", "Host: [::1]:8765\r\nContent-Type: Application/JSON\r\n", ins, &r), 200);
-  tl_resp_free(&r);
-  assert_int_equal(raw_post(c, "/v1/do", "Host: LITHD.internal\r\nContent-Type: application/json\r\n", ins, &r),
+  assert_int_equal(raw_post(c, "/v1/do", "Host: [::1]:8765\r\nContent-Type: Application/JSON\r\n", ins, &r),
                    200);
+  tl_resp_free(&r);
+  assert_int_equal(
+      raw_post(c, "/v1/do", "Host: LITHD.internal\r\nContent-Type: application/json\r\n", ins, &r), 200);
   tl_resp_free(&r);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("browser.db", "SELECT count(*) FROM t"), 3);

@@ -7,11 +7,11 @@
  * counters read 0 and no status line appears; a buffer that already
  * failed gets nothing more.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -103,11 +103,18 @@ static void test_text(void **state) {
   assert_int_equal(sample(text, "lith_batches_total"), st.batches);
   assert_int_equal(sample(text, "lith_queue_depth"), 0);
   /* every sample's metric is introduced */
-  static const char *const names[] = {"lith_commands_total", "lith_batches_total", "lith_failed_total",
-                                      "lith_retried_total", "lith_busy_total", "lith_queue_depth",
-                                      "lith_wal_pages", "lith_checkpoints_total",
-                                      "lith_checkpoint_errors_total", "lithd_http_connections_total",
-                                      "lithd_http_connections_open", "lithd_http_pending",
+  static const char *const names[] = {"lith_commands_total",
+                                      "lith_batches_total",
+                                      "lith_failed_total",
+                                      "lith_retried_total",
+                                      "lith_busy_total",
+                                      "lith_queue_depth",
+                                      "lith_wal_pages",
+                                      "lith_checkpoints_total",
+                                      "lith_checkpoint_errors_total",
+                                      "lithd_http_connections_total",
+                                      "lithd_http_connections_open",
+                                      "lithd_http_pending",
                                       "lithd_http_responses_total"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char help[96], type[96];

@@ -10,11 +10,11 @@
  * (the request GONE left), so overload.c runs on a real libuv loop with
  * neither a database nor an HTTP server.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <string.h>
 
@@ -22,9 +22,9 @@
 
 /* ---- Fakes ---------------------------------------------------------------- */
 
-static int64_t now_ms;   /* lith_clock_ms */
-static int room;         /* places left in the fake writer's queue */
-static void *ran[64];    /* what was submitted, in order (the entries' arg) */
+static int64_t now_ms; /* lith_clock_ms */
+static int room;       /* places left in the fake writer's queue */
+static void *ran[64];  /* what was submitted, in order (the entries' arg) */
 static int nran;
 
 static struct {
@@ -204,7 +204,7 @@ static void test_timer_backstop(void **state) {
   lithd_overload_submit(&f->q, park(f, 0, NULL), 1);
   iterate(f);
   assert_int_equal(nrefused, 0);
-  now_ms += 1000; /* the deadline passed; nothing calls drain */
+  now_ms += 1000;                   /* the deadline passed; nothing calls drain */
   uv_run(&f->loop, UV_RUN_DEFAULT); /* returns once no handle is active */
   assert_int_equal(nrefused, 1);
   assert_int_equal(refused[0].rc, LITH_QUEUE_FULL);

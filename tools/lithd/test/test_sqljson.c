@@ -128,8 +128,8 @@ static json_t *stmt_of(json_t *root, int st) {
 }
 
 static json_t *cell(json_t *root, int st, int row, int col) {
-  json_t *v = json_array_get(json_array_get(json_object_get(stmt_of(root, st), "rows"), (size_t)row),
-                             (size_t)col);
+  json_t *v =
+      json_array_get(json_array_get(json_object_get(stmt_of(root, st), "rows"), (size_t)row), (size_t)col);
   assert_non_null(v);
   return v;
 }
@@ -154,8 +154,8 @@ static void parse_fails(const char *text, const lithd_limits *lim, int code, int
   char *body = req(text);
   int rc = lithd_batch_parse(body, strlen(body), lim, &b, &err);
   if (rc != code || err.statement != statement || !strstr(err.message, needle))
-    fail_msg("parse %s: got %s statement %d \"%s\", want %s statement %d \"%s\"", body,
-             lithd_code_name(rc), err.statement, err.message, lithd_code_name(code), statement, needle);
+    fail_msg("parse %s: got %s statement %d \"%s\", want %s statement %d \"%s\"", body, lithd_code_name(rc),
+             err.statement, err.message, lithd_code_name(code), statement, needle);
   assert_int_equal(err.code, code);
   assert_null(b);
   free(body);
@@ -167,8 +167,8 @@ static void result_fails(const lithd_result *r, int code, int statement, const c
   assert_non_null(r);
   int rc = lithd_result_error(r, &err);
   if (rc != code || err.statement != statement || !strstr(err.message, needle))
-    fail_msg("got %s statement %d \"%s\", want %s statement %d \"%s\"", lithd_code_name(rc),
-             err.statement, err.message, lithd_code_name(code), statement, needle);
+    fail_msg("got %s statement %d \"%s\", want %s statement %d \"%s\"", lithd_code_name(rc), err.statement,
+             err.message, lithd_code_name(code), statement, needle);
   json_t *root = res_json(r, NULL);
   json_t *e = json_object_get(root, "error");
   assert_non_null(e);
@@ -198,11 +198,12 @@ static void test_integers_exact_at_the_bounds(void **state) {
   lith *db = open_db();
   job j;
   char *text;
-  assert_int_equal(do_json(db, &j,
-                           "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (1, ?), (2, ?), (3, ?), (4, ?), (5, ?)`,"
-                           " `params`: [9223372036854775807, -9223372036854775808, 9007199254740993,"
-                           " -9007199254740993, 0]}]}"),
-                   LITH_OK);
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (1, ?), (2, ?), (3, ?), (4, ?), (5, ?)`,"
+              " `params`: [9223372036854775807, -9223372036854775808, 9007199254740993,"
+              " -9007199254740993, 0]}]}"),
+      LITH_OK);
   job_free(&j);
   /* in SQL itself, not just in our JSON */
   assert_int_equal(count_rows(db, "SELECT count(*) FROM t WHERE typeof(v) = 'integer'"), 5);
@@ -239,10 +240,11 @@ static void test_reals_text_null_booleans(void **state) {
   job j;
   char *text;
   assert_int_equal(
-      read_json(db, &j,
-                "{`statements`: [{`sql`: `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, typeof(?), typeof(?), ?`,"
-                " `params`: [0.1, -2.5e-300, 1.0, 3.141592653589793, -0.0, `h\\u00e9llo \\u2713 \\ud834\\udd1e`,"
-                " `q\\\"b\\\\s\\n\\t\\u0001 z\\u0000end`, null, true, false, 1.5, 1e300]}]}"),
+      read_json(
+          db, &j,
+          "{`statements`: [{`sql`: `SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, typeof(?), typeof(?), ?`,"
+          " `params`: [0.1, -2.5e-300, 1.0, 3.141592653589793, -0.0, `h\\u00e9llo \\u2713 \\ud834\\udd1e`,"
+          " `q\\\"b\\\\s\\n\\t\\u0001 z\\u0000end`, null, true, false, 1.5, 1e300]}]}"),
       LITH_OK);
   json_t *root = res_json(j.res, &text);
   json_t *v;
@@ -272,10 +274,11 @@ static void test_reals_text_null_booleans(void **state) {
 
   /* Infinity (SQLite holds it) comes back as null; TEXT with U+0000 survives
      a round trip through a table */
-  assert_int_equal(do_json(db, &j,
-                           "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (1, ?)`, `params`: [`a\\u0000b`]},"
-                           " {`sql`: `SELECT 1e999, -1e999, length(CAST(v AS BLOB)), v FROM t`}]}"),
-                   LITH_OK);
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (1, ?)`, `params`: [`a\\u0000b`]},"
+              " {`sql`: `SELECT 1e999, -1e999, length(CAST(v AS BLOB)), v FROM t`}]}"),
+      LITH_OK);
   root = res_json(j.res, NULL);
   assert_true(json_is_null(cell(root, 1, 0, 0)));
   assert_true(json_is_null(cell(root, 1, 0, 1)));
@@ -304,7 +307,8 @@ static void test_blobs_round_trip(void **state) {
   };
   char *body = malloc(4096);
   assert_non_null(body);
-  int n = snprintf(body, 4096, "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [0, {`base64`: `");
+  int n = snprintf(
+      body, 4096, "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [0, {`base64`: `");
   /* base64 of 0..255, encoded here by hand to check the decoder against */
   static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   for (int i = 0; i < 256; i += 3) {
@@ -317,9 +321,11 @@ static void test_blobs_round_trip(void **state) {
   }
   n += snprintf(body + n, 4096 - (size_t)n, "`}]}");
   for (int i = 0; i < 5; i++)
-    n += snprintf(body + n, 4096 - (size_t)n, ", {`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [%d, {`base64`: `%s`}]}",
-                  i + 1, b64[i]);
-  snprintf(body + n, 4096 - (size_t)n, ", {`sql`: `SELECT id, typeof(v), length(v), hex(v), v FROM t ORDER BY id`}]}");
+    n += snprintf(body + n, 4096 - (size_t)n,
+                  ", {`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [%d, {`base64`: `%s`}]}", i + 1,
+                  b64[i]);
+  snprintf(body + n, 4096 - (size_t)n,
+           ", {`sql`: `SELECT id, typeof(v), length(v), hex(v), v FROM t ORDER BY id`}]}");
   char *sent = req(body);
   assert_int_equal(do_json(db, &j, body), LITH_OK);
   json_t *root = res_json(j.res, NULL);
@@ -354,19 +360,16 @@ static void test_blobs_round_trip(void **state) {
   static const struct {
     const char *s, *why;
   } bad[] = {
-      {"AAA", "not a multiple of 4"},
-      {"AA=A", "bad character"},
-      {"A===", "bad character"},
-      {"AA==AA==", "bad character"},   /* padding in the middle */
-      {"AB==", "stray bits"},          /* 'B' leaves bits the padding drops */
-      {"AAB=", "stray bits"},
-      {"AA AA", "not a multiple of 4"},
-      {"AA\\nA", "bad character"},
-      {"AA-_", "bad character"},       /* base64url is not accepted */
+      {"AAA", "not a multiple of 4"}, {"AA=A", "bad character"},
+      {"A===", "bad character"},      {"AA==AA==", "bad character"}, /* padding in the middle */
+      {"AB==", "stray bits"},                                        /* 'B' leaves bits the padding drops */
+      {"AAB=", "stray bits"},         {"AA AA", "not a multiple of 4"},
+      {"AA\\nA", "bad character"},    {"AA-_", "bad character"}, /* base64url is not accepted */
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char text[256];
-    snprintf(text, sizeof text, "{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `SELECT ?`, `params`: [{`base64`: `%s`}]}]}",
+    snprintf(text, sizeof text,
+             "{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `SELECT ?`, `params`: [{`base64`: `%s`}]}]}",
              bad[i].s);
     parse_fails(text, NULL, LITHD_BAD_REQUEST, 1, bad[i].why);
   }
@@ -374,7 +377,8 @@ static void test_blobs_round_trip(void **state) {
               "must be a string");
   parse_fails("{`statements`: [{`sql`: `SELECT ?`, `params`: [{`base64`: ``, `x`: 1}]}]}", NULL,
               LITHD_BAD_REQUEST, 0, "(a blob)");
-  parse_fails("{`statements`: [{`sql`: `SELECT ?`, `params`: [{}]}]}", NULL, LITHD_BAD_REQUEST, 0, "(a blob)");
+  parse_fails("{`statements`: [{`sql`: `SELECT ?`, `params`: [{}]}]}", NULL, LITHD_BAD_REQUEST, 0,
+              "(a blob)");
   parse_fails("{`statements`: [{`sql`: `SELECT ?`, `params`: [[1]]}]}", NULL, LITHD_BAD_REQUEST, 0,
               "parameter 1: an array is not a value");
   assert_int_equal(lith_close(db), LITH_OK);
@@ -386,17 +390,18 @@ static void test_named_and_positional_params(void **state) {
   (void)state;
   lith *db = open_db();
   job j;
-  assert_int_equal(do_json(db, &j,
-                           "{`statements`: ["
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (:id, :v)`, `params`: {`:v`: `colon`, `:id`: 1}},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (@id, @v)`, `params`: {`@id`: 2, `@v`: `at`}},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES ($id, $v)`, `params`: {`$id`: 3, `$v`: `dollar`}},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [4, `question`]},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (?2, ?1)`, `params`: [`numbered`, 5]},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (:a, :a || :b)`, `params`: {`:a`: 6, `:b`: `x`}},"
-                           "{`sql`: `INSERT INTO t(id, v) VALUES (?1, 'by number')`, `params`: {`?1`: 7}},"
-                           "{`sql`: `SELECT id, v FROM t ORDER BY id`}]}"),
-                   LITH_OK);
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: ["
+              "{`sql`: `INSERT INTO t(id, v) VALUES (:id, :v)`, `params`: {`:v`: `colon`, `:id`: 1}},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES (@id, @v)`, `params`: {`@id`: 2, `@v`: `at`}},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES ($id, $v)`, `params`: {`$id`: 3, `$v`: `dollar`}},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES (?, ?)`, `params`: [4, `question`]},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES (?2, ?1)`, `params`: [`numbered`, 5]},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES (:a, :a || :b)`, `params`: {`:a`: 6, `:b`: `x`}},"
+              "{`sql`: `INSERT INTO t(id, v) VALUES (?1, 'by number')`, `params`: {`?1`: 7}},"
+              "{`sql`: `SELECT id, v FROM t ORDER BY id`}]}"),
+      LITH_OK);
   json_t *root = res_json(j.res, NULL);
   static const char *const want[] = {"colon", "at", "dollar", "question", "numbered", "6x", "by number"};
   assert_int_equal(json_array_size(json_object_get(stmt_of(root, 7), "rows")), 7);
@@ -413,8 +418,11 @@ static void test_named_and_positional_params(void **state) {
     const char *body, *needle;
     int statement;
   } bad[] = {
-      {"{`statements`: [{`sql`: `INSERT INTO t(id) VALUES (100)`}, {`sql`: `SELECT :id`, `params`: {`:nope`: 1}}]}",
-       "no parameter \"" ":nope\"", 1},
+      {"{`statements`: [{`sql`: `INSERT INTO t(id) VALUES (100)`}, {`sql`: `SELECT :id`, `params`: {`:nope`: "
+       "1}}]}",
+       "no parameter \""
+       ":nope\"",
+       1},
       {"{`statements`: [{`sql`: `SELECT :id, :other`, `params`: {`:id`: 1}}]}", "\":other\" is not given", 0},
       {"{`statements`: [{`sql`: `SELECT ?, :id`, `params`: {`:id`: 1}}]}", "parameter 1 has no name", 0},
       {"{`statements`: [{`sql`: `SELECT ?, ?`, `params`: [1]}]}", "2 parameters, 1 given", 0},
@@ -460,7 +468,8 @@ static void test_rows_columns_changes_rowids(void **state) {
   json_t *root = res_json(j.res, &text);
   assert_int_equal(json_array_size(json_object_get(root, "results")), 7);
   /* a plain INSERT: counters, no columns, no rows; the exact text */
-  assert_non_null(strstr(text, "{\"results\":[{\"changes\":1,\"last_insert_rowid\":41,\"columns\":[],\"rows\":[]},"));
+  assert_non_null(
+      strstr(text, "{\"results\":[{\"changes\":1,\"last_insert_rowid\":41,\"columns\":[],\"rows\":[]},"));
   /* RETURNING */
   assert_int_equal(field(root, 1, "changes"), 2);
   assert_int_equal(field(root, 1, "last_insert_rowid"), 43);
@@ -500,17 +509,19 @@ static void test_rows_columns_changes_rowids(void **state) {
   job_free(&j);
 
   /* reads: the same shape, counters 0 */
-  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT count(*) AS n FROM t`},"
-                                     " {`sql`: `WITH x(a) AS (VALUES (1), (2)) SELECT a FROM x`},"
-                                     " {`sql`: ` /* lead */ -- line\\n VALUES (7)`}]}"),
+  assert_int_equal(read_json(db, &j,
+                             "{`statements`: [{`sql`: `SELECT count(*) AS n FROM t`},"
+                             " {`sql`: `WITH x(a) AS (VALUES (1), (2)) SELECT a FROM x`},"
+                             " {`sql`: ` /* lead */ -- line\\n VALUES (7)`}]}"),
                    LITH_OK);
   root = res_json(j.res, &text);
   assert_int_equal(int_at(root, 0, 0, 0), 2);
   assert_int_equal(int_at(root, 1, 1, 0), 2);
   assert_int_equal(int_at(root, 2, 0, 0), 7);
-  assert_string_equal(text, "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"n\"],\"rows\":[[2]]},"
-                            "{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"a\"],\"rows\":[[1],[2]]},"
-                            "{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"column1\"],\"rows\":[[7]]}]}");
+  assert_string_equal(
+      text, "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"n\"],\"rows\":[[2]]},"
+            "{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"a\"],\"rows\":[[1],[2]]},"
+            "{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[\"column1\"],\"rows\":[[7]]}]}");
   json_decref(root);
   free(text);
   job_free(&j);
@@ -523,7 +534,8 @@ static void test_failing_statement_undoes_the_command(void **state) {
   (void)state;
   lith *db = open_db();
   job j;
-  assert_int_equal(do_json(db, &j, "{`statements`: [{`sql`: `INSERT INTO kv VALUES ('taken', 1)`}]}"), LITH_OK);
+  assert_int_equal(do_json(db, &j, "{`statements`: [{`sql`: `INSERT INTO kv VALUES ('taken', 1)`}]}"),
+                   LITH_OK);
   job_free(&j);
 
   int rc = do_json(db, &j,
@@ -602,8 +614,7 @@ static void test_authorizer(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     char text[256];
     snprintf(text, sizeof text,
-             "{`statements`: [{`sql`: `INSERT INTO kv(k, v) VALUES ('a', 1)`}, {`sql`: `%s`}]}",
-             refused[i]);
+             "{`statements`: [{`sql`: `INSERT INTO kv(k, v) VALUES ('a', 1)`}, {`sql`: `%s`}]}", refused[i]);
     int rc = do_json(db, &j, text);
     if (rc != LITHD_FORBIDDEN)
       fail_msg("%s: %s", refused[i], lithd_code_name(rc));
@@ -651,8 +662,8 @@ static void test_malformed_requests(void **state) {
               "NUL byte in object key");
   parse_fails("{`statements`: [{`sql`: `SELECT ?`, `params`: [1, 2, [3]]}]}", NULL, LITHD_BAD_REQUEST, 0,
               "parameter 3: an array");
-  parse_fails("{`statements`: [{`sql`: `SELECT :a`, `params`: {`:a`: {`k`: 1}}}]}", NULL, LITHD_BAD_REQUEST, 0,
-              "parameter \":a\": an object must be");
+  parse_fails("{`statements`: [{`sql`: `SELECT :a`, `params`: {`:a`: {`k`: 1}}}]}", NULL, LITHD_BAD_REQUEST,
+              0, "parameter \":a\": an object must be");
   /* invalid UTF-8 in the body */
   lithd_error err;
   lithd_batch *b = NULL;
@@ -686,10 +697,10 @@ static void test_limits(void **state) {
   lim.max_body_bytes = 200;
   parse_fails("{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `SELECT 2`}, {`sql`: `SELECT 3`}]}", &lim,
               LITHD_TOO_LARGE, -1, "3 statements, over the limit of 2");
-  parse_fails("{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `SELECT 'abcdefghijklmn'`}]}", &lim, LITHD_TOO_LARGE,
-              1, "the SQL is 23 bytes, over the limit of 20");
-  parse_fails("{`statements`: [{`sql`: `SELECT ?, ?, ?, ?`, `params`: [1, 2, 3, 4]}]}", &lim, LITHD_TOO_LARGE, 0,
-              "4 parameters, over the limit of 3");
+  parse_fails("{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `SELECT 'abcdefghijklmn'`}]}", &lim,
+              LITHD_TOO_LARGE, 1, "the SQL is 23 bytes, over the limit of 20");
+  parse_fails("{`statements`: [{`sql`: `SELECT ?, ?, ?, ?`, `params`: [1, 2, 3, 4]}]}", &lim, LITHD_TOO_LARGE,
+              0, "4 parameters, over the limit of 3");
   parse_fails("{`statements`: [{`sql`: `SELECT :a`, `params`: {`:a`: 1, `:b`: 2, `:c`: 3, `:d`: 4}}]}", &lim,
               LITHD_TOO_LARGE, 0, "4 parameters");
   char big[400];
@@ -699,8 +710,9 @@ static void test_limits(void **state) {
   parse_fails(big, &lim, LITHD_TOO_LARGE, -1, "the body is 399 bytes, over the limit of 200");
   /* exactly at the limits is fine */
   job j;
-  job_parse(&j, "{`statements`: [{`sql`: `SELECT ?, ?, ?`, `params`: [1, 2, 3]}, {`sql`: `SELECT 'abcdefghijk'`}]}",
-            &lim);
+  job_parse(
+      &j, "{`statements`: [{`sql`: `SELECT ?, ?, ?`, `params`: [1, 2, 3]}, {`sql`: `SELECT 'abcdefghijk'`}]}",
+      &lim);
   assert_int_equal(lithd_batch_count(j.b), 2);
   job_free(&j);
   assert_int_equal(lithd_http_status(LITHD_TOO_LARGE), 413);
@@ -720,8 +732,9 @@ static void test_too_many_rows_is_an_error(void **state) {
   char *body;
 
   /* 5 rows over two statements: fine */
-  body = req("{`statements`: [{`sql`: `WITH RECURSIVE c(x) AS (VALUES (1) UNION ALL SELECT x + 1 FROM c WHERE x < 3)"
-             " SELECT x FROM c`}, {`sql`: `VALUES (1), (2)`}]}");
+  body = req(
+      "{`statements`: [{`sql`: `WITH RECURSIVE c(x) AS (VALUES (1) UNION ALL SELECT x + 1 FROM c WHERE x < 3)"
+      " SELECT x FROM c`}, {`sql`: `VALUES (1), (2)`}]}");
   memset(&j, 0, sizeof j);
   assert_int_equal(lithd_batch_parse(body, strlen(body), &lim, &j.b, NULL), LITH_OK);
   assert_int_equal(lith_read(db, read_fn, &j), LITH_OK);
@@ -738,7 +751,8 @@ static void test_too_many_rows_is_an_error(void **state) {
   free(body);
 
   /* on the writer, RETURNING rows count, and the command is undone */
-  body = req("{`statements`: [{`sql`: `INSERT INTO t(v) SELECT value FROM json_each('[1,2,3,4,5,6]') RETURNING id`}]}");
+  body = req("{`statements`: [{`sql`: `INSERT INTO t(v) SELECT value FROM json_each('[1,2,3,4,5,6]') "
+             "RETURNING id`}]}");
   assert_int_equal(lithd_batch_parse(body, strlen(body), &lim, &j.b, NULL), LITH_OK);
   assert_int_equal(lith_do(db, run_cmd, &j), LITHD_RESULT_TOO_LARGE);
   result_fails(j.res, LITHD_RESULT_TOO_LARGE, 0, "more than 5 rows");
@@ -763,7 +777,8 @@ static void test_invalid_utf8_text_is_an_error(void **state) {
   lith *db = open_db();
   job j;
   /* the same bytes as a blob come back fine */
-  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT 1, CAST(x'41ff' AS BLOB)`}]}"), LITH_OK);
+  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT 1, CAST(x'41ff' AS BLOB)`}]}"),
+                   LITH_OK);
   json_t *root = res_json(j.res, NULL);
   assert_string_equal(json_string_value(json_object_get(cell(root, 0, 0, 1), "base64")), "Qf8=");
   json_decref(root);
@@ -777,11 +792,14 @@ static void test_invalid_utf8_text_is_an_error(void **state) {
   assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT CAST(x'eda080' AS TEXT)`}]}"),
                    LITHD_UNENCODABLE);
   job_free(&j);
-  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT CAST(x'c0af' AS TEXT)`}]}"), LITHD_UNENCODABLE);
+  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `SELECT CAST(x'c0af' AS TEXT)`}]}"),
+                   LITHD_UNENCODABLE);
   job_free(&j);
   /* on the writer the command is undone: no success without its answer */
-  assert_int_equal(do_json(db, &j, "{`statements`: [{`sql`: `INSERT INTO t(v) VALUES (CAST(x'ff' AS TEXT)) RETURNING v`}]}"),
-                   LITHD_UNENCODABLE);
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: [{`sql`: `INSERT INTO t(v) VALUES (CAST(x'ff' AS TEXT)) RETURNING v`}]}"),
+      LITHD_UNENCODABLE);
   job_free(&j);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM t"), 0);
   assert_int_equal(lith_close(db), LITH_OK);
@@ -816,8 +834,9 @@ static void test_writes_refused_on_the_read_path(void **state) {
   assert_int_equal(access("copy.db", F_OK), -1);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM t"), 0);
   /* EXPLAIN is a query; a pragma's table-valued function is the way to read one */
-  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `EXPLAIN QUERY PLAN SELECT * FROM t`},"
-                                     " {`sql`: `SELECT name FROM pragma_table_info('t') ORDER BY cid`}]}"),
+  assert_int_equal(read_json(db, &j,
+                             "{`statements`: [{`sql`: `EXPLAIN QUERY PLAN SELECT * FROM t`},"
+                             " {`sql`: `SELECT name FROM pragma_table_info('t') ORDER BY cid`}]}"),
                    LITH_OK);
   json_t *root = res_json(j.res, NULL);
   assert_string_equal(json_string_value(cell(root, 1, 0, 0)), "id");
@@ -891,7 +910,8 @@ static void test_rerun_gives_one_fresh_result(void **state) {
   (void)state;
   lith *db = open_db();
   job j;
-  job_parse(&j, "{`statements`: [{`sql`: `INSERT INTO t(v) VALUES (?) RETURNING id, v`, `params`: [`r`]}]}", NULL);
+  job_parse(&j, "{`statements`: [{`sql`: `INSERT INTO t(v) VALUES (?) RETURNING id, v`, `params`: [`r`]}]}",
+            NULL);
   assert_int_equal(lith_do(db, twice_cmd, &j), LITH_OK);
   json_t *root = res_json(j.res, NULL);
   assert_int_equal(json_array_size(json_object_get(root, "results")), 1);
@@ -900,7 +920,8 @@ static void test_rerun_gives_one_fresh_result(void **state) {
   assert_int_equal(field(root, 0, "last_insert_rowid"), 2);
   json_decref(root);
   job_free(&j);
-  assert_int_equal(count_rows(db, "SELECT count(*) FROM t"), 2); /* both runs' rows: nothing undid the first here */
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM t"),
+                   2); /* both runs' rows: nothing undid the first here */
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
@@ -938,8 +959,9 @@ static void test_rerun_after_transaction_abort(void **state) {
   _Atomic int done = 0;
   lith_request rg, ra, rb;
   job a, b;
-  job_parse(&a, "{`statements`: [{`sql`: `INSERT INTO kv(k, v) VALUES ('p1', 1) RETURNING k, v`},"
-                " {`sql`: `SELECT count(*) FROM kv`}]}",
+  job_parse(&a,
+            "{`statements`: [{`sql`: `INSERT INTO kv(k, v) VALUES ('p1', 1) RETURNING k, v`},"
+            " {`sql`: `SELECT count(*) FROM kv`}]}",
             NULL);
   job_parse(&b, "{`statements`: [{`sql`: `INSERT OR ROLLBACK INTO kv(k, v) VALUES ('p1', 2)`}]}", NULL);
   submit(db, &rg, gate_cmd, &g, &done);

@@ -5,11 +5,11 @@
  * U+10FFFF, cut-short and stray continuation bytes — and the encoder
  * against the decoder over every code point.
  */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <string.h>
 
@@ -37,11 +37,11 @@ static void test_lengths(void **state) {
 
 static void test_refusals(void **state) {
   (void)state;
-  assert_int_equal(LEN("\x80"), 0);             /* a continuation byte first */
+  assert_int_equal(LEN("\x80"), 0); /* a continuation byte first */
   assert_int_equal(LEN("\xbf"), 0);
-  assert_int_equal(LEN("\xc0\xaf"), 0);         /* overlong '/' */
-  assert_int_equal(LEN("\xc1\xbf"), 0);         /* overlong */
-  assert_int_equal(LEN("\xe0\x80\xaf"), 0);     /* overlong, 3 bytes */
+  assert_int_equal(LEN("\xc0\xaf"), 0);     /* overlong '/' */
+  assert_int_equal(LEN("\xc1\xbf"), 0);     /* overlong */
+  assert_int_equal(LEN("\xe0\x80\xaf"), 0); /* overlong, 3 bytes */
   assert_int_equal(LEN("\xe0\x9f\xbf"), 0);
   assert_int_equal(LEN("\xed\xa0\x80"), 0);     /* U+D800, a surrogate */
   assert_int_equal(LEN("\xed\xbf\xbf"), 0);     /* U+DFFF */
@@ -50,9 +50,9 @@ static void test_refusals(void **state) {
   assert_int_equal(LEN("\xf4\x90\x80\x80"), 0); /* U+110000 */
   assert_int_equal(LEN("\xf5\x80\x80\x80"), 0);
   assert_int_equal(LEN("\xff"), 0);
-  assert_int_equal(LEN("\xe2\x82"), 0);         /* cut short */
+  assert_int_equal(LEN("\xe2\x82"), 0); /* cut short */
   assert_int_equal(LEN("\xf0\x9d\x84"), 0);
-  assert_int_equal(LEN("\xe2\x28\xa1"), 0);     /* not a continuation byte */
+  assert_int_equal(LEN("\xe2\x28\xa1"), 0); /* not a continuation byte */
   assert_int_equal(LEN("\xf0\x9d\x84\x28"), 0);
   /* n counts: the bytes are there, but may not be read */
   assert_int_equal(lithd_utf8_len((const unsigned char *)"\xc3\xa9", 1), 0);
@@ -79,8 +79,7 @@ static void test_put_round_trip(void **state) {
       continue;
     n = lithd_utf8_put(out, cp);
     if (n != want || lithd_utf8_len((const unsigned char *)out, n) != n)
-      fail_msg("U+%04X: %zu bytes, read back as %zu", cp, n,
-               lithd_utf8_len((const unsigned char *)out, n));
+      fail_msg("U+%04X: %zu bytes, read back as %zu", cp, n, lithd_utf8_len((const unsigned char *)out, n));
   }
 }
 
