@@ -253,10 +253,12 @@ uninstall:
 LINT_SRC   = $(shell find * \( -path build -o -name node_modules \) -prune -o -name '*.c' -print | sort)
 FORMAT_SRC = $(shell find * \( -path build -o -name node_modules \) -prune -o -name '*.[ch]' -print | sort)
 lint:
-	cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
+	@cppcheck --enable=warning,style,performance,portability --std=c11 -Iinclude -Iexamples/kanban -D_GNU_SOURCE \
 	  --suppress=missingIncludeSystem --suppress='preprocessorErrorDirective:*test/*.c' \
 	  --inline-suppr --error-exitcode=1 -q $(LINT_SRC)
-	clang-format --dry-run --Werror $(FORMAT_SRC)
+	@echo "lint: cppcheck: $(words $(LINT_SRC)) C files clean"
+	@clang-format --dry-run --Werror $(FORMAT_SRC)
+	@echo "lint: clang-format: $(words $(FORMAT_SRC)) files in style"
 
 format:
 	clang-format -i $(FORMAT_SRC)
