@@ -13,11 +13,12 @@
  * hanging it. Answers are read by http/h1client.c. The group teardown stops the server with SIGTERM while an
  * event stream is open and expects exit status 0.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -18,11 +18,12 @@
  * Design: each test owns a struct fixture; the teardown kills whatever
  * child still runs (SIGKILL), so a failed assertion never leaks a daemon.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

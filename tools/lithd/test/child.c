@@ -10,11 +10,12 @@
  * do not depend on how the HTTP layer frames a body; the keep-alive client
  * keeps the bytes read past one answer for the next one.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <arpa/inet.h>
 #include <errno.h>

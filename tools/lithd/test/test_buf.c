@@ -5,11 +5,12 @@
  * empty buffer finishes as "", and a failure sticks and makes finish
  * return NULL.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,11 +7,12 @@
  * numbers out of range). Every case runs on a body that is not
  * NUL-terminated, as a request body is not.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,11 +11,12 @@
  * Outcomes are checked through the API (a later /v1/query) and, after a
  * SIGTERM, by opening the file with SQLite directly.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <poll.h>
 #include <signal.h>

@@ -32,11 +32,12 @@
  * Client threads never assert (cmocka's assertions belong to the test's
  * thread): they record, the test's thread checks after joining them.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <pthread.h>
 #include <signal.h>

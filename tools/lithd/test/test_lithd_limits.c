@@ -11,11 +11,12 @@
  * The margins are wide (a loaded CI machine, the sanitizers); what they
  * guard against is tens of seconds.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <dirent.h>
 #include <pthread.h>

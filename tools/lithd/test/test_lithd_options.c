@@ -10,11 +10,12 @@
  * Every outcome is checked through the API and, where it matters, by opening
  * the file with SQLite directly.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <errno.h>
 #include <fcntl.h>

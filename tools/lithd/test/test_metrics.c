@@ -7,11 +7,12 @@
  * counters read 0 and no status line appears; a buffer that already
  * failed gets nothing more.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <inttypes.h>
 #include <stdio.h>

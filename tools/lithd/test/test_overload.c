@@ -10,11 +10,12 @@
  * (the request GONE left), so overload.c runs on a real libuv loop with
  * neither a database nor an HTTP server.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <string.h>
 

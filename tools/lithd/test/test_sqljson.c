@@ -17,8 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
 #include <jansson.h>
+
+#include <cmocka.h>
 
 #include "../sqljson.h"
 

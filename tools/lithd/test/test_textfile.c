@@ -6,11 +6,12 @@
  * read, one byte more refused; a NUL byte, a missing file are refused with
  * a message that begins with the caller's name and the path.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <stdio.h>
 #include <stdlib.h>

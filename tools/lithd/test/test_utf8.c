@@ -5,11 +5,12 @@
  * U+10FFFF, cut-short and stray continuation bytes — and the encoder
  * against the decoder over every code point.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <string.h>
 
