@@ -290,14 +290,16 @@ static void take_answer(h1c_response *hr, struct tl_resp *r) {
   memset(hr, 0, sizeof *hr);
 }
 
-void tl_read(int fd, struct tl_resp *r) {
+void tl_read(int fd, struct tl_resp *r) { tl_read_within(fd, r, TL_TIMEOUT_MS); }
+
+void tl_read_within(int fd, struct tl_resp *r, int timeout_ms) {
   h1c_conn k;
   h1c_response hr;
   char err[256] = "";
   int rc;
 
   h1c_init(&k, fd, "lithd", err, sizeof err);
-  h1c_deadline(&k, TL_TIMEOUT_MS);
+  h1c_deadline(&k, timeout_ms);
   k.sent = 1;
   rc = h1c_read(&k, NULL, &hr);
   if (rc == H1C_OK)

@@ -78,6 +78,10 @@ int tl_send(const struct tl_child *c, const char *method, const char *path, cons
  * and close fd. The body is decoded (chunked or not). */
 void tl_read(int fd, struct tl_resp *r);
 
+/* tl_read with timeout_ms in all: for an answer that waits on purpose
+ * behind a command whose run time the test sets (and a sanitizer slows). */
+void tl_read_within(int fd, struct tl_resp *r, int timeout_ms);
+
 /* tl_send + tl_read. */
 void tl_http(const struct tl_child *c, const char *method, const char *path, const char *auth,
              const char *body, struct tl_resp *r);
