@@ -17,7 +17,8 @@
  *   - each function says who owns every pointer it takes or returns.
  *
  * Thread safety: lith_do, lith_do_deadline, lith_submit, lith_read,
- * lith_backup and lith_stats_get may be called from any thread at once.
+ * lith_read_deadline, lith_backup and lith_stats_get may be called from any
+ * thread at once.
  * lith_open and lith_close are called once each. Functions taking a lith_tx
  * run only on the writer thread, inside a command; functions taking a
  * lith_rx only inside a lith_read callback.
@@ -51,7 +52,8 @@ enum {
   LITH_MISUSE = 2,       /* the API was called wrongly (bad argument, wrong thread) */
   LITH_NOMEM = 3,        /* out of memory */
   LITH_CLOSED = 4,       /* the handle is closing: the command was not accepted */
-  LITH_QUEUE_FULL = 5,   /* the queue stayed full until the deadline: not accepted */
+  LITH_QUEUE_FULL = 5,   /* the queue (lith_read_deadline: every reader) stayed full
+                          until the deadline: not accepted, nothing ran */
   LITH_BUSY = 6,         /* another connection held the write lock past busy_timeout */
   LITH_CONSTRAINT = 7,   /* a UNIQUE, CHECK, FOREIGN KEY or NOT NULL constraint failed */
   LITH_IOERR = 8,        /* the disk reported an I/O error */
@@ -62,7 +64,8 @@ enum {
   LITH_CORRUPT = 12,     /* the database file is damaged or not a database */
   LITH_READONLY = 13,    /* a write was attempted where only reads are allowed */
   LITH_SCHEMA = 14,      /* the database's schema version is newer than the migrations given */
-  LITH_INTERRUPTED = 15, /* stopped by lith_interrupt (or sqlite3_interrupt) before it ended */
+  LITH_INTERRUPTED = 15, /* stopped by lith_interrupt (or sqlite3_interrupt) before it ended,
+                          or a command past lith_options.command_timeout_ms */
   LITH_USER = 1000       /* commands may return LITH_USER and above for their own errors */
 };
 
@@ -168,6 +171,31 @@ typedef struct lith_options {
    * than SQLITE_OK fails the open with that SQLite code. */
   int (*on_connect)(void *ctx, sqlite3 *conn);
   void *on_connect_ctx;
+  /* A limit on one run of a command's function, in ms; default 0: none.
+   * Measured from when the function starts (a command run again after a
+   * rollback gets the limit afresh). Past it:
+   *   - the SQL statement the command is stepping is interrupted (SQLite's
+   *     progress handler, checked every 1000 VM instructions, installed
+   *     on the write connection for the command's run only): it fails with
+   *     LITH_INTERRUPTED, and so does every statement the command steps
+   *     afterwards;
+   *   - every lith_tx_* call (lith_tx_exec, lith_tx_int64, lith_tx_stmt,
+   *     lith_tx_savepoint, lith_cmd_sql) fails at once with LITH_INTERRUPTED;
+   *   - the command fails with LITH_INTERRUPTED ("... ran longer than
+   *     command_timeout_ms") if it returns LITH_OK or LITH_INTERRUPTED (a
+   *     code of its own, LITH_USER and above, stays its answer), and
+   *     nothing of it is kept. It fails alone: the other commands of the
+   *     batch commit. An interrupted statement that writes makes SQLite roll
+   *     back the whole transaction (its rule for an interrupt); then the
+   *     others run again in a new transaction, as for any command that loses
+   *     the transaction (see lith_command).
+   * Not covered: C code between two statements (lith cannot stop it; its
+   * next lith_tx_* call fails), one step of a statement that does not
+   * return to SQLite's VM (a long function call: sqlite3_interrupt from
+   * another thread reaches it), and lith's own work after the function
+   * returns (RELEASE, COMMIT). A command must not install a progress
+   * handler of its own while this is set (it would replace lith's). */
+  int command_timeout_ms;
 } lith_options;
 
 /* Fill *opt with the defaults above. */
@@ -319,15 +347,48 @@ LITH_API int lith_submit(lith *db, lith_request *req);
 LITH_API sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql);
 
 /* Run `sql` (one statement, cached) to completion, binding the arguments
- * described by `types`, one character per parameter: 'i' int, 'I' int64_t,
- * 'd' double, 's' const char * text (NULL binds NULL), 'n' NULL (no
- * argument taken). Rows are discarded. Returns a lith result code. */
+ * that follow, described by `types`: one letter per parameter (`types` may
+ * be NULL or "" for none). Each letter takes exactly these C types, in this
+ * order, from the variable arguments:
+ *   'i'  int                         an integer
+ *   'I'  int64_t                     a 64-bit integer
+ *   'd'  double                      a real
+ *   's'  const char *                NUL-terminated UTF-8 text; NULL binds NULL
+ *   't'  const char *, size_t        UTF-8 text of that many bytes (NULs
+ *                                    included, no terminator needed); a NULL
+ *                                    pointer binds NULL
+ *   'b'  const void *, size_t        a blob of that many bytes; a NULL
+ *                                    pointer binds NULL, a non-NULL one with
+ *                                    length 0 the empty blob (x'')
+ *   'n'  (nothing)                   NULL
+ * Variable arguments are not converted to these types, and the compiler
+ * cannot check them: an argument of another size is undefined behaviour
+ * that usually binds garbage. The common mistakes: an int (a literal 5, an
+ * int variable) for 'I' — write (int64_t)5; an int for a length — write
+ * (size_t)n, or pass sizeof / strlen, which are size_t; a float is promoted
+ * to double and is fine for 'd', an int is not. The bytes of 's', 't' and
+ * 'b' are copied: the caller's buffers are free once the call returns.
+ * Rows are discarded. Returns a lith result code ('?' an unknown letter:
+ * LITH_MISUSE). */
 LITH_API int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...);
 
-/* Run `sql` (cached) and read the first column of its first row as an
+/* Run `sql` (cached), its parameters bound as lith_tx_exec's (the same
+ * letters and C types), and read the first column of its first row as an
  * integer into *out. Returns LITH_OK, LITH_ERROR with the message "no row"
  * when the query returned none, or the statement's error. */
 LITH_API int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...);
+
+/* The rows changed by the command's most recent INSERT, UPDATE or DELETE
+ * (sqlite3_changes64: not counting what triggers and foreign-key actions
+ * changed), through lith_tx_exec or a statement of its own; 0 before the
+ * command's first one (never the previous command's). */
+LITH_API int64_t lith_tx_changes(lith_tx *tx);
+
+/* The rowid of the row the command's most recent successful INSERT added
+ * (sqlite3_last_insert_rowid, with its rules for triggers and WITHOUT ROWID
+ * tables); 0 before the command's first one (never the previous
+ * command's). */
+LITH_API int64_t lith_tx_last_insert_rowid(lith_tx *tx);
 
 /* Run fn(tx, arg) inside a nested SAVEPOINT: a non-OK result undoes exactly
  * what fn did (and the topics it touched) and is returned. */
@@ -374,8 +435,17 @@ LITH_API int lith_read(lith *db, lith_reader fn, void *arg);
  * lith_tx_stmt. NULL on error. */
 LITH_API sqlite3_stmt *lith_rx_stmt(lith_rx *rx, const char *sql);
 
+/* As lith_read, but gives up waiting for a free reader at `deadline_ms` (on
+ * lith_clock_ms()): if every reader of the pool stays in use until then,
+ * fn does not run and the call returns LITH_QUEUE_FULL (as lith_do_deadline
+ * when the queue stays full: try again later). A deadline already past
+ * takes a free reader if there is one and never waits. The deadline bounds
+ * only that wait: once fn runs it runs to its end (lith_interrupt stops a
+ * read). lith_stats counts the reads, the waits and the give-ups. */
+LITH_API int lith_read_deadline(lith *db, lith_reader fn, void *arg, int64_t deadline_ms);
+
 /* Inside lith_read: first column of the first row as an integer; as
- * lith_tx_int64. */
+ * lith_tx_int64 (the same type letters). */
 LITH_API int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types, ...);
 
 /* The read-only connection, owned by lith. */
@@ -449,6 +519,16 @@ typedef struct lith_stats {
                                     AUTO mode; the WAL-restarting passes in WRITER) */
   uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */
+  /* The read pool (lith_read, lith_read_deadline): */
+  uint64_t reads;                           /* reads that got a reader (fn ran, or BEGIN failed) */
+  uint64_t read_waits;                      /* calls that found every reader in use and waited
+                                               (those that then gave up included) */
+  uint64_t read_timeouts;                   /* lith_read_deadline calls that gave up (LITH_QUEUE_FULL) */
+  uint64_t read_wait_ns_total;              /* time calls spent waiting for a reader */
+  uint64_t readers;                         /* connections in the pool (lith_options.readers) */
+  uint64_t readers_in_use;                  /* of them, running a read now */
+  uint64_t read_wait_lat[LITH_LAT_BUCKETS]; /* calls by time waited for a reader, those that
+                                               found one free at once in bucket 0 */
 } lith_stats;
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after

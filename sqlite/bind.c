@@ -17,6 +17,21 @@ int lith__bind_va(sqlite3_stmt *st, const char *types, va_list ap) {
       rc = s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
       break;
     }
+    case 't': {
+      /* both arguments are taken whatever the pointer: the next letter's follow */
+      const char *s = va_arg(ap, const char *);
+      size_t n = va_arg(ap, size_t);
+      rc = s ? sqlite3_bind_text64(st, i, s, (sqlite3_uint64)n, SQLITE_TRANSIENT, SQLITE_UTF8)
+             : sqlite3_bind_null(st, i);
+      break;
+    }
+    case 'b': {
+      const void *p = va_arg(ap, const void *);
+      size_t n = va_arg(ap, size_t);
+      /* a non-NULL pointer of length 0 is the empty blob, as SQLite binds it */
+      rc = p ? sqlite3_bind_blob64(st, i, p, (sqlite3_uint64)n, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+      break;
+    }
     case 'n': rc = sqlite3_bind_null(st, i); break;
     default: return lith__fail(LITH_MISUSE, "bind: unknown type '%c' at parameter %d", *t, i);
     }

@@ -1,6 +1,7 @@
 /*
  * Binding parameters from a type string ('i' int, 'I' int64_t, 'd' double,
- * 's' text or NULL, 'n' NULL) and running simple statements: shared by the
+ * 's' text or NULL, 't' text + size_t length, 'b' blob + size_t length,
+ * 'n' NULL: lith.h, lith_tx_exec) and running simple statements: shared by the
  * writer's lith_tx_* and the readers' lith_rx_* helpers.
  */
 #ifndef LITH_SQLITE_BIND_H

@@ -1,14 +1,20 @@
 /*
  * Read pool: a free list under a mutex. A read is short next to the cost of
  * the mutex, and borrowers that find the pool empty sleep on a condition
- * variable rather than spin.
+ * variable (on the monotonic clock: a borrower with a deadline waits with
+ * it) rather than spin. The figures are kept under the same mutex; only a
+ * borrower that has to wait reads the clock.
  */
 #include "read_pool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include "../lib/clock.h"
+#include "../lib/latency.h"
 #include "bind.h"
 #include "conn.h"
 #include "errcode.h"
@@ -30,7 +36,14 @@ struct lith__pool {
   int borrowed;
   int closing;
   struct lith_rx *all;
+  lith__read_stats *stats; /* the caller's */
 };
+
+/* stats field += n: only ever written under p->mu */
+#define STAT_ADD(p, field, n)                                                                           \
+  atomic_store_explicit(&(p)->stats->field,                                                             \
+                        atomic_load_explicit(&(p)->stats->field, memory_order_relaxed) + (uint64_t)(n), \
+                        memory_order_relaxed)
 
 static void rx_close(struct lith_rx *rx) {
   sqlite3_finalize(rx->begin);
@@ -64,12 +77,13 @@ err:
   return rc;
 }
 
-int lith__pool_open(const char *path, const lith_options *opt, lith__pool **out) {
+int lith__pool_open(const char *path, const lith_options *opt, lith__read_stats *stats, lith__pool **out) {
   int rc;
   *out = NULL;
   lith__pool *p = calloc(1, sizeof *p);
   if (!p)
     return lith__fail(LITH_NOMEM, "read pool: out of memory");
+  p->stats = stats;
   p->all = calloc((size_t)opt->readers, sizeof *p->all);
   if (!p->all) {
     rc = lith__fail(LITH_NOMEM, "read pool: out of memory");
@@ -83,7 +97,11 @@ int lith__pool_open(const char *path, const lith_options *opt, lith__pool **out)
     p->total++;
   }
   pthread_mutex_init(&p->mu, NULL);
-  pthread_cond_init(&p->cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* lith_clock_ms's clock */
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
   *out = p;
   return LITH_OK;
 
@@ -113,20 +131,50 @@ void lith__pool_close(lith__pool *p) {
   free(p);
 }
 
-int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
+/* Wait on p->cv (p->mu held) until deadline_ms; non-zero once it passed. */
+static int wait_until(lith__pool *p, int64_t deadline_ms) {
+  if (deadline_ms < 0) {
+    pthread_cond_wait(&p->cv, &p->mu);
+    return 0;
+  }
+  struct timespec ts = {.tv_sec = deadline_ms / 1000, .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
+  return pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT;
+}
+
+int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_ms) {
   if (!fn)
     return lith__fail(LITH_MISUSE, "lith_read: no function");
+  int64_t t_wait = 0;
   pthread_mutex_lock(&p->mu);
-  while (!p->free && !p->closing)
-    pthread_cond_wait(&p->cv, &p->mu);
+  if (!p->free && !p->closing) {
+    t_wait = lith__now_ns();
+    STAT_ADD(p, waits, 1);
+    int timed_out = deadline_ms >= 0 && lith_clock_ms() >= deadline_ms;
+    /* A free connection is taken even when the wait timed out meanwhile:
+     * the wake-up that came with it is not lost on a borrower leaving. */
+    while (!p->free && !p->closing && !timed_out)
+      timed_out = wait_until(p, deadline_ms);
+  }
   if (p->closing) {
     pthread_mutex_unlock(&p->mu);
     return lith__fail(LITH_CLOSED, "lith_read: the handle is closing");
+  }
+  uint64_t waited = t_wait ? (uint64_t)(lith__now_ns() - t_wait) : 0;
+  STAT_ADD(p, wait_ns_total, waited);
+  STAT_ADD(p, wait_lat[lith__lat_bucket(waited)], 1);
+  if (!p->free) {
+    STAT_ADD(p, timeouts, 1);
+    int total = p->total;
+    pthread_mutex_unlock(&p->mu);
+    return lith__fail(LITH_QUEUE_FULL, "lith_read_deadline: all %d readers stayed in use until the deadline",
+                      total);
   }
   struct lith_rx *rx = p->free;
   p->free = rx->next_free;
   p->borrowed++;
   rx->borrowed = 1;
+  STAT_ADD(p, reads, 1);
+  STAT_ADD(p, in_use, 1);
   pthread_mutex_unlock(&p->mu);
 
   int rc;
@@ -157,6 +205,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg) {
   rx->next_free = p->free;
   p->free = rx;
   p->borrowed--;
+  STAT_ADD(p, in_use, -1);
   if (p->closing)
     pthread_cond_broadcast(&p->cv); /* the closer waits for the last one */
   else

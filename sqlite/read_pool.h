@@ -8,19 +8,33 @@
 #ifndef LITH_SQLITE_READ_POOL_H
 #define LITH_SQLITE_READ_POOL_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "lith.h"
 
 typedef struct lith__pool lith__pool;
 
-/* Open opt->readers read-only connections to `path`. */
-int lith__pool_open(const char *path, const lith_options *opt, lith__pool **out);
+/* The pool's figures (lith_stats): written only under the pool's mutex, so
+ * plain relaxed loads and stores suffice; read at any time, also after the
+ * pool is closed (they live in the caller's memory, not the pool's). */
+typedef struct lith__read_stats {
+  _Atomic uint64_t reads, waits, timeouts, wait_ns_total, in_use;
+  _Atomic uint64_t wait_lat[LITH_LAT_BUCKETS];
+} lith__read_stats;
+
+/* Open opt->readers read-only connections to `path`. `stats` (the
+ * caller's, zeroed, outliving the pool) receives the figures. */
+int lith__pool_open(const char *path, const lith_options *opt, lith__read_stats *stats, lith__pool **out);
 
 /* Refuse new reads, wait until every borrowed connection is back, close all
  * and free the pool. NULL is allowed. */
 void lith__pool_close(lith__pool *p);
 
-/* Run fn(rx, arg) in one read transaction. */
-int lith__pool_read(lith__pool *p, lith_reader fn, void *arg);
+/* Run fn(rx, arg) in one read transaction. deadline_ms (lith_clock_ms())
+ * bounds the wait for a free connection, -1: none; past it, LITH_QUEUE_FULL
+ * and fn does not run. */
+int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_ms);
 
 /* sqlite3_interrupt every connection borrowed now: its running statement
  * fails with SQLITE_INTERRUPT (one not yet started runs as usual: SQLite

@@ -262,6 +262,48 @@ static int drop_temp(lith *db) {
   }
 }
 
+/* ---- command_timeout_ms --------------------------------------------------
+ * The limit is a deadline for the run of the command's function: SQLite's
+ * progress handler, installed for that run only (a command that replaced
+ * it has it put back for the next one), compares it with the clock every
+ * PROGRESS_OPS VM instructions; the lith_tx_* calls compare it on entry
+ * (lith__tx_past_limit), so a command that loops in C over short statements
+ * is stopped at its next call. Once past, the run stays timed out: every
+ * statement it steps afterwards fails at once. lith's own statements inside
+ * a command (the nested savepoint's) run with in_command clear and pass. */
+#define PROGRESS_OPS 1000
+
+int lith__tx_past_limit(lith_tx *tx) {
+  if (tx->db->opt.command_timeout_ms <= 0)
+    return 0;
+  if (!tx->timed_out && lith__now_ns() <= tx->deadline_ns)
+    return 0;
+  tx->timed_out = 1;
+  return 1;
+}
+
+static int on_progress(void *ctx) {
+  lith *db = ctx;
+  return db->in_command && lith__tx_past_limit(&db->tx);
+}
+
+static void limit_arm(lith *db) {
+  db->tx.timed_out = 0;
+  db->tx.deadline_ns = lith__now_ns() + (int64_t)db->opt.command_timeout_ms * 1000000;
+  sqlite3_progress_handler(db->conn, PROGRESS_OPS, on_progress, db);
+}
+
+/* After the run: the handler goes, and a run that was interrupted fails
+ * with LITH_INTERRUPTED unless it answered with a code of its own. */
+static int limit_disarm(lith *db, int rc) {
+  sqlite3_progress_handler(db->conn, 0, NULL, NULL);
+  if (db->tx.timed_out && (rc == LITH_OK || rc == LITH_INTERRUPTED))
+    rc = lith_tx_error(&db->tx, LITH_INTERRUPTED,
+                       "the command ran longer than command_timeout_ms (%d ms) and was interrupted",
+                       db->opt.command_timeout_ms);
+  return rc;
+}
+
 /* Whether rc is one of lith's result codes (or a command's own). */
 static int known_rc(int rc) { return (rc > LITH_OK && rc <= LITH_INTERRUPTED) || rc >= LITH_USER; }
 
@@ -331,18 +373,26 @@ run:
   tx->keep = 0;
   db->auth_why[0] = '\0';
   lith__clear_error();
+  /* lith_tx_changes and lith_tx_last_insert_rowid report this run's own */
+  tx->changes_base = sqlite3_total_changes64(db->conn);
+  sqlite3_set_last_insert_rowid(db->conn, 0);
+  if (db->opt.command_timeout_ms > 0)
+    limit_arm(db);
   db->in_command = 1;
   db->in_fn = 1;
   int rc = req->fn(tx, req->arg);
   db->in_fn = 0;
   db->in_command = 0;
+  if (db->opt.command_timeout_ms > 0)
+    rc = limit_disarm(db, rc);
   /* before the cache's resets overwrite it; only a failure needs it */
   int ec = rc != LITH_OK ? sqlite3_errcode(db->conn) : SQLITE_OK;
   lith__stmt_cache_release(db->cache);
 
   if (lith__tx_lost(db))
     goto lost;
-  if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && reset_running(db, 1, NULL, 0) > 0) {
+  if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && !tx->timed_out &&
+      reset_running(db, 1, NULL, 0) > 0) {
     /* "database table is locked": a read left mid-step (by an earlier
      * command of the batch, say) held a table this one drops or alters.
      * Those reads are over: reset them, undo this run, run it once more,

@@ -240,7 +240,7 @@ int lith_submit(lith *db, lith_request *req) {
   return rc;
 }
 
-int lith_read(lith *db, lith_reader fn, void *arg) {
+static int read_until(lith *db, lith_reader fn, void *arg, int64_t deadline_ms) {
   if (!db)
     return lith__fail(LITH_MISUSE, "lith_read: no handle");
   if (lith__on_writer(db))
@@ -258,10 +258,17 @@ int lith_read(lith *db, lith_reader fn, void *arg) {
     return rc;
   lith__reading mark = {db, lith__reads};
   lith__reads = &mark;
-  rc = lith__pool_read(db->pool, fn, arg);
+  rc = lith__pool_read(db->pool, fn, arg, deadline_ms);
   lith__reads = mark.up;
   lith__leave(db);
   return rc;
+}
+
+int lith_read(lith *db, lith_reader fn, void *arg) { return read_until(db, fn, arg, -1); }
+
+int lith_read_deadline(lith *db, lith_reader fn, void *arg, int64_t deadline_ms) {
+  /* lith__pool_read takes -1 for "no deadline": any past deadline is 0 */
+  return read_until(db, fn, arg, deadline_ms < 0 ? 0 : deadline_ms);
 }
 
 static int backup(lith *db, const char *dest_path, int new_only) {
@@ -353,7 +360,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   sqlite3_set_authorizer(db->conn, lith__authorize, db);
   if ((rc = lith__ckpt_init(&db->ckpt, db->conn, path, &db->opt)) != LITH_OK)
     goto err_finalize;
-  if ((rc = lith__pool_open(path, &db->opt, &db->pool)) != LITH_OK)
+  if ((rc = lith__pool_open(path, &db->opt, &db->rstats, &db->pool)) != LITH_OK)
     goto err_close_ckpt;
   db->tx.db = db;
   db->tx.conn = db->conn;

@@ -6,44 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../lib/latency.h"
 #include "writer.h"
-
-int lith__lat_bucket(uint64_t ns) {
-  if (ns < 1024)
-    return 0;
-  int e = 63 - __builtin_clzll(ns); /* 2^e <= ns < 2^(e+1), e >= 10 */
-  int b = 1 + (e - 10) * 8 + (int)((ns >> (e - 3)) & 7);
-  return b < LITH_LAT_BUCKETS ? b : LITH_LAT_BUCKETS - 1;
-}
-
-uint64_t lith_lat_bucket_upper_ns(int i) {
-  if (i <= 0)
-    return 1024;
-  if (i >= LITH_LAT_BUCKETS - 1)
-    return UINT64_MAX;
-  int e = 10 + (i - 1) / 8, sub = (i - 1) % 8;
-  return (uint64_t)(8 + sub + 1) << (e - 3);
-}
-
-uint64_t lith_lat_quantile_ns(const uint64_t *later, const uint64_t *earlier, double q) {
-  uint64_t total = 0;
-  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
-    total += later[i] - (earlier ? earlier[i] : 0);
-  if (total == 0)
-    return 0;
-  if (q > 1)
-    q = 1;
-  uint64_t rank = (uint64_t)(q * (double)total + 0.999999);
-  if (rank < 1)
-    rank = 1;
-  uint64_t seen = 0;
-  for (int i = 0; i < LITH_LAT_BUCKETS; i++) {
-    seen += later[i] - (earlier ? earlier[i] : 0);
-    if (seen >= rank)
-      return lith_lat_bucket_upper_ns(i);
-  }
-  return lith_lat_bucket_upper_ns(LITH_LAT_BUCKETS - 1);
-}
 
 static int bucket(int n) {
   int b = 0;
@@ -129,6 +93,18 @@ void lith_stats_get(lith *db, lith_stats *out) {
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;
   memcpy(ring, s->recent_tx_us, n * sizeof *ring);
   pthread_mutex_unlock(&db->stats_mu);
+
+  /* The read pool's figures: its own, kept in the handle (so also after
+   * lith_shutdown closed the pool). */
+  const lith__read_stats *r = &db->rstats;
+  out->reads = atomic_load_explicit(&r->reads, memory_order_relaxed);
+  out->read_waits = atomic_load_explicit(&r->waits, memory_order_relaxed);
+  out->read_timeouts = atomic_load_explicit(&r->timeouts, memory_order_relaxed);
+  out->read_wait_ns_total = atomic_load_explicit(&r->wait_ns_total, memory_order_relaxed);
+  out->readers_in_use = atomic_load_explicit(&r->in_use, memory_order_relaxed);
+  out->readers = (uint64_t)db->opt.readers;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    out->read_wait_lat[i] = atomic_load_explicit(&r->wait_lat[i], memory_order_relaxed);
 
   int64_t depth = atomic_load(&db->depth);
   out->queue_depth = depth > 0 ? (uint64_t)depth : 0;

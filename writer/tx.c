@@ -23,13 +23,26 @@ static int note(lith_tx *tx, int rc) {
   return rc;
 }
 
+/* Past command_timeout_ms every call fails at once (see batch.c). */
+static int past_limit(lith_tx *tx, const char *what) {
+  if (!lith__tx_past_limit(tx))
+    return 0;
+  note(tx,
+       lith__fail(LITH_INTERRUPTED, "%s: interrupted: the command ran longer than command_timeout_ms", what));
+  return 1;
+}
+
 sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql) {
   sqlite3_stmt *st = NULL;
+  if (past_limit(tx, "lith_tx_stmt"))
+    return NULL;
   note(tx, lith__stmt_cache_get(tx->cache, sql, &st));
   return st;
 }
 
 int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
+  if (past_limit(tx, "lith_tx_exec"))
+    return LITH_INTERRUPTED;
   va_list ap;
   va_start(ap, types);
   int rc = lith__run_va(tx->cache, sql, types, ap, NULL);
@@ -38,12 +51,25 @@ int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
 }
 
 int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...) {
+  if (past_limit(tx, "lith_tx_int64"))
+    return LITH_INTERRUPTED;
   va_list ap;
   va_start(ap, types);
   int rc = lith__run_va(tx->cache, sql, types, ap, out);
   va_end(ap);
   return note(tx, rc);
 }
+
+int64_t lith_tx_changes(lith_tx *tx) {
+  /* Unchanged total: no statement of this run changed a row, so its most
+   * recent one (if any) changed none; sqlite3_changes64 would still hold
+   * the previous command's count. */
+  if (sqlite3_total_changes64(tx->conn) == tx->changes_base)
+    return 0;
+  return sqlite3_changes64(tx->conn);
+}
+
+int64_t lith_tx_last_insert_rowid(lith_tx *tx) { return sqlite3_last_insert_rowid(tx->conn); }
 
 static int nested_step(lith_tx *tx, sqlite3_stmt *st) {
   /* lith's own savepoint statements: let the authorizer pass them. */
@@ -60,6 +86,8 @@ int lith_tx_savepoint(lith_tx *tx, lith_command fn, void *arg) {
   lith *db = tx->db;
   if (!fn)
     return note(tx, lith__fail(LITH_MISUSE, "lith_tx_savepoint: no function"));
+  if (past_limit(tx, "lith_tx_savepoint"))
+    return LITH_INTERRUPTED;
   if (lith__tx_lost(db)) /* SAVEPOINT would begin a transaction of its own */
     return note(tx, lith__fail(LITH_ABORTED, "lith_tx_savepoint: the transaction was rolled back"));
   int rc = nested_step(tx, db->st_nsp);
@@ -110,6 +138,8 @@ int lith_tx_error(lith_tx *tx, int rc, const char *fmt, ...) {
 int lith_cmd_sql(lith_tx *tx, void *arg) {
   if (!arg)
     return note(tx, lith__fail(LITH_MISUSE, "lith_cmd_sql: no SQL"));
+  if (past_limit(tx, "lith_cmd_sql"))
+    return LITH_INTERRUPTED;
   int rc = sqlite3_exec(tx->conn, (const char *)arg, NULL, NULL, NULL);
   if (rc != SQLITE_OK)
     return note(tx, lith__fail_sqlite(rc, tx->conn, "lith_cmd_sql"));

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "../lib/latency.h"
 #include "../sqlite/checkpoint.h"
 #include "../sqlite/read_pool.h"
 #include "../sqlite/stmt_cache.h"
@@ -52,6 +53,9 @@ struct lith_tx {
   int depth;                    /* nested savepoints open */
   int keep;                     /* err/errmsg hold the error that lost the
                                     transaction: later errors do not replace it */
+  int64_t changes_base;         /* sqlite3_total_changes64 when the run began */
+  int64_t deadline_ns;          /* command_timeout_ms: when this run must end */
+  int timed_out;                /* the run went past it and was interrupted */
 };
 
 typedef struct lith__batch_stats {
@@ -122,6 +126,8 @@ struct lith {
   /* stats: written by the writer once per batch */
   pthread_mutex_t stats_mu;
   lith__batch_stats stats;
+  /* the read pool's, written by readers under the pool's mutex */
+  alignas(64) lith__read_stats rstats;
 };
 
 /* Spinning instead of sleeping, while it pays (futex.h has the times):
@@ -153,15 +159,16 @@ int lith__authorize(void *ctx, int action, const char *a, const char *b, const c
 int lith__commit_hook(void *ctx);
 void lith__rollback_hook(void *ctx);
 
+/* Non-zero, and the run marked timed out, once the running command is past
+ * lith_options.command_timeout_ms (batch.c; always 0 without a limit). */
+int lith__tx_past_limit(lith_tx *tx);
+
 /* Non-zero when the batch's transaction is gone (batch.c). */
 int lith__tx_lost(const lith *db);
 
 /* Prepare the writer's own statements (batch.c). */
 int lith__writer_prepare(lith *db);
 void lith__writer_finalize(lith *db);
-
-/* The latency bucket of a duration (stats.c). */
-int lith__lat_bucket(uint64_t ns);
 
 /* Record one finished batch's figures (stats.c); wait_lat holds this batch's
  * commands by queue wait, and is cleared. */

@@ -23,7 +23,13 @@
  *     lith_read refuses a NULL function and a call from a command;
  *   - more concurrent readers than opt.readers wait their turn: all
  *     complete, never more than opt.readers at once, never two on one
- *     connection.
+ *     connection;
+ *   - lith_read_deadline: with every reader held it gives up at its
+ *     deadline (LITH_QUEUE_FULL, fn not run), at once when the deadline is
+ *     past, and reads when a reader comes back in time; under contention
+ *     every call reads or gives up; lith_stats counts reads, waits, give-ups,
+ *     wait time (total and histogram) and readers in use, also after
+ *     lith_shutdown.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -742,6 +748,201 @@ static void test_interrupt_stops_a_read(void **state) {
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
+/* ---- lith_read_deadline and the pool's figures ---------------------------- */
+
+typedef struct holder {
+  lith *db;
+  _Atomic int holding, release;
+  int rc;
+} holder;
+
+/* Keeps its reader until told to give it back. */
+static int hold_read(lith_rx *rx, void *arg) {
+  holder *h = arg;
+  int64_t n = 0;
+  int rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM accounts", NULL);
+  atomic_store(&h->holding, 1);
+  while (!atomic_load(&h->release))
+    usleep(1000);
+  return rc;
+}
+
+static void *holder_main(void *arg) {
+  holder *h = arg;
+  h->rc = lith_read(h->db, hold_read, h);
+  return NULL;
+}
+
+static int count_read(lith_rx *rx, void *arg) {
+  int *ran = arg;
+  int64_t n = 0;
+  int rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM accounts", NULL);
+  *ran += rc == LITH_OK && n == NACC;
+  return rc;
+}
+
+typedef struct waiter {
+  lith *db;
+  int64_t deadline;
+  int ran, rc;
+} waiter;
+
+static void *waiter_main(void *arg) {
+  waiter *w = arg;
+  w->rc = lith_read_deadline(w->db, count_read, &w->ran, w->deadline);
+  return NULL;
+}
+
+static uint64_t lat_sum(const uint64_t *lat) {
+  uint64_t n = 0;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    n += lat[i];
+  return n;
+}
+
+/* With the one reader held: lith_read_deadline gives up at its deadline
+ * (LITH_QUEUE_FULL, fn not run), at once when the deadline is past, and
+ * gets the reader when it comes back in time; lith_stats counts each. */
+static void test_read_deadline_and_pool_figures(void **state) {
+  (void)state;
+  lith *db = open_seeded(1);
+  lith_stats st;
+  int ran = 0;
+
+  lith_stats_get(db, &st);
+  assert_int_equal(st.readers, 1);
+  assert_int_equal(st.readers_in_use, 0);
+  uint64_t reads0 = st.reads; /* what opening did, if anything */
+  assert_int_equal(st.read_waits, 0);
+  assert_int_equal(st.read_timeouts, 0);
+
+  /* a free reader: a deadline already past does not matter */
+  assert_int_equal(lith_read_deadline(db, count_read, &ran, 0), LITH_OK);
+  assert_int_equal(ran, 1);
+  lith_stats_get(db, &st);
+  assert_int_equal(st.reads, reads0 + 1);
+  assert_int_equal(st.read_waits, 0);
+  assert_int_equal(st.readers_in_use, 0);
+
+  holder h;
+  memset(&h, 0, sizeof h);
+  h.db = db;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, holder_main, &h), 0);
+  while (!atomic_load(&h.holding))
+    usleep(1000);
+  lith_stats_get(db, &st);
+  assert_int_equal(st.readers_in_use, 1);
+
+  /* past deadline, no free reader: at once */
+  int64_t t0 = lith_clock_ms();
+  assert_int_equal(lith_read_deadline(db, count_read, &ran, t0 - 5), LITH_QUEUE_FULL);
+  assert_non_null(strstr(lith_errmsg(NULL), "stayed in use until the deadline"));
+  assert_true(lith_clock_ms() - t0 < 50);
+  /* a deadline 150 ms away: waits it out */
+  t0 = lith_clock_ms();
+  assert_int_equal(lith_read_deadline(db, count_read, &ran, t0 + 150), LITH_QUEUE_FULL);
+  int64_t took = lith_clock_ms() - t0;
+  print_message("gave up after %lld ms (deadline 150 ms)\n", (long long)took);
+  assert_true(took >= 149);
+  assert_true(took < 3000);
+  assert_int_equal(ran, 1); /* fn never ran */
+
+  lith_stats_get(db, &st);
+  assert_int_equal(st.read_waits, 2);
+  assert_int_equal(st.read_timeouts, 2);
+  assert_true(st.read_wait_ns_total >= 149 * 1000000ull);
+  assert_int_equal(st.reads, reads0 + 2); /* the holder's counts */
+
+  /* a waiter with time to spare gets the reader once it is given back */
+  waiter w = {db, lith_clock_ms() + 10000, 0, -1};
+  pthread_t tw;
+  assert_int_equal(pthread_create(&tw, NULL, waiter_main, &w), 0);
+  usleep(50 * 1000);
+  atomic_store(&h.release, 1);
+  pthread_join(th, NULL);
+  pthread_join(tw, NULL);
+  assert_int_equal(h.rc, LITH_OK);
+  assert_int_equal(w.rc, LITH_OK);
+  assert_int_equal(w.ran, 1);
+
+  lith_stats_get(db, &st);
+  assert_int_equal(st.reads, reads0 + 3);
+  assert_int_equal(st.read_waits, 3);
+  assert_int_equal(st.read_timeouts, 2);
+  assert_int_equal(st.readers_in_use, 0);
+  /* every call that got a reader or gave up, once: the waits in buckets of
+   * 1/8 of their size at most (the three waits: two of 50 ms and more, one
+   * past deadline of a few µs at most) */
+  assert_int_equal(lat_sum(st.read_wait_lat), st.reads + st.read_timeouts);
+  uint64_t long_waits = 0;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    if (lith_lat_bucket_upper_ns(i) > 40 * 1000000ull)
+      long_waits += st.read_wait_lat[i];
+  assert_int_equal(long_waits, 2);
+  assert_true(lith_lat_quantile_ns(st.read_wait_lat, NULL, 1.0) >= 149 * 1000000ull);
+
+  /* the final figures outlive the pool (lith_shutdown closes it) */
+  assert_int_equal(lith_shutdown(db), LITH_OK);
+  lith_stats st2;
+  lith_stats_get(db, &st2);
+  assert_int_equal(st2.reads, st.reads);
+  assert_int_equal(st2.read_timeouts, 2);
+  assert_int_equal(lith_read_deadline(db, count_read, &ran, lith_clock_ms() + 100), LITH_CLOSED);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+/* Many threads on two readers, each with a short deadline: every call ends
+ * by its deadline or reads, the counts add up, no reader is left in use. */
+typedef struct rush {
+  lith *db;
+  _Atomic int ok, full, other;
+} rush;
+
+static int slow_read(lith_rx *rx, void *arg) {
+  (void)arg;
+  int64_t n = 0;
+  int rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM accounts", NULL);
+  usleep(2000);
+  return rc;
+}
+
+static void *rush_main(void *arg) {
+  rush *r = arg;
+  for (int i = 0; i < 20; i++) {
+    int rc = lith_read_deadline(r->db, slow_read, NULL, lith_clock_ms() + 3);
+    atomic_fetch_add(rc == LITH_OK ? &r->ok : rc == LITH_QUEUE_FULL ? &r->full : &r->other, 1);
+  }
+  return NULL;
+}
+
+static void test_read_deadline_under_contention(void **state) {
+  (void)state;
+  enum { THREADS = 8 };
+  rush r;
+  memset(&r, 0, sizeof r);
+  r.db = open_seeded(2);
+  lith_stats st0, st;
+  lith_stats_get(r.db, &st0);
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, rush_main, &r), 0);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  lith_stats_get(r.db, &st);
+  print_message("%d read, %d gave up\n", atomic_load(&r.ok), atomic_load(&r.full));
+  assert_int_equal(atomic_load(&r.other), 0);
+  assert_int_equal(atomic_load(&r.ok) + atomic_load(&r.full), THREADS * 20);
+  assert_true(atomic_load(&r.ok) > 0);
+  assert_true(atomic_load(&r.full) > 0); /* 8 threads, 2 readers of 2 ms, 3 ms each */
+  assert_int_equal(st.reads - st0.reads, (uint64_t)atomic_load(&r.ok));
+  assert_int_equal(st.read_timeouts, (uint64_t)atomic_load(&r.full));
+  assert_true(st.read_waits >= st.read_timeouts);
+  assert_int_equal(st.readers_in_use, 0);
+  assert_int_equal(lat_sum(st.read_wait_lat) - lat_sum(st0.read_wait_lat), THREADS * 20);
+  assert_int_equal(lith_close(r.db), LITH_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_see_whole_batches),
@@ -750,6 +951,8 @@ int main(void) {
       cmocka_unit_test(test_rx_helpers),
       cmocka_unit_test(test_more_readers_than_connections_wait),
       cmocka_unit_test(test_interrupt_stops_a_read),
+      cmocka_unit_test(test_read_deadline_and_pool_figures),
+      cmocka_unit_test(test_read_deadline_under_contention),
   };
   return cmocka_run_group_tests_name("sqlite/read_pool", tests, NULL, NULL);
 }

@@ -7,6 +7,13 @@
  *     reset), NULL for bad SQL with lith_tx_rc and the message set;
  *   - lith_tx_exec binds each type letter ('i', 'I', 'd', 's', 's' NULL,
  *     'n'); lith_tx_int64 reads the first column, or LITH_ERROR "no row";
+ *   - 't' binds text of the length given (embedded NULs kept, nothing past
+ *     it), 'b' a blob (a zero-length one with a non-NULL pointer), both
+ *     NULL for a NULL pointer with the arguments after them still in line;
+ *     an unknown letter is LITH_MISUSE; lith_rx_int64 binds them too;
+ *   - lith_tx_changes and lith_tx_last_insert_rowid: this command's own
+ *     (0 at its start, also right after another command of its batch
+ *     inserted), through lith_tx_exec, lith_cmd_sql or its own statement;
  *   - lith_tx_rc is LITH_OK until a call fails, then that call's code;
  *     lith_tx_error's message (printf-style) reaches lith_do's caller;
  *   - lith_tx_db is the write connection, inside the writer's transaction;
@@ -20,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -239,6 +247,210 @@ static void test_exec_binds_each_type_int64_reads(void **state) {
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
+/* ---- 't' (text + length) and 'b' (blob + length) ------------------------- */
+
+typedef struct cell {
+  char type[8];
+  char hex[64];
+  int64_t bytes;
+} cell;
+
+/* What column v of blobs' row k holds: its type, hex and size in bytes. */
+static void read_cell(lith_tx *tx, const char *k, cell *c) {
+  sqlite3_stmt *st =
+      lith_tx_stmt(tx, "SELECT typeof(v), hex(v), length(CAST(v AS BLOB)) FROM blobs WHERE k = ?");
+  assert_non_null(st);
+  assert_int_equal(sqlite3_bind_text(st, 1, k, -1, SQLITE_STATIC), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  snprintf(c->type, sizeof c->type, "%s", (const char *)sqlite3_column_text(st, 0));
+  snprintf(c->hex, sizeof c->hex, "%s", (const char *)sqlite3_column_text(st, 1));
+  c->bytes = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+  sqlite3_reset(st);
+}
+
+typedef struct lengths {
+  cell nul_text, short_text, null_text, bin, empty, null_blob, after;
+  int64_t after_int, rx_text_bytes, rx_blob_bytes;
+  int bad_letter_rc;
+  char bad_letter_msg[LITH_ERRMSG_MAX];
+} lengths;
+
+static int lengths_cmd(lith_tx *tx, void *arg) {
+  lengths *l = arg;
+  static const char nul_text[] = {'a', 'b', 0, 'c', 'd'}; /* no terminator */
+  static const unsigned char bin[] = {0, 1, 2, 0, 255};
+  char *scratch = strdup("hello world"); /* freed at once: the bytes were copied */
+  int rc = lith_tx_exec(tx, "CREATE TABLE blobs(k TEXT PRIMARY KEY, v, w)", NULL);
+  const char *ins = "INSERT INTO blobs(k, v) VALUES (?, ?)";
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, ins, "st", "nul_text", nul_text, sizeof nul_text);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, ins, "st", "short_text", scratch, (size_t)5);
+  free(scratch);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, ins, "st", "null_text", (const char *)NULL, (size_t)3);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, ins, "sb", "bin", bin, sizeof bin);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, ins, "sb", "empty", "", (size_t)0);
+  if (rc == LITH_OK) /* NULL pointer: NULL; its length is still taken, so 'I' reads the right argument */
+    rc = lith_tx_exec(tx, "INSERT INTO blobs(k, v, w) VALUES (?, ?, ?)", "sbI", "null_blob",
+                      (const void *)NULL, (size_t)7, (int64_t)1 << 40);
+  if (rc == LITH_OK)
+    rc = lith_tx_exec(tx, "INSERT INTO blobs(k, v, w) VALUES (?, ?, ?)", "tbt", "after", (size_t)5, bin,
+                      (size_t)2, "xyz", (size_t)3);
+  if (rc != LITH_OK)
+    return rc;
+  read_cell(tx, "nul_text", &l->nul_text);
+  read_cell(tx, "short_text", &l->short_text);
+  read_cell(tx, "null_text", &l->null_text);
+  read_cell(tx, "bin", &l->bin);
+  read_cell(tx, "empty", &l->empty);
+  read_cell(tx, "null_blob", &l->null_blob);
+  read_cell(tx, "after", &l->after);
+  if ((rc = lith_tx_int64(tx, &l->after_int, "SELECT w FROM blobs WHERE k = ?", "t", "null_blobXXX",
+                          (size_t)9)) != LITH_OK)
+    return rc;
+  l->bad_letter_rc = lith_tx_exec(tx, ins, "sx", "bad", 1);
+  snprintf(l->bad_letter_msg, sizeof l->bad_letter_msg, "%s", lith_errmsg(NULL));
+  return LITH_OK;
+}
+
+static int lengths_read(lith_rx *rx, void *arg) {
+  lengths *l = arg;
+  static const char nul_text[] = {'a', 'b', 0, 'c', 'd'};
+  int rc =
+      lith_rx_int64(rx, &l->rx_text_bytes, "SELECT length(CAST(? AS BLOB))", "t", nul_text, sizeof nul_text);
+  if (rc == LITH_OK)
+    rc = lith_rx_int64(rx, &l->rx_blob_bytes, "SELECT count(*) FROM blobs WHERE v = ?", "b", "\0\1\2\0\377",
+                       (size_t)5);
+  return rc;
+}
+
+static void test_exec_binds_text_and_blob_with_lengths(void **state) {
+  (void)state;
+  lith *db = open_db();
+  lengths l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(lith_do(db, lengths_cmd, &l), LITH_OK);
+  /* 't': the bytes given, NULs included, nothing past the length */
+  assert_string_equal(l.nul_text.type, "text");
+  assert_string_equal(l.nul_text.hex, "6162006364");
+  assert_int_equal(l.nul_text.bytes, 5);
+  assert_string_equal(l.short_text.type, "text");
+  assert_string_equal(l.short_text.hex, "68656C6C6F"); /* "hello" */
+  assert_string_equal(l.null_text.type, "null");
+  /* 'b': the bytes given; a non-NULL pointer of length 0 is the empty blob */
+  assert_string_equal(l.bin.type, "blob");
+  assert_string_equal(l.bin.hex, "00010200FF");
+  assert_int_equal(l.bin.bytes, 5);
+  assert_string_equal(l.empty.type, "blob");
+  assert_string_equal(l.empty.hex, "");
+  assert_int_equal(l.empty.bytes, 0);
+  assert_string_equal(l.null_blob.type, "null");
+  assert_int_equal(l.after_int, (int64_t)1 << 40); /* the arguments after a NULL blob line up */
+  assert_string_equal(l.after.type, "blob");
+  assert_string_equal(l.after.hex, "0001");
+  assert_int_equal(l.bad_letter_rc, LITH_MISUSE);
+  assert_non_null(strstr(l.bad_letter_msg, "unknown type 'x'"));
+  /* the readers bind the same letters */
+  assert_int_equal(lith_read(db, lengths_read, &l), LITH_OK);
+  assert_int_equal(l.rx_text_bytes, 5);
+  assert_int_equal(l.rx_blob_bytes, 1);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs WHERE w = 'xyz'"), 1);
+}
+
+/* ---- lith_tx_changes, lith_tx_last_insert_rowid -------------------------- */
+
+typedef struct changes_seen {
+  int64_t at_start, rowid_at_start, insert, rowid, update_all, update_none, rowid_after_update, exec_delete,
+      own_stmt;
+  int rc;
+} changes_seen;
+
+/* Two commands in one batch and one alone: each starts at 0, never with the
+ * command before it's figures. */
+static int changes_cmd(lith_tx *tx, void *arg) {
+  changes_seen *c = arg;
+  c->at_start = lith_tx_changes(tx);
+  c->rowid_at_start = lith_tx_last_insert_rowid(tx);
+  int rc = lith_tx_exec(tx, "INSERT INTO accounts(id, balance) VALUES (?, 0)", "I", (int64_t)c->rc);
+  if (rc != LITH_OK)
+    return rc;
+  c->insert = lith_tx_changes(tx);
+  c->rowid = lith_tx_last_insert_rowid(tx);
+  if ((rc = lith_tx_exec(tx, "UPDATE accounts SET balance = balance + 1", NULL)) != LITH_OK)
+    return rc;
+  c->update_all = lith_tx_changes(tx);
+  if ((rc = lith_tx_exec(tx, "UPDATE accounts SET balance = 0 WHERE id < 0", NULL)) != LITH_OK)
+    return rc;
+  c->update_none = lith_tx_changes(tx);
+  c->rowid_after_update = lith_tx_last_insert_rowid(tx);
+  if ((rc = lith_cmd_sql(tx, "DELETE FROM kv WHERE k LIKE 'del%'")) != LITH_OK)
+    return rc;
+  c->exec_delete = lith_tx_changes(tx);
+  sqlite3_stmt *st = NULL; /* a statement of its own, outside the cache */
+  if (sqlite3_prepare_v2(lith_tx_db(tx), "UPDATE kv SET v = v + 1", -1, &st, NULL) != SQLITE_OK)
+    return LITH_ERROR;
+  rc = sqlite3_step(st) == SQLITE_DONE ? LITH_OK : LITH_ERROR;
+  sqlite3_finalize(st);
+  c->own_stmt = lith_tx_changes(tx);
+  return rc;
+}
+
+/* Changes a row and does nothing after it: the next command must not see it. */
+static int noisy_cmd(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('noise', 1)", NULL);
+}
+
+static int quiet_cmd(lith_tx *tx, void *arg) {
+  changes_seen *c = arg;
+  c->at_start = lith_tx_changes(tx);
+  c->rowid_at_start = lith_tx_last_insert_rowid(tx);
+  return LITH_OK;
+}
+
+static void test_changes_and_last_insert_rowid(void **state) {
+  (void)state;
+  lith *db = open_db();
+  t_seed_accounts(db, 5, 10);
+  assert_int_equal(lith_do(db, lith_cmd_sql, "INSERT INTO kv VALUES ('del1', 1), ('del2', 1), ('keep', 1)"),
+                   LITH_OK);
+  changes_seen c;
+  memset(&c, 0, sizeof c);
+  c.rc = 77; /* the id to insert */
+  assert_int_equal(lith_do(db, changes_cmd, &c), LITH_OK);
+  assert_int_equal(c.at_start, 0);       /* not the seeding's 1 */
+  assert_int_equal(c.rowid_at_start, 0); /* not the seeding's rowid */
+  assert_int_equal(c.insert, 1);
+  assert_int_equal(c.rowid, 77);
+  assert_int_equal(c.update_all, 6);
+  assert_int_equal(c.update_none, 0);
+  assert_int_equal(c.rowid_after_update, 77);
+  assert_int_equal(c.exec_delete, 2);
+  assert_int_equal(c.own_stmt, 1);
+
+  /* in one batch: after a command that inserted, the next one starts at 0 */
+  t_gate gate;
+  t_async done = {0};
+  lith_request r[2];
+  changes_seen q;
+  memset(&q, 0, sizeof q);
+  q.at_start = q.rowid_at_start = -1;
+  t_gate_close(db, &gate);
+  t_submit(db, &r[0], noisy_cmd, NULL, &done);
+  t_submit(db, &r[1], quiet_cmd, &q, &done);
+  t_gate_open(&gate);
+  t_async_wait(&done, 2);
+  assert_int_equal(r[0].rc, LITH_OK);
+  assert_int_equal(r[1].rc, LITH_OK);
+  assert_int_equal(q.at_start, 0);
+  assert_int_equal(q.rowid_at_start, 0);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 /* ---- the connection, lith_cmd_sql, misuse -------------------------------- */
 
 typedef struct conn_seen {
@@ -306,6 +518,8 @@ int main(void) {
       cmocka_unit_test(test_touch_reports_exactly_committed_topics),
       cmocka_unit_test(test_stmt_cached_and_errors_noted),
       cmocka_unit_test(test_exec_binds_each_type_int64_reads),
+      cmocka_unit_test(test_exec_binds_text_and_blob_with_lengths),
+      cmocka_unit_test(test_changes_and_last_insert_rowid),
       cmocka_unit_test(test_db_cmd_sql_and_misuse),
   };
   return cmocka_run_group_tests_name("writer/tx", tests, NULL, NULL);
