@@ -755,7 +755,7 @@ static int add_member(kb_ctx *c, kb_action *a) {
   if ((rc = q_first(c, st, &a->out.id, &found)) != LITH_OK)
     return rc;
   if (!found)
-    return fail(c, KB_NOT_FOUND, "no user called %s", a->name);
+    return fail(c, KB_NO_USER, "no user named %s", a->name);
   if ((rc = put_member(c, a->board_id, a->out.id)) != LITH_OK)
     return rc;
   return finish(c, a, KIND_ADD_MEMBER);
@@ -1073,6 +1073,7 @@ const char *kb_errstr(int rc) {
   case KB_BAD_INPUT: return "KB_BAD_INPUT";
   case KB_EXISTS: return "KB_EXISTS";
   case KB_OP_CONFLICT: return "KB_OP_CONFLICT";
+  case KB_NO_USER: return "KB_NO_USER";
   default: return lith_errstr(rc);
   }
 }

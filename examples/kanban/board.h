@@ -65,14 +65,17 @@ extern "C" {
 /* ---- Result codes -------------------------------------------------------- */
 
 enum {
-  KB_NOT_FOUND = LITH_USER + 1,  /* no such user, session, board, list or card */
-  KB_FORBIDDEN = LITH_USER + 2,  /* the acting user is not a member of the board */
-  KB_STALE = LITH_USER + 3,      /* a move carried an old move version; nothing changed,
+  KB_NOT_FOUND = LITH_USER + 1,   /* no such user, session, board, list or card */
+  KB_FORBIDDEN = LITH_USER + 2,   /* the acting user is not a member of the board */
+  KB_STALE = LITH_USER + 3,       /* a move carried an old move version; nothing changed,
                                      kb_result.version holds the card's current one */
-  KB_BAD_INPUT = LITH_USER + 4,  /* empty or too long text, bad characters, index out of
+  KB_BAD_INPUT = LITH_USER + 4,   /* empty or too long text, bad characters, index out of
                                      range, archived target, a card to another board, ... */
-  KB_EXISTS = LITH_USER + 5,     /* a user name or member that already exists */
-  KB_OP_CONFLICT = LITH_USER + 6 /* an op id reused by the same user for another action */
+  KB_EXISTS = LITH_USER + 5,      /* a user name or member that already exists */
+  KB_OP_CONFLICT = LITH_USER + 6, /* an op id reused by the same user for another action */
+  KB_NO_USER = LITH_USER + 7      /* the user an action names (a member to add) does not
+                                     exist: not KB_NOT_FOUND, which is about the board, list
+                                     or card the action is on */
 };
 
 /* The name of a result code (KB_* or lith's): a static string, never NULL. */
@@ -195,7 +198,8 @@ int kb_create_board(lith_tx *tx, void *arg);
 int kb_rename_board(lith_tx *tx, void *arg);
 
 /* Add the user called `name` to board `board_id` (user_id must be a member).
- * out.id = the added user's id. KB_NOT_FOUND: no such user; KB_EXISTS:
+ * out.id = the added user's id. KB_NO_USER: no user has that name (the
+ * message: "no user named NAME"); KB_NOT_FOUND: no such board; KB_EXISTS:
  * already a member. */
 int kb_add_member(lith_tx *tx, void *arg);
 

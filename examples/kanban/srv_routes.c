@@ -184,6 +184,7 @@ static void fail(job *j, int status, const char *code, const char *message) {
 static int status_of(int rc, const char **code) {
   switch (rc) {
   case KB_NOT_FOUND: *code = "not_found"; return 404;
+  case KB_NO_USER: *code = "no_user"; return 404;
   case KB_FORBIDDEN: *code = "forbidden"; return 403;
   case KB_STALE: *code = "stale"; return 409;
   case KB_BAD_INPUT: *code = "bad_input"; return 422;
@@ -206,7 +207,8 @@ static const char *message_of(int rc, const char *errmsg) {
   case LITH_CLOSED: return "The server is stopping.";
   default: break;
   }
-  if (rc == KB_BAD_INPUT || rc == KB_EXISTS || rc == KB_OP_CONFLICT)
+  /* the model's message names what was wrong ("no user named carol") */
+  if (rc == KB_BAD_INPUT || rc == KB_EXISTS || rc == KB_OP_CONFLICT || rc == KB_NO_USER)
     return errmsg[0] != '\0' ? errmsg : kb_errstr(rc);
   return "Something went wrong on the server.";
 }

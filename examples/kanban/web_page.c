@@ -195,11 +195,12 @@ static void board_lists(srv_str *s, const kb_board *b) {
       shown += !l->cards[j].archived;
     srv_str_printf(s,
                    "<section class=\"list\" data-list=\"%" PRId64 "\"><header class=\"list-head\">"
-                   "<button class=\"list-title\" type=\"button\" title=\"Rename or archive the list\">",
+                   "<h2 class=\"list-heading\"><button class=\"list-title\" type=\"button\" "
+                   "title=\"Rename or archive the list\">",
                    l->id);
     srv_str_html(s, l->title);
     srv_str_printf(s,
-                   "</button><span class=\"count\">%d</span><button class=\"icon-btn list-menu\" "
+                   "</button></h2><span class=\"count\">%d</span><button class=\"icon-btn list-menu\" "
                    "type=\"button\" aria-label=\"List actions\">&#8943;</button></header>"
                    "<ol class=\"cards\" data-list=\"%" PRId64 "\">",
                    shown, l->id);
@@ -207,15 +208,23 @@ static void board_lists(srv_str *s, const kb_board *b) {
       const kb_card *c = &l->cards[j];
       if (c->archived)
         continue;
+      /* The list item stays one (the list says how many cards it holds);
+       * inside it the card is a button named by its title. */
+      int described = c->description != NULL && c->description[0] != '\0';
       srv_str_printf(s,
-                     "<li class=\"card\" draggable=\"true\" tabindex=\"0\" data-card=\"%" PRId64
-                     "\" data-version=\"%" PRId64 "\"><span class=\"card-title\">",
+                     "<li class=\"card\" draggable=\"true\" data-card=\"%" PRId64 "\" data-version=\"%" PRId64
+                     "\"><div class=\"card-open\" role=\"button\" tabindex=\"0\" aria-label=\"",
                      c->id, c->version);
       srv_str_html(s, c->title);
+      if (described)
+        srv_str_cat(s, " (has a description)");
+      srv_str_cat(s, "\"><span class=\"card-title\">");
+      srv_str_html(s, c->title);
       srv_str_cat(s, "</span>");
-      if (c->description != NULL && c->description[0] != '\0')
-        srv_str_cat(s, "<span class=\"card-badge\" title=\"Has a description\">&#9776;</span>");
-      srv_str_cat(s, "</li>");
+      if (described)
+        srv_str_cat(
+            s, "<span class=\"card-badge\" title=\"Has a description\" aria-hidden=\"true\">&#9776;</span>");
+      srv_str_cat(s, "</div></li>");
     }
     srv_str_cat(s, "</ol><button class=\"add-card\" type=\"button\">+ Add a card</button></section>");
   }

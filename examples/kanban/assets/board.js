@@ -136,15 +136,19 @@
   }
 
   function cardEl(c) {
-    return h('li', { class: 'card', draggable: 'true', tabindex: '0', 'data-card': c.id, 'data-version': c.version },
-      h('span', { class: 'card-title', text: c.title }),
-      c.description ? h('span', { class: 'card-badge', title: 'Has a description', text: '☰' }) : null);
+    // as web_page.c renders it: a list item, and in it a button named by the title
+    return h('li', { class: 'card', draggable: 'true', 'data-card': c.id, 'data-version': c.version },
+      h('div', { class: 'card-open', role: 'button', tabindex: '0',
+                 'aria-label': c.title + (c.description ? ' (has a description)' : '') },
+        h('span', { class: 'card-title', text: c.title }),
+        c.description ? h('span', { class: 'card-badge', title: 'Has a description', 'aria-hidden': 'true', text: '☰' }) : null));
   }
 
   function listEl(l) {
     return h('section', { class: 'list', 'data-list': l.id },
       h('header', { class: 'list-head' },
-        h('button', { class: 'list-title', type: 'button', title: 'Rename or archive the list', text: l.title }),
+        h('h2', { class: 'list-heading' },
+          h('button', { class: 'list-title', type: 'button', title: 'Rename or archive the list', text: l.title })),
         h('span', { class: 'count', text: String(l.cards.length) }),
         h('button', { class: 'icon-btn list-menu', type: 'button', 'aria-label': 'List actions', text: '⋯' })),
       h('ol', { class: 'cards', 'data-list': l.id }, ...l.cards.map(cardEl)),

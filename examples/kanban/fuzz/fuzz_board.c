@@ -400,7 +400,7 @@ static void check_action(run *rn, int i, lith_tx *tx) {
   int rc = x->rc;
 
   if (rc != LITH_OK && rc != KB_NOT_FOUND && rc != KB_FORBIDDEN && rc != KB_STALE && rc != KB_BAD_INPUT &&
-      rc != KB_EXISTS && rc != KB_OP_CONFLICT) {
+      rc != KB_EXISTS && rc != KB_OP_CONFLICT && rc != KB_NO_USER) {
     fprintf(stderr, "action %d (kind %d): %s\n", i, x->kind, kb_errstr(rc));
     abort();
   }

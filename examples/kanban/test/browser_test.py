@@ -13,7 +13,13 @@ What it checks (each step fails the test with a message if it does not hold):
   5. bob moves it back with the non-drag fallback (the card's dialog: "Move
      to list", "Position", Move) and alice's page follows within a second;
   6. screenshots of the board (desktop and phone width) are written to
-     --out: kanban-board.png, kanban-board-phone.png.
+     --out: kanban-board.png, kanban-board-phone.png;
+  7. what a screen reader gets (Accessibility.getFullAXTree): the board's
+     title is a heading of level 1, each list's a heading of level 2, each
+     card a button named by its title; and the muted text on the lists
+     (computed styles, composited backgrounds) has a WCAG contrast of at
+     least 4.5:1 (AA) against what is behind it;
+  8. adding a member nobody is called says "no user named ...".
 
 Why the DevTools protocol over a pipe: no npm here, and Chromium's
 --remote-debugging-pipe (fd 3 in, fd 4 out, NUL-separated JSON) needs
@@ -186,6 +192,79 @@ class Page:
             f.write(base64.b64decode(data))
 
 
+# The WCAG 2 contrast ratio of each selector's first element: its computed
+# colour against its background, composited up the ancestors (over white).
+CONTRAST_JS = r"""(sels) => sels.map((sel) => {
+  const el = document.querySelector(sel);
+  if (!el) return [sel, null, null, null];
+  const parse = (s) => {
+    const p = s.match(/rgba?\(([^)]*)\)/)[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const c = parse(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0) layers.push(c);
+    if (c[3] >= 1) break;
+  }
+  let bg = [255, 255, 255];
+  for (const c of layers.reverse()) bg = bg.map((v, i) => c[i] * c[3] + v * (1 - c[3]));
+  const fg = parse(getComputedStyle(el).color).slice(0, 3);
+  const lum = (c) => {
+    const l = c.map((v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * l[0] + 0.7152 * l[1] + 0.0722 * l[2];
+  };
+  const a = lum(fg), b = lum(bg);
+  return [sel, fg, bg.map(Math.round), (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05)];
+})"""
+
+# The muted text of the board: on the lists, on a card, on the page.
+MUTED = [".list:not(.add-list) .add-card", ".list .count", ".list .list-menu", ".card-badge",
+         ".add-list-btn", ".live"]
+
+
+def check_accessibility(page):
+    """Step 7: headings, card buttons, contrast."""
+    page.send("Accessibility.enable")
+    nodes = page.send("Accessibility.getFullAXTree", timeout=30)["nodes"]
+
+    def prop(n, name):
+        for p in n.get("properties", []):
+            if p["name"] == name:
+                return p["value"].get("value")
+        return None
+
+    seen = [(n.get("role", {}).get("value"), n.get("name", {}).get("value"), prop(n, "level"))
+            for n in nodes if not n.get("ignored")]
+    state = page.eval("(() => { const s = kanban.state(); return [s.title, s.lists.map((l) =>"
+                      " [l.title, l.cards.map((c) => [c.title, !!c.description])])]; })()")
+    title, lists = state
+    h1 = [name for role, name, level in seen if role == "heading" and level == 1]
+    if h1 != [title]:
+        raise Fail("%s: the level-1 headings are %s, not the board's title %r" % (page.name, h1, title))
+    h2 = [name for role, name, level in seen if role == "heading" and level == 2]
+    if h2 != [t for t, _ in lists]:
+        raise Fail("%s: the level-2 headings are %s, not the lists' titles %s" % (page.name, h2,
+                                                                                 [t for t, _ in lists]))
+    buttons = [name for role, name, _ in seen if role == "button"]
+    ncards = 0
+    for _, cards in lists:
+        for t, described in cards:
+            want = t + (" (has a description)" if described else "")
+            if want not in buttons:
+                raise Fail("%s: no button named %r for its card (buttons: %s)" % (page.name, want, buttons))
+            ncards += 1
+    log("%s: accessibility tree: heading 1 %r, headings 2 %s, %d cards as buttons named by their titles"
+        % (page.name, title, h2, ncards))
+    found = page.eval("(%s)(%s)" % (CONTRAST_JS, json.dumps(MUTED)))
+    for sel, fg, bg, ratio in found:
+        if ratio is None:
+            raise Fail("%s: nothing matches %s" % (page.name, sel))
+        log("contrast %-32s rgb%s on rgb%s: %.2f:1" % (sel, tuple(fg), tuple(bg), ratio))
+        if ratio < 4.5:
+            raise Fail("%s: %s has a contrast of %.2f:1, under WCAG AA's 4.5:1" % (page.name, sel, ratio))
+
+
 def start_server(binary, workdir):
     db = os.path.join(workdir, "browser.db")
     for suffix in ("", "-wal", "-shm"):
@@ -294,6 +373,9 @@ def main():
             p.wait("document.getElementById('live').classList.contains('on')", what="the live stream")
         log("both pages show board %d, live" % board)
 
+        # 7: what a screen reader reads, and the contrast of the muted text
+        check_accessibility(alice)
+
         lists = alice.eval("kanban.state().lists.map(l => [l.id, l.title, l.cards.map(c => c.id)])")
         by_title = {t: (i, cards) for i, t, cards in lists}
         todo, done = by_title["To do"], by_title["Done"]
@@ -360,6 +442,17 @@ def main():
         log("alice typed a new card; bob saw it after %.0f ms" % (dt * 1000))
         if dt > 1.0:
             raise Fail("bob saw the new card only after %.2f s" % dt)
+
+        # 8: a member nobody is called: the toast names the missing user
+        alice.eval("document.getElementById('add-member').click()")
+        alice.wait("document.getElementById('text-dlg').open", what="the add-member dialog")
+        alice.eval("document.getElementById('td-input').value = 'nobody-at-all';"
+                   " document.getElementById('td-ok').click()")
+        msg = alice.wait("[...document.querySelectorAll('.toast')].map((t) => t.textContent)"
+                         ".find((t) => t.includes('nobody-at-all'))", what="the add-member error")
+        if "no user named nobody-at-all" not in msg:
+            raise Fail("adding a member nobody is called says %r" % msg)
+        log("adding a missing member says %r" % msg)
 
         # 6: a phone-width view
         bob.send("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844,

@@ -605,6 +605,12 @@ static void test_membership_enforced(void **state) {
       KB_EXISTS);
   assert_int_equal(
       lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob, .board_id = f->board, .name = "nobody"}),
+      KB_NO_USER);
+  assert_string_equal(lith_errmsg(f->db), "no user named nobody"); /* not "no board" */
+  assert_string_equal(kb_errstr(KB_NO_USER), "KB_NO_USER");
+  /* a missing board is still KB_NOT_FOUND, whoever is named */
+  assert_int_equal(
+      lith_do(f->db, kb_add_member, &(kb_action){.user_id = f->bob, .board_id = 999999, .name = "nobody"}),
       KB_NOT_FOUND);
   acts[8].op_id = "c10";
   assert_int_equal(lith_do(f->db, kb_move_card, &acts[8]), LITH_OK);

@@ -583,7 +583,16 @@ static void test_membership(void **state) {
   action(hank, hboard, suffix, "{\"op\":\"x5\",\"title\":\"pwned\"}", 404, NULL);
   snprintf(body, sizeof body, "{\"op\":\"x6\",\"list\":%lld,\"title\":\"planted\"}", (long long)glist);
   action(hank, hboard, "/cards", body, 404, NULL);
-  action(hank, hboard, "/members", "{\"op\":\"x7\",\"name\":\"nobody-here\"}", 404, NULL);
+  action(hank, hboard, "/members", "{\"op\":\"x7\",\"name\":\"nobody-here\"}", 404, &r);
+  /* a member who does not exist is named as such, not as a missing board */
+  assert_non_null(strstr(r.body, "\"no_user\""));
+  assert_non_null(strstr(r.body, "no user named nobody-here"));
+  assert_null(strstr(r.body, "No such board"));
+  h1c_response_free(&r);
+  /* and a board that does not exist is still one */
+  action(hank, 999999, "/members", "{\"op\":\"x9\",\"name\":\"gina\"}", 404, &r);
+  assert_non_null(strstr(r.body, "\"not_found\""));
+  h1c_response_free(&r);
   /* even gina cannot reach her card through hank's board's URL */
   snprintf(suffix, sizeof suffix, "/cards/%lld/edit", (long long)gcard);
   action(gina, hboard, suffix, "{\"op\":\"x8\",\"title\":\"moved?\"}", 404, NULL);
