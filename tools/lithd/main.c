@@ -299,6 +299,9 @@ int main(int argc, char **argv) {
   if (o.file_mode > 0)
     lopt.file_mode = o.file_mode;
   lopt.authorizer = lithd_authorizer; /* clients' SQL: no ATTACH, no PRAGMA x = y */
+  /* --max-run-ms bounds each command on the writer through lith (sqljson.h) */
+  lithd_limits_default(&d.srv.limits);
+  lopt.command_timeout_ms = (int)(o.max_run_ms != 0 ? o.max_run_ms : d.srv.limits.max_run_ms);
   lopt.migrations = (const char *const *)schema.steps;
   lopt.n_migrations = schema.n;
   rc = lith_open(o.db, &lopt, &d.db);

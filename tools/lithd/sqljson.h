@@ -236,11 +236,13 @@ typedef struct lithd_result lithd_result;
  * statement i leaves nothing of statements 0..i-1. Note that a LITH_OK here
  * is not a commit: lith_do's own result decides (see lithd_result_json).
  *
- * max_run_ms is enforced with a progress handler (every 1000 VM steps)
- * installed on the connection for the duration of the call and removed
- * before it returns. A write statement interrupted that way makes SQLite
- * roll back the whole transaction; lith then fails this command alone
- * (LITHD_TIMEOUT) and runs the others of its batch again. */
+ * max_run_ms is enforced on the writer by lith: open the handle with
+ * lith_options.command_timeout_ms = max_run_ms, as lithd does (lith's
+ * progress handler, every 1000 VM steps, for the command's run only), and
+ * by the guard's watchdog where one is connected (guard.h); an interrupt
+ * is answered as LITHD_TIMEOUT. A write statement interrupted that way
+ * makes SQLite roll back the whole transaction; lith then fails this
+ * command alone and runs the others of its batch again. */
 int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out);
 
 /* As lithd_batch_run, inside a lith_read callback, with lith_rx_stmt on the

@@ -11,8 +11,11 @@
  *     never after a commit.
  *   - A command may run more than once, so a run always starts by freeing
  *     whatever result the previous run left in *out.
- *   - max_run_ms: a progress handler, and the guard (guard.h) for what one
- *     step can do without returning to the VM (bounded functions, the
+ *   - max_run_ms: a progress handler on a reader; on the writer lith's own
+ *     (lith_options.command_timeout_ms, which lithd sets to max_run_ms:
+ *     one handler per connection, and lith's also stops the command's
+ *     lith_tx_* calls); and the guard (guard.h) on both for what one step
+ *     can do without returning to the VM (bounded functions, the
  *     watchdog's interrupt).
  *   - The SQL authorizer of the write connection lives here too: it is the
  *     other half of what clients' SQL may do, with the messages that name
@@ -60,10 +63,15 @@ static int on_progress(void *arg) {
 }
 
 /* Whether the run was cut: by the progress handler, or inside one step by
- * the guard (a bounded function, the watchdog's interrupt). */
+ * the guard (a bounded function, the watchdog's interrupt). On the writer
+ * every interrupt is the run limit: lith's command_timeout_ms (by the
+ * millisecond its clock may be a little ahead of rn->deadline; a lith_tx_*
+ * call past it fails with LITH_INTERRUPTED) or the watchdog's. */
 static int was_cut(runner *rn) {
-  if (!rn->timed_out && sqlite3_errcode(rn->conn) == SQLITE_INTERRUPT)
-    rn->timed_out = lith_clock_ms() > rn->deadline ? LITHD_GUARD_DEADLINE : lithd_guard_cut(rn->guard);
+  if (!rn->timed_out && (sqlite3_errcode(rn->conn) == SQLITE_INTERRUPT ||
+                         (rn->tx != NULL && lith_tx_rc(rn->tx) == LITH_INTERRUPTED)))
+    rn->timed_out =
+        rn->tx != NULL || lith_clock_ms() > rn->deadline ? LITHD_GUARD_DEADLINE : lithd_guard_cut(rn->guard);
   return rn->timed_out;
 }
 
@@ -340,13 +348,15 @@ static int run_batch(runner *rn, lithd_result **out) {
   int64_t now = lith_clock_ms();
   rn->deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
   rn->guard = lithd_guard_begin(rn->conn, rn->deadline, rn->rx != NULL);
-  sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
+  if (rn->rx) /* the writer's is lith's (command_timeout_ms) */
+    sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
   for (int i = 0; i < b->n; i++) {
     if ((rc = run_one(rn, i)) != LITH_OK)
       break;
     r->n = i + 1;
   }
-  sqlite3_progress_handler(rn->conn, 0, NULL, NULL);
+  if (rn->rx)
+    sqlite3_progress_handler(rn->conn, 0, NULL, NULL);
   lithd_guard_end(rn->guard);
   return rc;
 

@@ -102,6 +102,9 @@ static void test_expensive_calls_are_bounded(void **state) {
       {"/v1/query",
        Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"), 422,
        "max_run_ms"},
+      /* on the writer: lith's command_timeout_ms, which lithd sets to --max-run-ms */
+      {"/v1/do", Q("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n"),
+       422, "max_run_ms"},
   };
   char run[16];
   snprintf(run, sizeof run, "%d", RUN_MS);
