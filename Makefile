@@ -16,7 +16,7 @@
 #
 # The libraries, by layer (each may include only those before it):
 #   include/  the public headers
-#   lib/      the floor: error messages, the clock (libc only)
+#   lib/      the floor: error messages, the clock, latency buckets (libc only)
 #   sqlite/   connections, statements, reads, checkpoints, backup
 #   writer/   the queue, the writer thread, the calls of a command
 #   uv/       liblith_uv: completions and reads delivered on a libuv loop

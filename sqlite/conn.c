@@ -41,6 +41,8 @@ int lith__options_check(const lith_options *o) {
     return lith__fail(LITH_MISUSE, "options: queue_capacity must be at least 1");
   if (o->busy_timeout_ms < 0)
     return lith__fail(LITH_MISUSE, "options: busy_timeout_ms must not be negative");
+  if (o->command_timeout_ms < 0)
+    return lith__fail(LITH_MISUSE, "options: command_timeout_ms must not be negative (0: no limit)");
   if (o->cache_size_kib < 0 || o->mmap_size < 0 || o->stmt_cache_size < 1)
     return lith__fail(LITH_MISUSE, "options: cache_size_kib, mmap_size must be >= 0, stmt_cache_size >= 1");
   if ((o->file_mode & ~0777) != 0 || (o->file_mode & 0600) != 0600)

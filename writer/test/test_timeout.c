@@ -283,6 +283,11 @@ static void test_no_limit_by_default(void **state) {
   lith_options opt;
   lith_options_default(&opt);
   assert_int_equal(opt.command_timeout_ms, 0);
+  opt.command_timeout_ms = -1;
+  lith *bad = NULL;
+  assert_int_equal(lith_open(DB, &opt, &bad), LITH_MISUSE);
+  assert_null(bad);
+  assert_non_null(strstr(lith_errmsg(NULL), "command_timeout_ms"));
   lith *db = open_db(0);
   int64_t t0 = lith_clock_ms();
   assert_int_equal(lith_do(db, long_insert_cmd, NULL), LITH_OK);
