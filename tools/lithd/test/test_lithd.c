@@ -98,6 +98,9 @@ static void test_bad_requests(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
   tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
             "\"code\":\"not_a_query\"");
+  /* a typo is an SQL error with SQLite's message, not a write */
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELEC v FROM t\"}]}", 400,
+            "{\"error\":{\"code\":\"sql_error\",\"message\":\"prepare: near \\\"SELEC\\\": syntax error\"");
   tl_expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
 }
