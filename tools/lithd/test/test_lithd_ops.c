@@ -419,6 +419,8 @@ static void test_metrics_parse_and_move(void **state) {
 
 /* ---- The request log ------------------------------------------------------------ */
 
+static int exit_code_of(const char *const *args);
+
 /* A few requests of every kind, then SIGTERM: the log is complete. */
 static void some_requests(struct tl_child *c) {
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
@@ -469,6 +471,7 @@ static void test_request_log_json(void **state) {
   char buf[16384];
   int lines = 0, requests = 0;
 
+  assert_int_equal(exit_code_of(TL_ARGS("--db", "x.db", "--log-format", "xml")), 2);
   unlink("json.log");
   tl_start(c, "jsonlog", 0, TL_ARGS("--log", "json.log", "--log-level", "debug", "--log-format", "json"));
   some_requests(c);
@@ -552,6 +555,15 @@ static void test_checkpoint_pages(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   read_text("ckpt.log", buf, sizeof buf);
   assert_non_null(strstr(buf, "started: db ckpt.db, synchronous normal, checkpoint writer every 10 pages, "));
+
+  /* the same from a config file */
+  FILE *f = fopen("ckpt.conf", "w");
+  assert_non_null(f);
+  fputs("checkpoint-pages = 10\nlog-format = json\n", f);
+  fclose(f);
+  tl_start(c, "ckptconf", 0, TL_ARGS("--config", "ckpt.conf"));
+  assert_non_null(strstr(c->line, "checkpoint writer every 10 pages"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 
   /* the default, 1000 pages: the same writes start no checkpoint */
   tl_start(c, "ckptdef", 0, TL_ARGS("--synchronous", "full"));
