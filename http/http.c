@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -82,8 +83,46 @@ static void count_status(lith_http_server *srv, int status) {
     srv->by_status[status]++;
 }
 
+/* lith_http_on_access's report of req: copies bounded on the stack. */
+static void report_access(lith_http_server *srv, h2o_req_t *req) {
+  char method[32], path[1024], peer[INET6_ADDRSTRLEN + 16], allow[64];
+  lith_http_access a;
+  struct timeval now;
+  size_t n;
+
+  n = req->method.len < sizeof method - 1 ? req->method.len : sizeof method - 1;
+  memcpy(method, req->method.base, n);
+  method[n] = '\0';
+  h2o_iovec_t p = req->path_normalized.base != NULL ? req->path_normalized : req->path;
+  n = p.base != NULL && p.len < sizeof path - 1 ? p.len : p.base != NULL ? sizeof path - 1 : 0;
+  memcpy(path, p.base != NULL ? p.base : "", n);
+  path[n] = '\0';
+  const lh_route *r = p.base != NULL ? lh_route_find(srv, method, p.base, p.len, allow, sizeof allow) : NULL;
+  lh_peer(req, lh_conn_of(req), peer, sizeof peer);
+  gettimeofday(&now, NULL);
+  int64_t us = h2o_timeval_is_null(&req->timestamps.request_begin_at)
+                   ? 0
+                   : h2o_timeval_subtract(&req->timestamps.request_begin_at, &now);
+  a.method = method;
+  a.path = path;
+  a.route = r != NULL ? r->path : NULL;
+  a.peer = peer;
+  a.status = req->res.status;
+  a.bytes = req->bytes_sent;
+  a.duration_us = us > 0 ? (uint64_t)us : 0;
+  srv->on_access(&a, srv->access_arg);
+}
+
 static void on_log_access(h2o_logger_t *self, h2o_req_t *req) {
-  count_status(((lh_logger *)self)->srv, req->res.status);
+  lith_http_server *srv = ((lh_logger *)self)->srv;
+  count_status(srv, req->res.status);
+  if (srv->on_access != NULL)
+    report_access(srv, req);
+}
+
+void lith_http_on_access(lith_http_server *srv, lith_http_access_cb cb, void *arg) {
+  srv->on_access = cb;
+  srv->access_arg = arg;
 }
 
 /* The JSON body replaces h2o's text one; HEAD keeps no body. */

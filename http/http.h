@@ -219,6 +219,33 @@ void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out);
  * HTTP/2. */
 uint64_t lith_http_status_count(const lith_http_server *srv, int status);
 
+/* ---- Access log ---------------------------------------------------------- */
+
+/* One finished request, as lith_http_on_access reports it. Every string is
+ * the layer's, valid during the callback only. */
+typedef struct lith_http_access {
+  const char *method;   /* as the client sent it (at most 31 bytes kept) */
+  const char *path;     /* the normalized path without the query (at most 1023 bytes kept) */
+  const char *route;    /* the path of the route for its method and path, as given to
+                           lith_http_route ("/v1/commands/" for a prefix route), also when
+                           the layer refused it before the handler (413); NULL when no
+                           route matches (404, 405) */
+  const char *peer;     /* as lith_http_req_peer: "127.0.0.1:53122", "[::1]:53122", "unix" */
+  int status;           /* as lith_http_status_count counts it: 499 for a client that left
+                         on HTTP/1; 0 when nothing was sent on HTTP/2 */
+  uint64_t bytes;       /* body bytes sent */
+  uint64_t duration_us; /* from the request's first byte (h2o's clock, which the loop
+                           refreshes at most once a millisecond) to now */
+} lith_http_access;
+
+typedef void (*lith_http_access_cb)(const lith_http_access *a, void *arg);
+
+/* Call cb(a, arg) once for every request that finishes (the one place each
+ * is counted for lith_http_status_count), from the loop, while h2o disposes
+ * of the request: cb must not call any lith_http function. cb NULL: none.
+ * `arg` is the caller's. */
+void lith_http_on_access(lith_http_server *srv, lith_http_access_cb cb, void *arg);
+
 /* ---- Reading a request -------------------------------------------------- */
 /* All strings are NUL-terminated and owned by the handle: valid until it is
  * completed, whether or not the client is still there. */

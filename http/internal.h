@@ -121,6 +121,8 @@ struct lith_http_server {
   void *stopped_arg;
   lith_http_stats stats;
   uint64_t by_status[LITH_HTTP_STATUS_MAX + 1]; /* [0, LITH_HTTP_STATUS_MIN) unused */
+  lith_http_access_cb on_access;                /* lith_http_on_access */
+  void *access_arg;
 };
 
 enum { LH_REQ_NEW, LH_REQ_HELD, LH_REQ_ANSWERED, LH_REQ_STREAM };
@@ -192,6 +194,9 @@ void lh_queue_abort(lith_http_req *h, int status);
 void lh_abort_now(lith_http_req *h, int status);
 void lh_defer_cb(uv_timer_t *t);
 void lh_set_status(lith_http_req *h, int status);
+/* The peer of req (c: its connection, or NULL) as lith_http_req_peer
+ * gives it, into out[0..cap); returns 1 if it is on this machine. */
+int lh_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap);
 
 /* guard.c */
 /* Why the HTTP/1 request head at the start of buf[0..len) must be refused

@@ -284,34 +284,38 @@ static int is_loopback(const struct sockaddr *sa) {
   return 0;
 }
 
-static void fill_peer(lith_http_req *h, h2o_req_t *req, lh_conn *c) {
+int lh_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap) {
   struct sockaddr_storage ss;
   char addr[INET6_ADDRSTRLEN];
   memset(&ss, 0, sizeof ss);
   if (c && c->is_unix) {
-    strcpy(h->peer, "unix");
-    h->loopback = 1;
-    return;
+    snprintf(out, cap, "unix");
+    return 1;
   }
   socklen_t len = req->conn->callbacks->get_peername
                       ? req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss)
                       : 0;
   if (len == 0) {
-    strcpy(h->peer, "unknown");
-    return;
+    snprintf(out, cap, "unknown");
+    return 0;
   }
-  h->loopback = is_loopback((struct sockaddr *)&ss);
   if (ss.ss_family == AF_INET) {
     const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
     inet_ntop(AF_INET, &in->sin_addr, addr, sizeof addr);
-    snprintf(h->peer, sizeof h->peer, "%s:%u", addr, ntohs(in->sin_port));
+    snprintf(out, cap, "%s:%u", addr, ntohs(in->sin_port));
   } else if (ss.ss_family == AF_INET6) {
     const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
     inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof addr);
-    snprintf(h->peer, sizeof h->peer, "[%s]:%u", addr, ntohs(in6->sin6_port));
+    snprintf(out, cap, "[%s]:%u", addr, ntohs(in6->sin6_port));
   } else {
-    strcpy(h->peer, ss.ss_family == AF_UNIX ? "unix" : "unknown");
+    snprintf(out, cap, "%s", ss.ss_family == AF_UNIX ? "unix" : "unknown");
+    return ss.ss_family == AF_UNIX;
   }
+  return is_loopback((struct sockaddr *)&ss);
+}
+
+static void fill_peer(lith_http_req *h, h2o_req_t *req, lh_conn *c) {
+  h->loopback = lh_peer(req, c, h->peer, sizeof h->peer);
 }
 
 static void on_sentinel_dispose(void *p);

@@ -327,6 +327,81 @@ static void test_stats(void **state) {
   free(r);
 }
 
+/* What lith_http_on_access reported (loop thread writes, test reads after
+ * an on_loop: the job's lock orders them). */
+#define ACCESS_MAX 16
+struct access_log {
+  int n;
+  struct {
+    char method[16], path[64], route[32], peer[64];
+    int status;
+    uint64_t bytes, us;
+  } a[ACCESS_MAX];
+};
+
+static void on_access(const lith_http_access *a, void *arg) {
+  struct access_log *log = arg;
+  if (log->n == ACCESS_MAX)
+    return;
+  snprintf(log->a[log->n].method, sizeof log->a[0].method, "%s", a->method);
+  snprintf(log->a[log->n].path, sizeof log->a[0].path, "%s", a->path);
+  snprintf(log->a[log->n].route, sizeof log->a[0].route, "%s", a->route != NULL ? a->route : "(none)");
+  snprintf(log->a[log->n].peer, sizeof log->a[0].peer, "%s", a->peer);
+  log->a[log->n].status = a->status;
+  log->a[log->n].bytes = a->bytes;
+  log->a[log->n].us = a->duration_us;
+  log->n++;
+}
+
+static void job_access_on(fx *f, void *arg) { lith_http_on_access(f->srv, on_access, arg); }
+static void job_access_off(fx *f, void *arg) { lith_http_on_access(f->srv, NULL, arg); }
+static void job_nothing(fx *f, void *arg) {}
+
+/* lith_http_on_access: one report per finished request, with the route
+ * its method and path match (a prefix route by its prefix, also for a 413
+ * the layer answered itself; none for 404 and 405), the status counted,
+ * the body bytes, a duration and the peer. */
+static void test_access_reports(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  static struct access_log log;
+  memset(&log, 0, sizeof log);
+  on_loop(f, job_access_on, &log);
+  exchange(f->port, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  exchange(f->port, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  exchange(f->port, "GET /v1/a/b?x=1 HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  exchange(f->port, "DELETE /hello HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  exchange(f->port, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999\r\n\r\n", r);
+  int64_t end = now_ms() + 2000;
+  do
+    on_loop(f, job_nothing, NULL);
+  while (log.n < 5 && now_ms() < end);
+  assert_int_equal(log.n, 5);
+  static const struct {
+    const char *method, *path, *route;
+    int status;
+  } want[] = {{"GET", "/hello", "/hello", 200},
+              {"GET", "/nope", "(none)", 404},
+              {"GET", "/v1/a/b", "/v1/", 200},
+              {"DELETE", "/hello", "(none)", 405},
+              {"POST", "/echo", "/echo", 413}};
+  for (int i = 0; i < 5; i++) {
+    assert_string_equal(log.a[i].method, want[i].method);
+    assert_string_equal(log.a[i].path, want[i].path);
+    assert_string_equal(log.a[i].route, want[i].route);
+    assert_int_equal(log.a[i].status, want[i].status);
+    assert_true(log.a[i].bytes > 0);
+    assert_true(log.a[i].us < 10 * 1000 * 1000);
+    assert_true(strncmp(log.a[i].peer, "127.0.0.1:", 10) == 0);
+  }
+  /* off again: nothing more reported */
+  on_loop(f, job_access_off, NULL);
+  exchange(f->port, "GET /hello HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  on_loop(f, job_nothing, NULL);
+  assert_int_equal(log.n, 5);
+  free(r);
+}
+
 static int h_hold(lith_http_req *req, void *arg) {
   *(lith_http_req **)arg = req;
   return LITH_HTTP_PENDING;
@@ -375,6 +450,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_http2_stop_completes_inflight, setup, teardown),
       cmocka_unit_test(test_destroy_without_stop),
       cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_access_reports, setup, teardown),
   };
   return HT_RUN(tests);
 }

@@ -65,11 +65,17 @@ static void usage(FILE *f) {
           "\n"
           "Commands:\n"
           "  do SQL [ARG...]          run one statement as a command (POST /v1/do)\n"
-          "  query SQL [ARG...]       run one read-only query (POST /v1/query)\n"
-          "  run NAME [KEY=VALUE...]  run the named command NAME (POST /v1/commands/NAME)\n"
-          "  batch FILE|-             POST the file's JSON (or stdin's) as is to /v1/do:\n"
+          "  do -f FILE|-             POST the file's JSON (or stdin's) as is to /v1/do:\n"
           "                           {\"statements\": [{\"sql\": ..., \"params\": [...]}, ...]},\n"
           "                           all run in one command, all or nothing\n"
+          "  query SQL [ARG...]       run one read-only query (POST /v1/query)\n"
+          "  run NAME [KEY=VALUE...]  run the named command NAME (POST /v1/commands/NAME)\n"
+          "  batch FILE|-             POST the file's JSON (or stdin's) as is to /v1/batch:\n"
+          "                           {\"commands\": [{\"statements\": [...]}, ...]}, each\n"
+          "                           command its own all-or-nothing, usually one commit;\n"
+          "                           prints \"command N\" and its results, or its error on\n"
+          "                           stderr (exit 1 if any command failed; with --json\n"
+          "                           the answer as is, exit 0 once lithd answered 200)\n"
           "  stats                    the writer's counters, one \"key value\" per line\n"
           "  health                   \"ok\" if lithd answers /healthz\n"
           "  backup NAME              a consistent copy of the database, as a new file NAME\n"
@@ -277,6 +283,49 @@ static int print_results(const json_t *root) {
   return EXIT_DONE;
 }
 
+/* A failed command's or request's {"code", "message"[, "statement"]}, on
+ * one line of stderr after `prefix`. */
+static void print_error_object(const char *prefix, const json_t *e) {
+  const json_t *code = json_object_get(e, "code");
+  const json_t *msg = json_object_get(e, "message");
+  const json_t *st = json_object_get(e, "statement");
+  fprintf(stderr, "lith: %s%s: %s", prefix, json_is_string(code) ? json_string_value(code) : "error",
+          json_is_string(msg) ? json_string_value(msg) : "(no message)");
+  if (json_is_integer(st))
+    fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
+}
+
+/* /v1/batch: {"results": [{"results": [...]} | {"error": {...}}, ...]}: a
+ * "command N" line and its results for each command that succeeded, a line
+ * on stderr for each that failed (then the exit status is 1). */
+static int print_batch(const json_t *root) {
+  const json_t *results = json_object_get(root, "results");
+  int status = EXIT_DONE, printed = 0;
+  char prefix[48];
+  size_t i;
+
+  if (!json_is_array(results))
+    return unexpected("no \"results\" array");
+  for (i = 0; i < json_array_size(results); i++) {
+    const json_t *c = json_array_get(results, i);
+    const json_t *e = json_object_get(c, "error");
+    if (json_is_object(e)) {
+      snprintf(prefix, sizeof prefix, "command %zu: ", i);
+      print_error_object(prefix, e);
+      fputc('\n', stderr);
+      status = EXIT_SERVER;
+      continue;
+    }
+    if (printed++ > 0)
+      putchar('\n');
+    printf("command %zu\n", i);
+    int rc = print_results(c);
+    if (rc != EXIT_DONE)
+      return rc;
+  }
+  return status;
+}
+
 /* Every member as "key value". */
 static int print_pairs(const json_t *root) {
   const char *key;
@@ -319,11 +368,8 @@ static void print_server_error(const struct cli *cli, const char *method, const 
   if (json_is_object(e)) { /* {"error": {"code", "message"[, "statement"]}} */
     const json_t *code = json_object_get(e, "code");
     const json_t *msg = json_object_get(e, "message");
-    const json_t *st = json_object_get(e, "statement");
     const char *c = json_is_string(code) ? json_string_value(code) : "error";
-    fprintf(stderr, "lith: %s: %s", c, json_is_string(msg) ? json_string_value(msg) : "(no message)");
-    if (json_is_integer(st))
-      fprintf(stderr, " (statement %" JSON_INTEGER_FORMAT ")", json_integer_value(st));
+    print_error_object("", e);
     if (r->status == 401)
       fputs(cli->token != NULL ? " (the token was refused)"
                                : " (give --token-file FILE, or set LITHD_TOKEN_FILE)",
@@ -469,7 +515,16 @@ usage:
   return EXIT_USAGE;
 }
 
+static int send_file(const struct cli *cli, const char *cmd, const char *path, const char *file,
+                     printer print);
+
+/* do SQL [ARG...], or do -f FILE|- (the body as is: "-f" is never SQL). */
 static int cmd_do(const struct cli *cli, int argc, char **argv) {
+  if (argc >= 1 && strcmp(argv[0], "-f") == 0) {
+    if (argc != 2)
+      return usage_error("do -f: wants one FILE, or - for stdin (lith do -f FILE|-)");
+    return send_file(cli, "do -f", "/v1/do", argv[1], print_results);
+  }
   return statement_cmd(cli, "do", "/v1/do", argc, argv);
 }
 
@@ -593,25 +648,46 @@ fail:
   return NULL;
 }
 
-static int cmd_batch(const struct cli *cli, int argc, char **argv) {
+/* POST the JSON of `file` (- for stdin) as is to `path`, unless it is
+ * empty; `cmd` names the command in messages. */
+static int send_file(const struct cli *cli, const char *cmd, const char *path, const char *file,
+                     printer print) {
   char *body;
   size_t len = 0, i;
   int status;
 
-  if (argc != 1)
-    return usage_error("batch: wants one FILE, or - for stdin (lith batch FILE|-)");
-  body = read_file(argv[0], &len);
+  body = read_file(file, &len);
   if (body == NULL)
     return EXIT_USAGE;
   for (i = 0; i < len && isspace((unsigned char)body[i]); i++) {
   }
   if (i == len) {
     free(body);
-    return usage_error("batch: %s is empty", argv[0]);
+    return usage_error("%s: %s is empty", cmd, file);
   }
-  status = exchange(cli, "POST", "/v1/do", body, len, print_results);
+  /* One command's {"statements": ...} sent to /v1/batch would only earn a
+   * 400: say which command takes it. */
+  if (strcmp(path, "/v1/batch") == 0) {
+    json_t *root = json_loadb(body, len, 0, NULL);
+    int one = json_is_object(root) && json_object_get(root, "statements") != NULL &&
+              json_object_get(root, "commands") == NULL;
+    json_decref(root);
+    if (one) {
+      free(body);
+      return usage_error("batch: %s holds {\"statements\": [...]}, one command: send it with "
+                         "lith do -f %s, or as {\"commands\": [{\"statements\": [...]}]}",
+                         file, file);
+    }
+  }
+  status = exchange(cli, "POST", path, body, len, print);
   free(body);
   return status;
+}
+
+static int cmd_batch(const struct cli *cli, int argc, char **argv) {
+  if (argc != 1)
+    return usage_error("batch: wants one FILE, or - for stdin (lith batch FILE|-)");
+  return send_file(cli, "batch", "/v1/batch", argv[0], print_batch);
 }
 
 static int no_args(const char *cmd, int argc, char **argv) {

@@ -30,6 +30,9 @@ LITHD_TEST_SRC := $(wildcard tools/lithd/test/test_lithd*.c)
 LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
 LITHD_TEST_OBJ := $(B)/tools/lithd/test/child.o
 LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
+# The tests read lithd's JSON log lines with jansson (lithd itself links none).
+LITHD_TEST_JSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
+LITHD_TEST_JSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
 $(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
 	@mkdir -p $(dir $@)
@@ -41,7 +44,7 @@ $(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1clie
 
 $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) tools/lithd/test/child.h $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(LITHD_TEST_JSON_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LITHD_TEST_JSON_LIBS) $(LDFLAGS) -lm
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd

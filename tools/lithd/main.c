@@ -30,15 +30,24 @@
  *     context disposal runs the loop itself), the HTTP server is destroyed,
  *     lith_close drains the writer and checkpoints (TRUNCATE), exit 0.
  *   - SIGHUP reopens the --log file (for logrotate).
+ *   - --checkpoint external: lithd never checkpoints (a replicator such as
+ *     Litestream owns the WAL). If nothing does, the WAL grows without end,
+ *     so a timer looks at its size once a second and warns when it passes
+ *     WAL_WARN_FACTOR x checkpoint_pages (what WRITER mode bounds it at):
+ *     once per crossing (it must fall below again, a checkpoint, to warn
+ *     again), and at most once per WAL_WARN_EVERY_MS.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -57,10 +66,26 @@
 #include "sqljson.h"
 #include "token.h"
 
+/* The EXTERNAL-mode watch of the WAL (see the design note above). */
+#define WAL_WATCH_MS 1000
+#define WAL_WARN_FACTOR 4
+#define WAL_WARN_EVERY_MS (60 * 1000)
+
+struct wal_watch {
+  uv_timer_t timer;
+  lith *db;
+  uint64_t threshold; /* pages */
+  int64_t page_size;
+  int above;            /* the WAL was past the threshold at the last look */
+  int64_t last_warn_ms; /* lith_clock_ms of the last warning; 0: none yet */
+  int open;
+};
+
 struct daemon {
   uv_loop_t loop;
   uv_signal_t sigterm, sigint, sighup;
   int signals_open;
+  struct wal_watch wal;
   int64_t stop_grace_ms; /* SIGTERM: how long requests may still run */
   lith *db;
   lith_uv *bridge;
@@ -97,11 +122,19 @@ static void close_signals(struct daemon *d) {
   d->signals_open = 0;
 }
 
+static void close_wal_watch(struct daemon *d) {
+  if (!d->wal.open)
+    return;
+  uv_close((uv_handle_t *)&d->wal.timer, NULL);
+  d->wal.open = 0;
+}
+
 static void begin_stop(struct daemon *d) {
   if (d->stopping)
     return;
   d->stopping = 1;
   close_signals(d);
+  close_wal_watch(d);
   lithd_server_stop(&d->srv);
   if (lith_http_server_stop(d->http, (unsigned)d->stop_grace_ms, on_http_stopped, d) != LITH_HTTP_OK)
     lith_uv_close(d->bridge, on_bridge_closed, d);
@@ -118,6 +151,62 @@ static void on_signal(uv_signal_t *h, int signum) {
   }
   lithd_log(LITHD_LOG_INFO, "%s, stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   begin_stop(d);
+}
+
+/* ---- The WAL nobody checkpoints ---------------------------------------- */
+
+static void on_wal_watch(uv_timer_t *t) {
+  struct wal_watch *w = t->data;
+  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
+  int64_t now;
+
+  if (st == NULL)
+    return;
+  lith_stats_get(w->db, st);
+  if (st->wal_pages < w->threshold) {
+    w->above = 0; /* something checkpointed: the next crossing warns again */
+  } else if (!w->above) {
+    w->above = 1;
+    now = lith_clock_ms();
+    if (w->last_warn_ms == 0 || now - w->last_warn_ms >= WAL_WARN_EVERY_MS) {
+      w->last_warn_ms = now;
+      lithd_log(LITHD_LOG_WARN,
+                "the WAL holds %" PRIu64 " pages (%.1f MiB), past %d x --checkpoint-pages = %" PRIu64
+                " pages, and --checkpoint external means lithd never checkpoints it: is the replicator "
+                "(Litestream, ...) running? It grows until something checkpoints",
+                st->wal_pages, (double)st->wal_pages * (double)w->page_size / (1024.0 * 1024.0),
+                WAL_WARN_FACTOR, w->threshold);
+    }
+  }
+  free(st);
+}
+
+/* ---- The startup line --------------------------------------------------- */
+
+/* s as one shell word in single quotes ('\'' for a quote inside), into
+ * out[0..cap) (cut if it does not fit). */
+static void shell_quote(char *out, size_t cap, const char *s) {
+  size_t n = 0;
+  if (cap < 3) {
+    if (cap > 0)
+      out[0] = '\0';
+    return;
+  }
+  out[n++] = '\'';
+  for (; *s && n + 5 < cap; s++) {
+    if (*s == '\'') {
+      memcpy(out + n, "'\\''", 4);
+      n += 4;
+    } else {
+      out[n++] = *s;
+    }
+  }
+  out[n++] = '\'';
+  out[n] = '\0';
+}
+
+static const char *checkpoint_name(int mode) {
+  return mode == LITH_CHECKPOINT_AUTO ? "auto" : mode == LITH_CHECKPOINT_EXTERNAL ? "external" : "writer";
 }
 
 /* ---- One lithd per database ------------------------------------------- */
@@ -186,6 +275,10 @@ static int check_commands(lith_rx *rx, void *arg) {
   return LITH_OK;
 }
 
+static int read_page_size(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, (int64_t *)arg, "PRAGMA page_size", "");
+}
+
 /* libuv's pool runs /v1/query and backups: as many threads as readers (so
  * every reader can be busy) and one for a backup, unless the environment
  * already says. It must be set before the pool's first use. */
@@ -216,9 +309,11 @@ int main(int argc, char **argv) {
   int loop_open = 0;
   int lock_fd = -1;
   int exit_code = 1;
+  double start_time;
   int rc;
 
   memset(&d, 0, sizeof d);
+  start_time = (double)time(NULL);
   rc = lithd_opts_parse(argc, argv, &o);
   if (rc == 1) {
     lithd_opts_free(&o);
@@ -238,6 +333,7 @@ int main(int argc, char **argv) {
     lithd_opts_free(&o);
     return 1;
   }
+  lithd_log_set_format(o.log_format);
   if (lithd_log_open(o.log_file, o.log_level) != 0) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
@@ -290,6 +386,8 @@ int main(int argc, char **argv) {
   lopt.on_connect_ctx = &glim;
   lopt.synchronous = o.synchronous;
   lopt.checkpoint = o.checkpoint;
+  if (o.checkpoint_pages > 0)
+    lopt.checkpoint_pages = o.checkpoint_pages;
   if (o.readers > 0)
     lopt.readers = o.readers;
   if (o.max_batch > 0)
@@ -324,6 +422,18 @@ int main(int argc, char **argv) {
       lithd_log(LITHD_LOG_ERROR, "--commands %s", k.err);
       goto out;
     }
+  }
+  {
+    int64_t page_size = 0;
+    if (lith_read(d.db, read_page_size, &page_size) != LITH_OK)
+      page_size = 0; /* /metrics then says 0 bytes; nothing else needs it */
+    d.srv.metrics.page_size = page_size;
+    d.srv.metrics.queue_capacity = lopt.queue_capacity;
+    d.srv.metrics.readers = lopt.readers;
+    d.srv.metrics.start_time = start_time;
+    d.wal.db = d.db;
+    d.wal.page_size = page_size;
+    d.wal.threshold = (uint64_t)WAL_WARN_FACTOR * (uint64_t)lopt.checkpoint_pages;
   }
   if (uv_loop_init(&d.loop) != 0) {
     lithd_log(LITHD_LOG_ERROR, "uv_loop_init failed");
@@ -393,33 +503,55 @@ int main(int argc, char **argv) {
   uv_signal_start(&d.sigterm, on_signal, SIGTERM);
   uv_signal_start(&d.sigint, on_signal, SIGINT);
   uv_signal_start(&d.sighup, on_signal, SIGHUP);
+  if (o.checkpoint == LITH_CHECKPOINT_EXTERNAL) {
+    uv_timer_init(&d.loop, &d.wal.timer);
+    d.wal.timer.data = &d.wal;
+    d.wal.open = 1;
+    uv_timer_start(&d.wal.timer, on_wal_watch, WAL_WATCH_MS, WAL_WATCH_MS);
+  }
 
   {
-    const char *auth = token != NULL ? " -H \"Authorization: Bearer $(cat TOKENFILE)\"" : "";
+    /* The curl example names the real token file (absolute, quoted for
+     * the shell), so it runs as printed. */
+    char auth[PATH_MAX * 4 + 64] = "", ckpt[64];
+    const char *sync = o.synchronous == LITH_SYNC_FULL ? "full" : "normal";
     int port = lith_http_port(d.http);
+    if (token != NULL) {
+      char quoted[PATH_MAX * 4 + 8];
+      char *abs = realpath(o.token_file, NULL);
+      shell_quote(quoted, sizeof quoted, abs != NULL ? abs : o.token_file);
+      free(abs);
+      snprintf(auth, sizeof auth, " -H \"Authorization: Bearer $(cat %s)\"", quoted);
+    }
+    if (o.checkpoint == LITH_CHECKPOINT_WRITER)
+      snprintf(ckpt, sizeof ckpt, "writer every %d pages", lopt.checkpoint_pages);
+    else
+      snprintf(ckpt, sizeof ckpt, "%s", checkpoint_name(o.checkpoint));
     if (port >= 0) {
       int v6 = strchr(o.host, ':') != NULL;
-      printf("lithd %s: listening on http://%s%s%s:%d (db %s); try: curl -s%s "
+      printf("lithd %s: listening on http://%s%s%s:%d (db %s, synchronous %s, checkpoint %s); try: curl -s%s "
              "http://%s%s%s:%d/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, auth, v6 ? "[" : "", o.host,
-             v6 ? "]" : "", port);
+             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, sync, ckpt, auth, v6 ? "[" : "",
+             o.host, v6 ? "]" : "", port);
     } else {
-      printf("lithd %s: listening on unix:%s (db %s); try: curl -s%s --unix-socket %s "
-             "http://lithd/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, o.unix_path, o.db, auth, o.unix_path);
+      printf("lithd %s: listening on unix:%s (db %s, synchronous %s, checkpoint %s); try: curl -s%s "
+             "--unix-socket %s http://lithd/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             LITH_VERSION, o.unix_path, o.db, sync, ckpt, auth, o.unix_path);
     }
     fflush(stdout);
-    lithd_log(LITHD_LOG_INFO, "started: db %s, synchronous %s, %d named command%s%s", o.db,
-              o.synchronous == LITH_SYNC_FULL ? "full" : "normal", lithd_commands_count(commands),
-              lithd_commands_count(commands) == 1 ? "" : "s", o.only_named ? " (only named)" : "");
+    lithd_log(LITHD_LOG_INFO, "started: db %s, synchronous %s, checkpoint %s, %d named command%s%s", o.db,
+              sync, ckpt, lithd_commands_count(commands), lithd_commands_count(commands) == 1 ? "" : "s",
+              o.only_named ? " (only named)" : "");
   }
 
   uv_run(&d.loop, UV_RUN_DEFAULT);
   exit_code = 0;
 
 out:
+  close_wal_watch(&d); /* a startup failure after it began */
   if (d.http != NULL)
     lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
+  lithd_server_free(&d.srv);          /* after the HTTP server: it reported into it */
   if (d.srv.park.started && !d.srv.park.stopped) {
     lithd_server_stop(&d.srv); /* a startup failure after the routes */
     uv_run(&d.loop, UV_RUN_DEFAULT);

@@ -3,15 +3,92 @@
  *
  * Every histogram is exact: lith keeps fine buckets (lith.h), and a coarse
  * Prometheus bucket only sums the fine ones that lie wholly below its
- * bound, never an estimate.
+ * bound, never an estimate; lithd's own histograms count straight into the
+ * coarse bounds.
  */
 #include "metrics.h"
 
+#include <dirent.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
 
 /* A first guess at the size of the text, so that it grows once or never. */
-#define METRICS_FIRST_CAP 8192
+#define METRICS_FIRST_CAP 16384
+
+/* The latency bounds of every seconds histogram. */
+static const double le_s[LITHD_METRICS_LE] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                              0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
+
+/* ---- Counting (loop thread) -------------------------------------------- */
+
+int lithd_metrics_init(lithd_metrics *m, const char *const *paths, size_t n) {
+  /* the caller's settings stay; what is counted starts at zero */
+  m->n_routes = 0;
+  m->responses = NULL;
+  memset(&m->read_wait, 0, sizeof m->read_wait);
+  memset(&m->read_run, 0, sizeof m->read_run);
+  m->reads_failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = 0;
+    while (k < m->n_routes && strcmp(m->route[k], paths[i]) != 0)
+      k++;
+    if (k < m->n_routes)
+      continue; /* one path, two methods: one label */
+    if (m->n_routes == LITHD_METRICS_ROUTES_MAX - 1)
+      return -1;
+    m->route[m->n_routes++] = paths[i];
+  }
+  m->route[m->n_routes++] = "other";
+  m->responses = calloc(m->n_routes * LITHD_METRICS_CODES, sizeof *m->responses);
+  return m->responses != NULL ? 0 : -1;
+}
+
+void lithd_metrics_response(lithd_metrics *m, const char *route, int status) {
+  size_t k = m->n_routes - 1; /* "other" */
+  int code = status >= LITH_HTTP_STATUS_MIN && status <= LITH_HTTP_STATUS_MAX
+                 ? status - LITH_HTTP_STATUS_MIN + 1
+                 : 0;
+  if (m->responses == NULL)
+    return;
+  if (route != NULL)
+    for (size_t i = 0; i + 1 < m->n_routes; i++)
+      if (strcmp(m->route[i], route) == 0) {
+        k = i;
+        break;
+      }
+  m->responses[k * LITHD_METRICS_CODES + (size_t)code]++;
+}
+
+static void hist_add(lithd_hist *h, int64_t ns) {
+  int k = 0;
+  if (ns < 0)
+    ns = 0;
+  while (k < LITHD_METRICS_LE && (double)ns > le_s[k] * 1e9)
+    k++;
+  h->count[k]++;
+  h->sum_ns += (uint64_t)ns;
+}
+
+void lithd_metrics_read(lithd_metrics *m, int64_t wait_ns, int64_t run_ns, int failed) {
+  hist_add(&m->read_wait, wait_ns);
+  hist_add(&m->read_run, run_ns);
+  if (failed)
+    m->reads_failed++;
+}
+
+void lithd_metrics_free(lithd_metrics *m) {
+  free(m->responses);
+  m->responses = NULL;
+  m->n_routes = 0;
+}
+
+/* ---- Writing ------------------------------------------------------------ */
 
 static void mb_head(lithd_buf *b, const char *name, const char *type, const char *help) {
   lithd_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -22,14 +99,18 @@ static void mb_metric(lithd_buf *b, const char *name, const char *type, const ch
   lithd_buf_printf(b, "%s %" PRIu64 "\n", name, v);
 }
 
+/* A metric whose value is a real (seconds, bytes computed). */
+static void mb_real(lithd_buf *b, const char *name, const char *type, const char *help, double v) {
+  mb_head(b, name, type, help);
+  lithd_buf_printf(b, "%s %.9g\n", name, v);
+}
+
 /* A latency histogram in seconds from lith's fine buckets (lith.h), coarsened
- * to the bounds below: a fine bucket counts under `le` when all it holds is
- * shorter than `le` (its exclusive upper bound is <= le), so every bound is
- * exact, never an estimate. */
+ * to le_s: a fine bucket counts under `le` when all it holds is shorter than
+ * `le` (its exclusive upper bound is <= le), so every bound is exact, never
+ * an estimate. */
 static void mb_latency(lithd_buf *b, const char *name, const char *help, const uint64_t *lat,
                        uint64_t sum_ns) {
-  static const double le_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   size_t k;
   int i = 0;
   uint64_t cum = 0, total = 0;
@@ -38,7 +119,7 @@ static void mb_latency(lithd_buf *b, const char *name, const char *help, const u
     total += lat[i];
   mb_head(b, name, "histogram", help);
   i = 0;
-  for (k = 0; k < sizeof le_s / sizeof le_s[0]; k++) {
+  for (k = 0; k < LITHD_METRICS_LE; k++) {
     uint64_t le_ns = (uint64_t)(le_s[k] * 1e9 + 0.5);
     while (i < LITH_LAT_BUCKETS - 1 && lith_lat_bucket_upper_ns(i) <= le_ns)
       cum += lat[i++];
@@ -49,34 +130,25 @@ static void mb_latency(lithd_buf *b, const char *name, const char *help, const u
   lithd_buf_printf(b, "%s_count %" PRIu64 "\n", name, total);
 }
 
-void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http) {
-  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
-  lith_http_stats hs;
-  uint64_t cum = 0, total = 0;
-  int k, code;
-
-  if (st == NULL || lithd_buf_reserve(b, METRICS_FIRST_CAP) != 0) {
-    free(st);
-    b->failed = 1;
-    return;
+/* One of lithd's own histograms (lithd_hist). */
+static void mb_hist(lithd_buf *b, const char *name, const char *help, const lithd_hist *h) {
+  uint64_t cum = 0;
+  mb_head(b, name, "histogram", help);
+  for (int k = 0; k < LITHD_METRICS_LE; k++) {
+    cum += h->count[k];
+    lithd_buf_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le_s[k], cum);
   }
-  lith_stats_get(db, st);
-  lith_http_stats_get(http, &hs);
+  cum += h->count[LITHD_METRICS_LE];
+  lithd_buf_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
+  lithd_buf_printf(b, "%s_sum %.9f\n", name, (double)h->sum_ns / 1e9);
+  lithd_buf_printf(b, "%s_count %" PRIu64 "\n", name, cum);
+}
 
-  mb_metric(b, "lith_commands_total", "counter", "Commands answered.", st->commands);
-  mb_metric(b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
-  mb_metric(b, "lith_failed_total", "counter", "Commands answered with an error.", st->failed);
-  mb_metric(b, "lith_retried_total", "counter", "Command runs repeated after a transaction abort.",
-            st->retried);
-  mb_metric(b, "lith_busy_total", "counter", "Batches refused at BEGIN by another writer.", st->busy);
-  mb_metric(b, "lith_queue_depth", "gauge", "Commands queued now.", st->queue_depth);
-  mb_metric(b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
-            st->wal_pages);
-  mb_metric(b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
-  mb_metric(b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed.", st->checkpoint_errors);
-
-  /* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
-   * last one (2048 and more) only under +Inf. */
+/* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
+ * last one (2048 and more) only under +Inf. */
+static void mb_batch_size(lithd_buf *b, const lith_stats *st) {
+  uint64_t cum = 0, total = 0;
+  int k;
   for (k = 0; k < LITH_HIST_BUCKETS; k++)
     total += st->batch_hist[k];
   mb_head(b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
@@ -87,21 +159,157 @@ void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http) {
   lithd_buf_printf(b, "lith_batch_size_bucket{le=\"+Inf\"} %" PRIu64 "\n", total);
   lithd_buf_printf(b, "lith_batch_size_sum %" PRIu64 "\n", st->commands);
   lithd_buf_printf(b, "lith_batch_size_count %" PRIu64 "\n", total);
+}
 
+static void mb_lith(lithd_buf *b, const lithd_metrics *m, const lith_stats *st) {
+  mb_metric(b, "lith_commands_total", "counter", "Commands answered (committed or failed).", st->commands);
+  mb_metric(b, "lith_commands_failed_total", "counter",
+            "Commands answered with an error (each undone alone; its batch went on).", st->failed);
+  mb_metric(b, "lith_command_retries_total", "counter",
+            "Command runs repeated because their transaction was rolled back for a reason outside them.",
+            st->retried);
+  mb_metric(b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
+  mb_metric(
+      b, "lith_write_lock_busy_total", "counter",
+      "Batches whose BEGIN IMMEDIATE found the write lock held by another connection past busy_timeout.",
+      st->busy);
+  mb_metric(b, "lith_queue_depth", "gauge", "Commands queued for the writer now.", st->queue_depth);
+  mb_metric(b, "lith_queue_capacity", "gauge", "Most commands the writer's queue holds (--max-queue).",
+            (uint64_t)m->queue_capacity);
+  mb_metric(b, "lith_readers", "gauge", "Read connections in the read pool (--readers).",
+            (uint64_t)m->readers);
+  mb_metric(b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
+            st->wal_pages);
+  mb_metric(b, "lith_wal_bytes", "gauge",
+            "Size of the WAL's frames after the last commit or checkpoint, bytes (pages x page size).",
+            st->wal_pages * (uint64_t)(m->page_size > 0 ? m->page_size : 0));
+  mb_metric(b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
+  mb_metric(b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed (retried later).",
+            st->checkpoint_errors);
+  mb_real(b, "lith_checkpoint_seconds_total", "counter", "Time spent in checkpoints, on any thread.",
+          (double)st->checkpoint_ns_total / 1e9);
+  mb_real(b, "lith_checkpoint_writer_seconds_total", "counter",
+          "Of the time in checkpoints, the part on the writer thread (inside COMMIT in AUTO mode).",
+          (double)st->checkpoint_ns_writer / 1e9);
+  mb_real(b, "lith_commit_seconds_total", "counter", "Time in the COMMIT statements of all batches.",
+          (double)st->commit_ns_total / 1e9);
+  mb_batch_size(b, st);
   mb_latency(b, "lith_transaction_seconds", "Write transactions, BEGIN IMMEDIATE to end of COMMIT.",
              st->tx_lat, st->tx_ns_total);
   mb_latency(b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
              st->wait_lat, st->wait_ns_total);
+}
 
+static void mb_lithd(lithd_buf *b, const lithd_metrics *m) {
+  lith_http_stats hs;
+  memset(&hs, 0, sizeof hs);
+  if (m->http != NULL)
+    lith_http_stats_get(m->http, &hs);
+
+  mb_head(b, "lithd_build_info", "gauge", "Always 1; the labels name lithd's version and SQLite's.");
+  lithd_buf_printf(b, "lithd_build_info{version=\"%s\",sqlite=\"%s\"} 1\n", LITH_VERSION,
+                   sqlite3_libversion());
   mb_metric(b, "lithd_http_connections_total", "counter", "HTTP connections accepted.", hs.connections);
   mb_metric(b, "lithd_http_connections_open", "gauge", "HTTP connections open now.", hs.connections_open);
-  mb_metric(b, "lithd_http_pending", "gauge", "Requests waiting for their answer now.", hs.pending);
+  mb_metric(b, "lithd_http_requests_pending", "gauge",
+            "Requests waiting for their answer now (a command queued or running, a read).", hs.pending);
   mb_head(b, "lithd_http_responses_total", "counter",
-          "HTTP requests finished, by status (499: the client left first).");
-  for (code = LITH_HTTP_STATUS_MIN; code <= LITH_HTTP_STATUS_MAX; code++) {
-    uint64_t n = lith_http_status_count(http, code);
-    if (n > 0)
-      lithd_buf_printf(b, "lithd_http_responses_total{code=\"%d\"} %" PRIu64 "\n", code, n);
+          "HTTP requests finished, by route (\"other\": no route took it) and status code (499: the "
+          "client left first).");
+  for (size_t k = 0; m->responses != NULL && k < m->n_routes; k++)
+    for (int c = 0; c < LITHD_METRICS_CODES; c++) {
+      uint64_t n = m->responses[k * LITHD_METRICS_CODES + (size_t)c];
+      if (n > 0)
+        lithd_buf_printf(b, "lithd_http_responses_total{route=\"%s\",code=\"%d\"} %" PRIu64 "\n", m->route[k],
+                         c == 0 ? 0 : c - 1 + LITH_HTTP_STATUS_MIN, n);
+    }
+  mb_hist(b, "lithd_read_wait_seconds",
+          "/v1/query: time from the request to a reader starting it (libuv's thread pool, lith's read pool).",
+          &m->read_wait);
+  mb_hist(b, "lithd_read_seconds", "/v1/query: time each read ran (_count: reads run).", &m->read_run);
+  mb_metric(b, "lithd_reads_failed_total", "counter", "/v1/query: reads answered with an error.",
+            m->reads_failed);
+}
+
+/* The process, from /proc/self and getrusage; a figure that cannot be read
+ * is 0 (the start time: lithd's own note of it). */
+static void mb_process(lithd_buf *b, const lithd_metrics *m) {
+  long page = sysconf(_SC_PAGESIZE), ticks = sysconf(_SC_CLK_TCK);
+  unsigned long long vm_pages = 0, rss_pages = 0, start_ticks = 0, btime = 0;
+  uint64_t fds = 0;
+  double start = m->start_time;
+  struct rusage ru;
+  struct rlimit rl;
+  char line[1024];
+  FILE *f;
+
+  if ((f = fopen("/proc/self/statm", "re")) != NULL) {
+    if (fscanf(f, "%llu %llu", &vm_pages, &rss_pages) != 2)
+      vm_pages = rss_pages = 0;
+    fclose(f);
   }
+  /* Field 22 of /proc/self/stat, counted after the command's ")" (the
+   * command itself may hold spaces and parentheses). */
+  if ((f = fopen("/proc/self/stat", "re")) != NULL) {
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    const char *p;
+    line[n] = '\0';
+    fclose(f);
+    p = strrchr(line, ')');
+    for (int field = 2; p != NULL && field < 22; field++)
+      p = strchr(p + 1, ' ');
+    if (p != NULL)
+      start_ticks = strtoull(p + 1, NULL, 10);
+  }
+  if ((f = fopen("/proc/stat", "re")) != NULL) {
+    while (fgets(line, sizeof line, f) != NULL)
+      if (sscanf(line, "btime %llu", &btime) == 1)
+        break;
+    fclose(f);
+  }
+  if (btime > 0 && start_ticks > 0 && ticks > 0)
+    start = (double)btime + (double)start_ticks / (double)ticks;
+  DIR *d = opendir("/proc/self/fd");
+  if (d != NULL) {
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+      if (e->d_name[0] != '.')
+        fds++;
+    closedir(d);
+    if (fds > 0)
+      fds--; /* the directory's own descriptor */
+  }
+  if (getrusage(RUSAGE_SELF, &ru) != 0)
+    memset(&ru, 0, sizeof ru);
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+    rl.rlim_cur = 0;
+
+  mb_metric(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+            (uint64_t)rss_pages * (uint64_t)(page > 0 ? page : 0));
+  mb_metric(b, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+            (uint64_t)vm_pages * (uint64_t)(page > 0 ? page : 0));
+  mb_metric(b, "process_open_fds", "gauge", "Open file descriptors.", fds);
+  mb_metric(b, "process_max_fds", "gauge", "Most file descriptors the process may open (RLIMIT_NOFILE).",
+            rl.rlim_cur == RLIM_INFINITY ? 0 : (uint64_t)rl.rlim_cur);
+  mb_real(b, "process_cpu_seconds_total", "counter", "User and system CPU time spent, seconds.",
+          (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+              (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+  mb_head(b, "process_start_time_seconds", "gauge",
+          "Start time of the process since the Unix epoch, seconds.");
+  lithd_buf_printf(b, "process_start_time_seconds %.2f\n", start);
+}
+
+void lithd_metrics_write(lithd_buf *b, const lithd_metrics *m) {
+  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
+
+  if (st == NULL || lithd_buf_reserve(b, METRICS_FIRST_CAP) != 0) {
+    free(st);
+    b->failed = 1;
+    return;
+  }
+  lith_stats_get(m->db, st);
+  mb_lith(b, m, st);
+  mb_lithd(b, m);
+  mb_process(b, m);
   free(st);
 }

@@ -1,15 +1,36 @@
 /*
- * lithd metrics — GET /metrics: lith's statistics and the HTTP layer's
- * counters in the Prometheus text format 0.0.4.
+ * lithd metrics — GET /metrics: lith's statistics, lithd's own counts and
+ * the process's figures in the Prometheus text format 0.0.4.
  *
- * What comes out: counters and gauges of lith_stats (commands, batches,
- * failures, retries, BUSY, queue depth, WAL pages, checkpoints); three
- * histograms (batch size; transaction time and queue wait, in seconds);
- * and the HTTP layer's connections, pending requests and responses by
- * status code.
+ * Conventions (https://prometheus.io/docs/practices/naming/): base units in
+ * the names (_seconds, _bytes), _total on every counter, a HELP and a TYPE
+ * line before every metric, label sets bounded: responses are counted by
+ * route (the paths of lithd's route table, and "other" for whatever no
+ * route took: 404, 405, a request refused before routing) and status code.
+ * README.md's Metrics section lists every metric.
+ *
+ * What comes from where:
+ *   - lith_stats (lith.h): commands, batches, failures, retries, the write
+ *     lock found busy, queue depth, the WAL, checkpoints, the time spent in
+ *     COMMIT and in checkpoints, histograms of batch size, transaction time
+ *     and queue wait. lith keeps fine latency buckets; a coarse Prometheus
+ *     bucket only sums the fine ones that lie wholly below its bound, so
+ *     every bound is exact, never an estimate.
+ *   - lithd itself, on the loop thread: responses by route and code
+ *     (lithd_metrics_response, from the HTTP layer's access hook) and the
+ *     reads of /v1/query (lithd_metrics_read: how long each waited for a
+ *     thread and a reader, and how long it ran).
+ *   - the HTTP layer (http.h): connections, requests pending.
+ *   - the process (/proc/self, getrusage): resident memory, open
+ *     descriptors, CPU time, start time.
+ *
+ * Threads: everything here runs on the loop thread (lith_stats_get is the
+ * one call that reads other threads' figures, and it may).
  */
 #ifndef LITHD_METRICS_H
 #define LITHD_METRICS_H
+
+#include <stdint.h>
 
 #include "buf.h"
 #include "http.h"
@@ -17,9 +38,59 @@
 
 #define LITHD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* Append the metrics of db (the caller's lith handle) and http (its HTTP
- * server; both read only) to b. A failure (out of memory) sticks in
+/* Route labels at most, "other" included. */
+#define LITHD_METRICS_ROUTES_MAX 32
+/* The statuses counted per route: LITH_HTTP_STATUS_MIN..MAX; anything
+ * else (0: nothing sent) counts as code "0". */
+#define LITHD_METRICS_CODES (LITH_HTTP_STATUS_MAX - LITH_HTTP_STATUS_MIN + 2)
+/* Bounds of lithd's own latency histograms (seconds), +Inf aside. */
+#define LITHD_METRICS_LE 16
+
+/* A latency histogram: count[k] holds the observations in
+ * (le[k-1], le[k]] (k == LITHD_METRICS_LE: above the last bound). */
+typedef struct lithd_hist {
+  uint64_t count[LITHD_METRICS_LE + 1];
+  uint64_t sum_ns;
+} lithd_hist;
+
+typedef struct lithd_metrics {
+  /* Set by the caller before lithd_metrics_write (read only here). */
+  lith *db;                     /* caller's */
+  const lith_http_server *http; /* caller's; NULL: the HTTP figures read 0 */
+  int queue_capacity;           /* lith_options.queue_capacity in use */
+  int readers;                  /* lith_options.readers in use */
+  int64_t page_size;            /* the database's page size (the WAL in bytes); 0: unknown */
+  double start_time;            /* Unix time lithd started, if /proc/self/stat cannot say */
+
+  /* Kept by lithd_metrics_init / _response / _read. */
+  size_t n_routes;                             /* labels in route[], "other" last */
+  const char *route[LITHD_METRICS_ROUTES_MAX]; /* the caller's strings; "other" a literal */
+  uint64_t *responses;                         /* n_routes x LITHD_METRICS_CODES, malloc'd */
+  lithd_hist read_wait;                        /* /v1/query: arrival to a reader running it */
+  lithd_hist read_run;                         /* /v1/query: the read itself */
+  uint64_t reads_failed;                       /* reads answered with an error */
+} lithd_metrics;
+
+/* Zero what *m counts (the caller's settings stay), then take the route labels: the distinct strings of
+ * paths[0..n) (the caller's, kept by pointer: they must outlive m), then
+ * "other". Returns 0, or -1 (out of memory, or more than
+ * LITHD_METRICS_ROUTES_MAX - 1 distinct paths). */
+int lithd_metrics_init(lithd_metrics *m, const char *const *paths, size_t n);
+
+/* Count one response: `route` (NULL or a path not among the labels:
+ * "other") and `status`. */
+void lithd_metrics_response(lithd_metrics *m, const char *route, int status);
+
+/* Count one read of /v1/query: wait_ns from its arrival to a reader
+ * running it, run_ns the read itself; failed: answered with an error. */
+void lithd_metrics_read(lithd_metrics *m, int64_t wait_ns, int64_t run_ns, int failed);
+
+/* Append every metric to b. A failure (out of memory) sticks in
  * b->failed, as every write to a lithd_buf. */
-void lithd_metrics_write(lithd_buf *b, lith *db, const lith_http_server *http);
+void lithd_metrics_write(lithd_buf *b, const lithd_metrics *m);
+
+/* Free what lithd_metrics_init took (m may be zeroed and never
+ * initialised). */
+void lithd_metrics_free(lithd_metrics *m);
 
 #endif /* LITHD_METRICS_H */

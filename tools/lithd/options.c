@@ -53,7 +53,9 @@ enum {
   OPT_MAXVALUE,
   OPT_MAXLIKE,
   OPT_MAXMEM,
-  OPT_GRACE
+  OPT_GRACE,
+  OPT_CKPTPAGES,
+  OPT_LOGFORMAT
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
@@ -61,6 +63,7 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"unix", required_argument, NULL, OPT_UNIX},
                                       {"synchronous", required_argument, NULL, OPT_SYNC},
                                       {"checkpoint", required_argument, NULL, OPT_CKPT},
+                                      {"checkpoint-pages", required_argument, NULL, OPT_CKPTPAGES},
                                       {"readers", required_argument, NULL, OPT_READERS},
                                       {"max-batch", required_argument, NULL, OPT_MAXBATCH},
                                       {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
@@ -84,6 +87,7 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
                                       {"log-level", required_argument, NULL, OPT_LOGLEVEL},
                                       {"log", required_argument, NULL, OPT_LOG},
+                                      {"log-format", required_argument, NULL, OPT_LOGFORMAT},
                                       {"config", required_argument, NULL, OPT_CONFIG},
                                       {"help", no_argument, NULL, OPT_HELP},
                                       {"version", no_argument, NULL, OPT_VERSION},
@@ -98,6 +102,8 @@ static void usage(FILE *f) {
           "                          with --listen\n"
           "  --synchronous normal|full        (default normal)\n"
           "  --checkpoint writer|auto|external (default writer)\n"
+          "  --checkpoint-pages N    WAL pages that start a checkpoint (default 1000); with\n"
+          "                          external, lithd warns once the WAL passes 4 x N\n"
           "  --readers N             read connections for /v1/query (default: CPUs)\n"
           "  --max-batch N           most commands in one transaction (default 1024)\n"
           "  --max-queue N           most commands queued for the writer (default 65536)\n"
@@ -138,6 +144,8 @@ static void usage(FILE *f) {
           "                          10000); writes accepted are always run and answered\n"
           "  --log-level error|warn|info|debug (default info)\n"
           "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
+          "  --log-format text|json  json: one object per line (ts, level, msg; a\n"
+          "                          request's method, path, status, us, bytes, client)\n"
           "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
           "                          the command line wins\n"
           "  --help, --version\n",
@@ -261,6 +269,11 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
         return 2;
       }
       break;
+    case OPT_CKPTPAGES:
+      if (parse_num("checkpoint-pages", optarg, 1, 1 << 28, &v) != 0)
+        return 2;
+      o->checkpoint_pages = (int)v;
+      break;
     case OPT_READERS:
       if (parse_num("readers", optarg, 1, 1024, &v) != 0)
         return 2;
@@ -383,6 +396,12 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
     case OPT_LOGLEVEL:
       if ((o->log_level = lithd_log_level_parse(optarg)) < 0) {
         fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
+        return 2;
+      }
+      break;
+    case OPT_LOGFORMAT:
+      if ((o->log_format = lithd_log_format_parse(optarg)) < 0) {
+        fprintf(stderr, "lithd: --log-format wants text or json\n");
         return 2;
       }
       break;

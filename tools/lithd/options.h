@@ -32,6 +32,7 @@ typedef struct lithd_opts {
   char *unix_path;
   int synchronous;       /* LITH_SYNC_ */
   int checkpoint;        /* LITH_CHECKPOINT_ */
+  int checkpoint_pages;  /* 0: lith's default (1000) */
   int readers;           /* 0: lith's default (CPUs) */
   int max_batch;         /* 0: lith's default */
   int max_queue;         /* 0: lith's default */
@@ -54,6 +55,7 @@ typedef struct lithd_opts {
   int64_t max_memory_mib; /* SQLite's hard heap limit (sqlite3_hard_heap_limit64) */
   int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
   int log_level;          /* LITHD_LOG_ */
+  int log_format;         /* LITHD_LOG_TEXT or LITHD_LOG_JSON */
   char *log_file;
 } lithd_opts;
 

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "buf.h"
 #include "json.h"
@@ -51,6 +52,13 @@
 #define BACKUP_NAME_MAX 200
 
 /* ---- Helpers ----------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds (the read timings of /metrics). */
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static int authorized(lithd_server *s, lith_http_req *req) {
   if (s->token == NULL)
@@ -240,10 +248,11 @@ static void do_ctx_free(struct do_ctx *c) {
   free(c);
 }
 
-/* A debug line per answered command; 5xx at warn, with the message. */
+/* Why a command failed: 5xx at warn, 4xx at debug, with the message (every
+ * request also gets its access line at debug: on_access). */
 static void log_answer(lith_http_req *req, int status, int64_t t0, const char *errmsg) {
   int level = status >= 500 ? LITHD_LOG_WARN : LITHD_LOG_DEBUG;
-  if (!lithd_log_enabled(level))
+  if (status < 400 || !lithd_log_enabled(level))
     return;
   lithd_log(level, "%s %s %d %" PRId64 " ms%s%s", lith_http_req_method(req), lith_http_req_path(req), status,
             lith_clock_ms() - t0, status >= 400 && errmsg != NULL && errmsg[0] ? ": " : "",
@@ -396,9 +405,13 @@ static int h_commands(lith_http_req *req, void *arg) {
  * gets LITH_HTTP_GONE and releases the handle just the same) and frees it. */
 struct query_ctx {
   lith_uv_read_req read; /* read.rc, read.errmsg: the outcome */
+  lithd_server *s;
   lith_http_req *req;
   lithd_batch *batch;
   lithd_result *result; /* written on the pool thread, read in query_after */
+  int64_t t_submit;     /* lith_clock_ns: queued (loop thread) */
+  int64_t t_start;      /* a reader runs it (pool thread, read in query_after) */
+  int64_t t_end;        /* the read returned (pool thread) */
 };
 
 static void query_ctx_free(struct query_ctx *q) {
@@ -411,11 +424,16 @@ static void query_ctx_free(struct query_ctx *q) {
 
 static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
   struct query_ctx *q = arg;
-  return lithd_batch_read(rx, q->batch, &q->result);
+  q->t_start = now_ns();
+  int rc = lithd_batch_read(rx, q->batch, &q->result);
+  q->t_end = now_ns();
+  return rc;
 }
 
 static void query_after(lith_uv_read_req *r) { /* the loop thread */
   struct query_ctx *q = r->data;
+  if (q->t_start != 0) /* it ran (not cancelled at a stop) */
+    lithd_metrics_read(&q->s->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
   respond_outcome(q->req, r->rc, q->result, r->errmsg);
   query_ctx_free(q);
 }
@@ -431,11 +449,13 @@ static int h_query(lith_http_req *req, void *arg) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
+  q->s = s;
   q->req = req;
   q->read.data = q;
   q->batch = parse_body(s, req);
   if (q->batch == NULL)
     goto done;
+  q->t_submit = now_ns();
   if (lith_uv_read(s->db, s->loop, &q->read, query_fn, q, query_after) == LITH_OK)
     return LITH_HTTP_PENDING; /* q now belongs to query_after */
   lith_http_respond_error(req, 500, "cannot queue the query");
@@ -843,7 +863,7 @@ static int h_metrics(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  lithd_metrics_write(&b, s->db, s->http);
+  lithd_metrics_write(&b, &s->metrics);
   len = b.len;
   text = lithd_buf_finish(&b);
   if (text == NULL) {
@@ -876,7 +896,25 @@ static const struct route {
     {"GET", "/healthz", LITH_HTTP_EXACT, h_healthz},
 };
 
+/* The HTTP layer's report of a finished request (from inside h2o: no
+ * lith_http call here): its access line and its count for /metrics. */
+static void on_access(const lith_http_access *a, void *arg) {
+  lithd_server *s = arg;
+  lithd_metrics_response(&s->metrics, a->route, a->status);
+  lithd_log_request(a->method, a->path, a->status, a->duration_us, a->bytes, a->peer);
+}
+
 int lithd_server_start(lithd_server *s) {
+  const char *paths[sizeof routes / sizeof routes[0]];
+  lithd_metrics *m = &s->metrics;
+
+  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+    paths[i] = routes[i].path;
+  if (lithd_metrics_init(m, paths, sizeof routes / sizeof routes[0]) != 0)
+    return LITH_HTTP_NOMEM;
+  m->db = s->db;
+  m->http = s->http;
+  lith_http_on_access(s->http, on_access, s);
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
     const struct route *r = &routes[i];
     int rc = lith_http_route(s->http, r->method, r->path, r->match, r->handler, s);
@@ -889,3 +927,5 @@ int lithd_server_start(lithd_server *s) {
 }
 
 void lithd_server_stop(lithd_server *s) { lithd_overload_stop(&s->park); }
+
+void lithd_server_free(lithd_server *s) { lithd_metrics_free(&s->metrics); }

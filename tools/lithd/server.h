@@ -17,9 +17,8 @@
  *   POST /v1/backup {"dest": "NAME"}: lith_backup_new into --backup-dir, on
  *                   the thread pool;
  *   GET  /v1/stats  lith_stats_get as JSON;
- *   GET  /metrics   the same and the HTTP layer's counters, in Prometheus
- *                   text format 0.0.4 (counters, gauges, histograms of batch
- *                   size, transaction time and queue wait);
+ *   GET  /metrics   the same, lithd's and the process's figures, in the
+ *                   Prometheus text format 0.0.4 (metrics.h);
  *   GET  /healthz   {"ok":true}, never behind the token.
  * Everything runs on the loop thread, but the reads of /v1/query and the
  * backups.
@@ -38,6 +37,7 @@
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
+#include "metrics.h"
 #include "overload.h"
 #include "sqljson.h"
 
@@ -54,6 +54,9 @@ typedef struct lithd_server {
   const char *allow_hosts;        /* comma list of further Host names on token-less loopback; caller's */
   const char *backup_dir;         /* where /v1/backup writes (a directory); NULL: off; caller's */
   int64_t queue_wait_ms;          /* how long a command waits for room in the queue */
+  /* /metrics: set metrics.queue_capacity, .readers, .page_size and
+   * .start_time (metrics.h); lithd_server_start sets the rest. */
+  lithd_metrics metrics;
 
   /* Internal: the commands on their way to the writer (overload.h);
    * park.started and park.stopped say whether the server was started and
@@ -62,13 +65,19 @@ typedef struct lithd_server {
 } lithd_server;
 
 /* Register every route of lithd on s->http, with `s` as their argument (it
- * must outlive the HTTP server), and set up the overload queue on s->loop.
- * The public fields must be set. Returns a LITH_HTTP_ code. */
+ * must outlive the HTTP server), set up the overload queue on s->loop, and
+ * hook the HTTP layer's access report (a log line per request at debug, the
+ * responses of /metrics by route and code). The public fields must be set.
+ * Returns a LITH_HTTP_ code. */
 int lithd_server_start(lithd_server *s);
 
 /* Answer every waiting command with 503 (shutting down) and close the
  * queue's handles; call it when the stop begins, before the bridge is closed. Later
  * commands are refused at once. */
 void lithd_server_stop(lithd_server *s);
+
+/* Free what lithd_server_start took, after the HTTP server was destroyed
+ * (its access reports count into s). s may never have been started. */
+void lithd_server_free(lithd_server *s);
 
 #endif /* LITHD_SERVER_H */

@@ -213,21 +213,29 @@ static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   return LITH_OK;
 }
 
-/* /v1/query runs queries only: the first keyword, past blanks and comments,
- * must open one. */
-static int starts_as_query(const char *s) {
-  static const char *const words[] = {"SELECT", "WITH", "VALUES", "EXPLAIN"};
+/* What the first keyword of `s`, past blanks and comments, says of the
+ * statement on /v1/query: QUERY (SELECT, WITH, VALUES, EXPLAIN: prepared,
+ * then sqlite3_stmt_readonly decides), OTHER (a keyword that opens any other
+ * SQLite statement: refused unprepared, 403), or UNKNOWN (no statement opens
+ * so: a typo, which SQLite's prepare reports as the SQL error it is, 400). */
+enum { FIRST_QUERY, FIRST_OTHER, FIRST_UNKNOWN };
+
+static int first_keyword(const char *s) {
+  static const char *const queries[] = {"SELECT", "WITH", "VALUES", "EXPLAIN"};
+  static const char *const others[] = {
+      "ALTER",  "ANALYZE", "ATTACH",  "BEGIN",   "COMMIT",  "CREATE",   "DELETE",    "DETACH", "DROP",  "END",
+      "INSERT", "PRAGMA",  "REINDEX", "RELEASE", "REPLACE", "ROLLBACK", "SAVEPOINT", "UPDATE", "VACUUM"};
   for (;;) {
     while (isspace((unsigned char)*s))
       s++;
     if (s[0] == '-' && s[1] == '-') {
       s = strchr(s, '\n');
       if (!s)
-        return 0;
+        return FIRST_OTHER;
     } else if (s[0] == '/' && s[1] == '*') {
       s = strstr(s + 2, "*/");
       if (!s)
-        return 0;
+        return FIRST_OTHER;
       s += 2;
     } else
       break;
@@ -235,10 +243,22 @@ static int starts_as_query(const char *s) {
   size_t n = 0;
   while (isalpha((unsigned char)s[n]))
     n++;
-  for (size_t k = 0; k < sizeof words / sizeof *words; k++)
-    if (strlen(words[k]) == n && strncasecmp(s, words[k], n) == 0)
-      return 1;
-  return 0;
+  if (n == 0)
+    return FIRST_OTHER; /* nothing, or punctuation: as before, not a query */
+  for (size_t k = 0; k < sizeof queries / sizeof *queries; k++)
+    if (strlen(queries[k]) == n && strncasecmp(s, queries[k], n) == 0)
+      return FIRST_QUERY;
+  for (size_t k = 0; k < sizeof others / sizeof *others; k++)
+    if (strlen(others[k]) == n && strncasecmp(s, others[k], n) == 0)
+      return FIRST_OTHER;
+  return FIRST_UNKNOWN;
+}
+
+/* The refusal of a statement that is not a query, on /v1/query. */
+static int not_a_query(runner *rn, int i) {
+  return rfail(rn, LITHD_NOT_A_QUERY, i,
+               "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
+               "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
 }
 
 static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
@@ -267,12 +287,12 @@ static int run_one(runner *rn, int i) {
   stmt_out *o = &rn->r->outs[i];
   sqlite3_stmt *st;
   sqlite3_int64 before = 0;
-  int rc, src;
+  int rc, src, first = rn->rx ? first_keyword(sql) : FIRST_QUERY;
 
-  if (rn->rx && !starts_as_query(sql))
-    return rfail(rn, LITHD_NOT_A_QUERY, i,
-                 "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
-                 "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
+  /* A statement known not to be a query is refused before it is prepared;
+   * an unknown first word is prepared, so a typo gets SQLite's message. */
+  if (first == FIRST_OTHER)
+    return not_a_query(rn, i);
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
   if (!st) {
     /* lith's message says why (prepare: ..., more than one statement, ...). */
@@ -290,6 +310,10 @@ static int run_one(runner *rn, int i) {
                    "and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
                    lith_errmsg(NULL));
     return rfail(rn, rc, i, "%s", lith_errmsg(NULL));
+  }
+  if (first == FIRST_UNKNOWN) { /* prepared, yet no query: refused all the same */
+    rc = not_a_query(rn, i);
+    goto out;
   }
   if (rn->rx && !sqlite3_stmt_readonly(st)) {
     rc = rfail(rn, LITHD_NOT_A_QUERY, i, "write statement on /v1/query");

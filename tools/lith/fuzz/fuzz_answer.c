@@ -134,7 +134,7 @@ static int same(const struct outcome *a, const struct outcome *b) {
 
 /* main.c's handling of an answer, as each command would see it. */
 static void decode(const lithc_response *r, const char *method, int with_token) {
-  static const printer printers[] = {print_results, print_pairs, print_health, print_backup};
+  static const printer printers[] = {print_results, print_pairs, print_health, print_backup, print_batch};
   struct cli cli;
   size_t i;
   int status;

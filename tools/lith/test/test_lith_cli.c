@@ -478,7 +478,7 @@ static void test_errors_exit_1_nothing_changed(void **state) {
   /* Two statements, the second fails: the first is undone too. */
   write_file("two.json", "{\"statements\": [{\"sql\": \"INSERT INTO t VALUES (2, 'two')\"},"
                          " {\"sql\": \"INSERT INTO t VALUES (?, 'dup')\", \"params\": [1]}]}");
-  LITH(f, "batch", "two.json");
+  LITH(f, "do", "-f", "two.json");
   check(&f->r, 1, "", "lith: constraint: UNIQUE constraint failed: t.id (statement 1)\n");
 
   LITH(f, "do", "SELEC nonsense");
@@ -490,33 +490,82 @@ static void test_errors_exit_1_nothing_changed(void **state) {
   check(&f->r, 1, "", "lith: bad_request: ");
   /* A body that is not JSON. */
   write_file("bad.json", "{\"statements\": [");
-  LITH(f, "batch", "bad.json");
+  LITH(f, "do", "-f", "bad.json");
   check(&f->r, 1, "", "lith: bad_request: invalid JSON");
 
   LITH(f, "query", "SELECT id, v FROM t ORDER BY id");
   check(&f->r, 0, "id\tv\n1\tone\n", "");
 }
 
-static void test_batch_file_and_stdin(void **state) {
+/* do -f FILE|-: one command's {"statements": [...]} as is to /v1/do. */
+static void test_do_file_and_stdin(void **state) {
   struct fixture *f = *state;
-  start_lithd(f, "batch", NULL);
+  start_lithd(f, "dofile", NULL);
 
   write_file("create.json", "{\"statements\": [{\"sql\": \"CREATE TABLE kv(k TEXT PRIMARY KEY, v)\"},\n"
                             " {\"sql\": \"INSERT INTO kv VALUES (:k, :v) RETURNING rowid\","
                             "  \"params\": {\":k\": \"a\", \":v\": 9223372036854775807}}]}\n");
-  LITH(f, "batch", "create.json");
+  LITH(f, "do", "-f", "create.json");
   check(&f->r, 0, "changes 0, last_insert_rowid 0\n\nrowid\n1\n", "");
   write_file("more.json", "{\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('b', 2)\"}]}");
-  run_cli(&f->r, no_env, "more.json", ARGS("--url", f->url, "batch", "-"));
+  run_cli(&f->r, no_env, "more.json", ARGS("--url", f->url, "do", "-f", "-"));
   check(&f->r, 0, "changes 1, last_insert_rowid 2\n", "");
   LITH(f, "query", "SELECT k, v FROM kv ORDER BY k");
   check(&f->r, 0, "k\tv\na\t9223372036854775807\nb\t2\n", "");
 
-  LITH(f, "batch", "missing.json");
+  LITH(f, "do", "-f", "missing.json");
   check(&f->r, 2, "", "missing.json");
   write_file("empty.json", " \n");
-  LITH(f, "batch", "empty.json");
+  LITH(f, "do", "-f", "empty.json");
   check(&f->r, 2, "", "empty");
+  LITH(f, "batch", "empty.json");
+  check(&f->r, 2, "", "batch: empty.json is empty");
+}
+
+/* batch FILE|-: {"commands": [...]} to /v1/batch, each command its own
+ * outcome: the ones that succeeded print, a failed one says so on stderr
+ * and makes the exit status 1; the others are kept. */
+static void test_batch_posts_to_v1_batch(void **state) {
+  struct fixture *f = *state;
+  start_lithd(f, "batch", NULL);
+  LITH(f, "do", "CREATE TABLE kv(k TEXT PRIMARY KEY, v)");
+  check(&f->r, 0, NULL, "");
+  LITH(f, "do", "INSERT INTO kv VALUES ('a', 1)");
+  check(&f->r, 0, NULL, "");
+
+  write_file("cmds.json",
+             "{\"commands\": ["
+             " {\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('c', 3)\"}]},"
+             " {\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('d', 4)\"},"
+             "                   {\"sql\": \"INSERT INTO kv VALUES ('a', 0)\"}]},"
+             " {\"statements\": [{\"sql\": \"SELECT k FROM kv WHERE k = ?\", \"params\": [\"c\"]}]}]}");
+  LITH(f, "batch", "cmds.json");
+  check(&f->r, 1, "command 0\nchanges 1, last_insert_rowid 2\n\ncommand 2\nk\nc\n",
+        "lith: command 1: constraint: UNIQUE constraint failed: kv.k (statement 1)\n");
+  /* command 1 was undone alone: 'd' is not there, 'c' is */
+  LITH(f, "query", "SELECT group_concat(k, ',') FROM (SELECT k FROM kv ORDER BY k)");
+  check(&f->r, 0, "group_concat(k, ',')\na,c\n", "");
+
+  write_file("ok.json", "{\"commands\": [{\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('e', 5)\"}]},"
+                        " {\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('f', 6)\"}]}]}");
+  run_cli(&f->r, no_env, "ok.json", ARGS("--url", f->url, "batch", "-"));
+  check(&f->r, 0, "command 0\nchanges 1, last_insert_rowid 3\n\ncommand 1\nchanges 1, last_insert_rowid 4\n",
+        "");
+  /* --json: lithd's answer as is, exit 0 as the request was answered 200 */
+  LITH(f, "--json", "batch", "ok.json");
+  check(&f->r, 0, NULL, "");
+  check_out_has(&f->r, "{\"results\":[{\"error\":{\"code\":\"constraint\"");
+
+  /* one command's file: lith says to send it with do -f; nothing is sent */
+  write_file("one.json", "{\"statements\": [{\"sql\": \"INSERT INTO kv VALUES ('g', 7)\"}]}");
+  LITH(f, "batch", "one.json");
+  check(&f->r, 2, "", "lith do -f one.json");
+  LITH(f, "query", "SELECT count(*) FROM kv WHERE k = 'g'");
+  check(&f->r, 0, "count(*)\n0\n", "");
+  /* a body lithd refuses whole: nothing runs */
+  write_file("bad.json", "{\"commands\": []}");
+  LITH(f, "batch", "bad.json");
+  check(&f->r, 1, "", "lith: bad_request: \"commands\" is empty");
 }
 
 static void test_json_output_parses(void **state) {
@@ -679,6 +728,8 @@ static void test_usage_errors_exit_2_nothing_sent(void **state) {
       {"do", "INSERT INTO t VALUES (?)", "1e999", NULL},
       {"stats", "extra", NULL},
       {"batch", NULL},
+      {"do", "-f", NULL},
+      {"do", "-f", "a.json", "b.json", NULL},
       {"backup", NULL},
       {"backup", "", NULL},
       {"--bogus", "stats", NULL},
@@ -751,7 +802,7 @@ static void test_backup(void **state) {
   write_file("rows.json", "{\"statements\": ["
                           "{\"sql\": \"INSERT INTO t VALUES (1, 'a')\"},"
                           "{\"sql\": \"INSERT INTO t VALUES (2, 9007199254740993)\"}]}");
-  LITH(f, "batch", "rows.json");
+  LITH(f, "do", "-f", "rows.json");
   check(&f->r, 0, NULL, "");
 
   unlink("bk/copy.db");
@@ -1087,7 +1138,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
       cmocka_unit_test_setup_teardown(test_do_query_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_errors_exit_1_nothing_changed, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_batch_file_and_stdin, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_do_file_and_stdin, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_batch_posts_to_v1_batch, setup, teardown),
       cmocka_unit_test_setup_teardown(test_json_output_parses, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats_and_health, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),

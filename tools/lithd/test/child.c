@@ -177,6 +177,7 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
     assert_true(c->port > 0 && c->port < 65536);
   }
   assert_non_null(strstr(line, "curl"));
+  snprintf(c->line, sizeof c->line, "%s", line);
 }
 
 int tl_stop(struct tl_child *c, int sig, int timeout_ms) {

@@ -32,6 +32,7 @@ struct tl_child {
   int port;           /* TCP port; 0 for a --unix only run */
   char db[64];        /* "<name>.db" */
   char unix_path[64]; /* "<name>.sock" for a --unix run, else "" */
+  char line[1024];    /* the line lithd printed on stdout at start */
 };
 
 /* One answer. head: the status line and headers; body: NUL-terminated. */

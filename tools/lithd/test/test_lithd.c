@@ -98,6 +98,9 @@ static void test_bad_requests(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, "{\"statement\":[]}", 400, "\"code\":\"bad_request\"");
   tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(5, 5)\"}]}", 403,
             "\"code\":\"not_a_query\"");
+  /* a typo is an SQL error with SQLite's message, not a write */
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELEC v FROM t\"}]}", 400,
+            "{\"error\":{\"code\":\"sql_error\",\"message\":\"prepare: near \\\"SELEC\\\": syntax error\"");
   tl_expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
 }
@@ -424,8 +427,8 @@ static void test_metrics_prometheus(void **state) {
   assert_int_equal(commands, 5);
   assert_int_equal(tl_metric(m.body, "lith_commands_total"), commands);
   assert_int_equal(tl_metric(m.body, "lith_batches_total"), tl_json_u64(st.body, "batches"));
-  assert_int_equal(tl_metric(m.body, "lith_failed_total"), tl_json_u64(st.body, "failed"));
-  assert_int_equal(tl_metric(m.body, "lith_failed_total"), 1);
+  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total"), tl_json_u64(st.body, "failed"));
+  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total"), 1);
   assert_int_equal(tl_metric(m.body, "lith_queue_depth"), tl_json_u64(st.body, "queue_depth"));
   assert_int_equal(tl_metric(m.body, "lith_wal_pages"), tl_json_u64(st.body, "wal_pages"));
   assert_int_equal(tl_metric(m.body, "lith_checkpoints_total"), tl_json_u64(st.body, "checkpoints"));
@@ -442,14 +445,18 @@ static void test_metrics_prometheus(void **state) {
   assert_true(check_histogram(m.body, "lith_transaction_seconds") >= 1);
   assert_true(check_histogram(m.body, "lith_queue_wait_seconds") >= commands);
 
-  /* HTTP statuses: four 200s (create, insert, batch, stats) and one 409 so
-   * far (the /metrics request itself is not finished while it is answered). */
-  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{code=\"409\"}"), 1);
-  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{code=\"200\"}"), 4);
+  /* HTTP statuses by route: four 200s (create, insert, batch, stats) and
+   * one 409 so far (the /metrics request itself is not finished while it is
+   * answered). */
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{route=\"/v1/do\",code=\"409\"}"), 1);
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{route=\"/v1/do\",code=\"200\"}"), 2);
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{route=\"/v1/batch\",code=\"200\"}"), 1);
+  assert_int_equal(tl_metric(m.body, "lithd_http_responses_total{route=\"/v1/stats\",code=\"200\"}"), 1);
   tl_resp_free(&st);
   tl_resp_free(&m);
 
-  tl_expect(c, "GET", "/metrics", NULL, NULL, 200, "lithd_http_responses_total{code=\"409\"} 1\n");
+  tl_expect(c, "GET", "/metrics", NULL, NULL, 200,
+            "lithd_http_responses_total{route=\"/v1/do\",code=\"409\"} 1\n");
 }
 
 /* Issue 10 item 6: a request whose body length two readers could take

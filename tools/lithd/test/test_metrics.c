@@ -4,8 +4,9 @@
  * counters say what ran, and every histogram is well formed for
  * Prometheus (buckets cumulative and never falling, +Inf equal to _count,
  * batch sizes summing to the commands). Without an HTTP server its
- * counters read 0 and no status line appears; a buffer that already
- * failed gets nothing more.
+ * counters read 0 and no response line appears; responses count by route
+ * (unknown ones as "other") and code, reads by their times; a buffer that
+ * already failed gets nothing more.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,11 +80,26 @@ static uint64_t histogram(const char *text, const char *name) {
   return count;
 }
 
+/* A metrics struct on db with a route table of three paths (one twice,
+ * as GET and POST of one path share a label). */
+static void metrics_on(lithd_metrics *m, lith *db) {
+  static const char *const paths[] = {"/v1/do", "/v1/query", "/v1/do", "/metrics"};
+  memset(m, 0, sizeof *m);
+  m->queue_capacity = 123;
+  m->readers = 3;
+  m->page_size = 4096;
+  m->start_time = 1e9;
+  assert_int_equal(lithd_metrics_init(m, paths, 4), 0);
+  assert_int_equal(m->n_routes, 4); /* three paths and "other" */
+  m->db = db;
+}
+
 static void test_text(void **state) {
   (void)state;
   lith_options opt;
   lith *db = NULL;
   lithd_buf b = {0};
+  lithd_metrics m;
   lith_stats st;
 
   lith_options_default(&opt);
@@ -94,29 +110,50 @@ static void test_text(void **state) {
   for (int i = 0; i < COMMANDS; i++)
     lith_do(db, insert, &i);
   lith_stats_get(db, &st);
-  lithd_metrics_write(&b, db, NULL);
+  metrics_on(&m, db);
+  lithd_metrics_write(&b, &m);
   assert_int_equal(b.failed, 0);
   const char *text = b.p;
 
   assert_int_equal(sample(text, "lith_commands_total"), COMMANDS);
-  assert_int_equal(sample(text, "lith_failed_total"), st.failed);
+  assert_int_equal(sample(text, "lith_commands_failed_total"), st.failed);
   assert_true(st.failed >= 1);
   assert_int_equal(sample(text, "lith_batches_total"), st.batches);
   assert_int_equal(sample(text, "lith_queue_depth"), 0);
+  assert_int_equal(sample(text, "lith_queue_capacity"), 123);
+  assert_int_equal(sample(text, "lith_readers"), 3);
+  assert_int_equal(sample(text, "lith_wal_bytes"), sample(text, "lith_wal_pages") * 4096);
+  assert_non_null(strstr(text, "\nlithd_build_info{version=\"" LITH_VERSION "\",sqlite=\""));
   /* every sample's metric is introduced */
   static const char *const names[] = {"lith_commands_total",
+                                      "lith_commands_failed_total",
+                                      "lith_command_retries_total",
                                       "lith_batches_total",
-                                      "lith_failed_total",
-                                      "lith_retried_total",
-                                      "lith_busy_total",
+                                      "lith_write_lock_busy_total",
                                       "lith_queue_depth",
+                                      "lith_queue_capacity",
+                                      "lith_readers",
                                       "lith_wal_pages",
+                                      "lith_wal_bytes",
                                       "lith_checkpoints_total",
                                       "lith_checkpoint_errors_total",
+                                      "lith_checkpoint_seconds_total",
+                                      "lith_checkpoint_writer_seconds_total",
+                                      "lith_commit_seconds_total",
+                                      "lithd_build_info",
                                       "lithd_http_connections_total",
                                       "lithd_http_connections_open",
-                                      "lithd_http_pending",
-                                      "lithd_http_responses_total"};
+                                      "lithd_http_requests_pending",
+                                      "lithd_http_responses_total",
+                                      "lithd_read_wait_seconds",
+                                      "lithd_read_seconds",
+                                      "lithd_reads_failed_total",
+                                      "process_resident_memory_bytes",
+                                      "process_virtual_memory_bytes",
+                                      "process_open_fds",
+                                      "process_max_fds",
+                                      "process_cpu_seconds_total",
+                                      "process_start_time_seconds"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     char help[96], type[96];
     snprintf(help, sizeof help, "# HELP %s ", names[i]);
@@ -124,6 +161,9 @@ static void test_text(void **state) {
     if (strstr(text, help) == NULL || strstr(text, type) == NULL)
       fail_msg("%s: no HELP or TYPE", names[i]);
   }
+  /* the old names are gone */
+  assert_null(strstr(text, "lith_failed_total"));
+  assert_null(strstr(text, "lith_busy_total"));
   /* batch sizes: one count per batch, summing to the commands */
   assert_int_equal(histogram(text, "lith_batch_size"), st.batches);
   assert_int_equal(sample(text, "lith_batch_size_sum"), COMMANDS);
@@ -134,13 +174,77 @@ static void test_text(void **state) {
   assert_int_equal(histogram(text, "lith_queue_wait_seconds"), COMMANDS);
   assert_non_null(strstr(text, "lith_transaction_seconds_bucket{le=\"0.0001\"} "));
   assert_non_null(strstr(text, "lith_transaction_seconds_bucket{le=\"10\"} "));
-  /* no HTTP server: zeros, and no status line */
+  /* no reads, no HTTP server: zeros, and no response line */
+  assert_int_equal(histogram(text, "lithd_read_seconds"), 0);
   assert_int_equal(sample(text, "lithd_http_connections_total"), 0);
-  assert_null(strstr(text, "lithd_http_responses_total{code="));
+  assert_null(strstr(text, "lithd_http_responses_total{"));
+  /* the process: this one */
+  assert_true(sample(text, "process_resident_memory_bytes") > 0);
+  assert_true(sample(text, "process_open_fds") >= 3);
+  assert_true(sample(text, "process_start_time_seconds") > 1700000000);
 
   char *out = lithd_buf_finish(&b);
   assert_non_null(out);
   free(out);
+  lithd_metrics_free(&m);
+  assert_int_equal(lith_close(db), LITH_OK);
+  remove_db();
+}
+
+/* Responses by route and code: a known route under its path, anything
+ * else (no route, an unknown path) under "other"; codes outside 100..599
+ * as "0". Reads land in the bucket of their time. */
+static void test_counts(void **state) {
+  (void)state;
+  lith_options opt;
+  lith *db = NULL;
+  lithd_buf b = {0};
+  lithd_metrics m;
+
+  lith_options_default(&opt);
+  remove_db();
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  metrics_on(&m, db);
+  lithd_metrics_response(&m, "/v1/do", 200);
+  lithd_metrics_response(&m, "/v1/do", 200);
+  lithd_metrics_response(&m, "/v1/do", 409);
+  lithd_metrics_response(&m, "/metrics", 599);
+  lithd_metrics_response(&m, NULL, 404);
+  lithd_metrics_response(&m, "/not/a/route", 405);
+  lithd_metrics_response(&m, "/v1/query", 0);
+  lithd_metrics_read(&m, 50 * 1000, 3 * 1000 * 1000, 0);     /* 50 us waited, 3 ms ran */
+  lithd_metrics_read(&m, 20LL * 1000 * 1000 * 1000, 100, 1); /* 20 s waited (+Inf), failed */
+  lithd_metrics_write(&b, &m);
+  const char *text = b.p;
+  assert_non_null(text);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/do\",code=\"200\"}"), 2);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/do\",code=\"409\"}"), 1);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/metrics\",code=\"599\"}"), 1);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"other\",code=\"404\"}"), 1);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"other\",code=\"405\"}"), 1);
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/query\",code=\"0\"}"), 1);
+  assert_null(strstr(text, "code=\"201\""));
+  assert_int_equal(histogram(text, "lithd_read_wait_seconds"), 2);
+  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{le=\"0.0001\"}"), 1);
+  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{le=\"10\"}"), 1);
+  assert_int_equal(histogram(text, "lithd_read_seconds"), 2);
+  assert_int_equal(sample(text, "lithd_read_seconds_bucket{le=\"0.0025\"}"), 1);
+  assert_int_equal(sample(text, "lithd_read_seconds_bucket{le=\"0.005\"}"), 2);
+  assert_int_equal(sample(text, "lithd_reads_failed_total"), 1);
+  free(lithd_buf_finish(&b));
+  lithd_metrics_free(&m);
+
+  /* more distinct paths than labels: refused */
+  const char *many[LITHD_METRICS_ROUTES_MAX];
+  char names[LITHD_METRICS_ROUTES_MAX][16];
+  for (int i = 0; i < LITHD_METRICS_ROUTES_MAX; i++) {
+    snprintf(names[i], sizeof names[i], "/r%d", i);
+    many[i] = names[i];
+  }
+  assert_int_equal(lithd_metrics_init(&m, many, LITHD_METRICS_ROUTES_MAX), -1);
+  lithd_metrics_free(&m);
+  assert_int_equal(lithd_metrics_init(&m, many, LITHD_METRICS_ROUTES_MAX - 1), 0);
+  lithd_metrics_free(&m);
   assert_int_equal(lith_close(db), LITH_OK);
   remove_db();
 }
@@ -150,13 +254,16 @@ static void test_failed_buffer(void **state) {
   lith_options opt;
   lith *db = NULL;
   lithd_buf b = {0};
+  lithd_metrics m;
   lith_options_default(&opt);
   remove_db();
   assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  metrics_on(&m, db);
   b.failed = 1;
-  lithd_metrics_write(&b, db, NULL);
+  lithd_metrics_write(&b, &m);
   assert_int_equal(b.len, 0);
   assert_null(lithd_buf_finish(&b));
+  lithd_metrics_free(&m);
   assert_int_equal(lith_close(db), LITH_OK);
   remove_db();
 }
@@ -164,6 +271,7 @@ static void test_failed_buffer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_text),
+      cmocka_unit_test(test_counts),
       cmocka_unit_test(test_failed_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -850,6 +850,44 @@ static void test_writes_refused_on_the_read_path(void **state) {
   assert_int_equal(lith_close(db), LITH_OK);
 }
 
+/* A typo on /v1/query is an SQL error (400, SQLite's message), not a write
+ * (403): only a statement whose first keyword opens a write is refused
+ * unprepared, the others are prepared and SQLite says what is wrong. */
+static void test_read_path_syntax_error(void **state) {
+  (void)state;
+  lith *db = open_db();
+  job j;
+  static const struct {
+    const char *sql, *needle;
+  } typos[] = {
+      {"SELEC 1", "near \"SELEC\": syntax error"},
+      {"  /* c */ SLECT v FROM t", "near \"SLECT\": syntax error"},
+      {"SELECT v FROM", "incomplete input"},
+      {"SELECT nope FROM t", "no such column: nope"},
+      {"SELECT * FROM missing", "no such table: missing"},
+  };
+  for (size_t i = 0; i < sizeof typos / sizeof *typos; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{`statements`: [{`sql`: `SELECT 1`}, {`sql`: `%s`}]}", typos[i].sql);
+    int rc = read_json(db, &j, text);
+    if (rc != LITH_ERROR)
+      fail_msg("%s: %s", typos[i].sql, lithd_code_name(rc));
+    result_fails(j.res, LITH_ERROR, 1, typos[i].needle);
+    job_free(&j);
+  }
+  assert_int_equal(lithd_http_status(LITH_ERROR), 400);
+  assert_string_equal(lithd_code_name(LITH_ERROR), "sql_error");
+  /* a write with a typo further on is still refused as a write, unprepared */
+  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `INSERT INTO t VALUS (1)`}]}"),
+                   LITHD_NOT_A_QUERY);
+  job_free(&j);
+  /* a reading PRAGMA on the read path: refused, and told how to read it */
+  assert_int_equal(read_json(db, &j, "{`statements`: [{`sql`: `PRAGMA table_info(t)`}]}"), LITHD_NOT_A_QUERY);
+  result_fails(j.res, LITHD_NOT_A_QUERY, 0, "pragma_table_info('t')");
+  job_free(&j);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 static void test_run_time_limit(void **state) {
   (void)state;
   lith *db = open_db_limited(50); /* on the writer the limit is lith's, as lithd sets it */
@@ -1065,6 +1103,7 @@ int main(void) {
       cmocka_unit_test(test_too_many_rows_is_an_error),
       cmocka_unit_test(test_invalid_utf8_text_is_an_error),
       cmocka_unit_test(test_writes_refused_on_the_read_path),
+      cmocka_unit_test(test_read_path_syntax_error),
       cmocka_unit_test(test_run_time_limit),
       cmocka_unit_test(test_rerun_gives_one_fresh_result),
       cmocka_unit_test(test_rerun_after_transaction_abort),
