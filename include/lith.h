@@ -520,15 +520,17 @@ typedef struct lith_stats {
   uint64_t tx_lat[LITH_LAT_BUCKETS];   /* transactions by BEGIN-to-end-of-COMMIT time */
   uint64_t wait_lat[LITH_LAT_BUCKETS]; /* commands by time queued before their batch began */
   /* The read pool (lith_read, lith_read_deadline): */
-  uint64_t reads;                           /* reads that got a reader (fn ran, or BEGIN failed) */
-  uint64_t read_waits;                      /* calls that found every reader in use and waited
+  uint64_t reads;                            /* reads that got a reader (fn ran, or BEGIN failed) */
+  uint64_t read_waits;                       /* calls that found every reader in use and waited
                                                (those that then gave up included) */
-  uint64_t read_timeouts;                   /* lith_read_deadline calls that gave up (LITH_QUEUE_FULL) */
-  uint64_t read_wait_ns_total;              /* time calls spent waiting for a reader */
-  uint64_t readers;                         /* connections in the pool (lith_options.readers) */
-  uint64_t readers_in_use;                  /* of them, running a read now */
-  uint64_t read_wait_lat[LITH_LAT_BUCKETS]; /* calls by time waited for a reader, those that
+  uint64_t read_timeouts;                    /* lith_read_deadline calls that gave up (LITH_QUEUE_FULL) */
+  uint64_t read_wait_ns_total;               /* time calls spent waiting for a reader */
+  uint64_t readers;                          /* connections in the pool (lith_options.readers) */
+  uint64_t readers_in_use;                   /* of them, running a read now */
+  uint64_t read_wait_lat[LITH_LAT_BUCKETS];  /* calls by time waited for a reader, those that
                                                found one free at once in bucket 0 */
+  uint64_t checkpoint_lat[LITH_LAT_BUCKETS]; /* checkpoints lith ran, by time taken (their
+                                                total: checkpoint_ns_total) */
 } lith_stats;
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after

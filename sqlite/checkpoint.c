@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "../lib/clock.h"
+#include "../lib/latency.h"
 #include "conn.h"
 #include "errcode.h"
 
@@ -17,6 +18,7 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   atomic_fetch_add(&ck->ns_total, ns);
   if (conn != ck->bg_conn)
     atomic_fetch_add(&ck->ns_writer, ns);
+  atomic_fetch_add(&ck->lat[lith__lat_bucket(ns)], 1);
   atomic_fetch_add(&ck->count, 1);
   if (rc != SQLITE_OK) {
     atomic_fetch_add(&ck->errors, 1);
@@ -71,6 +73,8 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   atomic_init(&ck->errors, 0);
   atomic_init(&ck->ns_total, 0);
   atomic_init(&ck->ns_writer, 0);
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    atomic_init(&ck->lat[i], 0);
   ck->bg_conn = NULL;
   ck->bg_state = BG_IDLE;
   ck->bg_stop = 0;

@@ -31,13 +31,14 @@
 typedef struct lith__ckpt {
   int mode;
   int pages;
-  _Atomic int wal_pages;      /* WAL frames not yet copied, as last seen */
-  _Atomic int frames;         /* frames in the WAL after the last commit */
-  _Atomic int backfilled;     /* of them, copied by the last checkpoint */
-  _Atomic uint64_t count;     /* checkpoints run */
-  _Atomic uint64_t errors;    /* of them, failed */
-  _Atomic uint64_t ns_total;  /* time in them */
-  _Atomic uint64_t ns_writer; /* of it, on the write connection */
+  _Atomic int wal_pages;                  /* WAL frames not yet copied, as last seen */
+  _Atomic int frames;                     /* frames in the WAL after the last commit */
+  _Atomic int backfilled;                 /* of them, copied by the last checkpoint */
+  _Atomic uint64_t count;                 /* checkpoints run */
+  _Atomic uint64_t errors;                /* of them, failed */
+  _Atomic uint64_t ns_total;              /* time in them */
+  _Atomic uint64_t ns_writer;             /* of it, on the write connection */
+  _Atomic uint64_t lat[LITH_LAT_BUCKETS]; /* checkpoints by time taken (lith_stats.checkpoint_lat) */
   /* WRITER mode's background checkpointer */
   sqlite3 *bg_conn;
   pthread_t bg_thread;

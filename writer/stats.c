@@ -88,6 +88,8 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->checkpoint_errors = atomic_load(&db->ckpt.errors);
   out->checkpoint_ns_total = atomic_load(&db->ckpt.ns_total);
   out->checkpoint_ns_writer = atomic_load(&db->ckpt.ns_writer);
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    out->checkpoint_lat[i] = atomic_load(&db->ckpt.lat[i]);
   memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
   memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;

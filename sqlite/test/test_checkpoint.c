@@ -94,6 +94,11 @@ static void test_checkpoint_writer(void **state) {
   wal_run r;
   write_blobs(LITH_CHECKPOINT_WRITER, 64, &r);
   assert_true(r.stats.checkpoints > 0);
+  /* Every checkpoint is in the histogram, once. */
+  uint64_t in_hist = 0;
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    in_hist += r.stats.checkpoint_lat[i];
+  assert_int_equal(in_hist, r.stats.checkpoints);
   /* ~6000 frames were written; the WAL holds 64 plus what the writer
    * commits while a background pass runs — a few hundred frames, but more
    * when the checkpointer thread gets no CPU (a machine busy with other

@@ -198,6 +198,8 @@ static void mb_lith(lithd_buf *b, const lithd_metrics *m, const lith_stats *st) 
              st->tx_lat, st->tx_ns_total);
   mb_latency(b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
              st->wait_lat, st->wait_ns_total);
+  mb_latency(b, "lith_checkpoint_duration_seconds", "Checkpoints, by time taken (on any thread).",
+             st->checkpoint_lat, st->checkpoint_ns_total);
 }
 
 static void mb_lithd(lithd_buf *b, const lithd_metrics *m) {
