@@ -53,7 +53,9 @@ enum {
   OPT_MAXVALUE,
   OPT_MAXLIKE,
   OPT_MAXMEM,
-  OPT_GRACE
+  OPT_GRACE,
+  OPT_RESTORE,
+  OPT_FORCE
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
@@ -85,6 +87,8 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"log-level", required_argument, NULL, OPT_LOGLEVEL},
                                       {"log", required_argument, NULL, OPT_LOG},
                                       {"config", required_argument, NULL, OPT_CONFIG},
+                                      {"restore", required_argument, NULL, OPT_RESTORE},
+                                      {"force", no_argument, NULL, OPT_FORCE},
                                       {"help", no_argument, NULL, OPT_HELP},
                                       {"version", no_argument, NULL, OPT_VERSION},
                                       {NULL, 0, NULL, 0}};
@@ -140,6 +144,10 @@ static void usage(FILE *f) {
           "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
           "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
           "                          the command line wins\n"
+          "  --restore FROM          put the backup FROM in place of --db, then exit: it\n"
+          "                          must pass PRAGMA integrity_check; refused while a\n"
+          "                          lithd serves --db, or if --db exists (unless --force)\n"
+          "  --force                 with --restore: replace an existing --db\n"
           "  --help, --version\n",
           LITHD_DEFAULT_PORT);
 }
@@ -325,6 +333,11 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       if (set_path(&o->backup_dir, optarg, base) != 0)
         goto nomem;
       break;
+    case OPT_RESTORE:
+      if (set_path(&o->restore, optarg, base) != 0)
+        goto nomem;
+      break;
+    case OPT_FORCE: o->force = 1; break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
       if ((o->allow_hosts = strdup(optarg)) == NULL)
@@ -533,6 +546,10 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     usage(stderr);
     return 2;
   }
+  if (o->force && o->restore == NULL) {
+    fprintf(stderr, "lithd: --force goes with --restore FROM only\n");
+    return 2;
+  }
   if (!is_loopback_host(o->host) && o->token_file == NULL) {
     fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);
     return 2;
@@ -549,6 +566,7 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->allow_origins);
   free(o->allow_hosts);
   free(o->backup_dir);
+  free(o->restore);
   free(o->log_file);
   memset(o, 0, sizeof *o);
 }
