@@ -309,7 +309,9 @@ int lith_http_stream_start_length(lith_http_req *req, int status, const char *co
  * for a request that is not a stream). A producer with more to send than
  * stream_buffer (a file) writes its next piece when this is low, so what it
  * queues stays bounded and lith_http_stream_write never overflows; the
- * write in flight completing is a loop event (uv_check fires after it). */
+ * write in flight completes in a loop callback, so a uv_prepare handle
+ * (which runs before the loop next waits) sees the room it made; a uv_check
+ * handle may not until some other event wakes the loop. */
 size_t lith_http_stream_queued(const lith_http_req *req);
 
 /* lith_http_stream_start(req, 200, "text/event-stream") with

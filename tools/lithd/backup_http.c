@@ -171,10 +171,10 @@ refuse:
 enum { FORMAT_SQLITE, FORMAT_SQL };
 
 /* One download. Owned by the handler's chain: the pool work (make), then
- * the loop (send), freed by download_free once its check handle closed. */
+ * the loop (send), freed by download_finish once its prepare handle closed. */
 struct download {
   uv_work_t work;
-  uv_check_t check; /* each loop turn: room for the next piece? */
+  uv_prepare_t pace; /* before the loop waits: room for the next piece? */
   uv_fs_t fs;
   lithd_server *s;
   lith_http_req *req; /* NULL once completed */
@@ -184,14 +184,14 @@ struct download {
   int64_t t0, ms;     /* lith_clock_ms at arrival; time to make the snapshot */
   int rc;             /* LITH_ code of make */
   unsigned reading : 1;
-  unsigned check_open : 1;
+  unsigned pace_open : 1;
   unsigned finished : 1;
   unsigned started : 1; /* the stream's head was sent */
   char errmsg[LITH_ERRMSG_MAX];
   char buf[PIECE];
 };
 
-static void check_closed(uv_handle_t *h) { free(h->data); }
+static void pace_closed(uv_handle_t *h) { free(h->data); }
 
 /* The end of a download, whatever it was: the snapshot closed, the request
  * completed (an unfinished stream is cut), the slot freed. Not while a
@@ -218,9 +218,9 @@ static void download_finish(struct download *d) {
     d->req = NULL;
   }
   d->s->downloads--;
-  if (d->check_open) {
-    uv_check_stop(&d->check);
-    uv_close((uv_handle_t *)&d->check, check_closed); /* frees d */
+  if (d->pace_open) {
+    uv_prepare_stop(&d->pace);
+    uv_close((uv_handle_t *)&d->pace, pace_closed); /* frees d */
   } else {
     free(d);
   }
@@ -240,9 +240,11 @@ static void on_read(uv_fs_t *fs) {
     download_finish(d);
 }
 
-/* Each loop turn (after the write in flight completed, among others): read
- * the next piece if the stream has room for it. */
-static void on_check(uv_check_t *h) {
+/* Before the loop waits (so after the write in flight completed, whichever
+ * phase that came in: a uv_check handle would run only after the next wait,
+ * and a write completed in the pending phase would leave the download
+ * stuck): read the next piece if the stream has room for it. */
+static void on_pace(uv_prepare_t *h) {
   struct download *d = h->data;
   if (d->reading || d->finished)
     return;
@@ -263,7 +265,7 @@ static void on_check(uv_check_t *h) {
 }
 
 static void on_gone(lith_http_req *req, void *arg) {
-  (void)req, (void)arg; /* on_check sees it on this very loop turn */
+  (void)req, (void)arg; /* on_pace sees it before the loop waits again */
 }
 
 struct dump_ctx {
@@ -397,11 +399,11 @@ static void download_after(uv_work_t *w, int status) { /* the loop thread */
     download_finish(d);
     return;
   }
-  uv_check_init(d->s->loop, &d->check);
-  d->check.data = d;
-  d->check_open = 1;
-  uv_check_start(&d->check, on_check);
-  on_check(&d->check); /* the first piece now */
+  uv_prepare_init(d->s->loop, &d->pace);
+  d->pace.data = d;
+  d->pace_open = 1;
+  uv_prepare_start(&d->pace, on_pace);
+  on_pace(&d->pace); /* the first piece now */
 }
 
 int lithd_backup_get(lith_http_req *req, void *arg) {

@@ -15,9 +15,10 @@
  * only the open descriptor holds it, so the file is gone whatever happens
  * next (the client leaves, lithd is killed). It is sent with
  * Content-Length and Content-Disposition in 64 KiB pieces read with
- * uv_fs_read (on the pool), a piece being read only when the stream has
- * less than a piece waiting (lith_http_stream_queued): memory stays about
- * 200 KiB a download whatever the database's size. At most
+ * uv_fs_read (on the pool), a piece being read, from a uv_prepare handle,
+ * only when the stream has less than a piece waiting
+ * (lith_http_stream_queued): memory stays about 200 KiB a download
+ * whatever the database's size. At most
  * LITHD_MAX_DOWNLOADS run at once; more get 503 with Retry-After.
  *
  * Why beside the database and not in TMPDIR: the snapshot is as large as
