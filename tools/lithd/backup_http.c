@@ -204,9 +204,13 @@ static void download_finish(struct download *d) {
     close(d->fd);
   d->fd = -1;
   if (d->req != NULL) {
-    if (d->sent < d->size)
+    const char *why = lith_http_is_gone(d->req) ? "the client left (or lithd stopped)" : "a read failed";
+    if (!d->started)
+      lithd_log(LITHD_LOG_INFO, "backup download (%s) not sent: %s",
+                d->format == FORMAT_SQL ? "sql" : "sqlite", why);
+    else if (d->sent < d->size)
       lithd_log(LITHD_LOG_INFO, "backup download stopped after %" PRId64 " of %" PRId64 " bytes: %s", d->sent,
-                d->size, lith_http_is_gone(d->req) ? "the client left" : "read error");
+                d->size, why);
     else
       lithd_log(LITHD_LOG_INFO,
                 "backup download (%s): %" PRId64 " bytes, snapshot %" PRId64 " ms, %" PRId64 " ms in all",

@@ -15,7 +15,8 @@
  *   - a client that leaves mid-download: the snapshot is gone from disk and
  *     from lithd's descriptors, lithd serves on; at most two downloads at
  *     once (503 + Retry-After); memory stays bounded while clients stall;
- *   - the token applies; an unknown format is 400.
+ *   - the token applies; an unknown format is 400;
+ *   - SIGTERM while a download stalls: lithd exits 0, nothing left behind.
  *
  * Downloads are read by download() below (the body is binary: tl_read's
  * NUL-terminated body is not for it), written to a file as they come.
@@ -584,12 +585,37 @@ static void test_client_leaves_mid_download(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* SIGTERM while a download stalls: lithd cuts it and exits 0, nothing left
+ * on disk. */
+static void test_sigterm_during_download(void **state) {
+  struct tl_child *c = *state;
+  char buf[65536];
+  size_t have;
+  int rcvbuf = 4096;
+
+  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300"));
+  fill(c, tl_scaled(8000));
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  const char *req = "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+  read_head(fd, buf, sizeof buf, &have);
+  assert_non_null(strstr(buf, "200 OK"));
+  assert_int_equal(snapshot_fds(c->pid), 1);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  close(fd);
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+  tl_assert_integrity("bkterm.db");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_backup_under_load_restored, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_restore_refusals, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_during_download, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
