@@ -326,6 +326,21 @@ int lith_http_is_gone(const lith_http_req *req);
  * after LITH_HTTP_GONE (or _STOPPING) complete it as usual. */
 int lith_http_stream_start(lith_http_req *req, int status, const char *content_type);
 
+/* lith_http_stream_start for a body whose length is known (a file
+ * download): sent with Content-Length `length` instead of chunked. The
+ * writes must add up to exactly `length` bytes before lith_http_stream_end
+ * (fewer: the client sees the connection close early). */
+int lith_http_stream_start_length(lith_http_req *req, int status, const char *content_type, uint64_t length);
+
+/* The bytes written on the stream that wait behind the write in flight (0
+ * for a request that is not a stream). A producer with more to send than
+ * stream_buffer (a file) writes its next piece when this is low, so what it
+ * queues stays bounded and lith_http_stream_write never overflows; the
+ * write in flight completes in a loop callback, so a uv_prepare handle
+ * (which runs before the loop next waits) sees the room it made; a uv_check
+ * handle may not until some other event wakes the loop. */
+size_t lith_http_stream_queued(const lith_http_req *req);
+
 /* lith_http_stream_start(req, 200, "text/event-stream") with
  * Cache-Control: no-cache and X-Accel-Buffering: no. */
 int lith_http_sse_start(lith_http_req *req);

@@ -99,7 +99,8 @@ void lh_stream_fail(lith_http_req *h) {
     lh_conn_shut(h->conn, SHUT_RDWR);
 }
 
-int lith_http_stream_start(lith_http_req *h, int status, const char *content_type) {
+/* A stream of `length` bytes (SIZE_MAX: unknown, chunked on HTTP/1). */
+static int stream_start(lith_http_req *h, int status, const char *content_type, size_t length) {
   if (!h || !h->app || h->state == LH_REQ_ANSWERED || h->state == LH_REQ_STREAM || status < 200 ||
       status > 599 || !content_type)
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_stream_start: a held request not yet "
@@ -113,7 +114,7 @@ int lith_http_stream_start(lith_http_req *h, int status, const char *content_typ
     return rc;
   h2o_req_t *req = h->h2o;
   lh_set_status(h, status);
-  req->res.content_length = SIZE_MAX;
+  req->res.content_length = length;
   h->state = LH_REQ_STREAM;
   h->gen.proceed = on_proceed;
   h->gen.stop = on_stop;
@@ -121,6 +122,20 @@ int lith_http_stream_start(lith_http_req *h, int status, const char *content_typ
   h2o_start_response(req, &h->gen);
   flush(h, H2O_SEND_STATE_IN_PROGRESS); /* the headers go out now */
   return LITH_HTTP_OK;
+}
+
+int lith_http_stream_start(lith_http_req *h, int status, const char *content_type) {
+  return stream_start(h, status, content_type, SIZE_MAX);
+}
+
+int lith_http_stream_start_length(lith_http_req *h, int status, const char *content_type, uint64_t length) {
+  if (length >= SIZE_MAX)
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_stream_start_length: length too large");
+  return stream_start(h, status, content_type, (size_t)length);
+}
+
+size_t lith_http_stream_queued(const lith_http_req *h) {
+  return h != NULL && h->state == LH_REQ_STREAM ? h->wait_len : 0;
 }
 
 int lith_http_sse_start(lith_http_req *h) {

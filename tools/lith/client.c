@@ -393,3 +393,168 @@ const char *lithc_response_header(const lithc_response *resp, const char *name, 
 }
 
 void lithc_response_free(lithc_response *resp) { h1c_response_free(resp); }
+
+/* ---- Downloads ----------------------------------------------------------- */
+
+/* What a download's error answer is read from: the bytes already received,
+ * then the socket (each wait bounded by the connection's timeout). */
+struct replay {
+  h1c_conn *c;
+  const char *buf;
+  size_t len, pos;
+};
+
+static ssize_t replay_src(void *ctx, char *buf, size_t n) {
+  struct replay *r = ctx;
+  if (r->pos < r->len) {
+    size_t k = r->len - r->pos < n ? r->len - r->pos : n;
+    memcpy(buf, r->buf + r->pos, k);
+    r->pos += k;
+    return (ssize_t)k;
+  }
+  h1c_deadline(r->c, r->c->timeout_ms);
+  if (h1c_wait(r->c, POLLIN, "reading the answer from") != H1C_OK) {
+    errno = ETIMEDOUT;
+    return -1;
+  }
+  return recv(r->c->fd, buf, n, 0);
+}
+
+/* Receive into buf[0..cap) after waiting at most the timeout: > 0 bytes, 0
+ * at the end, or < 0 with a message. */
+static ssize_t recv_some(h1c_conn *c, char *buf, size_t cap) {
+  for (;;) {
+    h1c_deadline(c, c->timeout_ms);
+    if (h1c_wait(c, POLLIN, "reading the answer from") != H1C_OK)
+      return -1; /* the message is in c->err */
+    ssize_t n = recv(c->fd, buf, cap, 0);
+    if (n >= 0)
+      return n;
+    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
+      fail(c->err, c->errsz, LITHC_IO, "reading from %s: %s", c->peer, strerror(errno));
+      return -1;
+    }
+  }
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+#define DOWNLOAD_PIECE (64 * 1024)
+
+int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_fd, lithc_response *resp,
+                   long long *bytes, char *err, size_t errsz) {
+  h1c_conn c;
+  h1c_head h;
+  char peer[512];
+  char *head = NULL, *buf = NULL;
+  size_t head_len = 0, len = 0;
+  const char *why = NULL;
+  int closed = 0, rc, prc;
+
+  memset(resp, 0, sizeof *resp);
+  *bytes = 0;
+  h1c_init(&c, -1, lithc_endpoint_name(ep, peer, sizeof peer), err, errsz);
+  if (req->path == NULL || req->path[0] != '/' || strpbrk(req->path, " \r\n") != NULL)
+    return fail(err, errsz, LITHC_BAD_ARG, "bad request path");
+  if (req->token != NULL && (req->token[0] == '\0' || strpbrk(req->token, "\r\n") != NULL))
+    return fail(err, errsz, LITHC_BAD_ARG, "the token is empty or holds a line break");
+  if ((head = build_head(ep, req, &head_len, err, errsz)) == NULL)
+    return LITHC_NOMEM;
+  if ((buf = malloc(DOWNLOAD_PIECE)) == NULL) {
+    rc = fail(err, errsz, LITHC_NOMEM, "out of memory");
+    goto out;
+  }
+  h1c_deadline(&c, req->timeout_ms);
+  rc = ep->is_unix ? connect_unix(&c, ep) : connect_tcp(&c, ep);
+  if (rc == LITHC_OK)
+    rc = send_all(&c, head, head_len, &closed);
+  if (rc != LITHC_OK)
+    goto out;
+  c.sent = 1;
+
+  /* The head, by hand: a 200's body must not be gathered in memory. */
+  do {
+    ssize_t n;
+    if (len == DOWNLOAD_PIECE) {
+      rc = fail(err, errsz, LITHC_PROTOCOL, "%s sent an answer head larger than %d bytes", peer,
+                DOWNLOAD_PIECE);
+      goto out;
+    }
+    if ((n = recv_some(&c, buf + len, DOWNLOAD_PIECE - len)) <= 0) {
+      rc = n == 0 ? fail(err, errsz, LITHC_IO, "%s closed the connection before answering", peer)
+                  : LITHC_TIMEOUT;
+      goto out;
+    }
+    len += (size_t)n;
+  } while ((prc = h1c_parse_head(buf, len, req->method, &h, NULL, 0, &why)) == H1C_MORE);
+
+  if (prc != H1C_OK || h.status != 200) {
+    /* An error (or something unexpected): read whole, as any answer. */
+    struct replay r = {&c, buf, len, 0};
+    h1c_conn c2;
+    h1c_init_source(&c2, replay_src, &r, peer, err, errsz);
+    c2.sent = 1;
+    rc = from_h1c(h1c_read(&c2, req->method, resp));
+    h1c_release(&c2);
+    goto out;
+  }
+  if (h.body != H1C_BODY_LENGTH) {
+    rc = fail(err, errsz, LITHC_PROTOCOL, "%s sent a download without Content-Length", peer);
+    goto out;
+  }
+  /* The head for the caller (status and headers), the body to out_fd. */
+  resp->status = h.status;
+  resp->head = malloc(h.head_len + 1);
+  resp->headers = calloc(h.n_headers + 1, sizeof *resp->headers);
+  resp->body = calloc(1, 1);
+  if (resp->head == NULL || resp->headers == NULL || resp->body == NULL) {
+    rc = fail(err, errsz, LITHC_NOMEM, "out of memory");
+    goto out;
+  }
+  memcpy(resp->head, buf, h.head_len);
+  resp->head[h.head_len] = '\0';
+  h1c_parse_head(resp->head, h.head_len, req->method, &h, resp->headers, h.n_headers + 1, &why);
+  resp->n_headers = h.n_headers;
+  for (size_t have = len - h.head_len;;) {
+    if (have > 0 && write_all(out_fd, buf + (len - have), have) != 0) {
+      rc = fail(err, errsz, LITHC_IO, "writing the download: %s", strerror(errno));
+      goto out;
+    }
+    *bytes += (long long)have;
+    if ((size_t)*bytes >= h.length)
+      break;
+    size_t want = h.length - (size_t)*bytes < DOWNLOAD_PIECE ? h.length - (size_t)*bytes : DOWNLOAD_PIECE;
+    ssize_t n = recv_some(&c, buf, want);
+    if (n <= 0) {
+      rc = n == 0 ? fail(err, errsz, LITHC_IO, "%s closed the connection after %lld of %zu bytes", peer,
+                         *bytes, h.length)
+                  : LITHC_TIMEOUT;
+      goto out;
+    }
+    len = (size_t)n;
+    have = len;
+  }
+  rc = (size_t)*bytes == h.length
+           ? LITHC_OK
+           : fail(err, errsz, LITHC_PROTOCOL, "%s sent more than its Content-Length", peer);
+out:
+  if (rc != LITHC_OK)
+    lithc_response_free(resp);
+  if (c.fd >= 0)
+    close(c.fd);
+  h1c_release(&c);
+  free(buf);
+  free(head);
+  return rc;
+}

@@ -132,6 +132,18 @@ typedef h1c_source lithc_source;
 int lithc_response_read_from(lithc_source src, void *ctx, const char *method, const char *peer,
                              lithc_response *resp, char *err, size_t errsz);
 
+/* lithc_request_send for a download (GET /v1/backup): a 200 answer's body,
+ * framed by Content-Length, is written to out_fd as it arrives and never
+ * held whole (64 KiB at a time); *resp then holds the status and headers
+ * with an empty body, *bytes the body's length. Any other answer is read
+ * whole into *resp as lithc_request_send does (lithd's errors are small).
+ * req->timeout_ms bounds each wait, not the whole exchange: a large
+ * download takes as long as it takes while bytes keep coming. Returns
+ * LITHC_OK or an error (LITHC_IO when the connection ended early or
+ * writing out_fd failed: what was written is incomplete). */
+int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_fd, lithc_response *resp,
+                   long long *bytes, char *err, size_t errsz);
+
 /* The value of the first header named `name` (case-insensitive), or NULL;
  * *len receives its length. Points into resp. */
 const char *lithc_response_header(const lithc_response *resp, const char *name, size_t *len);

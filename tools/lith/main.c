@@ -27,13 +27,17 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -80,6 +84,10 @@ static void usage(FILE *f) {
           "  health                   \"ok\" if lithd answers /healthz\n"
           "  backup NAME              a consistent copy of the database, as a new file NAME\n"
           "                           in lithd's --backup-dir (never replacing one)\n"
+          "  backup --out FILE [--sql] [--force]\n"
+          "                           download a consistent copy (GET /v1/backup; --sql:\n"
+          "                           as an SQL script) into FILE, written as FILE.tmp\n"
+          "                           then renamed; an existing FILE only with --force\n"
           "\n"
           "Options (before the command):\n"
           "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL ")\n"
@@ -708,10 +716,118 @@ static int cmd_health(const struct cli *cli, int argc, char **argv) {
   return rc != 0 ? rc : exchange(cli, "GET", "/healthz", NULL, 0, print_health);
 }
 
-/* backup NAME: {"dest": NAME}, a new file in lithd's --backup-dir */
+/* Seconds since some fixed point, for the time a download took. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* backup --out FILE [--sql] [--force]: GET /v1/backup into FILE.tmp, synced,
+ * checked (an SQLite file's header), renamed to FILE, the directory synced:
+ * FILE is the old file or the whole new copy, never a part. */
+static int backup_download(const struct cli *cli, const char *out, int sql, int force) {
+  const char *path = sql ? "/v1/backup?format=sql" : "/v1/backup";
+  char *tmp = NULL, *dir = NULL, err[1024], magic[16];
+  lithc_request req;
+  lithc_response r;
+  long long bytes = 0;
+  struct stat st;
+  int fd = -1, rc, status = EXIT_NO_ANSWER;
+  double t0 = now_s();
+
+  memset(&r, 0, sizeof r);
+  if (!force && lstat(out, &st) == 0)
+    return usage_error("backup: %s exists; --force replaces it", out);
+  if ((tmp = malloc(strlen(out) + sizeof ".tmp")) == NULL || (dir = strdup(out)) == NULL) {
+    fprintf(stderr, "lith: out of memory\n");
+    goto out;
+  }
+  sprintf(tmp, "%s.tmp", out);
+  unlink(tmp);                                                 /* a run that was cut short left it */
+  fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* the data is private */
+  if (fd < 0) {
+    fprintf(stderr, "lith: backup: cannot create %s: %s\n", tmp, strerror(errno));
+    goto out;
+  }
+  memset(&req, 0, sizeof req);
+  req.method = "GET";
+  req.path = path;
+  req.token = cli->token;
+  req.timeout_ms = cli->timeout_ms;
+  rc = lithc_download(&cli->ep, &req, fd, &r, &bytes, err, sizeof err);
+  if (rc != LITHC_OK) {
+    fprintf(stderr, "lith: backup: %s\n", err);
+    status = rc == LITHC_BAD_ARG ? EXIT_USAGE : EXIT_NO_ANSWER;
+    goto out;
+  }
+  if (r.status != 200) {
+    status = handle_answer(cli, "GET", path, &r, print_pairs);
+    goto out;
+  }
+  if (!sql && (pread(fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+               memcmp(magic, "SQLite format 3", sizeof magic) != 0)) {
+    fprintf(stderr, "lith: backup: the download is not an SQLite database\n");
+    goto out;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    fd = -1;
+    fprintf(stderr, "lith: backup: cannot write %s: %s\n", tmp, strerror(errno));
+    goto out;
+  }
+  fd = -1;
+  if (rename(tmp, out) != 0) {
+    fprintf(stderr, "lith: backup: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
+    goto out;
+  }
+  free(tmp);
+  tmp = NULL;
+  {
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      fsync(dfd);
+      close(dfd);
+    }
+  }
+  double took = now_s() - t0;
+  printf("backup %s: %lld bytes in %.0f ms (%.1f MB/s)\n", out, bytes, took * 1000,
+         took > 0 ? (double)bytes / 1e6 / took : 0.0);
+  status = EXIT_DONE;
+out:
+  if (fd >= 0)
+    close(fd);
+  if (tmp != NULL)
+    unlink(tmp);
+  free(tmp);
+  free(dir);
+  lithc_response_free(&r);
+  return status;
+}
+
+/* backup NAME: {"dest": NAME}, a new file in lithd's --backup-dir;
+ * backup --out FILE [--sql] [--force]: a download (backup_download). */
 static int cmd_backup(const struct cli *cli, int argc, char **argv) {
   json_t *d;
 
+  if (argc >= 1 && argv[0][0] == '-') {
+    const char *out = NULL;
+    int sql = 0, force = 0;
+    for (int i = 0; i < argc; i++) {
+      if (strcmp(argv[i], "--out") == 0 && (i + 1 == argc || argv[i + 1][0] == '\0'))
+        return usage_error("backup: --out needs a FILE");
+      else if (strcmp(argv[i], "--out") == 0)
+        out = argv[++i];
+      else if (strcmp(argv[i], "--sql") == 0)
+        sql = 1;
+      else if (strcmp(argv[i], "--force") == 0)
+        force = 1;
+      else
+        return usage_error("backup: unexpected \"%s\" (lith backup --out FILE [--sql] [--force])", argv[i]);
+    }
+    if (out == NULL)
+      return usage_error("backup: --out FILE is missing (lith backup --out FILE [--sql] [--force])");
+    return backup_download(cli, out, sql, force);
+  }
   if (argc != 1)
     return usage_error("backup: wants one NAME (lith backup NAME)");
   if (argv[0][0] == '\0')

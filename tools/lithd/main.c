@@ -61,6 +61,7 @@
 #include "lith_uv.h"
 #include "log.h"
 #include "options.h"
+#include "restore.h"
 #include "schema.h"
 #include "server.h"
 #include "sqljson.h"
@@ -339,6 +340,13 @@ int main(int argc, char **argv) {
     goto out;
   }
   size_thread_pool(o.readers);
+  if (o.restore != NULL) {
+    /* The lock for the whole restore: a lithd serving --db refuses it, one
+     * starting meanwhile refuses to start (restore.h). */
+    if ((lock_fd = lock_database(o.db)) >= 0)
+      exit_code = lithd_restore(o.restore, o.db, o.force, o.file_mode > 0 ? o.file_mode : 0600);
+    goto out;
+  }
 
   if (o.token_file != NULL && (token = lithd_token_read(o.token_file, err, sizeof err)) == NULL) {
     lithd_log(LITHD_LOG_ERROR, "--token-file %s", err);
@@ -478,6 +486,7 @@ int main(int argc, char **argv) {
   d.srv.allow_origins = o.allow_origins;
   d.srv.allow_hosts = o.allow_hosts;
   d.srv.backup_dir = o.backup_dir;
+  d.srv.db_path = o.db;
   d.srv.queue_wait_ms = o.queue_wait_ms;
   if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());
@@ -577,7 +586,7 @@ out:
   lithd_guard_stop();
   if (lock_fd >= 0)
     close(lock_fd); /* after lith_close: the file is released */
-  if (exit_code == 0)
+  if (exit_code == 0 && o.restore == NULL)
     lithd_log(LITHD_LOG_INFO, "stopped");
   lithd_opts_free(&o);
   lithd_log_close();

@@ -55,7 +55,9 @@ enum {
   OPT_MAXMEM,
   OPT_GRACE,
   OPT_CKPTPAGES,
-  OPT_LOGFORMAT
+  OPT_LOGFORMAT,
+  OPT_RESTORE,
+  OPT_FORCE
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
@@ -89,6 +91,8 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"log", required_argument, NULL, OPT_LOG},
                                       {"log-format", required_argument, NULL, OPT_LOGFORMAT},
                                       {"config", required_argument, NULL, OPT_CONFIG},
+                                      {"restore", required_argument, NULL, OPT_RESTORE},
+                                      {"force", no_argument, NULL, OPT_FORCE},
                                       {"help", no_argument, NULL, OPT_HELP},
                                       {"version", no_argument, NULL, OPT_VERSION},
                                       {NULL, 0, NULL, 0}};
@@ -148,6 +152,10 @@ static void usage(FILE *f) {
           "                          request's method, path, status, us, bytes, client)\n"
           "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
           "                          the command line wins\n"
+          "  --restore FROM          put the backup FROM in place of --db, then exit: it\n"
+          "                          must pass PRAGMA integrity_check; refused while a\n"
+          "                          lithd serves --db, or if --db exists (unless --force)\n"
+          "  --force                 with --restore: replace an existing --db\n"
           "  --help, --version\n",
           LITHD_DEFAULT_PORT);
 }
@@ -338,6 +346,11 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       if (set_path(&o->backup_dir, optarg, base) != 0)
         goto nomem;
       break;
+    case OPT_RESTORE:
+      if (set_path(&o->restore, optarg, base) != 0)
+        goto nomem;
+      break;
+    case OPT_FORCE: o->force = 1; break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
       if ((o->allow_hosts = strdup(optarg)) == NULL)
@@ -552,6 +565,10 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     usage(stderr);
     return 2;
   }
+  if (o->force && o->restore == NULL) {
+    fprintf(stderr, "lithd: --force goes with --restore FROM only\n");
+    return 2;
+  }
   if (!is_loopback_host(o->host) && o->token_file == NULL) {
     fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);
     return 2;
@@ -568,6 +585,7 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->allow_origins);
   free(o->allow_hosts);
   free(o->backup_dir);
+  free(o->restore);
   free(o->log_file);
   memset(o, 0, sizeof *o);
 }

@@ -45,6 +45,8 @@ typedef struct lithd_opts {
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */
   char *allow_hosts;   /* further Host names a token-less loopback lithd answers */
   char *backup_dir;    /* where POST /v1/backup writes; NULL: backups off */
+  char *restore;       /* --restore FROM: restore into db and exit (restore.h); NULL: serve */
+  int force;           /* --force: a restore may replace an existing db */
   size_t max_body;     /* 0: default */
   int max_statements;  /* 0: default (sqljson.h) */
   size_t max_sql;

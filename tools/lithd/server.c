@@ -24,6 +24,7 @@
  *   - The routes are one table (routes[], at the end of this file) that
  *     lithd_server_start walks. What serves them lives beside: overload.c
  *     (commands on their way to the writer), metrics.c (the /metrics text),
+ *     backup_http.c (/v1/backup: backups and downloads),
  *     sqljson (statements in, results out, and the SQL authorizer).
  */
 #include "server.h"
@@ -37,6 +38,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "backup_http.h"
 #include "buf.h"
 #include "json.h"
 #include "log.h"
@@ -48,8 +50,6 @@
 #define REFUSAL_MAX (ECHO_MAX + 120)
 /* The one Content-Type a POST may carry (parameters such as charset aside). */
 #define JSON_TYPE "application/json"
-/* A backup's file name, at most (backup_name_ok). */
-#define BACKUP_NAME_MAX 200
 
 /* ---- Helpers ----------------------------------------------------------- */
 
@@ -173,6 +173,10 @@ static void respond_lithd_error(lith_http_req *req, const lithd_error *e) {
   lith_http_respond_json(req, lithd_http_status(e->code), json);
   free(json);
 }
+
+int lithd_admit(lithd_server *s, lith_http_req *req) { return admit(s, req); }
+
+void lithd_respond_error(lith_http_req *req, const lithd_error *e) { respond_lithd_error(req, e); }
 
 /* The sqljson.h recipe, after lith_do / lith_read returned rc with `result`
  * and `errmsg` (the command's or read's message): the answer's JSON
@@ -681,143 +685,6 @@ static int h_batch(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
-/* ---- POST /v1/backup --------------------------------------------------- */
-
-/* {"dest": "NAME"}: lith_backup_new into --backup-dir on libuv's thread
- * pool (it copies the whole file; the loop must keep serving), answered
- * with the path, size and time. A client names a new file in the
- * operator's directory, nothing else: no path, no file replaced, no link
- * followed, no FIFO or device opened (lith_backup_new). Without
- * --backup-dir the endpoint is off. */
-struct backup_ctx {
-  uv_work_t work;
-  lithd_server *s;
-  lith_http_req *req;
-  char *dest;
-  int rc;
-  int64_t bytes;
-  int64_t ms;
-  char errmsg[LITH_ERRMSG_MAX];
-};
-
-/* A backup's name: 1 to BACKUP_NAME_MAX of [A-Za-z0-9._-], not beginning
- * with '.'; `len` bytes (a NUL among them is refused). */
-static int backup_name_ok(const char *n, size_t len) {
-  if (len == 0 || len > BACKUP_NAME_MAX || n[0] == '.')
-    return 0;
-  for (size_t i = 0; i < len; i++) {
-    char ch = n[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-          ch == '_' || ch == '-'))
-      return 0;
-  }
-  return 1;
-}
-
-static void backup_work(uv_work_t *w) { /* a pool thread */
-  struct backup_ctx *k = w->data;
-  int64_t t0 = lith_clock_ms();
-  const char *m;
-  struct stat st;
-
-  k->rc = lith_backup_new(k->s->db, k->dest);
-  k->ms = lith_clock_ms() - t0;
-  m = lith_errmsg(k->s->db);
-  snprintf(k->errmsg, sizeof k->errmsg, "%s", m != NULL ? m : "");
-  if (k->rc == LITH_OK && stat(k->dest, &st) == 0)
-    k->bytes = (int64_t)st.st_size;
-}
-
-static void backup_after(uv_work_t *w, int status) { /* the loop thread */
-  struct backup_ctx *k = w->data;
-  lithd_error e;
-
-  if (status == UV_ECANCELED) {
-    lith_http_respond_error(k->req, 503, "lithd is shutting down");
-  } else if (k->rc == LITH_OK) {
-    lithd_buf b = {0};
-    char *txt;
-    lithd_buf_puts(&b, "{\"dest\":");
-    lithd_json_put_string(&b, k->dest, strlen(k->dest));
-    lithd_buf_puts(&b, ",\"bytes\":");
-    lithd_json_put_int(&b, k->bytes);
-    lithd_buf_puts(&b, ",\"ms\":");
-    lithd_json_put_int(&b, k->ms);
-    lithd_buf_puts(&b, "}");
-    txt = lithd_buf_finish(&b);
-    if (txt == NULL)
-      lith_http_respond_error(k->req, 500, "out of memory");
-    else
-      lith_http_respond_json(k->req, 200, txt);
-    free(txt);
-    lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest, k->bytes, k->ms);
-  } else {
-    /* The name was checked here first, so lith_backup_new's only misuse
-     * left is a destination that exists: a conflict. */
-    lithd_error_set(&e, k->rc == LITH_MISUSE ? LITHD_CONFLICT : k->rc, -1, "%s",
-                    k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
-    respond_lithd_error(k->req, &e);
-    lithd_log(LITHD_LOG_WARN, "backup to %s failed: %s", k->dest, e.message);
-  }
-  free(k->dest);
-  free(k);
-}
-
-static int h_backup(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
-  struct backup_ctx *k = NULL;
-  size_t len = 0;
-  const char *body = lith_http_req_body(req, &len);
-  lithd_arena tmp = {0};
-  lj_value *root = NULL;
-  const lj_value *dest;
-  lithd_error e;
-
-  if (!admit(s, req))
-    return LITH_HTTP_DONE;
-  if (s->backup_dir == NULL) {
-    lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
-    goto refuse;
-  }
-  if (lj_parse(&tmp, body, len, &root, NULL) != 0)
-    root = NULL;
-  dest = lj_get(root, "dest");
-  if (root == NULL || root->type != LJ_OBJECT || root->n != 1 || dest == NULL || dest->type != LJ_STRING) {
-    lithd_error_set(&e, LITHD_BAD_REQUEST, -1, "the body must be {\"dest\": \"NAME\"}");
-    goto refuse;
-  }
-  if (!backup_name_ok(dest->u.s, dest->n)) {
-    lithd_error_set(&e, LITHD_BAD_REQUEST, -1,
-                    "\"dest\" must be a file name in lithd's --backup-dir: 1 to %d letters, digits, "
-                    "'.', '_' or '-', not beginning with '.'",
-                    BACKUP_NAME_MAX);
-    goto refuse;
-  }
-  k = calloc(1, sizeof *k);
-  if (k == NULL || (k->dest = malloc(strlen(s->backup_dir) + dest->n + 2)) == NULL) {
-    lithd_error_set(&e, LITH_NOMEM, -1, "out of memory");
-    goto refuse;
-  }
-  sprintf(k->dest, "%s/%s", s->backup_dir, dest->u.s);
-  k->s = s;
-  k->req = req;
-  k->work.data = k;
-  lithd_arena_free(&tmp);
-  if (uv_queue_work(s->loop, &k->work, backup_work, backup_after) == 0)
-    return LITH_HTTP_PENDING; /* k now belongs to backup_after */
-  free(k->dest);
-  free(k);
-  lith_http_respond_error(req, 500, "cannot queue the backup");
-  return LITH_HTTP_DONE;
-refuse:
-  if (k != NULL)
-    free(k->dest);
-  free(k);
-  lithd_arena_free(&tmp);
-  respond_lithd_error(req, &e);
-  return LITH_HTTP_DONE;
-}
-
 /* ---- GET /v1/stats, GET /healthz --------------------------------------- */
 
 static int h_stats(lith_http_req *req, void *arg) {
@@ -890,7 +757,8 @@ static const struct route {
     {"POST", "/v1/query", LITH_HTTP_EXACT, h_query},
     {"POST", COMMANDS_PREFIX, LITH_HTTP_PREFIX, h_command},
     {"GET", "/v1/commands", LITH_HTTP_EXACT, h_commands},
-    {"POST", "/v1/backup", LITH_HTTP_EXACT, h_backup},
+    {"POST", "/v1/backup", LITH_HTTP_EXACT, lithd_backup_post},
+    {"GET", "/v1/backup", LITH_HTTP_EXACT, lithd_backup_get},
     {"GET", "/v1/stats", LITH_HTTP_EXACT, h_stats},
     {"GET", "/metrics", LITH_HTTP_EXACT, h_metrics},
     {"GET", "/healthz", LITH_HTTP_EXACT, h_healthz},

@@ -15,7 +15,8 @@
  *   POST /v1/commands/NAME  a named command (commands.h), run as /v1/do;
  *   GET  /v1/commands       the named commands and their parameters;
  *   POST /v1/backup {"dest": "NAME"}: lith_backup_new into --backup-dir, on
- *                   the thread pool;
+ *                   the thread pool; GET /v1/backup[?format=sql]: a snapshot
+ *                   downloaded (backup_http.h);
  *   GET  /v1/stats  lith_stats_get as JSON;
  *   GET  /metrics   the same, lithd's and the process's figures, in the
  *                   Prometheus text format 0.0.4 (metrics.h);
@@ -53,6 +54,7 @@ typedef struct lithd_server {
   const char *allow_origins;      /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
   const char *allow_hosts;        /* comma list of further Host names on token-less loopback; caller's */
   const char *backup_dir;         /* where /v1/backup writes (a directory); NULL: off; caller's */
+  const char *db_path;            /* the database file (downloads are made beside it); caller's */
   int64_t queue_wait_ms;          /* how long a command waits for room in the queue */
   /* /metrics: set metrics.queue_capacity, .readers, .page_size and
    * .start_time (metrics.h); lithd_server_start sets the rest. */
@@ -62,6 +64,7 @@ typedef struct lithd_server {
    * park.started and park.stopped say whether the server was started and
    * stopped. */
   lithd_overload park;
+  int downloads; /* GET /v1/backup running (backup_http.c) */
 } lithd_server;
 
 /* Register every route of lithd on s->http, with `s` as their argument (it
@@ -70,6 +73,15 @@ typedef struct lithd_server {
  * responses of /metrics by route and code). The public fields must be set.
  * Returns a LITH_HTTP_ code. */
 int lithd_server_start(lithd_server *s);
+
+/* The gate of every route (token, Origin, Host, a POST's Content-Type):
+ * 1 when the request may go on, else 0 and it was answered. For the
+ * handlers outside server.c (backup_http.c). */
+int lithd_admit(lithd_server *s, lith_http_req *req);
+
+/* Answer *e as JSON with its HTTP status (a fixed 500 when out of memory);
+ * completes req. */
+void lithd_respond_error(lith_http_req *req, const lithd_error *e);
 
 /* Answer every waiting command with 503 (shutting down) and close the
  * queue's handles; call it when the stop begins, before the bridge is closed. Later

@@ -849,6 +849,109 @@ static void test_backup(void **state) {
   free(cwd);
 }
 
+/* backup --out FILE: GET /v1/backup downloaded to FILE (FILE.tmp, then
+ * renamed), never over a FILE unless --force; --sql; the token; a download
+ * cut short leaves neither FILE nor FILE.tmp. */
+static void test_backup_out(void **state) {
+  struct fixture *f = *state;
+  struct stat sb;
+  sqlite3 *db = NULL;
+  long long bytes;
+
+  unlink("dl-copy.db");
+  unlink("dl-copy.sql");
+  remove_db("dl-loaded.db");
+  write_file("dl-token.txt", TOKEN "\n");
+  start_lithd(f, "dl", "--token-file", "dl-token.txt", NULL);
+  LITH(f, "--token-file", "dl-token.txt", "do", "CREATE TABLE t(id INTEGER PRIMARY KEY, v)");
+  check(&f->r, 0, NULL, "");
+  LITH(f, "--token-file", "dl-token.txt", "do",
+       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
+       "INSERT INTO t(v) SELECT randomblob(1000) FROM n");
+  check(&f->r, 0, NULL, "");
+
+  LITH(f, "--token-file", "dl-token.txt", "backup", "--out", "dl-copy.db");
+  check(&f->r, 0, NULL, "");
+  assert_true(strncmp(f->r.out, "backup dl-copy.db: ", 19) == 0);
+  assert_non_null(strstr(f->r.out, " bytes in "));
+  assert_non_null(strstr(f->r.out, " MB/s)\n"));
+  bytes = strtoll(f->r.out + 19, NULL, 10);
+  assert_int_equal(stat("dl-copy.db", &sb), 0);
+  assert_true(bytes == (long long)sb.st_size && bytes > 3000 * 1000);
+  assert_int_equal(sb.st_mode & 0777, 0600);
+  assert_int_equal(access("dl-copy.db.tmp", F_OK), -1);
+  assert_int_equal(sqlite3_open_v2("dl-copy.db", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT (SELECT count(*) FROM t), (SELECT integrity_check FROM "
+                                      "pragma_integrity_check)",
+                                      -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), 3000);
+  assert_string_equal((const char *)sqlite3_column_text(st, 1), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+
+  /* FILE exists: refused before anything is sent; --force replaces it. */
+  LITH(f, "--token-file", "dl-token.txt", "do", "DELETE FROM t WHERE id > 10");
+  check(&f->r, 0, NULL, "");
+  LITH(f, "--token-file", "dl-token.txt", "backup", "--out", "dl-copy.db");
+  check(&f->r, 2, "", "lith: backup: dl-copy.db exists; --force replaces it");
+  assert_int_equal(stat("dl-copy.db", &sb), 0);
+  assert_true((long long)sb.st_size == bytes);
+  LITH(f, "--token-file", "dl-token.txt", "backup", "--out", "dl-copy.db", "--force");
+  check(&f->r, 0, NULL, "");
+  assert_int_equal(sqlite3_open_v2("dl-copy.db", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), 10);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+
+  /* --sql: a script that loads. */
+  LITH(f, "--token-file", "dl-token.txt", "backup", "--out", "dl-copy.sql", "--sql");
+  check(&f->r, 0, NULL, "");
+  {
+    FILE *in = fopen("dl-copy.sql", "r");
+    static char sql[1 << 16];
+    assert_non_null(in);
+    size_t n = fread(sql, 1, sizeof sql - 1, in);
+    fclose(in);
+    sql[n] = '\0';
+    assert_int_equal(sqlite3_open("dl-loaded.db", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 10);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+
+  /* Without the token: lithd's 401, exit 1, no file. */
+  unlink("dl-none.db");
+  LITH(f, "backup", "--out", "dl-none.db");
+  check(&f->r, 1, "", "lith: unauthorized");
+  assert_int_equal(access("dl-none.db", F_OK), -1);
+  assert_int_equal(access("dl-none.db.tmp", F_OK), -1);
+  /* Usage. */
+  LITH(f, "backup", "--out");
+  check(&f->r, 2, "", "backup: --out needs a FILE");
+  LITH(f, "backup", "--out", "x.db", "--bogus");
+  check(&f->r, 2, "", "backup: unexpected \"--bogus\"");
+
+  /* Cut short: 100000 bytes promised, a few sent, then the end. */
+  start_fake(f,
+             "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.sqlite3\r\nContent-Length: 100000\r\n\r\n"
+             "SQLite format 3",
+             0);
+  LITH(f, "backup", "--out", "dl-none.db");
+  check(&f->r, 3, "", "closed the connection after 15 of 100000 bytes");
+  fake_request(f);
+  assert_int_equal(access("dl-none.db", F_OK), -1);
+  assert_int_equal(access("dl-none.db.tmp", F_OK), -1);
+}
+
 static void test_run_named_commands(void **state) {
   struct fixture *f = *state;
 
@@ -1147,6 +1250,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cannot_connect_exit_3, setup, teardown),
       cmocka_unit_test_setup_teardown(test_usage_errors_exit_2_nothing_sent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_backup, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_backup_out, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_named_commands, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunked_answer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_request_of_run_and_token, setup, teardown),

@@ -519,3 +519,30 @@ fail:
   conn_drop(k);
   return rc;
 }
+
+int tl_run(const char *const *args, char *out, size_t cap) {
+  int pfd[2];
+  posix_spawn_file_actions_t fa;
+  char *argv[32];
+  int n = 0, st;
+  pid_t pid;
+
+  argv[n++] = (char *)LITHD_PATH;
+  for (; *args != NULL && n < 31; args++)
+    argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  assert_int_equal(pipe(pfd), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 2), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
+  assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pfd[1]);
+  tl_read_all(pfd[0], out, cap);
+  close(pfd[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}

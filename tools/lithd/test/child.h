@@ -97,6 +97,11 @@ void tl_resp_free(struct tl_resp *r);
 /* Read everything fd gives until EOF (TL_TIMEOUT_MS per wait) into buf. */
 void tl_read_all(int fd, char *buf, size_t cap);
 
+/* Run lithd with args (after the program name; NULL-terminated, TL_ARGS)
+ * expecting it to exit by itself (--restore, a refused start); returns its
+ * exit status, its stdout and stderr together in out. Asserts. */
+int tl_run(const char *const *args, char *out, size_t cap);
+
 /* The number after "name": in a flat JSON object. Asserts it is there. */
 uint64_t tl_json_u64(const char *body, const char *name);
 

@@ -6,7 +6,7 @@
  * with a message that names the problem, and touch nothing).
  *
  * Design: the daemon is spawned by child.c's helpers; a start that must fail
- * is run by run_fail() below, which captures stderr and the exit status.
+ * is run by tl_run() (child.h), which captures its output and the exit status.
  * Every outcome is checked through the API and, where it matters, by opening
  * the file with SQLite directly.
  */
@@ -72,37 +72,9 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Run lithd with argv (after the program name) expecting it to exit by
- * itself; returns the exit status, stderr in err. */
-static int run_fail(const char *const *args, char *err, size_t errsz) {
-  int pfd[2];
-  posix_spawn_file_actions_t fa;
-  char *argv[32];
-  int n = 0, st;
-  pid_t pid;
-
-  argv[n++] = (char *)LITHD_PATH;
-  for (; *args != NULL && n < 31; args++)
-    argv[n++] = (char *)*args;
-  argv[n] = NULL;
-  assert_int_equal(pipe(pfd), 0);
-  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 2), 0);
-  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
-  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
-  assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(pfd[1]);
-  tl_read_all(pfd[0], err, errsz);
-  close(pfd[0]);
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  return WEXITSTATUS(st);
-}
-
 static void expect_fail(const char *const *args, int code, const char *want) {
   char err[4096];
-  int rc = run_fail(args, err, sizeof err);
+  int rc = tl_run(args, err, sizeof err);
   if (rc != code || strstr(err, want) == NULL) {
     print_error("exit %d (want %d), stderr: %s\n(want \"%s\")\n", rc, code, err, want);
     fail();
@@ -893,10 +865,10 @@ static void test_file_mode(void **state) {
 static void test_help_and_version(void **state) {
   char out[8192];
   (void)state;
-  /* --help goes to stdout; run_fail reads stderr, so check the exit code
+  /* --help goes to stdout; check the exit code
    * and that nothing was created. */
-  assert_int_equal(run_fail(TL_ARGS("--help"), out, sizeof out), 0);
-  assert_int_equal(run_fail(TL_ARGS("--version"), out, sizeof out), 0);
+  assert_int_equal(tl_run(TL_ARGS("--help"), out, sizeof out), 0);
+  assert_int_equal(tl_run(TL_ARGS("--version"), out, sizeof out), 0);
   expect_fail(TL_ARGS("--readers", "0", "--db", "h.db"), 2, "--readers wants");
   expect_fail(TL_ARGS("--db", "h.db", "--max-batch", "x"), 2, "--max-batch wants");
   expect_fail(TL_ARGS("--db", "h.db", "stray"), 2, "unexpected argument");

@@ -1,0 +1,46 @@
+/*
+ * lithd backups over HTTP — the handlers of /v1/backup (server.c routes them).
+ *
+ *   POST /v1/backup {"dest": "NAME"}  lith_backup_new into --backup-dir, on
+ *       libuv's thread pool, answered with the path, size and time. A client
+ *       names a new file in the operator's directory, nothing else.
+ *   GET /v1/backup                    the database itself, downloaded: one
+ *       consistent snapshot (lith_backup_new), application/vnd.sqlite3.
+ *   GET /v1/backup?format=sql         the same snapshot as an SQL script
+ *       (sqldump.h, in one lith_read), application/sql.
+ *
+ * A download: the snapshot is written on the thread pool (the loop never
+ * waits for it) into a private directory (mkdtemp, mode 0700) beside the
+ * database, opened, and unlinked at once with its directory: from then on
+ * only the open descriptor holds it, so the file is gone whatever happens
+ * next (the client leaves, lithd is killed). It is sent with
+ * Content-Length and Content-Disposition in 64 KiB pieces read with
+ * uv_fs_read (on the pool), a piece being read, from a uv_prepare handle,
+ * only when the stream has less than a piece waiting
+ * (lith_http_stream_queued): memory stays about 200 KiB a download
+ * whatever the database's size. At most
+ * LITHD_MAX_DOWNLOADS run at once; more get 503 with Retry-After.
+ *
+ * Why beside the database and not in TMPDIR: the snapshot is as large as
+ * the database, and the database's file system is the one sized for it,
+ * whereas /tmp is often a tmpfs (RAM: a 10 GB database would take 10 GB of
+ * memory) or, under systemd's PrivateTmp/ProtectSystem=strict, small or not
+ * writable; lithd must be able to write beside its database anyway (the
+ * -wal and -shm files). A lithd killed while writing a snapshot leaves a
+ * directory .lithd-backup-XXXXXX there, which is safe to remove.
+ *
+ * Auth and gates: the same as every route (the bearer token first).
+ */
+#ifndef LITHD_BACKUP_HTTP_H
+#define LITHD_BACKUP_HTTP_H
+
+#include "http.h"
+
+/* Downloads (GET /v1/backup) running at once, at most. */
+#define LITHD_MAX_DOWNLOADS 2
+
+/* The handlers; arg is the lithd_server (server.h). */
+int lithd_backup_post(lith_http_req *req, void *arg);
+int lithd_backup_get(lith_http_req *req, void *arg);
+
+#endif /* LITHD_BACKUP_HTTP_H */

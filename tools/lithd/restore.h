@@ -1,0 +1,33 @@
+/*
+ * lithd --restore FROM --db TO [--force]: put a backup in place of a
+ * database, then exit (0: restored; 1: refused or failed, nothing changed).
+ * lithd does not go on to serve: a restore is an operator's step between
+ * "stop" and "start" (a service manager starts lithd as usual afterwards),
+ * and a refusal must not leave a half-started daemon behind.
+ *
+ * What it refuses, each with a message and exit 1:
+ *   - TO served by a running lithd: the caller holds TO's lock file
+ *     (TO-lithd.lock, main.c) for the whole restore, so a lithd running
+ *     refuses the restore and a lithd starting meanwhile refuses to start;
+ *   - TO existing, unless --force; and even with --force, TO open in another
+ *     process (its -wal is still there after lithd's own connection closed);
+ *   - FROM empty, not an SQLite database (its first 16 bytes), with a -wal
+ *     beside it (a live database, or one not closed cleanly: its copy would
+ *     lack what the -wal holds), or failing PRAGMA integrity_check.
+ *
+ * How: FROM is copied to TO.restore-tmp (mode file_mode), synced; the copy
+ * itself is checked with integrity_check (what is installed is what was
+ * checked); TO's stale -shm and -journal are removed (TO's -wal, when it
+ * exists, was checkpointed away by closing TO); the copy is renamed over
+ * TO and the directory synced. A crash leaves TO as it was (or the new
+ * copy) and at worst a TO.restore-tmp, replaced by the next restore.
+ */
+#ifndef LITHD_RESTORE_H
+#define LITHD_RESTORE_H
+
+/* Restore `from` into `to` as above; the caller holds to's lock. Messages
+ * go to the log (stderr); the success line to stdout. Returns the exit
+ * code, 0 or 1. */
+int lithd_restore(const char *from, const char *to, int force, int file_mode);
+
+#endif /* LITHD_RESTORE_H */

@@ -1,0 +1,45 @@
+/*
+ * lithd SQL dump — a database as an SQL script (GET /v1/backup?format=sql),
+ * for people who move their data out of lithd.
+ *
+ * The script is what the sqlite3 shell's .dump writes, so `sqlite3 new.db <
+ * dump.sql` loads it back into an equal database:
+ *
+ *   PRAGMA foreign_keys=OFF;
+ *   BEGIN TRANSACTION;
+ *   PRAGMA user_version=N;               (and application_id, when not 0:
+ *                                          lithd's --schema counts its
+ *                                          steps in user_version)
+ *   CREATE TABLE ...;  INSERT INTO "t"("a","b") VALUES(...);  ...
+ *                                        (tables in creation order, each
+ *                                          followed by its rows)
+ *   CREATE INDEX / TRIGGER / VIEW ...;   (after the data, creation order)
+ *   DELETE FROM sqlite_sequence; INSERT INTO sqlite_sequence ...;
+ *   COMMIT;
+ *
+ * Values: integers as written; reals with 17 significant digits (every
+ * double reads back to itself; infinities as 1e999 and -1e999); text
+ * between single quotes, quotes doubled (text holding a NUL byte as
+ * CAST(X'..' AS TEXT)); blobs as X'..'; NULL. Columns are named in every
+ * INSERT, generated and hidden columns left out (SQLite computes them).
+ * A virtual table is written as .dump does (its row in sqlite_schema under
+ * PRAGMA writable_schema, its data in its shadow tables). Rowids of tables
+ * without an INTEGER PRIMARY KEY are not kept (nor are they by .dump).
+ *
+ * Memory: one row at a time; the caller's FILE buffers the output.
+ */
+#ifndef LITHD_SQLDUMP_H
+#define LITHD_SQLDUMP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+/* Write the script of db's main schema to `out`. Run it inside one read
+ * transaction (lith_read's), so that the script is one snapshot. Both are
+ * the caller's. Returns SQLITE_OK, or an SQLite code with a message in
+ * err[errsz] (SQLITE_IOERR when writing `out` failed). */
+int lithd_sql_dump(sqlite3 *db, FILE *out, char *err, size_t errsz);
+
+#endif /* LITHD_SQLDUMP_H */

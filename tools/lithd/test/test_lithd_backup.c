@@ -1,0 +1,621 @@
+/*
+ * test_lithd_backup — GET /v1/backup (a snapshot downloaded, as a database
+ * or as SQL) and lithd --restore, end to end against the built daemon.
+ *
+ *   - a backup taken while two writers post commands, restored with
+ *     lithd --restore into a new file: every command answered before the
+ *     download began is there, and integrity_check is ok;
+ *   - --restore refuses a corrupt file, a non-database, an empty file, a
+ *     live database (FROM with a -wal), a target served by a lithd, and an
+ *     existing target without --force; and replaces it with --force;
+ *   - ?format=sql loaded back (by sqlite3_exec, and by the sqlite3 shell
+ *     when it is installed) equals the database: every table's rows with
+ *     their types (reals exact, blobs, NULL, quotes, unicode, a NUL inside
+ *     text, infinities), user_version, sqlite_sequence, views, triggers;
+ *   - a client that leaves mid-download: the snapshot is gone from disk and
+ *     from lithd's descriptors, lithd serves on; at most two downloads at
+ *     once (503 + Retry-After); memory stays bounded while clients stall;
+ *   - the token applies; an unknown format is 400;
+ *   - SIGTERM while a download stalls: lithd exits 0, nothing left behind.
+ *
+ * Downloads are read by download() below (the body is binary: tl_read's
+ * NUL-terminated body is not for it), written to a file as they come.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "child.h"
+
+#define TOKEN "backup-t0ken"
+
+/* ---- Helpers ------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void remove_files(const char *a, const char *b, const char *c) {
+  const char *const v[] = {a, b, c};
+  for (size_t i = 0; i < 3; i++)
+    if (v[i] != NULL)
+      tl_remove_db(v[i]);
+}
+
+/* Read fd until the head of an answer is complete; returns its length
+ * (head[0..n) then the first body bytes up to *have). */
+static size_t read_head(int fd, char *buf, size_t cap, size_t *have) {
+  size_t len = 0;
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, TL_TIMEOUT_MS), 1);
+    ssize_t got = read(fd, buf + len, cap - 1 - len);
+    assert_true(got > 0);
+    len += (size_t)got;
+    buf[len] = '\0';
+    char *end = strstr(buf, "\r\n\r\n");
+    if (end != NULL) {
+      *have = len;
+      return (size_t)(end + 4 - buf);
+    }
+    assert_true(len < cap - 1);
+  }
+}
+
+/* GET `path` (auth: the Authorization value or NULL); a 200's body goes to
+ * the file `out` (created); returns the status, the head in head[cap]. */
+static int download(const struct tl_child *c, const char *path, const char *auth, const char *out, char *head,
+                    size_t cap) {
+  char buf[65536];
+  size_t have = 0, hlen;
+  int fd = tl_send(c, "GET", path, auth, NULL);
+  int status = 0;
+  long long length = -1, got;
+
+  hlen = read_head(fd, buf, sizeof buf, &have);
+  assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &status), 1);
+  snprintf(head, cap, "%.*s", (int)hlen, buf);
+  const char *cl = strcasestr(head, "\r\ncontent-length:");
+  if (cl != NULL)
+    length = atoll(cl + 17);
+  if (status != 200) {
+    close(fd);
+    return status;
+  }
+  assert_true(length >= 0); /* a download says its length */
+  FILE *f = fopen(out, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(buf + hlen, 1, have - hlen, f), have - hlen);
+  got = (long long)(have - hlen);
+  while (got < length) {
+    struct pollfd p = {fd, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, TL_TIMEOUT_MS), 1);
+    ssize_t n = read(fd, buf, sizeof buf);
+    assert_true(n > 0);
+    assert_int_equal(fwrite(buf, 1, (size_t)n, f), (size_t)n);
+    got += n;
+  }
+  assert_int_equal(got, length);
+  assert_int_equal(fclose(f), 0);
+  close(fd);
+  return status;
+}
+
+/* A table of `rows` rows of about 1 KiB each, through lithd. */
+static void fill(const struct tl_child *c, int rows) {
+  char body[512];
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE IF NOT EXISTS pad(id INTEGER PRIMARY KEY, b BLOB)\"}]}",
+            200, NULL);
+  snprintf(body, sizeof body,
+           "{\"statements\":[{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+           "WHERE i < %d) INSERT INTO pad(b) SELECT randomblob(1000) FROM n\"}]}",
+           rows);
+  tl_expect(c, "POST", "/v1/do", NULL, body, 200, NULL);
+}
+
+/* Entries of directory "." whose name begins with `prefix`. */
+static int count_entries(const char *prefix) {
+  DIR *d = opendir(".");
+  struct dirent *e;
+  int n = 0;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
+/* Descriptors of process pid open on a file named "snapshot" (deleted). */
+static int snapshot_fds(pid_t pid) {
+  char dir[64], link[512], path[600];
+  struct dirent *e;
+  int n = 0;
+  snprintf(dir, sizeof dir, "/proc/%ld/fd", (long)pid);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL) {
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    ssize_t k = readlink(path, link, sizeof link - 1);
+    if (k > 0) {
+      link[k] = '\0';
+      n += strstr(link, "/snapshot") != NULL;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- A backup under load, restored -------------------------------------- */
+
+struct writer {
+  const struct tl_child *c;
+  int base;             /* ids base + 1, base + 2, ... in order */
+  _Atomic int answered; /* the last id answered 200 */
+  _Atomic int stop;
+  int failed;
+};
+
+static void *writer_main(void *arg) {
+  struct writer *w = arg;
+  struct tl_conn k;
+  char body[256];
+  tl_conn_init(&k, w->c);
+  for (int i = 1; !atomic_load(&w->stop); i++) {
+    struct tl_resp r;
+    snprintf(
+        body, sizeof body,
+        "{\"statements\":[{\"sql\":\"INSERT INTO log(id, v) VALUES(?, randomblob(200))\",\"params\":[%d]}]}",
+        w->base + i);
+    if (tl_conn_request(&k, "POST", "/v1/do", NULL, body, &r, TL_TIMEOUT_MS) != TL_OK) {
+      w->failed = 1;
+      break;
+    }
+    if (r.status != 200)
+      w->failed = 1;
+    tl_resp_free(&r);
+    if (w->failed)
+      break;
+    atomic_store(&w->answered, w->base + i);
+  }
+  tl_conn_close(&k);
+  return NULL;
+}
+
+static void test_backup_under_load_restored(void **state) {
+  struct tl_child *c = *state;
+  struct writer w[2];
+  pthread_t th[2];
+  int before[2];
+  char head[4096], out[8192];
+
+  remove_files("bkload-snap.db", "bkload-restored.db", NULL);
+  tl_start(c, "bkload", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE log(id INTEGER PRIMARY KEY, v)\"}]}", 200, NULL);
+  fill(c, tl_scaled(8000)); /* 8 MB: the copy takes several backup steps */
+  for (int i = 0; i < 2; i++) {
+    w[i].c = c;
+    w[i].base = (i + 1) * 1000000;
+    atomic_init(&w[i].answered, w[i].base);
+    atomic_init(&w[i].stop, 0);
+    w[i].failed = 0;
+    assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+  }
+  sleep_ms(300);
+  /* Every id up to before[i] was answered before the download began. */
+  for (int i = 0; i < 2; i++)
+    before[i] = atomic_load(&w[i].answered);
+  assert_int_equal(download(c, "/v1/backup", NULL, "bkload-snap.db", head, sizeof head), 200);
+  sleep_ms(100);
+  for (int i = 0; i < 2; i++) {
+    atomic_store(&w[i].stop, 1);
+    pthread_join(th[i], NULL);
+    assert_false(w[i].failed);
+  }
+  assert_non_null(strcasestr(head, "content-type: application/vnd.sqlite3"));
+  assert_non_null(strcasestr(head, "content-disposition: attachment; filename=\"bkload-"));
+  print_message("answered before the backup: %d and %d; after the writers stopped: %d and %d\n",
+                before[0] - w[0].base, before[1] - w[1].base, atomic_load(&w[0].answered) - w[0].base,
+                atomic_load(&w[1].answered) - w[1].base);
+  assert_true(before[0] > w[0].base && before[1] > w[1].base); /* the load was on */
+
+  int rc = tl_run(TL_ARGS("--restore", "bkload-snap.db", "--db", "bkload-restored.db"), out, sizeof out);
+  if (rc != 0)
+    print_error("%s\n", out);
+  assert_int_equal(rc, 0);
+  assert_non_null(strstr(out, "integrity_check ok"));
+  tl_assert_integrity("bkload-restored.db");
+  for (int i = 0; i < 2; i++) {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM log WHERE id > %d AND id <= %d", w[i].base, before[i]);
+    assert_int_equal(tl_sql_int("bkload-restored.db", sql), before[i] - w[i].base);
+  }
+  assert_int_equal(tl_sql_int("bkload-restored.db", "SELECT count(*) FROM pad"), tl_scaled(8000));
+  /* The temporary snapshot is gone. */
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+  /* The restored copy serves. */
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "bkload-restored", TL_KEEP_DB, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT count(*) > 0 FROM log\"}]}",
+            200, "[[1]]");
+}
+
+/* ---- Restore refusals ---------------------------------------------------- */
+
+static void expect_restore(const char *const *args, int code, const char *want) {
+  char out[8192];
+  int rc = tl_run(args, out, sizeof out);
+  if (rc != code || strstr(out, want) == NULL) {
+    print_error("exit %d (want %d), output: %s\n(want \"%s\")\n", rc, code, out, want);
+    fail();
+  }
+}
+
+/* A database whose index disagrees with its table: integrity_check fails,
+ * though every page reads. */
+static void make_corrupt(const char *path) {
+  sqlite3 *db;
+  tl_remove_db(path);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(
+      sqlite3_exec(db,
+                   "CREATE TABLE t(id INTEGER PRIMARY KEY, s TEXT); CREATE INDEX t_s ON t(s);"
+                   "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50) "
+                   "INSERT INTO t SELECT i, printf('value-%04d', i) FROM n",
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(
+      sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_schema WHERE name = 't_s'", -1, &st, NULL),
+      SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int page = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  int ps = 0;
+  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  ps = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  /* The index's cells fill its page from the end: change the last key's
+   * text ("value-0050" -> "value-ZZZZ"), the record's format intact. */
+  int fd = open(path, O_WRONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, "ZZZZ", 4, (off_t)page * ps - 6), 4);
+  close(fd);
+}
+
+static void test_restore_refusals(void **state) {
+  struct tl_child *c = *state;
+  char head[4096];
+  struct stat st;
+
+  remove_files("rs-from.db", "rs-to.db", "rs-live.db");
+  tl_remove_db("rs-corrupt.db");
+  tl_remove_db("rs-empty.db");
+  tl_remove_db("rs-text.db");
+  tl_remove_db("rs-new.db");
+  make_corrupt("rs-corrupt.db");
+  expect_restore(TL_ARGS("--restore", "rs-corrupt.db", "--db", "rs-new.db"), 1,
+                 "fails PRAGMA integrity_check");
+  assert_int_equal(stat("rs-new.db", &st), -1);
+  assert_int_equal(stat("rs-new.db.restore-tmp", &st), -1);
+  write_file("rs-text.db", "CREATE TABLE t(x);\n");
+  expect_restore(TL_ARGS("--restore", "rs-text.db", "--db", "rs-new.db"), 1, "is not an SQLite database");
+  write_file("rs-empty.db", "");
+  expect_restore(TL_ARGS("--restore", "rs-empty.db", "--db", "rs-new.db"), 1, "is empty");
+  expect_restore(TL_ARGS("--restore", "rs-missing.db", "--db", "rs-new.db"), 1, "cannot open rs-missing.db");
+  expect_restore(TL_ARGS("--force", "--db", "rs-new.db"), 2, "--force goes with --restore");
+  assert_int_equal(stat("rs-new.db", &st), -1);
+
+  /* A live target: a lithd serves rs-live.db. */
+  tl_start(c, "rs-live", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES('live')\"}]}",
+            200, NULL);
+  assert_int_equal(download(c, "/v1/backup", NULL, "rs-from.db", head, sizeof head), 200);
+  /* A live source: a database with its -wal (lithd's own, now). */
+  expect_restore(TL_ARGS("--restore", "rs-live.db", "--db", "rs-new.db"), 1, "has a -wal file beside it");
+  expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-live.db"), 1,
+                 "already served by another lithd");
+  expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-live.db", "--force"), 1,
+                 "already served by another lithd");
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT x FROM t\"}]}", 200,
+            "[[\"live\"]]");
+
+  /* An existing target, no lithd: refused without --force, replaced with. */
+  assert_int_equal(tl_run(TL_ARGS("--restore", "rs-from.db", "--db", "rs-to.db"), head, sizeof head), 0);
+  expect_restore(TL_ARGS("--restore", "rs-corrupt.db", "--db", "rs-to.db", "--force"), 1, "integrity_check");
+  expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-to.db"), 1, "exists; --force replaces it");
+  {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open("rs-to.db", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO t VALUES('changed')", NULL, NULL, NULL), SQLITE_OK);
+    /* Open here (not a lithd: no lock file): its -wal holds the insert. */
+    expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-to.db", "--force"), 1,
+                   "is open in another process");
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  }
+  assert_int_equal(tl_sql_int("rs-to.db", "SELECT count(*) FROM t"), 2);
+  expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-to.db", "--force"), 0, "restored rs-from.db");
+  /* The old file's -wal and -shm (left by the read-only reads above) are
+   * gone: they must not be read with the new file. */
+  assert_int_equal(stat("rs-to.db-wal", &st), -1);
+  assert_int_equal(stat("rs-to.db-shm", &st), -1);
+  assert_int_equal(tl_sql_int("rs-to.db", "SELECT count(*) FROM t"), 1);
+  tl_assert_integrity("rs-to.db");
+}
+
+/* ---- ?format=sql ---------------------------------------------------------- */
+
+static const char *const DUMP_SCHEMA =
+    "CREATE TABLE v(id INTEGER PRIMARY KEY AUTOINCREMENT, i INTEGER, r REAL, s TEXT, b BLOB, x);\n"
+    "CREATE TABLE \"odd \"\"name\"\"\"(k TEXT PRIMARY KEY, n INTEGER, g INTEGER GENERATED ALWAYS AS (n * 2)) "
+    "WITHOUT ROWID;\n"
+    "CREATE TABLE nokey(a, b);\n"
+    "CREATE INDEX v_s ON v(s);\n"
+    "CREATE VIEW v_count AS SELECT count(*) AS n FROM v;\n"
+    "CREATE TABLE audit(n INTEGER);\n"
+    "CREATE TRIGGER v_ins AFTER INSERT ON v BEGIN INSERT INTO audit VALUES(new.id); END;\n"
+    "-- step\n"
+    "CREATE TABLE later(x);\n";
+
+/* Rows of main.t not in d.t, compared with their types (EXCEPT on
+ * typeof(c), c for every column), plus the difference of the counts. */
+static int64_t differ(sqlite3 *db, const char *table) {
+  sqlite3_stmt *st;
+  sqlite3_str *cols = sqlite3_str_new(db);
+  int n = 0;
+  char *q = sqlite3_mprintf("SELECT name FROM pragma_table_info(%Q)", table);
+  assert_int_equal(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+  sqlite3_free(q);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *c = (const char *)sqlite3_column_text(st, 0);
+    sqlite3_str_appendf(cols, "%stypeof(\"%w\"), \"%w\"", n++ ? ", " : "", c, c);
+  }
+  sqlite3_finalize(st);
+  char *cl = sqlite3_str_finish(cols);
+  q = sqlite3_mprintf(
+      "SELECT (SELECT count(*) FROM (SELECT %s FROM main.\"%w\" EXCEPT SELECT %s FROM d.\"%w\")) + "
+      "(SELECT count(*) FROM (SELECT %s FROM d.\"%w\" EXCEPT SELECT %s FROM main.\"%w\")) + "
+      "abs((SELECT count(*) FROM main.\"%w\") - (SELECT count(*) FROM d.\"%w\"))",
+      cl, table, cl, table, cl, table, cl, table, table, table);
+  sqlite3_free(cl);
+  int rc = sqlite3_prepare_v2(db, q, -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    print_error("%s: %s\n", q, sqlite3_errmsg(db));
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_free(q);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int64_t k = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return k;
+}
+
+/* Every table of `orig` equals its copy in `loaded`; so do user_version,
+ * the schema and integrity. */
+static void assert_same(const char *orig, const char *loaded) {
+  sqlite3 *db;
+  sqlite3_stmt *st;
+  char *q;
+  int tables = 0;
+  tl_assert_integrity(loaded);
+  assert_int_equal(sqlite3_open_v2(orig, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  q = sqlite3_mprintf("ATTACH %Q AS d", loaded);
+  assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_free(q);
+  assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db,
+                                      "SELECT (SELECT count(*) FROM (SELECT type, name, tbl_name, sql FROM "
+                                      "main.sqlite_schema EXCEPT SELECT type, name, tbl_name, sql FROM "
+                                      "d.sqlite_schema)), (SELECT count(*) FROM main.sqlite_schema) - "
+                                      "(SELECT count(*) FROM d.sqlite_schema)",
+                                      -1, &st, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), 0);
+  assert_int_equal(sqlite3_column_int(st, 1), 0);
+  sqlite3_finalize(st);
+  assert_int_equal(
+      sqlite3_prepare_v2(db, "SELECT name FROM main.sqlite_schema WHERE type = 'table'", -1, &st, NULL),
+      SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    int64_t k = differ(db, t);
+    if (k != 0)
+      print_error("table %s: %lld rows differ\n", t, (long long)k);
+    assert_int_equal(k, 0);
+    tables++;
+  }
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  assert_int_equal(tables, 6); /* v, "odd "name"", nokey, audit, later, sqlite_sequence */
+  assert_int_equal(tl_sql_int(orig, "PRAGMA user_version"), 2);
+  assert_int_equal(tl_sql_int(loaded, "PRAGMA user_version"), 2);
+}
+
+static void test_sql_dump_loads_back_equal(void **state) {
+  struct tl_child *c = *state;
+  char head[4096];
+
+  write_file("dump-schema.sql", DUMP_SCHEMA);
+  remove_files("dump-exec.db", "dump-cli.db", NULL);
+  tl_start(c, "dump", 0, TL_ARGS("--schema", "dump-schema.sql"));
+  tl_expect(
+      c, "POST", "/v1/do", NULL,
+      "{\"statements\":["
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(?, ?, ?, NULL, ?)\","
+      "\"params\":[9223372036854775807, 0.1, \"it's \\\"quoted\\\" -- not a comment; ☃ é 日本\", null]},"
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(-9223372036854775808, 1e300, 'line1\\nline2', "
+      "x'00ff10', 1.0)\"},"
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(3, 1.0/3, '', x'', 5e-324)\"},"
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(0, 0.5, 'deleted', NULL, NULL)\"},"
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(1, 1e999, CAST(x'610062' AS TEXT), "
+      "zeroblob(3), -1e999)\"},"
+      "{\"sql\":\"INSERT INTO v(i, r, s, b, x) VALUES(2, -0.0, 'x''y', randomblob(2000), 123456789.125)\"},"
+      "{\"sql\":\"INSERT INTO \\\"odd \\\"\\\"name\\\"\\\"\\\"(k, n) VALUES('a', 1), ('b''c', NULL)\"},"
+      "{\"sql\":\"INSERT INTO nokey VALUES(1, 'one'), (1, 'one'), (NULL, NULL)\"},"
+      "{\"sql\":\"DELETE FROM v WHERE i = 0\"}]}",
+      200, NULL);
+  assert_int_equal(download(c, "/v1/backup?format=sql", NULL, "dump.sql", head, sizeof head), 200);
+  assert_non_null(strcasestr(head, "content-type: application/sql"));
+  assert_non_null(strstr(head, ".sql\""));
+
+  /* Loaded by sqlite3_exec. */
+  FILE *f = fopen("dump.sql", "rb");
+  assert_non_null(f);
+  char *sql = calloc(1, 1 << 20);
+  assert_non_null(sql);
+  size_t n = fread(sql, 1, (1 << 20) - 1, f);
+  fclose(f);
+  assert_true(n > 0 && n < (1 << 20) - 1);
+  assert_non_null(strstr(sql, "PRAGMA user_version=2;"));
+  sqlite3 *db;
+  assert_int_equal(sqlite3_open("dump-exec.db", &db), SQLITE_OK);
+  char *err = NULL;
+  int rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+  if (rc != SQLITE_OK)
+    print_error("loading the dump: %s\n", err);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+  free(sql);
+  assert_same("dump.db", "dump-exec.db");
+
+  /* Loaded by the sqlite3 shell, as the README says. */
+  if (system("command -v sqlite3 >/dev/null 2>&1") == 0) {
+    assert_int_equal(system("sqlite3 dump-cli.db < dump.sql"), 0);
+    assert_same("dump.db", "dump-cli.db");
+  } else {
+    print_message("no sqlite3 shell on PATH: the dump was loaded by sqlite3_exec only\n");
+  }
+}
+
+/* ---- A client leaving, limits, auth -------------------------------------- */
+
+static void test_client_leaves_mid_download(void **state) {
+  struct tl_child *c = *state;
+  char buf[65536], head[4096];
+  size_t have;
+  int fds[2];
+
+  write_file("leave-token.txt", TOKEN "\n");
+  tl_start(c, "leave", 0, TL_ARGS("--token-file", "leave-token.txt"));
+  const char *auth = "Bearer " TOKEN;
+  tl_expect(c, "GET", "/v1/backup", NULL, NULL, 401, NULL);
+  tl_expect(c, "GET", "/v1/backup?format=csv", auth, NULL, 400, "format=sql");
+  /* tl_expect sends no token: fill by hand. */
+  int fd =
+      tl_send(c, "POST", "/v1/do", auth,
+              "{\"statements\":[{\"sql\":\"CREATE TABLE pad(id INTEGER PRIMARY KEY, b BLOB)\"},"
+              "{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 32000) "
+              "INSERT INTO pad(b) SELECT randomblob(1000) FROM n\"}]}");
+  struct tl_resp r;
+  tl_read(fd, &r);
+  assert_int_equal(r.status, 200);
+  tl_resp_free(&r);
+  long rss0 = tl_rss_kib(c->pid);
+
+  /* Two downloads that stall (their clients read a little, then nothing),
+   * a third refused. */
+  for (int i = 0; i < 2; i++) {
+    int rcvbuf = 4096;
+    fds[i] = tl_connect(c);
+    assert_true(fds[i] >= 0);
+    setsockopt(fds[i], SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    char req[256];
+    int len = snprintf(req, sizeof req,
+                       "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: %s\r\n\r\n", auth);
+    assert_int_equal(write(fds[i], req, (size_t)len), len);
+    size_t hlen = read_head(fds[i], buf, sizeof buf, &have);
+    assert_non_null(strstr(buf, "200 OK"));
+    assert_true(hlen <= have);
+  }
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, NULL); /* the loop serves on */
+  assert_int_equal(download(c, "/v1/backup", auth, "leave-3.db", head, sizeof head), 503);
+  assert_non_null(strcasestr(head, "retry-after:"));
+  long rss1 = tl_rss_kib(c->pid);
+  print_message("lithd RSS %ld KiB before, %ld KiB with two stalled downloads of a %lld KiB database\n", rss0,
+                rss1, (long long)tl_sql_int("leave.db", "PRAGMA page_count") * 4);
+  assert_true(rss1 - rss0 < 16 * 1024); /* far less than the 32 MB database, twice */
+  /* The snapshots are already gone from the disk, held by lithd only. */
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+  assert_int_equal(snapshot_fds(c->pid), 2);
+
+  close(fds[0]);
+  close(fds[1]);
+  for (int i = 0; i < 100 && snapshot_fds(c->pid) > 0; i++)
+    sleep_ms(50);
+  assert_int_equal(snapshot_fds(c->pid), 0);
+  /* lithd is fine: a whole download, then writes. */
+  assert_int_equal(download(c, "/v1/backup", auth, "leave-after.db", head, sizeof head), 200);
+  tl_assert_integrity("leave-after.db");
+  assert_int_equal(tl_sql_int("leave-after.db", "SELECT count(*) FROM pad"), 32000);
+  assert_int_equal(snapshot_fds(c->pid), 0);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* SIGTERM while a download stalls: lithd cuts it and exits 0, nothing left
+ * on disk. */
+static void test_sigterm_during_download(void **state) {
+  struct tl_child *c = *state;
+  char buf[65536];
+  size_t have;
+  int rcvbuf = 4096;
+
+  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300"));
+  fill(c, tl_scaled(8000));
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  const char *req = "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+  read_head(fd, buf, sizeof buf, &have);
+  assert_non_null(strstr(buf, "200 OK"));
+  assert_int_equal(snapshot_fds(c->pid), 1);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  close(fd);
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+  tl_assert_integrity("bkterm.db");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_backup_under_load_restored, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_restore_refusals, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_during_download, tl_setup, tl_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
