@@ -62,14 +62,17 @@ async function startLithd(args = [], token = null) {
   while (!fs.existsSync(sock)) await sleep(50);
   return {
     url, sock, dir,
+    // SIGTERM; lithd must exit 0 (a crash or a sanitizer's report fails the suite)
     async stop() {
-      if (proc.exitCode === null) {
+      if (proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise((r) => proc.once("exit", r));
         proc.kill("SIGTERM");
         await exited;
       }
       fs.closeSync(log);
+      const out = fs.readFileSync(path.join(dir, "lithd.log"), "utf8");
       fs.rmSync(dir, { recursive: true, force: true });
+      if (proc.exitCode !== 0) throw new Error(`lithd exited ${proc.exitCode ?? proc.signalCode}:\n${out}`);
     },
   };
 }

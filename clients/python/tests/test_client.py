@@ -76,7 +76,10 @@ class Lithd:
                 except lith.ConnectionFailed:
                     if self.proc.poll() is not None or time.time() > deadline:
                         out = self.output()
-                        self.stop()
+                        try:
+                            self.stop()
+                        except RuntimeError:
+                            pass
                         raise RuntimeError("lithd did not start: " + out)
                     time.sleep(0.05)
         while not os.path.exists(self.sock):
@@ -87,6 +90,7 @@ class Lithd:
             return f.read().decode("utf-8", "replace")
 
     def stop(self):
+        """SIGTERM; lithd must exit 0 (a crash or a sanitizer's report fails the suite)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -95,7 +99,10 @@ class Lithd:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        out = self.output()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"lithd exited {self.proc.returncode}:\n{out}")
 
 
 @unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
