@@ -276,7 +276,7 @@ static int declared_types(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o
     if (decl && !o->decls[col])
       return rfail(rn, LITH_NOMEM, i, "out of memory");
   }
-  return rn->r->fmt.rows_objects ? distinct_names(rn, i, o) : LITH_OK;
+  return LITH_OK;
 }
 
 static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
@@ -297,8 +297,9 @@ static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) 
     if (!o->cols[col])
       return rfail(rn, LITH_NOMEM, i, "out of memory");
   }
-  if (rn->r->fmt.types)
-    return declared_types(rn, i, st, o);
+  int rc;
+  if (rn->r->fmt.types && (rc = declared_types(rn, i, st, o)) != LITH_OK)
+    return rc;
   return rn->r->fmt.rows_objects ? distinct_names(rn, i, o) : LITH_OK;
 }
 
