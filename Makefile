@@ -108,6 +108,8 @@ include tools/lithd/lithd.mk
 TEST_BIN += $(LITHD_TEST_BIN)
 include tools/lith/lith.mk
 TEST_BIN += $(LITH_CLI_TEST_BIN)
+include clients/clients.mk
+TEST_BIN += $(CLIENT_TEST_BIN)
 include examples/kanban/board.mk
 TEST_BIN += $(KANBAN_BOARD_TEST)
 include examples/kanban/server.mk

@@ -218,6 +218,16 @@ static void submit_error(lithd_error *e, int rc) {
     lithd_error_set(e, rc, -1, "%s", rc == LITH_CLOSED ? "lithd is shutting down" : lith_errstr(rc));
 }
 
+/* The answer format's query parameters (?rows=objects, sqljson.h) onto a
+ * parsed batch; returns 0 when they are refused (answered). */
+static int apply_query(lith_http_req *req, lithd_batch *b) {
+  lithd_error e;
+  if (lithd_batch_apply_query(b, lith_http_req_query(req), &e) == LITH_OK)
+    return 1;
+  respond_lithd_error(req, &e);
+  return 0;
+}
+
 /* Parse the request body into a batch, or answer the error (returns NULL). */
 static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
   size_t len = 0;
@@ -227,6 +237,10 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
   int rc = lithd_batch_parse(body, len, &s->limits, &b, &e);
   if (rc != LITH_OK) {
     respond_lithd_error(req, &e);
+    return NULL;
+  }
+  if (!apply_query(req, b)) {
+    lithd_batch_free(b);
     return NULL;
   }
   return b;
@@ -379,6 +393,10 @@ static int h_command(lith_http_req *req, void *arg) {
     return LITH_HTTP_DONE;
   if (lithd_commands_batch(s->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
+    do_ctx_free(c);
+    return LITH_HTTP_DONE;
+  }
+  if (!apply_query(req, c->batch)) {
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
@@ -660,6 +678,11 @@ static int h_batch(lith_http_req *req, void *arg) {
     batch_ctx_free(b);
     return LITH_HTTP_DONE;
   }
+  for (i = 0; i < b->n; i++)
+    if (!apply_query(req, b->items[i].batch)) {
+      batch_ctx_free(b);
+      return LITH_HTTP_DONE;
+    }
   /* Every item counts as outstanding until its callback or refusal ran;
    * one extra count held here keeps b alive through this loop. */
   b->outstanding = b->n + 1;

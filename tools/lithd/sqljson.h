@@ -37,6 +37,7 @@
  *   {"base64": s} <-> BLOB; s in the standard alphabet with '=' padding,
  *                     strict: no whitespace, no missing padding, no stray
  *                     bits. The empty blob is {"base64": ""}.
+ * (Integers: see "int64" under Answer format below for JavaScript.)
  * TEXT that is not valid UTF-8 cannot be a JSON string: the statement fails
  * (LITHD_UNENCODABLE, naming row and column) rather than come back as
  * something else; CAST(x AS BLOB) reads such a column as a blob.
@@ -177,6 +178,46 @@ int lithd_http_status(int code);
  * memory. Invalid UTF-8 in the message is replaced by U+FFFD. */
 char *lithd_error_json(const lithd_error *err);
 
+/* ---- Answer format --------------------------------------------------------
+ * How lithd_result_json writes a result. The request chooses, with keys of
+ * its body beside "statements" (/v1/do, /v1/query, each command of
+ * /v1/batch):
+ *
+ *   {"statements": [...], "rows": "objects", "types": true, "int64": "string"}
+ *
+ * or with the same names as query parameters on any route that answers
+ * rows (?rows=objects&types=true&int64=string), which win over the body's:
+ *
+ *   rows   "arrays" (the default): each row is [v, ...] in the order of
+ *          "columns". "objects": each row is {"column": v, ...}. A
+ *          statement two of whose columns have the same name (SELECT a.id,
+ *          b.id) fails with LITHD_BAD_REQUEST before it is stepped, naming
+ *          both columns: an object cannot hold both values, and suffixing
+ *          one would make a name the query never had. Name them apart with
+ *          AS, or ask for arrays, which stay lossless.
+ *   types  false (the default); true adds "types" right after "columns":
+ *          each column's declared type as written in CREATE TABLE
+ *          (sqlite3_column_decltype: "INTEGER", "TEXT", "VARCHAR(20)", ...)
+ *          or null when the column is an expression. Declared, not stored:
+ *          SQLite lets a column hold any type.
+ *   int64  "number" (the default): every integer is a JSON number, exact
+ *          over the 64-bit range. "string": integers beyond +-(2^53 - 1),
+ *          which JavaScript's JSON.parse would round to another number,
+ *          are JSON strings of their decimal digits instead ("changes" and
+ *          "last_insert_rowid" too); the others stay numbers, so an answer
+ *          without such integers is the same either way.
+ *
+ * Answers without these keys are as they always were. Errors are not
+ * affected. */
+typedef struct lithd_format {
+  int rows_objects;  /* 1: rows as objects */
+  int types;         /* 1: "types" after "columns" */
+  int int64_strings; /* 1: integers beyond +-(2^53 - 1) as strings */
+} lithd_format;
+
+/* The largest integer JSON.parse reads exactly: 2^53 - 1. */
+#define LITHD_JS_SAFE_INT 9007199254740991LL
+
 /* ---- Requests ------------------------------------------------------------ */
 
 typedef struct lithd_batch lithd_batch;
@@ -198,6 +239,14 @@ int lithd_batch_parse(const char *body, size_t len, const lithd_limits *lim, lit
  * check. */
 int lithd_batch_from_value(const lj_value *root, const lithd_limits *lim, lithd_batch **out,
                            lithd_error *err);
+
+/* Apply the answer format's query parameters (`query`: the text after
+ * '?', undecoded; NULL or "" for none) to `b`, over what its body said.
+ * Parameters are separated by '&'; each must be rows=arrays|objects,
+ * types=true|false or int64=number|string. Anything else is
+ * LITHD_BAD_REQUEST (*err, may be NULL, says which): a misspelt option must
+ * not go unnoticed. Returns LITH_OK. */
+int lithd_batch_apply_query(lithd_batch *b, const char *query, lithd_error *err);
 
 /* The number of statements in `b`. */
 int lithd_batch_count(const lithd_batch *b);

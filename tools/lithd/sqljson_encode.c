@@ -123,9 +123,20 @@ static void put_base64(lithd_buf *b, const unsigned char *p, size_t n) {
   lithd_buf_puts(b, "\"}");
 }
 
-static void put_value(lithd_buf *b, const value *v) {
+/* An integer of an answer: as a string beyond what JSON.parse reads
+ * exactly, when the request asked (sqljson.h, "int64"). */
+static void put_int(lithd_buf *b, int64_t v, const lithd_format *f) {
+  int quote = f->int64_strings && (v > LITHD_JS_SAFE_INT || v < -LITHD_JS_SAFE_INT);
+  if (quote)
+    lithd_buf_put(b, "\"", 1);
+  lithd_json_put_int(b, v);
+  if (quote)
+    lithd_buf_put(b, "\"", 1);
+}
+
+static void put_value(lithd_buf *b, const value *v, const lithd_format *f) {
   switch (v->type) {
-  case SQLITE_INTEGER: lithd_json_put_int(b, v->u.i); break;
+  case SQLITE_INTEGER: put_int(b, v->u.i, f); break;
   case SQLITE_FLOAT: put_real(b, v->u.d); break;
   case SQLITE_TEXT: lithd_json_put_string(b, (const char *)v->u.p, v->n); break;
   case SQLITE_BLOB: put_base64(b, v->u.p, v->n); break;
@@ -156,31 +167,48 @@ char *lithd_result_json(const lithd_result *r) {
     return NULL;
   if (r->err.code != LITH_OK)
     return lithd_error_json(&r->err);
+  const lithd_format *f = &r->fmt;
   lithd_buf_puts(&out, "{\"results\":[");
   for (int i = 0; i < r->n; i++) {
     const stmt_out *o = &r->outs[i];
     if (i)
       lithd_buf_put(&out, ",", 1);
     lithd_buf_puts(&out, "{\"changes\":");
-    lithd_json_put_int(&out, o->changes);
+    put_int(&out, o->changes, f);
     lithd_buf_puts(&out, ",\"last_insert_rowid\":");
-    lithd_json_put_int(&out, o->last_rowid);
+    put_int(&out, o->last_rowid, f);
     lithd_buf_puts(&out, ",\"columns\":[");
     for (int c = 0; c < o->ncols; c++) {
       if (c)
         lithd_buf_put(&out, ",", 1);
       lithd_json_put_string(&out, o->cols[c], strlen(o->cols[c]));
     }
+    if (f->types) {
+      lithd_buf_puts(&out, "],\"types\":[");
+      for (int c = 0; c < o->ncols; c++) {
+        if (c)
+          lithd_buf_put(&out, ",", 1);
+        if (o->decls && o->decls[c])
+          lithd_json_put_string(&out, o->decls[c], strlen(o->decls[c]));
+        else
+          lithd_buf_puts(&out, "null");
+      }
+    }
     lithd_buf_puts(&out, "],\"rows\":[");
     const value *v = o->vals;
     for (int64_t row = 0; row < o->nrows; row++) {
-      lithd_buf_puts(&out, row ? ",[" : "[");
+      lithd_buf_puts(&out, row ? "," : "");
+      lithd_buf_put(&out, f->rows_objects ? "{" : "[", 1);
       for (int c = 0; c < o->ncols; c++, v++) {
         if (c)
           lithd_buf_put(&out, ",", 1);
-        put_value(&out, v);
+        if (f->rows_objects) { /* names checked distinct when the statement ran */
+          lithd_json_put_string(&out, o->cols[c], strlen(o->cols[c]));
+          lithd_buf_put(&out, ":", 1);
+        }
+        put_value(&out, v, f);
       }
-      lithd_buf_put(&out, "]", 1);
+      lithd_buf_put(&out, f->rows_objects ? "}" : "]", 1);
     }
     lithd_buf_puts(&out, "]}");
   }

@@ -13,7 +13,7 @@
  *
  * Ownership: a batch owns its arena (`mem`), and every string and value
  * of its statements lives there. A result owns its arena (column names,
- * TEXT and BLOB bytes) and its `outs` and each out's `vals` (malloc'd:
+ * declared types, TEXT and BLOB bytes) and its `outs` and each out's `vals` (malloc'd:
  * they grow row by row).
  */
 #ifndef LITHD_SQLJSON_INT_H
@@ -57,6 +57,7 @@ typedef struct stmt_spec {
 /* A parsed request: lithd_batch_parse fills it, lithd_batch_run reads it. */
 struct lithd_batch {
   lithd_limits lim;
+  lithd_format fmt; /* how the answer is written; the result copies it */
   int n;
   stmt_spec *stmts;
   lithd_arena mem;
@@ -68,6 +69,7 @@ typedef struct stmt_out {
   int64_t last_rowid;
   int ncols;
   const char **cols;
+  const char **decls; /* declared types (NULL: an expression), with fmt.types */
   int64_t nrows;
   value *vals; /* nrows * ncols, row by row */
   size_t nvals, capvals;
@@ -76,7 +78,8 @@ typedef struct stmt_out {
 /* A run's outcome: lithd_batch_run fills it, lithd_result_json reads it. */
 struct lithd_result {
   lithd_error err;
-  int n; /* statements that ran (all of them on success) */
+  lithd_format fmt; /* the batch's, when it ran */
+  int n;            /* statements that ran (all of them on success) */
   int nouts;
   stmt_out *outs; /* nouts: one per statement of the batch */
   int64_t rows;   /* all statements together */

@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,15 +273,106 @@ static int parse_statement(lithd_batch *b, int i, const lj_value *j, lithd_error
   return parse_params(b, spec, i, lj_get(j, "params"), err, own);
 }
 
+/* ---- Answer format ------------------------------------------------------------ */
+
+/* The three options of lithd_format, each with its two spellings (the
+ * default first): one table for the body's keys and the query's. */
+typedef struct fmt_opt {
+  const char *name;
+  const char *off, *on;
+  size_t field; /* offsetof the int in lithd_format */
+} fmt_opt;
+
+static const fmt_opt fmt_opts[] = {
+    {"rows", "arrays", "objects", offsetof(lithd_format, rows_objects)},
+    {"types", "false", "true", offsetof(lithd_format, types)},
+    {"int64", "number", "string", offsetof(lithd_format, int64_strings)},
+};
+#define NFMT (sizeof fmt_opts / sizeof *fmt_opts)
+
+static const fmt_opt *fmt_find(const char *name, size_t len) {
+  for (size_t i = 0; i < NFMT; i++)
+    if (strlen(fmt_opts[i].name) == len && memcmp(fmt_opts[i].name, name, len) == 0)
+      return &fmt_opts[i];
+  return NULL;
+}
+
+static int *fmt_field(lithd_format *f, const fmt_opt *o) { return (int *)((char *)f + o->field); }
+
+/* Set o's field of f from its spelling v[0..n); -1 if v is neither. */
+static int fmt_set(lithd_format *f, const fmt_opt *o, const char *v, size_t n) {
+  if (strlen(o->off) == n && memcmp(o->off, v, n) == 0)
+    *fmt_field(f, o) = 0;
+  else if (strlen(o->on) == n && memcmp(o->on, v, n) == 0)
+    *fmt_field(f, o) = 1;
+  else
+    return -1;
+  return 0;
+}
+
+/* A body key of the answer format: a string spelt as in the query
+ * ("objects"), but a JSON boolean for "types". */
+static int parse_format_key(lithd_batch *b, const fmt_opt *o, const lj_value *v, lithd_error *err) {
+  const char *q = "\"";
+  int bad = -1;
+  if (strcmp(o->on, "true") == 0) {
+    q = "";
+    if (v->type == LJ_TRUE || v->type == LJ_FALSE) {
+      *fmt_field(&b->fmt, o) = v->type == LJ_TRUE;
+      bad = 0;
+    }
+  } else if (v->type == LJ_STRING)
+    bad = fmt_set(&b->fmt, o, v->u.s, v->n);
+  if (bad)
+    return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"%s\" must be %s%s%s or %s%s%s", o->name, q, o->off,
+                           q, q, o->on, q);
+  return LITH_OK;
+}
+
+int lithd_batch_apply_query(lithd_batch *b, const char *query, lithd_error *err) {
+  lithd_format f;
+  if (!b)
+    return lithd_error_set(err, LITH_MISUSE, -1, "lithd_batch_apply_query: no batch");
+  f = b->fmt;
+  for (const char *p = query ? query : ""; *p;) {
+    size_t len = strcspn(p, "&");
+    const char *eq = memchr(p, '=', len);
+    size_t klen = eq ? (size_t)(eq - p) : len;
+    const fmt_opt *o = len ? fmt_find(p, klen) : NULL;
+    if (len && !o)
+      return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
+                             "unknown query parameter \"%.*s\" (the answer's are rows, types and int64)",
+                             (int)(klen > 64 ? 64 : klen), p);
+    if (o && (!eq || fmt_set(&f, o, eq + 1, len - klen - 1) != 0))
+      return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "query parameter %s must be %s=%s or %s=%s", o->name,
+                             o->name, o->off, o->name, o->on);
+    p += len;
+    if (*p == '&')
+      p++;
+  }
+  b->fmt = f; /* all or nothing */
+  return LITH_OK;
+}
+
 /* The statements of a parsed body into a new batch (b is empty, its
  * limits resolved); `own`: the tree lives in b's arena. */
 static int batch_fill(lithd_batch *b, const lj_value *root, lithd_error *err, int own) {
-  const char *key;
   if (root->type != LJ_OBJECT)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "the body must be an object: {\"statements\": [...]}");
-  if ((key = unknown_key(root, "statements", NULL)) != NULL)
-    return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "unknown key \"%.64s\" (the body has \"statements\")",
-                           key);
+  for (size_t i = 0; i < root->n; i++) {
+    const lj_member *m = &root->u.members[i];
+    const fmt_opt *o;
+    if (m->keylen == strlen("statements") && memcmp(m->key, "statements", m->keylen) == 0)
+      continue;
+    if (!(o = fmt_find(m->key, m->keylen)))
+      return lithd_error_set(err, LITHD_BAD_REQUEST, -1,
+                             "unknown key \"%.64s\" (the body has \"statements\", and may have \"rows\", "
+                             "\"types\" and \"int64\")",
+                             m->key);
+    int rc = parse_format_key(b, o, m->value, err);
+    if (rc != LITH_OK)
+      return rc;
+  }
   const lj_value *list = lj_get(root, "statements");
   if (!list || list->type != LJ_ARRAY)
     return lithd_error_set(err, LITHD_BAD_REQUEST, -1, "\"statements\" must be an array%s",

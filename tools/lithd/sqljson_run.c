@@ -261,6 +261,52 @@ static int not_a_query(runner *rn, int i) {
                "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
 }
 
+/* Rows as objects need one key per column: refuse a statement two of
+ * whose columns share a name (sqljson.h, "rows"), before it is stepped.
+ * Sorted copies of the names, so a wide SELECT * costs n log n. */
+static int by_name(const void *a, const void *b) {
+  return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+static int distinct_names(const runner *rn, int i, const stmt_out *o) {
+  int rc = LITH_OK;
+  const char ***sorted; /* pointers into o->cols */
+  if (o->ncols < 2)
+    return LITH_OK;
+  sorted = malloc((size_t)o->ncols * sizeof *sorted);
+  if (!sorted)
+    return rfail(rn, LITH_NOMEM, i, "out of memory");
+  for (int c = 0; c < o->ncols; c++)
+    sorted[c] = &o->cols[c];
+  qsort(sorted, (size_t)o->ncols, sizeof *sorted, by_name);
+  for (int c = 1; c < o->ncols; c++)
+    if (strcmp(*sorted[c - 1], *sorted[c]) == 0) {
+      int a = (int)(sorted[c - 1] - o->cols), b = (int)(sorted[c] - o->cols);
+      rc = rfail(rn, LITHD_BAD_REQUEST, i,
+                 "columns %d and %d are both named \"%.64s\": rows as objects need distinct names "
+                 "(name them apart with AS, or ask for rows as arrays)",
+                 a < b ? a : b, a < b ? b : a, *sorted[c]);
+      break;
+    }
+  free(sorted);
+  return rc;
+}
+
+/* Each column's declared type, as CREATE TABLE spelt it (NULL for an
+ * expression), when the answer carries "types". */
+static int declared_types(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
+  o->decls = lithd_arena_alloc(&rn->r->mem, (size_t)o->ncols * sizeof *o->decls, _Alignof(max_align_t));
+  if (!o->decls)
+    return rfail(rn, LITH_NOMEM, i, "out of memory");
+  for (int col = 0; col < o->ncols; col++) {
+    const char *decl = sqlite3_column_decltype(st, col);
+    o->decls[col] = decl ? lithd_arena_copy(&rn->r->mem, decl, strlen(decl)) : NULL;
+    if (decl && !o->decls[col])
+      return rfail(rn, LITH_NOMEM, i, "out of memory");
+  }
+  return LITH_OK;
+}
+
 static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   o->ncols = sqlite3_column_count(st);
   if (o->ncols == 0)
@@ -279,7 +325,10 @@ static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) 
     if (!o->cols[col])
       return rfail(rn, LITH_NOMEM, i, "out of memory");
   }
-  return LITH_OK;
+  int rc;
+  if (rn->r->fmt.types && (rc = declared_types(rn, i, st, o)) != LITH_OK)
+    return rc;
+  return rn->r->fmt.rows_objects ? distinct_names(rn, i, o) : LITH_OK;
 }
 
 static int run_one(runner *rn, int i) {
@@ -365,6 +414,7 @@ static int run_batch(runner *rn, lithd_result **out) {
   if (!r->outs)
     goto err_free_result;
   r->nouts = b->n;
+  r->fmt = b->fmt;
   lithd__error_clear(&r->err);
   rn->r = r;
   *out = r;

@@ -1037,6 +1037,204 @@ static void test_rerun_after_transaction_abort(void **state) {
 
 /* ---- Error JSON and status codes --------------------------------------------- */
 
+/* ---- Answer format (sqljson.h) ------------------------------------------------ */
+
+/* The result's JSON text for a read of `text` (the caller frees it). */
+static char *read_text(lith *db, const char *text) {
+  job j;
+  lithd_error e = {0, -1, ""};
+  int rc = read_json(db, &j, text);
+  if (rc != LITH_OK) {
+    lithd_result_error(j.res, &e);
+    fail_msg("read %s: %s: %s", text, lithd_code_name(rc), e.message);
+  }
+  char *s = lithd_result_json(j.res);
+  assert_non_null(s);
+  job_free(&j);
+  return s;
+}
+
+static void test_rows_as_objects_and_types(void **state) {
+  (void)state;
+  lith *db = open_db();
+  job j;
+  char *text;
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: [{`sql`: `CREATE TABLE w(id INTEGER PRIMARY KEY, name VARCHAR(20), "
+              "b BLOB, loose)`}, {`sql`: `INSERT INTO w VALUES (1, 'a', x'00ff', 2.5), "
+              "(2, NULL, NULL, 'x') RETURNING id`}], `rows`: `objects`, `types`: true}"),
+      LITH_OK);
+  text = lithd_result_json(j.res);
+  /* the writer's answer in the asked format, RETURNING rows as objects too */
+  assert_string_equal(text,
+                      "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,\"columns\":[],\"types\":[],"
+                      "\"rows\":[]},{\"changes\":2,\"last_insert_rowid\":2,\"columns\":[\"id\"],"
+                      "\"types\":[\"INTEGER\"],\"rows\":[{\"id\":1},{\"id\":2}]}]}");
+  free(text);
+  job_free(&j);
+
+  /* declared types as written, null for expressions; objects keep the
+   * column order and every value type */
+  text = read_text(
+      db, "{`statements`: [{`sql`: `SELECT id, name, b, loose, id * 2 AS twice FROM w ORDER BY id`}],"
+          " `rows`: `objects`, `types`: true}");
+  assert_string_equal(
+      text, "{\"results\":[{\"changes\":0,\"last_insert_rowid\":0,"
+            "\"columns\":[\"id\",\"name\",\"b\",\"loose\",\"twice\"],"
+            "\"types\":[\"INTEGER\",\"VARCHAR(20)\",\"BLOB\",null,null],"
+            "\"rows\":[{\"id\":1,\"name\":\"a\",\"b\":{\"base64\":\"AP8=\"},\"loose\":2.5,\"twice\":2},"
+            "{\"id\":2,\"name\":null,\"b\":null,\"loose\":\"x\",\"twice\":4}]}]}");
+  free(text);
+  /* each alone: objects without types, types with arrays */
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT id FROM w WHERE id = 1`}], `rows`: `objects`}");
+  assert_non_null(strstr(text, "\"columns\":[\"id\"],\"rows\":[{\"id\":1}]"));
+  free(text);
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT id FROM w WHERE id = 1`}], `types`: true}");
+  assert_non_null(strstr(text, "\"columns\":[\"id\"],\"types\":[\"INTEGER\"],\"rows\":[[1]]"));
+  free(text);
+  /* the defaults spelt out are the answer without them, byte for byte */
+  char *plain = read_text(db, "{`statements`: [{`sql`: `SELECT * FROM w`}]}");
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT * FROM w`}], `rows`: `arrays`, `types`: false,"
+                       " `int64`: `number`}");
+  assert_string_equal(text, plain);
+  free(text);
+  free(plain);
+  /* a key of an object is escaped as a JSON string */
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT 1 AS \\\"a\\\"\\\"b\\\"`}], `rows`: `objects`}");
+  assert_non_null(strstr(text, "\"rows\":[{\"a\\\"b\":1}]"));
+  free(text);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+static void test_duplicate_names_refused_as_objects(void **state) {
+  (void)state;
+  lith *db = open_db();
+  job j;
+  /* on the writer: the command fails before the statement is stepped, and
+   * the statements before it are undone with it */
+  assert_int_equal(
+      do_json(db, &j,
+              "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (1, 1)`},"
+              " {`sql`: `INSERT INTO t(id, v) VALUES (2, 2) RETURNING id, v, id`}], `rows`: `objects`}"),
+      LITHD_BAD_REQUEST);
+  result_fails(j.res, LITHD_BAD_REQUEST, 1, "columns 0 and 2 are both named \"id\"");
+  job_free(&j);
+  assert_int_equal(count_rows(db, "SELECT count(*) FROM t"), 0);
+  assert_int_equal(lithd_http_status(LITHD_BAD_REQUEST), 400);
+  /* on a reader */
+  assert_int_equal(read_json(db, &j,
+                             "{`statements`: [{`sql`: `SELECT 1 AS a, 2 AS b, 3 AS c, 4 AS b`}],"
+                             " `rows`: `objects`, `types`: true}"),
+                   LITHD_BAD_REQUEST);
+  result_fails(j.res, LITHD_BAD_REQUEST, 0, "columns 1 and 3 are both named \"b\"");
+  job_free(&j);
+  /* names that differ only in case are two keys; arrays hold duplicates */
+  char *text = read_text(db, "{`statements`: [{`sql`: `SELECT 1 AS a, 2 AS A`}], `rows`: `objects`}");
+  assert_non_null(strstr(text, "\"rows\":[{\"a\":1,\"A\":2}]"));
+  free(text);
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT 1 AS a, 2 AS a`}]}");
+  assert_non_null(strstr(text, "\"columns\":[\"a\",\"a\"],\"rows\":[[1,2]]"));
+  free(text);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+static void test_int64_as_strings(void **state) {
+  (void)state;
+  lith *db = open_db();
+  job j;
+  char *text;
+  /* the bounds of what JSON.parse reads exactly stay numbers; one past
+   * them, and the 64-bit ends, become strings (changes and rowids too) */
+  assert_int_equal(do_json(db, &j,
+                           "{`statements`: [{`sql`: `INSERT INTO t(id, v) VALUES (9223372036854775807, 1)`},"
+                           " {`sql`: `SELECT 9007199254740991, -9007199254740991, 9007199254740992,"
+                           " -9007199254740992, -9223372036854775808, 0.5, '12345678901234567890'`}],"
+                           " `int64`: `string`}"),
+                   LITH_OK);
+  text = lithd_result_json(j.res);
+  assert_non_null(strstr(text, "{\"changes\":1,\"last_insert_rowid\":\"9223372036854775807\","));
+  assert_non_null(strstr(text,
+                         "\"rows\":[[9007199254740991,-9007199254740991,\"9007199254740992\","
+                         "\"-9007199254740992\",\"-9223372036854775808\",0.5,\"12345678901234567890\"]]"));
+  free(text);
+  job_free(&j);
+  /* with objects: the same values */
+  text =
+      read_text(db, "{`statements`: [{`sql`: `SELECT id, v FROM t`}], `int64`: `string`, `rows`: `objects`}");
+  assert_non_null(strstr(text, "\"rows\":[{\"id\":\"9223372036854775807\",\"v\":1}]"));
+  free(text);
+  /* and without: numbers, every digit */
+  text = read_text(db, "{`statements`: [{`sql`: `SELECT id FROM t`}]}");
+  assert_non_null(strstr(text, "\"rows\":[[9223372036854775807]]"));
+  free(text);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+static void test_format_from_query_and_bad_values(void **state) {
+  (void)state;
+  lithd_error err;
+  lithd_batch *b = NULL;
+  lith *db = open_db();
+  job j;
+  const char *body = "{\"statements\": [{\"sql\": \"SELECT 9007199254740993 AS n\"}], \"rows\": \"objects\"}";
+  /* the query wins over the body; parameters it does not name stay as the body said */
+  assert_int_equal(lithd_batch_parse(body, strlen(body), NULL, &b, &err), LITH_OK);
+  assert_int_equal(lithd_batch_apply_query(b, "types=true&&int64=string", &err), LITH_OK);
+  memset(&j, 0, sizeof j);
+  j.b = b;
+  assert_int_equal(lith_read(db, read_fn, &j), LITH_OK);
+  char *text = lithd_result_json(j.res);
+  assert_non_null(strstr(text, "\"types\":[null],\"rows\":[{\"n\":\"9007199254740993\"}]"));
+  free(text);
+  lithd_result_free(j.res);
+  j.res = NULL;
+  assert_int_equal(lithd_batch_apply_query(b, "rows=arrays&types=false", &err), LITH_OK);
+  assert_int_equal(lith_read(db, read_fn, &j), LITH_OK);
+  text = lithd_result_json(j.res);
+  assert_non_null(strstr(text, "\"columns\":[\"n\"],\"rows\":[[\"9007199254740993\"]]"));
+  free(text);
+  lithd_result_free(j.res);
+  j.res = NULL;
+  /* nothing to apply: NULL or "" */
+  assert_int_equal(lithd_batch_apply_query(b, NULL, &err), LITH_OK);
+  assert_int_equal(lithd_batch_apply_query(b, "", &err), LITH_OK);
+  /* refused, all or nothing: a good parameter before a bad one is not applied */
+  static const struct {
+    const char *query, *needle;
+  } bad[] = {
+      {"rows=object", "rows must be rows=arrays or rows=objects"},
+      {"rows", "rows must be rows=arrays or rows=objects"},
+      {"int64=bigint", "int64 must be int64=number or int64=string"},
+      {"types=1", "types must be types=false or types=true"},
+      {"int64=string&row=objects", "unknown query parameter \"row\""},
+      {"rows=objects%20", "rows must be"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(lithd_batch_apply_query(b, bad[i].query, &err), LITHD_BAD_REQUEST);
+    if (!strstr(err.message, bad[i].needle))
+      fail_msg("%s: \"%s\", want \"%s\"", bad[i].query, err.message, bad[i].needle);
+  }
+  assert_int_equal(lith_read(db, read_fn, &j), LITH_OK);
+  text = lithd_result_json(j.res);
+  assert_non_null(strstr(text, "\"rows\":[[\"9007199254740993\"]]"));
+  free(text);
+  job_free(&j);
+  /* in the body: each key's own type and spellings */
+  parse_fails("{`statements`: [], `rows`: `object`}", NULL, LITHD_BAD_REQUEST, -1,
+              "\"rows\" must be \"arrays\" or \"objects\"");
+  parse_fails("{`statements`: [], `rows`: true}", NULL, LITHD_BAD_REQUEST, -1, "\"rows\" must be");
+  parse_fails("{`statements`: [], `types`: `true`}", NULL, LITHD_BAD_REQUEST, -1,
+              "\"types\" must be false or true");
+  parse_fails("{`statements`: [], `int64`: 1}", NULL, LITHD_BAD_REQUEST, -1,
+              "\"int64\" must be \"number\" or \"string\"");
+  parse_fails("{`statements`: [], `Rows`: `objects`}", NULL, LITHD_BAD_REQUEST, -1, "unknown key \"Rows\"");
+  /* a statement takes no format keys: the request's are for the whole answer */
+  parse_fails("{`statements`: [{`sql`: `SELECT 1`, `rows`: `objects`}]}", NULL, LITHD_BAD_REQUEST, 0,
+              "unknown key \"rows\"");
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
 static void test_error_json_and_statuses(void **state) {
   (void)state;
   lithd_error e;
@@ -1109,6 +1307,10 @@ int main(void) {
       cmocka_unit_test(test_rerun_after_transaction_abort),
       cmocka_unit_test(test_error_json_and_statuses),
       cmocka_unit_test(test_authorizer),
+      cmocka_unit_test(test_rows_as_objects_and_types),
+      cmocka_unit_test(test_duplicate_names_refused_as_objects),
+      cmocka_unit_test(test_int64_as_strings),
+      cmocka_unit_test(test_format_from_query_and_bad_values),
   };
   return cmocka_run_group_tests_name("tools/lithd/sqljson", tests, NULL, NULL);
 }

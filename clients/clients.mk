@@ -1,0 +1,25 @@
+# clients/clients.mk — the Python and Node clients' tests, run by `make test`
+# against the lithd just built.
+#
+# Included by the main Makefile after tools/lithd/lithd.mk (LITHD_BIN). Each
+# client's suite is one "test binary" for tools/run-tests.sh: a two-line
+# script that runs clients/run-client-tests.sh, which starts the suite with
+# LITHD set and prints cmocka's closing lines, so the runner's
+# "N passed, N failed" counts the clients' tests too. A suite whose
+# interpreter is missing (python3 < 3.9, node < 18) is skipped with the reason.
+#
+#   CLIENT_TEST_BIN   the two scripts, to add to TEST_BIN
+
+CLIENT_TEST_BIN := $(B)/clients/test_python $(B)/clients/test_node
+
+CLIENT_PY_SRC   := $(wildcard clients/python/src/lith/*.py clients/python/tests/*.py clients/python/_build/*.py) \
+                   clients/python/pyproject.toml
+CLIENT_NODE_SRC := $(wildcard clients/node/*.js clients/node/test/*.js) clients/node/package.json
+
+$(B)/clients/test_python: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_PY_SRC)
+$(B)/clients/test_node: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_NODE_SRC)
+$(CLIENT_TEST_BIN): $(B)/clients/test_%:
+	@mkdir -p $(dir $@)
+	@printf '#!/bin/sh\nexec sh "%s" %s "%s" "%s"\n' "$(abspath clients/run-client-tests.sh)" $* \
+	  "$(abspath clients)" "$(abspath $(LITHD_BIN))" > $@
+	@chmod +x $@

@@ -1,0 +1,417 @@
+"""The lithd client: one Client per lithd, shareable between threads.
+
+Design:
+  - http.client only. Kept-alive connections wait in a small pool (at most
+    _MAX_IDLE), so a Client can be shared by threads: each request takes
+    a connection of its own for its duration.
+  - TCP (http://host:port, https:// behind a TLS proxy) or a Unix socket
+    (a path, http+unix://<percent-encoded path>, or unix_socket=).
+  - Values: JSON as lithd speaks it. Integers are exact both ways (Python
+    ints; lithd is exact over 64 bits), bytes go as {"base64": ...} and come
+    back as bytes.
+  - 503 is retried, and only 503: lithd answers it when the request was not
+    run or was rolled back (queue full, busy, shutting down), so a retry
+    never applies a write twice. The wait is Retry-After when lithd sends
+    it, else a short doubling backoff; bounded by max_retries and by
+    max_retry_wait seconds of waiting in all. A request that timed out or
+    lost its connection is not retried: it may have committed.
+  - Answer format: rows as arrays (lithd's default) or objects, declared
+    types: sent as query parameters (?rows=objects&types=true), which every
+    lithd route that answers rows takes. Nothing is sent for the defaults,
+    so the client also talks to a lithd that predates them.
+"""
+from __future__ import annotations
+
+import base64
+import email.utils
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+from .errors import ConnectionFailed, LithError, error_for
+
+Statement = Union[str, Sequence[Any], Dict[str, Any]]
+
+# lithd_http_status (tools/lithd/sqljson.h): the status of an error code,
+# for the errors /v1/batch answers inside its 200.
+_STATUS_OF_CODE = {
+    "bad_request": 400, "sql_error": 400, "misuse": 400,
+    "not_a_query": 403, "forbidden": 403, "not_found": 404,
+    "constraint": 409, "conflict": 409, "too_large": 413,
+    "result_too_large": 422, "unencodable": 422, "timeout": 422,
+    "busy": 503, "queue_full": 503, "closed": 503, "interrupted": 503, "aborted": 503,
+    "disk_full": 507,
+}
+
+
+# Idle kept-alive connections a Client holds, at most; more threads at once
+# open more, closed when they are done.
+_MAX_IDLE = 8
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: http.client with another connect()."""
+
+    def __init__(self, path: str, timeout: Optional[float]):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self._path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Retry-After in seconds: a number, or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _encode_value(v: Any) -> Any:
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return {"base64": base64.b64encode(bytes(v)).decode("ascii")}
+    return v
+
+
+def _statement(s: Statement) -> Dict[str, Any]:
+    """"SQL", ("SQL", params) or {"sql": ..., "params": ...} as lithd's statement."""
+    if isinstance(s, str):
+        return {"sql": s}
+    if isinstance(s, dict):
+        out = dict(s)
+    elif isinstance(s, (list, tuple)) and len(s) == 2 and isinstance(s[0], str):
+        out = {"sql": s[0], "params": s[1]}
+    else:
+        raise TypeError(f"a statement is 'SQL', ('SQL', params) or {{'sql': ..., 'params': ...}}, not {s!r}")
+    params = out.get("params")
+    if isinstance(params, dict):
+        out["params"] = {k: _encode_value(v) for k, v in params.items()}
+    elif params is not None:
+        out["params"] = [_encode_value(v) for v in params]
+    return out
+
+
+def _statements(statements: Union[Statement, Iterable[Statement]]) -> List[Dict[str, Any]]:
+    # One statement ("SQL", a dict, a ("SQL", params) tuple) or a list of them.
+    if isinstance(statements, (str, dict)) or (isinstance(statements, tuple) and len(statements) == 2 and
+                                               isinstance(statements[0], str) and
+                                               not isinstance(statements[1], str)):
+        statements = [statements]
+    return [_statement(s) for s in statements]
+
+
+def _decode_cell(v: Any) -> Any:
+    # A cell that is an object is a blob: lithd writes no other object as a value.
+    if isinstance(v, dict) and len(v) == 1 and "base64" in v:
+        return base64.b64decode(v["base64"])
+    return v
+
+
+def _decode_results(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    for r in results:
+        rows = r.get("rows") or []
+        for i, row in enumerate(rows):
+            if isinstance(row, dict):
+                rows[i] = {k: _decode_cell(v) for k, v in row.items()}
+            else:
+                rows[i] = [_decode_cell(v) for v in row]
+    return results
+
+
+class Client:
+    """A lithd at `url`: "http://host:port" (the default 127.0.0.1:8765),
+    "https://...", a Unix socket path ("/run/lithd.sock"),
+    "http+unix://%2Frun%2Flithd.sock", or unix_socket="/run/lithd.sock".
+
+    token: the bearer token (lithd --token-file). timeout: seconds for
+    connecting and for each read. max_retries, max_retry_wait: how often and
+    how long in all (seconds) a 503 is retried; 0 retries turns it off.
+    on_retry(attempt, wait_seconds, error): called before each wait.
+    rows ("arrays" or "objects") and types (declared column types in
+    "types") are the defaults of every call; each call may override them.
+
+    Calls that run statements return lithd's "results": one dict per
+    statement with "changes", "last_insert_rowid", "columns", "rows" (and
+    "types" when asked). A statement is "SQL", ("SQL", params) with params
+    a list (positional) or a dict (named, ":k"), or lithd's own dict.
+    Failures raise LithError subclasses (errors.py).
+    """
+
+    def __init__(self, url: Optional[str] = None, *, token: Optional[str] = None,
+                 unix_socket: Optional[str] = None, timeout: Optional[float] = 30.0,
+                 max_retries: int = 5, max_retry_wait: float = 30.0,
+                 on_retry: Optional[Callable[[int, float, LithError], None]] = None,
+                 rows: str = "arrays", types: bool = False):
+        if rows not in ("arrays", "objects"):
+            raise ValueError('rows must be "arrays" or "objects"')
+        self.token = token
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self.on_retry = on_retry
+        self.rows = rows
+        self.types = types
+        self._prefix = ""
+        self._unix = unix_socket
+        self._tls = False
+        self._host, self._port = "127.0.0.1", 8765
+        if url is None and unix_socket is None:
+            url = "http://127.0.0.1:8765"
+        if url is not None:
+            self._parse_url(url)
+        self._lock = threading.Lock()
+        self._idle: List[http.client.HTTPConnection] = []  # kept-alive connections, free
+
+    def _parse_url(self, url: str) -> None:
+        if url.startswith("/"):
+            self._unix = url
+            return
+        u = urllib.parse.urlsplit(url)
+        if u.scheme == "http+unix":
+            self._unix = urllib.parse.unquote(u.netloc)
+        elif u.scheme in ("http", "https"):
+            self._tls = u.scheme == "https"
+            self._host = u.hostname or "127.0.0.1"
+            self._port = u.port or (443 if self._tls else 80)
+        else:
+            raise ValueError(f"not a lithd address: {url!r} (http://host:port, a socket path, http+unix://...)")
+        self._prefix = u.path.rstrip("/")
+
+    # ---- Calls ---------------------------------------------------------------
+
+    def do(self, statements: Union[Statement, Iterable[Statement]], *, rows: Optional[str] = None,
+           types: Optional[bool] = None) -> List[Dict[str, Any]]:
+        """POST /v1/do: the statements as one command (all or nothing), on the writer."""
+        body = {"statements": _statements(statements)}
+        return _decode_results(self._call("POST", "/v1/do", body, rows, types)["results"])
+
+    def query(self, statements: Union[Statement, Iterable[Statement]], *, rows: Optional[str] = None,
+              types: Optional[bool] = None) -> List[Dict[str, Any]]:
+        """POST /v1/query: read-only statements on one snapshot, on the read pool."""
+        body = {"statements": _statements(statements)}
+        return _decode_results(self._call("POST", "/v1/query", body, rows, types)["results"])
+
+    def command(self, name: str, params: Optional[Dict[str, Any]] = None, *, rows: Optional[str] = None,
+                types: Optional[bool] = None) -> List[Dict[str, Any]]:
+        """POST /v1/commands/NAME: a named command (lithd --commands) with its parameters."""
+        body = {"params": {k: _encode_value(v) for k, v in (params or {}).items()}}
+        path = "/v1/commands/" + urllib.parse.quote(name, safe="")
+        return _decode_results(self._call("POST", path, body, rows, types)["results"])
+
+    def batch(self, commands: Iterable[Iterable[Statement]], *, rows: Optional[str] = None,
+              types: Optional[bool] = None) -> List[Union[List[Dict[str, Any]], LithError]]:
+        """POST /v1/batch: several commands, each its own savepoint and outcome.
+
+        Returns one entry per command, in order: its results, or the
+        LithError it failed with (not raised: the others stand). Commands
+        refused with a 503 code (the queue was full) are sent again, alone,
+        within the same retry bounds as any 503; nothing of them ran."""
+        cmds = [{"statements": _statements(c)} for c in commands]
+        out: List[Any] = [None] * len(cmds)
+        pending = list(range(len(cmds)))
+        attempt, waited = 0, 0.0
+        while True:
+            answer = self._call("POST", "/v1/batch", {"commands": [cmds[i] for i in pending]}, rows, types)
+            again = []
+            for i, entry in zip(pending, answer["results"]):
+                if "error" in entry:
+                    e = entry["error"]
+                    code = e.get("code", "error")
+                    out[i] = error_for(_STATUS_OF_CODE.get(code, 500), code, e.get("message", ""),
+                                       e.get("statement"))
+                    if out[i].status == 503:
+                        again.append(i)
+                else:
+                    out[i] = _decode_results(entry["results"])
+            wait = min(0.05 * 2 ** attempt, 1.0)
+            if not again or attempt >= self.max_retries or waited + wait > self.max_retry_wait:
+                return out
+            if self.on_retry:
+                self.on_retry(attempt + 1, wait, out[again[0]])
+            time.sleep(wait)
+            waited += wait
+            attempt += 1
+            pending = again
+
+    def stats(self) -> Dict[str, Any]:
+        """GET /v1/stats: lithd's counters (commands, batches, queue depth, latencies, ...)."""
+        return self._call("GET", "/v1/stats")
+
+    def health(self) -> Dict[str, Any]:
+        """GET /healthz: {"ok": True} while lithd serves."""
+        return self._call("GET", "/healthz")
+
+    def commands(self) -> List[Dict[str, Any]]:
+        """GET /v1/commands: the named commands with their descriptions and parameters."""
+        return self._call("GET", "/v1/commands")["commands"]
+
+    def backup(self, path: str, *, format: str = "sqlite") -> int:
+        """GET /v1/backup: download a consistent snapshot of the live database
+        into the local file `path` (format "sqlite": a database file;
+        "sql": a .dump-style SQL text). Written to path + ".part" and renamed
+        into place once complete, so `path` is never a partial file. Returns
+        the bytes written. A lithd without the download answers 405
+        (LithError); backup_to_server() works there."""
+        query = "" if format == "sqlite" else "?format=" + urllib.parse.quote(format)
+        part = path + ".part"
+        try:
+            with open(part, "wb") as f:
+                self._request("GET", "/v1/backup" + query, None, stream_to=f)
+                size = f.tell()
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(part, path)
+        except BaseException:
+            try:
+                os.unlink(part)
+            except OSError:
+                pass
+            raise
+        return size
+
+    def backup_to_server(self, name: str) -> Dict[str, Any]:
+        """POST /v1/backup {"dest": name}: lithd writes the new file `name`
+        into its own --backup-dir. Returns lithd's answer (path, bytes, ms)."""
+        return self._call("POST", "/v1/backup", {"dest": name})
+
+    def close(self) -> None:
+        """Close the idle connections (a later call opens a new one)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- Transport -----------------------------------------------------------
+
+    def _call(self, method: str, path: str, body: Any = None, rows: Optional[str] = None,
+              types: Optional[bool] = None) -> Any:
+        rows = self.rows if rows is None else rows
+        types = self.types if types is None else types
+        params = []
+        if rows != "arrays":
+            params.append("rows=" + urllib.parse.quote(rows))
+        if types:
+            params.append("types=true")
+        if params:
+            path += "?" + "&".join(params)
+        data = None if body is None else json.dumps(body, allow_nan=False).encode()
+        answer = self._request(method, path, data)
+        return json.loads(answer)
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        if self._unix is not None:
+            return _UnixConnection(self._unix, self.timeout)
+        if self._tls:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
+        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _release(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if conn.sock is not None and len(self._idle) < _MAX_IDLE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _send_once(self, method: str, target: str, data: Optional[bytes], stream_to: Any):
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        if self.token is not None:
+            headers["Authorization"] = "Bearer " + self.token
+        for fresh in (False, True):
+            conn = None
+            if not fresh:
+                with self._lock:
+                    conn = self._idle.pop() if self._idle else None
+            reused = conn is not None
+            if conn is None:
+                conn = self._new_connection()
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                resp = conn.getresponse()
+                if stream_to is not None and resp.status == 200:
+                    while True:
+                        chunk = resp.read(1 << 16)
+                        if not chunk:
+                            break
+                        stream_to.write(chunk)
+                    payload = b""
+                else:
+                    payload = resp.read()
+                if resp.will_close:
+                    conn.close()
+                self._release(conn)
+                return resp.status, resp.getheader("Retry-After"), payload
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                conn.close()
+                # A kept-alive connection the server closed while idle:
+                # the request never reached it; once more on a new one.
+                if reused and stream_to is None:
+                    continue
+                raise ConnectionFailed(f"{self._where()}: {e}", code="connection") from e
+            except socket.timeout as e:
+                conn.close()
+                raise ConnectionFailed(f"{self._where()}: timed out after {self.timeout} s",
+                                       code="timeout") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise ConnectionFailed(f"{self._where()}: {e}", code="connection") from e
+        raise AssertionError("unreachable")
+
+    def _request(self, method: str, path: str, data: Optional[bytes], stream_to: Any = None) -> bytes:
+        target = self._prefix + path
+        attempt, waited = 0, 0.0
+        while True:
+            status, retry_after, payload = self._send_once(method, target, data, stream_to)
+            if status < 400:
+                return payload
+            err = self._error(status, payload, _retry_after(retry_after))
+            if status == 503 and attempt < self.max_retries:
+                wait = err.retry_after if err.retry_after is not None else min(0.05 * 2 ** attempt, 1.0)
+                if waited + wait <= self.max_retry_wait:
+                    if self.on_retry:
+                        self.on_retry(attempt + 1, wait, err)
+                    time.sleep(wait)
+                    waited += wait
+                    attempt += 1
+                    continue
+            raise err
+
+    def _error(self, status: int, payload: bytes, retry_after: Optional[float]) -> LithError:
+        try:
+            e = json.loads(payload)["error"]
+            code, message, statement = e.get("code", "error"), e.get("message", ""), e.get("statement")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            code, message, statement = "http_%d" % status, payload.decode("utf-8", "replace")[:200], None
+        return error_for(status, code, message, statement, retry_after)
+
+    def _where(self) -> str:
+        if self._unix is not None:
+            return "lithd at " + self._unix
+        return f"lithd at {self._host}:{self._port}"

@@ -1,0 +1,422 @@
+"""The Python client against a real lithd.
+
+LITHD names the lithd binary (make test passes the one it just built);
+without it the tests are skipped. Each lithd the tests start runs in a
+temporary directory on a free port and a Unix socket, and is stopped with
+SIGTERM at the end.
+"""
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import lith  # noqa: E402
+
+LITHD = os.environ.get("LITHD")
+TOKEN = "s3cret-token-for-tests"
+# One INSERT that runs about a second here (longer under sanitizers): it
+# holds the writer while other requests find the queue full.
+SLOW = ("INSERT INTO kv(k, v) SELECT 'slow-' || hex(randomblob(8)), count(*) FROM (WITH RECURSIVE c(i) AS "
+        "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 4000000) SELECT i FROM c)")
+COMMANDS = """-- name: put
+-- Store v under k.
+INSERT INTO kv(k, v) VALUES (:k, :v) RETURNING k, v;
+
+-- name: get
+SELECT k, v FROM kv WHERE k = :k;
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lithd:
+    """A lithd in its own directory; stop() sends SIGTERM and waits."""
+
+    def __init__(self, *args, token=None):
+        self.dir = tempfile.mkdtemp(prefix="lith-py-")
+        self.port = free_port()
+        self.sock = os.path.join(self.dir, "lithd.sock")
+        self.backups = os.path.join(self.dir, "backups")
+        os.mkdir(self.backups)
+        with open(os.path.join(self.dir, "commands.sql"), "w") as f:
+            f.write(COMMANDS)
+        with open(os.path.join(self.dir, "schema.sql"), "w") as f:
+            f.write("CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n")
+        cmd = [LITHD, "--db", os.path.join(self.dir, "t.db"), "--listen", f"127.0.0.1:{self.port}",
+               "--unix", self.sock, "--schema", "schema.sql", "--commands", "commands.sql",
+               "--backup-dir", self.backups, *args]
+        if token:
+            with open(os.path.join(self.dir, "token"), "w") as f:
+                f.write(token + "\n")
+            os.chmod(os.path.join(self.dir, "token"), 0o600)
+            cmd += ["--token-file", "token"]
+        self.log = open(os.path.join(self.dir, "lithd.log"), "wb")
+        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 30
+        with lith.Client(self.url, token=token, timeout=2, max_retries=0) as probe:
+            while True:
+                try:
+                    probe.health()
+                    break
+                except lith.ConnectionFailed:
+                    if self.proc.poll() is not None or time.time() > deadline:
+                        out = self.output()
+                        try:
+                            self.stop()
+                        except RuntimeError:
+                            pass
+                        raise RuntimeError("lithd did not start: " + out)
+                    time.sleep(0.05)
+        while not os.path.exists(self.sock):
+            time.sleep(0.05)
+
+    def output(self):
+        with open(os.path.join(self.dir, "lithd.log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        """SIGTERM; lithd must exit 0 (a crash or a sanitizer's report fails the suite)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        out = self.output()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"lithd exited {self.proc.returncode}:\n{out}")
+
+
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd(token=TOKEN)
+        cls.db = lith.Client(cls.server.url, token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.db.close()
+        cls.server.stop()
+
+    def setUp(self):
+        self.db.do("DELETE FROM kv")
+
+    def test_do_and_query(self):
+        r = self.db.do([("INSERT INTO kv VALUES (?, ?)", ["a", 1]),
+                        ("INSERT INTO kv VALUES (:k, :v) RETURNING rowid", {":k": "b", ":v": "two"})])
+        self.assertEqual(len(r), 2)
+        self.assertEqual(r[0]["changes"], 1)
+        self.assertEqual(r[1]["columns"], ["rowid"])
+        self.assertEqual(r[1]["rows"], [[r[1]["last_insert_rowid"]]])
+        q = self.db.query("SELECT k, v FROM kv ORDER BY k")
+        self.assertEqual(q[0]["columns"], ["k", "v"])
+        self.assertEqual(q[0]["rows"], [["a", 1], ["b", "two"]])
+        # several statements, one snapshot; {"sql", "params"} dicts as lithd has them
+        q = self.db.query([{"sql": "SELECT count(*) FROM kv"}, ("SELECT v FROM kv WHERE k = ?", ["a"])])
+        self.assertEqual([x["rows"] for x in q], [[[2]], [[1]]])
+
+    def test_values_round_trip(self):
+        values = [None, 0, -1, 2**63 - 1, -2**63, 2**53 + 1, 0.1, 1e300, "", "é\u0000x", b"", b"\x00\xff",
+                  True]
+        for i, v in enumerate(values):
+            self.db.do(("INSERT INTO kv VALUES (?, ?)", [str(i), v]))
+        rows = self.db.query("SELECT v, typeof(v) FROM kv ORDER BY CAST(k AS INTEGER)")[0]["rows"]
+        self.assertEqual([r[0] for r in rows], [1 if v is True else v for v in values])
+        self.assertIs(type(rows[3][0]), int)
+        self.assertEqual(rows[3][1], "integer")
+        self.assertEqual(rows[11][0], b"\x00\xff")
+
+    def test_big_integers_exact(self):
+        r = self.db.do([("INSERT INTO kv VALUES ('max', ?)", [2**63 - 1]),
+                        ("INSERT INTO kv VALUES ('min', ?)", [-2**63]),
+                        "SELECT v + 0 FROM kv WHERE k = 'max'",
+                        "SELECT 9223372036854775807 = (SELECT v FROM kv WHERE k = 'max')"])
+        self.assertEqual(r[2]["rows"], [[9223372036854775807]])
+        self.assertEqual(r[3]["rows"], [[1]])
+        got = self.db.query("SELECT k, v FROM kv ORDER BY v", rows="objects")[0]["rows"]
+        self.assertEqual(got, [{"k": "min", "v": -9223372036854775808}, {"k": "max", "v": 9223372036854775807}])
+        # one past the range is lithd's 400, never a rounded real
+        with self.assertRaises(lith.BadRequest) as cm:
+            self.db.do(("SELECT ?", [2**63]))
+        self.assertIn("too big integer", cm.exception.message)
+
+    def test_rows_as_objects_and_types(self):
+        self.db.do(("INSERT INTO kv VALUES (?, ?)", ["a", b"\x01"]))
+        q = self.db.query("SELECT k, v, length(k) AS n FROM kv", rows="objects", types=True)[0]
+        self.assertEqual(q["rows"], [{"k": "a", "v": b"\x01", "n": 1}])
+        self.assertEqual(q["types"], ["TEXT", None, None])
+        # a client whose default is objects; a call may ask for arrays
+        objs = lith.Client(self.server.url, token=TOKEN, rows="objects")
+        self.addCleanup(objs.close)
+        self.assertEqual(objs.query("SELECT k FROM kv")[0]["rows"], [{"k": "a"}])
+        self.assertEqual(objs.query("SELECT k FROM kv", rows="arrays")[0]["rows"], [["a"]])
+        self.assertNotIn("types", objs.query("SELECT k FROM kv")[0])
+        # two columns named alike cannot be one object: lithd refuses (400)
+        with self.assertRaises(lith.BadRequest) as cm:
+            objs.query("SELECT k, v AS k FROM kv")
+        self.assertIn('both named "k"', cm.exception.message)
+        self.assertEqual(cm.exception.statement, 0)
+        objs.close()
+        with self.assertRaises(ValueError):
+            lith.Client(self.server.url, rows="dicts")
+
+    def test_command(self):
+        r = self.db.command("put", {"k": "n", "v": 2**63 - 1})
+        self.assertEqual(r[0]["rows"], [["n", 2**63 - 1]])
+        r = self.db.command("get", {":k": "n"}, rows="objects")
+        self.assertEqual(r[0]["rows"], [{"k": "n", "v": 2**63 - 1}])
+        names = [c["name"] for c in self.db.commands()]
+        self.assertEqual(names, ["put", "get"])
+        with self.assertRaises(lith.NotFound) as cm:
+            self.db.command("nope", {})
+        self.assertEqual((cm.exception.status, cm.exception.code), (404, "not_found"))
+        with self.assertRaises(lith.BadRequest):
+            self.db.command("put", {"k": "x"})
+        with self.assertRaises(lith.ConstraintError):
+            self.db.command("put", {"k": "n", "v": 1})
+
+    def test_batch(self):
+        out = self.db.batch([[("INSERT INTO kv VALUES (?, 1)", ["x"])],
+                             [("INSERT INTO kv VALUES (?, 2)", ["x"])],
+                             ["SELECT count(*) AS n FROM kv"]], rows="objects")
+        self.assertEqual(out[0][0]["changes"], 1)
+        self.assertIsInstance(out[1], lith.ConstraintError)
+        self.assertEqual((out[1].status, out[1].code, out[1].statement), (409, "constraint", 0))
+        self.assertEqual(out[2][0]["rows"], [{"n": 1}])
+        # a request lithd refuses as a whole raises
+        with self.assertRaises(lith.BadRequest):
+            self.db.batch([])
+
+    def test_errors(self):
+        with self.assertRaises(lith.ConstraintError) as cm:
+            self.db.do([("INSERT INTO kv VALUES ('a', 1)"), ("INSERT INTO kv VALUES ('a', 2)")])
+        e = cm.exception
+        self.assertIsInstance(e, lith.Conflict)
+        self.assertIsInstance(e, lith.LithError)
+        self.assertEqual((e.status, e.code, e.statement), (409, "constraint", 1))
+        self.assertIn("UNIQUE constraint failed", e.message)
+        self.assertIn("409 constraint", str(e))
+        # the command was undone whole
+        self.assertEqual(self.db.query("SELECT count(*) FROM kv")[0]["rows"], [[0]])
+        with self.assertRaises(lith.BadRequest) as cm:
+            self.db.do("SELEC 1")
+        self.assertEqual(cm.exception.status, 400)
+        with self.assertRaises(lith.Forbidden) as cm:
+            self.db.query("DELETE FROM kv")
+        self.assertEqual((cm.exception.status, cm.exception.code), (403, "not_a_query"))
+        with self.assertRaises(lith.Forbidden):
+            self.db.do("ATTACH 'x.db' AS x")
+        with self.assertRaises(TypeError):
+            self.db.do([42])
+
+    def test_auth(self):
+        for token in (None, "wrong"):
+            c = lith.Client(self.server.url, token=token)
+            with self.assertRaises(lith.Unauthorized) as cm:
+                c.query("SELECT 1")
+            self.assertEqual(cm.exception.status, 401)
+            c.close()
+
+    def test_unix_socket(self):
+        path = self.server.sock
+        for c in (lith.Client(unix_socket=path, token=TOKEN), lith.Client(path, token=TOKEN),
+                  lith.Client("http+unix://" + urllib.parse.quote(path, safe=""), token=TOKEN)):
+            c.do(("INSERT OR REPLACE INTO kv VALUES ('u', ?)", [2**62]))
+            self.assertEqual(c.query("SELECT v FROM kv WHERE k = 'u'")[0]["rows"], [[2**62]])
+            self.assertTrue(c.health()["ok"])
+            c.close()
+
+    def test_connection_failures(self):
+        c = lith.Client(f"http://127.0.0.1:{free_port()}", timeout=2)
+        with self.assertRaises(lith.ConnectionFailed) as cm:
+            c.stats()
+        self.assertEqual(cm.exception.code, "connection")
+        self.assertIsNone(cm.exception.status)
+        with self.assertRaises(lith.ConnectionFailed):
+            lith.Client(unix_socket=os.path.join(self.server.dir, "no.sock")).stats()
+        with self.assertRaises(ValueError):
+            lith.Client("ftp://x")
+
+    def test_keep_alive_and_threads(self):
+        # one Client from many threads, each with its own connection
+        errors = []
+
+        def work(n):
+            try:
+                for i in range(20):
+                    self.db.do(("INSERT INTO kv VALUES (?, ?)", [f"{n}-{i}", i]))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.db.close()
+        self.assertEqual(errors, [])
+        self.assertEqual(self.db.query("SELECT count(*) FROM kv")[0]["rows"], [[80]])
+
+    def test_stats(self):
+        self.db.do("SELECT 1")
+        s = self.db.stats()
+        self.assertIsInstance(s, dict)
+        self.assertGreater(s["commands"], 0)
+
+    def test_backup(self):
+        self.db.do(("INSERT INTO kv VALUES ('kept', ?)", [2**63 - 1]))
+        # into lithd's --backup-dir
+        answer = self.db.backup_to_server("copy.db")
+        self.assertTrue(os.path.exists(os.path.join(self.server.backups, "copy.db")), answer)
+        with self.assertRaises(lith.Conflict):
+            self.db.backup_to_server("copy.db")  # never replaced
+        # downloaded: GET /v1/backup, where this lithd has it
+        dest = os.path.join(self.server.dir, "download.db")
+        try:
+            size = self.db.backup(dest)
+        except lith.LithError as e:
+            self.assertEqual(e.status, 405, e)  # a lithd without the download
+            self.assertFalse(os.path.exists(dest) or os.path.exists(dest + ".part"))
+            return
+        self.assertEqual(size, os.path.getsize(dest))
+        self.assertFalse(os.path.exists(dest + ".part"))
+        with sqlite3.connect(dest) as conn:
+            self.assertEqual(conn.execute("SELECT v FROM kv WHERE k = 'kept'").fetchone(), (2**63 - 1,))
+        sql = os.path.join(self.server.dir, "dump.sql")
+        self.db.backup(sql, format="sql")
+        with open(sql) as f:
+            self.assertIn("9223372036854775807", f.read())
+
+
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class RetryTest(unittest.TestCase):
+    """Real 503s: a queue of one, no waiting for room, a slow command."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd("--max-queue", "1", "--max-batch", "1", "--queue-wait-ms", "0",
+                           "--max-run-ms", "120000")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def slow(self, i):
+        with lith.Client(self.server.url, timeout=120, max_retries=0) as c:
+            return c.do(SLOW)
+
+    def background(self, fn, n):
+        """fn(i) in n threads; returns (threads, results: i -> value or LithError)."""
+        results = {}
+
+        def run(i):
+            try:
+                results[i] = fn(i)
+            except lith.LithError as e:
+                results[i] = e
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        return threads, results
+
+    def test_503_raised_without_retries_and_retried_with(self):
+        url = self.server.url
+        once = lith.Client(url, timeout=120, max_retries=0)
+        # the slow command holds the writer...
+        slow, slow_done = self.background(self.slow, 1)
+        time.sleep(0.3)
+        # ...one write waits in the queue's one place, the others are refused at once
+        fast, out = self.background(lambda i: once.do(("INSERT INTO kv VALUES (?, 1)", [f"fast-{i}"])), 4)
+        deadline = time.monotonic() + 30
+        while sum(isinstance(v, lith.LithError) for v in out.values()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        refused = [v for v in out.values() if isinstance(v, lith.LithError)]
+        self.assertEqual(slow_done, {}, "the slow command ended too soon for the test")
+        self.assertEqual(len(refused), 3, out)
+        for e in refused:
+            self.assertIsInstance(e, lith.QueueFull)
+            self.assertIsInstance(e, lith.Unavailable)
+            self.assertEqual((e.status, e.code, e.retry_after), (503, "queue_full", 1.0))
+
+        # bounded: lithd's Retry-After of 1 s does not fit in 0.5 s of waiting
+        retries = []
+        bounded = lith.Client(url, max_retries=5, max_retry_wait=0.5, timeout=120,
+                              on_retry=lambda n, wait, e: retries.append((n, wait, e.code)))
+        t0 = time.monotonic()
+        with self.assertRaises(lith.QueueFull):
+            bounded.do("INSERT INTO kv VALUES ('bounded', 1)")
+        self.assertLess(time.monotonic() - t0, 0.9)
+        self.assertEqual(retries, [])
+
+        # retried: every write gets in once the writer is free, after
+        # waiting what lithd asked
+        retrying = lith.Client(url, max_retries=1000, max_retry_wait=600, timeout=120,
+                               on_retry=lambda n, wait, e: retries.append((n, wait, e.code)))
+        writers, results = self.background(
+            lambda i: retrying.do(("INSERT INTO kv VALUES (?, 1)", [f"retried-{i}"])), 4)
+        for t in slow + fast + writers:
+            t.join()
+        self.assertEqual(slow_done[0][0]["changes"], 1)
+        self.assertTrue(all(isinstance(r, list) for r in results.values()), results)
+        self.assertTrue(retries, "no 503 was retried")
+        self.assertTrue(all(wait == 1.0 and code == "queue_full" for _, wait, code in retries), retries)
+        count = retrying.query("SELECT count(*) FROM kv WHERE k LIKE 'retried-%'")[0]["rows"]
+        self.assertEqual(count, [[4]])
+        self.assertEqual(retrying.query("SELECT count(*) FROM kv WHERE k = 'bounded'")[0]["rows"], [[0]])
+
+        # /v1/batch: a command the full queue refused is sent again alone
+        slow, slow_done = self.background(self.slow, 1)
+        time.sleep(0.3)
+        out = retrying.batch([[("INSERT INTO kv VALUES (?, 1)", [f"b-{i}"])] for i in range(3)])
+        slow[0].join()
+        self.assertEqual(slow_done[0][0]["changes"], 1)
+        self.assertTrue(all(isinstance(r, list) and r[0]["changes"] == 1 for r in out), out)
+        self.assertEqual(retrying.query("SELECT count(*) FROM kv WHERE k LIKE 'b-%'")[0]["rows"], [[3]])
+        for c in (once, bounded, retrying):
+            c.close()
+
+
+@unittest.skipUnless(os.environ.get("LITH_PIP_TEST"), "LITH_PIP_TEST is not set (make test sets it)")
+class InstallTest(unittest.TestCase):
+    """pip install ./clients/python into a new venv, with no package index."""
+
+    def test_pip_install_in_venv(self):
+        try:
+            import ensurepip  # noqa: F401
+            import venv  # noqa: F401
+        except ImportError:
+            self.skipTest("this Python has no venv/ensurepip (Debian: python3-venv)")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+        with tempfile.TemporaryDirectory() as d:
+            env_dir = os.path.join(d, "venv")
+            subprocess.run([sys.executable, "-m", "venv", env_dir], check=True)
+            py = os.path.join(env_dir, "bin", "python")
+            subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", root], check=True, cwd=d)
+            out = subprocess.run([py, "-c", "import lith, sys; print(lith.__version__, lith.__file__)"],
+                                 check=True, cwd=d, capture_output=True, text=True).stdout
+            self.assertIn(env_dir, out)
+            self.assertTrue(out.startswith("0.1.0 "))
+
+
+if __name__ == "__main__":
+    unittest.main()

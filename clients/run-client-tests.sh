@@ -1,0 +1,71 @@
+#!/bin/sh
+# Run one client's test suite against a lithd binary and close with cmocka's
+# lines ("[  PASSED  ] N test(s)." and, on failure, "[  FAILED  ] N test(s)"),
+# which tools/run-tests.sh adds up.
+#
+#   run-client-tests.sh python|node CLIENTS_DIR LITHD
+#
+# A missing interpreter (python3 older than 3.9, node older than 18 count as
+# missing) skips the suite with the reason and exits 0. Runs in the current
+# directory (the runner's scratch directory): the suites make their own
+# temporary directories for lithd.
+set -u
+lang=$1
+clients=$2
+LITHD=$3
+export LITHD
+log=output-$lang.txt
+
+skip() {
+  echo "[  SKIPPED ] clients/$lang: $1"
+  exit 0
+}
+
+case $lang in
+python)
+  command -v python3 >/dev/null 2>&1 || skip "python3 is not installed"
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' ||
+    skip "python3 is $(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])'), the client needs 3.9+"
+  # the install test: pip install into a fresh venv, no package index
+  LITH_PIP_TEST=1 python3 -m unittest discover -v -s "$clients/python/tests" >"$log" 2>&1
+  status=$?
+  cat "$log"
+  ran=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$log" | tail -1)
+  last=$(tail -1 "$log")
+  n() { echo "$last" | sed -n "s/.*$1=\([0-9]*\).*/\1/p"; }
+  failures=$(n failures)
+  errors=$(n errors)
+  skipped=$(n skipped)
+  failed=$((${failures:-0} + ${errors:-0}))
+  passed=$((${ran:-0} - failed - ${skipped:-0}))
+  [ "$passed" -ge 0 ] || passed=0 # a class's setUp error is counted but not run
+  ;;
+node)
+  command -v node >/dev/null 2>&1 || skip "node is not installed"
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  [ "$major" -ge 18 ] 2>/dev/null || skip "node is $(node --version), the client needs 18+"
+  node --test "$clients/node/test/client.test.js" >"$log" 2>&1
+  status=$?
+  cat "$log"
+  # TAP ("# pass N") or the spec reporter ("ℹ pass N")
+  passed=$(sed -n 's/^\(# \|ℹ \)pass \([0-9]*\)$/\2/p' "$log" | tail -1)
+  failed=$(sed -n 's/^\(# \|ℹ \)fail \([0-9]*\)$/\2/p' "$log" | tail -1)
+  passed=${passed:-0}
+  failed=${failed:-0}
+  ;;
+*)
+  echo "usage: run-client-tests.sh python|node CLIENTS_DIR LITHD" >&2
+  exit 2
+  ;;
+esac
+
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  failed=1 # the suite itself failed (no lithd, a syntax error): count it
+fi
+echo "[==========] clients/$lang: $((passed + failed)) test(s) run."
+echo "[  PASSED  ] $passed test(s)."
+if [ "$failed" -ne 0 ]; then
+  echo "[  FAILED  ] $failed test(s), listed above."
+  exit 1
+fi
+exit "$status"
