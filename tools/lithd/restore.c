@@ -96,12 +96,16 @@ static int check_copy(const char *path, const char *from) {
   if (src == SQLITE_OK)
     src = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
   if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *first = (const char *)sqlite3_column_text(st, 0);
-    if (first != NULL && strcmp(first, "ok") == 0) {
+    const char *text = (const char *)sqlite3_column_text(st, 0);
+    if (text != NULL && strcmp(text, "ok") == 0) {
       rc = 0;
     } else {
-      lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s%s", from, first ? first : "",
-                sqlite3_step(st) == SQLITE_ROW ? " (and more)" : "");
+      /* A copy: the next step (is there more?) frees the column's text. */
+      char first[512];
+      snprintf(first, sizeof first, "%s", text != NULL ? text : "");
+      int more = sqlite3_step(st) == SQLITE_ROW;
+      lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s%s", from, first,
+                more ? " (and more)" : "");
     }
   } else {
     lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s", from,

@@ -567,7 +567,13 @@ static void test_client_leaves_mid_download(void **state) {
   long rss1 = tl_rss_kib(c->pid);
   print_message("lithd RSS %ld KiB before, %ld KiB with two stalled downloads of a %lld KiB database\n", rss0,
                 rss1, (long long)tl_sql_int("leave.db", "PRAGMA page_count") * 4);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   assert_true(rss1 - rss0 < 16 * 1024); /* far less than the 32 MB database, twice */
+#else
+  /* No bound: ASan holds freed memory back (quarantine) and TSan's shadow
+   * doubles what the snapshots' page caches touch (133 MB seen). */
+  (void)rss1;
+#endif
   /* The snapshots are already gone from the disk, held by lithd only. */
   assert_int_equal(count_entries(".lithd-backup-"), 0);
   assert_int_equal(snapshot_fds(c->pid), 2);
