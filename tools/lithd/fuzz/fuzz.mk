@@ -41,9 +41,9 @@ $(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c tools/lithd/textfile.c
 
-$(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/log.c tools/lithd/log.h tools/lithd/textfile.c
+$(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/log.c tools/lithd/log.h tools/lithd/textfile.c tools/lithd/utf8.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/options.c tools/lithd/log.c tools/lithd/textfile.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/options.c tools/lithd/log.c tools/lithd/textfile.c tools/lithd/utf8.c
 
 .PHONY: fuzz
 fuzz: deps
