@@ -106,7 +106,15 @@ enum {
   /* SQLite's own: a PASSIVE checkpoint inside the COMMIT that crosses
    * checkpoint_pages (the commit, and so the producers, wait for it). */
   LITH_CHECKPOINT_AUTO = 1,
-  /* never, not even at close: a replicator such as Litestream owns the WAL. */
+  /* never, not even at close: a replicator such as Litestream owns the WAL.
+   * No connection lith opens (writer, readers, a backup's source) runs
+   * SQLite's autocheckpoint (wal_autocheckpoint=0) or checkpoints when it
+   * closes (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE): lith never copies the WAL
+   * into the database, truncates or deletes it (it starts over only after
+   * the replicator's own checkpoint copied all of it). The replicator's own
+   * checkpoints hold the write lock briefly: the writer's BEGIN IMMEDIATE
+   * waits for it up to busy_timeout_ms, whose default (5000) is what this
+   * mode relies on — a lower value can fail batches with LITH_BUSY. */
   LITH_CHECKPOINT_EXTERNAL = 2
 };
 

@@ -15,8 +15,16 @@
  *     checkpoints inside the commit and after_batch does nothing;
  *     lith__ckpt_close runs a TRUNCATE (the -wal file is emptied) but in
  *     EXTERNAL, which never checkpoints; a failing checkpoint counts an
- *     error and leaves its message.
+ *     error and leaves its message;
+ *   - what a replicator (Litestream) needs from EXTERNAL: every connection
+ *     lith opens (writer, readers, a backup's source, seen by on_connect)
+ *     has wal_autocheckpoint 0 and no checkpoint at close, and the -wal
+ *     file keeps its size through lith_close; a plain connection holding
+ *     BEGIN IMMEDIATE for 300 ms (as Litestream's own checkpoints do) makes
+ *     lith_do wait, not fail (stats.busy 0), within the default
+ *     busy_timeout of 5000 ms.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -188,6 +196,137 @@ static void test_checkpoint_external(void **state) {
   t_remove_db(DB);
 }
 
+/* ---- EXTERNAL: what a replicator (Litestream) needs ----------------------- */
+
+/* Every connection lith opens, as on_connect sees it (after lith's own
+ * settings): SQLite's autocheckpoint and its checkpoint at close. */
+typedef struct conn_seen {
+  int n;
+  int autockpt_on;   /* connections whose PRAGMA wal_autocheckpoint is not 0 */
+  int ckpt_on_close; /* connections that would checkpoint when closed last */
+} conn_seen;
+
+static int see_conn(void *ctx, sqlite3 *conn) {
+  conn_seen *s = ctx;
+  sqlite3_stmt *st = NULL;
+  int autockpt = -1, no_ckpt = -1;
+  if (sqlite3_prepare_v2(conn, "PRAGMA wal_autocheckpoint", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    autockpt = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_db_config(conn, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, -1, &no_ckpt);
+  s->n++;
+  s->autockpt_on += autockpt != 0;
+  s->ckpt_on_close += no_ckpt != 1;
+  return SQLITE_OK;
+}
+
+static int count_blobs(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, (int64_t *)arg, "SELECT count(*) FROM blobs", NULL);
+}
+
+/* In EXTERNAL, no connection lith opens — the writer, every reader, a
+ * backup's source — runs SQLite's autocheckpoint or checkpoints when it
+ * closes; the WAL is whole after lith_close with reads and a backup done. */
+static void test_external_connections(void **state) {
+  (void)state;
+  conn_seen seen = {0};
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 3;
+  opt.checkpoint = LITH_CHECKPOINT_EXTERNAL;
+  opt.migrations = blob_migrations;
+  opt.n_migrations = 1;
+  opt.on_connect = see_conn;
+  opt.on_connect_ctx = &seen;
+  lith *db = t_open_fresh(DB, &opt);
+  int size = 6000;
+  for (int i = 0; i < 50; i++)
+    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+  int64_t n = 0;
+  assert_int_equal(lith_read(db, count_blobs, &n), LITH_OK);
+  assert_int_equal(n, 50);
+  unlink(DB ".bak");
+  assert_int_equal(lith_backup(db, DB ".bak"), LITH_OK);
+  unlink(DB ".bak");
+  assert_true(seen.n >= 1 + opt.readers + 1); /* writer, readers, the backup's source */
+  assert_int_equal(seen.autockpt_on, 0);
+  assert_int_equal(seen.ckpt_on_close, 0);
+  long long before = wal_size(DB);
+  assert_true(before >= 32 + 50LL * 2 * FRAME);
+  lith_stats st;
+  lith_stats_get(db, &st);
+  assert_int_equal(st.checkpoints, 0);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(wal_size(DB), before);     /* not truncated, not restarted, not deleted */
+  assert_true(t_file_size(DB) < 50LL * 6000); /* the rows are in the WAL only */
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), 50);
+  t_remove_db(DB);
+}
+
+/* Another connection holds the write lock for 300 ms, as Litestream does
+ * for its own checkpoints: the writer's BEGIN IMMEDIATE waits it out within
+ * busy_timeout (default 5000 ms), and the command succeeds. */
+typedef struct locker {
+  _Atomic int locked;
+  int rc;
+} locker;
+
+static void *locker_main(void *arg) {
+  locker *l = arg;
+  sqlite3 *c = NULL;
+  l->rc = sqlite3_open_v2(DB, &c, SQLITE_OPEN_READWRITE, NULL);
+  if (l->rc == SQLITE_OK)
+    l->rc = sqlite3_exec(c,
+                         "PRAGMA wal_autocheckpoint=0; BEGIN IMMEDIATE;"
+                         " INSERT INTO blobs(b) VALUES (randomblob(10));",
+                         NULL, NULL, NULL);
+  atomic_store(&l->locked, l->rc == SQLITE_OK ? 1 : -1);
+  usleep(300 * 1000);
+  if (l->rc == SQLITE_OK)
+    l->rc = sqlite3_exec(c, "COMMIT", NULL, NULL, NULL);
+  sqlite3_close(c); /* not the last connection: no checkpoint */
+  return NULL;
+}
+
+static void test_external_waits_out_a_write_lock(void **state) {
+  (void)state;
+  lith_options opt;
+  lith_options_default(&opt);
+  assert_true(opt.busy_timeout_ms >= 5000); /* what EXTERNAL mode relies on (lith.h) */
+  opt.readers = 1;
+  opt.checkpoint = LITH_CHECKPOINT_EXTERNAL;
+  opt.migrations = blob_migrations;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int size = 100;
+  assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+  locker l = {0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, locker_main, &l), 0);
+  while (atomic_load(&l.locked) == 0)
+    usleep(1000);
+  assert_int_equal(atomic_load(&l.locked), 1);
+  int64_t t0 = lith_clock_ms();
+  int rc = lith_do(db, add_blob, &size);
+  int64_t waited = lith_clock_ms() - t0;
+  assert_int_equal(rc, LITH_OK);
+  assert_true(waited >= 200); /* it did wait for the lock */
+  assert_true(waited < 5000);
+  pthread_join(th, NULL);
+  assert_int_equal(l.rc, SQLITE_OK);
+  lith_stats st;
+  lith_stats_get(db, &st);
+  assert_int_equal(st.busy, 0);
+  assert_int_equal(st.failed, 0);
+  assert_int_equal(st.checkpoints, 0);
+  assert_int_equal(lith_close(db), LITH_OK);
+  /* the WAL is still there with every frame: lith's two commits, the other's one */
+  assert_true(wal_size(DB) >= 32 + 3LL * FRAME);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), 3);
+  t_remove_db(DB);
+}
+
 /* ---- lith__ckpt itself -------------------------------------------------- */
 
 /* A write connection as lith opens it, with a blobs table. */
@@ -339,10 +478,16 @@ static void test_ckpt_failure_counts(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_checkpoint_writer),         cmocka_unit_test(test_checkpoint_auto),
-      cmocka_unit_test(test_wal_shrinks_after_a_burst), cmocka_unit_test(test_checkpoint_external),
-      cmocka_unit_test(test_ckpt_writer_mode),          cmocka_unit_test(test_ckpt_auto_mode),
-      cmocka_unit_test(test_ckpt_external_mode),        cmocka_unit_test(test_ckpt_failure_counts),
+      cmocka_unit_test(test_checkpoint_writer),
+      cmocka_unit_test(test_checkpoint_auto),
+      cmocka_unit_test(test_wal_shrinks_after_a_burst),
+      cmocka_unit_test(test_checkpoint_external),
+      cmocka_unit_test(test_ckpt_writer_mode),
+      cmocka_unit_test(test_ckpt_auto_mode),
+      cmocka_unit_test(test_ckpt_external_mode),
+      cmocka_unit_test(test_ckpt_failure_counts),
+      cmocka_unit_test(test_external_connections),
+      cmocka_unit_test(test_external_waits_out_a_write_lock),
   };
   return cmocka_run_group_tests_name("sqlite/checkpoint", tests, NULL, NULL);
 }
