@@ -28,10 +28,13 @@
  *     lith_interrupt), lith_uv_close (every accepted command's callback has run) -> on_closed:
  *     nothing left on the loop, uv_run returns. Then, after uv_run (h2o's
  *     context disposal runs the loop itself), the HTTP server is destroyed,
- *     lith_close drains the writer and checkpoints (TRUNCATE), exit 0.
+ *     lith_close drains the writer and checkpoints (TRUNCATE; not with
+ *     --checkpoint external), exit 0.
  *   - SIGHUP reopens the --log file (for logrotate).
  *   - --checkpoint external: lithd never checkpoints (a replicator such as
- *     Litestream owns the WAL). If nothing does, the WAL grows without end,
+ *     Litestream owns the WAL). --litestream is that plus a busy timeout of
+ *     at least LITHD_LITESTREAM_BUSY_MS (Litestream's write locks delay a
+ *     batch, never fail it); the startup line says so. If nothing does, the WAL grows without end,
  *     so a timer looks at its size once a second and warns when it passes
  *     WAL_WARN_FACTOR x checkpoint_pages (what WRITER mode bounds it at):
  *     once per crossing (it must fall below again, a checkpoint, to warn
@@ -394,6 +397,8 @@ int main(int argc, char **argv) {
   lopt.on_connect_ctx = &glim;
   lopt.synchronous = o.synchronous;
   lopt.checkpoint = o.checkpoint;
+  if (o.litestream && lopt.busy_timeout_ms < LITHD_LITESTREAM_BUSY_MS)
+    lopt.busy_timeout_ms = LITHD_LITESTREAM_BUSY_MS;
   if (o.checkpoint_pages > 0)
     lopt.checkpoint_pages = o.checkpoint_pages;
   if (o.readers > 0)
@@ -522,7 +527,7 @@ int main(int argc, char **argv) {
   {
     /* The curl example names the real token file (absolute, quoted for
      * the shell), so it runs as printed. */
-    char auth[PATH_MAX * 4 + 64] = "", ckpt[64];
+    char auth[PATH_MAX * 4 + 64] = "", ckpt[96];
     const char *sync = o.synchronous == LITH_SYNC_FULL ? "full" : "normal";
     int port = lith_http_port(d.http);
     if (token != NULL) {
@@ -534,6 +539,8 @@ int main(int argc, char **argv) {
     }
     if (o.checkpoint == LITH_CHECKPOINT_WRITER)
       snprintf(ckpt, sizeof ckpt, "writer every %d pages", lopt.checkpoint_pages);
+    else if (o.litestream)
+      snprintf(ckpt, sizeof ckpt, "external for litestream, busy timeout %d ms", lopt.busy_timeout_ms);
     else
       snprintf(ckpt, sizeof ckpt, "%s", checkpoint_name(o.checkpoint));
     if (port >= 0) {

@@ -57,7 +57,8 @@ enum {
   OPT_CKPTPAGES,
   OPT_LOGFORMAT,
   OPT_RESTORE,
-  OPT_FORCE
+  OPT_FORCE,
+  OPT_LITESTREAM
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
@@ -66,6 +67,7 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"synchronous", required_argument, NULL, OPT_SYNC},
                                       {"checkpoint", required_argument, NULL, OPT_CKPT},
                                       {"checkpoint-pages", required_argument, NULL, OPT_CKPTPAGES},
+                                      {"litestream", optional_argument, NULL, OPT_LITESTREAM},
                                       {"readers", required_argument, NULL, OPT_READERS},
                                       {"max-batch", required_argument, NULL, OPT_MAXBATCH},
                                       {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
@@ -108,6 +110,11 @@ static void usage(FILE *f) {
           "  --checkpoint writer|auto|external (default writer)\n"
           "  --checkpoint-pages N    WAL pages that start a checkpoint (default 1000); with\n"
           "                          external, lithd warns once the WAL passes 4 x N\n"
+          "  --litestream            run beside Litestream, which replicates the WAL:\n"
+          "                          --checkpoint external (lithd never checkpoints,\n"
+          "                          not even at exit) and a %d ms busy timeout, so\n"
+          "                          Litestream's brief write locks delay a batch, never\n"
+          "                          fail it; refused with --checkpoint writer or auto\n"
           "  --readers N             read connections for /v1/query (default: CPUs)\n"
           "  --max-batch N           most commands in one transaction (default 1024)\n"
           "  --max-queue N           most commands queued for the writer (default 65536)\n"
@@ -157,7 +164,7 @@ static void usage(FILE *f) {
           "                          lithd serves --db, or if --db exists (unless --force)\n"
           "  --force                 with --restore: replace an existing --db\n"
           "  --help, --version\n",
-          LITHD_DEFAULT_PORT);
+          LITHD_DEFAULT_PORT, LITHD_LITESTREAM_BUSY_MS);
 }
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT". Returns 0 or -1. */
@@ -200,6 +207,20 @@ static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
 static int is_loopback_host(const char *h) { return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0; }
 
 /* A whole number in [lo, hi]; 0 or -1 after a message. */
+/* "true", "yes", "1" or no value (a bare --name) set *out to 1; "false",
+ * "no", "0" to 0. Returns 0 or -1 (after a message). */
+static int parse_bool(const char *opt, const char *s, int *out) {
+  if (s == NULL || strcmp(s, "true") == 0 || strcmp(s, "yes") == 0 || strcmp(s, "1") == 0)
+    *out = 1;
+  else if (strcmp(s, "false") == 0 || strcmp(s, "no") == 0 || strcmp(s, "0") == 0)
+    *out = 0;
+  else {
+    fprintf(stderr, "lithd: --%s takes true or false, got \"%s\"\n", opt, s);
+    return -1;
+  }
+  return 0;
+}
+
 static int parse_num(const char *opt, const char *s, long long lo, long long hi, long long *out) {
   char *end;
   long long v;
@@ -276,6 +297,7 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
         fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
         return 2;
       }
+      o->checkpoint_given = 1;
       break;
     case OPT_CKPTPAGES:
       if (parse_num("checkpoint-pages", optarg, 1, 1 << 28, &v) != 0)
@@ -323,15 +345,12 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
         goto nomem;
       break;
     case OPT_ONLYNAMED:
-      if (optarg == NULL || strcmp(optarg, "true") == 0 || strcmp(optarg, "yes") == 0 ||
-          strcmp(optarg, "1") == 0)
-        o->only_named = 1;
-      else if (strcmp(optarg, "false") == 0 || strcmp(optarg, "no") == 0 || strcmp(optarg, "0") == 0)
-        o->only_named = 0;
-      else {
-        fprintf(stderr, "lithd: --only-named takes true or false, got \"%s\"\n", optarg);
+      if (parse_bool("only-named", optarg, &o->only_named) != 0)
         return 2;
-      }
+      break;
+    case OPT_LITESTREAM:
+      if (parse_bool("litestream", optarg, &o->litestream) != 0)
+        return 2;
       break;
     case OPT_TOKEN:
       if (set_path(&o->token_file, optarg, base) != 0)
@@ -564,6 +583,20 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     fprintf(stderr, "lithd: --db PATH is required\n");
     usage(stderr);
     return 2;
+  }
+  if (o->litestream) {
+    /* Litestream checkpoints the WAL itself; a WAL that lithd checkpoints
+     * and starts over while Litestream is not looking (it restarts; lithd's
+     * TRUNCATE at exit) loses it its place: a new generation, a full
+     * snapshot to upload again. */
+    if (o->checkpoint_given && o->checkpoint != LITH_CHECKPOINT_EXTERNAL) {
+      fprintf(stderr,
+              "lithd: --litestream needs --checkpoint external (Litestream checkpoints the WAL "
+              "itself); drop --checkpoint %s\n",
+              o->checkpoint == LITH_CHECKPOINT_AUTO ? "auto" : "writer");
+      return 2;
+    }
+    o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
   }
   if (o->force && o->restore == NULL) {
     fprintf(stderr, "lithd: --force goes with --restore FROM only\n");

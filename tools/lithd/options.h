@@ -23,6 +23,10 @@
 
 #define LITHD_DEFAULT_HOST "127.0.0.1"
 #define LITHD_DEFAULT_PORT 8765
+/* --litestream: the least busy_timeout (ms) the writer gets, so that
+ * Litestream's write locks (its checkpoints, its _litestream_seq writes)
+ * delay a batch rather than fail it with "busy" (Litestream's advice: 5 s). */
+#define LITHD_LITESTREAM_BUSY_MS 5000
 
 typedef struct lithd_opts {
   char *db;
@@ -32,6 +36,8 @@ typedef struct lithd_opts {
   char *unix_path;
   int synchronous;       /* LITH_SYNC_ */
   int checkpoint;        /* LITH_CHECKPOINT_ */
+  int checkpoint_given;  /* --checkpoint was given (in the file or on the command line) */
+  int litestream;        /* --litestream: checkpoint external, busy timeout LITHD_LITESTREAM_BUSY_MS */
   int checkpoint_pages;  /* 0: lith's default (1000) */
   int readers;           /* 0: lith's default (CPUs) */
   int max_batch;         /* 0: lith's default */
