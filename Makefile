@@ -125,7 +125,7 @@ LIBS := $(B)/liblith.a $(B)/liblith.so $(B)/liblith_uv.a $(B)/liblith_uv.so
 PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 
 .SECONDARY:
-.PHONY: kanban run-demo bench soak lint format all run test test-only deps install uninstall clean demo $(PCS)
+.PHONY: kanban run-demo bench soak lint format all run test test-only deps deps-litestream install uninstall clean demo $(PCS)
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN)
 
 deps:
@@ -135,6 +135,15 @@ deps:
 	  echo "deps: installing $(DEBS)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS); \
 	fi
+
+# Litestream for tools/lithd/test/test_lithd_replica (issue 13; it skips
+# without): Debian has no package, npm carries its static binary (v0.3.13).
+# Into build/litestream/, whatever B is, where the test looks for it.
+LITESTREAM_NPM := @flydotio/litestream-linux-x64@1.0.1
+deps-litestream:
+	@command -v npm >/dev/null || { echo "deps-litestream: needs npm (apt-get install npm)"; exit 1; }
+	npm install --no-save --no-audit --no-fund --prefix build/litestream $(LITESTREAM_NPM)
+	build/litestream/node_modules/@flydotio/litestream-linux-x64/litestream version
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 

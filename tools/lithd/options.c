@@ -114,7 +114,9 @@ static void usage(FILE *f) {
           "                          --checkpoint external (lithd never checkpoints,\n"
           "                          not even at exit) and a %d ms busy timeout, so\n"
           "                          Litestream's brief write locks delay a batch, never\n"
-          "                          fail it; refused with --checkpoint writer or auto\n"
+          "                          fail it; --checkpoint-pages %d unless given (the WAL\n"
+          "                          warning past Litestream's own forced checkpoint);\n"
+          "                          refused with --checkpoint writer or auto\n"
           "  --readers N             read connections for /v1/query (default: CPUs)\n"
           "  --max-batch N           most commands in one transaction (default 1024)\n"
           "  --max-queue N           most commands queued for the writer (default 65536)\n"
@@ -164,7 +166,7 @@ static void usage(FILE *f) {
           "                          lithd serves --db, or if --db exists (unless --force)\n"
           "  --force                 with --restore: replace an existing --db\n"
           "  --help, --version\n",
-          LITHD_DEFAULT_PORT, LITHD_LITESTREAM_BUSY_MS);
+          LITHD_DEFAULT_PORT, LITHD_LITESTREAM_BUSY_MS, LITHD_LITESTREAM_CKPT_PAGES);
 }
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT". Returns 0 or -1. */
@@ -597,6 +599,8 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
       return 2;
     }
     o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
+    if (o->checkpoint_pages == 0)
+      o->checkpoint_pages = LITHD_LITESTREAM_CKPT_PAGES;
   }
   if (o->force && o->restore == NULL) {
     fprintf(stderr, "lithd: --force goes with --restore FROM only\n");
