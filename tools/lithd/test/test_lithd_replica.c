@@ -15,7 +15,11 @@
  *     whole (its two rows, written by one /v1/do: never a part of it), and
  *     what is missing of the answered ones was answered in the last moments
  *     before the kill (LOSS_BOUND_MS; the age of the oldest lost answer is
- *     printed: the measured loss window).
+ *     printed: the measured loss window);
+ *   - lithd restarted (SIGTERM, start) while Litestream replicates: one
+ *     generation throughout, and the restore holds both runs' writes;
+ *   - with LITH_BENCH_LITESTREAM=1 only, a measurement (no check): the
+ *     commands/s of the same load without and with Litestream running.
  *
  * Each command is one /v1/do of two INSERTs (client, seq, part 1 and 2);
  * a client sends seq 1, 2, 3, ... one at a time and notes when each was
@@ -136,8 +140,9 @@ static void print_log(const char *log) {
 }
 
 /* The config file for db (relative to the current directory), replica in
- * the directory `replica`. */
-static void write_config(const char *conf, const char *db, const char *replica) {
+ * the directory `replica`, Litestream's monitor and sync intervals
+ * interval_ms. */
+static void write_config(const char *conf, const char *db, const char *replica, int interval_ms) {
   char cwd[2048];
   assert_non_null(getcwd(cwd, sizeof cwd));
   FILE *f = fopen(conf, "w");
@@ -150,7 +155,7 @@ static void write_config(const char *conf, const char *db, const char *replica) 
           "      - type: file\n"
           "        path: %s/%s\n"
           "        sync-interval: %dms\n",
-          cwd, db, SYNC_MS, cwd, replica, SYNC_MS);
+          cwd, db, interval_ms, cwd, replica, interval_ms);
   assert_int_equal(fclose(f), 0);
 }
 
@@ -223,7 +228,8 @@ static const char *const SCHEMA = "CREATE TABLE ledger(client INTEGER, seq INTEG
                                   " PRIMARY KEY (client, seq, part)) WITHOUT ROWID;\n";
 
 /* Start lithd --litestream on NAME.db with the ledger, and Litestream. */
-static pid_t start_both(struct tl_child *c, const char *name, const char *conf, const char *log) {
+static pid_t start_both(struct tl_child *c, const char *name, const char *conf, const char *log,
+                        int interval_ms) {
   char db[64], replica[64];
   FILE *f = fopen("ledger.sql", "w");
   assert_non_null(f);
@@ -231,7 +237,7 @@ static pid_t start_both(struct tl_child *c, const char *name, const char *conf, 
   assert_int_equal(fclose(f), 0);
   snprintf(db, sizeof db, "%s.db", name);
   snprintf(replica, sizeof replica, "%s-replica", name);
-  write_config(conf, db, replica);
+  write_config(conf, db, replica, interval_ms);
   tl_start(c, name, 0, TL_ARGS("--litestream", "--schema", "ledger.sql"));
   return spawn_litestream(TL_ARGS("replicate", "-config", conf), log);
 }
@@ -253,7 +259,7 @@ static void test_replicate_and_restore(void **state) {
     skip();
     return;
   }
-  pid_t ls = start_both(c, "rep", "rep.yml", "rep-litestream.log");
+  pid_t ls = start_both(c, "rep", "rep.yml", "rep-litestream.log", SYNC_MS);
   struct load l;
   load_start(&l, c);
   usleep(LOAD_MS * 1000);
@@ -284,7 +290,7 @@ static void test_sigkill_loses_only_the_last_moments(void **state) {
     skip();
     return;
   }
-  pid_t ls = start_both(c, "kil", "kil.yml", "kil-litestream.log");
+  pid_t ls = start_both(c, "kil", "kil.yml", "kil-litestream.log", SYNC_MS);
   struct load l;
   load_start(&l, c);
   usleep(LOAD_MS * 1000);
@@ -325,10 +331,116 @@ static void test_sigkill_loses_only_the_last_moments(void **state) {
   load_free(&l);
 }
 
+/* "sync: new generation" lines in Litestream's log. */
+static int generations(const char *log) {
+  static char buf[1 << 16];
+  FILE *f = fopen(log, "r");
+  assert_non_null(f);
+  buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+  fclose(f);
+  int n = 0;
+  for (const char *p = buf; (p = strstr(p, "sync: new generation")) != NULL; p++)
+    n++;
+  return n;
+}
+
+/* lithd restarts (a deploy) while Litestream replicates: under
+ * --litestream lithd leaves the WAL whole at exit and at start, so
+ * Litestream goes on with its generation (no new snapshot), and a restore
+ * holds the writes of both lithd runs. */
+static void test_lithd_restart_keeps_the_generation(void **state) {
+  struct tl_child *c = *state;
+  if (c == NULL) {
+    skip();
+    return;
+  }
+  const char *insert = "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (randomblob(6000))\"}]}";
+  write_config("gen.yml", "gen.db", "gen-replica", SYNC_MS);
+  unlink("gen-litestream.log");
+  tl_start(c, "gen", 0, TL_ARGS("--litestream"));
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"CREATE TABLE t(v)\"}]}", 200, NULL);
+  pid_t ls = spawn_litestream(TL_ARGS("replicate", "-config", "gen.yml"), "gen-litestream.log");
+  usleep(1000 * 1000);
+  for (int i = 0; i < 100; i++)
+    tl_expect(c, "POST", "/v1/do", NULL, insert, 200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "gen", TL_KEEP_DB, TL_ARGS("--litestream"));
+  for (int i = 0; i < 100; i++)
+    tl_expect(c, "POST", "/v1/do", NULL, insert, 200, NULL);
+  usleep(5 * SYNC_MS * 1000 + 1000 * 1000);
+  kill(ls, SIGTERM);
+  assert_int_equal(wait_exit(ls), 0);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  int n = generations("gen-litestream.log");
+  if (n != 1)
+    print_log("gen-litestream.log");
+  assert_int_equal(n, 1);
+  restore("gen.yml", "gen", "gen-restored.db", "gen-restore.log");
+  tl_assert_integrity("gen-restored.db");
+  assert_int_equal(tl_sql_int("gen-restored.db", "SELECT count(*) FROM t"), 200);
+}
+
+/* Not a check: commands/s of the same load on lithd --litestream alone and
+ * with Litestream replicating (monitor and sync intervals 1 s: the
+ * README's sync-interval, Litestream's default monitor interval), interleaved, ROUNDS rounds of LOAD_MS each.
+ * Runs only with LITH_BENCH_LITESTREAM=1 (it takes half a minute). */
+#define ROUNDS 3
+
+static double run_load(struct tl_child *c, int with_litestream, int round) {
+  char name[32], conf[48], log[48];
+  snprintf(name, sizeof name, "tp%d%c", round, with_litestream ? 'l' : 'n');
+  snprintf(conf, sizeof conf, "%s.yml", name);
+  snprintf(log, sizeof log, "%s-litestream.log", name);
+  pid_t ls = -1;
+  if (with_litestream) {
+    ls = start_both(c, name, conf, log, 1000);
+  } else {
+    FILE *f = fopen("ledger.sql", "w");
+    assert_non_null(f);
+    fputs(SCHEMA, f);
+    assert_int_equal(fclose(f), 0);
+    tl_start(c, name, 0, TL_ARGS("--litestream", "--schema", "ledger.sql"));
+  }
+  usleep(1000 * 1000); /* Litestream's first snapshot */
+  struct load l;
+  load_start(&l, c);
+  usleep(LOAD_MS * 1000);
+  load_join(&l);
+  int64_t n = 0;
+  for (int i = 0; i < CLIENTS; i++)
+    n += l.k[i].answered;
+  load_free(&l);
+  if (ls > 0) {
+    kill(ls, SIGTERM);
+    wait_exit(ls);
+  }
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_remove_db(name);
+  return (double)n * 1000.0 / LOAD_MS;
+}
+
+static void test_throughput_with_and_without(void **state) {
+  struct tl_child *c = *state;
+  const char *on = getenv("LITH_BENCH_LITESTREAM");
+  if (c == NULL || on == NULL || strcmp(on, "1") != 0) {
+    if (c != NULL)
+      print_message("[  SKIP    ] a measurement, not a check: LITH_BENCH_LITESTREAM=1 runs it\n");
+    skip();
+    return;
+  }
+  for (int r = 0; r < ROUNDS; r++) {
+    double alone = run_load(c, 0, r), with = run_load(c, 1, r);
+    print_message("round %d: %d clients, %.0f commands/s alone, %.0f with Litestream replicating (%.2fx)\n",
+                  r + 1, CLIENTS, alone, with, with / alone);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_replicate_and_restore, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sigkill_loses_only_the_last_moments, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lithd_restart_keeps_the_generation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_throughput_with_and_without, setup, teardown),
   };
   return cmocka_run_group_tests_name("lithd/replica", tests, NULL, NULL);
 }
