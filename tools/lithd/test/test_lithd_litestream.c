@@ -10,6 +10,7 @@
  *   - a plain SQLite connection holding the write lock (BEGIN IMMEDIATE,
  *     as Litestream's checkpoints and its _litestream_seq writes do) for
  *     300 ms delays a /v1/do, which then succeeds (200, nothing counted busy);
+ *     PRAGMA wal_checkpoint is refused on /v1/do and on /v1/query;
  *   - --litestream with --checkpoint writer or auto, from the command line
  *     or the config file, is refused (exit 2, a message that says why);
  *     --checkpoint external beside it is fine; "litestream = true" in the
@@ -121,6 +122,13 @@ static void test_litestream_flag(void **state) {
   assert_int_equal(r.status, 200);
   tl_resp_free(&r);
   assert_true(waited >= 250);
+  /* a client cannot checkpoint either, on the writer or a reader */
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA wal_checkpoint(TRUNCATE)\"}]}",
+            403, "forbidden");
+  tl_expect(c, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA wal_checkpoint\"}]}", 403,
+            "forbidden");
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"PRAGMA wal_checkpoint\"}]}", 403,
+            "not_a_query");
   tl_http(c, "GET", "/v1/stats", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
   assert_int_equal(tl_json_u64(r.body, "busy"), 0);
