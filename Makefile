@@ -115,6 +115,9 @@ TEST_BIN += $(KANBAN_BOARD_TEST)
 include examples/kanban/server.mk
 TEST_BIN += $(KANBAN_TEST_BIN)
 DEBS += $(KANBAN_DEBS)
+include dqlite/dqlite.mk
+TEST_BIN += $(DQ_TEST_BIN)
+DEBS += $(DQ_DEBS)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
@@ -129,7 +132,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \

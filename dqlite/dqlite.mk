@@ -1,0 +1,45 @@
+# dqlite/dqlite.mk — the dqlite client (issue 14), lith-node, their tests.
+#
+# Included by the main Makefile after $(B), CFLAGS and TEST_* are set.
+#   DQ_SRC, DQ_OBJ   the client: dqlite/wire.c (the protocol, no I/O) and
+#                    dqlite/client.c (blocking TCP); libc only (lib/clock.c)
+#   LITH_NODE_BIN    tools/lith-node: one dqlite node (libdqlite)
+#   DQ_TEST_BIN      the tests, to add to TEST_BIN: dqlite/test/test_wire
+#                    (no node), dqlite/test/test_client (one lith-node) and
+#                    tools/lith-node/test/test_lith_node (three); the last two
+#                    spawn LITH_NODE_BIN (absolute path compiled in)
+#   DQ_PKGS, DQ_DEBS what `make deps` checks and installs
+# A program using the client adds -Idqlite and links $(DQ_OBJ).
+
+DQ_PKGS := dqlite
+DQ_DEBS := libdqlite-dev
+DQ_CFLAGS = $(shell pkg-config --cflags $(DQ_PKGS) 2>/dev/null)
+DQ_LIBS   = $(shell pkg-config --libs $(DQ_PKGS) 2>/dev/null)
+
+DQ_SRC  := dqlite/wire.c dqlite/client.c lib/clock.c
+DQ_OBJ  := $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
+DQ_HDRS := dqlite/wire.h dqlite/client.h
+DQ_TEST_HELP := $(B)/dqlite/test/nodes.o
+
+LITH_NODE_BIN := $(B)/tools/lith-node/lith-node
+DQ_TEST_BIN   := $(B)/dqlite/test/test_wire
+
+$(LITH_NODE_BIN): tools/lith-node/main.c $(DQ_OBJ) $(DQ_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite $(DQ_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(DQ_OBJ) $(DQ_LIBS) $(LDFLAGS)
+
+$(DQ_TEST_HELP): dqlite/test/nodes.c dqlite/test/nodes.h $(DQ_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+$(B)/dqlite/test/test_wire: dqlite/test/test_wire.c $(B)/dqlite/wire.o dqlite/wire.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/dqlite/wire.o $(TEST_LIBS) $(LDFLAGS)
+
+$(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node: $(B)/%: %.c $(DQ_TEST_HELP) $(DQ_OBJ) $(DQ_HDRS) $(LITH_NODE_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
+	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
+
+lith-node: $(LITH_NODE_BIN)
+.PHONY: lith-node
