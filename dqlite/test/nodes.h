@@ -1,0 +1,46 @@
+/*
+ * Test helpers: lith-node processes on loopback (LITH_NODE_PATH, compiled
+ * in) and a fake node that answers whatever bytes a test gives it.
+ */
+#ifndef LITH_DQLITE_TEST_NODES_H
+#define LITH_DQLITE_TEST_NODES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Raft's latency for test nodes: elections within ~0.3-0.6 s. */
+#define T_NODE_LATENCY_MS 20
+
+typedef struct t_node {
+  int id;
+  pid_t pid; /* 0 when not running */
+  char address[64];
+  char dir[64];
+  char line[256]; /* the node's "serving" line */
+} t_node;
+
+/* A free TCP port on 127.0.0.1 (bound and released: the usual small race). */
+int t_free_port(void);
+
+/* Node `id` on a free port, data in ./node<id> (the scratch directory). */
+void t_node_init(t_node *n, int id);
+
+/* Spawn it (join: NULL, or the --join list) and wait up to timeout_ms for its
+ * serving line; 0 then, -1 if it exited or said nothing in time (it is
+ * killed). */
+int t_node_start(t_node *n, const char *join, int timeout_ms);
+
+/* Send sig and reap it: its exit status, 128 + signal if a signal ended
+ * it, -1 if it did not end within timeout_ms (then SIGKILLed). */
+int t_node_stop(t_node *n, int sig, int timeout_ms);
+
+/* A fake node on 127.0.0.1: accepts one connection, reads the 8-byte
+ * handshake and one request, writes `reply` (n bytes), then closes the
+ * connection if `close_after`, else keeps it open (silent) until freed. */
+typedef struct t_fake t_fake;
+t_fake *t_fake_start(const void *reply, size_t n, int close_after);
+const char *t_fake_address(const t_fake *f);
+void t_fake_free(t_fake *f);
+
+#endif
