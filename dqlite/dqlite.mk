@@ -22,7 +22,7 @@ DQ_HDRS := dqlite/wire.h dqlite/client.h
 DQ_TEST_HELP := $(B)/dqlite/test/nodes.o
 
 LITH_NODE_BIN := $(B)/tools/lith-node/lith-node
-DQ_TEST_BIN   := $(B)/dqlite/test/test_wire $(B)/dqlite/test/test_client
+DQ_TEST_BIN   := $(B)/dqlite/test/test_wire $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node
 
 $(LITH_NODE_BIN): tools/lith-node/main.c $(DQ_OBJ) $(DQ_HDRS)
 	@mkdir -p $(dir $@)
@@ -39,7 +39,7 @@ $(B)/dqlite/test/test_wire: dqlite/test/test_wire.c $(B)/dqlite/wire.o dqlite/wi
 $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node: $(B)/%: %.c $(DQ_TEST_HELP) $(DQ_OBJ) $(DQ_HDRS) $(LITH_NODE_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
-	  -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
+	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
 
 lith-node: $(LITH_NODE_BIN)
 .PHONY: lith-node

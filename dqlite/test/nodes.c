@@ -108,8 +108,9 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   }
   close(p[0]);
   if (!ok) {
-    fprintf(stderr, "node %d: no serving line within %d ms (got \"%s\")\n", n->id, timeout_ms, n->line);
-    t_node_stop(n, SIGKILL, 2000);
+    int status = t_node_stop(n, SIGKILL, 2000);
+    fprintf(stderr, "node %d: no serving line within %d ms (got \"%s\"; exit status %d)\n", n->id, timeout_ms,
+            n->line, status);
     return -1;
   }
   return 0;

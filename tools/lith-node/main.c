@@ -21,7 +21,10 @@
  *
  * The signals are blocked before dqlite_node_start so that libdqlite's
  * thread inherits the mask and the main thread alone takes them, in
- * sigwait: no handler, nothing async-signal-unsafe.
+ * sigwait: no handler, nothing async-signal-unsafe. SIGPIPE is ignored:
+ * libdqlite writes to Raft peers that may have died, and the default
+ * action would kill the node (seen: a follower's SIGTERM killed the other
+ * two with SIGPIPE).
  */
 #include <errno.h>
 #include <signal.h>
@@ -165,6 +168,9 @@ int main(int argc, char **argv) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigprocmask(SIG_BLOCK, &set, NULL);
+  /* libdqlite (libuv) writes to peers that may have gone: without this a
+   * follower's exit kills the leader with SIGPIPE. */
+  signal(SIGPIPE, SIG_IGN);
 
   if (mkdir(o.dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "lith-node: %s: %s\n", o.dir, strerror(errno));
