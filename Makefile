@@ -122,6 +122,7 @@ include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
 include examples/kanban/fuzz/fuzz.mk
+include dqlite/fuzz/fuzz.mk
 
 DEMO := $(B)/tools/lith-demo
 LIBS := $(B)/liblith.a $(B)/liblith.so $(B)/liblith_uv.a $(B)/liblith_uv.so
