@@ -91,6 +91,12 @@ enum {
   LITH_DQ_BOOLEAN = 11,
 };
 
+/* dqlite's own extended codes in FAILURE (SQLITE_IOERR | n << 8): the node
+ * is not the leader; leadership was lost while the request ran (for a
+ * COMMIT: the outcome is unknown). */
+#define LITH_DQ_IOERR_NOT_LEADER (10 | (40 << 8))
+#define LITH_DQ_IOERR_LEADERSHIP_LOST (10 | (41 << 8))
+
 /* Raft roles (ASSIGN, CLUSTER format 1). */
 enum { LITH_DQ_VOTER = 0, LITH_DQ_STANDBY = 1, LITH_DQ_SPARE = 2 };
 

@@ -4,6 +4,8 @@
  *     ASSIGN voter through the leader): CLUSTER, asked of the leader, lists
  *     the three as voters with their addresses, and each node's LEADER
  *     names the same leader;
+ *   - a follower opens a database but answers a read and a write with
+ *     FAILURE SQLITE_IOERR_NOT_LEADER;
  *   - a table written on the leader; a follower stopped with SIGTERM exits
  *     0, and restarted with the same --dir and --join it serves again as a
  *     voter (not added twice: still three members); a write made while it
@@ -108,8 +110,22 @@ static void test_three_nodes(void **state) {
   exec_ok(c, db, "CREATE TABLE w(n INTEGER PRIMARY KEY, who TEXT)");
   exec_ok(c, db, "INSERT INTO w VALUES (1, 'before')");
 
-  /* Restart a follower. */
+  /* A follower opens a database but serves neither reads nor writes. */
   int f = strcmp(nodes[0].address, leader) != 0 ? 0 : 1;
+  uint32_t fdb;
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  lith__dq_conn *fc = lith__dq_new(5000);
+  assert_int_equal(lith__dq_connect(fc, nodes[f].address), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open(fc, "ha.db", &fdb), LITH_DQ_OK);
+  assert_int_equal(lith__dq_query_sql(fc, fdb, "SELECT count(*) FROM w", NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(fc), LITH_DQ_IOERR_NOT_LEADER);
+  assert_int_equal(lith__dq_exec_sql(fc, fdb, "INSERT INTO w VALUES (9, 'no')", NULL, 0, NULL),
+                   LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(fc), LITH_DQ_IOERR_NOT_LEADER);
+  lith__dq_close(fc);
+
+  /* Restart that follower. */
   assert_int_equal(t_node_stop(&nodes[f], SIGTERM, 5000), 0);
   exec_ok(c, db, "INSERT INTO w VALUES (2, 'while down')");
   assert_int_equal(t_node_start(&nodes[f], all, 15000), 0);
