@@ -479,12 +479,13 @@ static int get_value(cursor *c, int type, lith__dq_value *v) {
   }
 }
 
-/* Room for one more row of ncols values. */
+/* Room for one more row of ncols values. The first reservation is one
+ * row: a frame of many columns and one row must not buy 16 rows' worth. */
 static int reserve_row(lith__dq_rows *r) {
   size_t need = (r->nrows + 1) * r->ncols;
   if (need <= r->cap)
     return LITH_DQ_OK;
-  size_t cap = r->cap ? r->cap * 2 : 16 * (size_t)r->ncols;
+  size_t cap = r->cap ? r->cap * 2 : (size_t)r->ncols;
   while (cap < need)
     cap *= 2;
   lith__dq_value *v = realloc(r->values, cap * sizeof *v);
