@@ -130,7 +130,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 
 .SECONDARY:
 .PHONY: kanban run-demo bench soak lint format all run test test-only deps deps-litestream install uninstall clean demo $(PCS)
-all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN)
+all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
 	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
@@ -252,13 +252,15 @@ install: all
 	install -m 644 $(PCS) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(LITH_CLI_BIN) $(DESTDIR)$(PREFIX)/bin/lith
 	install -m 755 $(LITHD_BIN) $(DESTDIR)$(PREFIX)/bin/lithd
+	install -m 755 $(LITH_NODE_BIN) $(DESTDIR)$(PREFIX)/bin/lith-node
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
 	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
 	  $(DESTDIR)$(PREFIX)/lib/liblith_uv.a $(DESTDIR)$(PREFIX)/lib/liblith_uv.so* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/lith_uv.pc \
-	  $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd
+	  $(DESTDIR)$(PREFIX)/bin/lith $(DESTDIR)$(PREFIX)/bin/lithd \
+	  $(DESTDIR)$(PREFIX)/bin/lith-node
 
 # `make lint`: cppcheck over every C file of the tree (what build/ generates
 # aside), then clang-format (.clang-format: the core's style) over every C
