@@ -459,20 +459,18 @@ out:
   unwatch_wals(&d); /* a startup failure after they began */
   if (d.http != NULL)
     lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
-  if (loop_open && !d.stopping) {
-    lithd_server_stop(&d.srv); /* a startup failure after the routes */
-    uv_run(&d.loop, UV_RUN_DEFAULT);
-  }
-  lithd_server_free(&d.srv); /* after the HTTP server: it reported into it */
-  for (i = 0; i < d.n_dbs; i++) {
-    /* a startup failure: close the bridges, running the loop until done */
-    if (lithd_database_close_bridge(&d.dbs[i], NULL, NULL) == 0)
-      uv_run(&d.loop, UV_RUN_DEFAULT);
-  }
-  if (d.signals_open) {
+  if (loop_open) {
+    /* a startup failure: close what is on the loop (the queues after the
+     * routes, the bridges, the signals), then run it until they closed;
+     * after a stop all this is closed already */
+    if (!d.stopping)
+      lithd_server_stop(&d.srv);
+    for (i = 0; i < d.n_dbs; i++)
+      lithd_database_close_bridge(&d.dbs[i], NULL, NULL);
     close_signals(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }
+  lithd_server_free(&d.srv); /* after the HTTP server: it reported into it */
   if (loop_open && uv_loop_close(&d.loop) != 0)
     lithd_log(LITHD_LOG_ERROR, "handles left on the loop");
   for (i = 0; i < d.n_dbs; i++)
