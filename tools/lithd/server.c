@@ -21,11 +21,16 @@
  *     or run: a refused request changes nothing.
  *   - Every body is read with json.c (/v1/backup's too), every answer
  *     written by hand into a lithd_buf: lithd links no JSON library.
- *   - The routes are one table (routes[], at the end of this file) that
- *     lithd_server_start walks. What serves them lives beside: overload.c
- *     (commands on their way to the writer), metrics.c (the /metrics text),
- *     backup_http.c (/v1/backup: backups and downloads),
- *     sqljson (statements in, results out, and the SQL authorizer).
+ *   - Several databases: a database's routes are one table (db_routes[],
+ *     near the end of this file) that lithd_server_start registers once per
+ *     database under /v1/db/NAME/ and once unprefixed for the default, each
+ *     with that database's lithd_dbsrv as its argument: a handler finds its
+ *     database, writer and queues in its argument, never by name. A prefix
+ *     route /v1/db/ answers what none took (an unknown name: 404 naming
+ *     the databases). What serves the routes lives beside: overload.c
+ *     (commands on their way to a writer), metrics.c (the /metrics text),
+ *     backup_http.c (/v1/backup: backups and downloads), sqljson
+ *     (statements in, results out, and the SQL authorizer).
  */
 #include "server.h"
 

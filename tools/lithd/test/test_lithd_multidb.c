@@ -308,7 +308,7 @@ static int b_during(struct tl_conn *k, int64_t until_ms, int *id, int64_t p99_bo
   assert_true(n >= 20);
   qsort(us, (size_t)n, sizeof *us, cmp_i64);
   *p99 = us[n * 99 / 100];
-  *worst = us[n - 1];
+  *worst = n > 0 ? us[n - 1] : 0;
   if (*p99 > p99_bound_us)
     fail_msg("b's p99 while a was held: %lld us (bound %lld us)", (long long)*p99, (long long)p99_bound_us);
   return n;
