@@ -11,8 +11,10 @@
  *   - --schema and --commands per database (NAME=FILE) and for all (FILE);
  *   - isolation: while database a's writer is held by a 3 s command, its
  *     queue flooded past --max-queue, and then its write lock taken by
- *     another process, every request to database b answers within its usual
- *     time (its own p99 measured first, alone);
+ *     another process, database b's writes answer within their usual time
+ *     (their p99 alone measured first); while a's slow reads fill a's
+ *     readers, b's reads do too (libuv's pool is shared: each database may
+ *     use only its readers' share);
  *   - SIGTERM drains every database's writer (every answered command is in
  *     its file), and a database that cannot be opened stops lithd with a
  *     message naming it.
