@@ -352,12 +352,17 @@ static struct do_ctx *do_ctx_new(lithd_dbsrv *d, lith_http_req *req) {
 }
 
 /* Refuse raw SQL under --only-named; returns 1 if refused (answered). */
-static int refuse_raw(lithd_server *s, lith_http_req *req) {
+static int refuse_raw(lithd_dbsrv *d, lith_http_req *req) {
   lithd_error e;
-  if (!s->only_named)
+  if (!d->srv->only_named)
     return 0;
-  lithd_error_set(&e, LITHD_FORBIDDEN, -1,
-                  "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
+  if (strncmp(lith_http_req_path(req), "/v1/db/", 7) == 0)
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                    "this lithd runs only named commands (--only-named): POST /v1/db/%s/commands/NAME",
+                    d->name);
+  else
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                    "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
   respond_lithd_error(req, &e);
   return 1;
 }
@@ -369,7 +374,7 @@ static int h_do(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  if (refuse_raw(s, req))
+  if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
@@ -735,7 +740,7 @@ static int h_batch(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  if (refuse_raw(s, req))
+  if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
   b = calloc(1, sizeof *b);
   if (b == NULL) {

@@ -235,6 +235,16 @@ static void test_schema_and_commands_per_database(void **state) {
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "nothing could write database b"));
   }
+  /* the same commands for both (a plain --commands FILE): each runs them
+   * on its own file, and --only-named points at its own route */
+  start_two(c, "named", TL_ARGS("--schema", "shared.sql", "--commands", "cmds-a.sql", "--only-named"));
+  tl_expect(c, "POST", "/v1/db/b/do", NULL, Q("INSERT INTO shared(v) VALUES ('raw')"), 403,
+            "POST /v1/db/b/commands/NAME");
+  tl_expect(c, "POST", "/v1/db/b/commands/put", NULL, "{\"params\":{\"v\":\"in b\"}}", 200, "[[1]]");
+  tl_expect(c, "POST", "/v1/db/a/commands/put", NULL, "{\"params\":{\"v\":\"in a\"}}", 200, "[[1]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("named-b.db", "SELECT count(*) FROM shared WHERE v = 'in b'"), 1);
+  assert_int_equal(tl_sql_int("named-a.db", "SELECT count(*) FROM shared WHERE v = 'in b'"), 0);
 }
 
 /* ---- Isolation ---------------------------------------------------------- */
