@@ -298,3 +298,63 @@ describe("retries on 503", { skip: !LITHD && "LITHD (the lithd binary) is not se
     assert.deepEqual((await retrying.query("SELECT count(*) FROM kv WHERE k LIKE 'b-%'"))[0].rows, [[3]]);
   });
 });
+
+// {db: "NAME"}: the routes the client sends to, against a server that records
+// them (no lithd needed), and the names it refuses.
+describe("the db option", () => {
+  it("sends every call but health to /v1/db/NAME/...", async () => {
+    const { createServer } = await import("node:http");
+    const seen = [];
+    const srv = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        seen.push(`${req.method} ${req.url}`);
+        const body = '{"results":[],"commands":[]}';
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": body.length });
+        res.end(body);
+      });
+    });
+    await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${srv.address().port}`;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-db-"));
+    try {
+      const c = new lith.Client(url + "/pre/", { db: "a_B-9" });
+      await c.do("SELECT 1");
+      await c.query("SELECT 1");
+      await c.command("my cmd", { k: 1 });
+      await c.batch([["SELECT 1"]]);
+      await c.stats();
+      await c.commands();
+      await c.backupToServer("snap.db");
+      await c.backup(path.join(dir, "copy.db"));
+      await c.backup(path.join(dir, "copy.sql"), { format: "sql" });
+      await c.health();
+      await c.query("SELECT 1", { rows: "objects" });
+      await new lith.Client(url).do("SELECT 1");
+      assert.deepEqual(seen.slice(0, 10), [
+        "POST /pre/v1/db/a_B-9/do?int64=string",
+        "POST /pre/v1/db/a_B-9/query?int64=string",
+        "POST /pre/v1/db/a_B-9/commands/my%20cmd?int64=string",
+        "POST /pre/v1/db/a_B-9/batch?int64=string",
+        "GET /pre/v1/db/a_B-9/stats",
+        "GET /pre/v1/db/a_B-9/commands",
+        "POST /pre/v1/db/a_B-9/backup",
+        "GET /pre/v1/db/a_B-9/backup",
+        "GET /pre/v1/db/a_B-9/backup?format=sql",
+        "GET /pre/healthz",
+      ]);
+      assert.match(seen[10], /^POST \/pre\/v1\/db\/a_B-9\/query\?/);
+      assert.equal(seen[11], "POST /v1/do?int64=string");
+    } finally {
+      srv.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses names that could change the path", () => {
+    const bad = ["", ".", "..", "../do", "a/b", "a%2Fb", "a?x=1", "a#b", "a b", "a.b", "\u00e9", "a\n",
+      "x\r\nHost: evil", "a".repeat(65), 7, ["a"]];
+    for (const db of bad) assert.throws(() => new lith.Client("http://127.0.0.1:1", { db }), TypeError, JSON.stringify(db));
+    assert.equal(new lith.Client("http://127.0.0.1:1", { db: "a".repeat(64) }).db, "a".repeat(64));
+  });
+});

@@ -1036,6 +1036,74 @@ static void test_request_of_run_and_token(void **state) {
                               "\"e\":{\"base64\":\"AA==\"},\"f\":-9223372036854775808}}"));
 }
 
+/* --db NAME (or $LITHD_DB): every request goes to /v1/db/NAME/...; /healthz
+ * is lithd's own and stays. */
+static void test_db_routes_every_request(void **state) {
+  struct fixture *f = *state;
+  char *const env_db[] = {(char *)"LITHD_DB=from_env", NULL};
+  const char *ok = answer("HTTP/1.1 200 OK\r\n", "{\"results\":[]}");
+  const struct {
+    const char *const *args;
+    const char *line;
+  } cases[] = {
+      {ARGS("do", "SELECT 1"), "POST /v1/db/a_B-9/do HTTP/1.1\r\n"},
+      {ARGS("query", "SELECT 1"), "POST /v1/db/a_B-9/query HTTP/1.1\r\n"},
+      {ARGS("run", "my cmd"), "POST /v1/db/a_B-9/commands/my%20cmd HTTP/1.1\r\n"},
+      {ARGS("batch", "b.json"), "POST /v1/db/a_B-9/batch HTTP/1.1\r\n"},
+      {ARGS("stats"), "GET /v1/db/a_B-9/stats HTTP/1.1\r\n"},
+      {ARGS("backup", "snap.db"), "POST /v1/db/a_B-9/backup HTTP/1.1\r\n"},
+      {ARGS("backup", "--out", "copy.db"), "GET /v1/db/a_B-9/backup HTTP/1.1\r\n"},
+      {ARGS("backup", "--out", "copy.sql", "--sql"), "GET /v1/db/a_B-9/backup?format=sql HTTP/1.1\r\n"},
+      {ARGS("health"), "GET /healthz HTTP/1.1\r\n"},
+  };
+  write_file("b.json", "{\"commands\":[]}");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[16] = {"--url", NULL, "--db", "a_B-9"}, *req;
+    size_t n = 4;
+    start_fake(f, ok, 0);
+    args[1] = f->url;
+    for (const char *const *a = cases[i].args; *a != NULL; a++)
+      args[n++] = *a;
+    args[n] = NULL;
+    run_cli(&f->r, no_env, NULL, args);
+    req = fake_request(f);
+    if (strncmp(req, cases[i].line, strlen(cases[i].line)) != 0)
+      print_error("case %zu: want %s got:\n%s\n", i, cases[i].line, req);
+    assert_true(strncmp(req, cases[i].line, strlen(cases[i].line)) == 0);
+  }
+  /* $LITHD_DB, and --db wins over it */
+  start_fake(f, ok, 0);
+  run_cli(&f->r, env_db, NULL, ARGS("--url", f->url, "stats"));
+  assert_true(strncmp(fake_request(f), "GET /v1/db/from_env/stats HTTP/1.1\r\n", 36) == 0);
+  start_fake(f, ok, 0);
+  run_cli(&f->r, env_db, NULL, ARGS("--url", f->url, "--db", "x", "stats"));
+  assert_true(strncmp(fake_request(f), "GET /v1/db/x/stats HTTP/1.1\r\n", 29) == 0);
+}
+
+/* A --db NAME that could add a piece to the path, or is not lithd's kind
+ * of name, is refused before anything is sent (exit 2): lithd at
+ * 127.0.0.1:1 would be exit 3. */
+static void test_db_name_checked(void **state) {
+  struct fixture *f = *state;
+  char *const env_bad[] = {(char *)"LITHD_DB=../x", NULL};
+  static const char *const bad[] = {"",    "..",  "../do", "a/b", "a%2Fb", "a?x=1",
+                                    "a#b", "a b", "a.b",   "é",   "a\nb",  "x\r\nHost: evil"};
+  char long_name[80];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", bad[i], "stats"));
+    check(&f->r, 2, "", "is not a database name");
+  }
+  memset(long_name, 'a', 65);
+  long_name[65] = '\0';
+  run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", long_name, "stats"));
+  check(&f->r, 2, "", "is not a database name");
+  long_name[64] = '\0'; /* 64: fine, so the connection is what fails */
+  run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", long_name, "stats"));
+  check(&f->r, 3, "", "cannot connect");
+  run_cli(&f->r, env_bad, NULL, ARGS("--url", "http://127.0.0.1:1", "stats"));
+  check(&f->r, 2, "", "is not a database name");
+}
+
 static void test_bad_answers_exit_3(void **state) {
   struct fixture *f = *state;
 
@@ -1254,6 +1322,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_named_commands, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunked_answer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_request_of_run_and_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_db_routes_every_request, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_db_name_checked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_answers_exit_3, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout_exit_3, setup, teardown),
   };
