@@ -537,7 +537,7 @@ static void test_writer_mode_beside_litestream(void **state) {
   usleep(LOAD_MS / 2 * 1000);
   /* Litestream running: lithd checkpoints, one generation */
   tl_http(c, "GET", "/metrics", NULL, NULL, &r);
-  uint64_t checkpoints = tl_metric(r.body, "lith_checkpoints_total");
+  uint64_t checkpoints = tl_metric(r.body, "lith_checkpoints_total{db=\"main\"}");
   tl_resp_free(&r);
   assert_true(checkpoints > 0);
   assert_int_equal(generations(lslog), 1);
