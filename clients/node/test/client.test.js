@@ -299,6 +299,53 @@ describe("retries on 503", { skip: !LITHD && "LITHD (the lithd binary) is not se
   });
 });
 
+// {db: "NAME"} against a lithd serving more than one (its t.db is "main",
+// beside --db a=a.db --db b=b.db): the data lands in the named file only.
+describe("two databases", { skip: !LITHD && "LITHD (the lithd binary) is not set" }, () => {
+  let server;
+  before(async () => {
+    server = await startLithd(["--db", "a=a.db", "--db", "b=b.db"]);
+  });
+  after(async () => {
+    if (server) await server.stop();
+  });
+
+  it("sends each call to the named database", async () => {
+    const a = new lith.Client(server.url, { db: "a" });
+    const b = new lith.Client(server.url, { db: "b" });
+    await a.do({ sql: "INSERT INTO kv VALUES (?, ?)", params: ["k", "in-a"] });
+    await b.command("put", { k: "k", v: "in-b" });
+    const out = await b.batch([[{ sql: "INSERT INTO kv VALUES (?, ?)", params: ["batch", "b-batch"] }]]);
+    assert.equal(out[0][0].changes, 1);
+    assert.deepEqual((await a.query("SELECT k, v FROM kv ORDER BY k"))[0].rows, [["k", "in-a"]]);
+    assert.deepEqual((await b.query("SELECT k, v FROM kv ORDER BY k"))[0].rows, [["batch", "b-batch"], ["k", "in-b"]]);
+    // in the files themselves: each database's own backup of itself, and lithd's own files
+    const copyA = path.join(server.dir, "a-copy.db");
+    const copyB = path.join(server.dir, "b-copy.db");
+    await a.backup(copyA, { format: "sql" });
+    await b.backup(copyB, { format: "sql" });
+    const dumpA = fs.readFileSync(copyA, "utf8");
+    const dumpB = fs.readFileSync(copyB, "utf8");
+    assert.match(dumpA, /'in-a'/);
+    assert.doesNotMatch(dumpA, /'in-b'|'b-batch'/);
+    assert.match(dumpB, /'in-b'/);
+    assert.match(dumpB, /'b-batch'/);
+    assert.doesNotMatch(dumpB, /'in-a'/);
+    const dumpMain = path.join(server.dir, "main-copy.sql");
+    await new lith.Client(server.url, { db: "main" }).backup(dumpMain, { format: "sql" });
+    assert.doesNotMatch(fs.readFileSync(dumpMain, "utf8"), /'in-a'|'in-b'|'b-batch'/);
+    await a.backupToServer("snap-a.db");
+    assert.ok(fs.statSync(path.join(server.dir, "backups", "snap-a.db")).size > 0);
+    assert.deepEqual((await b.commands()).map((c) => c.name), ["put"]);
+    assert.ok("commands" in (await b.stats()));
+    assert.deepEqual(await a.health(), { ok: true });
+    await assert.rejects(new lith.Client(server.url, { db: "c" }).do("SELECT 1"), (e) =>
+      e instanceof lith.NotFound && /no database "c" here/.test(e.message));
+    await assert.rejects(new lith.Client(server.url).do("SELECT 1"), (e) =>
+      e instanceof lith.NotFound && /none is the default/.test(e.message));
+  });
+});
+
 // {db: "NAME"}: the routes the client sends to, against a server that records
 // them (no lithd needed), and the names it refuses.
 describe("the db option", () => {

@@ -396,6 +396,59 @@ class RetryTest(unittest.TestCase):
             c.close()
 
 
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class TwoDatabasesTest(unittest.TestCase):
+    """db="NAME" against a lithd serving more than one (its t.db is "main",
+    beside --db a=a.db --db b=b.db): the data lands in the named file only."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd("--db", "a=a.db", "--db", "b=b.db")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def file_rows(self, name):
+        conn = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.server.dir, name), uri=True)
+        try:
+            return conn.execute("SELECT k, v FROM kv ORDER BY k").fetchall()
+        finally:
+            conn.close()
+
+    def test_each_call_reaches_the_named_database(self):
+        url = self.server.url
+        with lith.Client(url, db="a") as a, lith.Client(url, db="b") as b:
+            a.do(("INSERT INTO kv VALUES (?, ?)", ["k", "in-a"]))
+            b.command("put", {"k": "k", "v": "in-b"})
+            out = b.batch([[("INSERT INTO kv VALUES (?, ?)", ["batch", "b-batch"])]])
+            self.assertEqual(out[0][0]["changes"], 1)
+            self.assertEqual(a.query("SELECT k, v FROM kv ORDER BY k")[0]["rows"], [["k", "in-a"]])
+            self.assertEqual(b.query("SELECT k, v FROM kv ORDER BY k")[0]["rows"],
+                             [["batch", "b-batch"], ["k", "in-b"]])
+            self.assertEqual(self.file_rows("a.db"), [("k", "in-a")])
+            self.assertEqual(self.file_rows("b.db"), [("batch", "b-batch"), ("k", "in-b")])
+            self.assertEqual(self.file_rows("t.db"), [])
+            self.assertEqual([c["name"] for c in b.commands()], ["put", "get"])
+            self.assertIn("commands", b.stats())
+            copy = os.path.join(self.server.dir, "b-copy.db")
+            self.assertGreater(b.backup(copy), 0)
+            conn = sqlite3.connect(copy)
+            self.assertEqual(conn.execute("SELECT count(*) FROM kv").fetchone()[0], 2)
+            conn.close()
+            a.backup_to_server("snap-a.db")
+            conn = sqlite3.connect(os.path.join(self.server.backups, "snap-a.db"))
+            self.assertEqual(conn.execute("SELECT v FROM kv").fetchall(), [("in-a",)])
+            conn.close()
+            self.assertEqual(a.health(), {"ok": True})
+        with lith.Client(url, db="c") as c, self.assertRaises(lith.NotFound) as e:
+            c.do("SELECT 1")
+        self.assertIn('no database "c" here', str(e.exception))
+        with lith.Client(url) as c, self.assertRaises(lith.NotFound) as e:
+            c.do("SELECT 1")
+        self.assertIn("none is the default", str(e.exception))
+
+
 class _Recorder:
     """An HTTP server on a free port that answers every request with
     `body` (200) and records its method and path: what the client sends,
