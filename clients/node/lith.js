@@ -21,6 +21,10 @@
 //     not run or was rolled back, so a retry never applies a write twice.
 //     The wait is Retry-After, else a short doubling backoff; bounded by
 //     maxRetries and by maxRetryWait milliseconds of waiting in all.
+//   - {db: "NAME"}: a lithd serving several databases (lithd --db NAME=PATH
+//     ...); every /v1/ request goes to /v1/db/NAME/... instead. NAME is
+//     checked against lithd's rule (1 to 64 of A-Z a-z 0-9 _ -), so it can
+//     never add a piece to the path.
 
 // ---- Errors ----------------------------------------------------------------
 
@@ -225,13 +229,19 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---- The client ------------------------------------------------------------------
 
+// lithd's database names (tools/lithd/options.h, LITHD_DB_NAME_MAX).
+const DB_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
 /**
  * A lithd at `url`: "http://host:port" (default http://127.0.0.1:8765), a Unix
  * socket path ("/run/lithd.sock"), "http+unix://%2Frun%2Flithd.sock", or
  * {unixSocket: path}. Options: token (lithd --token-file), timeout (ms, per
  * request; default 30000), maxRetries (5), maxRetryWait (ms of waiting in all,
  * 30000), onRetry(attempt, waitMs, error), rows ("arrays" | "objects"), types
- * (declared column types in "types"), bigint (every integer a BigInt). Each
+ * (declared column types in "types"), bigint (every integer a BigInt), db
+ * (the database NAME of a lithd serving several, lithd --db NAME=PATH ...:
+ * every call but health() goes to /v1/db/NAME/...; default: lithd's only or
+ * default database; a TypeError unless 1 to 64 of A-Z a-z 0-9 _ -). Each
  * call may override rows, types and bigint.
  *
  * do, query, command and batch resolve to lithd's "results": one object per
@@ -253,6 +263,9 @@ export class Client {
     this.types = o.types ?? false;
     this.bigint = o.bigint ?? false;
     if (this.rows !== "arrays" && this.rows !== "objects") throw new TypeError('rows must be "arrays" or "objects"');
+    this.db = o.db ?? null;
+    if (this.db !== null && !(typeof this.db === "string" && DB_NAME.test(this.db)))
+      throw new TypeError(`db: ${JSON.stringify(this.db)} is not a database name (1 to 64 of A-Z a-z 0-9 _ -)`);
     this.unixSocket = o.unixSocket ?? null;
     this.base = "http://127.0.0.1:8765";
     this.prefix = "";
@@ -381,6 +394,7 @@ export class Client {
   }
 
   async _request(method, path, body = null, sink = null) {
+    if (this.db !== null && path.startsWith("/v1/")) path = "/v1/db/" + this.db + path.slice(3); // not /healthz
     for (let attempt = 0, waited = 0; ; attempt++) {
       const res = await this._send(method, this.prefix + path, body, sink);
       if (res.status < 400) return res;

@@ -52,9 +52,14 @@
 
 enum { EXIT_DONE = 0, EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_NO_ANSWER = 3 };
 
+/* A database name of --db: 1 to 64 of [A-Za-z0-9_-], lithd's rule, so
+ * that it goes into the path as is and can never add a piece to it. */
+#define DB_NAME_MAX 64
+
 struct cli {
   lithc_endpoint ep;
-  char *token; /* malloc'd; NULL for none */
+  char *token;    /* malloc'd; NULL for none */
+  const char *db; /* --db NAME (points into argv or environ); NULL: lithd's only or default one */
   int json;
   int timeout_ms;
 };
@@ -95,6 +100,11 @@ static void usage(FILE *f) {
           "                           when both variables are set the socket wins)\n"
           "  --token-file FILE        send the bearer token in FILE (default\n"
           "                           $LITHD_TOKEN_FILE, else the token in $LITHD_TOKEN)\n"
+          "  --db NAME                the database NAME of a lithd serving several\n"
+          "                           (lithd --db NAME=PATH ...): every request goes to\n"
+          "                           /v1/db/NAME/... (do, query, run, batch, stats,\n"
+          "                           backup); NAME is 1 to 64 of A-Z a-z 0-9 _ -\n"
+          "                           (default $LITHD_DB, else lithd's only or default one)\n"
           "  --json                   print lithd's JSON answer unchanged\n"
           "  --timeout SEC            give up after SEC seconds (default %d; 0: never)\n"
           "  --help, --version\n"
@@ -439,15 +449,27 @@ static int handle_answer(const struct cli *cli, const char *method, const char *
   return status;
 }
 
+/* The path a request for `path` ("/v1/do", "/v1/commands/X", ...) goes to:
+ * with --db NAME, "/v1/db/NAME/do" and so on (NAME was checked: it adds
+ * no piece to the path); else `path` itself. /healthz is lithd's, not a
+ * database's: never routed. Returns path or buf. */
+static const char *route(const struct cli *cli, const char *path, char *buf, size_t cap) {
+  if (cli->db == NULL || strncmp(path, "/v1/", 4) != 0)
+    return path;
+  snprintf(buf, cap, "/v1/db/%s/%s", cli->db, path + 4);
+  return buf;
+}
+
 /* Send the request and handle the answer (handle_answer). Returns the exit
  * status. */
 static int exchange(const struct cli *cli, const char *method, const char *path, const char *body,
                     size_t body_len, printer print) {
   lithc_request req;
   lithc_response r;
-  char err[1024];
+  char err[1024], routed[1200];
   int rc, status;
 
+  path = route(cli, path, routed, sizeof routed);
   memset(&req, 0, sizeof req);
   req.method = method;
   req.path = path;
@@ -727,8 +749,8 @@ static double now_s(void) {
  * checked (an SQLite file's header), renamed to FILE, the directory synced:
  * FILE is the old file or the whole new copy, never a part. */
 static int backup_download(const struct cli *cli, const char *out, int sql, int force) {
-  const char *path = sql ? "/v1/backup?format=sql" : "/v1/backup";
-  char *tmp = NULL, *dir = NULL, err[1024], magic[16];
+  char *tmp = NULL, *dir = NULL, err[1024], magic[16], routed[128];
+  const char *path = route(cli, sql ? "/v1/backup?format=sql" : "/v1/backup", routed, sizeof routed);
   lithc_request req;
   lithc_response r;
   long long bytes = 0;
@@ -863,13 +885,26 @@ static const char *env(const char *name) {
   return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
+/* Whether s is a database name (DB_NAME_MAX). */
+static int is_db_name(const char *s) {
+  size_t n = 0;
+  for (; s[n] != '\0'; n++) {
+    char ch = s[n];
+    if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') && !(ch >= '0' && ch <= '9') && ch != '_' &&
+        ch != '-')
+      return 0;
+  }
+  return n >= 1 && n <= DB_NAME_MAX;
+}
+
 /* Parse the options into *cli; *cmd_index is the command's place in argv.
  * Returns -1 to go on, or an exit status. */
 static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index) {
-  enum { OPT_URL = 256, OPT_UNIX, OPT_TOKEN_FILE, OPT_JSON, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
+  enum { OPT_URL = 256, OPT_UNIX, OPT_TOKEN_FILE, OPT_DB, OPT_JSON, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
   static const struct option longs[] = {{"url", required_argument, NULL, OPT_URL},
                                         {"unix", required_argument, NULL, OPT_UNIX},
                                         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+                                        {"db", required_argument, NULL, OPT_DB},
                                         {"json", no_argument, NULL, OPT_JSON},
                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                         {"help", no_argument, NULL, OPT_HELP},
@@ -887,6 +922,7 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
     case OPT_URL: url = optarg; break;
     case OPT_UNIX: unix_path = optarg; break;
     case OPT_TOKEN_FILE: token_file = optarg; break;
+    case OPT_DB: cli->db = optarg; break;
     case OPT_JSON: cli->json = 1; break;
     case OPT_TIMEOUT: {
       char *end;
@@ -907,6 +943,11 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
   }
   if (url != NULL && unix_path != NULL)
     return usage_error("give --url or --unix, not both");
+  if (cli->db == NULL)
+    cli->db = env("LITHD_DB");
+  if (cli->db != NULL && !is_db_name(cli->db))
+    return usage_error("--db: \"%s\" is not a database name (1 to %d of A-Z a-z 0-9 _ -)", cli->db,
+                       DB_NAME_MAX);
   if (optind >= argc)
     return usage_error("no command given");
   *cmd_index = optind;

@@ -298,3 +298,110 @@ describe("retries on 503", { skip: !LITHD && "LITHD (the lithd binary) is not se
     assert.deepEqual((await retrying.query("SELECT count(*) FROM kv WHERE k LIKE 'b-%'"))[0].rows, [[3]]);
   });
 });
+
+// {db: "NAME"} against a lithd serving more than one (its t.db is "main",
+// beside --db a=a.db --db b=b.db): the data lands in the named file only.
+describe("two databases", { skip: !LITHD && "LITHD (the lithd binary) is not set" }, () => {
+  let server;
+  before(async () => {
+    server = await startLithd(["--db", "a=a.db", "--db", "b=b.db"]);
+  });
+  after(async () => {
+    if (server) await server.stop();
+  });
+
+  it("sends each call to the named database", async () => {
+    const a = new lith.Client(server.url, { db: "a" });
+    const b = new lith.Client(server.url, { db: "b" });
+    await a.do({ sql: "INSERT INTO kv VALUES (?, ?)", params: ["k", "in-a"] });
+    await b.command("put", { k: "k", v: "in-b" });
+    const out = await b.batch([[{ sql: "INSERT INTO kv VALUES (?, ?)", params: ["batch", "b-batch"] }]]);
+    assert.equal(out[0][0].changes, 1);
+    assert.deepEqual((await a.query("SELECT k, v FROM kv ORDER BY k"))[0].rows, [["k", "in-a"]]);
+    assert.deepEqual((await b.query("SELECT k, v FROM kv ORDER BY k"))[0].rows, [["batch", "b-batch"], ["k", "in-b"]]);
+    // in the files themselves: each database's own backup of itself, and lithd's own files
+    const copyA = path.join(server.dir, "a-copy.db");
+    const copyB = path.join(server.dir, "b-copy.db");
+    await a.backup(copyA, { format: "sql" });
+    await b.backup(copyB, { format: "sql" });
+    const dumpA = fs.readFileSync(copyA, "utf8");
+    const dumpB = fs.readFileSync(copyB, "utf8");
+    assert.match(dumpA, /'in-a'/);
+    assert.doesNotMatch(dumpA, /'in-b'|'b-batch'/);
+    assert.match(dumpB, /'in-b'/);
+    assert.match(dumpB, /'b-batch'/);
+    assert.doesNotMatch(dumpB, /'in-a'/);
+    const dumpMain = path.join(server.dir, "main-copy.sql");
+    await new lith.Client(server.url, { db: "main" }).backup(dumpMain, { format: "sql" });
+    assert.doesNotMatch(fs.readFileSync(dumpMain, "utf8"), /'in-a'|'in-b'|'b-batch'/);
+    await a.backupToServer("snap-a.db");
+    assert.ok(fs.statSync(path.join(server.dir, "backups", "snap-a.db")).size > 0);
+    assert.deepEqual((await b.commands()).map((c) => c.name), ["put"]);
+    assert.ok("commands" in (await b.stats()));
+    assert.deepEqual(await a.health(), { ok: true });
+    await assert.rejects(new lith.Client(server.url, { db: "c" }).do("SELECT 1"), (e) =>
+      e instanceof lith.NotFound && /no database "c" here/.test(e.message));
+    await assert.rejects(new lith.Client(server.url).do("SELECT 1"), (e) =>
+      e instanceof lith.NotFound && /none is the default/.test(e.message));
+  });
+});
+
+// {db: "NAME"}: the routes the client sends to, against a server that records
+// them (no lithd needed), and the names it refuses.
+describe("the db option", () => {
+  it("sends every call but health to /v1/db/NAME/...", async () => {
+    const { createServer } = await import("node:http");
+    const seen = [];
+    const srv = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        seen.push(`${req.method} ${req.url}`);
+        const body = '{"results":[],"commands":[]}';
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": body.length });
+        res.end(body);
+      });
+    });
+    await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${srv.address().port}`;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-db-"));
+    try {
+      const c = new lith.Client(url + "/pre/", { db: "a_B-9" });
+      await c.do("SELECT 1");
+      await c.query("SELECT 1");
+      await c.command("my cmd", { k: 1 });
+      await c.batch([["SELECT 1"]]);
+      await c.stats();
+      await c.commands();
+      await c.backupToServer("snap.db");
+      await c.backup(path.join(dir, "copy.db"));
+      await c.backup(path.join(dir, "copy.sql"), { format: "sql" });
+      await c.health();
+      await c.query("SELECT 1", { rows: "objects" });
+      await new lith.Client(url).do("SELECT 1");
+      assert.deepEqual(seen.slice(0, 10), [
+        "POST /pre/v1/db/a_B-9/do?int64=string",
+        "POST /pre/v1/db/a_B-9/query?int64=string",
+        "POST /pre/v1/db/a_B-9/commands/my%20cmd?int64=string",
+        "POST /pre/v1/db/a_B-9/batch?int64=string",
+        "GET /pre/v1/db/a_B-9/stats",
+        "GET /pre/v1/db/a_B-9/commands",
+        "POST /pre/v1/db/a_B-9/backup",
+        "GET /pre/v1/db/a_B-9/backup",
+        "GET /pre/v1/db/a_B-9/backup?format=sql",
+        "GET /pre/healthz",
+      ]);
+      assert.match(seen[10], /^POST \/pre\/v1\/db\/a_B-9\/query\?/);
+      assert.equal(seen[11], "POST /v1/do?int64=string");
+    } finally {
+      srv.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses names that could change the path", () => {
+    const bad = ["", ".", "..", "../do", "a/b", "a%2Fb", "a?x=1", "a#b", "a b", "a.b", "\u00e9", "a\n",
+      "x\r\nHost: evil", "a".repeat(65), 7, ["a"]];
+    for (const db of bad) assert.throws(() => new lith.Client("http://127.0.0.1:1", { db }), TypeError, JSON.stringify(db));
+    assert.equal(new lith.Client("http://127.0.0.1:1", { db: "a".repeat(64) }).db, "a".repeat(64));
+  });
+});

@@ -396,6 +396,144 @@ class RetryTest(unittest.TestCase):
             c.close()
 
 
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class TwoDatabasesTest(unittest.TestCase):
+    """db="NAME" against a lithd serving more than one (its t.db is "main",
+    beside --db a=a.db --db b=b.db): the data lands in the named file only."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd("--db", "a=a.db", "--db", "b=b.db")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def file_rows(self, name):
+        conn = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.server.dir, name), uri=True)
+        try:
+            return conn.execute("SELECT k, v FROM kv ORDER BY k").fetchall()
+        finally:
+            conn.close()
+
+    def test_each_call_reaches_the_named_database(self):
+        url = self.server.url
+        with lith.Client(url, db="a") as a, lith.Client(url, db="b") as b:
+            a.do(("INSERT INTO kv VALUES (?, ?)", ["k", "in-a"]))
+            b.command("put", {"k": "k", "v": "in-b"})
+            out = b.batch([[("INSERT INTO kv VALUES (?, ?)", ["batch", "b-batch"])]])
+            self.assertEqual(out[0][0]["changes"], 1)
+            self.assertEqual(a.query("SELECT k, v FROM kv ORDER BY k")[0]["rows"], [["k", "in-a"]])
+            self.assertEqual(b.query("SELECT k, v FROM kv ORDER BY k")[0]["rows"],
+                             [["batch", "b-batch"], ["k", "in-b"]])
+            self.assertEqual(self.file_rows("a.db"), [("k", "in-a")])
+            self.assertEqual(self.file_rows("b.db"), [("batch", "b-batch"), ("k", "in-b")])
+            self.assertEqual(self.file_rows("t.db"), [])
+            self.assertEqual([c["name"] for c in b.commands()], ["put", "get"])
+            self.assertIn("commands", b.stats())
+            copy = os.path.join(self.server.dir, "b-copy.db")
+            self.assertGreater(b.backup(copy), 0)
+            conn = sqlite3.connect(copy)
+            self.assertEqual(conn.execute("SELECT count(*) FROM kv").fetchone()[0], 2)
+            conn.close()
+            a.backup_to_server("snap-a.db")
+            conn = sqlite3.connect(os.path.join(self.server.backups, "snap-a.db"))
+            self.assertEqual(conn.execute("SELECT v FROM kv").fetchall(), [("in-a",)])
+            conn.close()
+            self.assertEqual(a.health(), {"ok": True})
+        with lith.Client(url, db="c") as c, self.assertRaises(lith.NotFound) as e:
+            c.do("SELECT 1")
+        self.assertIn('no database "c" here', str(e.exception))
+        with lith.Client(url) as c, self.assertRaises(lith.NotFound) as e:
+            c.do("SELECT 1")
+        self.assertIn("none is the default", str(e.exception))
+
+
+class _Recorder:
+    """An HTTP server on a free port that answers every request with
+    `body` (200) and records its method and path: what the client sends,
+    without a lithd."""
+
+    def __init__(self, body=b'{"results": [], "commands": []}'):
+        import http.server
+
+        recorder = self
+        self.requests = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def answer(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(n)
+                recorder.requests.append((self.command, self.path))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class DbOptionTest(unittest.TestCase):
+    """db="NAME": the routes it sends to, and the names it refuses (no lithd needed)."""
+
+    def test_every_call_goes_to_the_named_database(self):
+        rec = _Recorder()
+        try:
+            with tempfile.TemporaryDirectory() as d, lith.Client(rec.url + "/pre/", db="a_B-9") as c:
+                c.do("SELECT 1")
+                c.query("SELECT 1")
+                c.command("my cmd", {"k": 1})
+                c.batch([["SELECT 1"]])
+                c.stats()
+                c.commands()
+                c.backup_to_server("snap.db")
+                c.backup(os.path.join(d, "copy.db"))
+                c.backup(os.path.join(d, "copy.sql"), format="sql")
+                c.health()
+                c.query("SELECT 1", rows="objects")
+            self.assertEqual(rec.requests, [
+                ("POST", "/pre/v1/db/a_B-9/do"),
+                ("POST", "/pre/v1/db/a_B-9/query"),
+                ("POST", "/pre/v1/db/a_B-9/commands/my%20cmd"),
+                ("POST", "/pre/v1/db/a_B-9/batch"),
+                ("GET", "/pre/v1/db/a_B-9/stats"),
+                ("GET", "/pre/v1/db/a_B-9/commands"),
+                ("POST", "/pre/v1/db/a_B-9/backup"),
+                ("GET", "/pre/v1/db/a_B-9/backup"),
+                ("GET", "/pre/v1/db/a_B-9/backup?format=sql"),
+                ("GET", "/pre/healthz"),
+                ("POST", "/pre/v1/db/a_B-9/query?rows=objects"),
+            ])
+            rec.requests.clear()
+            with lith.Client(rec.url) as c:
+                c.do("SELECT 1")
+            self.assertEqual(rec.requests, [("POST", "/v1/do")])
+        finally:
+            rec.close()
+
+    def test_names_that_could_change_the_path_are_refused(self):
+        for bad in ["", ".", "..", "../do", "a/b", "a%2Fb", "a?x=1", "a#b", "a b", "a.b", "\u00e9", "a\n",
+                    "x\r\nHost: evil", "a" * 65, 7, b"a"]:
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                lith.Client("http://127.0.0.1:1", db=bad)
+        self.assertEqual(lith.Client("http://127.0.0.1:1", db="a" * 64).db, "a" * 64)
+
+
 @unittest.skipUnless(os.environ.get("LITH_PIP_TEST"), "LITH_PIP_TEST is not set (make test sets it)")
 class InstallTest(unittest.TestCase):
     """pip install ./clients/python into a new venv, with no package index."""

@@ -87,8 +87,9 @@ static void remove_db(const char *db) {
   unlink(p);
 }
 
-/* Spawn lithd --db NAME.db --listen 127.0.0.1:0 [extra..., NULL] and learn
- * its URL from the first line it prints. */
+/* Spawn lithd --db NAME.db --listen 127.0.0.1:0 [extra..., NULL] (name
+ * NULL: no --db, extra names the databases) and learn its URL from the
+ * first line it prints. */
 static void start_lithd(struct fixture *f, const char *name, ...) {
   int pfd[2];
   posix_spawn_file_actions_t fa;
@@ -100,11 +101,13 @@ static void start_lithd(struct fixture *f, const char *name, ...) {
   va_list ap;
   const char *a;
 
-  snprintf(f->db, sizeof f->db, "%s.db", name);
-  remove_db(f->db);
   argv[n++] = (char *)LITHD_PATH;
-  argv[n++] = (char *)"--db";
-  argv[n++] = f->db;
+  if (name != NULL) {
+    snprintf(f->db, sizeof f->db, "%s.db", name);
+    remove_db(f->db);
+    argv[n++] = (char *)"--db";
+    argv[n++] = f->db;
+  }
   argv[n++] = (char *)"--listen";
   argv[n++] = (char *)"127.0.0.1:0";
   va_start(ap, name);
@@ -983,6 +986,71 @@ static void test_run_named_commands(void **state) {
   check(&f->r, 0, "count(*)\n2\n", "");
 }
 
+/* The text of the first column of the first row of sql in the file db
+ * (opened read-only, beside lithd). Returns a static buffer. */
+static const char *sql_text(const char *db, const char *sql) {
+  static char buf[256];
+  sqlite3 *h = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  snprintf(buf, sizeof buf, "%s", (const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return buf;
+}
+
+/* lith --db NAME against a lithd serving two databases (--db a=a.db --db
+ * b=b.db): each command's data lands in the named file and only there. */
+static void test_db_two_databases(void **state) {
+  struct fixture *f = *state;
+  remove_db("a.db");
+  remove_db("b.db");
+  mkdir("bk2", 0700);
+  unlink("bk2/snap-a.db");
+  unlink("b-copy.db");
+  write_file("kv.sql", "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n");
+  write_file("kv-cmds.sql", "-- name: put\nINSERT INTO kv(k, v) VALUES (:k, :v);\n");
+  write_file("kv-batch.json", "{\"commands\": [{\"statements\": [{\"sql\": "
+                              "\"INSERT INTO kv VALUES ('batch', 'b-batch')\"}]}]}");
+  start_lithd(f, NULL, "--db", "a=a.db", "--db", "b=b.db", "--schema", "kv.sql", "--commands", "kv-cmds.sql",
+              "--backup-dir", "bk2", NULL);
+
+  LITH(f, "--db", "a", "do", "INSERT INTO kv VALUES (?, ?)", "k", "in-a");
+  check(&f->r, 0, "changes 1, last_insert_rowid 1\n", "");
+  LITH(f, "--db", "b", "run", "put", "k=k", "v=in-b");
+  check(&f->r, 0, "changes 1, last_insert_rowid 1\n", "");
+  LITH(f, "--db", "b", "batch", "kv-batch.json");
+  check(&f->r, 0, NULL, "");
+  LITH(f, "--db", "a", "query", "SELECT k, v FROM kv ORDER BY k");
+  check(&f->r, 0, "k\tv\nk\tin-a\n", "");
+  LITH(f, "--db", "b", "query", "SELECT k, v FROM kv ORDER BY k");
+  check(&f->r, 0, "k\tv\nbatch\tb-batch\nk\tin-b\n", "");
+  /* in the files themselves */
+  assert_string_equal(sql_text("a.db", "SELECT group_concat(v) FROM kv"), "in-a");
+  assert_string_equal(sql_text("b.db", "SELECT group_concat(v, ',') FROM (SELECT v FROM kv ORDER BY k)"),
+                      "b-batch,in-b");
+
+  LITH(f, "--db", "b", "stats");
+  check(&f->r, 0, NULL, "");
+  assert_non_null(strstr(f->r.out, "commands "));
+  LITH(f, "--db", "a", "backup", "snap-a.db");
+  check(&f->r, 0, NULL, "");
+  assert_string_equal(sql_text("bk2/snap-a.db", "SELECT group_concat(v) FROM kv"), "in-a");
+  LITH(f, "--db", "b", "backup", "--out", "b-copy.db");
+  check(&f->r, 0, NULL, "");
+  assert_string_equal(sql_text("b-copy.db", "SELECT count(*) FROM kv"), "2");
+
+  /* a database lithd does not serve; none named while there are two */
+  LITH(f, "--db", "c", "do", "INSERT INTO kv VALUES ('x', 1)");
+  check(&f->r, 1, "", "no database \"c\" here");
+  LITH(f, "do", "INSERT INTO kv VALUES ('x', 1)");
+  check(&f->r, 1, "", "none is the default");
+  LITH(f, "health");
+  check(&f->r, 0, "ok\n", "");
+}
+
 /* ---- Tests: against canned answers --------------------------------------- */
 
 #define RESULTS_JSON                                                                \
@@ -1034,6 +1102,74 @@ static void test_request_of_run_and_token(void **state) {
     print_error("request:\n%s\n", req);
   assert_non_null(strstr(req, "\r\n\r\n{\"params\":{\"a\":1,\"b\":\"x\",\"c\":\"2\",\"d\":null,"
                               "\"e\":{\"base64\":\"AA==\"},\"f\":-9223372036854775808}}"));
+}
+
+/* --db NAME (or $LITHD_DB): every request goes to /v1/db/NAME/...; /healthz
+ * is lithd's own and stays. */
+static void test_db_routes_every_request(void **state) {
+  struct fixture *f = *state;
+  char *const env_db[] = {(char *)"LITHD_DB=from_env", NULL};
+  const char *ok = answer("HTTP/1.1 200 OK\r\n", "{\"results\":[]}");
+  const struct {
+    const char *const *args;
+    const char *line;
+  } cases[] = {
+      {ARGS("do", "SELECT 1"), "POST /v1/db/a_B-9/do HTTP/1.1\r\n"},
+      {ARGS("query", "SELECT 1"), "POST /v1/db/a_B-9/query HTTP/1.1\r\n"},
+      {ARGS("run", "my cmd"), "POST /v1/db/a_B-9/commands/my%20cmd HTTP/1.1\r\n"},
+      {ARGS("batch", "b.json"), "POST /v1/db/a_B-9/batch HTTP/1.1\r\n"},
+      {ARGS("stats"), "GET /v1/db/a_B-9/stats HTTP/1.1\r\n"},
+      {ARGS("backup", "snap.db"), "POST /v1/db/a_B-9/backup HTTP/1.1\r\n"},
+      {ARGS("backup", "--out", "copy.db"), "GET /v1/db/a_B-9/backup HTTP/1.1\r\n"},
+      {ARGS("backup", "--out", "copy.sql", "--sql"), "GET /v1/db/a_B-9/backup?format=sql HTTP/1.1\r\n"},
+      {ARGS("health"), "GET /healthz HTTP/1.1\r\n"},
+  };
+  write_file("b.json", "{\"commands\":[]}");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *args[16] = {"--url", NULL, "--db", "a_B-9"}, *req;
+    size_t n = 4;
+    start_fake(f, ok, 0);
+    args[1] = f->url;
+    for (const char *const *a = cases[i].args; *a != NULL; a++)
+      args[n++] = *a;
+    args[n] = NULL;
+    run_cli(&f->r, no_env, NULL, args);
+    req = fake_request(f);
+    if (strncmp(req, cases[i].line, strlen(cases[i].line)) != 0)
+      print_error("case %zu: want %s got:\n%s\n", i, cases[i].line, req);
+    assert_true(strncmp(req, cases[i].line, strlen(cases[i].line)) == 0);
+  }
+  /* $LITHD_DB, and --db wins over it */
+  start_fake(f, ok, 0);
+  run_cli(&f->r, env_db, NULL, ARGS("--url", f->url, "stats"));
+  assert_true(strncmp(fake_request(f), "GET /v1/db/from_env/stats HTTP/1.1\r\n", 36) == 0);
+  start_fake(f, ok, 0);
+  run_cli(&f->r, env_db, NULL, ARGS("--url", f->url, "--db", "x", "stats"));
+  assert_true(strncmp(fake_request(f), "GET /v1/db/x/stats HTTP/1.1\r\n", 29) == 0);
+}
+
+/* A --db NAME that could add a piece to the path, or is not lithd's kind
+ * of name, is refused before anything is sent (exit 2): lithd at
+ * 127.0.0.1:1 would be exit 3. */
+static void test_db_name_checked(void **state) {
+  struct fixture *f = *state;
+  char *const env_bad[] = {(char *)"LITHD_DB=../x", NULL};
+  static const char *const bad[] = {"",    "..",  "../do", "a/b", "a%2Fb", "a?x=1",
+                                    "a#b", "a b", "a.b",   "é",   "a\nb",  "x\r\nHost: evil"};
+  char long_name[80];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", bad[i], "stats"));
+    check(&f->r, 2, "", "is not a database name");
+  }
+  memset(long_name, 'a', 65);
+  long_name[65] = '\0';
+  run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", long_name, "stats"));
+  check(&f->r, 2, "", "is not a database name");
+  long_name[64] = '\0'; /* 64: fine, so the connection is what fails */
+  run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:1", "--db", long_name, "stats"));
+  check(&f->r, 3, "", "cannot connect");
+  run_cli(&f->r, env_bad, NULL, ARGS("--url", "http://127.0.0.1:1", "stats"));
+  check(&f->r, 2, "", "is not a database name");
 }
 
 static void test_bad_answers_exit_3(void **state) {
@@ -1254,6 +1390,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_named_commands, setup, teardown),
       cmocka_unit_test_setup_teardown(test_chunked_answer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_request_of_run_and_token, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_db_two_databases, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_db_routes_every_request, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_db_name_checked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_answers_exit_3, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout_exit_3, setup, teardown),
   };

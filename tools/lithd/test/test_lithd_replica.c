@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -105,10 +106,25 @@ static int setup(void **state) {
   return tl_setup(state);
 }
 
-static int teardown(void **state) { return *state == NULL ? 0 : tl_teardown(state); }
+/* The Litestream processes spawned and not yet waited for: a failed
+ * check leaves the test at once, and the teardown must not leave a
+ * `litestream replicate` running (it would go on writing beside the next
+ * run's files). */
+#define MAX_SPAWNED 8
+static pid_t spawned[MAX_SPAWNED];
+
+static int teardown(void **state) {
+  for (int i = 0; i < MAX_SPAWNED; i++)
+    if (spawned[i] > 0) {
+      kill(spawned[i], SIGKILL);
+      waitpid(spawned[i], NULL, 0);
+      spawned[i] = 0;
+    }
+  return *state == NULL ? 0 : tl_teardown(state);
+}
 
 /* Run Litestream with args (NULL-terminated) and its output appended to
- * log; returns its pid. */
+ * log; returns its pid (for wait_exit). */
 static pid_t spawn_litestream(const char *const *args, const char *log) {
   char *argv[16];
   int n = 0;
@@ -123,12 +139,20 @@ static pid_t spawn_litestream(const char *const *args, const char *log) {
   assert_int_equal(posix_spawn_file_actions_adddup2(&fa, 1, 2), 0);
   assert_int_equal(posix_spawn(&pid, litestream, &fa, NULL, argv, environ), 0);
   posix_spawn_file_actions_destroy(&fa);
+  for (int i = 0; i < MAX_SPAWNED; i++)
+    if (spawned[i] == 0) {
+      spawned[i] = pid;
+      break;
+    }
   return pid;
 }
 
 static int wait_exit(pid_t pid) {
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
+  for (int i = 0; i < MAX_SPAWNED; i++)
+    if (spawned[i] == pid)
+      spawned[i] = 0;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -234,9 +258,12 @@ static void load_free(struct load *l) {
 static const char *const SCHEMA = "CREATE TABLE ledger(client INTEGER, seq INTEGER, part INTEGER,"
                                   " PRIMARY KEY (client, seq, part)) WITHOUT ROWID;\n";
 
-/* Start lithd --litestream on NAME.db with the ledger, and Litestream. */
+static const char *const *const LITESTREAM_ARGS = TL_ARGS("--litestream", "--schema", "ledger.sql");
+
+/* Start lithd on NAME.db with the ledger (lithd_args: its options, with
+ * --schema ledger.sql), and Litestream. */
 static pid_t start_both(struct tl_child *c, const char *name, const char *conf, const char *log,
-                        int interval_ms) {
+                        int interval_ms, const char *const *lithd_args) {
   char db[64], replica[64];
   FILE *f = fopen("ledger.sql", "w");
   assert_non_null(f);
@@ -245,7 +272,7 @@ static pid_t start_both(struct tl_child *c, const char *name, const char *conf, 
   snprintf(db, sizeof db, "%s.db", name);
   snprintf(replica, sizeof replica, "%s-replica", name);
   write_config(conf, db, replica, interval_ms);
-  tl_start(c, name, 0, TL_ARGS("--litestream", "--schema", "ledger.sql"));
+  tl_start(c, name, 0, lithd_args);
   return spawn_litestream(TL_ARGS("replicate", "-config", conf), log);
 }
 
@@ -260,30 +287,38 @@ static void restore(const char *conf, const char *name, const char *out, const c
   assert_int_equal(rc, 0);
 }
 
+/* db passes integrity_check and holds, whole, every command the clients of
+ * l had answered (the load has stopped without an error); returns how
+ * many. */
+static int64_t assert_all_restored(const struct load *l, const char *db) {
+  int64_t total = 0;
+  tl_assert_integrity(db);
+  for (int i = 0; i < CLIENTS; i++) {
+    char sql[160];
+    assert_int_equal(l->k[i].errors, 0);
+    assert_true(l->k[i].answered > 0);
+    total += l->k[i].answered;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM ledger WHERE client = %d AND seq <= %d", i + 1,
+             l->k[i].answered);
+    assert_int_equal(tl_sql_int(db, sql), 2 * (int64_t)l->k[i].answered);
+  }
+  return total;
+}
+
 static void test_replicate_and_restore(void **state) {
   struct tl_child *c = *state;
   if (c == NULL) {
     skip();
     return;
   }
-  pid_t ls = start_both(c, "rep", "rep.yml", "rep-litestream.log", SYNC_MS);
+  pid_t ls = start_both(c, "rep", "rep.yml", "rep-litestream.log", SYNC_MS, LITESTREAM_ARGS);
   struct load l;
   load_start(&l, c, 0);
   usleep(LOAD_MS * 1000);
   load_join(&l);
   usleep(5 * SYNC_MS * 1000 + 1000 * 1000); /* a few syncs */
   restore("rep.yml", "rep", "rep-restored.db", "rep-restore.log");
-  tl_assert_integrity("rep-restored.db");
-  int64_t total = 0;
-  for (int i = 0; i < CLIENTS; i++) {
-    char sql[160];
-    assert_int_equal(l.k[i].errors, 0);
-    assert_true(l.k[i].answered > 0);
-    total += l.k[i].answered;
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM ledger WHERE client = %d AND seq <= %d", i + 1,
-             l.k[i].answered);
-    assert_int_equal(tl_sql_int("rep-restored.db", sql), 2 * (int64_t)l.k[i].answered);
-  }
+  int64_t total = assert_all_restored(&l, "rep-restored.db");
   print_message("replicated %lld answered commands, all restored\n", (long long)total);
   load_free(&l);
   kill(ls, SIGTERM);
@@ -297,7 +332,7 @@ static void test_sigkill_loses_only_the_last_moments(void **state) {
     skip();
     return;
   }
-  pid_t ls = start_both(c, "kil", "kil.yml", "kil-litestream.log", SYNC_MS);
+  pid_t ls = start_both(c, "kil", "kil.yml", "kil-litestream.log", SYNC_MS, LITESTREAM_ARGS);
   struct load l;
   load_start(&l, c, PACE_US);
   usleep(LOAD_MS * 1000);
@@ -338,18 +373,22 @@ static void test_sigkill_loses_only_the_last_moments(void **state) {
   load_free(&l);
 }
 
-/* "sync: new generation" lines in Litestream's log. */
-static int generations(const char *log) {
-  static char buf[1 << 16];
+/* The lines of log (Litestream's or lithd's) that contain needle. */
+static int log_count(const char *log, const char *needle) {
   FILE *f = fopen(log, "r");
-  assert_non_null(f);
-  buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
-  fclose(f);
+  char *line = NULL;
+  size_t cap = 0;
   int n = 0;
-  for (const char *p = buf; (p = strstr(p, "sync: new generation")) != NULL; p++)
-    n++;
+  assert_non_null(f);
+  while (getline(&line, &cap, f) >= 0)
+    n += strstr(line, needle) != NULL;
+  free(line);
+  fclose(f);
   return n;
 }
+
+/* "sync: new generation" lines in Litestream's log. */
+static int generations(const char *log) { return log_count(log, "sync: new generation"); }
 
 /* lithd restarts (a deploy) while Litestream replicates: under
  * --litestream lithd leaves the WAL whole at exit and at start, so
@@ -387,26 +426,195 @@ static void test_lithd_restart_keeps_the_generation(void **state) {
   assert_int_equal(tl_sql_int("gen-restored.db", "SELECT count(*) FROM t"), 200);
 }
 
-/* Not a check: commands/s of the same load on lithd --litestream alone and
- * with Litestream replicating (monitor and sync intervals 1 s: the
- * README's sync-interval, Litestream's default monitor interval), interleaved, ROUNDS rounds of LOAD_MS each.
- * Runs only with LITH_BENCH_LITESTREAM=1 (it takes half a minute). */
+/* Wait (TL_TIMEOUT_MS at most) until log has at least n lines with
+ * needle; returns how many it has. */
+static int wait_log(const char *log, const char *needle, int n) {
+  int64_t end = now_ms() + TL_TIMEOUT_MS;
+  int got;
+  while ((got = log_count(log, needle)) < n && now_ms() < end)
+    usleep(20 * 1000);
+  return got;
+}
+
+/* The "write wal segment" lines without their "wal segment written" in
+ * log, counted from the last start of Litestream (a process stopped
+ * mid-copy left one); *written: the segments written so far. */
+static int segments_copying(const char *log, int *written) {
+  FILE *f = fopen(log, "r");
+  char *line = NULL;
+  size_t cap = 0;
+  int started = 0;
+  assert_non_null(f);
+  *written = 0;
+  while (getline(&line, &cap, f) >= 0) {
+    if (strstr(line, "msg=\"replicating to\"") != NULL)
+      started = *written = 0;
+    started += strstr(line, "msg=\"write wal segment\"") != NULL;
+    *written += strstr(line, "msg=\"wal segment written\"") != NULL;
+  }
+  free(line);
+  fclose(f);
+  return started - *written;
+}
+
+/* Wait (30 s at most) until Litestream, whose log is log, has copied all
+ * it has seen: no segment being copied and none new for 1 s (five
+ * intervals). At full speed it falls seconds behind lithd, more after a
+ * restart (a WAL of hundreds of MB to copy), so a fixed wait would restore
+ * a replica still being written. */
+static void wait_replica_idle(const char *log) {
+  int64_t end = now_ms() + 30000, since = now_ms();
+  int last = -1, written;
+  while (now_ms() < end) {
+    int copying = segments_copying(log, &written);
+    if (copying != 0 || written != last) {
+      last = written;
+      since = now_ms();
+    } else if (now_ms() - since >= 5 * SYNC_MS) {
+      return;
+    }
+    usleep(100 * 1000);
+  }
+  print_log(log);
+  fail_msg("Litestream still copying after 30 s");
+}
+
+/* The entries of directory dir (not . and ..). */
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+/* The WAL's header (32 bytes): its checkpoint sequence and salts change
+ * each time a writer starts the WAL over. */
+static void wal_header(const char *wal, unsigned char hdr[32]) {
+  int fd = open(wal, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_int_equal(pread(fd, hdr, 32, 0), 32);
+  close(fd);
+}
+
+/* lithd in its default mode, --checkpoint writer, beside Litestream (issue
+ * 13 asks what happens). Seen by hand first, then checked here:
+ *   - under load with Litestream running, lithd's checkpoints run but do not
+ *     start the WAL over (Litestream's read transaction holds it: only
+ *     Litestream's own checkpoints start it over): one generation;
+ *   - while Litestream is away (a restart, an upgrade) and lithd writes,
+ *     lithd's checkpoints copy the whole WAL and its next commit starts the
+ *     WAL over; Litestream, back, finds another WAL header ("init: cannot
+ *     determine last wal position, clearing generation") and starts a new
+ *     generation with a whole snapshot. Nothing answered is lost: the
+ *     restore holds every answered command. With --litestream lithd never
+ *     starts the WAL over itself (test_lithd_restart_keeps_the_generation);
+ *   - SIGTERM with Litestream running and idle: lithd's closing TRUNCATE
+ *     checkpoint waits its busy timeout (5 s) for Litestream's read
+ *     transaction, fails ("close: checkpoint: database is locked"), and
+ *     lithd exits 1; the WAL stays whole and the generation goes on. */
+static void test_writer_mode_beside_litestream(void **state) {
+  struct tl_child *c = *state;
+  if (c == NULL) {
+    skip();
+    return;
+  }
+  const char *lslog = "wrt-litestream.log";
+  unsigned char before[32], now[32];
+  struct tl_resp r;
+  int gens;
+  unlink(lslog);
+  unlink("wrt-lithd.log");
+  pid_t ls =
+      start_both(c, "wrt", "wrt.yml", lslog, SYNC_MS,
+                 TL_ARGS("--checkpoint", "writer", "--schema", "ledger.sql", "--log", "wrt-lithd.log"));
+  struct load l;
+  load_start(&l, c, 0);
+  assert_int_equal(wait_log(lslog, "sync: new generation", 1), 1);
+  usleep(LOAD_MS / 2 * 1000);
+  /* Litestream running: lithd checkpoints, one generation */
+  tl_http(c, "GET", "/metrics", NULL, NULL, &r);
+  uint64_t checkpoints = tl_metric(r.body, "lith_checkpoints_total{db=\"main\"}");
+  tl_resp_free(&r);
+  assert_true(checkpoints > 0);
+  assert_int_equal(generations(lslog), 1);
+
+  /* Litestream away: lithd starts the WAL over */
+  kill(ls, SIGTERM);
+  wait_exit(ls);
+  wal_header("wrt.db-wal", before);
+  int64_t t0 = now_ms();
+  do {
+    usleep(10 * 1000);
+    wal_header("wrt.db-wal", now);
+  } while (memcmp(before, now, 32) == 0 && now_ms() - t0 < TL_TIMEOUT_MS);
+  assert_memory_not_equal(before, now, 32);
+  print_message("--checkpoint writer: lithd started the WAL over %lld ms after Litestream stopped "
+                "(%llu checkpoints before)\n",
+                (long long)(now_ms() - t0), (unsigned long long)checkpoints);
+
+  /* Litestream back: a new generation */
+  ls = spawn_litestream(TL_ARGS("replicate", "-config", "wrt.yml"), lslog);
+  wait_log(lslog, "clearing generation", 1);
+  usleep(LOAD_MS / 4 * 1000);
+  load_join(&l);
+  wait_replica_idle(lslog);
+  /* One or more new generations: "clearing generation" as it started
+   * again (the WAL it knew was gone), and sometimes one more noticed while
+   * the first Litestream was still stopping (reason "wal truncated by
+   * another process"; a stop takes seconds with a backlog to copy). */
+  gens = generations(lslog);
+  if (gens < 2 || log_count(lslog, "clearing generation") != 1)
+    print_log(lslog);
+  assert_true(gens >= 2);
+  assert_int_equal(log_count(lslog, "clearing generation"), 1);
+  assert_int_equal(dir_entries("wrt-replica/generations"), gens);
+  restore("wrt.yml", "wrt", "wrt-restored.db", "wrt-restore.log");
+  int64_t total = assert_all_restored(&l, "wrt-restored.db");
+  load_free(&l);
+
+  /* SIGTERM beside an idle Litestream */
+  t0 = now_ms();
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 1);
+  print_message("--checkpoint writer: %d generations; %lld answered commands, all restored from the last; "
+                "SIGTERM: exit 1 after %lld ms\n",
+                gens, (long long)total, (long long)(now_ms() - t0));
+  assert_int_equal(log_count("wrt-lithd.log", "close: checkpoint: database is locked"), 1);
+  usleep(2 * SYNC_MS * 1000);
+  kill(ls, SIGTERM);
+  wait_exit(ls);
+  assert_int_equal(generations(lslog), gens);
+}
+
+/* Not a check: commands/s of the same load on lithd --litestream alone,
+ * with Litestream replicating, and lithd in its default mode (--checkpoint
+ * writer) with Litestream replicating (monitor and sync intervals 1 s: the
+ * README's sync-interval, Litestream's default monitor interval),
+ * interleaved, ROUNDS rounds of LOAD_MS each. Runs only with
+ * LITH_BENCH_LITESTREAM=1 (it takes about a minute). */
 #define ROUNDS 3
 
-static double run_load(struct tl_child *c, int with_litestream, int round) {
+enum run_mode { ALONE, WITH_LITESTREAM, WRITER_WITH_LITESTREAM };
+
+static double run_load(struct tl_child *c, enum run_mode mode, int round) {
   char name[32], conf[48], log[48];
-  snprintf(name, sizeof name, "tp%d%c", round, with_litestream ? 'l' : 'n');
+  const char *const *args =
+      mode == WRITER_WITH_LITESTREAM ? TL_ARGS("--schema", "ledger.sql") : LITESTREAM_ARGS;
+  snprintf(name, sizeof name, "tp%d%c", round, "nlw"[mode]);
   snprintf(conf, sizeof conf, "%s.yml", name);
   snprintf(log, sizeof log, "%s-litestream.log", name);
   pid_t ls = -1;
-  if (with_litestream) {
-    ls = start_both(c, name, conf, log, 1000);
+  if (mode != ALONE) {
+    ls = start_both(c, name, conf, log, 1000, args);
   } else {
     FILE *f = fopen("ledger.sql", "w");
     assert_non_null(f);
     fputs(SCHEMA, f);
     assert_int_equal(fclose(f), 0);
-    tl_start(c, name, 0, TL_ARGS("--litestream", "--schema", "ledger.sql"));
+    tl_start(c, name, 0, args);
   }
   usleep(1000 * 1000); /* Litestream's first snapshot */
   struct load l;
@@ -436,9 +644,11 @@ static void test_throughput_with_and_without(void **state) {
     return;
   }
   for (int r = 0; r < ROUNDS; r++) {
-    double alone = run_load(c, 0, r), with = run_load(c, 1, r);
-    print_message("round %d: %d clients, %.0f commands/s alone, %.0f with Litestream replicating (%.2fx)\n",
-                  r + 1, CLIENTS, alone, with, with / alone);
+    double alone = run_load(c, ALONE, r), with = run_load(c, WITH_LITESTREAM, r);
+    double writer = run_load(c, WRITER_WITH_LITESTREAM, r);
+    print_message("round %d: %d clients, %.0f commands/s alone, %.0f with Litestream replicating (%.2fx); "
+                  "--checkpoint writer with Litestream %.0f (%.2fx)\n",
+                  r + 1, CLIENTS, alone, with, with / alone, writer, writer / alone);
   }
 }
 
@@ -447,6 +657,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_replicate_and_restore, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sigkill_loses_only_the_last_moments, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lithd_restart_keeps_the_generation, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_writer_mode_beside_litestream, setup, teardown),
       cmocka_unit_test_setup_teardown(test_throughput_with_and_without, setup, teardown),
   };
   return cmocka_run_group_tests_name("lithd/replica", tests, NULL, NULL);

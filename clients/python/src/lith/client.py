@@ -15,6 +15,10 @@ Design:
     it, else a short doubling backoff; bounded by max_retries and by
     max_retry_wait seconds of waiting in all. A request that timed out or
     lost its connection is not retried: it may have committed.
+  - db="NAME": a lithd serving several databases (lithd --db NAME=PATH
+    ...); every /v1/ request goes to /v1/db/NAME/... instead. NAME is
+    checked against lithd's rule (1 to 64 of A-Z a-z 0-9 _ -), so it can
+    never add a piece to the path.
   - Answer format: rows as arrays (lithd's default) or objects, declared
     types: sent as query parameters (?rows=objects&types=true), which every
     lithd route that answers rows takes. Nothing is sent for the defaults,
@@ -27,6 +31,7 @@ import email.utils
 import http.client
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -48,6 +53,9 @@ _STATUS_OF_CODE = {
     "disk_full": 507,
 }
 
+
+# lithd's database names (tools/lithd/options.h, LITHD_DB_NAME_MAX).
+_DB_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # Idle kept-alive connections a Client holds, at most; more threads at once
 # open more, closed when they are done.
@@ -149,6 +157,10 @@ class Client:
     on_retry(attempt, wait_seconds, error): called before each wait.
     rows ("arrays" or "objects") and types (declared column types in
     "types") are the defaults of every call; each call may override them.
+    db: the database NAME of a lithd serving several (lithd --db
+    NAME=PATH ...): every call but health() goes to /v1/db/NAME/...;
+    None, lithd's only or default database. ValueError unless NAME is 1
+    to 64 of A-Z a-z 0-9 _ -.
 
     Calls that run statements return lithd's "results": one dict per
     statement with "changes", "last_insert_rowid", "columns", "rows" (and
@@ -161,9 +173,12 @@ class Client:
                  unix_socket: Optional[str] = None, timeout: Optional[float] = 30.0,
                  max_retries: int = 5, max_retry_wait: float = 30.0,
                  on_retry: Optional[Callable[[int, float, LithError], None]] = None,
-                 rows: str = "arrays", types: bool = False):
+                 rows: str = "arrays", types: bool = False, db: Optional[str] = None):
         if rows not in ("arrays", "objects"):
             raise ValueError('rows must be "arrays" or "objects"')
+        if db is not None and (not isinstance(db, str) or not _DB_NAME.fullmatch(db)):
+            raise ValueError(f"db: {db!r} is not a database name (1 to 64 of A-Z a-z 0-9 _ -)")
+        self.db = db
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
@@ -385,6 +400,8 @@ class Client:
         raise AssertionError("unreachable")
 
     def _request(self, method: str, path: str, data: Optional[bytes], stream_to: Any = None) -> bytes:
+        if self.db is not None and path.startswith("/v1/"):
+            path = "/v1/db/" + self.db + path[3:]  # /healthz is lithd's, not a database's
         target = self._prefix + path
         attempt, waited = 0, 0.0
         while True:
