@@ -229,7 +229,10 @@ LITH_API int lith_shutdown(lith *db);
 /* lith_shutdown() if not done yet, then free `db`. Call it once, when no
  * other thread will use `db` again, from a thread that is not the writer and
  * not inside lith_read. Returns the first error met while shutting down (the
- * handle is freed whatever it returns). */
+ * handle is freed whatever it returns). A closing checkpoint that another
+ * process's read transaction holds off past busy_timeout (Litestream, a
+ * backup, the sqlite3 shell) is no error: the WAL cannot start over, but
+ * every committed transaction is in it and the next open reads it. */
 LITH_API int lith_close(lith *db);
 
 /* This thread's last error message from a lith call (on any handle; `db` may

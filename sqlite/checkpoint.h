@@ -59,7 +59,9 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
 int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn);
 
 /* At close, once the writer is idle: stop the background thread, close its
- * connection, then TRUNCATE (not in EXTERNAL). Returns a lith code. */
+ * connection, then TRUNCATE (not in EXTERNAL). Returns a lith code; a
+ * TRUNCATE held off by another connection's reader (SQLITE_BUSY past
+ * busy_timeout) is LITH_OK: nothing is lost, the WAL keeps the rest. */
 int lith__ckpt_close(lith__ckpt *ck, sqlite3 *conn);
 
 #endif

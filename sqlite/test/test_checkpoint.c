@@ -22,7 +22,10 @@
  *     file keeps its size through lith_close; a plain connection holding
  *     BEGIN IMMEDIATE for 300 ms (as Litestream's own checkpoints do) makes
  *     lith_do wait, not fail (stats.busy 0), within the default
- *     busy_timeout of 5000 ms.
+ *     busy_timeout of 5000 ms;
+ *   - lith_close beside another connection's read transaction: the closing
+ *     TRUNCATE waits busy_timeout and cannot start the WAL over, and that
+ *     is LITH_OK (every row is there afterwards).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -36,6 +39,7 @@
 
 #include <cmocka.h>
 
+#include "../../lib/clock.h"
 #include "../checkpoint.h"
 #include "../conn.h"
 #include "common.h"
@@ -476,6 +480,56 @@ static void test_ckpt_failure_counts(void **state) {
   t_remove_db(DB);
 }
 
+/* lith_close while another connection holds a read transaction (as
+ * Litestream does, or the sqlite3 shell left in BEGIN): the closing
+ * TRUNCATE cannot start the WAL over within busy_timeout, and that is no
+ * error (lith_close LITH_OK, soon after busy_timeout); every row is still
+ * there once the reader is gone. */
+static void test_close_beside_a_reader(void **state) {
+  (void)state;
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.checkpoint = LITH_CHECKPOINT_WRITER;
+  opt.checkpoint_pages = 100000; /* nothing checkpoints before the close */
+  opt.busy_timeout_ms = 200;
+  opt.migrations = blob_migrations;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int size = 100;
+  for (int i = 0; i < 50; i++)
+    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+
+  sqlite3 *reader = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open(DB, &reader), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(reader, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(reader, "SELECT count(*) FROM blobs", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* the read transaction holds the WAL */
+  assert_int_equal(sqlite3_column_int(st, 0), 50);
+  sqlite3_finalize(st);
+  for (int i = 0; i < 10; i++) /* frames past the reader's snapshot */
+    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+
+  int64_t t0 = lith__now_ns();
+  assert_int_equal(lith_close(db), LITH_OK);
+  int64_t took = (lith__now_ns() - t0) / 1000000;
+  assert_true(took >= 150);      /* it did wait for the reader ... */
+  assert_true(took < 5000);      /* ... for busy_timeout, not for ever */
+  assert_true(wal_size(DB) > 0); /* the WAL could not start over */
+
+  assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_close(reader), SQLITE_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs"), 60);
+  assert_int_equal(sqlite3_open(DB, &reader), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(reader, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_close(reader), SQLITE_OK);
+  t_remove_db(DB);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_checkpoint_writer),
@@ -488,6 +542,7 @@ int main(void) {
       cmocka_unit_test(test_ckpt_failure_counts),
       cmocka_unit_test(test_external_connections),
       cmocka_unit_test(test_external_waits_out_a_write_lock),
+      cmocka_unit_test(test_close_beside_a_reader),
   };
   return cmocka_run_group_tests_name("sqlite/checkpoint", tests, NULL, NULL);
 }
