@@ -66,7 +66,7 @@ struct lith__dqw {
   lith__dq_conn *c;
   uint32_t db;
   int ready;          /* connected to a leader, database open, table made */
-  int64_t down_since; /* ms when the leader was lost; 0 while fine */
+  int64_t down_since; /* ms when the leader was lost; 0 while connected */
   char *ctl;          /* control statements not yet sent */
   size_t nctl, capctl;
   int ctl_err;  /* out of memory growing ctl */
@@ -184,14 +184,15 @@ static void lose(lith__dqw *w) {
 }
 
 /* Be connected to the leader with the database open and _lith_batches made,
- * trying until failover_ms after the leader was lost (at least one round of
- * the addresses). 1 when ready. */
-static int ensure(lith__dqw *w) {
+ * trying until the deadline (at least one round of the addresses). 1 when
+ * ready. */
+static int ensure(lith__dqw *w, int64_t deadline) {
   if (w->ready)
     return 1;
-  if (w->down_since == 0)
+  if (w->down_since == 0) {
     w->down_since = now_ms();
-  int64_t deadline = w->down_since + w->failover_ms;
+    deadline = w->down_since + w->failover_ms;
+  }
   do {
     int64_t left = deadline - now_ms();
     int rc = lith__dq_connect_leader(w->c, w->addresses, left > 0 ? (int)left : 0);
@@ -205,6 +206,7 @@ static int ensure(lith__dqw *w) {
                              NULL, 0, NULL);
     if (rc == LITH_DQ_OK) {
       w->ready = 1;
+      w->down_since = 0;
       return 1;
     }
     lith__dq_disconnect(w->c);
@@ -463,7 +465,6 @@ static void answer(lith__dqw *w, lith__dqw_req **reqs, int n, int committed) {
     atomic_fetch_add(&w->st_batches, 1);
     atomic_fetch_add(&w->st_commands, (uint64_t)n);
     w->nbatch++;
-    w->down_since = 0;
   }
   for (int i = 0; i < n; i++)
     if (reqs[i]->done != NULL)
@@ -486,20 +487,47 @@ static void fail_rest(lith__dqw *w, lith__dqw_req **reqs, int n, int rc, const c
   answer(w, reqs, n, 0);
 }
 
+/* The writer gave up on a leader: commands queued meanwhile never ran and
+ * would each wait a round of the addresses more; they fail now too. */
+static void fail_queued(lith__dqw *w, const char *why) {
+  pthread_mutex_lock(&w->mu);
+  lith__dqw_req *r = w->head;
+  w->head = w->tail = NULL;
+  pthread_mutex_unlock(&w->mu);
+  while (r != NULL) {
+    lith__dqw_req *next = r->next;
+    r->rc = LITH_DQW_UNAVAILABLE;
+    set_err(&r->err, 0, "%s", why);
+    if (r->done != NULL)
+      r->done(r);
+    r = next;
+  }
+}
+
 static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
   int unknown = 0;
   int64_t unknown_id = 0;
+  int64_t deadline = 0; /* failover_ms after this batch's first failure */
   char why[300];
   for (;;) {
-    if (!ensure(w)) {
+    /* Give up when no leader is found in time, or when one is found but the
+     * batch keeps failing in a way worth retrying (busy, leadership lost
+     * again) past the same deadline. A batch that meets a writer already
+     * without a leader for failover_ms gets one round of the addresses. */
+    int expired = deadline != 0 && now_ms() >= deadline;
+    if (expired || !ensure(w, deadline != 0 ? deadline : w->down_since + w->failover_ms)) {
       snprintf(why, sizeof why, "no dqlite leader within %d ms (%s)", w->failover_ms, lith__dq_errmsg(w->c));
       fail_rest(w, reqs, n, unknown ? LITH_DQW_UNKNOWN : LITH_DQW_UNAVAILABLE, why);
+      fail_queued(w, why);
       return;
     }
     if (unknown) {
       enum fence f = fence(w, unknown_id);
-      if (f == F_BROKEN)
+      if (f == F_BROKEN) {
+        if (deadline == 0)
+          deadline = now_ms() + w->failover_ms;
         continue;
+      }
       atomic_fetch_add(&w->st_fenced, 1);
       if (f == F_COMMITTED) {
         answer(w, reqs, n, 1);
@@ -515,11 +543,15 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
     case A_BROKEN:
       lose(w);
       atomic_fetch_add(&w->st_reruns, 1);
+      if (deadline == 0)
+        deadline = now_ms() + w->failover_ms;
       break;
     case A_UNKNOWN:
       lose(w);
       unknown = 1;
       unknown_id = id;
+      if (deadline == 0)
+        deadline = now_ms() + w->failover_ms;
       break;
     case A_BLAME: {
       lith__dqw_req *r = reqs[blame];
@@ -637,13 +669,13 @@ void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req) {
   req->rc = LITH_DQW_OK;
   req->err.code = 0;
   req->err.errmsg[0] = '\0';
-  req->submitted_ms = now_ms();
   pthread_mutex_lock(&w->mu);
   if (w->stopping) {
     pthread_mutex_unlock(&w->mu);
     req->rc = LITH_DQW_CLOSED;
     set_err(&req->err, 0, "the writer is stopping");
-    req->done(req);
+    if (req->done != NULL)
+      req->done(req);
     return;
   }
   if (w->tail)

@@ -60,9 +60,15 @@
  *   LITH_DQW_NOMEM, LITH_DQW_MISUSE  not run (or, MISUSE from the tx: a
  *                         statement the writer refuses, see below).
  * Never success for a batch that was lost, never failure for one that was
- * kept. A command waits for a leader at most failover_ms counted from the
- * later of when the writer lost its leader and when its batch started, plus
- * one request_timeout_ms.
+ * kept. How long a command may wait when there is no leader: noticing the
+ * loss takes up to request_timeout_ms (a COMMIT left without a majority is
+ * answered by neither OK nor FAILURE), then the writer looks for a leader
+ * for failover_ms (a node that thinks it leads may hold each try up to
+ * request_timeout_ms more), then fails its batch and everything queued
+ * meanwhile. While it has been without a leader longer than that, each new
+ * batch gets one round of the addresses. So: at most failover_ms + 2 x
+ * request_timeout_ms after the later of the leader's loss and the command's
+ * submission (test_writer checks failover + 2 x timeout + 1 s).
  *
  * A CALLBACK MAY RUN MORE THAN ONCE (again after a failover, or when
  * another command of its batch ended the transaction). So: it must act only
@@ -162,7 +168,6 @@ struct lith__dqw_req {
   lith__dqw_err err;
   /* private */
   lith__dqw_req *next;
-  int64_t submitted_ms;
   int state;
 };
 void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req);
