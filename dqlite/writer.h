@@ -174,7 +174,9 @@ void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req);
 
 /* ---- Inside a command ---- */
 
-/* Run one statement with bound parameters; res may be NULL. */
+/* Run one statement with bound parameters; res may be NULL. A statement
+ * that returns rows fails here (libdqlite 1.11.1: "another row
+ * available", seen in test_writer): use lith__dqw_query. */
 int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
                    lith__dq_result *res);
 /* Run one query; rows must be lith__dq_rows_init'ed and is the caller's to

@@ -5,7 +5,9 @@
  *   - batching: 8 producer threads x 40 inserts land in fewer
  *     transactions than commands, every row present; in one batch a
  *     command breaking a UNIQUE key fails alone with SQLITE_CONSTRAINT
- *     (its other insert undone), its neighbours are kept; a command sending
+ *     (its other insert undone), its neighbours are kept; so does one whose
+ *     INSERT OR ROLLBACK ends the whole transaction (the batch runs again
+ *     once without it: 2 transactions, 1 re-run); a command sending
  *     COMMIT or two statements is refused (MISUSE), lith__dqw_error fails a
  *     command with its message; _lith_batches has one row per batch;
  *   - killing a follower under 32 transferring producers changes no
@@ -157,6 +159,20 @@ static int cmd_insert(lith__dqw_tx *tx, void *arg) {
   return rc;
 }
 
+static int cmd_insert_or_rollback(lith__dqw_tx *tx, void *arg) {
+  ins *a = arg;
+  lith__dq_value p = lith__dq_int(a->k);
+  return lith__dqw_exec(tx, "INSERT OR ROLLBACK INTO t(k) VALUES (?)", &p, 1, NULL);
+}
+
+/* Holds the writer for a while (a test's liberty: commands should not). */
+static int cmd_slow(lith__dqw_tx *tx, void *arg) {
+  (void)arg;
+  int64_t one = 0;
+  sleep_ms(300);
+  return lith__dqw_query_int(tx, &one, "SELECT 1", NULL, 0);
+}
+
 static int cmd_user_error(lith__dqw_tx *tx, void *arg) {
   (void)arg;
   lith__dq_value p = lith__dq_int(-1);
@@ -223,25 +239,39 @@ static void test_batching(void **state) {
   assert_int_equal(st.commands, 8 * 40 + 1);
   assert_true(st.batches < st.commands / 2);
 
-  /* One batch: ok, dup (fails alone, its first insert undone), ok. The
-   * writer is idle, so a blocking command in front holds the three back
-   * until they are all queued... which asynchronous submits make sure of. */
-  areq r[3] = {{.a = {.k = 1}}, {.a = {.k = 2, .k2 = 1}}, {.a = {.k = 3}}};
-  for (int i = 0; i < 3; i++) {
-    r[i].req = (lith__dqw_req){.fn = cmd_insert, .arg = &r[i].a, .done = adone};
+  /* One batch: ok, dup (fails alone, its first insert undone), ok; then
+   * one whose failure ends the whole transaction (OR ROLLBACK): it fails
+   * alone, the others run again and are kept. A slow command in front
+   * holds the writer while the four are queued, so they share a batch. */
+  lith__dqw_get_stats(w, &st);
+  uint64_t before = st.batches, reruns = st.reruns;
+  areq gate = {.a = {.k = 0}};
+  gate.req = (lith__dqw_req){.fn = cmd_slow, .arg = NULL, .done = adone};
+  lith__dqw_submit(w, &gate.req);
+  areq r[5] = {{.a = {.k = 1}}, {.a = {.k = 2, .k2 = 1}}, {.a = {.k = 3}}, {.a = {.k = 1}}, {.a = {.k = 4}}};
+  for (int i = 0; i < 5; i++) {
+    r[i].req =
+        (lith__dqw_req){.fn = i == 3 ? cmd_insert_or_rollback : cmd_insert, .arg = &r[i].a, .done = adone};
     lith__dqw_submit(w, &r[i].req);
   }
   pthread_mutex_lock(&amu);
-  while (!(r[0].finished && r[1].finished && r[2].finished))
+  while (
+      !(gate.finished && r[0].finished && r[1].finished && r[2].finished && r[3].finished && r[4].finished))
     pthread_cond_wait(&acv, &amu);
   pthread_mutex_unlock(&amu);
-  /* 1 and 3 are kept whatever the batching was; 2 fails: when it shares a
-   * batch with 1 its second insert breaks the key; alone after 1 too. */
+  if (gate.req.rc != LITH_DQW_OK)
+    fail_msg("gate: %s", gate.req.err.errmsg);
   assert_int_equal(r[0].req.rc, LITH_DQW_OK);
   assert_int_equal(r[1].req.rc, LITH_DQW_SQL);
   assert_int_equal(r[1].req.err.code & 0xff, 19 /* SQLITE_CONSTRAINT */);
   assert_non_null(strstr(r[1].req.err.errmsg, "UNIQUE"));
   assert_int_equal(r[2].req.rc, LITH_DQW_OK);
+  assert_int_equal(r[3].req.rc, LITH_DQW_SQL);
+  assert_int_equal(r[3].req.err.code & 0xff, 19);
+  assert_int_equal(r[4].req.rc, LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.batches - before, 2); /* the gate's, then the five's */
+  assert_int_equal(st.reruns - reruns, 1);  /* the five ran twice: once with 3 */
 
   assert_int_equal(lith__dqw_do(w, cmd_sql, "COMMIT", &err), LITH_DQW_MISUSE);
   assert_int_equal(lith__dqw_do(w, cmd_sql, " /* c */ rollback to x", &err), LITH_DQW_MISUSE);
@@ -258,8 +288,8 @@ static void test_batching(void **state) {
   uint32_t db;
   lith__dq_conn *c = leader_conn(&db);
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k >= 1000"), 8 * 40);
-  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k < 1000"), 3); /* 1, 3, 6 */
-  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (1, 3, 6)"), 3);
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k < 1000"), 4); /* 1, 3, 4, 6 */
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (1, 3, 4, 6)"), 4);
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM _lith_batches WHERE lost = 0"), (int64_t)batches);
   lith__dq_close(c);
 }
