@@ -28,6 +28,7 @@
  *     within failover_ms + 2 request timeouts (+ 1 s), never OK; after the
  *     nodes come back, no command answered UNAVAILABLE left a row, and the
  *     same writer commits again.
+ * LITH_DQW_ROUNDS=N runs the leader's SIGKILL N times (a longer run).
  * LITH_DQW_MEASURE=1 adds test_measure: 32 producers for 3 s through the
  * writer vs. 32 threads each committing one transaction per command.
  */
@@ -482,8 +483,7 @@ static void test_follower_killed(void **state) {
   assert_int_equal(t_node_start(&nodes[f], all, 15000), 0);
 }
 
-static void test_leader_killed(void **state) {
-  (void)state;
+static void leader_killed_round(void) {
   start_missing();
   lith__dqw *w = writer(5000);
   setup_accounts(w);
@@ -533,6 +533,15 @@ static void test_leader_killed(void **state) {
   assert_int_equal(q_int(c, db, "SELECT sum(balance) FROM acct"), (int64_t)NACC * START_BALANCE);
   lith__dq_close(c);
   assert_int_equal(t_node_start(&nodes[other], all, 15000), 0);
+}
+
+/* LITH_DQW_ROUNDS=N: N rounds (a longer run by hand; make test runs one). */
+static void test_leader_killed(void **state) {
+  (void)state;
+  const char *e = getenv("LITH_DQW_ROUNDS");
+  int rounds = e != NULL && atoi(e) > 0 ? atoi(e) : 1;
+  for (int i = 0; i < rounds; i++)
+    leader_killed_round();
 }
 
 /* Unknown outcomes made on purpose: every 3rd batch's COMMIT answer is
