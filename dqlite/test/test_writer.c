@@ -328,8 +328,8 @@ typedef struct xprod {
   int id;
   int nseq;
   unsigned char outcome[MAXSEQ];
-  int64_t last_ok_ms;             /* when the last OK arrived */
-  int64_t first_ok_after_kill_ms; /* the first OK of a command submitted after it */
+  int64_t last_ok_ms;                     /* when the last OK arrived */
+  _Atomic int64_t first_ok_after_kill_ms; /* the first OK of a command submitted after it; read live */
   unsigned seed;
 } xprod;
 
@@ -357,8 +357,8 @@ static void *transfer_producer(void *arg) {
       p->last_ok_ms = t;
       int64_t k = atomic_load(&kill_ms);
       /* Submitted after the kill: it cannot have committed before. */
-      if (k != 0 && p->first_ok_after_kill_ms == 0 && submitted > k)
-        p->first_ok_after_kill_ms = t;
+      if (k != 0 && atomic_load(&p->first_ok_after_kill_ms) == 0 && submitted > k)
+        atomic_store(&p->first_ok_after_kill_ms, t);
     } else if (!(rc == LITH_DQW_SQL && (err.code & 0xff) == 19)) {
       atomic_fetch_add(&other_failures, 1);
       if (atomic_load(&other_failures) < 5)
@@ -499,9 +499,11 @@ static void leader_killed_round(void) {
   int64_t first = 0;
   while (ms_now() - k < 8000) {
     sleep_ms(50);
-    for (int i = 0; i < NPROD; i++)
-      if (xp[i].first_ok_after_kill_ms != 0 && (first == 0 || xp[i].first_ok_after_kill_ms < first))
-        first = xp[i].first_ok_after_kill_ms;
+    for (int i = 0; i < NPROD; i++) {
+      int64_t f = atomic_load(&xp[i].first_ok_after_kill_ms);
+      if (f != 0 && (first == 0 || f < first))
+        first = f;
+    }
     if (first != 0 && ms_now() - first > 500)
       break;
   }
