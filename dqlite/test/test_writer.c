@@ -7,7 +7,10 @@
  *     command breaking a UNIQUE key fails alone with SQLITE_CONSTRAINT
  *     (its other insert undone), its neighbours are kept; so does one whose
  *     INSERT OR ROLLBACK ends the whole transaction (the batch runs again
- *     once without it: 2 transactions, 1 re-run); a command sending
+ *     once without it: 2 transactions, 1 re-run); of three commands the
+ *     middle one leaving a deferred foreign key violation (libdqlite
+ *     enforces foreign keys) fails alone, COMMIT having refused the batch
+ *     (each runs again alone: the two others commit); a command sending
  *     COMMIT or two statements is refused (MISUSE), lith__dqw_error fails a
  *     command with its message; _lith_batches has one row per batch;
  *   - killing a follower under 32 transferring producers changes no
@@ -278,6 +281,41 @@ static void test_batching(void **state) {
   lith__dqw_get_stats(w, &st);
   assert_int_equal(st.batches - before, 2); /* the gate's, then the five's */
   assert_int_equal(st.reruns - reruns, 1);  /* the five ran twice: once with 3 */
+
+  /* A deferred foreign key left by the middle command of three: COMMIT
+   * refuses the batch; each runs again alone and only it fails. */
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE p(id INTEGER PRIMARY KEY)", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql,
+                                "CREATE TABLE c(pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)",
+                                &err),
+                   LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  before = st.batches;
+  atomic_store(&gate_running, 0);
+  gate.finished = 0;
+  lith__dqw_submit(w, &gate.req);
+  while (!atomic_load(&gate_running))
+    sleep_ms(1);
+  static char *fk_sql[3] = {"INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (99)",
+                            "INSERT INTO c VALUES (1)"};
+  areq fk[3];
+  for (int i = 0; i < 3; i++) {
+    memset(&fk[i], 0, sizeof fk[i]);
+    fk[i].req = (lith__dqw_req){.fn = cmd_sql, .arg = fk_sql[i], .done = adone};
+    lith__dqw_submit(w, &fk[i].req);
+  }
+  pthread_mutex_lock(&amu);
+  while (!(gate.finished && fk[0].finished && fk[1].finished && fk[2].finished))
+    pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  print_message("deferred foreign key: %s / %s (%s) / %s\n", lith__dqw_rc_str(fk[0].req.rc),
+                lith__dqw_rc_str(fk[1].req.rc), fk[1].req.err.errmsg, lith__dqw_rc_str(fk[2].req.rc));
+  assert_int_equal(fk[0].req.rc, LITH_DQW_OK);
+  assert_int_equal(fk[1].req.rc, LITH_DQW_SQL);
+  assert_int_equal(fk[1].req.err.code & 0xff, 19);
+  assert_int_equal(fk[2].req.rc, LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.batches - before, 1 + 2); /* the gate's; then 1 and 3 alone */
 
   assert_int_equal(lith__dqw_do(w, cmd_sql, "COMMIT", &err), LITH_DQW_MISUSE);
   assert_int_equal(lith__dqw_do(w, cmd_sql, " /* c */ rollback to x", &err), LITH_DQW_MISUSE);
