@@ -296,12 +296,12 @@ static void test_batching(void **state) {
   lith__dqw_submit(w, &gate.req);
   while (!atomic_load(&gate_running))
     sleep_ms(1);
-  static char *fk_sql[3] = {"INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (99)",
-                            "INSERT INTO c VALUES (1)"};
+  static const char *const fk_sql[3] = {"INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (99)",
+                                        "INSERT INTO c VALUES (1)"};
   areq fk[3];
   for (int i = 0; i < 3; i++) {
     memset(&fk[i], 0, sizeof fk[i]);
-    fk[i].req = (lith__dqw_req){.fn = cmd_sql, .arg = fk_sql[i], .done = adone};
+    fk[i].req = (lith__dqw_req){.fn = cmd_sql, .arg = (void *)fk_sql[i], .done = adone};
     lith__dqw_submit(w, &fk[i].req);
   }
   pthread_mutex_lock(&amu);
