@@ -74,13 +74,18 @@
 #include "common.h"
 #include "lith.h"
 #include "transfer.h"
+#include "transfer_http.h"
 #include "transfer_lith.h"
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_LIB, ARM_FSYNC, NARMS };
-static const char *const ARM_NAME[NARMS] = {"lib", "fsync"};
-#define ARM_LIST "lib,fsync"
+enum { ARM_LIB, ARM_LITHD, ARM_FSYNC, NARMS };
+static const char *const ARM_NAME[NARMS] = {"lib", "lithd", "fsync"};
+#define ARM_LIST "lib,lithd,fsync"
+
+#ifndef LITHD_PATH
+#define LITHD_PATH "build/default/tools/lithd/lithd"
+#endif
 
 /* The fsync arm depends on neither synchronous nor P: it runs in the first
  * (synchronous, P) cell only. */
@@ -94,6 +99,7 @@ typedef struct config {
   int producers[MAX_LIST], nproducers;
   int sync[2], nsync; /* LITH_SYNC_* */
   int arms[NARMS];    /* enabled */
+  const char *lithd;
 } config;
 
 static const char *sync_name(int s) { return s == LITH_SYNC_FULL ? "FULL" : "NORMAL"; }
@@ -371,6 +377,60 @@ out:
   free(ok);
 }
 
+/* ---- the lithd arm: one lithd, N databases, P connections ---------------------------- */
+
+/* One lithd serving the N files as s0..sN-1, connection p posting to its
+ * owner's file, a stats connection per file. */
+static void arm_lithd(run *r, result *res) {
+  const config *cfg = r->cfg;
+  bench_th_client cl;
+  bench_cpu_snap sn[2];
+  char log[1100], route[64], dbs[MAX_FILES][1100];
+  char *argv[2 * MAX_FILES + 8];
+  int a = 0;
+  int64_t *ok = bench_xcalloc((size_t)r->P, sizeof *ok);
+  argv[a++] = (char *)cfg->lithd;
+  for (int f = 0; f < r->N; f++) {
+    snprintf(dbs[f], sizeof dbs[f], "s%d=%s", f, r->path[f]);
+    argv[a++] = "--db";
+    argv[a++] = dbs[f];
+  }
+  argv[a++] = "--listen";
+  argv[a++] = "127.0.0.1:0";
+  argv[a++] = "--synchronous";
+  argv[a++] = r->sync == LITH_SYNC_FULL ? "full" : "normal";
+  argv[a] = NULL;
+  memset(sn, 0, sizeof sn);
+  snprintf(log, sizeof log, "%s/lithd-stderr.log", cfg->cli.db_dir);
+  size_t cap = bench_lat_cap(1, cfg->cli.seconds);
+  int ready = bench_th_init(&cl, r->P, r->N, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0;
+  for (int i = 0; ready && i < r->P; i++) {
+    snprintf(route, sizeof route, "/v1/db/s%d/do", file_of(i, r->N));
+    ready = bench_th_build(&cl, i, route, bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17)) == 0;
+  }
+  for (int f = 0; ready && f < r->N; f++) {
+    snprintf(route, sizeof route, "/v1/db/s%d/stats", f);
+    ready = bench_th_build_stats(&cl, f, route) == 0;
+  }
+  if (!ready) {
+    report_error(r, "out of memory");
+    res->errors++;
+  } else {
+    bench_th_serve(&cl, argv, log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
+    res->errors += cl.errors;
+    res->commands = cl.win_ok;
+    res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
+    res->m[M_CMDS_TX] = bench_th_cmds_per_tx(&cl);
+    bench_lat *bufs[1] = {&cl.lat};
+    fill_latency(r, res, bufs, 1);
+    fill_cpu(res, sn, 1);
+    res->errors += check_files(r, ok);
+  }
+  bench_th_free(&cl);
+  unlink(log);
+  free(ok);
+}
+
 /* ---- the fsync arm: the disk alone --------------------------------------------------- */
 
 /* Without SQLite: one thread per file, each overwriting 4 KiB pages of its
@@ -535,6 +595,8 @@ static void run_one(bench *b, int arm, int si, int pi, int fi, int round) {
     res->errors++;
   else if (arm == ARM_FSYNC)
     arm_fsync(&r, res);
+  else if (arm == ARM_LITHD)
+    arm_lithd(&r, res);
   else
     arm_lib(&r, res);
   for (int f = 0; f < r.N; f++)
@@ -751,6 +813,7 @@ static void usage(FILE *f) {
              "  --warmup S         warm-up before the window (default 0.5)\n"
              "  --rounds N         rounds, interleaved across cells (default 3)\n"
              "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
+             "  --lithd PATH       the lithd binary of the lithd arm (default " LITHD_PATH ")\n"
              "  --csv PATH         CSV output (default bench/results/shards-YYYYMMDD-HHMMSS.csv)\n"
              "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, producers 64\n"
              "  --help\n");
@@ -768,6 +831,8 @@ static int take_option(void *ctx, const char *a, const char *v) {
     c->nsync = bench_parse_words(v, a, SYNC_WORD, SYNC_VAL, 2, c->sync, 2, "full,normal");
   } else if (!strcmp(a, "--arms")) {
     bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, ARM_LIST);
+  } else if (!strcmp(a, "--lithd")) {
+    c->lithd = v;
   } else {
     return 0;
   }
@@ -781,6 +846,7 @@ static void parse_args(int argc, char **argv, config *c) {
   c->sync[0] = LITH_SYNC_FULL; /* the defaults, which the options replace */
   c->sync[1] = LITH_SYNC_NORMAL;
   c->nsync = 2;
+  c->lithd = LITHD_PATH;
   for (int a = 0; a < NARMS; a++)
     c->arms[a] = 1;
   bench_cli_parse(&c->cli, argc, argv, take_option, c);
@@ -833,6 +899,11 @@ int main(int argc, char **argv) {
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
 
+  if (c->arms[ARM_LITHD] && access(c->lithd, X_OK) != 0) {
+    fprintf(stderr, "shards: cannot run %s (%s); build it (make) or pass --lithd PATH, or --arms lib,fsync\n",
+            c->lithd, strerror(errno));
+    return 2;
+  }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
   b.csv = bench_csv_open(c->cli.csv, "shards", csv_path, sizeof csv_path);
   if (b.csv)
