@@ -35,7 +35,7 @@
  * --backup-dir the endpoint is off. */
 struct backup_ctx {
   uv_work_t work;
-  lithd_server *s;
+  lithd_dbsrv *s; /* the database backed up */
   lith_http_req *req;
   char *dest;
   int rc;
@@ -108,7 +108,7 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
 }
 
 int lithd_backup_post(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *s = arg;
   struct backup_ctx *k = NULL;
   size_t len = 0;
   const char *body = lith_http_req_body(req, &len);
@@ -117,9 +117,9 @@ int lithd_backup_post(lith_http_req *req, void *arg) {
   const lj_value *dest;
   lithd_error e;
 
-  if (!lithd_admit(s, req))
+  if (!lithd_admit(s->srv, req))
     return LITH_HTTP_DONE;
-  if (s->backup_dir == NULL) {
+  if (s->srv->backup_dir == NULL) {
     lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
     goto refuse;
   }
@@ -138,16 +138,16 @@ int lithd_backup_post(lith_http_req *req, void *arg) {
     goto refuse;
   }
   k = calloc(1, sizeof *k);
-  if (k == NULL || (k->dest = malloc(strlen(s->backup_dir) + dest->n + 2)) == NULL) {
+  if (k == NULL || (k->dest = malloc(strlen(s->srv->backup_dir) + dest->n + 2)) == NULL) {
     lithd_error_set(&e, LITH_NOMEM, -1, "out of memory");
     goto refuse;
   }
-  sprintf(k->dest, "%s/%s", s->backup_dir, dest->u.s);
+  sprintf(k->dest, "%s/%s", s->srv->backup_dir, dest->u.s);
   k->s = s;
   k->req = req;
   k->work.data = k;
   lithd_arena_free(&tmp);
-  if (uv_queue_work(s->loop, &k->work, backup_work, backup_after) == 0)
+  if (uv_queue_work(s->srv->loop, &k->work, backup_work, backup_after) == 0)
     return LITH_HTTP_PENDING; /* k now belongs to backup_after */
   free(k->dest);
   free(k);
@@ -176,7 +176,7 @@ struct download {
   uv_work_t work;
   uv_prepare_t pace; /* before the loop waits: room for the next piece? */
   uv_fs_t fs;
-  lithd_server *s;
+  lithd_dbsrv *s;     /* the database backed up */
   lith_http_req *req; /* NULL once completed */
   int format;
   int fd;             /* the snapshot, unlinked; -1 when none */
@@ -261,7 +261,7 @@ static void on_pace(uv_prepare_t *h) {
   int64_t left = d->size - d->sent;
   uv_buf_t b = uv_buf_init(d->buf, (unsigned)(left < PIECE ? left : PIECE));
   d->fs.data = d;
-  if (uv_fs_read(d->s->loop, &d->fs, d->fd, &b, 1, d->sent, on_read) != 0) {
+  if (uv_fs_read(d->s->srv->loop, &d->fs, d->fd, &b, 1, d->sent, on_read) != 0) {
     download_finish(d);
     return;
   }
@@ -403,7 +403,7 @@ static void download_after(uv_work_t *w, int status) { /* the loop thread */
     download_finish(d);
     return;
   }
-  uv_prepare_init(d->s->loop, &d->pace);
+  uv_prepare_init(d->s->srv->loop, &d->pace);
   d->pace.data = d;
   d->pace_open = 1;
   uv_prepare_start(&d->pace, on_pace);
@@ -411,12 +411,12 @@ static void download_after(uv_work_t *w, int status) { /* the loop thread */
 }
 
 int lithd_backup_get(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *s = arg;
   const char *q = lith_http_req_query(req);
   struct download *d;
   int format;
 
-  if (!lithd_admit(s, req))
+  if (!lithd_admit(s->srv, req))
     return LITH_HTTP_DONE;
   if (q[0] == '\0' || strcmp(q, "format=sqlite") == 0) {
     format = FORMAT_SQLITE;
@@ -444,7 +444,7 @@ int lithd_backup_get(lith_http_req *req, void *arg) {
   d->fd = -1;
   d->t0 = lith_clock_ms();
   d->work.data = d;
-  if (uv_queue_work(s->loop, &d->work, download_work, download_after) != 0) {
+  if (uv_queue_work(s->srv->loop, &d->work, download_work, download_after) != 0) {
     free(d);
     lith_http_respond_error(req, 500, "cannot queue the backup");
     return LITH_HTTP_DONE;

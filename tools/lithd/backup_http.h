@@ -39,7 +39,7 @@
 /* Downloads (GET /v1/backup) running at once, at most. */
 #define LITHD_MAX_DOWNLOADS 2
 
-/* The handlers; arg is the lithd_server (server.h). */
+/* The handlers; arg is the database's lithd_dbsrv (server.h). */
 int lithd_backup_post(lith_http_req *req, void *arg);
 int lithd_backup_get(lith_http_req *req, void *arg);
 

@@ -16,12 +16,12 @@ LITHD_PKGS   := libh2o libuv sqlite3
 LITHD_CFLAGS  = $(shell pkg-config --cflags $(LITHD_PKGS) 2>/dev/null)
 LITHD_LIBS    = $(shell pkg-config --libs $(LITHD_PKGS) 2>/dev/null)
 
-LITHD_SRC      := tools/lithd/main.c tools/lithd/server.c tools/lithd/overload.c \
+LITHD_SRC      := tools/lithd/main.c tools/lithd/database.c tools/lithd/server.c tools/lithd/overload.c \
                   tools/lithd/metrics.c tools/lithd/options.c tools/lithd/log.c \
                   tools/lithd/schema.c tools/lithd/commands.c tools/lithd/token.c \
                   tools/lithd/textfile.c tools/lithd/heap.c \
                   tools/lithd/backup_http.c tools/lithd/sqldump.c tools/lithd/restore.c
-LITHD_HDRS     := tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
+LITHD_HDRS     := tools/lithd/database.h tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
                   tools/lithd/options.h tools/lithd/log.h tools/lithd/schema.h \
                   tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
                   tools/lithd/heap.h tools/lithd/backup_http.h tools/lithd/sqldump.h \

@@ -3,21 +3,22 @@
  *
  * Design:
  *   - One libuv loop on the main thread carries the HTTP server (http/), the
- *     lith_uv bridge (command completions) and the signal watchers; lith's
- *     writer thread does the SQLite writes; libuv's thread pool runs the
- *     reads of /v1/query and backups (sized to the read pool, see below).
- *     Routes live in server.c, options in options.c.
- *   - Startup: options (config file, then command line), log, token, lock,
- *     lith_open with the --schema steps as migrations, the named commands
- *     checked against the opened database, bridge, HTTP server, routes,
- *     listeners; then one line on stdout with the URL and a curl example
- *     (tests read the bound port from it). Any failure: a message, exit 1.
- *   - One lithd per database: before opening it, lithd takes an exclusive
- *     advisory lock (flock LOCK_EX|LOCK_NB) on PATH-lithd.lock and keeps the
- *     descriptor (O_CLOEXEC) for its whole life; the lock file holds the
- *     holder's pid. A second lithd on the same file says which pid and which
- *     lock file hold it and exits 1. The kernel drops the lock when the
- *     process ends, however it ends, so a stale file never blocks a restart.
+ *     lith_uv bridges (command completions) and the signal watchers; each
+ *     database's writer thread does its SQLite writes; libuv's thread pool
+ *     runs the reads of /v1/query and backups (sized to the read pools, see
+ *     below). Routes live in server.c, options in options.c, the open and
+ *     close of one database (lock, schema, commands, lith handle, bridge,
+ *     WAL watch) in database.c.
+ *   - Several databases (--db NAME=PATH, again and again): each its own
+ *     lithd_database, opened in the order given; routes /v1/db/NAME/... go
+ *     to it, the unprefixed ones to the default (server.h). A database that
+ *     fails to open stops lithd with a message naming it, and everything
+ *     opened before it is closed again: nothing half-started stays.
+ *   - Startup: options (config file, then command line), log, token, the
+ *     databases (database.h: lock, --schema as migrations, named commands
+ *     checked, bridge), HTTP server, routes, listeners; then one line on
+ *     stdout with the URL, the databases and a curl example (tests read the
+ *     bound port from it). Any failure: a message, exit 1.
  *   - A non-loopback --listen needs --token-file: the database must never be
  *     open to the network without a token.
  *   - Shutdown on SIGTERM/SIGINT, as a chain of callbacks so the loop keeps
@@ -25,20 +26,18 @@
  *     queue room (503), stop the HTTP server (new requests are refused,
  *     in-flight ones answered, up to --stop-grace-ms; then 503) -> on_stopped:
  *     reads and backups still running are interrupted (guard.h,
- *     lith_interrupt), lith_uv_close (every accepted command's callback has run) -> on_closed:
- *     nothing left on the loop, uv_run returns. Then, after uv_run (h2o's
- *     context disposal runs the loop itself), the HTTP server is destroyed,
- *     lith_close drains the writer and checkpoints (TRUNCATE; not with
+ *     lith_interrupt), every database's lith_uv_close (every accepted
+ *     command's callback has run) -> the last bridge closed: nothing left on
+ *     the loop, uv_run returns. Then, after uv_run (h2o's context disposal
+ *     runs the loop itself), the HTTP server is destroyed, each database's
+ *     lith_close drains its writer and checkpoints (TRUNCATE; not with
  *     --checkpoint external), exit 0.
  *   - SIGHUP reopens the --log file (for logrotate).
  *   - --checkpoint external: lithd never checkpoints (a replicator such as
  *     Litestream owns the WAL). --litestream is that plus a busy timeout of
  *     at least LITHD_LITESTREAM_BUSY_MS (Litestream's write locks delay a
- *     batch, never fail it); the startup line says so. If nothing does, the WAL grows without end,
- *     so a timer looks at its size once a second and warns when it passes
- *     WAL_WARN_FACTOR x checkpoint_pages (what WRITER mode bounds it at):
- *     once per crossing (it must fall below again, a checkpoint, to warn
- *     again), and at most once per WAL_WARN_EVERY_MS.
+ *     batch, never fail it); the startup line says so. If nothing does, the
+ *     WAL grows without end, so each database's WAL is watched (database.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,6 +56,7 @@
 #include <uv.h>
 
 #include "commands.h"
+#include "database.h"
 #include "guard.h"
 #include "heap.h"
 #include "http.h"
@@ -70,29 +70,13 @@
 #include "sqljson.h"
 #include "token.h"
 
-/* The EXTERNAL-mode watch of the WAL (see the design note above). */
-#define WAL_WATCH_MS 1000
-#define WAL_WARN_FACTOR 4
-#define WAL_WARN_EVERY_MS (60 * 1000)
-
-struct wal_watch {
-  uv_timer_t timer;
-  lith *db;
-  uint64_t threshold; /* pages */
-  int64_t page_size;
-  int above;            /* the WAL was past the threshold at the last look */
-  int64_t last_warn_ms; /* lith_clock_ms of the last warning; 0: none yet */
-  int open;
-};
-
 struct daemon {
   uv_loop_t loop;
   uv_signal_t sigterm, sigint, sighup;
   int signals_open;
-  struct wal_watch wal;
   int64_t stop_grace_ms; /* SIGTERM: how long requests may still run */
-  lith *db;
-  lith_uv *bridge;
+  lithd_database *dbs;   /* n_dbs, in the order given */
+  int n_dbs;
   lith_http_server *http;
   lithd_server srv;
   int stopping;
@@ -100,21 +84,22 @@ struct daemon {
 
 /* ---- Shutdown chain ---------------------------------------------------- */
 
-static void on_bridge_closed(void *ctx) {
-  struct daemon *d = ctx;
-  d->bridge = NULL; /* nothing of ours is left on the loop: uv_run returns */
-}
-
 /* Every request is answered, or the grace is over and those still running
  * got 503: what still reads (a query on the thread pool, a backup) is
  * stopped now, so that the loop, which waits for the pool's work, and
  * lith_close, which waits for lith_read, end soon. Writes are not touched:
- * every accepted command is still run, committed and answered. */
+ * every accepted command is still run, committed and answered. Once the
+ * last bridge closed, nothing of ours is left on the loop: uv_run
+ * returns. */
 static void on_http_stopped(lith_http_server *srv, void *arg) {
   struct daemon *d = arg;
+  (void)srv;
   lithd_guard_stop_reads();
-  lith_interrupt(d->db);
-  lith_uv_close(d->bridge, on_bridge_closed, d);
+  for (int i = 0; i < d->n_dbs; i++)
+    if (d->dbs[i].db != NULL)
+      lith_interrupt(d->dbs[i].db);
+  for (int i = 0; i < d->n_dbs; i++)
+    lithd_database_close_bridge(&d->dbs[i], NULL, NULL);
 }
 
 static void close_signals(struct daemon *d) {
@@ -126,11 +111,9 @@ static void close_signals(struct daemon *d) {
   d->signals_open = 0;
 }
 
-static void close_wal_watch(struct daemon *d) {
-  if (!d->wal.open)
-    return;
-  uv_close((uv_handle_t *)&d->wal.timer, NULL);
-  d->wal.open = 0;
+static void unwatch_wals(struct daemon *d) {
+  for (int i = 0; i < d->n_dbs; i++)
+    lithd_database_unwatch_wal(&d->dbs[i]);
 }
 
 static void begin_stop(struct daemon *d) {
@@ -138,10 +121,10 @@ static void begin_stop(struct daemon *d) {
     return;
   d->stopping = 1;
   close_signals(d);
-  close_wal_watch(d);
+  unwatch_wals(d);
   lithd_server_stop(&d->srv);
   if (lith_http_server_stop(d->http, (unsigned)d->stop_grace_ms, on_http_stopped, d) != LITH_HTTP_OK)
-    lith_uv_close(d->bridge, on_bridge_closed, d);
+    on_http_stopped(d->http, d);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -155,34 +138,6 @@ static void on_signal(uv_signal_t *h, int signum) {
   }
   lithd_log(LITHD_LOG_INFO, "%s, stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   begin_stop(d);
-}
-
-/* ---- The WAL nobody checkpoints ---------------------------------------- */
-
-static void on_wal_watch(uv_timer_t *t) {
-  struct wal_watch *w = t->data;
-  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
-  int64_t now;
-
-  if (st == NULL)
-    return;
-  lith_stats_get(w->db, st);
-  if (st->wal_pages < w->threshold) {
-    w->above = 0; /* something checkpointed: the next crossing warns again */
-  } else if (!w->above) {
-    w->above = 1;
-    now = lith_clock_ms();
-    if (w->last_warn_ms == 0 || now - w->last_warn_ms >= WAL_WARN_EVERY_MS) {
-      w->last_warn_ms = now;
-      lithd_log(LITHD_LOG_WARN,
-                "the WAL holds %" PRIu64 " pages (%.1f MiB), past %d x --checkpoint-pages = %" PRIu64
-                " pages, and --checkpoint external means lithd never checkpoints it: is the replicator "
-                "(Litestream, ...) running? It grows until something checkpoints",
-                st->wal_pages, (double)st->wal_pages * (double)w->page_size / (1024.0 * 1024.0),
-                WAL_WARN_FACTOR, w->threshold);
-    }
-  }
-  free(st);
 }
 
 /* ---- The startup line --------------------------------------------------- */
@@ -213,89 +168,42 @@ static const char *checkpoint_name(int mode) {
   return mode == LITH_CHECKPOINT_AUTO ? "auto" : mode == LITH_CHECKPOINT_EXTERNAL ? "external" : "writer";
 }
 
-/* ---- One lithd per database ------------------------------------------- */
-
-/* Lock PATH-lithd.lock; returns the descriptor to keep open, or -1 after a
- * message on stderr. */
-static int lock_database(const char *db) {
-  size_t n = strlen(db) + sizeof "-lithd.lock";
-  char *path = malloc(n);
-  char buf[32];
-  int fd;
-
-  if (path == NULL) {
-    lithd_log(LITHD_LOG_ERROR, "out of memory");
-    return -1;
-  }
-  snprintf(path, n, "%s-lithd.lock", db);
-  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));
-    free(path);
-    return -1;
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    int e = errno;
-    if (e == EWOULDBLOCK) {
-      ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
-      long pid = 0;
-      if (got > 0) {
-        buf[got] = '\0';
-        pid = strtol(buf, NULL, 10);
-      }
-      if (pid > 0)
-        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (pid %ld holds the lock file %s)",
-                  db, pid, path);
-      else
-        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (the lock file %s is held)", db,
-                  path);
-    } else {
-      lithd_log(LITHD_LOG_ERROR, "cannot lock %s: %s", path, strerror(e));
-    }
-    close(fd);
-    free(path);
-    return -1;
-  }
-  /* Ours: record the pid for the message above (best effort). */
-  snprintf(buf, sizeof buf, "%ld", (long)getpid());
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, strlen(buf), 0) < 0) {
-    /* the lock holds regardless; only the message would lack the pid */
-  }
-  free(path);
-  return fd;
-}
-
-/* ---- Named commands ----------------------------------------------------- */
-
-struct check_ctx {
-  lithd_commands *commands;
-  char err[1024];
-  int failed;
-};
-
-static int check_commands(lith_rx *rx, void *arg) {
-  struct check_ctx *k = arg;
-  k->failed = lithd_commands_check(k->commands, lith_rx_db(rx), k->err, sizeof k->err) != 0;
-  return LITH_OK;
-}
-
-static int read_page_size(lith_rx *rx, void *arg) {
-  return lith_rx_int64(rx, (int64_t *)arg, "PRAGMA page_size", "");
-}
-
-/* libuv's pool runs /v1/query and backups: as many threads as readers (so
- * every reader can be busy) and one for a backup, unless the environment
- * already says. It must be set before the pool's first use. */
-static void size_thread_pool(int readers) {
+/* libuv's pool runs /v1/query and backups: for each database as many
+ * threads as readers (so every reader can be busy) and one for a backup,
+ * unless the environment already says. It must be set before the pool's
+ * first use. */
+static void size_thread_pool(int readers, int n_dbs) {
   char buf[16];
+  long n;
   if (getenv("UV_THREADPOOL_SIZE") != NULL)
     return;
   if (readers < 1) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
   }
-  snprintf(buf, sizeof buf, "%d", readers + 1 > 1024 ? 1024 : readers + 1);
+  n = ((long)readers + 1) * n_dbs;
+  snprintf(buf, sizeof buf, "%d", (int)(n > 1024 ? 1024 : n));
   setenv("UV_THREADPOOL_SIZE", buf, 1);
+}
+
+/* The databases for the startup line: "db PATH" for one (as lithd always
+ * said), "dbs NAME=PATH NAME=PATH, default NAME" for several. */
+static void describe_dbs(const lithd_opts *o, char *buf, size_t cap) {
+  size_t n = 0;
+  int w;
+  if (o->n_dbs == 1) {
+    snprintf(buf, cap, "db %s", o->dbs[0].path);
+    return;
+  }
+  w = snprintf(buf, cap, "dbs");
+  for (int i = 0; w >= 0 && i < o->n_dbs; i++) {
+    n += (size_t)w;
+    if (n >= cap)
+      return;
+    w = snprintf(buf + n, cap - n, " %s=%s", o->dbs[i].name, o->dbs[i].path);
+  }
+  if (w >= 0 && (n += (size_t)w) < cap)
+    snprintf(buf + n, cap - n, ", default %s", o->default_db != NULL ? o->default_db : "none");
 }
 
 /* ---- main -------------------------------------------------------------- */
@@ -306,15 +214,14 @@ int main(int argc, char **argv) {
   lith_options lopt;
   lithd_guard_limits glim;
   lith_http_options hopt;
-  lithd_schema schema = {NULL, 0};
-  lithd_commands *commands = NULL;
+  lithd_dbsrv **served = NULL;
   char err[1024];
   char *token = NULL;
   int loop_open = 0;
   int lock_fd = -1;
   int exit_code = 1;
   double start_time;
-  int rc;
+  int rc, i;
 
   memset(&d, 0, sizeof d);
   start_time = (double)time(NULL);
@@ -342,25 +249,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
   }
-  size_thread_pool(o.readers);
+  size_thread_pool(o.readers, o.n_dbs);
   if (o.restore != NULL) {
     /* The lock for the whole restore: a lithd serving --db refuses it, one
-     * starting meanwhile refuses to start (restore.h). */
-    if ((lock_fd = lock_database(o.db)) >= 0)
-      exit_code = lithd_restore(o.restore, o.db, o.force, o.file_mode > 0 ? o.file_mode : 0600);
+     * starting meanwhile refuses to start (restore.h). One database only
+     * (options.c). */
+    if ((lock_fd = lithd_database_lock(o.dbs[0].path)) >= 0)
+      exit_code = lithd_restore(o.restore, o.dbs[0].path, o.force, o.file_mode > 0 ? o.file_mode : 0600);
     goto out;
   }
 
   if (o.token_file != NULL && (token = lithd_token_read(o.token_file, err, sizeof err)) == NULL) {
     lithd_log(LITHD_LOG_ERROR, "--token-file %s", err);
-    goto out;
-  }
-  if (o.schema != NULL && lithd_schema_load(o.schema, &schema, err, sizeof err) != 0) {
-    lithd_log(LITHD_LOG_ERROR, "%s", err);
-    goto out;
-  }
-  if (o.commands != NULL && lithd_commands_load(o.commands, &commands, err, sizeof err) != 0) {
-    lithd_log(LITHD_LOG_ERROR, "--commands %s", err);
     goto out;
   }
   if (o.backup_dir != NULL) {
@@ -370,13 +270,17 @@ int main(int argc, char **argv) {
       goto out;
     }
   }
-  if (o.only_named && commands == NULL) {
-    lithd_log(LITHD_LOG_ERROR, "--only-named needs --commands FILE: nothing could write");
-    goto out;
-  }
-
-  if ((lock_fd = lock_database(o.db)) < 0)
-    goto out;
+  for (i = 0; o.only_named && i < o.n_dbs; i++)
+    if (o.dbs[i].commands == NULL) {
+      if (o.n_dbs == 1)
+        lithd_log(LITHD_LOG_ERROR, "--only-named needs --commands FILE: nothing could write");
+      else
+        lithd_log(LITHD_LOG_ERROR,
+                  "--only-named needs --commands for every database: nothing could write database %s "
+                  "(--commands FILE for all, or --commands %s=FILE)",
+                  o.dbs[i].name, o.dbs[i].name);
+      goto out;
+    }
 
   /* Bounds on what one request costs (guard.h): SQLite's limits and the
    * bounded functions on every connection, the watchdog, and one ceiling
@@ -392,6 +296,7 @@ int main(int argc, char **argv) {
   }
   d.stop_grace_ms = o.stop_grace_ms;
 
+  /* What every database is opened with (database.c adds its schema). */
   lith_options_default(&lopt);
   lopt.on_connect = lithd_guard_connect;
   lopt.on_connect_ctx = &glim;
@@ -413,49 +318,34 @@ int main(int argc, char **argv) {
   /* --max-run-ms bounds each command on the writer through lith (sqljson.h) */
   lithd_limits_default(&d.srv.limits);
   lopt.command_timeout_ms = (int)(o.max_run_ms != 0 ? o.max_run_ms : d.srv.limits.max_run_ms);
-  lopt.migrations = (const char *const *)schema.steps;
-  lopt.n_migrations = schema.n;
-  rc = lith_open(o.db, &lopt, &d.db);
-  if (rc != LITH_OK) {
-    lithd_log(LITHD_LOG_ERROR, "cannot open %s: %s%s", o.db, lith_errmsg(NULL),
-              o.schema != NULL && rc == LITH_SCHEMA
-                  ? " (--schema has fewer steps than the database has applied)"
-                  : "");
-    goto out;
-  }
-  if (commands != NULL) {
-    struct check_ctx k;
-    memset(&k, 0, sizeof k);
-    k.commands = commands;
-    if (lith_read(d.db, check_commands, &k) != LITH_OK) {
-      lithd_log(LITHD_LOG_ERROR, "--commands: cannot read the database: %s", lith_errmsg(d.db));
-      goto out;
-    }
-    if (k.failed) {
-      lithd_log(LITHD_LOG_ERROR, "--commands %s", k.err);
-      goto out;
-    }
-  }
-  {
-    int64_t page_size = 0;
-    if (lith_read(d.db, read_page_size, &page_size) != LITH_OK)
-      page_size = 0; /* /metrics then says 0 bytes; nothing else needs it */
-    d.srv.metrics.page_size = page_size;
-    d.srv.metrics.queue_capacity = lopt.queue_capacity;
-    d.srv.metrics.readers = lopt.readers;
-    d.srv.metrics.start_time = start_time;
-    d.wal.db = d.db;
-    d.wal.page_size = page_size;
-    d.wal.threshold = (uint64_t)WAL_WARN_FACTOR * (uint64_t)lopt.checkpoint_pages;
-  }
+
   if (uv_loop_init(&d.loop) != 0) {
     lithd_log(LITHD_LOG_ERROR, "uv_loop_init failed");
     goto out;
   }
   loop_open = 1;
-  if (lith_uv_open(d.db, &d.loop, &d.bridge) != LITH_OK) {
-    lithd_log(LITHD_LOG_ERROR, "lith_uv_open: %s", lith_errmsg(d.db));
+  d.dbs = calloc((size_t)o.n_dbs, sizeof *d.dbs);
+  served = calloc((size_t)o.n_dbs, sizeof *served);
+  if (d.dbs == NULL || served == NULL) {
+    lithd_log(LITHD_LOG_ERROR, "out of memory");
     goto out;
+  }
+  d.n_dbs = o.n_dbs;
+  for (i = 0; i < o.n_dbs; i++)
+    lithd_database_init(&d.dbs[i], &o.dbs[i], o.n_dbs > 1);
+  for (i = 0; i < o.n_dbs; i++)
+    if (lithd_database_load(&d.dbs[i]) != LITHD_DATABASE_OK)
+      goto out;
+  for (i = 0; i < o.n_dbs; i++) {
+    if (lithd_database_open(&d.dbs[i], &lopt, &d.loop) != LITHD_DATABASE_OK) {
+      if (o.n_dbs > 1)
+        lithd_log(LITHD_LOG_ERROR, "database %s (%s) did not open: lithd does not start", o.dbs[i].name,
+                  o.dbs[i].path);
+      goto out;
+    }
+    served[i] = &d.dbs[i].srv;
+    if (o.n_dbs == 1 || (o.default_db != NULL && strcmp(o.default_db, o.dbs[i].name) == 0))
+      d.srv.dflt = served[i];
   }
 
   lith_http_options_default(&hopt);
@@ -465,7 +355,6 @@ int main(int argc, char **argv) {
    * off together with the upgrade. No lithd client needs cleartext h2. */
   hopt.http2 = 0;
   hopt.server_name = "lithd";
-  lithd_limits_default(&d.srv.limits);
   if (o.max_body != 0)
     d.srv.limits.max_body_bytes = o.max_body;
   if (o.max_statements != 0)
@@ -482,17 +371,16 @@ int main(int argc, char **argv) {
     goto out;
   }
   d.srv.loop = &d.loop;
-  d.srv.db = d.db;
-  d.srv.bridge = d.bridge;
   d.srv.http = d.http;
+  d.srv.dbs = served;
+  d.srv.n_dbs = (size_t)o.n_dbs;
   d.srv.token = token;
-  d.srv.commands = commands;
   d.srv.only_named = o.only_named;
   d.srv.allow_origins = o.allow_origins;
   d.srv.allow_hosts = o.allow_hosts;
   d.srv.backup_dir = o.backup_dir;
-  d.srv.db_path = o.db;
   d.srv.queue_wait_ms = o.queue_wait_ms;
+  d.srv.metrics.start_time = start_time;
   if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());
     goto out;
@@ -517,19 +405,19 @@ int main(int argc, char **argv) {
   uv_signal_start(&d.sigterm, on_signal, SIGTERM);
   uv_signal_start(&d.sigint, on_signal, SIGINT);
   uv_signal_start(&d.sighup, on_signal, SIGHUP);
-  if (o.checkpoint == LITH_CHECKPOINT_EXTERNAL) {
-    uv_timer_init(&d.loop, &d.wal.timer);
-    d.wal.timer.data = &d.wal;
-    d.wal.open = 1;
-    uv_timer_start(&d.wal.timer, on_wal_watch, WAL_WATCH_MS, WAL_WATCH_MS);
-  }
+  if (o.checkpoint == LITH_CHECKPOINT_EXTERNAL)
+    for (i = 0; i < d.n_dbs; i++)
+      lithd_database_watch_wal(&d.dbs[i], &d.loop, lopt.checkpoint_pages);
 
   {
     /* The curl example names the real token file (absolute, quoted for
-     * the shell), so it runs as printed. */
-    char auth[PATH_MAX * 4 + 64] = "", ckpt[96];
+     * the shell), so it runs as printed; with several databases and no
+     * default, it names the first database's route. */
+    char auth[PATH_MAX * 4 + 64] = "", ckpt[96], dbs[2048], route[LITHD_DB_NAME_MAX + 16];
     const char *sync = o.synchronous == LITH_SYNC_FULL ? "full" : "normal";
-    int port = lith_http_port(d.http);
+    int port = lith_http_port(d.http), named = 0;
+    for (i = 0; i < d.n_dbs; i++)
+      named += lithd_commands_count(d.dbs[i].commands);
     if (token != NULL) {
       char quoted[PATH_MAX * 4 + 8];
       char *abs = realpath(o.token_file, NULL);
@@ -543,56 +431,57 @@ int main(int argc, char **argv) {
       snprintf(ckpt, sizeof ckpt, "external for litestream, busy timeout %d ms", lopt.busy_timeout_ms);
     else
       snprintf(ckpt, sizeof ckpt, "%s", checkpoint_name(o.checkpoint));
+    describe_dbs(&o, dbs, sizeof dbs);
+    if (d.srv.dflt != NULL)
+      snprintf(route, sizeof route, "/v1/do");
+    else
+      snprintf(route, sizeof route, "/v1/db/%s/do", o.dbs[0].name);
     if (port >= 0) {
       int v6 = strchr(o.host, ':') != NULL;
-      printf("lithd %s: listening on http://%s%s%s:%d (db %s, synchronous %s, checkpoint %s); try: curl -s%s "
-             "http://%s%s%s:%d/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, o.db, sync, ckpt, auth, v6 ? "[" : "",
-             o.host, v6 ? "]" : "", port);
+      printf("lithd %s: listening on http://%s%s%s:%d (%s, synchronous %s, checkpoint %s); try: curl -s%s "
+             "http://%s%s%s:%d%s --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, dbs, sync, ckpt, auth, v6 ? "[" : "",
+             o.host, v6 ? "]" : "", port, route);
     } else {
-      printf("lithd %s: listening on unix:%s (db %s, synchronous %s, checkpoint %s); try: curl -s%s "
-             "--unix-socket %s http://lithd/v1/do --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, o.unix_path, o.db, sync, ckpt, auth, o.unix_path);
+      printf("lithd %s: listening on unix:%s (%s, synchronous %s, checkpoint %s); try: curl -s%s "
+             "--unix-socket %s http://lithd%s --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             LITH_VERSION, o.unix_path, dbs, sync, ckpt, auth, o.unix_path, route);
     }
     fflush(stdout);
-    lithd_log(LITHD_LOG_INFO, "started: db %s, synchronous %s, checkpoint %s, %d named command%s%s", o.db,
-              sync, ckpt, lithd_commands_count(commands), lithd_commands_count(commands) == 1 ? "" : "s",
-              o.only_named ? " (only named)" : "");
+    lithd_log(LITHD_LOG_INFO, "started: %s, synchronous %s, checkpoint %s, %d named command%s%s", dbs, sync,
+              ckpt, named, named == 1 ? "" : "s", o.only_named ? " (only named)" : "");
   }
 
   uv_run(&d.loop, UV_RUN_DEFAULT);
   exit_code = 0;
 
 out:
-  close_wal_watch(&d); /* a startup failure after it began */
+  unwatch_wals(&d); /* a startup failure after they began */
   if (d.http != NULL)
     lith_http_server_destroy(d.http); /* after uv_run: disposes h2o */
-  lithd_server_free(&d.srv);          /* after the HTTP server: it reported into it */
-  if (d.srv.park.started && !d.srv.park.stopped) {
-    lithd_server_stop(&d.srv); /* a startup failure after the routes */
-    uv_run(&d.loop, UV_RUN_DEFAULT);
-  }
-  if (d.bridge != NULL) {
-    /* a startup failure: close the bridge, running the loop until done */
-    lith_uv_close(d.bridge, on_bridge_closed, &d);
-    uv_run(&d.loop, UV_RUN_DEFAULT);
-  }
-  if (d.signals_open) {
+  if (loop_open) {
+    /* a startup failure: close what is on the loop (the queues after the
+     * routes, the bridges, the signals), then run it until they closed;
+     * after a stop all this is closed already */
+    if (!d.stopping)
+      lithd_server_stop(&d.srv);
+    for (i = 0; i < d.n_dbs; i++)
+      lithd_database_close_bridge(&d.dbs[i], NULL, NULL);
     close_signals(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }
+  lithd_server_free(&d.srv); /* after the HTTP server: it reported into it */
   if (loop_open && uv_loop_close(&d.loop) != 0)
     lithd_log(LITHD_LOG_ERROR, "handles left on the loop");
-  if (d.db != NULL && lith_close(d.db) != LITH_OK) {
-    lithd_log(LITHD_LOG_ERROR, "close: %s", lith_errmsg(NULL));
-    exit_code = 1;
-  }
+  for (i = 0; i < d.n_dbs; i++)
+    if (lithd_database_close(&d.dbs[i]) != LITHD_DATABASE_OK)
+      exit_code = 1;
+  free(d.dbs);
+  free(served);
   free(token);
-  lithd_commands_free(commands);
-  lithd_schema_free(&schema);
   lithd_guard_stop();
   if (lock_fd >= 0)
-    close(lock_fd); /* after lith_close: the file is released */
+    close(lock_fd); /* after the restore */
   if (exit_code == 0 && o.restore == NULL)
     lithd_log(LITHD_LOG_INFO, "stopped");
   lithd_opts_free(&o);

@@ -27,41 +27,45 @@ static const double le_s[LITHD_METRICS_LE] = {0.0001, 0.00025, 0.0005, 0.001, 0.
 
 /* ---- Counting (loop thread) -------------------------------------------- */
 
+static int cmp_label(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 int lithd_metrics_init(lithd_metrics *m, const char *const *paths, size_t n) {
+  size_t k = 0;
   /* the caller's settings stay; what is counted starts at zero */
   m->n_routes = 0;
+  m->route = NULL;
   m->responses = NULL;
-  memset(&m->read_wait, 0, sizeof m->read_wait);
-  memset(&m->read_run, 0, sizeof m->read_run);
-  m->reads_failed = 0;
-  for (size_t i = 0; i < n; i++) {
-    size_t k = 0;
-    while (k < m->n_routes && strcmp(m->route[k], paths[i]) != 0)
-      k++;
-    if (k < m->n_routes)
-      continue; /* one path, two methods: one label */
-    if (m->n_routes == LITHD_METRICS_ROUTES_MAX - 1)
-      return -1;
-    m->route[m->n_routes++] = paths[i];
-  }
-  m->route[m->n_routes++] = "other";
+  m->other = 0;
+  if ((m->route = malloc((n + 1) * sizeof *m->route)) == NULL)
+    return -1;
+  m->route[k++] = "other";
+  for (size_t i = 0; i < n; i++)
+    m->route[k++] = paths[i];
+  qsort(m->route, k, sizeof *m->route, cmp_label);
+  for (size_t i = 0; i < k; i++)
+    if (m->n_routes == 0 || strcmp(m->route[m->n_routes - 1], m->route[i]) != 0)
+      m->route[m->n_routes++] = m->route[i]; /* one path, two methods: one label */
+  for (size_t i = 0; i < m->n_routes; i++)
+    if (strcmp(m->route[i], "other") == 0)
+      m->other = i;
   m->responses = calloc(m->n_routes * LITHD_METRICS_CODES, sizeof *m->responses);
   return m->responses != NULL ? 0 : -1;
 }
 
 void lithd_metrics_response(lithd_metrics *m, const char *route, int status) {
-  size_t k = m->n_routes - 1; /* "other" */
+  size_t k = m->other;
   int code = status >= LITH_HTTP_STATUS_MIN && status <= LITH_HTTP_STATUS_MAX
                  ? status - LITH_HTTP_STATUS_MIN + 1
                  : 0;
   if (m->responses == NULL)
     return;
-  if (route != NULL)
-    for (size_t i = 0; i + 1 < m->n_routes; i++)
-      if (strcmp(m->route[i], route) == 0) {
-        k = i;
-        break;
-      }
+  if (route != NULL) {
+    const char **hit = bsearch(&route, m->route, m->n_routes, sizeof *m->route, cmp_label);
+    if (hit != NULL)
+      k = (size_t)(hit - m->route);
+  }
   m->responses[k * LITHD_METRICS_CODES + (size_t)code]++;
 }
 
@@ -75,16 +79,18 @@ static void hist_add(lithd_hist *h, int64_t ns) {
   h->sum_ns += (uint64_t)ns;
 }
 
-void lithd_metrics_read(lithd_metrics *m, int64_t wait_ns, int64_t run_ns, int failed) {
-  hist_add(&m->read_wait, wait_ns);
-  hist_add(&m->read_run, run_ns);
+void lithd_metrics_read(lithd_metrics_db *d, int64_t wait_ns, int64_t run_ns, int failed) {
+  hist_add(&d->read_wait, wait_ns);
+  hist_add(&d->read_run, run_ns);
   if (failed)
-    m->reads_failed++;
+    d->reads_failed++;
 }
 
 void lithd_metrics_free(lithd_metrics *m) {
   free(m->responses);
   m->responses = NULL;
+  free(m->route);
+  m->route = NULL;
   m->n_routes = 0;
 }
 
@@ -106,100 +112,175 @@ static void mb_real(lithd_buf *b, const char *name, const char *type, const char
 }
 
 /* A latency histogram in seconds from lith's fine buckets (lith.h), coarsened
- * to le_s: a fine bucket counts under `le` when all it holds is shorter than
- * `le` (its exclusive upper bound is <= le), so every bound is exact, never
- * an estimate. */
-static void mb_latency(lithd_buf *b, const char *name, const char *help, const uint64_t *lat,
-                       uint64_t sum_ns) {
+ * to le_s, as the series of database `db`: a fine bucket counts under `le`
+ * when all it holds is shorter than `le` (its exclusive upper bound is <=
+ * le), so every bound is exact, never an estimate. */
+static void mb_latency(lithd_buf *b, const char *name, const char *db, const uint64_t *lat, uint64_t sum_ns) {
   size_t k;
   int i = 0;
   uint64_t cum = 0, total = 0;
 
   for (i = 0; i < LITH_LAT_BUCKETS; i++)
     total += lat[i];
-  mb_head(b, name, "histogram", help);
   i = 0;
   for (k = 0; k < LITHD_METRICS_LE; k++) {
     uint64_t le_ns = (uint64_t)(le_s[k] * 1e9 + 0.5);
     while (i < LITH_LAT_BUCKETS - 1 && lith_lat_bucket_upper_ns(i) <= le_ns)
       cum += lat[i++];
-    lithd_buf_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le_s[k], cum);
+    lithd_buf_printf(b, "%s_bucket{db=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, db, le_s[k], cum);
   }
-  lithd_buf_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, total);
-  lithd_buf_printf(b, "%s_sum %.9f\n", name, (double)sum_ns / 1e9);
-  lithd_buf_printf(b, "%s_count %" PRIu64 "\n", name, total);
+  lithd_buf_printf(b, "%s_bucket{db=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, db, total);
+  lithd_buf_printf(b, "%s_sum{db=\"%s\"} %.9f\n", name, db, (double)sum_ns / 1e9);
+  lithd_buf_printf(b, "%s_count{db=\"%s\"} %" PRIu64 "\n", name, db, total);
 }
 
-/* One of lithd's own histograms (lithd_hist). */
-static void mb_hist(lithd_buf *b, const char *name, const char *help, const lithd_hist *h) {
+/* One of lithd's own histograms (lithd_hist), as the series of `db`. */
+static void mb_hist(lithd_buf *b, const char *name, const char *db, const lithd_hist *h) {
   uint64_t cum = 0;
-  mb_head(b, name, "histogram", help);
   for (int k = 0; k < LITHD_METRICS_LE; k++) {
     cum += h->count[k];
-    lithd_buf_printf(b, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, le_s[k], cum);
+    lithd_buf_printf(b, "%s_bucket{db=\"%s\",le=\"%g\"} %" PRIu64 "\n", name, db, le_s[k], cum);
   }
   cum += h->count[LITHD_METRICS_LE];
-  lithd_buf_printf(b, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, cum);
-  lithd_buf_printf(b, "%s_sum %.9f\n", name, (double)h->sum_ns / 1e9);
-  lithd_buf_printf(b, "%s_count %" PRIu64 "\n", name, cum);
+  lithd_buf_printf(b, "%s_bucket{db=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, db, cum);
+  lithd_buf_printf(b, "%s_sum{db=\"%s\"} %.9f\n", name, db, (double)h->sum_ns / 1e9);
+  lithd_buf_printf(b, "%s_count{db=\"%s\"} %" PRIu64 "\n", name, db, cum);
 }
 
-/* Batch sizes: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1; the
- * last one (2048 and more) only under +Inf. */
-static void mb_batch_size(lithd_buf *b, const lith_stats *st) {
+/* Batch sizes of `db`: bucket k holds [2^k, 2^(k+1)), so le = 2^(k+1) - 1;
+ * the last one (2048 and more) only under +Inf. */
+static void mb_batch_size(lithd_buf *b, const char *db, const lith_stats *st) {
   uint64_t cum = 0, total = 0;
   int k;
   for (k = 0; k < LITH_HIST_BUCKETS; k++)
     total += st->batch_hist[k];
-  mb_head(b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
   for (k = 0; k < LITH_HIST_BUCKETS - 1; k++) {
     cum += st->batch_hist[k];
-    lithd_buf_printf(b, "lith_batch_size_bucket{le=\"%llu\"} %" PRIu64 "\n", (1ULL << (k + 1)) - 1, cum);
+    lithd_buf_printf(b, "lith_batch_size_bucket{db=\"%s\",le=\"%llu\"} %" PRIu64 "\n", db,
+                     (1ULL << (k + 1)) - 1, cum);
   }
-  lithd_buf_printf(b, "lith_batch_size_bucket{le=\"+Inf\"} %" PRIu64 "\n", total);
-  lithd_buf_printf(b, "lith_batch_size_sum %" PRIu64 "\n", st->commands);
-  lithd_buf_printf(b, "lith_batch_size_count %" PRIu64 "\n", total);
+  lithd_buf_printf(b, "lith_batch_size_bucket{db=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", db, total);
+  lithd_buf_printf(b, "lith_batch_size_sum{db=\"%s\"} %" PRIu64 "\n", db, st->commands);
+  lithd_buf_printf(b, "lith_batch_size_count{db=\"%s\"} %" PRIu64 "\n", db, total);
 }
 
-static void mb_lith(lithd_buf *b, const lithd_metrics *m, const lith_stats *st) {
-  mb_metric(b, "lith_commands_total", "counter", "Commands answered (committed or failed).", st->commands);
-  mb_metric(b, "lith_commands_failed_total", "counter",
-            "Commands answered with an error (each undone alone; its batch went on).", st->failed);
-  mb_metric(b, "lith_command_retries_total", "counter",
-            "Command runs repeated because their transaction was rolled back for a reason outside them.",
-            st->retried);
-  mb_metric(b, "lith_batches_total", "counter", "Write transactions (batches) run.", st->batches);
-  mb_metric(
-      b, "lith_write_lock_busy_total", "counter",
-      "Batches whose BEGIN IMMEDIATE found the write lock held by another connection past busy_timeout.",
-      st->busy);
-  mb_metric(b, "lith_queue_depth", "gauge", "Commands queued for the writer now.", st->queue_depth);
-  mb_metric(b, "lith_queue_capacity", "gauge", "Most commands the writer's queue holds (--max-queue).",
-            (uint64_t)m->queue_capacity);
-  mb_metric(b, "lith_readers", "gauge", "Read connections in the read pool (--readers).",
-            (uint64_t)m->readers);
-  mb_metric(b, "lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint.",
-            st->wal_pages);
-  mb_metric(b, "lith_wal_bytes", "gauge",
-            "Size of the WAL's frames after the last commit or checkpoint, bytes (pages x page size).",
-            st->wal_pages * (uint64_t)(m->page_size > 0 ? m->page_size : 0));
-  mb_metric(b, "lith_checkpoints_total", "counter", "Checkpoints run.", st->checkpoints);
-  mb_metric(b, "lith_checkpoint_errors_total", "counter", "Checkpoints that failed (retried later).",
-            st->checkpoint_errors);
-  mb_real(b, "lith_checkpoint_seconds_total", "counter", "Time spent in checkpoints, on any thread.",
-          (double)st->checkpoint_ns_total / 1e9);
-  mb_real(b, "lith_checkpoint_writer_seconds_total", "counter",
-          "Of the time in checkpoints, the part on the writer thread (inside COMMIT in AUTO mode).",
-          (double)st->checkpoint_ns_writer / 1e9);
-  mb_real(b, "lith_commit_seconds_total", "counter", "Time in the COMMIT statements of all batches.",
-          (double)st->commit_ns_total / 1e9);
-  mb_batch_size(b, st);
-  mb_latency(b, "lith_transaction_seconds", "Write transactions, BEGIN IMMEDIATE to end of COMMIT.",
-             st->tx_lat, st->tx_ns_total);
-  mb_latency(b, "lith_queue_wait_seconds", "Time commands waited queued before their batch began.",
-             st->wait_lat, st->wait_ns_total);
-  mb_latency(b, "lith_checkpoint_duration_seconds", "Checkpoints, by time taken (on any thread).",
-             st->checkpoint_lat, st->checkpoint_ns_total);
+/* The per-database metrics: a counter or gauge each, in this order. */
+enum {
+  M_COMMANDS,
+  M_FAILED,
+  M_RETRIED,
+  M_BATCHES,
+  M_BUSY,
+  M_QUEUE_DEPTH,
+  M_QUEUE_CAPACITY,
+  M_READERS,
+  M_WAL_PAGES,
+  M_WAL_BYTES,
+  M_CHECKPOINTS,
+  M_CHECKPOINT_ERRORS,
+  M_CHECKPOINT_SECONDS,
+  M_CHECKPOINT_WRITER_SECONDS,
+  M_COMMIT_SECONDS,
+  M_COUNT
+};
+
+static const struct db_metric {
+  const char *name, *type, *help;
+} db_metrics[M_COUNT] = {
+    [M_COMMANDS] = {"lith_commands_total", "counter", "Commands answered (committed or failed)."},
+    [M_FAILED] = {"lith_commands_failed_total", "counter",
+                  "Commands answered with an error (each undone alone; its batch went on)."},
+    [M_RETRIED] =
+        {"lith_command_retries_total", "counter",
+         "Command runs repeated because their transaction was rolled back for a reason outside them."},
+    [M_BATCHES] = {"lith_batches_total", "counter", "Write transactions (batches) run."},
+    [M_BUSY] = {"lith_write_lock_busy_total", "counter",
+                "Batches whose BEGIN IMMEDIATE found the write lock held by another connection past "
+                "busy_timeout."},
+    [M_QUEUE_DEPTH] = {"lith_queue_depth", "gauge", "Commands queued for the writer now."},
+    [M_QUEUE_CAPACITY] = {"lith_queue_capacity", "gauge",
+                          "Most commands the writer's queue holds (--max-queue)."},
+    [M_READERS] = {"lith_readers", "gauge", "Read connections in the read pool (--readers)."},
+    [M_WAL_PAGES] = {"lith_wal_pages", "gauge", "Pages in the WAL after the last commit or checkpoint."},
+    [M_WAL_BYTES] =
+        {"lith_wal_bytes", "gauge",
+         "Size of the WAL's frames after the last commit or checkpoint, bytes (pages x page size)."},
+    [M_CHECKPOINTS] = {"lith_checkpoints_total", "counter", "Checkpoints run."},
+    [M_CHECKPOINT_ERRORS] = {"lith_checkpoint_errors_total", "counter",
+                             "Checkpoints that failed (retried later)."},
+    [M_CHECKPOINT_SECONDS] = {"lith_checkpoint_seconds_total", "counter",
+                              "Time spent in checkpoints, on any thread."},
+    [M_CHECKPOINT_WRITER_SECONDS] =
+        {"lith_checkpoint_writer_seconds_total", "counter",
+         "Of the time in checkpoints, the part on the writer thread (inside COMMIT "
+         "in AUTO mode)."},
+    [M_COMMIT_SECONDS] = {"lith_commit_seconds_total", "counter",
+                          "Time in the COMMIT statements of all batches."},
+};
+
+/* The sample of metric k for database d (its statistics st). */
+static void db_sample(lithd_buf *b, int k, const lithd_metrics_db *d, const lith_stats *st) {
+  const char *name = db_metrics[k].name;
+  uint64_t v = 0;
+  double seconds = -1;
+  switch (k) {
+  case M_COMMANDS: v = st->commands; break;
+  case M_FAILED: v = st->failed; break;
+  case M_RETRIED: v = st->retried; break;
+  case M_BATCHES: v = st->batches; break;
+  case M_BUSY: v = st->busy; break;
+  case M_QUEUE_DEPTH: v = st->queue_depth; break;
+  case M_QUEUE_CAPACITY: v = (uint64_t)d->queue_capacity; break;
+  case M_READERS: v = (uint64_t)d->readers; break;
+  case M_WAL_PAGES: v = st->wal_pages; break;
+  case M_WAL_BYTES: v = st->wal_pages * (uint64_t)(d->page_size > 0 ? d->page_size : 0); break;
+  case M_CHECKPOINTS: v = st->checkpoints; break;
+  case M_CHECKPOINT_ERRORS: v = st->checkpoint_errors; break;
+  case M_CHECKPOINT_SECONDS: seconds = (double)st->checkpoint_ns_total / 1e9; break;
+  case M_CHECKPOINT_WRITER_SECONDS: seconds = (double)st->checkpoint_ns_writer / 1e9; break;
+  default: seconds = (double)st->commit_ns_total / 1e9; break;
+  }
+  if (seconds >= 0)
+    lithd_buf_printf(b, "%s{db=\"%s\"} %.9g\n", name, d->name, seconds);
+  else
+    lithd_buf_printf(b, "%s{db=\"%s\"} %" PRIu64 "\n", name, d->name, v);
+}
+
+/* Every database's lith_stats (st[i] is m->dbs[i]'s) and reads: each
+ * metric's HELP and TYPE once, then one series per database. */
+static void mb_dbs(lithd_buf *b, const lithd_metrics *m, const lith_stats *st) {
+  size_t i;
+  for (int k = 0; k < M_COUNT; k++) {
+    mb_head(b, db_metrics[k].name, db_metrics[k].type, db_metrics[k].help);
+    for (i = 0; i < m->n_dbs; i++)
+      db_sample(b, k, m->dbs[i], &st[i]);
+  }
+  mb_head(b, "lith_batch_size", "histogram", "Commands per batch (_sum: commands answered).");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_batch_size(b, m->dbs[i]->name, &st[i]);
+  mb_head(b, "lith_transaction_seconds", "histogram",
+          "Write transactions, BEGIN IMMEDIATE to end of COMMIT.");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_latency(b, "lith_transaction_seconds", m->dbs[i]->name, st[i].tx_lat, st[i].tx_ns_total);
+  mb_head(b, "lith_queue_wait_seconds", "histogram", "Time commands waited queued before their batch began.");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_latency(b, "lith_queue_wait_seconds", m->dbs[i]->name, st[i].wait_lat, st[i].wait_ns_total);
+  mb_head(b, "lith_checkpoint_duration_seconds", "histogram", "Checkpoints, by time taken (on any thread).");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_latency(b, "lith_checkpoint_duration_seconds", m->dbs[i]->name, st[i].checkpoint_lat,
+               st[i].checkpoint_ns_total);
+  mb_head(
+      b, "lithd_read_wait_seconds", "histogram",
+      "/v1/query: time from the request to a reader starting it (libuv's thread pool, lith's read pool).");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_hist(b, "lithd_read_wait_seconds", m->dbs[i]->name, &m->dbs[i]->read_wait);
+  mb_head(b, "lithd_read_seconds", "histogram", "/v1/query: time each read ran (_count: reads run).");
+  for (i = 0; i < m->n_dbs; i++)
+    mb_hist(b, "lithd_read_seconds", m->dbs[i]->name, &m->dbs[i]->read_run);
+  mb_head(b, "lithd_reads_failed_total", "counter", "/v1/query: reads answered with an error.");
+  for (i = 0; i < m->n_dbs; i++)
+    lithd_buf_printf(b, "lithd_reads_failed_total{db=\"%s\"} %" PRIu64 "\n", m->dbs[i]->name,
+                     m->dbs[i]->reads_failed);
 }
 
 static void mb_lithd(lithd_buf *b, const lithd_metrics *m) {
@@ -225,12 +306,6 @@ static void mb_lithd(lithd_buf *b, const lithd_metrics *m) {
         lithd_buf_printf(b, "lithd_http_responses_total{route=\"%s\",code=\"%d\"} %" PRIu64 "\n", m->route[k],
                          c == 0 ? 0 : c - 1 + LITH_HTTP_STATUS_MIN, n);
     }
-  mb_hist(b, "lithd_read_wait_seconds",
-          "/v1/query: time from the request to a reader starting it (libuv's thread pool, lith's read pool).",
-          &m->read_wait);
-  mb_hist(b, "lithd_read_seconds", "/v1/query: time each read ran (_count: reads run).", &m->read_run);
-  mb_metric(b, "lithd_reads_failed_total", "counter", "/v1/query: reads answered with an error.",
-            m->reads_failed);
 }
 
 /* The process, from /proc/self and getrusage; a figure that cannot be read
@@ -302,15 +377,17 @@ static void mb_process(lithd_buf *b, const lithd_metrics *m) {
 }
 
 void lithd_metrics_write(lithd_buf *b, const lithd_metrics *m) {
-  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
+  /* ~3.5 KiB of histograms each: not on the stack */
+  lith_stats *st = calloc(m->n_dbs > 0 ? m->n_dbs : 1, sizeof *st);
 
-  if (st == NULL || lithd_buf_reserve(b, METRICS_FIRST_CAP) != 0) {
+  if (st == NULL || lithd_buf_reserve(b, METRICS_FIRST_CAP * (m->n_dbs > 0 ? m->n_dbs : 1)) != 0) {
     free(st);
     b->failed = 1;
     return;
   }
-  lith_stats_get(m->db, st);
-  mb_lith(b, m, st);
+  for (size_t i = 0; i < m->n_dbs; i++)
+    lith_stats_get(m->dbs[i]->db, &st[i]);
+  mb_dbs(b, m, st);
   mb_lithd(b, m);
   mb_process(b, m);
   free(st);

@@ -24,6 +24,13 @@
  *   - the process (/proc/self, getrusage): resident memory, open
  *     descriptors, CPU time, start time.
  *
+ * Several databases: every series of one database (lith_stats, its
+ * reads) carries the label db="NAME", one database's series after the
+ * other's under one HELP and TYPE (the format wants a metric's series
+ * together); the HTTP and process figures are the process's, unlabelled.
+ * A lithd of one database labels its series db="main" (or its name), so
+ * that a dashboard works unchanged when a second database comes.
+ *
  * Threads: everything here runs on the loop thread (lith_stats_get is the
  * one call that reads other threads' figures, and it may).
  */
@@ -38,8 +45,6 @@
 
 #define LITHD_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* Route labels at most, "other" included. */
-#define LITHD_METRICS_ROUTES_MAX 32
 /* The statuses counted per route: LITH_HTTP_STATUS_MIN..MAX; anything
  * else (0: nothing sent) counts as code "0". */
 #define LITHD_METRICS_CODES (LITH_HTTP_STATUS_MAX - LITH_HTTP_STATUS_MIN + 2)
@@ -53,37 +58,50 @@ typedef struct lithd_hist {
   uint64_t sum_ns;
 } lithd_hist;
 
+/* One database's part. */
+typedef struct lithd_metrics_db {
+  /* Set by the caller before lithd_metrics_write (read only here). */
+  const char *name;   /* the value of its db label; caller's */
+  lith *db;           /* caller's */
+  int queue_capacity; /* lith_options.queue_capacity in use */
+  int readers;        /* lith_options.readers in use */
+  int64_t page_size;  /* the database's page size (the WAL in bytes); 0: unknown */
+
+  /* Kept by lithd_metrics_read (zero it before the first). */
+  lithd_hist read_wait;  /* /v1/query: arrival to a reader running it */
+  lithd_hist read_run;   /* /v1/query: the read itself */
+  uint64_t reads_failed; /* reads answered with an error */
+} lithd_metrics_db;
+
 typedef struct lithd_metrics {
   /* Set by the caller before lithd_metrics_write (read only here). */
-  lith *db;                     /* caller's */
+  const lithd_metrics_db *const *dbs; /* n_dbs databases; caller's */
+  size_t n_dbs;
   const lith_http_server *http; /* caller's; NULL: the HTTP figures read 0 */
-  int queue_capacity;           /* lith_options.queue_capacity in use */
-  int readers;                  /* lith_options.readers in use */
-  int64_t page_size;            /* the database's page size (the WAL in bytes); 0: unknown */
   double start_time;            /* Unix time lithd started, if /proc/self/stat cannot say */
 
-  /* Kept by lithd_metrics_init / _response / _read. */
-  size_t n_routes;                             /* labels in route[], "other" last */
-  const char *route[LITHD_METRICS_ROUTES_MAX]; /* the caller's strings; "other" a literal */
-  uint64_t *responses;                         /* n_routes x LITHD_METRICS_CODES, malloc'd */
-  lithd_hist read_wait;                        /* /v1/query: arrival to a reader running it */
-  lithd_hist read_run;                         /* /v1/query: the read itself */
-  uint64_t reads_failed;                       /* reads answered with an error */
+  /* Kept by lithd_metrics_init / _response. */
+  size_t n_routes;     /* labels in route[], sorted, "other" among them */
+  const char **route;  /* the caller's strings and "other" (a literal); malloc'd array */
+  uint64_t *responses; /* n_routes x LITHD_METRICS_CODES, malloc'd */
+  size_t other;        /* the index of "other" in route[] */
 } lithd_metrics;
 
-/* Zero what *m counts (the caller's settings stay), then take the route labels: the distinct strings of
- * paths[0..n) (the caller's, kept by pointer: they must outlive m), then
- * "other". Returns 0, or -1 (out of memory, or more than
- * LITHD_METRICS_ROUTES_MAX - 1 distinct paths). */
+/* Zero what *m counts (the caller's settings stay), then take the route
+ * labels: the distinct strings of paths[0..n) (the caller's, kept by
+ * pointer: they must outlive m) and "other", sorted, so that counting a
+ * response is a binary search however many databases have routes.
+ * Returns 0, or -1 (out of memory). */
 int lithd_metrics_init(lithd_metrics *m, const char *const *paths, size_t n);
 
 /* Count one response: `route` (NULL or a path not among the labels:
  * "other") and `status`. */
 void lithd_metrics_response(lithd_metrics *m, const char *route, int status);
 
-/* Count one read of /v1/query: wait_ns from its arrival to a reader
- * running it, run_ns the read itself; failed: answered with an error. */
-void lithd_metrics_read(lithd_metrics *m, int64_t wait_ns, int64_t run_ns, int failed);
+/* Count one read of /v1/query on database d: wait_ns from its arrival to
+ * a reader running it, run_ns the read itself; failed: answered with an
+ * error. */
+void lithd_metrics_read(lithd_metrics_db *d, int64_t wait_ns, int64_t run_ns, int failed);
 
 /* Append every metric to b. A failure (out of memory) sticks in
  * b->failed, as every write to a lithd_buf. */

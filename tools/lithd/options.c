@@ -58,10 +58,12 @@ enum {
   OPT_LOGFORMAT,
   OPT_RESTORE,
   OPT_FORCE,
-  OPT_LITESTREAM
+  OPT_LITESTREAM,
+  OPT_DEFAULT
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
+                                      {"default", required_argument, NULL, OPT_DEFAULT},
                                       {"listen", required_argument, NULL, OPT_LISTEN},
                                       {"unix", required_argument, NULL, OPT_UNIX},
                                       {"synchronous", required_argument, NULL, OPT_SYNC},
@@ -102,7 +104,12 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
 static void usage(FILE *f) {
   fprintf(f,
           "usage: lithd --db PATH [options]\n"
-          "  --db PATH               the database file (created if missing)\n"
+          "       lithd --db NAME=PATH --db NAME=PATH ... [options]\n"
+          "  --db PATH               the database file (created if missing), named \"" LITHD_DB_MAIN "\"\n"
+          "  --db NAME=PATH          one of several databases, each its own writer, served\n"
+          "                          at /v1/db/NAME/... (NAME: 1-64 of A-Z a-z 0-9 _ -)\n"
+          "  --default NAME          the database of /v1/do, /v1/query, ... when several\n"
+          "                          are served (default: none, those routes refuse)\n"
           "  --listen HOST:PORT      TCP address (default " LITHD_DEFAULT_HOST ":%d; port 0: any free)\n"
           "  --unix PATH             listen on a Unix socket (mode 0600); TCP then only\n"
           "                          with --listen\n"
@@ -124,11 +131,12 @@ static void usage(FILE *f) {
           "                          (default 0600; the -wal and -shm files follow it)\n"
           "  --queue-wait-ms MS      how long a request waits for room in a full queue\n"
           "                          before 503 + Retry-After (default 2000)\n"
-          "  --schema FILE           SQL run once at startup as numbered migration steps\n"
+          "  --schema [NAME=]FILE    SQL run once at startup as numbered migration steps\n"
           "                          (a line \"-- step\" starts the next; PRAGMA user_version\n"
-          "                          counts the steps applied)\n"
-          "  --commands FILE         named commands (\"-- name: NAME\" then its SQL) for\n"
-          "                          POST /v1/commands/NAME\n"
+          "                          counts the steps applied); NAME=: that database only,\n"
+          "                          else every database\n"
+          "  --commands [NAME=]FILE  named commands (\"-- name: NAME\" then its SQL) for\n"
+          "                          POST /v1/commands/NAME; NAME= as for --schema\n"
           "  --only-named            refuse raw SQL writes (/v1/do, /v1/batch): only named\n"
           "                          commands write\n"
           "  --token-file FILE       require \"Authorization: Bearer <token>\"\n"
@@ -253,9 +261,164 @@ static int set_path(char **dst, const char *s, const char *base) {
   return 0;
 }
 
+/* Whether s[0..n) is a database name: 1-LITHD_DB_NAME_MAX of [A-Za-z0-9_-]. */
+static int is_db_name(const char *s, size_t n) {
+  if (n == 0 || n > LITHD_DB_NAME_MAX)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+          s[i] == '_' || s[i] == '-'))
+      return 0;
+  return 1;
+}
+
+/* Split "NAME=REST" (NAME a database name) into a malloc'd *name and *rest
+ * pointing into s; anything else: *name NULL, *rest s. Returns 0 or -1 (no
+ * memory). */
+static int split_name(const char *s, char **name, const char **rest) {
+  const char *eq = strchr(s, '=');
+  *name = NULL;
+  *rest = s;
+  if (eq == NULL || !is_db_name(s, (size_t)(eq - s)))
+    return 0;
+  if ((*name = strndup(s, (size_t)(eq - s))) == NULL)
+    return -1;
+  *rest = eq + 1;
+  return 0;
+}
+
+static int same_name(const char *a, const char *b) {
+  return a == NULL || b == NULL ? a == b : strcmp(a, b) == 0;
+}
+
+/* --db [NAME=]PATH from `source`: a new entry, or the replacement of one
+ * an earlier source gave. Returns 0, or 2 after a message. */
+static int add_db(lithd_opts *o, const char *arg, const char *base, int source) {
+  char *name = NULL;
+  const char *path;
+  lithd_opts_db *d = NULL;
+
+  if (split_name(arg, &name, &path) != 0)
+    goto nomem;
+  if (name == NULL && (name = strdup(LITHD_DB_MAIN)) == NULL)
+    goto nomem;
+  if (*path == '\0') {
+    fprintf(stderr, "lithd: --db %s: no path after the name\n", arg);
+    free(name);
+    return 2;
+  }
+  for (int i = 0; i < o->n_dbs; i++)
+    if (strcmp(o->dbs[i].name, name) == 0)
+      d = &o->dbs[i];
+  if (d != NULL && d->source == source) {
+    fprintf(stderr,
+            "lithd: --db: the database \"%s\" is given twice (several databases need a name each: "
+            "--db NAME=PATH)\n",
+            name);
+    free(name);
+    return 2;
+  }
+  if (d == NULL) {
+    lithd_opts_db *grown = realloc(o->dbs, (size_t)(o->n_dbs + 1) * sizeof *grown);
+    if (grown == NULL)
+      goto nomem;
+    o->dbs = grown;
+    d = &o->dbs[o->n_dbs++];
+    memset(d, 0, sizeof *d);
+    d->name = name;
+  } else {
+    free(name);
+  }
+  d->source = source;
+  if (set_path(&d->path, path, base) == 0)
+    return 0;
+  fprintf(stderr, "lithd: out of memory\n");
+  return 2;
+nomem:
+  free(name);
+  fprintf(stderr, "lithd: out of memory\n");
+  return 2;
+}
+
+/* --schema / --commands [NAME=]FILE, as add_db. */
+static int add_file(lithd_opts *o, int commands, const char *arg, const char *base, int source) {
+  const char *opt = commands ? "commands" : "schema";
+  char *name = NULL;
+  const char *path;
+  lithd_opts_file *f = NULL;
+
+  if (split_name(arg, &name, &path) != 0)
+    goto nomem;
+  if (*path == '\0') {
+    fprintf(stderr, "lithd: --%s %s: no file after the name\n", opt, arg);
+    free(name);
+    return 2;
+  }
+  for (int i = 0; i < o->n_files; i++)
+    if (o->files[i].commands == commands && same_name(o->files[i].name, name))
+      f = &o->files[i];
+  if (f != NULL && f->source == source) {
+    if (name != NULL)
+      fprintf(stderr, "lithd: --%s is given twice for the database \"%s\"\n", opt, name);
+    else
+      fprintf(stderr, "lithd: --%s FILE is given twice (one for a database: --%s NAME=FILE)\n", opt, opt);
+    free(name);
+    return 2;
+  }
+  if (f == NULL) {
+    lithd_opts_file *grown = realloc(o->files, (size_t)(o->n_files + 1) * sizeof *grown);
+    if (grown == NULL)
+      goto nomem;
+    o->files = grown;
+    f = &o->files[o->n_files++];
+    memset(f, 0, sizeof *f);
+    f->commands = commands;
+    f->name = name;
+  } else {
+    free(name);
+  }
+  f->source = source;
+  if (set_path(&f->path, path, base) != 0)
+    goto nomem;
+  return 0;
+nomem:
+  fprintf(stderr, "lithd: out of memory\n");
+  return 2;
+}
+
+/* Give each database its --schema and --commands (its own, else the plain
+ * one). Returns 0, or 2 after a message (a setting names no database). */
+static int resolve_files(lithd_opts *o) {
+  for (int i = 0; i < o->n_files; i++) {
+    const lithd_opts_file *f = &o->files[i];
+    int found = f->name == NULL;
+    for (int k = 0; k < o->n_dbs; k++) {
+      lithd_opts_db *d = &o->dbs[k];
+      char **dst = f->commands ? &d->commands : &d->schema;
+      if (f->name != NULL && strcmp(f->name, d->name) != 0)
+        continue;
+      found = 1;
+      if (f->name == NULL && *dst != NULL)
+        continue; /* its own setting wins over the plain one */
+      free(*dst);
+      if ((*dst = strdup(f->path)) == NULL) {
+        fprintf(stderr, "lithd: out of memory\n");
+        return 2;
+      }
+    }
+    if (!found) {
+      fprintf(stderr, "lithd: --%s %s=%s: no database is named \"%s\" (--db NAME=PATH)\n",
+              f->commands ? "commands" : "schema", f->name, f->path, f->name);
+      return 2;
+    }
+  }
+  return 0;
+}
+
 /* One getopt_long pass over argv. `base` is the directory of relative
  * paths (NULL: as given). Returns 0, 1 (help/version) or 2. */
 static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
+  int source = base != NULL ? 1 : 2;
   int c;
   long long v;
 
@@ -264,7 +427,17 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
   while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (c) {
     case OPT_DB:
-      if (set_path(&o->db, optarg, base) != 0)
+      if (add_db(o, optarg, base, source) != 0)
+        return 2;
+      break;
+    case OPT_DEFAULT:
+      if (!is_db_name(optarg, strlen(optarg))) {
+        fprintf(stderr, "lithd: --default wants a database name (1-%d of A-Z a-z 0-9 _ -), got \"%s\"\n",
+                LITHD_DB_NAME_MAX, optarg);
+        return 2;
+      }
+      free(o->default_db);
+      if ((o->default_db = strdup(optarg)) == NULL)
         goto nomem;
       break;
     case OPT_LISTEN:
@@ -339,12 +512,9 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
       o->queue_wait_ms = v;
       break;
     case OPT_SCHEMA:
-      if (set_path(&o->schema, optarg, base) != 0)
-        goto nomem;
-      break;
     case OPT_COMMANDS:
-      if (set_path(&o->commands, optarg, base) != 0)
-        goto nomem;
+      if (add_file(o, c == OPT_COMMANDS, optarg, base, source) != 0)
+        return 2;
       break;
     case OPT_ONLYNAMED:
       if (parse_bool("only-named", optarg, &o->only_named) != 0)
@@ -581,9 +751,27 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   if ((rc = parse_pass(argc, argv, o, NULL)) != 0)
     return rc;
 
-  if (o->db == NULL) {
+  if (o->n_dbs == 0) {
     fprintf(stderr, "lithd: --db PATH is required\n");
     usage(stderr);
+    return 2;
+  }
+  if ((rc = resolve_files(o)) != 0)
+    return rc;
+  if (o->default_db != NULL) {
+    int found = 0;
+    for (i = 0; i < o->n_dbs; i++)
+      found |= strcmp(o->dbs[i].name, o->default_db) == 0;
+    if (!found) {
+      fprintf(stderr, "lithd: --default %s: no database is named so; the databases:", o->default_db);
+      for (i = 0; i < o->n_dbs; i++)
+        fprintf(stderr, " %s", o->dbs[i].name);
+      fprintf(stderr, "\n");
+      return 2;
+    }
+  }
+  if (o->restore != NULL && o->n_dbs != 1) {
+    fprintf(stderr, "lithd: --restore puts one database in place: give one --db\n");
     return 2;
   }
   if (o->litestream) {
@@ -614,10 +802,20 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
 }
 
 void lithd_opts_free(lithd_opts *o) {
-  free(o->db);
+  for (int i = 0; i < o->n_dbs; i++) {
+    free(o->dbs[i].name);
+    free(o->dbs[i].path);
+    free(o->dbs[i].schema);
+    free(o->dbs[i].commands);
+  }
+  free(o->dbs);
+  for (int i = 0; i < o->n_files; i++) {
+    free(o->files[i].name);
+    free(o->files[i].path);
+  }
+  free(o->files);
+  free(o->default_db);
   free(o->unix_path);
-  free(o->schema);
-  free(o->commands);
   free(o->token_file);
   free(o->allow_origins);
   free(o->allow_hosts);

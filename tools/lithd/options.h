@@ -14,6 +14,26 @@
  * the command line wins. Relative paths in the file are taken from the
  * file's directory (a service's config file sits beside its data), relative
  * paths on the command line from the current directory.
+ *
+ * Several databases (one lithd, one writer per file): `db` is given once per
+ * database as NAME=PATH, and the per-database files as NAME=FILE; a plain
+ * FILE is every database's (shards usually share one schema):
+ *
+ *   db = users=/var/lib/app/users.db
+ *   db = orders=/var/lib/app/orders.db
+ *   schema = app.sql              # every database
+ *   schema = orders=orders.sql    # this one instead
+ *   commands = orders=orders-cmds.sql
+ *   default = users               # what /v1/do, /v1/query... serve
+ *
+ * NAME is 1-64 of [A-Za-z0-9_-]: it goes into URLs (/v1/db/NAME/do) and
+ * metric labels. A plain `db = PATH` is the database "main" (the one
+ * database of an older config file); a path whose text before '=' is a name
+ * must be written ./PATH. Each name and each (name, file) setting is a map
+ * entry: given again by the command line, it replaces the file's; given
+ * twice in one source, it is an error. Per database are the path, --schema
+ * and --commands; every other option is the process's and holds for each
+ * database alike (each gets its own --readers, --max-queue, ...).
  */
 #ifndef LITHD_OPTIONS_H
 #define LITHD_OPTIONS_H
@@ -34,24 +54,48 @@
  * (test_lithd_replica saw 9958 pages), and a warning there is a false alarm. */
 #define LITHD_LITESTREAM_CKPT_PAGES 5000
 
+/* The name of the database of a plain --db PATH. */
+#define LITHD_DB_MAIN "main"
+/* Longest database name. */
+#define LITHD_DB_NAME_MAX 64
+
+/* One database to serve. Strings malloc'd (lithd_opts_free). */
+typedef struct lithd_opts_db {
+  char *name;     /* [A-Za-z0-9_-]{1,LITHD_DB_NAME_MAX} */
+  char *path;     /* the file */
+  char *schema;   /* --schema NAME=FILE, else the plain --schema FILE; NULL: none */
+  char *commands; /* --commands likewise; NULL: none */
+  int source;     /* internal: 1 the config file, 2 the command line */
+} lithd_opts_db;
+
+/* A --schema or --commands setting before it is given to its database. */
+typedef struct lithd_opts_file {
+  int commands; /* 0: --schema, 1: --commands */
+  char *name;   /* NULL: every database */
+  char *path;
+  int source;
+} lithd_opts_file;
+
 typedef struct lithd_opts {
-  char *db;
+  lithd_opts_db *dbs; /* n_dbs >= 1 once parsed, in the order given */
+  int n_dbs;
+  char *default_db; /* --default NAME: the database of /v1/do, ...; NULL: the only one, or none */
   char host[256];
   int port;
   int listen_given;
   char *unix_path;
-  int synchronous;       /* LITH_SYNC_ */
-  int checkpoint;        /* LITH_CHECKPOINT_ */
-  int checkpoint_given;  /* --checkpoint was given (in the file or on the command line) */
-  int litestream;        /* --litestream: checkpoint external, busy timeout LITHD_LITESTREAM_BUSY_MS */
-  int checkpoint_pages;  /* 0: lith's default (1000) */
-  int readers;           /* 0: lith's default (CPUs) */
-  int max_batch;         /* 0: lith's default */
-  int max_queue;         /* 0: lith's default */
-  int file_mode;         /* 0: lith's default (0600) */
-  int64_t queue_wait_ms; /* how long a request waits for room in a full queue */
-  char *schema;
-  char *commands;
+  int synchronous;        /* LITH_SYNC_ */
+  int checkpoint;         /* LITH_CHECKPOINT_ */
+  int checkpoint_given;   /* --checkpoint was given (in the file or on the command line) */
+  int litestream;         /* --litestream: checkpoint external, busy timeout LITHD_LITESTREAM_BUSY_MS */
+  int checkpoint_pages;   /* 0: lith's default (1000) */
+  int readers;            /* 0: lith's default (CPUs) */
+  int max_batch;          /* 0: lith's default */
+  int max_queue;          /* 0: lith's default */
+  int file_mode;          /* 0: lith's default (0600) */
+  int64_t queue_wait_ms;  /* how long a request waits for room in a full queue */
+  lithd_opts_file *files; /* internal: --schema and --commands as given */
+  int n_files;
   int only_named;
   char *token_file;
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */

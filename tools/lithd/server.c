@@ -251,7 +251,7 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
 struct do_ctx {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
   lithd_park park;
-  lithd_server *s;
+  lithd_dbsrv *d;
   lith_http_req *req;
   lithd_batch *batch;
   lithd_result *result; /* written on the writer thread, read after the callback */
@@ -284,7 +284,7 @@ static int do_cmd(lith_tx *tx, void *arg) {
 
 static void do_done(lith_uv_req *u) {
   struct do_ctx *c = (struct do_ctx *)u;
-  lithd_server *s = c->s;
+  lithd_dbsrv *d = c->d;
   int status = 500;
   char *json = outcome_json(u->req.rc, c->result, u->req.errmsg, &status);
   /* GONE (the client left) releases the handle just the same. */
@@ -297,8 +297,8 @@ static void do_done(lith_uv_req *u) {
   }
   free(json);
   do_ctx_free(c);
-  if (s->park.head != NULL)
-    lithd_overload_drain(&s->park); /* the writer made room */
+  if (d->park.head != NULL)
+    lithd_overload_drain(&d->park); /* the writer made room */
 }
 
 /* Answer a command that could not be queued (rc from lith_uv_submit, or
@@ -317,7 +317,7 @@ static void do_park_refuse(lithd_park *p, int rc) { do_refuse((struct do_ctx *)p
 
 /* Submit c (its batch parsed), or answer why not. Returns the handler's
  * return value. */
-static int do_submit(lithd_server *s, struct do_ctx *c) {
+static int do_submit(lithd_dbsrv *d, struct do_ctx *c) {
   size_t len = 0;
   int rc;
   lith_http_req_body(c->req, &len);
@@ -327,20 +327,20 @@ static int do_submit(lithd_server *s, struct do_ctx *c) {
   c->park.done = do_done;
   c->park.req = c->req;
   c->park.refuse = do_park_refuse;
-  rc = lithd_overload_submit(&s->park, &c->park, len + sizeof *c);
+  rc = lithd_overload_submit(&d->park, &c->park, len + sizeof *c);
   if (rc == LITH_OK)
     return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
   do_refuse(c, rc);
   return LITH_HTTP_DONE;
 }
 
-static struct do_ctx *do_ctx_new(lithd_server *s, lith_http_req *req) {
+static struct do_ctx *do_ctx_new(lithd_dbsrv *d, lith_http_req *req) {
   struct do_ctx *c = calloc(1, sizeof *c);
   if (c == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return NULL;
   }
-  c->s = s;
+  c->d = d;
   c->req = req;
   c->t0 = lith_clock_ms();
   return c;
@@ -358,30 +358,43 @@ static int refuse_raw(lithd_server *s, lith_http_req *req) {
 }
 
 static int h_do(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *d = arg;
+  lithd_server *s = d->srv;
   struct do_ctx *c;
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
   if (refuse_raw(s, req))
     return LITH_HTTP_DONE;
-  if ((c = do_ctx_new(s, req)) == NULL)
+  if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
   c->batch = parse_body(s, req);
   if (c->batch == NULL) {
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
-  return do_submit(s, c);
+  return do_submit(d, c);
 }
 
 /* ---- POST /v1/commands/NAME, GET /v1/commands --------------------------- */
 
 #define COMMANDS_PREFIX "/v1/commands/"
+/* What every database's routes begin with: DB_PREFIX NAME "/". */
+#define DB_PREFIX "/v1/db/"
+
+/* The command's name in the path: after /v1/commands/ or after
+ * /v1/db/NAME/commands/ (the route took the request, so the path has
+ * that shape; names hold no '/'). */
+static const char *command_name(const lithd_dbsrv *d, const char *path) {
+  if (strncmp(path, DB_PREFIX, strlen(DB_PREFIX)) == 0)
+    return path + strlen(DB_PREFIX) + strlen(d->name) + strlen("/commands/");
+  return path + strlen(COMMANDS_PREFIX);
+}
 
 static int h_command(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
-  const char *name = lith_http_req_path(req) + strlen(COMMANDS_PREFIX);
+  lithd_dbsrv *d = arg;
+  lithd_server *s = d->srv;
+  const char *name = command_name(d, lith_http_req_path(req));
   size_t len = 0;
   const char *body = lith_http_req_body(req, &len);
   struct do_ctx *c;
@@ -389,9 +402,9 @@ static int h_command(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  if ((c = do_ctx_new(s, req)) == NULL)
+  if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
-  if (lithd_commands_batch(s->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
+  if (lithd_commands_batch(d->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
     do_ctx_free(c);
     return LITH_HTTP_DONE;
@@ -400,15 +413,15 @@ static int h_command(lith_http_req *req, void *arg) {
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
-  return do_submit(s, c);
+  return do_submit(d, c);
 }
 
 static int h_commands(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *d = arg;
   char *json;
-  if (!admit(s, req))
+  if (!admit(d->srv, req))
     return LITH_HTTP_DONE;
-  json = lithd_commands_json(s->commands);
+  json = lithd_commands_json(d->commands);
   if (json == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
@@ -427,7 +440,7 @@ static int h_commands(lith_http_req *req, void *arg) {
  * gets LITH_HTTP_GONE and releases the handle just the same) and frees it. */
 struct query_ctx {
   lith_uv_read_req read; /* read.rc, read.errmsg: the outcome */
-  lithd_server *s;
+  lithd_dbsrv *d;
   lith_http_req *req;
   lithd_batch *batch;
   lithd_result *result; /* written on the pool thread, read in query_after */
@@ -455,13 +468,14 @@ static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
 static void query_after(lith_uv_read_req *r) { /* the loop thread */
   struct query_ctx *q = r->data;
   if (q->t_start != 0) /* it ran (not cancelled at a stop) */
-    lithd_metrics_read(&q->s->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
+    lithd_metrics_read(&q->d->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
   respond_outcome(q->req, r->rc, q->result, r->errmsg);
   query_ctx_free(q);
 }
 
 static int h_query(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *d = arg;
+  lithd_server *s = d->srv;
   struct query_ctx *q = NULL;
 
   if (!admit(s, req))
@@ -471,14 +485,14 @@ static int h_query(lith_http_req *req, void *arg) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  q->s = s;
+  q->d = d;
   q->req = req;
   q->read.data = q;
   q->batch = parse_body(s, req);
   if (q->batch == NULL)
     goto done;
   q->t_submit = now_ns();
-  if (lith_uv_read(s->db, s->loop, &q->read, query_fn, q, query_after) == LITH_OK)
+  if (lith_uv_read(d->db, s->loop, &q->read, query_fn, q, query_after) == LITH_OK)
     return LITH_HTTP_PENDING; /* q now belongs to query_after */
   lith_http_respond_error(req, 500, "cannot queue the query");
 done:
@@ -508,7 +522,7 @@ struct batch_item {
 };
 
 struct batch_ctx {
-  lithd_server *s;
+  lithd_dbsrv *d;
   lith_http_req *req;
   int64_t t0;
   size_t n;
@@ -565,7 +579,7 @@ static int batch_cmd(lith_tx *tx, void *arg) {
 
 static void batch_item_done(struct batch_item *it, char *json) {
   struct batch_ctx *b = it->owner;
-  lithd_server *s = b->s;
+  lithd_dbsrv *d = b->d;
   it->json = json;
   lithd_result_free(it->result);
   it->result = NULL;
@@ -575,8 +589,8 @@ static void batch_item_done(struct batch_item *it, char *json) {
     log_answer(b->req, 200, b->t0, NULL);
     batch_finish(b);
   }
-  if (s->park.head != NULL)
-    lithd_overload_drain(&s->park);
+  if (d->park.head != NULL)
+    lithd_overload_drain(&d->park);
 }
 
 static void batch_done(lith_uv_req *u) {
@@ -654,7 +668,8 @@ out:
 }
 
 static int h_batch(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *d = arg;
+  lithd_server *s = d->srv;
   struct batch_ctx *b;
   size_t len = 0, i;
   const char *body;
@@ -669,7 +684,7 @@ static int h_batch(lith_http_req *req, void *arg) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  b->s = s;
+  b->d = d;
   b->req = req;
   b->t0 = lith_clock_ms();
   body = lith_http_req_body(req, &len);
@@ -695,7 +710,7 @@ static int h_batch(lith_http_req *req, void *arg) {
     it->park.done = batch_done;
     it->park.req = req;
     it->park.refuse = batch_park_refuse;
-    rc = lithd_overload_submit(&s->park, &it->park, len / b->n + sizeof *it);
+    rc = lithd_overload_submit(&d->park, &it->park, len / b->n + sizeof *it);
     if (rc != LITH_OK) {
       submit_error(&e, rc);
       it->json = lithd_error_json(&e);
@@ -711,18 +726,18 @@ static int h_batch(lith_http_req *req, void *arg) {
 /* ---- GET /v1/stats, GET /healthz --------------------------------------- */
 
 static int h_stats(lith_http_req *req, void *arg) {
-  lithd_server *s = arg;
+  lithd_dbsrv *d = arg;
   lith_stats *st = NULL;
   char buf[1024];
 
-  if (!admit(s, req))
+  if (!admit(d->srv, req))
     return LITH_HTTP_DONE;
   st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
   if (st == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  lith_stats_get(s->db, st);
+  lith_stats_get(d->db, st);
   snprintf(buf, sizeof buf,
            "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"retried\":%" PRIu64
            ",\"busy\":%" PRIu64 ",\"queue_depth\":%" PRIu64 ",\"wal_pages\":%" PRIu64
@@ -765,27 +780,109 @@ static int h_metrics(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
-/* ---- Routes ------------------------------------------------------------ */
+/* ---- Several databases: names the routes do not know ------------------- */
 
-/* Every route of lithd (server.h says what each does), registered in this
- * order by lithd_server_start, each with the server as its argument. */
+/* The routes of one database, after "/v1/" (the default's) or after
+ * "/v1/db/NAME/"; server.h says what each does. */
 static const struct route {
   const char *method;
   const char *path;
   int match; /* LITH_HTTP_EXACT, or LITH_HTTP_PREFIX: the path begins with it */
   lith_http_handler handler;
-} routes[] = {
-    {"POST", "/v1/do", LITH_HTTP_EXACT, h_do},
-    {"POST", "/v1/batch", LITH_HTTP_EXACT, h_batch},
-    {"POST", "/v1/query", LITH_HTTP_EXACT, h_query},
-    {"POST", COMMANDS_PREFIX, LITH_HTTP_PREFIX, h_command},
-    {"GET", "/v1/commands", LITH_HTTP_EXACT, h_commands},
-    {"POST", "/v1/backup", LITH_HTTP_EXACT, lithd_backup_post},
-    {"GET", "/v1/backup", LITH_HTTP_EXACT, lithd_backup_get},
-    {"GET", "/v1/stats", LITH_HTTP_EXACT, h_stats},
-    {"GET", "/metrics", LITH_HTTP_EXACT, h_metrics},
-    {"GET", "/healthz", LITH_HTTP_EXACT, h_healthz},
+} db_routes[] = {
+    {"POST", "do", LITH_HTTP_EXACT, h_do},
+    {"POST", "batch", LITH_HTTP_EXACT, h_batch},
+    {"POST", "query", LITH_HTTP_EXACT, h_query},
+    {"POST", "commands/", LITH_HTTP_PREFIX, h_command},
+    {"GET", "commands", LITH_HTTP_EXACT, h_commands},
+    {"POST", "backup", LITH_HTTP_EXACT, lithd_backup_post},
+    {"GET", "backup", LITH_HTTP_EXACT, lithd_backup_get},
+    {"GET", "stats", LITH_HTTP_EXACT, h_stats},
 };
+#define N_DB_ROUTES (sizeof db_routes / sizeof db_routes[0])
+
+/* The databases' names, ", "-separated, into buf (cut if too long). */
+static void db_names(const lithd_server *s, char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < s->n_dbs && n + 1 < cap; i++) {
+    int w = snprintf(buf + n, cap - n, "%s%s", i > 0 ? ", " : "", s->dbs[i]->name);
+    if (w < 0)
+      break;
+    n += (size_t)w;
+  }
+}
+
+/* GET or POST /v1/db/... that no database's route took: an unknown NAME
+ * (404, naming the databases), or a known one with a path none of its
+ * routes has (404) or has for another method (405 with Allow, as the
+ * router answers for the unprefixed routes). Behind the gate: the names
+ * are not told to whoever lacks the token. */
+static int h_db_unknown(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  const char *path = lith_http_req_path(req), *name = path + strlen(DB_PREFIX);
+  size_t len = strcspn(name, "/");
+  char names[512], msg[REFUSAL_MAX + 512], allow[64] = "";
+  const lithd_dbsrv *d = NULL;
+
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  for (size_t i = 0; i < s->n_dbs && d == NULL; i++)
+    if (strlen(s->dbs[i]->name) == len && strncmp(s->dbs[i]->name, name, len) == 0)
+      d = s->dbs[i];
+  db_names(s, names, sizeof names);
+  if (d == NULL) {
+    snprintf(msg, sizeof msg, "no database \"%.*s\" here; this lithd serves: %s (/v1/db/NAME/do, ...)",
+             len > ECHO_MAX ? ECHO_MAX : (int)len, name, names);
+    lith_http_respond_error(req, 404, msg);
+    return LITH_HTTP_DONE;
+  }
+  if (name[len] == '/') {
+    const char *rest = name + len + 1;
+    for (size_t i = 0; i < N_DB_ROUTES; i++) {
+      const struct route *r = &db_routes[i];
+      int hit = r->match == LITH_HTTP_PREFIX ? strncmp(rest, r->path, strlen(r->path)) == 0
+                                             : strcmp(rest, r->path) == 0;
+      if (hit && strstr(allow, r->method) == NULL)
+        snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", allow[0] ? ", " : "",
+                 r->method);
+    }
+  }
+  if (allow[0] != '\0') {
+    if (strstr(allow, "GET") != NULL)
+      snprintf(allow + strlen(allow), sizeof allow - strlen(allow), ", HEAD");
+    lith_http_add_header(req, "allow", allow);
+    snprintf(msg, sizeof msg, "%s is not allowed on %.*s", lith_http_req_method(req), ECHO_MAX, path);
+    lith_http_respond_error(req, 405, msg);
+  } else {
+    snprintf(msg, sizeof msg,
+             "no route %.*s; a database's routes: do, query, batch, commands, commands/NAME, backup, "
+             "stats under /v1/db/%s/",
+             ECHO_MAX, path, d->name);
+    lith_http_respond_error(req, 404, msg);
+  }
+  return LITH_HTTP_DONE;
+}
+
+/* /v1/do, /v1/query, ... when several databases are served and none is
+ * the default: which one is meant cannot be guessed. */
+static int h_no_default(lith_http_req *req, void *arg) {
+  lithd_server *s = arg;
+  char names[512], msg[REFUSAL_MAX + 512];
+  const char *path = lith_http_req_path(req);
+
+  if (!admit(s, req))
+    return LITH_HTTP_DONE;
+  db_names(s, names, sizeof names);
+  snprintf(msg, sizeof msg,
+           "this lithd serves several databases (%s) and none is the default: use /v1/db/NAME/%.*s, or "
+           "start lithd with --default NAME",
+           names, ECHO_MAX, path + strlen("/v1/"));
+  lith_http_respond_error(req, 404, msg);
+  return LITH_HTTP_DONE;
+}
+
+/* ---- Routes ------------------------------------------------------------ */
 
 /* The HTTP layer's report of a finished request (from inside h2o: no
  * lith_http call here): its access line and its count for /metrics. */
@@ -795,28 +892,83 @@ static void on_access(const lith_http_access *a, void *arg) {
   lithd_log_request(a->method, a->path, a->status, a->duration_us, a->bytes, a->peer);
 }
 
-int lithd_server_start(lithd_server *s) {
-  const char *paths[sizeof routes / sizeof routes[0]];
-  lithd_metrics *m = &s->metrics;
-
-  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-    paths[i] = routes[i].path;
-  if (lithd_metrics_init(m, paths, sizeof routes / sizeof routes[0]) != 0)
+/* Route method, the path printed from fmt, to fn with arg; the path is
+ * kept in s->paths (the metrics' labels). */
+static int add_route(lithd_server *s, const char *method, int match, lith_http_handler fn, void *arg,
+                     const char *fmt, const char *a, const char *b) {
+  size_t n = strlen(fmt) + strlen(a) + strlen(b) + 1;
+  char *path = malloc(n);
+  if (path == NULL)
     return LITH_HTTP_NOMEM;
-  m->db = s->db;
-  m->http = s->http;
-  lith_http_on_access(s->http, on_access, s);
-  for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-    const struct route *r = &routes[i];
-    int rc = lith_http_route(s->http, r->method, r->path, r->match, r->handler, s);
+  snprintf(path, n, fmt, a, b);
+  s->paths[s->n_paths++] = path;
+  return lith_http_route(s->http, method, path, match, fn, arg);
+}
+
+int lithd_server_start(lithd_server *s) {
+  lithd_metrics *m = &s->metrics;
+  const lithd_metrics_db **mdbs;
+  size_t i, k;
+  int rc;
+
+  /* every database's routes, the default's, 2 global, 2 for /v1/db/ */
+  s->paths = calloc((s->n_dbs + 1) * N_DB_ROUTES + 4, sizeof *s->paths);
+  mdbs = calloc(s->n_dbs, sizeof *mdbs);
+  m->dbs = mdbs;
+  m->n_dbs = s->n_dbs;
+  if (s->paths == NULL || mdbs == NULL)
+    return LITH_HTTP_NOMEM;
+  for (i = 0; i < s->n_dbs; i++) {
+    lithd_dbsrv *d = s->dbs[i];
+    d->srv = s;
+    d->metrics.name = d->name;
+    d->metrics.db = d->db;
+    mdbs[i] = &d->metrics;
+    for (k = 0; k < N_DB_ROUTES; k++) {
+      const struct route *r = &db_routes[k];
+      rc = add_route(s, r->method, r->match, r->handler, d, DB_PREFIX "%s/%s", d->name, r->path);
+      if (rc != LITH_HTTP_OK)
+        return rc;
+    }
+  }
+  for (k = 0; k < N_DB_ROUTES; k++) {
+    const struct route *r = &db_routes[k];
+    if (s->dflt != NULL)
+      rc = add_route(s, r->method, r->match, r->handler, s->dflt, "/v1/%s%s", r->path, "");
+    else
+      rc = add_route(s, r->method, r->match, h_no_default, s, "/v1/%s%s", r->path, "");
     if (rc != LITH_HTTP_OK)
       return rc;
   }
-  if (lithd_overload_init(&s->park, s->loop, s->bridge, s->queue_wait_ms) != 0)
-    return LITH_HTTP_ERROR;
+  if ((rc = add_route(s, "GET", LITH_HTTP_PREFIX, h_db_unknown, s, DB_PREFIX "%s%s", "", "")) !=
+          LITH_HTTP_OK ||
+      (rc = add_route(s, "POST", LITH_HTTP_PREFIX, h_db_unknown, s, DB_PREFIX "%s%s", "", "")) !=
+          LITH_HTTP_OK ||
+      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_metrics, s, "/metrics%s%s", "", "")) != LITH_HTTP_OK ||
+      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_healthz, s, "/healthz%s%s", "", "")) != LITH_HTTP_OK)
+    return rc;
+  if (lithd_metrics_init(m, (const char *const *)s->paths, s->n_paths) != 0)
+    return LITH_HTTP_NOMEM;
+  m->http = s->http;
+  lith_http_on_access(s->http, on_access, s);
+  for (i = 0; i < s->n_dbs; i++)
+    if (lithd_overload_init(&s->dbs[i]->park, s->loop, s->dbs[i]->bridge, s->queue_wait_ms) != 0)
+      return LITH_HTTP_ERROR;
   return LITH_HTTP_OK;
 }
 
-void lithd_server_stop(lithd_server *s) { lithd_overload_stop(&s->park); }
+void lithd_server_stop(lithd_server *s) {
+  for (size_t i = 0; i < s->n_dbs; i++)
+    lithd_overload_stop(&s->dbs[i]->park);
+}
 
-void lithd_server_free(lithd_server *s) { lithd_metrics_free(&s->metrics); }
+void lithd_server_free(lithd_server *s) {
+  lithd_metrics_free(&s->metrics);
+  free((void *)s->metrics.dbs);
+  s->metrics.dbs = NULL;
+  for (size_t i = 0; i < s->n_paths; i++)
+    free(s->paths[i]);
+  free(s->paths);
+  s->paths = NULL;
+  s->n_paths = 0;
+}

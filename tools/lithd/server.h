@@ -1,9 +1,12 @@
 /*
- * lithd server — the HTTP routes of lithd, mapped onto one lith handle.
+ * lithd server — the HTTP routes of lithd, mapped onto its lith handles.
  *
- * Design: main.c owns the loop, the lith handle, the lith_uv bridge and the
- * HTTP server; this module only registers routes on that server and turns
- * each request into lith work:
+ * Design: main.c owns the loop and the HTTP server, database.c each
+ * database's lith handle and lith_uv bridge; this module only registers
+ * routes on that server and turns each request into lith work on one
+ * database. Each database NAME has every route below under /v1/db/NAME/
+ * (/v1/db/NAME/do, ...); the routes without the prefix serve the default
+ * database (the only one, or --default):
  *   POST /v1/do     one lith command (lithd_batch_run) through lith_uv_submit,
  *                   answered from the bridge callback after the commit;
  *   POST /v1/query  lithd_batch_read inside lith_read, on libuv's thread
@@ -42,33 +45,60 @@
 #include "overload.h"
 #include "sqljson.h"
 
-typedef struct lithd_server {
-  uv_loop_t *loop;                /* caller's; the loop of http (for uv_queue_work) */
+typedef struct lithd_server lithd_server;
+
+/* One database as the routes serve it: the argument of its routes. main.c
+ * (database.h) fills the public fields; everything a request of this
+ * database needs is here or in its server, so a request costs no lookup by
+ * name (each route is registered with its database's lithd_dbsrv). */
+typedef struct lithd_dbsrv {
+  lithd_server *srv;              /* the server it belongs to; set by lithd_server_start */
+  const char *name;               /* the NAME of /v1/db/NAME/...; caller's */
   lith *db;                       /* caller's; outlives the server */
   lith_uv *bridge;                /* caller's; closed only after the HTTP server stopped */
-  lith_http_server *http;         /* caller's */
-  const char *token;              /* NULL: no bearer token required; caller's */
-  lithd_limits limits;            /* copied into every batch */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
-  int only_named;                 /* refuse /v1/do and /v1/batch */
-  const char *allow_origins;      /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
-  const char *allow_hosts;        /* comma list of further Host names on token-less loopback; caller's */
-  const char *backup_dir;         /* where /v1/backup writes (a directory); NULL: off; caller's */
   const char *db_path;            /* the database file (downloads are made beside it); caller's */
-  int64_t queue_wait_ms;          /* how long a command waits for room in the queue */
-  /* /metrics: set metrics.queue_capacity, .readers, .page_size and
-   * .start_time (metrics.h); lithd_server_start sets the rest. */
-  lithd_metrics metrics;
+  /* /metrics: set metrics.queue_capacity, .readers, .page_size (metrics.h);
+   * lithd_server_start sets the rest. */
+  lithd_metrics_db metrics;
 
-  /* Internal: the commands on their way to the writer (overload.h);
-   * park.started and park.stopped say whether the server was started and
-   * stopped. */
+  /* Internal: the commands on their way to this database's writer
+   * (overload.h; one queue per database, so one database's overload never
+   * holds another's commands); park.started and park.stopped say whether
+   * the server was started and stopped. */
   lithd_overload park;
   int downloads; /* GET /v1/backup running (backup_http.c) */
-} lithd_server;
+} lithd_dbsrv;
 
-/* Register every route of lithd on s->http, with `s` as their argument (it
- * must outlive the HTTP server), set up the overload queue on s->loop, and
+struct lithd_server {
+  uv_loop_t *loop;           /* caller's; the loop of http (for uv_queue_work) */
+  lith_http_server *http;    /* caller's */
+  lithd_dbsrv **dbs;         /* n_dbs >= 1 databases; caller's, outlive the server */
+  size_t n_dbs;              /* */
+  lithd_dbsrv *dflt;         /* the database of /v1/do, /v1/query, ...: the only one, or
+                                --default; NULL: those routes answer 404 naming the databases */
+  const char *token;         /* NULL: no bearer token required; caller's */
+  lithd_limits limits;       /* copied into every batch */
+  int only_named;            /* refuse /v1/do and /v1/batch */
+  const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
+  const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
+  const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
+  int64_t queue_wait_ms;     /* how long a command waits for room in the queue */
+  /* /metrics: set metrics.start_time (metrics.h); lithd_server_start sets
+   * the rest. */
+  lithd_metrics metrics;
+
+  /* Internal: the route paths lithd_server_start made (the metrics labels
+   * point at them). */
+  char **paths;
+  size_t n_paths;
+};
+
+/* Register every route of lithd on s->http: each database's under
+ * /v1/db/NAME/ with its lithd_dbsrv as their argument, the unprefixed ones
+ * (/v1/do, ...) with s->dflt's, /metrics and /healthz with s (everything
+ * must outlive the HTTP server); set up each database's overload queue on
+ * s->loop, and
  * hook the HTTP layer's access report (a log line per request at debug, the
  * responses of /metrics by route and code). The public fields must be set.
  * Returns a LITH_HTTP_ code. */
@@ -83,8 +113,8 @@ int lithd_admit(lithd_server *s, lith_http_req *req);
  * completes req. */
 void lithd_respond_error(lith_http_req *req, const lithd_error *e);
 
-/* Answer every waiting command with 503 (shutting down) and close the
- * queue's handles; call it when the stop begins, before the bridge is closed. Later
+/* Answer every waiting command of every database with 503 (shutting down)
+ * and close the queues' handles; call it when the stop begins, before the bridge is closed. Later
  * commands are refused at once. */
 void lithd_server_stop(lithd_server *s);
 

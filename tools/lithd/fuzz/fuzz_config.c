@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lithd_opts o;
   int rc = lithd_opts_parse(3, argv, &o);
   if (rc == 0) {
-    if (o.db == NULL || o.port < 0 || o.port > 65535 || o.max_memory_mib < 0)
+    if (o.n_dbs < 1 || o.dbs[0].path == NULL || o.port < 0 || o.port > 65535 || o.max_memory_mib < 0)
       abort();
   } else if (rc != 1 && rc != 2) {
     abort();

@@ -133,8 +133,10 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
   argv = calloc(nextra + 6, sizeof *argv);
   assert_non_null(argv);
   argv[n++] = LITHD_PATH;
-  argv[n++] = "--db";
-  argv[n++] = c->db;
+  if (!(flags & TL_NO_DB)) {
+    argv[n++] = "--db";
+    argv[n++] = c->db;
+  }
   if (flags & TL_UNIX) {
     argv[n++] = "--unix";
     argv[n++] = c->unix_path;

@@ -45,6 +45,7 @@ struct tl_resp {
 /* tl_start flags. */
 #define TL_KEEP_DB 1u /* keep the database files (a restart); default: remove them first */
 #define TL_UNIX 2u    /* listen on the Unix socket <name>.sock only (no TCP) */
+#define TL_NO_DB 4u   /* no --db <name>.db: extra names the databases (--db NAME=PATH ...) */
 
 /* A NULL-terminated list of extra options: TL_ARGS("--max-body", "200"). */
 #define TL_ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -57,7 +58,8 @@ int tl_teardown(void **state);
 /* Remove a database and its -wal, -shm and -lithd.lock files. */
 void tl_remove_db(const char *db);
 
-/* Spawn `lithd --db <name>.db --listen 127.0.0.1:0 [extra...]` (with TL_UNIX
+/* Spawn `lithd --db <name>.db --listen 127.0.0.1:0 [extra...]` (with TL_NO_DB
+ * no --db, with TL_UNIX
  * `--unix <name>.sock` instead of --listen) and wait for its first line on
  * stdout (the port). extra may be NULL. Asserts. */
 void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *const *extra);

@@ -125,7 +125,7 @@ static void test_token(void **state) {
   tl_expect(c, "GET", "/metrics", NULL, NULL, 401, NULL);
   tl_expect(c, "POST", "/v1/batch", "Bearer wrong",
             "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(2, 2)\"}]}]}", 401, NULL);
-  tl_expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total 1\n");
+  tl_expect(c, "GET", "/metrics", good, NULL, 200, "lith_commands_total{db=\"main\"} 1\n");
   tl_expect(c, "POST", "/v1/query", good, COUNT, 200, "\"rows\":[[0]]");
   tl_expect(c, "GET", "/healthz", NULL, NULL, 200, NULL);
   tl_expect(c, "POST", "/v1/do", good, ins, 200, NULL);
@@ -377,7 +377,7 @@ static uint64_t check_histogram(const char *body, const char *name) {
   assert_non_null(strstr(body, want));
   snprintf(want, sizeof want, "\n# TYPE %s histogram\n", name);
   assert_non_null(strstr(body, want));
-  snprintf(want, sizeof want, "\n%s_bucket{le=\"", name);
+  snprintf(want, sizeof want, "\n%s_bucket{db=\"main\",le=\"", name);
   while ((p = strstr(p, want)) != NULL) {
     const char *le = p + strlen(want);
     const char *sp = strstr(le, "} ");
@@ -394,10 +394,10 @@ static uint64_t check_histogram(const char *body, const char *name) {
   }
   assert_true(buckets >= 2);
   assert_true(inf);
-  snprintf(want, sizeof want, "%s_count", name);
+  snprintf(want, sizeof want, "%s_count{db=\"main\"}", name);
   count = tl_metric(body, want);
   assert_int_equal(count, prev);
-  snprintf(want, sizeof want, "\n%s_sum ", name);
+  snprintf(want, sizeof want, "\n%s_sum{db=\"main\"} ", name);
   assert_non_null(strstr(body, want));
   return count;
 }
@@ -425,13 +425,15 @@ static void test_metrics_prometheus(void **state) {
 
   commands = tl_json_u64(st.body, "commands");
   assert_int_equal(commands, 5);
-  assert_int_equal(tl_metric(m.body, "lith_commands_total"), commands);
-  assert_int_equal(tl_metric(m.body, "lith_batches_total"), tl_json_u64(st.body, "batches"));
-  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total"), tl_json_u64(st.body, "failed"));
-  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total"), 1);
-  assert_int_equal(tl_metric(m.body, "lith_queue_depth"), tl_json_u64(st.body, "queue_depth"));
-  assert_int_equal(tl_metric(m.body, "lith_wal_pages"), tl_json_u64(st.body, "wal_pages"));
-  assert_int_equal(tl_metric(m.body, "lith_checkpoints_total"), tl_json_u64(st.body, "checkpoints"));
+  assert_int_equal(tl_metric(m.body, "lith_commands_total{db=\"main\"}"), commands);
+  assert_int_equal(tl_metric(m.body, "lith_batches_total{db=\"main\"}"), tl_json_u64(st.body, "batches"));
+  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total{db=\"main\"}"),
+                   tl_json_u64(st.body, "failed"));
+  assert_int_equal(tl_metric(m.body, "lith_commands_failed_total{db=\"main\"}"), 1);
+  assert_int_equal(tl_metric(m.body, "lith_queue_depth{db=\"main\"}"), tl_json_u64(st.body, "queue_depth"));
+  assert_int_equal(tl_metric(m.body, "lith_wal_pages{db=\"main\"}"), tl_json_u64(st.body, "wal_pages"));
+  assert_int_equal(tl_metric(m.body, "lith_checkpoints_total{db=\"main\"}"),
+                   tl_json_u64(st.body, "checkpoints"));
   assert_non_null(strstr(m.body, "# HELP lith_commands_total "));
   assert_non_null(strstr(m.body, "\n# TYPE lith_commands_total counter\n"));
   assert_non_null(strstr(m.body, "\n# TYPE lith_queue_depth gauge\n"));
@@ -439,8 +441,8 @@ static void test_metrics_prometheus(void **state) {
 
   /* Histograms: one batch-size count per batch; the smallest bounds. */
   assert_int_equal(check_histogram(m.body, "lith_batch_size"), tl_json_u64(st.body, "batches"));
-  assert_true(tl_metric(m.body, "lith_batch_size_bucket{le=\"1\"}") >= 1);
-  assert_int_equal(tl_metric(m.body, "lith_batch_size_bucket{le=\"3\"}"),
+  assert_true(tl_metric(m.body, "lith_batch_size_bucket{db=\"main\",le=\"1\"}") >= 1);
+  assert_int_equal(tl_metric(m.body, "lith_batch_size_bucket{db=\"main\",le=\"3\"}"),
                    tl_json_u64(st.body, "batches")); /* no batch above 3 commands here */
   assert_true(check_histogram(m.body, "lith_transaction_seconds") >= 1);
   assert_true(check_histogram(m.body, "lith_queue_wait_seconds") >= commands);

@@ -353,8 +353,8 @@ static void test_metrics_parse_and_move(void **state) {
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (pm_family(a, names[i]) == NULL)
       fail_msg("no metric %s", names[i]);
-  assert_true(pm_value(a, "lith_queue_capacity", "") == 777);
-  assert_true(pm_value(a, "lith_readers", "") == 3);
+  assert_true(pm_value(a, "lith_queue_capacity", "db=\"main\"") == 777);
+  assert_true(pm_value(a, "lith_readers", "db=\"main\"") == 3);
   {
     int found = 0;
     for (size_t i = 0; i < a->ns; i++)
@@ -385,19 +385,28 @@ static void test_metrics_parse_and_move(void **state) {
   tl_expect(c, "POST", "/v1/commands/none", NULL, "{}", 404, NULL);
   scrape(c, b);
 
-  assert_true(pm_value(b, "lith_commands_total", "") - pm_value(a, "lith_commands_total", "") == 3);
-  assert_true(pm_value(b, "lith_commands_failed_total", "") - pm_value(a, "lith_commands_failed_total", "") ==
+  assert_true(pm_value(b, "lith_commands_total", "db=\"main\"") -
+                  pm_value(a, "lith_commands_total", "db=\"main\"") ==
+              3);
+  assert_true(pm_value(b, "lith_commands_failed_total", "db=\"main\"") -
+                  pm_value(a, "lith_commands_failed_total", "db=\"main\"") ==
               1);
-  assert_true(pm_value(b, "lith_transaction_seconds_count", "") >
-              pm_value(a, "lith_transaction_seconds_count", ""));
-  assert_true(pm_value(b, "lith_commit_seconds_total", "") > pm_value(a, "lith_commit_seconds_total", ""));
+  assert_true(pm_value(b, "lith_transaction_seconds_count", "db=\"main\"") >
+              pm_value(a, "lith_transaction_seconds_count", "db=\"main\""));
+  assert_true(pm_value(b, "lith_commit_seconds_total", "db=\"main\"") >
+              pm_value(a, "lith_commit_seconds_total", "db=\"main\""));
   /* the WAL in bytes: pages x 4096 (SQLite's default page size) */
-  assert_true(pm_value(b, "lith_wal_bytes", "") == pm_value(b, "lith_wal_pages", "") * 4096);
-  assert_true(pm_value(b, "lith_wal_bytes", "") >= 300000);
-  assert_true(pm_value(b, "lithd_read_seconds_count", "") - pm_value(a, "lithd_read_seconds_count", "") == 2);
-  assert_true(pm_value(b, "lithd_read_wait_seconds_count", "") ==
-              pm_value(b, "lithd_read_seconds_count", ""));
-  assert_true(pm_value(b, "lithd_reads_failed_total", "") - pm_value(a, "lithd_reads_failed_total", "") == 1);
+  assert_true(pm_value(b, "lith_wal_bytes", "db=\"main\"") ==
+              pm_value(b, "lith_wal_pages", "db=\"main\"") * 4096);
+  assert_true(pm_value(b, "lith_wal_bytes", "db=\"main\"") >= 300000);
+  assert_true(pm_value(b, "lithd_read_seconds_count", "db=\"main\"") -
+                  pm_value(a, "lithd_read_seconds_count", "db=\"main\"") ==
+              2);
+  assert_true(pm_value(b, "lithd_read_wait_seconds_count", "db=\"main\"") ==
+              pm_value(b, "lithd_read_seconds_count", "db=\"main\""));
+  assert_true(pm_value(b, "lithd_reads_failed_total", "db=\"main\"") -
+                  pm_value(a, "lithd_reads_failed_total", "db=\"main\"") ==
+              1);
   assert_true(pm_value(b, "lithd_http_responses_total", "route=\"/v1/do\",code=\"200\"") == 3);
   assert_true(pm_value(b, "lithd_http_responses_total", "route=\"/v1/do\",code=\"409\"") == 1);
   assert_true(pm_value(b, "lithd_http_responses_total", "route=\"/v1/query\",code=\"200\"") == 1);

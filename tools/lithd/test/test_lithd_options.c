@@ -288,6 +288,79 @@ static void test_config_file(void **state) {
   assert_int_equal(access("x.db", F_OK), -1);
 }
 
+/* Several databases in the config file: "db = NAME=PATH" lines, a plain
+ * schema for all and NAME=FILE for one, a default; the command line
+ * replaces one database's path and keeps the others; the refusals. */
+static void test_config_file_many_databases(void **state) {
+  struct tl_child *c = *state;
+  char out[16384];
+
+  assert_int_equal(mkdir("many", 0700) == 0 || errno == EEXIST, 1);
+  tl_remove_db("many/users.db");
+  tl_remove_db("many/orders.db");
+  tl_remove_db("moved-orders.db");
+  write_file("many/schema.sql", SCHEMA1, SCHEMA2);
+  write_file("many/orders.sql", "CREATE TABLE orders(id INTEGER PRIMARY KEY, total INTEGER);\n", NULL);
+  write_file("many/cmds.sql", COMMANDS, NULL);
+  write_file("many/lithd.conf",
+             "db = users=users.db\n"
+             "db = orders=orders.db\n"
+             "schema = schema.sql          # every database\n"
+             "schema = orders=orders.sql   # this one instead\n"
+             "commands = users=cmds.sql\n"
+             "default = users\n",
+             NULL);
+  tl_start(c, "many", TL_NO_DB, TL_ARGS("--config", "many/lithd.conf"));
+  assert_non_null(strstr(c->line, "(dbs users=many/users.db orders=many/orders.db, default users,"));
+  /* the default: users, with its commands */
+  tl_expect(c, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 200,
+            NULL);
+  tl_expect(c, "POST", "/v1/db/orders/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO orders(total) VALUES (12)\"}]}", 200, NULL);
+  tl_expect(c, "POST", "/v1/db/orders/commands/transfer", NULL,
+            "{\"params\":{\"from\":1,\"to\":2,\"amount\":5}}", 404, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("many/users.db", "SELECT count(*) FROM ledger"), 1);
+  assert_int_equal(tl_sql_int("many/users.db", "SELECT count(*) FROM sqlite_master WHERE name = 'orders'"),
+                   0);
+  assert_int_equal(tl_sql_int("many/orders.db", "SELECT total FROM orders"), 12);
+  assert_int_equal(tl_sql_int("many/orders.db", "SELECT count(*) FROM sqlite_master WHERE name = 'ledger'"),
+                   0);
+
+  /* the command line replaces orders' path, users stays the file's */
+  tl_start(c, "many2", TL_NO_DB, TL_ARGS("--config", "many/lithd.conf", "--db", "orders=moved-orders.db"));
+  assert_non_null(strstr(c->line, "(dbs users=many/users.db orders=moved-orders.db, default users,"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("moved-orders.db", "SELECT count(*) FROM orders"), 0);
+
+  /* a path whose text before '=' would be a name: ./ makes it a path */
+  tl_remove_db("k=v.db");
+  tl_start(c, "eq", TL_NO_DB, TL_ARGS("--db", "./k=v.db"));
+  assert_non_null(strstr(c->line, "(db ./k=v.db, synchronous"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_remove_db("k=v.db");
+
+  /* refusals: exit 2, a message naming the problem, no file made */
+  expect_fail(TL_ARGS("--db", "a=x.db", "--db", "a=y.db"), 2, "the database \"a\" is given twice");
+  expect_fail(TL_ARGS("--db", "x.db", "--db", "y.db"), 2, "several databases need a name each");
+  expect_fail(TL_ARGS("--db", "a="), 2, "no path after the name");
+  expect_fail(TL_ARGS("--db", "x.db", "--schema", "nope=s.sql"), 2, "no database is named \"nope\"");
+  expect_fail(TL_ARGS("--db", "x.db", "--commands", "main=a.sql", "--commands", "main=b.sql"), 2,
+              "--commands is given twice for the database \"main\"");
+  expect_fail(TL_ARGS("--db", "a=x.db", "--db", "b=y.db", "--default", "c"), 2,
+              "--default c: no database is named so; the databases: a b");
+  expect_fail(TL_ARGS("--db", "x.db", "--default", "no such"), 2, "--default wants a database name");
+  expect_fail(TL_ARGS("--db", "a=x.db", "--db", "b=y.db", "--restore", "backup.db"), 2,
+              "--restore puts one database in place");
+  write_file("twice.conf", "db = a=x.db\ndb = a=y.db\n", NULL);
+  expect_fail(TL_ARGS("--config", "twice.conf"), 2, "(in the config file twice.conf)");
+  assert_int_equal(tl_run(TL_ARGS("--help"), out, sizeof out), 0);
+  assert_non_null(strstr(out, "--db NAME=PATH"));
+  assert_non_null(strstr(out, "--default NAME"));
+  assert_int_equal(access("x.db", F_OK), -1);
+  assert_int_equal(access("y.db", F_OK), -1);
+}
+
 /* ---- Limits --------------------------------------------------------------- */
 
 static void test_limits(void **state) {
@@ -886,6 +959,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_large_commands_file, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_schema_steps, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_config_file, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_config_file_many_databases, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_limits, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_backup, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_overload_waits_then_503, tl_setup, tl_teardown),

@@ -6,7 +6,9 @@
  * batch sizes summing to the commands). Without an HTTP server its
  * counters read 0 and no response line appears; responses count by route
  * (unknown ones as "other") and code, reads by their times; a buffer that
- * already failed gets nothing more.
+ * already failed gets nothing more. Each database's series carry its db
+ * label, two databases' series sit under one HELP and TYPE, and hundreds
+ * of route labels (many databases) count each response under its own.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -54,15 +56,15 @@ static uint64_t sample(const char *text, const char *name) {
   return 0;
 }
 
-/* A histogram `name`: its buckets never fall, +Inf is _count; returns the
- * count. */
-static uint64_t histogram(const char *text, const char *name) {
+/* A histogram `name` of database `db`: its buckets never fall, +Inf is
+ * _count; returns the count. */
+static uint64_t histogram_of(const char *text, const char *name, const char *db) {
   char prefix[128], line[160];
   uint64_t last = 0, count;
   int buckets = 0;
   snprintf(line, sizeof line, "# TYPE %s histogram\n", name);
   assert_non_null(strstr(text, line));
-  snprintf(prefix, sizeof prefix, "%s_bucket{le=\"", name);
+  snprintf(prefix, sizeof prefix, "%s_bucket{db=\"%s\",le=\"", name, db);
   for (const char *p = strstr(text, prefix); p != NULL; p = strstr(p + 1, prefix)) {
     const char *v = strstr(p, "} ");
     assert_non_null(v);
@@ -72,26 +74,36 @@ static uint64_t histogram(const char *text, const char *name) {
     buckets++;
   }
   assert_true(buckets > 2);
-  snprintf(line, sizeof line, "%s_count", name);
+  snprintf(line, sizeof line, "%s_count{db=\"%s\"}", name, db);
   count = sample(text, line);
-  snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"}", name);
+  snprintf(line, sizeof line, "%s_bucket{db=\"%s\",le=\"+Inf\"}", name, db);
   assert_int_equal(sample(text, line), count);
   assert_int_equal(last, count); /* +Inf is the last bucket */
   return count;
 }
+
+static uint64_t histogram(const char *text, const char *name) { return histogram_of(text, name, "main"); }
+
+/* One database "main" on db, for metrics_on. */
+static lithd_metrics_db main_db;
+static const lithd_metrics_db *const main_dbs[] = {&main_db};
 
 /* A metrics struct on db with a route table of three paths (one twice,
  * as GET and POST of one path share a label). */
 static void metrics_on(lithd_metrics *m, lith *db) {
   static const char *const paths[] = {"/v1/do", "/v1/query", "/v1/do", "/metrics"};
   memset(m, 0, sizeof *m);
-  m->queue_capacity = 123;
-  m->readers = 3;
-  m->page_size = 4096;
+  memset(&main_db, 0, sizeof main_db);
+  main_db.name = "main";
+  main_db.queue_capacity = 123;
+  main_db.readers = 3;
+  main_db.page_size = 4096;
+  main_db.db = db;
+  m->dbs = main_dbs;
+  m->n_dbs = 1;
   m->start_time = 1e9;
   assert_int_equal(lithd_metrics_init(m, paths, 4), 0);
   assert_int_equal(m->n_routes, 4); /* three paths and "other" */
-  m->db = db;
 }
 
 static void test_text(void **state) {
@@ -115,14 +127,15 @@ static void test_text(void **state) {
   assert_int_equal(b.failed, 0);
   const char *text = b.p;
 
-  assert_int_equal(sample(text, "lith_commands_total"), COMMANDS);
-  assert_int_equal(sample(text, "lith_commands_failed_total"), st.failed);
+  assert_int_equal(sample(text, "lith_commands_total{db=\"main\"}"), COMMANDS);
+  assert_int_equal(sample(text, "lith_commands_failed_total{db=\"main\"}"), st.failed);
   assert_true(st.failed >= 1);
-  assert_int_equal(sample(text, "lith_batches_total"), st.batches);
-  assert_int_equal(sample(text, "lith_queue_depth"), 0);
-  assert_int_equal(sample(text, "lith_queue_capacity"), 123);
-  assert_int_equal(sample(text, "lith_readers"), 3);
-  assert_int_equal(sample(text, "lith_wal_bytes"), sample(text, "lith_wal_pages") * 4096);
+  assert_int_equal(sample(text, "lith_batches_total{db=\"main\"}"), st.batches);
+  assert_int_equal(sample(text, "lith_queue_depth{db=\"main\"}"), 0);
+  assert_int_equal(sample(text, "lith_queue_capacity{db=\"main\"}"), 123);
+  assert_int_equal(sample(text, "lith_readers{db=\"main\"}"), 3);
+  assert_int_equal(sample(text, "lith_wal_bytes{db=\"main\"}"),
+                   sample(text, "lith_wal_pages{db=\"main\"}") * 4096);
   assert_non_null(strstr(text, "\nlithd_build_info{version=\"" LITH_VERSION "\",sqlite=\""));
   /* every sample's metric is introduced */
   static const char *const names[] = {"lith_commands_total",
@@ -166,14 +179,14 @@ static void test_text(void **state) {
   assert_null(strstr(text, "lith_busy_total"));
   /* batch sizes: one count per batch, summing to the commands */
   assert_int_equal(histogram(text, "lith_batch_size"), st.batches);
-  assert_int_equal(sample(text, "lith_batch_size_sum"), COMMANDS);
-  assert_non_null(strstr(text, "lith_batch_size_bucket{le=\"1\"} "));
-  assert_non_null(strstr(text, "lith_batch_size_bucket{le=\"1023\"} "));
+  assert_int_equal(sample(text, "lith_batch_size_sum{db=\"main\"}"), COMMANDS);
+  assert_non_null(strstr(text, "lith_batch_size_bucket{db=\"main\",le=\"1\"} "));
+  assert_non_null(strstr(text, "lith_batch_size_bucket{db=\"main\",le=\"1023\"} "));
   /* latencies: one per transaction, one per command */
   assert_int_equal(histogram(text, "lith_transaction_seconds"), st.batches);
   assert_int_equal(histogram(text, "lith_queue_wait_seconds"), COMMANDS);
-  assert_non_null(strstr(text, "lith_transaction_seconds_bucket{le=\"0.0001\"} "));
-  assert_non_null(strstr(text, "lith_transaction_seconds_bucket{le=\"10\"} "));
+  assert_non_null(strstr(text, "lith_transaction_seconds_bucket{db=\"main\",le=\"0.0001\"} "));
+  assert_non_null(strstr(text, "lith_transaction_seconds_bucket{db=\"main\",le=\"10\"} "));
   /* no reads, no HTTP server: zeros, and no response line */
   assert_int_equal(histogram(text, "lithd_read_seconds"), 0);
   assert_int_equal(sample(text, "lithd_http_connections_total"), 0);
@@ -212,8 +225,8 @@ static void test_counts(void **state) {
   lithd_metrics_response(&m, NULL, 404);
   lithd_metrics_response(&m, "/not/a/route", 405);
   lithd_metrics_response(&m, "/v1/query", 0);
-  lithd_metrics_read(&m, 50 * 1000, 3 * 1000 * 1000, 0);     /* 50 us waited, 3 ms ran */
-  lithd_metrics_read(&m, 20LL * 1000 * 1000 * 1000, 100, 1); /* 20 s waited (+Inf), failed */
+  lithd_metrics_read(&main_db, 50 * 1000, 3 * 1000 * 1000, 0);     /* 50 us waited, 3 ms ran */
+  lithd_metrics_read(&main_db, 20LL * 1000 * 1000 * 1000, 100, 1); /* 20 s waited (+Inf), failed */
   lithd_metrics_write(&b, &m);
   const char *text = b.p;
   assert_non_null(text);
@@ -225,27 +238,105 @@ static void test_counts(void **state) {
   assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/query\",code=\"0\"}"), 1);
   assert_null(strstr(text, "code=\"201\""));
   assert_int_equal(histogram(text, "lithd_read_wait_seconds"), 2);
-  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{le=\"0.0001\"}"), 1);
-  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{le=\"10\"}"), 1);
+  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{db=\"main\",le=\"0.0001\"}"), 1);
+  assert_int_equal(sample(text, "lithd_read_wait_seconds_bucket{db=\"main\",le=\"10\"}"), 1);
   assert_int_equal(histogram(text, "lithd_read_seconds"), 2);
-  assert_int_equal(sample(text, "lithd_read_seconds_bucket{le=\"0.0025\"}"), 1);
-  assert_int_equal(sample(text, "lithd_read_seconds_bucket{le=\"0.005\"}"), 2);
-  assert_int_equal(sample(text, "lithd_reads_failed_total"), 1);
+  assert_int_equal(sample(text, "lithd_read_seconds_bucket{db=\"main\",le=\"0.0025\"}"), 1);
+  assert_int_equal(sample(text, "lithd_read_seconds_bucket{db=\"main\",le=\"0.005\"}"), 2);
+  assert_int_equal(sample(text, "lithd_reads_failed_total{db=\"main\"}"), 1);
   free(lithd_buf_finish(&b));
   lithd_metrics_free(&m);
 
-  /* more distinct paths than labels: refused */
-  const char *many[LITHD_METRICS_ROUTES_MAX];
-  char names[LITHD_METRICS_ROUTES_MAX][16];
-  for (int i = 0; i < LITHD_METRICS_ROUTES_MAX; i++) {
-    snprintf(names[i], sizeof names[i], "/r%d", i);
+  /* many databases' routes: every label its own count, in any order */
+  static char names[300][32];
+  const char *many[300];
+  for (int i = 0; i < 300; i++) {
+    snprintf(names[i], sizeof names[i], "/v1/db/d%d/do", (i * 7919) % 300);
     many[i] = names[i];
   }
-  assert_int_equal(lithd_metrics_init(&m, many, LITHD_METRICS_ROUTES_MAX), -1);
-  lithd_metrics_free(&m);
-  assert_int_equal(lithd_metrics_init(&m, many, LITHD_METRICS_ROUTES_MAX - 1), 0);
+  assert_int_equal(lithd_metrics_init(&m, many, 300), 0);
+  assert_int_equal(m.n_routes, 301);
+  for (int i = 0; i < 300; i++)
+    for (int k = 0; k <= i % 3; k++)
+      lithd_metrics_response(&m, many[i], 200);
+  lithd_metrics_response(&m, "/v1/db/nope/do", 404);
+  b = (lithd_buf){0};
+  lithd_metrics_write(&b, &m);
+  text = b.p;
+  assert_non_null(text);
+  for (int i = 0; i < 300; i++) {
+    char line[96];
+    snprintf(line, sizeof line, "lithd_http_responses_total{route=\"%s\",code=\"200\"}", many[i]);
+    assert_int_equal(sample(text, line), (uint64_t)(i % 3 + 1));
+  }
+  assert_int_equal(sample(text, "lithd_http_responses_total{route=\"other\",code=\"404\"}"), 1);
+  free(lithd_buf_finish(&b));
   lithd_metrics_free(&m);
   assert_int_equal(lith_close(db), LITH_OK);
+  remove_db();
+}
+
+/* Two databases: each one's series under its label, both under one HELP
+ * and TYPE line per metric (the text format wants a metric's series
+ * together). */
+static void test_two_databases(void **state) {
+  (void)state;
+  lith_options opt;
+  lith *db = NULL, *db2 = NULL;
+  lithd_buf b = {0};
+  lithd_metrics m;
+  lithd_metrics_db other;
+  const lithd_metrics_db *both[2];
+  int i = 1;
+
+  lith_options_default(&opt);
+  opt.migrations = migrations;
+  opt.n_migrations = 1;
+  remove_db();
+  unlink("other.db");
+  unlink("other.db-wal");
+  unlink("other.db-shm");
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  assert_int_equal(lith_open("other.db", &opt, &db2), LITH_OK);
+  for (int k = 0; k < 5; k++)
+    assert_int_equal(lith_do(db2, insert, &i), LITH_OK);
+  metrics_on(&m, db);
+  memset(&other, 0, sizeof other);
+  other.name = "other";
+  other.db = db2;
+  other.queue_capacity = 9;
+  lithd_metrics_read(&other, 1000, 1000, 1);
+  both[0] = &main_db;
+  both[1] = &other;
+  m.dbs = both;
+  m.n_dbs = 2;
+  lithd_metrics_write(&b, &m);
+  const char *text = b.p;
+  assert_non_null(text);
+  assert_int_equal(sample(text, "lith_commands_total{db=\"main\"}"), 0);
+  assert_int_equal(sample(text, "lith_commands_total{db=\"other\"}"), 5);
+  assert_int_equal(sample(text, "lith_queue_capacity{db=\"main\"}"), 123);
+  assert_int_equal(sample(text, "lith_queue_capacity{db=\"other\"}"), 9);
+  assert_int_equal(sample(text, "lithd_reads_failed_total{db=\"main\"}"), 0);
+  assert_int_equal(sample(text, "lithd_reads_failed_total{db=\"other\"}"), 1);
+  assert_int_equal(histogram_of(text, "lith_transaction_seconds", "other"),
+                   sample(text, "lith_batches_total{db=\"other\"}"));
+  assert_int_equal(histogram_of(text, "lith_transaction_seconds", "main"), 0);
+  assert_int_equal(histogram_of(text, "lithd_read_seconds", "other"), 1);
+  /* one HELP per metric, the two series right after it */
+  const char *help = strstr(text, "# HELP lith_commands_total ");
+  assert_non_null(help);
+  assert_null(strstr(help + 1, "# HELP lith_commands_total "));
+  const char *s1 = strstr(help, "\nlith_commands_total{db=\"main\"}");
+  const char *s2 = strstr(help, "\nlith_commands_total{db=\"other\"}");
+  assert_non_null(s1);
+  assert_non_null(s2);
+  assert_true(s1 < s2 && strstr(help + 1, "# HELP ") > s2);
+  free(lithd_buf_finish(&b));
+  lithd_metrics_free(&m);
+  assert_int_equal(lith_close(db2), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  unlink("other.db");
   remove_db();
 }
 
@@ -272,6 +363,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_counts),
+      cmocka_unit_test(test_two_databases),
       cmocka_unit_test(test_failed_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

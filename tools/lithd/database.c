@@ -1,0 +1,248 @@
+/*
+ * lithd database — one database's open and close (see database.h).
+ *
+ * Order of opening, each step undone by lithd_database_close whatever step
+ * failed: the schema and commands files of every database (_load: a typo
+ * stops lithd before any database is created), then per database the lock
+ * (nothing touches a file another lithd serves), lith_open with the
+ * schema's steps as migrations, the commands prepared against the result
+ * (a misspelt table stops lithd, not the first request), the page size
+ * (/metrics' WAL bytes), the bridge.
+ */
+#include "database.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* ---- One lithd per database ------------------------------------------- */
+
+int lithd_database_lock(const char *db) {
+  size_t n = strlen(db) + sizeof "-lithd.lock";
+  char *path = malloc(n);
+  char buf[32];
+  int fd;
+
+  if (path == NULL) {
+    lithd_log(LITHD_LOG_ERROR, "out of memory");
+    return -1;
+  }
+  snprintf(path, n, "%s-lithd.lock", db);
+  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));
+    free(path);
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int e = errno;
+    if (e == EWOULDBLOCK) {
+      ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+      long pid = 0;
+      if (got > 0) {
+        buf[got] = '\0';
+        pid = strtol(buf, NULL, 10);
+      }
+      if (pid == (long)getpid())
+        lithd_log(LITHD_LOG_ERROR, "%s is given twice (two --db names for one file; the lock file %s)", db,
+                  path);
+      else if (pid > 0)
+        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (pid %ld holds the lock file %s)",
+                  db, pid, path);
+      else
+        lithd_log(LITHD_LOG_ERROR, "%s is already served by another lithd (the lock file %s is held)", db,
+                  path);
+    } else {
+      lithd_log(LITHD_LOG_ERROR, "cannot lock %s: %s", path, strerror(e));
+    }
+    close(fd);
+    free(path);
+    return -1;
+  }
+  /* Ours: record the pid for the message above (best effort). */
+  snprintf(buf, sizeof buf, "%ld", (long)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, strlen(buf), 0) < 0) {
+    /* the lock holds regardless; only the message would lack the pid */
+  }
+  free(path);
+  return fd;
+}
+
+/* ---- Opening ------------------------------------------------------------ */
+
+struct check_ctx {
+  lithd_commands *commands;
+  char err[1024];
+  int failed;
+};
+
+static int check_commands(lith_rx *rx, void *arg) {
+  struct check_ctx *k = arg;
+  k->failed = lithd_commands_check(k->commands, lith_rx_db(rx), k->err, sizeof k->err) != 0;
+  return LITH_OK;
+}
+
+static int read_page_size(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, (int64_t *)arg, "PRAGMA page_size", "");
+}
+
+void lithd_database_init(lithd_database *d, const lithd_opts_db *opt, int named) {
+  memset(d, 0, sizeof *d);
+  d->opt = opt;
+  d->named = named;
+  d->lock_fd = -1;
+  if (named)
+    snprintf(d->label, sizeof d->label, "database %s: ", opt->name);
+}
+
+int lithd_database_load(lithd_database *d) {
+  const lithd_opts_db *o = d->opt;
+  char err[1024];
+
+  if (o->schema != NULL && lithd_schema_load(o->schema, &d->schema, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "%s%s", d->label, err);
+    return LITHD_DATABASE_ERROR;
+  }
+  if (o->commands != NULL && lithd_commands_load(o->commands, &d->commands, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "%s--commands %s", d->label, err);
+    return LITHD_DATABASE_ERROR;
+  }
+  return LITHD_DATABASE_OK;
+}
+
+int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *loop) {
+  const lithd_opts_db *o = d->opt;
+  lith_options lopt = *base;
+  int rc;
+
+  if ((d->lock_fd = lithd_database_lock(o->path)) < 0) {
+    if (d->named)
+      lithd_log(LITHD_LOG_ERROR, "%scannot lock it", d->label);
+    return LITHD_DATABASE_ERROR;
+  }
+  lopt.migrations = (const char *const *)d->schema.steps;
+  lopt.n_migrations = d->schema.n;
+  rc = lith_open(o->path, &lopt, &d->db);
+  if (rc != LITH_OK) {
+    d->db = NULL;
+    lithd_log(LITHD_LOG_ERROR, "%scannot open %s: %s%s", d->label, o->path, lith_errmsg(NULL),
+              o->schema != NULL && rc == LITH_SCHEMA
+                  ? " (--schema has fewer steps than the database has applied)"
+                  : "");
+    return LITHD_DATABASE_ERROR;
+  }
+  if (d->commands != NULL) {
+    struct check_ctx k;
+    memset(&k, 0, sizeof k);
+    k.commands = d->commands;
+    if (lith_read(d->db, check_commands, &k) != LITH_OK) {
+      lithd_log(LITHD_LOG_ERROR, "%s--commands: cannot read the database: %s", d->label, lith_errmsg(d->db));
+      return LITHD_DATABASE_ERROR;
+    }
+    if (k.failed) {
+      lithd_log(LITHD_LOG_ERROR, "%s--commands %s", d->label, k.err);
+      return LITHD_DATABASE_ERROR;
+    }
+  }
+  if (lith_read(d->db, read_page_size, &d->page_size) != LITH_OK)
+    d->page_size = 0; /* /metrics then says 0 bytes; nothing else needs it */
+  if (lith_uv_open(d->db, loop, &d->bridge) != LITH_OK) {
+    d->bridge = NULL;
+    lithd_log(LITHD_LOG_ERROR, "%slith_uv_open: %s", d->label, lith_errmsg(d->db));
+    return LITHD_DATABASE_ERROR;
+  }
+  d->srv.name = o->name;
+  d->srv.db = d->db;
+  d->srv.bridge = d->bridge;
+  d->srv.commands = d->commands;
+  d->srv.db_path = o->path;
+  d->srv.metrics.page_size = d->page_size;
+  d->srv.metrics.queue_capacity = lopt.queue_capacity;
+  d->srv.metrics.readers = lopt.readers;
+  return LITHD_DATABASE_OK;
+}
+
+/* ---- The WAL nobody checkpoints ---------------------------------------- */
+
+static void on_wal_watch(uv_timer_t *t) {
+  lithd_database *d = t->data;
+  lith_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
+  int64_t now;
+
+  if (st == NULL)
+    return;
+  lith_stats_get(d->db, st);
+  if (st->wal_pages < d->wal_threshold) {
+    d->wal_above = 0; /* something checkpointed: the next crossing warns again */
+  } else if (!d->wal_above) {
+    d->wal_above = 1;
+    now = lith_clock_ms();
+    if (d->wal_last_warn_ms == 0 || now - d->wal_last_warn_ms >= LITHD_WAL_WARN_EVERY_MS) {
+      d->wal_last_warn_ms = now;
+      lithd_log(LITHD_LOG_WARN,
+                "%sthe WAL holds %" PRIu64 " pages (%.1f MiB), past %d x --checkpoint-pages = %" PRIu64
+                " pages, and --checkpoint external means lithd never checkpoints it: is the replicator "
+                "(Litestream, ...) running? It grows until something checkpoints",
+                d->label, st->wal_pages, (double)st->wal_pages * (double)d->page_size / (1024.0 * 1024.0),
+                LITHD_WAL_WARN_FACTOR, d->wal_threshold);
+    }
+  }
+  free(st);
+}
+
+void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint_pages) {
+  d->wal_threshold = (uint64_t)LITHD_WAL_WARN_FACTOR * (uint64_t)checkpoint_pages;
+  uv_timer_init(loop, &d->wal_timer);
+  d->wal_timer.data = d;
+  d->wal_open = 1;
+  uv_timer_start(&d->wal_timer, on_wal_watch, LITHD_WAL_WATCH_MS, LITHD_WAL_WATCH_MS);
+}
+
+void lithd_database_unwatch_wal(lithd_database *d) {
+  if (!d->wal_open)
+    return;
+  uv_close((uv_handle_t *)&d->wal_timer, NULL);
+  d->wal_open = 0;
+}
+
+/* ---- Closing ------------------------------------------------------------ */
+
+static void bridge_closed(void *arg) {
+  lithd_database *d = arg;
+  d->bridge = NULL;
+  d->srv.bridge = NULL;
+  if (d->on_closed != NULL)
+    d->on_closed(d->on_closed_arg);
+}
+
+int lithd_database_close_bridge(lithd_database *d, void (*on_closed)(void *arg), void *arg) {
+  if (d->bridge == NULL)
+    return -1;
+  d->on_closed = on_closed;
+  d->on_closed_arg = arg;
+  lith_uv_close(d->bridge, bridge_closed, d);
+  return 0;
+}
+
+int lithd_database_close(lithd_database *d) {
+  int rc = LITHD_DATABASE_OK;
+  if (d->db != NULL && lith_close(d->db) != LITH_OK) {
+    lithd_log(LITHD_LOG_ERROR, "%sclose: %s", d->label, lith_errmsg(NULL));
+    rc = LITHD_DATABASE_ERROR;
+  }
+  d->db = NULL;
+  lithd_commands_free(d->commands);
+  d->commands = NULL;
+  lithd_schema_free(&d->schema);
+  if (d->lock_fd >= 0)
+    close(d->lock_fd); /* after lith_close: the file is released */
+  d->lock_fd = -1;
+  return rc;
+}
