@@ -796,7 +796,7 @@ static void print_claims(bench *b) {
           char what[160], d[96];
           snprintf(what, sizeof what, "%s %s P=%d: %d files ≥ 1.80 × 1 file", ARM_NAME[arm],
                    sync_name(c->sync[si]), c->producers[pi], c->files[fi]);
-          snprintf(d, sizeof d, "%.2f× (rounds %.2f–%.2f)", rt.med, rt.lo, rt.hi);
+          snprintf(d, sizeof d, "%.3f× (rounds %.2f–%.2f)", rt.med, rt.lo, rt.hi);
           bench_target(what, rt.n > 0, rt.med >= 1.8, d);
         }
 }
