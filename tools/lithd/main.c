@@ -40,14 +40,11 @@
  *     WAL grows without end, so each database's WAL is watched (database.h).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,7 +62,6 @@
 #include "log.h"
 #include "options.h"
 #include "restore.h"
-#include "schema.h"
 #include "server.h"
 #include "sqljson.h"
 #include "token.h"

@@ -21,11 +21,16 @@
  *     or run: a refused request changes nothing.
  *   - Every body is read with json.c (/v1/backup's too), every answer
  *     written by hand into a lithd_buf: lithd links no JSON library.
- *   - The routes are one table (routes[], at the end of this file) that
- *     lithd_server_start walks. What serves them lives beside: overload.c
- *     (commands on their way to the writer), metrics.c (the /metrics text),
- *     backup_http.c (/v1/backup: backups and downloads),
- *     sqljson (statements in, results out, and the SQL authorizer).
+ *   - Several databases: a database's routes are one table (db_routes[],
+ *     near the end of this file) that lithd_server_start registers once per
+ *     database under /v1/db/NAME/ and once unprefixed for the default, each
+ *     with that database's lithd_dbsrv as its argument: a handler finds its
+ *     database, writer and queues in its argument, never by name. A prefix
+ *     route /v1/db/ answers what none took (an unknown name: 404 naming
+ *     the databases). What serves the routes lives beside: overload.c
+ *     (commands on their way to a writer), metrics.c (the /metrics text),
+ *     backup_http.c (/v1/backup: backups and downloads), sqljson
+ *     (statements in, results out, and the SQL authorizer).
  */
 #include "server.h"
 
@@ -347,12 +352,17 @@ static struct do_ctx *do_ctx_new(lithd_dbsrv *d, lith_http_req *req) {
 }
 
 /* Refuse raw SQL under --only-named; returns 1 if refused (answered). */
-static int refuse_raw(lithd_server *s, lith_http_req *req) {
+static int refuse_raw(lithd_dbsrv *d, lith_http_req *req) {
   lithd_error e;
-  if (!s->only_named)
+  if (!d->srv->only_named)
     return 0;
-  lithd_error_set(&e, LITHD_FORBIDDEN, -1,
-                  "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
+  if (strncmp(lith_http_req_path(req), "/v1/db/", 7) == 0)
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                    "this lithd runs only named commands (--only-named): POST /v1/db/%s/commands/NAME",
+                    d->name);
+  else
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                    "this lithd runs only named commands (--only-named): POST /v1/commands/NAME");
   respond_lithd_error(req, &e);
   return 1;
 }
@@ -364,7 +374,7 @@ static int h_do(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  if (refuse_raw(s, req))
+  if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
@@ -437,9 +447,19 @@ static int h_commands(lith_http_req *req, void *arg) {
  * as long as the query does, and the loop thread must keep serving other
  * connections meanwhile. The context is owned by the read request from
  * lith_uv_read until query_after, which answers (or, if the client left,
- * gets LITH_HTTP_GONE and releases the handle just the same) and frees it. */
-struct query_ctx {
-  lith_uv_read_req read; /* read.rc, read.errmsg: the outcome */
+ * gets LITH_HTTP_GONE and releases the handle just the same) and frees it.
+ *
+ * The pool is the process's, every database's (main.c sizes it (readers +
+ * 1) x databases). A read whose database has every reader busy would block
+ * a pool thread inside lith_read until one is free, and enough of them
+ * would hold every thread, so that another database's reads waited behind
+ * them. So each database sends at most its readers' worth of reads to the
+ * pool (reads_max); the rest wait on the loop in its own FIFO (reads_head),
+ * and the end of one of its reads starts the next. One database's slow
+ * reads then never take another's threads. */
+struct lithd_query {
+  lith_uv_read_req read;    /* read.rc, read.errmsg: the outcome */
+  struct lithd_query *next; /* in d's FIFO while it waits for the pool */
   lithd_dbsrv *d;
   lith_http_req *req;
   lithd_batch *batch;
@@ -449,7 +469,7 @@ struct query_ctx {
   int64_t t_end;        /* the read returned (pool thread) */
 };
 
-static void query_ctx_free(struct query_ctx *q) {
+static void query_ctx_free(struct lithd_query *q) {
   if (q == NULL)
     return;
   lithd_result_free(q->result);
@@ -458,25 +478,61 @@ static void query_ctx_free(struct query_ctx *q) {
 }
 
 static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
-  struct query_ctx *q = arg;
+  struct lithd_query *q = arg;
   q->t_start = now_ns();
   int rc = lithd_batch_read(rx, q->batch, &q->result);
   q->t_end = now_ns();
   return rc;
 }
 
+static void query_after(lith_uv_read_req *r);
+
+/* Send q to the pool. Returns 1, or 0 when it could not go (answered and
+ * freed). */
+static int query_start(struct lithd_query *q) {
+  lithd_dbsrv *d = q->d;
+  d->reads_running++;
+  if (lith_uv_read(d->db, d->srv->loop, &q->read, query_fn, q, query_after) == LITH_OK)
+    return 1; /* q now belongs to query_after */
+  d->reads_running--;
+  lith_http_respond_error(q->req, 500, "cannot queue the query");
+  query_ctx_free(q);
+  return 0;
+}
+
+/* Start what waits in d's FIFO while d has readers to spare; a read whose
+ * client left is not run (its handle released). */
+static void query_next(lithd_dbsrv *d) {
+  while (d->reads_head != NULL && d->reads_running < d->reads_max) {
+    struct lithd_query *q = d->reads_head;
+    d->reads_head = q->next;
+    if (d->reads_head == NULL)
+      d->reads_tail = NULL;
+    if (lith_http_is_gone(q->req)) {
+      lith_http_respond_error(q->req, 503, "the client left"); /* GONE: releases the handle */
+      query_ctx_free(q);
+      continue;
+    }
+    query_start(q);
+  }
+}
+
 static void query_after(lith_uv_read_req *r) { /* the loop thread */
-  struct query_ctx *q = r->data;
+  struct lithd_query *q = r->data;
+  lithd_dbsrv *d = q->d;
   if (q->t_start != 0) /* it ran (not cancelled at a stop) */
-    lithd_metrics_read(&q->d->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
+    lithd_metrics_read(&d->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
   respond_outcome(q->req, r->rc, q->result, r->errmsg);
   query_ctx_free(q);
+  d->reads_running--;
+  if (d->reads_head != NULL)
+    query_next(d);
 }
 
 static int h_query(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   lithd_server *s = d->srv;
-  struct query_ctx *q = NULL;
+  struct lithd_query *q = NULL;
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
@@ -492,9 +548,16 @@ static int h_query(lith_http_req *req, void *arg) {
   if (q->batch == NULL)
     goto done;
   q->t_submit = now_ns();
-  if (lith_uv_read(d->db, s->loop, &q->read, query_fn, q, query_after) == LITH_OK)
-    return LITH_HTTP_PENDING; /* q now belongs to query_after */
-  lith_http_respond_error(req, 500, "cannot queue the query");
+  if (d->reads_running >= d->reads_max || d->reads_head != NULL) {
+    /* d's readers are all busy: wait in line, on the loop */
+    if (d->reads_tail != NULL)
+      d->reads_tail->next = q;
+    else
+      d->reads_head = q;
+    d->reads_tail = q;
+    return LITH_HTTP_PENDING;
+  }
+  return query_start(q) ? LITH_HTTP_PENDING : LITH_HTTP_DONE;
 done:
   query_ctx_free(q);
   return LITH_HTTP_DONE;
@@ -677,7 +740,7 @@ static int h_batch(lith_http_req *req, void *arg) {
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
-  if (refuse_raw(s, req))
+  if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
   b = calloc(1, sizeof *b);
   if (b == NULL) {
@@ -923,6 +986,7 @@ int lithd_server_start(lithd_server *s) {
     d->srv = s;
     d->metrics.name = d->name;
     d->metrics.db = d->db;
+    d->reads_max = d->metrics.readers > 0 ? d->metrics.readers : 1;
     mdbs[i] = &d->metrics;
     for (k = 0; k < N_DB_ROUTES; k++) {
       const struct route *r = &db_routes[k];

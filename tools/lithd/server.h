@@ -68,6 +68,11 @@ typedef struct lithd_dbsrv {
    * the server was started and stopped. */
   lithd_overload park;
   int downloads; /* GET /v1/backup running (backup_http.c) */
+  /* Internal: this database's reads on libuv's pool (at most reads_max,
+   * its readers) and those waiting for room, first in first out (server.c,
+   * POST /v1/query). */
+  int reads_running, reads_max;
+  struct lithd_query *reads_head, *reads_tail;
 } lithd_dbsrv;
 
 struct lithd_server {
