@@ -33,8 +33,12 @@
  *   lithd  one lithd serving the N files (`--db sK=PATH` per file), P
  *          keep-alive HTTP connections (bench/transfer_http.h, the client of
  *          bench/lithd), connection p posting its owner's transfers to
- *          /v1/db/sK/do of its file. A third kind of connection asks
- *          /v1/db/sK/stats at the window's edges.
+ *          /v1/db/sK/do of its file. One more connection per file asks
+ *          /v1/db/sK/stats at the window's edges (commands per batch).
+ *   fsync  the disk alone, no SQLite: one thread per file overwriting 4 KiB
+ *          pages of its own 1 MiB file with fdatasync after each, to see
+ *          whether N files' syncs overlap. It depends on neither
+ *          synchronous nor P, so it runs once per round.
  *
  * Timing, as in bench/writer: a window of --seconds after --warmup; a
  * command counts when its answer arrives inside the window. Rounds
