@@ -8,6 +8,8 @@
 #                    (no node), dqlite/test/test_client (one lith-node) and
 #                    tools/lith-node/test/test_lith_node (three); the last two
 #                    spawn LITH_NODE_BIN (absolute path compiled in)
+#   DQW_OBJ          the batching writer onto a cluster (dqlite/writer.c,
+#                    a thread; needs $(DQ_OBJ) too)
 #   DQ_PKGS, DQ_DEBS what `make deps` checks and installs
 # A program using the client adds -Idqlite and links $(DQ_OBJ).
 
@@ -19,10 +21,12 @@ DQ_LIBS   = $(shell pkg-config --libs $(DQ_PKGS) 2>/dev/null)
 DQ_SRC  := dqlite/wire.c dqlite/client.c lib/clock.c
 DQ_OBJ  := $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
 DQ_HDRS := dqlite/wire.h dqlite/client.h
+DQW_OBJ := $(B)/dqlite/writer.o
 DQ_TEST_HELP := $(B)/dqlite/test/nodes.o
 
 LITH_NODE_BIN := $(B)/tools/lith-node/lith-node
-DQ_TEST_BIN   := $(B)/dqlite/test/test_wire $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node
+DQ_TEST_BIN   := $(B)/dqlite/test/test_wire $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node \
+                 $(B)/dqlite/test/test_writer
 
 $(LITH_NODE_BIN): tools/lith-node/main.c $(DQ_OBJ) $(DQ_HDRS)
 	@mkdir -p $(dir $@)
@@ -40,6 +44,14 @@ $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node: $(B)/%: %
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
 	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
+
+$(DQW_OBJ): dqlite/writer.h $(DQ_HDRS)
+
+# test_writer: three lith-node processes and the writer (dqlite/writer.h).
+$(B)/dqlite/test/test_writer: dqlite/test/test_writer.c $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(DQ_HDRS) dqlite/writer.h $(LITH_NODE_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
+	  -o $@ $< $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
 
 lith-node: $(LITH_NODE_BIN)
 .PHONY: lith-node

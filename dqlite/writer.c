@@ -1,0 +1,718 @@
+/*
+ * The batching writer onto a dqlite cluster: see writer.h for what it
+ * promises. How it keeps those promises:
+ *
+ * One thread, one connection, one batch at a time. Producers append to a
+ * mutex-guarded list; the writer takes up to max_batch and runs them. A
+ * network round trip costs far more than the lock, so nothing cleverer.
+ *
+ * Control statements (BEGIN, the batch row, SAVEPOINT, RELEASE, ROLLBACK
+ * TO, COMMIT) are not sent on their own: they accumulate in `ctl` and go
+ * out with the next statement's request (flushed just before it) or at the
+ * end with COMMIT. EXEC_SQL runs a text's statements in order and stops at
+ * the first failure, which is what the batch wants.
+ *
+ * Every attempt at a batch ends one of five ways (enum attempt):
+ *   COMMITTED  COMMIT answered OK: answer everyone with this run's results;
+ *   BROKEN     the connection or leadership was lost before COMMIT was sent
+ *              (or BEGIN was refused, e.g. the old connection's transaction
+ *              still holds the lock): nothing can commit; run again;
+ *   UNKNOWN    COMMIT was sent and not answered OK in a way that proves it
+ *              failed: fence the batch id (writer.h) and run again only if
+ *              the fence says it was lost;
+ *   BLAME      a control statement after command i failed: the command
+ *              ended the transaction (ON CONFLICT ROLLBACK, a deferred
+ *              foreign key at COMMIT, ...). Command i fails alone with its
+ *              error, the others run again without it;
+ *   FAILALL    COMMIT failed definitely and no command ran statements to
+ *              blame: every command gets that error (nothing was kept).
+ * A failed statement fails its command at once (later tx calls of that run
+ * refuse): after a failure the transaction may be gone, and a statement
+ * then would run in autocommit outside the batch.
+ */
+#include "writer.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../lib/clock.h"
+
+#define SQLITE_ERROR_ 1
+#define SQLITE_BUSY_ 5
+#define SQLITE_IOERR_ 10
+#define SQLITE_CONSTRAINT_ 19
+
+enum { REQ_QUEUED, REQ_RUN, REQ_EXCLUDED };
+enum attempt { A_COMMITTED, A_BROKEN, A_UNKNOWN, A_BLAME, A_FAILALL };
+enum fence { F_COMMITTED, F_LOST, F_BROKEN };
+
+struct lith__dqw {
+  char *addresses, *database;
+  int failover_ms, timeout_ms, max_batch, keep_s;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  lith__dqw_req *head, *tail; /* guarded by mu */
+  int stopping;               /* guarded by mu */
+  /* The writer thread's own. */
+  lith__dq_conn *c;
+  uint32_t db;
+  int ready;          /* connected to a leader, database open, table made */
+  int64_t down_since; /* ms when the leader was lost; 0 while connected */
+  char *ctl;          /* control statements not yet sent */
+  size_t nctl, capctl;
+  int ctl_err;  /* out of memory growing ctl */
+  int last_ran; /* the batch's last command that ran statements; -1 none */
+  uint64_t nbatch;
+  int fault, fault_every;
+  uint64_t nattempt;
+  _Atomic uint64_t st_batches, st_commands, st_failovers, st_fenced, st_reruns;
+};
+
+struct lith__dqw_tx {
+  lith__dqw *w;
+  lith__dqw_req *req;
+  int broken; /* the run is abandoned (RETRY) */
+  int blame;  /* ...because a flush failed: blame w->last_ran */
+  int failed; /* a statement failed: the command fails */
+  int ran;    /* a statement was sent */
+  int dqrc;   /* the client's code when broken, for the message */
+};
+
+static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+const char *lith__dqw_rc_str(int rc) {
+  switch (rc) {
+  case LITH_DQW_OK: return "ok";
+  case LITH_DQW_SQL: return "sql error";
+  case LITH_DQW_USER: return "command failed";
+  case LITH_DQW_RETRY: return "retry";
+  case LITH_DQW_UNAVAILABLE: return "unavailable (not committed)";
+  case LITH_DQW_UNKNOWN: return "unavailable (outcome unknown)";
+  case LITH_DQW_CLOSED: return "closed";
+  case LITH_DQW_NOMEM: return "out of memory";
+  case LITH_DQW_MISUSE: return "misuse";
+  default: return "unknown code";
+  }
+}
+
+static void set_err(lith__dqw_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(lith__dqw_err *e, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  e->code = code;
+  vsnprintf(e->errmsg, sizeof e->errmsg, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- Control statements ---- */
+
+static void ctl_add(lith__dqw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ctl_add(lith__dqw *w, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    size_t room = w->capctl - w->nctl;
+    va_start(ap, fmt);
+    int n = w->ctl ? vsnprintf(w->ctl + w->nctl, room, fmt, ap) : -1;
+    va_end(ap);
+    if (n >= 0 && (size_t)n < room) {
+      w->nctl += (size_t)n;
+      return;
+    }
+    size_t cap = w->capctl ? w->capctl * 2 : 256;
+    char *p = realloc(w->ctl, cap);
+    if (p == NULL) {
+      w->ctl_err = 1;
+      return;
+    }
+    w->ctl = p;
+    w->capctl = cap;
+  }
+}
+
+static void ctl_reset(lith__dqw *w) {
+  w->nctl = 0;
+  w->ctl_err = 0;
+  if (w->ctl)
+    w->ctl[0] = '\0';
+}
+
+/* A FAILURE whose primary code is SQLITE_IOERR: dqlite's NOT_LEADER,
+ * LEADERSHIP_LOST, or a replication failure. The leader is in doubt. */
+static int leader_failure(uint64_t code) { return (code & 0xff) == SQLITE_IOERR_; }
+
+/* Send ctl. LITH_DQ_OK, LITH_DQ_FAILURE (code on the connection), or a
+ * connection-level code (the connection is gone). */
+static int ctl_flush(lith__dqw *w) {
+  if (w->ctl_err)
+    return LITH_DQ_NOMEM;
+  if (w->nctl == 0)
+    return LITH_DQ_OK;
+  int rc = lith__dq_exec_sql(w->c, w->db, w->ctl, NULL, 0, NULL);
+  ctl_reset(w);
+  return rc;
+}
+
+/* ---- Connection ---- */
+
+static void lose(lith__dqw *w) {
+  lith__dq_disconnect(w->c);
+  if (w->ready)
+    atomic_fetch_add(&w->st_failovers, 1);
+  w->ready = 0;
+  if (w->down_since == 0)
+    w->down_since = now_ms();
+}
+
+/* Be connected to the leader with the database open and _lith_batches made,
+ * trying until the deadline (at least one round of the addresses). 1 when
+ * ready. */
+static int ensure(lith__dqw *w, int64_t deadline) {
+  if (w->ready)
+    return 1;
+  if (w->down_since == 0) {
+    w->down_since = now_ms();
+    deadline = w->down_since + w->failover_ms;
+  }
+  do {
+    int64_t left = deadline - now_ms();
+    int rc = lith__dq_connect_leader(w->c, w->addresses, left > 0 ? (int)left : 0);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_open(w->c, w->database, &w->db);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_exec_sql(w->c, w->db,
+                             "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "
+                             "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"
+                             "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time)",
+                             NULL, 0, NULL);
+    if (rc == LITH_DQ_OK) {
+      w->ready = 1;
+      w->down_since = 0;
+      return 1;
+    }
+    lith__dq_disconnect(w->c);
+    if (now_ms() < deadline)
+      sleep_ms(20);
+  } while (now_ms() < deadline);
+  return 0;
+}
+
+/* ---- Inside a command ---- */
+
+/* Skip blanks and SQL comments. */
+static const char *skip_space(const char *p) {
+  for (;;) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v')
+      p++;
+    if (p[0] == '-' && p[1] == '-') {
+      while (*p && *p != '\n')
+        p++;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char *e = strstr(p + 2, "*/");
+      p = e ? e + 2 : p + strlen(p);
+    } else {
+      return p;
+    }
+  }
+}
+
+/* One statement, not transaction control: NULL, or why not. */
+static const char *sql_refused(const char *sql) {
+  static const char *const control[] = {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"};
+  const char *p = skip_space(sql);
+  size_t n = 0;
+  while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z'))
+    n++;
+  for (size_t i = 0; i < sizeof control / sizeof *control; i++)
+    if (strlen(control[i]) == n && strncasecmp(p, control[i], n) == 0)
+      return "transaction control belongs to the writer";
+  /* Past the first ';' outside quotes and comments, only blanks may follow. */
+  while (*p) {
+    if (*p == '\'' || *p == '"' || *p == '`' || *p == '[') {
+      char close = *p == '[' ? ']' : *p;
+      p++;
+      while (*p && *p != close)
+        p++;
+      if (*p)
+        p++;
+    } else if ((p[0] == '-' && p[1] == '-') || (p[0] == '/' && p[1] == '*')) {
+      p = skip_space(p);
+    } else if (*p == ';') {
+      p = skip_space(p + 1);
+      if (*p != '\0' && *p != ';')
+        return "one statement per call";
+    } else {
+      p++;
+    }
+  }
+  return NULL;
+}
+
+/* Checks before a statement, and the flush of the control statements
+ * queued before it. LITH_DQW_OK to go on. */
+static int tx_before(lith__dqw_tx *tx, const char *sql) {
+  lith__dqw *w = tx->w;
+  if (tx->broken)
+    return LITH_DQW_RETRY;
+  if (tx->failed)
+    return LITH_DQW_SQL; /* err still holds the failure */
+  const char *why = sql_refused(sql);
+  if (why != NULL) {
+    set_err(&tx->req->err, 0, "%s: %s", why, sql);
+    tx->failed = 1;
+    return LITH_DQW_MISUSE;
+  }
+  int rc = ctl_flush(w);
+  if (rc == LITH_DQ_OK)
+    return LITH_DQW_OK;
+  tx->broken = 1;
+  tx->dqrc = rc;
+  if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(w->c)))
+    tx->blame = 1;
+  return LITH_DQW_RETRY;
+}
+
+/* Sort a statement's outcome into the tx's state. */
+static int tx_after(lith__dqw_tx *tx, int rc) {
+  lith__dq_conn *c = tx->w->c;
+  tx->ran = 1;
+  if (rc == LITH_DQ_OK)
+    return LITH_DQW_OK;
+  if (rc == LITH_DQ_NOMEM || rc == LITH_DQ_MISUSE) {
+    set_err(&tx->req->err, 0, "%s", lith__dq_errmsg(c));
+    tx->failed = 1;
+    return rc == LITH_DQ_NOMEM ? LITH_DQW_NOMEM : LITH_DQW_MISUSE;
+  }
+  if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(c))) {
+    set_err(&tx->req->err, (int)lith__dq_errcode(c), "%s", lith__dq_errmsg(c));
+    tx->failed = 1;
+    return LITH_DQW_SQL;
+  }
+  tx->broken = 1;
+  tx->dqrc = rc;
+  return LITH_DQW_RETRY;
+}
+
+int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                   lith__dq_result *res) {
+  int rc = tx_before(tx, sql);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  return tx_after(tx, lith__dq_exec_sql(tx->w->c, tx->w->db, sql, params, n, res));
+}
+
+int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                    lith__dq_rows *rows) {
+  int rc = tx_before(tx, sql);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  return tx_after(tx, lith__dq_query_sql(tx->w->c, tx->w->db, sql, params, n, rows));
+}
+
+int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const lith__dq_value *params,
+                        unsigned n) {
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int rc = lith__dqw_query(tx, sql, params, n, &r);
+  if (rc == LITH_DQW_OK && (r.nrows == 0 || r.ncols == 0))
+    rc = lith__dqw_error(tx, "no row: %s", sql);
+  else if (rc == LITH_DQW_OK)
+    *out = lith__dq_rows_at(&r, 0, 0)->i;
+  lith__dq_rows_free(&r);
+  return rc;
+}
+
+int lith__dqw_error(lith__dqw_tx *tx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tx->req->err.code = 0;
+  vsnprintf(tx->req->err.errmsg, sizeof tx->req->err.errmsg, fmt, ap);
+  va_end(ap);
+  return LITH_DQW_USER;
+}
+
+/* ---- The batch ---- */
+
+static int64_t new_batch_id(void) {
+  uint64_t v = 0;
+  while (v == 0) {
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+      v = (uint64_t)lith__now_ns() ^ ((uint64_t)getpid() << 32);
+    v &= INT64_MAX;
+  }
+  return (int64_t)v;
+}
+
+/* One attempt; *blame is the command to blame for A_BLAME. */
+static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t batch_id, int *blame) {
+  int64_t t = wall_ms();
+  ctl_reset(w);
+  ctl_add(w, "BEGIN; INSERT INTO _lith_batches(id, time, lost) VALUES (%lld, %lld, 0);", (long long)batch_id,
+          (long long)t);
+  if (w->nbatch % 64 == 0)
+    ctl_add(w, "DELETE FROM _lith_batches WHERE time < %lld;", (long long)(t - (int64_t)w->keep_s * 1000));
+  w->last_ran = -1;
+  for (int i = 0; i < n; i++) {
+    lith__dqw_req *r = reqs[i];
+    if (r->state == REQ_EXCLUDED)
+      continue;
+    ctl_add(w, "SAVEPOINT lith_c;");
+    lith__dqw_tx tx = {.w = w, .req = r};
+    r->err.code = 0;
+    r->err.errmsg[0] = '\0';
+    int rc = r->fn(&tx, r->arg);
+    if (tx.broken) {
+      if (tx.blame && w->last_ran >= 0) {
+        *blame = w->last_ran;
+        return A_BLAME;
+      }
+      if (tx.blame)
+        sleep_ms(20); /* BEGIN refused (e.g. busy): a pause, then again */
+      return A_BROKEN;
+    }
+    if (tx.ran)
+      w->last_ran = i;
+    if (tx.failed && rc == LITH_DQW_OK)
+      rc = LITH_DQW_SQL; /* a failed statement fails the command */
+    r->rc = rc;
+    if (rc != LITH_DQW_OK && r->err.errmsg[0] == '\0')
+      set_err(&r->err, 0, "the command returned %d (%s)", rc, lith__dqw_rc_str(rc));
+    if (rc == LITH_DQW_OK)
+      ctl_add(w, "RELEASE lith_c;");
+    else
+      ctl_add(w, "ROLLBACK TO lith_c; RELEASE lith_c;");
+  }
+  ctl_add(w, "COMMIT");
+  if (w->fault != LITH_DQW_FAULT_NONE && ++w->nattempt % (uint64_t)w->fault_every == 0) {
+    int frc = w->fault == LITH_DQW_FAULT_ANSWER_LOST ? ctl_flush(w) : LITH_DQ_OK;
+    ctl_reset(w);
+    lith__dq_disconnect(w->c);
+    (void)frc; /* whatever it was, the writer must not know */
+    return A_UNKNOWN;
+  }
+  int rc = ctl_flush(w);
+  if (rc == LITH_DQ_OK)
+    return A_COMMITTED;
+  if (rc == LITH_DQ_FAILURE) {
+    uint64_t code = lith__dq_errcode(w->c);
+    /* ERROR (no such savepoint: a command ended the transaction) and
+     * CONSTRAINT (a deferred foreign key at COMMIT) prove nothing
+     * committed; anything else may have reached Raft. */
+    if ((code & 0xff) == SQLITE_ERROR_ || (code & 0xff) == SQLITE_CONSTRAINT_) {
+      char msg[256];
+      snprintf(msg, sizeof msg, "%s", lith__dq_errmsg(w->c));
+      int r2 = lith__dq_exec_sql(w->c, w->db, "ROLLBACK", NULL, 0, NULL);
+      if (r2 != LITH_DQ_OK && r2 != LITH_DQ_FAILURE)
+        lose(w);
+      if (w->last_ran >= 0) {
+        *blame = w->last_ran;
+        if (reqs[*blame]->rc == LITH_DQW_OK)
+          set_err(&reqs[*blame]->err, (int)code, "%s", msg);
+        return A_BLAME;
+      }
+      for (int i = 0; i < n; i++)
+        if (reqs[i]->state != REQ_EXCLUDED)
+          set_err(&reqs[i]->err, (int)code, "%s", msg);
+      return A_FAILALL;
+    }
+  }
+  return A_UNKNOWN;
+}
+
+/* Settle a batch whose COMMIT went unanswered (writer.h, "fences"). */
+static enum fence fence(lith__dqw *w, int64_t batch_id) {
+  lith__dq_value p[2] = {lith__dq_int(batch_id), lith__dq_int(wall_ms())};
+  int rc = lith__dq_exec_sql(
+      w->c, w->db, "INSERT OR IGNORE INTO _lith_batches(id, time, lost) VALUES (?, ?, 1)", p, 2, NULL);
+  lith__dq_rows rows;
+  lith__dq_rows_init(&rows);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_query_sql(w->c, w->db, "SELECT lost FROM _lith_batches WHERE id = ?", p, 1, &rows);
+  enum fence f = F_BROKEN;
+  if (rc == LITH_DQ_OK && rows.nrows == 1 && rows.ncols == 1)
+    f = lith__dq_rows_at(&rows, 0, 0)->i == 0 ? F_COMMITTED : F_LOST;
+  lith__dq_rows_free(&rows);
+  if (f == F_BROKEN) {
+    if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(w->c)))
+      sleep_ms(20); /* busy: the old connection's transaction, about to go */
+    else
+      lose(w);
+  }
+  return f;
+}
+
+static void answer(lith__dqw *w, lith__dqw_req **reqs, int n, int committed) {
+  if (committed) {
+    atomic_fetch_add(&w->st_batches, 1);
+    atomic_fetch_add(&w->st_commands, (uint64_t)n);
+    w->nbatch++;
+  }
+  for (int i = 0; i < n; i++)
+    if (reqs[i]->done != NULL)
+      reqs[i]->done(reqs[i]);
+}
+
+/* Every command not yet decided gets rc (UNAVAILABLE, UNKNOWN, or with
+ * FAILALL the COMMIT's error already in err), then all are answered. */
+static void fail_rest(lith__dqw *w, lith__dqw_req **reqs, int n, int rc, const char *why) {
+  for (int i = 0; i < n; i++) {
+    lith__dqw_req *r = reqs[i];
+    if (r->state == REQ_EXCLUDED)
+      continue;
+    if (rc == LITH_DQW_UNKNOWN && r->rc != LITH_DQW_OK)
+      continue; /* rolled back to its savepoint: failed whatever the COMMIT did */
+    r->rc = rc;
+    if (why != NULL)
+      set_err(&r->err, 0, "%s", why);
+  }
+  answer(w, reqs, n, 0);
+}
+
+/* The writer gave up on a leader: commands queued meanwhile never ran and
+ * would each wait a round of the addresses more; they fail now too. */
+static void fail_queued(lith__dqw *w, const char *why) {
+  pthread_mutex_lock(&w->mu);
+  lith__dqw_req *r = w->head;
+  w->head = w->tail = NULL;
+  pthread_mutex_unlock(&w->mu);
+  while (r != NULL) {
+    lith__dqw_req *next = r->next;
+    r->rc = LITH_DQW_UNAVAILABLE;
+    set_err(&r->err, 0, "%s", why);
+    if (r->done != NULL)
+      r->done(r);
+    r = next;
+  }
+}
+
+static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
+  int unknown = 0;
+  int64_t unknown_id = 0;
+  int64_t deadline = 0; /* failover_ms after this batch's first failure */
+  char why[300];
+  for (;;) {
+    /* Give up when no leader is found in time, or when one is found but the
+     * batch keeps failing in a way worth retrying (busy, leadership lost
+     * again) past the same deadline. A batch that meets a writer already
+     * without a leader for failover_ms gets one round of the addresses. */
+    int expired = deadline != 0 && now_ms() >= deadline;
+    if (expired || !ensure(w, deadline != 0 ? deadline : w->down_since + w->failover_ms)) {
+      snprintf(why, sizeof why, "no dqlite leader within %d ms (%s)", w->failover_ms, lith__dq_errmsg(w->c));
+      fail_rest(w, reqs, n, unknown ? LITH_DQW_UNKNOWN : LITH_DQW_UNAVAILABLE, why);
+      fail_queued(w, why);
+      return;
+    }
+    if (unknown) {
+      enum fence f = fence(w, unknown_id);
+      if (f == F_BROKEN) {
+        if (deadline == 0)
+          deadline = now_ms() + w->failover_ms;
+        continue;
+      }
+      atomic_fetch_add(&w->st_fenced, 1);
+      if (f == F_COMMITTED) {
+        answer(w, reqs, n, 1);
+        return;
+      }
+      unknown = 0;
+      atomic_fetch_add(&w->st_reruns, 1);
+    }
+    int64_t id = new_batch_id();
+    int blame = -1;
+    switch (attempt(w, reqs, n, id, &blame)) {
+    case A_COMMITTED: answer(w, reqs, n, 1); return;
+    case A_BROKEN:
+      lose(w);
+      atomic_fetch_add(&w->st_reruns, 1);
+      if (deadline == 0)
+        deadline = now_ms() + w->failover_ms;
+      break;
+    case A_UNKNOWN:
+      lose(w);
+      unknown = 1;
+      unknown_id = id;
+      if (deadline == 0)
+        deadline = now_ms() + w->failover_ms;
+      break;
+    case A_BLAME: {
+      lith__dqw_req *r = reqs[blame];
+      r->state = REQ_EXCLUDED;
+      if (r->rc == LITH_DQW_OK)
+        r->rc = LITH_DQW_SQL;
+      if (r->err.errmsg[0] == '\0')
+        set_err(&r->err, 0, "the command ended the transaction");
+      if (lith__dq_connected(w->c))
+        lith__dq_exec_sql(w->c, w->db, "ROLLBACK", NULL, 0, NULL); /* if still open; errors don't matter */
+      if (!lith__dq_connected(w->c))
+        lose(w);
+      atomic_fetch_add(&w->st_reruns, 1);
+      break;
+    }
+    case A_FAILALL: fail_rest(w, reqs, n, LITH_DQW_SQL, NULL); return;
+    }
+  }
+}
+
+/* ---- The thread and the queue ---- */
+
+static void *writer_main(void *arg) {
+  lith__dqw *w = arg;
+  lith__dqw_req **batch = malloc(sizeof *batch * (size_t)w->max_batch);
+  for (;;) {
+    int n = 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->head == NULL && !w->stopping)
+      pthread_cond_wait(&w->cv, &w->mu);
+    while (w->head != NULL && n < w->max_batch && batch != NULL) {
+      lith__dqw_req *r = w->head;
+      w->head = r->next;
+      if (w->head == NULL)
+        w->tail = NULL;
+      r->next = NULL;
+      batch[n++] = r;
+    }
+    int stop = w->stopping && w->head == NULL && n == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (stop)
+      break;
+    if (batch == NULL) { /* no memory for the batch array: one at a time */
+      sleep_ms(10);
+      batch = malloc(sizeof *batch * (size_t)w->max_batch);
+      continue;
+    }
+    for (int i = 0; i < n; i++) {
+      batch[i]->state = REQ_RUN;
+      batch[i]->rc = LITH_DQW_OK;
+    }
+    run_batch(w, batch, n);
+  }
+  free(batch);
+  return NULL;
+}
+
+int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out) {
+  if (o == NULL || o->addresses == NULL || o->database == NULL || out == NULL)
+    return LITH_DQW_MISUSE;
+  lith__dqw *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return LITH_DQW_NOMEM;
+  w->failover_ms = o->failover_ms > 0 ? o->failover_ms : 10000;
+  w->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : 2000;
+  w->max_batch = o->max_batch > 0 ? o->max_batch : 256;
+  w->keep_s = o->keep_s > 0 ? o->keep_s : 600;
+  w->fault = o->fault_every > 0 ? o->fault : LITH_DQW_FAULT_NONE;
+  w->fault_every = o->fault_every;
+  w->addresses = strdup(o->addresses);
+  w->database = strdup(o->database);
+  w->c = lith__dq_new(w->timeout_ms);
+  if (w->addresses == NULL || w->database == NULL || w->c == NULL)
+    goto nomem;
+  if (pthread_mutex_init(&w->mu, NULL) != 0)
+    goto nomem;
+  if (pthread_cond_init(&w->cv, NULL) != 0)
+    goto no_cond;
+  if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
+    goto no_thread;
+  *out = w;
+  return LITH_DQW_OK;
+no_thread:
+  pthread_cond_destroy(&w->cv);
+no_cond:
+  pthread_mutex_destroy(&w->mu);
+nomem:
+  lith__dq_close(w->c);
+  free(w->addresses);
+  free(w->database);
+  free(w);
+  return LITH_DQW_NOMEM;
+}
+
+void lith__dqw_stop(lith__dqw *w) {
+  if (w == NULL)
+    return;
+  pthread_mutex_lock(&w->mu);
+  w->stopping = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->thread, NULL);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  lith__dq_close(w->c);
+  free(w->ctl);
+  free(w->addresses);
+  free(w->database);
+  free(w);
+}
+
+void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req) {
+  req->next = NULL;
+  req->state = REQ_QUEUED;
+  req->rc = LITH_DQW_OK;
+  req->err.code = 0;
+  req->err.errmsg[0] = '\0';
+  pthread_mutex_lock(&w->mu);
+  if (w->stopping) {
+    pthread_mutex_unlock(&w->mu);
+    req->rc = LITH_DQW_CLOSED;
+    set_err(&req->err, 0, "the writer is stopping");
+    if (req->done != NULL)
+      req->done(req);
+    return;
+  }
+  if (w->tail)
+    w->tail->next = req;
+  else
+    w->head = req;
+  w->tail = req;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+typedef struct blocking {
+  lith__dqw_req req; /* first: done() casts back */
+  sem_t sem;
+} blocking;
+
+static void blocking_done(lith__dqw_req *req) { sem_post(&((blocking *)req)->sem); }
+
+int lith__dqw_do(lith__dqw *w, lith__dqw_fn fn, void *arg, lith__dqw_err *err) {
+  blocking b = {.req = {.fn = fn, .arg = arg, .done = blocking_done}};
+  if (fn == NULL)
+    return LITH_DQW_MISUSE;
+  if (sem_init(&b.sem, 0, 0) != 0)
+    return LITH_DQW_NOMEM;
+  lith__dqw_submit(w, &b.req);
+  while (sem_wait(&b.sem) != 0)
+    ;
+  sem_destroy(&b.sem);
+  if (err != NULL)
+    *err = b.req.err;
+  return b.req.rc;
+}
+
+void lith__dqw_get_stats(lith__dqw *w, lith__dqw_stats *out) {
+  out->batches = atomic_load(&w->st_batches);
+  out->commands = atomic_load(&w->st_commands);
+  out->failovers = atomic_load(&w->st_failovers);
+  out->fenced = atomic_load(&w->st_fenced);
+  out->reruns = atomic_load(&w->st_reruns);
+}

@@ -1,0 +1,204 @@
+/*
+ * The batching writer onto a dqlite cluster (issue 14): what lithd
+ * --dqlite runs instead of the local writer.
+ *
+ * One writer thread owns one client connection (dqlite/client.h) to the
+ * cluster's leader, found from an address list. Producers on any thread
+ * submit commands; a command is a callback that runs statements through a
+ * lith__dqw_tx. The writer takes everything queued (up to max_batch) and
+ * runs it as ONE dqlite transaction, i.e. one Raft entry:
+ *
+ *   BEGIN; INSERT INTO _lith_batches (a fresh random batch id)
+ *   per command: SAVEPOINT lith_c; the callback's statements;
+ *                RELEASE lith_c, or ROLLBACK TO lith_c + RELEASE lith_c
+ *                when the callback failed (that command alone fails)
+ *   COMMIT
+ *
+ * Control statements ride in the same request as their neighbours (one
+ * EXEC_SQL of "RELEASE lith_c; SAVEPOINT lith_c"), so a command costs its
+ * statements plus one round trip, a batch two more. Every producer is
+ * answered only after the COMMIT's OK, i.e. after a majority of the nodes
+ * stored the transaction.
+ *
+ * Failover with true outcomes. A lost connection, a timeout, or FAILURE
+ * SQLITE_IOERR_NOT_LEADER / _LEADERSHIP_LOST (or any SQLITE_IOERR) ends the
+ * attempt; the writer finds the leader again (lith__dq_connect_leader over
+ * the address list) and:
+ *   - before COMMIT was sent, nothing of the batch can commit (dqlite
+ *     replicates a transaction only at its COMMIT; the old connection's
+ *     open transaction dies with it): the batch runs again;
+ *   - after COMMIT was sent without an OK, the outcome is unknown. The
+ *     writer FENCES the batch id on the leader: INSERT OR IGNORE a row
+ *     (id, lost = 1) in autocommit, then reads the row back. lost = 0: the
+ *     batch's own row is there, it committed: its producers get success
+ *     with the results of that run. lost = 1: the tombstone is committed,
+ *     so the batch can never commit later (its own INSERT of the same id
+ *     would come after the tombstone in the log, or it is not in the new
+ *     leader's log at all): it runs again with a new batch id. A bare
+ *     read could miss a COMMIT still queued on a live leader and then
+ *     apply the batch twice; the tombstone closes that window. The fence is
+ *     idempotent, so a fence whose own answer is lost is simply repeated.
+ * _lith_batches(id INTEGER PRIMARY KEY, time INTEGER, lost INTEGER) is
+ * created by the writer; rows older than keep_s seconds are pruned (by the
+ * writer's wall clock, every 64 batches, inside a batch).
+ *
+ * What a producer may see (lith__dqw_do's result, or req->rc):
+ *   LITH_DQW_OK           committed (a majority stored it).
+ *   LITH_DQW_SQL, LITH_DQW_USER, or whatever else the callback returned
+ *                         the command failed and left nothing (its
+ *                         savepoint was rolled back); the rest of its batch
+ *                         is unaffected. code/errmsg say why (SQL: SQLite's
+ *                         extended code and message).
+ *   LITH_DQW_UNAVAILABLE  no leader could be reached within failover_ms;
+ *                         the command is certainly NOT committed (COMMIT
+ *                         was never sent for it, or its batch was fenced).
+ *   LITH_DQW_UNKNOWN      no leader within failover_ms while the batch's
+ *                         COMMIT was unanswered: it may or may not have
+ *                         committed (the only non-definite outcome; an HTTP
+ *                         server answers it 503 like UNAVAILABLE, saying so).
+ *   LITH_DQW_CLOSED       the writer is stopping; the command never ran.
+ *   LITH_DQW_NOMEM, LITH_DQW_MISUSE  not run (or, MISUSE from the tx: a
+ *                         statement the writer refuses, see below).
+ * Never success for a batch that was lost, never failure for one that was
+ * kept. How long a command may wait when there is no leader: noticing the
+ * loss takes up to request_timeout_ms (a COMMIT left without a majority is
+ * answered by neither OK nor FAILURE), then the writer looks for a leader
+ * for failover_ms (a node that thinks it leads may hold each try up to
+ * request_timeout_ms more), then fails its batch and everything queued
+ * meanwhile. While it has been without a leader longer than that, each new
+ * batch gets one round of the addresses. So: at most failover_ms + 2 x
+ * request_timeout_ms after the later of the leader's loss and the command's
+ * submission (test_writer checks failover + 2 x timeout + 1 s).
+ *
+ * A CALLBACK MAY RUN MORE THAN ONCE (again after a failover, or when
+ * another command of its batch ended the transaction). So: it must act only
+ * through its tx (no side effects elsewhere: no I/O, no globals, no
+ * counters), set every output in arg on every run, and its outputs are
+ * those of the run that committed. After a tx call returns LITH_DQW_RETRY
+ * the run is abandoned: return at once (any value; it is ignored). It runs
+ * on the writer thread and must not call lith__dqw_do / _stop.
+ *
+ * A failed statement fails its command: later tx calls of that run return
+ * the same failure without running (after some failures SQLite has ended
+ * the transaction, and a statement then would commit on its own).
+ *
+ * Statements: one per call (a text with a second statement after ';' is
+ * refused with LITH_DQW_MISUSE, as is one starting with BEGIN, COMMIT, END,
+ * ROLLBACK, SAVEPOINT or RELEASE): the batch's transaction is the writer's.
+ * A trigger body (CREATE TRIGGER ... BEGIN ...; END) is therefore refused
+ * too: create such schema outside the writer. Parameters are
+ * lith__dq_value's (wire.h), at most 255.
+ *
+ * Reads in a command go to the leader inside the write transaction, so they
+ * see the batch so far. A COMMIT that fails for a reason other than the
+ * leader (e.g. a deferred foreign key left by a command) is blamed on the
+ * batch's last command with statements, which fails; the rest run again.
+ */
+#ifndef LITH_DQLITE_WRITER_H
+#define LITH_DQLITE_WRITER_H
+
+#include <stdint.h>
+
+#include "client.h"
+
+/* The one result code of the dqlite writer. */
+enum lith__dqw_rc {
+  LITH_DQW_OK = 0,
+  LITH_DQW_SQL,         /* a statement failed: code/errmsg are SQLite's */
+  LITH_DQW_USER,        /* the callback failed on its own (lith__dqw_error) */
+  LITH_DQW_RETRY,       /* tx only: the run is abandoned, return at once */
+  LITH_DQW_UNAVAILABLE, /* no leader within failover_ms: not committed */
+  LITH_DQW_UNKNOWN,     /* no leader within failover_ms, COMMIT unanswered */
+  LITH_DQW_CLOSED,      /* the writer is stopping: not run */
+  LITH_DQW_NOMEM,
+  LITH_DQW_MISUSE,
+};
+
+/* "ok", "sql error", ... */
+const char *lith__dqw_rc_str(int rc);
+
+typedef struct lith__dqw lith__dqw;
+typedef struct lith__dqw_tx lith__dqw_tx;
+typedef int (*lith__dqw_fn)(lith__dqw_tx *tx, void *arg);
+
+typedef struct lith__dqw_options {
+  const char *addresses;  /* "host:port,host:port,..." (copied) */
+  const char *database;   /* the dqlite database name to OPEN (copied) */
+  int failover_ms;        /* <= 0: 10000 */
+  int request_timeout_ms; /* each request's answer; <= 0: 2000 */
+  int max_batch;          /* commands per transaction; <= 0: 256 */
+  int keep_s;             /* _lith_batches rows kept this long; <= 0: 600 */
+  /* Tests only: in every fault_every-th batch, at COMMIT, either send
+   * COMMIT, read its OK and then drop the connection as if the answer were
+   * lost (LITH_DQW_FAULT_ANSWER_LOST), or drop the connection instead of
+   * sending COMMIT (LITH_DQW_FAULT_COMMIT_LOST); both leave the writer
+   * with an unknown outcome to fence. */
+  int fault, fault_every;
+} lith__dqw_options;
+enum { LITH_DQW_FAULT_NONE, LITH_DQW_FAULT_ANSWER_LOST, LITH_DQW_FAULT_COMMIT_LOST };
+
+/* Start the writer thread. It needs no leader yet (it connects when the
+ * first batch comes). *out is the caller's, freed by lith__dqw_stop. */
+int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out);
+/* Run what is queued, answer it, stop the thread, free w. Commands
+ * submitted during or after the call get LITH_DQW_CLOSED. */
+void lith__dqw_stop(lith__dqw *w);
+
+/* A command's failure: code is SQLite's extended code for LITH_DQW_SQL
+ * (0 otherwise), errmsg a description of any failure ("" on success). */
+typedef struct lith__dqw_err {
+  int code;
+  char errmsg[256];
+} lith__dqw_err;
+
+/* Submit and wait for the outcome (above). err may be NULL. Any thread but
+ * the writer's. */
+int lith__dqw_do(lith__dqw *w, lith__dqw_fn fn, void *arg, lith__dqw_err *err);
+
+/* The asynchronous form: fill fn, arg, done (and anything around the
+ * struct the callback needs); done(req) runs on the writer thread once
+ * req->rc and req->err are set, and may free req. The request is the
+ * caller's, and must stay valid until done. */
+typedef struct lith__dqw_req lith__dqw_req;
+struct lith__dqw_req {
+  lith__dqw_fn fn;
+  void *arg;
+  void (*done)(lith__dqw_req *req);
+  int rc;
+  lith__dqw_err err;
+  /* private */
+  lith__dqw_req *next;
+  int state;
+};
+void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req);
+
+/* ---- Inside a command ---- */
+
+/* Run one statement with bound parameters; res may be NULL. A statement
+ * that returns rows fails here (libdqlite 1.11.1: "another row
+ * available", seen in test_writer): use lith__dqw_query. */
+int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                   lith__dq_result *res);
+/* Run one query; rows must be lith__dq_rows_init'ed and is the caller's to
+ * free (lith__dq_rows_free) whatever the result. */
+int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                    lith__dq_rows *rows);
+/* The first column of the first row as an integer: LITH_DQW_OK, or
+ * LITH_DQW_USER with "no row" when the query gave none. */
+int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const lith__dq_value *params,
+                        unsigned n);
+/* Fail the command on its own: returns LITH_DQW_USER, for
+ * `return lith__dqw_error(tx, "...")`. */
+int lith__dqw_error(lith__dqw_tx *tx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Counters (writer thread writes, any thread reads; approximate). */
+typedef struct lith__dqw_stats {
+  uint64_t batches;   /* committed transactions */
+  uint64_t commands;  /* commands answered from committed batches */
+  uint64_t failovers; /* reconnections after a lost leader */
+  uint64_t fenced;    /* unknown outcomes resolved by the fence */
+  uint64_t reruns;    /* batches run again */
+} lith__dqw_stats;
+void lith__dqw_get_stats(lith__dqw *w, lith__dqw_stats *out);
+
+#endif
