@@ -17,7 +17,9 @@
  *     200 and 409);
  *   - all nodes but one killed: every command is answered 503 (never 200),
  *     and none of those said "not committed" is in the ledger once the
- *     nodes are back.
+ *     nodes are back;
+ *   - a measurement: 32 clients for LITHD_DQ_MEASURE_S seconds (default 3)
+ *     on the healthy cluster, commands/s printed.
  * The ledger is read with the dqlite client on the leader (dqlite/client.h).
  */
 #include <setjmp.h>
@@ -443,6 +445,28 @@ static void test_majority_lost(void **state) {
             "{\"params\":{\"client\":0,\"seq\":4095,\"src\":1,\"dst\":2,\"amount\":1}}", 200, NULL);
 }
 
+/* 32 clients on the healthy cluster for LITHD_DQ_MEASURE_S seconds
+ * (default 3): the transfers answered 200 per second, printed. */
+static void test_measure(void **state) {
+  (void)state;
+  const char *env = getenv("LITHD_DQ_MEASURE_S");
+  int seconds = env != NULL && atoi(env) > 0 ? atoi(env) : 3;
+  start_missing();
+  reset_accounts();
+  leader_index(); /* a leader is there before the clock starts */
+  int64_t t0 = ms_now();
+  run_clients();
+  sleep_ms(seconds * 1000);
+  join_clients();
+  int64_t t1 = ms_now();
+  int ok = atomic_load(&statuses[200]), refused = atomic_load(&statuses[409]);
+  print_message("measure: %d clients, %lld ms: %d answered 200, %d 409: %.0f commands/s (200 and 409)\n",
+                NCLIENT, (long long)(t1 - t0), ok, refused,
+                (double)(ok + refused) * 1000.0 / (double)(t1 - t0));
+  assert_true(ok > 0);
+  check_ledger(0);
+}
+
 /* ---- Setup ---- */
 
 static int group_setup(void **state) {
@@ -481,10 +505,9 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),
-      cmocka_unit_test(test_leader_killed),
-      cmocka_unit_test(test_follower_killed),
-      cmocka_unit_test(test_majority_lost),
+      cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_follower_killed), cmocka_unit_test(test_majority_lost),
+      cmocka_unit_test(test_measure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
