@@ -21,9 +21,11 @@
  *              failed: fence the batch id (writer.h) and run again only if
  *              the fence says it was lost;
  *   BLAME      a control statement after command i failed: the command
- *              ended the transaction (ON CONFLICT ROLLBACK, a deferred
- *              foreign key at COMMIT, ...). Command i fails alone with its
- *              error, the others run again without it;
+ *              ended the transaction (ON CONFLICT ROLLBACK, ...). Command i
+ *              fails alone with its error, the others run again without it;
+ *   SPLIT      COMMIT found a constraint violated (a deferred foreign key)
+ *              that any command may have left: each command runs again in
+ *              a transaction of its own, so the one at fault fails alone;
  *   FAILALL    COMMIT failed definitely and no command ran statements to
  *              blame: every command gets that error (nothing was kept).
  * A failed statement fails its command at once (later tx calls of that run
@@ -51,7 +53,7 @@
 #define SQLITE_CONSTRAINT_ 19
 
 enum { REQ_QUEUED, REQ_RUN, REQ_EXCLUDED };
-enum attempt { A_COMMITTED, A_BROKEN, A_UNKNOWN, A_BLAME, A_FAILALL };
+enum attempt { A_COMMITTED, A_BROKEN, A_UNKNOWN, A_BLAME, A_SPLIT, A_FAILALL };
 enum fence { F_COMMITTED, F_LOST, F_BROKEN };
 
 struct lith__dqw {
@@ -423,6 +425,13 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
       int r2 = lith__dq_exec_sql(w->c, w->db, "ROLLBACK", NULL, 0, NULL);
       if (r2 != LITH_DQ_OK && r2 != LITH_DQ_FAILURE)
         lose(w);
+      int live = 0;
+      for (int i = 0; i < n; i++)
+        live += reqs[i]->state != REQ_EXCLUDED;
+      /* A violation COMMIT finds (a deferred foreign key) may be any
+       * command's: each runs again in a transaction of its own. */
+      if ((code & 0xff) == SQLITE_CONSTRAINT_ && live > 1)
+        return A_SPLIT;
       if (w->last_ran >= 0) {
         *blame = w->last_ran;
         if (reqs[*blame]->rc == LITH_DQW_OK)
@@ -564,9 +573,25 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
         lith__dq_exec_sql(w->c, w->db, "ROLLBACK", NULL, 0, NULL); /* if still open; errors don't matter */
       if (!lith__dq_connected(w->c))
         lose(w);
+      int live = 0;
+      for (int i = 0; i < n; i++)
+        live += reqs[i]->state != REQ_EXCLUDED;
+      if (live == 0) { /* nothing left to run */
+        answer(w, reqs, n, 0);
+        return;
+      }
       atomic_fetch_add(&w->st_reruns, 1);
       break;
     }
+    case A_SPLIT:
+      atomic_fetch_add(&w->st_reruns, 1);
+      for (int i = 0; i < n; i++) {
+        if (reqs[i]->state != REQ_EXCLUDED)
+          run_batch(w, &reqs[i], 1); /* answers it; a batch of one never splits */
+        else if (reqs[i]->done != NULL)
+          reqs[i]->done(reqs[i]);
+      }
+      return;
     case A_FAILALL: fail_rest(w, reqs, n, LITH_DQW_SQL, NULL); return;
     }
   }

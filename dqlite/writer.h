@@ -90,9 +90,9 @@
  * lith__dq_value's (wire.h), at most 255.
  *
  * Reads in a command go to the leader inside the write transaction, so they
- * see the batch so far. A COMMIT that fails for a reason other than the
- * leader (e.g. a deferred foreign key left by a command) is blamed on the
- * batch's last command with statements, which fails; the rest run again.
+ * see the batch so far. A COMMIT refused for a constraint (a deferred
+ * foreign key left by some command) makes every command of the batch run
+ * again in a transaction of its own, so only the one at fault fails.
  */
 #ifndef LITH_DQLITE_WRITER_H
 #define LITH_DQLITE_WRITER_H

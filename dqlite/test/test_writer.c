@@ -7,7 +7,10 @@
  *     command breaking a UNIQUE key fails alone with SQLITE_CONSTRAINT
  *     (its other insert undone), its neighbours are kept; so does one whose
  *     INSERT OR ROLLBACK ends the whole transaction (the batch runs again
- *     once without it: 2 transactions, 1 re-run); a command sending
+ *     once without it: 2 transactions, 1 re-run); of three commands the
+ *     middle one leaving a deferred foreign key violation (libdqlite
+ *     enforces foreign keys) fails alone, COMMIT having refused the batch
+ *     (each runs again alone: the two others commit); a command sending
  *     COMMIT or two statements is refused (MISUSE), lith__dqw_error fails a
  *     command with its message; _lith_batches has one row per batch;
  *   - killing a follower under 32 transferring producers changes no
@@ -279,6 +282,41 @@ static void test_batching(void **state) {
   assert_int_equal(st.batches - before, 2); /* the gate's, then the five's */
   assert_int_equal(st.reruns - reruns, 1);  /* the five ran twice: once with 3 */
 
+  /* A deferred foreign key left by the middle command of three: COMMIT
+   * refuses the batch; each runs again alone and only it fails. */
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE p(id INTEGER PRIMARY KEY)", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql,
+                                "CREATE TABLE c(pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)",
+                                &err),
+                   LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  before = st.batches;
+  atomic_store(&gate_running, 0);
+  gate.finished = 0;
+  lith__dqw_submit(w, &gate.req);
+  while (!atomic_load(&gate_running))
+    sleep_ms(1);
+  static const char *const fk_sql[3] = {"INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (99)",
+                                        "INSERT INTO c VALUES (1)"};
+  areq fk[3];
+  for (int i = 0; i < 3; i++) {
+    memset(&fk[i], 0, sizeof fk[i]);
+    fk[i].req = (lith__dqw_req){.fn = cmd_sql, .arg = (void *)fk_sql[i], .done = adone};
+    lith__dqw_submit(w, &fk[i].req);
+  }
+  pthread_mutex_lock(&amu);
+  while (!(gate.finished && fk[0].finished && fk[1].finished && fk[2].finished))
+    pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  print_message("deferred foreign key: %s / %s (%s) / %s\n", lith__dqw_rc_str(fk[0].req.rc),
+                lith__dqw_rc_str(fk[1].req.rc), fk[1].req.err.errmsg, lith__dqw_rc_str(fk[2].req.rc));
+  assert_int_equal(fk[0].req.rc, LITH_DQW_OK);
+  assert_int_equal(fk[1].req.rc, LITH_DQW_SQL);
+  assert_int_equal(fk[1].req.err.code & 0xff, 19);
+  assert_int_equal(fk[2].req.rc, LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.batches - before, 1 + 2); /* the gate's; then 1 and 3 alone */
+
   assert_int_equal(lith__dqw_do(w, cmd_sql, "COMMIT", &err), LITH_DQW_MISUSE);
   assert_int_equal(lith__dqw_do(w, cmd_sql, " /* c */ rollback to x", &err), LITH_DQW_MISUSE);
   assert_int_equal(lith__dqw_do(w, cmd_sql, "INSERT INTO t(k) VALUES (5); COMMIT", &err), LITH_DQW_MISUSE);
@@ -328,8 +366,8 @@ typedef struct xprod {
   int id;
   int nseq;
   unsigned char outcome[MAXSEQ];
-  int64_t last_ok_ms;             /* when the last OK arrived */
-  int64_t first_ok_after_kill_ms; /* the first OK of a command submitted after it */
+  int64_t last_ok_ms;                     /* when the last OK arrived */
+  _Atomic int64_t first_ok_after_kill_ms; /* the first OK of a command submitted after it; read live */
   unsigned seed;
 } xprod;
 
@@ -357,8 +395,8 @@ static void *transfer_producer(void *arg) {
       p->last_ok_ms = t;
       int64_t k = atomic_load(&kill_ms);
       /* Submitted after the kill: it cannot have committed before. */
-      if (k != 0 && p->first_ok_after_kill_ms == 0 && submitted > k)
-        p->first_ok_after_kill_ms = t;
+      if (k != 0 && atomic_load(&p->first_ok_after_kill_ms) == 0 && submitted > k)
+        atomic_store(&p->first_ok_after_kill_ms, t);
     } else if (!(rc == LITH_DQW_SQL && (err.code & 0xff) == 19)) {
       atomic_fetch_add(&other_failures, 1);
       if (atomic_load(&other_failures) < 5)
@@ -499,9 +537,11 @@ static void leader_killed_round(void) {
   int64_t first = 0;
   while (ms_now() - k < 8000) {
     sleep_ms(50);
-    for (int i = 0; i < NPROD; i++)
-      if (xp[i].first_ok_after_kill_ms != 0 && (first == 0 || xp[i].first_ok_after_kill_ms < first))
-        first = xp[i].first_ok_after_kill_ms;
+    for (int i = 0; i < NPROD; i++) {
+      int64_t f = atomic_load(&xp[i].first_ok_after_kill_ms);
+      if (f != 0 && (first == 0 || f < first))
+        first = f;
+    }
     if (first != 0 && ms_now() - first > 500)
       break;
   }
