@@ -56,7 +56,9 @@ static const char *schema_sql =
     "CREATE TABLE ledger(id INTEGER PRIMARY KEY, client INTEGER NOT NULL, seq INTEGER NOT NULL,\n"
     "  src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL, UNIQUE (client, seq));\n"
     "-- step 2\n"
-    "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n";
+    "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n"
+    "CREATE TABLE parent(id INTEGER PRIMARY KEY);\n"
+    "CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);\n";
 
 static const char *commands_sql = "-- name: transfer\n"
                                   "-- Move :amount from :src to :dst, once per (client, seq).\n"
@@ -313,6 +315,24 @@ static void test_round_trip(void **state) {
   tl_expect(&lithd, "POST", "/v1/query", NULL,
             "{\"statements\":[{\"sql\":\"SELECT balance FROM accounts WHERE id = 41\"}]}", 200,
             "\"rows\":[[6]]");
+  /* Parameters found in the text as SQLite numbers them: none inside a
+   * string or a comment, ?NNN by number, a name repeated is one. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT '?', ?2, ?1 -- ?\\n\",\"params\":[1,2]}]}", 200,
+            "\"rows\":[[\"?\",2,1]]");
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT :a, '@b', :a /* :c */\",\"params\":{\":a\":3}}]}", 200,
+            "\"rows\":[[3,\"@b\",3]]");
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT :a, :b\",\"params\":{\":a\":1}}]}", 400,
+            "parameter \\\":b\\\" is not given");
+  /* A deferred foreign key left by a command: COMMIT refuses it, that
+   * command fails alone (409), nothing of it stays. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO child(pid) VALUES (5)\"}]}", 409,
+            "FOREIGN KEY constraint failed");
+  tl_expect(&lithd, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM child\"}]}",
+            200, "[[0]]");
   /* /v1/batch: each command its own outcome. */
   tl_expect(&lithd, "POST", "/v1/batch", NULL,
             "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES ('x', 1)\"}]},"
