@@ -365,6 +365,9 @@ static void test_round_trip(void **state) {
   tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT ?\",\"params\":[1,2]}]}", 400,
             "1 parameter, 2 given");
   tl_expect(&lithd, "GET", "/v1/backup", NULL, NULL, 501, NULL);
+  tl_expect(&lithd, "GET", "/healthz", NULL, NULL, 200, NULL);
+  tl_expect(&lithd, "GET", "/metrics", NULL, NULL, 200,
+            "lithd_http_responses_total{route=\"/v1/do\",code=\"200\"}");
   tl_http(&lithd, "GET", "/v1/stats", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
   assert_true(tl_json_u64(r.body, "batches") > 0);
