@@ -25,7 +25,10 @@
  *                   Prometheus text format 0.0.4 (metrics.h);
  *   GET  /healthz   {"ok":true}, never behind the token.
  * Everything runs on the loop thread, but the reads of /v1/query and the
- * backups.
+ * backups. With lithd --dqlite a database's `dq` (dq.h) takes the place of
+ * its lith handle and bridge: commands go to the dqlite writer and reads
+ * to the leader, their outcomes come back to the same answering code, and
+ * /v1/backup answers 501.
  *
  * The pieces: the routes are one table in server.c; commands reach the
  * writer through overload.h (submitted in chunks; when lith's queue is
@@ -58,6 +61,9 @@ typedef struct lithd_dbsrv {
   lith_uv *bridge;                /* caller's; closed only after the HTTP server stopped */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
   const char *db_path;            /* the database file (downloads are made beside it); caller's */
+  /* lithd --dqlite (dq.h): commands and reads go to the cluster through dq,
+   * db and bridge are NULL, backups are refused; caller's. NULL: local. */
+  struct lithd_dq *dq;
   /* /metrics: set metrics.queue_capacity, .readers, .page_size (metrics.h);
    * lithd_server_start sets the rest. */
   lithd_metrics_db metrics;
