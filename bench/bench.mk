@@ -6,21 +6,33 @@
 # bench/kanban_http spawns KANBAN_BIN; absolute paths compiled in, options
 # override them) and http/http.mk (H1C_SRC).
 #
-#   BENCH_BIN     the four benchmark programs `make bench` runs
+#   BENCH_BIN     the five benchmark programs `make bench` runs
 #   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
 #                 they share), bench/net.c (the HTTP client and the server
-#                 under test), bench/transfer.c (the transfer workload) and
+#                 under test), bench/transfer.c (the transfer workload),
+#                 bench/transfer_http.c (its HTTP client) and
 #                 http/h1client.c (reading answers). bench/kanban needs only
 #                 bench/common.c; its rule is in examples/kanban/board.mk.
+#   BENCH_LITH_SHARED  what the programs on liblith add (bench/writer,
+#                 bench/shards): the transfer as a lith command.
 
-BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http
-BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c $(H1C_SRC)
-BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h http/h1client.h
+BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
+                     $(B)/bench/shards
+BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC)
+BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h
 BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
+BENCH_LITH_SHARED := bench/transfer_lith.c
+BENCH_LITH_HDRS   := bench/transfer_lith.h
 
-$(B)/bench/%: bench/%.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(B)/liblith.a $(HDRS)
+$(B)/bench/%: bench/%.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_LITH_SHARED) $(BENCH_LITH_HDRS) $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+# bench/shards: the library arm, and its lithd arm spawns lithd (LITHD_PATH).
+# `make` (all) builds it too.
+$(B)/bench/shards: bench/shards.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_LITH_SHARED) $(BENCH_LITH_HDRS) $(B)/liblith.a $(HDRS) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+all: $(B)/bench/shards
 # bench/lithd spawns lithd; it links SQLite only.
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
@@ -36,6 +48,7 @@ bench: deps
 	$(B)/bench/lithd $(BENCH_ARGS)
 	$(B)/bench/kanban $(BENCH_ARGS)
 	$(B)/bench/kanban_http $(BENCH_ARGS)
+	$(B)/bench/shards $(BENCH_ARGS)
 
 # The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
 # SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and

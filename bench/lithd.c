@@ -36,6 +36,8 @@
  * 200, a broken connection or a malformed answer is an error. The whole
  * answer must fit in 16 KiB (a transfer's is about 500 bytes).
  *
+ * The client is bench/transfer_http.c (shared with bench/shards).
+ *
  * A third, idle connection asks GET /v1/stats at the window's two edges:
  * commands/batches between them is lithd's mean commands per transaction.
  * At the same edges the bench reads the CPU time of each of lithd's threads
@@ -77,17 +79,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "common.h"
-#include "net.h"
 #include "transfer.h"
+#include "transfer_http.h"
 
 #ifndef LITHD_PATH
 #define LITHD_PATH "build/default/tools/lithd/lithd"
@@ -190,321 +190,6 @@ static int64_t verify_db(run *r, const int64_t *ok) {
   return bench_transfer_check(r->path, r->N, ok, &p, "client", say_error, r);
 }
 
-/* ---- the lithd process ------------------------------------------------------------- */
-
-/* Spawn lithd on r->path; its stdout comes back through a pipe, its stderr
- * goes to r->log. Returns the port, or -1 (then *pid is reaped or -1). */
-static int start_lithd(run *r, pid_t *pid) {
-  char err[400];
-  char *argv[] = {(char *)r->cfg->lithd,     "--db", r->path, "--listen", "127.0.0.1:0", "--synchronous",
-                  (char *)sync_arg(r->sync), NULL};
-  int port = bench_server_start(argv, r->log, "lithd", 10, pid, err, sizeof err);
-  if (port < 0)
-    report_error(r, "%s", err);
-  return port;
-}
-
-/* SIGTERM, wait (60 s at most); 0 when lithd exited 0. */
-static int stop_lithd(run *r, pid_t pid) {
-  char err[400];
-  if (bench_server_stop(pid, r->log, "lithd", err, sizeof err) == 0)
-    return 0;
-  report_error(r, "%s", err);
-  return -1;
-}
-
-/* ---- the HTTP client ----------------------------------------------------------------- */
-
-enum { NUM_W = 20, IN_CAP = 16384, NSLOT = 10 };
-enum { F_AMT, F_SRC, F_DST, F_CLIENT, F_SEQ };
-
-/* The request body, piece by piece: each text is followed by the number slot
- * `kind` (-1: the end). */
-static const struct {
-  const char *text;
-  int kind;
-} BODY[] = {{"{\"statements\":[{\"sql\":\"" BENCH_SQL_DEBIT "\",\"params\":[", F_AMT},
-            {",", F_SRC},
-            {"]},{\"sql\":\"" BENCH_SQL_CREDIT "\",\"params\":[", F_AMT},
-            {",", F_DST},
-            {"]},{\"sql\":\"" BENCH_SQL_LEDGER "\",\"params\":[", F_CLIENT},
-            {",", F_SEQ},
-            {",", F_SRC},
-            {",", F_DST},
-            {",", F_AMT},
-            {"]},{\"sql\":\"" BENCH_SQL_TOPIC "\",\"params\":[", F_CLIENT},
-            {"]}]}", -1}};
-
-static const char STATS_REQ[] = "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-
-typedef struct hconn {
-  int fd;
-  int id;    /* the client: its accounts and topic; -1 for the stats connection */
-  char *req; /* the request bytes (transfer: built once, numbers rewritten) */
-  size_t req_len, sent;
-  size_t slot[NSLOT];
-  int kind[NSLOT];
-  int busy;        /* a request is outstanding */
-  int want_out;    /* EPOLLOUT registered */
-  int64_t t0;      /* when its request was sent */
-  int64_t seq, ok; /* transfers sent, answered 200 */
-  uint64_t rng;
-  size_t in_len;
-  char in[IN_CAP + 1];
-} hconn;
-
-/* The transfer request of connection c, with empty slots. */
-static int build_request(hconn *c) {
-  size_t body = 0, nslot = 0;
-  for (size_t i = 0; i < sizeof BODY / sizeof *BODY; i++)
-    body += strlen(BODY[i].text) + (BODY[i].kind >= 0 ? NUM_W : 0);
-  char head[200];
-  int hl = snprintf(head, sizeof head,
-                    "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    "Content-Length: %zu\r\n\r\n",
-                    body);
-  c->req = malloc((size_t)hl + body + 1);
-  if (!c->req)
-    return -1;
-  memcpy(c->req, head, (size_t)hl);
-  char *p = c->req + hl;
-  for (size_t i = 0; i < sizeof BODY / sizeof *BODY; i++) {
-    size_t tl = strlen(BODY[i].text);
-    memcpy(p, BODY[i].text, tl);
-    p += tl;
-    if (BODY[i].kind < 0)
-      continue;
-    c->slot[nslot] = (size_t)(p - c->req);
-    c->kind[nslot++] = BODY[i].kind;
-    memset(p, ' ', NUM_W);
-    p += NUM_W;
-  }
-  *p = '\0';
-  c->req_len = (size_t)(p - c->req);
-  return nslot == NSLOT ? 0 : -1;
-}
-
-static void fill_request(hconn *c, const bench_transfer *t) {
-  for (int i = 0; i < NSLOT; i++) {
-    int64_t v = c->kind[i] == F_AMT      ? t->amount
-                : c->kind[i] == F_SRC    ? t->src
-                : c->kind[i] == F_DST    ? t->dst
-                : c->kind[i] == F_CLIENT ? t->owner
-                                         : t->seq;
-    bench_put_num(c->req + c->slot[i], v, NUM_W);
-  }
-}
-
-typedef struct client {
-  run *r;
-  int ep, port, N;
-  hconn *c;    /* N transfer connections */
-  hconn stats; /* GET /v1/stats at the window's edges */
-  int64_t ws, we;
-  int inflight;      /* transfers outstanding */
-  int stats_pending; /* a stats request outstanding */
-  int stats_got;     /* answers received: 0, 1, 2 */
-  uint64_t cmds[2], batches[2];
-  bench_lat lat;
-  uint64_t win_ok;
-  int64_t errors;
-  pid_t pid;          /* lithd */
-  bench_cpu_snap *sn; /* [2]: at the window's edges */
-} client;
-
-static int conn_open(client *cl, hconn *c) {
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-  c->fd = bench_dial(cl->port, 1);
-  if (c->fd < 0 || epoll_ctl(cl->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
-    report_error(cl->r, "connection %d: %s", c->id, strerror(errno));
-    if (c->fd >= 0)
-      close(c->fd);
-    c->fd = -1;
-    return -1;
-  }
-  c->in_len = 0;
-  c->busy = c->want_out = 0;
-  return 0;
-}
-
-static void conn_close(hconn *c) {
-  if (c->fd >= 0)
-    close(c->fd); /* leaves the epoll set with it */
-  c->fd = -1;
-}
-
-static int set_out(client *cl, hconn *c, int on) {
-  if (bench_epoll_out(cl->ep, c->fd, c, on) != 0)
-    return -1;
-  c->want_out = on;
-  return 0;
-}
-
-/* Send what is left of c's request. 0, or -1 on a broken connection. */
-static int conn_flush(client *cl, hconn *c) {
-  while (c->sent < c->req_len) {
-    ssize_t n = send(c->fd, c->req + c->sent, c->req_len - c->sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      c->sent += (size_t)n;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return c->want_out ? 0 : set_out(cl, c, 1);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return -1;
-    }
-  }
-  return c->want_out ? set_out(cl, c, 0) : 0;
-}
-
-static void conn_failed(client *cl, hconn *c, const char *what);
-
-/* Start c's next request (a transfer, or GET /v1/stats). */
-static void conn_send(client *cl, hconn *c) {
-  if (c->fd < 0)
-    return;
-  if (c->id >= 0) {
-    bench_transfer t = bench_transfer_make(c->id, ++c->seq, &c->rng);
-    fill_request(c, &t);
-    cl->inflight++;
-  } else {
-    cl->stats_pending = 1;
-  }
-  c->busy = 1;
-  c->sent = 0;
-  c->t0 = bench_now_ns();
-  if (conn_flush(cl, c) != 0)
-    conn_failed(cl, c, "send");
-}
-
-/* A broken connection: an error; the outstanding request's fate is unknown
- * (the database check will tell). Transfer connections reconnect while the
- * window is open. */
-static void conn_failed(client *cl, hconn *c, const char *what) {
-  cl->errors++;
-  report_error(cl->r, "connection %d: %s failed%s%s", c->id, what, errno ? ": " : "",
-               errno ? strerror(errno) : "");
-  if (c->busy) {
-    if (c->id >= 0)
-      cl->inflight--;
-    else
-      cl->stats_pending = 0;
-    c->busy = 0;
-  }
-  conn_close(c);
-  if (c->id >= 0 && bench_now_ns() < cl->we && conn_open(cl, c) == 0)
-    conn_send(cl, c);
-}
-
-static void on_answer(client *cl, hconn *c, const bench_answer *a) {
-  int64_t t1 = bench_now_ns(), v;
-  const char *body = c->in + a->head_len;
-  size_t body_len = a->total - a->head_len;
-  c->busy = 0;
-  if (c->id < 0) { /* stats */
-    cl->stats_pending = 0;
-    if (a->status != 200 || cl->stats_got >= 2) {
-      cl->errors++;
-      report_error(cl->r, "GET /v1/stats: HTTP %d", a->status);
-      return;
-    }
-    cl->cmds[cl->stats_got] = bench_body_int(body, body_len, "\"commands\":", &v) ? (uint64_t)v : 0;
-    cl->batches[cl->stats_got] = bench_body_int(body, body_len, "\"batches\":", &v) ? (uint64_t)v : 0;
-    cl->stats_got++;
-    return;
-  }
-  cl->inflight--;
-  if (a->status == 200) {
-    c->ok++;
-    if (t1 >= cl->ws && t1 < cl->we) {
-      cl->win_ok++;
-      bench_lat_add(&cl->lat, (uint64_t)(t1 - c->t0));
-    }
-  } else {
-    cl->errors++;
-    report_error(cl->r, "POST /v1/do: HTTP %d: %.*s", a->status, (int)(body_len < 300 ? body_len : 300),
-                 body);
-  }
-  if (t1 < cl->we)
-    conn_send(cl, c);
-}
-
-static void conn_readable(client *cl, hconn *c) {
-  bench_answer a;
-  int rc = bench_http_recv(c->fd, c->in, &c->in_len, IN_CAP, &a);
-  if (rc == 0)
-    return;
-  if (rc == -1) {
-    conn_failed(cl, c, errno ? "read" : "read (closed by lithd)");
-    return;
-  }
-  if (rc < 0 || !c->busy || a.total != c->in_len) {
-    errno = 0;
-    conn_failed(cl, c, rc < 0 ? "parsing the answer" : "an answer nobody asked for");
-    return;
-  }
-  c->in_len = 0;
-  on_answer(cl, c, &a);
-  if (a.closes && c->fd >= 0) {
-    errno = 0;
-    conn_failed(cl, c, "keep-alive (lithd closed the connection)");
-  }
-}
-
-/* At a window's edge: everyone's CPU time, and lithd's stats. */
-static void on_edge(void *ctx, int which) {
-  client *cl = ctx;
-  bench_cpu_snap_take(cl->pid, &cl->sn[which]);
-  if (cl->stats.fd >= 0 && !cl->stats.busy)
-    conn_send(cl, &cl->stats);
-}
-
-static void on_event(void *ctx, void *ptr, uint32_t events) {
-  client *cl = ctx;
-  hconn *c = ptr;
-  if (c->fd < 0)
-    return; /* closed by an earlier event of this round */
-  if ((events & EPOLLOUT) && c->busy && c->sent < c->req_len && conn_flush(cl, c) != 0) {
-    conn_failed(cl, c, "send");
-    return;
-  }
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-    conn_readable(cl, c);
-}
-
-static int outstanding(void *ctx) {
-  const client *cl = ctx;
-  return cl->inflight + cl->stats_pending;
-}
-
-/* Run the closed loops from now until every answer after the window came
- * back. Returns 0, or -1 when the client could not start at all. */
-static int client_run(client *cl, pid_t pid, bench_cpu_snap sn[2]) {
-  const config *cfg = cl->r->cfg;
-  for (int i = 0; i < cl->N; i++)
-    if (conn_open(cl, &cl->c[i]) != 0)
-      return -1;
-  if (conn_open(cl, &cl->stats) != 0)
-    return -1;
-  cl->pid = pid;
-  cl->sn = sn;
-  cl->ws = bench_now_ns() + (int64_t)(cfg->cli.warmup * 1e9);
-  cl->we = cl->ws + (int64_t)(cfg->cli.seconds * 1e9);
-  for (int i = 0; i < cl->N; i++)
-    conn_send(cl, &cl->c[i]);
-  bench_loop l = {cl->ep, cl->ws, cl->we, INT64_C(60000000000), cl, on_edge, on_event, outstanding};
-  int rc = bench_loop_run(&l);
-  if (rc > 0) {
-    report_error(cl->r, "%d requests still unanswered 60 s after the window", cl->inflight);
-    cl->errors += cl->inflight;
-  } else if (rc < 0) {
-    report_error(cl->r, "epoll_wait: %s", strerror(errno));
-    cl->errors++;
-    return -1;
-  }
-  return 0;
-}
-
 static void fill_latency(result *res, bench_lat *const *bufs, int nb, run *r) {
   static const double QS[2] = {0.50, 0.99};
   bench_lat_sum s;
@@ -521,79 +206,33 @@ static void fill_latency(result *res, bench_lat *const *bufs, int nb, run *r) {
 
 static void arm_lithd(run *r, result *res) {
   const config *cfg = r->cfg;
-  client cl;
+  bench_th_client cl;
   bench_cpu_snap sn[2];
-  int64_t *ok = NULL;
-  pid_t pid = -1;
-  memset(&cl, 0, sizeof cl);
+  int64_t *ok = calloc((size_t)r->N, sizeof *ok);
   memset(sn, 0, sizeof sn);
-  cl.r = r;
-  cl.N = r->N;
-  cl.ep = -1;
-  cl.stats.fd = -1;
-  cl.stats.id = -1;
-  cl.stats.req = (char *)STATS_REQ;
-  cl.stats.req_len = strlen(STATS_REQ);
   size_t cap = bench_lat_cap(1, cfg->cli.seconds);
-  int lat_ok = bench_lat_init(&cl.lat, cap, cap, bench_rng_seed((uint64_t)r->round, 77)) == 0;
-  cl.c = calloc((size_t)r->N, sizeof *cl.c);
-  ok = calloc((size_t)r->N, sizeof *ok);
-  if (!lat_ok || !cl.c || !ok) {
+  int ready = bench_th_init(&cl, r->N, 1, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0 &&
+              ok && bench_th_build_stats(&cl, 0, "/v1/stats") == 0;
+  for (int i = 0; ready && i < r->N; i++)
+    ready =
+        bench_th_build(&cl, i, "/v1/do", bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17)) == 0;
+  if (!ready) {
     report_error(r, "out of memory");
     res->errors++;
-    goto out;
+  } else {
+    char *argv[] = {(char *)cfg->lithd,        "--db", r->path, "--listen", "127.0.0.1:0", "--synchronous",
+                    (char *)sync_arg(r->sync), NULL};
+    bench_th_serve(&cl, argv, r->log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
+    res->errors += cl.errors;
+    res->commands = cl.win_ok;
+    res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
+    bench_lat *bufs[1] = {&cl.lat};
+    fill_latency(res, bufs, 1, r);
+    res->m[M_CMDS_TX] = bench_th_cmds_per_tx(&cl);
+    bench_cpu_fill(sn, cfg->cli.seconds, cl.win_ok, &CPU_SLOTS, res->m);
+    res->errors += verify_db(r, ok);
   }
-  for (int i = 0; i < r->N; i++) {
-    cl.c[i].fd = -1;
-    cl.c[i].id = i;
-    cl.c[i].rng = bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17);
-    if (build_request(&cl.c[i]) != 0) {
-      report_error(r, "out of memory");
-      res->errors++;
-      goto out;
-    }
-  }
-  if ((cl.port = start_lithd(r, &pid)) < 0) {
-    res->errors++;
-    goto out;
-  }
-  if ((cl.ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-    report_error(r, "epoll_create1: %s", strerror(errno));
-    res->errors++;
-  } else if (client_run(&cl, pid, sn) != 0) {
-    res->errors++;
-  }
-  for (int i = 0; i < r->N; i++) {
-    conn_close(&cl.c[i]);
-    ok[i] = cl.c[i].ok;
-  }
-  conn_close(&cl.stats);
-  res->errors += cl.errors;
-  if (stop_lithd(r, pid) != 0)
-    res->errors++;
-  pid = -1;
-
-  res->commands = cl.win_ok;
-  res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
-  bench_lat *bufs[1] = {&cl.lat};
-  fill_latency(res, bufs, 1, r);
-  if (cl.stats_got == 2 && cl.batches[1] > cl.batches[0])
-    res->m[M_CMDS_TX] = (double)(cl.cmds[1] - cl.cmds[0]) / (double)(cl.batches[1] - cl.batches[0]);
-  bench_cpu_fill(sn, cfg->cli.seconds, cl.win_ok, &CPU_SLOTS, res->m);
-  res->errors += verify_db(r, ok);
-out:
-  if (pid > 0) {
-    int st;
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-  }
-  if (cl.ep >= 0)
-    close(cl.ep);
-  if (cl.c)
-    for (int i = 0; i < r->N; i++)
-      free(cl.c[i].req);
-  free(cl.c);
-  bench_lat_free(&cl.lat);
+  bench_th_free(&cl);
   free(ok);
 }
 

@@ -117,27 +117,9 @@
 #include "common.h"
 #include "lith.h"
 #include "transfer.h"
+#include "transfer_lith.h"
 
-/* ---- the workload (bench/common.h: the transfer) ---------------------------- */
-
-/* The transfer as a lith command. */
-static int transfer_cmd(lith_tx *tx, void *arg) {
-  const bench_transfer *t = arg;
-  int64_t bal;
-  int rc = lith_tx_int64(tx, &bal, BENCH_SQL_BALANCE, "I", t->src);
-  if (rc != LITH_OK)
-    return rc;
-  if (bal < t->amount)
-    return lith_tx_error(tx, LITH_USER, "insufficient funds");
-  if ((rc = lith_tx_exec(tx, BENCH_SQL_DEBIT, "II", t->amount, t->src)) != LITH_OK ||
-      (rc = lith_tx_exec(tx, BENCH_SQL_CREDIT, "II", t->amount, t->dst)) != LITH_OK ||
-      (rc = lith_tx_exec(tx, BENCH_SQL_LEDGER, "IIIII", t->owner, t->seq, t->src, t->dst, t->amount)) !=
-          LITH_OK ||
-      (rc = lith_tx_exec(tx, BENCH_SQL_TOPIC, "I", t->owner)) != LITH_OK)
-    return rc;
-  lith_tx_touch(tx, t->owner);
-  return LITH_OK;
-}
+/* ---- the workload (bench/transfer_lith.h: the transfer as a lith command) ---- */
 
 /* The noop arm's command: nothing to do, so its cost is lith's alone. */
 static int noop_cmd(lith_tx *tx, void *arg) {
@@ -330,7 +312,7 @@ static int64_t verify_db(run *r, const int64_t *ok) {
 static void *writer_producer(void *arg) {
   producer *pr = arg;
   run *r = pr->r;
-  lith_command fn = r->arm == ARM_NOOP ? noop_cmd : transfer_cmd;
+  lith_command fn = r->arm == ARM_NOOP ? noop_cmd : bench_transfer_cmd;
   int64_t ws, we;
   gate_wait(r, &ws, &we);
   for (;;) {
@@ -437,7 +419,7 @@ static void async_done(lith_request *req);
 static int async_submit(producer *pr) {
   run *r = pr->r;
   pr->t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
-  pr->req.fn = transfer_cmd;
+  pr->req.fn = bench_transfer_cmd;
   pr->req.arg = &pr->t;
   pr->req.done = async_done;
   pr->req.data = pr;

@@ -1,0 +1,386 @@
+/*
+ * bench/transfer_http.c — the transfer workload's HTTP client
+ * (transfer_http.h says what, and why it is shared). Moved from
+ * bench/lithd.c; what changed on the way: the route is the caller's, per
+ * connection, and there may be several stats connections (one per
+ * database of a lithd serving several).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "transfer_http.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net.h"
+
+enum { NUM_W = 20 };
+enum { F_AMT, F_SRC, F_DST, F_CLIENT, F_SEQ };
+
+/* The request body, piece by piece: each text is followed by the number slot
+ * `kind` (-1: the end). */
+static const struct {
+  const char *text;
+  int kind;
+} BODY[] = {{"{\"statements\":[{\"sql\":\"" BENCH_SQL_DEBIT "\",\"params\":[", F_AMT},
+            {",", F_SRC},
+            {"]},{\"sql\":\"" BENCH_SQL_CREDIT "\",\"params\":[", F_AMT},
+            {",", F_DST},
+            {"]},{\"sql\":\"" BENCH_SQL_LEDGER "\",\"params\":[", F_CLIENT},
+            {",", F_SEQ},
+            {",", F_SRC},
+            {",", F_DST},
+            {",", F_AMT},
+            {"]},{\"sql\":\"" BENCH_SQL_TOPIC "\",\"params\":[", F_CLIENT},
+            {"]}]}", -1}};
+
+static void say(bench_th_client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(bench_th_client *cl, const char *fmt, ...) {
+  char buf[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  cl->say(cl->say_ctx, buf);
+}
+
+int bench_th_init(bench_th_client *cl, int n, int nstats, size_t lat_cap, uint64_t seed, bench_say_fn fn,
+                  void *ctx) {
+  memset(cl, 0, sizeof *cl);
+  cl->ep = -1;
+  cl->say = fn;
+  cl->say_ctx = ctx;
+  if (bench_lat_init(&cl->lat, lat_cap, lat_cap, seed) != 0)
+    return -1;
+  cl->c = calloc((size_t)n, sizeof *cl->c);
+  cl->stats = calloc((size_t)(nstats > 0 ? nstats : 1), sizeof *cl->stats);
+  if (!cl->c || !cl->stats)
+    return -1;
+  cl->N = n;
+  cl->nstats = nstats;
+  for (int i = 0; i < n; i++)
+    cl->c[i].fd = -1;
+  for (int k = 0; k < nstats; k++) {
+    cl->stats[k].fd = -1;
+    cl->stats[k].id = -1;
+  }
+  return 0;
+}
+
+/* Connection i's transfer request, with empty slots. */
+int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng) {
+  bench_th_conn *c = &cl->c[i];
+  size_t body = 0, nslot = 0;
+  c->id = i;
+  c->rng = rng;
+  for (size_t k = 0; k < sizeof BODY / sizeof *BODY; k++)
+    body += strlen(BODY[k].text) + (BODY[k].kind >= 0 ? NUM_W : 0);
+  char head[400];
+  int hl = snprintf(head, sizeof head,
+                    "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\n\r\n",
+                    path, body);
+  if (hl < 0 || (size_t)hl >= sizeof head)
+    return -1;
+  c->req = malloc((size_t)hl + body + 1);
+  if (!c->req)
+    return -1;
+  memcpy(c->req, head, (size_t)hl);
+  char *p = c->req + hl;
+  for (size_t k = 0; k < sizeof BODY / sizeof *BODY; k++) {
+    size_t tl = strlen(BODY[k].text);
+    memcpy(p, BODY[k].text, tl);
+    p += tl;
+    if (BODY[k].kind < 0)
+      continue;
+    c->slot[nslot] = (size_t)(p - c->req);
+    c->kind[nslot++] = BODY[k].kind;
+    memset(p, ' ', NUM_W);
+    p += NUM_W;
+  }
+  *p = '\0';
+  c->req_len = (size_t)(p - c->req);
+  return nslot == BENCH_TH_NSLOT ? 0 : -1;
+}
+
+int bench_th_build_stats(bench_th_client *cl, int k, const char *path) {
+  bench_th_conn *c = &cl->stats[k];
+  size_t n = strlen(path) + 64;
+  if (!(c->req = malloc(n)))
+    return -1;
+  int len = snprintf(c->req, n, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+  c->req_len = (size_t)len;
+  return 0;
+}
+
+static void fill_request(bench_th_conn *c, const bench_transfer *t) {
+  for (int i = 0; i < BENCH_TH_NSLOT; i++) {
+    int64_t v = c->kind[i] == F_AMT      ? t->amount
+                : c->kind[i] == F_SRC    ? t->src
+                : c->kind[i] == F_DST    ? t->dst
+                : c->kind[i] == F_CLIENT ? t->owner
+                                         : t->seq;
+    bench_put_num(c->req + c->slot[i], v, NUM_W);
+  }
+}
+
+static int conn_open(bench_th_client *cl, bench_th_conn *c) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+  c->fd = bench_dial(cl->port, 1);
+  if (c->fd < 0 || epoll_ctl(cl->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+    say(cl, "connection %d: %s", c->id, strerror(errno));
+    if (c->fd >= 0)
+      close(c->fd);
+    c->fd = -1;
+    return -1;
+  }
+  c->in_len = 0;
+  c->busy = c->want_out = 0;
+  return 0;
+}
+
+static void conn_close(bench_th_conn *c) {
+  if (c->fd >= 0)
+    close(c->fd); /* leaves the epoll set with it */
+  c->fd = -1;
+}
+
+static int set_out(bench_th_client *cl, bench_th_conn *c, int on) {
+  if (bench_epoll_out(cl->ep, c->fd, c, on) != 0)
+    return -1;
+  c->want_out = on;
+  return 0;
+}
+
+/* Send what is left of c's request. 0, or -1 on a broken connection. */
+static int conn_flush(bench_th_client *cl, bench_th_conn *c) {
+  while (c->sent < c->req_len) {
+    ssize_t n = send(c->fd, c->req + c->sent, c->req_len - c->sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c->sent += (size_t)n;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return c->want_out ? 0 : set_out(cl, c, 1);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return -1;
+    }
+  }
+  return c->want_out ? set_out(cl, c, 0) : 0;
+}
+
+static void conn_failed(bench_th_client *cl, bench_th_conn *c, const char *what);
+
+/* Start c's next request (a transfer, or the stats). */
+static void conn_send(bench_th_client *cl, bench_th_conn *c) {
+  if (c->fd < 0)
+    return;
+  if (c->id >= 0) {
+    bench_transfer t = bench_transfer_make(c->id, ++c->seq, &c->rng);
+    fill_request(c, &t);
+    cl->inflight++;
+  } else {
+    cl->stats_pending++;
+  }
+  c->busy = 1;
+  c->sent = 0;
+  c->t0 = bench_now_ns();
+  if (conn_flush(cl, c) != 0)
+    conn_failed(cl, c, "send");
+}
+
+/* A broken connection: an error; the outstanding request's fate is unknown
+ * (the database check will tell). Transfer connections reconnect while the
+ * window is open. */
+static void conn_failed(bench_th_client *cl, bench_th_conn *c, const char *what) {
+  cl->errors++;
+  say(cl, "connection %d: %s failed%s%s", c->id, what, errno ? ": " : "", errno ? strerror(errno) : "");
+  if (c->busy) {
+    if (c->id >= 0)
+      cl->inflight--;
+    else
+      cl->stats_pending--;
+    c->busy = 0;
+  }
+  conn_close(c);
+  if (c->id >= 0 && bench_now_ns() < cl->we && conn_open(cl, c) == 0)
+    conn_send(cl, c);
+}
+
+static void on_answer(bench_th_client *cl, bench_th_conn *c, const bench_answer *a) {
+  int64_t t1 = bench_now_ns(), v;
+  const char *body = c->in + a->head_len;
+  size_t body_len = a->total - a->head_len;
+  c->busy = 0;
+  if (c->id < 0) { /* stats */
+    cl->stats_pending--;
+    if (a->status != 200 || c->got >= 2) {
+      cl->errors++;
+      say(cl, "GET stats: HTTP %d", a->status);
+      return;
+    }
+    c->cmds[c->got] = bench_body_int(body, body_len, "\"commands\":", &v) ? (uint64_t)v : 0;
+    c->batches[c->got] = bench_body_int(body, body_len, "\"batches\":", &v) ? (uint64_t)v : 0;
+    c->got++;
+    return;
+  }
+  cl->inflight--;
+  if (a->status == 200) {
+    c->ok++;
+    if (t1 >= cl->ws && t1 < cl->we) {
+      cl->win_ok++;
+      bench_lat_add(&cl->lat, (uint64_t)(t1 - c->t0));
+    }
+  } else {
+    cl->errors++;
+    say(cl, "POST: HTTP %d: %.*s", a->status, (int)(body_len < 300 ? body_len : 300), body);
+  }
+  if (t1 < cl->we)
+    conn_send(cl, c);
+}
+
+static void conn_readable(bench_th_client *cl, bench_th_conn *c) {
+  bench_answer a;
+  int rc = bench_http_recv(c->fd, c->in, &c->in_len, BENCH_TH_IN_CAP, &a);
+  if (rc == 0)
+    return;
+  if (rc == -1) {
+    conn_failed(cl, c, errno ? "read" : "read (closed by the server)");
+    return;
+  }
+  if (rc < 0 || !c->busy || a.total != c->in_len) {
+    errno = 0;
+    conn_failed(cl, c, rc < 0 ? "parsing the answer" : "an answer nobody asked for");
+    return;
+  }
+  c->in_len = 0;
+  on_answer(cl, c, &a);
+  if (a.closes && c->fd >= 0) {
+    errno = 0;
+    conn_failed(cl, c, "keep-alive (the server closed the connection)");
+  }
+}
+
+/* At a window's edge: everyone's CPU time, and the server's stats. */
+static void on_edge(void *ctx, int which) {
+  bench_th_client *cl = ctx;
+  bench_cpu_snap_take(cl->pid, &cl->sn[which]);
+  for (int k = 0; k < cl->nstats; k++)
+    if (cl->stats[k].fd >= 0 && !cl->stats[k].busy)
+      conn_send(cl, &cl->stats[k]);
+}
+
+static void on_event(void *ctx, void *ptr, uint32_t events) {
+  bench_th_client *cl = ctx;
+  bench_th_conn *c = ptr;
+  if (c->fd < 0)
+    return; /* closed by an earlier event of this round */
+  if ((events & EPOLLOUT) && c->busy && c->sent < c->req_len && conn_flush(cl, c) != 0) {
+    conn_failed(cl, c, "send");
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+    conn_readable(cl, c);
+}
+
+static int outstanding(void *ctx) {
+  const bench_th_client *cl = ctx;
+  return cl->inflight + cl->stats_pending;
+}
+
+int bench_th_run(bench_th_client *cl, int port, pid_t pid, bench_cpu_snap sn[2], double warmup,
+                 double seconds) {
+  cl->port = port;
+  if ((cl->ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+    say(cl, "epoll_create1: %s", strerror(errno));
+    cl->errors++;
+    return -1;
+  }
+  for (int i = 0; i < cl->N; i++)
+    if (conn_open(cl, &cl->c[i]) != 0)
+      return -1;
+  for (int k = 0; k < cl->nstats; k++)
+    if (conn_open(cl, &cl->stats[k]) != 0)
+      return -1;
+  cl->pid = pid;
+  cl->sn = sn;
+  cl->ws = bench_now_ns() + (int64_t)(warmup * 1e9);
+  cl->we = cl->ws + (int64_t)(seconds * 1e9);
+  for (int i = 0; i < cl->N; i++)
+    conn_send(cl, &cl->c[i]);
+  bench_loop l = {cl->ep, cl->ws, cl->we, INT64_C(60000000000), cl, on_edge, on_event, outstanding};
+  int rc = bench_loop_run(&l);
+  if (rc > 0) {
+    say(cl, "%d requests still unanswered 60 s after the window", cl->inflight);
+    cl->errors += cl->inflight;
+  } else if (rc < 0) {
+    say(cl, "epoll_wait: %s", strerror(errno));
+    cl->errors++;
+    return -1;
+  }
+  return 0;
+}
+
+void bench_th_serve(bench_th_client *cl, char *const argv[], const char *log, bench_cpu_snap sn[2],
+                    double warmup, double seconds, int64_t *ok) {
+  char err[400];
+  pid_t pid;
+  int port = bench_server_start(argv, log, "lithd", 10, &pid, err, sizeof err);
+  if (port < 0) {
+    say(cl, "%s", err);
+    cl->errors++;
+    return;
+  }
+  if (bench_th_run(cl, port, pid, sn, warmup, seconds) != 0)
+    cl->errors++;
+  bench_th_close(cl);
+  for (int i = 0; i < cl->N; i++)
+    ok[i] = cl->c[i].ok;
+  if (bench_server_stop(pid, log, "lithd", err, sizeof err) != 0) {
+    say(cl, "%s", err);
+    cl->errors++;
+  }
+}
+
+void bench_th_close(bench_th_client *cl) {
+  for (int i = 0; cl->c && i < cl->N; i++)
+    conn_close(&cl->c[i]);
+  for (int k = 0; cl->stats && k < cl->nstats; k++)
+    conn_close(&cl->stats[k]);
+}
+
+double bench_th_cmds_per_tx(const bench_th_client *cl) {
+  uint64_t cmds = 0, batches = 0;
+  for (int k = 0; k < cl->nstats; k++) {
+    const bench_th_conn *c = &cl->stats[k];
+    if (c->got != 2)
+      return NAN;
+    cmds += c->cmds[1] - c->cmds[0];
+    batches += c->batches[1] - c->batches[0];
+  }
+  return batches ? (double)cmds / (double)batches : NAN;
+}
+
+void bench_th_free(bench_th_client *cl) {
+  bench_th_close(cl);
+  for (int i = 0; cl->c && i < cl->N; i++)
+    free(cl->c[i].req);
+  for (int k = 0; cl->stats && k < cl->nstats; k++)
+    free(cl->stats[k].req);
+  if (cl->ep >= 0)
+    close(cl->ep);
+  cl->ep = -1;
+  free(cl->c);
+  free(cl->stats);
+  cl->c = cl->stats = NULL;
+  bench_lat_free(&cl->lat);
+}

@@ -1,0 +1,22 @@
+/*
+ * bench/transfer_lith.c — the transfer as a lith command (transfer_lith.h).
+ */
+#include "transfer_lith.h"
+
+int bench_transfer_cmd(lith_tx *tx, void *arg) {
+  const bench_transfer *t = arg;
+  int64_t bal;
+  int rc = lith_tx_int64(tx, &bal, BENCH_SQL_BALANCE, "I", t->src);
+  if (rc != LITH_OK)
+    return rc;
+  if (bal < t->amount)
+    return lith_tx_error(tx, LITH_USER, "insufficient funds");
+  if ((rc = lith_tx_exec(tx, BENCH_SQL_DEBIT, "II", t->amount, t->src)) != LITH_OK ||
+      (rc = lith_tx_exec(tx, BENCH_SQL_CREDIT, "II", t->amount, t->dst)) != LITH_OK ||
+      (rc = lith_tx_exec(tx, BENCH_SQL_LEDGER, "IIIII", t->owner, t->seq, t->src, t->dst, t->amount)) !=
+          LITH_OK ||
+      (rc = lith_tx_exec(tx, BENCH_SQL_TOPIC, "I", t->owner)) != LITH_OK)
+    return rc;
+  lith_tx_touch(tx, t->owner);
+  return LITH_OK;
+}
