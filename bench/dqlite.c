@@ -130,6 +130,8 @@ typedef struct result {
   int ran;
   double m[NMETRIC];
   uint64_t commands; /* answered OK inside the window */
+  int64_t all_ok;    /* answered OK in the whole arm */
+  int64_t txs;       /* dqlite arms: transactions committed in the arm, seeding not counted; -1 unknown */
   int64_t errors;
   double wall_s;
 } result;
@@ -554,12 +556,6 @@ static int64_t sum_of(const int64_t *v, int n) {
   return s;
 }
 
-static void arm_direct(run *r, result *res, int64_t *ok) {
-  arm_threads(r, res, direct_main, ok);
-  if (sum_of(ok, r->N) > 0)
-    res->m[M_TX_CMD] = 1.0; /* each OK is its own committed transaction; refused ones wrote nothing */
-}
-
 static void arm_writer(run *r, result *res, int64_t *ok) {
   lith__dqw_options o = {.addresses = r->cl->all, .database = r->name};
   lith__dqw_stats st;
@@ -667,6 +663,7 @@ static void run_one(bench *b, int arm, int ni, int round) {
   r.round = round;
   result *res = res_at(b, arm, ni, round);
   memset(res, 0, sizeof *res);
+  res->txs = -1;
   for (int m = 0; m < NMETRIC; m++)
     res->m[m] = NAN;
   snprintf(r.name, sizeof r.name, "%s-n%d-r%d", ARM_NAME[arm], r.N, round + 1);
@@ -687,7 +684,7 @@ static void run_one(bench *b, int arm, int ni, int round) {
   } else {
     double cpu0 = nodes_cpu_s(&b->cl);
     if (arm == ARM_DIRECT)
-      arm_direct(&r, res, ok);
+      arm_threads(&r, res, direct_main, ok);
     else if (arm == ARM_WRITER)
       arm_writer(&r, res, ok);
     else
@@ -696,15 +693,15 @@ static void run_one(bench *b, int arm, int ni, int round) {
     int64_t all_ok = sum_of(ok, r.N);
     if (all_ok > 0)
       res->m[M_NODE_US] = (cpu1 - cpu0) / (double)all_ok * 1e6;
-    if (arm != ARM_DIRECT && all_ok > 0) {
-      int64_t batches = dq_batches(&r);
-      if (batches >= 0)
-        res->m[M_TX_CMD] = (double)batches / (double)all_ok;
-      else
-        res->errors++;
-    }
+    /* direct: each OK its own transaction (one refused busy wrote nothing) */
+    res->txs = arm == ARM_DIRECT ? all_ok : dq_batches(&r);
+    if (res->txs < 0)
+      res->errors++;
+    else if (all_ok > 0)
+      res->m[M_TX_CMD] = (double)res->txs / (double)all_ok;
     res->errors += dq_check(&r, ok);
   }
+  res->all_ok = sum_of(ok, r.N);
   free(ok);
   res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
   res->ran = 1;
@@ -714,10 +711,11 @@ static void run_one(bench *b, int arm, int ni, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, ni, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-10s N=%-4d %8.0f cmd/s  p99 %.2f ms  tx/cmd %.3f  retries/cmd %.2f  errors %lld  "
-          "(%.1f s)\n",
+          "[round %d/%d] %-10s N=%-4d %8.0f cmd/s  p99 %.2f ms  tx/cmd %.3f  retries/cmd %.2f  "
+          "(arm: %lld OK in %lld tx)  errors %lld  (%.1f s)\n",
           round + 1, c->cli.rounds, ARM_NAME[arm], r.N, res->m[M_CMDS_S], res->m[M_P99], res->m[M_TX_CMD],
-          res->m[M_RETRY_CMD], (long long)res->errors, res->wall_s);
+          res->m[M_RETRY_CMD], (long long)res->all_ok, (long long)res->txs, (long long)res->errors,
+          res->wall_s);
 }
 
 static void fill_ratios(bench *b) {
