@@ -169,6 +169,48 @@ int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *
   return LITHD_DATABASE_OK;
 }
 
+/* ---- lithd --dqlite ------------------------------------------------------ */
+
+/* The named commands prepared on the schema run in memory. */
+static int check_commands_mem(lithd_database *d, char *err, size_t errsz) {
+  sqlite3 *mem = NULL;
+  int rc = -1;
+  if (sqlite3_open(":memory:", &mem) != SQLITE_OK) {
+    snprintf(err, errsz, "cannot open an in-memory database to check --commands");
+    goto out;
+  }
+  for (int i = 0; i < d->schema.n; i++)
+    if (sqlite3_exec(mem, d->schema.steps[i], NULL, NULL, NULL) != SQLITE_OK) {
+      snprintf(err, errsz, "--schema step %d (run in memory to check --commands): %s", i + 1,
+               sqlite3_errmsg(mem));
+      goto out;
+    }
+  if (lithd_commands_check(d->commands, mem, err, errsz) != 0)
+    goto out;
+  rc = 0;
+out:
+  sqlite3_close(mem);
+  return rc;
+}
+
+int lithd_database_open_dqlite(lithd_database *d, const lithd_dq_options *o, uv_loop_t *loop) {
+  char err[1024];
+  if (d->commands != NULL && check_commands_mem(d, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "--commands %s", err);
+    return LITHD_DATABASE_ERROR;
+  }
+  if (lithd_dq_start(o, &d->schema, loop, &d->dq, err, sizeof err) != LITHD_DQ_OK) {
+    lithd_log(LITHD_LOG_ERROR, "--dqlite %s: %s", o->addresses, err);
+    return LITHD_DATABASE_ERROR;
+  }
+  d->srv.name = d->opt->name;
+  d->srv.dq = d->dq;
+  d->srv.commands = d->commands;
+  d->srv.db_path = d->opt->path;
+  d->srv.metrics.readers = LITHD_DQ_READERS;
+  return LITHD_DATABASE_OK;
+}
+
 /* ---- The WAL nobody checkpoints ---------------------------------------- */
 
 static void on_wal_watch(uv_timer_t *t) {
@@ -223,6 +265,12 @@ static void bridge_closed(void *arg) {
 }
 
 int lithd_database_close_bridge(lithd_database *d, void (*on_closed)(void *arg), void *arg) {
+  if (d->dq != NULL) { /* every accepted command is answered before this returns */
+    lithd_dq_stop(d->dq);
+    if (on_closed != NULL)
+      on_closed(arg);
+    return 0;
+  }
   if (d->bridge == NULL)
     return -1;
   d->on_closed = on_closed;
@@ -238,6 +286,8 @@ int lithd_database_close(lithd_database *d) {
     rc = LITHD_DATABASE_ERROR;
   }
   d->db = NULL;
+  lithd_dq_free(d->dq);
+  d->dq = NULL;
   lithd_commands_free(d->commands);
   d->commands = NULL;
   lithd_schema_free(&d->schema);

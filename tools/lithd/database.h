@@ -34,6 +34,7 @@
 #include <uv.h>
 
 #include "commands.h"
+#include "dq.h"
 #include "lith.h"
 #include "lith_uv.h"
 #include "options.h"
@@ -61,6 +62,7 @@ typedef struct lithd_database {
   lith *db;                           /* NULL until opened */
   lith_uv *bridge;                    /* NULL until opened and once closed */
   lithd_commands *commands;           /* NULL: none */
+  lithd_dq *dq;                       /* lithd --dqlite: the cluster (db, bridge NULL) */
   lithd_dbsrv srv;                    /* its routes' state; srv.name .. srv.metrics set */
   char label[LITHD_DB_NAME_MAX + 16]; /* "" or "database NAME: ", before its messages */
 
@@ -97,6 +99,14 @@ int lithd_database_load(lithd_database *d);
  * LITHD_DATABASE_ERROR a message naming the database is logged, and what
  * was opened stays for lithd_database_close_bridge and _close. */
 int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *loop);
+
+/* lithd --dqlite instead of lithd_database_open (after _load): check the
+ * named commands against the --schema steps run on an in-memory SQLite
+ * database (the cluster's tables are not at hand to prepare on, and the
+ * parameters must be learnt at start), then lithd_dq_start (which applies
+ * the schema through the cluster). LITHD_DATABASE_OK, or _ERROR after a
+ * message. */
+int lithd_database_open_dqlite(lithd_database *d, const lithd_dq_options *o, uv_loop_t *loop);
 
 /* Start the WAL watch (--checkpoint external) on loop, warning past
  * LITHD_WAL_WARN_FACTOR x checkpoint_pages. */

@@ -20,25 +20,33 @@ LITHD_SRC      := tools/lithd/main.c tools/lithd/database.c tools/lithd/server.c
                   tools/lithd/metrics.c tools/lithd/options.c tools/lithd/log.c \
                   tools/lithd/schema.c tools/lithd/commands.c tools/lithd/token.c \
                   tools/lithd/textfile.c tools/lithd/heap.c \
-                  tools/lithd/backup_http.c tools/lithd/sqldump.c tools/lithd/restore.c
+                  tools/lithd/backup_http.c tools/lithd/sqldump.c tools/lithd/restore.c \
+                  tools/lithd/dq.c tools/lithd/sqljson_dq.c
 LITHD_HDRS     := tools/lithd/database.h tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
                   tools/lithd/options.h tools/lithd/log.h tools/lithd/schema.h \
                   tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
                   tools/lithd/heap.h tools/lithd/backup_http.h tools/lithd/sqldump.h \
-                  tools/lithd/restore.h \
-                  $(LITHD_SQLJSON_HDRS) $(HTTP_HDRS)
+                  tools/lithd/restore.h tools/lithd/dq.h tools/lithd/sqljson_dq.h \
+                  $(LITHD_SQLJSON_HDRS) $(HTTP_HDRS) dqlite/wire.h dqlite/client.h dqlite/writer.h
 LITHD_BIN      := $(B)/tools/lithd/lithd
-LITHD_TEST_SRC := $(wildcard tools/lithd/test/test_lithd*.c)
+LITHD_TEST_SRC := $(filter-out tools/lithd/test/test_lithd_dqlite.c,$(wildcard tools/lithd/test/test_lithd*.c))
 LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
+# test_lithd_dqlite: lithd --dqlite in front of three lith-node processes
+# (dqlite/test/nodes.o spawns them; the dqlite client reads the cluster).
+LITHD_DQ_TEST  := $(B)/tools/lithd/test/test_lithd_dqlite
 LITHD_TEST_OBJ := $(B)/tools/lithd/test/child.o
 LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
 # The tests read lithd's JSON log lines with jansson (lithd itself links none).
 LITHD_TEST_JSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 LITHD_TEST_JSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-$(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
+# --dqlite (dq.c): the dqlite client and writer (dqlite/dqlite.mk's objects,
+# libc only: lithd links no libdqlite; named here: that file is included
+# after this one).
+LITHD_DQ_OBJ := $(B)/dqlite/writer.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
+$(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd -Idqlite $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm -lpthread
 
 $(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1client.h
 	@mkdir -p $(dir $@)
@@ -47,6 +55,10 @@ $(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1clie
 $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) tools/lithd/test/child.h $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(LITHD_TEST_JSON_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LITHD_TEST_JSON_LIBS) $(LDFLAGS) -lm
+
+$(LITHD_DQ_TEST): tools/lithd/test/test_lithd_dqlite.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) tools/lithd/test/child.h dqlite/test/nodes.h dqlite/client.h $(LITHD_BIN) $(B)/tools/lith-node/lith-node
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/lithd/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS) -lm
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd
@@ -60,7 +72,7 @@ lithd: $(LITHD_BIN)
 #   test_metrics   metrics.c on a real lith handle, without an HTTP server
 LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile \
                    $(B)/tools/lithd/test/test_metrics
-LITHD_TEST_BIN  += $(LITHD_UNIT_TEST)
+LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
 
 $(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lithd/overload.c tools/lithd/overload.h $(HDRS) $(HTTP_HDRS)
 	@mkdir -p $(dir $@)

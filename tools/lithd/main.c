@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
   }
-  size_thread_pool(o.readers, o.n_dbs);
+  size_thread_pool(o.dqlite != NULL ? LITHD_DQ_READERS : o.readers, o.n_dbs);
   if (o.restore != NULL) {
     /* The lock for the whole restore: a lithd serving --db refuses it, one
      * starting meanwhile refuses to start (restore.h). One database only
@@ -332,7 +332,17 @@ int main(int argc, char **argv) {
   for (i = 0; i < o.n_dbs; i++)
     if (lithd_database_load(&d.dbs[i]) != LITHD_DATABASE_OK)
       goto out;
-  for (i = 0; i < o.n_dbs; i++) {
+  if (o.dqlite != NULL) { /* options.c made it the one database */
+    lithd_dq_options dqo = {.addresses = o.dqlite,
+                            .database = o.dbs[0].name,
+                            .failover_ms = o.dqlite_failover_ms,
+                            .max_batch = o.max_batch,
+                            .max_queue = o.max_queue};
+    if (lithd_database_open_dqlite(&d.dbs[0], &dqo, &d.loop) != LITHD_DATABASE_OK)
+      goto out;
+    served[0] = d.srv.dflt = &d.dbs[0].srv;
+  }
+  for (i = 0; o.dqlite == NULL && i < o.n_dbs; i++) {
     if (lithd_database_open(&d.dbs[i], &lopt, &d.loop) != LITHD_DATABASE_OK) {
       if (o.n_dbs > 1)
         lithd_log(LITHD_LOG_ERROR, "database %s (%s) did not open: lithd does not start", o.dbs[i].name,
@@ -410,7 +420,9 @@ int main(int argc, char **argv) {
      * the shell), so it runs as printed; with several databases and no
      * default, it names the first database's route. */
     char auth[PATH_MAX * 4 + 64] = "", ckpt[96], dbs[2048], route[LITHD_DB_NAME_MAX + 16];
-    const char *sync = o.synchronous == LITH_SYNC_FULL ? "full" : "normal";
+    const char *sync = o.dqlite != NULL                  ? "by the nodes"
+                       : o.synchronous == LITH_SYNC_FULL ? "full"
+                                                         : "normal";
     int port = lith_http_port(d.http), named = 0;
     for (i = 0; i < d.n_dbs; i++)
       named += lithd_commands_count(d.dbs[i].commands);
@@ -428,6 +440,10 @@ int main(int argc, char **argv) {
     else
       snprintf(ckpt, sizeof ckpt, "%s", checkpoint_name(o.checkpoint));
     describe_dbs(&o, dbs, sizeof dbs);
+    if (o.dqlite != NULL) {
+      snprintf(dbs, sizeof dbs, "dqlite %s, database %s", o.dqlite, o.dbs[0].name);
+      snprintf(ckpt, sizeof ckpt, "by the nodes");
+    }
     if (d.srv.dflt != NULL)
       snprintf(route, sizeof route, "/v1/do");
     else

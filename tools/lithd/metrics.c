@@ -386,7 +386,8 @@ void lithd_metrics_write(lithd_buf *b, const lithd_metrics *m) {
     return;
   }
   for (size_t i = 0; i < m->n_dbs; i++)
-    lith_stats_get(m->dbs[i]->db, &st[i]);
+    if (m->dbs[i]->db != NULL) /* NULL: lithd --dqlite, no local writer (zeros) */
+      lith_stats_get(m->dbs[i]->db, &st[i]);
   mb_dbs(b, m, st);
   mb_lithd(b, m);
   mb_process(b, m);

@@ -59,7 +59,10 @@ enum {
   OPT_RESTORE,
   OPT_FORCE,
   OPT_LITESTREAM,
-  OPT_DEFAULT
+  OPT_DEFAULT,
+  OPT_DQLITE,
+  OPT_DQLITEDB,
+  OPT_DQFAILOVER
 };
 
 static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
@@ -97,6 +100,9 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"config", required_argument, NULL, OPT_CONFIG},
                                       {"restore", required_argument, NULL, OPT_RESTORE},
                                       {"force", no_argument, NULL, OPT_FORCE},
+                                      {"dqlite", required_argument, NULL, OPT_DQLITE},
+                                      {"dqlite-db", required_argument, NULL, OPT_DQLITEDB},
+                                      {"dqlite-failover-ms", required_argument, NULL, OPT_DQFAILOVER},
                                       {"help", no_argument, NULL, OPT_HELP},
                                       {"version", no_argument, NULL, OPT_VERSION},
                                       {NULL, 0, NULL, 0}};
@@ -105,6 +111,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: lithd --db PATH [options]\n"
           "       lithd --db NAME=PATH --db NAME=PATH ... [options]\n"
+          "       lithd --dqlite ADDR[,ADDR...] [--dqlite-db NAME] [options]\n"
           "  --db PATH               the database file (created if missing), named \"" LITHD_DB_MAIN "\"\n"
           "  --db NAME=PATH          one of several databases, each its own writer, served\n"
           "                          at /v1/db/NAME/... (NAME: 1-64 of A-Z a-z 0-9 _ -)\n"
@@ -173,6 +180,13 @@ static void usage(FILE *f) {
           "                          must pass PRAGMA integrity_check; refused while a\n"
           "                          lithd serves --db, or if --db exists (unless --force)\n"
           "  --force                 with --restore: replace an existing --db\n"
+          "  --dqlite ADDR[,ADDR...] instead of --db: the database lives on a dqlite\n"
+          "                          cluster (lith-node); commands are batched into one\n"
+          "                          Raft transaction on its leader, answered after a\n"
+          "                          majority stored it; reads go to the leader\n"
+          "  --dqlite-db NAME        the dqlite database (default \"" LITHD_DB_MAIN "\")\n"
+          "  --dqlite-failover-ms MS how long to look for a leader before a command is\n"
+          "                          answered 503 (default 10000)\n"
           "  --help, --version\n",
           LITHD_DEFAULT_PORT, LITHD_LITESTREAM_BUSY_MS, LITHD_LITESTREAM_CKPT_PAGES);
 }
@@ -542,6 +556,26 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
         goto nomem;
       break;
     case OPT_FORCE: o->force = 1; break;
+    case OPT_DQLITE:
+      free(o->dqlite);
+      if ((o->dqlite = strdup(optarg)) == NULL)
+        goto nomem;
+      break;
+    case OPT_DQLITEDB:
+      if (!is_db_name(optarg, strlen(optarg))) {
+        fprintf(stderr, "lithd: --dqlite-db wants a name (1-%d of A-Z a-z 0-9 _ -), got \"%s\"\n",
+                LITHD_DB_NAME_MAX, optarg);
+        return 2;
+      }
+      free(o->dqlite_db);
+      if ((o->dqlite_db = strdup(optarg)) == NULL)
+        goto nomem;
+      break;
+    case OPT_DQFAILOVER:
+      if (parse_num("dqlite-failover-ms", optarg, 100, 3600000, &v) != 0)
+        return 2;
+      o->dqlite_failover_ms = (int)v;
+      break;
     case OPT_ALLOWHOST:
       free(o->allow_hosts);
       if ((o->allow_hosts = strdup(optarg)) == NULL)
@@ -723,6 +757,42 @@ out:
   return rc;
 }
 
+/* --dqlite: refuse what needs a local file, then stand the cluster's
+ * database in as the one database (its path "dqlite:NAME" is only a
+ * label; --schema and --commands go to it as to any). */
+static int dqlite_check(lithd_opts *o) {
+  const char *bad = o->n_dbs > 0              ? "--db (the database is the cluster's)"
+                    : o->restore != NULL      ? "--restore (restore a node's data directory instead)"
+                    : o->backup_dir != NULL   ? "--backup-dir (every node keeps a full copy)"
+                    : o->litestream           ? "--litestream (Raft replicates; there is no local WAL)"
+                    : o->checkpoint_given     ? "--checkpoint (each node checkpoints its own WAL)"
+                    : o->checkpoint_pages > 0 ? "--checkpoint-pages (each node checkpoints its own WAL)"
+                    : o->default_db != NULL   ? "--default (one database: --dqlite-db)"
+                    : o->file_mode > 0        ? "--file-mode (lithd creates no file)"
+                                              : NULL;
+  const char *name = o->dqlite_db != NULL ? o->dqlite_db : LITHD_DB_MAIN;
+  size_t n = strlen(name) + 8;
+  if (bad != NULL) {
+    fprintf(stderr, "lithd: --dqlite cannot go with %s\n", bad);
+    return 2;
+  }
+  if (o->dqlite[0] == '\0') {
+    fprintf(stderr, "lithd: --dqlite wants ADDR[,ADDR...] (host:port of dqlite nodes)\n");
+    return 2;
+  }
+  o->dbs = calloc(1, sizeof *o->dbs);
+  if (o->dbs == NULL || (o->dbs[0].name = strdup(name)) == NULL || (o->dbs[0].path = malloc(n)) == NULL) {
+    fprintf(stderr, "lithd: out of memory\n");
+    if (o->dbs != NULL)
+      o->n_dbs = 1; /* freed by lithd_opts_free */
+    return 2;
+  }
+  snprintf(o->dbs[0].path, n, "dqlite:%s", name);
+  o->dbs[0].source = 2;
+  o->n_dbs = 1;
+  return 0;
+}
+
 int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   const char *config = NULL;
   int i, rc;
@@ -751,6 +821,12 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   if ((rc = parse_pass(argc, argv, o, NULL)) != 0)
     return rc;
 
+  if (o->dqlite != NULL && (rc = dqlite_check(o)) != 0)
+    return rc;
+  if (o->dqlite == NULL && o->dqlite_db != NULL) {
+    fprintf(stderr, "lithd: --dqlite-db goes with --dqlite ADDR[,ADDR...]\n");
+    return 2;
+  }
   if (o->n_dbs == 0) {
     fprintf(stderr, "lithd: --db PATH is required\n");
     usage(stderr);
@@ -821,6 +897,8 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->allow_hosts);
   free(o->backup_dir);
   free(o->restore);
+  free(o->dqlite);
+  free(o->dqlite_db);
   free(o->log_file);
   memset(o, 0, sizeof *o);
 }

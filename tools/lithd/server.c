@@ -45,6 +45,7 @@
 
 #include "backup_http.h"
 #include "buf.h"
+#include "dq.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -256,6 +257,7 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
 struct do_ctx {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
   lithd_park park;
+  lithd_dq_req dqr; /* --dqlite: the command on its way to the cluster */
   lithd_dbsrv *d;
   lith_http_req *req;
   lithd_batch *batch;
@@ -320,12 +322,42 @@ static void do_refuse(struct do_ctx *c, int rc) {
 
 static void do_park_refuse(lithd_park *p, int rc) { do_refuse((struct do_ctx *)p->arg, rc); }
 
+/* --dqlite: a dq outcome as the bridge's, so that one answer path serves
+ * both (u->req.rc and errmsg are all do_done and batch_done read). */
+static void dq_to_ureq(lith_uv_req *u, const lithd_dq_req *r) {
+  u->req.rc = r->rc;
+  snprintf(u->req.errmsg, sizeof u->req.errmsg, "%s", r->errmsg);
+}
+
+static void do_dq_done(lithd_dq_req *r) {
+  struct do_ctx *c = r->data;
+  dq_to_ureq(&c->ureq, r);
+  do_done(&c->ureq);
+}
+
+/* Submit to the cluster (dq.h); LITH_OK, or LITH_QUEUE_FULL. */
+static int dq_submit(lithd_dbsrv *d, lithd_dq_req *r, lithd_batch *batch, lithd_result **result,
+                     void (*cb)(lithd_dq_req *), void *data) {
+  r->batch = batch;
+  r->result = result;
+  r->cb = cb;
+  r->data = data;
+  return lithd_dq_submit(d->dq, r) == LITHD_DQ_OK ? LITH_OK : LITH_QUEUE_FULL;
+}
+
 /* Submit c (its batch parsed), or answer why not. Returns the handler's
  * return value. */
 static int do_submit(lithd_dbsrv *d, struct do_ctx *c) {
   size_t len = 0;
   int rc;
   lith_http_req_body(c->req, &len);
+  if (d->dq != NULL) {
+    rc = dq_submit(d, &c->dqr, c->batch, &c->result, do_dq_done, c);
+    if (rc == LITH_OK)
+      return LITH_HTTP_PENDING; /* c now belongs to do_dq_done */
+    do_refuse(c, rc);
+    return LITH_HTTP_DONE;
+  }
   c->park.ureq = &c->ureq;
   c->park.fn = do_cmd;
   c->park.arg = c;
@@ -459,6 +491,7 @@ static int h_commands(lith_http_req *req, void *arg) {
  * reads then never take another's threads. */
 struct lithd_query {
   lith_uv_read_req read;    /* read.rc, read.errmsg: the outcome */
+  lithd_dq_req dqr;         /* --dqlite: the read on the leader (dq.h) */
   struct lithd_query *next; /* in d's FIFO while it waits for the pool */
   lithd_dbsrv *d;
   lith_http_req *req;
@@ -487,13 +520,30 @@ static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
 
 static void query_after(lith_uv_read_req *r);
 
+/* --dqlite: the read's outcome as lith_uv_read's. */
+static void query_dq_done(lithd_dq_req *r) {
+  struct lithd_query *q = r->data;
+  q->read.rc = r->rc;
+  snprintf(q->read.errmsg, sizeof q->read.errmsg, "%s", r->errmsg);
+  query_after(&q->read);
+}
+
 /* Send q to the pool. Returns 1, or 0 when it could not go (answered and
  * freed). */
 static int query_start(struct lithd_query *q) {
   lithd_dbsrv *d = q->d;
   d->reads_running++;
-  if (lith_uv_read(d->db, d->srv->loop, &q->read, query_fn, q, query_after) == LITH_OK)
+  if (d->dq != NULL) {
+    q->dqr.batch = q->batch;
+    q->dqr.result = &q->result;
+    q->dqr.cb = query_dq_done;
+    q->dqr.data = q;
+    q->t_start = now_ns(); /* the pool's wait is not told apart on dqlite */
+    if (lithd_dq_read(d->dq, &q->dqr) == LITHD_DQ_OK)
+      return 1; /* q now belongs to query_dq_done */
+  } else if (lith_uv_read(d->db, d->srv->loop, &q->read, query_fn, q, query_after) == LITH_OK) {
     return 1; /* q now belongs to query_after */
+  }
   d->reads_running--;
   lith_http_respond_error(q->req, 500, "cannot queue the query");
   query_ctx_free(q);
@@ -520,6 +570,8 @@ static void query_next(lithd_dbsrv *d) {
 static void query_after(lith_uv_read_req *r) { /* the loop thread */
   struct lithd_query *q = r->data;
   lithd_dbsrv *d = q->d;
+  if (d->dq != NULL)
+    q->t_end = now_ns();
   if (q->t_start != 0) /* it ran (not cancelled at a stop) */
     lithd_metrics_read(&d->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
   respond_outcome(q->req, r->rc, q->result, r->errmsg);
@@ -578,6 +630,7 @@ struct batch_ctx;
 struct batch_item {
   lith_uv_req ureq; /* first: the bridge callback gets &ureq */
   lithd_park park;
+  lithd_dq_req dqr; /* --dqlite */
   struct batch_ctx *owner;
   lithd_batch *batch;
   lithd_result *result; /* written on the writer thread */
@@ -660,6 +713,12 @@ static void batch_done(lith_uv_req *u) {
   struct batch_item *it = (struct batch_item *)u;
   int status;
   batch_item_done(it, outcome_json(u->req.rc, it->result, u->req.errmsg, &status));
+}
+
+static void batch_dq_done(lithd_dq_req *r) {
+  struct batch_item *it = r->data;
+  dq_to_ureq(&it->ureq, r);
+  batch_done(&it->ureq);
 }
 
 static void batch_park_refuse(lithd_park *p, int rc) {
@@ -773,7 +832,10 @@ static int h_batch(lith_http_req *req, void *arg) {
     it->park.done = batch_done;
     it->park.req = req;
     it->park.refuse = batch_park_refuse;
-    rc = lithd_overload_submit(&d->park, &it->park, len / b->n + sizeof *it);
+    if (d->dq != NULL)
+      rc = dq_submit(d, &it->dqr, it->batch, &it->result, batch_dq_done, it);
+    else
+      rc = lithd_overload_submit(&d->park, &it->park, len / b->n + sizeof *it);
     if (rc != LITH_OK) {
       submit_error(&e, rc);
       it->json = lithd_error_json(&e);
@@ -786,6 +848,20 @@ static int h_batch(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
+/* ---- /v1/backup with --dqlite ------------------------------------------- */
+
+/* A backup copies a local file; on dqlite the data are the cluster's
+ * (each node keeps its own copy under its data directory). */
+static int h_backup_dq(lith_http_req *req, void *arg) {
+  lithd_dbsrv *d = arg;
+  if (!admit(d->srv, req))
+    return LITH_HTTP_DONE;
+  lith_http_respond_error(req, 501,
+                          "lithd --dqlite has no local file to back up: every dqlite node keeps a full copy "
+                          "in its data directory");
+  return LITH_HTTP_DONE;
+}
+
 /* ---- GET /v1/stats, GET /healthz --------------------------------------- */
 
 static int h_stats(lith_http_req *req, void *arg) {
@@ -795,6 +871,15 @@ static int h_stats(lith_http_req *req, void *arg) {
 
   if (!admit(d->srv, req))
     return LITH_HTTP_DONE;
+  if (d->dq != NULL) { /* the dqlite writer's counters */
+    char *json = lithd_dq_stats_json(d->dq);
+    if (json == NULL)
+      lith_http_respond_error(req, 500, "out of memory");
+    else
+      lith_http_respond_json(req, 200, json);
+    free(json);
+    return LITH_HTTP_DONE;
+  }
   st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
   if (st == NULL) {
     lith_http_respond_error(req, 500, "out of memory");
@@ -990,7 +1075,8 @@ int lithd_server_start(lithd_server *s) {
     mdbs[i] = &d->metrics;
     for (k = 0; k < N_DB_ROUTES; k++) {
       const struct route *r = &db_routes[k];
-      rc = add_route(s, r->method, r->match, r->handler, d, DB_PREFIX "%s/%s", d->name, r->path);
+      lith_http_handler h = d->dq != NULL && strcmp(r->path, "backup") == 0 ? h_backup_dq : r->handler;
+      rc = add_route(s, r->method, r->match, h, d, DB_PREFIX "%s/%s", d->name, r->path);
       if (rc != LITH_HTTP_OK)
         return rc;
     }
@@ -998,7 +1084,9 @@ int lithd_server_start(lithd_server *s) {
   for (k = 0; k < N_DB_ROUTES; k++) {
     const struct route *r = &db_routes[k];
     if (s->dflt != NULL)
-      rc = add_route(s, r->method, r->match, r->handler, s->dflt, "/v1/%s%s", r->path, "");
+      rc = add_route(s, r->method, r->match,
+                     s->dflt->dq != NULL && strcmp(r->path, "backup") == 0 ? h_backup_dq : r->handler,
+                     s->dflt, "/v1/%s%s", r->path, "");
     else
       rc = add_route(s, r->method, r->match, h_no_default, s, "/v1/%s%s", r->path, "");
     if (rc != LITH_HTTP_OK)

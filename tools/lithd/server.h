@@ -58,6 +58,9 @@ typedef struct lithd_dbsrv {
   lith_uv *bridge;                /* caller's; closed only after the HTTP server stopped */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
   const char *db_path;            /* the database file (downloads are made beside it); caller's */
+  /* lithd --dqlite (dq.h): commands and reads go to the cluster through dq,
+   * db and bridge are NULL, backups are refused; caller's. NULL: local. */
+  struct lithd_dq *dq;
   /* /metrics: set metrics.queue_capacity, .readers, .page_size (metrics.h);
    * lithd_server_start sets the rest. */
   lithd_metrics_db metrics;

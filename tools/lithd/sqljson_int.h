@@ -95,4 +95,20 @@ int lithd__error_vset(lithd_error *err, int code, int statement, const char *fmt
 /* *err as "no error": LITH_OK, statement -1, empty message. */
 void lithd__error_clear(lithd_error *err);
 
+/* ---- Shared by the runs (sqljson_run.c; sqljson_dq.c runs on dqlite) ---- */
+
+/* What the first keyword of s, past blanks and comments, says of the
+ * statement on /v1/query: FIRST_QUERY (SELECT, WITH, VALUES, EXPLAIN),
+ * FIRST_OTHER (a keyword that opens any other SQLite statement, or none),
+ * FIRST_UNKNOWN (no statement opens so: a typo). */
+enum { FIRST_QUERY, FIRST_OTHER, FIRST_UNKNOWN };
+int lithd__first_keyword(const char *s);
+
+/* Whether two of o's columns share a name (rows as objects need distinct
+ * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */
+int lithd__same_names(const stmt_out *o, int *a, int *b);
+#define LITHD_SAME_NAMES_MSG                                                         \
+  "columns %d and %d are both named \"%.64s\": rows as objects need distinct names " \
+  "(name them apart with AS, or ask for rows as arrays)"
+
 #endif /* LITHD_SQLJSON_INT_H */

@@ -218,9 +218,7 @@ static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
  * then sqlite3_stmt_readonly decides), OTHER (a keyword that opens any other
  * SQLite statement: refused unprepared, 403), or UNKNOWN (no statement opens
  * so: a typo, which SQLite's prepare reports as the SQL error it is, 400). */
-enum { FIRST_QUERY, FIRST_OTHER, FIRST_UNKNOWN };
-
-static int first_keyword(const char *s) {
+int lithd__first_keyword(const char *s) {
   static const char *const queries[] = {"SELECT", "WITH", "VALUES", "EXPLAIN"};
   static const char *const others[] = {
       "ALTER",  "ANALYZE", "ATTACH",  "BEGIN",   "COMMIT",  "CREATE",   "DELETE",    "DETACH", "DROP",  "END",
@@ -268,28 +266,36 @@ static int by_name(const void *a, const void *b) {
   return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
 }
 
-static int distinct_names(const runner *rn, int i, const stmt_out *o) {
-  int rc = LITH_OK;
+int lithd__same_names(const stmt_out *o, int *a, int *b) {
+  int rc = 0;
   const char ***sorted; /* pointers into o->cols */
   if (o->ncols < 2)
-    return LITH_OK;
+    return 0;
   sorted = malloc((size_t)o->ncols * sizeof *sorted);
   if (!sorted)
-    return rfail(rn, LITH_NOMEM, i, "out of memory");
+    return -1;
   for (int c = 0; c < o->ncols; c++)
     sorted[c] = &o->cols[c];
   qsort(sorted, (size_t)o->ncols, sizeof *sorted, by_name);
   for (int c = 1; c < o->ncols; c++)
     if (strcmp(*sorted[c - 1], *sorted[c]) == 0) {
-      int a = (int)(sorted[c - 1] - o->cols), b = (int)(sorted[c] - o->cols);
-      rc = rfail(rn, LITHD_BAD_REQUEST, i,
-                 "columns %d and %d are both named \"%.64s\": rows as objects need distinct names "
-                 "(name them apart with AS, or ask for rows as arrays)",
-                 a < b ? a : b, a < b ? b : a, *sorted[c]);
+      int x = (int)(sorted[c - 1] - o->cols), y = (int)(sorted[c] - o->cols);
+      *a = x < y ? x : y;
+      *b = x < y ? y : x;
+      rc = 1;
       break;
     }
   free(sorted);
   return rc;
+}
+
+static int distinct_names(const runner *rn, int i, const stmt_out *o) {
+  int a = 0, b = 0, rc = lithd__same_names(o, &a, &b);
+  if (rc < 0)
+    return rfail(rn, LITH_NOMEM, i, "out of memory");
+  if (rc > 0)
+    return rfail(rn, LITHD_BAD_REQUEST, i, LITHD_SAME_NAMES_MSG, a, b, o->cols[a]);
+  return LITH_OK;
 }
 
 /* Each column's declared type, as CREATE TABLE spelt it (NULL for an
@@ -336,7 +342,7 @@ static int run_one(runner *rn, int i) {
   stmt_out *o = &rn->r->outs[i];
   sqlite3_stmt *st;
   sqlite3_int64 before = 0;
-  int rc, src, first = rn->rx ? first_keyword(sql) : FIRST_QUERY;
+  int rc, src, first = rn->rx ? lithd__first_keyword(sql) : FIRST_QUERY;
 
   /* A statement known not to be a query is refused before it is prepared;
    * an unknown first word is prepared, so a typo gets SQLite's message. */

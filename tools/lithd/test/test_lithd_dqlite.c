@@ -1,0 +1,490 @@
+/*
+ * test_lithd_dqlite — lithd --dqlite (issue 14) end to end: three lith-node
+ * processes on loopback (dqlite/test/nodes.h) and lithd in front of them.
+ *   - the HTTP API round trip: --schema applied once through the cluster
+ *     (a second lithd with the same file starts and applies nothing),
+ *     /v1/do with every value type, /v1/batch (each command its own
+ *     outcome), named commands, /v1/query (the leader; writes refused),
+ *     what --dqlite refuses (backups, --db);
+ *   - 32 clients doing money transfers over HTTP (a named command writing
+ *     a ledger row keyed by client and sequence number) while the leader
+ *     is SIGKILLed: lithd answers 200 again within a few seconds of the
+ *     kill; every 200 is in the ledger on the surviving nodes, every
+ *     answer that says "not committed" (or 409) is not, money is
+ *     conserved and each account's balance is what its ledger rows say,
+ *     no ledger row twice;
+ *   - a follower SIGKILLed under the same load changes no answer (only
+ *     200 and 409);
+ *   - all nodes but one killed: every command is answered 503 (never 200),
+ *     and none of those said "not committed" is in the ledger once the
+ *     nodes are back.
+ * The ledger is read with the dqlite client on the leader (dqlite/client.h).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "child.h"
+#include "client.h"
+#include "nodes.h"
+
+#define NCLIENT 32
+#define NACC 16
+#define START_BALANCE 1000
+#define MAXSEQ 4096
+#define FAILOVER_MS 3000
+
+static t_node nodes[3];
+static char all[256];
+static struct tl_child lithd;
+
+static const char *schema_sql =
+    "CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= 0));\n"
+    "CREATE TABLE ledger(id INTEGER PRIMARY KEY, client INTEGER NOT NULL, seq INTEGER NOT NULL,\n"
+    "  src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL, UNIQUE (client, seq));\n"
+    "-- step 2\n"
+    "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n";
+
+static const char *commands_sql = "-- name: transfer\n"
+                                  "-- Move :amount from :src to :dst, once per (client, seq).\n"
+                                  "UPDATE accounts SET balance = balance - :amount WHERE id = :src;\n"
+                                  "UPDATE accounts SET balance = balance + :amount WHERE id = :dst;\n"
+                                  "INSERT INTO ledger(client, seq, src, dst, amount)\n"
+                                  "  VALUES (:client, :seq, :src, :dst, :amount);\n";
+
+static int64_t ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* ---- The cluster, read directly ---- */
+
+/* A connection to the leader that answered a read (after a kill the first
+ * leader found may still lose an election). */
+static lith__dq_conn *leader_conn(uint32_t *db) {
+  lith__dq_conn *c = lith__dq_new(3000);
+  int64_t deadline = ms_now() + 15000;
+  assert_non_null(c);
+  for (;;) {
+    lith__dq_rows r;
+    lith__dq_rows_init(&r);
+    int rc = lith__dq_connect_leader(c, all, 8000);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_open(c, "main", db);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_query_sql(c, *db, "SELECT count(*) FROM accounts", NULL, 0, &r);
+    lith__dq_rows_free(&r);
+    if (rc == LITH_DQ_OK)
+      return c;
+    if (ms_now() > deadline)
+      fail_msg("no leader answering: %s", lith__dq_errmsg(c));
+    sleep_ms(50);
+  }
+}
+
+static int64_t q_int(lith__dq_conn *c, uint32_t db, const char *sql) {
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int rc = lith__dq_query_sql(c, db, sql, NULL, 0, &r);
+  if (rc != LITH_DQ_OK)
+    fail_msg("%s: %s", sql, lith__dq_errmsg(c));
+  assert_int_equal(r.nrows, 1);
+  int64_t v = lith__dq_rows_at(&r, 0, 0)->i;
+  lith__dq_rows_free(&r);
+  return v;
+}
+
+static int leader_index(void) {
+  lith__dq_conn *c = lith__dq_new(3000);
+  int found = -1;
+  assert_int_equal(lith__dq_connect_leader(c, all, 8000), LITH_DQ_OK);
+  for (int i = 0; i < 3; i++)
+    if (strcmp(nodes[i].address, lith__dq_address(c)) == 0)
+      found = i;
+  lith__dq_close(c);
+  assert_true(found >= 0);
+  return found;
+}
+
+static void start_missing(void) {
+  for (int i = 0; i < 3; i++)
+    if (nodes[i].pid == 0)
+      assert_int_equal(t_node_start(&nodes[i], all, 15000), 0);
+}
+
+/* ---- Transfers over HTTP ---- */
+
+enum { O_NONE, O_OK, O_REFUSED, O_NOT_COMMITTED, O_UNKNOWN, O_OTHER };
+
+typedef struct client {
+  int id;
+  int nseq;
+  unsigned char outcome[MAXSEQ];
+  int64_t sent[MAXSEQ]; /* ms_now when sent */
+  int64_t answered[MAXSEQ];
+} client;
+
+static client clients[NCLIENT];
+static atomic_int stop_flag;
+static atomic_int statuses[600];
+
+static void *client_main(void *arg) {
+  client *k = arg;
+  struct tl_conn conn;
+  unsigned seed = (unsigned)k->id * 7919u + 1;
+  tl_conn_init(&conn, &lithd);
+  while (!atomic_load(&stop_flag) && k->nseq < MAXSEQ) {
+    int s = k->nseq++, src = (int)(rand_r(&seed) % NACC) + 1, dst = (int)(rand_r(&seed) % NACC) + 1;
+    char body[256];
+    struct tl_resp r;
+    if (dst == src)
+      dst = dst % NACC + 1;
+    snprintf(body, sizeof body, "{\"params\":{\"client\":%d,\"seq\":%d,\"src\":%d,\"dst\":%d,\"amount\":%d}}",
+             k->id, s, src, dst, (int)(rand_r(&seed) % 200) + 1);
+    k->sent[s] = ms_now();
+    int rc = tl_conn_request(&conn, "POST", "/v1/commands/transfer", NULL, body, &r, 30000);
+    k->answered[s] = ms_now();
+    if (rc != TL_OK) {
+      k->outcome[s] = O_UNKNOWN; /* the answer was lost: either */
+      sleep_ms(20);
+      continue;
+    }
+    if (r.status > 0 && r.status < 600)
+      atomic_fetch_add(&statuses[r.status], 1);
+    if (r.status == 200)
+      k->outcome[s] = O_OK;
+    else if (r.status == 409)
+      k->outcome[s] = O_REFUSED;
+    else if (r.status == 503 && strstr(r.body, "not committed") != NULL)
+      k->outcome[s] = O_NOT_COMMITTED;
+    else if (r.status == 503 && strstr(r.body, "unknown") != NULL)
+      k->outcome[s] = O_UNKNOWN;
+    else {
+      k->outcome[s] = O_OTHER;
+      print_message("client %d seq %d: %d %s\n", k->id, s, r.status, r.body);
+    }
+    tl_resp_free(&r);
+    if (k->outcome[s] != O_OK && k->outcome[s] != O_REFUSED)
+      sleep_ms(20);
+  }
+  tl_conn_close(&conn);
+  return NULL;
+}
+
+static pthread_t threads[NCLIENT];
+
+static void run_clients(void) {
+  atomic_store(&stop_flag, 0);
+  for (int i = 0; i < 600; i++)
+    atomic_store(&statuses[i], 0);
+  for (int i = 0; i < NCLIENT; i++) {
+    memset(&clients[i], 0, sizeof clients[i]);
+    clients[i].id = i;
+    assert_int_equal(pthread_create(&threads[i], NULL, client_main, &clients[i]), 0);
+  }
+}
+
+static void join_clients(void) {
+  atomic_store(&stop_flag, 1);
+  for (int i = 0; i < NCLIENT; i++)
+    pthread_join(threads[i], NULL);
+}
+
+/* Fresh accounts and an empty ledger, through lithd. */
+static void reset_accounts(void) {
+  char body[2048];
+  size_t n = (size_t)snprintf(
+      body, sizeof body,
+      "{\"statements\":[{\"sql\":\"DELETE FROM ledger\"},{\"sql\":\"DELETE FROM accounts\"}");
+  for (int a = 1; a <= NACC; a++)
+    n += (size_t)snprintf(body + n, sizeof body - n,
+                          ",{\"sql\":\"INSERT INTO accounts(id, balance) VALUES (?, ?)\",\"params\":[%d,%d]}",
+                          a, START_BALANCE);
+  snprintf(body + n, sizeof body - n, "]}");
+  tl_expect(&lithd, "POST", "/v1/do", NULL, body, 200, NULL);
+}
+
+/* The ledger on the leader against every client's answers. Returns the
+ * number of OK answers. */
+static int64_t check_ledger(int allow_unknown) {
+  uint32_t db;
+  lith__dq_conn *c = leader_conn(&db);
+  lith__dq_rows r;
+  static unsigned char seen[NCLIENT][MAXSEQ];
+  int64_t ok = 0, unknown = 0, n;
+  char sql[512];
+
+  memset(seen, 0, sizeof seen);
+  lith__dq_rows_init(&r);
+  assert_int_equal(lith__dq_query_sql(c, db, "SELECT client, seq FROM ledger", NULL, 0, &r), LITH_DQ_OK);
+  for (size_t i = 0; i < r.nrows; i++) {
+    int64_t cl = lith__dq_rows_at(&r, i, 0)->i, sq = lith__dq_rows_at(&r, i, 1)->i;
+    assert_true(cl >= 0 && cl < NCLIENT && sq >= 0 && sq < clients[cl].nseq);
+    assert_int_equal(seen[cl][sq], 0); /* no row twice */
+    seen[cl][sq] = 1;
+  }
+  n = (int64_t)r.nrows;
+  lith__dq_rows_free(&r);
+  for (int k = 0; k < NCLIENT; k++)
+    for (int s = 0; s < clients[k].nseq; s++) {
+      int o = clients[k].outcome[s];
+      if (o == O_OK) {
+        ok++;
+        if (!seen[k][s])
+          fail_msg("client %d seq %d answered 200 but not in the ledger", k, s);
+      } else if (o == O_UNKNOWN) {
+        unknown++;
+      } else if (seen[k][s]) {
+        fail_msg("client %d seq %d answered %d (not committed) but in the ledger", k, s, o);
+      }
+    }
+  if (!allow_unknown)
+    assert_int_equal(unknown, 0);
+  assert_int_equal(q_int(c, db, "SELECT sum(balance) FROM accounts"), (int64_t)NACC * START_BALANCE);
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM accounts a WHERE a.balance != %d"
+           " - coalesce((SELECT sum(amount) FROM ledger WHERE src = a.id), 0)"
+           " + coalesce((SELECT sum(amount) FROM ledger WHERE dst = a.id), 0)",
+           START_BALANCE);
+  assert_int_equal(q_int(c, db, sql), 0);
+  lith__dq_close(c);
+  print_message("transfers: %lld answered 200, %lld in the ledger, %lld unknown; 200: %d, 409: %d, 503: %d\n",
+                (long long)ok, (long long)n, (long long)unknown, atomic_load(&statuses[200]),
+                atomic_load(&statuses[409]), atomic_load(&statuses[503]));
+  return ok;
+}
+
+/* ---- Tests ---- */
+
+static void test_round_trip(void **state) {
+  (void)state;
+  struct tl_resp r;
+  char out[4096];
+
+  /* --schema applied: both steps, recorded. */
+  tl_expect(&lithd, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT version FROM _lith_schema\"}]}", 200, "\"rows\":[[2]]");
+  /* Every value type, both ways. */
+  tl_expect(
+      &lithd, "POST", "/v1/do", NULL,
+      "{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES (?, ?), (?, ?), (?, ?), (?, ?), (?, ?)\","
+      "\"params\":[\"i\",9223372036854775807,\"r\",1.5,\"t\",\"h\\u00e9llo\",\"b\",{\"base64\":\"AP8=\"},"
+      "\"n\",null]}]}",
+      200, "\"changes\":5");
+  tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT v FROM kv ORDER BY k\"}]}",
+            200, "\"rows\":[[{\"base64\":\"AP8=\"}],[9223372036854775807],[null],[1.5],[\"h\xc3\xa9llo\"]]");
+  /* Named parameters, the rowid of an INSERT, 0 for an UPDATE's. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO accounts(id, balance) VALUES (:id, :b)\","
+            "\"params\":{\":id\":41,\":b\":5}},{\"sql\":\"UPDATE accounts SET balance = 6 WHERE id = 41\"}]}",
+            200,
+            "\"last_insert_rowid\":41,\"columns\":[],\"rows\":[]},{\"changes\":1,\"last_insert_rowid\":0");
+  /* A failing statement undoes its command alone: 409, nothing of it. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = 7 WHERE id = 41\"},"
+            "{\"sql\":\"INSERT INTO accounts(id, balance) VALUES (41, 1)\"}]}",
+            409, "\"statement\":1");
+  tl_expect(&lithd, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT balance FROM accounts WHERE id = 41\"}]}", 200,
+            "\"rows\":[[6]]");
+  /* /v1/batch: each command its own outcome. */
+  tl_expect(&lithd, "POST", "/v1/batch", NULL,
+            "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES ('x', 1)\"}]},"
+            "{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES ('x', 2)\"}]},"
+            "{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES ('y', 3) RETURNING v\"}]}]}",
+            200, "\"code\":\"constraint\"");
+  tl_expect(&lithd, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT group_concat(k || v) FROM kv WHERE k IN ('x', 'y')\"}]}", 200,
+            "[[\"x1,y3\"]]");
+  /* A named command, and its refusal of a missing parameter. */
+  reset_accounts();
+  tl_expect(&lithd, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"client\":0,\"seq\":0,\"src\":1,\"dst\":2,\"amount\":10}}", 200, NULL);
+  tl_expect(&lithd, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"client\":0,\"seq\":1,\"src\":1,\"dst\":2,\"amount\":100000}}", 409,
+            "CHECK constraint");
+  tl_expect(&lithd, "POST", "/v1/commands/transfer", NULL, "{\"params\":{\"client\":0}}", 400, "missing");
+  tl_expect(&lithd, "GET", "/v1/commands", NULL, NULL, 200, "\"name\":\"transfer\"");
+  tl_expect(&lithd, "POST", "/v1/query?rows=objects", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT id, balance FROM accounts WHERE id <= 2 ORDER BY id\"}]}",
+            200, "[{\"id\":1,\"balance\":990},{\"id\":2,\"balance\":1010}]");
+  /* The rules: reads only on /v1/query, one statement, no transaction
+   * control, no PRAGMA assignment, exactly the parameters, no backups. */
+  tl_expect(&lithd, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"DELETE FROM kv\"}]}", 403,
+            "write statement");
+  tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"COMMIT\"}]}", 400, NULL);
+  tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"PRAGMA foreign_keys = OFF\"}]}", 403,
+            NULL);
+  tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT ?\",\"params\":[1,2]}]}", 400,
+            "1 parameter, 2 given");
+  tl_expect(&lithd, "GET", "/v1/backup", NULL, NULL, 501, NULL);
+  tl_http(&lithd, "GET", "/v1/stats", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_true(tl_json_u64(r.body, "batches") > 0);
+  tl_resp_free(&r);
+
+  /* A second lithd on the same cluster with the same schema: starts (the
+   * steps are not applied again: CREATE TABLE would fail) and sees the
+   * data. */
+  {
+    struct tl_child second;
+    const char *extra[] = {"--dqlite", all, "--schema", "schema.sql", "--commands", "commands.sql", NULL};
+    tl_start(&second, "second", TL_NO_DB, extra);
+    tl_expect(&second, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM kv\"}]}",
+              200, "[[7]]");
+    assert_int_equal(tl_stop(&second, SIGTERM, 10000), 0);
+  }
+  /* What needs a local file is refused with --dqlite. */
+  assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--db", "x.db"), out, sizeof out), 2);
+  assert_non_null(strstr(out, "--dqlite cannot go with --db"));
+  assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--backup-dir", "."), out, sizeof out), 2);
+  assert_non_null(strstr(out, "--backup-dir"));
+  assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--litestream"), out, sizeof out), 2);
+}
+
+static void test_leader_killed(void **state) {
+  (void)state;
+  int64_t t_kill, first_ok = -1;
+  start_missing();
+  reset_accounts();
+  run_clients();
+  sleep_ms(1000);
+  int li = leader_index();
+  t_kill = ms_now();
+  assert_int_equal(t_node_stop(&nodes[li], SIGKILL, 5000), 128 + SIGKILL);
+  sleep_ms(FAILOVER_MS + 3000);
+  join_clients();
+  for (int k = 0; k < NCLIENT; k++)
+    for (int s = 0; s < clients[k].nseq; s++)
+      if (clients[k].outcome[s] == O_OK && clients[k].sent[s] > t_kill &&
+          (first_ok < 0 || clients[k].answered[s] < first_ok))
+        first_ok = clients[k].answered[s];
+  assert_true(first_ok > 0);
+  print_message("leader %d killed: first 200 of a command sent after the kill %lld ms later\n", li + 1,
+                (long long)(first_ok - t_kill));
+  assert_true(first_ok - t_kill < FAILOVER_MS + 3000);
+  check_ledger(1);
+  /* The killed node comes back and the cluster writes on. */
+  start_missing();
+  reset_accounts();
+}
+
+static void test_follower_killed(void **state) {
+  (void)state;
+  start_missing();
+  reset_accounts();
+  int li = leader_index(), fi = (li + 1) % 3;
+  run_clients();
+  sleep_ms(700);
+  assert_int_equal(t_node_stop(&nodes[fi], SIGKILL, 5000), 128 + SIGKILL);
+  sleep_ms(1500);
+  join_clients();
+  /* No answer changed: only 200 and 409, nothing unknown. */
+  assert_int_equal(atomic_load(&statuses[503]), 0);
+  for (int k = 0; k < NCLIENT; k++)
+    for (int s = 0; s < clients[k].nseq; s++)
+      assert_true(clients[k].outcome[s] == O_OK || clients[k].outcome[s] == O_REFUSED);
+  assert_true(check_ledger(0) > 0);
+  start_missing();
+}
+
+static void test_majority_lost(void **state) {
+  (void)state;
+  start_missing();
+  reset_accounts();
+  int li = leader_index();
+  /* Kill both followers, then the commands: no majority can store them. */
+  for (int i = 0; i < 3; i++)
+    if (i != li)
+      assert_int_equal(t_node_stop(&nodes[i], SIGKILL, 5000), 128 + SIGKILL);
+  run_clients();
+  sleep_ms(FAILOVER_MS + 2 * 2000 + 2000);
+  join_clients();
+  int answered = 0;
+  for (int k = 0; k < NCLIENT; k++)
+    for (int s = 0; s < clients[k].nseq; s++) {
+      int o = clients[k].outcome[s];
+      if (o == O_OK)
+        fail_msg("client %d seq %d answered 200 without a majority", k, s);
+      answered += o == O_NOT_COMMITTED || o == O_UNKNOWN;
+    }
+  assert_true(atomic_load(&statuses[503]) > 0);
+  assert_int_equal(atomic_load(&statuses[200]), 0);
+  print_message("majority lost: %d commands answered 503 (%d answers in all)\n", atomic_load(&statuses[503]),
+                answered);
+  /* Back to three: what was "not committed" is not there. */
+  start_missing();
+  check_ledger(1);
+  tl_expect(&lithd, "POST", "/v1/commands/transfer", NULL,
+            "{\"params\":{\"client\":0,\"seq\":4095,\"src\":1,\"dst\":2,\"amount\":1}}", 200, NULL);
+}
+
+/* ---- Setup ---- */
+
+static int group_setup(void **state) {
+  (void)state;
+  char join2[160];
+  signal(SIGPIPE, SIG_IGN);
+  write_file("schema.sql", schema_sql);
+  write_file("commands.sql", commands_sql);
+  for (int i = 0; i < 3; i++)
+    t_node_init(&nodes[i], i + 1);
+  snprintf(all, sizeof all, "%s,%s,%s", nodes[0].address, nodes[1].address, nodes[2].address);
+  snprintf(join2, sizeof join2, "%s,%s", nodes[0].address, nodes[1].address);
+  if (t_node_start(&nodes[0], NULL, 10000) != 0 || t_node_start(&nodes[1], nodes[0].address, 15000) != 0 ||
+      t_node_start(&nodes[2], join2, 15000) != 0)
+    return -1;
+  {
+    char fo[16];
+    snprintf(fo, sizeof fo, "%d", FAILOVER_MS);
+    const char *extra[] = {
+        "--dqlite", all, "--schema", "schema.sql", "--commands", "commands.sql", "--dqlite-failover-ms",
+        fo,         NULL};
+    tl_start(&lithd, "lithd", TL_NO_DB, extra);
+  }
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  if (lithd.pid > 0)
+    tl_stop(&lithd, SIGKILL, 5000);
+  for (int i = 0; i < 3; i++)
+    if (nodes[i].pid > 0)
+      t_node_stop(&nodes[i], SIGKILL, 2000);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_follower_killed),
+      cmocka_unit_test(test_majority_lost),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
