@@ -120,11 +120,13 @@ enum {
   M_TX_CMD,    /* transactions (Raft entries) per command */
   M_RETRY_CMD, /* direct: busy retries per command answered OK */
   M_NODE_US,   /* the three nodes' CPU µs per command answered OK, whole arm */
+  M_RT_MS,     /* direct: mean round trip of BEGIN and the four statements, ms */
+  M_COMMIT_MS, /* direct: mean COMMIT (Raft: a majority stored the entry), ms */
   NMETRIC
 };
 static const char *const METRIC_CSV[NMETRIC] = {
-    "cmds_per_s",      "ratio_to_direct",    "p50_ms", "p99_ms", "tx_per_cmd",
-    "retries_per_cmd", "node_cpu_us_per_cmd"};
+    "cmds_per_s",      "ratio_to_direct",     "p50_ms", "p99_ms",   "tx_per_cmd",
+    "retries_per_cmd", "node_cpu_us_per_cmd", "rt_ms",  "commit_ms"};
 
 typedef struct result {
   int ran;
@@ -146,6 +148,7 @@ typedef struct worker {
   pthread_t th;
   uint64_t rng;
   int64_t seq, ok, win_ok, errors, retries;
+  int64_t txs, stmt_ns, commit_ns; /* direct: committed transactions' round trips */
   bench_lat lat;
 } worker;
 
@@ -390,22 +393,34 @@ static int cmd_transfer(lith__dqw_tx *tx, void *arg) {
 
 /* One transaction on a plain connection: LITH_DQ_OK (committed), or the
  * failing step's code with the transaction rolled back when the connection
- * lives. */
-static int direct_tx(lith__dq_conn *c, uint32_t db, const bench_transfer *t) {
+ * lives; -SQLITE_BUSY_ when refused busy. A committed one adds its five
+ * other requests' and its COMMIT's round trips to wk's sums. */
+static int direct_tx(worker *wk, lith__dq_conn *c, uint32_t db, const bench_transfer *t) {
   xfer_params p = params_of(t);
-  int rc = lith__dq_exec_sql(c, db, "BEGIN", NULL, 0, NULL);
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(c, db, BENCH_SQL_DEBIT, p.debit, 2, NULL);
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(c, db, BENCH_SQL_CREDIT, p.credit, 2, NULL);
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(c, db, BENCH_SQL_LEDGER, p.ledger, 5, NULL);
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(c, db, BENCH_SQL_TOPIC, p.topic, 1, NULL);
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(c, db, "COMMIT", NULL, 0, NULL);
-  if (rc == LITH_DQ_FAILURE) {
-    /* keep the failure's code and message across the ROLLBACK */
+  const struct {
+    const char *sql;
+    const lith__dq_value *v;
+    unsigned n;
+  } step[6] = {{"BEGIN", NULL, 0},
+               {BENCH_SQL_DEBIT, p.debit, 2},
+               {BENCH_SQL_CREDIT, p.credit, 2},
+               {BENCH_SQL_LEDGER, p.ledger, 5},
+               {BENCH_SQL_TOPIC, p.topic, 1},
+               {"COMMIT", NULL, 0}};
+  int64_t t0 = bench_now_ns(), t_commit = 0;
+  int rc = LITH_DQ_OK;
+  for (int i = 0; i < 6 && rc == LITH_DQ_OK; i++) {
+    if (i == 5)
+      t_commit = bench_now_ns();
+    rc = lith__dq_exec_sql(c, db, step[i].sql, step[i].v, step[i].n, NULL);
+  }
+  if (rc == LITH_DQ_OK) {
+    int64_t t1 = bench_now_ns();
+    wk->stmt_ns += t_commit - t0;
+    wk->commit_ns += t1 - t_commit;
+    wk->txs++;
+  } else if (rc == LITH_DQ_FAILURE) {
+    /* keep the failure's code across the ROLLBACK */
     uint64_t code = lith__dq_errcode(c);
     int rb = lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
     if (rb != LITH_DQ_OK && rb != LITH_DQ_FAILURE)
@@ -446,7 +461,8 @@ static void *direct_main(void *arg) {
       break;
     bench_transfer t = bench_transfer_make(wk->id, ++wk->seq, &wk->rng);
     int rc, attempt = 0;
-    while ((rc = direct_tx(c, db, &t)) == -SQLITE_BUSY_ && bench_now_ns() < r->we + INT64_C(30000000000)) {
+    while ((rc = direct_tx(wk, c, db, &t)) == -SQLITE_BUSY_ &&
+           bench_now_ns() < r->we + INT64_C(30000000000)) {
       wk->retries++;
       bench_sleep_ms(busy_delay_ms(attempt++));
     }
@@ -507,7 +523,7 @@ static void arm_threads(run *r, result *res, void *(*fn)(void *), int64_t *ok) {
   const config *cfg = r->cfg;
   int started = 0;
   bench_lat **bufs = bench_xcalloc((size_t)r->N, sizeof *bufs);
-  int64_t retries = 0, all_ok = 0;
+  int64_t retries = 0, all_ok = 0, txs = 0, stmt_ns = 0, commit_ns = 0;
   r->wk = bench_xcalloc((size_t)r->N, sizeof *r->wk);
   size_t cap = bench_lat_cap(r->N, cfg->cli.seconds);
   for (int i = 0; i < r->N; i++) {
@@ -537,6 +553,13 @@ static void arm_threads(run *r, result *res, void *(*fn)(void *), int64_t *ok) {
     res->errors += r->wk[i].errors;
     res->commands += (uint64_t)r->wk[i].win_ok;
     retries += r->wk[i].retries;
+    txs += r->wk[i].txs;
+    stmt_ns += r->wk[i].stmt_ns;
+    commit_ns += r->wk[i].commit_ns;
+  }
+  if (txs) {
+    res->m[M_RT_MS] = (double)stmt_ns / (double)txs / 5 / 1e6;
+    res->m[M_COMMIT_MS] = (double)commit_ns / (double)txs / 1e6;
   }
   res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
   if (all_ok && fn == direct_main)
@@ -750,14 +773,15 @@ static int64_t errors_of(bench *b, int arm, int ni) {
 static void print_tables(bench *b) {
   const config *c = &b->cfg;
   printf("\n| arm | conns | cmd/s median (min–max) | ÷direct median (min–max) | p50 ms | p99 ms | tx (Raft "
-         "entries) per cmd | busy retries per cmd | nodes' CPU µs per cmd | err |\n");
-  printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+         "entries) per cmd | busy retries per cmd | nodes' CPU µs per cmd | round trip ms | COMMIT ms | err "
+         "|\n");
+  printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int ni = 0; ni < c->nconns; ni++)
     for (int arm = 0; arm < NARMS; arm++) {
       if (!res_at(b, arm, ni, 0)->ran)
         continue;
       bench_agg cs = aggregate(b, arm, ni, M_CMDS_S), rt = aggregate(b, arm, ni, M_RATIO);
-      char ratio[64], v[5][32];
+      char ratio[64], v[7][32];
       if (rt.n && arm != ARM_DIRECT)
         snprintf(ratio, sizeof ratio, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
       else
@@ -767,8 +791,10 @@ static void print_tables(bench *b) {
       bench_fmt(v[2], sizeof v[2], "%.3f", aggregate(b, arm, ni, M_TX_CMD).med);
       bench_fmt(v[3], sizeof v[3], "%.2f", aggregate(b, arm, ni, M_RETRY_CMD).med);
       bench_fmt(v[4], sizeof v[4], "%.0f", aggregate(b, arm, ni, M_NODE_US).med);
-      printf("| %s | %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %lld |\n", ARM_NAME[arm],
-             c->conns[ni], cs.med, cs.lo, cs.hi, ratio, v[0], v[1], v[2], v[3], v[4],
+      bench_fmt_ms(v[5], sizeof v[5], aggregate(b, arm, ni, M_RT_MS).med, 1);
+      bench_fmt_ms(v[6], sizeof v[6], aggregate(b, arm, ni, M_COMMIT_MS).med, 1);
+      printf("| %s | %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %s | %lld |\n", ARM_NAME[arm],
+             c->conns[ni], cs.med, cs.lo, cs.hi, ratio, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
              (long long)errors_of(b, arm, ni));
     }
   printf(
@@ -777,7 +803,10 @@ static void print_tables(bench *b) {
       "busy retries and their sleeps included). tx per cmd: direct 1 by construction; writer, lithd-dq:\n"
       "_lith_batches rows over commands answered OK in the arm; lithd-file: /v1/stats. nodes' CPU: the\n"
       "three lith-node processes from the arm's first connection to its last answer (warm-up and drain\n"
-      "included, seeding and checking not), per command answered OK in that time.\n");
+      "included, seeding and checking not), per command answered OK in that time. round trip, COMMIT "
+      "(direct):\n"
+      "the mean request of BEGIN and the four statements, and the mean COMMIT (a majority stored the\n"
+      "transaction's Raft entry), over the committed transactions.\n");
   if (!c->lithd_dq && c->arms[ARM_LITHDQ])
     printf("lithd-dq: not run: %s has no --dqlite.\n", c->lithd);
 }
