@@ -42,13 +42,16 @@
  * the whole arm; lithd-file: GET /v1/stats), busy retries per command, and
  * the three nodes' CPU per command (/proc, from the arm's first connection
  * to its last answer, per command answered OK in that time). Each arm's
- * figure is also divided by direct's in the same round and cell.
+ * figure is also divided by direct's in the same round and cell. Direct
+ * also times its own requests (the mean of BEGIN and the four statements,
+ * and the mean COMMIT): where a transaction's time goes, without a
+ * profiler.
  *
  * After every arm the database is checked by bench/transfer.c's check:
  * dqlite arms first copy the cluster's three tables (read on the leader)
  * into a local SQLite file. Money conserved, one ledger row and one topic
  * bump per command answered OK, per connection. A mismatch, a failed
- * request or a lost leader is an error; exit status 1 if any.
+ * request or a writer failover is an error; exit status 1 if any.
  *
  * The cluster: three lith-node processes (dqlite/test/nodes.c, the tests'
  * launcher; Raft latency T_NODE_LATENCY_MS) with their data directories in
