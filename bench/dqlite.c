@@ -29,8 +29,9 @@
  *               keep-alive connections (bench/transfer_http.h, the client of
  *               bench/lithd). Skipped, and said so, when the lithd given
  *               has no --dqlite.
- *   lithd-file  lithd --db FILE --synchronous full over HTTP, the same
- *               client: one machine, for reference (bench/lithd's lithd arm).
+ *   lithd-file  lithd --db FILE --synchronous full (--sync normal: normal)
+ *               over HTTP, the same client: one machine, for reference
+ *               (bench/lithd's lithd arm).
  *
  * Measured per cell: commands answered OK per second of the window, the
  * latency of each (p50, p99; direct: from the first attempt to COMMIT's OK,
@@ -105,7 +106,8 @@ typedef struct config {
   int conns[MAX_LIST], nconns;
   int arms[NARMS];
   const char *lithd;
-  int lithd_dq; /* the lithd given knows --dqlite */
+  int lithd_dq;    /* the lithd given knows --dqlite */
+  int file_normal; /* lithd-file runs synchronous NORMAL (--sync normal), else FULL */
 } config;
 
 typedef struct cluster {
@@ -614,7 +616,7 @@ static void arm_http(run *r, result *res, int64_t *ok) {
     argv[a++] = "--db";
     argv[a++] = r->path;
     argv[a++] = "--synchronous";
-    argv[a++] = "full";
+    argv[a++] = cfg->file_normal ? "normal" : "full";
   } else {
     argv[a++] = "--dqlite";
     argv[a++] = r->cl->all;
@@ -697,6 +699,7 @@ static void run_one(bench *b, int arm, int ni, int round) {
   int64_t t0 = bench_now_ns();
   if (arm == ARM_LITHD) {
     bench_pragmas p = pragmas_full();
+    p.full = !c->file_normal;
     snprintf(r.path, sizeof r.path, "%s/lithd-n%d-r%d.db", c->cli.db_dir, r.N, round + 1);
     if (bench_transfer_create(r.path, r.N, &p) != 0) {
       res->errors++;
@@ -847,6 +850,7 @@ static void usage(FILE *f) {
           "  --db-dir DIR       the nodes' data and lithd-file's database (default: a new directory under "
           "/tmp)\n"
           "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
+          "  --sync full|normal lithd-file's synchronous (default full; a list of both: full)\n"
           "  --csv PATH         CSV output (default bench/results/dqlite-YYYYMMDD-HHMMSS.csv)\n"
           "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s\n"
           "  --help\n");
@@ -860,7 +864,11 @@ static int take_option(void *ctx, const char *a, const char *v) {
     bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, ARM_LIST);
   else if (!strcmp(a, "--lithd"))
     c->lithd = v;
-  else
+  else if (!strcmp(a, "--sync")) {
+    static const char *const SYNC_WORD[] = {"full", "normal"};
+    int v2[2], n = bench_parse_words(v, a, SYNC_WORD, NULL, 2, v2, 2, "full,normal");
+    c->file_normal = n == 1 && v2[0] == 1;
+  } else
     return 0;
   return 1;
 }
@@ -914,6 +922,7 @@ int main(int argc, char **argv) {
   printf("machine: nproc %ld (usable %d), CPU %s, kernel %s\n", m.nproc, m.usable, m.cpu, m.kernel);
   printf("nodes' data: %s (%s); lithd: %s%s\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir), c->lithd,
          c->lithd_dq ? " (with --dqlite)" : " (no --dqlite: the lithd-dq arm is left out)");
+  printf("lithd-file: synchronous %s\n", c->file_normal ? "NORMAL" : "FULL");
   printf("plan: connections");
   bench_print_ints(c->conns, c->nconns);
   printf("\nplan");
