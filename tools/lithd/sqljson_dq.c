@@ -433,18 +433,26 @@ int lithd_dq_result_failed(lithd_result *r, int rc, const lith__dqw_err *err, ch
   switch (rc) {
   case LITH_DQW_OK: return LITH_OK;
   case LITH_DQW_SQL:
-  case LITH_DQW_MISUSE:
-    if (r != NULL && r->err.code == DQ_PENDING) {
-      int code = rc == LITH_DQW_SQL ? lith_from_sqlite(err->code) : LITH_MISUSE;
-      if (code == LITH_OK)
-        code = LITH_ERROR;
+  case LITH_DQW_MISUSE: {
+    int code = rc == LITH_DQW_SQL ? lith_from_sqlite(err->code) : LITH_MISUSE;
+    if (code == LITH_OK)
+      code = LITH_ERROR;
+    if (r != NULL && r->err.code == DQ_PENDING) { /* a statement of the run failed */
       lithd_error_set(&r->err, code, r->err.statement, "%s", err->errmsg);
       return code;
     }
-    break;
+    /* the COMMIT, blamed on this command (a deferred foreign key): no
+     * statement to name */
+    snprintf(errmsg, cap, "%s", err->errmsg);
+    return code;
+  }
   case LITH_DQW_USER:
     if (r != NULL && r->err.code != LITH_OK && r->err.code != DQ_PENDING)
       return r->err.code;
+    if (r == NULL) { /* the run could not even begin its result */
+      snprintf(errmsg, cap, "out of memory");
+      return LITH_NOMEM;
+    }
     break;
   case LITH_DQW_UNAVAILABLE:
     snprintf(errmsg, cap, "no dqlite leader could be reached: the command was not committed (%s)",

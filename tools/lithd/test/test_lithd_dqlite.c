@@ -17,7 +17,9 @@
  *     200 and 409);
  *   - all nodes but one killed: every command is answered 503 (never 200),
  *     and none of those said "not committed" is in the ledger once the
- *     nodes are back.
+ *     nodes are back;
+ *   - a measurement: 32 clients for LITHD_DQ_MEASURE_S seconds (default 3)
+ *     on the healthy cluster, commands/s printed.
  * The ledger is read with the dqlite client on the leader (dqlite/client.h).
  */
 #include <setjmp.h>
@@ -54,7 +56,9 @@ static const char *schema_sql =
     "CREATE TABLE ledger(id INTEGER PRIMARY KEY, client INTEGER NOT NULL, seq INTEGER NOT NULL,\n"
     "  src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL, UNIQUE (client, seq));\n"
     "-- step 2\n"
-    "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n";
+    "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n"
+    "CREATE TABLE parent(id INTEGER PRIMARY KEY);\n"
+    "CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);\n";
 
 static const char *commands_sql = "-- name: transfer\n"
                                   "-- Move :amount from :src to :dst, once per (client, seq).\n"
@@ -311,6 +315,24 @@ static void test_round_trip(void **state) {
   tl_expect(&lithd, "POST", "/v1/query", NULL,
             "{\"statements\":[{\"sql\":\"SELECT balance FROM accounts WHERE id = 41\"}]}", 200,
             "\"rows\":[[6]]");
+  /* Parameters found in the text as SQLite numbers them: none inside a
+   * string or a comment, ?NNN by number, a name repeated is one. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT '?', ?2, ?1 -- ?\\n\",\"params\":[1,2]}]}", 200,
+            "\"rows\":[[\"?\",2,1]]");
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT :a, '@b', :a /* :c */\",\"params\":{\":a\":3}}]}", 200,
+            "\"rows\":[[3,\"@b\",3]]");
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT :a, :b\",\"params\":{\":a\":1}}]}", 400,
+            "parameter \\\":b\\\" is not given");
+  /* A deferred foreign key left by a command: COMMIT refuses it, that
+   * command fails alone (409), nothing of it stays. */
+  tl_expect(&lithd, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO child(pid) VALUES (5)\"}]}", 409,
+            "FOREIGN KEY constraint failed");
+  tl_expect(&lithd, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM child\"}]}",
+            200, "[[0]]");
   /* /v1/batch: each command its own outcome. */
   tl_expect(&lithd, "POST", "/v1/batch", NULL,
             "{\"commands\":[{\"statements\":[{\"sql\":\"INSERT INTO kv(k, v) VALUES ('x', 1)\"}]},"
@@ -443,6 +465,28 @@ static void test_majority_lost(void **state) {
             "{\"params\":{\"client\":0,\"seq\":4095,\"src\":1,\"dst\":2,\"amount\":1}}", 200, NULL);
 }
 
+/* 32 clients on the healthy cluster for LITHD_DQ_MEASURE_S seconds
+ * (default 3): the transfers answered 200 per second, printed. */
+static void test_measure(void **state) {
+  (void)state;
+  const char *env = getenv("LITHD_DQ_MEASURE_S");
+  int seconds = env != NULL && atoi(env) > 0 ? atoi(env) : 3;
+  start_missing();
+  reset_accounts();
+  leader_index(); /* a leader is there before the clock starts */
+  int64_t t0 = ms_now();
+  run_clients();
+  sleep_ms(seconds * 1000);
+  join_clients();
+  int64_t t1 = ms_now();
+  int ok = atomic_load(&statuses[200]), refused = atomic_load(&statuses[409]);
+  print_message("measure: %d clients, %lld ms: %d answered 200, %d 409: %.0f commands/s (200 and 409)\n",
+                NCLIENT, (long long)(t1 - t0), ok, refused,
+                (double)(ok + refused) * 1000.0 / (double)(t1 - t0));
+  assert_true(ok > 0);
+  check_ledger(0);
+}
+
 /* ---- Setup ---- */
 
 static int group_setup(void **state) {
@@ -481,10 +525,9 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),
-      cmocka_unit_test(test_leader_killed),
-      cmocka_unit_test(test_follower_killed),
-      cmocka_unit_test(test_majority_lost),
+      cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_follower_killed), cmocka_unit_test(test_majority_lost),
+      cmocka_unit_test(test_measure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
