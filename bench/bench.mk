@@ -6,7 +6,7 @@
 # bench/kanban_http spawns KANBAN_BIN; absolute paths compiled in, options
 # override them) and http/http.mk (H1C_SRC).
 #
-#   BENCH_BIN     the five benchmark programs `make bench` runs
+#   BENCH_BIN     the six benchmark programs `make bench` runs
 #   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
 #                 they share), bench/net.c (the HTTP client and the server
 #                 under test), bench/transfer.c (the transfer workload),
@@ -17,7 +17,7 @@
 #                 bench/shards): the transfer as a lith command.
 
 BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
-                     $(B)/bench/shards
+                     $(B)/bench/shards $(B)/bench/dqlite
 BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC)
 BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h
 BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
@@ -33,6 +33,15 @@ $(B)/bench/shards: bench/shards.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_L
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
 all: $(B)/bench/shards
+# bench/dqlite: three lith-node processes (dqlite/test/nodes.c, the tests'
+# launcher), the dqlite client and writer in process, and lithd (--dqlite,
+# --db) over HTTP. `make` (all) builds it too.
+$(B)/bench/dqlite: bench/dqlite.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) \
+                   $(DQ_HDRS) dqlite/writer.h dqlite/test/nodes.h $(LITHD_BIN) $(LITH_NODE_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp -Idqlite -Idqlite/test $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' \
+	  -o $@ $< $(BENCH_SHARED) $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+all: $(B)/bench/dqlite
 # bench/lithd spawns lithd; it links SQLite only.
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
@@ -49,6 +58,7 @@ bench: deps
 	$(B)/bench/kanban $(BENCH_ARGS)
 	$(B)/bench/kanban_http $(BENCH_ARGS)
 	$(B)/bench/shards $(BENCH_ARGS)
+	$(B)/bench/dqlite $(BENCH_ARGS)
 
 # The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
 # SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and

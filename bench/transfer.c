@@ -16,7 +16,7 @@
 
 /* ---- the transfer workload ----------------------------------------------------------------------- */
 
-static const char TRANSFER_SCHEMA[] =
+const char BENCH_TRANSFER_SCHEMA[] =
     "CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT NULL CHECK (balance >= 0));"
     "CREATE TABLE ledger(id INTEGER PRIMARY KEY, producer INTEGER NOT NULL, seq INTEGER NOT NULL,"
     " src INTEGER NOT NULL, dst INTEGER NOT NULL, amount INTEGER NOT NULL);"
@@ -110,7 +110,7 @@ int bench_transfer_create(const char *path, int n, const bench_pragmas *p) {
   bench_remove_db(path);
   if (bench_open_plain(path, p, 5000, &conn) != SQLITE_OK)
     return -1;
-  int rc = sqlite3_exec(conn, TRANSFER_SCHEMA, NULL, NULL, NULL);
+  int rc = sqlite3_exec(conn, BENCH_TRANSFER_SCHEMA, NULL, NULL, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_exec(conn, "BEGIN", NULL, NULL, NULL);
   if (rc == SQLITE_OK)

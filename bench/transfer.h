@@ -34,6 +34,10 @@ enum { BENCH_ACCOUNTS_PER = 10, BENCH_MAX_AMOUNT = 50, BENCH_REFUSED = -1 };
 #define BENCH_SQL_LEDGER "INSERT INTO ledger(producer, seq, src, dst, amount) VALUES (?, ?, ?, ?, ?)"
 #define BENCH_SQL_TOPIC "UPDATE topics SET version = version + 1 WHERE id = ?"
 
+/* The schema (accounts, ledger, topics), three statements; bench/dqlite
+ * sends it to a dqlite cluster. */
+extern const char BENCH_TRANSFER_SCHEMA[];
+
 typedef struct bench_transfer {
   int64_t owner, seq, src, dst, amount;
 } bench_transfer;
