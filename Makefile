@@ -1,7 +1,7 @@
 # lith — build, test, install.
 #
 #   make            what `make install` installs: liblith (.a, .so) and
-#                   lith.pc, liblith_uv (.a, .so) and lith_uv.pc, lithd, lith;
+#                   lith.pc, liblith_uv (.a, .so) and lith_uv.pc, lithd, lith, lith-node;
 #                   the packages must be there (`make deps`)
 #   make deps       apt-get install what pkg-config cannot find
 #   make run        make deps, build, start lithd on lithd.db
@@ -10,6 +10,7 @@
 #                   thread for the same tests under ASan+UBSan or TSan)
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
 #   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak.c)
+#   make soak-dqlite          dqlite failover repeated (SOAK_DQ_ROUNDS, dqlite/dqlite.mk)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
 #   make lint       cppcheck and clang-format checks over every C file (make format fixes the style)
 #   make install    PREFIX=/usr/local DESTDIR=

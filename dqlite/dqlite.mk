@@ -55,3 +55,12 @@ $(B)/dqlite/test/test_writer: dqlite/test/test_writer.c $(DQ_TEST_HELP) $(DQW_OB
 
 lith-node: $(LITH_NODE_BIN)
 .PHONY: lith-node
+
+# The longer failover run (issue 14: "longer in a make soak-style target"):
+# test_writer's leader SIGKILL, catch-up and money check repeated
+# SOAK_DQ_ROUNDS times on one cluster (make test runs it once): 5 rounds
+# took 30 s for the whole file on 2026-12-01.
+SOAK_DQ_ROUNDS ?= 20
+soak-dqlite: $(B)/dqlite/test/test_writer
+	LITH_DQW_ROUNDS=$(SOAK_DQ_ROUNDS) sh tools/run-tests.sh $(B) $(B)/dqlite/test/test_writer
+.PHONY: soak-dqlite
