@@ -55,10 +55,15 @@ void t_node_init(t_node *n, int id) {
   snprintf(n->dir, sizeof n->dir, "node%d", id);
 }
 
-static int64_t ms_now(void) {
+int64_t t_ms_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void t_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
 }
 
 int t_node_start(t_node *n, const char *join, int timeout_ms) {
@@ -90,10 +95,10 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   }
   /* Read up to the newline; EOF (it exited) or the deadline is failure. */
   size_t len = 0;
-  int64_t deadline = ms_now() + timeout_ms;
+  int64_t deadline = t_ms_now() + timeout_ms;
   int ok = 0;
   while (!ok) {
-    int64_t left = deadline - ms_now();
+    int64_t left = deadline - t_ms_now();
     struct pollfd pf = {.fd = p[0], .events = POLLIN};
     if (left <= 0 || poll(&pf, 1, (int)left) <= 0)
       break;
@@ -121,12 +126,12 @@ int t_node_stop(t_node *n, int sig, int timeout_ms) {
   if (n->pid <= 0)
     return -1;
   kill(n->pid, sig);
-  int64_t deadline = ms_now() + timeout_ms;
+  int64_t deadline = t_ms_now() + timeout_ms;
   for (;;) {
     pid_t r = waitpid(n->pid, &status, WNOHANG);
     if (r == n->pid)
       break;
-    if (ms_now() >= deadline) {
+    if (t_ms_now() >= deadline) {
       kill(n->pid, SIGKILL);
       waitpid(n->pid, &status, 0);
       n->pid = 0;
@@ -219,4 +224,73 @@ void t_fake_free(t_fake *f) {
   close(f->lfd);
   free(f->reply);
   free(f);
+}
+
+/* ---- The cluster, read directly ---- */
+
+int t_query_int(lith__dq_conn *c, uint32_t db, const char *sql, int64_t *out, char *err, size_t errlen) {
+  lith__dq_rows r;
+  int rc;
+  lith__dq_rows_init(&r);
+  rc = lith__dq_query_sql(c, db, sql, NULL, 0, &r);
+  if (rc != LITH_DQ_OK) {
+    snprintf(err, errlen, "%s: %s: %s", sql, lith__dq_rc_str(rc), lith__dq_errmsg(c));
+    return -1;
+  }
+  if (r.nrows != 1 || r.ncols < 1) {
+    snprintf(err, errlen, "%s: %zu rows, not one", sql, (size_t)r.nrows);
+    lith__dq_rows_free(&r);
+    return -1;
+  }
+  *out = lith__dq_rows_at(&r, 0, 0)->i;
+  lith__dq_rows_free(&r);
+  return 0;
+}
+
+lith__dq_conn *t_leader_conn(const char *addresses, const char *name, const char *probe, int timeout_ms,
+                             uint32_t *db, char *err, size_t errlen) {
+  lith__dq_conn *c = lith__dq_new(3000);
+  int64_t deadline = t_ms_now() + timeout_ms;
+  if (c == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  for (;;) {
+    lith__dq_rows r;
+    lith__dq_rows_init(&r);
+    int rc = lith__dq_connect_leader(c, addresses, 8000);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_open(c, name, db);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_query_sql(c, *db, probe, NULL, 0, &r);
+    lith__dq_rows_free(&r);
+    if (rc == LITH_DQ_OK)
+      return c;
+    if (t_ms_now() > deadline) {
+      snprintf(err, errlen, "%s", lith__dq_errmsg(c));
+      lith__dq_close(c);
+      return NULL;
+    }
+    t_sleep_ms(50);
+  }
+}
+
+int t_leader_index(const t_node *nodes, int n, const char *addresses) {
+  lith__dq_conn *c = lith__dq_new(3000);
+  int found = -1;
+  if (c == NULL)
+    return -1;
+  if (lith__dq_connect_leader(c, addresses, 8000) == LITH_DQ_OK)
+    for (int i = 0; i < n; i++)
+      if (strcmp(nodes[i].address, lith__dq_address(c)) == 0)
+        found = i;
+  lith__dq_close(c);
+  return found;
+}
+
+int t_nodes_start_missing(t_node *nodes, int n, const char *join, int timeout_ms) {
+  for (int i = 0; i < n; i++)
+    if (nodes[i].pid == 0 && t_node_start(&nodes[i], join, timeout_ms) != 0)
+      return -1;
+  return 0;
 }

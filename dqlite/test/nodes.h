@@ -1,6 +1,8 @@
 /*
  * Test helpers: lith-node processes on loopback (LITH_NODE_PATH, compiled
- * in) and a fake node that answers whatever bytes a test gives it.
+ * in), a fake node that answers whatever bytes a test gives it, and reads
+ * of the cluster through the client (for the tests and bench/dqlite: no
+ * cmocka here; errors are returned, the caller asserts).
  */
 #ifndef LITH_DQLITE_TEST_NODES_H
 #define LITH_DQLITE_TEST_NODES_H
@@ -8,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "client.h"
 
 /* Raft's latency for test nodes: elections within ~0.3-0.6 s. */
 #define T_NODE_LATENCY_MS 20
@@ -42,5 +46,28 @@ typedef struct t_fake t_fake;
 t_fake *t_fake_start(const void *reply, size_t n, int close_after);
 const char *t_fake_address(const t_fake *f);
 void t_fake_free(t_fake *f);
+
+/* The monotonic clock in ms; a sleep. */
+int64_t t_ms_now(void);
+void t_sleep_ms(int ms);
+
+/* sql's single row's first column as an integer into *out: 0, or -1 with
+ * the reason in err[0..errlen). */
+int t_query_int(lith__dq_conn *c, uint32_t db, const char *sql, int64_t *out, char *err, size_t errlen);
+
+/* A connection to the leader (asked of `addresses`, "a,b,c") with database
+ * `name` open that has answered the read `probe`: after a kill or a
+ * restart the first leader found may still lose its election, so it tries
+ * again every 50 ms for timeout_ms. The caller's (lith__dq_close); NULL
+ * then, the last error in err[0..errlen). */
+lith__dq_conn *t_leader_conn(const char *addresses, const char *name, const char *probe, int timeout_ms,
+                             uint32_t *db, char *err, size_t errlen);
+
+/* The index in nodes[0..n) of the node the cluster names leader; -1. */
+int t_leader_index(const t_node *nodes, int n, const char *addresses);
+
+/* Start each of nodes[0..n) that is not running (pid 0), joining `join`:
+ * 0, or -1 at the first that did not start. */
+int t_nodes_start_missing(t_node *nodes, int n, const char *join, int timeout_ms);
 
 #endif

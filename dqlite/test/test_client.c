@@ -75,12 +75,10 @@ static void exec_ok(lith__dq_conn *c, uint32_t db, const char *sql) {
 }
 
 static int64_t query_int(lith__dq_conn *c, uint32_t db, const char *sql) {
-  lith__dq_rows r;
-  lith__dq_rows_init(&r);
-  assert_int_equal(lith__dq_query_sql(c, db, sql, NULL, 0, &r), LITH_DQ_OK);
-  assert_int_equal(r.nrows, 1);
-  int64_t v = lith__dq_rows_at(&r, 0, 0)->i;
-  lith__dq_rows_free(&r);
+  char err[512];
+  int64_t v = 0;
+  if (t_query_int(c, db, sql, &v, err, sizeof err) != 0)
+    fail_msg("%s", err);
   return v;
 }
 

@@ -62,72 +62,33 @@
 static t_node nodes[3];
 static char all[256];
 
-static int64_t ms_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 /* ---- Reading through the leader, outside the writer ---- */
 
-/* A connection to the leader that has answered a read: after nodes
- * restart, the first leader found may still lose an election. */
+/* A connection to the leader that answered a read (after a kill the first
+ * leader found may still lose an election). */
 static lith__dq_conn *leader_conn(uint32_t *db) {
-  lith__dq_conn *c = lith__dq_new(3000);
-  assert_non_null(c);
-  int64_t deadline = ms_now() + 10000;
-  for (;;) {
-    lith__dq_rows r;
-    lith__dq_rows_init(&r);
-    int rc = lith__dq_connect_leader(c, all, 8000);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_open(c, "w.db", db);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_query_sql(c, *db, "SELECT 1", NULL, 0, &r);
-    lith__dq_rows_free(&r);
-    if (rc == LITH_DQ_OK)
-      return c;
-    if (ms_now() > deadline)
-      fail_msg("no leader answering: %s", lith__dq_errmsg(c));
-    sleep_ms(50);
-  }
+  char err[512];
+  lith__dq_conn *c = t_leader_conn(all, "w.db", "SELECT 1", 10000, db, err, sizeof err);
+  if (c == NULL)
+    fail_msg("no leader answering: %s", err);
+  return c;
 }
 
 static int64_t q_int(lith__dq_conn *c, uint32_t db, const char *sql) {
-  lith__dq_rows r;
-  lith__dq_rows_init(&r);
-  int rc = lith__dq_query_sql(c, db, sql, NULL, 0, &r);
-  if (rc != LITH_DQ_OK)
-    fail_msg("%s: %s: %s", sql, lith__dq_rc_str(rc), lith__dq_errmsg(c));
-  assert_int_equal(r.nrows, 1);
-  int64_t v = lith__dq_rows_at(&r, 0, 0)->i;
-  lith__dq_rows_free(&r);
+  char err[512];
+  int64_t v = 0;
+  if (t_query_int(c, db, sql, &v, err, sizeof err) != 0)
+    fail_msg("%s", err);
   return v;
 }
 
-/* The index of the node the cluster names leader. */
 static int leader_index(void) {
-  lith__dq_conn *c = lith__dq_new(3000);
-  assert_int_equal(lith__dq_connect_leader(c, all, 8000), LITH_DQ_OK);
-  int found = -1;
-  for (int i = 0; i < 3; i++)
-    if (strcmp(nodes[i].address, lith__dq_address(c)) == 0)
-      found = i;
-  lith__dq_close(c);
-  assert_true(found >= 0);
-  return found;
+  int i = t_leader_index(nodes, 3, all);
+  assert_true(i >= 0);
+  return i;
 }
 
-static void start_missing(void) {
-  for (int i = 0; i < 3; i++)
-    if (nodes[i].pid == 0)
-      assert_int_equal(t_node_start(&nodes[i], all, 15000), 0);
-}
+static void start_missing(void) { assert_int_equal(t_nodes_start_missing(nodes, 3, all, 15000), 0); }
 
 static lith__dqw *writer_fault(int failover_ms, int fault, int every) {
   lith__dqw_options o = {.addresses = all,
@@ -176,7 +137,7 @@ static int cmd_slow(lith__dqw_tx *tx, void *arg) {
   (void)arg;
   int64_t one = 0;
   atomic_store(&gate_running, 1);
-  sleep_ms(300);
+  t_sleep_ms(300);
   return lith__dqw_query_int(tx, &one, "SELECT 1", NULL, 0);
 }
 
@@ -256,7 +217,7 @@ static void test_batching(void **state) {
   gate.req = (lith__dqw_req){.fn = cmd_slow, .arg = NULL, .done = adone};
   lith__dqw_submit(w, &gate.req);
   while (!atomic_load(&gate_running))
-    sleep_ms(1);
+    t_sleep_ms(1);
   areq r[5] = {{.a = {.k = 1}}, {.a = {.k = 2, .k2 = 1}}, {.a = {.k = 3}}, {.a = {.k = 1}}, {.a = {.k = 4}}};
   for (int i = 0; i < 5; i++) {
     r[i].req =
@@ -295,7 +256,7 @@ static void test_batching(void **state) {
   gate.finished = 0;
   lith__dqw_submit(w, &gate.req);
   while (!atomic_load(&gate_running))
-    sleep_ms(1);
+    t_sleep_ms(1);
   static const char *const fk_sql[3] = {"INSERT INTO p VALUES (1)", "INSERT INTO c VALUES (99)",
                                         "INSERT INTO c VALUES (1)"};
   areq fk[3];
@@ -384,9 +345,9 @@ static void *transfer_producer(void *arg) {
     x.dst = (x.src + 1 + rand_r(&p->seed) % (NACC - 1)) % NACC;
     x.amount = 1 + rand_r(&p->seed) % 60;
     lith__dqw_err err;
-    int64_t submitted = ms_now();
+    int64_t submitted = t_ms_now();
     int rc = lith__dqw_do(p->w, cmd_transfer, &x, &err);
-    int64_t t = ms_now();
+    int64_t t = t_ms_now();
     int o = rc == LITH_DQW_OK            ? O_OK
             : rc == LITH_DQW_UNAVAILABLE ? O_UNAVAILABLE
             : rc == LITH_DQW_UNKNOWN     ? O_UNKNOWN
@@ -508,9 +469,9 @@ static void test_follower_killed(void **state) {
   lith__dqw_get_stats(w, &before);
   int f = (leader_index() + 1) % 3;
   run_producers(w, NPROD);
-  sleep_ms(400);
+  t_sleep_ms(400);
   assert_int_equal(t_node_stop(&nodes[f], SIGKILL, 2000), 128 + SIGKILL);
-  sleep_ms(800);
+  t_sleep_ms(800);
   join_producers(NPROD);
   lith__dqw_get_stats(w, &after);
   lith__dqw_stop(w);
@@ -529,20 +490,20 @@ static void leader_killed_round(void) {
   setup_accounts(w);
   int l = leader_index();
   run_producers(w, NPROD);
-  sleep_ms(500);
-  int64_t k = ms_now();
+  t_sleep_ms(500);
+  int64_t k = t_ms_now();
   atomic_store(&kill_ms, k);
   assert_int_equal(t_node_stop(&nodes[l], SIGKILL, 2000), 128 + SIGKILL);
   /* Keep the load on until answers flow again, and a little after. */
   int64_t first = 0;
-  while (ms_now() - k < 8000) {
-    sleep_ms(50);
+  while (t_ms_now() - k < 8000) {
+    t_sleep_ms(50);
     for (int i = 0; i < NPROD; i++) {
       int64_t f = atomic_load(&xp[i].first_ok_after_kill_ms);
       if (f != 0 && (first == 0 || f < first))
         first = f;
     }
-    if (first != 0 && ms_now() - first > 500)
+    if (first != 0 && t_ms_now() - first > 500)
       break;
   }
   join_producers(NPROD);
@@ -561,7 +522,7 @@ static void leader_killed_round(void) {
    * needs the restarted node's vote, and reads give what was there. */
   assert_int_equal(t_node_start(&nodes[l], all, 15000), 0);
   int other = (l + 1) % 3;
-  sleep_ms(300);
+  t_sleep_ms(300);
   assert_int_equal(t_node_stop(&nodes[other], SIGKILL, 2000), 128 + SIGKILL);
   lith__dqw_err err;
   assert_int_equal(lith__dqw_do(w, cmd_sql, "UPDATE acct SET balance = balance WHERE id = 0", &err),
@@ -599,11 +560,11 @@ static void fence_case(int fault) {
   /* Until three unknown outcomes were settled (a loaded machine runs few
    * batches a second), at most 6 s. */
   lith__dqw_stats st;
-  int64_t t0 = ms_now();
+  int64_t t0 = t_ms_now();
   do {
-    sleep_ms(50);
+    t_sleep_ms(50);
     lith__dqw_get_stats(w, &st);
-  } while ((st.fenced < 3 || ms_now() - t0 < 300) && ms_now() - t0 < 6000);
+  } while ((st.fenced < 3 || t_ms_now() - t0 < 300) && t_ms_now() - t0 < 6000);
   join_producers(8);
   lith__dqw_get_stats(w, &st);
   lith__dqw_stop(w);
@@ -636,20 +597,20 @@ static void test_unavailable(void **state) {
   setup_accounts(w);
   int l = leader_index();
   run_producers(w, 8);
-  sleep_ms(300);
+  t_sleep_ms(300);
   /* Kill the two others: the leader is left alone. */
   for (int i = 0; i < 3; i++)
     if (i != l)
       assert_int_equal(t_node_stop(&nodes[i], SIGKILL, 2000), 128 + SIGKILL);
-  int64_t k = ms_now();
-  sleep_ms(200);
+  int64_t k = t_ms_now();
+  t_sleep_ms(200);
   /* A command submitted now must fail within failover + one request
    * timeout (+ slack for the machine), and never succeed. */
-  int64_t t0 = ms_now();
+  int64_t t0 = t_ms_now();
   xfer x = {.producer = 99, .seq = 0, .src = 0, .dst = 1, .amount = 1};
   lith__dqw_err err;
   int rc = lith__dqw_do(w, cmd_transfer, &x, &err);
-  int64_t took = ms_now() - t0;
+  int64_t took = t_ms_now() - t0;
   print_message("alone: %s after %lld ms: %s\n", lith__dqw_rc_str(rc), (long long)took, err.errmsg);
   assert_true(rc == LITH_DQW_UNAVAILABLE || rc == LITH_DQW_UNKNOWN);
   assert_true(took < failover + 2 * 1000 + 1000);
@@ -685,7 +646,7 @@ static void *direct_producer(void *arg) {
     lith__dq_close(c);
     return NULL;
   }
-  while (ms_now() < d->until) {
+  while (t_ms_now() < d->until) {
     int64_t src = rand_r(&d->seed) % NACC, dst = (src + 1) % NACC;
     lith__dq_value a[2] = {lith__dq_int(1), lith__dq_int(src)}, b[2] = {lith__dq_int(1), lith__dq_int(dst)};
     lith__dq_value l[5] = {lith__dq_int(d->id), lith__dq_int(d->n), lith__dq_int(src), lith__dq_int(dst),
@@ -717,7 +678,7 @@ static void *direct_producer(void *arg) {
 static void direct_run(int nconn, int base) {
   static direct d[NPROD];
   pthread_t th[NPROD];
-  int64_t t0 = ms_now();
+  int64_t t0 = t_ms_now();
   for (int i = 0; i < nconn; i++) {
     d[i] = (direct){.id = base + i, .until = t0 + 3000, .seed = (unsigned)i + 1};
     pthread_create(&th[i], NULL, direct_producer, &d[i]);
@@ -728,7 +689,7 @@ static void direct_run(int nconn, int base) {
     total += (uint64_t)d[i].n;
     busy += (uint64_t)d[i].busy;
   }
-  double secs = (double)(ms_now() - t0) / 1000;
+  double secs = (double)(t_ms_now() - t0) / 1000;
   printf("measure: one transaction per command, %d connection(s): %llu commands, %.0f commands/s (%llu "
          "attempts refused busy)\n",
          nconn, (unsigned long long)total, (double)total / secs, (unsigned long long)busy);
@@ -746,11 +707,11 @@ static void test_measure(void **state) {
   assert_int_equal(lith__dqw_do(w, cmd_sql, "UPDATE acct SET balance = 1000000", &err), LITH_DQW_OK);
   lith__dqw_stats a, b;
   lith__dqw_get_stats(w, &a);
-  int64_t t0 = ms_now();
+  int64_t t0 = t_ms_now();
   run_producers(w, NPROD);
-  sleep_ms(3000);
+  t_sleep_ms(3000);
   join_producers(NPROD);
-  int64_t t1 = ms_now();
+  int64_t t1 = t_ms_now();
   lith__dqw_get_stats(w, &b);
   lith__dqw_stop(w);
   double secs = (double)(t1 - t0) / 1000;

@@ -68,17 +68,6 @@ static const char *commands_sql = "-- name: transfer\n"
                                   "INSERT INTO ledger(client, seq, src, dst, amount)\n"
                                   "  VALUES (:client, :seq, :src, :dst, :amount);\n";
 
-static int64_t ms_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
@@ -91,55 +80,28 @@ static void write_file(const char *path, const char *text) {
 /* A connection to the leader that answered a read (after a kill the first
  * leader found may still lose an election). */
 static lith__dq_conn *leader_conn(uint32_t *db) {
-  lith__dq_conn *c = lith__dq_new(3000);
-  int64_t deadline = ms_now() + 15000;
-  assert_non_null(c);
-  for (;;) {
-    lith__dq_rows r;
-    lith__dq_rows_init(&r);
-    int rc = lith__dq_connect_leader(c, all, 8000);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_open(c, "main", db);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_query_sql(c, *db, "SELECT count(*) FROM accounts", NULL, 0, &r);
-    lith__dq_rows_free(&r);
-    if (rc == LITH_DQ_OK)
-      return c;
-    if (ms_now() > deadline)
-      fail_msg("no leader answering: %s", lith__dq_errmsg(c));
-    sleep_ms(50);
-  }
+  char err[512];
+  lith__dq_conn *c = t_leader_conn(all, "main", "SELECT count(*) FROM accounts", 15000, db, err, sizeof err);
+  if (c == NULL)
+    fail_msg("no leader answering: %s", err);
+  return c;
 }
 
 static int64_t q_int(lith__dq_conn *c, uint32_t db, const char *sql) {
-  lith__dq_rows r;
-  lith__dq_rows_init(&r);
-  int rc = lith__dq_query_sql(c, db, sql, NULL, 0, &r);
-  if (rc != LITH_DQ_OK)
-    fail_msg("%s: %s", sql, lith__dq_errmsg(c));
-  assert_int_equal(r.nrows, 1);
-  int64_t v = lith__dq_rows_at(&r, 0, 0)->i;
-  lith__dq_rows_free(&r);
+  char err[512];
+  int64_t v = 0;
+  if (t_query_int(c, db, sql, &v, err, sizeof err) != 0)
+    fail_msg("%s", err);
   return v;
 }
 
 static int leader_index(void) {
-  lith__dq_conn *c = lith__dq_new(3000);
-  int found = -1;
-  assert_int_equal(lith__dq_connect_leader(c, all, 8000), LITH_DQ_OK);
-  for (int i = 0; i < 3; i++)
-    if (strcmp(nodes[i].address, lith__dq_address(c)) == 0)
-      found = i;
-  lith__dq_close(c);
-  assert_true(found >= 0);
-  return found;
+  int i = t_leader_index(nodes, 3, all);
+  assert_true(i >= 0);
+  return i;
 }
 
-static void start_missing(void) {
-  for (int i = 0; i < 3; i++)
-    if (nodes[i].pid == 0)
-      assert_int_equal(t_node_start(&nodes[i], all, 15000), 0);
-}
+static void start_missing(void) { assert_int_equal(t_nodes_start_missing(nodes, 3, all, 15000), 0); }
 
 /* ---- Transfers over HTTP ---- */
 
@@ -170,12 +132,12 @@ static void *client_main(void *arg) {
       dst = dst % NACC + 1;
     snprintf(body, sizeof body, "{\"params\":{\"client\":%d,\"seq\":%d,\"src\":%d,\"dst\":%d,\"amount\":%d}}",
              k->id, s, src, dst, (int)(rand_r(&seed) % 200) + 1);
-    k->sent[s] = ms_now();
+    k->sent[s] = t_ms_now();
     int rc = tl_conn_request(&conn, "POST", "/v1/commands/transfer", NULL, body, &r, 30000);
-    k->answered[s] = ms_now();
+    k->answered[s] = t_ms_now();
     if (rc != TL_OK) {
       k->outcome[s] = O_UNKNOWN; /* the answer was lost: either */
-      sleep_ms(20);
+      t_sleep_ms(20);
       continue;
     }
     if (r.status > 0 && r.status < 600)
@@ -194,7 +156,7 @@ static void *client_main(void *arg) {
     }
     tl_resp_free(&r);
     if (k->outcome[s] != O_OK && k->outcome[s] != O_REFUSED)
-      sleep_ms(20);
+      t_sleep_ms(20);
   }
   tl_conn_close(&conn);
   return NULL;
@@ -398,11 +360,11 @@ static void test_leader_killed(void **state) {
   start_missing();
   reset_accounts();
   run_clients();
-  sleep_ms(1000);
+  t_sleep_ms(1000);
   int li = leader_index();
-  t_kill = ms_now();
+  t_kill = t_ms_now();
   assert_int_equal(t_node_stop(&nodes[li], SIGKILL, 5000), 128 + SIGKILL);
-  sleep_ms(FAILOVER_MS + 3000);
+  t_sleep_ms(FAILOVER_MS + 3000);
   join_clients();
   for (int k = 0; k < NCLIENT; k++)
     for (int s = 0; s < clients[k].nseq; s++)
@@ -427,8 +389,8 @@ static void test_leader_killed(void **state) {
     /* Catching up a log of thousands of entries takes a while: until then
      * the write may be answered 503 (the leader without a majority); it is
      * idempotent, so it is simply sent again. */
-    int64_t t0 = ms_now(), status = 0;
-    while (status != 200 && ms_now() - t0 < 30000) {
+    int64_t t0 = t_ms_now(), status = 0;
+    while (status != 200 && t_ms_now() - t0 < 30000) {
       struct tl_resp r;
       tl_http(&lithd, "POST", "/v1/do", NULL,
               "{\"statements\":[{\"sql\":\"INSERT OR REPLACE INTO kv(k, v) VALUES ('rejoined', 1)\"}]}", &r);
@@ -438,7 +400,7 @@ static void test_leader_killed(void **state) {
     }
     assert_int_equal(status, 200);
     print_message("node %d restarted: a write needing it committed %lld ms after the third node's kill\n",
-                  li + 1, (long long)(ms_now() - t0));
+                  li + 1, (long long)(t_ms_now() - t0));
   }
   start_missing();
   reset_accounts();
@@ -450,9 +412,9 @@ static void test_follower_killed(void **state) {
   reset_accounts();
   int li = leader_index(), fi = (li + 1) % 3;
   run_clients();
-  sleep_ms(700);
+  t_sleep_ms(700);
   assert_int_equal(t_node_stop(&nodes[fi], SIGKILL, 5000), 128 + SIGKILL);
-  sleep_ms(1500);
+  t_sleep_ms(1500);
   join_clients();
   /* No answer changed: only 200 and 409, nothing unknown. */
   assert_int_equal(atomic_load(&statuses[503]), 0);
@@ -473,7 +435,7 @@ static void test_majority_lost(void **state) {
     if (i != li)
       assert_int_equal(t_node_stop(&nodes[i], SIGKILL, 5000), 128 + SIGKILL);
   run_clients();
-  sleep_ms(FAILOVER_MS + 2 * 2000 + 2000);
+  t_sleep_ms(FAILOVER_MS + 2 * 2000 + 2000);
   join_clients();
   int answered = 0;
   for (int k = 0; k < NCLIENT; k++)
@@ -503,11 +465,11 @@ static void test_measure(void **state) {
   start_missing();
   reset_accounts();
   leader_index(); /* a leader is there before the clock starts */
-  int64_t t0 = ms_now();
+  int64_t t0 = t_ms_now();
   run_clients();
-  sleep_ms(seconds * 1000);
+  t_sleep_ms(seconds * 1000);
   join_clients();
-  int64_t t1 = ms_now();
+  int64_t t1 = t_ms_now();
   int ok = atomic_load(&statuses[200]), refused = atomic_load(&statuses[409]);
   print_message("measure: %d clients, %lld ms: %d answered 200, %d 409: %.0f commands/s (200 and 409)\n",
                 NCLIENT, (long long)(t1 - t0), ok, refused,
