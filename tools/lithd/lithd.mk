@@ -21,12 +21,12 @@ LITHD_SRC      := tools/lithd/main.c tools/lithd/database.c tools/lithd/server.c
                   tools/lithd/schema.c tools/lithd/commands.c tools/lithd/token.c \
                   tools/lithd/textfile.c tools/lithd/heap.c \
                   tools/lithd/backup_http.c tools/lithd/sqldump.c tools/lithd/restore.c \
-                  tools/lithd/dq.c tools/lithd/sqljson_dq.c
+                  tools/lithd/dq.c tools/lithd/sqljson_dq.c tools/lithd/sqlparams.c
 LITHD_HDRS     := tools/lithd/database.h tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
                   tools/lithd/options.h tools/lithd/log.h tools/lithd/schema.h \
                   tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
                   tools/lithd/heap.h tools/lithd/backup_http.h tools/lithd/sqldump.h \
-                  tools/lithd/restore.h tools/lithd/dq.h tools/lithd/sqljson_dq.h \
+                  tools/lithd/restore.h tools/lithd/dq.h tools/lithd/sqljson_dq.h tools/lithd/sqlparams.h \
                   $(LITHD_SQLJSON_HDRS) $(HTTP_HDRS) dqlite/wire.h dqlite/client.h dqlite/writer.h
 LITHD_BIN      := $(B)/tools/lithd/lithd
 LITHD_TEST_SRC := $(filter-out tools/lithd/test/test_lithd_dqlite.c,$(wildcard tools/lithd/test/test_lithd*.c))
@@ -70,8 +70,9 @@ lithd: $(LITHD_BIN)
 #                  and lith_http_is_gone (link seams: no writer, no HTTP)
 #   test_textfile  textfile.c, the one bounded file reader, and token.c
 #   test_metrics   metrics.c on a real lith handle, without an HTTP server
+#   test_sqlparams sqlparams.c against SQLite's own parameter numbering
 LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile \
-                   $(B)/tools/lithd/test/test_metrics
+                   $(B)/tools/lithd/test/test_metrics $(B)/tools/lithd/test/test_sqlparams
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
 
 $(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lithd/overload.c tools/lithd/overload.h $(HDRS) $(HTTP_HDRS)
@@ -85,3 +86,7 @@ $(B)/tools/lithd/test/test_textfile: tools/lithd/test/test_textfile.c tools/lith
 $(B)/tools/lithd/test/test_metrics: tools/lithd/test/test_metrics.c tools/lithd/metrics.c tools/lithd/metrics.h tools/lithd/buf.c tools/lithd/buf.h $(HTTP_OBJ) $(B)/liblith.a $(HDRS) $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/metrics.c tools/lithd/buf.c $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(TEST_LIBS) $(LDFLAGS)
+
+$(B)/tools/lithd/test/test_sqlparams: tools/lithd/test/test_sqlparams.c tools/lithd/sqlparams.c tools/lithd/sqlparams.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itools/lithd $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/sqlparams.c $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)

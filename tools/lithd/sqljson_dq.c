@@ -23,11 +23,14 @@
 #include <strings.h>
 
 #include "sqljson_int.h"
+#include "sqlparams.h"
 #include "utf8.h"
 
 /* A marker in r->err.code: a statement failed in the writer; the code and
  * message come with the writer's answer (lithd_dq_result_failed). */
 #define DQ_PENDING (-1)
+
+_Static_assert(LITHD_SQL_MAX_PARAMS == LITH_DQ_MAX_PARAMS, "sqlparams.h must follow dqlite's limit");
 
 typedef struct dq_run {
   lith__dqw_tx *tx; /* the writer's command, or NULL */
@@ -54,84 +57,6 @@ static int dfail(dq_run *rn, int code, int stmt, const char *fmt, ...) {
 
 /* ---- Parameters ------------------------------------------------------------ */
 
-/* If s starts a string, a quoted name or a comment: the text after it
- * (what is inside holds no parameter and no keyword); else NULL. */
-static const char *skip_literal(const char *s) {
-  char ch = *s;
-  if (ch == '\'' || ch == '"' || ch == '`' || ch == '[') {
-    char end = ch == '[' ? ']' : ch;
-    for (s++; *s && *s != end; s++)
-      ;
-    return *s ? s + 1 : s;
-  }
-  if (ch == '-' && s[1] == '-') {
-    while (*s && *s != '\n')
-      s++;
-    return s;
-  }
-  if (ch == '/' && s[1] == '*') {
-    const char *e = strstr(s + 2, "*/");
-    return e ? e + 2 : s + strlen(s);
-  }
-  return NULL;
-}
-
-/* The parameters of sql as SQLite numbers them: ?NNN is NNN, a name its
- * first appearance's number, a bare ? or a new name the largest so far + 1.
- * names[k] (k < *count, malloc'd array of pointers into sql, lengths in
- * lens) is the name of number k + 1, NULL for ?. Returns 0, -1 out of
- * memory, -2 too many. */
-#define SCAN_MAX LITH_DQ_MAX_PARAMS
-static int scan_params(const char *sql, const char **names, size_t *lens, int *count) {
-  const char *s = sql;
-  int max = 0;
-  for (int k = 0; k < SCAN_MAX; k++)
-    names[k] = NULL;
-  while (*s) {
-    char ch = *s;
-    const char *past = skip_literal(s);
-    if (past != NULL) {
-      s = past;
-    } else if (ch == '?') {
-      int n = 0;
-      s++;
-      if (isdigit((unsigned char)*s)) {
-        while (isdigit((unsigned char)*s) && n <= SCAN_MAX)
-          n = n * 10 + (*s++ - '0');
-      } else {
-        n = max + 1;
-      }
-      if (n < 1 || n > SCAN_MAX)
-        return -2;
-      if (n > max)
-        max = n;
-    } else if ((ch == ':' || ch == '@' || ch == '$') && (isalnum((unsigned char)s[1]) || s[1] == '_')) {
-      const char *start = s++;
-      while (isalnum((unsigned char)*s) || *s == '_')
-        s++;
-      size_t len = (size_t)(s - start);
-      int k;
-      for (k = 0; k < max; k++)
-        if (names[k] && lens[k] == len && memcmp(names[k], start, len) == 0)
-          break;
-      if (k == max) {
-        if (max >= SCAN_MAX)
-          return -2;
-        names[max] = start;
-        lens[max] = len;
-        max++;
-      }
-    } else if (isalnum((unsigned char)ch) || ch == '_') {
-      while (isalnum((unsigned char)*s) || *s == '_' || *s == '$')
-        s++; /* a word: a '$' inside it is not a parameter */
-    } else {
-      s++;
-    }
-  }
-  *count = max;
-  return 0;
-}
-
 static int to_dq(dq_run *rn, int i, const value *v, lith__dq_value *out) {
   switch (v->type) {
   case SQLITE_INTEGER: *out = lith__dq_int(v->u.i); break;
@@ -151,12 +76,12 @@ static int to_dq(dq_run *rn, int i, const value *v, lith__dq_value *out) {
 /* Bind statement i's parameters into pv[0..*n). */
 static int bind_params(dq_run *rn, int i, lith__dq_value *pv, unsigned *n) {
   const stmt_spec *spec = &rn->b->stmts[i];
-  const char *names[SCAN_MAX];
-  size_t lens[SCAN_MAX];
+  const char *names[LITHD_SQL_MAX_PARAMS];
+  size_t lens[LITHD_SQL_MAX_PARAMS];
   int count = 0, rc;
-  if (scan_params(spec->sql, names, lens, &count) != 0)
-    return dfail(rn, LITHD_BAD_REQUEST, i, "more than %d parameters: dqlite binds at most %d", SCAN_MAX,
-                 SCAN_MAX);
+  if (lithd_sql_params(spec->sql, names, lens, &count) != 0)
+    return dfail(rn, LITHD_BAD_REQUEST, i, "more than %d parameters: dqlite binds at most %d",
+                 LITHD_SQL_MAX_PARAMS, LITHD_SQL_MAX_PARAMS);
   *n = (unsigned)count;
   if (!spec->named) {
     if (spec->nparams != count)
@@ -207,7 +132,7 @@ static int returns_rows(const char *sql) {
     return 1;
   while (*s) {
     char ch = *s;
-    const char *past = skip_literal(s);
+    const char *past = lithd_sql_skip_literal(s);
     if (past != NULL) {
       s = past;
     } else if (isalpha((unsigned char)ch) || ch == '_') {
@@ -341,7 +266,7 @@ static int read_failed(dq_run *rn, int i, int dqrc) {
 static int run_one(dq_run *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
   stmt_out *o = &rn->r->outs[i];
-  lith__dq_value pv[SCAN_MAX];
+  lith__dq_value pv[LITHD_SQL_MAX_PARAMS];
   unsigned n = 0;
   int rc, rows_back;
 
