@@ -103,8 +103,6 @@ TEST_BIN      := $(CORE_TEST_BIN) $(UV_TEST_BIN) $(EXPORTS_TEST)
 include http/http.mk
 TEST_BIN += $(HTTP_TEST_BIN)
 DEBS += $(HTTP_DEBS)
-include tools/lithd/sqljson.mk
-TEST_BIN += $(LITHD_SQLJSON_TEST)
 include tools/lithd/lithd.mk
 TEST_BIN += $(LITHD_TEST_BIN)
 include tools/lith/lith.mk

@@ -13,14 +13,14 @@
 LITH_CLI_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 LITH_CLI_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c http/h1client.c tools/lithd/token.c tools/lithd/textfile.c
-LITH_CLI_HDRS     := tools/lith/client.h http/h1client.h tools/lithd/token.h tools/lithd/textfile.h include/lith.h
+LITH_CLI_SRC      := tools/lith/main.c tools/lith/client.c http/h1client.c tools/lithd/util/token.c tools/lithd/util/textfile.c
+LITH_CLI_HDRS     := tools/lith/client.h http/h1client.h tools/lithd/util/token.h tools/lithd/util/textfile.h include/lith.h
 LITH_CLI_BIN      := $(B)/tools/lith/lith
 LITH_CLI_TEST_BIN := $(B)/tools/lith/test/test_lith_cli
 
 $(LITH_CLI_BIN): $(LITH_CLI_SRC) $(LITH_CLI_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lith -Itools/lithd -Ihttp $(PKG_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) -o $@ $(LITH_CLI_SRC) $(LITH_CLI_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Itools/lith -Itools/lithd/util -Ihttp $(PKG_CFLAGS) $(LITH_CLI_CFLAGS) $(CFLAGS) -o $@ $(LITH_CLI_SRC) $(LITH_CLI_LIBS) $(LDFLAGS) -lm
 
 # The test links client.c too, to test URL parsing and the HTTP reader
 # directly (against canned answers) besides running the binary.

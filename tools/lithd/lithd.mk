@@ -1,7 +1,18 @@
-# tools/lithd/lithd.mk — the lithd daemon and its end-to-end tests.
+# tools/lithd/lithd.mk — the lithd daemon, its pieces' unit tests and its
+# end-to-end tests.
 #
-# Included by the main Makefile after http/http.mk and tools/lithd/sqljson.mk
-# (it uses HTTP_OBJ, HTTP_HDRS, LITHD_SQLJSON_SRC and LITHD_SQLJSON_HDRS).
+# Included by the main Makefile after http/http.mk (HTTP_OBJ, HTTP_HDRS).
+#
+# The folders are the layers (docs/design.md, "lithd's folders"); a file
+# may include those of its own folder and those below it:
+#   main.c, options.c, database.c   the wiring: options, one database's pieces
+#   routes/   the HTTP routes, the write queue's overflow, backup routes
+#   request/  request formats: JSON, {"statements": ...}, named commands
+#   sql/      the SQL policy above the stores: running a batch, the guard,
+#             the heap ceiling, schema steps, parameter scan
+#   store/    where the data live: the local file, the dqlite cluster
+#   ops/      metrics, logs, the SQL dump, restore
+#   util/     arena, buffer, bounded file reader, token, UTF-8
 #
 #   LITHD_BIN       the daemon, $(B)/tools/lithd/lithd
 #   LITHD_TEST_BIN  the test binaries, to add to TEST_BIN: one per
@@ -10,83 +21,115 @@
 #                   http/h1client.c, H1C_OBJ); they spawn LITHD_BIN
 #                   (absolute path compiled in: tests run in a scratch dir);
 #                   and the unit tests of LITHD_UNIT_TEST (below)
+#   LITHD_INC       the -I flags of lithd's folders, for whatever compiles
+#                   its sources (tests, fuzzers, the lith client)
+#
+# Every object is built once into $(B)/tools/lithd/ with -MMD (its header
+# dependencies in its .d file), as the libraries' are.
 
-# No jansson: lithd reads JSON with json.c and writes it by hand.
+# No jansson in lithd: it reads JSON with json.c and writes it by hand.
+# The tests read answers back with jansson, a reader independent of the
+# code under test (Debian: libjansson-dev).
+DEBS += libjansson-dev
+JANSSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
+JANSSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
+
 LITHD_PKGS   := libh2o libuv sqlite3
 LITHD_CFLAGS  = $(shell pkg-config --cflags $(LITHD_PKGS) 2>/dev/null)
 LITHD_LIBS    = $(shell pkg-config --libs $(LITHD_PKGS) 2>/dev/null)
+LITHD_DIRS   := tools/lithd tools/lithd/routes tools/lithd/request tools/lithd/sql tools/lithd/store \
+                tools/lithd/ops tools/lithd/util
+LITHD_INC    := $(addprefix -I,$(LITHD_DIRS)) -Ihttp -Idqlite
 
-LITHD_SRC      := tools/lithd/main.c tools/lithd/database.c tools/lithd/server.c tools/lithd/overload.c \
-                  tools/lithd/metrics.c tools/lithd/options.c tools/lithd/log.c \
-                  tools/lithd/schema.c tools/lithd/commands.c tools/lithd/token.c \
-                  tools/lithd/textfile.c tools/lithd/heap.c \
-                  tools/lithd/backup_http.c tools/lithd/sqldump.c tools/lithd/restore.c \
-                  tools/lithd/dq.c tools/lithd/sqljson_dq.c tools/lithd/sqlparams.c
-LITHD_HDRS     := tools/lithd/database.h tools/lithd/server.h tools/lithd/overload.h tools/lithd/metrics.h \
-                  tools/lithd/options.h tools/lithd/log.h tools/lithd/schema.h \
-                  tools/lithd/commands.h tools/lithd/token.h tools/lithd/textfile.h \
-                  tools/lithd/heap.h tools/lithd/backup_http.h tools/lithd/sqldump.h \
-                  tools/lithd/restore.h tools/lithd/dq.h tools/lithd/sqljson_dq.h tools/lithd/sqlparams.h \
-                  $(LITHD_SQLJSON_HDRS) $(HTTP_HDRS) dqlite/wire.h dqlite/client.h dqlite/writer.h
-LITHD_BIN      := $(B)/tools/lithd/lithd
-LITHD_TEST_SRC := $(filter-out tools/lithd/test/test_lithd_dqlite.c,$(wildcard tools/lithd/test/test_lithd*.c))
-LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
-# test_lithd_dqlite: lithd --dqlite in front of three lith-node processes
-# (dqlite/test/nodes.o spawns them; the dqlite client reads the cluster).
-LITHD_DQ_TEST  := $(B)/tools/lithd/test/test_lithd_dqlite
-LITHD_TEST_OBJ := $(B)/tools/lithd/test/child.o
-LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
-# The tests read lithd's JSON log lines with jansson (lithd itself links none).
-LITHD_TEST_JSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
-LITHD_TEST_JSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
+LD_DIR := tools/lithd
+# The JSON reader and what it stands on: no SQLite, no liblith.
+LITHD_JSON_SRC    := $(LD_DIR)/request/json.c $(LD_DIR)/util/arena.c $(LD_DIR)/util/utf8.c
+# Requests in, SQL run, answers out: what the unit tests and fuzzers take.
+LITHD_SQLJSON_SRC := $(LD_DIR)/request/sqljson.c $(LD_DIR)/request/sqljson_parse.c $(LD_DIR)/sql/sqljson_run.c \
+                     $(LD_DIR)/request/sqljson_encode.c $(LD_DIR)/util/buf.c $(LD_DIR)/sql/guard.c $(LITHD_JSON_SRC)
+LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
+             $(LD_DIR)/routes/server.c $(LD_DIR)/routes/overload.c $(LD_DIR)/routes/backup_http.c \
+             $(LD_DIR)/request/commands.c \
+             $(LD_DIR)/sql/schema.c $(LD_DIR)/sql/heap.c $(LD_DIR)/sql/sqlparams.c \
+             $(LD_DIR)/store/dq.c $(LD_DIR)/store/sqljson_dq.c \
+             $(LD_DIR)/ops/metrics.c $(LD_DIR)/ops/log.c $(LD_DIR)/ops/sqldump.c $(LD_DIR)/ops/restore.c \
+             $(LD_DIR)/util/token.c $(LD_DIR)/util/textfile.c \
+             $(LITHD_SQLJSON_SRC)
+LITHD_OBJ  := $(LITHD_SRC:%.c=$(B)/%.o)
+lithd_obj = $(patsubst %.c,$(B)/%.o,$(1))
+LITHD_BIN  := $(B)/tools/lithd/lithd
 
-# --dqlite (dq.c): the dqlite client and writer (dqlite/dqlite.mk's objects,
-# libc only: lithd links no libdqlite; named here: that file is included
-# after this one).
+$(LITHD_OBJ): $(B)/tools/lithd/%.o: tools/lithd/%.c Makefile tools/lithd/lithd.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(LITHD_INC) $(LITHD_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
+
+# --dqlite (store/dq.c): the dqlite client and writer (dqlite/dqlite.mk's
+# objects, libc only: lithd links no libdqlite; named here: that file is
+# included after this one).
 LITHD_DQ_OBJ := $(B)/dqlite/writer.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
-$(LITHD_BIN): $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(HDRS) $(LITHD_HDRS)
+$(LITHD_BIN): $(LITHD_OBJ) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd -Idqlite $(LITHD_CFLAGS) $(CFLAGS) -o $@ $(LITHD_SRC) $(LITHD_SQLJSON_SRC) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm -lpthread
-
-$(LITHD_TEST_OBJ): tools/lithd/test/child.c tools/lithd/test/child.h http/h1client.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -c $< -o $@
-
-$(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) tools/lithd/test/child.h $(LITHD_BIN)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(LITHD_TEST_JSON_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(LITHD_TEST_JSON_LIBS) $(LDFLAGS) -lm
-
-$(LITHD_DQ_TEST): tools/lithd/test/test_lithd_dqlite.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) tools/lithd/test/child.h dqlite/test/nodes.h dqlite/client.h $(LITHD_BIN) $(B)/tools/lith-node/lith-node
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CFLAGS) -o $@ $(LITHD_OBJ) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm -lpthread
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd
 
-# Unit tests of lithd's own pieces (not spawning lithd): each source with
-# logic of its own has its test; LITHD_UNIT_TEST goes to TEST_BIN with
-# LITHD_TEST_BIN.
-#   test_overload  overload.c against fakes of lith_uv_submit, lith_clock_ms
-#                  and lith_http_is_gone (link seams: no writer, no HTTP)
-#   test_textfile  textfile.c, the one bounded file reader, and token.c
-#   test_metrics   metrics.c on a real lith handle, without an HTTP server
-#   test_sqlparams sqlparams.c against SQLite's own parameter numbering
-LITHD_UNIT_TEST := $(B)/tools/lithd/test/test_overload $(B)/tools/lithd/test/test_textfile \
-                   $(B)/tools/lithd/test/test_metrics $(B)/tools/lithd/test/test_sqlparams
+# ---- End-to-end tests: each spawns lithd --------------------------------
+LITHD_TEST_SRC := $(filter-out $(LD_DIR)/test/test_lithd_dqlite.c,$(wildcard $(LD_DIR)/test/test_lithd*.c))
+LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
+# test_lithd_dqlite: lithd --dqlite in front of three lith-node processes
+# (dqlite/test/nodes.o spawns them; the dqlite client reads the cluster).
+LITHD_DQ_TEST  := $(B)/$(LD_DIR)/test/test_lithd_dqlite
+LITHD_TEST_OBJ := $(B)/$(LD_DIR)/test/child.o
+LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
+
+$(LITHD_TEST_OBJ): $(LD_DIR)/test/child.c Makefile tools/lithd/lithd.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -c $< -o $@
+
+$(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
+
+$(LITHD_DQ_TEST): $(LD_DIR)/test/test_lithd_dqlite.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS) -lm
+
+# ---- Unit tests of lithd's own pieces (not spawning lithd) ----------------
+# Each source with logic of its own has its test, linked with the objects it
+# tests (and fakes for what it stands on, where named):
+#   test_json      request/json.c           test_sqljson  request -> SQL -> answer
+#   test_guard     sql/guard.c against SQLite's built-ins
+#   test_utf8      util/utf8.c              test_buf      util/buf.c
+#   test_overload  routes/overload.c against fakes of lith_uv_submit,
+#                  lith_clock_ms and lith_http_is_gone (link seams: no
+#                  writer, no HTTP)
+#   test_textfile  util/textfile.c, the one bounded file reader, and token.c
+#   test_metrics   ops/metrics.c on a real lith handle, without an HTTP server
+#   test_sqlparams sql/sqlparams.c against SQLite's own parameter numbering
+LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
+                   test_overload test_textfile test_metrics test_sqlparams)
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
 
-$(B)/tools/lithd/test/test_overload: tools/lithd/test/test_overload.c tools/lithd/overload.c tools/lithd/overload.h $(HDRS) $(HTTP_HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/overload.c $(shell pkg-config --libs libuv 2>/dev/null) $(TEST_LIBS) $(LDFLAGS)
+# What each unit test links, besides its own .c.
+UNIT_test_json      := $(LITHD_JSON_SRC)
+UNIT_test_sqljson   := $(LITHD_SQLJSON_SRC)
+UNIT_test_guard     := $(LD_DIR)/sql/guard.c
+UNIT_test_utf8      := $(LD_DIR)/util/utf8.c
+UNIT_test_buf       := $(LD_DIR)/util/buf.c
+UNIT_test_overload  := $(LD_DIR)/routes/overload.c
+UNIT_test_textfile  := $(LD_DIR)/util/textfile.c $(LD_DIR)/util/token.c
+UNIT_test_metrics   := $(LD_DIR)/ops/metrics.c $(LD_DIR)/util/buf.c
+UNIT_test_sqlparams := $(LD_DIR)/sql/sqlparams.c
+# What beyond libc and cmocka each one needs.
+UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
+UNIT_LINK_test_guard    := $(B)/liblith.a
+UNIT_LINK_test_overload := $(shell pkg-config --libs libuv 2>/dev/null)
+UNIT_LINK_test_metrics  := $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS)
 
-$(B)/tools/lithd/test/test_textfile: tools/lithd/test/test_textfile.c tools/lithd/textfile.c tools/lithd/textfile.h tools/lithd/token.c tools/lithd/token.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/textfile.c tools/lithd/token.c $(TEST_LIBS) $(LDFLAGS)
-
-$(B)/tools/lithd/test/test_metrics: tools/lithd/test/test_metrics.c tools/lithd/metrics.c tools/lithd/metrics.h tools/lithd/buf.c tools/lithd/buf.h $(HTTP_OBJ) $(B)/liblith.a $(HDRS) $(HTTP_HDRS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Itools/lithd $(LITHD_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/metrics.c tools/lithd/buf.c $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(TEST_LIBS) $(LDFLAGS)
-
-$(B)/tools/lithd/test/test_sqlparams: tools/lithd/test/test_sqlparams.c tools/lithd/sqlparams.c tools/lithd/sqlparams.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itools/lithd $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< tools/lithd/sqlparams.c $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
+define LITHD_UNIT_RULE
+$(B)/$(LD_DIR)/test/$(1): $(LD_DIR)/test/$(1).c $$(call lithd_obj,$$(UNIT_$(1))) $(B)/liblith.a $(HTTP_OBJ) Makefile tools/lithd/lithd.mk
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CPPFLAGS) $$(LITHD_INC) $$(LITHD_CFLAGS) $$(TEST_CFLAGS) $$(JANSSON_CFLAGS) $$(CFLAGS) $$(DEPFLAGS) -o $$@ $$< $$(call lithd_obj,$$(UNIT_$(1))) $$(UNIT_LINK_$(1)) $$(PKG_LIBS) $$(TEST_LIBS) $$(LDFLAGS) -lm
+endef
+$(foreach t,$(notdir $(LITHD_UNIT_TEST)),$(eval $(call LITHD_UNIT_RULE,$(t))))

@@ -8,7 +8,7 @@
 FUZZ_SEEDS += tools/lith/fuzz/corpus/lith_answer
 
 $(FUZZ_B)/fuzz_lith_answer: tools/lith/fuzz/fuzz_answer.c tools/lith/main.c tools/lith/client.c \
-                            http/h1client.c tools/lithd/token.c tools/lithd/textfile.c $(LITH_CLI_HDRS)
+                            http/h1client.c tools/lithd/util/token.c tools/lithd/util/textfile.c $(LITH_CLI_HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Itools/lith -Ihttp $(LITH_CLI_CFLAGS) -o $@ $< tools/lith/client.c \
-	  http/h1client.c tools/lithd/token.c tools/lithd/textfile.c $(LITH_CLI_LIBS) -lm
+	  http/h1client.c tools/lithd/util/token.c tools/lithd/util/textfile.c $(LITH_CLI_LIBS) -lm

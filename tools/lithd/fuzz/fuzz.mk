@@ -20,30 +20,30 @@ FUZZ_B       := build/fuzz
 FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config)
 FUZZ_NAMES    = $(notdir $(FUZZ_SEEDS))
 FUZZ_BINS     = $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
-FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Itools/lithd \
+FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude $(LITHD_INC) \
                 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 $(PKG_CFLAGS) $(JANSSON_CFLAGS)
 FUZZ_LIBS     = $(PKG_LIBS) $(JANSSON_LIBS) -pthread -lm
 
-$(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c $(LITHD_JSON_SRC) $(LITHD_JSON_HDRS)
+$(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c $(LITHD_JSON_SRC)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_JSON_SRC) -lm
 
-$(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
+$(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
-$(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/commands.c tools/lithd/commands.h tools/lithd/textfile.c $(LITHD_SQLJSON_SRC) $(LITHD_SQLJSON_HDRS) $(LIB_SRC) $(HDRS)
+$(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/request/commands.c tools/lithd/request/commands.h tools/lithd/util/textfile.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/commands.c tools/lithd/textfile.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/request/commands.c tools/lithd/util/textfile.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
-$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/schema.c tools/lithd/schema.h tools/lithd/textfile.c
+$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/sql/schema.c tools/lithd/sql/schema.h tools/lithd/util/textfile.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/schema.c tools/lithd/textfile.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/sql/schema.c tools/lithd/util/textfile.c
 
-$(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/log.c tools/lithd/log.h tools/lithd/textfile.c tools/lithd/utf8.c
+$(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/ops/log.c tools/lithd/ops/log.h tools/lithd/util/textfile.c tools/lithd/util/utf8.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/options.c tools/lithd/log.c tools/lithd/textfile.c tools/lithd/utf8.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/options.c tools/lithd/ops/log.c tools/lithd/util/textfile.c tools/lithd/util/utf8.c
 
 .PHONY: fuzz
 fuzz: deps

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "../guard.h"
+#include "guard.h"
 #include "lith.h"
 
 #define LIMIT 4096 /* small, so that "too big" answers come up too */

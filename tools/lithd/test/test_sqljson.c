@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "../sqljson.h"
+#include "sqljson.h"
 
 #define DB "sqljson.db"
 
