@@ -486,6 +486,18 @@ LITH_API int lith_backup_new(lith *db, const char *dest_path);
  * LITH_INTERRUPTED. Commands are not touched. Any thread. */
 LITH_API int lith_interrupt(lith *db);
 
+/* lith's own rule for what a command may prepare on the write connection,
+ * as SQLite's authorizer sees it (action and its arguments a, b, c, as
+ * sqlite3_set_authorizer passes them): transaction control is the
+ * writer's, savepoints named lith_* are its own, a PRAGMA may only read or
+ * set what a command can undo. Returns SQLITE_OK, or SQLITE_DENY with
+ * why[0..cap) saying why. Inside lith it is the first part of every
+ * command's authorizer; a server that vets SQL on a connection of its own
+ * before the SQL runs elsewhere (lithd --dqlite) calls it so that the
+ * same rule holds there. Thread-safe; nothing is kept. */
+LITH_API int lith_command_rule(int action, const char *a, const char *b, const char *c, char *why,
+                               size_t cap);
+
 /* ---- Statistics ---------------------------------------------------------- */
 
 #define LITH_HIST_BUCKETS 12 /* batch sizes 1, 2-3, 4-7, ..., 1024-2047, 2048+ */

@@ -90,71 +90,85 @@ static const char *const PRAGMA_ARG_OK[] = {
     "index_list",     "index_xinfo",       "integrity_check",  "optimize",           "quick_check",
     "table_info",     "table_list",        "table_xinfo",      "user_version"};
 
-static int refuse(lith *db, const char *fmt, const char *what) {
-  snprintf(db->auth_why, sizeof db->auth_why, fmt, what);
+static int refuse(char *why, size_t cap, const char *fmt, const char *what) {
+  if (cap > 0)
+    snprintf(why, cap, fmt, what);
   return SQLITE_DENY;
 }
 
 /* A command's PRAGMA: reading is fine; of the settings, only the two flags
  * that matter inside one command may change (and are put back when it ends:
- * the next command must find the connection as lith left it). Flag pragmas
- * act while the statement is prepared, right after this check, so marking
- * them here is exact. */
-static int authorize_pragma(lith *db, const char *name, const char *arg) {
+ * the next command must find the connection as lith left it: *dirty says
+ * which). Flag pragmas act while the statement is prepared, right after this
+ * check, so marking them here is exact. */
+static int rule_pragma(const char *name, const char *arg, char *why, size_t cap, int *dirty) {
   if (!name)
     return SQLITE_OK;
   if (strcasecmp(name, "wal_checkpoint") == 0)
-    return refuse(db, "PRAGMA %s: lith checkpoints the WAL itself", name);
+    return refuse(why, cap, "PRAGMA %s: lith checkpoints the WAL itself", name);
   if (!arg)
     return SQLITE_OK;
   for (size_t i = 0; i < sizeof PRAGMA_ARG_OK / sizeof *PRAGMA_ARG_OK; i++)
     if (strcasecmp(name, PRAGMA_ARG_OK[i]) == 0)
       return SQLITE_OK;
   if (strcasecmp(name, "defer_foreign_keys") == 0) {
-    db->dirty |= LITH__DIRTY_DEFER_FK;
+    *dirty |= LITH__DIRTY_DEFER_FK;
     return SQLITE_OK;
   }
   if (strcasecmp(name, "recursive_triggers") == 0) {
-    db->dirty |= LITH__DIRTY_RECURSIVE;
+    *dirty |= LITH__DIRTY_RECURSIVE;
     return SQLITE_OK;
   }
   if (strcasecmp(name, "foreign_keys") == 0)
-    return refuse(db, "PRAGMA %s cannot change inside lith's transaction (lith_options.foreign_keys sets it)",
+    return refuse(why, cap,
+                  "PRAGMA %s cannot change inside lith's transaction (lith_options.foreign_keys sets it)",
                   name);
-  return refuse(db, "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)",
-                name);
+  return refuse(why, cap,
+                "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)", name);
 }
 
-int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
-  lith *db = ctx;
-  if (!db->in_command)
-    return SQLITE_OK;
+/* lith's own rules for what a command prepares, and what it leaves to undo
+ * when it ends (*dirty). */
+static int rules(int action, const char *a, const char *b, const char *c, char *why, size_t cap, int *dirty) {
   switch (action) {
   case SQLITE_TRANSACTION:
-    return refuse(db, "%s: the writer owns BEGIN, COMMIT and ROLLBACK", a ? a : "transaction");
+    return refuse(why, cap, "%s: the writer owns BEGIN, COMMIT and ROLLBACK", a ? a : "transaction");
   case SQLITE_SAVEPOINT:
     /* SQLite matches savepoint names without regard to case. */
     if (b && strncasecmp(b, "lith_", 5) == 0)
-      return refuse(db, "savepoint %s: names beginning lith_ are the writer's", b);
+      return refuse(why, cap, "savepoint %s: names beginning lith_ are the writer's", b);
     break;
-  case SQLITE_PRAGMA: {
-    int rc = authorize_pragma(db, a, b);
-    if (rc != SQLITE_OK)
-      return rc;
-    break;
-  }
+  case SQLITE_PRAGMA: return rule_pragma(a, b, why, cap, dirty);
   case SQLITE_CREATE_TEMP_INDEX:
   case SQLITE_CREATE_TEMP_TABLE:
   case SQLITE_CREATE_TEMP_TRIGGER:
   case SQLITE_CREATE_TEMP_VIEW:
-    db->dirty |= LITH__DIRTY_TEMP; /* dropped when the command ends */
+    *dirty |= LITH__DIRTY_TEMP; /* dropped when the command ends */
     break;
   case SQLITE_CREATE_VTABLE:
     if (c && strcasecmp(c, "temp") == 0)
-      db->dirty |= LITH__DIRTY_TEMP;
+      *dirty |= LITH__DIRTY_TEMP;
     break;
   default: break;
   }
+  return SQLITE_OK;
+}
+
+int lith_command_rule(int action, const char *a, const char *b, const char *c, char *why, size_t cap) {
+  int dirty = 0;
+  if (cap > 0)
+    why[0] = '\0';
+  return rules(action, a, b, c, why, cap, &dirty);
+}
+
+int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
+  lith *db = ctx;
+  int dirty = 0;
+  if (!db->in_command)
+    return SQLITE_OK;
+  if (rules(action, a, b, c, db->auth_why, sizeof db->auth_why, &dirty) != SQLITE_OK)
+    return SQLITE_DENY;
+  db->dirty |= dirty;
   if (db->opt.authorizer)
     return db->opt.authorizer(db->opt.authorizer_ctx, action, a, b, c, d);
   return SQLITE_OK;

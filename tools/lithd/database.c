@@ -117,7 +117,7 @@ int lithd_database_load(lithd_database *d) {
   return LITHD_DATABASE_OK;
 }
 
-int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *loop) {
+int lithd_database_open(lithd_database *d, const lith_options *base, int64_t queue_wait_ms, uv_loop_t *loop) {
   const lithd_opts_db *o = d->opt;
   lith_options lopt = *base;
   int rc;
@@ -153,14 +153,17 @@ int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *
   }
   if (lith_read(d->db, read_page_size, &d->page_size) != LITH_OK)
     d->page_size = 0; /* /metrics then says 0 bytes; nothing else needs it */
-  if (lith_uv_open(d->db, loop, &d->bridge) != LITH_OK) {
-    d->bridge = NULL;
-    lithd_log(LITHD_LOG_ERROR, "%slith_uv_open: %s", d->label, lith_errmsg(d->db));
-    return LITHD_DATABASE_ERROR;
+  {
+    char err[LITH_ERRMSG_MAX + 64];
+    if (lithd_store_local_open(d->db, loop, queue_wait_ms, &d->store, err, sizeof err) != LITH_OK) {
+      lithd_log(LITHD_LOG_ERROR, "%s%s", d->label, err);
+      return LITHD_DATABASE_ERROR;
+    }
+    d->db = NULL; /* the store's now (lithd_store_lith) */
   }
   d->srv.name = o->name;
-  d->srv.db = d->db;
-  d->srv.bridge = d->bridge;
+  d->srv.store = d->store;
+  d->srv.db = lithd_store_lith(d->store);
   d->srv.commands = d->commands;
   d->srv.db_path = o->path;
   d->srv.metrics.page_size = d->page_size;
@@ -199,12 +202,12 @@ int lithd_database_open_dqlite(lithd_database *d, const lithd_dq_options *o, uv_
     lithd_log(LITHD_LOG_ERROR, "--commands %s", err);
     return LITHD_DATABASE_ERROR;
   }
-  if (lithd_dq_start(o, &d->schema, loop, &d->dq, err, sizeof err) != LITHD_DQ_OK) {
+  if (lithd_store_dqlite_open(o, &d->schema, loop, &d->store, err, sizeof err) != LITH_OK) {
     lithd_log(LITHD_LOG_ERROR, "--dqlite %s: %s", o->addresses, err);
     return LITHD_DATABASE_ERROR;
   }
   d->srv.name = d->opt->name;
-  d->srv.dq = d->dq;
+  d->srv.store = d->store;
   d->srv.commands = d->commands;
   d->srv.db_path = d->opt->path;
   d->srv.metrics.readers = LITHD_DQ_READERS;
@@ -220,7 +223,7 @@ static void on_wal_watch(uv_timer_t *t) {
 
   if (st == NULL)
     return;
-  lith_stats_get(d->db, st);
+  lith_stats_get(d->srv.db, st);
   if (st->wal_pages < d->wal_threshold) {
     d->wal_above = 0; /* something checkpointed: the next crossing warns again */
   } else if (!d->wal_above) {
@@ -256,38 +259,28 @@ void lithd_database_unwatch_wal(lithd_database *d) {
 
 /* ---- Closing ------------------------------------------------------------ */
 
-static void bridge_closed(void *arg) {
-  lithd_database *d = arg;
-  d->bridge = NULL;
-  d->srv.bridge = NULL;
-  if (d->on_closed != NULL)
-    d->on_closed(d->on_closed_arg);
-}
-
-int lithd_database_close_bridge(lithd_database *d, void (*on_closed)(void *arg), void *arg) {
-  if (d->dq != NULL) { /* every accepted command is answered before this returns */
-    lithd_dq_stop(d->dq);
-    if (on_closed != NULL)
-      on_closed(arg);
-    return 0;
-  }
-  if (d->bridge == NULL)
-    return -1;
-  d->on_closed = on_closed;
-  d->on_closed_arg = arg;
-  lith_uv_close(d->bridge, bridge_closed, d);
-  return 0;
+void lithd_database_drain(lithd_database *d, void (*on_drained)(void *arg), void *arg) {
+  if (d->store != NULL)
+    lithd_store_drain(d->store, on_drained, arg);
+  else if (on_drained != NULL)
+    on_drained(arg);
 }
 
 int lithd_database_close(lithd_database *d) {
   int rc = LITHD_DATABASE_OK;
+  char err[LITH_ERRMSG_MAX];
+  /* A store closes its own handle; d->db is set only while a half-open
+   * database had no store yet. */
+  if (d->store != NULL && lithd_store_close(d->store, err, sizeof err) != LITH_OK) {
+    lithd_log(LITHD_LOG_ERROR, "%sclose: %s", d->label, err);
+    rc = LITHD_DATABASE_ERROR;
+  }
+  d->store = NULL;
   if (d->db != NULL && lith_close(d->db) != LITH_OK) {
     lithd_log(LITHD_LOG_ERROR, "%sclose: %s", d->label, lith_errmsg(NULL));
     rc = LITHD_DATABASE_ERROR;
   }
   d->db = NULL;
-  lithd_dq_free(d->dq);
-  d->dq = NULL;
   lithd_commands_free(d->commands);
   d->commands = NULL;
   lithd_schema_free(&d->schema);

@@ -1,9 +1,9 @@
 /*
  * lithd database — one database lithd serves, opened and closed as one
  * piece: its lock file, its --schema steps, its named commands, its lith
- * handle (writer thread, read pool), its lith_uv bridge onto the loop, the
- * watch of a WAL nobody checkpoints, and what its routes need (server.h's
- * lithd_dbsrv).
+ * handle (writer thread, read pool) inside its store (store/local.h; on
+ * lithd --dqlite the cluster's store, store/dqlite.h), the watch of a WAL
+ * nobody checkpoints, and what its routes need (server.h's lithd_dbsrv).
  *
  * Why each database has all of these, and shares none: a database's writer
  * is the one thread that may write it, its queue the one place its commands
@@ -34,9 +34,9 @@
 #include <uv.h>
 
 #include "commands.h"
-#include "dq.h"
+#include "dqlite.h"
 #include "lith.h"
-#include "lith_uv.h"
+#include "local.h"
 #include "options.h"
 #include "schema.h"
 #include "server.h"
@@ -59,10 +59,9 @@ typedef struct lithd_database {
   int named;
 
   /* Set by lithd_database_open; the caller reads them. */
-  lith *db;                           /* NULL until opened */
-  lith_uv *bridge;                    /* NULL until opened and once closed */
+  lith *db;                           /* opened, until the store took it */
+  lithd_store *store;                 /* where its data live; NULL until opened */
   lithd_commands *commands;           /* NULL: none */
-  lithd_dq *dq;                       /* lithd --dqlite: the cluster (db, bridge NULL) */
   lithd_dbsrv srv;                    /* its routes' state; srv.name .. srv.metrics set */
   char label[LITHD_DB_NAME_MAX + 16]; /* "" or "database NAME: ", before its messages */
 
@@ -95,16 +94,17 @@ int lithd_database_load(lithd_database *d);
 
 /* Open d (after lithd_database_load): lock, lith_open with `base` (the process's options; the schema
  * steps become its migrations), check the commands against the opened
- * database, read its page size, open its bridge on loop. On
- * LITHD_DATABASE_ERROR a message naming the database is logged, and what
- * was opened stays for lithd_database_close_bridge and _close. */
-int lithd_database_open(lithd_database *d, const lith_options *base, uv_loop_t *loop);
+ * database, read its page size, open its local store on loop (a write
+ * waits at most queue_wait_ms for room). On LITHD_DATABASE_ERROR a message
+ * naming the database is logged, and what was opened stays for
+ * lithd_database_drain and _close. */
+int lithd_database_open(lithd_database *d, const lith_options *base, int64_t queue_wait_ms, uv_loop_t *loop);
 
 /* lithd --dqlite instead of lithd_database_open (after _load): check the
  * named commands against the --schema steps run on an in-memory SQLite
  * database (the cluster's tables are not at hand to prepare on, and the
- * parameters must be learnt at start), then lithd_dq_start (which applies
- * the schema through the cluster). LITHD_DATABASE_OK, or _ERROR after a
+ * parameters must be learnt at start), then lithd_store_dqlite_open (which
+ * applies the schema through the cluster). LITHD_DATABASE_OK, or _ERROR after a
  * message. */
 int lithd_database_open_dqlite(lithd_database *d, const lithd_dq_options *o, uv_loop_t *loop);
 
@@ -116,13 +116,13 @@ void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint
  * if it is not running. */
 void lithd_database_unwatch_wal(lithd_database *d);
 
-/* Close the bridge (lith_uv_close: every accepted command's callback has
- * run first); on_closed(arg) runs from the loop once it has, d->bridge is
- * then NULL. Returns 0, or -1 when there is no bridge (nothing will run). */
-int lithd_database_close_bridge(lithd_database *d, void (*on_closed)(void *arg), void *arg);
+/* The HTTP server stopped: lithd_store_drain (every accepted command's
+ * callback runs first); on_drained(arg) runs from the loop once it has
+ * (at once when d has no store). */
+void lithd_database_drain(lithd_database *d, void (*on_drained)(void *arg), void *arg);
 
-/* After the loop ran its last: lith_close (drains the writer, checkpoints
- * unless --checkpoint external), free the schema and commands, unlock.
+/* After the loop ran its last: lithd_store_close (lith_close: drains the
+ * writer, checkpoints unless --checkpoint external), free the schema and commands, unlock.
  * Returns LITHD_DATABASE_OK, or _ERROR after a message (close failed). d
  * may never have been opened, or half. */
 int lithd_database_close(lithd_database *d);

@@ -50,8 +50,8 @@ LITHD_SQLJSON_SRC := $(LD_DIR)/request/sqljson.c $(LD_DIR)/request/sqljson_parse
 LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/routes/server.c $(LD_DIR)/routes/overload.c $(LD_DIR)/routes/backup_http.c \
              $(LD_DIR)/request/commands.c \
-             $(LD_DIR)/sql/schema.c $(LD_DIR)/sql/heap.c $(LD_DIR)/sql/sqlparams.c \
-             $(LD_DIR)/store/dq.c $(LD_DIR)/store/sqljson_dq.c \
+             $(LD_DIR)/sql/schema.c $(LD_DIR)/sql/heap.c \
+             $(LD_DIR)/store/store.c $(LD_DIR)/store/local.c $(LD_DIR)/store/dqlite.c \
              $(LD_DIR)/ops/metrics.c $(LD_DIR)/ops/log.c $(LD_DIR)/ops/sqldump.c $(LD_DIR)/ops/restore.c \
              $(LD_DIR)/util/token.c $(LD_DIR)/util/textfile.c \
              $(LITHD_SQLJSON_SRC)
@@ -63,7 +63,7 @@ $(LITHD_OBJ): $(B)/tools/lithd/%.o: tools/lithd/%.c Makefile tools/lithd/lithd.m
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(LITHD_INC) $(LITHD_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-# --dqlite (store/dq.c): the dqlite client and writer (dqlite/dqlite.mk's
+# --dqlite (store/dqlite.c): the dqlite client and writer (dqlite/dqlite.mk's
 # objects, libc only: lithd links no libdqlite; named here: that file is
 # included after this one).
 LITHD_DQ_OBJ := $(B)/dqlite/writer.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
@@ -106,9 +106,8 @@ $(LITHD_DQ_TEST): $(LD_DIR)/test/test_lithd_dqlite.c $(LITHD_TEST_OBJ) $(H1C_OBJ
 #                  writer, no HTTP)
 #   test_textfile  util/textfile.c, the one bounded file reader, and token.c
 #   test_metrics   ops/metrics.c on a real lith handle, without an HTTP server
-#   test_sqlparams sql/sqlparams.c against SQLite's own parameter numbering
 LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
-                   test_overload test_textfile test_metrics test_sqlparams)
+                   test_overload test_textfile test_metrics)
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
 
 # What each unit test links, besides its own .c.
@@ -120,7 +119,6 @@ UNIT_test_buf       := $(LD_DIR)/util/buf.c
 UNIT_test_overload  := $(LD_DIR)/routes/overload.c
 UNIT_test_textfile  := $(LD_DIR)/util/textfile.c $(LD_DIR)/util/token.c
 UNIT_test_metrics   := $(LD_DIR)/ops/metrics.c $(LD_DIR)/util/buf.c
-UNIT_test_sqlparams := $(LD_DIR)/sql/sqlparams.c
 # What beyond libc and cmocka each one needs.
 UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
 UNIT_LINK_test_guard    := $(B)/liblith.a

@@ -92,10 +92,7 @@ static void on_http_stopped(lith_http_server *srv, void *arg) {
   (void)srv;
   lithd_guard_stop_reads();
   for (int i = 0; i < d->n_dbs; i++)
-    if (d->dbs[i].db != NULL)
-      lith_interrupt(d->dbs[i].db);
-  for (int i = 0; i < d->n_dbs; i++)
-    lithd_database_close_bridge(&d->dbs[i], NULL, NULL);
+    lithd_database_drain(&d->dbs[i], NULL, NULL);
 }
 
 static void close_signals(struct daemon *d) {
@@ -337,13 +334,16 @@ int main(int argc, char **argv) {
                             .database = o.dbs[0].name,
                             .failover_ms = o.dqlite_failover_ms,
                             .max_batch = o.max_batch,
-                            .max_queue = o.max_queue};
+                            .max_queue = o.max_queue,
+                            .authorizer = lithd_authorizer,
+                            .on_connect = lithd_guard_connect,
+                            .on_connect_ctx = &glim};
     if (lithd_database_open_dqlite(&d.dbs[0], &dqo, &d.loop) != LITHD_DATABASE_OK)
       goto out;
     served[0] = d.srv.dflt = &d.dbs[0].srv;
   }
   for (i = 0; o.dqlite == NULL && i < o.n_dbs; i++) {
-    if (lithd_database_open(&d.dbs[i], &lopt, &d.loop) != LITHD_DATABASE_OK) {
+    if (lithd_database_open(&d.dbs[i], &lopt, o.queue_wait_ms, &d.loop) != LITHD_DATABASE_OK) {
       if (o.n_dbs > 1)
         lithd_log(LITHD_LOG_ERROR, "database %s (%s) did not open: lithd does not start", o.dbs[i].name,
                   o.dbs[i].path);
@@ -385,7 +385,6 @@ int main(int argc, char **argv) {
   d.srv.allow_origins = o.allow_origins;
   d.srv.allow_hosts = o.allow_hosts;
   d.srv.backup_dir = o.backup_dir;
-  d.srv.queue_wait_ms = o.queue_wait_ms;
   d.srv.metrics.start_time = start_time;
   if (lithd_server_start(&d.srv) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "routes: %s", lith_http_errmsg());
@@ -478,7 +477,7 @@ out:
     if (!d.stopping)
       lithd_server_stop(&d.srv);
     for (i = 0; i < d.n_dbs; i++)
-      lithd_database_close_bridge(&d.dbs[i], NULL, NULL);
+      lithd_database_drain(&d.dbs[i], NULL, NULL);
     close_signals(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
   }

@@ -60,6 +60,7 @@ const char *lithd_code_name(int code) {
   case LITHD_NOT_FOUND: return "not_found";
   case LITHD_FORBIDDEN: return "forbidden";
   case LITHD_CONFLICT: return "conflict";
+  case LITHD_OUTCOME_UNKNOWN: return "outcome_unknown";
   default: return code >= LITH_USER ? "command_error" : "unknown";
   }
 }
@@ -84,6 +85,7 @@ int lithd_http_status(int code) {
   case LITH_CLOSED:
   case LITH_INTERRUPTED:
   case LITH_ABORTED: return 503;
+  case LITHD_OUTCOME_UNKNOWN: return 504;
   case LITH_DISKFULL: return 507;
   default: return 500; /* NOMEM, IOERR, CORRUPT, CANTOPEN, READONLY, SCHEMA, ... */
   }

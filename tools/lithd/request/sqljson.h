@@ -95,9 +95,13 @@ enum {
   LITHD_NOT_FOUND = LITH_USER + 7,        /* no such named command */
   LITHD_FORBIDDEN = LITH_USER + 8,        /* refused by configuration (raw SQL
                                          under --only-named) or the authorizer */
-  LITHD_CONFLICT = LITH_USER + 9          /* the request conflicts with the state of
+  LITHD_CONFLICT = LITH_USER + 9,         /* the request conflicts with the state of
                                          something (a backup onto the live
                                          database) */
+  LITHD_OUTCOME_UNKNOWN = LITH_USER + 10  /* the store lost the answer to its COMMIT
+                                         (dqlite: the leader went away after it
+                                         was sent): committed or not, nobody
+                                         knows; read before sending it again */
 };
 
 /* ---- Limits --------------------------------------------------------------
@@ -160,6 +164,9 @@ const char *lithd_code_name(int code);
  *                                                  fail again: ask less
  *   LITH_BUSY, LITH_QUEUE_FULL, LITH_CLOSED,
  *     LITH_INTERRUPTED, LITH_ABORTED          503  retry later
+ *   LITHD_OUTCOME_UNKNOWN                     504  may or may not have committed:
+ *                                                  never retried blindly (503
+ *                                                  always means "not committed")
  *   LITH_DISKFULL                             507
  *   LITH_READONLY                             500  from SQLite this means the
  *                                                  database cannot be written

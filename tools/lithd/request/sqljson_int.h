@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sqlite3.h>
+
 #include "arena.h"
 #include "sqljson.h"
 
@@ -95,7 +97,17 @@ int lithd__error_vset(lithd_error *err, int code, int statement, const char *fmt
 /* *err as "no error": LITH_OK, statement -1, empty message. */
 void lithd__error_clear(lithd_error *err);
 
-/* ---- Shared by the runs (sqljson_run.c; sqljson_dq.c runs on dqlite) ---- */
+/* ---- The policy every store runs a statement under (sql/sqljson_run.c) ----
+ * Each call that can fail writes the error into r->err (statement i) and
+ * returns its code; LITH_OK otherwise. */
+
+/* r->err as code, statement stmt and the message. Returns code. */
+int lithd__fail(lithd_result *r, int code, int stmt, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* A fresh result for b (its format copied), or NULL out of memory; freed
+ * with lithd_result_free. */
+lithd_result *lithd__result_new(const lithd_batch *b);
 
 /* What the first keyword of s, past blanks and comments, says of the
  * statement on /v1/query: FIRST_QUERY (SELECT, WITH, VALUES, EXPLAIN),
@@ -103,6 +115,38 @@ void lithd__error_clear(lithd_error *err);
  * FIRST_UNKNOWN (no statement opens so: a typo). */
 enum { FIRST_QUERY, FIRST_OTHER, FIRST_UNKNOWN };
 int lithd__first_keyword(const char *s);
+
+/* A prepare on conn failed with `code` (a lith code) and `msg`: an
+ * authorizer's refusal is LITHD_FORBIDDEN (403), the rest `code`. */
+int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const char *msg);
+
+/* The refusal of a statement that is not a query, on /v1/query. */
+int lithd__not_a_query(lithd_result *r, int i);
+
+/* A statement prepared for /v1/query (first: lithd__first_keyword of its
+ * text) may run there: a query SQLite calls read-only. */
+int lithd__check_read(lithd_result *r, int i, int first, sqlite3_stmt *st);
+
+/* Statement i's values in st's parameter positions, as SQLite numbers
+ * them: vals[k] is parameter k + 1's (vals has room for
+ * sqlite3_bind_parameter_count(st)); the exact count by position, every
+ * name given and none unknown by name. st may be a statement prepared only
+ * to learn this (the dqlite store's vetting). */
+int lithd__bind_plan(lithd_result *r, int i, const stmt_spec *spec, sqlite3_stmt *st, const value **vals);
+
+/* Statement i's columns into o: names (valid UTF-8), declared types when
+ * the answer carries them (decls may be NULL: none known), distinct names
+ * when rows are objects. lithd__stmt_columns reads them off st. */
+int lithd__columns(lithd_result *r, int i, int ncols, const char *const *names, const char *const *decls,
+                   stmt_out *o);
+int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o);
+
+/* Rows, as they arrive: lithd__row_room before a row (max_rows), each
+ * cell through lithd__put_cell (max_result_bytes, UTF-8 of TEXT; the bytes
+ * are copied into r's arena), lithd__row_done after it. */
+int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i);
+int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o, value v);
+void lithd__row_done(lithd_result *r, stmt_out *o);
 
 /* Whether two of o's columns share a name (rows as objects need distinct
  * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */

@@ -1,22 +1,21 @@
 /*
- * lithd server — routes to lith (see server.h).
+ * lithd server — routes to the databases' stores (see server.h).
  *
  * Design:
  *   - /v1/do: the body is parsed on the loop thread (bad requests never reach
- *     the writer), then ONE command is submitted through the lith_uv bridge.
- *     Its context (struct do_ctx) holds the bridge request, the HTTP handle,
- *     the batch and the result; the command may run more than once, and
- *     lithd_batch_run frees the previous run's result each time. The handler
- *     returns LITH_HTTP_PENDING; the bridge callback answers after the batch
- *     committed and frees the context. If the client left meanwhile, the
- *     answer returns LITH_HTTP_GONE and everything is freed just the same:
- *     the command's outcome stands.
+ *     a store), then ONE command goes to the database's store
+ *     (lithd_store_write). Its context (struct do_ctx) holds the store's
+ *     request (batch, result), the HTTP handle; the handler returns
+ *     LITH_HTTP_PENDING and the store's callback answers after the commit
+ *     and frees the context. If the client left meanwhile, the answer
+ *     returns LITH_HTTP_GONE and everything is freed just the same: the
+ *     command's outcome stands.
  *   - Answers follow the recipe of sqljson.h: a committed result, a
  *     statement's own error (the command was undone alone), or an error of
  *     the transaction around it (the result must not be sent).
- *   - /v1/query: lith_read runs on libuv's thread pool (lith_uv_read), so a
- *     long query never stalls the loop (and so no other connection); the
- *     after-work callback on the loop thread answers and frees.
+ *   - /v1/query: the store runs the read off the loop (lithd_store_read), so
+ *     a long query never stalls the loop (and so no other connection); its
+ *     callback on the loop thread answers and frees.
  *   - The bearer token, when configured, is checked before anything is read
  *     or run: a refused request changes nothing.
  *   - Every body is read with json.c (/v1/backup's too), every answer
@@ -45,7 +44,6 @@
 
 #include "backup_http.h"
 #include "buf.h"
-#include "dq.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -216,7 +214,7 @@ static void respond_outcome(lith_http_req *req, int rc, const lithd_result *resu
   free(json);
 }
 
-/* The error of a command that could not be queued (lith_uv_submit's rc). */
+/* The error of a command the store would not take (lithd_store_write's rc). */
 static void submit_error(lithd_error *e, int rc) {
   if (rc == LITH_QUEUE_FULL)
     lithd_error_set(e, rc, -1, "the write queue is full; retry later");
@@ -255,21 +253,17 @@ static lithd_batch *parse_body(lithd_server *s, lith_http_req *req) {
 /* ---- POST /v1/do ------------------------------------------------------- */
 
 struct do_ctx {
-  lith_uv_req ureq; /* first: the bridge callback gets &ureq */
-  lithd_park park;
-  lithd_dq_req dqr; /* --dqlite: the command on its way to the cluster */
+  lithd_store_req sr; /* sr.batch, sr.result: the command and its result */
   lithd_dbsrv *d;
   lith_http_req *req;
-  lithd_batch *batch;
-  lithd_result *result; /* written on the writer thread, read after the callback */
-  int64_t t0;           /* lith_clock_ms at arrival, for the log */
+  int64_t t0; /* lith_clock_ms at arrival, for the log */
 };
 
 static void do_ctx_free(struct do_ctx *c) {
   if (c == NULL)
     return;
-  lithd_result_free(c->result);
-  lithd_batch_free(c->batch);
+  lithd_result_free(c->sr.result);
+  lithd_batch_free(c->sr.batch);
   free(c);
 }
 
@@ -284,32 +278,26 @@ static void log_answer(lith_http_req *req, int status, int64_t t0, const char *e
             status >= 400 && errmsg != NULL ? errmsg : "");
 }
 
-static int do_cmd(lith_tx *tx, void *arg) {
-  struct do_ctx *c = arg;
-  return lithd_batch_run(tx, c->batch, &c->result);
-}
-
-static void do_done(lith_uv_req *u) {
-  struct do_ctx *c = (struct do_ctx *)u;
-  lithd_dbsrv *d = c->d;
+static void do_done(lithd_store_req *r) {
+  struct do_ctx *c = r->data;
   int status = 500;
-  char *json = outcome_json(u->req.rc, c->result, u->req.errmsg, &status);
+  char *json = outcome_json(r->rc, r->result, r->errmsg, &status);
   /* GONE (the client left) releases the handle just the same. */
   if (json == NULL) {
     status = 500;
     lith_http_respond_error(c->req, 500, "out of memory");
   } else {
-    log_answer(c->req, status, c->t0, u->req.rc != LITH_OK ? u->req.errmsg : NULL);
+    log_answer(c->req, status, c->t0, r->rc != LITH_OK ? r->errmsg : NULL);
+    if (r->rc == LITH_QUEUE_FULL)
+      lith_http_add_header(c->req, "retry-after", "1");
     lith_http_respond_json(c->req, status, json);
   }
   free(json);
   do_ctx_free(c);
-  if (d->park.head != NULL)
-    lithd_overload_drain(&d->park); /* the writer made room */
 }
 
-/* Answer a command that could not be queued (rc from lith_uv_submit, or
- * the parking's refusal) and free c. */
+/* Answer a command the store would not take (rc from lithd_store_write)
+ * and free c. */
 static void do_refuse(struct do_ctx *c, int rc) {
   lithd_error e;
   submit_error(&e, rc);
@@ -320,53 +308,19 @@ static void do_refuse(struct do_ctx *c, int rc) {
   do_ctx_free(c);
 }
 
-static void do_park_refuse(lithd_park *p, int rc) { do_refuse((struct do_ctx *)p->arg, rc); }
-
-/* --dqlite: a dq outcome as the bridge's, so that one answer path serves
- * both (u->req.rc and errmsg are all do_done and batch_done read). */
-static void dq_to_ureq(lith_uv_req *u, const lithd_dq_req *r) {
-  u->req.rc = r->rc;
-  snprintf(u->req.errmsg, sizeof u->req.errmsg, "%s", r->errmsg);
-}
-
-static void do_dq_done(lithd_dq_req *r) {
-  struct do_ctx *c = r->data;
-  dq_to_ureq(&c->ureq, r);
-  do_done(&c->ureq);
-}
-
-/* Submit to the cluster (dq.h); LITH_OK, or LITH_QUEUE_FULL. */
-static int dq_submit(lithd_dbsrv *d, lithd_dq_req *r, lithd_batch *batch, lithd_result **result,
-                     void (*cb)(lithd_dq_req *), void *data) {
-  r->batch = batch;
-  r->result = result;
-  r->cb = cb;
-  r->data = data;
-  return lithd_dq_submit(d->dq, r) == LITHD_DQ_OK ? LITH_OK : LITH_QUEUE_FULL;
-}
-
-/* Submit c (its batch parsed), or answer why not. Returns the handler's
- * return value. */
+/* Send c (its batch parsed) to the store, or answer why not. Returns the
+ * handler's return value. */
 static int do_submit(lithd_dbsrv *d, struct do_ctx *c) {
   size_t len = 0;
   int rc;
   lith_http_req_body(c->req, &len);
-  if (d->dq != NULL) {
-    rc = dq_submit(d, &c->dqr, c->batch, &c->result, do_dq_done, c);
-    if (rc == LITH_OK)
-      return LITH_HTTP_PENDING; /* c now belongs to do_dq_done */
-    do_refuse(c, rc);
-    return LITH_HTTP_DONE;
-  }
-  c->park.ureq = &c->ureq;
-  c->park.fn = do_cmd;
-  c->park.arg = c;
-  c->park.done = do_done;
-  c->park.req = c->req;
-  c->park.refuse = do_park_refuse;
-  rc = lithd_overload_submit(&d->park, &c->park, len + sizeof *c);
+  c->sr.cb = do_done;
+  c->sr.data = c;
+  c->sr.http = c->req;
+  c->sr.bytes = len + sizeof *c;
+  rc = lithd_store_write(d->store, &c->sr);
   if (rc == LITH_OK)
-    return LITH_HTTP_PENDING; /* c now belongs to do_done / refuse */
+    return LITH_HTTP_PENDING; /* c now belongs to do_done */
   do_refuse(c, rc);
   return LITH_HTTP_DONE;
 }
@@ -410,8 +364,8 @@ static int h_do(lith_http_req *req, void *arg) {
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
-  c->batch = parse_body(s, req);
-  if (c->batch == NULL) {
+  c->sr.batch = parse_body(s, req);
+  if (c->sr.batch == NULL) {
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
@@ -446,12 +400,12 @@ static int h_command(lith_http_req *req, void *arg) {
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
-  if (lithd_commands_batch(d->commands, name, body, len, &s->limits, &c->batch, &e) != LITH_OK) {
+  if (lithd_commands_batch(d->commands, name, body, len, &s->limits, &c->sr.batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
-  if (!apply_query(req, c->batch)) {
+  if (!apply_query(req, c->sr.batch)) {
     do_ctx_free(c);
     return LITH_HTTP_DONE;
   }
@@ -475,10 +429,10 @@ static int h_commands(lith_http_req *req, void *arg) {
 
 /* ---- POST /v1/query ---------------------------------------------------- */
 
-/* The read runs on libuv's thread pool (lith_uv_read): lith_read may take
- * as long as the query does, and the loop thread must keep serving other
- * connections meanwhile. The context is owned by the read request from
- * lith_uv_read until query_after, which answers (or, if the client left,
+/* The store runs the read on libuv's thread pool (lithd_store_read): it
+ * may take as long as the query does, and the loop thread must keep
+ * serving other connections meanwhile. The context is the store's from
+ * lithd_store_read until query_after, which answers (or, if the client left,
  * gets LITH_HTTP_GONE and releases the handle just the same) and frees it.
  *
  * The pool is the process's, every database's (main.c sizes it (readers +
@@ -490,62 +444,39 @@ static int h_commands(lith_http_req *req, void *arg) {
  * and the end of one of its reads starts the next. One database's slow
  * reads then never take another's threads. */
 struct lithd_query {
-  lith_uv_read_req read;    /* read.rc, read.errmsg: the outcome */
-  lithd_dq_req dqr;         /* --dqlite: the read on the leader (dq.h) */
+  lithd_store_req sr;       /* sr.batch, sr.result; sr.t_start_ns, t_end_ns: when it ran */
   struct lithd_query *next; /* in d's FIFO while it waits for the pool */
   lithd_dbsrv *d;
   lith_http_req *req;
-  lithd_batch *batch;
-  lithd_result *result; /* written on the pool thread, read in query_after */
-  int64_t t_submit;     /* lith_clock_ns: queued (loop thread) */
-  int64_t t_start;      /* a reader runs it (pool thread, read in query_after) */
-  int64_t t_end;        /* the read returned (pool thread) */
+  int64_t t_submit; /* CLOCK_MONOTONIC ns: queued (loop thread) */
 };
 
 static void query_ctx_free(struct lithd_query *q) {
   if (q == NULL)
     return;
-  lithd_result_free(q->result);
-  lithd_batch_free(q->batch);
+  lithd_result_free(q->sr.result);
+  lithd_batch_free(q->sr.batch);
   free(q);
 }
 
-static int query_fn(lith_rx *rx, void *arg) { /* a pool thread */
-  struct lithd_query *q = arg;
-  q->t_start = now_ns();
-  int rc = lithd_batch_read(rx, q->batch, &q->result);
-  q->t_end = now_ns();
-  return rc;
-}
+static void query_after(lithd_store_req *r);
 
-static void query_after(lith_uv_read_req *r);
-
-/* --dqlite: the read's outcome as lith_uv_read's. */
-static void query_dq_done(lithd_dq_req *r) {
-  struct lithd_query *q = r->data;
-  q->read.rc = r->rc;
-  snprintf(q->read.errmsg, sizeof q->read.errmsg, "%s", r->errmsg);
-  query_after(&q->read);
-}
-
-/* Send q to the pool. Returns 1, or 0 when it could not go (answered and
+/* Send q to the store. Returns 1, or 0 when it could not go (answered and
  * freed). */
 static int query_start(struct lithd_query *q) {
   lithd_dbsrv *d = q->d;
+  int rc;
   d->reads_running++;
-  if (d->dq != NULL) {
-    q->dqr.batch = q->batch;
-    q->dqr.result = &q->result;
-    q->dqr.cb = query_dq_done;
-    q->dqr.data = q;
-    q->t_start = now_ns(); /* the pool's wait is not told apart on dqlite */
-    if (lithd_dq_read(d->dq, &q->dqr) == LITHD_DQ_OK)
-      return 1; /* q now belongs to query_dq_done */
-  } else if (lith_uv_read(d->db, d->srv->loop, &q->read, query_fn, q, query_after) == LITH_OK) {
+  q->sr.cb = query_after;
+  q->sr.data = q;
+  q->sr.http = q->req;
+  if ((rc = lithd_store_read(d->store, &q->sr)) == LITH_OK)
     return 1; /* q now belongs to query_after */
-  }
   d->reads_running--;
-  lith_http_respond_error(q->req, 500, "cannot queue the query");
+  if (rc == LITH_CLOSED)
+    lith_http_respond_error(q->req, 503, "lithd is shutting down");
+  else
+    lith_http_respond_error(q->req, 500, "cannot queue the query");
   query_ctx_free(q);
   return 0;
 }
@@ -567,14 +498,13 @@ static void query_next(lithd_dbsrv *d) {
   }
 }
 
-static void query_after(lith_uv_read_req *r) { /* the loop thread */
+static void query_after(lithd_store_req *r) { /* the loop thread */
   struct lithd_query *q = r->data;
   lithd_dbsrv *d = q->d;
-  if (d->dq != NULL)
-    q->t_end = now_ns();
-  if (q->t_start != 0) /* it ran (not cancelled at a stop) */
-    lithd_metrics_read(&d->metrics, q->t_start - q->t_submit, q->t_end - q->t_start, r->rc != LITH_OK);
-  respond_outcome(q->req, r->rc, q->result, r->errmsg);
+  if (r->t_start_ns != 0) /* it ran (not cancelled at a stop) */
+    lithd_metrics_read(&d->metrics, r->t_start_ns - q->t_submit, r->t_end_ns - r->t_start_ns,
+                       r->rc != LITH_OK);
+  respond_outcome(q->req, r->rc, r->result, r->errmsg);
   query_ctx_free(q);
   d->reads_running--;
   if (d->reads_head != NULL)
@@ -595,9 +525,8 @@ static int h_query(lith_http_req *req, void *arg) {
   }
   q->d = d;
   q->req = req;
-  q->read.data = q;
-  q->batch = parse_body(s, req);
-  if (q->batch == NULL)
+  q->sr.batch = parse_body(s, req);
+  if (q->sr.batch == NULL)
     goto done;
   q->t_submit = now_ns();
   if (d->reads_running >= d->reads_max || d->reads_head != NULL) {
@@ -628,13 +557,9 @@ done:
 struct batch_ctx;
 
 struct batch_item {
-  lith_uv_req ureq; /* first: the bridge callback gets &ureq */
-  lithd_park park;
-  lithd_dq_req dqr; /* --dqlite */
+  lithd_store_req sr; /* sr.batch, sr.result: the command and its result */
   struct batch_ctx *owner;
-  lithd_batch *batch;
-  lithd_result *result; /* written on the writer thread */
-  char *json;           /* this command's entry, once known */
+  char *json; /* this command's entry, once known */
 };
 
 struct batch_ctx {
@@ -651,8 +576,8 @@ static void batch_ctx_free(struct batch_ctx *b) {
   if (b == NULL)
     return;
   for (i = 0; b->items != NULL && i < b->n; i++) {
-    lithd_result_free(b->items[i].result);
-    lithd_batch_free(b->items[i].batch);
+    lithd_result_free(b->items[i].sr.result);
+    lithd_batch_free(b->items[i].sr.batch);
     free(b->items[i].json);
   }
   free(b->items);
@@ -688,43 +613,23 @@ static void batch_finish(struct batch_ctx *b) {
   batch_ctx_free(b);
 }
 
-static int batch_cmd(lith_tx *tx, void *arg) {
-  struct batch_item *it = arg;
-  return lithd_batch_run(tx, it->batch, &it->result);
-}
-
 static void batch_item_done(struct batch_item *it, char *json) {
   struct batch_ctx *b = it->owner;
-  lithd_dbsrv *d = b->d;
   it->json = json;
-  lithd_result_free(it->result);
-  it->result = NULL;
-  lithd_batch_free(it->batch);
-  it->batch = NULL;
+  lithd_result_free(it->sr.result);
+  it->sr.result = NULL;
+  lithd_batch_free(it->sr.batch);
+  it->sr.batch = NULL;
   if (--b->outstanding == 0) {
     log_answer(b->req, 200, b->t0, NULL);
     batch_finish(b);
   }
-  if (d->park.head != NULL)
-    lithd_overload_drain(&d->park);
 }
 
-static void batch_done(lith_uv_req *u) {
-  struct batch_item *it = (struct batch_item *)u;
-  int status;
-  batch_item_done(it, outcome_json(u->req.rc, it->result, u->req.errmsg, &status));
-}
-
-static void batch_dq_done(lithd_dq_req *r) {
+static void batch_done(lithd_store_req *r) {
   struct batch_item *it = r->data;
-  dq_to_ureq(&it->ureq, r);
-  batch_done(&it->ureq);
-}
-
-static void batch_park_refuse(lithd_park *p, int rc) {
-  lithd_error e;
-  submit_error(&e, rc);
-  batch_item_done(p->arg, lithd_error_json(&e));
+  int status;
+  batch_item_done(it, outcome_json(r->rc, r->result, r->errmsg, &status));
 }
 
 /* Split the body into commands and parse each; returns LITH_OK or an error
@@ -772,12 +677,12 @@ static int batch_parse(lithd_server *s, const char *body, size_t len, struct bat
       rc = lithd_error_set(e, LITHD_BAD_REQUEST, -1, "command %zu: not an object", i);
       goto out;
     }
-    rc = lithd_batch_from_value(c, &s->limits, &b->items[i].batch, &ce);
+    rc = lithd_batch_from_value(c, &s->limits, &b->items[i].sr.batch, &ce);
     if (rc != LITH_OK) {
       lithd_error_set(e, rc, ce.statement, "command %zu: %s", i, ce.message);
       goto out;
     }
-    total += lithd_batch_count(b->items[i].batch);
+    total += lithd_batch_count(b->items[i].sr.batch);
     if (total > s->limits.max_statements) {
       rc = lithd_error_set(e, LITHD_TOO_LARGE, -1, "more than %d statements in the batch",
                            s->limits.max_statements);
@@ -816,7 +721,7 @@ static int h_batch(lith_http_req *req, void *arg) {
     return LITH_HTTP_DONE;
   }
   for (i = 0; i < b->n; i++)
-    if (!apply_query(req, b->items[i].batch)) {
+    if (!apply_query(req, b->items[i].sr.batch)) {
       batch_ctx_free(b);
       return LITH_HTTP_DONE;
     }
@@ -826,16 +731,11 @@ static int h_batch(lith_http_req *req, void *arg) {
   for (i = 0; i < b->n; i++) {
     struct batch_item *it = &b->items[i];
     int rc;
-    it->park.ureq = &it->ureq;
-    it->park.fn = batch_cmd;
-    it->park.arg = it;
-    it->park.done = batch_done;
-    it->park.req = req;
-    it->park.refuse = batch_park_refuse;
-    if (d->dq != NULL)
-      rc = dq_submit(d, &it->dqr, it->batch, &it->result, batch_dq_done, it);
-    else
-      rc = lithd_overload_submit(&d->park, &it->park, len / b->n + sizeof *it);
+    it->sr.cb = batch_done;
+    it->sr.data = it;
+    it->sr.http = req;
+    it->sr.bytes = len / b->n + sizeof *it;
+    rc = lithd_store_write(d->store, &it->sr);
     if (rc != LITH_OK) {
       submit_error(&e, rc);
       it->json = lithd_error_json(&e);
@@ -848,17 +748,15 @@ static int h_batch(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
-/* ---- /v1/backup with --dqlite ------------------------------------------- */
+/* ---- /v1/backup without a local file ----------------------------------- */
 
-/* A backup copies a local file; on dqlite the data are the cluster's
- * (each node keeps its own copy under its data directory). */
-static int h_backup_dq(lith_http_req *req, void *arg) {
+/* A backup copies a local file; a store without one (dqlite: each node
+ * keeps its own copy under its data directory) has nothing to copy. */
+static int h_backup_no_file(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   if (!admit(d->srv, req))
     return LITH_HTTP_DONE;
-  lith_http_respond_error(req, 501,
-                          "lithd --dqlite has no local file to back up: every dqlite node keeps a full copy "
-                          "in its data directory");
+  lith_http_respond_error(req, 501, LITHD_STORE_NO_FILE);
   return LITH_HTTP_DONE;
 }
 
@@ -866,38 +764,15 @@ static int h_backup_dq(lith_http_req *req, void *arg) {
 
 static int h_stats(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
-  lith_stats *st = NULL;
-  char buf[1024];
-
+  char *json;
   if (!admit(d->srv, req))
     return LITH_HTTP_DONE;
-  if (d->dq != NULL) { /* the dqlite writer's counters */
-    char *json = lithd_dq_stats_json(d->dq);
-    if (json == NULL)
-      lith_http_respond_error(req, 500, "out of memory");
-    else
-      lith_http_respond_json(req, 200, json);
-    free(json);
-    return LITH_HTTP_DONE;
-  }
-  st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
-  if (st == NULL) {
+  json = lithd_store_stats_json(d->store);
+  if (json == NULL)
     lith_http_respond_error(req, 500, "out of memory");
-    return LITH_HTTP_DONE;
-  }
-  lith_stats_get(d->db, st);
-  snprintf(buf, sizeof buf,
-           "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"retried\":%" PRIu64
-           ",\"busy\":%" PRIu64 ",\"queue_depth\":%" PRIu64 ",\"wal_pages\":%" PRIu64
-           ",\"checkpoints\":%" PRIu64 ",\"checkpoint_errors\":%" PRIu64 ",\"tx_p50_ns\":%" PRIu64
-           ",\"tx_p99_ns\":%" PRIu64 ",\"wait_p50_ns\":%" PRIu64 ",\"wait_p99_ns\":%" PRIu64
-           ",\"tx_max_ns\":%" PRIu64 "}",
-           st->commands, st->batches, st->failed, st->retried, st->busy, st->queue_depth, st->wal_pages,
-           st->checkpoints, st->checkpoint_errors, lith_lat_quantile_ns(st->tx_lat, NULL, 0.5),
-           lith_lat_quantile_ns(st->tx_lat, NULL, 0.99), lith_lat_quantile_ns(st->wait_lat, NULL, 0.5),
-           lith_lat_quantile_ns(st->wait_lat, NULL, 0.99), st->tx_ns_max);
-  free(st);
-  lith_http_respond_json(req, 200, buf);
+  else
+    lith_http_respond_json(req, 200, json);
+  free(json);
   return LITH_HTTP_DONE;
 }
 
@@ -1070,12 +945,12 @@ int lithd_server_start(lithd_server *s) {
     lithd_dbsrv *d = s->dbs[i];
     d->srv = s;
     d->metrics.name = d->name;
-    d->metrics.db = d->db;
+    d->metrics.db = d->db; /* NULL without a local file: those series read 0 */
     d->reads_max = d->metrics.readers > 0 ? d->metrics.readers : 1;
     mdbs[i] = &d->metrics;
     for (k = 0; k < N_DB_ROUTES; k++) {
       const struct route *r = &db_routes[k];
-      lith_http_handler h = d->dq != NULL && strcmp(r->path, "backup") == 0 ? h_backup_dq : r->handler;
+      lith_http_handler h = d->db == NULL && strcmp(r->path, "backup") == 0 ? h_backup_no_file : r->handler;
       rc = add_route(s, r->method, r->match, h, d, DB_PREFIX "%s/%s", d->name, r->path);
       if (rc != LITH_HTTP_OK)
         return rc;
@@ -1085,7 +960,7 @@ int lithd_server_start(lithd_server *s) {
     const struct route *r = &db_routes[k];
     if (s->dflt != NULL)
       rc = add_route(s, r->method, r->match,
-                     s->dflt->dq != NULL && strcmp(r->path, "backup") == 0 ? h_backup_dq : r->handler,
+                     s->dflt->db == NULL && strcmp(r->path, "backup") == 0 ? h_backup_no_file : r->handler,
                      s->dflt, "/v1/%s%s", r->path, "");
     else
       rc = add_route(s, r->method, r->match, h_no_default, s, "/v1/%s%s", r->path, "");
@@ -1103,15 +978,12 @@ int lithd_server_start(lithd_server *s) {
     return LITH_HTTP_NOMEM;
   m->http = s->http;
   lith_http_on_access(s->http, on_access, s);
-  for (i = 0; i < s->n_dbs; i++)
-    if (lithd_overload_init(&s->dbs[i]->park, s->loop, s->dbs[i]->bridge, s->queue_wait_ms) != 0)
-      return LITH_HTTP_ERROR;
   return LITH_HTTP_OK;
 }
 
 void lithd_server_stop(lithd_server *s) {
   for (size_t i = 0; i < s->n_dbs; i++)
-    lithd_overload_stop(&s->dbs[i]->park);
+    lithd_store_stop(s->dbs[i]->store);
 }
 
 void lithd_server_free(lithd_server *s) {

@@ -1,18 +1,17 @@
 /*
- * lithd server — the HTTP routes of lithd, mapped onto its lith handles.
+ * lithd server — the HTTP routes of lithd, mapped onto its databases'
+ * stores.
  *
  * Design: main.c owns the loop and the HTTP server, database.c each
- * database's lith handle and lith_uv bridge; this module only registers
- * routes on that server and turns each request into lith work on one
- * database. Each database NAME has every route below under /v1/db/NAME/
+ * database's store; this module only registers routes on that server and
+ * turns each request into work for one database's store. Each database NAME has every route below under /v1/db/NAME/
  * (/v1/db/NAME/do, ...); the routes without the prefix serve the default
  * database (the only one, or --default):
- *   POST /v1/do     one lith command (lithd_batch_run) through lith_uv_submit,
- *                   answered from the bridge callback after the commit;
- *   POST /v1/query  lithd_batch_read inside lith_read, on libuv's thread
- *                   pool (uv_queue_work), answered from the after-work
- *                   callback;
- *   POST /v1/batch  {"commands": [...]}: each command its own lith command
+ *   POST /v1/do     one command (lithd_store_write), answered from its
+ *                   callback after the commit;
+ *   POST /v1/query  one read on one snapshot (lithd_store_read), off the
+ *                   loop, answered from its callback;
+ *   POST /v1/batch  {"commands": [...]}: each command its own command
  *                   (own savepoint), all submitted together, each with its
  *                   own outcome; answered once the last one is done;
  *   POST /v1/commands/NAME  a named command (commands.h), run as /v1/do;
@@ -20,22 +19,19 @@
  *   POST /v1/backup {"dest": "NAME"}: lith_backup_new into --backup-dir, on
  *                   the thread pool; GET /v1/backup[?format=sql]: a snapshot
  *                   downloaded (backup_http.h);
- *   GET  /v1/stats  lith_stats_get as JSON;
+ *   GET  /v1/stats  the store's counters as JSON;
  *   GET  /metrics   the same, lithd's and the process's figures, in the
  *                   Prometheus text format 0.0.4 (metrics.h);
  *   GET  /healthz   {"ok":true}, never behind the token.
  * Everything runs on the loop thread, but the reads of /v1/query and the
- * backups. With lithd --dqlite a database's `dq` (dq.h) takes the place of
- * its lith handle and bridge: commands go to the dqlite writer and reads
- * to the leader, their outcomes come back to the same answering code, and
- * /v1/backup answers 501.
+ * backups. The routes know a database only through its store (store.h):
+ * where its data live (a local file, a dqlite cluster) is the store's
+ * business; a store without a local file answers /v1/backup 501.
  *
- * The pieces: the routes are one table in server.c; commands reach the
- * writer through overload.h (submitted in chunks; when lith's queue is
- * full they wait there, first come first served, bounded in bytes, until
- * queue_wait_ms: then 503 with Retry-After); /metrics is written by
- * metrics.h; the SQL clients may send is checked by sqljson.h (its
- * authorizer, lithd_authorizer, goes on the write connection).
+ * The pieces: the routes are one table in server.c; commands and reads go
+ * to the database's store (store.h); /metrics is written by metrics.h;
+ * the SQL clients may send is checked by sql/ (its authorizer,
+ * lithd_authorizer, goes on every connection).
  */
 #ifndef LITHD_SERVER_H
 #define LITHD_SERVER_H
@@ -43,10 +39,9 @@
 #include "commands.h"
 #include "http.h"
 #include "lith.h"
-#include "lith_uv.h"
 #include "metrics.h"
-#include "overload.h"
 #include "sqljson.h"
+#include "store.h"
 
 typedef struct lithd_server lithd_server;
 
@@ -57,22 +52,15 @@ typedef struct lithd_server lithd_server;
 typedef struct lithd_dbsrv {
   lithd_server *srv;              /* the server it belongs to; set by lithd_server_start */
   const char *name;               /* the NAME of /v1/db/NAME/...; caller's */
-  lith *db;                       /* caller's; outlives the server */
-  lith_uv *bridge;                /* caller's; closed only after the HTTP server stopped */
+  lithd_store *store;             /* where its data live; caller's, outlives the server */
+  lith *db;                       /* the store's local file (lithd_store_lith): backups and
+                                     downloads; NULL: none, /v1/backup answers 501 */
   const lithd_commands *commands; /* NULL: none; caller's, outlives the server */
   const char *db_path;            /* the database file (downloads are made beside it); caller's */
-  /* lithd --dqlite (dq.h): commands and reads go to the cluster through dq,
-   * db and bridge are NULL, backups are refused; caller's. NULL: local. */
-  struct lithd_dq *dq;
   /* /metrics: set metrics.queue_capacity, .readers, .page_size (metrics.h);
    * lithd_server_start sets the rest. */
   lithd_metrics_db metrics;
 
-  /* Internal: the commands on their way to this database's writer
-   * (overload.h; one queue per database, so one database's overload never
-   * holds another's commands); park.started and park.stopped say whether
-   * the server was started and stopped. */
-  lithd_overload park;
   int downloads; /* GET /v1/backup running (backup_http.c) */
   /* Internal: this database's reads on libuv's pool (at most reads_max,
    * its readers) and those waiting for room, first in first out (server.c,
@@ -94,7 +82,6 @@ struct lithd_server {
   const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
   const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
   const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
-  int64_t queue_wait_ms;     /* how long a command waits for room in the queue */
   /* /metrics: set metrics.start_time (metrics.h); lithd_server_start sets
    * the rest. */
   lithd_metrics metrics;
@@ -108,9 +95,7 @@ struct lithd_server {
 /* Register every route of lithd on s->http: each database's under
  * /v1/db/NAME/ with its lithd_dbsrv as their argument, the unprefixed ones
  * (/v1/do, ...) with s->dflt's, /metrics and /healthz with s (everything
- * must outlive the HTTP server); set up each database's overload queue on
- * s->loop, and
- * hook the HTTP layer's access report (a log line per request at debug, the
+ * must outlive the HTTP server), and hook the HTTP layer's access report (a log line per request at debug, the
  * responses of /metrics by route and code). The public fields must be set.
  * Returns a LITH_HTTP_ code. */
 int lithd_server_start(lithd_server *s);
@@ -124,9 +109,8 @@ int lithd_admit(lithd_server *s, lith_http_req *req);
  * completes req. */
 void lithd_respond_error(lith_http_req *req, const lithd_error *e);
 
-/* Answer every waiting command of every database with 503 (shutting down)
- * and close the queues' handles; call it when the stop begins, before the bridge is closed. Later
- * commands are refused at once. */
+/* The stop begins: every database's store refuses what waits for room
+ * and later writes (lithd_store_stop). */
 void lithd_server_stop(lithd_server *s);
 
 /* Free what lithd_server_start took, after the HTTP server was destroyed

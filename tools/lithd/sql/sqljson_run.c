@@ -20,6 +20,13 @@
  *   - The SQL authorizer of the write connection lives here too: it is the
  *     other half of what clients' SQL may do, with the messages that name
  *     its refusals.
+ *   - The policy is one set of lithd__ calls (sqljson_int.h) that every
+ *     store runs a statement under: what a prepare's failure answers, what
+ *     /v1/query accepts, how parameters are numbered (SQLite's own, from a
+ *     prepared statement), the columns, the limits on rows and bytes as
+ *     each cell arrives. The local run below calls them on the statement it
+ *     steps; the dqlite store on the statement it vetted on a local
+ *     connection before sending the text to the cluster.
  */
 #include "sqljson_int.h"
 
@@ -33,7 +40,140 @@
 #include "guard.h"
 #include "utf8.h"
 
-/* ---- Running ------------------------------------------------------------------ */
+/* ---- The policy every store runs a statement under ------------------------- */
+
+int lithd__fail(lithd_result *r, int code, int stmt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lithd__error_vset(&r->err, code, stmt, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+lithd_result *lithd__result_new(const lithd_batch *b) {
+  lithd_result *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->outs = calloc(b->n ? (size_t)b->n : 1, sizeof *r->outs);
+  if (!r->outs) {
+    free(r);
+    return NULL;
+  }
+  r->nouts = b->n;
+  r->fmt = b->fmt;
+  lithd__error_clear(&r->err);
+  return r;
+}
+
+/* SQLite's error of a prepare as lithd answers it: an authorizer said no,
+ * 403 (a denied function is SQLITE_ERROR with "not authorized to use
+ * function" rather than SQLITE_AUTH); anything else as the code given. */
+int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const char *msg) {
+  if (code == LITH_OK) /* refused by lith after a good prepare */
+    code = LITH_MISUSE;
+  if (sqlite3_errcode(conn) == SQLITE_AUTH || strncmp(sqlite3_errmsg(conn), "not authorized", 14) == 0)
+    return lithd__fail(
+        r, LITHD_FORBIDDEN, i,
+        "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and "
+        "fts3_tokenizer, and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
+        msg);
+  return lithd__fail(r, code, i, "%s", msg);
+}
+
+int lithd__not_a_query(lithd_result *r, int i) {
+  return lithd__fail(r, LITHD_NOT_A_QUERY, i,
+                     "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
+                     "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
+}
+
+int lithd__check_read(lithd_result *r, int i, int first, sqlite3_stmt *st) {
+  if (first != FIRST_QUERY) /* prepared, yet no query: refused all the same */
+    return lithd__not_a_query(r, i);
+  if (!sqlite3_stmt_readonly(st))
+    return lithd__not_a_query(r, i);
+  return LITH_OK;
+}
+
+int lithd__bind_plan(lithd_result *r, int i, const stmt_spec *spec, sqlite3_stmt *st, const value **vals) {
+  int count = sqlite3_bind_parameter_count(st);
+  if (!spec->named) {
+    if (spec->nparams != count)
+      return lithd__fail(r, LITHD_BAD_REQUEST, i, "the statement has %d parameter%s, %d given", count,
+                         count == 1 ? "" : "s", spec->nparams);
+    for (int k = 0; k < count; k++)
+      vals[k] = &spec->params[k].v;
+    return LITH_OK;
+  }
+  for (int k = 0; k < count; k++)
+    vals[k] = NULL;
+  for (int k = 0; k < spec->nparams; k++) {
+    const char *name = spec->params[k].name;
+    int idx = sqlite3_bind_parameter_index(st, name);
+    if (idx == 0)
+      return lithd__fail(r, LITHD_BAD_REQUEST, i, "the statement has no parameter \"%.64s\"", name);
+    if (vals[idx - 1] != NULL) /* two names for one index: SQLite gives each index one
+                                  name, so this only guards the loop below */
+      return lithd__fail(r, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is given twice", name);
+    vals[idx - 1] = &spec->params[k].v;
+  }
+  for (int idx = 1; idx <= count; idx++) {
+    if (vals[idx - 1] != NULL)
+      continue;
+    const char *name = sqlite3_bind_parameter_name(st, idx);
+    if (name)
+      return lithd__fail(r, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is not given", name);
+    return lithd__fail(r, LITHD_BAD_REQUEST, i, "parameter %d has no name: give \"params\" as an array", idx);
+  }
+  return LITH_OK;
+}
+
+static int push_value(lithd_result *r, int i, stmt_out *o, const value *v) {
+  if (o->nvals == o->capvals) {
+    size_t ncap = o->capvals ? o->capvals * 2 : 16;
+    value *nv = realloc(o->vals, ncap * sizeof *nv);
+    if (!nv)
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+    o->vals = nv;
+    o->capvals = ncap;
+  }
+  o->vals[o->nvals++] = *v;
+  return LITH_OK;
+}
+
+int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i) {
+  if (r->rows >= lim->max_rows)
+    return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
+                       "the answer would hold more than %" PRId64 " rows (max_rows)", lim->max_rows);
+  return LITH_OK;
+}
+
+int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o, value v) {
+  if (v.type == SQLITE_TEXT || v.type == SQLITE_BLOB) {
+    const unsigned char *p = v.u.p;
+    if (v.n > lim->max_result_bytes - r->bytes)
+      return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
+                         "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
+                         lim->max_result_bytes);
+    if (v.type == SQLITE_TEXT && !lithd_utf8_valid(p, v.n))
+      return lithd__fail(r, LITHD_UNENCODABLE, i,
+                         "text is not valid UTF-8 in row %" PRId64 " column %d; CAST(x AS BLOB) reads it",
+                         o->nrows, o->ncols > 0 ? (int)(o->nvals % (size_t)o->ncols) : 0);
+    r->bytes += v.n;
+    v.u.p = lithd_arena_copy(&r->mem, p, v.n);
+    if (!v.u.p)
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  } else if (v.type != SQLITE_INTEGER && v.type != SQLITE_FLOAT) {
+    v.type = SQLITE_NULL;
+  }
+  return push_value(r, i, o, &v);
+}
+
+void lithd__row_done(lithd_result *r, stmt_out *o) {
+  o->nrows++;
+  r->rows++;
+}
+
+/* ---- Running on SQLite here (the local store; lithd_batch_run/_read) ------- */
 
 /* Where statements come from: the writer's command or a reader. */
 typedef struct runner {
@@ -46,9 +186,6 @@ typedef struct runner {
   lithd_guard_slot *guard; /* NULL: the connection has no guard */
   int timed_out;           /* a LITHD_GUARD_ reason: why the run was cut */
 } runner;
-
-static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* SQLite's progress handler: a non-zero return interrupts the statement. */
 static int on_progress(void *arg) {
@@ -77,19 +214,9 @@ static int was_cut(runner *rn) {
 
 static int timeout_fail(const runner *rn, int i) {
   if (rn->timed_out == LITHD_GUARD_STOPPING)
-    return rfail(rn, LITH_CLOSED, i, "lithd is shutting down: the query was interrupted");
-  return rfail(rn, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
-               rn->b->lim.max_run_ms);
-}
-
-static int rfail(const runner *rn, int code, int stmt, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  lithd__error_vset(&rn->r->err, code, stmt, fmt, ap);
-  va_end(ap);
-  if (rn->tx) /* what lith_errmsg / req->errmsg will say */
-    lith_tx_error(rn->tx, code, "statement %d: %s", stmt, rn->r->err.message);
-  return code;
+    return lithd__fail(rn->r, LITH_CLOSED, i, "lithd is shutting down: the query was interrupted");
+  return lithd__fail(rn->r, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
+                     rn->b->lim.max_run_ms);
 }
 
 static int bind_value(sqlite3_stmt *st, int idx, const value *v) {
@@ -108,109 +235,47 @@ static int bind_value(sqlite3_stmt *st, int idx, const value *v) {
 }
 
 static int bind_all(const runner *rn, int i, sqlite3_stmt *st) {
-  const stmt_spec *spec = &rn->b->stmts[i];
-  int count = sqlite3_bind_parameter_count(st);
-  int src;
-  if (!spec->named) {
-    if (spec->nparams != count)
-      return rfail(rn, LITHD_BAD_REQUEST, i, "the statement has %d parameter%s, %d given", count,
-                   count == 1 ? "" : "s", spec->nparams);
-    for (int k = 0; k < count; k++)
-      if ((src = bind_value(st, k + 1, &spec->params[k].v)) != SQLITE_OK)
-        return rfail(rn, lith_from_sqlite(src), i, "parameter %d: %s", k + 1, sqlite3_errmsg(rn->conn));
-    return LITH_OK;
-  }
-
-  int rc = LITH_OK;
-  unsigned char *bound = calloc((size_t)count + 1, 1);
-  if (!bound)
-    return rfail(rn, LITH_NOMEM, i, "out of memory");
-  for (int k = 0; k < spec->nparams; k++) {
-    const char *name = spec->params[k].name;
-    int idx = sqlite3_bind_parameter_index(st, name);
-    if (idx == 0) {
-      rc = rfail(rn, LITHD_BAD_REQUEST, i, "the statement has no parameter \"%.64s\"", name);
-      goto out;
+  int count = sqlite3_bind_parameter_count(st), rc, src;
+  const value **vals = malloc(((size_t)count + 1) * sizeof *vals);
+  if (!vals)
+    return lithd__fail(rn->r, LITH_NOMEM, i, "out of memory");
+  rc = lithd__bind_plan(rn->r, i, &rn->b->stmts[i], st, vals);
+  for (int k = 0; rc == LITH_OK && k < count; k++)
+    if ((src = bind_value(st, k + 1, vals[k])) != SQLITE_OK) {
+      const char *name = sqlite3_bind_parameter_name(st, k + 1);
+      rc = name ? lithd__fail(rn->r, lith_from_sqlite(src), i, "parameter \"%.64s\": %s", name,
+                              sqlite3_errmsg(rn->conn))
+                : lithd__fail(rn->r, lith_from_sqlite(src), i, "parameter %d: %s", k + 1,
+                              sqlite3_errmsg(rn->conn));
     }
-    if (bound[idx]) { /* two names for one index: SQLite gives each index one
-                         name, so this only guards the loop below */
-      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is given twice", name);
-      goto out;
-    }
-    bound[idx] = 1;
-    if ((src = bind_value(st, idx, &spec->params[k].v)) != SQLITE_OK) {
-      rc = rfail(rn, lith_from_sqlite(src), i, "parameter \"%.64s\": %s", name, sqlite3_errmsg(rn->conn));
-      goto out;
-    }
-  }
-  for (int idx = 1; idx <= count; idx++) {
-    if (bound[idx])
-      continue;
-    const char *name = sqlite3_bind_parameter_name(st, idx);
-    if (name)
-      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter \"%.64s\" is not given", name);
-    else
-      rc = rfail(rn, LITHD_BAD_REQUEST, i, "parameter %d has no name: give \"params\" as an array", idx);
-    goto out;
-  }
-out:
-  free(bound);
+  free(vals);
   return rc;
-}
-
-static int push_value(const runner *rn, int i, stmt_out *o, const value *v) {
-  if (o->nvals == o->capvals) {
-    size_t ncap = o->capvals ? o->capvals * 2 : 16;
-    value *nv = realloc(o->vals, ncap * sizeof *nv);
-    if (!nv)
-      return rfail(rn, LITH_NOMEM, i, "out of memory");
-    o->vals = nv;
-    o->capvals = ncap;
-  }
-  o->vals[o->nvals++] = *v;
-  return LITH_OK;
 }
 
 static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   lithd_result *r = rn->r;
   const lithd_limits *lim = &rn->b->lim;
-  if (r->rows >= lim->max_rows)
-    return rfail(rn, LITHD_RESULT_TOO_LARGE, i, "the answer would hold more than %" PRId64 " rows (max_rows)",
-                 lim->max_rows);
-  for (int col = 0; col < o->ncols; col++) {
+  int rc = lithd__row_room(r, lim, i);
+  for (int col = 0; rc == LITH_OK && col < o->ncols; col++) {
     value v = {.type = sqlite3_column_type(st, col)};
-    const unsigned char *p = NULL;
     switch (v.type) {
     case SQLITE_INTEGER: v.u.i = sqlite3_column_int64(st, col); break;
     case SQLITE_FLOAT: v.u.d = sqlite3_column_double(st, col); break;
     case SQLITE_TEXT:
     case SQLITE_BLOB:
-      p = v.type == SQLITE_TEXT ? sqlite3_column_text(st, col) : sqlite3_column_blob(st, col);
+      v.u.p = v.type == SQLITE_TEXT ? sqlite3_column_text(st, col) : sqlite3_column_blob(st, col);
       v.n = (size_t)sqlite3_column_bytes(st, col);
-      if (!p && (v.n || sqlite3_errcode(rn->conn) == SQLITE_NOMEM))
-        return rfail(rn, LITH_NOMEM, i, "out of memory reading row %" PRId64 " column %d", o->nrows, col);
-      if (v.n > lim->max_result_bytes - r->bytes)
-        return rfail(rn, LITHD_RESULT_TOO_LARGE, i,
-                     "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
-                     lim->max_result_bytes);
-      if (v.type == SQLITE_TEXT && !lithd_utf8_valid(p, v.n))
-        return rfail(rn, LITHD_UNENCODABLE, i,
-                     "text is not valid UTF-8 in row %" PRId64 " column %d; CAST(x AS BLOB) reads it",
-                     o->nrows, col);
-      r->bytes += v.n;
-      v.u.p = lithd_arena_copy(&r->mem, p, v.n);
-      if (!v.u.p)
-        return rfail(rn, LITH_NOMEM, i, "out of memory");
+      if (!v.u.p && (v.n || sqlite3_errcode(rn->conn) == SQLITE_NOMEM))
+        return lithd__fail(r, LITH_NOMEM, i, "out of memory reading row %" PRId64 " column %d", o->nrows,
+                           col);
       break;
-    default: v.type = SQLITE_NULL; break;
+    default: break;
     }
-    int rc = push_value(rn, i, o, &v);
-    if (rc != LITH_OK)
-      return rc;
+    rc = lithd__put_cell(r, lim, i, o, v);
   }
-  o->nrows++;
-  r->rows++;
-  return LITH_OK;
+  if (rc == LITH_OK)
+    lithd__row_done(r, o);
+  return rc;
 }
 
 /* What the first keyword of `s`, past blanks and comments, says of the
@@ -252,13 +317,6 @@ int lithd__first_keyword(const char *s) {
   return FIRST_UNKNOWN;
 }
 
-/* The refusal of a statement that is not a query, on /v1/query. */
-static int not_a_query(runner *rn, int i) {
-  return rfail(rn, LITHD_NOT_A_QUERY, i,
-               "write statement on /v1/query: only SELECT, WITH, VALUES and EXPLAIN run here "
-               "(a PRAGMA reads through its function: SELECT * FROM pragma_table_info('t'))");
-}
-
 /* Rows as objects need one key per column: refuse a statement two of
  * whose columns share a name (sqljson.h, "rows"), before it is stepped.
  * Sorted copies of the names, so a wide SELECT * costs n log n. */
@@ -289,57 +347,68 @@ int lithd__same_names(const stmt_out *o, int *a, int *b) {
   return rc;
 }
 
-static int distinct_names(const runner *rn, int i, const stmt_out *o) {
-  int a = 0, b = 0, rc = lithd__same_names(o, &a, &b);
-  if (rc < 0)
-    return rfail(rn, LITH_NOMEM, i, "out of memory");
-  if (rc > 0)
-    return rfail(rn, LITHD_BAD_REQUEST, i, LITHD_SAME_NAMES_MSG, a, b, o->cols[a]);
-  return LITH_OK;
-}
-
-/* Each column's declared type, as CREATE TABLE spelt it (NULL for an
- * expression), when the answer carries "types". */
-static int declared_types(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
-  o->decls = lithd_arena_alloc(&rn->r->mem, (size_t)o->ncols * sizeof *o->decls, _Alignof(max_align_t));
-  if (!o->decls)
-    return rfail(rn, LITH_NOMEM, i, "out of memory");
-  for (int col = 0; col < o->ncols; col++) {
-    const char *decl = sqlite3_column_decltype(st, col);
-    o->decls[col] = decl ? lithd_arena_copy(&rn->r->mem, decl, strlen(decl)) : NULL;
-    if (decl && !o->decls[col])
-      return rfail(rn, LITH_NOMEM, i, "out of memory");
-  }
-  return LITH_OK;
-}
-
-static int column_names(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
-  o->ncols = sqlite3_column_count(st);
+int lithd__columns(lithd_result *r, int i, int ncols, const char *const *names, const char *const *decls,
+                   stmt_out *o) {
+  o->ncols = ncols;
   if (o->ncols == 0)
     return LITH_OK;
-  o->cols = lithd_arena_alloc(&rn->r->mem, (size_t)o->ncols * sizeof *o->cols, _Alignof(max_align_t));
+  o->cols = lithd_arena_alloc(&r->mem, (size_t)o->ncols * sizeof *o->cols, _Alignof(max_align_t));
   if (!o->cols)
-    return rfail(rn, LITH_NOMEM, i, "out of memory");
+    return lithd__fail(r, LITH_NOMEM, i, "out of memory");
   for (int col = 0; col < o->ncols; col++) {
-    const char *name = sqlite3_column_name(st, col);
+    const char *name = names[col];
     if (!name)
-      return rfail(rn, LITH_NOMEM, i, "out of memory");
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
     size_t len = strlen(name);
     if (!lithd_utf8_valid((const unsigned char *)name, len))
-      return rfail(rn, LITHD_UNENCODABLE, i, "the name of column %d is not valid UTF-8", col);
-    o->cols[col] = lithd_arena_copy(&rn->r->mem, name, len);
+      return lithd__fail(r, LITHD_UNENCODABLE, i, "the name of column %d is not valid UTF-8", col);
+    o->cols[col] = lithd_arena_copy(&r->mem, name, len);
     if (!o->cols[col])
-      return rfail(rn, LITH_NOMEM, i, "out of memory");
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
   }
-  int rc;
-  if (rn->r->fmt.types && (rc = declared_types(rn, i, st, o)) != LITH_OK)
-    return rc;
-  return rn->r->fmt.rows_objects ? distinct_names(rn, i, o) : LITH_OK;
+  if (r->fmt.types) { /* each column's declared type, as CREATE TABLE spelt it (NULL: an expression) */
+    o->decls = lithd_arena_alloc(&r->mem, (size_t)o->ncols * sizeof *o->decls, _Alignof(max_align_t));
+    if (!o->decls)
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+    for (int col = 0; col < o->ncols; col++) {
+      const char *decl = decls != NULL ? decls[col] : NULL;
+      o->decls[col] = decl ? lithd_arena_copy(&r->mem, decl, strlen(decl)) : NULL;
+      if (decl && !o->decls[col])
+        return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+    }
+  }
+  if (r->fmt.rows_objects) {
+    int a = 0, b = 0, dup = lithd__same_names(o, &a, &b);
+    if (dup < 0)
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+    if (dup > 0)
+      return lithd__fail(r, LITHD_BAD_REQUEST, i, LITHD_SAME_NAMES_MSG, a, b, o->cols[a]);
+  }
+  return LITH_OK;
+}
+
+int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o) {
+  int n = sqlite3_column_count(st), rc;
+  const char **names, **decls;
+  if (n == 0)
+    return lithd__columns(r, i, 0, NULL, NULL, o);
+  names = malloc(2 * (size_t)n * sizeof *names);
+  if (!names)
+    return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  decls = names + n;
+  for (int col = 0; col < n; col++) {
+    names[col] = sqlite3_column_name(st, col);
+    decls[col] = sqlite3_column_decltype(st, col);
+  }
+  rc = lithd__columns(r, i, n, names, decls, o);
+  free(names);
+  return rc;
 }
 
 static int run_one(runner *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
-  stmt_out *o = &rn->r->outs[i];
+  lithd_result *r = rn->r;
+  stmt_out *o = &r->outs[i];
   sqlite3_stmt *st;
   sqlite3_int64 before = 0;
   int rc, src, first = rn->rx ? lithd__first_keyword(sql) : FIRST_QUERY;
@@ -347,36 +416,20 @@ static int run_one(runner *rn, int i) {
   /* A statement known not to be a query is refused before it is prepared;
    * an unknown first word is prepared, so a typo gets SQLite's message. */
   if (first == FIRST_OTHER)
-    return not_a_query(rn, i);
+    return lithd__not_a_query(r, i);
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
   if (!st) {
     /* lith's message says why (prepare: ..., more than one statement, ...). */
     if (was_cut(rn)) /* a long prepare can be interrupted too */
       return timeout_fail(rn, i);
     rc = rn->tx ? lith_tx_rc(rn->tx) : lith_from_sqlite(sqlite3_extended_errcode(rn->conn));
-    if (rc == LITH_OK) /* refused by lith after a good prepare */
-      rc = LITH_MISUSE;
-    /* An authorizer said no: 403. (A denied function is SQLITE_ERROR with
-     * "not authorized to use function" rather than SQLITE_AUTH.) */
-    if (sqlite3_errcode(rn->conn) == SQLITE_AUTH ||
-        strncmp(sqlite3_errmsg(rn->conn), "not authorized", 14) == 0)
-      return rfail(rn, LITHD_FORBIDDEN, i,
-                   "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and fts3_tokenizer, "
-                   "and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
-                   lith_errmsg(NULL));
-    return rfail(rn, rc, i, "%s", lith_errmsg(NULL));
+    return lithd__prepare_failed(r, i, rc, rn->conn, lith_errmsg(NULL));
   }
-  if (first == FIRST_UNKNOWN) { /* prepared, yet no query: refused all the same */
-    rc = not_a_query(rn, i);
+  if (rn->rx && (rc = lithd__check_read(r, i, first, st)) != LITH_OK)
     goto out;
-  }
-  if (rn->rx && !sqlite3_stmt_readonly(st)) {
-    rc = rfail(rn, LITHD_NOT_A_QUERY, i, "write statement on /v1/query");
-    goto out;
-  }
   if ((rc = bind_all(rn, i, st)) != LITH_OK)
     goto out;
-  if ((rc = column_names(rn, i, st, o)) != LITH_OK)
+  if ((rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
     goto out;
 
   if (rn->tx) {
@@ -390,7 +443,7 @@ static int run_one(runner *rn, int i) {
     if (was_cut(rn))
       rc = timeout_fail(rn, i);
     else
-      rc = rfail(rn, lith_from_sqlite(src), i, "%s", sqlite3_errmsg(rn->conn));
+      rc = lithd__fail(r, lith_from_sqlite(src), i, "%s", sqlite3_errmsg(rn->conn));
     goto out;
   }
   if (rn->tx) {
@@ -413,15 +466,12 @@ static int run_batch(runner *rn, lithd_result **out) {
   int rc = LITH_OK;
   lithd_result_free(*out);
   *out = NULL;
-  lithd_result *r = calloc(1, sizeof *r);
-  if (!r)
-    goto err;
-  r->outs = calloc(b->n ? (size_t)b->n : 1, sizeof *r->outs);
-  if (!r->outs)
-    goto err_free_result;
-  r->nouts = b->n;
-  r->fmt = b->fmt;
-  lithd__error_clear(&r->err);
+  lithd_result *r = lithd__result_new(b);
+  if (!r) {
+    if (rn->tx)
+      return lith_tx_error(rn->tx, LITH_NOMEM, "out of memory");
+    return LITH_NOMEM;
+  }
   rn->r = r;
   *out = r;
 
@@ -431,21 +481,17 @@ static int run_batch(runner *rn, lithd_result **out) {
   if (rn->rx) /* the writer's is lith's (command_timeout_ms) */
     sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
   for (int i = 0; i < b->n; i++) {
-    if ((rc = run_one(rn, i)) != LITH_OK)
+    if ((rc = run_one(rn, i)) != LITH_OK) {
+      if (rn->tx) /* what lith_errmsg / req->errmsg will say */
+        lith_tx_error(rn->tx, rc, "statement %d: %s", i, r->err.message);
       break;
+    }
     r->n = i + 1;
   }
   if (rn->rx)
     sqlite3_progress_handler(rn->conn, 0, NULL, NULL);
   lithd_guard_end(rn->guard);
   return rc;
-
-err_free_result:
-  free(r);
-err:
-  if (rn->tx)
-    return lith_tx_error(rn->tx, LITH_NOMEM, "out of memory");
-  return LITH_NOMEM;
 }
 
 int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out) {

@@ -1,0 +1,940 @@
+/*
+ * lithd store on a dqlite cluster (see dqlite.h, store.h).
+ *
+ * Design:
+ *   - Vetting (struct vet): the policy's questions are asked of SQLite
+ *     itself, on an in-memory connection holding the cluster's schema,
+ *     never of a scanner of our own. Each statement is prepared there
+ *     first, under the same authorizer lith gives the local write
+ *     connection (lith_command_rule, then lithd's); a refusal, a syntax
+ *     error, a second statement in one "sql" fail the statement before
+ *     anything is sent. From that statement come the parameter positions
+ *     (lithd__bind_plan), the read-only test (lithd__check_read), whether
+ *     rows come back (its column count), the declared types, and which
+ *     top-level INSERT/UPDATE/DELETE it is (seen by the authorizer: what
+ *     dqlite's exec counts are about). A prepare that fails with an SQL
+ *     error reads the cluster's schema_version; if it moved, the schema is
+ *     read again (through the same connection: a command sees the
+ *     uncommitted schema of its own batch) and the prepare tried once more.
+ *     The writer thread has one vetting connection, each pooled read
+ *     connection its own.
+ *   - Rows are taken through the policy's calls as they come
+ *     (lithd__row_room, lithd__put_cell), so the local limits hold.
+ *   - Writes: lith__dqw_submit; `done` on the writer thread turns the
+ *     outcome into a lith code, pushes the request on `ready` (mutex) and
+ *     wakes the loop. `inflight` bounds the commands in the writer.
+ *   - Reads: uv_queue_work; a pool thread takes an idle leader connection
+ *     (or makes one). A read is run again only if it failed before any of
+ *     its statements was sent (the leader could not be reached, or BEGIN
+ *     failed): a read that reached the leader is never run twice.
+ *   - Schema: apply_schema, one transaction (dqlite.h says why).
+ */
+#include "dqlite.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "client.h"
+#include "log.h"
+#include "sqljson_int.h"
+#include "store_int.h"
+#include "writer.h"
+
+#define DQ_IDLE_MAX 16
+#define DQ_TIMEOUT_MS 2000
+
+/* A marker in r->err.code: a statement failed in the writer; the code and
+ * message come with the writer's answer (result_failed). */
+#define DQ_PENDING (-1)
+
+/* ---- Vetting ---------------------------------------------------------------- */
+
+/* Which top-level change a statement makes, as its authorizer saw it. */
+enum { DML_NONE, DML_INSERT, DML_OTHER };
+
+typedef struct vet {
+  sqlite3 *conn;          /* NULL until first used */
+  int64_t schema_version; /* the cluster's, when the schema was read */
+  int write;              /* vetting a command's statement: lith's rules too */
+  int loading;            /* replaying the cluster's schema: no rules */
+  int dml;                /* DML_* of the statement last prepared */
+  char why[160];          /* lith's rule's refusal */
+  const lithd_dq_options *o;
+} vet;
+
+/* Where statements go: a writer command or a leader connection. */
+typedef struct dq_run {
+  lith__dqw_tx *tx; /* the writer's command, or NULL */
+  lith__dq_conn *c; /* a read: the leader connection, or NULL */
+  uint32_t db;      /* a read: the open database */
+  int lost;         /* a read: the connection failed */
+  int sent;         /* a read: a statement of the client's reached the node */
+  int retry;        /* a command: the writer lost its connection (LITH_DQW_RETRY) */
+  vet *v;
+  lithd_batch *b;
+  lithd_result *r;
+} dq_run;
+
+static int vet_auth(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
+  vet *v = ctx;
+  int rc;
+  if (v->loading)
+    return SQLITE_OK;
+  if (v->write) {
+    if (lith_command_rule(action, a, b, c, v->why, sizeof v->why) != SQLITE_OK)
+      return SQLITE_DENY;
+    /* The writer's own tables (batch ids, the fence, the schema record):
+     * a client's write there could make the fence lie. */
+    if ((action == SQLITE_INSERT || action == SQLITE_UPDATE || action == SQLITE_DELETE ||
+         action == SQLITE_DROP_TABLE || action == SQLITE_ALTER_TABLE) &&
+        a != NULL && strncasecmp(a, "_lith_", 6) == 0) {
+      snprintf(v->why, sizeof v->why, "table %s belongs to lithd's dqlite writer", a);
+      return SQLITE_DENY;
+    }
+  }
+  if (v->o->authorizer != NULL &&
+      (rc = v->o->authorizer(v->o->authorizer_ctx, action, a, b, c, d)) != SQLITE_OK)
+    return rc;
+  if (d == NULL && v->dml == DML_NONE) {
+    if (action == SQLITE_INSERT)
+      v->dml = DML_INSERT;
+    else if (action == SQLITE_UPDATE || action == SQLITE_DELETE)
+      v->dml = DML_OTHER;
+  }
+  return SQLITE_OK;
+}
+
+static void vet_close(vet *v) {
+  sqlite3_close(v->conn);
+  v->conn = NULL;
+}
+
+/* Run a query of our own (not a client's) on the run's connection. */
+static int own_query(dq_run *rn, const char *sql, lith__dq_rows *rows) {
+  lith__dq_rows_init(rows);
+  if (rn->tx != NULL) {
+    int rc = lith__dqw_query(rn->tx, sql, NULL, 0, rows);
+    if (rc == LITH_DQW_RETRY)
+      rn->retry = 1;
+    return rc == LITH_DQW_OK ? 0 : -1;
+  }
+  return lith__dq_query_sql(rn->c, rn->db, sql, NULL, 0, rows) == LITH_DQ_OK ? 0 : -1;
+}
+
+static int cluster_schema_version(dq_run *rn, int64_t *out) {
+  lith__dq_rows rows;
+  int rc = own_query(rn, "PRAGMA schema_version", &rows);
+  if (rc == 0 && rows.nrows == 1 && rows.ncols == 1)
+    *out = lith__dq_rows_at(&rows, 0, 0)->i;
+  else
+    rc = -1;
+  lith__dq_rows_free(&rows);
+  return rc;
+}
+
+/* A fresh vetting connection with the cluster's schema, as the run's
+ * connection sees it. 0, or -1 (the connection failed: nothing to vet
+ * against; the statement fails with the reason in r). */
+static int vet_load(dq_run *rn) {
+  vet *v = rn->v;
+  lith__dq_rows rows;
+  int64_t version = 0;
+  vet_close(v);
+  if (sqlite3_open_v2(":memory:", &v->conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+    goto fail;
+  /* As lith sets its own connections (lith.h, authorizer). */
+  sqlite3_db_config(v->conn, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+  sqlite3_db_config(v->conn, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+  sqlite3_db_config(v->conn, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
+  if (v->o->on_connect != NULL && v->o->on_connect(v->o->on_connect_ctx, v->conn) != SQLITE_OK)
+    goto fail;
+  if (cluster_schema_version(rn, &version) != 0 ||
+      own_query(
+          rn,
+          "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+          "ORDER BY rowid",
+          &rows) != 0) {
+    lith__dq_rows_free(&rows);
+    goto fail;
+  }
+  v->loading = 1;
+  for (size_t k = 0; k < rows.nrows; k++) {
+    const lith__dq_value *sql = lith__dq_rows_at(&rows, k, 0);
+    /* A virtual table makes its shadow tables itself: their own CREATE
+     * then fails as "already exists", which is what should happen. */
+    if (sql->type == LITH_DQ_TEXT)
+      sqlite3_exec(v->conn, (const char *)sql->p, NULL, NULL, NULL);
+  }
+  v->loading = 0;
+  lith__dq_rows_free(&rows);
+  sqlite3_set_authorizer(v->conn, vet_auth, v);
+  v->schema_version = version;
+  return 0;
+fail:
+  vet_close(v);
+  return -1;
+}
+
+/* Statements left after the first: only blanks and ';' (as lith's). */
+static int only_space(const char *s) {
+  for (; *s; s++)
+    if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';')
+      return 0;
+  return 1;
+}
+
+/* Prepare statement i on the vetting connection: *out, or the statement's
+ * error (the policy's answer to a failed prepare) in rn->r. */
+static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
+  vet *v = rn->v;
+  const char *sql = rn->b->stmts[i].sql, *tail = NULL;
+  int src = SQLITE_OK;
+  *out = NULL;
+  v->write = rn->tx != NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (v->conn == NULL && vet_load(rn) != 0) {
+      if (rn->c != NULL && !lith__dq_connected(rn->c))
+        rn->lost = 1;
+      return lithd__fail(rn->r, LITH_BUSY, i, "cannot read the cluster's schema to check the statement: %s",
+                         rn->c != NULL ? lith__dq_errmsg(rn->c) : "the dqlite leader did not answer");
+    }
+    v->why[0] = '\0';
+    v->dml = DML_NONE;
+    src = sqlite3_prepare_v2(v->conn, sql, -1, out, &tail);
+    if (src == SQLITE_OK || (src & 0xff) != SQLITE_ERROR || attempt > 0)
+      break;
+    /* An SQL error may be a schema that moved since it was read. */
+    int64_t version;
+    if (strncmp(sqlite3_errmsg(v->conn), "not authorized", 14) == 0 ||
+        cluster_schema_version(rn, &version) != 0 || version == v->schema_version)
+      break;
+    vet_close(v);
+  }
+  if (src != SQLITE_OK) {
+    char msg[LITHD_ERRMSG_MAX];
+    if (v->why[0])
+      snprintf(msg, sizeof msg, "prepare: %s (%s)", sqlite3_errmsg(v->conn), v->why);
+    else
+      snprintf(msg, sizeof msg, "prepare: %s", sqlite3_errmsg(v->conn));
+    return lithd__prepare_failed(rn->r, i, lith_from_sqlite(src), v->conn, msg);
+  }
+  if (*out == NULL)
+    return lithd__fail(rn->r, LITH_MISUSE, i, "prepare: empty statement");
+  if (tail != NULL && !only_space(tail)) {
+    sqlite3_finalize(*out);
+    *out = NULL;
+    return lithd__fail(rn->r, LITH_MISUSE, i, "prepare: more than one statement in \"%.60s\"", sql);
+  }
+  return LITH_OK;
+}
+
+/* ---- Running ---------------------------------------------------------------- */
+
+/* The result's error; in a command it also fails the command on its own
+ * (LITH_DQW_USER). Returns the code to return from the run. */
+static int run_failed(dq_run *rn, int i, int code) {
+  if (rn->tx)
+    return lith__dqw_error(rn->tx, "statement %d: %s", i, rn->r->err.message);
+  return code;
+}
+
+static int to_dq(dq_run *rn, int i, const value *v, lith__dq_value *out) {
+  switch (v->type) {
+  case SQLITE_INTEGER: *out = lith__dq_int(v->u.i); break;
+  case SQLITE_FLOAT: *out = lith__dq_float(v->u.d); break;
+  case SQLITE_TEXT:
+    if (memchr(v->u.p, '\0', v->n) != NULL)
+      return lithd__fail(
+          rn->r, LITHD_BAD_REQUEST, i,
+          "a string holding U+0000 cannot travel through dqlite's protocol: send it as a blob");
+    *out = lith__dq_text((const char *)v->u.p);
+    break;
+  case SQLITE_BLOB: *out = lith__dq_blob(v->u.p, v->n); break;
+  default: *out = lith__dq_null(); break;
+  }
+  return LITH_OK;
+}
+
+/* Statement i's values in the positions SQLite gave them on the vetting
+ * connection. */
+static int bind_params(dq_run *rn, int i, sqlite3_stmt *st, lith__dq_value *pv, unsigned *n) {
+  const value *vals[LITH_DQ_MAX_PARAMS];
+  int count = sqlite3_bind_parameter_count(st), rc;
+  if (count > LITH_DQ_MAX_PARAMS)
+    return lithd__fail(rn->r, LITHD_BAD_REQUEST, i,
+                       "the statement has %d parameters: dqlite binds at most %d", count, LITH_DQ_MAX_PARAMS);
+  if ((rc = lithd__bind_plan(rn->r, i, &rn->b->stmts[i], st, vals)) != LITH_OK)
+    return rc;
+  for (int k = 0; k < count; k++)
+    if ((rc = to_dq(rn, i, vals[k], &pv[k])) != LITH_OK)
+      return rc;
+  *n = (unsigned)count;
+  return LITH_OK;
+}
+
+/* Rows as they came, through the policy's limits; the names are the
+ * node's (what it ran), the declared types the vetting statement's. */
+static int take_rows(dq_run *rn, int i, sqlite3_stmt *st, const lith__dq_rows *rows, stmt_out *o) {
+  lithd_result *r = rn->r;
+  const lithd_limits *lim = &rn->b->lim;
+  int rc, ncols = (int)rows->ncols;
+  if (o->cols == NULL && ncols > 0) {
+    const char **decls = NULL;
+    if (ncols == sqlite3_column_count(st) && (decls = malloc((size_t)ncols * sizeof *decls)) != NULL)
+      for (int col = 0; col < ncols; col++)
+        decls[col] = sqlite3_column_decltype(st, col);
+    rc = lithd__columns(r, i, ncols, rows->names, decls, o);
+    free(decls);
+    if (rc != LITH_OK)
+      return rc;
+  }
+  for (size_t row = 0; row < rows->nrows; row++) {
+    if ((rc = lithd__row_room(r, lim, i)) != LITH_OK)
+      return rc;
+    for (int col = 0; col < ncols; col++) {
+      const lith__dq_value *dv = lith__dq_rows_at(rows, row, (unsigned)col);
+      value v = {.type = SQLITE_NULL};
+      switch (dv->type) {
+      case LITH_DQ_INTEGER:
+      case LITH_DQ_UNIXTIME:
+      case LITH_DQ_BOOLEAN:
+        v.type = SQLITE_INTEGER;
+        v.u.i = dv->i;
+        break;
+      case LITH_DQ_FLOAT:
+        v.type = SQLITE_FLOAT;
+        v.u.d = dv->f;
+        break;
+      case LITH_DQ_TEXT:
+      case LITH_DQ_ISO8601:
+      case LITH_DQ_BLOB:
+        v.type = dv->type == LITH_DQ_BLOB ? SQLITE_BLOB : SQLITE_TEXT;
+        v.n = dv->n;
+        v.u.p = dv->p;
+        break;
+      default: break;
+      }
+      if ((rc = lithd__put_cell(r, lim, i, o, v)) != LITH_OK)
+        return rc;
+    }
+    lithd__row_done(r, o);
+  }
+  return LITH_OK;
+}
+
+/* A read's failure on the connection: FAILURE is the statement's, anything
+ * else lost the connection. */
+static int read_failed(dq_run *rn, int i, int dqrc) {
+  if (dqrc == LITH_DQ_FAILURE) {
+    uint64_t code = lith__dq_errcode(rn->c);
+    if (code == LITH_DQ_IOERR_NOT_LEADER || code == LITH_DQ_IOERR_LEADERSHIP_LOST) {
+      rn->lost = 1;
+      lith__dq_disconnect(rn->c);
+      return lithd__fail(rn->r, LITH_BUSY, i, "the dqlite leader changed during the read: %s; retry",
+                         lith__dq_errmsg(rn->c));
+    }
+    int lrc = lith_from_sqlite((int)code);
+    return lithd__fail(rn->r, lrc == LITH_OK ? LITH_ERROR : lrc, i, "%s", lith__dq_errmsg(rn->c));
+  }
+  rn->lost = 1;
+  return lithd__fail(rn->r, dqrc == LITH_DQ_NOMEM ? LITH_NOMEM : LITH_BUSY, i,
+                     "the dqlite leader was lost during the read (%s); retry", lith__dq_errmsg(rn->c));
+}
+
+/* The statement failed in the writer: its code and message come with the
+ * writer's answer. */
+static int pending(dq_run *rn, int i, int rc) {
+  rn->r->err.code = DQ_PENDING;
+  rn->r->err.statement = i;
+  return rc;
+}
+
+/* Statement i: vetted here, then sent. Returns LITH_OK; in a command a
+ * writer code (LITH_DQW_USER after the policy refused it, the node's
+ * failure pending for result_failed, LITH_DQW_RETRY); in a read a lith
+ * code with the error in rn->r. */
+static int run_one(dq_run *rn, int i) {
+  const char *sql = rn->b->stmts[i].sql;
+  stmt_out *o = &rn->r->outs[i];
+  lith__dq_value pv[LITH_DQ_MAX_PARAMS];
+  sqlite3_stmt *st = NULL;
+  unsigned n = 0;
+  int rc, first = rn->c != NULL ? lithd__first_keyword(sql) : FIRST_QUERY, dml;
+
+  if (first == FIRST_OTHER) { /* the local read's order: refused unprepared */
+    rc = lithd__not_a_query(rn->r, i);
+    goto refused;
+  }
+  rc = vet_prepare(rn, i, &st);
+  if (rn->retry) {
+    rc = LITH_DQW_RETRY; /* the writer lost its connection reading the schema */
+    goto out;
+  }
+  if (rc != LITH_OK)
+    goto refused;
+  dml = rn->v->dml;
+  if (rn->c != NULL && (rc = lithd__check_read(rn->r, i, first, st)) != LITH_OK)
+    goto refused;
+  if ((rc = bind_params(rn, i, st, pv, &n)) != LITH_OK)
+    goto refused;
+
+  if (sqlite3_column_count(st) > 0 || rn->c != NULL) {
+    lith__dq_rows rows;
+    lith__dq_rows_init(&rows);
+    if (rn->c != NULL)
+      rn->sent = 1;
+    rc = rn->tx ? lith__dqw_query(rn->tx, sql, pv, n, &rows)
+                : lith__dq_query_sql(rn->c, rn->db, sql, pv, n, &rows);
+    if (rc == LITH_OK) {
+      rc = rows.ncols == 0 ? lithd__stmt_columns(rn->r, i, st, o) : take_rows(rn, i, st, &rows, o);
+      if (rc == LITH_OK && dml != DML_NONE)
+        o->changes = o->nrows; /* RETURNING: a row for each row changed */
+      lith__dq_rows_free(&rows);
+      if (rc != LITH_OK)
+        goto refused;
+      goto out;
+    }
+    lith__dq_rows_free(&rows);
+    if (rn->c != NULL) {
+      rc = read_failed(rn, i, rc);
+      goto out;
+    }
+    rc = pending(rn, i, rc);
+    goto out;
+  }
+  lith__dq_result res = {0, 0};
+  rc = lith__dqw_exec(rn->tx, sql, pv, n, &res);
+  if (rc != LITH_DQW_OK) {
+    rc = pending(rn, i, rc);
+    goto out;
+  }
+  /* dqlite sends the connection's counts (sqlite3_changes and
+   * last_insert_rowid), which keep the last INSERT's, UPDATE's or DELETE's
+   * (the writer's own _lith_batches row included): they are this
+   * statement's only when it is one of those (its authorizer said so), and
+   * the rowid only for an INSERT that inserted. */
+  if (dml != DML_NONE)
+    o->changes = (int64_t)res.rows_affected;
+  if (dml == DML_INSERT)
+    o->last_rowid = o->changes > 0 ? (int64_t)res.last_insert_id : 0;
+  goto out;
+
+refused: /* the policy's answer is in rn->r->err */
+  rc = run_failed(rn, i, rc);
+out:
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* A fresh result for rn's batch into *out (the previous run's freed). */
+static int new_result(dq_run *rn, lithd_result **out) {
+  lithd_result_free(*out);
+  *out = rn->r = lithd__result_new(rn->b);
+  return *out != NULL ? 0 : -1;
+}
+
+static int run_cmd_batch(lith__dqw_tx *tx, vet *v, lithd_batch *b, lithd_result **out) {
+  dq_run rn = {.tx = tx, .v = v, .b = b};
+  if (new_result(&rn, out) != 0)
+    return lith__dqw_error(tx, "out of memory");
+  for (int i = 0; i < b->n; i++) {
+    int rc = run_one(&rn, i);
+    if (rc != LITH_DQW_OK)
+      return rc; /* RETRY included: the run is abandoned */
+    rn.r->n = i + 1;
+  }
+  return LITH_DQW_OK;
+}
+
+/* The writer's answer as a lith code (and *errmsg when no statement of r
+ * is to blame). */
+static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char *errmsg, size_t cap) {
+  errmsg[0] = '\0';
+  switch (rc) {
+  case LITH_DQW_OK: return LITH_OK;
+  case LITH_DQW_SQL:
+  case LITH_DQW_MISUSE: {
+    int code = rc == LITH_DQW_SQL ? lith_from_sqlite(err->code) : LITH_MISUSE;
+    if (code == LITH_OK)
+      code = LITH_ERROR;
+    if (r != NULL && r->err.code == DQ_PENDING) { /* a statement of the run failed */
+      lithd_error_set(&r->err, code, r->err.statement, "%s", err->errmsg);
+      return code;
+    }
+    /* the COMMIT, blamed on this command (a deferred foreign key): no
+     * statement to name */
+    snprintf(errmsg, cap, "%.190s", err->errmsg);
+    return code;
+  }
+  case LITH_DQW_USER:
+    if (r != NULL && r->err.code != LITH_OK && r->err.code != DQ_PENDING)
+      return r->err.code;
+    if (r == NULL) { /* the run could not even begin its result */
+      snprintf(errmsg, cap, "out of memory");
+      return LITH_NOMEM;
+    }
+    break;
+  case LITH_DQW_UNAVAILABLE:
+    snprintf(errmsg, cap, "no dqlite leader could be reached: the command was not committed (%.100s)",
+             err->errmsg);
+    return LITH_BUSY;
+  case LITH_DQW_UNKNOWN:
+    snprintf(errmsg, cap,
+             "the dqlite leader was lost after COMMIT was sent and no leader came back in time: the outcome "
+             "is unknown (it may or may not have committed; read before retrying) (%.30s)",
+             err->errmsg);
+    return LITHD_OUTCOME_UNKNOWN;
+  case LITH_DQW_CLOSED: snprintf(errmsg, cap, "lithd is shutting down"); return LITH_CLOSED;
+  case LITH_DQW_NOMEM: snprintf(errmsg, cap, "out of memory"); return LITH_NOMEM;
+  default: break;
+  }
+  snprintf(errmsg, cap, "%s: %.150s", lith__dqw_rc_str(rc), err->errmsg);
+  return rc == LITH_DQW_MISUSE ? LITH_MISUSE : LITH_ERROR;
+}
+
+/* ---- The store ------------------------------------------------------------ */
+
+typedef struct pooled {
+  lith__dq_conn *c;
+  uint32_t db;
+  vet v;
+} pooled;
+
+typedef struct dq_store {
+  lithd_store base; /* first */
+  lithd_dq_options o;
+  lith__dqw *w;
+  char *addresses, *database;
+  uv_loop_t *loop;
+  uv_async_t wake;
+  int wake_open, stopping;
+  pthread_mutex_t mu;
+  struct dq_req *ready, *ready_tail; /* answered, for the loop */
+  int64_t inflight;                  /* loop thread only */
+  vet wvet;                          /* the writer thread's */
+  pooled *idle[DQ_IDLE_MAX];         /* reads' leader connections (mu) */
+  int n_idle;
+} dq_store;
+
+/* A request on its way (the store's part of it). */
+typedef struct dq_req {
+  lith__dqw_req w;
+  uv_work_t work;
+  lithd_store_req *r;
+  dq_store *s;
+  struct dq_req *next;
+} dq_req;
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- Schema ---------------------------------------------------------------- */
+
+/* A connection to the leader with the database open, or an error. */
+static int leader_open(const char *addresses, const char *database, int timeout_ms, lith__dq_conn *c,
+                       uint32_t *db) {
+  int rc = lith__dq_connect_leader(c, addresses, timeout_ms);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_open(c, database, db);
+  return rc;
+}
+
+/* One try: 0 applied (or nothing to do), 1 retry (lost leader, busy), -1
+ * a failure in err. */
+static int schema_try(lith__dq_conn *c, uint32_t db, const lithd_schema *s, char *err, size_t errsz) {
+  lith__dq_rows rows;
+  int64_t version = 0;
+  int rc;
+  char sql[96];
+
+  if ((rc = lith__dq_exec_sql(c, db, "BEGIN IMMEDIATE", NULL, 0, NULL)) != LITH_DQ_OK)
+    return 1; /* another lithd holds the write lock, or the leader moved */
+  rc = lith__dq_exec_sql(c, db, "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL)", NULL, 0,
+                         NULL);
+  lith__dq_rows_init(&rows);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_query_sql(c, db, "SELECT coalesce(max(version), 0) FROM _lith_schema", NULL, 0, &rows);
+  if (rc == LITH_DQ_OK && rows.nrows == 1 && rows.ncols == 1)
+    version = lith__dq_rows_at(&rows, 0, 0)->i;
+  lith__dq_rows_free(&rows);
+  if (rc != LITH_DQ_OK)
+    goto retry;
+  if (version > s->n) {
+    snprintf(err, errsz,
+             "the cluster's schema is at step %" PRId64 " (_lith_schema), the --schema file has %d: "
+             "written by a newer schema, lithd does not start",
+             version, s->n);
+    lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
+    return -1;
+  }
+  for (int64_t k = version; k < s->n; k++) {
+    rc = lith__dq_exec_sql(c, db, s->steps[k], NULL, 0, NULL);
+    if (rc == LITH_DQ_FAILURE && lith__dq_errcode(c) != LITH_DQ_IOERR_NOT_LEADER &&
+        lith__dq_errcode(c) != LITH_DQ_IOERR_LEADERSHIP_LOST) {
+      snprintf(err, errsz, "--schema step %" PRId64 " failed on the cluster: %s", k + 1, lith__dq_errmsg(c));
+      lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
+      return -1;
+    }
+    if (rc != LITH_DQ_OK)
+      goto retry;
+  }
+  snprintf(sql, sizeof sql, "DELETE FROM _lith_schema; INSERT INTO _lith_schema(version) VALUES (%d)", s->n);
+  if (version < s->n && (rc = lith__dq_exec_sql(c, db, sql, NULL, 0, NULL)) != LITH_DQ_OK)
+    goto retry;
+  /* A COMMIT whose answer is lost is simply tried again: the next try
+   * reads the record in its own transaction and applies nothing twice. */
+  if ((rc = lith__dq_exec_sql(c, db, "COMMIT", NULL, 0, NULL)) != LITH_DQ_OK)
+    goto retry;
+  if (version < s->n)
+    lithd_log(LITHD_LOG_INFO, "--schema: steps %" PRId64 "..%d applied on the cluster", version + 1, s->n);
+  return 0;
+retry:
+  if (lith__dq_connected(c))
+    lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
+  return 1;
+}
+
+static int apply_schema(const dq_store *ds, const lithd_schema *s, char *err, size_t errsz) {
+  int64_t deadline = lith_clock_ms() + ds->o.failover_ms;
+  lith__dq_conn *c = lith__dq_new(DQ_TIMEOUT_MS);
+  uint32_t db = 0;
+  int rc = -1;
+  if (c == NULL) {
+    snprintf(err, errsz, "out of memory");
+    return -1;
+  }
+  for (;;) {
+    if (!lith__dq_connected(c) &&
+        leader_open(ds->addresses, ds->database, ds->o.failover_ms, c, &db) != LITH_DQ_OK) {
+      snprintf(err, errsz, "no dqlite leader among %s: %s", ds->addresses, lith__dq_errmsg(c));
+      lith__dq_disconnect(c);
+    } else if ((rc = schema_try(c, db, s, err, errsz)) <= 0) {
+      break;
+    } else {
+      snprintf(err, errsz, "--schema: %s", lith__dq_errmsg(c));
+    }
+    rc = -1;
+    if (lith_clock_ms() > deadline)
+      break;
+    sleep_ms(100);
+  }
+  lith__dq_close(c);
+  return rc;
+}
+
+/* ---- Writes ---------------------------------------------------------------- */
+
+static int run_cmd(lith__dqw_tx *tx, void *arg) { /* the writer thread */
+  dq_req *q = arg;
+  return run_cmd_batch(tx, &q->s->wvet, q->r->batch, &q->r->result);
+}
+
+static void push_ready(dq_store *ds, dq_req *q) {
+  q->next = NULL;
+  pthread_mutex_lock(&ds->mu);
+  if (ds->ready_tail)
+    ds->ready_tail->next = q;
+  else
+    ds->ready = q;
+  ds->ready_tail = q;
+  pthread_mutex_unlock(&ds->mu);
+  uv_async_send(&ds->wake);
+}
+
+static void cmd_done(lith__dqw_req *w) { /* the writer thread */
+  dq_req *q = w->arg;
+  q->r->rc = result_failed(q->r->result, w->rc, &w->err, q->r->errmsg, sizeof q->r->errmsg);
+  push_ready(q->s, q);
+}
+
+/* The loop: answer everything ready. */
+static void drain_ready(dq_store *ds) {
+  dq_req *q;
+  pthread_mutex_lock(&ds->mu);
+  q = ds->ready;
+  ds->ready = ds->ready_tail = NULL;
+  pthread_mutex_unlock(&ds->mu);
+  while (q != NULL) {
+    dq_req *next = q->next;
+    lithd_store_req *r = q->r;
+    ds->inflight--; /* only writes come this way */
+    free(q);
+    r->cb(r);
+    q = next;
+  }
+}
+
+static void on_wake(uv_async_t *h) { drain_ready(h->data); }
+
+static int dq_write(lithd_store *s, lithd_store_req *r) {
+  dq_store *ds = (dq_store *)s;
+  dq_req *q;
+  if (ds->stopping || ds->w == NULL) {
+    snprintf(r->errmsg, sizeof r->errmsg, "lithd is shutting down");
+    return LITH_CLOSED;
+  }
+  if (ds->inflight >= ds->o.max_queue)
+    return LITH_QUEUE_FULL;
+  if ((q = calloc(1, sizeof *q)) == NULL)
+    return LITH_NOMEM;
+  q->r = r;
+  q->s = ds;
+  q->w.fn = run_cmd;
+  q->w.arg = q;
+  q->w.done = cmd_done;
+  ds->inflight++;
+  lith__dqw_submit(ds->w, &q->w);
+  return LITH_OK;
+}
+
+/* ---- Reads ---------------------------------------------------------------- */
+
+static pooled *take_conn(dq_store *ds) {
+  pooled *p = NULL;
+  pthread_mutex_lock(&ds->mu);
+  if (ds->n_idle > 0)
+    p = ds->idle[--ds->n_idle];
+  pthread_mutex_unlock(&ds->mu);
+  if (p != NULL)
+    return p;
+  if ((p = calloc(1, sizeof *p)) == NULL)
+    return NULL;
+  if ((p->c = lith__dq_new(DQ_TIMEOUT_MS)) == NULL) {
+    free(p);
+    return NULL;
+  }
+  p->v.o = &ds->o;
+  return p;
+}
+
+static void pooled_free(pooled *p) {
+  if (p == NULL)
+    return;
+  lith__dq_close(p->c);
+  vet_close(&p->v);
+  free(p);
+}
+
+static void give_conn(dq_store *ds, pooled *p) {
+  pthread_mutex_lock(&ds->mu);
+  if (ds->n_idle < DQ_IDLE_MAX && lith__dq_connected(p->c)) {
+    ds->idle[ds->n_idle++] = p;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&ds->mu);
+  pooled_free(p);
+}
+
+/* One read on p: its result into *out; *sent says whether any of the
+ * client's statements reached the node. */
+static int read_batch(pooled *p, lithd_batch *b, lithd_result **out, int *sent) {
+  dq_run rn = {.c = p->c, .db = p->db, .v = &p->v, .b = b};
+  int rc = LITH_OK, drc;
+  *sent = 0;
+  if (new_result(&rn, out) != 0)
+    return LITH_NOMEM;
+  if ((drc = lith__dq_exec_sql(p->c, p->db, "BEGIN", NULL, 0, NULL)) != LITH_DQ_OK) {
+    rc = read_failed(&rn, -1, drc);
+    return rc;
+  }
+  p->v.write = 0;
+  for (int i = 0; i < b->n; i++) {
+    if ((rc = run_one(&rn, i)) != LITH_OK)
+      break;
+    rn.r->n = i + 1;
+  }
+  if (!rn.lost && (drc = lith__dq_exec_sql(p->c, p->db, "ROLLBACK", NULL, 0, NULL)) != LITH_DQ_OK &&
+      drc != LITH_DQ_FAILURE)
+    lith__dq_disconnect(p->c); /* an open transaction must not stay on a pooled connection */
+  *sent = rn.sent;
+  return rc;
+}
+
+static void read_work(uv_work_t *w) { /* a pool thread */
+  dq_req *q = w->data;
+  lithd_store_req *r = q->r;
+  dq_store *ds = q->s;
+  pooled *p = take_conn(ds);
+  int sent = 0;
+  r->t_start_ns = now_ns();
+  if (p == NULL) {
+    r->rc = LITH_NOMEM;
+    snprintf(r->errmsg, sizeof r->errmsg, "out of memory");
+    return;
+  }
+  /* Again only while nothing of the client's reached a node: a read that
+   * ran on a leader is never run a second time. */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (!lith__dq_connected(p->c)) {
+      vet_close(&p->v); /* a new leader: read its schema afresh */
+      if (leader_open(ds->addresses, ds->database, ds->o.failover_ms, p->c, &p->db) != LITH_DQ_OK) {
+        r->rc = LITH_BUSY;
+        snprintf(r->errmsg, sizeof r->errmsg, "no dqlite leader could be reached for the read: %s",
+                 lith__dq_errmsg(p->c));
+        lith__dq_disconnect(p->c);
+        break;
+      }
+    }
+    r->rc = read_batch(p, r->batch, &r->result, &sent);
+    r->errmsg[0] = '\0';
+    if (lith__dq_connected(p->c) || sent)
+      break;
+  }
+  r->t_end_ns = now_ns();
+  give_conn(ds, p);
+}
+
+static void read_after(uv_work_t *w, int status) { /* the loop */
+  dq_req *q = w->data;
+  lithd_store_req *r = q->r;
+  if (status == UV_ECANCELED) {
+    r->rc = LITH_CLOSED;
+    snprintf(r->errmsg, sizeof r->errmsg, "lithd is shutting down");
+  }
+  free(q);
+  r->cb(r);
+}
+
+static int dq_read(lithd_store *s, lithd_store_req *r) {
+  dq_store *ds = (dq_store *)s;
+  dq_req *q = calloc(1, sizeof *q);
+  if (q == NULL)
+    return LITH_NOMEM;
+  q->r = r;
+  q->s = ds;
+  q->work.data = q;
+  if (uv_queue_work(ds->loop, &q->work, read_work, read_after) != 0) {
+    free(q);
+    return LITH_ERROR;
+  }
+  return LITH_OK;
+}
+
+/* ---- The rest -------------------------------------------------------------- */
+
+static void dq_stats(lithd_store *s, lithd_store_stats *st) {
+  dq_store *ds = (dq_store *)s;
+  lith__dqw_stats w = {0};
+  if (ds->w != NULL)
+    lith__dqw_get_stats(ds->w, &w);
+  st->commands = w.commands;
+  st->batches = w.batches;
+  st->failovers = w.failovers;
+  st->reruns = w.reruns;
+  st->inflight = ds->inflight;
+}
+
+static lith *dq_lith(lithd_store *s) {
+  (void)s;
+  return NULL; /* every node keeps the file */
+}
+
+static void dq_stop(lithd_store *s) { ((dq_store *)s)->stopping = 1; }
+
+static void dq_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {
+  dq_store *ds = (dq_store *)s;
+  ds->stopping = 1;
+  if (ds->w != NULL) {
+    lith__dqw_stop(ds->w); /* answers everything queued: their done ran */
+    ds->w = NULL;
+  }
+  drain_ready(ds);
+  vet_close(&ds->wvet); /* the writer thread is gone */
+  if (ds->wake_open) {
+    uv_close((uv_handle_t *)&ds->wake, NULL);
+    ds->wake_open = 0;
+  }
+  if (on_drained != NULL)
+    on_drained(arg);
+}
+
+static void dq_free(dq_store *ds) {
+  if (ds == NULL)
+    return;
+  if (ds->w != NULL)
+    lith__dqw_stop(ds->w);
+  for (int i = 0; i < ds->n_idle; i++)
+    pooled_free(ds->idle[i]);
+  vet_close(&ds->wvet);
+  pthread_mutex_destroy(&ds->mu);
+  free(ds->addresses);
+  free(ds->database);
+  free(ds);
+}
+
+static int dq_close(lithd_store *s, char *err, size_t errsz) {
+  (void)err, (void)errsz;
+  dq_free((dq_store *)s);
+  return LITH_OK;
+}
+
+static const lithd_store_ops dq_ops = {
+    .name = "dqlite",
+    .write = dq_write,
+    .read = dq_read,
+    .stats = dq_stats,
+    .lith = dq_lith,
+    .stop = dq_stop,
+    .drain = dq_drain,
+    .close = dq_close,
+};
+
+int lithd_store_dqlite_open(const lithd_dq_options *o, const lithd_schema *schema, uv_loop_t *loop,
+                            lithd_store **out, char *err, size_t errsz) {
+  dq_store *ds = calloc(1, sizeof *ds);
+  lith__dqw_options wo;
+  *out = NULL;
+  if (ds == NULL) {
+    snprintf(err, errsz, "out of memory");
+    return LITH_NOMEM;
+  }
+  pthread_mutex_init(&ds->mu, NULL);
+  ds->base.ops = &dq_ops;
+  ds->o = *o;
+  if ((ds->addresses = strdup(o->addresses)) == NULL || (ds->database = strdup(o->database)) == NULL) {
+    snprintf(err, errsz, "out of memory");
+    goto fail;
+  }
+  ds->o.addresses = ds->addresses;
+  ds->o.database = ds->database;
+  ds->o.failover_ms = o->failover_ms > 0 ? o->failover_ms : 10000;
+  ds->o.max_queue = o->max_queue > 0 ? o->max_queue : 10000;
+  ds->wvet.o = &ds->o;
+  ds->loop = loop;
+  if (schema != NULL && schema->n > 0 && apply_schema(ds, schema, err, errsz) != 0)
+    goto fail;
+  memset(&wo, 0, sizeof wo);
+  wo.addresses = ds->addresses;
+  wo.database = ds->database;
+  wo.failover_ms = ds->o.failover_ms;
+  wo.max_batch = o->max_batch;
+  if (lith__dqw_start(&wo, &ds->w) != LITH_DQW_OK) {
+    snprintf(err, errsz, "cannot start the dqlite writer");
+    goto fail;
+  }
+  if (uv_async_init(loop, &ds->wake, on_wake) != 0) {
+    snprintf(err, errsz, "uv_async_init failed");
+    goto fail;
+  }
+  ds->wake.data = ds;
+  ds->wake_open = 1;
+  *out = &ds->base;
+  return LITH_OK;
+fail:
+  dq_free(ds);
+  return LITH_ERROR;
+}

@@ -1,0 +1,74 @@
+/*
+ * lithd store — the seam's calls, each handed to the store's own (see
+ * store.h; store_int.h for what a store implements).
+ */
+#include "store_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int lithd_store_write(lithd_store *s, lithd_store_req *r) {
+  r->rc = LITH_OK;
+  r->errmsg[0] = '\0';
+  r->t_start_ns = r->t_end_ns = 0;
+  return s->ops->write(s, r);
+}
+
+int lithd_store_read(lithd_store *s, lithd_store_req *r) {
+  r->rc = LITH_OK;
+  r->errmsg[0] = '\0';
+  r->t_start_ns = r->t_end_ns = 0;
+  return s->ops->read(s, r);
+}
+
+void lithd_store_stats_get(lithd_store *s, lithd_store_stats *st) {
+  *st = (lithd_store_stats){0};
+  s->ops->stats(s, st);
+}
+
+char *lithd_store_stats_json(lithd_store *s) {
+  enum { CAP = 1024 };
+  lithd_store_stats *st = malloc(sizeof *st); /* ~3.5 KiB of histograms: not on the stack */
+  char *out = malloc(CAP);
+  if (st == NULL || out == NULL) {
+    free(st);
+    free(out);
+    return NULL;
+  }
+  lithd_store_stats_get(s, st);
+  if (st->has_lith) {
+    const lith_stats *l = &st->lith;
+    snprintf(out, CAP,
+             "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"retried\":%" PRIu64
+             ",\"busy\":%" PRIu64 ",\"queue_depth\":%" PRIu64 ",\"wal_pages\":%" PRIu64
+             ",\"checkpoints\":%" PRIu64 ",\"checkpoint_errors\":%" PRIu64 ",\"tx_p50_ns\":%" PRIu64
+             ",\"tx_p99_ns\":%" PRIu64 ",\"wait_p50_ns\":%" PRIu64 ",\"wait_p99_ns\":%" PRIu64
+             ",\"tx_max_ns\":%" PRIu64 "}",
+             l->commands, l->batches, l->failed, l->retried, l->busy, l->queue_depth, l->wal_pages,
+             l->checkpoints, l->checkpoint_errors, lith_lat_quantile_ns(l->tx_lat, NULL, 0.5),
+             lith_lat_quantile_ns(l->tx_lat, NULL, 0.99), lith_lat_quantile_ns(l->wait_lat, NULL, 0.5),
+             lith_lat_quantile_ns(l->wait_lat, NULL, 0.99), l->tx_ns_max);
+  } else {
+    snprintf(out, CAP,
+             "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"failovers\":%" PRIu64
+             ",\"reruns\":%" PRIu64 ",\"inflight\":%" PRId64 "}",
+             st->commands, st->batches, st->failed, st->failovers, st->reruns, st->inflight);
+  }
+  free(st);
+  return out;
+}
+
+lith *lithd_store_lith(lithd_store *s) { return s->ops->lith(s); }
+
+void lithd_store_stop(lithd_store *s) { s->ops->stop(s); }
+
+void lithd_store_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {
+  s->ops->drain(s, on_drained, arg);
+}
+
+int lithd_store_close(lithd_store *s, char *err, size_t errsz) {
+  if (errsz > 0)
+    err[0] = '\0';
+  return s != NULL ? s->ops->close(s, err, errsz) : LITH_OK;
+}

@@ -1,0 +1,135 @@
+/*
+ * lithd store — where one database's data live: the one seam between what
+ * a request meets and the engine that keeps the data.
+ *
+ *             routes/ (HTTP)      request/ (JSON, named commands, ...)
+ *                  \                 /
+ *                   sql/ (the policy: which SQL runs where, parameters,
+ *                         limits, the result and its memory)
+ *                            |
+ *              ------------- store.h -------------
+ *                |                             |
+ *        store/local.c                  store/dqlite.c
+ *        a file: lith's writer,         a dqlite cluster: the batching
+ *        its read pool, lith_uv         writer (dqlite/writer.h), leader
+ *                                       connections for reads
+ *
+ * Everything a request meets before and after — parsing, the SQL policy
+ * (first keyword after comments, the authorizer, refused pragmas and
+ * functions), parameter numbering (SQLite's own: a store that cannot
+ * prepare where it runs has sql/ prepare on a local connection holding the
+ * database's schema, under the same authorizer, before sending), limits,
+ * encoding the answer — is above this line, once; a store only
+ *
+ *   - runs a batch (lithd_batch) as ONE command: committed with everything
+ *     else it was batched with, or failed alone (lithd_store_write);
+ *   - runs a batch of queries on ONE snapshot (lithd_store_read);
+ *   - reports its counters (lithd_store_stats);
+ *   - hands out its local file for backups, if it has one (lithd_store_lith);
+ *   - stops (answering everything it accepted) and closes.
+ * A third request format lands above the seam and reaches both stores
+ * through these calls, without touching either.
+ *
+ * Outcomes (rc in the callback) mean the same on every store:
+ *   LITH_OK                the batch committed (a read: it ran); *result holds
+ *                          every statement's result
+ *   a statement's code     (result->err says which statement) the command
+ *                          failed alone, nothing of it committed
+ *   LITH_QUEUE_FULL        refused before it ran: nothing committed; retry
+ *                          after a while (503 + Retry-After)
+ *   LITH_BUSY, LITH_CLOSED, LITH_INTERRUPTED, LITH_ABORTED
+ *                          not committed (503): safe to send again
+ *   LITHD_OUTCOME_UNKNOWN  the store lost the commit's answer (dqlite: the
+ *                          leader went away after COMMIT was sent): it may or
+ *                          may not have committed (504): read before sending
+ *                          again
+ *   another lith code      the transaction around it failed (500, 507, ...)
+ * errmsg says why whenever rc is not LITH_OK and no statement is named.
+ *
+ * Threads: every call on the loop thread; callbacks on the loop thread.
+ * Ownership: a store is lithd_store_open_*'s, freed by lithd_store_close;
+ * a request is the caller's, lent to the store from a LITH_OK
+ * lithd_store_write/read until its callback returns.
+ */
+#ifndef LITHD_STORE_H
+#define LITHD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "http.h"
+#include "lith.h"
+#include "sqljson.h"
+
+typedef struct lithd_store lithd_store;
+typedef struct lithd_store_req lithd_store_req;
+
+/* One write or read on its way. The caller fills the first block. */
+struct lithd_store_req {
+  lithd_batch *batch;             /* what to run; the caller's, outlives the request */
+  lithd_result *result;           /* out: the run's (NULL if memory ran out or it never
+                                      ran); the caller frees it with lithd_result_free */
+  void (*cb)(lithd_store_req *r); /* once, on the loop, after a LITH_OK submit */
+  void *data;                     /* the caller's */
+  lith_http_req *http;            /* the client, or NULL: a write whose client left
+                                      while it waited for room is not run */
+  size_t bytes;                   /* the caller's memory it stands for, while it waits */
+  /* The outcome, in cb. */
+  int rc;                       /* see "Outcomes" above */
+  char errmsg[LITH_ERRMSG_MAX]; /* why, when no statement is named */
+  int64_t t_start_ns, t_end_ns; /* a read: when it ran (CLOCK_MONOTONIC); 0: never */
+  /* Private to the store. */
+  void *priv;
+};
+
+/* What a store reports for /v1/stats and /metrics. `lith` is the local
+ * writer's full figures (lith_stats); the other fields are every store's. */
+typedef struct lithd_store_stats {
+  uint64_t commands, batches, failed; /* commands answered, transactions, commands failed */
+  uint64_t failovers, reruns;         /* dqlite: leader changes seen, batches run again */
+  int64_t inflight;                   /* commands accepted, not answered yet */
+  int has_lith;                       /* 1: `lith` is filled (a local file) */
+  lith_stats lith;
+} lithd_store_stats;
+
+/* Run r->batch as one command (write). Returns LITH_OK: r->cb will run
+ * exactly once with the outcome; or LITH_QUEUE_FULL / LITH_CLOSED /
+ * LITH_NOMEM for the caller to answer at once (cb will not run). */
+int lithd_store_write(lithd_store *s, lithd_store_req *r);
+
+/* Run r->batch (queries only: sql/'s rules) on one snapshot, off the loop.
+ * Returns as lithd_store_write. */
+int lithd_store_read(lithd_store *s, lithd_store_req *r);
+
+/* Fill *st (all zero where a store has nothing to say). */
+void lithd_store_stats_get(lithd_store *s, lithd_store_stats *st);
+
+/* /v1/stats' body, malloc'd JSON (NULL: out of memory). */
+char *lithd_store_stats_json(lithd_store *s);
+
+/* The local lith handle (backups, downloads, the WAL watch), or NULL when
+ * the data are not in a local file (dqlite: every node holds a copy). */
+lith *lithd_store_lith(lithd_store *s);
+
+/* What a store without a local file answers a backup with. */
+#define LITHD_STORE_NO_FILE                                                                      \
+  "this database has no local file to back up: every dqlite node keeps a full copy in its data " \
+  "directory"
+
+/* The stop begins: what waits for room is refused (its cb runs with
+ * LITH_CLOSED), later writes are refused at once (LITH_CLOSED); what was
+ * accepted still runs, commits and is answered; reads still run. */
+void lithd_store_stop(lithd_store *s);
+
+/* After the HTTP server stopped: cut what still reads (a backup's copy),
+ * let every accepted command be answered (each cb runs, on the loop),
+ * then on_drained(arg) from the loop (may be NULL). */
+void lithd_store_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg);
+
+/* After the loop ended: close and free (NULL is fine). Returns LITH_OK, or
+ * the error of closing (lith_close's, the message in *err). */
+int lithd_store_close(lithd_store *s, char *err, size_t errsz);
+
+#endif /* LITHD_STORE_H */
