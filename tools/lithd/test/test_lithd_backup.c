@@ -12,6 +12,11 @@
  *     when it is installed) equals the database: every table's rows with
  *     their types (reals exact, blobs, NULL, quotes, unicode, a NUL inside
  *     text, infinities), user_version, sqlite_sequence, views, triggers;
+ *   - ?format=sql keeps rowids: an FTS5 external-content index over a
+ *     table with a deleted row answers MATCH as before the round trip
+ *     through the sqlite3 shell; a column named rowid (then _rowid_, oid),
+ *     primary keys that are not the rowid, INTEGER PRIMARY KEY, WITHOUT
+ *     ROWID;
  *   - a client that leaves mid-download: the snapshot is gone from disk and
  *     from lithd's descriptors, lithd serves on; at most two downloads at
  *     once (503 + Retry-After); memory stays bounded while clients stall;
@@ -521,6 +526,161 @@ static void test_sql_dump_loads_back_equal(void **state) {
   }
 }
 
+/* ---- ?format=sql keeps rowids --------------------------------------------- */
+
+/* Rowid tables without an INTEGER PRIMARY KEY, rows deleted in each (a
+ * dump that renumbers the rows shows), and an FTS5 index over one of them
+ * (external content: it maps docs' rowids). Made here, not through lithd,
+ * which lithd then serves. */
+static const char *const ROWID_SCHEMA =
+    "CREATE TABLE docs(body TEXT);"
+    "CREATE VIRTUAL TABLE docs_fts USING fts5(body, content='docs');"
+    "CREATE TRIGGER docs_ai AFTER INSERT ON docs BEGIN "
+    "INSERT INTO docs_fts(rowid, body) VALUES(new.rowid, new.body); END;"
+    "CREATE TRIGGER docs_ad AFTER DELETE ON docs BEGIN "
+    "INSERT INTO docs_fts(docs_fts, rowid, body) VALUES('delete', old.rowid, old.body); END;"
+    "INSERT INTO docs(body) VALUES('apple pie'), ('banana split'), ('cherry tart'), ('banana bread');"
+    "DELETE FROM docs WHERE body = 'apple pie';"
+    /* a column named rowid: the rowid is _rowid_ */
+    "CREATE TABLE named(rowid TEXT, v);"
+    "INSERT INTO named(rowid, v) VALUES('a', 1), ('b', 2), ('c', 3); DELETE FROM named WHERE v = 1;"
+    /* rowid a column, _rowid_ a generated one: oid */
+    "CREATE TABLE gen(a, rowid, _rowid_ AS (a + 1));"
+    "INSERT INTO gen(a, rowid) VALUES(1, 'x'), (2, 'y'); DELETE FROM gen WHERE a = 1;"
+    /* all three taken: nothing reaches the rowid */
+    "CREATE TABLE allnamed(rowid, _rowid_, oid); INSERT INTO allnamed VALUES(1, 2, 3);"
+    /* primary keys that are not the rowid */
+    "CREATE TABLE desckey(id INTEGER PRIMARY KEY DESC, v);"
+    "INSERT INTO desckey VALUES(10, 'x'), (20, 'y'); DELETE FROM desckey WHERE id = 10;"
+    "CREATE TABLE textkey(k TEXT PRIMARY KEY, v);"
+    "INSERT INTO textkey VALUES('p', 1), ('q', 2); DELETE FROM textkey WHERE k = 'p';"
+    /* the rowid is a column, or there is none */
+    "CREATE TABLE ipk(id INTEGER PRIMARY KEY, v); INSERT INTO ipk VALUES(5, 'five');"
+    "CREATE TABLE wr(k PRIMARY KEY, v) WITHOUT ROWID; INSERT INTO wr VALUES(1, 2);";
+
+/* The first column of sql's first row on db (a file) as text, in buf. */
+static const char *sql_text(const char *db, const char *sql, char *buf, size_t cap) {
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  int rc = sqlite3_prepare_v2(h, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    print_error("%s: %s: %s\n", db, sql, sqlite3_errmsg(h));
+  assert_int_equal(rc, SQLITE_OK);
+  if ((rc = sqlite3_step(st)) != SQLITE_ROW)
+    print_error("%s: %s: %s\n", db, sql, sqlite3_errmsg(h));
+  assert_int_equal(rc, SQLITE_ROW);
+  snprintf(buf, cap, "%s", sqlite3_column_text(st, 0) != NULL ? (const char *)sqlite3_column_text(st, 0) : "");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return buf;
+}
+
+/* `cols` of every row of `table`, the same in orig and loaded (as a set,
+ * and as many). */
+static void assert_same_rows(const char *orig, const char *loaded, const char *table, const char *cols) {
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "SELECT (SELECT count(*) FROM (SELECT %s FROM main.%s EXCEPT SELECT %s FROM d.%s)) + "
+           "(SELECT count(*) FROM (SELECT %s FROM d.%s EXCEPT SELECT %s FROM main.%s)) + "
+           "abs((SELECT count(*) FROM main.%s) - (SELECT count(*) FROM d.%s))",
+           cols, table, cols, table, cols, table, cols, table, table, table);
+  sqlite3 *h;
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_open_v2(orig, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  char *att = sqlite3_mprintf("ATTACH %Q AS d", loaded);
+  assert_int_equal(sqlite3_exec(h, att, NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_free(att);
+  assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  int64_t k = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  if (k != 0)
+    print_error("%s (%s): %lld rows differ in %s\n", table, cols, (long long)k, loaded);
+  assert_int_equal(k, 0);
+}
+
+/* What the loaded copy must answer as the original does. */
+static void assert_rowids_kept(const char *orig, const char *loaded) {
+  static const char *const match =
+      "SELECT group_concat(rowid || ':' || body, ', ') FROM "
+      "(SELECT rowid, body FROM docs_fts WHERE docs_fts MATCH 'banana' ORDER BY rowid)";
+  char want[256], got[256];
+  sql_text(orig, match, want, sizeof want);
+  assert_string_equal(want, "2:banana split, 4:banana bread");
+  sql_text(loaded, match, got, sizeof got);
+  if (strcmp(got, want) != 0)
+    print_error("%s answers MATCH 'banana' with %s, not %s\n", loaded, got, want);
+  assert_string_equal(got, want);
+  /* The index agrees with its content table. */
+  sqlite3 *h;
+  assert_int_equal(sqlite3_open(loaded, &h), SQLITE_OK);
+  char *err = NULL;
+  int rc = sqlite3_exec(h, "INSERT INTO docs_fts(docs_fts) VALUES('integrity-check')", NULL, NULL, &err);
+  if (rc != SQLITE_OK)
+    print_error("%s: docs_fts integrity-check: %s\n", loaded, err);
+  sqlite3_free(err);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(h);
+  tl_assert_integrity(loaded);
+  assert_same_rows(orig, loaded, "docs", "rowid, body");
+  assert_same_rows(orig, loaded, "named", "_rowid_, rowid, v");
+  assert_same_rows(orig, loaded, "gen", "oid, a, rowid, _rowid_");
+  assert_same_rows(orig, loaded, "allnamed", "rowid, _rowid_, oid"); /* columns alone */
+  assert_same_rows(orig, loaded, "desckey", "_rowid_, id, v");
+  assert_same_rows(orig, loaded, "textkey", "_rowid_, k, v");
+  assert_same_rows(orig, loaded, "ipk", "rowid, id, v");
+  assert_same_rows(orig, loaded, "wr", "k, v");
+  assert_same_rows(orig, loaded, "docs_fts_data", "*");
+}
+
+static void test_sql_dump_keeps_rowids(void **state) {
+  struct tl_child *c = *state;
+  char head[4096];
+  sqlite3 *db;
+
+  remove_files("rowid.db", "rowid-exec.db", "rowid-cli.db");
+  assert_int_equal(sqlite3_open("rowid.db", &db), SQLITE_OK);
+  char *err = NULL;
+  int rc = sqlite3_exec(db, ROWID_SCHEMA, NULL, NULL, &err);
+  if (rc != SQLITE_OK)
+    print_error("schema: %s\n", err);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+  tl_start(c, "rowid", TL_KEEP_DB, NULL);
+  assert_int_equal(download(c, "/v1/backup?format=sql", NULL, "rowid.sql", head, sizeof head), 200);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+
+  FILE *f = fopen("rowid.sql", "rb");
+  assert_non_null(f);
+  char *sql = calloc(1, 1 << 20);
+  assert_non_null(sql);
+  size_t n = fread(sql, 1, (1 << 20) - 1, f);
+  fclose(f);
+  assert_true(n > 0 && n < (1 << 20) - 1);
+  /* Through the sqlite3 shell, as the README says; and sqlite3_exec. */
+  if (system("command -v sqlite3 >/dev/null 2>&1") == 0) {
+    assert_int_equal(system("sqlite3 rowid-cli.db < rowid.sql"), 0);
+    assert_rowids_kept("rowid.db", "rowid-cli.db");
+  } else {
+    print_message("no sqlite3 shell on PATH: the dump was loaded by sqlite3_exec only\n");
+  }
+  assert_int_equal(sqlite3_open("rowid-exec.db", &db), SQLITE_OK);
+  rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+  if (rc != SQLITE_OK)
+    print_error("loading the dump: %s\n", err);
+  assert_int_equal(rc, SQLITE_OK);
+  sqlite3_close(db);
+  assert_rowids_kept("rowid.db", "rowid-exec.db");
+  /* The rowid where a column does not hold it, under a name no column takes. */
+  assert_non_null(strstr(sql, "INSERT INTO \"docs\"(rowid,\"body\") VALUES(2,'banana split');"));
+  assert_non_null(strstr(sql, "INSERT INTO \"named\"(_rowid_,\"rowid\",\"v\") VALUES(2,'b',2);"));
+  assert_non_null(strstr(sql, "INSERT INTO \"ipk\"(\"id\",\"v\") VALUES(5,'five');"));
+  assert_non_null(strstr(sql, "INSERT INTO \"wr\"(\"k\",\"v\") VALUES(1,2);"));
+  free(sql);
+}
+
 /* ---- A client leaving, limits, auth -------------------------------------- */
 
 static void test_client_leaves_mid_download(void **state) {
@@ -620,6 +780,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backup_under_load_restored, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_restore_refusals, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sql_dump_keeps_rowids, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_during_download, tl_setup, tl_teardown),
   };
