@@ -6,8 +6,12 @@
  *     lithd --restore into a new file: every command answered before the
  *     download began is there, and integrity_check is ok;
  *   - --restore refuses a corrupt file, a non-database, an empty file, a
- *     live database (FROM with a -wal), a target served by a lithd, and an
- *     existing target without --force; and replaces it with --force;
+ *     target served by a lithd, and an existing target without --force;
+ *     and replaces it with --force;
+ *   - --restore reads FROM through SQLite: a link as FROM with the -wal
+ *     beside the real file restores every committed row (so does a live
+ *     database); a FROM with a hot journal is refused, its uncommitted
+ *     rows never installed, also through a link;
  *   - ?format=sql loaded back (by sqlite3_exec, and by the sqlite3 shell
  *     when it is installed) equals the database: every table's rows with
  *     their types (reals exact, blobs, NULL, quotes, unicode, a NUL inside
@@ -349,8 +353,10 @@ static void test_restore_refusals(void **state) {
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES('live')\"}]}",
             200, NULL);
   assert_int_equal(download(c, "/v1/backup", NULL, "rs-from.db", head, sizeof head), 200);
-  /* A live source: a database with its -wal (lithd's own, now). */
-  expect_restore(TL_ARGS("--restore", "rs-live.db", "--db", "rs-new.db"), 1, "has a -wal file beside it");
+  /* A live source (lithd's own, its -wal beside it): read as SQLite reads
+   * it, one committed state, the -wal's rows with it. */
+  expect_restore(TL_ARGS("--restore", "rs-live.db", "--db", "rs-new.db"), 0, "restored rs-live.db");
+  assert_int_equal(tl_sql_int("rs-new.db", "SELECT count(*) FROM t WHERE x = 'live'"), 1);
   expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-live.db"), 1,
                  "already served by another lithd");
   expect_restore(TL_ARGS("--restore", "rs-from.db", "--db", "rs-live.db", "--force"), 1,
@@ -379,6 +385,128 @@ static void test_restore_refusals(void **state) {
   assert_int_equal(stat("rs-to.db-shm", &st), -1);
   assert_int_equal(tl_sql_int("rs-to.db", "SELECT count(*) FROM t"), 1);
   tl_assert_integrity("rs-to.db");
+}
+
+/* ---- Restore reads FROM as SQLite does ------------------------------------ */
+
+/* `path` in WAL mode with `n` rows in t, all of them in its -wal: the
+ * connection closes without a checkpoint, as a killed writer leaves it. */
+static void make_wal_only(const char *path, int n) {
+  sqlite3 *db;
+  char sql[256], wal[256];
+  struct stat st;
+  tl_remove_db(path);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+  assert_int_equal(sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_wal_autocheckpoint(db, 0);
+  snprintf(sql, sizeof sql,
+           "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);"
+           "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+           "INSERT INTO t SELECT i, printf('row-%%d', i) FROM n",
+           n);
+  assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  assert_int_equal(stat(wal, &st), 0);
+  assert_true(st.st_size > 0);
+}
+
+/* `path` with a committed row and an uncommitted one: what a crash leaves
+ * between writing a transaction's pages into the file and deleting its
+ * journal. The journal of a real transaction is kept by a second link to
+ * it while it runs, and put back after the COMMIT deleted it: the file
+ * holds both rows, the hot journal says to roll the second back. */
+static void make_hot_journal(const char *path) {
+  sqlite3 *db;
+  char journal[256], saved[256];
+  struct stat st;
+  snprintf(journal, sizeof journal, "%s-journal", path);
+  snprintf(saved, sizeof saved, "%s-saved", path);
+  tl_remove_db(path);
+  unlink(journal);
+  unlink(saved);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db,
+                                "PRAGMA journal_mode=DELETE; CREATE TABLE t(v TEXT);"
+                                "INSERT INTO t VALUES('committed')",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "BEGIN; INSERT INTO t VALUES('uncommitted')", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(link(journal, saved), 0);
+  assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  assert_int_equal(stat(journal, &st), -1);
+  assert_int_equal(rename(saved, journal), 0);
+}
+
+static void test_restore_reads_as_sqlite(void **state) {
+  (void)state;
+  char out[8192];
+  struct stat st;
+  int n = tl_scaled(3000);
+
+  /* A link as FROM, the -wal beside the real file (not beside the link):
+   * every committed row is restored, and FROM is left as it was. */
+  mkdir("rsw-dir", 0700);
+  make_wal_only("rsw-dir/real.db", n);
+  unlink("rsw-link.db");
+  assert_int_equal(symlink("rsw-dir/real.db", "rsw-link.db"), 0);
+  remove_files("rsw-to.db", "rsw-plain.db", NULL);
+  expect_restore(TL_ARGS("--restore", "rsw-link.db", "--db", "rsw-to.db"), 0, "restored rsw-link.db");
+  tl_assert_integrity("rsw-to.db");
+  assert_int_equal(tl_sql_int("rsw-to.db", "SELECT count(*) FROM t"), n);
+  assert_int_equal(tl_sql_int("rsw-to.db", "SELECT count(*) FROM t WHERE v = printf('row-%d', id)"), n);
+  assert_int_equal(stat("rsw-dir/real.db-wal", &st), 0);
+  assert_true(st.st_size > 0);
+  /* The real name, its -wal beside it: the same (no longer refused). */
+  expect_restore(TL_ARGS("--restore", "rsw-dir/real.db", "--db", "rsw-plain.db"), 0, "restored");
+  assert_int_equal(tl_sql_int("rsw-plain.db", "SELECT count(*) FROM t"), n);
+
+  /* A hot journal: SQLite must roll it back before reading, which a
+   * read-only open cannot; refused, nothing installed, FROM untouched. */
+  make_hot_journal("rhj.db");
+  remove_files("rhj-to.db", "rhj-keep.db", NULL);
+  expect_restore(TL_ARGS("--restore", "rhj.db", "--db", "rhj-to.db"), 1, "has a hot journal (");
+  expect_restore(TL_ARGS("--restore", "rhj.db", "--db", "rhj-to.db"), 1, "rhj.db-journal");
+  assert_int_equal(stat("rhj-to.db", &st), -1);
+  assert_int_equal(stat("rhj-to.db.restore-tmp", &st), -1);
+  assert_int_equal(stat("rhj.db-journal", &st), 0);
+  assert_true(st.st_size > 0);
+  /* Nor over an existing target with --force: it keeps its rows. */
+  expect_restore(TL_ARGS("--restore", "rsw-link.db", "--db", "rhj-keep.db"), 0, "restored");
+  expect_restore(TL_ARGS("--restore", "rhj.db", "--db", "rhj-keep.db", "--force"), 1, "has a hot journal");
+  assert_int_equal(tl_sql_int("rhj-keep.db", "SELECT count(*) FROM t"), n);
+  /* Through a link, the journal beside the real file: the same. */
+  mkdir("rhj-dir", 0700);
+  make_hot_journal("rhj-dir/real.db");
+  unlink("rhj-link.db");
+  assert_int_equal(symlink("rhj-dir/real.db", "rhj-link.db"), 0);
+  expect_restore(TL_ARGS("--restore", "rhj-link.db", "--db", "rhj-to.db"), 1, "has a hot journal");
+  assert_int_equal(stat("rhj-to.db", &st), -1);
+  /* Rolled back as the message says (a read-write open), it restores: the
+   * committed row alone. */
+  {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open("rhj.db", &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA integrity_check", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  }
+  assert_int_equal(tl_run(TL_ARGS("--restore", "rhj.db", "--db", "rhj-to.db"), out, sizeof out), 0);
+  assert_int_equal(tl_sql_int("rhj-to.db", "SELECT count(*) FROM t"), 1);
+  assert_int_equal(tl_sql_int("rhj-to.db", "SELECT count(*) FROM t WHERE v = 'committed'"), 1);
+
+  /* TO a link: the file it names is replaced (what SQLite opens through
+   * it), the link stays a link. */
+  remove_files("rsl-real.db", NULL, NULL);
+  unlink("rsl-link.db");
+  assert_int_equal(tl_run(TL_ARGS("--restore", "rhj.db", "--db", "rsl-real.db"), out, sizeof out), 0);
+  assert_int_equal(symlink("rsl-real.db", "rsl-link.db"), 0);
+  expect_restore(TL_ARGS("--restore", "rsw-link.db", "--db", "rsl-link.db", "--force"), 0,
+                 "restored rsw-link.db into rsl-link.db (");
+  assert_int_equal(lstat("rsl-link.db", &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  assert_int_equal(tl_sql_int("rsl-real.db", "SELECT count(*) FROM t"), n);
 }
 
 /* ---- ?format=sql ---------------------------------------------------------- */
@@ -779,6 +907,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_backup_under_load_restored, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_restore_refusals, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_restore_reads_as_sqlite, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_keeps_rowids, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
