@@ -99,14 +99,14 @@ static void test_encoded_slash_matches_no_route(void **state) {
   fx *f = *state;
   resp *r = new_resp();
   static const char *const paths[] = {
-      "/v1%2Fexact",          /* decoded: /v1/exact, an exact route */
-      "/v1%2fexact",          /* either case */
-      "/v1/deeper%2Fx",       /* decoded: under /v1/deeper/ */
-      "/v1/a%2Fb",            /* under the /v1/ prefix, decoded or not */
-      "/hello%2F",            /* decoded: /hello/, no route anyway */
-      "/v1/exact%00",         /* a NUL: the handler's C string would be /v1/exact */
-      "/v1/x%2F..%2Fexact",   /* dot segments made of escapes */
-      "/v1/a%2Fb?q=%2F",      /* the query does not excuse the path */
+      "/v1%2Fexact",        /* decoded: /v1/exact, an exact route */
+      "/v1%2fexact",        /* either case */
+      "/v1/deeper%2Fx",     /* decoded: under /v1/deeper/ */
+      "/v1/a%2Fb",          /* under the /v1/ prefix, decoded or not */
+      "/hello%2F",          /* decoded: /hello/, no route anyway */
+      "/v1/exact%00",       /* a NUL: the handler's C string would be /v1/exact */
+      "/v1/x%2F..%2Fexact", /* dot segments made of escapes */
+      "/v1/a%2Fb?q=%2F",    /* the query does not excuse the path */
   };
   char req[256];
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {

@@ -101,8 +101,9 @@ static int copy_db(sqlite3 *src, const char *from, const char *tmp, int mode, lo
   if (rc != SQLITE_DONE || frc != SQLITE_OK) {
     int e = (rc != SQLITE_DONE ? rc : frc) & 0xff;
     if (e == SQLITE_BUSY || e == SQLITE_LOCKED)
-      lithd_log(LITHD_LOG_ERROR, "restore: cannot copy %s: another process held its write lock for %d s; try again",
-                from, FROM_BUSY_MS / 1000);
+      lithd_log(LITHD_LOG_ERROR,
+                "restore: cannot copy %s: another process held its write lock for %d s; try again", from,
+                FROM_BUSY_MS / 1000);
     else
       lithd_log(LITHD_LOG_ERROR, "restore: cannot copy %s into %s: %s", from, tmp, sqlite3_errmsg(dst));
     goto out;

@@ -7,7 +7,8 @@
  *
  * What it refuses, each with a message and exit 1:
  *   - TO served by a running lithd: the caller holds TO's lock file
- *     (TO-lithd.lock, main.c) for the whole restore, so a lithd running
+ *     (REAL-lithd.lock, REAL TO's real name: lithd_database_lock in
+ *     database.c, called by main.c) for the whole restore, so a lithd running
  *     refuses the restore and a lithd starting meanwhile refuses to start;
  *   - TO existing, unless --force; and even with --force, TO open in another
  *     process (its -wal is still there after lithd's own connection closed);

@@ -432,7 +432,8 @@ static void make_hot_journal(const char *path) {
                                 "INSERT INTO t VALUES('committed')",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "BEGIN; INSERT INTO t VALUES('uncommitted')", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "BEGIN; INSERT INTO t VALUES('uncommitted')", NULL, NULL, NULL),
+                   SQLITE_OK);
   assert_int_equal(link(journal, saved), 0);
   assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_close(db), SQLITE_OK);
@@ -698,7 +699,8 @@ static const char *sql_text(const char *db, const char *sql, char *buf, size_t c
   if ((rc = sqlite3_step(st)) != SQLITE_ROW)
     print_error("%s: %s: %s\n", db, sql, sqlite3_errmsg(h));
   assert_int_equal(rc, SQLITE_ROW);
-  snprintf(buf, cap, "%s", sqlite3_column_text(st, 0) != NULL ? (const char *)sqlite3_column_text(st, 0) : "");
+  snprintf(buf, cap, "%s",
+           sqlite3_column_text(st, 0) != NULL ? (const char *)sqlite3_column_text(st, 0) : "");
   sqlite3_finalize(st);
   sqlite3_close(h);
   return buf;
