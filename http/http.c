@@ -97,7 +97,9 @@ static void report_access(lith_http_server *srv, h2o_req_t *req) {
   n = p.base != NULL && p.len < sizeof path - 1 ? p.len : p.base != NULL ? sizeof path - 1 : 0;
   memcpy(path, p.base != NULL ? p.base : "", n);
   path[n] = '\0';
-  const lh_route *r = p.base != NULL ? lh_route_find(srv, method, p.base, p.len, allow, sizeof allow) : NULL;
+  const lh_route *r = p.base != NULL && lh_route_bad_escape(req->path.base, req->path.len) == NULL
+                          ? lh_route_find(srv, method, p.base, p.len, allow, sizeof allow)
+                          : NULL;
   lh_peer(req, lh_conn_of(req), peer, sizeof peer);
   gettimeofday(&now, NULL);
   int64_t us = h2o_timeval_is_null(&req->timestamps.request_begin_at)

@@ -184,6 +184,11 @@ int lh_route_add(lith_http_server *srv, const char *method, const char *path, in
 const lh_route *lh_route_find(const lith_http_server *srv, const char *method, const char *path,
                               size_t path_len, char *allow, size_t allow_cap);
 void lh_routes_free(lith_http_server *srv);
+/* NULL, or why the request-target `target` (as the client sent it, path
+ * and query) matches no route whatever the table: its path (before any
+ * '?') holds an encoded slash or NUL (%2F, %00, either case), which h2o
+ * decodes into the path the routes see (router.c). */
+const char *lh_route_bad_escape(const char *target, size_t len);
 
 /* request.c */
 int lh_on_req(h2o_handler_t *self, h2o_req_t *req);

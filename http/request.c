@@ -408,11 +408,14 @@ int lh_on_req(h2o_handler_t *self, h2o_req_t *req) {
   }
   char allow[256];
   const lh_route *r;
+  const char *bad;
   if (srv->state != LH_RUNNING) {
     add_header(req, "retry-after", 11, "1");
     refuse(h, 503, "server stopping");
   } else if (h->body_len > srv->max_body) { /* h2o checks HTTP/1 itself; this is for HTTP/2 */
     refuse(h, 413, "payload too large");
+  } else if ((bad = lh_route_bad_escape(req->path.base, req->path.len)) != NULL) {
+    refuse(h, 404, bad); /* router.c: decoded, it would reach a route as two segments */
   } else if (!(r = lh_route_find(srv, h->method, h->path, req->path_normalized.len, allow, sizeof allow))) {
     if (allow[0]) {
       add_header(req, "allow", 5, allow);

@@ -14,6 +14,16 @@
  * GET route when there is no HEAD route (RFC 9110: a GET resource answers
  * HEAD; h2o sends the headers without the body), so Allow names HEAD
  * wherever it names GET.
+ *
+ * Routes see h2o's normalized path (req->path_normalized): percent-escapes
+ * decoded, dot segments removed. An escape that decodes into a separator
+ * would make one segment two: /v1/db/a%2Fb/do would reach the handlers as
+ * /v1/db/a/b/do, /v1/db/main%2Fdo as /v1/db/main/do (a route, where a
+ * proxy in front saw one segment), and %00 would cut the path a handler
+ * reads as a C string. So a path holding %2F or %00 matches no route: 404
+ * before any route is looked at (lh_route_bad_escape; its access report
+ * names no route). Other escapes stay decoded: %2E and the unreserved
+ * characters decode to what RFC 3986 calls the same path.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +131,18 @@ const lh_route *lh_route_find(const lith_http_server *srv, const char *method, c
   if (!best && mlen == 4 && !memcmp(method, "HEAD", 4))
     return lh_route_find(srv, "GET", path, path_len, allow, allow_cap);
   return best;
+}
+
+const char *lh_route_bad_escape(const char *target, size_t len) {
+  for (size_t i = 0; i < len && target[i] != '?'; i++) {
+    if (target[i] != '%' || i + 2 >= len)
+      continue;
+    if (target[i + 1] == '2' && (target[i + 2] == 'F' || target[i + 2] == 'f'))
+      return "not found: the path holds an encoded slash (%2F), which matches no route";
+    if (target[i + 1] == '0' && target[i + 2] == '0')
+      return "not found: the path holds an encoded NUL (%00), which matches no route";
+  }
+  return NULL;
 }
 
 void lh_routes_free(lith_http_server *srv) {

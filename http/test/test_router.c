@@ -1,6 +1,7 @@
 /*
  * Tests of http/router.c: a method and an exact path or a prefix to a
- * handler, the most specific route winning, 404 and 405 with Allow.
+ * handler, the most specific route winning, 404 and 405 with Allow; an
+ * encoded slash (or NUL) in the path matches no route.
  *
  * The server runs on a loop thread of its own and the client writes raw
  * HTTP on plain sockets (helper.h).
@@ -92,12 +93,51 @@ static void test_route_specificity(void **state) {
   free(r);
 }
 
+/* h2o decodes %2F into the path the routes see: an encoded slash (or NUL)
+ * matches no route, exact or prefix; in the query it is only data. */
+static void test_encoded_slash_matches_no_route(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  static const char *const paths[] = {
+      "/v1%2Fexact",        /* decoded: /v1/exact, an exact route */
+      "/v1%2fexact",        /* either case */
+      "/v1/deeper%2Fx",     /* decoded: under /v1/deeper/ */
+      "/v1/a%2Fb",          /* under the /v1/ prefix, decoded or not */
+      "/hello%2F",          /* decoded: /hello/, no route anyway */
+      "/v1/exact%00",       /* a NUL: the handler's C string would be /v1/exact */
+      "/v1/x%2F..%2Fexact", /* dot segments made of escapes */
+      "/v1/a%2Fb?q=%2F",    /* the query does not excuse the path */
+  };
+  char req[256];
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", paths[i]);
+    exchange(f->port, req, r);
+    if (r->status != 404)
+      print_error("GET %s: %d %s\n", paths[i], r->status, r->body);
+    assert_int_equal(r->status, 404);
+    assert_non_null(strstr(r->body, "\"code\":\"not_found\""));
+    assert_non_null(strstr(r->body, strstr(paths[i], "%00") ? "encoded NUL (%00)" : "encoded slash (%2F)"));
+  }
+  /* Other escapes decode as before; %2F in the query reaches the route. */
+  exchange(f->port, "GET /v1/%65xact HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  assert_int_equal(r->status, 200);
+  assert_string_equal(r->body, "exact");
+  exchange(f->port, "GET /v1/exact?path=a%2Fb HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  assert_int_equal(r->status, 200);
+  assert_string_equal(r->body, "exact");
+  exchange(f->port, "GET /v1/a%2 HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  assert_int_equal(r->status, 200); /* not an escape at all: h2o keeps it */
+  assert_string_equal(r->body, "prefix");
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_get_route, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_path_404, setup, teardown),
       cmocka_unit_test_setup_teardown(test_wrong_method_405, setup, teardown),
       cmocka_unit_test_setup_teardown(test_route_specificity, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_encoded_slash_matches_no_route, setup, teardown),
   };
   return HT_RUN(tests);
 }

@@ -14,27 +14,90 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
 
 /* ---- One lithd per database ------------------------------------------- */
 
+/* The database's real name into out[PATH_MAX]: the path with every link,
+ * `.` and `..` resolved, so that every name of one file locks one lock
+ * file, beside the file itself (where its -wal is). A file that does not
+ * exist yet: its directory resolved and its name appended; a link to
+ * nothing followed to the name it gives, as SQLite follows it (opening it
+ * creates that file). 0, or -1 after a message. */
+static int real_name(const char *db, char *out) {
+  char cur[PATH_MAX], next[PATH_MAX], dir[PATH_MAX], target[PATH_MAX];
+  struct stat st;
+  ssize_t n;
+  int hops;
+
+  if (snprintf(cur, sizeof cur, "%s", db) >= (int)sizeof cur) {
+    lithd_log(LITHD_LOG_ERROR, "%s: path too long", db);
+    return -1;
+  }
+  for (hops = 0; hops < 40; hops++) {
+    if (realpath(cur, out) != NULL)
+      return 0;
+    if (errno != ENOENT)
+      break;
+    const char *slash = strrchr(cur, '/');
+    size_t dlen = slash == NULL ? 0 : slash == cur ? 1 : (size_t)(slash - cur);
+    if (lstat(cur, &st) == 0 && S_ISLNK(st.st_mode)) {
+      if ((n = readlink(cur, target, sizeof target - 1)) < 0)
+        break;
+      target[n] = '\0';
+      if (target[0] == '/' || slash == NULL)
+        n = snprintf(next, sizeof next, "%s", target);
+      else
+        n = snprintf(next, sizeof next, "%.*s/%s", (int)dlen, cur, target);
+      if (n >= (ssize_t)sizeof next) {
+        errno = ENAMETOOLONG;
+        break;
+      }
+      memcpy(cur, next, (size_t)n + 1);
+      continue;
+    }
+    /* No file by that name (yet): its directory must exist. */
+    if (slash == NULL)
+      snprintf(next, sizeof next, ".");
+    else
+      snprintf(next, sizeof next, "%.*s", (int)dlen, cur);
+    if (realpath(next, dir) == NULL)
+      break;
+    if (snprintf(out, PATH_MAX, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, slash == NULL ? cur : slash + 1) >=
+        PATH_MAX) {
+      errno = ENAMETOOLONG;
+      break;
+    }
+    return 0;
+  }
+  if (hops == 40)
+    errno = ELOOP;
+  lithd_log(LITHD_LOG_ERROR, "%s: cannot resolve its name (for the lock file): %s", db, strerror(errno));
+  return -1;
+}
+
 int lithd_database_lock(const char *db) {
-  size_t n = strlen(db) + sizeof "-lithd.lock";
-  char *path = malloc(n);
+  char real[PATH_MAX];
+  char *path;
   char buf[32];
   int fd;
 
-  if (path == NULL) {
+  if (real_name(db, real) != 0)
+    return -1;
+  size_t n = strlen(real) + sizeof "-lithd.lock";
+  if ((path = malloc(n)) == NULL) {
     lithd_log(LITHD_LOG_ERROR, "out of memory");
     return -1;
   }
-  snprintf(path, n, "%s-lithd.lock", db);
+  snprintf(path, n, "%s-lithd.lock", real);
   fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));

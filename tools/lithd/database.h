@@ -16,7 +16,8 @@
  * readers, main.c).
  *
  * One lithd per database: before opening it, the database's exclusive
- * advisory lock (flock LOCK_EX|LOCK_NB) on PATH-lithd.lock is taken and its
+ * advisory lock (flock LOCK_EX|LOCK_NB) on PATH-lithd.lock (PATH the
+ * file's real name: every link or `..` to it finds one lock) is taken and its
  * descriptor (O_CLOEXEC) kept open until the database is closed; the lock
  * file holds the holder's pid. A second lithd on the same file says which
  * pid and which lock file hold it, and does not start. The kernel drops the
@@ -78,8 +79,9 @@ typedef struct lithd_database {
   void *on_closed_arg;
 } lithd_database;
 
-/* Lock PATH-lithd.lock; returns the descriptor to keep open (close it to
- * unlock), or -1 after a message in the log. (--restore takes it alone.) */
+/* Lock REAL-lithd.lock, REAL the real name of path (realpath; a file not
+ * made yet: its directory's); returns the descriptor to keep open (close it
+ * to unlock), or -1 after a message in the log. (--restore takes it alone.) */
 int lithd_database_lock(const char *path);
 
 /* Make d ready to open (or to close unopened): opt is the caller's (the

@@ -16,7 +16,9 @@
 #include "lith.h"
 #include "log.h"
 
-#define COPY_PIECE (1 << 20)
+/* How long the copy waits for a write in FROM to end (a process that holds
+ * its write lock: rollback mode's EXCLUSIVE, a WAL reset). */
+#define FROM_BUSY_MS 5000
 
 /* "<path><suffix>" into buf; 0, or -1 if it does not fit. */
 static int with_suffix(char *buf, size_t cap, const char *path, const char *suffix) {
@@ -34,55 +36,97 @@ static int nonempty(const char *path) {
   return stat(path, &st) == 0 && st.st_size > 0;
 }
 
-/* Copy the open file `in` to a new file `tmp` (mode), synced. 0, or -1
+/* Open `from` read-only through SQLite and begin reading it: what FROM's
+ * -wal holds is read with it, found beside the real file however FROM is
+ * named (SQLite resolves links), and a hot -journal must be rolled back
+ * first, which a read-only connection cannot do. *db: the connection, or
+ * NULL after a message (-1). */
+static int open_from(const char *from, sqlite3 **db) {
+  int rc = sqlite3_open_v2(from, db, SQLITE_OPEN_READONLY, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(*db, FROM_BUSY_MS);
+    rc = sqlite3_exec(*db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL);
+  }
+  if (rc == SQLITE_OK)
+    return 0;
+  if (*db != NULL && sqlite3_extended_errcode(*db) == SQLITE_READONLY_ROLLBACK) {
+    const char *journal = sqlite3_filename_journal(sqlite3_db_filename(*db, "main"));
+    lithd_log(LITHD_LOG_ERROR,
+              "restore: %s has a hot journal (%s): a transaction was cut off after it wrote into the "
+              "file, and only a read-write open rolls it back (a restore opens FROM read-only, and a "
+              "copy as it is would hold rows never committed); roll it back with sqlite3 %s 'PRAGMA "
+              "integrity_check', then restore again",
+              from, journal != NULL ? journal : "its -journal", from);
+  } else {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot read %s: %s", from,
+              *db != NULL ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+  }
+  sqlite3_close(*db);
+  *db = NULL;
+  return -1;
+}
+
+/* Copy the database `src` (FROM's connection) to a new file `tmp` (mode)
+ * with SQLite's backup API: one read transaction, so one committed state
+ * of FROM, its WAL's frames included. Synced; *bytes: its size. 0, or -1
  * after a message. */
-static int copy_file(int in, const char *from, const char *tmp, int mode, long long *bytes) {
-  char *buf = malloc(COPY_PIECE);
-  int out = -1, rc = -1;
-  ssize_t n;
+static int copy_db(sqlite3 *src, const char *from, const char *tmp, int mode, long long *bytes) {
+  sqlite3 *dst = NULL;
+  sqlite3_backup *b = NULL;
+  struct stat st;
+  int fd, rc, out = -1;
 
   *bytes = 0;
-  if (buf == NULL) {
-    lithd_log(LITHD_LOG_ERROR, "restore: out of memory");
+  unlink(tmp); /* a crashed restore's: we hold the lock, it is ours */
+  /* Created here, empty (an empty database to SQLite), so that the copy
+   * has `mode` (SQLite would make it 0644 less the umask, and gives its
+   * -journal the file's mode). */
+  fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+  if (fd < 0) {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot create %s: %s", tmp, strerror(errno));
     return -1;
   }
-  unlink(tmp); /* a crashed restore's: we hold the lock, it is ours */
-  out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
-  if (out < 0) {
-    lithd_log(LITHD_LOG_ERROR, "restore: cannot create %s: %s", tmp, strerror(errno));
+  close(fd);
+  if ((rc = sqlite3_open_v2(tmp, &dst, SQLITE_OPEN_READWRITE, NULL)) != SQLITE_OK) {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot open %s: %s", tmp,
+              dst != NULL ? sqlite3_errmsg(dst) : sqlite3_errstr(rc));
     goto out;
   }
-  while ((n = read(in, buf, COPY_PIECE)) != 0) {
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      lithd_log(LITHD_LOG_ERROR, "restore: cannot read %s: %s", from, strerror(errno));
-      goto out;
-    }
-    for (ssize_t done = 0; done < n;) {
-      ssize_t w = write(out, buf + done, (size_t)(n - done));
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0) {
-        lithd_log(LITHD_LOG_ERROR, "restore: cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-      }
-      done += w;
-    }
-    *bytes += n;
+  if ((b = sqlite3_backup_init(dst, "main", src, "main")) == NULL) {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot copy %s: %s", from, sqlite3_errmsg(dst));
+    goto out;
   }
-  if (fsync(out) != 0) {
+  rc = sqlite3_backup_step(b, -1); /* all pages, one read of FROM */
+  int frc = sqlite3_backup_finish(b);
+  if (rc != SQLITE_DONE || frc != SQLITE_OK) {
+    int e = (rc != SQLITE_DONE ? rc : frc) & 0xff;
+    if (e == SQLITE_BUSY || e == SQLITE_LOCKED)
+      lithd_log(LITHD_LOG_ERROR,
+                "restore: cannot copy %s: another process held its write lock for %d s; try again", from,
+                FROM_BUSY_MS / 1000);
+    else
+      lithd_log(LITHD_LOG_ERROR, "restore: cannot copy %s into %s: %s", from, tmp, sqlite3_errmsg(dst));
+    goto out;
+  }
+  if ((rc = sqlite3_close(dst)) != SQLITE_OK) {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot close %s: %s", tmp, sqlite3_errstr(rc));
+    dst = NULL;
+    goto out;
+  }
+  dst = NULL;
+  fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0 || fstat(fd, &st) != 0) {
     lithd_log(LITHD_LOG_ERROR, "restore: cannot sync %s: %s", tmp, strerror(errno));
+    if (fd >= 0)
+      close(fd);
     goto out;
   }
-  rc = 0;
+  close(fd);
+  *bytes = (long long)st.st_size;
+  out = 0;
 out:
-  if (out >= 0 && close(out) != 0 && rc == 0) {
-    lithd_log(LITHD_LOG_ERROR, "restore: cannot write %s: %s", tmp, strerror(errno));
-    rc = -1;
-  }
-  free(buf);
-  return rc;
+  sqlite3_close(dst);
+  return out;
 }
 
 /* PRAGMA integrity_check on `path` (the copy). 0 when it says "ok", else
@@ -138,16 +182,22 @@ static int release_target(const char *to) {
   return 0;
 }
 
-int lithd_restore(const char *from, const char *to, int force, int file_mode) {
-  char tmp[PATH_MAX + 32], side[PATH_MAX + 16], dir[PATH_MAX];
+int lithd_restore(const char *from, const char *to_arg, int force, int file_mode) {
+  char tmp[PATH_MAX + 32], side[PATH_MAX + 16], dir[PATH_MAX], real_to[PATH_MAX];
+  const char *to = to_arg;
   unsigned char head[16];
   struct stat fs, ts;
   long long bytes = 0;
   int in = -1, code = 1;
+  sqlite3 *src = NULL;
   int64_t t0 = lith_clock_ms();
 
-  if (with_suffix(tmp, sizeof tmp, to, ".restore-tmp") != 0 ||
-      with_suffix(side, sizeof side, from, "-wal") != 0) {
+  /* TO a link: the file it names is replaced (what SQLite opens through
+   * the link, and what the lock, taken by the real name, covers), not the
+   * link. A link to nothing is refused below. */
+  if (lstat(to_arg, &ts) == 0 && S_ISLNK(ts.st_mode) && realpath(to_arg, real_to) != NULL)
+    to = real_to;
+  if (with_suffix(tmp, sizeof tmp, to, ".restore-tmp") != 0) {
     lithd_log(LITHD_LOG_ERROR, "restore: path too long");
     return 1;
   }
@@ -168,29 +218,28 @@ int lithd_restore(const char *from, const char *to, int force, int file_mode) {
               from);
     goto out;
   }
-  if (nonempty(side)) {
-    lithd_log(LITHD_LOG_ERROR,
-              "restore: %s has a -wal file beside it: it is a live database (or was not closed cleanly), "
-              "and a copy would miss what the -wal holds; restore from a backup (GET /v1/backup)",
-              from);
-    goto out;
-  }
   if (stat(to, &ts) == 0) {
     if (ts.st_dev == fs.st_dev && ts.st_ino == fs.st_ino) {
-      lithd_log(LITHD_LOG_ERROR, "restore: %s and %s are the same file", from, to);
+      lithd_log(LITHD_LOG_ERROR, "restore: %s and %s are the same file", from, to_arg);
       goto out;
     }
     if (!force) {
       lithd_log(LITHD_LOG_ERROR, "restore: %s exists; --force replaces it (never while a lithd serves it)",
-                to);
+                to_arg);
       goto out;
     }
   } else if (exists(to)) { /* a dangling link, or stat failed for another reason */
-    lithd_log(LITHD_LOG_ERROR, "restore: %s: %s", to, strerror(errno));
+    lithd_log(LITHD_LOG_ERROR, "restore: %s: %s", to_arg, strerror(errno));
     goto out;
   }
-  if (copy_file(in, from, tmp, file_mode, &bytes) != 0)
+  close(in);
+  in = -1;
+  if (open_from(from, &src) != 0)
+    goto out;
+  if (copy_db(src, from, tmp, file_mode, &bytes) != 0)
     goto out_tmp;
+  sqlite3_close(src); /* read-only: FROM and its -wal stay as they are */
+  src = NULL;
   if (check_copy(tmp, from) != 0)
     goto out_tmp;
   if (exists(to) && release_target(to) != 0)
@@ -215,19 +264,23 @@ int lithd_restore(const char *from, const char *to, int force, int file_mode) {
       close(dfd);
     }
   }
-  printf("lithd: restored %s into %s: %lld bytes, integrity_check ok, %lld ms; start lithd --db %s to serve "
-         "it\n",
-         from, to, bytes, (long long)(lith_clock_ms() - t0), to);
+  printf("lithd: restored %s into %s%s%s%s: %lld bytes, integrity_check ok, %lld ms; start lithd --db %s to "
+         "serve it\n",
+         from, to_arg, to != to_arg ? " (" : "", to != to_arg ? to : "", to != to_arg ? ")" : "", bytes,
+         (long long)(lith_clock_ms() - t0), to_arg);
   fflush(stdout);
   code = 0;
   goto out;
 out_tmp:
   unlink(tmp);
+  if (with_suffix(side, sizeof side, tmp, "-journal") == 0)
+    unlink(side);
   if (with_suffix(side, sizeof side, tmp, "-wal") == 0)
     unlink(side);
   if (with_suffix(side, sizeof side, tmp, "-shm") == 0)
     unlink(side);
 out:
+  sqlite3_close(src);
   if (in >= 0)
     close(in);
   return code;

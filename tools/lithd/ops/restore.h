@@ -7,20 +7,29 @@
  *
  * What it refuses, each with a message and exit 1:
  *   - TO served by a running lithd: the caller holds TO's lock file
- *     (TO-lithd.lock, main.c) for the whole restore, so a lithd running
+ *     (REAL-lithd.lock, REAL TO's real name: lithd_database_lock in
+ *     database.c, called by main.c) for the whole restore, so a lithd running
  *     refuses the restore and a lithd starting meanwhile refuses to start;
  *   - TO existing, unless --force; and even with --force, TO open in another
  *     process (its -wal is still there after lithd's own connection closed);
- *   - FROM empty, not an SQLite database (its first 16 bytes), with a -wal
- *     beside it (a live database, or one not closed cleanly: its copy would
- *     lack what the -wal holds), or failing PRAGMA integrity_check.
+ *   - FROM empty, not an SQLite database (its first 16 bytes), failing
+ *     PRAGMA integrity_check, or with a hot journal (below).
  *
- * How: FROM is copied to TO.restore-tmp (mode file_mode), synced; the copy
+ * How: FROM is opened read-only through SQLite, so read as SQLite reads
+ * it: through a link, its -wal (beside the real file, where SQLite looks,
+ * not beside the link) read with it, a live database read in one committed
+ * state. A hot -journal (a transaction cut off after it wrote into the
+ * file) must be rolled back before anything is read, and a read-only
+ * connection cannot (SQLITE_READONLY_ROLLBACK): refused, naming the
+ * journal and the command that rolls it back (a restore does not write
+ * FROM). It is copied with the backup API (one read transaction) into
+ * TO.restore-tmp, created first with mode file_mode, then synced; the copy
  * itself is checked with integrity_check (what is installed is what was
  * checked); TO's stale -shm and -journal are removed (TO's -wal, when it
  * exists, was checkpointed away by closing TO); the copy is renamed over
- * TO and the directory synced. A crash leaves TO as it was (or the new
- * copy) and at worst a TO.restore-tmp, replaced by the next restore.
+ * TO and the directory synced. TO a link: the file it names is replaced,
+ * not the link. A crash leaves TO as it was (or the new copy) and at worst
+ * a TO.restore-tmp, replaced by the next restore.
  */
 #ifndef LITHD_RESTORE_H
 #define LITHD_RESTORE_H

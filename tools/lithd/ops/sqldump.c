@@ -85,19 +85,75 @@ static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st, char *err, s
   return SQLITE_OK;
 }
 
-/* The INSERT statements of `table`'s rows. */
+/* The name `table`'s rowid is dumped under, in *name (NULL: none). A rowid
+ * table keeps its rowids through its INTEGER PRIMARY KEY, when it has one
+ * (the one table_info primary key column with no index of origin 'pk': any
+ * other primary key of a rowid table has its own, INTEGER PRIMARY KEY DESC
+ * included); else the first of rowid, _rowid_, oid that no column (hidden
+ * and generated ones included) takes, as the sqlite3 shell's .dump
+ * --preserve-rowids picks it, provided sqlite3_table_column_metadata finds
+ * it (it does not for a WITHOUT ROWID table). A table whose columns take
+ * all three names has rowids no SQL can read or set: none. */
+static int rowid_name(sqlite3 *db, const char *table, const char **name, char *err, size_t errsz) {
+  static const char *const names[] = {"rowid", "_rowid_", "oid"};
+  sqlite3_stmt *st = NULL;
+  int rc, taken = 0;
+
+  *name = NULL;
+  if ((rc = prepare(db,
+                    "SELECT (SELECT count(*) FROM pragma_table_xinfo(?1) WHERE pk > 0) = 1 AND NOT EXISTS "
+                    "(SELECT 1 FROM pragma_index_list(?1) WHERE origin = 'pk'), "
+                    "EXISTS (SELECT 1 FROM pragma_table_xinfo(?1) WHERE name = ?2 COLLATE NOCASE)",
+                    &st, err, errsz)) != SQLITE_OK)
+    return rc;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, names[i], -1, SQLITE_STATIC);
+    if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
+      rc = fail(err, errsz, rc, "dump: the primary key of %s: %s", table, sqlite3_errmsg(db));
+      goto out;
+    }
+    if (sqlite3_column_int(st, 0))
+      break; /* an INTEGER PRIMARY KEY: the column holds the rowid */
+    taken = sqlite3_column_int(st, 1);
+    sqlite3_reset(st);
+    if (taken)
+      continue;
+    if (sqlite3_table_column_metadata(db, "main", table, names[i], NULL, NULL, NULL, NULL, NULL) == SQLITE_OK)
+      *name = names[i];
+    break; /* not found: WITHOUT ROWID */
+  }
+  rc = SQLITE_OK;
+out:
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* The INSERT statements of `table`'s rows, its rowid first when it has one
+ * that no column holds (rowid_name). */
 static int dump_rows(sqlite3 *db, FILE *out, const char *table, char *err, size_t errsz) {
   sqlite3_stmt *cols = NULL, *rows = NULL;
   sqlite3_str *sel = sqlite3_str_new(db), *ins = sqlite3_str_new(db);
   char *sel_sql = NULL, *ins_sql = NULL;
+  const char *rowid = NULL;
   int n = 0, rc;
 
+  /* Nothing refers to the rows of SQLite's own tables (sqlite_sequence,
+   * sqlite_stat*) by rowid. */
+  if (strncmp(table, "sqlite_", 7) != 0 && (rc = rowid_name(db, table, &rowid, err, errsz)) != SQLITE_OK)
+    goto out;
   if ((rc = prepare(db, "SELECT name FROM pragma_table_xinfo(?1) WHERE hidden = 0 ORDER BY cid", &cols, err,
                     errsz)) != SQLITE_OK)
     goto out;
   sqlite3_bind_text(cols, 1, table, -1, SQLITE_STATIC);
   sqlite3_str_appendall(sel, "SELECT ");
   sqlite3_str_appendf(ins, "INSERT INTO \"%w\"(", table);
+  if (rowid != NULL) {
+    /* The three names are no keywords: bare, as SQLite resolves them. */
+    sqlite3_str_appendall(sel, rowid);
+    sqlite3_str_appendall(ins, rowid);
+    n++;
+  }
   while ((rc = sqlite3_step(cols)) == SQLITE_ROW) {
     const char *c = (const char *)sqlite3_column_text(cols, 0);
     sqlite3_str_appendf(sel, "%s\"%w\"", n > 0 ? "," : "", c);

@@ -10,7 +10,7 @@
  *   PRAGMA user_version=N;               (and application_id, when not 0:
  *                                          lithd's --schema counts its
  *                                          steps in user_version)
- *   CREATE TABLE ...;  INSERT INTO "t"("a","b") VALUES(...);  ...
+ *   CREATE TABLE ...;  INSERT INTO "t"(rowid,"a","b") VALUES(...);  ...
  *                                        (tables in creation order, each
  *                                          followed by its rows)
  *   CREATE INDEX / TRIGGER / VIEW ...;   (after the data, creation order)
@@ -23,8 +23,18 @@
  * CAST(X'..' AS TEXT)); blobs as X'..'; NULL. Columns are named in every
  * INSERT, generated and hidden columns left out (SQLite computes them).
  * A virtual table is written as .dump does (its row in sqlite_schema under
- * PRAGMA writable_schema, its data in its shadow tables). Rowids of tables
- * without an INTEGER PRIMARY KEY are not kept (nor are they by .dump).
+ * PRAGMA writable_schema, its data in its shadow tables).
+ *
+ * Rowids are kept: a rowid table without an INTEGER PRIMARY KEY has its
+ * rowid written first, INSERT INTO "t"(rowid,"a",...) VALUES(7,...), as
+ * .dump --preserve-rowids does (plain .dump renumbers the rows, and an
+ * FTS5 external-content index, which maps rowids, then answers with the
+ * wrong rows). The name is the first of rowid, _rowid_, oid that no column
+ * takes; a table whose columns take all three has rowids that no SQL
+ * statement can read or set, and its rows get new ones (so do SQLite's own
+ * tables, sqlite_sequence and sqlite_stat*, which nothing refers to by
+ * rowid). An INTEGER PRIMARY KEY is the rowid, dumped as its column;
+ * WITHOUT ROWID tables have none.
  *
  * Memory: one row at a time; the caller's FILE buffers the output.
  */

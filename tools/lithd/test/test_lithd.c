@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -316,6 +317,116 @@ static void test_second_lithd_same_db_refused(void **state) {
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[1]]");
 }
 
+/* Run lithd with args, which should refuse to start: its exit status, its
+ * stdout and stderr in out. -1 when it started instead (it printed its
+ * URL, or still ran after TL_TIMEOUT_MS): then it is killed. */
+static int run_refused(const char *const *args, char *out, size_t cap) {
+  posix_spawn_file_actions_t fa;
+  char *argv[32];
+  int n = 0, pfd[2], st, started = 0;
+  size_t len = 0;
+  pid_t pid;
+  struct timespec t0, t;
+
+  argv[n++] = (char *)LITHD_PATH;
+  for (; *args != NULL && n < 31; args++)
+    argv[n++] = (char *)*args;
+  argv[n] = NULL;
+  assert_int_equal(pipe(pfd), 0);
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
+  assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 2), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[0]), 0);
+  assert_int_equal(posix_spawn_file_actions_addclose(&fa, pfd[1]), 0);
+  assert_int_equal(posix_spawn(&pid, LITHD_PATH, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pfd[1]);
+  out[0] = '\0';
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    long left = TL_TIMEOUT_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+    struct pollfd p = {pfd[0], POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, (int)left) != 1) {
+      started = 1;
+      break;
+    }
+    char scratch[512]; /* out is full: read on to the end all the same */
+    int full = len == cap - 1;
+    ssize_t got = read(pfd[0], full ? scratch : out + len, full ? sizeof scratch : cap - 1 - len);
+    if (got <= 0)
+      break; /* EOF: it exited */
+    if (!full) {
+      len += (size_t)got;
+      out[len] = '\0';
+    }
+    if (strstr(out, "http://") != NULL) {
+      started = 1;
+      break;
+    }
+  }
+  close(pfd[0]);
+  if (started)
+    kill(pid, SIGKILL);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  return started ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The lock goes by the file, not by the name given: a link to the file, a
+ * path through `..`, a link in another directory, and a link to a file not
+ * made yet (SQLite creates the file the link names) all find the holder. */
+static void test_second_lithd_other_name_refused(void **state) {
+  struct tl_child *c = *state;
+  char out[4096], want[64];
+
+  mkdir("alias-dir", 0700);
+  unlink("alias-link.db");
+  unlink("alias-dir/link.db");
+  tl_start(c, "alias", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  assert_int_equal(symlink("alias.db", "alias-link.db"), 0);
+  assert_int_equal(symlink("../alias.db", "alias-dir/link.db"), 0);
+  snprintf(want, sizeof want, "pid %ld", (long)c->pid);
+  const char *const names[] = {"alias-link.db", "alias-dir/../alias.db", "./alias.db", "alias-dir/link.db"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int rc = run_refused(TL_ARGS("--db", names[i], "--listen", "127.0.0.1:0"), out, sizeof out);
+    if (rc != 1 || strstr(out, "already served by another lithd") == NULL || strstr(out, want) == NULL ||
+        strstr(out, "/alias.db-lithd.lock") == NULL)
+      print_error("--db %s: exit %d (want 1, naming %s), output: %s\n", names[i], rc, want, out);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "already served by another lithd"));
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "/alias.db-lithd.lock"));
+  }
+  /* Two names for one file in one lithd: given twice. */
+  int rc = run_refused(
+      TL_ARGS("--db", "a=alias-x.db", "--db", "b=alias-dir/../alias-x.db", "--listen", "127.0.0.1:0"), out,
+      sizeof out);
+  if (rc != 1 || strstr(out, "is given twice") == NULL)
+    print_error("two names for alias-x.db: exit %d, output: %s\n", rc, out);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, "is given twice"));
+  tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+
+  /* A link to a database not made yet: the first lithd locks by the name
+   * the link gives, which is the name the second one uses. */
+  tl_remove_db("alias-new.db");
+  unlink("alias-new-link.db");
+  assert_int_equal(symlink("alias-new.db", "alias-new-link.db"), 0);
+  tl_start(c, "alias-unused", TL_NO_DB, TL_ARGS("--db", "alias-new-link.db"));
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  snprintf(want, sizeof want, "pid %ld", (long)c->pid);
+  rc = run_refused(TL_ARGS("--db", "alias-new.db", "--listen", "127.0.0.1:0"), out, sizeof out);
+  if (rc != 1 || strstr(out, want) == NULL)
+    print_error("--db alias-new.db: exit %d (want 1, naming %s), output: %s\n", rc, want, out);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, want));
+  assert_non_null(strstr(out, "/alias-new.db-lithd.lock"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("alias-new.db", "SELECT count(*) FROM t"), 0);
+}
+
 static void test_batch_each_command_own_outcome(void **state) {
   struct tl_child *c = *state;
   struct tl_resp r = {0, NULL, NULL};
@@ -552,6 +663,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_max_body_413, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_slow_query_does_not_block_loop, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_second_lithd_same_db_refused, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_second_lithd_other_name_refused, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_each_command_own_outcome, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_metrics_prometheus, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_smuggled_insert_refused, tl_setup, tl_teardown),

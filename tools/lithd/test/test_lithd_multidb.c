@@ -142,6 +142,13 @@ static void test_routes(void **state) {
   assert_int_equal(r.status, 405);
   assert_non_null(strstr(r.head, "allow: POST"));
   tl_resp_free(&r);
+  /* an encoded slash never splits a segment into two (http/router.c):
+   * decoded, the first would be a's /do */
+  tl_expect(c, "POST", "/v1/db/a%2Fdo", NULL, Q("INSERT INTO t(id, v) VALUES (3, 'in a')"), 404,
+            "encoded slash (%2F)");
+  tl_expect(c, "POST", "/v1/db/a%2Fb/do", NULL, CREATE, 404, "encoded slash (%2F)");
+  tl_expect(c, "POST", "/v1/db/a/commands/x%2Fy", NULL, "{}", 404, "encoded slash (%2F)");
+  assert_int_equal(tl_sql_int("routes-a.db", "SELECT count(*) FROM t"), 2);
   /* the unprefixed routes: no default among two */
   tl_expect(c, "POST", "/v1/do", NULL, CREATE, 404, "several databases (a, b) and none is the default");
   tl_expect(c, "GET", "/v1/stats", NULL, NULL, 404, "/v1/db/NAME/stats");
