@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -76,6 +77,8 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   n->line[0] = '\0';
   n->pid = fork();
   if (n->pid == 0) {
+    /* A test that fails part-way never leaves a node running. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(p[1], 1);
     close(p[0]);
     close(p[1]);

@@ -75,11 +75,14 @@ lithd: $(LITHD_BIN)
 .PHONY: lithd
 
 # ---- End-to-end tests: each spawns lithd --------------------------------
-LITHD_TEST_SRC := $(filter-out $(LD_DIR)/test/test_lithd_dqlite.c,$(wildcard $(LD_DIR)/test/test_lithd*.c))
+# test_lithd_dqlite: lithd --dqlite in front of three lith-node processes;
+# test_lithd_attacks: one table of attacks on a local lithd and a lithd
+# --dqlite (dqlite/test/nodes.o spawns the nodes; the dqlite client reads
+# the cluster).
+LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c
+LITHD_TEST_SRC := $(filter-out $(LITHD_DQ_SRC),$(wildcard $(LD_DIR)/test/test_lithd*.c))
 LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
-# test_lithd_dqlite: lithd --dqlite in front of three lith-node processes
-# (dqlite/test/nodes.o spawns them; the dqlite client reads the cluster).
-LITHD_DQ_TEST  := $(B)/$(LD_DIR)/test/test_lithd_dqlite
+LITHD_DQ_TEST  := $(LITHD_DQ_SRC:%.c=$(B)/%)
 LITHD_TEST_OBJ := $(B)/$(LD_DIR)/test/child.o
 LITHD_TEST_DEF  = -DLITHD_PATH='"$(abspath $(LITHD_BIN))"'
 
@@ -91,7 +94,7 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
 
-$(LITHD_DQ_TEST): $(LD_DIR)/test/test_lithd_dqlite.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
+$(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS) -lm
 

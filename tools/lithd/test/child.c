@@ -108,6 +108,34 @@ void tl_remove_db(const char *db) {
   }
 }
 
+/* Every lithd a test spawned and has not stopped: a test that fails
+ * part-way (cmocka jumps out of it) leaves its children here, and the
+ * process's exit kills them, so none outlives the test binary. */
+#define TL_SPAWNED_MAX 64
+static pid_t spawned[TL_SPAWNED_MAX];
+
+static void kill_spawned(void) {
+  for (int i = 0; i < TL_SPAWNED_MAX; i++)
+    if (spawned[i] > 0) {
+      kill(spawned[i], SIGKILL);
+      waitpid(spawned[i], NULL, 0);
+      spawned[i] = 0;
+    }
+}
+
+static void remember(pid_t pid, pid_t forget) {
+  static int registered;
+  if (!registered) {
+    atexit(kill_spawned);
+    registered = 1;
+  }
+  for (int i = 0; i < TL_SPAWNED_MAX; i++)
+    if (spawned[i] == forget) {
+      spawned[i] = pid;
+      return;
+    }
+}
+
 void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *const *extra) {
   int pfd[2];
   posix_spawn_file_actions_t fa;
@@ -152,6 +180,7 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
   assert_int_equal(posix_spawn_file_actions_adddup2(&fa, pfd[1], 1), 0);
   assert_int_equal(posix_spawn(&c->pid, LITHD_PATH, &fa, NULL, (char *const *)argv, environ), 0);
+  remember(c->pid, 0);
   posix_spawn_file_actions_destroy(&fa);
   free(argv);
   close(pfd[1]);
@@ -201,6 +230,7 @@ int tl_stop(struct tl_child *c, int sig, int timeout_ms) {
       else if (WIFSIGNALED(st))
         code = 128 + WTERMSIG(st);
     }
+    remember(0, c->pid);
     c->pid = -1;
   }
   if (c->out_fd >= 0)
