@@ -22,8 +22,10 @@
  *   - lith_tx_savepoint without a function is LITH_MISUSE; a failed nested
  *     savepoint keeps its function's message, not the undo's.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -512,10 +514,72 @@ static void test_db_cmd_sql_and_misuse(void **state) {
   assert_int_equal(count_kv("s3"), 0); /* the failed command left nothing */
 }
 
+/* The hook runs after the commit and BEFORE the producers are answered
+ * (lith.h, lith_commit_hook): a server that pushes "changed" events from
+ * it must never be overtaken by the answer. Each producer's command
+ * touches a topic of its own; when lith_do returns, the hook must already
+ * have seen that topic. Many producers, so batches hold several. */
+#define ORDER_THREADS 8
+#define ORDER_EACH 150
+static atomic_int order_seen[ORDER_THREADS * ORDER_EACH];
+static atomic_int order_late;
+
+static void order_hook(void *ctx, const int64_t *topics, int n) {
+  (void)ctx;
+  for (int i = 0; i < n; i++)
+    if (topics[i] >= 0 && topics[i] < ORDER_THREADS * ORDER_EACH)
+      atomic_store_explicit(&order_seen[topics[i]], 1, memory_order_release);
+}
+
+typedef struct order_arg {
+  lith *db;
+  int id;
+} order_arg;
+
+static int order_cmd(lith_tx *tx, void *arg) {
+  int64_t topic = *(const int64_t *)arg;
+  char key[32];
+  snprintf(key, sizeof key, "order-%lld", (long long)topic);
+  lith_tx_touch(tx, topic);
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", key);
+}
+
+static void *order_producer(void *p) {
+  order_arg *a = p;
+  for (int k = 0; k < ORDER_EACH; k++) {
+    int64_t topic = (int64_t)a->id * ORDER_EACH + k;
+    if (lith_do(a->db, order_cmd, &topic) == LITH_OK &&
+        !atomic_load_explicit(&order_seen[topic], memory_order_acquire))
+      atomic_fetch_add(&order_late, 1);
+  }
+  return NULL;
+}
+
+static void test_hook_runs_before_answers(void **state) {
+  (void)state;
+  lith_options opt;
+  pthread_t th[ORDER_THREADS];
+  order_arg args[ORDER_THREADS];
+  t_bank_options(&opt);
+  opt.on_commit = order_hook;
+  lith *db = t_open_fresh(DB, &opt);
+  for (int i = 0; i < ORDER_THREADS; i++) {
+    args[i] = (order_arg){db, i};
+    assert_int_equal(pthread_create(&th[i], NULL, order_producer, &args[i]), 0);
+  }
+  for (int i = 0; i < ORDER_THREADS; i++)
+    pthread_join(th[i], NULL);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(atomic_load(&order_late), 0);
+  for (int t = 0; t < ORDER_THREADS * ORDER_EACH; t++)
+    assert_int_equal(atomic_load(&order_seen[t]), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nested_savepoints),
       cmocka_unit_test(test_touch_reports_exactly_committed_topics),
+      cmocka_unit_test(test_hook_runs_before_answers),
       cmocka_unit_test(test_stmt_cached_and_errors_noted),
       cmocka_unit_test(test_exec_binds_each_type_int64_reads),
       cmocka_unit_test(test_exec_binds_text_and_blob_with_lengths),

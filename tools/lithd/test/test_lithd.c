@@ -120,6 +120,10 @@ static void test_token(void **state) {
   tl_expect(c, "POST", "/v1/do", NULL, ins, 401, "error");
   tl_expect(c, "POST", "/v1/do", "Bearer wrong", ins, 401, "error");
   tl_expect(c, "POST", "/v1/do", "Bearer s3cret", ins, 401, NULL); /* a prefix */
+  /* Same length, same first byte, only the last byte differs: a
+   * comparison that stops early or looks at the length alone lets it in. */
+  tl_expect(c, "POST", "/v1/do", "Bearer s3cret-tokeN", ins, 401, NULL);
+  tl_expect(c, "POST", "/v1/do", "Bearer s3cret-token-", ins, 401, NULL); /* one byte longer */
   tl_expect(c, "POST", "/v1/do", "Basic " TOKEN, ins, 401, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 401, NULL);
   tl_expect(c, "GET", "/v1/stats", "Bearer x", NULL, 401, NULL);
