@@ -64,6 +64,7 @@
 #ifndef LITHD_SQLJSON_H
 #define LITHD_SQLJSON_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -255,6 +256,11 @@ int lithd_batch_from_value(const lj_value *root, const lithd_limits *lim, lithd_
  * not go unnoticed. Returns LITH_OK. */
 int lithd_batch_apply_query(lithd_batch *b, const char *query, lithd_error *err);
 
+/* Make max_result_bytes bound several batches together (each command of
+ * one /v1/batch request): their text and blob bytes are added up in
+ * *counter (the caller's, zeroed, outliving the batches' runs). */
+void lithd_batch_share_result_bytes(lithd_batch *b, _Atomic size_t *counter);
+
 /* The number of statements in `b`. */
 int lithd_batch_count(const lithd_batch *b);
 
@@ -340,6 +346,27 @@ char *lithd_result_json(const lithd_result *r);
 
 /* Free a result (NULL is fine). */
 void lithd_result_free(lithd_result *r);
+
+/* About what r takes in memory with its JSON (its share of the answer
+ * budget below); 0 for NULL. */
+size_t lithd_result_size(const lithd_result *r);
+
+/* ---- The process's answer budget -------------------------------------------
+ * Every result, while it is held, holds its share of one budget for the
+ * whole process: its text and blob bytes, what its JSON will take (escapes
+ * and base64 counted as each cell arrives) and a little per cell. A cell
+ * that would take the budget past its bound fails its statement with
+ * LITH_BUSY ("retry later", 503: nothing of it committed), so many large
+ * answers at once, on every database and every route together, wait for
+ * memory instead of meeting the OOM killer; max_result_bytes still bounds
+ * one request. Freeing a result gives its share back. Thread-safe. */
+
+/* The bound in bytes (0: the default, 512 MiB). Call before serving. */
+void lithd_answer_budget_set(size_t bytes);
+
+/* Bytes held now, and the bound. */
+size_t lithd_answer_budget_used(void);
+size_t lithd_answer_budget_cap(void);
 
 /* ---- Writing JSON ---------------------------------------------------------
  * The encoder's own writers, for lithd's other hand-written answers: b is

@@ -20,6 +20,7 @@
 #define LITHD_SQLJSON_INT_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,7 +60,9 @@ typedef struct stmt_spec {
 /* A parsed request: lithd_batch_parse fills it, lithd_batch_run reads it. */
 struct lithd_batch {
   lithd_limits lim;
-  lithd_format fmt; /* how the answer is written; the result copies it */
+  _Atomic size_t *shared_bytes; /* NULL, or the request's count that max_result_bytes
+                                   bounds for several batches (/v1/batch) */
+  lithd_format fmt;             /* how the answer is written; the result copies it */
   int n;
   stmt_spec *stmts;
   lithd_arena mem;
@@ -86,6 +89,8 @@ struct lithd_result {
   stmt_out *outs; /* nouts: one per statement of the batch */
   int64_t rows;   /* all statements together */
   size_t bytes;
+  _Atomic size_t *shared_bytes; /* the batch's */
+  size_t charged;               /* what it holds of the process's answer budget (lithd_answer_budget) */
   lithd_arena mem;
 };
 
@@ -105,9 +110,10 @@ void lithd__error_clear(lithd_error *err);
 int lithd__fail(lithd_result *r, int code, int stmt, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* A fresh result for b (its format copied), or NULL out of memory; freed
- * with lithd_result_free. */
-lithd_result *lithd__result_new(const lithd_batch *b);
+/* A fresh result for b (its format copied) into *out, after the one an
+ * earlier run of the same command left there is freed (its bytes given
+ * back to a shared count): 0, or -1 out of memory (*out NULL). */
+int lithd__result_renew(lithd_result **out, const lithd_batch *b);
 
 /* What the first keyword of s, past blanks and comments, says of the
  * statement on /v1/query: FIRST_QUERY (SELECT, WITH, VALUES, EXPLAIN),

@@ -466,3 +466,8 @@ void lithd_batch_free(lithd_batch *b) {
   lithd_arena_free(&b->mem);
   free(b);
 }
+
+void lithd_batch_share_result_bytes(lithd_batch *b, _Atomic size_t *counter) {
+  if (b)
+    b->shared_bytes = counter;
+}

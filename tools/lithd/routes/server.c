@@ -47,6 +47,7 @@
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
+#include "pieces.h"
 
 /* What a refusal quotes of a header the client sent, at most: the
  * message must fit REFUSAL_MAX with its words around. */
@@ -202,16 +203,67 @@ static char *outcome_json(int rc, const lithd_result *result, const char *errmsg
   return lithd_result_json(result);
 }
 
-/* outcome_json, answered. Completes req. */
-static void respond_outcome(lith_http_req *req, int rc, const lithd_result *result, const char *errmsg) {
-  int status = 500;
-  char *json = outcome_json(rc, result, errmsg, &status);
-  if (json == NULL) {
-    lith_http_respond_error(req, 500, "out of memory");
+/* Answers past ENCODE_ON_POOL (what their JSON will take, about) are
+ * encoded on libuv's pool, not on the loop: a 384 MB JSON took the loop
+ * 6 s, and every other request of every database waited. */
+#define ENCODE_ON_POOL ((size_t)1 << 20)
+
+typedef void (*answer_fn)(lithd_store_req *r, char *json, int status);
+
+/* Answer json (malloc'd; taken): a large one in pieces (pieces.h). */
+static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json) {
+  size_t len = strlen(json);
+  if (len >= LITHD_PIECES_MIN) {
+    lithd_send_pieces(s->loop, req, status, json, len);
     return;
   }
-  lith_http_respond_json(req, status, json);
+  lith_http_respond(req, status, "application/json", json, len);
   free(json);
+}
+
+struct encode_job {
+  uv_work_t work;
+  lithd_store_req *r;
+  answer_fn answer;
+  char *json;
+  int status;
+};
+
+static void encode_work(uv_work_t *w) { /* a pool thread */
+  struct encode_job *j = w->data;
+  j->json = outcome_json(j->r->rc, j->r->result, j->r->errmsg, &j->status);
+}
+
+static void encode_after(uv_work_t *w, int status) { /* the loop */
+  struct encode_job *j = w->data;
+  lithd_store_req *r = j->r;
+  answer_fn answer = j->answer;
+  char *json = j->json;
+  int st = j->status;
+  (void)status; /* cancelled only at a stop: json NULL, a 500 */
+  free(j);
+  answer(r, json, st);
+}
+
+/* r's answer as JSON, then answer(r, json (malloc'd, NULL when out of
+ * memory: the callee frees it), status): at once for a small one, after
+ * the pool encoded it for a large one. */
+static void encode_then(lithd_server *s, lithd_store_req *r, answer_fn answer) {
+  int status = 500;
+  if (lithd_result_size(r->result) > ENCODE_ON_POOL) {
+    struct encode_job *j = calloc(1, sizeof *j);
+    if (j != NULL) {
+      j->r = r;
+      j->answer = answer;
+      j->status = 500;
+      j->work.data = j;
+      if (uv_queue_work(s->loop, &j->work, encode_work, encode_after) == 0)
+        return;
+      free(j);
+    }
+  }
+  char *json = outcome_json(r->rc, r->result, r->errmsg, &status);
+  answer(r, json, status);
 }
 
 /* The error of a command the store would not take (lithd_store_write's rc). */
@@ -278,10 +330,8 @@ static void log_answer(lith_http_req *req, int status, int64_t t0, const char *e
             status >= 400 && errmsg != NULL ? errmsg : "");
 }
 
-static void do_done(lithd_store_req *r) {
+static void do_answer(lithd_store_req *r, char *json, int status) {
   struct do_ctx *c = r->data;
-  int status = 500;
-  char *json = outcome_json(r->rc, r->result, r->errmsg, &status);
   /* GONE (the client left) releases the handle just the same. */
   if (json == NULL) {
     status = 500;
@@ -290,10 +340,16 @@ static void do_done(lithd_store_req *r) {
     log_answer(c->req, status, c->t0, r->rc != LITH_OK ? r->errmsg : NULL);
     if (r->rc == LITH_QUEUE_FULL)
       lith_http_add_header(c->req, "retry-after", "1");
-    lith_http_respond_json(c->req, status, json);
+    respond_json_taken(c->d->srv, c->req, status, json);
+    json = NULL;
   }
   free(json);
   do_ctx_free(c);
+}
+
+static void do_done(lithd_store_req *r) {
+  struct do_ctx *c = r->data;
+  encode_then(c->d->srv, r, do_answer);
 }
 
 /* Answer a command the store would not take (rc from lithd_store_write)
@@ -498,15 +554,23 @@ static void query_next(lithd_dbsrv *d) {
   }
 }
 
+static void query_answer(lithd_store_req *r, char *json, int status) {
+  struct lithd_query *q = r->data;
+  if (json == NULL)
+    lith_http_respond_error(q->req, 500, "out of memory");
+  else
+    respond_json_taken(q->d->srv, q->req, status, json);
+  query_ctx_free(q);
+}
+
 static void query_after(lithd_store_req *r) { /* the loop thread */
   struct lithd_query *q = r->data;
   lithd_dbsrv *d = q->d;
   if (r->t_start_ns != 0) /* it ran (not cancelled at a stop) */
     lithd_metrics_read(&d->metrics, r->t_start_ns - q->t_submit, r->t_end_ns - r->t_start_ns,
                        r->rc != LITH_OK);
-  respond_outcome(q->req, r->rc, r->result, r->errmsg);
-  query_ctx_free(q);
   d->reads_running--;
+  encode_then(d->srv, r, query_answer); /* q may be gone after this */
   if (d->reads_head != NULL)
     query_next(d);
 }
@@ -566,6 +630,7 @@ struct batch_ctx {
   lithd_dbsrv *d;
   lith_http_req *req;
   int64_t t0;
+  _Atomic size_t result_bytes; /* every command's together: max_result_bytes bounds the request */
   size_t n;
   size_t outstanding; /* submitted, callback not run yet */
   struct batch_item *items;
@@ -608,8 +673,7 @@ static void batch_finish(struct batch_ctx *b) {
   for (i = 0; i < b->n; i++)
     p += sprintf(p, "%s%s", i > 0 ? "," : "", b->items[i].json);
   sprintf(p, "]}");
-  lith_http_respond_json(b->req, 200, out); /* GONE releases it just the same */
-  free(out);
+  respond_json_taken(b->d->srv, b->req, 200, out); /* GONE releases it just the same */
   batch_ctx_free(b);
 }
 
@@ -626,10 +690,14 @@ static void batch_item_done(struct batch_item *it, char *json) {
   }
 }
 
+static void batch_answer(lithd_store_req *r, char *json, int status) {
+  (void)status; /* each command's entry; the request answers 200 */
+  batch_item_done(r->data, json);
+}
+
 static void batch_done(lithd_store_req *r) {
   struct batch_item *it = r->data;
-  int status;
-  batch_item_done(it, outcome_json(r->rc, r->result, r->errmsg, &status));
+  encode_then(it->owner->d->srv, r, batch_answer);
 }
 
 /* Split the body into commands and parse each; returns LITH_OK or an error
@@ -725,6 +793,8 @@ static int h_batch(lith_http_req *req, void *arg) {
       batch_ctx_free(b);
       return LITH_HTTP_DONE;
     }
+  for (i = 0; i < b->n; i++) /* one answer: one bound on its bytes, not one per command */
+    lithd_batch_share_result_bytes(b->items[i].sr.batch, &b->result_bytes);
   /* Every item counts as outstanding until its callback or refusal ran;
    * one extra count held here keeps b alive through this loop. */
   b->outstanding = b->n + 1;

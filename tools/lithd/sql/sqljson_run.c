@@ -33,6 +33,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -50,19 +51,25 @@ int lithd__fail(lithd_result *r, int code, int stmt, const char *fmt, ...) {
   return code;
 }
 
-lithd_result *lithd__result_new(const lithd_batch *b) {
-  lithd_result *r = calloc(1, sizeof *r);
-  if (!r)
-    return NULL;
+int lithd__result_renew(lithd_result **out, const lithd_batch *b) {
+  lithd_result *r;
+  if (*out != NULL && (*out)->shared_bytes != NULL) /* a command run again: its first run's bytes */
+    atomic_fetch_sub((*out)->shared_bytes, (*out)->bytes);
+  lithd_result_free(*out);
+  *out = NULL;
+  if (!(r = calloc(1, sizeof *r)))
+    return -1;
   r->outs = calloc(b->n ? (size_t)b->n : 1, sizeof *r->outs);
   if (!r->outs) {
     free(r);
-    return NULL;
+    return -1;
   }
   r->nouts = b->n;
   r->fmt = b->fmt;
+  r->shared_bytes = b->shared_bytes;
   lithd__error_clear(&r->err);
-  return r;
+  *out = r;
+  return 0;
 }
 
 /* SQLite's error of a prepare as lithd answers it: an authorizer said no,
@@ -140,6 +147,48 @@ static int push_value(lithd_result *r, int i, stmt_out *o, const value *v) {
   return LITH_OK;
 }
 
+/* ---- The answer budget (sqljson.h) ---- */
+
+#define ANSWER_BUDGET_DEFAULT ((size_t)512 << 20)
+static _Atomic size_t answer_used;
+static size_t answer_cap = ANSWER_BUDGET_DEFAULT;
+
+void lithd_answer_budget_set(size_t bytes) { answer_cap = bytes ? bytes : ANSWER_BUDGET_DEFAULT; }
+size_t lithd_answer_budget_used(void) { return atomic_load(&answer_used); }
+size_t lithd_answer_budget_cap(void) { return answer_cap; }
+
+/* What v takes in the result and in its JSON, about. */
+static size_t cell_cost(const value *v) {
+  size_t c = sizeof *v + 24; /* the value, a number, a separator */
+  if (v->type == SQLITE_TEXT) {
+    c += 2 * v->n + 2; /* the copy, the JSON string */
+    for (size_t k = 0; k < v->n; k++) {
+      unsigned char ch = v->u.p[k];
+      if (ch < 0x20)
+        c += 5; /* \u00XX */
+      else if (ch == '"' || ch == '\\')
+        c += 1;
+    }
+  } else if (v->type == SQLITE_BLOB) {
+    c += v->n + 4 * ((v->n + 2) / 3) + 14; /* the copy, {"base64":"..."} */
+  }
+  return c;
+}
+
+static int charge(lithd_result *r, int i, size_t n) {
+  size_t before = atomic_fetch_add(&answer_used, n);
+  if (before + n > answer_cap) {
+    atomic_fetch_sub(&answer_used, n);
+    return lithd__fail(
+        r, LITH_BUSY, i,
+        "lithd holds %zu MiB of answers at most (--max-answer-mib) and has no room for this one "
+        "now: retry later",
+        answer_cap >> 20);
+  }
+  r->charged += n;
+  return LITH_OK;
+}
+
 int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i) {
   if (r->rows >= lim->max_rows)
     return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
@@ -148,17 +197,24 @@ int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i) {
 }
 
 int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o, value v) {
+  int rc;
+  size_t used = r->shared_bytes != NULL ? atomic_load(r->shared_bytes) : r->bytes;
+  if ((v.type == SQLITE_TEXT || v.type == SQLITE_BLOB) &&
+      (used > lim->max_result_bytes || v.n > lim->max_result_bytes - used))
+    return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
+                       "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
+                       lim->max_result_bytes);
+  if ((rc = charge(r, i, cell_cost(&v))) != LITH_OK)
+    return rc;
   if (v.type == SQLITE_TEXT || v.type == SQLITE_BLOB) {
     const unsigned char *p = v.u.p;
-    if (v.n > lim->max_result_bytes - r->bytes)
-      return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
-                         "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
-                         lim->max_result_bytes);
     if (v.type == SQLITE_TEXT && !lithd_utf8_valid(p, v.n))
       return lithd__fail(r, LITHD_UNENCODABLE, i,
                          "text is not valid UTF-8 in row %" PRId64 " column %d; CAST(x AS BLOB) reads it",
                          o->nrows, o->ncols > 0 ? (int)(o->nvals % (size_t)o->ncols) : 0);
     r->bytes += v.n;
+    if (r->shared_bytes != NULL)
+      atomic_fetch_add(r->shared_bytes, v.n);
     v.u.p = lithd_arena_copy(&r->mem, p, v.n);
     if (!v.u.p)
       return lithd__fail(r, LITH_NOMEM, i, "out of memory");
@@ -464,16 +520,12 @@ out:
 static int run_batch(runner *rn, lithd_result **out) {
   lithd_batch *b = rn->b;
   int rc = LITH_OK;
-  lithd_result_free(*out);
-  *out = NULL;
-  lithd_result *r = lithd__result_new(b);
-  if (!r) {
+  if (lithd__result_renew(out, b) != 0) {
     if (rn->tx)
       return lith_tx_error(rn->tx, LITH_NOMEM, "out of memory");
     return LITH_NOMEM;
   }
-  rn->r = r;
-  *out = r;
+  lithd_result *r = rn->r = *out;
 
   int64_t now = lith_clock_ms();
   rn->deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
@@ -516,9 +568,13 @@ int lithd_result_error(const lithd_result *r, lithd_error *err) {
   return r->err.code;
 }
 
+size_t lithd_result_size(const lithd_result *r) { return r != NULL ? r->charged : 0; }
+
 void lithd_result_free(lithd_result *r) {
   if (!r)
     return;
+  if (r->charged)
+    atomic_fetch_sub(&answer_used, r->charged);
   for (int i = 0; i < r->nouts; i++)
     free(r->outs[i].vals);
   free(r->outs);

@@ -434,9 +434,9 @@ out:
 
 /* A fresh result for rn's batch into *out (the previous run's freed). */
 static int new_result(dq_run *rn, lithd_result **out) {
-  lithd_result_free(*out);
-  *out = rn->r = lithd__result_new(rn->b);
-  return *out != NULL ? 0 : -1;
+  int rc = lithd__result_renew(out, rn->b);
+  rn->r = *out;
+  return rc;
 }
 
 static int run_cmd_batch(lith__dqw_tx *tx, vet *v, lithd_batch *b, lithd_result **out) {

@@ -219,6 +219,36 @@ static void make_big(void) {
   made = 1;
 }
 
+/* /v1/batch: max_result_bytes (64 MiB) bounds the whole answer, not each
+ * command of it: four commands of 20 MB each made a 1.5 GB answer when
+ * every command had a bound of its own. */
+#define CMD_20MB                                                                                 \
+  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(x) AS (VALUES(1) UNION ALL SELECT x + 1 FROM c " \
+  "WHERE x < 20) SELECT zeroblob(1000000) FROM c\"}]}"
+
+static void test_batch_answer_bounded_as_one(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  tl_start(c, "batchbig", 0, TL_ARGS("--max-rows", "1000"));
+  tl_http(c, "POST", "/v1/batch", NULL,
+          "{\"commands\":[" CMD_20MB "," CMD_20MB "," CMD_20MB "," CMD_20MB "]}", &r);
+  assert_int_equal(r.status, 200);
+  /* the first three fit (60 MB), the fourth would pass 64 MiB */
+  assert_non_null(strstr(r.body, "max_result_bytes"));
+  const char *first_error = strstr(r.body, "\"error\"");
+  assert_non_null(first_error);
+  int before = 0;
+  for (const char *p = r.body; (p = strstr(p, "\"results\":[{\"changes\"")) != NULL && p < first_error; p++)
+    before++;
+  assert_int_equal(before, 3);
+  tl_resp_free(&r);
+  /* one such command alone is fine */
+  tl_http(c, "POST", "/v1/batch", NULL, "{\"commands\":[" CMD_20MB "]}", &r);
+  assert_int_equal(r.status, 200);
+  assert_null(strstr(r.body, "\"error\""));
+  tl_resp_free(&r);
+}
+
 static void test_watchdog_cuts_long_steps(void **state) {
   struct tl_child *c = *state;
   make_big();
@@ -302,6 +332,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_expensive_calls_are_bounded, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_a_costly_command_holds_the_writer_briefly, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_value_and_memory_limits, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_batch_answer_bounded_as_one, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_watchdog_cuts_long_steps, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_within_grace, tl_setup, tl_teardown),
   };

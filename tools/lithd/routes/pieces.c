@@ -1,0 +1,69 @@
+/*
+ * lithd pieces (see pieces.h). A uv_prepare handle, which runs before the
+ * loop waits, writes the next piece when less than a piece is queued
+ * behind the write in flight (as backup_http.c paces a download).
+ */
+#include "pieces.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#define PIECE ((size_t)64 << 10)
+
+struct pieces {
+  uv_prepare_t pace;
+  lith_http_req *req;
+  char *body;
+  size_t len, sent;
+};
+
+static void pace_closed(uv_handle_t *h) {
+  struct pieces *p = h->data;
+  free(p->body);
+  free(p);
+}
+
+static void finish(struct pieces *p) {
+  lith_http_stream_end(p->req); /* released, whatever it returns (short: the client sees it cut) */
+  uv_prepare_stop(&p->pace);
+  uv_close((uv_handle_t *)&p->pace, pace_closed);
+}
+
+static void on_pace(uv_prepare_t *h) {
+  struct pieces *p = h->data;
+  if (lith_http_is_gone(p->req)) {
+    finish(p);
+    return;
+  }
+  while (p->sent < p->len && lith_http_stream_queued(p->req) < PIECE) {
+    size_t n = p->len - p->sent < PIECE ? p->len - p->sent : PIECE;
+    if (lith_http_stream_write(p->req, p->body + p->sent, n) != LITH_HTTP_OK) {
+      finish(p);
+      return;
+    }
+    p->sent += n;
+    break; /* one piece per turn of the loop: the others' requests between */
+  }
+  if (p->sent >= p->len)
+    finish(p);
+}
+
+void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len) {
+  struct pieces *p = calloc(1, sizeof *p);
+  if (p == NULL || uv_prepare_init(loop, &p->pace) != 0) {
+    free(p);
+    lith_http_respond(req, status, "application/json", body, len); /* whole, then */
+    free(body);
+    return;
+  }
+  p->req = req;
+  p->body = body;
+  p->len = len;
+  p->pace.data = p;
+  if (lith_http_stream_start_length(req, status, "application/json", (uint64_t)len) != LITH_HTTP_OK) {
+    lith_http_respond(req, status, "application/json", body, len); /* completes it, gone or not */
+    uv_close((uv_handle_t *)&p->pace, pace_closed);                /* frees body */
+    return;
+  }
+  uv_prepare_start(&p->pace, on_pace);
+}
