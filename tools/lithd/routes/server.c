@@ -334,7 +334,6 @@ static void do_answer(lithd_store_req *r, char *json, int status) {
   struct do_ctx *c = r->data;
   /* GONE (the client left) releases the handle just the same. */
   if (json == NULL) {
-    status = 500;
     lith_http_respond_error(c->req, 500, "out of memory");
   } else {
     log_answer(c->req, status, c->t0, r->rc != LITH_OK ? r->errmsg : NULL);

@@ -291,19 +291,21 @@ static int bind_value(sqlite3_stmt *st, int idx, const value *v) {
 }
 
 static int bind_all(const runner *rn, int i, sqlite3_stmt *st) {
-  int count = sqlite3_bind_parameter_count(st), rc, src;
+  int count = sqlite3_bind_parameter_count(st), rc;
   const value **vals = malloc(((size_t)count + 1) * sizeof *vals);
   if (!vals)
     return lithd__fail(rn->r, LITH_NOMEM, i, "out of memory");
   rc = lithd__bind_plan(rn->r, i, &rn->b->stmts[i], st, vals);
-  for (int k = 0; rc == LITH_OK && k < count; k++)
-    if ((src = bind_value(st, k + 1, vals[k])) != SQLITE_OK) {
+  for (int k = 0; rc == LITH_OK && k < count; k++) {
+    int src = bind_value(st, k + 1, vals[k]);
+    if (src != SQLITE_OK) {
       const char *name = sqlite3_bind_parameter_name(st, k + 1);
       rc = name ? lithd__fail(rn->r, lith_from_sqlite(src), i, "parameter \"%.64s\": %s", name,
                               sqlite3_errmsg(rn->conn))
                 : lithd__fail(rn->r, lith_from_sqlite(src), i, "parameter %d: %s", k + 1,
                               sqlite3_errmsg(rn->conn));
     }
+  }
   free(vals);
   return rc;
 }
