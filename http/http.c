@@ -52,10 +52,10 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/sockios.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>

@@ -114,7 +114,7 @@ struct lith_http_server {
   uv_timer_t defer_timer, deadline_timer;
   uv_timer_t write_timer;    /* the write timeout's look at every connection (http.c) */
   unsigned write_timeout_ms; /* 0: none */
-  uv_poll_t watch_poll; /* on watch_ep (watch.c) */
+  uv_poll_t watch_poll;      /* on watch_ep (watch.c) */
   int watch_ep;
   unsigned n_watched;
   unsigned watch_polling : 1;             /* watch_poll started (and unreferenced) */

@@ -206,6 +206,12 @@ static void dl_end(struct dl *d) {
   atomic_store(&d->done, 1);
 }
 
+/* The body's bytes [at, at + n): 'a' + offset % 26. */
+static void dl_pattern(char *out, size_t at, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = (char)('a' + (at + i) % 26);
+}
+
 static void dl_prepare(uv_prepare_t *h) {
   char piece[DL_PIECE];
   struct dl *d = h->data;
@@ -217,9 +223,8 @@ static void dl_prepare(uv_prepare_t *h) {
   }
   if (lith_http_stream_queued(d->req) >= DL_PIECE)
     return;
-  size_t n = d->total - d->sent < DL_PIECE ? d->total - d->sent : DL_PIECE;
-  for (size_t i = 0; i < n; i++)
-    piece[i] = (char)('a' + (d->sent + i) % 26);
+  size_t left = d->total - d->sent, n = left < DL_PIECE ? left : DL_PIECE;
+  dl_pattern(piece, d->sent, n);
   if (lith_http_stream_write(d->req, piece, n) == LITH_HTTP_OK)
     d->sent += n;
   if (d->sent == d->total || lith_http_is_gone(d->req))

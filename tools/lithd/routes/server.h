@@ -73,7 +73,6 @@ typedef struct lithd_dbsrv {
    * holds another's commands); park.started and park.stopped say whether
    * the server was started and stopped. */
   lithd_overload park;
-  int downloads; /* GET /v1/backup running (backup_http.c) */
   /* Internal: this database's reads on libuv's pool (at most reads_max,
    * its readers) and those waiting for room, first in first out (server.c,
    * POST /v1/query). */
@@ -103,6 +102,7 @@ struct lithd_server {
    * point at them). */
   char **paths;
   size_t n_paths;
+  int downloads; /* GET /v1/backup running, of every database (backup_http.c) */
 };
 
 /* Register every route of lithd on s->http: each database's under
