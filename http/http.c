@@ -38,15 +38,25 @@
  * count the requests of each connection that are dispatched and not yet freed
  * by h2o (`live`); a connection with none is shut for reading
  * (shutdown(SHUT_RD)), which h2o sees as the client closing: idle ones close
- * at once, busy ones right after their last response. At the deadline every
- * remaining connection is shut both ways, which fails whatever h2o is doing
- * on it and so closes it.
+ * at once, busy ones right after their last response. Streams end when
+ * the stop begins, but those marked LITH_HTTP_STOP_FINISH (downloads),
+ * which run on like the requests held. At the deadline every remaining
+ * connection is shut both ways, which fails whatever h2o is doing on it and
+ * so closes it.
+ *
+ * Write timeout. h2o 2.2.5 has none: a client that stops reading keeps its
+ * connection, its request and what the application holds for it forever.
+ * A repeating timer (unreferenced) looks at every connection's libuv write
+ * queue; one that had bytes waiting and took none of them for
+ * write_timeout_ms is reset (see write_timed_out).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/sockios.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -70,6 +80,7 @@ void lith_http_options_default(lith_http_options *opt) {
   opt->stream_buffer = LH_DEFAULT_STREAM_BUFFER;
   opt->http2 = 1;
   opt->request_timeout_ms = LH_DEFAULT_TIMEOUT_MS;
+  opt->write_timeout_ms = LH_DEFAULT_WRITE_TIMEOUT_MS;
   opt->server_name = "lith";
 }
 
@@ -217,6 +228,8 @@ static void ignore_sigpipe(void) {
   }
 }
 
+static void on_write_timer(uv_timer_t *t);
+
 int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_http_server **out) {
   lith_http_options o;
   int rc = LITH_HTTP_NOMEM;
@@ -236,6 +249,7 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
       o.request_timeout_ms = opt->request_timeout_ms;
     if (opt->server_name)
       o.server_name = opt->server_name;
+    o.write_timeout_ms = opt->write_timeout_ms; /* 0: never */
   }
 
   lith_http_server *srv = calloc(1, sizeof *srv);
@@ -244,6 +258,7 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   srv->loop = loop;
   srv->max_body = o.max_body;
   srv->stream_buffer = o.stream_buffer;
+  srv->write_timeout_ms = o.write_timeout_ms;
   srv->server_name = strdup(o.server_name);
   if (!srv->server_name)
     goto fail_srv;
@@ -289,8 +304,15 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   }
   uv_timer_init(loop, &srv->defer_timer);
   uv_timer_init(loop, &srv->deadline_timer);
-  srv->defer_timer.data = srv->deadline_timer.data = srv;
-  srv->timers_open = 4; /* defer, deadline, watch poll, watch timer */
+  uv_timer_init(loop, &srv->write_timer);
+  srv->defer_timer.data = srv->deadline_timer.data = srv->write_timer.data = srv;
+  srv->timers_open = 5; /* defer, deadline, write, watch poll, watch timer */
+  if (srv->write_timeout_ms) {
+    unsigned period = srv->write_timeout_ms / 4;
+    period = period > 1000 ? 1000 : period ? period : 1;
+    uv_timer_start(&srv->write_timer, on_write_timer, period, period);
+    uv_unref((uv_handle_t *)&srv->write_timer); /* never what keeps the loop alive */
+  }
   srv->state = LH_RUNNING;
   ignore_sigpipe();
   *out = srv;
@@ -609,6 +631,66 @@ void lh_conn_released(lh_conn *c) {
     lh_conn_shut(c, SHUT_RD);
 }
 
+/* ---- write timeout ---------------------------------------------------------------- */
+
+/* The bytes written to c and not yet taken by its client: libuv's write
+ * queue (h2o 2.2.5 hands each write to uv_write as it is, one in flight
+ * per connection, and libuv counts the queue down as the kernel takes
+ * bytes) plus the kernel's send queue (SIOCOUTQ: on TCP the bytes not yet
+ * acknowledged, on a Unix socket those the peer has not read). libuv's
+ * queue alone moves too coarsely: the kernel wakes a writer only once a
+ * third of its send buffer (megabytes, autotuned) is free, so a client
+ * reading steadily at 400 KB/s left it unchanged for more than 300 ms. */
+static size_t unsent(lh_conn *c) {
+  size_t q = uv_stream_get_write_queue_size(&c->io.stream);
+  uv_os_fd_t fd;
+  int k = 0;
+  if (uv_fileno(&c->io.handle, &fd) == 0 && ioctl(fd, SIOCOUTQ, &k) == 0 && k > 0)
+    q += (size_t)k;
+  return q;
+}
+
+/* A connection whose client took none of the bytes waiting for it for
+ * write_timeout_ms. What waits is unsent(c), which changes whenever the
+ * client takes bytes (and grows only when a write completed, which is
+ * progress too: what the application writes meanwhile waits in the
+ * stream's buffer, not there). So none waiting, or a different count
+ * since the last look, is progress; the same count, not zero, for the
+ * whole timeout is a client that does not read. It is closed:
+ * SO_LINGER 0 first, so that the close resets it and the kernel drops the
+ * megabytes it holds for a client that will not read them, then shut both
+ * ways, which fails the write h2o waits on (the same way a stream that
+ * overflowed is closed), and h2o closes the connection and frees its
+ * requests: their holders get on_gone. A connection with nothing to write
+ * is never touched, however long it is idle (an event stream with nothing
+ * to say; a request the application holds). */
+static void write_timed_out(lh_conn *c) {
+  c->srv->stats.write_timeouts++;
+  if (!c->is_unix) {
+    uv_os_fd_t fd;
+    struct linger lg = {1, 0};
+    if (uv_fileno(&c->io.handle, &fd) == 0)
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  }
+  lh_conn_shut(c, SHUT_RDWR);
+}
+
+static void on_write_timer(uv_timer_t *t) {
+  lith_http_server *srv = t->data;
+  uint64_t now = uv_now(srv->loop);
+  for (lh_conn *c = srv->conns; c; c = c->next) {
+    if (!c->sock || c->closed || c->shut_rdwr)
+      continue;
+    size_t q = unsent(c);
+    if (q == 0 || q != c->wq_seen) {
+      c->wq_seen = q;
+      c->wq_since = now;
+    } else if (now - c->wq_since >= srv->write_timeout_ms) {
+      write_timed_out(c);
+    }
+  }
+}
+
 /* ---- stop ----------------------------------------------------------------------- */
 
 /* The close callback of our own handles (two timers, the watch poll). */
@@ -627,6 +709,7 @@ void lh_maybe_finish(lith_http_server *srv) {
   srv->state = LH_CLOSING;
   uv_close((uv_handle_t *)&srv->defer_timer, on_timer_closed);
   uv_close((uv_handle_t *)&srv->deadline_timer, on_timer_closed);
+  uv_close((uv_handle_t *)&srv->write_timer, on_timer_closed);
   uv_close((uv_handle_t *)&srv->watch_poll, on_timer_closed);
   uv_close((uv_handle_t *)&srv->watch_timer, on_timer_closed);
 }
@@ -661,7 +744,7 @@ int lith_http_server_stop(lith_http_server *srv, unsigned grace_ms, lith_http_st
   }
   h2o_context_request_shutdown(&srv->ctx);
   for (lith_http_req *h = srv->reqs; h; h = h->next)
-    if (h->state == LH_REQ_STREAM && h->h2o && !h->ended) {
+    if (h->state == LH_REQ_STREAM && h->h2o && !h->ended && !h->finish) {
       lh_mark_gone(h);
       lh_stream_finish(h);
     }

@@ -104,6 +104,22 @@ typedef struct lith_http_options {
                            knowledge); 0: HTTP/1.1 only. Default 1 */
   unsigned request_timeout_ms; /* HTTP/1: time to receive a request and
                            idle keep-alive time; HTTP/2: idle time. Default 10000 */
+  unsigned write_timeout_ms;   /* a connection with bytes waiting to be written
+                           that takes none of them for this long (its client
+                           stopped reading, the kernel's buffers are full) is
+                           closed: reset on TCP, so the kernel drops what it
+                           held too. What it carried ends as if the client had
+                           left (held requests and streams get on_gone, a
+                           stream is cut short). h2o 2.2.5 has no write
+                           timeout of its own: without one such a client holds
+                           its request, its stream and what waits for it
+                           forever. A connection with nothing to write (an idle
+                           event stream, a request being answered later) is
+                           never closed by it. Looked at every quarter of it (at
+                           most every second), so the close comes between
+                           write_timeout_ms and write_timeout_ms + 2 x that
+                           period after the last byte was taken. 0: never.
+                           Default 30000 */
   const char *server_name;     /* the Server header; default "lith". Copied. */
 } lith_http_options;
 
@@ -169,12 +185,16 @@ typedef void (*lith_http_stopped_cb)(lith_http_server *srv, void *arg);
  *   - close the listeners (the Unix socket file is removed) and refuse new
  *     requests on open connections with 503 (HTTP/2: GOAWAY);
  *   - end every stream (server-sent events never end by themselves); their
- *     holders get on_gone;
+ *     holders get on_gone. But a stream marked LITH_HTTP_STOP_FINISH
+ *     (lith_http_stream_at_stop: a download) goes on, as a request held
+ *     does, and is cut at the deadline below;
  *   - close idle connections; requests not yet fully received are dropped;
  *   - let the requests the application holds finish: each connection closes
  *     after its last response;
  *   - after `grace_ms` (0: at once), answer what is still pending with 503
- *     (its holder gets on_gone and LITH_HTTP_GONE when completing) and shut
+ *     (its holder gets on_gone and LITH_HTTP_GONE when completing), cut the
+ *     streams still running (HTTP/1: the connection closes before the body's
+ *     end, so a client of a Content-Length body sees it short) and shut
  *     every remaining connection.
  * Then on_stopped(srv, arg) (may be NULL) runs, from the loop, never from
  * within this call. The loop must keep running until then. Returns
@@ -204,6 +224,7 @@ typedef struct lith_http_stats {
   uint64_t streams_open;     /* streams open now */
   uint64_t stream_overflows; /* streams closed because a client was too slow */
   uint64_t gone;             /* handles whose client left before completion */
+  uint64_t write_timeouts;   /* connections closed by write_timeout_ms */
 } lith_http_stats;
 
 void lith_http_stats_get(const lith_http_server *srv, lith_http_stats *out);
@@ -323,7 +344,8 @@ int lith_http_is_gone(const lith_http_req *req);
  * length: chunked on HTTP/1) and keep the response open for
  * lith_http_stream_write. The handler then returns LITH_HTTP_PENDING to keep
  * `req` (or LITH_HTTP_DONE, which ends the stream). Never releases `req`:
- * after LITH_HTTP_GONE (or _STOPPING) complete it as usual. */
+ * after LITH_HTTP_GONE (or _STOPPING: the server is stopping, and the
+ * request is not LITH_HTTP_STOP_FINISH) complete it as usual. */
 int lith_http_stream_start(lith_http_req *req, int status, const char *content_type);
 
 /* lith_http_stream_start for a body whose length is known (a file
@@ -331,6 +353,27 @@ int lith_http_stream_start(lith_http_req *req, int status, const char *content_t
  * writes must add up to exactly `length` bytes before lith_http_stream_end
  * (fewer: the client sees the connection close early). */
 int lith_http_stream_start_length(lith_http_req *req, int status, const char *content_type, uint64_t length);
+
+/* What the stop (lith_http_server_stop) does with a stream. */
+enum {
+  LITH_HTTP_STOP_END = 0,   /* the default: ended when the stop begins (what is
+                               queued is still sent), on_gone follows: an event
+                               stream has no end of its own to wait for */
+  LITH_HTTP_STOP_FINISH = 1 /* a body with an end (a download): let run while
+                               the stop's grace lasts, like any request held,
+                               and cut only at its deadline. Such a request may
+                               also start its stream after the stop began (it
+                               was accepted before): lith_http_stream_start*
+                               then succeeds instead of LITH_HTTP_STOPPING */
+};
+
+/* Say what the stop does with req's stream: `mode` LITH_HTTP_STOP_END or
+ * LITH_HTTP_STOP_FINISH. On a held request not yet completed, before or
+ * after its stream started; the stop reads it when it begins (and
+ * lith_http_stream_start* during the stop), so set it by then: from the
+ * handler, for a download whose stream starts later. LITH_HTTP_MISUSE for
+ * a request not held or another mode. */
+int lith_http_stream_at_stop(lith_http_req *req, int mode);
 
 /* The bytes written on the stream that wait behind the write in flight (0
  * for a request that is not a stream). A producer with more to send than

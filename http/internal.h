@@ -42,6 +42,7 @@
 #define LH_DEFAULT_MAX_BODY (1u << 20)
 #define LH_DEFAULT_STREAM_BUFFER (256u << 10)
 #define LH_DEFAULT_TIMEOUT_MS 10000u
+#define LH_DEFAULT_WRITE_TIMEOUT_MS 30000u
 
 typedef union lh_uvsock {
   uv_handle_t handle;
@@ -63,6 +64,8 @@ typedef struct lh_conn {
   unsigned closed : 1; /* the uv handle is closed: free once live is 0 */
   unsigned shut_rd : 1;
   unsigned shut_rdwr : 1;
+  size_t wq_seen;    /* write timeout (http.c): bytes not yet taken by the client at the last look */
+  uint64_t wq_since; /* ... and uv_now when they last changed (or were none) */
 } lh_conn;
 
 typedef struct lh_listener {
@@ -109,7 +112,9 @@ struct lith_http_server {
   lith_http_req *reqs;            /* every live handle */
   lith_http_req *q_head, *q_tail; /* deferred work */
   uv_timer_t defer_timer, deadline_timer;
-  uv_poll_t watch_poll; /* on watch_ep (watch.c) */
+  uv_timer_t write_timer;    /* the write timeout's look at every connection (http.c) */
+  unsigned write_timeout_ms; /* 0: none */
+  uv_poll_t watch_poll;      /* on watch_ep (watch.c) */
   int watch_ep;
   unsigned n_watched;
   unsigned watch_polling : 1;             /* watch_poll started (and unreferenced) */
@@ -155,6 +160,7 @@ struct lith_http_req {
   unsigned fail_after : 1; /* stream: fail when the write in flight is done */
   unsigned ended : 1;      /* stream: the last h2o_send (final or error) is made */
   unsigned head : 1;       /* a HEAD request: no body is ever sent */
+  unsigned finish : 1;     /* LITH_HTTP_STOP_FINISH: a stream the stop lets run until its deadline */
   lith_http_gone_cb on_gone;
   void *gone_arg;
   char *out, *wait; /* stream: the write in flight, what waits */

@@ -17,6 +17,10 @@
  * comes only when uv_write completed, on HTTP/2 only when the stream's flow
  * control window accepted the data.
  *
+ * The stop ends a stream at once (an event stream has no end to wait for)
+ * unless it is marked LITH_HTTP_STOP_FINISH: then it runs while the grace
+ * lasts, and the deadline fails it (http.c) like any request still held.
+ *
  * Both buffers belong to the handle, which h2o's reference keeps alive until
  * h2o frees the request: a write in flight never points at freed memory,
  * even if the application ended the stream or the client left meanwhile.
@@ -107,7 +111,10 @@ static int stream_start(lith_http_req *h, int status, const char *content_type, 
                                      "answered, a status 200..599 and a content type");
   if (h->gone || !h->h2o)
     return lh_fail(LITH_HTTP_GONE, "lith_http_stream_start: the client has gone");
-  if (h->srv->state != LH_RUNNING)
+  /* An END stream started now would be ended at once; a FINISH one (a
+   * download accepted before the stop) runs out the grace as it would have
+   * had it started before. */
+  if (h->srv->state != LH_RUNNING && !(h->finish && h->srv->state == LH_STOPPING))
     return lh_fail(LITH_HTTP_STOPPING, "lith_http_stream_start: the server is stopping");
   int rc = lith_http_add_header(h, "content-type", content_type);
   if (rc != LITH_HTTP_OK)
@@ -132,6 +139,14 @@ int lith_http_stream_start_length(lith_http_req *h, int status, const char *cont
   if (length >= SIZE_MAX)
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_stream_start_length: length too large");
   return stream_start(h, status, content_type, (size_t)length);
+}
+
+int lith_http_stream_at_stop(lith_http_req *h, int mode) {
+  if (!h || !h->app || (mode != LITH_HTTP_STOP_END && mode != LITH_HTTP_STOP_FINISH))
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_stream_at_stop: a held request and "
+                                     "LITH_HTTP_STOP_END or LITH_HTTP_STOP_FINISH");
+  h->finish = mode == LITH_HTTP_STOP_FINISH;
+  return LITH_HTTP_OK;
 }
 
 size_t lith_http_stream_queued(const lith_http_req *h) {

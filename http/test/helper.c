@@ -29,6 +29,7 @@
 /* ---- fixture: a loop thread and a server ---------------------------------- */
 
 fx *F;
+int ht_write_timeout_ms = -1;
 
 static void on_async(uv_async_t *a) {
   fx *f = a->data;
@@ -326,6 +327,9 @@ int setup(void **state) {
   lith_http_options_default(&opt);
   opt.max_body = MAX_BODY;
   opt.stream_buffer = STREAM_BUFFER;
+  if (ht_write_timeout_ms >= 0)
+    opt.write_timeout_ms = (unsigned)ht_write_timeout_ms;
+  ht_write_timeout_ms = -1;
   assert_int_equal(lith_http_server_create(&f->loop, &opt, &f->srv), LITH_HTTP_OK);
   lith_http_server *s = f->srv;
   assert_int_equal(lith_http_route(s, "GET", "/hello", LITH_HTTP_EXACT, h_hello, f), 0);

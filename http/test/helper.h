@@ -75,6 +75,10 @@ extern fx *F; /* the current test's fixture */
     }                                                                                      \
   } while (0)
 
+/* The next setup()'s lith_http_options.write_timeout_ms; -1 (the value
+ * setup() leaves): the layer's default. */
+extern int ht_write_timeout_ms;
+
 int setup(void **state);
 int teardown(void **state);
 /* Run job(f, arg) on the loop thread and wait for it. */

@@ -444,6 +444,137 @@ static void test_destroy_without_stop(void **state) {
   free(r);
 }
 
+/* ---- write timeout ------------------------------------------------------------------- */
+
+/* A whole answer far larger than what the kernel buffers of both ends hold
+ * (a client that stops reading leaves most of it in libuv's write queue). */
+#define BIG_LEN (24u << 20)
+#define WT_MS 300
+
+static char *big_body;
+
+static int h_big(lith_http_req *req, void *arg) {
+  (void)arg;
+  LOOP_CHECK(lith_http_respond(req, 200, "application/octet-stream", big_body, BIG_LEN) == LITH_HTTP_OK);
+  return LITH_HTTP_DONE;
+}
+
+static void job_route_big(fx *f, void *arg) {
+  (void)arg;
+  LOOP_CHECK(lith_http_route(f->srv, "GET", "/big", LITH_HTTP_EXACT, h_big, f) == LITH_HTTP_OK);
+}
+
+/* setup with write_timeout_ms `ms` and the route /big. */
+static int setup_write_timeout(void **state, int ms) {
+  if (!big_body) {
+    big_body = malloc(BIG_LEN);
+    assert_non_null(big_body);
+    for (size_t i = 0; i < BIG_LEN; i++)
+      big_body[i] = (char)('a' + i % 26);
+  }
+  ht_write_timeout_ms = ms;
+  int rc = setup(state);
+  on_loop(*state, job_route_big, NULL);
+  return rc;
+}
+
+static int setup_wt(void **state) { return setup_write_timeout(state, WT_MS); }
+static int setup_wt_off(void **state) { return setup_write_timeout(state, 0); }
+
+/* A client that reads the head of a large answer, then nothing: its
+ * connection is reset once the write made no progress for WT_MS (not
+ * before), and the server holds nothing more for it. */
+static void test_write_timeout_cuts_stuck_reader(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  rbuf *b = malloc(sizeof *b);
+  int fd = tcp_connect_opt(f->port, 4096);
+  assert_true(fd >= 0);
+  rbuf_init(b, fd);
+  int64_t t0 = now_ms();
+  send_str(fd, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_int_equal(r->status, 200);
+  lith_http_stats st;
+  usleep(WT_MS / 2 * 1000);
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 0); /* not yet */
+  assert_int_equal(st.connections_open, 1);
+  /* Stalled from about t0: closed after WT_MS, within two periods more
+   * (plus slack for a loaded machine and the sanitizers). */
+  int64_t end = t0 + WT_MS + 2 * (WT_MS / 4) + 3000;
+  for (;;) {
+    on_loop(f, job_stats, &st);
+    if (st.write_timeouts == 1 && st.connections_open == 0)
+      break;
+    assert_true(now_ms() < end);
+    usleep(5000);
+  }
+  int64_t took = now_ms() - t0;
+  print_message("stuck reader closed after %lld ms (write timeout %d ms)\n", (long long)took, WT_MS);
+  assert_true(took >= WT_MS);
+  assert_true(closed_by_server(fd));
+  assert_int_equal(st.pending, 0);
+  close(fd);
+  free(b);
+  free(r);
+}
+
+/* A client that reads slowly but steadily keeps its connection, however
+ * long the answer takes: a write that makes progress never times out,
+ * though one write (the whole answer) stays in flight all along. */
+static void test_write_timeout_spares_slow_reader(void **state) {
+  fx *f = *state;
+  char buf[16384];
+  size_t got = 0;
+  int bad = 0;
+  resp *r = new_resp();
+  rbuf *b = malloc(sizeof *b);
+  int fd = tcp_connect_opt(f->port, 65536); /* a fixed window: no autotuning */
+  assert_true(fd >= 0);
+  rbuf_init(b, fd);
+  send_str(fd, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_int_equal(r->status, 200);
+  got = b->len;
+  for (size_t i = 0; i < b->len; i++)
+    bad += b->data[i] != (char)('a' + i % 26);
+  int64_t slow_end = now_ms() + 5 * WT_MS;
+  while (got < BIG_LEN) {
+    int slow = now_ms() < slow_end;
+    ssize_t n = recv(fd, buf, slow ? 8192 : sizeof buf, 0);
+    if (n <= 0)
+      fail_msg("the answer ended after %zu of %u bytes", got, BIG_LEN);
+    for (ssize_t i = 0; i < n; i++)
+      bad += buf[i] != (char)('a' + (got + (size_t)i) % 26);
+    got += (size_t)n;
+    if (slow)
+      usleep(20000); /* about 400 KB/s: far slower than the server writes */
+  }
+  assert_int_equal(got, BIG_LEN);
+  assert_int_equal(bad, 0);
+  lith_http_stats st;
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 0);
+  close(fd);
+  free(b);
+  free(r);
+}
+
+/* write_timeout_ms 0: never, not "at once". */
+static void test_write_timeout_off(void **state) {
+  fx *f = *state;
+  int fd = tcp_connect_opt(f->port, 4096);
+  assert_true(fd >= 0);
+  send_str(fd, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
+  usleep(3 * WT_MS * 1000);
+  lith_http_stats st;
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 0);
+  assert_int_equal(st.connections_open, 1);
+  close(fd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
@@ -454,6 +585,9 @@ int main(void) {
       cmocka_unit_test(test_destroy_without_stop),
       cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
       cmocka_unit_test_setup_teardown(test_access_reports, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_cuts_stuck_reader, setup_wt, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_spares_slow_reader, setup_wt, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_off, setup_wt_off, teardown),
   };
   return HT_RUN(tests);
 }

@@ -181,11 +181,351 @@ static void test_known_length_paced(void **state) {
   free(r);
 }
 
+/* ---- streams and the stop: LITH_HTTP_STOP_FINISH ------------------------------ */
+
+/* A download's stand-in: a paced body of `total` pattern bytes with a
+ * Content-Length, marked LITH_HTTP_STOP_FINISH (or not: END), started by
+ * the handler or later, from the test (start_later). */
+#define DL_PIECE (16 * 1024)
+
+static struct dl {
+  uv_prepare_t pace;
+  lith_http_req *req;
+  size_t total, sent;
+  int mode;        /* LITH_HTTP_STOP_ */
+  int start_later; /* the handler only holds it: job_dl_start starts it */
+  int pace_open;
+  atomic_int done, gone, end_rc, start_rc;
+} D;
+
+static void dl_end(struct dl *d) {
+  atomic_store(&d->end_rc, lith_http_stream_end(d->req));
+  d->req = NULL;
+  uv_prepare_stop(&d->pace);
+  uv_close((uv_handle_t *)&d->pace, NULL);
+  atomic_store(&d->done, 1);
+}
+
+/* The body's bytes [at, at + n): 'a' + offset % 26. */
+static void dl_pattern(char *out, size_t at, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = (char)('a' + (at + i) % 26);
+}
+
+static void dl_prepare(uv_prepare_t *h) {
+  char piece[DL_PIECE];
+  struct dl *d = h->data;
+  if (d->req == NULL)
+    return;
+  if (lith_http_is_gone(d->req)) {
+    dl_end(d);
+    return;
+  }
+  if (lith_http_stream_queued(d->req) >= DL_PIECE)
+    return;
+  size_t left = d->total - d->sent, n = left < DL_PIECE ? left : DL_PIECE;
+  dl_pattern(piece, d->sent, n);
+  if (lith_http_stream_write(d->req, piece, n) == LITH_HTTP_OK)
+    d->sent += n;
+  if (d->sent == d->total || lith_http_is_gone(d->req))
+    dl_end(d);
+}
+
+static void dl_gone(lith_http_req *req, void *arg) {
+  (void)req;
+  struct dl *d = arg;
+  atomic_store(&d->gone, 1); /* dl_prepare ends it */
+}
+
+static void dl_start(fx *f, struct dl *d) {
+  int rc = lith_http_stream_start_length(d->req, 200, "application/octet-stream", d->total);
+  atomic_store(&d->start_rc, rc);
+  if (rc != LITH_HTTP_OK) {
+    atomic_store(&d->end_rc, lith_http_respond_error(d->req, 503, "not started"));
+    d->req = NULL;
+    atomic_store(&d->done, 1);
+    return;
+  }
+  uv_prepare_init(&f->loop, &d->pace);
+  d->pace.data = d;
+  uv_prepare_start(&d->pace, dl_prepare);
+}
+
+static int h_dl(lith_http_req *req, void *arg) {
+  fx *f = arg;
+  D.req = req;
+  LOOP_CHECK(lith_http_stream_at_stop(req, D.mode) == LITH_HTTP_OK);
+  lith_http_on_gone(req, dl_gone, &D);
+  if (!D.start_later)
+    dl_start(f, &D);
+  return LITH_HTTP_PENDING;
+}
+
+static void job_dl_start(fx *f, void *arg) {
+  (void)arg;
+  dl_start(f, &D);
+}
+
+static void job_route_dl(fx *f, void *arg) {
+  (void)arg;
+  LOOP_CHECK(lith_http_route(f->srv, "GET", "/dl", LITH_HTTP_EXACT, h_dl, f) == LITH_HTTP_OK);
+}
+
+static void dl_setup(fx *f, size_t total, int mode, int start_later) {
+  memset(&D, 0, sizeof D);
+  D.total = total;
+  D.mode = mode;
+  D.start_later = start_later;
+  atomic_store(&D.end_rc, -1);
+  atomic_store(&D.start_rc, -1);
+  on_loop(f, job_route_dl, NULL);
+}
+
+/* Read the body of a Content-Length answer already headed in r/b to its
+ * end or the connection's: the bytes read, pattern-checked. `pause_ms`
+ * before each read but the first. */
+static size_t dl_read(rbuf *b, size_t total, int pause_ms, int *bad) {
+  size_t got = 0;
+  *bad = 0;
+  for (;;) {
+    for (size_t i = 0; i < b->len; i++)
+      *bad += b->data[i] != (char)('a' + (got + i) % 26);
+    got += b->len;
+    rbuf_consume(b, b->len);
+    if (got >= total)
+      return got;
+    if (pause_ms) {
+      struct timespec ts = {0, (long)pause_ms * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+    if (!rbuf_fill(b))
+      return got;
+  }
+}
+
+/* An event stream and a FINISH download are open when the stop begins:
+ * the event stream ends at once, the download is sent whole, and the
+ * server stops right after it, long before the grace ends. */
+static void test_stop_lets_finish_stream_run(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  char v[64];
+  int bad;
+  dl_setup(f, 8u << 20, LITH_HTTP_STOP_FINISH, 0);
+  int es = tcp_connect(f->port);
+  rbuf *be = malloc(sizeof *be);
+  rbuf_init(be, es);
+  send_str(es, "GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(be, r));
+  int fd = tcp_connect_opt(f->port, 4096); /* small: the download is still running at the stop */
+  rbuf *b = malloc(sizeof *b);
+  rbuf_init(b, fd);
+  send_str(fd, "GET /dl HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_int_equal(r->status, 200);
+  assert_int_equal(atol(resp_header(r, "content-length", v, sizeof v)), 8u << 20);
+  usleep(100000);
+  assert_int_equal(atomic_load(&D.done), 0);
+  stop_args sa = {5000};
+  int64_t t0 = now_ms();
+  on_loop(f, job_stop, &sa);
+  assert_true(wait_for(&f->sse_gone, 1, 2000)); /* the event stream: at once */
+  usleep(200000);
+  assert_int_equal(atomic_load(&D.gone), 0); /* the download: not touched */
+  size_t got = dl_read(b, 8u << 20, 0, &bad);
+  assert_int_equal(got, 8u << 20);
+  assert_int_equal(bad, 0);
+  assert_true(wait_for(&D.done, 1, 2000));
+  assert_int_equal(atomic_load(&D.end_rc), LITH_HTTP_OK);
+  assert_true(closed_by_server(fd)); /* Connection: close after it */
+  assert_true(wait_for(&f->stopped, 1, 2000));
+  print_message("stopped %lld ms after the stop began (grace 5000 ms)\n", (long long)(now_ms() - t0));
+  assert_true(now_ms() - t0 < 4000);
+  close(fd);
+  close(es);
+  free(b);
+  free(be);
+  free(r);
+}
+
+/* A FINISH download the grace is too short for: cut at the deadline, the
+ * connection closed before the body's end. */
+static void test_stop_cuts_finish_stream_at_deadline(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  int bad;
+  dl_setup(f, 64u << 20, LITH_HTTP_STOP_FINISH, 0);
+  int fd = tcp_connect(f->port);
+  rbuf *b = malloc(sizeof *b);
+  rbuf_init(b, fd);
+  send_str(fd, "GET /dl HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_int_equal(r->status, 200);
+  stop_args sa = {300};
+  int64_t t0 = now_ms();
+  on_loop(f, job_stop, &sa);
+  /* A slow reader: at most 128 KiB every 2 ms, 64 MiB/s, so 64 MiB
+   * cannot pass in the grace. */
+  size_t got = dl_read(b, 64u << 20, 2, &bad);
+  int64_t took = now_ms() - t0;
+  print_message("cut after %zu of %u bytes, %lld ms after the stop began (grace 300 ms)\n", got, 64u << 20,
+                (long long)took);
+  assert_true(got < (64u << 20));
+  assert_int_equal(bad, 0);
+  assert_true(took >= 300);
+  assert_true(wait_for(&D.done, 1, 2000));
+  assert_int_equal(atomic_load(&D.gone), 1);
+  assert_int_equal(atomic_load(&D.end_rc), LITH_HTTP_GONE);
+  assert_true(wait_for(&f->stopped, 1, 3000));
+  close(fd);
+  free(b);
+  free(r);
+}
+
+/* A FINISH request held when the stop begins may start its stream during
+ * the grace (a download whose snapshot was still being made); an END one
+ * may not (its stream would be ended at once). */
+static void test_finish_stream_starts_during_stop(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  int bad;
+  for (int mode = LITH_HTTP_STOP_END; mode <= LITH_HTTP_STOP_FINISH; mode++) {
+    if (mode == LITH_HTTP_STOP_FINISH) {
+      teardown(state);
+      setup(state);
+      f = *state;
+    }
+    dl_setup(f, 1u << 20, mode, 1);
+    int fd = tcp_connect(f->port);
+    rbuf *b = malloc(sizeof *b);
+    rbuf_init(b, fd);
+    send_str(fd, "GET /dl HTTP/1.1\r\nHost: t\r\n\r\n");
+    for (int i = 0; i < 2000; i++) {
+      lith_http_stats st;
+      on_loop(f, job_stats, &st);
+      if (st.pending == 1)
+        break;
+      usleep(1000);
+    }
+    stop_args sa = {3000};
+    on_loop(f, job_stop, &sa);
+    on_loop(f, job_dl_start, NULL);
+    assert_true(read_head(b, r));
+    if (mode == LITH_HTTP_STOP_END) {
+      assert_int_equal(atomic_load(&D.start_rc), LITH_HTTP_STOPPING);
+      assert_int_equal(r->status, 503);
+    } else {
+      assert_int_equal(atomic_load(&D.start_rc), LITH_HTTP_OK);
+      assert_int_equal(r->status, 200);
+      assert_int_equal(dl_read(b, 1u << 20, 0, &bad), 1u << 20);
+      assert_int_equal(bad, 0);
+      assert_true(wait_for(&D.done, 1, 2000));
+      assert_int_equal(atomic_load(&D.end_rc), LITH_HTTP_OK);
+    }
+    assert_true(wait_for(&f->stopped, 1, 2000));
+    close(fd);
+    free(b);
+  }
+  free(r);
+}
+
+static void job_at_stop_misuse(fx *f, void *arg) {
+  (void)f;
+  (void)arg;
+  LOOP_CHECK(lith_http_stream_at_stop(NULL, LITH_HTTP_STOP_FINISH) == LITH_HTTP_MISUSE);
+}
+
+static int h_at_stop_bad_mode(lith_http_req *req, void *arg) {
+  (void)arg;
+  LOOP_CHECK(lith_http_stream_at_stop(req, 2) == LITH_HTTP_MISUSE);
+  LOOP_CHECK(lith_http_stream_at_stop(req, -1) == LITH_HTTP_MISUSE);
+  lith_http_respond(req, 204, NULL, NULL, 0);
+  return LITH_HTTP_DONE;
+}
+
+static void job_route_bad_mode(fx *f, void *arg) {
+  (void)arg;
+  LOOP_CHECK(lith_http_route(f->srv, "GET", "/badmode", LITH_HTTP_EXACT, h_at_stop_bad_mode, f) ==
+             LITH_HTTP_OK);
+}
+
+static void test_at_stop_misuse(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  on_loop(f, job_at_stop_misuse, NULL);
+  on_loop(f, job_route_bad_mode, NULL);
+  exchange(f->port, "GET /badmode HTTP/1.1\r\nHost: t\r\n\r\n", r);
+  assert_int_equal(r->status, 204);
+  free(r);
+}
+
+/* ---- streams and the write timeout ----------------------------------------------- */
+
+static int setup_wt(void **state) {
+  ht_write_timeout_ms = 200;
+  return setup(state);
+}
+
+/* A download whose client stops reading: the write timeout closes the
+ * connection and the holder is told (on_gone), so it frees what it held. */
+static void test_write_timeout_frees_stream(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  dl_setup(f, 64u << 20, LITH_HTTP_STOP_FINISH, 0);
+  int fd = tcp_connect_opt(f->port, 4096);
+  rbuf *b = malloc(sizeof *b);
+  rbuf_init(b, fd);
+  send_str(fd, "GET /dl HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_int_equal(r->status, 200);
+  assert_true(wait_for(&D.gone, 1, 5000));
+  assert_true(wait_for(&D.done, 1, 2000));
+  assert_int_equal(atomic_load(&D.end_rc), LITH_HTTP_GONE);
+  lith_http_stats st;
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 1);
+  assert_int_equal(st.pending, 0);
+  assert_int_equal(st.streams_open, 0);
+  assert_true(closed_by_server(fd));
+  close(fd);
+  free(b);
+  free(r);
+}
+
+/* An event stream with nothing to say is never cut by the write timeout:
+ * only bytes waiting for a client count. */
+static void test_write_timeout_spares_idle_stream(void **state) {
+  fx *f = *state;
+  resp *r = new_resp();
+  int fd = tcp_connect(f->port);
+  rbuf *b = malloc(sizeof *b);
+  rbuf_init(b, fd);
+  send_str(fd, "GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+  assert_true(read_head(b, r));
+  assert_true(wait_for(&f->sse_sent, 3, 2000));
+  usleep(5 * 200 * 1000);
+  lith_http_stats st;
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 0);
+  assert_int_equal(st.streams_open, 1);
+  assert_int_equal(atomic_load(&f->sse_gone), 0);
+  close(fd);
+  assert_true(wait_for(&f->sse_gone, 1, 2000));
+  free(b);
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_sse, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sse_slow_client_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_known_length_paced, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stop_lets_finish_stream_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stop_cuts_finish_stream_at_deadline, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_finish_stream_starts_during_stop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_at_stop_misuse, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_frees_stream, setup_wt, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_spares_idle_stream, setup_wt, teardown),
   };
   return HT_RUN(tests);
 }

@@ -372,6 +372,7 @@ int main(int argc, char **argv) {
   if (o.max_run_ms != 0)
     d.srv.limits.max_run_ms = o.max_run_ms;
   hopt.max_body = d.srv.limits.max_body_bytes;
+  hopt.write_timeout_ms = (unsigned)o.write_timeout_ms; /* 0: never */
   if (lith_http_server_create(&d.loop, &hopt, &d.http) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "http server: %s", lith_http_errmsg());
     goto out;

@@ -54,6 +54,7 @@ enum {
   OPT_MAXLIKE,
   OPT_MAXMEM,
   OPT_GRACE,
+  OPT_WRITETIMEOUT,
   OPT_CKPTPAGES,
   OPT_LOGFORMAT,
   OPT_RESTORE,
@@ -94,6 +95,7 @@ static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
                                       {"max-like-pattern", required_argument, NULL, OPT_MAXLIKE},
                                       {"max-memory-mib", required_argument, NULL, OPT_MAXMEM},
                                       {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
+                                      {"write-timeout-ms", required_argument, NULL, OPT_WRITETIMEOUT},
                                       {"log-level", required_argument, NULL, OPT_LOGLEVEL},
                                       {"log", required_argument, NULL, OPT_LOG},
                                       {"log-format", required_argument, NULL, OPT_LOGFORMAT},
@@ -169,7 +171,12 @@ static void usage(FILE *f) {
           "                          0: no ceiling\n"
           "  --stop-grace-ms MS      on SIGTERM, how long requests running may finish\n"
           "                          before reads and backups are interrupted (default\n"
-          "                          10000); writes accepted are always run and answered\n"
+          "                          10000); writes accepted are always run and answered;\n"
+          "                          a download running is let finish within it\n"
+          "  --write-timeout-ms MS   close a connection whose client takes none of the\n"
+          "                          bytes waiting for it for this long (default 30000;\n"
+          "                          0: never): a client that stops reading a download\n"
+          "                          frees its slot\n"
           "  --log-level error|warn|info|debug (default info)\n"
           "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
           "  --log-format text|json  json: one object per line (ts, level, msg; a\n"
@@ -631,6 +638,11 @@ static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
         return 2;
       o->stop_grace_ms = v;
       break;
+    case OPT_WRITETIMEOUT:
+      if (parse_num("write-timeout-ms", optarg, 0, (long long)24 * 3600 * 1000, &v) != 0)
+        return 2;
+      o->write_timeout_ms = v;
+      break;
     case OPT_LOGLEVEL:
       if ((o->log_level = lithd_log_level_parse(optarg)) < 0) {
         fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
@@ -805,6 +817,7 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   o->queue_wait_ms = 2000;
   o->max_memory_mib = 1024;
   o->stop_grace_ms = 10000;
+  o->write_timeout_ms = 30000;
   o->log_level = LITHD_LOG_INFO;
 
   /* --config first, wherever it stands, so the command line can override. */

@@ -112,6 +112,8 @@ typedef struct lithd_opts {
   int max_like_pattern;   /* 0: default (guard.h) */
   int64_t max_memory_mib; /* SQLite's hard heap limit (sqlite3_hard_heap_limit64) */
   int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
+  /* --write-timeout-ms: a connection whose client takes no byte for this long is closed; 0: never */
+  int64_t write_timeout_ms;
   char *dqlite;           /* --dqlite ADDR,...: the database is a dqlite cluster's (dq.h); NULL: local */
   char *dqlite_db;        /* --dqlite-db NAME; NULL: LITHD_DB_MAIN */
   int dqlite_failover_ms; /* 0: dq.h's default */

@@ -221,7 +221,7 @@ static void download_finish(struct download *d) {
       lith_http_respond_error(d->req, 503, "lithd is stopping"); /* or the client left: released */
     d->req = NULL;
   }
-  d->s->downloads--;
+  d->s->srv->downloads--;
   if (d->pace_open) {
     uv_prepare_stop(&d->pace);
     uv_close((uv_handle_t *)&d->pace, pace_closed); /* frees d */
@@ -346,15 +346,15 @@ static void download_work(uv_work_t *w) { /* a pool thread */
 }
 
 /* "attachment; filename=NAME-YYYYMMDDTHHMMSSZ.EXT", NAME the database's
- * file name without its extension, kept to [A-Za-z0-9._-]. */
-static void disposition(const struct download *d, char *out, size_t cap) {
+ * file name (db_path's) without its extension, kept to [A-Za-z0-9._-]. */
+static void disposition(const char *db_path, int format, char *out, size_t cap) {
   char base[PATH_MAX], name[64], when[32];
   const char *b;
   size_t n = 0;
   time_t now = time(NULL);
   struct tm tm;
 
-  snprintf(base, sizeof base, "%s", d->s->db_path);
+  snprintf(base, sizeof base, "%s", db_path);
   b = basename(base);
   for (; *b && *b != '.' && n < sizeof name - 1; b++)
     name[n++] = (*b >= 'a' && *b <= 'z') || (*b >= 'A' && *b <= 'Z') || (*b >= '0' && *b <= '9') ||
@@ -365,7 +365,29 @@ static void disposition(const struct download *d, char *out, size_t cap) {
   gmtime_r(&now, &tm);
   strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
   snprintf(out, cap, "attachment; filename=\"%s-%s.%s\"", n ? name : "lith", when,
-           d->format == FORMAT_SQL ? "sql" : "sqlite3");
+           format == FORMAT_SQL ? "sql" : "sqlite3");
+}
+
+static const char *content_type(int format) {
+  return format == FORMAT_SQL ? "application/sql" : "application/vnd.sqlite3";
+}
+
+/* HEAD /v1/backup: the head a GET would get, without a snapshot (which
+ * is the only way to know the length: a download's Content-Length is its
+ * snapshot's size). So no Content-Length: RFC 9110 (8.6) lets a HEAD
+ * answer leave out what only making the content would tell, and forbids a
+ * Content-Length other than the GET's exact one, so no estimate either.
+ * Costs nothing: no download slot, no file, no read. */
+static int backup_head(lith_http_req *req, const lithd_dbsrv *s, int format) {
+  char cd[256];
+  disposition(s->db_path, format, cd, sizeof cd);
+  lith_http_add_header(req, "content-disposition", cd);
+  lith_http_add_header(req, "cache-control", "no-store");
+  if (lith_http_stream_start(req, 200, content_type(format)) == LITH_HTTP_OK)
+    lith_http_stream_end(req);
+  else
+    lith_http_respond_error(req, 503, "lithd is stopping");
+  return LITH_HTTP_DONE;
 }
 
 static void download_after(uv_work_t *w, int status) { /* the loop thread */
@@ -389,12 +411,13 @@ static void download_after(uv_work_t *w, int status) { /* the loop thread */
     download_finish(d);
     return;
   }
-  disposition(d, cd, sizeof cd);
+  disposition(d->s->db_path, d->format, cd, sizeof cd);
   lith_http_add_header(d->req, "content-disposition", cd);
   lith_http_add_header(d->req, "cache-control", "no-store");
-  if (lith_http_stream_start_length(d->req, 200,
-                                    d->format == FORMAT_SQL ? "application/sql" : "application/vnd.sqlite3",
-                                    (uint64_t)d->size) != LITH_HTTP_OK) {
+  /* During the stop too: the download was accepted before it, and is
+   * LITH_HTTP_STOP_FINISH (lithd_backup_get). */
+  if (lith_http_stream_start_length(d->req, 200, content_type(d->format), (uint64_t)d->size) !=
+      LITH_HTTP_OK) {
     download_finish(d);
     return;
   }
@@ -427,9 +450,15 @@ int lithd_backup_get(lith_http_req *req, void *arg) {
                             "GET /v1/backup takes no query but format=sqlite (the default) or format=sql");
     return LITH_HTTP_DONE;
   }
-  if (s->downloads >= LITHD_MAX_DOWNLOADS) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "%d backup downloads are running already; retry later", LITHD_MAX_DOWNLOADS);
+  if (strcmp(lith_http_req_method(req), "HEAD") == 0)
+    return backup_head(req, s, format);
+  /* The slots are the process's, whatever the database: what they bound
+   * (snapshots on the disk, pool threads, the disk's and the network's
+   * bandwidth) is shared by every database. */
+  if (s->srv->downloads >= LITHD_MAX_DOWNLOADS) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "%d backup downloads are running already (in this lithd); retry later",
+             LITHD_MAX_DOWNLOADS);
     lith_http_add_header(req, "retry-after", "5");
     lith_http_respond_error(req, 503, msg);
     return LITH_HTTP_DONE;
@@ -449,7 +478,10 @@ int lithd_backup_get(lith_http_req *req, void *arg) {
     lith_http_respond_error(req, 500, "cannot queue the backup");
     return LITH_HTTP_DONE;
   }
-  s->downloads++;
+  s->srv->downloads++;
   lith_http_on_gone(req, on_gone, d);
+  /* SIGTERM lets it run out the grace (--stop-grace-ms) instead of ending
+   * it at once as an event stream; its deadline cuts it. */
+  lith_http_stream_at_stop(req, LITH_HTTP_STOP_FINISH);
   return LITH_HTTP_PENDING; /* d belongs to the chain: download_after */
 }

@@ -18,8 +18,20 @@
  * uv_fs_read (on the pool), a piece being read, from a uv_prepare handle,
  * only when the stream has less than a piece waiting
  * (lith_http_stream_queued): memory stays about 200 KiB a download
- * whatever the database's size. At most
- * LITHD_MAX_DOWNLOADS run at once; more get 503 with Retry-After.
+ * whatever the database's size. At most LITHD_MAX_DOWNLOADS run at once
+ * in the process, whatever the database (the count is lithd_server's);
+ * more get 503 with Retry-After. A client that stops reading frees its
+ * slot after --write-timeout-ms (the HTTP layer's write timeout closes the
+ * connection; the download sees the client gone).
+ *
+ * HEAD /v1/backup answers the headers of a download without making a
+ * snapshot, so without Content-Length (which only the snapshot gives, and
+ * which a HEAD answer may leave out but not estimate): no slot, no file.
+ *
+ * SIGTERM: a download is LITH_HTTP_STOP_FINISH (http.h), so the stop lets
+ * it run (and start, if its snapshot was still being made) while
+ * --stop-grace-ms lasts, like any request in flight; the deadline cuts
+ * what is left (the client sees fewer than Content-Length bytes).
  *
  * Why beside the database and not in TMPDIR: the snapshot is as large as
  * the database, and the database's file system is the one sized for it,
@@ -36,7 +48,7 @@
 
 #include "http.h"
 
-/* Downloads (GET /v1/backup) running at once, at most. */
+/* Downloads (GET /v1/backup) running at once in the process, at most. */
 #define LITHD_MAX_DOWNLOADS 2
 
 /* The handlers; arg is the database's lithd_dbsrv (server.h). */

@@ -60,6 +60,9 @@ void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *bo
   p->body = body;
   p->len = len;
   p->pace.data = p;
+  /* An answer has an end: a stop lets it finish within the grace, as a
+   * whole answer would be (an answered write must reach its client). */
+  lith_http_stream_at_stop(req, LITH_HTTP_STOP_FINISH);
   if (lith_http_stream_start_length(req, status, "application/json", (uint64_t)len) != LITH_HTTP_OK) {
     lith_http_respond(req, status, "application/json", body, len); /* completes it, gone or not */
     uv_close((uv_handle_t *)&p->pace, pace_closed);                /* frees body */

@@ -61,7 +61,6 @@ typedef struct lithd_dbsrv {
    * lithd_server_start sets the rest. */
   lithd_metrics_db metrics;
 
-  int downloads; /* GET /v1/backup running (backup_http.c) */
   /* Internal: this database's reads on libuv's pool (at most reads_max,
    * its readers) and those waiting for room, first in first out (server.c,
    * POST /v1/query). */
@@ -90,6 +89,7 @@ struct lithd_server {
    * point at them). */
   char **paths;
   size_t n_paths;
+  int downloads; /* GET /v1/backup running, of every database (backup_http.c) */
 };
 
 /* Register every route of lithd on s->http: each database's under

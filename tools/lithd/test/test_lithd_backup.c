@@ -25,7 +25,15 @@
  *     from lithd's descriptors, lithd serves on; at most two downloads at
  *     once (503 + Retry-After); memory stays bounded while clients stall;
  *   - the token applies; an unknown format is 400;
- *   - SIGTERM while a download stalls: lithd exits 0, nothing left behind.
+ *   - SIGTERM: a download running (or whose snapshot is being made) is
+ *     sent whole when it fits the grace, and lithd exits right after it; a
+ *     slow one is cut at the grace's end (a short body), lithd exits 0,
+ *     nothing left behind;
+ *   - --write-timeout-ms: two clients that stop reading no longer hold both
+ *     download slots forever;
+ *   - HEAD /v1/backup makes no snapshot (no temporary file, fast on a
+ *     large database) and has no Content-Length;
+ *   - the 2 download slots are the process's, shared by every database.
  *
  * Downloads are read by download() below (the body is binary: tl_read's
  * NUL-terminated body is not for it), written to a file as they come.
@@ -40,6 +48,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -182,6 +193,131 @@ static int snapshot_fds(pid_t pid) {
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* The Content-Length of a head, or -1. */
+static long long head_length(const char *head) {
+  const char *cl = strcasestr(head, "\r\ncontent-length:");
+  return cl != NULL ? atoll(cl + 17) : -1;
+}
+
+/* The rest of a download whose head took buf[0..hlen) of the `have` bytes
+ * read: written to `out` (created; NULL: none), at most `chunk` bytes a
+ * read, `pause_ms` between reads, until `length` bytes came or the
+ * connection ended (EOF or reset). Returns the body bytes received. */
+static long long read_body(int fd, const char *buf, size_t hlen, size_t have, long long length,
+                           const char *out, size_t chunk, int pause_ms) {
+  static char piece[65536];
+  FILE *f = out != NULL ? fopen(out, "wb") : NULL;
+  long long got = (long long)(have - hlen);
+  if (out != NULL) {
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf + hlen, 1, have - hlen, f), have - hlen);
+  }
+  if (chunk > sizeof piece)
+    chunk = sizeof piece;
+  while (got < length) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (pause_ms > 0)
+      sleep_ms(pause_ms);
+    assert_int_equal(poll(&p, 1, TL_TIMEOUT_MS), 1);
+    ssize_t n = read(fd, piece, chunk);
+    if (n <= 0)
+      break;
+    if (f != NULL)
+      assert_int_equal(fwrite(piece, 1, (size_t)n, f), (size_t)n);
+    got += n;
+  }
+  if (f != NULL)
+    assert_int_equal(fclose(f), 0);
+  return got;
+}
+
+/* A TCP connection to c whose receive buffer is `rcvbuf` bytes, set
+ * before connecting: set after, the window already offered is larger
+ * than the buffer and Linux's TCP crawls (pruned segments, retransmits
+ * backing off: 3.9 MB in 98 s seen). */
+static int connect_rcvbuf(const struct tl_child *c, int rcvbuf) {
+  struct sockaddr_in a;
+  int one = 1;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)c->port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  return fd;
+}
+
+/* A GET of `path` whose client reads the head, then nothing (a small
+ * receive buffer, so the kernel holds little for it). Returns the socket;
+ * the head's Content-Length in *length (may be NULL). */
+static int start_stalled(const struct tl_child *c, const char *path, long long *length) {
+  char buf[65536], req[256];
+  size_t have;
+  int fd = connect_rcvbuf(c, 4096);
+  int len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+  assert_int_equal(write(fd, req, (size_t)len), len);
+  size_t hlen = read_head(fd, buf, sizeof buf, &have);
+  assert_non_null(strstr(buf, "200 OK"));
+  buf[hlen] = '\0';
+  if (length != NULL)
+    *length = head_length(buf);
+  return fd;
+}
+
+/* A table of `rows` rows of about 1 KiB each, through `do_path`. */
+static void fill_at(const struct tl_child *c, const char *do_path, int rows) {
+  char body[512];
+  tl_expect(c, "POST", do_path, NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE IF NOT EXISTS pad(id INTEGER PRIMARY KEY, b BLOB)\"}]}",
+            200, NULL);
+  snprintf(body, sizeof body,
+           "{\"statements\":[{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+           "WHERE i < %d) INSERT INTO pad(b) SELECT randomblob(1000) FROM n\"}]}",
+           rows);
+  tl_expect(c, "POST", do_path, NULL, body, 200, NULL);
+}
+
+/* inotify on ".": names created there from now on. */
+static int watch_creations(void) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  assert_true(fd >= 0);
+  assert_true(inotify_add_watch(fd, ".", IN_CREATE) >= 0);
+  return fd;
+}
+
+/* 1 if a name beginning with `prefix` was created in "." (watch_creations)
+ * by now, waiting up to timeout_ms for it. */
+static int created(int ifd, const char *prefix, int timeout_ms) {
+  char ev[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    ssize_t n = read(ifd, ev, sizeof ev);
+    for (ssize_t i = 0; i < n;) {
+      const struct inotify_event *e = (const struct inotify_event *)(ev + i);
+      if (e->len > 0 && strncmp(e->name, prefix, strlen(prefix)) == 0)
+        return 1;
+      i += (ssize_t)(sizeof *e + e->len);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= timeout_ms)
+      return 0;
+    if (n <= 0) {
+      struct pollfd p = {ifd, POLLIN, 0};
+      poll(&p, 1, 5);
+    }
+  }
+}
+
+static int64_t ms_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- A backup under load, restored -------------------------------------- */
@@ -881,28 +1017,224 @@ static void test_client_leaves_mid_download(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
-/* SIGTERM while a download stalls: lithd cuts it and exits 0, nothing left
- * on disk. */
-static void test_sigterm_during_download(void **state) {
+/* ---- SIGTERM and downloads ----------------------------------------------- */
+
+/* SIGTERM while a download runs (its client paused: the rest waits in
+ * lithd): the grace lets it finish, sent whole, and lithd exits right
+ * after it rather than at the grace's end. */
+static void test_sigterm_download_finishes_in_grace(void **state) {
   struct tl_child *c = *state;
   char buf[65536];
   size_t have;
-  int rcvbuf = 4096;
 
-  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300"));
-  fill(c, tl_scaled(8000));
-  int fd = tl_connect(c);
-  assert_true(fd >= 0);
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  tl_remove_db("bkgrace-copy.db");
+  tl_start(c, "bkgrace", 0, TL_ARGS("--stop-grace-ms", "10000"));
+  fill(c, tl_scaled(16000));
+  int fd = connect_rcvbuf(c, 4096);
   const char *req = "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-  read_head(fd, buf, sizeof buf, &have);
+  size_t hlen = read_head(fd, buf, sizeof buf, &have);
   assert_non_null(strstr(buf, "200 OK"));
+  long long length = head_length(buf);
+  assert_true(length > 8 << 20);
+  sleep_ms(200); /* the kernel's buffers fill; lithd still has most of it to send */
   assert_int_equal(snapshot_fds(c->pid), 1);
-  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  int64_t t0 = ms_now();
+  assert_int_equal(kill(c->pid, SIGTERM), 0);
+  sleep_ms(300); /* an event stream would have been ended by now */
+  long long got = read_body(fd, buf, hlen, have, length, "bkgrace-copy.db", sizeof buf, 0);
   close(fd);
+  assert_int_equal(got, length);
+  int code = tl_stop(c, 0, TL_TIMEOUT_MS);
+  int64_t took = ms_now() - t0;
+  print_message("SIGTERM during a %lld-byte download: sent whole, lithd exited %lld ms after the signal "
+                "(grace 10000 ms)\n",
+                length, (long long)took);
+  assert_int_equal(code, 0);
+  assert_true(took < 8000); /* right after the download, not at the grace's end */
+  tl_assert_integrity("bkgrace-copy.db");
+  assert_int_equal(tl_sql_int("bkgrace-copy.db", "SELECT count(*) FROM pad"), tl_scaled(16000));
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+}
+
+/* SIGTERM while the snapshot is still being made: the download was
+ * accepted before the stop, so it is sent (not refused with 503) within
+ * the grace. */
+static void test_sigterm_while_snapshot_is_made(void **state) {
+  struct tl_child *c = *state;
+  char buf[65536];
+  size_t have;
+
+  tl_remove_db("bksnap-copy.db");
+  tl_start(c, "bksnap", 0, TL_ARGS("--stop-grace-ms", "10000"));
+  fill(c, tl_scaled(32000));
+  int ifd = watch_creations();
+  int fd = tl_send(c, "GET", "/v1/backup", NULL, NULL);
+  assert_true(created(ifd, ".lithd-backup-", TL_TIMEOUT_MS)); /* the snapshot is under way */
+  assert_int_equal(kill(c->pid, SIGTERM), 0);
+  close(ifd);
+  size_t hlen = read_head(fd, buf, sizeof buf, &have);
+  if (strstr(buf, "200 OK") == NULL)
+    print_error("%.*s\n", (int)hlen, buf);
+  assert_non_null(strstr(buf, "200 OK"));
+  long long length = head_length(buf);
+  long long got = read_body(fd, buf, hlen, have, length, "bksnap-copy.db", sizeof buf, 0);
+  close(fd);
+  assert_int_equal(got, length);
+  assert_int_equal(tl_stop(c, 0, TL_TIMEOUT_MS), 0);
+  tl_assert_integrity("bksnap-copy.db");
+  assert_int_equal(tl_sql_int("bksnap-copy.db", "SELECT count(*) FROM pad"), tl_scaled(32000));
+  assert_int_equal(count_entries(".lithd-backup-"), 0);
+}
+
+/* SIGTERM while a slow client downloads: what the grace cannot carry is
+ * cut at its end (the connection closes before Content-Length bytes came),
+ * lithd exits 0, nothing left on disk. */
+static void test_sigterm_cuts_download_past_grace(void **state) {
+  struct tl_child *c = *state;
+  char buf[65536];
+  size_t have;
+
+  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300"));
+  fill(c, tl_scaled(16000));
+  /* fixed: the kernel holds at most this for the client, plus lithd's send buffer */
+  int fd = connect_rcvbuf(c, 65536);
+  const char *req = "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+  size_t hlen = read_head(fd, buf, sizeof buf, &have);
+  assert_non_null(strstr(buf, "200 OK"));
+  long long length = head_length(buf);
+  assert_int_equal(snapshot_fds(c->pid), 1);
+  int64_t t0 = ms_now();
+  assert_int_equal(kill(c->pid, SIGTERM), 0);
+  /* A slow reader: 64 KiB every 10 ms at most, 6.4 MB/s. */
+  long long got = read_body(fd, buf, hlen, have, length, NULL, 65536, 10);
+  int64_t took = ms_now() - t0;
+  close(fd);
+  print_message("SIGTERM during a slow download: cut after %lld of %lld bytes, %lld ms after the signal "
+                "(grace 300 ms)\n",
+                got, length, (long long)took);
+  assert_true(got < length);
+  assert_true(took >= 300);
+  assert_int_equal(tl_stop(c, 0, TL_TIMEOUT_MS), 0);
   assert_int_equal(count_entries(".lithd-backup-"), 0);
   tl_assert_integrity("bkterm.db");
+}
+
+/* ---- Clients that stop reading, HEAD, the slots ---------------------------- */
+
+/* Two downloads whose clients stop reading hold both slots, until the
+ * write timeout closes their connections: then the slots are free again. */
+static void test_write_timeout_frees_download_slots(void **state) {
+  struct tl_child *c = *state;
+  char head[4096];
+  int fds[2];
+
+  tl_remove_db("bkwt-after.db");
+  tl_start(c, "bkwt", 0, TL_ARGS("--write-timeout-ms", "500"));
+  fill(c, tl_scaled(32000)); /* far more than the kernel's buffers hold */
+  int64_t t0 = ms_now();
+  for (int i = 0; i < 2; i++)
+    fds[i] = start_stalled(c, "/v1/backup", NULL);
+  assert_int_equal(download(c, "/v1/backup", NULL, "bkwt-3.db", head, sizeof head), 503);
+  int64_t freed = -1;
+  for (int i = 0; i < 200; i++) {
+    if (snapshot_fds(c->pid) == 0) {
+      freed = ms_now() - t0;
+      break;
+    }
+    sleep_ms(50);
+  }
+  print_message("two stalled downloads closed %lld ms after they began (--write-timeout-ms 500)\n",
+                (long long)freed);
+  assert_true(freed >= 500);
+  for (int i = 0; i < 2; i++) {
+    char b[65536];
+    ssize_t n;
+    while ((n = read(fds[i], b, sizeof b)) > 0) /* what the kernel held, then the end */
+      ;
+    assert_true(n == 0 || errno == ECONNRESET);
+    close(fds[i]);
+  }
+  assert_int_equal(download(c, "/v1/backup", NULL, "bkwt-after.db", head, sizeof head), 200);
+  tl_assert_integrity("bkwt-after.db");
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* HEAD answers the head of a download without making a snapshot: no
+ * temporary file appears, and it is fast on a large database. */
+static void test_head_makes_no_snapshot(void **state) {
+  struct tl_child *c = *state;
+  char head[4096], all[8192];
+
+  tl_remove_db("bkhead-copy.db");
+  tl_start(c, "bkhead", 0, NULL);
+  fill(c, tl_scaled(32000));
+  int ifd = watch_creations();
+  for (int sql = 0; sql < 2; sql++) {
+    int64_t t0 = ms_now();
+    int fd = tl_send(c, "HEAD", sql ? "/v1/backup?format=sql" : "/v1/backup", NULL, NULL);
+    tl_read_all(fd, all, sizeof all); /* Connection: close: the head, then the end */
+    close(fd);
+    int64_t took = ms_now() - t0;
+    assert_false(created(ifd, ".lithd-backup-", 0)); /* no snapshot was made for it */
+    print_message("HEAD %s on a %lld KiB database: %lld ms\n", sql ? "?format=sql" : "(sqlite)",
+                  (long long)tl_sql_int("bkhead.db", "PRAGMA page_count") * 4, (long long)took);
+    assert_non_null(strstr(all, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strcasestr(all, sql ? "content-type: application/sql\r\n"
+                                        : "content-type: application/vnd.sqlite3\r\n"));
+    assert_non_null(strcasestr(all, "content-disposition: attachment; filename=\"bkhead-"));
+    assert_null(strcasestr(all, "content-length:")); /* no snapshot, so no length */
+    assert_null(strcasestr(all, "transfer-encoding:"));
+    const char *end = strstr(all, "\r\n\r\n");
+    assert_non_null(end);
+    assert_int_equal(end[4], '\0'); /* no body */
+    assert_true(took < 250);
+  }
+  assert_false(created(ifd, ".lithd-backup-", 100));
+  int fd = tl_send(c, "HEAD", "/v1/backup?format=csv", NULL, NULL);
+  tl_read_all(fd, all, sizeof all);
+  close(fd);
+  assert_non_null(strstr(all, "HTTP/1.1 400 "));
+  /* The watch sees the snapshot a GET makes. */
+  int64_t t0 = ms_now();
+  assert_int_equal(download(c, "/v1/backup", NULL, "bkhead-copy.db", head, sizeof head), 200);
+  print_message("GET of the same: %lld ms\n", (long long)(ms_now() - t0));
+  assert_true(created(ifd, ".lithd-backup-", TL_TIMEOUT_MS));
+  close(ifd);
+  tl_assert_integrity("bkhead-copy.db");
+}
+
+/* The 2 slots are lithd's, not each database's: two downloads of a leave
+ * none for b. */
+static void test_download_slots_per_process(void **state) {
+  struct tl_child *c = *state;
+  char head[4096];
+  int fds[2];
+
+  tl_remove_db("bkslot-a.db");
+  tl_remove_db("bkslot-b.db");
+  tl_remove_db("bkslot-b-copy.db");
+  tl_start(c, "bkslot", TL_NO_DB, TL_ARGS("--db", "a=bkslot-a.db", "--db", "b=bkslot-b.db"));
+  fill_at(c, "/v1/db/a/do", tl_scaled(32000));
+  fill_at(c, "/v1/db/b/do", 10);
+  for (int i = 0; i < 2; i++)
+    fds[i] = start_stalled(c, "/v1/db/a/backup", NULL);
+  int fd = tl_send(c, "GET", "/v1/db/b/backup", NULL, NULL);
+  struct tl_resp r;
+  tl_read(fd, &r);
+  assert_int_equal(r.status, 503);
+  assert_non_null(strstr(r.body, "2 backup downloads are running already (in this lithd)"));
+  assert_non_null(strcasestr(r.head, "retry-after:"));
+  tl_resp_free(&r);
+  close(fds[0]);
+  for (int i = 0; i < 100 && snapshot_fds(c->pid) > 1; i++)
+    sleep_ms(50);
+  assert_int_equal(snapshot_fds(c->pid), 1);
+  assert_int_equal(download(c, "/v1/db/b/backup", NULL, "bkslot-b-copy.db", head, sizeof head), 200);
+  assert_int_equal(tl_sql_int("bkslot-b-copy.db", "SELECT count(*) FROM pad"), 10);
+  close(fds[1]);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
 int main(void) {
@@ -913,7 +1245,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_keeps_rowids, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
-      cmocka_unit_test_setup_teardown(test_sigterm_during_download, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_download_finishes_in_grace, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_while_snapshot_is_made, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sigterm_cuts_download_past_grace, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_frees_download_slots, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_head_makes_no_snapshot, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_download_slots_per_process, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -284,6 +284,8 @@ static void test_config_file(void **state) {
   expect_fail(TL_ARGS("--db", "x.db", "--max-memory-mib", "8"), 2, "--max-memory-mib wants 0");
   expect_fail(TL_ARGS("--db", "x.db", "--max-value-bytes", "100"), 2, "--max-value-bytes");
   expect_fail(TL_ARGS("--db", "x.db", "--max-rows", "-1"), 2, "--max-rows wants");
+  expect_fail(TL_ARGS("--db", "x.db", "--write-timeout-ms", "-1"), 2, "--write-timeout-ms wants");
+  expect_fail(TL_ARGS("--db", "x.db", "--write-timeout-ms", "1s"), 2, "--write-timeout-ms wants");
   expect_fail(TL_ARGS("--db", "x.db", "--log-level", "loud"), 2, "--log-level");
   assert_int_equal(access("x.db", F_OK), -1);
 }
