@@ -274,6 +274,46 @@ static void test_prepared(void **state) {
   lith__dq_close(c);
 }
 
+/* lith-node's statement guard at its defaults (tools/lith-node/main.c): a
+ * recursive CTE of ~30 s or more is interrupted after --max-run-ms 5000
+ * (FAILURE SQLITE_INTERRUPT), the connection usable after; SQLite's limits:
+ * no value over 1 MiB, no LIKE pattern over 50 bytes, no ATTACH. */
+static void test_node_bounds(void **state) {
+  (void)state;
+  uint32_t db;
+  lith__dq_conn *c = lith__dq_new(20000);
+  assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open(c, "bounds.db", &db), LITH_DQ_OK);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_query_sql(
+      c, db, "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000000000) "
+             "SELECT count(*) FROM k",
+      NULL, 0, &r);
+  int64_t took = t_ms_now() - t0;
+  print_message("a 2e9-row recursive CTE: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc), (long long)took,
+                (unsigned long long)lith__dq_errcode(c), lith__dq_errmsg(c));
+  assert_int_equal(rc, LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_INTERRUPT);
+  assert_true(took >= 4900 && took < 8000);
+  assert_int_equal(query_int(c, db, "SELECT 6 * 7"), 42); /* the next statement has its own 5 s */
+
+  assert_int_equal(query_int(c, db, "SELECT length(zeroblob(1048576))"), 1048576);
+  assert_int_equal(lith__dq_query_sql(c, db, "SELECT length(zeroblob(1048577))", NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_TOOBIG);
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT 'a' LIKE '%050d'", 0);
+  assert_int_equal(query_int(c, db, sql), 0);
+  snprintf(sql, sizeof sql, "SELECT 'a' LIKE '%051d'", 0);
+  assert_int_equal(lith__dq_query_sql(c, db, sql, NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_non_null(strstr(lith__dq_errmsg(c), "LIKE or GLOB pattern too complex"));
+  assert_int_equal(lith__dq_exec_sql(c, db, "ATTACH ':memory:' AS other", NULL, 0, NULL), LITH_DQ_FAILURE);
+  assert_non_null(strstr(lith__dq_errmsg(c), "too many attached databases"));
+  assert_true(lith__dq_connected(c));
+  lith__dq_close(c);
+}
+
 /* One call against a fake node that answers `reply`; returns the code. */
 static int against_fake(const void *reply, size_t n, int close_after, int timeout_ms) {
   t_fake *f = t_fake_start(reply, n, close_after);
@@ -639,6 +679,7 @@ int main(void) {
       cmocka_unit_test(test_failures),
       cmocka_unit_test(test_batch_steps),
       cmocka_unit_test(test_prepared),
+      cmocka_unit_test(test_node_bounds),
       cmocka_unit_test(test_untrusted_node),
       cmocka_unit_test(test_query_each_node),
       cmocka_unit_test(test_drip_cut_at_deadline),
