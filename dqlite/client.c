@@ -1,8 +1,10 @@
 /*
  * The blocking dqlite client: see client.h. The socket is non-blocking and
- * every wait is a poll() against the call's deadline, so no call blocks
- * longer than the handle's timeout whatever the node does (a node that
- * stops mid-frame gives LITH_DQ_TIMEOUT, not a hung writer).
+ * every wait is a poll() against the call's one deadline, set when the
+ * call starts and shared by every frame of its answer, so no call blocks
+ * longer than its deadline whatever the node does (a node that stops
+ * mid-frame, or drips a ROWS part just within each timeout, gives
+ * LITH_DQ_TIMEOUT, not a hung writer).
  *
  * What the node sends is checked before it is used: the body size against
  * LITH_DQ_MAX_BODY before allocating, the type against what the request
@@ -38,6 +40,8 @@ struct lith__dq_conn {
   uint64_t code;
   char msg[512];
   char address[256];
+  int64_t call_ms; /* the running call's budget, for the timeout message */
+  int in_cb;       /* inside lith__dq_query_each's on_rows */
 };
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
@@ -90,7 +94,7 @@ static int wait_fd(lith__dq_conn *c, short events, int64_t deadline) {
   for (;;) {
     int64_t left = deadline - now_ms();
     if (left <= 0)
-      return fail(c, LITH_DQ_TIMEOUT, "%s: no answer within %d ms", c->address, c->timeout_ms);
+      return fail(c, LITH_DQ_TIMEOUT, "%s: no whole answer within %lld ms", c->address, (long long)c->call_ms);
     struct pollfd p = {.fd = c->fd, .events = events};
     int n = poll(&p, 1, (int)left);
     if (n > 0)
@@ -189,6 +193,9 @@ int lith__dq_connect(lith__dq_conn *c, const char *address) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
   int64_t deadline = now_ms() + c->timeout_ms;
   int rc;
+  if (c->in_cb)
+    return fail(c, LITH_DQ_MISUSE, "a call on the connection from inside on_rows");
+  c->call_ms = c->timeout_ms;
   lith__dq_disconnect(c);
   snprintf(c->address, sizeof c->address, "%s", address);
   if (split_address(address, host, sizeof host, port, sizeof port) != 0)
@@ -220,8 +227,11 @@ static int read_message(lith__dq_conn *c, int64_t deadline) {
     return rc;
   lith__dq_header_decode(h, &c->hdr);
   size_t n = (size_t)c->hdr.words * 8;
-  if (n > LITH_DQ_MAX_BODY)
-    return fail(c, LITH_DQ_PROTO, "%s: an answer of %zu bytes (limit %u)", c->address, n, LITH_DQ_MAX_BODY);
+  if (n > LITH_DQ_MAX_BODY) {
+    lith__dq_disconnect(c); /* the body is not read: out of step */
+    return fail(c, LITH_DQ_TOOBIG, "%s: an answer frame of %zu bytes (limit %u)", c->address, n,
+                LITH_DQ_MAX_BODY);
+  }
   free(c->body);
   c->body = malloc(n ? n : 1);
   c->nbody = n;
@@ -230,11 +240,15 @@ static int read_message(lith__dq_conn *c, int64_t deadline) {
   return recv_all(c, c->body, n, deadline);
 }
 
-/* The answer is FAILURE: keep its code and message. */
-static int take_failure(lith__dq_conn *c) {
+/* The answer is FAILURE: keep its code and message. A query's FAILURE is
+ * read from its end (wire.h: libdqlite 1.11.1 puts the rows of the part it
+ * was filling before them). */
+static int take_failure(lith__dq_conn *c, int query) {
   uint64_t code;
   const char *msg;
-  if (lith__dq_decode_failure(c->body, c->nbody, &code, &msg) != LITH_DQ_OK)
+  int rc = query ? lith__dq_decode_failure_tail(c->body, c->nbody, &code, &msg)
+                 : lith__dq_decode_failure(c->body, c->nbody, &code, &msg);
+  if (rc != LITH_DQ_OK)
     return fail(c, LITH_DQ_PROTO, "%s: a malformed FAILURE", c->address);
   c->code = code;
   snprintf(c->msg, sizeof c->msg, "%s", msg);
@@ -242,26 +256,36 @@ static int take_failure(lith__dq_conn *c) {
 }
 
 /* Send the request built in c->out and read the answer, which must be of
- * type `expect` or FAILURE. */
-static int roundtrip(lith__dq_conn *c, int build_rc, int expect) {
+ * type `expect` or FAILURE, by `deadline`. */
+static int roundtrip_until(lith__dq_conn *c, int build_rc, int expect, int64_t deadline) {
+  if (c->in_cb)
+    return fail(c, LITH_DQ_MISUSE, "a call on the connection from inside on_rows");
   if (build_rc != LITH_DQ_OK)
     return fail(c, build_rc, build_rc == LITH_DQ_NOMEM ? "out of memory" : "bad request arguments");
   if (c->fd < 0)
     return fail(c, LITH_DQ_IO, "not connected");
-  int64_t deadline = now_ms() + c->timeout_ms;
+  int64_t now = now_ms();
+  c->call_ms = deadline - now;
+  if (deadline <= now)
+    return fail(c, LITH_DQ_TIMEOUT, "%s: the deadline had passed before the request", c->address);
   int rc = send_all(c, c->out.data, c->out.len, deadline);
   if (rc == LITH_DQ_OK)
     rc = read_message(c, deadline);
   if (rc != LITH_DQ_OK)
     return rc;
   if (c->hdr.type == LITH_DQ_RES_FAILURE)
-    return take_failure(c);
+    return take_failure(c, expect == LITH_DQ_RES_ROWS);
   if (c->hdr.type != expect)
     return fail(c, LITH_DQ_PROTO, "%s: answer type %d to a request expecting %d", c->address, c->hdr.type,
                 expect);
   c->code = 0;
   c->msg[0] = '\0';
   return LITH_DQ_OK;
+}
+
+/* The same with the handle's timeout from now. */
+static int roundtrip(lith__dq_conn *c, int build_rc, int expect) {
+  return roundtrip_until(c, build_rc, expect, now_ms() + c->timeout_ms);
 }
 
 /* A decoder's verdict on c->body. */
@@ -336,43 +360,163 @@ int lith__dq_exec_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith
   return result(c, rc, out);
 }
 
-/* The first ROWS answer has been read by roundtrip; read the parts that
- * follow until DONE. A FAILURE may come instead of a later part. */
-static int rows(lith__dq_conn *c, int rc, lith__dq_rows *out) {
+/* ---- Results ---- */
+
+static uint64_t le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* Read and throw away n bytes of the current frame's body; the last 8 go
+ * to last[] (zeros if the body is shorter). */
+static int skip_body(lith__dq_conn *c, size_t n, uint8_t last[8], int64_t deadline) {
+  uint8_t buf[16384];
+  memset(last, 0, 8);
+  while (n > 0) {
+    size_t k = n < sizeof buf ? n : sizeof buf;
+    int rc = recv_all(c, buf, k, deadline);
+    if (rc != LITH_DQ_OK)
+      return rc;
+    n -= k;
+    if (k >= 8) {
+      memcpy(last, buf + k - 8, 8);
+    } else {
+      memmove(last, last + k, 8 - k);
+      memcpy(last + 8 - k, buf, k);
+    }
+  }
+  return LITH_DQ_OK;
+}
+
+/* End a query whose last frame was a PART (client.h, "The stop"): send
+ * INTERRUPT, then read and discard the rest of the result (ROWS parts up to
+ * a DONE, or a FAILURE) and the answer to INTERRUPT (EMPTY, or FAILURE),
+ * within LITH_DQ_DRAIN_MAX bytes and the deadline. 1: the connection is in
+ * step again; 0: it is closed. c->msg is left to the caller. */
+static int end_query(lith__dq_conn *c, uint32_t db, int64_t deadline) {
+  size_t budget = LITH_DQ_DRAIN_MAX;
+  int open = 1; /* the result still has frames to come */
+  lith__dq_buf_reset(&c->out);
+  int rc = lith__dq_req_interrupt(&c->out, db);
+  if (rc == LITH_DQ_OK)
+    rc = send_all(c, c->out.data, c->out.len, deadline);
+  while (rc == LITH_DQ_OK) {
+    uint8_t h[8], last[8];
+    lith__dq_header hdr;
+    if ((rc = recv_all(c, h, 8, deadline)) != LITH_DQ_OK)
+      break;
+    lith__dq_header_decode(h, &hdr);
+    size_t n = (size_t)hdr.words * 8;
+    if (n > budget)
+      break;
+    budget -= n;
+    if ((rc = skip_body(c, n, last, deadline)) != LITH_DQ_OK)
+      break;
+    if (open && hdr.type == LITH_DQ_RES_ROWS && n >= 8 && le64(last) == LITH_DQ_ROWS_PART)
+      continue;
+    if (open && ((hdr.type == LITH_DQ_RES_ROWS && n >= 8 && le64(last) == LITH_DQ_ROWS_DONE) ||
+                 hdr.type == LITH_DQ_RES_FAILURE)) {
+      open = 0;
+      continue;
+    }
+    if (!open && (hdr.type == LITH_DQ_RES_EMPTY || hdr.type == LITH_DQ_RES_FAILURE))
+      return 1;
+    break; /* a frame that fits nothing: out of step */
+  }
+  lith__dq_disconnect(c);
+  return 0;
+}
+
+/* Where a query's parts go: gathered into `all` (lith__dq_query,
+ * _query_sql), or handed to on_rows one by one (lith__dq_query_each). */
+typedef struct sink {
+  lith__dq_rows *all;
+  size_t bytes; /* frames gathered so far, headers included */
+  lith__dq_rows_cb cb;
+  void *arg;
+} sink;
+
+/* Send the query built in c->out and take its parts until DONE, a
+ * FAILURE, a stop, or the deadline. */
+static int run_query(lith__dq_conn *c, int build_rc, uint32_t db, int64_t deadline, sink *s) {
   int done = 0;
-  lith__dq_rows_free(out);
+  if (s->all != NULL)
+    lith__dq_rows_free(s->all);
+  int rc = roundtrip_until(c, build_rc, LITH_DQ_RES_ROWS, deadline);
   while (rc == LITH_DQ_OK) {
     uint8_t *body = c->body;
+    size_t n = c->nbody;
     c->body = NULL;
-    rc = lith__dq_rows_decode(out, body, c->nbody, &done);
-    if (rc != LITH_DQ_OK) {
-      rc = decoded(c, rc);
-      break;
+    if (s->all != NULL) {
+      rc = lith__dq_rows_decode(s->all, body, n, &done);
+      if (rc != LITH_DQ_OK) {
+        rc = decoded(c, rc);
+        break;
+      }
+      s->bytes += n + 8;
+      if (s->bytes > LITH_DQ_MAX_ANSWER) {
+        int kept = done || end_query(c, db, deadline);
+        rc = fail(c, LITH_DQ_TOOBIG, "%s: a result of more than %u bytes (LITH_DQ_MAX_ANSWER)%s", c->address,
+                  LITH_DQ_MAX_ANSWER, kept ? "" : "; the connection was closed");
+        break;
+      }
+    } else {
+      lith__dq_rows part;
+      lith__dq_rows_init(&part);
+      rc = lith__dq_rows_decode(&part, body, n, &done);
+      if (rc != LITH_DQ_OK) {
+        rc = decoded(c, rc);
+        break;
+      }
+      c->in_cb = 1;
+      int stop = s->cb(&part, s->arg);
+      c->in_cb = 0;
+      lith__dq_rows_free(&part);
+      if (stop) {
+        int kept = done || end_query(c, db, deadline);
+        rc = fail(c, LITH_DQ_STOPPED, "the query was stopped by its callback%s",
+                  kept ? "" : "; the connection was closed (the node kept sending)");
+        break;
+      }
     }
     if (done)
       return LITH_DQ_OK;
-    rc = read_message(c, now_ms() + c->timeout_ms);
+    rc = read_message(c, deadline);
     if (rc == LITH_DQ_OK && c->hdr.type == LITH_DQ_RES_FAILURE)
-      rc = take_failure(c);
+      rc = take_failure(c, 1);
     else if (rc == LITH_DQ_OK && c->hdr.type != LITH_DQ_RES_ROWS)
       rc = fail(c, LITH_DQ_PROTO, "%s: answer type %d within rows", c->address, c->hdr.type);
   }
-  lith__dq_rows_free(out);
+  if (s->all != NULL)
+    lith__dq_rows_free(s->all);
   return rc;
 }
 
 int lith__dq_query(lith__dq_conn *c, uint32_t db, uint32_t stmt, const lith__dq_value *params, unsigned n,
                    lith__dq_rows *out) {
-  int rc = roundtrip(c, BUILD(lith__dq_req_exec(&c->out, LITH_DQ_REQ_QUERY, db, stmt, params, n)),
-                     LITH_DQ_RES_ROWS);
-  return rows(c, rc, out);
+  sink s = {.all = out};
+  return run_query(c, BUILD(lith__dq_req_exec(&c->out, LITH_DQ_REQ_QUERY, db, stmt, params, n)), db,
+                   now_ms() + c->timeout_ms, &s);
 }
 
 int lith__dq_query_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,
                        unsigned n, lith__dq_rows *out) {
-  int rc = roundtrip(c, BUILD(lith__dq_req_sql(&c->out, LITH_DQ_REQ_QUERY_SQL, db, sql, params, n)),
-                     LITH_DQ_RES_ROWS);
-  return rows(c, rc, out);
+  sink s = {.all = out};
+  return run_query(c, BUILD(lith__dq_req_sql(&c->out, LITH_DQ_REQ_QUERY_SQL, db, sql, params, n)), db,
+                   now_ms() + c->timeout_ms, &s);
+}
+
+int lith__dq_query_each(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,
+                        unsigned n, lith__dq_rows_cb on_rows, void *arg, int64_t deadline_ms) {
+  sink s = {.cb = on_rows, .arg = arg};
+  if (on_rows == NULL)
+    return fail(c, LITH_DQ_MISUSE, "lith__dq_query_each without on_rows");
+  if (deadline_ms == 0)
+    deadline_ms = now_ms() + c->timeout_ms;
+  return run_query(c, BUILD(lith__dq_req_sql(&c->out, LITH_DQ_REQ_QUERY_SQL, db, sql, params, n)), db,
+                   deadline_ms, &s);
 }
 
 static int empty(lith__dq_conn *c, int rc) {
@@ -410,6 +554,9 @@ int lith__dq_connect_leader(lith__dq_conn *c, const char *addresses, int timeout
   int64_t deadline = now_ms() + timeout_ms;
   char list[1024], leader[256];
   int rc = LITH_DQ_MISUSE;
+  int backoff = LITH_DQ_BACKOFF_MIN_MS;
+  if (c->in_cb)
+    return fail(c, LITH_DQ_MISUSE, "a call on the connection from inside on_rows");
   if (snprintf(list, sizeof list, "%s", addresses) >= (int)sizeof list)
     return fail(c, LITH_DQ_MISUSE, "address list too long");
   for (;;) {
@@ -433,10 +580,15 @@ int lith__dq_connect_leader(lith__dq_conn *c, const char *addresses, int timeout
       if (rc == LITH_DQ_OK)
         return rc;
     }
-    if (now_ms() >= deadline)
+    int64_t left = deadline - now_ms();
+    if (left <= 0)
       return rc;
     snprintf(list, sizeof list, "%s", addresses); /* strtok_r wrote into it */
-    struct timespec ts = {0, 50 * 1000000};
+    /* Back off: a node answering garbage, or none knowing a leader, is not
+     * asked again in a tight loop (client.h). */
+    int wait = backoff < left ? backoff : (int)left;
+    struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000};
     nanosleep(&ts, NULL);
+    backoff = backoff >= LITH_DQ_BACKOFF_MAX_MS / 2 ? LITH_DQ_BACKOFF_MAX_MS : backoff * 2;
   }
 }

@@ -4,6 +4,12 @@
  * request and reads the whole answer before it returns; a handle is for one
  * thread at a time.
  *
+ * Deadlines: each call has ONE deadline for everything it sends and reads
+ * (the connect and the handshake; a request and its whole answer, every
+ * ROWS part of a result together): the handle's timeout from the call's
+ * start, or lith__dq_query_each's deadline_ms. A node that drips parts
+ * is cut there, not given a fresh timeout per frame.
+ *
  * Every call returns a lith__dq_rc code:
  *   LITH_DQ_OK       the expected answer;
  *   LITH_DQ_FAILURE  the node answered FAILURE: lith__dq_errcode is its code
@@ -13,10 +19,19 @@
  *                    stays usable;
  *   LITH_DQ_IO, LITH_DQ_TIMEOUT, LITH_DQ_PROTO
  *                    the connection is closed (a frame the client could not
- *                    trust, a lost connection, no answer in time): for a
- *                    write the outcome is unknown; reconnect with
- *                    lith__dq_connect;
- *   LITH_DQ_NOMEM, LITH_DQ_MISUSE  nothing was sent.
+ *                    trust, a lost connection, no whole answer by the
+ *                    deadline): for a write the outcome is unknown;
+ *                    reconnect with lith__dq_connect;
+ *   LITH_DQ_TOOBIG   the answer was too large, which says nothing about the
+ *                    node's health: one frame over LITH_DQ_MAX_BODY (refused
+ *                    from its header, before allocating: the connection is
+ *                    closed), or a result gathered whole by lith__dq_query /
+ *                    _query_sql past LITH_DQ_MAX_ANSWER (the query is ended
+ *                    as a stop is, below: the connection is kept when that
+ *                    works; lith__dq_connected says);
+ *   LITH_DQ_STOPPED  lith__dq_query_each only: on_rows asked to stop;
+ *   LITH_DQ_NOMEM, LITH_DQ_MISUSE  nothing was sent (MISUSE also for any
+ *                    call on the handle from inside on_rows).
  * lith__dq_errmsg describes every error, not only FAILURE.
  *
  * A writer's batch on one connection (what lithd --dqlite will send): each
@@ -38,10 +53,21 @@ typedef struct lith__dq_conn lith__dq_conn;
 
 /* Limits of a handle. */
 #define LITH_DQ_DEFAULT_TIMEOUT_MS 5000
-#define LITH_DQ_MAX_BODY (64u << 20) /* larger answers are refused: LITH_DQ_PROTO */
+#define LITH_DQ_MAX_BODY (64u << 20)   /* a larger frame is refused: LITH_DQ_TOOBIG */
+#define LITH_DQ_MAX_ANSWER (64u << 20) /* lith__dq_query/_query_sql: a larger result
+                                        * (its frames' bytes summed) is refused:
+                                        * LITH_DQ_TOOBIG */
+#define LITH_DQ_DRAIN_MAX (4u << 20)   /* ending a query early: what is read and
+                                        * thrown away at most before the
+                                        * connection is closed instead */
+/* lith__dq_connect_leader's wait between rounds of the addresses: the
+ * first round at once, then 10 ms doubling to 1 s. */
+#define LITH_DQ_BACKOFF_MIN_MS 10
+#define LITH_DQ_BACKOFF_MAX_MS 1000
 
 /* A new handle, not connected; the caller's, freed with lith__dq_close.
- * timeout_ms bounds the connect and each answer (<= 0: the default).
+ * timeout_ms bounds each call: the connect, and a request with its whole
+ * answer (<= 0: the default).
  * NULL if out of memory. */
 lith__dq_conn *lith__dq_new(int timeout_ms);
 /* Close the connection (if any) and free the handle; NULL is fine. */
@@ -71,7 +97,11 @@ int lith__dq_client(lith__dq_conn *c, uint64_t id, uint64_t *heartbeat_timeout);
 int lith__dq_open(lith__dq_conn *c, const char *name, uint32_t *db);
 
 /* Statements. result may be NULL; rows must be lith__dq_rows_init'ed and is
- * the caller's to free with lith__dq_rows_free (on error it holds no rows). */
+ * the caller's to free with lith__dq_rows_free (on error it holds no rows).
+ * lith__dq_query and _query_sql gather the whole result, at most
+ * LITH_DQ_MAX_ANSWER bytes of frames (else LITH_DQ_TOOBIG), within the
+ * handle's timeout for the whole answer: use lith__dq_query_each to see
+ * rows as they come and stop early. */
 typedef struct lith__dq_result {
   uint64_t last_insert_id, rows_affected;
 } lith__dq_result;
@@ -91,6 +121,44 @@ int lith__dq_exec_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith
 int lith__dq_query_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,
                        unsigned n, lith__dq_rows *rows);
 
+/* A query whose rows are handed over part by part as they arrive (dqlite
+ * sends a large result in several ROWS frames). Each part goes to on_rows
+ * (part valid during the call only; the callback copies what it keeps).
+ * A non-zero return from on_rows stops the query: the client ends it on
+ * the node (dqlite's INTERRUPT request, reading what the node still sends,
+ * so the connection stays usable; if that cannot be done, the connection
+ * is closed) and the call returns LITH_DQ_STOPPED. deadline_ms, on
+ * lith_clock_ms() (lib/clock.h; 0: the handle's timeout from now), bounds the WHOLE
+ * query, every frame together: past it LITH_DQ_TIMEOUT and the connection
+ * is closed. A single frame larger than LITH_DQ_MAX_BODY is
+ * LITH_DQ_TOOBIG (connection closed), told apart from a lost connection.
+ *
+ * More precisely:
+ *   - part: ncols and names (each ROWS frame carries the names again),
+ *     nrows rows of values; lith__dq_rows_at reads it. Every part of a
+ *     result has the same columns. A result of no rows is one part with
+ *     nrows 0. on_rows runs on the caller's thread and must not call the
+ *     client on c (such calls fail LITH_DQ_MISUSE and send nothing).
+ *   - Memory: one frame at a time (its body and its values), never the
+ *     result: a node sending parts forever costs at most one frame.
+ *   - The stop: a stop on the last part (DONE) sends nothing. Otherwise
+ *     INTERRUPT goes out and the frames that follow are read and thrown
+ *     away (without keeping them) until the node's answer to it. libdqlite
+ *     1.11.1 reads no request while a query still has parts to send (its
+ *     conn.c reads the next request only when the result is finished), so
+ *     it sends the rest of the result, then its DONE (or a FAILURE), then
+ *     EMPTY for the INTERRUPT. Past LITH_DQ_DRAIN_MAX bytes, or the
+ *     deadline, or a frame that fits none of that, the connection is closed
+ *     instead (closing also stops the node's work: its next write fails and
+ *     it drops the statement). Either way the call returns LITH_DQ_STOPPED;
+ *     lith__dq_connected tells which. The message says so too.
+ *   - A FAILURE after some parts (the statement failed midway) returns
+ *     LITH_DQ_FAILURE as usual, after on_rows saw the parts before it.
+ *   - A deadline already past: LITH_DQ_TIMEOUT, nothing sent, closed. */
+typedef int (*lith__dq_rows_cb)(const lith__dq_rows *part, void *arg);
+int lith__dq_query_each(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,
+                        unsigned n, lith__dq_rows_cb on_rows, void *arg, int64_t deadline_ms);
+
 /* Membership, sent to the leader. */
 int lith__dq_add(lith__dq_conn *c, uint64_t id, const char *address);
 int lith__dq_assign(lith__dq_conn *c, uint64_t id, uint64_t role);
@@ -100,7 +168,11 @@ int lith__dq_cluster(lith__dq_conn *c, lith__dq_servers *out);
 
 /* Connect to the leader: ask each of the comma-separated addresses in turn
  * for the leader and connect to it (the handle ends connected to the
- * leader), until timeout_ms passes. LITH_DQ_OK, or the last error. */
+ * leader), until timeout_ms passes. Between rounds of the addresses it
+ * waits, 10 ms after the first doubling up to 1 s (LITH_DQ_BACKOFF_*; the
+ * wait never goes past timeout_ms), so that nodes answering garbage or
+ * knowing no leader are not asked in a tight loop. At least one round.
+ * LITH_DQ_OK, or the last error. */
 int lith__dq_connect_leader(lith__dq_conn *c, const char *addresses, int timeout_ms);
 
 #endif

@@ -5,9 +5,10 @@
 #                    dqlite/client.c (blocking TCP); libc only (lib/clock.c)
 #   LITH_NODE_BIN    tools/lith-node: one dqlite node (libdqlite)
 #   DQ_TEST_BIN      the tests, to add to TEST_BIN: dqlite/test/test_wire
-#                    (no node), dqlite/test/test_client (one lith-node) and
-#                    tools/lith-node/test/test_lith_node (three); the last two
-#                    spawn LITH_NODE_BIN (absolute path compiled in)
+#                    (no node), dqlite/test/test_client (one lith-node, fake
+#                    nodes) and tools/lith-node/test/test_lith_node (three,
+#                    twice; with the writer); the last two spawn
+#                    LITH_NODE_BIN (absolute path compiled in)
 #   DQW_OBJ          the batching writer onto a cluster (dqlite/writer.c,
 #                    a thread; needs $(DQ_OBJ) too)
 #   DQ_PKGS, DQ_DEBS what `make deps` checks and installs
@@ -28,9 +29,12 @@ LITH_NODE_BIN := $(B)/tools/lith-node/lith-node
 DQ_TEST_BIN   := $(B)/dqlite/test/test_wire $(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node \
                  $(B)/dqlite/test/test_writer
 
+# lith-node calls SQLite itself (sqlite3_auto_extension: the statement
+# guard), so it links the system libsqlite3, the one libdqlite uses.
 $(LITH_NODE_BIN): tools/lith-node/main.c $(DQ_OBJ) $(DQ_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Idqlite $(DQ_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(DQ_OBJ) $(DQ_LIBS) $(LDFLAGS)
+	$(CC) $(CPPFLAGS) -Idqlite $(DQ_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(DQ_OBJ) $(DQ_LIBS) \
+	  $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS)
 
 $(DQ_TEST_HELP): dqlite/test/nodes.c dqlite/test/nodes.h $(DQ_HDRS)
 	@mkdir -p $(dir $@)
@@ -40,10 +44,16 @@ $(B)/dqlite/test/test_wire: dqlite/test/test_wire.c $(B)/dqlite/wire.o dqlite/wi
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Idqlite $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) -o $@ $< $(B)/dqlite/wire.o $(TEST_LIBS) $(LDFLAGS)
 
-$(B)/dqlite/test/test_client $(B)/tools/lith-node/test/test_lith_node: $(B)/%: %.c $(DQ_TEST_HELP) $(DQ_OBJ) $(DQ_HDRS) $(LITH_NODE_BIN)
+$(B)/dqlite/test/test_client: $(B)/%: %.c $(DQ_TEST_HELP) $(DQ_OBJ) $(DQ_HDRS) $(LITH_NODE_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
 	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
+
+# test_lith_node also runs the writer (a write beside a slow statement).
+$(B)/tools/lith-node/test/test_lith_node: $(B)/%: %.c $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(DQ_HDRS) dqlite/writer.h $(LITH_NODE_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
+	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
 
 $(DQW_OBJ): dqlite/writer.h $(DQ_HDRS)
 

@@ -21,6 +21,8 @@ const char *lith__dq_rc_str(int rc) {
   case LITH_DQ_TIMEOUT: return "timeout";
   case LITH_DQ_NOMEM: return "out of memory";
   case LITH_DQ_MISUSE: return "misuse";
+  case LITH_DQ_STOPPED: return "stopped";
+  case LITH_DQ_TOOBIG: return "answer too large";
   default: return "unknown";
   }
 }
@@ -341,6 +343,33 @@ int lith__dq_decode_failure(const uint8_t *body, size_t n, uint64_t *code, const
   if (rc == LITH_DQ_OK)
     rc = get_text(&c, message, NULL);
   return rc;
+}
+
+/* From the end: a text takes pad8(len + 1) bytes, so it ends in 1 to 8
+ * zero bytes (its NUL and padding). More than 8 trailing zeros: the message
+ * is empty (a word of zeros) and the zeros before are the code's top bytes.
+ * Otherwise the message is the run of non-zero bytes before them, which
+ * must start on a word boundary after a zero byte (the top byte of the
+ * code, which is below 2^56); the code is the word before it. */
+int lith__dq_decode_failure_tail(const uint8_t *body, size_t n, uint64_t *code, const char **message) {
+  if (n < 16 || n % 8 != 0)
+    return LITH_DQ_PROTO;
+  size_t end = n; /* one past the message's last byte */
+  while (end > 0 && n - end <= 8 && body[end - 1] == 0)
+    end--;
+  size_t start = n - 8; /* an empty message */
+  if (n - end <= 8) {
+    if (end == n)
+      return LITH_DQ_PROTO; /* no NUL at the end */
+    start = end;
+    while (start > 0 && body[start - 1] != 0)
+      start--;
+    if (start % 8 != 0 || start < 8)
+      return LITH_DQ_PROTO;
+  }
+  cursor c = {body + start - 8, 8};
+  *message = (const char *)body + start;
+  return get_u64(&c, code);
 }
 
 int lith__dq_decode_server(const uint8_t *body, size_t n, uint64_t *id, const char **address) {

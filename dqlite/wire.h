@@ -33,9 +33,16 @@ enum lith__dq_rc {
   LITH_DQ_FAILURE, /* the node answered FAILURE: code and message kept on the handle */
   LITH_DQ_PROTO,   /* a malformed or unexpected frame: the connection is dropped */
   LITH_DQ_IO,      /* connect, send or receive failed (or not connected) */
-  LITH_DQ_TIMEOUT, /* no (whole) answer within the handle's timeout: dropped */
+  LITH_DQ_TIMEOUT, /* the whole answer did not come by the call's deadline
+                    * (the handle's timeout from the call's start, or
+                    * lith__dq_query_each's deadline_ms): dropped */
   LITH_DQ_NOMEM,
-  LITH_DQ_MISUSE, /* a bad argument: too many parameters, an unknown value type */
+  LITH_DQ_MISUSE, /* a bad argument: too many parameters, an unknown value type;
+                   * or a call on the connection from inside on_rows */
+  LITH_DQ_STOPPED, /* lith__dq_query_each: on_rows returned non-zero (client.h) */
+  LITH_DQ_TOOBIG,  /* one frame over LITH_DQ_MAX_BODY (the connection is
+                    * closed), or a whole answer gathered by lith__dq_query /
+                    * _query_sql over LITH_DQ_MAX_ANSWER (client.h) */
 };
 
 /* A short name for a code ("ok", "failure", "protocol error", ...). */
@@ -176,6 +183,18 @@ void lith__dq_header_decode(const uint8_t h[8], lith__dq_header *out);
 
 /* Fixed-layout bodies. Texts returned point into body. */
 int lith__dq_decode_failure(const uint8_t *body, size_t n, uint64_t *code, const char **message);
+/* A FAILURE answering QUERY or QUERY_SQL, read from the END of its body:
+ * libdqlite 1.11.1 encodes a failure at a step after the part it was
+ * filling (gateway.c's query_batch calls failure() without resetting the
+ * buffer), so the body starts with the column count, the names and the
+ * rows of that part, and the code and message come last (seen in
+ * test_client: the forward decoder read the column count 2 as the code and
+ * the first column's name as the message). The message is the text that
+ * ends the body (its NUL and zero padding: 1 to 8 zero bytes; more mean an
+ * empty message), starting on a word boundary; the code is the word before
+ * it, below 2^56 (its top byte is the zero that ends the backward scan).
+ * Also right for a plain FAILURE (code, message). */
+int lith__dq_decode_failure_tail(const uint8_t *body, size_t n, uint64_t *code, const char **message);
 int lith__dq_decode_server(const uint8_t *body, size_t n, uint64_t *id, const char **address);
 int lith__dq_decode_welcome(const uint8_t *body, size_t n, uint64_t *heartbeat_timeout);
 int lith__dq_decode_db(const uint8_t *body, size_t n, uint32_t *db);

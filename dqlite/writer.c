@@ -69,6 +69,7 @@ struct lith__dqw {
   uint32_t db;
   int ready;          /* connected to a leader, database open, table made */
   int64_t down_since; /* ms when the leader was lost; 0 while connected */
+  int backoff_ms;     /* the wait before the next reconnection (writer.h) */
   char *ctl;          /* control statements not yet sent */
   size_t nctl, capctl;
   int ctl_err;  /* out of memory growing ctl */
@@ -82,11 +83,16 @@ struct lith__dqw {
 struct lith__dqw_tx {
   lith__dqw *w;
   lith__dqw_req *req;
-  int broken; /* the run is abandoned (RETRY) */
-  int blame;  /* ...because a flush failed: blame w->last_ran */
-  int failed; /* a statement failed: the command fails */
-  int ran;    /* a statement was sent */
-  int dqrc;   /* the client's code when broken, for the message */
+  int broken;   /* the run is abandoned (RETRY) */
+  int blame;    /* ...because a flush failed: blame w->last_ran */
+  int failed;   /* a statement failed: the command fails */
+  int fail_rc;  /* ...with this code (SQL, MISUSE, NOMEM, USER, TOOBIG) */
+  int lost_own; /* ...and took the connection with it (TOOBIG, a stop that
+                 * could not be drained): the batch runs again without it */
+  int ran;      /* a statement was sent */
+  int dqrc;     /* the client's code when broken, for the message */
+  int in_query; /* inside lith__dqw_query_each's on_rows */
+  unsigned nerror; /* lith__dqw_error calls */
 };
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
@@ -113,6 +119,7 @@ const char *lith__dqw_rc_str(int rc) {
   case LITH_DQW_CLOSED: return "closed";
   case LITH_DQW_NOMEM: return "out of memory";
   case LITH_DQW_MISUSE: return "misuse";
+  case LITH_DQW_TOOBIG: return "answer too large";
   default: return "unknown code";
   }
 }
@@ -185,6 +192,31 @@ static void lose(lith__dqw *w) {
     w->down_since = now_ms();
 }
 
+/* The connection went with a command's own failure (an answer too large):
+ * not a lost leader, so no failover is counted; the next batch connects
+ * again. */
+static void drop(lith__dqw *w) {
+  lith__dq_disconnect(w->c);
+  w->ready = 0;
+}
+
+/* Before a reconnection: wait the back-off, then double it (writer.h). The
+ * wait stops at the deadline while one is ahead; past it (a batch's one
+ * round while the writer has long been without a leader) it is whole, so
+ * that producers retrying at once do not make the writer reconnect in a
+ * tight loop. */
+static void backoff(lith__dqw *w, int64_t deadline) {
+  int ms = w->backoff_ms;
+  int64_t left = deadline - now_ms();
+  if (left > 0 && left < ms)
+    ms = (int)left;
+  if (ms > 0)
+    sleep_ms(ms);
+  w->backoff_ms = w->backoff_ms == 0                           ? LITH_DQW_BACKOFF_MIN_MS
+                  : w->backoff_ms >= LITH_DQW_BACKOFF_MAX_MS / 2 ? LITH_DQW_BACKOFF_MAX_MS
+                                                                 : w->backoff_ms * 2;
+}
+
 /* Be connected to the leader with the database open and _lith_batches made,
  * trying until the deadline (at least one round of the addresses). 1 when
  * ready. */
@@ -196,6 +228,7 @@ static int ensure(lith__dqw *w, int64_t deadline) {
     deadline = w->down_since + w->failover_ms;
   }
   do {
+    backoff(w, deadline);
     int64_t left = deadline - now_ms();
     int rc = lith__dq_connect_leader(w->c, w->addresses, left > 0 ? (int)left : 0);
     if (rc == LITH_DQ_OK)
@@ -212,8 +245,6 @@ static int ensure(lith__dqw *w, int64_t deadline) {
       return 1;
     }
     lith__dq_disconnect(w->c);
-    if (now_ms() < deadline)
-      sleep_ms(20);
   } while (now_ms() < deadline);
   return 0;
 }
@@ -275,12 +306,21 @@ static int tx_before(lith__dqw_tx *tx, const char *sql) {
   lith__dqw *w = tx->w;
   if (tx->broken)
     return LITH_DQW_RETRY;
+  if (tx->in_query) {
+    /* From inside on_rows: the connection is in the middle of an answer.
+     * Nothing is sent; the command fails. */
+    set_err(&tx->req->err, 0, "a statement from inside on_rows: %s", sql);
+    tx->failed = 1;
+    tx->fail_rc = LITH_DQW_MISUSE;
+    return LITH_DQW_MISUSE;
+  }
   if (tx->failed)
-    return LITH_DQW_SQL; /* err still holds the failure */
+    return tx->fail_rc; /* err still holds the failure */
   const char *why = sql_refused(sql);
   if (why != NULL) {
     set_err(&tx->req->err, 0, "%s: %s", why, sql);
     tx->failed = 1;
+    tx->fail_rc = LITH_DQW_MISUSE;
     return LITH_DQW_MISUSE;
   }
   int rc = ctl_flush(w);
@@ -293,21 +333,39 @@ static int tx_before(lith__dqw_tx *tx, const char *sql) {
   return LITH_DQW_RETRY;
 }
 
-/* Sort a statement's outcome into the tx's state. */
-static int tx_after(lith__dqw_tx *tx, int rc) {
+/* The command fails with rc (its err set); 'own': through no fault of the
+ * leader, so the connection, if it went, goes without a failover. */
+static int tx_fail(lith__dqw_tx *tx, int rc) {
+  tx->failed = 1;
+  tx->fail_rc = rc;
+  if (!lith__dq_connected(tx->w->c))
+    tx->lost_own = 1;
+  return rc;
+}
+
+/* Sort a statement's outcome into the tx's state. nerror0: the callback's
+ * lith__dqw_error count before the statement (a stop keeps its message). */
+static int tx_after(lith__dqw_tx *tx, int rc, unsigned nerror0) {
   lith__dq_conn *c = tx->w->c;
   tx->ran = 1;
   if (rc == LITH_DQ_OK)
     return LITH_DQW_OK;
   if (rc == LITH_DQ_NOMEM || rc == LITH_DQ_MISUSE) {
     set_err(&tx->req->err, 0, "%s", lith__dq_errmsg(c));
-    tx->failed = 1;
-    return rc == LITH_DQ_NOMEM ? LITH_DQW_NOMEM : LITH_DQW_MISUSE;
+    return tx_fail(tx, rc == LITH_DQ_NOMEM ? LITH_DQW_NOMEM : LITH_DQW_MISUSE);
   }
   if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(c))) {
     set_err(&tx->req->err, (int)lith__dq_errcode(c), "%s", lith__dq_errmsg(c));
-    tx->failed = 1;
-    return LITH_DQW_SQL;
+    return tx_fail(tx, LITH_DQW_SQL);
+  }
+  if (rc == LITH_DQ_TOOBIG) {
+    set_err(&tx->req->err, 0, "%s", lith__dq_errmsg(c));
+    return tx_fail(tx, LITH_DQW_TOOBIG);
+  }
+  if (rc == LITH_DQ_STOPPED) {
+    if (tx->nerror == nerror0)
+      set_err(&tx->req->err, 0, "the query was stopped by its callback");
+    return tx_fail(tx, LITH_DQW_USER);
   }
   tx->broken = 1;
   tx->dqrc = rc;
@@ -319,7 +377,7 @@ int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *para
   int rc = tx_before(tx, sql);
   if (rc != LITH_DQW_OK)
     return rc;
-  return tx_after(tx, lith__dq_exec_sql(tx->w->c, tx->w->db, sql, params, n, res));
+  return tx_after(tx, lith__dq_exec_sql(tx->w->c, tx->w->db, sql, params, n, res), tx->nerror);
 }
 
 int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
@@ -327,7 +385,19 @@ int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *par
   int rc = tx_before(tx, sql);
   if (rc != LITH_DQW_OK)
     return rc;
-  return tx_after(tx, lith__dq_query_sql(tx->w->c, tx->w->db, sql, params, n, rows));
+  return tx_after(tx, lith__dq_query_sql(tx->w->c, tx->w->db, sql, params, n, rows), tx->nerror);
+}
+
+int lith__dqw_query_each(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                         lith__dq_rows_cb on_rows, void *arg) {
+  int rc = tx_before(tx, sql);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  unsigned nerror0 = tx->nerror;
+  tx->in_query = 1;
+  rc = lith__dq_query_each(tx->w->c, tx->w->db, sql, params, n, on_rows, arg, 0);
+  tx->in_query = 0;
+  return tx_after(tx, rc, nerror0);
 }
 
 int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const lith__dq_value *params,
@@ -349,6 +419,7 @@ int lith__dqw_error(lith__dqw_tx *tx, const char *fmt, ...) {
   tx->req->err.code = 0;
   vsnprintf(tx->req->err.errmsg, sizeof tx->req->err.errmsg, fmt, ap);
   va_end(ap);
+  tx->nerror++;
   return LITH_DQW_USER;
 }
 
@@ -394,10 +465,18 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
     if (tx.ran)
       w->last_ran = i;
     if (tx.failed && rc == LITH_DQW_OK)
-      rc = LITH_DQW_SQL; /* a failed statement fails the command */
+      rc = tx.fail_rc; /* a failed statement fails the command */
     r->rc = rc;
     if (rc != LITH_DQW_OK && r->err.errmsg[0] == '\0')
       set_err(&r->err, 0, "the command returned %d (%s)", rc, lith__dqw_rc_str(rc));
+    if (tx.lost_own) {
+      /* Its answer took the connection, and the batch's transaction with
+       * it: this command fails alone, the others run again on a new
+       * connection. Not a lost leader. */
+      drop(w);
+      *blame = i;
+      return A_BLAME;
+    }
     if (rc == LITH_DQW_OK)
       ctl_add(w, "RELEASE lith_c;");
     else
@@ -538,6 +617,7 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
         continue;
       }
       atomic_fetch_add(&w->st_fenced, 1);
+      w->backoff_ms = 0; /* a leader answered: the back-off starts over */
       if (f == F_COMMITTED) {
         answer(w, reqs, n, 1);
         return;
@@ -547,7 +627,10 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
     }
     int64_t id = new_batch_id();
     int blame = -1;
-    switch (attempt(w, reqs, n, id, &blame)) {
+    enum attempt a = attempt(w, reqs, n, id, &blame);
+    if (a != A_BROKEN && a != A_UNKNOWN)
+      w->backoff_ms = 0; /* a definite answer: the back-off starts over */
+    switch (a) {
     case A_COMMITTED: answer(w, reqs, n, 1); return;
     case A_BROKEN:
       lose(w);

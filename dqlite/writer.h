@@ -44,11 +44,13 @@
  *
  * What a producer may see (lith__dqw_do's result, or req->rc):
  *   LITH_DQW_OK           committed (a majority stored it).
- *   LITH_DQW_SQL, LITH_DQW_USER, or whatever else the callback returned
+ *   LITH_DQW_SQL, LITH_DQW_USER, LITH_DQW_TOOBIG, or whatever else the
+ *                         callback returned
  *                         the command failed and left nothing (its
  *                         savepoint was rolled back); the rest of its batch
  *                         is unaffected. code/errmsg say why (SQL: SQLite's
- *                         extended code and message).
+ *                         extended code and message; TOOBIG: an answer too
+ *                         large, see lith__dqw_query_each).
  *   LITH_DQW_UNAVAILABLE  no leader could be reached within failover_ms;
  *                         the command is certainly NOT committed (COMMIT
  *                         was never sent for it, or its batch was fenced).
@@ -68,7 +70,25 @@
  * meanwhile. While it has been without a leader longer than that, each new
  * batch gets one round of the addresses. So: at most failover_ms + 2 x
  * request_timeout_ms after the later of the leader's loss and the command's
- * submission (test_writer checks failover + 2 x timeout + 1 s).
+ * submission (test_writer checks failover + 2 x timeout + 1 s); a batch
+ * that meets a writer long without a leader may wait the back-off (below,
+ * at most LITH_DQW_BACKOFF_MAX_MS) before its round.
+ *
+ * Back-off: every reconnection after a failed one waits first, 10 ms the
+ * first time (the first reconnection after a success goes at once),
+ * doubling up to 1 s (LITH_DQW_BACKOFF_*), and starts over when a leader
+ * gives a definite answer (a batch committed or failed for its own reasons,
+ * a fence settled). Within failover_ms the waits stop at its deadline. So a
+ * node answering garbage, or producers resubmitting at once what failed
+ * UNAVAILABLE, cost about one connection a second, not a tight loop (a
+ * malformed frame made the writer reconnect ~1,450 times a second before,
+ * issue 20). lith__dq_connect_leader backs off between its own rounds too.
+ *
+ * Statement bounds: a statement the node interrupts (lith-node
+ * --max-run-ms) fails its command alone with SQLITE_INTERRUPT. Give the
+ * writer a request_timeout_ms above the nodes' --max-run-ms, or a slow
+ * statement is taken for a lost leader (a timeout) and its batch runs again
+ * until failover_ms.
  *
  * A CALLBACK MAY RUN MORE THAN ONCE (again after a failover, or when
  * another command of its batch ended the transaction). So: it must act only
@@ -112,7 +132,13 @@ enum lith__dqw_rc {
   LITH_DQW_CLOSED,      /* the writer is stopping: not run */
   LITH_DQW_NOMEM,
   LITH_DQW_MISUSE,
+  LITH_DQW_TOOBIG, /* an answer too large for the client (LITH_DQ_TOOBIG):
+                    * the command fails alone, never a lost leader */
 };
+
+/* The reconnection back-off (above): 10 ms doubling to 1 s. */
+#define LITH_DQW_BACKOFF_MIN_MS 10
+#define LITH_DQW_BACKOFF_MAX_MS 1000
 
 /* "ok", "sql error", ... */
 const char *lith__dqw_rc_str(int rc);
@@ -180,9 +206,39 @@ void lith__dqw_submit(lith__dqw *w, lith__dqw_req *req);
 int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
                    lith__dq_result *res);
 /* Run one query; rows must be lith__dq_rows_init'ed and is the caller's to
- * free (lith__dq_rows_free) whatever the result. */
+ * free (lith__dq_rows_free) whatever the result. A result over
+ * LITH_DQ_MAX_ANSWER (or one frame over LITH_DQ_MAX_BODY) fails the command
+ * with LITH_DQW_TOOBIG, as below. The whole answer comes within
+ * request_timeout_ms. */
 int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
                     lith__dq_rows *rows);
+/* As lith__dq_query_each inside a command. A stop by on_rows or a
+ * LITH_DQ_TOOBIG frame fails the command on its own (LITH_DQW_USER after the
+ * callback's own lith__dqw_error, or a new LITH_DQW_TOOBIG — say which), never
+ * a lost leader: the batch's other commands still commit, the connection is
+ * kept when it can be (re-running the batch elsewhere only if it was lost).
+ *
+ * In detail:
+ *   - A stop: this returns LITH_DQW_USER, with the message on_rows gave
+ *     through lith__dqw_error(tx, ...) (on_rows gets its tx through arg),
+ *     or "the query was stopped by its callback" if it gave none. Later tx
+ *     calls of the run refuse, as after any failure; the command fails
+ *     whatever the callback returns.
+ *   - An answer too large (one frame over LITH_DQ_MAX_BODY): this returns
+ *     LITH_DQW_TOOBIG with the client's message; the command fails so.
+ *   - The connection: kept when the client could end the query in step
+ *     (client.h, "The stop": at most LITH_DQ_DRAIN_MAX bytes more), and the
+ *     batch goes on. Otherwise (a TOOBIG frame always closes it) the
+ *     batch's transaction went with it: the command fails alone and the
+ *     batch's other commands run again on a new connection (counted in
+ *     reruns, not in failovers).
+ *   - The whole query is bounded by request_timeout_ms; past it, as any
+ *     timeout, the leader is in doubt (failover).
+ *   - on_rows runs on the writer thread during the call; a tx call from
+ *     inside it fails LITH_DQW_MISUSE (nothing is sent) and fails the
+ *     command. */
+int lith__dqw_query_each(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
+                         lith__dq_rows_cb on_rows, void *arg);
 /* The first column of the first row as an integer: LITH_DQW_OK, or
  * LITH_DQW_USER with "no row" when the query gave none. */
 int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const lith__dq_value *params,

@@ -5,8 +5,9 @@
 
 Speaks the wire protocol (version 1) directly, sends a fixed conversation
 (LEADER, CLIENT, OPEN, EXEC_SQL, QUERY_SQL with every value type and a
-result of several parts, failures, PREPARE/EXEC/QUERY/FINALIZE, CLUSTER in
-both formats) and writes each answer, header and body, to OUTDIR/NAME:
+result of several parts, failures (at prepare, at a step, after some
+parts), a query stopped by INTERRUPT, PREPARE/EXEC/QUERY/FINALIZE, CLUSTER
+in both formats) and writes each answer, header and body, to OUTDIR/NAME:
 what the harness reads is a sequence of such messages.
 """
 import os
@@ -79,6 +80,22 @@ def main():
     ask("rows_17_columns", 9, db + text("SELECT " + ", ".join(str(i) for i in range(17))))
     ask("failure_syntax", 8, db + text("SELEC 1"))
     ask("failure_no_table", 9, db + text("SELECT * FROM nowhere"))
+    # A failure at a step: libdqlite 1.11.1 puts the part's columns (and
+    # rows) before the code and message; mid-result, after some parts.
+    ask("failure_step", 9, db + text("SELECT 1 AS n, abs(-9223372036854775807 - 1) AS x"))
+    ask("failure_mid_rows", 9, db + text(
+        "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 300) "
+        "SELECT n, CASE WHEN n = 250 THEN abs(n - 250 - 9223372036854775807 - 1) "
+        "ELSE printf('%040d', n) END FROM k"))
+    # A stop: QUERY_SQL, then INTERRUPT at once: the node sends the whole
+    # result, its DONE, then EMPTY for the INTERRUPT.
+    sock.sendall(msg(9, db + text(
+        "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 200) "
+        "SELECT n, printf('%040d', n) FROM k")) + msg(10, db))
+    data = answer(sock)
+    data += answer(sock)
+    with open(os.path.join(outdir, "rows_then_interrupt"), "wb") as f:
+        f.write(data)
     ask("stmt", 4, db + text("SELECT i FROM t WHERE i = ?"))
     ask("rows_prepared", 6, struct.pack("<II", 0, 0) + bytes([1, 1, 0, 0, 0, 0, 0, 0]) + struct.pack("<q", -42))
     ask("empty", 7, struct.pack("<II", 0, 0))

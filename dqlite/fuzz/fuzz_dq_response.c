@@ -8,11 +8,16 @@
  * as the client does (PART, then more parts, until DONE). Unknown types go
  * to every fixed decoder.
  *
+ * FAILURE bodies also go to the tail decoder (a query's FAILURE, read from
+ * the end: libdqlite 1.11.1 puts a part's rows before the code).
+ *
  * Oracle, besides the sanitizers: a decoded result holds only what its
  * bodies contain (every text and blob lies inside one of them, a text's
  * length is its strlen), the rows count times the columns values are all
- * readable, a failed decode leaves the rows as they were, and a decoded
- * SERVERS list's addresses are strings.
+ * readable, a failed decode leaves the rows as they were, a decoded
+ * SERVERS list's addresses are strings, a FAILURE read from the end has
+ * its message on a word boundary ending the body with its padding, and a
+ * plain FAILURE reads the same both ways.
  *
  * Seeds: dqlite/fuzz/corpus/dq_response, real answers of a lith-node
  * (libdqlite 1.11.1) captured with dqlite/fuzz/capture.py.
@@ -62,8 +67,29 @@ static void fixed(int type, const uint8_t *b, size_t n) {
   const char *s;
   lith__dq_servers sv;
   if (type == LITH_DQ_RES_FAILURE || type > LITH_DQ_RES_EMPTY) {
-    if (lith__dq_decode_failure(b, n, &u1, &s) == LITH_DQ_OK)
+    const char *t;
+    int fwd = lith__dq_decode_failure(b, n, &u1, &s) == LITH_DQ_OK;
+    if (fwd)
       check((const uint8_t *)s >= b && (const uint8_t *)s + strlen(s) < b + n);
+    /* From the end (a query's FAILURE): the message ends the body, the
+     * code is the word before it; a plain FAILURE that fills its body
+     * exactly (zero padding, code below 2^56) reads the same both ways. */
+    if (lith__dq_decode_failure_tail(b, n, &u2, &t) == LITH_DQ_OK) {
+      size_t len = strlen(t);
+      check((const uint8_t *)t >= b + 8 && ((const uint8_t *)t - b) % 8 == 0);
+      check((const uint8_t *)t + len < b + n && ((len + 8) & ~(size_t)7) == (size_t)(b + n - (const uint8_t *)t));
+      check(u2 < (1ULL << 56));
+    }
+    if (fwd && u1 < (1ULL << 56) && n % 8 == 0) {
+      size_t len = strlen(s), whole = ((len + 8) & ~(size_t)7);
+      int zeros = 1;
+      for (size_t i = len; i < whole && (const uint8_t *)s + i < b + n; i++)
+        zeros &= s[i] == 0;
+      if ((const uint8_t *)s == b + 8 && 8 + whole == n && zeros) {
+        check(lith__dq_decode_failure_tail(b, n, &u2, &t) == LITH_DQ_OK);
+        check(u2 == u1 && t == s);
+      }
+    }
   }
   if (type == LITH_DQ_RES_SERVER || type > LITH_DQ_RES_EMPTY) {
     if (lith__dq_decode_server(b, n, &u1, &s) == LITH_DQ_OK)

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,8 +74,17 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   if (pipe(p) != 0)
     return -1;
   snprintf(id, sizeof id, "%d", n->id);
-  snprintf(lat, sizeof lat, "%d", T_NODE_LATENCY_MS);
+  snprintf(lat, sizeof lat, "%d", n->latency_ms > 0 ? n->latency_ms : T_NODE_LATENCY_MS);
   n->line[0] = '\0';
+  const char *argv[40] = {"lith-node", "--id", id, "--address", n->address, "--dir", n->dir, "--latency-ms", lat};
+  int argc = 9;
+  if (join != NULL) {
+    argv[argc++] = "--join";
+    argv[argc++] = join;
+  }
+  for (int i = 0; n->extra != NULL && n->extra[i] != NULL && argc < 39; i++)
+    argv[argc++] = n->extra[i];
+  argv[argc] = NULL;
   n->pid = fork();
   if (n->pid == 0) {
     /* A test that fails part-way never leaves a node running. */
@@ -82,12 +92,7 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
     dup2(p[1], 1);
     close(p[0]);
     close(p[1]);
-    if (join != NULL)
-      execl(LITH_NODE_PATH, "lith-node", "--id", id, "--address", n->address, "--dir", n->dir, "--latency-ms",
-            lat, "--join", join, (char *)NULL);
-    else
-      execl(LITH_NODE_PATH, "lith-node", "--id", id, "--address", n->address, "--dir", n->dir, "--latency-ms",
-            lat, (char *)NULL);
+    execv(LITH_NODE_PATH, (char *const *)argv);
     _exit(127);
   }
   close(p[1]);
@@ -157,6 +162,7 @@ struct t_fake {
   size_t n;
   int close_after;
   int quit[2]; /* a pipe: closing the write end ends the thread */
+  int scripted; /* made by t_fake_script (a struct t_fake_x) */
 };
 
 static int read_full(int fd, void *buf, size_t n) {
@@ -227,6 +233,191 @@ void t_fake_free(t_fake *f) {
   close(f->lfd);
   free(f->reply);
   free(f);
+}
+
+/* ---- The scripted fake ---- */
+
+typedef struct t_script {
+  t_fake_respond respond;
+  void *arg;
+  int many;
+} t_script;
+
+struct t_fake_x {
+  t_fake f; /* first: a t_fake * is a t_fake_x * when scripted */
+  t_script s;
+  atomic_int conns;
+  _Atomic uint64_t written;
+};
+
+/* Wait for fd to be readable (or writable) unless quit is closed first:
+ * 1 ready, 0 quit, -1 timeout (ms < 0: none). */
+static int wait_or_quit(int fd, short events, int quit, int ms) {
+  struct pollfd pf[2] = {{.fd = fd, .events = events}, {.fd = quit, .events = POLLIN}};
+  for (;;) {
+    int n = poll(pf, 2, ms);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    if (pf[1].revents)
+      return 0;
+    return 1;
+  }
+}
+
+static int read_q(int fd, int quit, void *buf, size_t n) {
+  uint8_t *p = buf;
+  while (n > 0) {
+    if (wait_or_quit(fd, POLLIN, quit, -1) != 1)
+      return -1;
+    ssize_t r = recv(fd, p, n, 0);
+    if (r <= 0)
+      return -1;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+static int write_q(struct t_fake_x *x, int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    if (wait_or_quit(fd, POLLOUT, x->f.quit[0], -1) != 1)
+      return -1;
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    if (w <= 0)
+      return -1;
+    atomic_fetch_add(&x->written, (uint64_t)w);
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* One connection: 0 to accept the next, -1 to end. */
+static int script_conn(struct t_fake_x *x, int fd, int conn) {
+  int quit = x->f.quit[0];
+  uint8_t h[8];
+  lith__dq_buf out;
+  lith__dq_buf_init(&out);
+  int rc = read_q(fd, quit, h, 8); /* the handshake */
+  for (int index = 0; rc == 0; index++) {
+    if (read_q(fd, quit, h, 8) != 0)
+      break;
+    size_t n = (size_t)(h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24) * 8;
+    uint8_t *body = malloc(n ? n : 1);
+    if (body == NULL || read_q(fd, quit, body, n) != 0) {
+      free(body);
+      break;
+    }
+    t_fake_call call = {.conn = conn, .index = index, .type = h[4], .body = body, .n = n,
+                        .address = x->f.address};
+    int next;
+    for (;; call.repeat++) {
+      lith__dq_buf_reset(&out);
+      next = x->s.respond(x->s.arg, &call, &out);
+      if (out.len > 0 && write_q(x, fd, out.data, out.len) != 0) {
+        next = T_FAKE_CLOSE;
+        break;
+      }
+      if (next < 0)
+        break;
+      if (next > 0 && wait_or_quit(quit, POLLIN, quit, next) == 0) {
+        next = T_FAKE_CLOSE;
+        break;
+      }
+      struct pollfd pq = {.fd = quit, .events = POLLIN};
+      if (poll(&pq, 1, 0) > 0) {
+        next = T_FAKE_CLOSE;
+        break;
+      }
+    }
+    free(body);
+    if (next == T_FAKE_CLOSE)
+      break;
+  }
+  lith__dq_buf_free(&out);
+  close(fd);
+  struct pollfd pq = {.fd = quit, .events = POLLIN};
+  return poll(&pq, 1, 0) > 0 ? -1 : 0;
+}
+
+static void *script_main(void *arg) {
+  struct t_fake_x *x = arg;
+  for (int conn = 0;; conn++) {
+    if (wait_or_quit(x->f.lfd, POLLIN, x->f.quit[0], -1) != 1)
+      break;
+    int fd = accept(x->f.lfd, NULL, NULL);
+    if (fd < 0)
+      break;
+    atomic_fetch_add(&x->conns, 1);
+    if (script_conn(x, fd, conn) != 0 || !x->s.many)
+      break;
+  }
+  return NULL;
+}
+
+t_fake *t_fake_script(t_fake_respond respond, void *arg, int many) {
+  struct t_fake_x *x = calloc(1, sizeof *x);
+  int port = 0;
+  if (x == NULL)
+    return NULL;
+  x->f.lfd = listen_loopback(0, &port);
+  x->f.reply = malloc(1);
+  if (x->f.lfd < 0 || x->f.reply == NULL || pipe(x->f.quit) != 0) {
+    free(x->f.reply);
+    free(x);
+    return NULL;
+  }
+  x->s = (t_script){.respond = respond, .arg = arg, .many = many};
+  x->f.scripted = 1;
+  snprintf(x->f.address, sizeof x->f.address, "127.0.0.1:%d", port);
+  pthread_create(&x->f.thread, NULL, script_main, x);
+  return &x->f;
+}
+
+int t_fake_connections(const t_fake *f) {
+  return f->scripted ? atomic_load(&((struct t_fake_x *)f)->conns) : 0;
+}
+
+uint64_t t_fake_written(const t_fake *f) {
+  return f->scripted ? atomic_load(&((struct t_fake_x *)f)->written) : 0;
+}
+
+void t_rows_frame(lith__dq_buf *out, int nrows, size_t pad, int done) {
+  char *text = NULL;
+  if (pad > 0) {
+    text = malloc(pad + 1);
+    memset(text, 'x', pad);
+    text[pad] = '\0';
+  }
+  lith__dq_req_begin(out, LITH_DQ_RES_ROWS);
+  lith__dq_put_u64(out, pad > 0 ? 2 : 1);
+  lith__dq_put_text(out, "n");
+  if (pad > 0)
+    lith__dq_put_text(out, "pad");
+  for (int i = 1; i <= nrows; i++) {
+    lith__dq_put_u64(out, pad > 0 ? (LITH_DQ_INTEGER | LITH_DQ_TEXT << 4) : LITH_DQ_INTEGER);
+    lith__dq_put_u64(out, (uint64_t)i);
+    if (pad > 0)
+      lith__dq_put_text(out, text);
+  }
+  lith__dq_put_u64(out, done ? LITH_DQ_ROWS_DONE : LITH_DQ_ROWS_PART);
+  lith__dq_req_end(out);
+  free(text);
+}
+
+long t_rss_kib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL)
+    return -1;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+    resident = -1;
+  fclose(f);
+  return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 /* ---- The cluster, read directly ---- */

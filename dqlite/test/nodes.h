@@ -22,6 +22,8 @@ typedef struct t_node {
   char address[64];
   char dir[64];
   char line[256]; /* the node's "serving" line */
+  int latency_ms;  /* 0: T_NODE_LATENCY_MS */
+  const char *const *extra; /* more options, NULL-terminated; the caller's */
 } t_node;
 
 /* A free TCP port on 127.0.0.1 (bound and released: the usual small race). */
@@ -32,7 +34,8 @@ void t_node_init(t_node *n, int id);
 
 /* Spawn it (join: NULL, or the --join list) and wait up to timeout_ms for its
  * serving line; 0 then, -1 if it exited or said nothing in time (it is
- * killed). */
+ * killed). The node gets --latency-ms latency_ms (T_NODE_LATENCY_MS when
+ * 0) and then the options in extra (NULL-terminated; NULL: none). */
 int t_node_start(t_node *n, const char *join, int timeout_ms);
 
 /* Send sig and reap it: its exit status, 128 + signal if a signal ended
@@ -46,6 +49,44 @@ typedef struct t_fake t_fake;
 t_fake *t_fake_start(const void *reply, size_t n, int close_after);
 const char *t_fake_address(const t_fake *f);
 void t_fake_free(t_fake *f);
+
+/* A scripted fake node on 127.0.0.1, for what a real node will not do
+ * (answer garbage, drip, send forever). It accepts connections one after
+ * the other (all of them if `many`, else only the first), reads each one's
+ * handshake, then for every request calls respond(arg, call, out): out is
+ * an empty buffer for the bytes to write (whole frames or not; the fake
+ * writes them as they are), and the return value says what follows:
+ *   T_FAKE_NEXT   read the next request;
+ *   T_FAKE_CLOSE  close the connection (and accept the next, if many);
+ *   d >= 0        call respond again for the same request after d ms,
+ *                 with call->repeat one more, writing its bytes too: a
+ *                 stream (d 0: as fast as the socket takes them). The
+ *                 stream ends when respond returns NEXT or CLOSE, the
+ *                 peer goes away, or the fake is freed.
+ * respond runs on the fake's thread. */
+enum { T_FAKE_NEXT = -1, T_FAKE_CLOSE = -2 };
+typedef struct t_fake_call {
+  int conn;     /* connections accepted before this one */
+  int index;    /* requests before this one on its connection */
+  int repeat;   /* calls before this one for the same request */
+  int type;     /* the request's type (LITH_DQ_REQ_*) */
+  const uint8_t *body;
+  size_t n;
+  const char *address; /* the fake's own "127.0.0.1:PORT" */
+} t_fake_call;
+typedef int (*t_fake_respond)(void *arg, const t_fake_call *call, lith__dq_buf *out);
+t_fake *t_fake_script(t_fake_respond respond, void *arg, int many);
+/* Connections accepted so far, and bytes written (any thread). */
+int t_fake_connections(const t_fake *f);
+uint64_t t_fake_written(const t_fake *f);
+
+/* Frames for a fake to send: a ROWS frame of one INTEGER column "n" with
+ * rows 1..nrows (pad bytes of text in a second column "pad" if pad > 0),
+ * closed by PART or DONE. */
+void t_rows_frame(lith__dq_buf *out, int nrows, size_t pad, int done);
+
+/* The process's resident memory now, in KiB (/proc/self/statm). */
+long t_rss_kib(void);
 
 /* The monotonic clock in ms; a sleep. */
 int64_t t_ms_now(void);

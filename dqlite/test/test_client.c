@@ -30,6 +30,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -177,6 +178,13 @@ static void test_failures(void **state) {
   assert_int_equal(lith__dq_errcode(c), SQLITE_ERROR);
   assert_non_null(strstr(lith__dq_errmsg(c), "no such table"));
   assert_int_equal(r.nrows, 0);
+  /* A failure at a step: libdqlite 1.11.1 puts the part's column header
+   * (and rows) before the code and message (wire.h). */
+  assert_int_equal(lith__dq_query_sql(c, db, "SELECT 1 AS n, abs(-9223372036854775807 - 1) AS pad", NULL, 0, &r),
+                   LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_ERROR);
+  assert_string_equal(lith__dq_errmsg(c), "integer overflow");
+  assert_true(lith__dq_connected(c));
 
   exec_ok(c, db, "CREATE TABLE u(k TEXT PRIMARY KEY)");
   exec_ok(c, db, "INSERT INTO u VALUES ('a')");
@@ -266,6 +274,46 @@ static void test_prepared(void **state) {
   lith__dq_close(c);
 }
 
+/* lith-node's statement guard at its defaults (tools/lith-node/main.c): a
+ * recursive CTE of ~30 s or more is interrupted after --max-run-ms 5000
+ * (FAILURE SQLITE_INTERRUPT), the connection usable after; SQLite's limits:
+ * no value over 1 MiB, no LIKE pattern over 50 bytes, no ATTACH. */
+static void test_node_bounds(void **state) {
+  (void)state;
+  uint32_t db;
+  lith__dq_conn *c = lith__dq_new(20000);
+  assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open(c, "bounds.db", &db), LITH_DQ_OK);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_query_sql(
+      c, db, "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000000000) "
+             "SELECT count(*) FROM k",
+      NULL, 0, &r);
+  int64_t took = t_ms_now() - t0;
+  print_message("a 2e9-row recursive CTE: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc), (long long)took,
+                (unsigned long long)lith__dq_errcode(c), lith__dq_errmsg(c));
+  assert_int_equal(rc, LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_INTERRUPT);
+  assert_true(took >= 4900 && took < 8000);
+  assert_int_equal(query_int(c, db, "SELECT 6 * 7"), 42); /* the next statement has its own 5 s */
+
+  assert_int_equal(query_int(c, db, "SELECT length(zeroblob(1048576))"), 1048576);
+  assert_int_equal(lith__dq_query_sql(c, db, "SELECT length(zeroblob(1048577))", NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_TOOBIG);
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT 'a' LIKE '%050d'", 0);
+  assert_int_equal(query_int(c, db, sql), 0);
+  snprintf(sql, sizeof sql, "SELECT 'a' LIKE '%051d'", 0);
+  assert_int_equal(lith__dq_query_sql(c, db, sql, NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_non_null(strstr(lith__dq_errmsg(c), "LIKE or GLOB pattern too complex"));
+  assert_int_equal(lith__dq_exec_sql(c, db, "ATTACH ':memory:' AS other", NULL, 0, NULL), LITH_DQ_FAILURE);
+  assert_non_null(strstr(lith__dq_errmsg(c), "too many attached databases"));
+  assert_true(lith__dq_connected(c));
+  lith__dq_close(c);
+}
+
 /* One call against a fake node that answers `reply`; returns the code. */
 static int against_fake(const void *reply, size_t n, int close_after, int timeout_ms) {
   t_fake *f = t_fake_start(reply, n, close_after);
@@ -290,7 +338,7 @@ static void test_untrusted_node(void **state) {
   const uint8_t good[24] = {2, 0, 0, 0, LITH_DQ_RES_SERVER, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 'x', ':', '1'};
   assert_int_equal(against_fake(good, sizeof good, 1, 2000), LITH_DQ_OK);
   const uint8_t huge[8] = {0, 0, 0, 8, LITH_DQ_RES_SERVER}; /* 2^27 words: 1 GiB */
-  assert_int_equal(against_fake(huge, sizeof huge, 1, 2000), LITH_DQ_PROTO);
+  assert_int_equal(against_fake(huge, sizeof huge, 1, 2000), LITH_DQ_TOOBIG);
   const uint8_t wrong[16] = {1, 0, 0, 0, LITH_DQ_RES_DB};
   assert_int_equal(against_fake(wrong, sizeof wrong, 1, 2000), LITH_DQ_PROTO);
   const uint8_t badfail[16] = {1, 0, 0, 0, LITH_DQ_RES_FAILURE, 0, 0, 0, 1};
@@ -313,6 +361,317 @@ static void test_untrusted_node(void **state) {
   lith__dq_close(c);
 }
 
+/* ---- Rows as they arrive (lith__dq_query_each) ---- */
+
+typedef struct each {
+  int parts, stop_after; /* stop at part number stop_after (0: never) */
+  size_t rows;
+  int64_t next; /* the n expected next */
+  int in_order, names_ok;
+  long rss0, rss_max;
+  lith__dq_conn *c;   /* to try a call from inside */
+  int inner_rc;
+} each;
+
+static int on_rows(const lith__dq_rows *part, void *arg) {
+  each *e = arg;
+  e->parts++;
+  e->names_ok &= part->ncols >= 1 && strcmp(part->names[0], "n") == 0;
+  for (size_t i = 0; i < part->nrows; i++) {
+    const lith__dq_value *v = lith__dq_rows_at(part, i, 0);
+    if (v->type != LITH_DQ_INTEGER || v->i != e->next)
+      e->in_order = 0;
+    e->next++;
+  }
+  e->rows += part->nrows;
+  long rss = t_rss_kib();
+  if (rss > e->rss_max)
+    e->rss_max = rss;
+  if (e->c != NULL && e->parts == 1)
+    e->inner_rc = lith__dq_exec_sql(e->c, 0, "SELECT 1", NULL, 0, NULL);
+  return e->stop_after > 0 && e->parts >= e->stop_after;
+}
+
+static void each_init(each *e, int stop_after) {
+  memset(e, 0, sizeof *e);
+  e->stop_after = stop_after;
+  e->next = 1;
+  e->in_order = e->names_ok = 1;
+  e->rss0 = e->rss_max = t_rss_kib();
+}
+
+#define MB_ROWS(nrows, mb_cols)                                                                             \
+  "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < " #nrows ") SELECT n" mb_cols \
+  " FROM k"
+
+static void test_query_each_node(void **state) {
+  (void)state;
+  uint32_t db;
+  each e;
+  lith__dq_conn *c = open_db("each.db", &db);
+  exec_ok(c, db, "CREATE TABLE big(n INTEGER, pad TEXT)");
+  exec_ok(c, db,
+          "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000) "
+          "INSERT INTO big SELECT n, printf('%0100d', n) FROM k");
+
+  /* Every part, in order, each with the names. */
+  each_init(&e, 0);
+  assert_int_equal(lith__dq_query_each(c, db, "SELECT n, pad FROM big ORDER BY n", NULL, 0, on_rows, &e, 0),
+                   LITH_DQ_OK);
+  assert_int_equal(e.rows, 2000);
+  assert_true(e.parts > 1);
+  assert_true(e.in_order && e.names_ok);
+  print_message("2000 rows of 100 bytes: %d parts\n", e.parts);
+
+  /* A stop after the first part: INTERRUPT, the rest (~200 KB) read and
+   * thrown away, the connection still in step; a call from inside on_rows
+   * is refused and sends nothing. */
+  each_init(&e, 1);
+  e.c = c;
+  assert_int_equal(lith__dq_query_each(c, db, "SELECT n, pad FROM big ORDER BY n", NULL, 0, on_rows, &e, 0),
+                   LITH_DQ_STOPPED);
+  assert_int_equal(e.parts, 1);
+  assert_int_equal(e.inner_rc, LITH_DQ_MISUSE);
+  assert_true(lith__dq_connected(c));
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM big"), 2000);
+  /* A stop on the only (DONE) part sends nothing: still in step. */
+  each_init(&e, 1);
+  assert_int_equal(lith__dq_query_each(c, db, "SELECT 1 AS n", NULL, 0, on_rows, &e, 0), LITH_DQ_STOPPED);
+  assert_true(lith__dq_connected(c));
+  assert_int_equal(query_int(c, db, "SELECT 41 + 1"), 42);
+
+  /* A statement failing midway: the parts before it, then FAILURE; the
+   * connection stays usable. */
+  each_init(&e, 0);
+  assert_int_equal(lith__dq_query_each(c, db,
+                                       "SELECT n, CASE WHEN n = 1500 THEN abs(n - 1500 - 9223372036854775807 - 1) "
+                                       "ELSE pad END FROM big",
+                                       NULL, 0, on_rows, &e, 0),
+                   LITH_DQ_FAILURE);
+  print_message("failing at row 1500: %d parts, %zu rows before the FAILURE (%llu: %s)\n", e.parts, e.rows,
+                (unsigned long long)lith__dq_errcode(c), lith__dq_errmsg(c));
+  assert_true(e.parts > 1 && e.rows > 0 && e.rows < 1500);
+  assert_int_equal(lith__dq_errcode(c), SQLITE_ERROR);
+  assert_string_equal(lith__dq_errmsg(c), "integer overflow");
+  assert_int_equal(query_int(c, db, "SELECT 2"), 2);
+
+  /* 1,500 rows of 1 MB (the issue's /v1/query): a stop after 50 costs one
+   * row's memory, not 1.5 GB; the rest is past LITH_DQ_DRAIN_MAX, so the
+   * connection is closed, and the node is fine. */
+  each_init(&e, 50);
+  int64_t t0 = t_ms_now();
+  assert_int_equal(lith__dq_query_each(c, db, MB_ROWS(1500, ", zeroblob(1000000) AS b"), NULL, 0, on_rows, &e, 0),
+                   LITH_DQ_STOPPED);
+  print_message("1500 x 1 MB, stopped after %d parts (%zu rows) in %lld ms: RSS %ld -> %ld KiB at most; %s\n",
+                e.parts, e.rows, (long long)(t_ms_now() - t0), e.rss0, e.rss_max, lith__dq_errmsg(c));
+  assert_int_equal(e.rows, 50);
+  assert_true(e.rss_max - e.rss0 < 16 * 1024);
+  assert_false(lith__dq_connected(c));
+  assert_non_null(strstr(lith__dq_errmsg(c), "closed"));
+  lith__dq_close(c);
+
+  /* The whole-answer call on it stops at LITH_DQ_MAX_ANSWER: TOOBIG. */
+  c = open_db("each.db", &db);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  t0 = t_ms_now();
+  assert_int_equal(lith__dq_query_sql(c, db, MB_ROWS(1500, ", zeroblob(1000000) AS b"), NULL, 0, &r),
+                   LITH_DQ_TOOBIG);
+  print_message("1500 x 1 MB gathered whole: %s after %lld ms: %s\n", lith__dq_rc_str(LITH_DQ_TOOBIG),
+                (long long)(t_ms_now() - t0), lith__dq_errmsg(c));
+  assert_int_equal(r.nrows, 0);
+  lith__dq_close(c);
+
+  /* One frame of 70 MB (one row of 70 x 1 MB): TOOBIG from its header,
+   * connection closed; the node is fine. */
+  c = open_db("each.db", &db);
+  char sql[2048];
+  size_t len = (size_t)snprintf(sql, sizeof sql, "SELECT 1 AS n");
+  for (int i = 0; i < 70; i++)
+    len += (size_t)snprintf(sql + len, sizeof sql - len, ", zeroblob(1000000)");
+  each_init(&e, 0);
+  assert_int_equal(lith__dq_query_each(c, db, sql, NULL, 0, on_rows, &e, 0), LITH_DQ_TOOBIG);
+  assert_int_equal(e.parts, 0);
+  assert_false(lith__dq_connected(c));
+  assert_non_null(strstr(lith__dq_errmsg(c), "frame"));
+  lith__dq_close(c);
+
+  /* A deadline already past: TIMEOUT, nothing sent, closed. */
+  c = open_db("each.db", &db);
+  assert_int_equal(lith__dq_query_each(c, db, "SELECT 1 AS n", NULL, 0, on_rows, &e, t_ms_now() - 1),
+                   LITH_DQ_TIMEOUT);
+  assert_false(lith__dq_connected(c));
+  lith__dq_close(c);
+  c = open_db("each.db", &db);
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM big"), 2000);
+  lith__dq_close(c);
+}
+
+/* A fake that answers a query with ROWS parts of `rows` rows of `pad`
+ * bytes, every `every_ms`, `parts` of them (0: forever) then DONE; an
+ * INTERRUPT with EMPTY, a LEADER with itself. */
+typedef struct stream {
+  int rows, every_ms, parts;
+  size_t pad;
+  atomic_int interrupts, leaders;
+} stream;
+
+static int stream_respond(void *arg, const t_fake_call *call, lith__dq_buf *out) {
+  stream *st = arg;
+  if (call->type == LITH_DQ_REQ_INTERRUPT) {
+    atomic_fetch_add(&st->interrupts, 1);
+    lith__dq_req_begin(out, LITH_DQ_RES_EMPTY);
+    lith__dq_put_u64(out, 0);
+    lith__dq_req_end(out);
+    return T_FAKE_NEXT;
+  }
+  if (call->type == LITH_DQ_REQ_LEADER) {
+    atomic_fetch_add(&st->leaders, 1);
+    lith__dq_req_begin(out, LITH_DQ_RES_SERVER);
+    lith__dq_put_u64(out, 1);
+    lith__dq_put_text(out, call->address);
+    lith__dq_req_end(out);
+    return T_FAKE_NEXT;
+  }
+  int last = st->parts > 0 && call->repeat + 1 >= st->parts;
+  t_rows_frame(out, st->rows, st->pad, last);
+  return last ? T_FAKE_NEXT : st->every_ms;
+}
+
+static lith__dq_conn *fake_conn(t_fake *f, int timeout_ms) {
+  lith__dq_conn *c = lith__dq_new(timeout_ms);
+  assert_non_null(f);
+  assert_non_null(c);
+  assert_int_equal(lith__dq_connect(c, t_fake_address(f)), LITH_DQ_OK);
+  return c;
+}
+
+/* A node that sends a part every 1.5 s is cut at the deadline: the
+ * handle's timeout for the whole answer, or query_each's deadline_ms. */
+static void test_drip_cut_at_deadline(void **state) {
+  (void)state;
+  stream st = {.rows = 1, .every_ms = 1500, .parts = 10};
+  t_fake *f = t_fake_script(stream_respond, &st, 1);
+  lith__dq_conn *c = fake_conn(f, 2000);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_query_sql(c, 0, "SELECT n", NULL, 0, &r);
+  int64_t took = t_ms_now() - t0;
+  print_message("drip, whole answer, timeout 2000 ms: %s after %lld ms\n", lith__dq_rc_str(rc), (long long)took);
+  assert_int_equal(rc, LITH_DQ_TIMEOUT);
+  assert_true(took >= 1990 && took < 3000);
+  assert_false(lith__dq_connected(c));
+  lith__dq_close(c);
+  t_fake_free(f); /* one connection at a time: a fresh fake for the next */
+
+  f = t_fake_script(stream_respond, &st, 1);
+  c = fake_conn(f, 10000);
+  each e;
+  each_init(&e, 0);
+  t0 = t_ms_now();
+  rc = lith__dq_query_each(c, 0, "SELECT n", NULL, 0, on_rows, &e, t_ms_now() + 2500);
+  took = t_ms_now() - t0;
+  print_message("drip, query_each, deadline 2500 ms: %s after %lld ms, %d parts\n", lith__dq_rc_str(rc),
+                (long long)took, e.parts);
+  assert_int_equal(rc, LITH_DQ_TIMEOUT);
+  assert_true(took >= 2490 && took < 3500);
+  assert_int_equal(e.parts, 2); /* at 0 and 1.5 s */
+  assert_false(lith__dq_connected(c));
+  lith__dq_close(c);
+  t_fake_free(f);
+}
+
+/* A node that sends parts forever: on_rows stops it, with one part's
+ * memory; the node never ends the result, so the drain gives up at
+ * LITH_DQ_DRAIN_MAX and closes. The whole-answer call stops at
+ * LITH_DQ_MAX_ANSWER. */
+static void test_endless_parts(void **state) {
+  (void)state;
+  stream st = {.rows = 64, .pad = 1000, .every_ms = 0, .parts = 0}; /* ~66 KB a part */
+  t_fake *f = t_fake_script(stream_respond, &st, 1);
+  lith__dq_conn *c = fake_conn(f, 20000);
+  each e;
+  each_init(&e, 3000);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_query_each(c, 0, "SELECT n", NULL, 0, on_rows, &e, 0);
+  int64_t took = t_ms_now() - t0;
+  print_message("endless parts: %s after %d parts (%zu rows, %llu bytes sent) in %lld ms; RSS %ld -> %ld KiB at "
+                "most; %s\n",
+                lith__dq_rc_str(rc), e.parts, e.rows, (unsigned long long)t_fake_written(f), (long long)took,
+                e.rss0, e.rss_max, lith__dq_errmsg(c));
+  assert_int_equal(rc, LITH_DQ_STOPPED);
+  assert_int_equal(e.parts, 3000);
+  assert_true(e.rss_max - e.rss0 < 8 * 1024);
+  assert_false(lith__dq_connected(c));
+  lith__dq_close(c);
+  t_fake_free(f);
+
+  f = t_fake_script(stream_respond, &st, 1);
+  c = fake_conn(f, 20000);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  rc = lith__dq_query_sql(c, 0, "SELECT n", NULL, 0, &r);
+  uint64_t sent = t_fake_written(f);
+  print_message("endless parts, whole answer: %s after %llu bytes sent: %s\n", lith__dq_rc_str(rc),
+                (unsigned long long)sent, lith__dq_errmsg(c));
+  assert_int_equal(rc, LITH_DQ_TOOBIG);
+  assert_int_equal(r.nrows, 0);
+  assert_true(sent < (uint64_t)LITH_DQ_MAX_ANSWER + LITH_DQ_DRAIN_MAX + (16u << 20));
+  lith__dq_close(c);
+  t_fake_free(f);
+}
+
+/* The stop as libdqlite 1.11.1 answers it: the rest of the result, DONE,
+ * then EMPTY for the INTERRUPT: the connection is in step afterwards. */
+static void test_stop_drains(void **state) {
+  (void)state;
+  stream st = {.rows = 10, .pad = 8, .every_ms = 0, .parts = 5};
+  t_fake *f = t_fake_script(stream_respond, &st, 0);
+  lith__dq_conn *c = fake_conn(f, 5000);
+  each e;
+  each_init(&e, 2);
+  assert_int_equal(lith__dq_query_each(c, 0, "SELECT n", NULL, 0, on_rows, &e, 0), LITH_DQ_STOPPED);
+  assert_int_equal(e.parts, 2);
+  assert_true(lith__dq_connected(c));
+  uint64_t id;
+  const char *addr;
+  assert_int_equal(lith__dq_leader(c, &id, &addr), LITH_DQ_OK); /* the next answer is the next request's */
+  assert_string_equal(addr, t_fake_address(f));
+  assert_int_equal(atomic_load(&st.interrupts), 1);
+  lith__dq_close(c);
+  t_fake_free(f);
+}
+
+/* Garbage to every LEADER: lith__dq_connect_leader backs off (10 ms
+ * doubling to 1 s) instead of asking again and again. */
+static int garbage_respond(void *arg, const t_fake_call *call, lith__dq_buf *out) {
+  (void)arg;
+  (void)call;
+  lith__dq_req_begin(out, 200); /* no such answer type */
+  lith__dq_put_u64(out, 0);
+  lith__dq_req_end(out);
+  return T_FAKE_CLOSE;
+}
+
+static void test_connect_leader_backs_off(void **state) {
+  (void)state;
+  t_fake *f = t_fake_script(garbage_respond, NULL, 1);
+  assert_non_null(f);
+  lith__dq_conn *c = lith__dq_new(1000);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_connect_leader(c, t_fake_address(f), 3000);
+  int64_t took = t_ms_now() - t0;
+  int n = t_fake_connections(f);
+  print_message("connect_leader against garbage: %s after %lld ms, %d connections\n", lith__dq_rc_str(rc),
+                (long long)took, n);
+  assert_int_equal(rc, LITH_DQ_PROTO);
+  assert_true(took >= 2990 && took < 4000);
+  assert_true(n >= 5 && n <= 14); /* 0, 10, 30, 70, 150, 310, 630, 1270, 2270, 3000 ms */
+  lith__dq_close(c);
+  t_fake_free(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_leader_client_cluster_open),
@@ -320,7 +679,13 @@ int main(void) {
       cmocka_unit_test(test_failures),
       cmocka_unit_test(test_batch_steps),
       cmocka_unit_test(test_prepared),
+      cmocka_unit_test(test_node_bounds),
       cmocka_unit_test(test_untrusted_node),
+      cmocka_unit_test(test_query_each_node),
+      cmocka_unit_test(test_drip_cut_at_deadline),
+      cmocka_unit_test(test_endless_parts),
+      cmocka_unit_test(test_stop_drains),
+      cmocka_unit_test(test_connect_leader_backs_off),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -176,6 +176,77 @@ static void test_fixed_responses(void **state) {
   assert_int_equal(lith__dq_decode_server(server, 12, &id, &s), LITH_DQ_PROTO);
 }
 
+/* A query's FAILURE as libdqlite 1.11.1 sends it: the part it was filling
+ * (column count, names, rows), then code and message; read from the end.
+ * Plain FAILUREs read the same both ways, messages of every length
+ * (padding of 1 to 8 zeros), the empty one included. */
+static void test_failure_tail(void **state) {
+  (void)state;
+  uint64_t code, code2;
+  const char *s, *s2;
+  lith__dq_buf b;
+  lith__dq_buf_init(&b);
+  /* What test_client saw: 2 columns "n" and "pad", rows, then the failure. */
+  lith__dq_req_begin(&b, LITH_DQ_RES_FAILURE);
+  lith__dq_put_u64(&b, 2);
+  lith__dq_put_text(&b, "n");
+  lith__dq_put_text(&b, "pad");
+  for (int i = 0; i < 3; i++) {
+    lith__dq_put_u64(&b, LITH_DQ_INTEGER | LITH_DQ_TEXT << 4);
+    lith__dq_put_u64(&b, (uint64_t)i);
+    lith__dq_put_text(&b, "0000000000000000000000000000000000000000000000000000000000000000001");
+  }
+  lith__dq_put_u64(&b, 1);
+  lith__dq_put_text(&b, "integer overflow");
+  assert_int_equal(lith__dq_req_end(&b), LITH_DQ_OK);
+  const uint8_t *body = b.data + 8;
+  size_t n = b.len - 8;
+  assert_int_equal(lith__dq_decode_failure(body, n, &code, &s), LITH_DQ_OK);
+  assert_int_equal(code, 2); /* the forward reading is wrong for these */
+  assert_string_equal(s, "n");
+  assert_int_equal(lith__dq_decode_failure_tail(body, n, &code, &s), LITH_DQ_OK);
+  assert_int_equal(code, 1);
+  assert_string_equal(s, "integer overflow");
+
+  char msg[40];
+  for (size_t len = 0; len < 30; len++) {
+    memset(msg, 'a' + (int)(len % 26), len);
+    msg[len] = '\0';
+    for (int prefix = 0; prefix <= 1; prefix++) {
+      lith__dq_buf_reset(&b);
+      lith__dq_req_begin(&b, LITH_DQ_RES_FAILURE);
+      if (prefix) {
+        lith__dq_put_u64(&b, 1);
+        lith__dq_put_text(&b, "x");
+      }
+      lith__dq_put_u64(&b, 2067);
+      lith__dq_put_text(&b, msg);
+      lith__dq_req_end(&b);
+      body = b.data + 8;
+      n = b.len - 8;
+      assert_int_equal(lith__dq_decode_failure_tail(body, n, &code, &s), LITH_DQ_OK);
+      assert_int_equal(code, 2067);
+      assert_string_equal(s, msg);
+      if (!prefix) {
+        assert_int_equal(lith__dq_decode_failure(body, n, &code2, &s2), LITH_DQ_OK);
+        assert_int_equal(code2, code);
+        assert_string_equal(s2, s);
+      }
+    }
+  }
+  /* Refused: short, not whole words, no NUL at the end, a message not on a
+   * word boundary. */
+  const uint8_t nonul[16] = {1, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'};
+  assert_int_equal(lith__dq_decode_failure_tail(nonul, 16, &code, &s), LITH_DQ_PROTO);
+  assert_int_equal(lith__dq_decode_failure_tail(nonul, 8, &code, &s), LITH_DQ_PROTO);
+  const uint8_t odd[24] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 0, 0, 0, 0};
+  assert_int_equal(lith__dq_decode_failure_tail(odd, 20, &code, &s), LITH_DQ_PROTO);
+  assert_int_equal(lith__dq_decode_failure_tail(odd, 16, &code, &s), LITH_DQ_PROTO);
+  const uint8_t high[16] = {1, 0, 0, 0, 0, 0, 0, 1, 'a', 'b', 0, 0, 0, 0, 0, 0}; /* code >= 2^56 */
+  assert_int_equal(lith__dq_decode_failure_tail(high, 16, &code, &s), LITH_DQ_PROTO);
+  lith__dq_buf_free(&b);
+}
+
 /* A SERVERS body: n entries "id, address[, role]". */
 static void servers_body(lith__dq_buf *b, int format, int n) {
   lith__dq_buf_reset(b);
@@ -373,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_request_layout),
       cmocka_unit_test(test_header),
       cmocka_unit_test(test_fixed_responses),
+      cmocka_unit_test(test_failure_tail),
       cmocka_unit_test(test_servers),
       cmocka_unit_test(test_rows),
   };

@@ -630,6 +630,327 @@ static void test_unavailable(void **state) {
   lith__dqw_stop(w);
 }
 
+/* ---- Rows as they arrive in a command (lith__dqw_query_each) ---- */
+
+typedef struct each_arg {
+  lith__dqw_tx *tx;
+  int stop_after; /* parts; 0: never */
+  int say;        /* on a stop, lith__dqw_error a message of its own */
+  int nested;     /* try a statement from inside on_rows */
+  int parts;
+  size_t rows;
+  int nested_rc;
+  int64_t key; /* inserted before the query (undone if the command fails) */
+  int whole;   /* lith__dqw_query instead */
+  const char *sql;
+} each_arg;
+
+static int each_rows(const lith__dq_rows *part, void *arg) {
+  each_arg *a = arg;
+  a->parts++;
+  a->rows += part->nrows;
+  if (a->nested && a->parts == 1)
+    a->nested_rc = lith__dqw_exec(a->tx, "INSERT INTO t(k) VALUES (-5)", NULL, 0, NULL);
+  if (a->stop_after > 0 && a->parts >= a->stop_after) {
+    if (a->say)
+      lith__dqw_error(a->tx, "enough rows (%zu)", a->rows);
+    return 1;
+  }
+  return 0;
+}
+
+static int cmd_each(lith__dqw_tx *tx, void *arg) {
+  each_arg *a = arg;
+  a->tx = tx;
+  a->parts = 0;
+  a->rows = 0;
+  if (a->key != 0) {
+    lith__dq_value k = lith__dq_int(a->key);
+    int rc = lith__dqw_exec(tx, "INSERT INTO t(k) VALUES (?)", &k, 1, NULL);
+    if (rc != LITH_DQW_OK)
+      return rc;
+  }
+  if (a->whole) {
+    lith__dq_rows r;
+    lith__dq_rows_init(&r);
+    int rc = lith__dqw_query(tx, a->sql, NULL, 0, &r);
+    a->rows = r.nrows;
+    lith__dq_rows_free(&r);
+    return rc;
+  }
+  return lith__dqw_query_each(tx, a->sql, NULL, 0, each_rows, a);
+}
+
+#define MB_ROWS "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 1500) SELECT n, zeroblob(1000000) FROM k"
+
+/* A gate, then ok(key k1), the command under test, ok(key k3), all in one
+ * batch; the three outcomes and the stats' change. */
+static void around(lith__dqw *w, each_arg *mid, int64_t k1, int64_t k3, int rc[3], lith__dqw_err err[3],
+                   lith__dqw_stats *delta) {
+  lith__dqw_stats a, b;
+  lith__dqw_get_stats(w, &a);
+  areq gate = {.a = {.k = 0}};
+  gate.req = (lith__dqw_req){.fn = cmd_slow, .done = adone};
+  atomic_store(&gate_running, 0);
+  lith__dqw_submit(w, &gate.req);
+  while (!atomic_load(&gate_running))
+    t_sleep_ms(1);
+  areq r[3] = {{.a = {.k = k1}}, {.a = {.k = 0}}, {.a = {.k = k3}}};
+  for (int i = 0; i < 3; i++) {
+    r[i].req = (lith__dqw_req){.fn = i == 1 ? cmd_each : cmd_insert, .arg = i == 1 ? (void *)mid : &r[i].a,
+                               .done = adone};
+    lith__dqw_submit(w, &r[i].req);
+  }
+  pthread_mutex_lock(&amu);
+  while (!(gate.finished && r[0].finished && r[1].finished && r[2].finished))
+    pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  lith__dqw_get_stats(w, &b);
+  for (int i = 0; i < 3; i++) {
+    rc[i] = r[i].req.rc;
+    err[i] = r[i].req.err;
+  }
+  delta->batches = b.batches - a.batches;
+  delta->failovers = b.failovers - a.failovers;
+  delta->reruns = b.reruns - a.reruns;
+  print_message("  %s / %s (%s) / %s: %llu transactions, %llu re-runs, %llu failovers\n", lith__dqw_rc_str(rc[0]),
+                lith__dqw_rc_str(rc[1]), err[1].errmsg, lith__dqw_rc_str(rc[2]),
+                (unsigned long long)delta->batches, (unsigned long long)delta->reruns,
+                (unsigned long long)delta->failovers);
+}
+
+static void test_query_each(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer(5000);
+  lith__dqw_err err, e3[3];
+  int rc[3];
+  lith__dqw_stats d;
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "DROP TABLE IF EXISTS big", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE big(n INTEGER, pad TEXT)", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql,
+                                "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000) "
+                                "INSERT INTO big SELECT n, printf('%0100d', n) FROM k",
+                                &err),
+                   LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "DELETE FROM t WHERE k > 20000", &err), LITH_DQW_OK);
+
+  /* Every part. */
+  each_arg a = {.sql = "SELECT n, pad FROM big"};
+  assert_int_equal(lith__dqw_do(w, cmd_each, &a, &err), LITH_DQW_OK);
+  assert_int_equal(a.rows, 2000);
+  assert_true(a.parts > 1);
+
+  /* A stop with the callback's own message: USER, that command alone
+   * (its insert undone), the connection kept (the rest drained), no
+   * re-run, no failover. */
+  print_message("a stop after one part, with a message:\n");
+  a = (each_arg){.sql = "SELECT n, pad FROM big", .stop_after = 1, .say = 1, .key = 20002};
+  around(w, &a, 20001, 20003, rc, e3, &d);
+  assert_int_equal(rc[0], LITH_DQW_OK);
+  assert_int_equal(rc[1], LITH_DQW_USER);
+  char want[64];
+  snprintf(want, sizeof want, "enough rows (%zu)", a.rows);
+  assert_string_equal(e3[1].errmsg, want);
+  assert_true(a.parts == 1 && a.rows > 0 && a.rows < 2000);
+  assert_int_equal(rc[2], LITH_DQW_OK);
+  assert_int_equal(d.batches, 2);
+  assert_int_equal(d.reruns, 0);
+  assert_int_equal(d.failovers, 0);
+
+  /* Without a message: the writer's. */
+  a = (each_arg){.sql = "SELECT n, pad FROM big", .stop_after = 2};
+  assert_int_equal(lith__dqw_do(w, cmd_each, &a, &err), LITH_DQW_USER);
+  assert_string_equal(err.errmsg, "the query was stopped by its callback");
+
+  /* A statement from inside on_rows: refused, nothing sent, the command
+   * fails MISUSE. */
+  a = (each_arg){.sql = "SELECT n, pad FROM big", .nested = 1};
+  assert_int_equal(lith__dqw_do(w, cmd_each, &a, &err), LITH_DQW_MISUSE);
+  assert_int_equal(a.nested_rc, LITH_DQW_MISUSE);
+  assert_non_null(strstr(err.errmsg, "inside on_rows"));
+
+  /* 1,500 rows of 1 MB stopped after 5: too much left to drain, the
+   * connection closes; that command fails alone, the others commit after
+   * one re-run on a new connection: no failover. */
+  print_message("a stop with 1.5 GB still to come:\n");
+  a = (each_arg){.sql = MB_ROWS, .stop_after = 5, .say = 1, .key = 20005};
+  int64_t t0 = t_ms_now();
+  around(w, &a, 20004, 20006, rc, e3, &d);
+  assert_int_equal(rc[0], LITH_DQW_OK);
+  assert_int_equal(rc[1], LITH_DQW_USER);
+  assert_string_equal(e3[1].errmsg, "enough rows (5)");
+  assert_int_equal(rc[2], LITH_DQW_OK);
+  assert_int_equal(d.reruns, 1);
+  assert_int_equal(d.failovers, 0);
+  assert_true(t_ms_now() - t0 < 3000);
+
+  /* One row of 70 MB (70 columns of 1 MB): one frame over
+   * LITH_DQ_MAX_BODY, TOOBIG for that command alone, at once, never a lost
+   * leader (issue 20 saw 503 "no dqlite leader" after 3 s). */
+  static char sql70[2048];
+  size_t len = (size_t)snprintf(sql70, sizeof sql70, "SELECT 1 AS n");
+  for (int i = 0; i < 70; i++)
+    len += (size_t)snprintf(sql70 + len, sizeof sql70 - len, ", zeroblob(1000000)");
+  for (int whole = 0; whole <= 1; whole++) {
+    print_message("a 70 MB frame (%s):\n", whole ? "lith__dqw_query" : "lith__dqw_query_each");
+    a = (each_arg){.sql = sql70, .whole = whole, .key = 20008 + 10 * whole};
+    t0 = t_ms_now();
+    around(w, &a, 20007 + 10 * whole, 20009 + 10 * whole, rc, e3, &d);
+    int64_t took = t_ms_now() - t0;
+    assert_int_equal(rc[0], LITH_DQW_OK);
+    assert_int_equal(rc[1], LITH_DQW_TOOBIG);
+    assert_non_null(strstr(e3[1].errmsg, "frame"));
+    assert_int_equal(rc[2], LITH_DQW_OK);
+    assert_int_equal(d.failovers, 0);
+    assert_int_equal(d.reruns, 1);
+    assert_true(took < 3000);
+  }
+  /* The whole answer of 1,500 x 1 MB: past LITH_DQ_MAX_ANSWER, TOOBIG. */
+  a = (each_arg){.sql = MB_ROWS, .whole = 1};
+  assert_int_equal(lith__dqw_do(w, cmd_each, &a, &err), LITH_DQW_TOOBIG);
+  assert_non_null(strstr(err.errmsg, "LITH_DQ_MAX_ANSWER"));
+  lith__dqw_stats st;
+  lith__dqw_get_stats(w, &st);
+  lith__dqw_stop(w);
+  assert_int_equal(st.failovers, 0);
+
+  uint32_t db;
+  lith__dq_conn *c = leader_conn(&db);
+  /* The neighbours' rows are there, the failed commands' inserts are not. */
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (20001, 20003, 20004, 20006, 20007, 20009, "
+                                "20017, 20019)"),
+                   8);
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (20002, 20005, 20008, 20018, -5)"), 0);
+  lith__dq_close(c);
+}
+
+/* ---- Back-off against a node answering garbage ---- */
+
+/* LEADER: itself; OPEN: a database; the first EXEC_SQL (the writer's
+ * CREATE TABLE): a RESULT; after that, while `garbage`, a frame of no
+ * known type (then close), else RESULT (and a ROWS "lost = 0" to a
+ * query). */
+static atomic_int garbage;
+
+static int garbage_node(void *arg, const t_fake_call *call, lith__dq_buf *out) {
+  (void)arg;
+  switch (call->type) {
+  case LITH_DQ_REQ_LEADER:
+    lith__dq_req_begin(out, LITH_DQ_RES_SERVER);
+    lith__dq_put_u64(out, 1);
+    lith__dq_put_text(out, call->address);
+    break;
+  case LITH_DQ_REQ_OPEN:
+    lith__dq_req_begin(out, LITH_DQ_RES_DB);
+    lith__dq_put_u64(out, 0);
+    break;
+  case LITH_DQ_REQ_QUERY_SQL:
+    if (atomic_load(&garbage))
+      goto junk;
+    lith__dq_req_begin(out, LITH_DQ_RES_ROWS);
+    lith__dq_put_u64(out, 1);
+    lith__dq_put_text(out, "lost");
+    lith__dq_put_u64(out, LITH_DQ_INTEGER);
+    lith__dq_put_u64(out, 0);
+    lith__dq_put_u64(out, LITH_DQ_ROWS_DONE);
+    break;
+  default:
+    if (call->index > 2 && atomic_load(&garbage))
+      goto junk;
+    lith__dq_req_begin(out, LITH_DQ_RES_RESULT);
+    lith__dq_put_u64(out, 0);
+    lith__dq_put_u64(out, 0);
+    break;
+  }
+  lith__dq_req_end(out);
+  return T_FAKE_NEXT;
+junk:
+  lith__dq_req_begin(out, 200);
+  lith__dq_put_u64(out, 0);
+  lith__dq_req_end(out);
+  return T_FAKE_CLOSE;
+}
+
+typedef struct hammer {
+  lith__dqw *w;
+  atomic_int stop;
+  int ok, unavailable, other;
+} hammer;
+
+static void *hammer_main(void *arg) {
+  hammer *h = arg;
+  while (!atomic_load(&h->stop)) {
+    ins a = {.k = 1};
+    int rc = lith__dqw_do(h->w, cmd_insert, &a, NULL);
+    if (rc == LITH_DQW_OK)
+      h->ok++;
+    else if (rc == LITH_DQW_UNAVAILABLE)
+      h->unavailable++;
+    else
+      h->other++;
+  }
+  return NULL;
+}
+
+static void test_backoff(void **state) {
+  (void)state;
+  atomic_store(&garbage, 1);
+  t_fake *f = t_fake_script(garbage_node, NULL, 1);
+  assert_non_null(f);
+  lith__dqw_options o = {.addresses = t_fake_address(f), .database = "g.db", .failover_ms = 300,
+                         .request_timeout_ms = 500};
+  lith__dqw *w = NULL;
+  assert_int_equal(lith__dqw_start(&o, &w), LITH_DQW_OK);
+
+  /* A producer resubmitting at once for 3 s: about one connection a
+   * second once the back-off has grown, not thousands. */
+  hammer h = {.w = w};
+  pthread_t th;
+  int n0 = t_fake_connections(f);
+  int64_t t0 = t_ms_now();
+  pthread_create(&th, NULL, hammer_main, &h);
+  t_sleep_ms(3000);
+  int n = t_fake_connections(f) - n0;
+  int64_t secs_ms = t_ms_now() - t0;
+  atomic_store(&h.stop, 1);
+  pthread_join(th, NULL);
+  print_message("garbage for %lld ms: %d connections (%.1f/s); %d UNAVAILABLE, %d OK, %d other\n",
+                (long long)secs_ms, n, n * 1000.0 / (double)secs_ms, h.unavailable, h.ok, h.other);
+  assert_true(n >= 3 && n <= 20);
+  assert_true(h.unavailable > 0);
+  assert_int_equal(h.ok + h.other, 0);
+
+  /* The node heals: a command commits (after at most the back-off's 1 s);
+   * the back-off starts over, so after the next garbage the writer
+   * reconnects at once and then after 10, 20, 40 ms... */
+  atomic_store(&garbage, 0);
+  lith__dqw_err err;
+  ins a = {.k = 2};
+  t0 = t_ms_now();
+  int rc = lith__dqw_do(w, cmd_insert, &a, &err);
+  int64_t healed = t_ms_now() - t0;
+  assert_int_equal(rc, LITH_DQW_OK);
+  assert_true(healed < LITH_DQW_BACKOFF_MAX_MS + 500);
+  atomic_store(&garbage, 1);
+  n0 = t_fake_connections(f);
+  areq q = {.a = {.k = 3}};
+  q.req = (lith__dqw_req){.fn = cmd_insert, .arg = &q.a, .done = adone};
+  lith__dqw_submit(w, &q.req);
+  t_sleep_ms(250);
+  n = t_fake_connections(f) - n0;
+  pthread_mutex_lock(&amu);
+  while (!q.finished)
+    pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  print_message("healed: committed after %lld ms; garbage again: %d connections in the first 250 ms; %s\n",
+                (long long)healed, n, lith__dqw_rc_str(q.req.rc));
+  assert_true(n >= 4);
+  assert_int_equal(q.req.rc, LITH_DQW_UNAVAILABLE);
+  lith__dqw_stop(w);
+  t_fake_free(f);
+}
+
 /* ---- Measure (LITH_DQW_MEASURE=1) ---- */
 
 typedef struct direct {
@@ -754,6 +1075,7 @@ int main(void) {
       cmocka_unit_test(test_batching),          cmocka_unit_test(test_follower_killed),
       cmocka_unit_test(test_leader_killed),     cmocka_unit_test(test_fence_answer_lost),
       cmocka_unit_test(test_fence_commit_lost), cmocka_unit_test(test_unavailable),
+      cmocka_unit_test(test_query_each),        cmocka_unit_test(test_backoff),
       cmocka_unit_test(test_measure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -3,7 +3,8 @@
  * dqlite mode and its tests.
  *
  *   lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]
- *             [--latency-ms MS] [--wait-ms MS]
+ *             [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]
+ *             [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]
  *
  * Node 1 bootstraps a cluster of itself when DIR holds no Raft state
  * (libdqlite does that for id 1). Any other node starts empty and, given
@@ -12,6 +13,39 @@
  * a node restarted with its DIR is already a member and does neither.
  * --latency-ms sets the network latency Raft's timeouts derive from
  * (election 15x, heartbeat 1.5x); tests use a small one.
+ *
+ * Statements are bounded on the node itself: libdqlite 1.11 runs every
+ * statement on its one loop thread, so a long one stops the node from
+ * answering anything else, Raft's heartbeats included (a long recursive CTE
+ * moved leadership and held a concurrent write 12.6 s, issue 20). Before
+ * dqlite_node_create, sqlite3_auto_extension() registers guard_init, which
+ * SQLite runs in every sqlite3_open_v2 of this process, so on every
+ * connection libdqlite opens (leader and follower, before its own PRAGMAs;
+ * lith-node and libdqlite share the system libsqlite3, `ldd` shows one).
+ * It sets, before any statement:
+ *   - a progress handler (every 1000 VM steps) that interrupts a statement
+ *     running longer than --max-run-ms (default 5000; 0: none): the client
+ *     gets FAILURE SQLITE_INTERRUPT "interrupted". A statement's start is
+ *     seen with sqlite3_trace_v2: SQLITE_TRACE_STMT fires at its first
+ *     step (OP_Init; again for each trigger program, with the same
+ *     statement, which keeps the start) and SQLITE_TRACE_PROFILE when it
+ *     ends (DONE, an error, a reset or its finalize), which clears it; with
+ *     libdqlite 1.11.1 a query's parts are stepped after each write, so its
+ *     time counts from its first row to its last. libdqlite sets neither
+ *     hook itself. A step that never reaches the progress handler (a big
+ *     sort, count(*) of a table, one slow function call) is not cut
+ *     midway.
+ *   - SQLite's limits: SQLITE_LIMIT_LENGTH --max-value-bytes (default
+ *     1048576: the largest string or blob a statement makes or reads),
+ *     SQLITE_LIMIT_LIKE_PATTERN_LENGTH --max-like-pattern (50),
+ *     SQLITE_LIMIT_VDBE_OP --max-program-ops (250000) and
+ *     SQLITE_LIMIT_ATTACHED 0 (no ATTACH): lithd's own defaults. libdqlite's
+ *     setup statements (PRAGMA page_size, synchronous, journal_mode,
+ *     wal_autocheckpoint, foreign_keys) run under them (tested).
+ * Keep --max-run-ms below Raft's election timeout (15 x --latency-ms; 3000
+ * ms with libdqlite's default latency) or a statement that long still
+ * moves leadership, and below the writer's request timeout (dqlite/writer.h).
+ * Every node of a cluster should get the same options: any may lead.
  *
  * When it serves, it prints one line to stdout,
  *   lith-node: id N serving on ADDR (leader LADDR)
@@ -35,6 +69,7 @@
 #include <time.h>
 
 #include <dqlite.h>
+#include <sqlite3.h>
 
 #include "../../lib/clock.h"
 #include "client.h"
@@ -44,11 +79,13 @@ typedef struct opts {
   const char *address, *dir, *join;
   unsigned latency_ms;
   int wait_ms;
+  int max_run_ms, max_value_bytes, max_like_pattern, max_program_ops;
 } opts;
 
 static void usage(void) {
   fprintf(stderr, "usage: lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]\n"
-                  "                 [--latency-ms MS] [--wait-ms MS]\n");
+                  "                 [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]\n"
+                  "                 [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]\n");
   exit(1);
 }
 
@@ -63,9 +100,23 @@ static unsigned long long number(const char *opt, const char *s) {
   return v;
 }
 
+/* A number up to INT_MAX (min: the least allowed). */
+static int int_opt(const char *opt, const char *s, int min) {
+  unsigned long long v = number(opt, s);
+  if (v > 2147483647ULL || (long long)v < min) {
+    fprintf(stderr, "lith-node: %s: out of range: %s\n", opt, s);
+    exit(1);
+  }
+  return (int)v;
+}
+
 static void parse(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof *o);
   o->wait_ms = 30000;
+  o->max_run_ms = 5000;
+  o->max_value_bytes = 1 << 20;
+  o->max_like_pattern = 50;
+  o->max_program_ops = 250000;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (i + 1 >= argc)
@@ -82,7 +133,15 @@ static void parse(int argc, char **argv, opts *o) {
     else if (strcmp(a, "--latency-ms") == 0)
       o->latency_ms = (unsigned)number(a, v);
     else if (strcmp(a, "--wait-ms") == 0)
-      o->wait_ms = (int)number(a, v);
+      o->wait_ms = int_opt(a, v, 0);
+    else if (strcmp(a, "--max-run-ms") == 0)
+      o->max_run_ms = int_opt(a, v, 0);
+    else if (strcmp(a, "--max-value-bytes") == 0)
+      o->max_value_bytes = int_opt(a, v, 1);
+    else if (strcmp(a, "--max-like-pattern") == 0)
+      o->max_like_pattern = int_opt(a, v, 1);
+    else if (strcmp(a, "--max-program-ops") == 0)
+      o->max_program_ops = int_opt(a, v, 1);
     else
       usage();
   }
@@ -96,6 +155,58 @@ static void sleep_ms(int ms) {
 }
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
+
+/* ---- The statement guard (see the top) ---- */
+
+static opts g_opts; /* set before the first connection, read-only after */
+
+typedef struct guard {
+  sqlite3_stmt *stmt; /* the statement running, NULL between statements */
+  int64_t start_ms;   /* when it began */
+} guard;
+
+static int guard_trace(unsigned type, void *ctx, void *p, void *x) {
+  guard *g = ctx;
+  (void)x;
+  if (type == SQLITE_TRACE_STMT && g->stmt != p) {
+    g->stmt = p; /* its first step (a trigger program of it keeps the start) */
+    g->start_ms = now_ms();
+  } else if (type == SQLITE_TRACE_PROFILE && g->stmt == p) {
+    g->stmt = NULL; /* it ended */
+  } else if (type == SQLITE_TRACE_CLOSE) {
+    free(g);
+  }
+  return 0;
+}
+
+static int guard_progress(void *ctx) {
+  const guard *g = ctx;
+  return g->stmt != NULL && now_ms() - g->start_ms >= g_opts.max_run_ms;
+}
+
+/* sqlite3_auto_extension's entry: every connection of the process. */
+static int guard_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
+  (void)api;
+  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, g_opts.max_value_bytes);
+  sqlite3_limit(db, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, g_opts.max_like_pattern);
+  sqlite3_limit(db, SQLITE_LIMIT_VDBE_OP, g_opts.max_program_ops);
+  sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+  if (g_opts.max_run_ms == 0)
+    return SQLITE_OK;
+  guard *g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    *err = sqlite3_mprintf("lith-node: out of memory for the statement guard");
+    return SQLITE_NOMEM;
+  }
+  if (sqlite3_trace_v2(db, SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE | SQLITE_TRACE_CLOSE, guard_trace, g) !=
+      SQLITE_OK) {
+    free(g);
+    *err = sqlite3_mprintf("lith-node: sqlite3_trace_v2 refused");
+    return SQLITE_ERROR;
+  }
+  sqlite3_progress_handler(db, 1000, guard_progress, g);
+  return SQLITE_OK;
+}
 
 /* One attempt at joining through the leader: a member already (a restart)
  * does nothing; else ADD (as a spare), then ASSIGN voter. */
@@ -163,6 +274,12 @@ int main(int argc, char **argv) {
   int sig, status = 1;
   char leader[256];
   parse(argc, argv, &o);
+  g_opts = o;
+  /* Before libdqlite opens any connection: every one gets the guard. */
+  if (sqlite3_auto_extension((void (*)(void))guard_init) != SQLITE_OK) {
+    fprintf(stderr, "lith-node: sqlite3_auto_extension failed\n");
+    return 1;
+  }
 
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);

@@ -12,7 +12,17 @@
  *     was down and one made after are both read through the leader, and
  *     the restarted node's LEADER names the leader;
  *   - every node exits 0 on SIGTERM;
- *   - bad arguments (no --id) exit 1.
+ *   - a slow statement does not take the leader down (issue 20): a second
+ *     cluster, Raft latency 100 ms (election timeout 1.5 s), --max-run-ms
+ *     600: a recursive CTE that would run for minutes, sent to the leader,
+ *     fails SQLITE_INTERRUPT after ~600 ms, while a writer committing
+ *     inserts the whole time sees no failover, the leader stays the same
+ *     node and no write waits longer than --max-run-ms + 1 s; in a writer
+ *     command the same statement fails that command alone (SQLITE_INTERRUPT)
+ *     and its batch's neighbours commit; --max-program-ops refuses a
+ *     statement compiling to more (SQLITE_NOMEM, SQLite's code for it), and
+ *     the next one runs;
+ *   - bad arguments (no --id; a bound out of range) exit 1.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -22,13 +32,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <semaphore.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "client.h"
 #include "nodes.h"
+#include "writer.h"
 
 static t_node nodes[3];
 
@@ -137,6 +151,184 @@ static void test_three_nodes(void **state) {
     assert_int_equal(t_node_stop(&nodes[i], SIGTERM, 10000), 0);
 }
 
+/* ---- A slow statement (--max-run-ms) ---- */
+
+#define SLOW_RUN_MS 600
+#define SLOW_LATENCY_MS 100
+#define ENDLESS_CTE                                                                                        \
+  "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 4000000000) SELECT count(*) " \
+  "FROM k"
+
+static int cmd_sql(lith__dqw_tx *tx, void *arg) { return lith__dqw_exec(tx, arg, NULL, 0, NULL); }
+
+static int cmd_insert(lith__dqw_tx *tx, void *arg) {
+  lith__dq_value v = lith__dq_int(*(int64_t *)arg);
+  return lith__dqw_exec(tx, "INSERT INTO w(n) VALUES (?)", &v, 1, NULL);
+}
+
+typedef struct writes {
+  lith__dqw *w;
+  atomic_int stop;
+  int n, failed;
+  int64_t worst_ms; /* the longest a command waited */
+} writes;
+
+static void *write_loop(void *arg) {
+  writes *wr = arg;
+  for (int64_t k = 1000; !atomic_load(&wr->stop); k++) {
+    lith__dqw_err err;
+    int64_t t0 = t_ms_now();
+    int rc = lith__dqw_do(wr->w, cmd_insert, &k, &err);
+    int64_t took = t_ms_now() - t0;
+    if (took > wr->worst_ms)
+      wr->worst_ms = took;
+    if (rc == LITH_DQW_OK)
+      wr->n++;
+    else if (wr->failed++ < 3)
+      fprintf(stderr, "write %lld: %s: %s\n", (long long)k, lith__dqw_rc_str(rc), err.errmsg);
+    t_sleep_ms(5);
+  }
+  return NULL;
+}
+
+typedef struct areq {
+  lith__dqw_req req;
+  sem_t *sem;
+} areq;
+
+static void adone(lith__dqw_req *r) { sem_post(((areq *)r)->sem); }
+
+/* Holds the writer a while, so that what is submitted meanwhile shares the
+ * next batch. */
+static int cmd_gate(lith__dqw_tx *tx, void *arg) {
+  int64_t one;
+  (void)arg;
+  t_sleep_ms(300);
+  return lith__dqw_query_int(tx, &one, "SELECT 1", NULL, 0);
+}
+
+static void test_slow_statement(void **state) {
+  (void)state;
+  static const char *const extra[] = {"--max-run-ms", "600", "--max-program-ops", "5000", NULL};
+  char all[256], join2[128];
+  for (int i = 0; i < 3; i++) {
+    t_node_init(&nodes[i], i + 1);
+    snprintf(nodes[i].dir, sizeof nodes[i].dir, "slow%d", i + 1);
+    nodes[i].latency_ms = SLOW_LATENCY_MS;
+    nodes[i].extra = extra;
+  }
+  snprintf(join2, sizeof join2, "%s,%s", nodes[0].address, nodes[1].address);
+  assert_int_equal(t_node_start(&nodes[0], NULL, 20000), 0);
+  assert_int_equal(t_node_start(&nodes[1], nodes[0].address, 20000), 0);
+  assert_int_equal(t_node_start(&nodes[2], join2, 20000), 0);
+  all_addresses(all, sizeof all);
+
+  lith__dqw_options o = {.addresses = all, .database = "slow.db", .request_timeout_ms = 3000};
+  lith__dqw *w = NULL;
+  lith__dqw_err err;
+  assert_int_equal(lith__dqw_start(&o, &w), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE w(n INTEGER PRIMARY KEY)", &err), LITH_DQW_OK);
+  int leader = t_leader_index(nodes, 3, all);
+  assert_true(leader >= 0);
+  lith__dqw_stats before, after;
+  lith__dqw_get_stats(w, &before);
+
+  /* Writes the whole time; the CTE on a connection of its own. */
+  writes wr = {.w = w};
+  pthread_t th;
+  pthread_create(&th, NULL, write_loop, &wr);
+  t_sleep_ms(300);
+  uint32_t db;
+  lith__dq_conn *c = lith__dq_new(20000);
+  assert_int_equal(lith__dq_connect_leader(c, all, 5000), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open(c, "slow.db", &db), LITH_DQ_OK);
+  lith__dq_rows r;
+  lith__dq_rows_init(&r);
+  int64_t t0 = t_ms_now();
+  int rc = lith__dq_query_sql(c, db, ENDLESS_CTE, NULL, 0, &r);
+  int64_t took = t_ms_now() - t0;
+  uint64_t code = lith__dq_errcode(c);
+  print_message("recursive CTE on the leader: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc), (long long)took,
+                (unsigned long long)code, lith__dq_errmsg(c));
+  t_sleep_ms(500);
+  atomic_store(&wr.stop, 1);
+  pthread_join(th, NULL);
+  lith__dqw_get_stats(w, &after);
+  int leader_after = t_leader_index(nodes, 3, all);
+  print_message("meanwhile: %d writes committed, %d failed, the longest waited %lld ms; failovers %llu; leader "
+                "node %d then %d\n",
+                wr.n, wr.failed, (long long)wr.worst_ms, (unsigned long long)(after.failovers - before.failovers),
+                leader + 1, leader_after + 1);
+  assert_int_equal(rc, LITH_DQ_FAILURE);
+  assert_int_equal(code, 9 /* SQLITE_INTERRUPT */);
+  assert_true(took >= SLOW_RUN_MS - 10 && took < SLOW_RUN_MS + 1000);
+  assert_int_equal(after.failovers, before.failovers);
+  assert_int_equal(leader_after, leader);
+  assert_int_equal(wr.failed, 0);
+  assert_true(wr.n > 0);
+  assert_true(wr.worst_ms < SLOW_RUN_MS + 1000);
+  assert_true(lith__dq_connected(c));
+  lith__dq_close(c);
+
+  /* In a writer command: that command fails alone; an interrupted write
+   * inside the transaction may roll it all back (SQLite's rule), and the
+   * writer runs the neighbours again. A gate holds the writer so the three
+   * share a batch. No failover. */
+  sem_t sem;
+  sem_init(&sem, 0, 0);
+  static int64_t k1 = 1, k3 = 3;
+  areq gate = {.sem = &sem}, q[3];
+  memset(q, 0, sizeof q);
+  gate.req = (lith__dqw_req){.fn = cmd_gate, .done = adone};
+  lith__dqw_get_stats(w, &before);
+  lith__dqw_submit(w, &gate.req);
+  t_sleep_ms(100);
+  q[0].req = (lith__dqw_req){.fn = cmd_insert, .arg = &k1, .done = adone};
+  q[1].req = (lith__dqw_req){.fn = cmd_sql, .arg = "INSERT INTO w(n) SELECT 2 + (" ENDLESS_CTE ") * 0", .done = adone};
+  q[2].req = (lith__dqw_req){.fn = cmd_insert, .arg = &k3, .done = adone};
+  for (int i = 0; i < 3; i++) {
+    q[i].sem = &sem;
+    lith__dqw_submit(w, &q[i].req);
+  }
+  for (int i = 0; i < 4; i++)
+    sem_wait(&sem);
+  sem_destroy(&sem);
+  lith__dqw_get_stats(w, &after);
+  print_message("in a command: %s / %s (%d %s) / %s; %llu transactions, %llu re-runs, %llu failovers\n",
+                lith__dqw_rc_str(q[0].req.rc), lith__dqw_rc_str(q[1].req.rc), q[1].req.err.code, q[1].req.err.errmsg,
+                lith__dqw_rc_str(q[2].req.rc), (unsigned long long)(after.batches - before.batches),
+                (unsigned long long)(after.reruns - before.reruns),
+                (unsigned long long)(after.failovers - before.failovers));
+  assert_int_equal(gate.req.rc, LITH_DQW_OK);
+  assert_int_equal(after.batches - before.batches, 2); /* the gate's; the three's */
+  assert_int_equal(after.failovers, before.failovers);
+  assert_int_equal(q[0].req.rc, LITH_DQW_OK);
+  assert_int_equal(q[1].req.rc, LITH_DQW_SQL);
+  assert_int_equal(q[1].req.err.code, 9);
+  assert_int_equal(q[2].req.rc, LITH_DQW_OK);
+
+  /* --max-program-ops 5000: a CASE of 2,000 branches compiles to more;
+   * SQLite reports a program over SQLITE_LIMIT_VDBE_OP as SQLITE_NOMEM. */
+  static char big[64 * 1024];
+  size_t len = (size_t)snprintf(big, sizeof big, "INSERT INTO w(n) SELECT CASE 1");
+  for (int i = 0; i < 2000; i++)
+    len += (size_t)snprintf(big + len, sizeof big - len, " WHEN %d THEN %d", i + 10, i);
+  snprintf(big + len, sizeof big - len, " ELSE 4 END");
+  assert_int_equal(lith__dqw_do(w, cmd_sql, big, &err), LITH_DQW_SQL);
+  print_message("2,000 CASE branches: %d %s\n", err.code, err.errmsg);
+  assert_int_equal(err.code, 7 /* SQLITE_NOMEM */);
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "INSERT INTO w(n) SELECT CASE 1 WHEN 1 THEN 5 END", &err), LITH_DQW_OK);
+  lith__dqw_stop(w);
+
+  c = lith__dq_new(5000);
+  assert_int_equal(lith__dq_connect_leader(c, all, 5000), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open(c, "slow.db", &db), LITH_DQ_OK);
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM w WHERE n IN (1, 2, 3, 5)"), 3);
+  lith__dq_close(c);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(t_node_stop(&nodes[i], SIGTERM, 10000), 0);
+}
+
 static void test_usage(void **state) {
   (void)state;
   pid_t pid = fork();
@@ -145,6 +337,15 @@ static void test_usage(void **state) {
     _exit(127);
   }
   int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 1);
+  pid = fork();
+  if (pid == 0) {
+    execl(LITH_NODE_PATH, "lith-node", "--id", "1", "--address", "127.0.0.1:1", "--dir", "x", "--max-run-ms",
+          "9999999999", (char *)NULL);
+    _exit(127);
+  }
   assert_int_equal(waitpid(pid, &status, 0), pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 1);
@@ -161,6 +362,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_three_nodes, teardown),
+      cmocka_unit_test_teardown(test_slow_statement, teardown),
       cmocka_unit_test(test_usage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
