@@ -76,6 +76,7 @@ typedef struct dq_run {
   int lost;         /* a read: the connection failed */
   int sent;         /* a read: a statement of the client's reached the node */
   int retry;        /* a command: the writer lost its connection (LITH_DQW_RETRY) */
+  int64_t deadline; /* a read: lith_clock_ms by which the whole read ends (max_run_ms) */
   vet *v;
   lithd_batch *b;
   lithd_result *r;
@@ -343,8 +344,33 @@ static int read_failed(dq_run *rn, int i, int dqrc) {
     return lithd__fail(rn->r, lrc == LITH_OK ? LITH_ERROR : lrc, i, "%s", lith__dq_errmsg(rn->c));
   }
   rn->lost = 1;
+  if (dqrc == LITH_DQ_TIMEOUT && rn->deadline != 0 && lith_clock_ms() >= rn->deadline)
+    return lithd__fail(rn->r, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
+                       rn->b->lim.max_run_ms);
+  if (dqrc == LITH_DQ_TOOBIG)
+    return lithd__fail(rn->r, LITHD_RESULT_TOO_LARGE, i,
+                       "the answer would hold more than dqlite's client takes in one frame (64 MiB)");
   return lithd__fail(rn->r, dqrc == LITH_DQ_NOMEM ? LITH_NOMEM : LITH_BUSY, i,
                      "the dqlite leader was lost during the read (%s); retry", lith__dq_errmsg(rn->c));
+}
+
+/* One part of a query's rows (lith__dq_rows_cb): taken through the
+ * policy; a refusal stops the query (its error is in the result; in a
+ * command the writer is told too). */
+struct part_ctx {
+  dq_run *rn;
+  int i;
+  sqlite3_stmt *st;
+  stmt_out *o;
+  int rc;
+};
+
+static int take_part(const lith__dq_rows *part, void *arg) {
+  struct part_ctx *pc = arg;
+  pc->rc = take_rows(pc->rn, pc->i, pc->st, part, pc->o);
+  if (pc->rc != LITH_OK && pc->rn->tx != NULL)
+    lith__dqw_error(pc->rn->tx, "statement %d: %s", pc->i, pc->rn->r->err.message);
+  return pc->rc != LITH_OK;
 }
 
 /* The statement failed in the writer: its code and message come with the
@@ -385,22 +411,31 @@ static int run_one(dq_run *rn, int i) {
     goto refused;
 
   if (sqlite3_column_count(st) > 0 || rn->c != NULL) {
-    lith__dq_rows rows;
-    lith__dq_rows_init(&rows);
+    /* Rows through the policy as each part arrives: a limit stops the
+     * query on the node (memory: one part, never the whole answer). */
+    struct part_ctx pc = {rn, i, st, o, LITH_OK};
     if (rn->c != NULL)
       rn->sent = 1;
-    rc = rn->tx ? lith__dqw_query(rn->tx, sql, pv, n, &rows)
-                : lith__dq_query_sql(rn->c, rn->db, sql, pv, n, &rows);
+    rc = rn->tx ? lith__dqw_query_each(rn->tx, sql, pv, n, take_part, &pc)
+                : lith__dq_query_each(rn->c, rn->db, sql, pv, n, take_part, &pc, rn->deadline);
     if (rc == LITH_OK) {
-      rc = rows.ncols == 0 ? lithd__stmt_columns(rn->r, i, st, o) : take_rows(rn, i, st, &rows, o);
-      if (rc == LITH_OK && dml != DML_NONE)
-        o->changes = o->nrows; /* RETURNING: a row for each row changed */
-      lith__dq_rows_free(&rows);
-      if (rc != LITH_OK)
+      if (o->cols == NULL && o->ncols == 0 && (rc = lithd__stmt_columns(rn->r, i, st, o)) != LITH_OK)
         goto refused;
+      if (dml != DML_NONE)
+        o->changes = o->nrows; /* RETURNING: a row for each row changed */
       goto out;
     }
-    lith__dq_rows_free(&rows);
+    if (pc.rc != LITH_OK) { /* the policy stopped it: its error is in rn->r */
+      rc = rn->tx ? LITH_DQW_USER : pc.rc;
+      if (rn->c != NULL && !lith__dq_connected(rn->c))
+        rn->lost = 1;
+      goto out;
+    }
+    if (rn->tx && rc == LITH_DQW_TOOBIG) {
+      lithd__fail(rn->r, LITHD_RESULT_TOO_LARGE, i,
+                  "the answer would hold more than dqlite's client takes in one frame (64 MiB)");
+      goto out;
+    }
     if (rn->c != NULL) {
       rc = read_failed(rn, i, rc);
       goto out;
@@ -480,6 +515,11 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
       return LITH_NOMEM;
     }
     break;
+  case LITH_DQW_TOOBIG:
+    if (r != NULL && r->err.code != LITH_OK && r->err.code != DQ_PENDING)
+      return r->err.code;
+    snprintf(errmsg, cap, "the answer would hold more than dqlite's client takes (64 MiB)");
+    return LITHD_RESULT_TOO_LARGE;
   case LITH_DQW_UNAVAILABLE:
     snprintf(errmsg, cap, "no dqlite leader could be reached: the command was not committed (%.100s)",
              err->errmsg);
@@ -744,7 +784,10 @@ static void give_conn(dq_store *ds, pooled *p) {
 static int read_batch(pooled *p, lithd_batch *b, lithd_result **out, int *sent) {
   dq_run rn = {.c = p->c, .db = p->db, .v = &p->v, .b = b};
   int rc = LITH_OK, drc;
+  int64_t now = lith_clock_ms();
   *sent = 0;
+  /* One deadline for the whole read, every statement and frame together. */
+  rn.deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
   if (new_result(&rn, out) != 0)
     return LITH_NOMEM;
   if ((drc = lith__dq_exec_sql(p->c, p->db, "BEGIN", NULL, 0, NULL)) != LITH_DQ_OK) {
