@@ -340,6 +340,9 @@ static int read_failed(dq_run *rn, int i, int dqrc) {
       return lithd__fail(rn->r, LITH_BUSY, i, "the dqlite leader changed during the read: %s; retry",
                          lith__dq_errmsg(rn->c));
     }
+    if ((code & 0xff) == SQLITE_INTERRUPT) /* the node's own bound (lith-node --max-run-ms) */
+      return lithd__fail(rn->r, LITHD_TIMEOUT, i,
+                         "the statement ran longer than the dqlite node allows (lith-node --max-run-ms)");
     int lrc = lith_from_sqlite((int)code);
     return lithd__fail(rn->r, lrc == LITH_OK ? LITH_ERROR : lrc, i, "%s", lith__dq_errmsg(rn->c));
   }
@@ -498,6 +501,8 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
     int code = rc == LITH_DQW_SQL ? lith_from_sqlite(err->code) : LITH_MISUSE;
     if (code == LITH_OK)
       code = LITH_ERROR;
+    if (rc == LITH_DQW_SQL && (err->code & 0xff) == SQLITE_INTERRUPT) /* the node's own bound */
+      code = LITHD_TIMEOUT;
     if (r != NULL && r->err.code == DQ_PENDING) { /* a statement of the run failed */
       lithd_error_set(&r->err, code, r->err.statement, "%s", err->errmsg);
       return code;

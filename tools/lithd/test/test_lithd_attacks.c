@@ -128,6 +128,11 @@ static const struct attack attacks[] = {
     {"not JSON", DO, "{\"statements\": [", 400, "bad_request"},
     {"an unknown key", DO, "{\"statements\":[{\"sql\":\"SELECT 1\",\"parms\":[1]}]}", 400, "bad_request"},
     {"a constraint still holds", DO, ONE("INSERT INTO t(v) VALUES (-1)"), 409, "CHECK constraint failed"},
+    /* Last: on dqlite the node goes on with it until its own bound
+     * (lith-node --max-run-ms), and the rows after would wait for it. */
+    {"a read past --max-run-ms", Q,
+     ONE("WITH RECURSIVE c(x) AS (VALUES(1) UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"), 422,
+     "\"code\":\"timeout\""},
 };
 
 static t_node node;
@@ -201,7 +206,8 @@ static int group_setup(void **state) {
   t_node_init(&node, 1);
   if (t_node_start(&node, NULL, 10000) != 0)
     return -1;
-  tl_start(&local, "local", 0, TL_ARGS("--schema", "schema.sql", "--max-rows", "100"));
+  tl_start(&local, "local", 0,
+           TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", "1000"));
   tl_start(&dq, "dq", TL_NO_DB,
            TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100",
                    "--dqlite-failover-ms", "3000"));
