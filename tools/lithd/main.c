@@ -288,6 +288,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   d.stop_grace_ms = o.stop_grace_ms;
+  lithd_answer_budget_set((size_t)o.max_answer_mib << 20);
 
   /* What every database is opened with (database.c adds its schema). */
   lith_options_default(&lopt);

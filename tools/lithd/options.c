@@ -1,17 +1,33 @@
 /*
  * lithd options — see options.h.
  *
- * Design: one table of long options serves both sources. The config file
- * is turned into "--key=value" arguments and run through the same
- * getopt_long loop as the command line, so both take exactly the same
- * options with the same checks and messages (a message names the file and
- * line for a config error).
+ * Design: one table, lithd_opt_table, holds every option: its name, its
+ * argument, its default, its help, the modes that accept it, its config
+ * key and how its argument is read. Everything else reads the table:
+ *
+ *   - the command line: getopt_long's `struct option` array is built from
+ *     it (a row's index is its getopt value, past OPT_BASE);
+ *   - the config file: each "key = value" line is looked up by key and
+ *     turned into "--name=value", then run through the same getopt_long
+ *     loop as the command line, so both take the same options with the
+ *     same checks and messages (a config error names the file and line);
+ *   - the defaults: rows with def_applied have `def` parsed by their own
+ *     setter before the sources are read, so --help's default is the value;
+ *   - --help: usage() prints each row, wrapped, with its default and the
+ *     modes that refuse it;
+ *   - the mode checks: check_modes() walks the rows given against the mode
+ *     (options.h).
+ *
+ * A new option is one row here (and its field in lithd_opts);
+ * tools/lithd/test/test_options.c walks the table to hold the rest to it.
  */
 #include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,182 +37,531 @@
 #include "textfile.h"
 
 #define CONFIG_MAX (1 << 20)
+/* getopt_long's value of row i: OPT_BASE + i (past every char). */
+#define OPT_BASE 256
+/* --help: the column of the help text, the width of a line. */
+#define HELP_COL 26
+#define HELP_WIDTH 79
 
-enum {
-  OPT_DB = 256,
-  OPT_LISTEN,
-  OPT_UNIX,
-  OPT_SYNC,
-  OPT_CKPT,
-  OPT_READERS,
-  OPT_MAXBATCH,
-  OPT_MAXQUEUE,
-  OPT_QUEUEWAIT,
-  OPT_SCHEMA,
-  OPT_COMMANDS,
-  OPT_ONLYNAMED,
-  OPT_TOKEN,
-  OPT_MAXBODY,
-  OPT_MAXSTMTS,
-  OPT_MAXSQL,
-  OPT_MAXROWS,
-  OPT_MAXRUN,
-  OPT_LOGLEVEL,
-  OPT_LOG,
-  OPT_CONFIG,
-  OPT_HELP,
-  OPT_VERSION,
-  OPT_FILEMODE,
-  OPT_ALLOWORIGIN,
-  OPT_ALLOWHOST,
-  OPT_BACKUPDIR,
-  OPT_MAXVALUE,
-  OPT_MAXLIKE,
-  OPT_MAXMEM,
-  OPT_GRACE,
-  OPT_WRITETIMEOUT,
-  OPT_CKPTPAGES,
-  OPT_LOGFORMAT,
-  OPT_RESTORE,
-  OPT_FORCE,
-  OPT_LITESTREAM,
-  OPT_DEFAULT,
-  OPT_DQLITE,
-  OPT_DQLITEDB,
-  OPT_DQFAILOVER
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* One source being read. */
+struct lithd_opt_pass {
+  lithd_opts *o;
+  const char *base;     /* the directory of relative paths (ending in '/'); NULL: as given */
+  int source;           /* 0: the table's defaults, 1: the config file, 2: the command line */
+  unsigned char *given; /* per row: given by a source (a flag: only while set true) */
+};
+typedef struct lithd_opt_pass pass;
+
+/* The field a row's generic setter writes. */
+#define FIELD(p, r, T) ((T *)(void *)((char *)(p)->o + (r)->field))
+enum { T_INT, T_I64, T_SIZE };
+
+/* Setters: 0, 1 (answered: --help, --version) or 2 (refused, after a
+ * message). */
+static int set_num(pass *p, const lithd_opt *r, const char *arg);
+static int set_bool(pass *p, const lithd_opt *r, const char *arg);
+static int set_true(pass *p, const lithd_opt *r, const char *arg);
+static int set_string(pass *p, const lithd_opt *r, const char *arg);
+static int set_file_path(pass *p, const lithd_opt *r, const char *arg);
+static int set_db(pass *p, const lithd_opt *r, const char *arg);
+static int set_default(pass *p, const lithd_opt *r, const char *arg);
+static int set_listen(pass *p, const lithd_opt *r, const char *arg);
+static int set_sync(pass *p, const lithd_opt *r, const char *arg);
+static int set_checkpoint(pass *p, const lithd_opt *r, const char *arg);
+static int set_file_mode(pass *p, const lithd_opt *r, const char *arg);
+static int set_schema(pass *p, const lithd_opt *r, const char *arg);
+static int set_commands(pass *p, const lithd_opt *r, const char *arg);
+static int set_max_memory(pass *p, const lithd_opt *r, const char *arg);
+static int set_log_level(pass *p, const lithd_opt *r, const char *arg);
+static int set_log_format(pass *p, const lithd_opt *r, const char *arg);
+static int set_dqlite_db(pass *p, const lithd_opt *r, const char *arg);
+static int set_config(pass *p, const lithd_opt *r, const char *arg);
+static int set_help(pass *p, const lithd_opt *r, const char *arg);
+static int set_version(pass *p, const lithd_opt *r, const char *arg);
+
+/* A number in [lo, hi] into a field of type t; a string, a path (relative
+ * to the config file's directory when it comes from there), a flag. */
+#define NUM(f, t, l, h) .set = set_num, .field = offsetof(lithd_opts, f), .type = (t), .lo = (l), .hi = (h)
+#define STRING(f) .set = set_string, .field = offsetof(lithd_opts, f)
+#define PATH(f) .set = set_file_path, .field = offsetof(lithd_opts, f)
+#define FLAG(f) .arg = optional_argument, .set = set_bool, .field = offsetof(lithd_opts, f)
+
+#define LOCAL (LITHD_MODE_FILE | LITHD_MODE_RESTORE) /* not --dqlite */
+
+const lithd_opt lithd_opt_table[] = {
+    {.name = "db",
+     .arg = required_argument,
+     .meta = "[NAME=]PATH",
+     .key = "db",
+     .set = set_db,
+     .help = "the database file (created if missing), named \"" LITHD_DB_MAIN "\"; NAME=PATH, given once "
+             "per database: one of several, each its own writer, served at /v1/db/NAME/... (NAME: 1-64 "
+             "of A-Z a-z 0-9 _ -)",
+     .modes = LOCAL,
+     .why = "the database is the cluster's"},
+    {.name = "default",
+     .arg = required_argument,
+     .meta = "NAME",
+     .key = "default",
+     .set = set_default,
+     .def = "none: those routes refuse",
+     .help = "the database of /v1/do, /v1/query, ... when several are served",
+     .modes = LOCAL,
+     .why = "one database: --dqlite-db"},
+    {.name = "listen",
+     .arg = required_argument,
+     .meta = "HOST:PORT",
+     .key = "listen",
+     .set = set_listen,
+     .def = LITHD_DEFAULT_HOST ":" STR(LITHD_DEFAULT_PORT),
+     .def_applied = 1,
+     .help = "TCP address (port 0: any free); a HOST not loopback needs --token-file",
+     .modes = LITHD_MODE_ALL},
+    {.name = "unix",
+     .arg = required_argument,
+     .meta = "PATH",
+     .key = "unix",
+     PATH(unix_path),
+     .help = "listen on a Unix socket (mode 0600); TCP then only with --listen",
+     .modes = LITHD_MODE_ALL},
+    {.name = "synchronous",
+     .arg = required_argument,
+     .meta = "normal|full",
+     .key = "synchronous",
+     .set = set_sync,
+     .def = "normal",
+     .def_applied = 1,
+     .help = "full: every commit is fsynced before anyone is answered; normal: the WAL is fsynced at "
+             "checkpoints (a power loss may lose the latest batches, whole ones)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "checkpoint",
+     .arg = required_argument,
+     .meta = "writer|auto|external",
+     .key = "checkpoint",
+     .set = set_checkpoint,
+     .def = "writer",
+     .def_applied = 1,
+     .help = "who checkpoints the WAL: lith's own thread, SQLite inside a COMMIT, or never lithd (a "
+             "replicator such as Litestream)",
+     .modes = LOCAL,
+     .why = "each node checkpoints its own WAL"},
+    {.name = "checkpoint-pages",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "checkpoint-pages",
+     NUM(checkpoint_pages, T_INT, 1, 1 << 28),
+     .def = "1000",
+     .help = "WAL pages that start a checkpoint; with external, lithd warns once the WAL passes 4 x N",
+     .modes = LOCAL,
+     .why = "each node checkpoints its own WAL"},
+    {.name = "litestream",
+     .key = "litestream",
+     FLAG(litestream),
+     .help =
+         "run beside Litestream, which replicates the WAL: --checkpoint external (lithd never "
+         "checkpoints, not even at exit) and a " STR(
+             LITHD_LITESTREAM_BUSY_MS) " ms busy timeout, "
+                                       "so Litestream's brief write locks delay a batch, never fail it; "
+                                       "--checkpoint-pages " STR(
+                                           LITHD_LITESTREAM_CKPT_PAGES) " unless given (the WAL warning past "
+                                                                        "Litestream's own "
+                                                                        "forced checkpoint); refused with "
+                                                                        "--checkpoint writer or auto",
+     .modes = LOCAL,
+     .why = "Raft replicates; there is no local WAL"},
+    {.name = "readers",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "readers",
+     NUM(readers, T_INT, 1, 1024),
+     .def = "CPUs",
+     .help = "read connections for /v1/query, per database",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-batch",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "max-batch",
+     NUM(max_batch, T_INT, 1, 1 << 20),
+     .def = "1024",
+     .help = "most commands in one transaction",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-queue",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "max-queue",
+     NUM(max_queue, T_INT, 1, 1 << 24),
+     .def = "65536",
+     .help = "most commands queued for the writer",
+     .modes = LITHD_MODE_ALL},
+    {.name = "file-mode",
+     .arg = required_argument,
+     .meta = "MODE",
+     .key = "file-mode",
+     .set = set_file_mode,
+     .def = "0600",
+     .help = "permissions of a database or backup lithd creates, octal, at least 0600 (the -wal and -shm "
+             "files follow it)",
+     .modes = LOCAL,
+     .why = "lithd creates no file"},
+    {.name = "queue-wait-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "queue-wait-ms",
+     NUM(queue_wait_ms, T_I64, 0, 3600 * 1000),
+     .def = "2000",
+     .def_applied = 1,
+     .help = "how long a request waits for room in a full queue before 503 + Retry-After",
+     .modes = LITHD_MODE_ALL},
+    {.name = "schema",
+     .arg = required_argument,
+     .meta = "[NAME=]FILE",
+     .key = "schema",
+     .set = set_schema,
+     .help = "SQL run once at startup as numbered migration steps (a line \"-- step\" starts the next; "
+             "PRAGMA user_version counts the steps applied); NAME=: that database only, else every "
+             "database",
+     .modes = LITHD_MODE_ALL},
+    {.name = "commands",
+     .arg = required_argument,
+     .meta = "[NAME=]FILE",
+     .key = "commands",
+     .set = set_commands,
+     .help = "named commands (\"-- name: NAME\" then its SQL) for POST /v1/commands/NAME; NAME= as for "
+             "--schema",
+     .modes = LITHD_MODE_ALL},
+    {.name = "only-named",
+     .key = "only-named",
+     FLAG(only_named),
+     .help = "refuse raw SQL writes (/v1/do, /v1/batch): only named commands write",
+     .modes = LITHD_MODE_ALL},
+    {.name = "token-file",
+     .arg = required_argument,
+     .meta = "FILE",
+     .key = "token-file",
+     PATH(token_file),
+     .help = "require \"Authorization: Bearer <token>\" (needed for a non-loopback --listen)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "allow-origin",
+     .arg = required_argument,
+     .meta = "LIST",
+     .key = "allow-origin",
+     STRING(allow_origins),
+     .def = "none, so no web page can send requests",
+     .help = "Origin values (comma-separated; * for any) a request may carry; others get 403",
+     .modes = LITHD_MODE_ALL},
+    {.name = "allow-host",
+     .arg = required_argument,
+     .meta = "LIST",
+     .key = "allow-host",
+     STRING(allow_hosts),
+     .help = "Host names besides localhost and IP addresses that a lithd without --token-file answers on "
+             "loopback (a proxy's name; others get 403: DNS rebinding)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "backup-dir",
+     .arg = required_argument,
+     .meta = "DIR",
+     .key = "backup-dir",
+     PATH(backup_dir),
+     .def = "none: backups off",
+     .help = "POST /v1/backup writes new files here, never replacing one",
+     .modes = LOCAL,
+     .why = "every node keeps a full copy"},
+    {.name = "max-body",
+     .arg = required_argument,
+     .meta = "BYTES",
+     .key = "max-body",
+     NUM(max_body, T_SIZE, 1, (long long)1 << 40),
+     .def = "8 MiB",
+     .help = "largest request body",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-statements",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "max-statements",
+     NUM(max_statements, T_INT, 1, 1000000),
+     .def = "1000",
+     .help = "statements in one request",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-sql",
+     .arg = required_argument,
+     .meta = "BYTES",
+     .key = "max-sql",
+     NUM(max_sql, T_SIZE, 1, (long long)1 << 30),
+     .def = "100000",
+     .help = "SQL text of one statement",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-rows",
+     .arg = required_argument,
+     .meta = "N",
+     .key = "max-rows",
+     NUM(max_rows, T_I64, 1, LLONG_MAX),
+     .def = "10000",
+     .help = "rows in one answer",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-run-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "max-run-ms",
+     NUM(max_run_ms, T_I64, 1, (long long)24 * 3600 * 1000),
+     .def = "5000",
+     .help = "time to run one request's statements",
+     .modes = LITHD_MODE_ALL},
+    /* SQLite's own ceiling for SQLITE_LIMIT_LENGTH is 1e9. */
+    {.name = "max-value-bytes",
+     .arg = required_argument,
+     .meta = "BYTES",
+     .key = "max-value-bytes",
+     NUM(max_value_bytes, T_INT, 1024, 1000000000),
+     .def = "1 MiB",
+     .help = "largest string or blob SQL may make or read (SQLITE_LIMIT_LENGTH; bounds one LIKE's cost)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-like-pattern",
+     .arg = required_argument,
+     .meta = "BYTES",
+     .key = "max-like-pattern",
+     NUM(max_like_pattern, T_INT, 1, 50000),
+     .def = "50",
+     .help = "longest LIKE or GLOB pattern",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-memory-mib",
+     .arg = required_argument,
+     .meta = "MIB",
+     .key = "max-memory-mib",
+     .set = set_max_memory,
+     .field = offsetof(lithd_opts, max_memory_mib),
+     .type = T_I64,
+     .lo = 0,
+     .hi = (long long)1 << 30,
+     .def = "1024",
+     .def_applied = 1,
+     .help = "SQLite's heap, all connections; past it a statement fails \"out of memory\", lithd lives; "
+             "0: no ceiling, else at least 16",
+     .modes = LITHD_MODE_ALL},
+    {.name = "stop-grace-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "stop-grace-ms",
+     NUM(stop_grace_ms, T_I64, 0, (long long)3600 * 1000),
+     .def = "10000",
+     .def_applied = 1,
+     .help = "on SIGTERM, how long requests and downloads running may finish; then reads are "
+             "interrupted and downloads cut (writes accepted are always run and answered)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "write-timeout-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "write-timeout-ms",
+     NUM(write_timeout_ms, T_I64, 0, (long long)24 * 3600 * 1000),
+     .def = "30000",
+     .def_applied = 1,
+     .help = "close a connection whose client takes none of the bytes waiting for it for this long "
+             "(reset): a client that stops reading frees what it held, a download's slot included; "
+             "0: never",
+     .modes = LITHD_MODE_ALL},
+    {.name = "max-answer-mib",
+     .arg = required_argument,
+     .meta = "MIB",
+     .key = "max-answer-mib",
+     NUM(max_answer_mib, T_I64, 1, (long long)1 << 20),
+     .def = "512",
+     .def_applied = 1,
+     .help = "the answers being built or sent, all databases together; a read or batch that would "
+             "pass it is answered 503 busy (retry later), never the OOM killer",
+     .modes = LITHD_MODE_ALL},
+    {.name = "log-level",
+     .arg = required_argument,
+     .meta = "error|warn|info|debug",
+     .key = "log-level",
+     .set = set_log_level,
+     .def = "info",
+     .def_applied = 1,
+     .help = "debug logs every request; 5xx are logged at warn",
+     .modes = LITHD_MODE_ALL},
+    {.name = "log",
+     .arg = required_argument,
+     .meta = "FILE",
+     .key = "log",
+     PATH(log_file),
+     .def = "stderr",
+     .help = "log there (SIGHUP reopens it)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "log-format",
+     .arg = required_argument,
+     .meta = "text|json",
+     .key = "log-format",
+     .set = set_log_format,
+     .def = "text",
+     .def_applied = 1,
+     .help = "json: one object per line (ts, level, msg; a request's method, path, status, us, bytes, "
+             "client)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "config",
+     .arg = required_argument,
+     .meta = "FILE",
+     .set = set_config,
+     .help = "read options from FILE, one \"key = value\" line each (# comments; relative paths from the "
+             "file's directory); the command line wins",
+     .modes = LITHD_MODE_ALL},
+    {.name = "restore",
+     .arg = required_argument,
+     .meta = "FROM",
+     .key = "restore",
+     PATH(restore),
+     .help = "put the backup FROM in place of --db, then exit: it must pass PRAGMA integrity_check; "
+             "refused while a lithd serves --db, or if --db exists (unless --force)",
+     .modes = LOCAL,
+     .why = "restore a node's data directory instead"},
+    {.name = "force",
+     .arg = no_argument,
+     .key = "force",
+     .set = set_true,
+     .field = offsetof(lithd_opts, force),
+     .help = "replace an existing --db",
+     .modes = LITHD_MODE_RESTORE,
+     .needs = "--restore FROM only"},
+    {.name = "dqlite",
+     .arg = required_argument,
+     .meta = "ADDR[,ADDR...]",
+     .key = "dqlite",
+     STRING(dqlite),
+     .help = "instead of --db: the database lives on a dqlite cluster (lith-node); commands are batched "
+             "into one Raft transaction on its leader, answered after a majority stored it; reads go to "
+             "the leader",
+     .modes = LITHD_MODE_DQLITE},
+    {.name = "dqlite-db",
+     .arg = required_argument,
+     .meta = "NAME",
+     .key = "dqlite-db",
+     .set = set_dqlite_db,
+     .def = "\"" LITHD_DB_MAIN "\"",
+     .help = "the dqlite database",
+     .modes = LITHD_MODE_DQLITE,
+     .needs = "--dqlite ADDR[,ADDR...]"},
+    /* Taken, and unused, without --dqlite. */
+    {.name = "dqlite-failover-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "dqlite-failover-ms",
+     NUM(dqlite_failover_ms, T_INT, 100, 3600000),
+     .def = "10000",
+     .help = "how long to look for a leader before a command is answered 503",
+     .modes = LITHD_MODE_ALL},
+    {.name = "help",
+     .arg = no_argument,
+     .set = set_help,
+     .help = "this text, then exit",
+     .modes = LITHD_MODE_ALL},
+    {.name = "version",
+     .arg = no_argument,
+     .set = set_version,
+     .help = "lithd's version, then exit",
+     .modes = LITHD_MODE_ALL},
 };
 
-static const struct option longs[] = {{"db", required_argument, NULL, OPT_DB},
-                                      {"default", required_argument, NULL, OPT_DEFAULT},
-                                      {"listen", required_argument, NULL, OPT_LISTEN},
-                                      {"unix", required_argument, NULL, OPT_UNIX},
-                                      {"synchronous", required_argument, NULL, OPT_SYNC},
-                                      {"checkpoint", required_argument, NULL, OPT_CKPT},
-                                      {"checkpoint-pages", required_argument, NULL, OPT_CKPTPAGES},
-                                      {"litestream", optional_argument, NULL, OPT_LITESTREAM},
-                                      {"readers", required_argument, NULL, OPT_READERS},
-                                      {"max-batch", required_argument, NULL, OPT_MAXBATCH},
-                                      {"max-queue", required_argument, NULL, OPT_MAXQUEUE},
-                                      {"file-mode", required_argument, NULL, OPT_FILEMODE},
-                                      {"allow-origin", required_argument, NULL, OPT_ALLOWORIGIN},
-                                      {"allow-host", required_argument, NULL, OPT_ALLOWHOST},
-                                      {"backup-dir", required_argument, NULL, OPT_BACKUPDIR},
-                                      {"queue-wait-ms", required_argument, NULL, OPT_QUEUEWAIT},
-                                      {"schema", required_argument, NULL, OPT_SCHEMA},
-                                      {"commands", required_argument, NULL, OPT_COMMANDS},
-                                      {"only-named", optional_argument, NULL, OPT_ONLYNAMED},
-                                      {"token-file", required_argument, NULL, OPT_TOKEN},
-                                      {"max-body", required_argument, NULL, OPT_MAXBODY},
-                                      {"max-statements", required_argument, NULL, OPT_MAXSTMTS},
-                                      {"max-sql", required_argument, NULL, OPT_MAXSQL},
-                                      {"max-rows", required_argument, NULL, OPT_MAXROWS},
-                                      {"max-run-ms", required_argument, NULL, OPT_MAXRUN},
-                                      {"max-value-bytes", required_argument, NULL, OPT_MAXVALUE},
-                                      {"max-like-pattern", required_argument, NULL, OPT_MAXLIKE},
-                                      {"max-memory-mib", required_argument, NULL, OPT_MAXMEM},
-                                      {"stop-grace-ms", required_argument, NULL, OPT_GRACE},
-                                      {"write-timeout-ms", required_argument, NULL, OPT_WRITETIMEOUT},
-                                      {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-                                      {"log", required_argument, NULL, OPT_LOG},
-                                      {"log-format", required_argument, NULL, OPT_LOGFORMAT},
-                                      {"config", required_argument, NULL, OPT_CONFIG},
-                                      {"restore", required_argument, NULL, OPT_RESTORE},
-                                      {"force", no_argument, NULL, OPT_FORCE},
-                                      {"dqlite", required_argument, NULL, OPT_DQLITE},
-                                      {"dqlite-db", required_argument, NULL, OPT_DQLITEDB},
-                                      {"dqlite-failover-ms", required_argument, NULL, OPT_DQFAILOVER},
-                                      {"help", no_argument, NULL, OPT_HELP},
-                                      {"version", no_argument, NULL, OPT_VERSION},
-                                      {NULL, 0, NULL, 0}};
+#define N_OPTS ((int)(sizeof lithd_opt_table / sizeof lithd_opt_table[0]))
+const int lithd_opt_count = N_OPTS;
+
+/* The mode's own option, named by a refusal. */
+static const char *mode_option(unsigned mode) {
+  return mode == LITHD_MODE_DQLITE ? "--dqlite" : mode == LITHD_MODE_RESTORE ? "--restore" : NULL;
+}
+
+/* ---- --help ------------------------------------------------------------- */
+
+/* `text` from column `col` (the cursor there already), wrapped at
+ * HELP_WIDTH, continuation lines indented to `indent`. */
+static void put_wrapped(FILE *f, int col, int indent, const char *w) {
+  int start = 1;
+  while (*w != '\0') {
+    int n = (int)strcspn(w, " ");
+    if (!start && col + 1 + n > HELP_WIDTH) {
+      fprintf(f, "\n%*s", indent, "");
+      col = indent;
+      start = 1;
+    }
+    if (!start) {
+      fputc(' ', f);
+      col++;
+    }
+    fwrite(w, 1, (size_t)n, f);
+    col += n;
+    start = 0;
+    for (w += n; *w == ' '; w++) {
+    }
+  }
+  fputc('\n', f);
+}
+
+/* Append to text[0..cap) at n; returns the new length (at most cap - 1). */
+static int add(char *text, size_t cap, int n, const char *fmt, ...) {
+  va_list ap;
+  int k;
+  va_start(ap, fmt);
+  k = vsnprintf(text + n, cap - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (k < 0)
+    return n;
+  return (size_t)(n + k) >= cap ? (int)cap - 1 : n + k;
+}
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: lithd --db PATH [options]\n"
-          "       lithd --db NAME=PATH --db NAME=PATH ... [options]\n"
-          "       lithd --dqlite ADDR[,ADDR...] [--dqlite-db NAME] [options]\n"
-          "  --db PATH               the database file (created if missing), named \"" LITHD_DB_MAIN "\"\n"
-          "  --db NAME=PATH          one of several databases, each its own writer, served\n"
-          "                          at /v1/db/NAME/... (NAME: 1-64 of A-Z a-z 0-9 _ -)\n"
-          "  --default NAME          the database of /v1/do, /v1/query, ... when several\n"
-          "                          are served (default: none, those routes refuse)\n"
-          "  --listen HOST:PORT      TCP address (default " LITHD_DEFAULT_HOST ":%d; port 0: any free)\n"
-          "  --unix PATH             listen on a Unix socket (mode 0600); TCP then only\n"
-          "                          with --listen\n"
-          "  --synchronous normal|full        (default normal)\n"
-          "  --checkpoint writer|auto|external (default writer)\n"
-          "  --checkpoint-pages N    WAL pages that start a checkpoint (default 1000); with\n"
-          "                          external, lithd warns once the WAL passes 4 x N\n"
-          "  --litestream            run beside Litestream, which replicates the WAL:\n"
-          "                          --checkpoint external (lithd never checkpoints,\n"
-          "                          not even at exit) and a %d ms busy timeout, so\n"
-          "                          Litestream's brief write locks delay a batch, never\n"
-          "                          fail it; --checkpoint-pages %d unless given (the WAL\n"
-          "                          warning past Litestream's own forced checkpoint);\n"
-          "                          refused with --checkpoint writer or auto\n"
-          "  --readers N             read connections for /v1/query (default: CPUs)\n"
-          "  --max-batch N           most commands in one transaction (default 1024)\n"
-          "  --max-queue N           most commands queued for the writer (default 65536)\n"
-          "  --file-mode MODE        permissions of a database or backup lithd creates, octal\n"
-          "                          (default 0600; the -wal and -shm files follow it)\n"
-          "  --queue-wait-ms MS      how long a request waits for room in a full queue\n"
-          "                          before 503 + Retry-After (default 2000)\n"
-          "  --schema [NAME=]FILE    SQL run once at startup as numbered migration steps\n"
-          "                          (a line \"-- step\" starts the next; PRAGMA user_version\n"
-          "                          counts the steps applied); NAME=: that database only,\n"
-          "                          else every database\n"
-          "  --commands [NAME=]FILE  named commands (\"-- name: NAME\" then its SQL) for\n"
-          "                          POST /v1/commands/NAME; NAME= as for --schema\n"
-          "  --only-named            refuse raw SQL writes (/v1/do, /v1/batch): only named\n"
-          "                          commands write\n"
-          "  --token-file FILE       require \"Authorization: Bearer <token>\"\n"
-          "                          (needed for a non-loopback --listen)\n"
-          "  --allow-origin LIST     Origin values (comma-separated; * for any) a request\n"
-          "                          may carry; others get 403 (default: none, so no web\n"
-          "                          page can send requests)\n"
-          "  --allow-host LIST       Host names besides localhost and IP addresses that a\n"
-          "                          lithd without --token-file answers on loopback (a\n"
-          "                          proxy's name; others get 403: DNS rebinding)\n"
-          "  --backup-dir DIR        POST /v1/backup writes new files here, never\n"
-          "                          replacing one (default: backups off)\n"
-          "  --max-body BYTES        largest request body (default 8 MiB)\n"
-          "  --max-statements N      statements in one request (default 1000)\n"
-          "  --max-sql BYTES         SQL text of one statement (default 100000)\n"
-          "  --max-rows N            rows in one answer (default 10000)\n"
-          "  --max-run-ms MS         time to run one request's statements (default 5000)\n"
-          "  --max-value-bytes BYTES largest string or blob SQL may make or read (default\n"
-          "                          1 MiB; SQLITE_LIMIT_LENGTH; bounds one LIKE's cost)\n"
-          "  --max-like-pattern BYTES longest LIKE or GLOB pattern (default 50)\n"
-          "  --max-memory-mib MIB    SQLite's heap, all connections (default 1024); past\n"
-          "                          it a statement fails \"out of memory\", lithd lives;\n"
-          "                          0: no ceiling\n"
-          "  --stop-grace-ms MS      on SIGTERM, how long requests running may finish\n"
-          "                          before reads and backups are interrupted (default\n"
-          "                          10000); writes accepted are always run and answered;\n"
-          "                          a download running is let finish within it\n"
-          "  --write-timeout-ms MS   close a connection whose client takes none of the\n"
-          "                          bytes waiting for it for this long (default 30000;\n"
-          "                          0: never): a client that stops reading a download\n"
-          "                          frees its slot\n"
-          "  --log-level error|warn|info|debug (default info)\n"
-          "  --log FILE              log there instead of stderr (SIGHUP reopens it)\n"
-          "  --log-format text|json  json: one object per line (ts, level, msg; a\n"
-          "                          request's method, path, status, us, bytes, client)\n"
-          "  --config FILE           read these options from FILE (\"key = value\" lines);\n"
-          "                          the command line wins\n"
-          "  --restore FROM          put the backup FROM in place of --db, then exit: it\n"
-          "                          must pass PRAGMA integrity_check; refused while a\n"
-          "                          lithd serves --db, or if --db exists (unless --force)\n"
-          "  --force                 with --restore: replace an existing --db\n"
-          "  --dqlite ADDR[,ADDR...] instead of --db: the database lives on a dqlite\n"
-          "                          cluster (lith-node); commands are batched into one\n"
-          "                          Raft transaction on its leader, answered after a\n"
-          "                          majority stored it; reads go to the leader\n"
-          "  --dqlite-db NAME        the dqlite database (default \"" LITHD_DB_MAIN "\")\n"
-          "  --dqlite-failover-ms MS how long to look for a leader before a command is\n"
-          "                          answered 503 (default 10000)\n"
-          "  --help, --version\n",
-          LITHD_DEFAULT_PORT, LITHD_LITESTREAM_BUSY_MS, LITHD_LITESTREAM_CKPT_PAGES);
+  char text[1024];
+  int i, n = 0, left = 0;
+
+  fprintf(f, "usage: lithd --db PATH [options]\n"
+             "       lithd --db NAME=PATH --db NAME=PATH ... [options]\n"
+             "       lithd --dqlite ADDR[,ADDR...] [--dqlite-db NAME] [options]\n"
+             "       lithd --restore FROM --db PATH [--force]\n");
+  /* What the config file does not take. */
+  for (i = 0; i < N_OPTS; i++)
+    left += lithd_opt_table[i].key == NULL;
+  n = add(text, sizeof text, n, "Every option but");
+  for (i = 0; i < N_OPTS; i++)
+    if (lithd_opt_table[i].key == NULL) {
+      left--;
+      n = add(text, sizeof text, n, " --%s%s", lithd_opt_table[i].name,
+              left > 1    ? ","
+              : left == 1 ? " and"
+                          : "");
+    }
+  add(text, sizeof text, n,
+      " can also be a line \"name = value\" of the --config file (a flag: \"name\" alone, or "
+      "\"name = BOOL\"). BOOL: true or false (yes, no, 1, 0); a flag given alone is true.");
+  put_wrapped(f, 0, 0, text);
+  for (i = 0; i < N_OPTS; i++) {
+    const lithd_opt *r = &lithd_opt_table[i];
+    int col;
+
+    n = 0;
+    n = add(text, sizeof text, n, "%s", r->help);
+    if (r->def != NULL)
+      n = add(text, sizeof text, n, " (default %s)", r->def);
+    if (r->key != NULL && strcmp(r->key, r->name) != 0)
+      n = add(text, sizeof text, n, "; its config file key: %s", r->key);
+    if (r->needs != NULL)
+      n = add(text, sizeof text, n, "; goes with %s", r->needs);
+    for (unsigned m = LITHD_MODE_DQLITE; r->why != NULL && m <= LITHD_MODE_RESTORE; m <<= 1)
+      if ((r->modes & m) == 0)
+        n = add(text, sizeof text, n, "; not with %s (%s)", mode_option(m), r->why);
+    col = fprintf(f, "  --%s%s%s", r->name,
+                  r->arg == optional_argument ? "[=BOOL]"
+                  : r->meta != NULL           ? " "
+                                              : "",
+                  r->arg != optional_argument && r->meta != NULL ? r->meta : "");
+    if (col >= HELP_COL) { /* a long one: the text on the next line */
+      fputc('\n', f);
+      col = 0;
+    }
+    fprintf(f, "%*s", HELP_COL - col, "");
+    col = HELP_COL;
+    put_wrapped(f, col, HELP_COL, text);
+  }
 }
+
+/* ---- Reading the values -------------------------------------------------- */
 
 /* "HOST:PORT", "[V6]:PORT" or ":PORT". Returns 0 or -1. */
 static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
@@ -237,7 +602,6 @@ static int parse_listen(const char *s, char *host, size_t hostsz, int *port) {
 
 static int is_loopback_host(const char *h) { return strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0; }
 
-/* A whole number in [lo, hi]; 0 or -1 after a message. */
 /* "true", "yes", "1" or no value (a bare --name) set *out to 1; "false",
  * "no", "0" to 0. Returns 0 or -1 (after a message). */
 static int parse_bool(const char *opt, const char *s, int *out) {
@@ -252,6 +616,7 @@ static int parse_bool(const char *opt, const char *s, int *out) {
   return 0;
 }
 
+/* A whole number in [lo, hi]; 0 or -1 after a message. */
 static int parse_num(const char *opt, const char *s, long long lo, long long hi, long long *out) {
   char *end;
   long long v;
@@ -436,252 +801,211 @@ static int resolve_files(lithd_opts *o) {
   return 0;
 }
 
-/* One getopt_long pass over argv. `base` is the directory of relative
- * paths (NULL: as given). Returns 0, 1 (help/version) or 2. */
-static int parse_pass(int argc, char **argv, lithd_opts *o, const char *base) {
-  int source = base != NULL ? 1 : 2;
-  int c;
+/* ---- Setters (the table's .set) ------------------------------------------ */
+
+static int nomem(void) {
+  fprintf(stderr, "lithd: out of memory\n");
+  return 2;
+}
+
+static int set_num(pass *p, const lithd_opt *r, const char *arg) {
   long long v;
+  if (parse_num(r->name, arg, r->lo, r->hi, &v) != 0)
+    return 2;
+  switch (r->type) {
+  case T_INT: *FIELD(p, r, int) = (int)v; break;
+  case T_I64: *FIELD(p, r, int64_t) = v; break;
+  default: *FIELD(p, r, size_t) = (size_t)v; break;
+  }
+  return 0;
+}
+
+/* A flag given false counts as not given (the mode checks). */
+static int set_bool(pass *p, const lithd_opt *r, const char *arg) {
+  int *v = FIELD(p, r, int);
+  if (parse_bool(r->name, arg, v) != 0)
+    return 2;
+  p->given[r - lithd_opt_table] = (unsigned char)*v;
+  return 0;
+}
+
+static int set_true(pass *p, const lithd_opt *r, const char *arg) {
+  *FIELD(p, r, int) = 1;
+  return 0;
+}
+
+static int set_string(pass *p, const lithd_opt *r, const char *arg) {
+  char **dst = FIELD(p, r, char *);
+  free(*dst);
+  if ((*dst = strdup(arg)) == NULL)
+    return nomem();
+  return 0;
+}
+
+static int set_file_path(pass *p, const lithd_opt *r, const char *arg) {
+  return set_path(FIELD(p, r, char *), arg, p->base) == 0 ? 0 : nomem();
+}
+
+static int set_db(pass *p, const lithd_opt *r, const char *arg) {
+  return add_db(p->o, arg, p->base, p->source);
+}
+
+static int set_schema(pass *p, const lithd_opt *r, const char *arg) {
+  return add_file(p->o, 0, arg, p->base, p->source);
+}
+
+static int set_commands(pass *p, const lithd_opt *r, const char *arg) {
+  return add_file(p->o, 1, arg, p->base, p->source);
+}
+
+/* --default and --dqlite-db: a database name; `what` for the message. */
+static int set_name(char **dst, const char *opt, const char *what, const char *arg) {
+  if (!is_db_name(arg, strlen(arg))) {
+    fprintf(stderr, "lithd: --%s wants %s (1-%d of A-Z a-z 0-9 _ -), got \"%s\"\n", opt, what,
+            LITHD_DB_NAME_MAX, arg);
+    return 2;
+  }
+  free(*dst);
+  if ((*dst = strdup(arg)) == NULL)
+    return nomem();
+  return 0;
+}
+
+static int set_default(pass *p, const lithd_opt *r, const char *arg) {
+  return set_name(&p->o->default_db, r->name, "a database name", arg);
+}
+
+static int set_dqlite_db(pass *p, const lithd_opt *r, const char *arg) {
+  return set_name(&p->o->dqlite_db, r->name, "a name", arg);
+}
+
+/* The table's default is not "given" (--listen, --checkpoint). */
+static int set_listen(pass *p, const lithd_opt *r, const char *arg) {
+  if (parse_listen(arg, p->o->host, sizeof p->o->host, &p->o->port) != 0) {
+    fprintf(stderr, "lithd: --listen wants HOST:PORT, got \"%s\"\n", arg);
+    return 2;
+  }
+  if (p->source > 0)
+    p->o->listen_given = 1;
+  return 0;
+}
+
+static int set_sync(pass *p, const lithd_opt *r, const char *arg) {
+  if (strcmp(arg, "normal") == 0)
+    p->o->synchronous = LITH_SYNC_NORMAL;
+  else if (strcmp(arg, "full") == 0)
+    p->o->synchronous = LITH_SYNC_FULL;
+  else {
+    fprintf(stderr, "lithd: --synchronous wants normal or full\n");
+    return 2;
+  }
+  return 0;
+}
+
+static int set_checkpoint(pass *p, const lithd_opt *r, const char *arg) {
+  if (strcmp(arg, "writer") == 0)
+    p->o->checkpoint = LITH_CHECKPOINT_WRITER;
+  else if (strcmp(arg, "auto") == 0)
+    p->o->checkpoint = LITH_CHECKPOINT_AUTO;
+  else if (strcmp(arg, "external") == 0)
+    p->o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
+  else {
+    fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
+    return 2;
+  }
+  if (p->source > 0)
+    p->o->checkpoint_given = 1;
+  return 0;
+}
+
+static int set_file_mode(pass *p, const lithd_opt *r, const char *arg) {
+  char *end;
+  long m;
+  errno = 0;
+  m = strtol(arg, &end, 8);
+  if (errno != 0 || end == arg || *end != '\0' || (m & ~0777L) != 0 || (m & 0600) != 0600) {
+    fprintf(stderr, "lithd: --file-mode wants octal permission bits including 0600, got \"%s\"\n", arg);
+    return 2;
+  }
+  p->o->file_mode = (int)m;
+  return 0;
+}
+
+static int set_max_memory(pass *p, const lithd_opt *r, const char *arg) {
+  int rc = set_num(p, r, arg);
+  if (rc == 0 && p->o->max_memory_mib > 0 && p->o->max_memory_mib < 16) {
+    fprintf(stderr, "lithd: --max-memory-mib wants 0 (no ceiling) or at least 16\n");
+    return 2;
+  }
+  return rc;
+}
+
+static int set_log_level(pass *p, const lithd_opt *r, const char *arg) {
+  if ((p->o->log_level = lithd_log_level_parse(arg)) < 0) {
+    fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
+    return 2;
+  }
+  return 0;
+}
+
+static int set_log_format(pass *p, const lithd_opt *r, const char *arg) {
+  if ((p->o->log_format = lithd_log_format_parse(arg)) < 0) {
+    fprintf(stderr, "lithd: --log-format wants text or json\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* Read before the passes (lithd_opts_parse); a config file has no key for
+ * it, this is the guard behind that. */
+static int set_config(pass *p, const lithd_opt *r, const char *arg) {
+  if (p->base != NULL) {
+    fprintf(stderr, "lithd: a config file cannot name another (\"config\")\n");
+    return 2;
+  }
+  return 0;
+}
+
+static int set_help(pass *p, const lithd_opt *r, const char *arg) {
+  usage(stdout);
+  return 1;
+}
+
+static int set_version(pass *p, const lithd_opt *r, const char *arg) {
+  printf("lithd %s\n", LITH_VERSION);
+  return 1;
+}
+
+/* ---- The sources ---------------------------------------------------------- */
+
+/* One getopt_long pass over argv (`longs`: the table's). Returns 0, 1
+ * (help/version) or 2. */
+static int parse_pass(int argc, char **argv, pass *p, const struct option *longs) {
+  int c;
 
   optind = 0; /* glibc: start over, a second pass is a new scan */
   opterr = 1;
   while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    switch (c) {
-    case OPT_DB:
-      if (add_db(o, optarg, base, source) != 0)
-        return 2;
-      break;
-    case OPT_DEFAULT:
-      if (!is_db_name(optarg, strlen(optarg))) {
-        fprintf(stderr, "lithd: --default wants a database name (1-%d of A-Z a-z 0-9 _ -), got \"%s\"\n",
-                LITHD_DB_NAME_MAX, optarg);
-        return 2;
-      }
-      free(o->default_db);
-      if ((o->default_db = strdup(optarg)) == NULL)
-        goto nomem;
-      break;
-    case OPT_LISTEN:
-      if (parse_listen(optarg, o->host, sizeof o->host, &o->port) != 0) {
-        fprintf(stderr, "lithd: --listen wants HOST:PORT, got \"%s\"\n", optarg);
-        return 2;
-      }
-      o->listen_given = 1;
-      break;
-    case OPT_UNIX:
-      if (set_path(&o->unix_path, optarg, base) != 0)
-        goto nomem;
-      break;
-    case OPT_SYNC:
-      if (strcmp(optarg, "normal") == 0)
-        o->synchronous = LITH_SYNC_NORMAL;
-      else if (strcmp(optarg, "full") == 0)
-        o->synchronous = LITH_SYNC_FULL;
-      else {
-        fprintf(stderr, "lithd: --synchronous wants normal or full\n");
-        return 2;
-      }
-      break;
-    case OPT_CKPT:
-      if (strcmp(optarg, "writer") == 0)
-        o->checkpoint = LITH_CHECKPOINT_WRITER;
-      else if (strcmp(optarg, "auto") == 0)
-        o->checkpoint = LITH_CHECKPOINT_AUTO;
-      else if (strcmp(optarg, "external") == 0)
-        o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
-      else {
-        fprintf(stderr, "lithd: --checkpoint wants writer, auto or external\n");
-        return 2;
-      }
-      o->checkpoint_given = 1;
-      break;
-    case OPT_CKPTPAGES:
-      if (parse_num("checkpoint-pages", optarg, 1, 1 << 28, &v) != 0)
-        return 2;
-      o->checkpoint_pages = (int)v;
-      break;
-    case OPT_READERS:
-      if (parse_num("readers", optarg, 1, 1024, &v) != 0)
-        return 2;
-      o->readers = (int)v;
-      break;
-    case OPT_MAXBATCH:
-      if (parse_num("max-batch", optarg, 1, 1 << 20, &v) != 0)
-        return 2;
-      o->max_batch = (int)v;
-      break;
-    case OPT_MAXQUEUE:
-      if (parse_num("max-queue", optarg, 1, 1 << 24, &v) != 0)
-        return 2;
-      o->max_queue = (int)v;
-      break;
-    case OPT_FILEMODE: {
-      char *end;
-      errno = 0;
-      long m = strtol(optarg, &end, 8);
-      if (errno != 0 || end == optarg || *end != '\0' || (m & ~0777L) != 0 || (m & 0600) != 0600) {
-        fprintf(stderr, "lithd: --file-mode wants octal permission bits including 0600, got \"%s\"\n",
-                optarg);
-        return 2;
-      }
-      o->file_mode = (int)m;
-      break;
+    const lithd_opt *r;
+    int rc;
+    if (c < OPT_BASE || c >= OPT_BASE + N_OPTS) {
+      usage(stderr);
+      return 2;
     }
-    case OPT_QUEUEWAIT:
-      if (parse_num("queue-wait-ms", optarg, 0, 3600 * 1000, &v) != 0)
-        return 2;
-      o->queue_wait_ms = v;
-      break;
-    case OPT_SCHEMA:
-    case OPT_COMMANDS:
-      if (add_file(o, c == OPT_COMMANDS, optarg, base, source) != 0)
-        return 2;
-      break;
-    case OPT_ONLYNAMED:
-      if (parse_bool("only-named", optarg, &o->only_named) != 0)
-        return 2;
-      break;
-    case OPT_LITESTREAM:
-      if (parse_bool("litestream", optarg, &o->litestream) != 0)
-        return 2;
-      break;
-    case OPT_TOKEN:
-      if (set_path(&o->token_file, optarg, base) != 0)
-        goto nomem;
-      break;
-    case OPT_ALLOWORIGIN:
-      free(o->allow_origins);
-      if ((o->allow_origins = strdup(optarg)) == NULL)
-        goto nomem;
-      break;
-    case OPT_BACKUPDIR:
-      if (set_path(&o->backup_dir, optarg, base) != 0)
-        goto nomem;
-      break;
-    case OPT_RESTORE:
-      if (set_path(&o->restore, optarg, base) != 0)
-        goto nomem;
-      break;
-    case OPT_FORCE: o->force = 1; break;
-    case OPT_DQLITE:
-      free(o->dqlite);
-      if ((o->dqlite = strdup(optarg)) == NULL)
-        goto nomem;
-      break;
-    case OPT_DQLITEDB:
-      if (!is_db_name(optarg, strlen(optarg))) {
-        fprintf(stderr, "lithd: --dqlite-db wants a name (1-%d of A-Z a-z 0-9 _ -), got \"%s\"\n",
-                LITHD_DB_NAME_MAX, optarg);
-        return 2;
-      }
-      free(o->dqlite_db);
-      if ((o->dqlite_db = strdup(optarg)) == NULL)
-        goto nomem;
-      break;
-    case OPT_DQFAILOVER:
-      if (parse_num("dqlite-failover-ms", optarg, 100, 3600000, &v) != 0)
-        return 2;
-      o->dqlite_failover_ms = (int)v;
-      break;
-    case OPT_ALLOWHOST:
-      free(o->allow_hosts);
-      if ((o->allow_hosts = strdup(optarg)) == NULL)
-        goto nomem;
-      break;
-    case OPT_MAXBODY:
-      if (parse_num("max-body", optarg, 1, (long long)1 << 40, &v) != 0)
-        return 2;
-      o->max_body = (size_t)v;
-      break;
-    case OPT_MAXSTMTS:
-      if (parse_num("max-statements", optarg, 1, 1000000, &v) != 0)
-        return 2;
-      o->max_statements = (int)v;
-      break;
-    case OPT_MAXSQL:
-      if (parse_num("max-sql", optarg, 1, (long long)1 << 30, &v) != 0)
-        return 2;
-      o->max_sql = (size_t)v;
-      break;
-    case OPT_MAXROWS:
-      if (parse_num("max-rows", optarg, 1, LLONG_MAX, &v) != 0)
-        return 2;
-      o->max_rows = v;
-      break;
-    case OPT_MAXRUN:
-      if (parse_num("max-run-ms", optarg, 1, (long long)24 * 3600 * 1000, &v) != 0)
-        return 2;
-      o->max_run_ms = v;
-      break;
-    case OPT_MAXVALUE:
-      /* SQLite's own ceiling for SQLITE_LIMIT_LENGTH is 1e9. */
-      if (parse_num("max-value-bytes", optarg, 1024, 1000000000, &v) != 0)
-        return 2;
-      o->max_value_bytes = (int)v;
-      break;
-    case OPT_MAXLIKE:
-      if (parse_num("max-like-pattern", optarg, 1, 50000, &v) != 0)
-        return 2;
-      o->max_like_pattern = (int)v;
-      break;
-    case OPT_MAXMEM:
-      if (parse_num("max-memory-mib", optarg, 0, (long long)1 << 30, &v) != 0)
-        return 2;
-      if (v > 0 && v < 16) {
-        fprintf(stderr, "lithd: --max-memory-mib wants 0 (no ceiling) or at least 16\n");
-        return 2;
-      }
-      o->max_memory_mib = v;
-      break;
-    case OPT_GRACE:
-      if (parse_num("stop-grace-ms", optarg, 0, (long long)3600 * 1000, &v) != 0)
-        return 2;
-      o->stop_grace_ms = v;
-      break;
-    case OPT_WRITETIMEOUT:
-      if (parse_num("write-timeout-ms", optarg, 0, (long long)24 * 3600 * 1000, &v) != 0)
-        return 2;
-      o->write_timeout_ms = v;
-      break;
-    case OPT_LOGLEVEL:
-      if ((o->log_level = lithd_log_level_parse(optarg)) < 0) {
-        fprintf(stderr, "lithd: --log-level wants error, warn, info or debug\n");
-        return 2;
-      }
-      break;
-    case OPT_LOGFORMAT:
-      if ((o->log_format = lithd_log_format_parse(optarg)) < 0) {
-        fprintf(stderr, "lithd: --log-format wants text or json\n");
-        return 2;
-      }
-      break;
-    case OPT_LOG:
-      if (set_path(&o->log_file, optarg, base) != 0)
-        goto nomem;
-      break;
-    case OPT_CONFIG:
-      if (base != NULL) {
-        fprintf(stderr, "lithd: a config file cannot name another (\"config\")\n");
-        return 2;
-      }
-      break; /* read before this pass */
-    case OPT_HELP: usage(stdout); return 1;
-    case OPT_VERSION: printf("lithd %s\n", LITH_VERSION); return 1;
-    default: usage(stderr); return 2;
-    }
+    r = &lithd_opt_table[c - OPT_BASE];
+    p->given[c - OPT_BASE] = 1;
+    if ((rc = r->set(p, r, optarg)) != 0)
+      return rc;
   }
   if (optind < argc) {
     fprintf(stderr, "lithd: unexpected argument \"%s\"\n", argv[optind]);
     return 2;
   }
   return 0;
-nomem:
-  fprintf(stderr, "lithd: out of memory\n");
-  return 2;
 }
 
-/* Read `path` as "key = value" lines into a pass of "--key=value". */
-static int parse_config(const char *path, lithd_opts *o) {
+/* Read `path` as "key = value" lines into a pass of "--name=value". */
+static int parse_config(const char *path, pass *p, const struct option *longs) {
   char *text = NULL, *line, *save = NULL, *base = NULL, *slash;
   char **args = NULL;
   char why[LITHD_TEXT_ERRMSG_MAX];
@@ -707,7 +1031,7 @@ static int parse_config(const char *path, lithd_opts *o) {
   args[0] = (char *)"lithd";
   for (line = text; line != NULL && *line != '\0'; line = save) {
     char *nl = strchr(line, '\n'), *eq, *k, *v, *e, *hash;
-    const struct option *opt;
+    const lithd_opt *r = NULL;
     size_t need;
     lineno++;
     save = nl != NULL ? nl + 1 : NULL;
@@ -733,27 +1057,30 @@ static int parse_config(const char *path, lithd_opts *o) {
       while (e > k && (e[-1] == ' ' || e[-1] == '\t'))
         *--e = '\0';
     }
-    for (opt = longs; opt->name != NULL; opt++)
-      if (strcmp(opt->name, k) == 0)
-        break;
-    if (opt->name == NULL || opt->val == OPT_HELP || opt->val == OPT_VERSION || opt->val == OPT_CONFIG) {
+    for (int i = 0; i < N_OPTS && r == NULL; i++)
+      if (lithd_opt_table[i].key != NULL && strcmp(lithd_opt_table[i].key, k) == 0)
+        r = &lithd_opt_table[i];
+    if (r == NULL) {
       fprintf(stderr, "lithd: %s:%d: unknown setting \"%s\"\n", path, lineno, k);
       goto out;
     }
-    if (opt->has_arg == required_argument && (v == NULL || *v == '\0')) {
+    if (r->arg == required_argument && (v == NULL || *v == '\0')) {
       fprintf(stderr, "lithd: %s:%d: \"%s\" needs a value (%s = ...)\n", path, lineno, k, k);
       goto out;
     }
-    need = strlen(k) + (v != NULL ? strlen(v) : 0) + 4;
+    need = strlen(r->name) + (v != NULL ? strlen(v) : 0) + 4;
     if ((args[nargs] = malloc(need)) == NULL)
       goto nomem;
     if (v != NULL)
-      snprintf(args[nargs], need, "--%s=%s", k, v);
+      snprintf(args[nargs], need, "--%s=%s", r->name, v);
     else
-      snprintf(args[nargs], need, "--%s", k);
+      snprintf(args[nargs], need, "--%s", r->name);
     nargs++;
   }
-  rc = parse_pass(nargs, args, o, base);
+  p->base = base;
+  p->source = 1;
+  rc = parse_pass(nargs, args, p, longs);
+  p->base = NULL;
   if (rc == 2)
     fprintf(stderr, "lithd: (in the config file %s)\n", path);
   goto out;
@@ -769,25 +1096,38 @@ out:
   return rc;
 }
 
-/* --dqlite: refuse what needs a local file, then stand the cluster's
- * database in as the one database (its path "dqlite:NAME" is only a
- * label; --schema and --commands go to it as to any). */
-static int dqlite_check(lithd_opts *o) {
-  const char *bad = o->n_dbs > 0              ? "--db (the database is the cluster's)"
-                    : o->restore != NULL      ? "--restore (restore a node's data directory instead)"
-                    : o->backup_dir != NULL   ? "--backup-dir (every node keeps a full copy)"
-                    : o->litestream           ? "--litestream (Raft replicates; there is no local WAL)"
-                    : o->checkpoint_given     ? "--checkpoint (each node checkpoints its own WAL)"
-                    : o->checkpoint_pages > 0 ? "--checkpoint-pages (each node checkpoints its own WAL)"
-                    : o->default_db != NULL   ? "--default (one database: --dqlite-db)"
-                    : o->file_mode > 0        ? "--file-mode (lithd creates no file)"
-                                              : NULL;
-  const char *name = o->dqlite_db != NULL ? o->dqlite_db : LITHD_DB_MAIN;
-  size_t n = strlen(name) + 8;
-  if (bad != NULL) {
-    fprintf(stderr, "lithd: --dqlite cannot go with %s\n", bad);
+/* ---- After the sources ----------------------------------------------------- */
+
+/* --dqlite, else --restore, else the local files (options.h). */
+static unsigned mode_of(const lithd_opts *o) {
+  return o->dqlite != NULL ? LITHD_MODE_DQLITE : o->restore != NULL ? LITHD_MODE_RESTORE : LITHD_MODE_FILE;
+}
+
+/* Refuse the first row given (in the table's order) that the mode does
+ * not accept. Returns 0, or 2 after a message naming it. */
+static int check_modes(const lithd_opts *o, const unsigned char *given) {
+  unsigned mode = mode_of(o);
+  for (int i = 0; i < N_OPTS; i++) {
+    const lithd_opt *r = &lithd_opt_table[i];
+    if (!given[i] || (r->modes & mode) != 0)
+      continue;
+    if (r->needs != NULL)
+      fprintf(stderr, "lithd: --%s goes with %s\n", r->name, r->needs);
+    else if (mode_option(mode) != NULL && r->why != NULL)
+      fprintf(stderr, "lithd: %s cannot go with --%s (%s)\n", mode_option(mode), r->name, r->why);
+    else
+      fprintf(stderr, "lithd: --%s is refused here\n", r->name); /* a row without its reason */
     return 2;
   }
+  return 0;
+}
+
+/* --dqlite (its refusals done): stand the cluster's database in as the one
+ * database (its path "dqlite:NAME" is only a label; --schema and
+ * --commands go to it as to any). */
+static int dqlite_setup(lithd_opts *o) {
+  const char *name = o->dqlite_db != NULL ? o->dqlite_db : LITHD_DB_MAIN;
+  size_t n = strlen(name) + 8;
   if (o->dqlite[0] == '\0') {
     fprintf(stderr, "lithd: --dqlite wants ADDR[,ADDR...] (host:port of dqlite nodes)\n");
     return 2;
@@ -806,19 +1146,29 @@ static int dqlite_check(lithd_opts *o) {
 }
 
 int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
+  struct option longs[N_OPTS + 1];
+  unsigned char given[N_OPTS];
+  pass p = {NULL, NULL, 0, given};
   const char *config = NULL;
   int i, rc;
 
   memset(o, 0, sizeof *o);
-  snprintf(o->host, sizeof o->host, "%s", LITHD_DEFAULT_HOST);
-  o->port = LITHD_DEFAULT_PORT;
-  o->synchronous = LITH_SYNC_NORMAL;
-  o->checkpoint = LITH_CHECKPOINT_WRITER;
-  o->queue_wait_ms = 2000;
-  o->max_memory_mib = 1024;
-  o->stop_grace_ms = 10000;
-  o->write_timeout_ms = 30000;
-  o->log_level = LITHD_LOG_INFO;
+  p.o = o;
+  memset(given, 0, sizeof given);
+  memset(longs, 0, sizeof longs);
+  for (i = 0; i < N_OPTS; i++) {
+    longs[i].name = lithd_opt_table[i].name;
+    longs[i].has_arg = lithd_opt_table[i].arg;
+    longs[i].val = OPT_BASE + i;
+  }
+  /* lithd's own defaults, through the rows' own setters. */
+  for (i = 0; i < N_OPTS; i++)
+    if (lithd_opt_table[i].def_applied &&
+        lithd_opt_table[i].set(&p, &lithd_opt_table[i], lithd_opt_table[i].def) != 0) {
+      fprintf(stderr, "lithd: the default of --%s does not parse\n", lithd_opt_table[i].name);
+      return 2;
+    }
+  memset(given, 0, sizeof given);
 
   /* --config first, wherever it stands, so the command line can override. */
   for (i = 1; i < argc; i++) {
@@ -829,17 +1179,16 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     else if (strncmp(argv[i], "--config=", 9) == 0)
       config = argv[i] + 9;
   }
-  if (config != NULL && (rc = parse_config(config, o)) != 0)
+  if (config != NULL && (rc = parse_config(config, &p, longs)) != 0)
     return rc;
-  if ((rc = parse_pass(argc, argv, o, NULL)) != 0)
+  p.source = 2;
+  if ((rc = parse_pass(argc, argv, &p, longs)) != 0)
     return rc;
 
-  if (o->dqlite != NULL && (rc = dqlite_check(o)) != 0)
+  if ((rc = check_modes(o, given)) != 0)
     return rc;
-  if (o->dqlite == NULL && o->dqlite_db != NULL) {
-    fprintf(stderr, "lithd: --dqlite-db goes with --dqlite ADDR[,ADDR...]\n");
-    return 2;
-  }
+  if (o->dqlite != NULL && (rc = dqlite_setup(o)) != 0)
+    return rc;
   if (o->n_dbs == 0) {
     fprintf(stderr, "lithd: --db PATH is required\n");
     usage(stderr);
@@ -878,10 +1227,6 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     o->checkpoint = LITH_CHECKPOINT_EXTERNAL;
     if (o->checkpoint_pages == 0)
       o->checkpoint_pages = LITHD_LITESTREAM_CKPT_PAGES;
-  }
-  if (o->force && o->restore == NULL) {
-    fprintf(stderr, "lithd: --force goes with --restore FROM only\n");
-    return 2;
   }
   if (!is_loopback_host(o->host) && o->token_file == NULL) {
     fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);

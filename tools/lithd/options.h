@@ -34,6 +34,8 @@
  * twice in one source, it is an error. Per database are the path, --schema
  * and --commands; every other option is the process's and holds for each
  * database alike (each gets its own --readers, --max-queue, ...).
+ *
+ * Every option is one row of lithd_opt_table (below, and options.c).
  */
 #ifndef LITHD_OPTIONS_H
 #define LITHD_OPTIONS_H
@@ -114,6 +116,7 @@ typedef struct lithd_opts {
   int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
   /* --write-timeout-ms: a connection whose client takes no byte for this long is closed; 0: never */
   int64_t write_timeout_ms;
+  int64_t max_answer_mib; /* --max-answer-mib: the process's answer budget (sqljson.h) */
   char *dqlite;           /* --dqlite ADDR,...: the database is a dqlite cluster's (dq.h); NULL: local */
   char *dqlite_db;        /* --dqlite-db NAME; NULL: LITHD_DB_MAIN */
   int dqlite_failover_ms; /* 0: dq.h's default */
@@ -121,6 +124,55 @@ typedef struct lithd_opts {
   int log_format;         /* LITHD_LOG_TEXT or LITHD_LOG_JSON */
   char *log_file;
 } lithd_opts;
+
+/* ---- The table of options (options.c) -------------------------------------
+ *
+ * One row per long option, and the only place an option is declared: the
+ * command line (getopt_long's table is built from it), the config file (a
+ * line's key is looked up in it), --help (printed from it) and the mode
+ * checks all read it, so no option can be documented in one and missing
+ * from another.
+ *
+ * The mode comes from the options given: --dqlite ADDR,... makes it
+ * LITHD_MODE_DQLITE, else --restore FROM makes it LITHD_MODE_RESTORE, else
+ * it is LITHD_MODE_FILE. An option given (a flag given =false is not) in a
+ * mode its row does not accept is refused, exit 2, with a message naming
+ * it: "--NAME goes with NEEDS" when the row has `needs`, else "--dqlite
+ * cannot go with --NAME (WHY)" (the mode's own option, then the row's
+ * `why`); of several, the first in the table. The rows that make a mode:
+ * --dqlite's accepts only its mode (given with --db or --restore, theirs
+ * refuse), --restore's the local files and its own (it turns the one into
+ * the other). */
+
+#define LITHD_MODE_FILE 1u    /* the local files of --db */
+#define LITHD_MODE_DQLITE 2u  /* --dqlite: the database is a cluster's */
+#define LITHD_MODE_RESTORE 4u /* --restore FROM: put a backup in place, then exit */
+#define LITHD_MODE_ALL (LITHD_MODE_FILE | LITHD_MODE_DQLITE | LITHD_MODE_RESTORE)
+
+struct lithd_opt_pass; /* options.c: one source (defaults, file, command line) being read */
+
+typedef struct lithd_opt {
+  const char *name; /* --NAME */
+  int arg;          /* getopt's no_argument, required_argument, or optional_argument: a flag, [=true|false] */
+  const char *meta; /* the argument as --help names it ("PATH"); NULL: none */
+  const char *def;  /* the default as --help shows it; NULL: none shown */
+  int def_applied;  /* 1: `def` is parsed into the field before the sources are read (lithd's own
+                       default); 0: the field stays 0, which means the default of what it configures */
+  const char *help; /* one paragraph; --help wraps it and adds the default and the modes */
+  unsigned modes;   /* the LITHD_MODE_ that accept it */
+  const char *needs; /* refused outside `modes`: "--NAME goes with NEEDS" */
+  const char *why;   /* refused in a mode's --dqlite or --restore: "--dqlite cannot go with --NAME (WHY)" */
+  const char *key;   /* its key in the config file; NULL: command line only */
+  /* options.c's: how the argument is read and where it goes */
+  int (*set)(struct lithd_opt_pass *, const struct lithd_opt *, const char *arg);
+  size_t field; /* offsetof(lithd_opts, ...) for the setters shared by several rows */
+  int type;     /* the field's C type, for the number setter */
+  long long lo, hi;
+} lithd_opt;
+
+/* The rows, in --help's order. */
+extern const lithd_opt lithd_opt_table[];
+extern const int lithd_opt_count;
 
 /* Parse the config file (if --config is given) and then argv into *o
  * (defaults first). Returns 0 to run, 1 when --help or --version was

@@ -359,7 +359,9 @@ size_t lithd_result_size(const lithd_result *r);
  * LITH_BUSY ("retry later", 503: nothing of it committed), so many large
  * answers at once, on every database and every route together, wait for
  * memory instead of meeting the OOM killer; max_result_bytes still bounds
- * one request. Freeing a result gives its share back. Thread-safe. */
+ * one request. Freeing a result gives its share back, unless its JSON
+ * took it over (lithd_result_take_budget): an answer still being sent
+ * holds its share until its last byte went out. Thread-safe. */
 
 /* The bound in bytes (0: the default, 512 MiB). Call before serving. */
 void lithd_answer_budget_set(size_t bytes);
@@ -367,6 +369,12 @@ void lithd_answer_budget_set(size_t bytes);
 /* Bytes held now, and the bound. */
 size_t lithd_answer_budget_used(void);
 size_t lithd_answer_budget_cap(void);
+
+/* Move r's share of the budget to the caller (r then holds none; NULL: 0),
+ * for the JSON answer that outlives r. Give it back with
+ * lithd_answer_budget_release once that answer is sent or dropped. */
+size_t lithd_result_take_budget(lithd_result *r);
+void lithd_answer_budget_release(size_t bytes);
 
 /* ---- Writing JSON ---------------------------------------------------------
  * The encoder's own writers, for lithd's other hand-written answers: b is

@@ -4,6 +4,7 @@
  * behind the write in flight (as backup_http.c paces a download).
  */
 #include "pieces.h"
+#include "sqljson.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,11 +16,13 @@ struct pieces {
   lith_http_req *req;
   char *body;
   size_t len, sent;
+  size_t budget; /* of the answer budget, held until the body is freed */
 };
 
 static void pace_closed(uv_handle_t *h) {
   struct pieces *p = h->data;
   free(p->body);
+  lithd_answer_budget_release(p->budget);
   free(p);
 }
 
@@ -48,14 +51,17 @@ static void on_pace(uv_prepare_t *h) {
     finish(p);
 }
 
-void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len) {
+void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len,
+                       size_t budget) {
   struct pieces *p = calloc(1, sizeof *p);
   if (p == NULL || uv_prepare_init(loop, &p->pace) != 0) {
     free(p);
     lith_http_respond(req, status, "application/json", body, len); /* whole, then */
     free(body);
+    lithd_answer_budget_release(budget);
     return;
   }
+  p->budget = budget;
   p->req = req;
   p->body = body;
   p->len = len;

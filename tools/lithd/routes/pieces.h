@@ -23,7 +23,10 @@
 #define LITHD_PIECES_MIN ((size_t)1 << 20)
 
 /* Answer req with status and `body` (len bytes of JSON, malloc'd: taken,
- * freed when sent or when the client left). Completes req in every case. */
-void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len);
+ * freed when sent or when the client left), and give `budget` bytes back
+ * to the answer budget then (lithd_answer_budget_release; 0: none).
+ * Completes req in every case. */
+void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len,
+                       size_t budget);
 
 #endif /* LITHD_PIECES_H */

@@ -208,17 +208,22 @@ static char *outcome_json(int rc, const lithd_result *result, const char *errmsg
  * 6 s, and every other request of every database waited. */
 #define ENCODE_ON_POOL ((size_t)1 << 20)
 
-typedef void (*answer_fn)(lithd_store_req *r, char *json, int status);
+/* budget: the answer budget json holds (lithd_result_take_budget), given
+ * back by whoever frees json. */
+typedef void (*answer_fn)(lithd_store_req *r, char *json, int status, size_t budget);
 
-/* Answer json (malloc'd; taken): a large one in pieces (pieces.h). */
-static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json) {
+/* Answer json (malloc'd; taken) and the budget it holds: a large one in
+ * pieces (pieces.h), holding it until sent; a small one is copied whole. */
+static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json,
+                               size_t budget) {
   size_t len = strlen(json);
   if (len >= LITHD_PIECES_MIN) {
-    lithd_send_pieces(s->loop, req, status, json, len);
+    lithd_send_pieces(s->loop, req, status, json, len, budget);
     return;
   }
   lith_http_respond(req, status, "application/json", json, len);
   free(json);
+  lithd_answer_budget_release(budget);
 }
 
 struct encode_job {
@@ -242,7 +247,7 @@ static void encode_after(uv_work_t *w, int status) { /* the loop */
   int st = j->status;
   (void)status; /* cancelled only at a stop: json NULL, a 500 */
   free(j);
-  answer(r, json, st);
+  answer(r, json, st, lithd_result_take_budget(r->result));
 }
 
 /* r's answer as JSON, then answer(r, json (malloc'd, NULL when out of
@@ -263,7 +268,7 @@ static void encode_then(lithd_server *s, lithd_store_req *r, answer_fn answer) {
     }
   }
   char *json = outcome_json(r->rc, r->result, r->errmsg, &status);
-  answer(r, json, status);
+  answer(r, json, status, lithd_result_take_budget(r->result));
 }
 
 /* The error of a command the store would not take (lithd_store_write's rc). */
@@ -330,16 +335,17 @@ static void log_answer(lith_http_req *req, int status, int64_t t0, const char *e
             status >= 400 && errmsg != NULL ? errmsg : "");
 }
 
-static void do_answer(lithd_store_req *r, char *json, int status) {
+static void do_answer(lithd_store_req *r, char *json, int status, size_t budget) {
   struct do_ctx *c = r->data;
   /* GONE (the client left) releases the handle just the same. */
   if (json == NULL) {
     lith_http_respond_error(c->req, 500, "out of memory");
+    lithd_answer_budget_release(budget);
   } else {
     log_answer(c->req, status, c->t0, r->rc != LITH_OK ? r->errmsg : NULL);
     if (r->rc == LITH_QUEUE_FULL)
       lith_http_add_header(c->req, "retry-after", "1");
-    respond_json_taken(c->d->srv, c->req, status, json);
+    respond_json_taken(c->d->srv, c->req, status, json, budget);
     json = NULL;
   }
   free(json);
@@ -553,12 +559,14 @@ static void query_next(lithd_dbsrv *d) {
   }
 }
 
-static void query_answer(lithd_store_req *r, char *json, int status) {
+static void query_answer(lithd_store_req *r, char *json, int status, size_t budget) {
   struct lithd_query *q = r->data;
-  if (json == NULL)
+  if (json == NULL) {
     lith_http_respond_error(q->req, 500, "out of memory");
-  else
-    respond_json_taken(q->d->srv, q->req, status, json);
+    lithd_answer_budget_release(budget);
+  } else {
+    respond_json_taken(q->d->srv, q->req, status, json, budget);
+  }
   query_ctx_free(q);
 }
 
@@ -622,7 +630,8 @@ struct batch_ctx;
 struct batch_item {
   lithd_store_req sr; /* sr.batch, sr.result: the command and its result */
   struct batch_ctx *owner;
-  char *json; /* this command's entry, once known */
+  char *json;    /* this command's entry, once known */
+  size_t budget; /* of the answer budget, json holds */
 };
 
 struct batch_ctx {
@@ -643,6 +652,7 @@ static void batch_ctx_free(struct batch_ctx *b) {
     lithd_result_free(b->items[i].sr.result);
     lithd_batch_free(b->items[i].sr.batch);
     free(b->items[i].json);
+    lithd_answer_budget_release(b->items[i].budget);
   }
   free(b->items);
   free(b);
@@ -650,7 +660,7 @@ static void batch_ctx_free(struct batch_ctx *b) {
 
 /* Answer with every entry, then free b. */
 static void batch_finish(struct batch_ctx *b) {
-  size_t i, len = sizeof "{\"results\":[]}";
+  size_t i, len = sizeof "{\"results\":[]}", budget = 0;
   char *out, *p;
 
   for (i = 0; i < b->n; i++) {
@@ -669,16 +679,20 @@ static void batch_finish(struct batch_ctx *b) {
   }
   p = out;
   p += sprintf(p, "{\"results\":[");
-  for (i = 0; i < b->n; i++)
+  for (i = 0; i < b->n; i++) {
     p += sprintf(p, "%s%s", i > 0 ? "," : "", b->items[i].json);
+    budget += b->items[i].budget; /* out holds it now */
+    b->items[i].budget = 0;
+  }
   sprintf(p, "]}");
-  respond_json_taken(b->d->srv, b->req, 200, out); /* GONE releases it just the same */
+  respond_json_taken(b->d->srv, b->req, 200, out, budget); /* GONE releases it just the same */
   batch_ctx_free(b);
 }
 
-static void batch_item_done(struct batch_item *it, char *json) {
+static void batch_item_done(struct batch_item *it, char *json, size_t budget) {
   struct batch_ctx *b = it->owner;
   it->json = json;
+  it->budget = budget;
   lithd_result_free(it->sr.result);
   it->sr.result = NULL;
   lithd_batch_free(it->sr.batch);
@@ -689,9 +703,9 @@ static void batch_item_done(struct batch_item *it, char *json) {
   }
 }
 
-static void batch_answer(lithd_store_req *r, char *json, int status) {
+static void batch_answer(lithd_store_req *r, char *json, int status, size_t budget) {
   (void)status; /* each command's entry; the request answers 200 */
-  batch_item_done(r->data, json);
+  batch_item_done(r->data, json, budget);
 }
 
 static void batch_done(lithd_store_req *r) {

@@ -157,6 +157,19 @@ void lithd_answer_budget_set(size_t bytes) { answer_cap = bytes ? bytes : ANSWER
 size_t lithd_answer_budget_used(void) { return atomic_load(&answer_used); }
 size_t lithd_answer_budget_cap(void) { return answer_cap; }
 
+size_t lithd_result_take_budget(lithd_result *r) {
+  if (r == NULL)
+    return 0;
+  size_t n = r->charged;
+  r->charged = 0;
+  return n;
+}
+
+void lithd_answer_budget_release(size_t bytes) {
+  if (bytes)
+    atomic_fetch_sub(&answer_used, bytes);
+}
+
 /* What v takes in the result and in its JSON, about. */
 static size_t cell_cost(const value *v) {
   size_t c = sizeof *v + 24; /* the value, a number, a separator */

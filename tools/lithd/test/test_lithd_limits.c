@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -249,6 +250,80 @@ static void test_batch_answer_bounded_as_one(void **state) {
   tl_resp_free(&r);
 }
 
+/* N rows of 500,000 bytes each. */
+#define ROWS_500K(n)                                                                               \
+  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "    \
+  "WHERE i < " #n ") SELECT printf('%.*c', 500000, 'x') FROM c\"}]}"
+
+/* --max-answer-mib bounds the answers of the whole process: one past it is
+ * a 503 busy (nothing done, retry), one within it goes, and the budget is
+ * given back when an answer is gone. */
+static void test_answer_budget(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  tl_start(c, "budget", 0, TL_ARGS("--max-answer-mib", "4"));
+  for (int round = 0; round < 3; round++) {
+    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(3), &r); /* 1.5 MB: 3 MB held (the copy, the JSON) */
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "xxxxxxxx"));
+    tl_resp_free(&r);
+    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(5), &r); /* 2.5 MB: 5 MB */
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "\"busy\""));
+    assert_non_null(strstr(r.body, "--max-answer-mib"));
+    tl_resp_free(&r);
+  }
+  /* a batch is bounded by the same budget */
+  tl_http(c, "POST", "/v1/batch", NULL,
+          "{\"commands\":[{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+          "SELECT i+1 FROM c WHERE i < 5) SELECT printf('%.*c', 500000, 'x') FROM c\"}]}]}",
+          &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "--max-answer-mib"));
+  tl_resp_free(&r);
+}
+
+/* An answer being sent holds its share until its last byte went out: a
+ * client that does not read keeps it (was: the result was freed once
+ * encoded, and five such clients took lithd to 1.66 GB); once it leaves,
+ * the share is back. */
+static void test_answer_budget_held_while_sent(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  tl_start(c, "budgetheld", 0, TL_ARGS("--max-answer-mib", "24"));
+  /* 16 rows of 500,000 bytes: 8 MB of JSON, 16 MB of the budget */
+  int slow = tl_send(c, "POST", "/v1/query", NULL, ROWS_500K(16));
+  int small = 4096;
+  assert_int_equal(setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  /* wait until its answer is built (and stuck in the socket) */
+  int held = 0;
+  for (int i = 0; i < 200 && !held; i++) {
+    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
+    held = r.status == 503;
+    if (!held)
+      usleep(20 * 1000); /* the first answer not built yet: this one went through */
+    else
+      assert_non_null(strstr(r.body, "--max-answer-mib"));
+    tl_resp_free(&r);
+  }
+  assert_true(held);
+  /* still held a while later: nobody read it */
+  usleep(300 * 1000);
+  tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
+  assert_int_equal(r.status, 503);
+  tl_resp_free(&r);
+  close(slow);
+  int back = 0;
+  for (int i = 0; i < 250 && !back; i++) {
+    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
+    back = r.status == 200;
+    tl_resp_free(&r);
+    if (!back)
+      usleep(20 * 1000);
+  }
+  assert_true(back);
+}
+
 static void test_watchdog_cuts_long_steps(void **state) {
   struct tl_child *c = *state;
   make_big();
@@ -333,6 +408,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_a_costly_command_holds_the_writer_briefly, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_value_and_memory_limits, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_answer_bounded_as_one, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_answer_budget, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_answer_budget_held_while_sent, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_watchdog_cuts_long_steps, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sigterm_within_grace, tl_setup, tl_teardown),
   };
