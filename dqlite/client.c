@@ -94,7 +94,8 @@ static int wait_fd(lith__dq_conn *c, short events, int64_t deadline) {
   for (;;) {
     int64_t left = deadline - now_ms();
     if (left <= 0)
-      return fail(c, LITH_DQ_TIMEOUT, "%s: no whole answer within %lld ms", c->address, (long long)c->call_ms);
+      return fail(c, LITH_DQ_TIMEOUT, "%s: no whole answer within %lld ms", c->address,
+                  (long long)c->call_ms);
     struct pollfd p = {.fd = c->fd, .events = events};
     int n = poll(&p, 1, (int)left);
     if (n > 0)
@@ -375,7 +376,9 @@ static int skip_body(lith__dq_conn *c, size_t n, uint8_t last[8], int64_t deadli
   uint8_t buf[16384];
   memset(last, 0, 8);
   while (n > 0) {
-    size_t k = n < sizeof buf ? n : sizeof buf;
+    size_t k = sizeof buf;
+    if (n < k)
+      k = n;
     int rc = recv_all(c, buf, k, deadline);
     if (rc != LITH_DQ_OK)
       return rc;

@@ -53,11 +53,13 @@ typedef struct lith__dq_conn lith__dq_conn;
 
 /* Limits of a handle. */
 #define LITH_DQ_DEFAULT_TIMEOUT_MS 5000
-#define LITH_DQ_MAX_BODY (64u << 20)   /* a larger frame is refused: LITH_DQ_TOOBIG */
-#define LITH_DQ_MAX_ANSWER (64u << 20) /* lith__dq_query/_query_sql: a larger result
+#define LITH_DQ_MAX_BODY (64u << 20) /* a larger frame is refused: LITH_DQ_TOOBIG */
+#define LITH_DQ_MAX_ANSWER \
+  (64u << 20) /* lith__dq_query/_query_sql: a larger result
                                         * (its frames' bytes summed) is refused:
                                         * LITH_DQ_TOOBIG */
-#define LITH_DQ_DRAIN_MAX (4u << 20)   /* ending a query early: what is read and
+#define LITH_DQ_DRAIN_MAX \
+  (4u << 20) /* ending a query early: what is read and
                                         * thrown away at most before the
                                         * connection is closed instead */
 /* lith__dq_connect_leader's wait between rounds of the addresses: the

@@ -354,14 +354,14 @@ int lith__dq_decode_failure(const uint8_t *body, size_t n, uint64_t *code, const
 int lith__dq_decode_failure_tail(const uint8_t *body, size_t n, uint64_t *code, const char **message) {
   if (n < 16 || n % 8 != 0)
     return LITH_DQ_PROTO;
-  size_t end = n; /* one past the message's last byte */
-  while (end > 0 && n - end <= 8 && body[end - 1] == 0)
-    end--;
+  size_t zeros = 0; /* trailing, counted up to 9 */
+  while (zeros < 9 && body[n - 1 - zeros] == 0)
+    zeros++;
   size_t start = n - 8; /* an empty message */
-  if (n - end <= 8) {
-    if (end == n)
+  if (zeros <= 8) {
+    if (zeros == 0)
       return LITH_DQ_PROTO; /* no NUL at the end */
-    start = end;
+    start = n - zeros;      /* one past the message's last byte, for now */
     while (start > 0 && body[start - 1] != 0)
       start--;
     if (start % 8 != 0 || start < 8)

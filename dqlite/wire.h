@@ -37,7 +37,7 @@ enum lith__dq_rc {
                     * (the handle's timeout from the call's start, or
                     * lith__dq_query_each's deadline_ms): dropped */
   LITH_DQ_NOMEM,
-  LITH_DQ_MISUSE, /* a bad argument: too many parameters, an unknown value type;
+  LITH_DQ_MISUSE,  /* a bad argument: too many parameters, an unknown value type;
                    * or a call on the connection from inside on_rows */
   LITH_DQ_STOPPED, /* lith__dq_query_each: on_rows returned non-zero (client.h) */
   LITH_DQ_TOOBIG,  /* one frame over LITH_DQ_MAX_BODY (the connection is

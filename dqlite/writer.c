@@ -83,15 +83,15 @@ struct lith__dqw {
 struct lith__dqw_tx {
   lith__dqw *w;
   lith__dqw_req *req;
-  int broken;   /* the run is abandoned (RETRY) */
-  int blame;    /* ...because a flush failed: blame w->last_ran */
-  int failed;   /* a statement failed: the command fails */
-  int fail_rc;  /* ...with this code (SQL, MISUSE, NOMEM, USER, TOOBIG) */
-  int lost_own; /* ...and took the connection with it (TOOBIG, a stop that
+  int broken;      /* the run is abandoned (RETRY) */
+  int blame;       /* ...because a flush failed: blame w->last_ran */
+  int failed;      /* a statement failed: the command fails */
+  int fail_rc;     /* ...with this code (SQL, MISUSE, NOMEM, USER, TOOBIG) */
+  int lost_own;    /* ...and took the connection with it (TOOBIG, a stop that
                  * could not be drained): the batch runs again without it */
-  int ran;      /* a statement was sent */
-  int dqrc;     /* the client's code when broken, for the message */
-  int in_query; /* inside lith__dqw_query_each's on_rows */
+  int ran;         /* a statement was sent */
+  int dqrc;        /* the client's code when broken, for the message */
+  int in_query;    /* inside lith__dqw_query_each's on_rows */
   unsigned nerror; /* lith__dqw_error calls */
 };
 
@@ -212,7 +212,7 @@ static void backoff(lith__dqw *w, int64_t deadline) {
     ms = (int)left;
   if (ms > 0)
     sleep_ms(ms);
-  w->backoff_ms = w->backoff_ms == 0                           ? LITH_DQW_BACKOFF_MIN_MS
+  w->backoff_ms = w->backoff_ms == 0                             ? LITH_DQW_BACKOFF_MIN_MS
                   : w->backoff_ms >= LITH_DQW_BACKOFF_MAX_MS / 2 ? LITH_DQW_BACKOFF_MAX_MS
                                                                  : w->backoff_ms * 2;
 }

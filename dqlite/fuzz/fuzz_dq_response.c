@@ -77,7 +77,8 @@ static void fixed(int type, const uint8_t *b, size_t n) {
     if (lith__dq_decode_failure_tail(b, n, &u2, &t) == LITH_DQ_OK) {
       size_t len = strlen(t);
       check((const uint8_t *)t >= b + 8 && ((const uint8_t *)t - b) % 8 == 0);
-      check((const uint8_t *)t + len < b + n && ((len + 8) & ~(size_t)7) == (size_t)(b + n - (const uint8_t *)t));
+      check((const uint8_t *)t + len < b + n &&
+            ((len + 8) & ~(size_t)7) == (size_t)(b + n - (const uint8_t *)t));
       check(u2 < (1ULL << 56));
     }
     if (fwd && u1 < (1ULL << 56) && n % 8 == 0) {

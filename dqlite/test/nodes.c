@@ -76,7 +76,8 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   snprintf(id, sizeof id, "%d", n->id);
   snprintf(lat, sizeof lat, "%d", n->latency_ms > 0 ? n->latency_ms : T_NODE_LATENCY_MS);
   n->line[0] = '\0';
-  const char *argv[40] = {"lith-node", "--id", id, "--address", n->address, "--dir", n->dir, "--latency-ms", lat};
+  const char *argv[40] = {"lith-node", "--id",         id, "--address", n->address, "--dir",
+                          n->dir,      "--latency-ms", lat};
   int argc = 9;
   if (join != NULL) {
     argv[argc++] = "--join";
@@ -161,7 +162,7 @@ struct t_fake {
   void *reply;
   size_t n;
   int close_after;
-  int quit[2]; /* a pipe: closing the write end ends the thread */
+  int quit[2];  /* a pipe: closing the write end ends the thread */
   int scripted; /* made by t_fake_script (a struct t_fake_x) */
 };
 
@@ -312,8 +313,8 @@ static int script_conn(struct t_fake_x *x, int fd, int conn) {
       free(body);
       break;
     }
-    t_fake_call call = {.conn = conn, .index = index, .type = h[4], .body = body, .n = n,
-                        .address = x->f.address};
+    t_fake_call call = {
+        .conn = conn, .index = index, .type = h[4], .body = body, .n = n, .address = x->f.address};
     int next;
     for (;; call.repeat++) {
       lith__dq_buf_reset(&out);

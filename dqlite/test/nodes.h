@@ -21,8 +21,8 @@ typedef struct t_node {
   pid_t pid; /* 0 when not running */
   char address[64];
   char dir[64];
-  char line[256]; /* the node's "serving" line */
-  int latency_ms;  /* 0: T_NODE_LATENCY_MS */
+  char line[256];           /* the node's "serving" line */
+  int latency_ms;           /* 0: T_NODE_LATENCY_MS */
   const char *const *extra; /* more options, NULL-terminated; the caller's */
 } t_node;
 
@@ -66,10 +66,10 @@ void t_fake_free(t_fake *f);
  * respond runs on the fake's thread. */
 enum { T_FAKE_NEXT = -1, T_FAKE_CLOSE = -2 };
 typedef struct t_fake_call {
-  int conn;     /* connections accepted before this one */
-  int index;    /* requests before this one on its connection */
-  int repeat;   /* calls before this one for the same request */
-  int type;     /* the request's type (LITH_DQ_REQ_*) */
+  int conn;   /* connections accepted before this one */
+  int index;  /* requests before this one on its connection */
+  int repeat; /* calls before this one for the same request */
+  int type;   /* the request's type (LITH_DQ_REQ_*) */
   const uint8_t *body;
   size_t n;
   const char *address; /* the fake's own "127.0.0.1:PORT" */

@@ -180,8 +180,9 @@ static void test_failures(void **state) {
   assert_int_equal(r.nrows, 0);
   /* A failure at a step: libdqlite 1.11.1 puts the part's column header
    * (and rows) before the code and message (wire.h). */
-  assert_int_equal(lith__dq_query_sql(c, db, "SELECT 1 AS n, abs(-9223372036854775807 - 1) AS pad", NULL, 0, &r),
-                   LITH_DQ_FAILURE);
+  assert_int_equal(
+      lith__dq_query_sql(c, db, "SELECT 1 AS n, abs(-9223372036854775807 - 1) AS pad", NULL, 0, &r),
+      LITH_DQ_FAILURE);
   assert_int_equal(lith__dq_errcode(c), SQLITE_ERROR);
   assert_string_equal(lith__dq_errmsg(c), "integer overflow");
   assert_true(lith__dq_connected(c));
@@ -288,8 +289,9 @@ static void test_node_bounds(void **state) {
   lith__dq_rows_init(&r);
   int64_t t0 = t_ms_now();
   int rc = lith__dq_query_sql(
-      c, db, "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000000000) "
-             "SELECT count(*) FROM k",
+      c, db,
+      "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000000000) "
+      "SELECT count(*) FROM k",
       NULL, 0, &r);
   int64_t took = t_ms_now() - t0;
   print_message("a 2e9-row recursive CTE: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc), (long long)took,
@@ -300,7 +302,8 @@ static void test_node_bounds(void **state) {
   assert_int_equal(query_int(c, db, "SELECT 6 * 7"), 42); /* the next statement has its own 5 s */
 
   assert_int_equal(query_int(c, db, "SELECT length(zeroblob(1048576))"), 1048576);
-  assert_int_equal(lith__dq_query_sql(c, db, "SELECT length(zeroblob(1048577))", NULL, 0, &r), LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_query_sql(c, db, "SELECT length(zeroblob(1048577))", NULL, 0, &r),
+                   LITH_DQ_FAILURE);
   assert_int_equal(lith__dq_errcode(c), SQLITE_TOOBIG);
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT 'a' LIKE '%050d'", 0);
@@ -369,7 +372,7 @@ typedef struct each {
   int64_t next; /* the n expected next */
   int in_order, names_ok;
   long rss0, rss_max;
-  lith__dq_conn *c;   /* to try a call from inside */
+  lith__dq_conn *c; /* to try a call from inside */
   int inner_rc;
 } each;
 
@@ -400,7 +403,7 @@ static void each_init(each *e, int stop_after) {
   e->rss0 = e->rss_max = t_rss_kib();
 }
 
-#define MB_ROWS(nrows, mb_cols)                                                                             \
+#define MB_ROWS(nrows, mb_cols)                                                                           \
   "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < " #nrows ") SELECT n" mb_cols \
   " FROM k"
 
@@ -443,11 +446,12 @@ static void test_query_each_node(void **state) {
   /* A statement failing midway: the parts before it, then FAILURE; the
    * connection stays usable. */
   each_init(&e, 0);
-  assert_int_equal(lith__dq_query_each(c, db,
-                                       "SELECT n, CASE WHEN n = 1500 THEN abs(n - 1500 - 9223372036854775807 - 1) "
-                                       "ELSE pad END FROM big",
-                                       NULL, 0, on_rows, &e, 0),
-                   LITH_DQ_FAILURE);
+  assert_int_equal(
+      lith__dq_query_each(c, db,
+                          "SELECT n, CASE WHEN n = 1500 THEN abs(n - 1500 - 9223372036854775807 - 1) "
+                          "ELSE pad END FROM big",
+                          NULL, 0, on_rows, &e, 0),
+      LITH_DQ_FAILURE);
   print_message("failing at row 1500: %d parts, %zu rows before the FAILURE (%llu: %s)\n", e.parts, e.rows,
                 (unsigned long long)lith__dq_errcode(c), lith__dq_errmsg(c));
   assert_true(e.parts > 1 && e.rows > 0 && e.rows < 1500);
@@ -460,8 +464,9 @@ static void test_query_each_node(void **state) {
    * connection is closed, and the node is fine. */
   each_init(&e, 50);
   int64_t t0 = t_ms_now();
-  assert_int_equal(lith__dq_query_each(c, db, MB_ROWS(1500, ", zeroblob(1000000) AS b"), NULL, 0, on_rows, &e, 0),
-                   LITH_DQ_STOPPED);
+  assert_int_equal(
+      lith__dq_query_each(c, db, MB_ROWS(1500, ", zeroblob(1000000) AS b"), NULL, 0, on_rows, &e, 0),
+      LITH_DQ_STOPPED);
   print_message("1500 x 1 MB, stopped after %d parts (%zu rows) in %lld ms: RSS %ld -> %ld KiB at most; %s\n",
                 e.parts, e.rows, (long long)(t_ms_now() - t0), e.rss0, e.rss_max, lith__dq_errmsg(c));
   assert_int_equal(e.rows, 50);
@@ -558,7 +563,8 @@ static void test_drip_cut_at_deadline(void **state) {
   int64_t t0 = t_ms_now();
   int rc = lith__dq_query_sql(c, 0, "SELECT n", NULL, 0, &r);
   int64_t took = t_ms_now() - t0;
-  print_message("drip, whole answer, timeout 2000 ms: %s after %lld ms\n", lith__dq_rc_str(rc), (long long)took);
+  print_message("drip, whole answer, timeout 2000 ms: %s after %lld ms\n", lith__dq_rc_str(rc),
+                (long long)took);
   assert_int_equal(rc, LITH_DQ_TIMEOUT);
   assert_true(took >= 1990 && took < 3000);
   assert_false(lith__dq_connected(c));
@@ -596,10 +602,11 @@ static void test_endless_parts(void **state) {
   int64_t t0 = t_ms_now();
   int rc = lith__dq_query_each(c, 0, "SELECT n", NULL, 0, on_rows, &e, 0);
   int64_t took = t_ms_now() - t0;
-  print_message("endless parts: %s after %d parts (%zu rows, %llu bytes sent) in %lld ms; RSS %ld -> %ld KiB at "
-                "most; %s\n",
-                lith__dq_rc_str(rc), e.parts, e.rows, (unsigned long long)t_fake_written(f), (long long)took,
-                e.rss0, e.rss_max, lith__dq_errmsg(c));
+  print_message(
+      "endless parts: %s after %d parts (%zu rows, %llu bytes sent) in %lld ms; RSS %ld -> %ld KiB at "
+      "most; %s\n",
+      lith__dq_rc_str(rc), e.parts, e.rows, (unsigned long long)t_fake_written(f), (long long)took, e.rss0,
+      e.rss_max, lith__dq_errmsg(c));
   assert_int_equal(rc, LITH_DQ_STOPPED);
   assert_int_equal(e.parts, 3000);
   assert_true(e.rss_max - e.rss0 < 8 * 1024);

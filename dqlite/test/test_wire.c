@@ -441,12 +441,9 @@ static void test_rows(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_request_layout),
-      cmocka_unit_test(test_header),
-      cmocka_unit_test(test_fixed_responses),
-      cmocka_unit_test(test_failure_tail),
-      cmocka_unit_test(test_servers),
-      cmocka_unit_test(test_rows),
+      cmocka_unit_test(test_request_layout),  cmocka_unit_test(test_header),
+      cmocka_unit_test(test_fixed_responses), cmocka_unit_test(test_failure_tail),
+      cmocka_unit_test(test_servers),         cmocka_unit_test(test_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

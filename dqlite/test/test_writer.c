@@ -681,7 +681,9 @@ static int cmd_each(lith__dqw_tx *tx, void *arg) {
   return lith__dqw_query_each(tx, a->sql, NULL, 0, each_rows, a);
 }
 
-#define MB_ROWS "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 1500) SELECT n, zeroblob(1000000) FROM k"
+#define MB_ROWS                                                                               \
+  "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 1500) SELECT n, " \
+  "zeroblob(1000000) FROM k"
 
 /* A gate, then ok(key k1), the command under test, ok(key k3), all in one
  * batch; the three outcomes and the stats' change. */
@@ -697,8 +699,8 @@ static void around(lith__dqw *w, each_arg *mid, int64_t k1, int64_t k3, int rc[3
     t_sleep_ms(1);
   areq r[3] = {{.a = {.k = k1}}, {.a = {.k = 0}}, {.a = {.k = k3}}};
   for (int i = 0; i < 3; i++) {
-    r[i].req = (lith__dqw_req){.fn = i == 1 ? cmd_each : cmd_insert, .arg = i == 1 ? (void *)mid : &r[i].a,
-                               .done = adone};
+    r[i].req = (lith__dqw_req){
+        .fn = i == 1 ? cmd_each : cmd_insert, .arg = i == 1 ? (void *)mid : &r[i].a, .done = adone};
     lith__dqw_submit(w, &r[i].req);
   }
   pthread_mutex_lock(&amu);
@@ -713,8 +715,8 @@ static void around(lith__dqw *w, each_arg *mid, int64_t k1, int64_t k3, int rc[3
   delta->batches = b.batches - a.batches;
   delta->failovers = b.failovers - a.failovers;
   delta->reruns = b.reruns - a.reruns;
-  print_message("  %s / %s (%s) / %s: %llu transactions, %llu re-runs, %llu failovers\n", lith__dqw_rc_str(rc[0]),
-                lith__dqw_rc_str(rc[1]), err[1].errmsg, lith__dqw_rc_str(rc[2]),
+  print_message("  %s / %s (%s) / %s: %llu transactions, %llu re-runs, %llu failovers\n",
+                lith__dqw_rc_str(rc[0]), lith__dqw_rc_str(rc[1]), err[1].errmsg, lith__dqw_rc_str(rc[2]),
                 (unsigned long long)delta->batches, (unsigned long long)delta->reruns,
                 (unsigned long long)delta->failovers);
 }
@@ -728,11 +730,12 @@ static void test_query_each(void **state) {
   lith__dqw_stats d;
   assert_int_equal(lith__dqw_do(w, cmd_sql, "DROP TABLE IF EXISTS big", &err), LITH_DQW_OK);
   assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE big(n INTEGER, pad TEXT)", &err), LITH_DQW_OK);
-  assert_int_equal(lith__dqw_do(w, cmd_sql,
-                                "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000) "
-                                "INSERT INTO big SELECT n, printf('%0100d', n) FROM k",
-                                &err),
-                   LITH_DQW_OK);
+  assert_int_equal(
+      lith__dqw_do(w, cmd_sql,
+                   "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 2000) "
+                   "INSERT INTO big SELECT n, printf('%0100d', n) FROM k",
+                   &err),
+      LITH_DQW_OK);
   assert_int_equal(lith__dqw_do(w, cmd_sql, "DELETE FROM t WHERE k > 20000", &err), LITH_DQW_OK);
 
   /* Every part. */
@@ -818,8 +821,9 @@ static void test_query_each(void **state) {
   uint32_t db;
   lith__dq_conn *c = leader_conn(&db);
   /* The neighbours' rows are there, the failed commands' inserts are not. */
-  assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (20001, 20003, 20004, 20006, 20007, 20009, "
-                                "20017, 20019)"),
+  assert_int_equal(q_int(c, db,
+                         "SELECT count(*) FROM t WHERE k IN (20001, 20003, 20004, 20006, 20007, 20009, "
+                         "20017, 20019)"),
                    8);
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (20002, 20005, 20008, 20018, -5)"), 0);
   lith__dq_close(c);
@@ -898,8 +902,8 @@ static void test_backoff(void **state) {
   atomic_store(&garbage, 1);
   t_fake *f = t_fake_script(garbage_node, NULL, 1);
   assert_non_null(f);
-  lith__dqw_options o = {.addresses = t_fake_address(f), .database = "g.db", .failover_ms = 300,
-                         .request_timeout_ms = 500};
+  lith__dqw_options o = {
+      .addresses = t_fake_address(f), .database = "g.db", .failover_ms = 300, .request_timeout_ms = 500};
   lith__dqw *w = NULL;
   assert_int_equal(lith__dqw_start(&o, &w), LITH_DQW_OK);
 

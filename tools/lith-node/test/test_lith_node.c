@@ -24,6 +24,7 @@
  *     the next one runs;
  *   - bad arguments (no --id; a bound out of range) exit 1.
  */
+#include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -32,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <semaphore.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,7 +155,7 @@ static void test_three_nodes(void **state) {
 
 #define SLOW_RUN_MS 600
 #define SLOW_LATENCY_MS 100
-#define ENDLESS_CTE                                                                                        \
+#define ENDLESS_CTE                                                                                       \
   "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 4000000000) SELECT count(*) " \
   "FROM k"
 
@@ -248,17 +248,18 @@ static void test_slow_statement(void **state) {
   int rc = lith__dq_query_sql(c, db, ENDLESS_CTE, NULL, 0, &r);
   int64_t took = t_ms_now() - t0;
   uint64_t code = lith__dq_errcode(c);
-  print_message("recursive CTE on the leader: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc), (long long)took,
-                (unsigned long long)code, lith__dq_errmsg(c));
+  print_message("recursive CTE on the leader: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc),
+                (long long)took, (unsigned long long)code, lith__dq_errmsg(c));
   t_sleep_ms(500);
   atomic_store(&wr.stop, 1);
   pthread_join(th, NULL);
   lith__dqw_get_stats(w, &after);
   int leader_after = t_leader_index(nodes, 3, all);
-  print_message("meanwhile: %d writes committed, %d failed, the longest waited %lld ms; failovers %llu; leader "
-                "node %d then %d\n",
-                wr.n, wr.failed, (long long)wr.worst_ms, (unsigned long long)(after.failovers - before.failovers),
-                leader + 1, leader_after + 1);
+  print_message(
+      "meanwhile: %d writes committed, %d failed, the longest waited %lld ms; failovers %llu; leader "
+      "node %d then %d\n",
+      wr.n, wr.failed, (long long)wr.worst_ms, (unsigned long long)(after.failovers - before.failovers),
+      leader + 1, leader_after + 1);
   assert_int_equal(rc, LITH_DQ_FAILURE);
   assert_int_equal(code, 9 /* SQLITE_INTERRUPT */);
   assert_true(took >= SLOW_RUN_MS - 10 && took < SLOW_RUN_MS + 1000);
@@ -284,7 +285,8 @@ static void test_slow_statement(void **state) {
   lith__dqw_submit(w, &gate.req);
   t_sleep_ms(100);
   q[0].req = (lith__dqw_req){.fn = cmd_insert, .arg = &k1, .done = adone};
-  q[1].req = (lith__dqw_req){.fn = cmd_sql, .arg = "INSERT INTO w(n) SELECT 2 + (" ENDLESS_CTE ") * 0", .done = adone};
+  q[1].req = (lith__dqw_req){
+      .fn = cmd_sql, .arg = "INSERT INTO w(n) SELECT 2 + (" ENDLESS_CTE ") * 0", .done = adone};
   q[2].req = (lith__dqw_req){.fn = cmd_insert, .arg = &k3, .done = adone};
   for (int i = 0; i < 3; i++) {
     q[i].sem = &sem;
@@ -295,8 +297,9 @@ static void test_slow_statement(void **state) {
   sem_destroy(&sem);
   lith__dqw_get_stats(w, &after);
   print_message("in a command: %s / %s (%d %s) / %s; %llu transactions, %llu re-runs, %llu failovers\n",
-                lith__dqw_rc_str(q[0].req.rc), lith__dqw_rc_str(q[1].req.rc), q[1].req.err.code, q[1].req.err.errmsg,
-                lith__dqw_rc_str(q[2].req.rc), (unsigned long long)(after.batches - before.batches),
+                lith__dqw_rc_str(q[0].req.rc), lith__dqw_rc_str(q[1].req.rc), q[1].req.err.code,
+                q[1].req.err.errmsg, lith__dqw_rc_str(q[2].req.rc),
+                (unsigned long long)(after.batches - before.batches),
                 (unsigned long long)(after.reruns - before.reruns),
                 (unsigned long long)(after.failovers - before.failovers));
   assert_int_equal(gate.req.rc, LITH_DQW_OK);
@@ -317,7 +320,8 @@ static void test_slow_statement(void **state) {
   assert_int_equal(lith__dqw_do(w, cmd_sql, big, &err), LITH_DQW_SQL);
   print_message("2,000 CASE branches: %d %s\n", err.code, err.errmsg);
   assert_int_equal(err.code, 7 /* SQLITE_NOMEM */);
-  assert_int_equal(lith__dqw_do(w, cmd_sql, "INSERT INTO w(n) SELECT CASE 1 WHEN 1 THEN 5 END", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "INSERT INTO w(n) SELECT CASE 1 WHEN 1 THEN 5 END", &err),
+                   LITH_DQW_OK);
   lith__dqw_stop(w);
 
   c = lith__dq_new(5000);

@@ -214,8 +214,7 @@ typedef void (*answer_fn)(lithd_store_req *r, char *json, int status, size_t bud
 
 /* Answer json (malloc'd; taken) and the budget it holds: a large one in
  * pieces (pieces.h), holding it until sent; a small one is copied whole. */
-static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json,
-                               size_t budget) {
+static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json, size_t budget) {
   size_t len = strlen(json);
   if (len >= LITHD_PIECES_MIN) {
     lithd_send_pieces(s->loop, req, status, json, len, budget);

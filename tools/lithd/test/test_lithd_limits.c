@@ -251,8 +251,8 @@ static void test_batch_answer_bounded_as_one(void **state) {
 }
 
 /* N rows of 500,000 bytes each. */
-#define ROWS_500K(n)                                                                               \
-  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "    \
+#define ROWS_500K(n)                                                                          \
+  "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c " \
   "WHERE i < " #n ") SELECT printf('%.*c', 500000, 'x') FROM c\"}]}"
 
 /* --max-answer-mib bounds the answers of the whole process: one past it is
