@@ -29,6 +29,10 @@
  *               keep-alive connections (bench/transfer_http.h, the client of
  *               bench/lithd). Skipped, and said so, when the lithd given
  *               has no --dqlite.
+ *   lithd-dq-base  lithd-dq with another lithd build (--lithd-base PATH;
+ *               run only when given): a change's before and after in one
+ *               run, against the same cluster, each round's lithd-dq over
+ *               its lithd-dq-base printed (÷base).
  *   lithd-file  lithd --db FILE --synchronous full (--sync normal: normal)
  *               over HTTP, the same client: one machine, for reference
  *               (bench/lithd's lithd arm).
@@ -95,9 +99,9 @@
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_DIRECT, ARM_WRITER, ARM_LITHDQ, ARM_LITHD, NARMS };
-static const char *const ARM_NAME[NARMS] = {"direct", "writer", "lithd-dq", "lithd-file"};
-#define ARM_LIST "direct,writer,lithd-dq,lithd-file"
+enum { ARM_DIRECT, ARM_WRITER, ARM_LITHDQ, ARM_LITHDQ_BASE, ARM_LITHD, NARMS };
+static const char *const ARM_NAME[NARMS] = {"direct", "writer", "lithd-dq", "lithd-dq-base", "lithd-file"};
+#define ARM_LIST "direct,writer,lithd-dq,lithd-dq-base,lithd-file"
 
 enum { MAX_LIST = 16, MAX_CONNS = 1024, SQLITE_BUSY_ = 5, SQLITE_LOCKED_ = 6 };
 
@@ -106,8 +110,9 @@ typedef struct config {
   int conns[MAX_LIST], nconns;
   int arms[NARMS];
   const char *lithd;
-  int lithd_dq;    /* the lithd given knows --dqlite */
-  int file_normal; /* lithd-file runs synchronous NORMAL (--sync normal), else FULL */
+  const char *lithd_base; /* --lithd-base: another lithd build, the lithd-dq-base arm; NULL: none */
+  int lithd_dq;           /* the lithd given knows --dqlite */
+  int file_normal;        /* lithd-file runs synchronous NORMAL (--sync normal), else FULL */
 } config;
 
 typedef struct cluster {
@@ -611,7 +616,7 @@ static void arm_http(run *r, result *res, int64_t *ok) {
   char log[1100];
   const char *argv[16];
   int a = 0, nstats = r->arm == ARM_LITHD; /* lithd --dqlite's /v1/stats has no batch counts */
-  argv[a++] = cfg->lithd;
+  argv[a++] = r->arm == ARM_LITHDQ_BASE ? cfg->lithd_base : cfg->lithd;
   if (r->arm == ARM_LITHD) {
     argv[a++] = "--db";
     argv[a++] = r->path;
@@ -815,6 +820,23 @@ static void print_tables(bench *b) {
       "transaction's Raft entry), over the committed transactions.\n");
   if (!c->lithd_dq && c->arms[ARM_LITHDQ])
     printf("lithd-dq: not run: %s has no --dqlite.\n", c->lithd);
+  if (c->lithd_base == NULL)
+    return;
+  printf(
+      "\nlithd-dq (%s) ÷ lithd-dq-base (%s), each round's cmd/s over the same round's, median (min–max):\n",
+      c->lithd, c->lithd_base);
+  for (int ni = 0; ni < c->nconns; ni++) {
+    double v[128];
+    for (int r = 0; r < c->cli.rounds; r++) {
+      const result *x = res_at(b, ARM_LITHDQ, ni, r), *y = res_at(b, ARM_LITHDQ_BASE, ni, r);
+      v[r] = x->ran && y->ran && y->m[M_CMDS_S] > 0 ? x->m[M_CMDS_S] / y->m[M_CMDS_S] : NAN;
+    }
+    bench_agg g = bench_agg_of(v, c->cli.rounds);
+    bench_agg p = aggregate(b, ARM_LITHDQ, ni, M_P99), q = aggregate(b, ARM_LITHDQ_BASE, ni, M_P99);
+    if (g.n)
+      printf("  %d conns: %.2f× (%.2f–%.2f); p99 %.1f ms against %.1f ms\n", c->conns[ni], g.med, g.lo, g.hi,
+             p.med, q.med);
+  }
 }
 
 static void csv_summaries(bench *b) {
@@ -850,6 +872,7 @@ static void usage(FILE *f) {
           "  --db-dir DIR       the nodes' data and lithd-file's database (default: a new directory under "
           "/tmp)\n"
           "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
+          "  --lithd-base PATH  another lithd build for the lithd-dq-base arm (before/after, one run)\n"
           "  --sync full|normal lithd-file's synchronous (default full; a list of both: full)\n"
           "  --csv PATH         CSV output (default bench/results/dqlite-YYYYMMDD-HHMMSS.csv)\n"
           "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s\n"
@@ -864,6 +887,8 @@ static int take_option(void *ctx, const char *a, const char *v) {
     bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, ARM_LIST);
   else if (!strcmp(a, "--lithd"))
     c->lithd = v;
+  else if (!strcmp(a, "--lithd-base"))
+    c->lithd_base = v;
   else if (!strcmp(a, "--sync")) {
     static const char *const SYNC_WORD[] = {"full", "normal"};
     int v2[2], n = bench_parse_words(v, a, SYNC_WORD, NULL, 2, v2, 2, "full,normal");
@@ -911,6 +936,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   c->lithd_dq = c->arms[ARM_LITHDQ] && lithd_knows_dqlite(c->lithd);
+  if (c->lithd_base == NULL)
+    c->arms[ARM_LITHDQ_BASE] = 0;
+  else if (c->arms[ARM_LITHDQ_BASE] && !lithd_knows_dqlite(c->lithd_base)) {
+    fprintf(stderr, "dqlite: %s (--lithd-base) has no --dqlite\n", c->lithd_base);
+    return 2;
+  }
 
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
   b.csv = bench_csv_open(c->cli.csv, "dqlite", csv_path, sizeof csv_path);

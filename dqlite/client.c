@@ -69,6 +69,12 @@ lith__dq_conn *lith__dq_new(int timeout_ms) {
   return c;
 }
 
+int lith__dq_set_timeout(lith__dq_conn *c, int timeout_ms) {
+  int old = c->timeout_ms;
+  c->timeout_ms = timeout_ms > 0 ? timeout_ms : LITH_DQ_DEFAULT_TIMEOUT_MS;
+  return old;
+}
+
 void lith__dq_disconnect(lith__dq_conn *c) {
   if (c->fd >= 0)
     close(c->fd);
@@ -509,6 +515,20 @@ int lith__dq_query_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lit
   sink s = {.all = out};
   return run_query(c, BUILD(lith__dq_req_sql(&c->out, LITH_DQ_REQ_QUERY_SQL, db, sql, params, n)), db,
                    now_ms() + c->timeout_ms, &s);
+}
+
+int lith__dq_max_run(lith__dq_conn *c, uint32_t db, int want_ms, int *bound_ms) {
+  lith__dq_rows rows;
+  lith__dq_value v = lith__dq_int(want_ms);
+  lith__dq_rows_init(&rows);
+  int rc = lith__dq_query_sql(c, db, "SELECT lith_max_run_ms(?)", &v, 1, &rows);
+  if (rc == LITH_DQ_OK &&
+      (rows.nrows != 1 || rows.ncols != 1 || lith__dq_rows_at(&rows, 0, 0)->type != LITH_DQ_INTEGER))
+    rc = LITH_DQ_PROTO;
+  if (rc == LITH_DQ_OK)
+    *bound_ms = (int)lith__dq_rows_at(&rows, 0, 0)->i;
+  lith__dq_rows_free(&rows);
+  return rc;
 }
 
 int lith__dq_query_each(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,

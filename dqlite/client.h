@@ -72,6 +72,9 @@ typedef struct lith__dq_conn lith__dq_conn;
  * answer (<= 0: the default).
  * NULL if out of memory. */
 lith__dq_conn *lith__dq_new(int timeout_ms);
+/* The handle's timeout for the calls that follow (<= 0: the default);
+ * returns the one it replaces. */
+int lith__dq_set_timeout(lith__dq_conn *c, int timeout_ms);
 /* Close the connection (if any) and free the handle; NULL is fine. */
 void lith__dq_close(lith__dq_conn *c);
 
@@ -122,6 +125,13 @@ int lith__dq_exec_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith
                       unsigned n, lith__dq_result *result);
 int lith__dq_query_sql(lith__dq_conn *c, uint32_t db, const char *sql, const lith__dq_value *params,
                        unsigned n, lith__dq_rows *rows);
+
+/* Ask the node to cut this connection's statements on db at want_ms
+ * (lith-node's lith_max_run_ms(): only ever lower than its own
+ * --max-run-ms; want_ms <= 0 asks nothing) and learn the bound in force,
+ * into *bound_ms (0: none). LITH_DQ_FAILURE: the node has no such
+ * function (not a lith-node); its bound is unknown. */
+int lith__dq_max_run(lith__dq_conn *c, uint32_t db, int want_ms, int *bound_ms);
 
 /* A query whose rows are handed over part by part as they arrive (dqlite
  * sends a large result in several ROWS frames). Each part goes to on_rows

@@ -34,6 +34,7 @@
  */
 #include "writer.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdarg.h>
@@ -59,6 +60,8 @@ enum fence { F_COMMITTED, F_LOST, F_BROKEN };
 struct lith__dqw {
   char *addresses, *database;
   int failover_ms, timeout_ms, max_batch, keep_s;
+  int max_run_ms;      /* asked of the nodes (writer.h) */
+  int stmt_timeout_ms; /* a command's statement's answer: the nodes' bound + timeout_ms */
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -240,6 +243,18 @@ static int ensure(lith__dqw *w, int64_t deadline) {
                              "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time)",
                              NULL, 0, NULL);
     if (rc == LITH_DQ_OK) {
+      int bound = 0;
+      int r2 = lith__dq_max_run(w->c, w->db, w->max_run_ms, &bound);
+      if (r2 == LITH_DQ_FAILURE) /* not a lith-node: as asked */
+        bound = w->max_run_ms;
+      else if (r2 != LITH_DQ_OK)
+        rc = r2;
+      else if (bound == 0) /* the node has none: ours, or none */
+        bound = w->max_run_ms;
+      w->stmt_timeout_ms =
+          bound > 0 && bound < INT_MAX - w->timeout_ms ? bound + w->timeout_ms : w->timeout_ms;
+    }
+    if (rc == LITH_DQ_OK) {
       w->ready = 1;
       w->down_since = 0;
       return 1;
@@ -377,7 +392,10 @@ int lith__dqw_exec(lith__dqw_tx *tx, const char *sql, const lith__dq_value *para
   int rc = tx_before(tx, sql);
   if (rc != LITH_DQW_OK)
     return rc;
-  return tx_after(tx, lith__dq_exec_sql(tx->w->c, tx->w->db, sql, params, n, res), tx->nerror);
+  int t = lith__dq_set_timeout(tx->w->c, tx->w->stmt_timeout_ms);
+  rc = lith__dq_exec_sql(tx->w->c, tx->w->db, sql, params, n, res);
+  lith__dq_set_timeout(tx->w->c, t);
+  return tx_after(tx, rc, tx->nerror);
 }
 
 int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
@@ -385,7 +403,10 @@ int lith__dqw_query(lith__dqw_tx *tx, const char *sql, const lith__dq_value *par
   int rc = tx_before(tx, sql);
   if (rc != LITH_DQW_OK)
     return rc;
-  return tx_after(tx, lith__dq_query_sql(tx->w->c, tx->w->db, sql, params, n, rows), tx->nerror);
+  int t = lith__dq_set_timeout(tx->w->c, tx->w->stmt_timeout_ms);
+  rc = lith__dq_query_sql(tx->w->c, tx->w->db, sql, params, n, rows);
+  lith__dq_set_timeout(tx->w->c, t);
+  return tx_after(tx, rc, tx->nerror);
 }
 
 int lith__dqw_query_each(lith__dqw_tx *tx, const char *sql, const lith__dq_value *params, unsigned n,
@@ -395,7 +416,9 @@ int lith__dqw_query_each(lith__dqw_tx *tx, const char *sql, const lith__dq_value
     return rc;
   unsigned nerror0 = tx->nerror;
   tx->in_query = 1;
+  int t = lith__dq_set_timeout(tx->w->c, tx->w->stmt_timeout_ms);
   rc = lith__dq_query_each(tx->w->c, tx->w->db, sql, params, n, on_rows, arg, 0);
+  lith__dq_set_timeout(tx->w->c, t);
   tx->in_query = 0;
   return tx_after(tx, rc, nerror0);
 }
@@ -725,6 +748,7 @@ int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out) {
     return LITH_DQW_NOMEM;
   w->failover_ms = o->failover_ms > 0 ? o->failover_ms : 10000;
   w->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : 2000;
+  w->max_run_ms = o->max_run_ms > 0 ? o->max_run_ms : 0;
   w->max_batch = o->max_batch > 0 ? o->max_batch : 256;
   w->keep_s = o->keep_s > 0 ? o->keep_s : 600;
   w->fault = o->fault_every > 0 ? o->fault : LITH_DQW_FAULT_NONE;

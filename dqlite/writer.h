@@ -85,10 +85,15 @@
  * issue 20). lith__dq_connect_leader backs off between its own rounds too.
  *
  * Statement bounds: a statement the node interrupts (lith-node
- * --max-run-ms) fails its command alone with SQLITE_INTERRUPT. Give the
- * writer a request_timeout_ms above the nodes' --max-run-ms, or a slow
- * statement is taken for a lost leader (a timeout) and its batch runs again
- * until failover_ms.
+ * --max-run-ms, lowered to max_run_ms on the writer's connection) fails
+ * its command alone with SQLITE_INTERRUPT. The writer waits for the answer
+ * to one of a command's statements that bound plus request_timeout_ms (the
+ * bound the node reports; a node without lith_max_run_ms: max_run_ms),
+ * not request_timeout_ms alone: a slow statement taken for a lost leader
+ * would run its batch again until failover_ms (seen: a 3 s INSERT
+ * answered 503 "no leader" after 12 s, holding every write meanwhile).
+ * BEGIN, SAVEPOINT and COMMIT keep request_timeout_ms, so a lost leader is
+ * still noticed that soon at COMMIT.
  *
  * A CALLBACK MAY RUN MORE THAN ONCE (again after a failover, or when
  * another command of its batch ended the transaction). So: it must act only
@@ -152,8 +157,12 @@ typedef struct lith__dqw_options {
   const char *database;   /* the dqlite database name to OPEN (copied) */
   int failover_ms;        /* <= 0: 10000 */
   int request_timeout_ms; /* each request's answer; <= 0: 2000 */
-  int max_batch;          /* commands per transaction; <= 0: 256 */
-  int keep_s;             /* _lith_batches rows kept this long; <= 0: 600 */
+  /* The bound asked of the nodes on a command's own statements
+   * (lith__dqw_exec, _query, _query_each): lith__dq_max_run on each
+   * connection; <= 0: the nodes' own --max-run-ms. See "Statement bounds". */
+  int max_run_ms;
+  int max_batch; /* commands per transaction; <= 0: 256 */
+  int keep_s;    /* _lith_batches rows kept this long; <= 0: 600 */
   /* Tests only: in every fault_every-th batch, at COMMIT, either send
    * COMMIT, read its OK and then drop the connection as if the answer were
    * lost (LITH_DQW_FAULT_ANSWER_LOST), or drop the connection instead of

@@ -35,6 +35,12 @@
  *     hook itself. A step that never reaches the progress handler (a big
  *     sort, count(*) of a table, one slow function call) is not cut
  *     midway.
+ *   - lith_max_run_ms(MS), a SQL function: lowers that connection's bound
+ *     to MS (never raises it) and returns the bound in force. lithd
+ *     --dqlite calls it on each connection it opens, so its own
+ *     --max-run-ms cuts statements on the node as it would locally, and
+ *     it learns how long an answer may take; lithd's clients cannot call
+ *     it (lithd vets their SQL on a connection without it).
  *   - SQLite's limits: SQLITE_LIMIT_LENGTH --max-value-bytes (default
  *     1048576: the largest string or blob a statement makes or reads),
  *     SQLITE_LIMIT_LIKE_PATTERN_LENGTH --max-like-pattern (50),
@@ -163,6 +169,7 @@ static opts g_opts; /* set before the first connection, read-only after */
 typedef struct guard {
   sqlite3_stmt *stmt; /* the statement running, NULL between statements */
   int64_t start_ms;   /* when it began */
+  int limit_ms;       /* this connection's bound: --max-run-ms, or lower (lith_max_run_ms); 0: none */
 } guard;
 
 static int guard_trace(unsigned type, void *ctx, void *p, void *x) {
@@ -181,7 +188,22 @@ static int guard_trace(unsigned type, void *ctx, void *p, void *x) {
 
 static int guard_progress(void *ctx) {
   const guard *g = ctx;
-  return g->stmt != NULL && now_ms() - g->start_ms >= g_opts.max_run_ms;
+  return g->stmt != NULL && g->limit_ms > 0 && now_ms() - g->start_ms >= g->limit_ms;
+}
+
+/* lith_max_run_ms(MS): this connection's statements are cut at MS if that
+ * is below the node's --max-run-ms (never above: a client can only lower
+ * its own bound); MS <= 0 or NULL changes nothing. Returns the bound in
+ * force (0: none). lithd --dqlite calls it on each connection it opens, so
+ * its --max-run-ms holds on the node, and learns what to wait for. */
+static void guard_max_run(sqlite3_context *cx, int argc, sqlite3_value **argv) {
+  guard *g = sqlite3_user_data(cx);
+  (void)argc;
+  sqlite3_int64 ms = sqlite3_value_int64(argv[0]);
+  if (sqlite3_value_type(argv[0]) == SQLITE_INTEGER && ms > 0 && ms <= 2147483647 &&
+      (g->limit_ms == 0 || ms < g->limit_ms))
+    g->limit_ms = (int)ms;
+  sqlite3_result_int(cx, g->limit_ms);
 }
 
 /* sqlite3_auto_extension's entry: every connection of the process. */
@@ -191,13 +213,12 @@ static int guard_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) 
   sqlite3_limit(db, SQLITE_LIMIT_LIKE_PATTERN_LENGTH, g_opts.max_like_pattern);
   sqlite3_limit(db, SQLITE_LIMIT_VDBE_OP, g_opts.max_program_ops);
   sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
-  if (g_opts.max_run_ms == 0)
-    return SQLITE_OK;
-  guard *g = calloc(1, sizeof *g);
+  guard *g = calloc(1, sizeof *g); /* installed even at --max-run-ms 0: lith_max_run_ms may set one */
   if (g == NULL) {
     *err = sqlite3_mprintf("lith-node: out of memory for the statement guard");
     return SQLITE_NOMEM;
   }
+  g->limit_ms = g_opts.max_run_ms;
   if (sqlite3_trace_v2(db, SQLITE_TRACE_STMT | SQLITE_TRACE_PROFILE | SQLITE_TRACE_CLOSE, guard_trace, g) !=
       SQLITE_OK) {
     free(g);
@@ -205,6 +226,12 @@ static int guard_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) 
     return SQLITE_ERROR;
   }
   sqlite3_progress_handler(db, 1000, guard_progress, g);
+  /* g is freed at SQLITE_TRACE_CLOSE, after the function is gone */
+  if (sqlite3_create_function_v2(db, "lith_max_run_ms", 1, SQLITE_UTF8 | SQLITE_DIRECTONLY, g, guard_max_run,
+                                 NULL, NULL, NULL) != SQLITE_OK) {
+    *err = sqlite3_mprintf("lith-node: cannot define lith_max_run_ms");
+    return SQLITE_ERROR;
+  }
   return SQLITE_OK;
 }
 

@@ -336,6 +336,7 @@ int main(int argc, char **argv) {
                             .failover_ms = o.dqlite_failover_ms,
                             .max_batch = o.max_batch,
                             .max_queue = o.max_queue,
+                            .max_run_ms = lopt.command_timeout_ms,
                             .authorizer = lithd_authorizer,
                             .on_connect = lithd_guard_connect,
                             .on_connect_ctx = &glim};

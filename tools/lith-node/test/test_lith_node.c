@@ -250,6 +250,24 @@ static void test_slow_statement(void **state) {
   uint64_t code = lith__dq_errcode(c);
   print_message("recursive CTE on the leader: %s after %lld ms: %llu %s\n", lith__dq_rc_str(rc),
                 (long long)took, (unsigned long long)code, lith__dq_errmsg(c));
+  /* lith_max_run_ms: a connection lowers its own bound, never raises it */
+  int bound = -1;
+  assert_int_equal(lith__dq_max_run(c, db, 100000, &bound), LITH_DQ_OK);
+  assert_int_equal(bound, SLOW_RUN_MS);
+  assert_int_equal(lith__dq_max_run(c, db, 150, &bound), LITH_DQ_OK);
+  assert_int_equal(bound, 150);
+  assert_int_equal(lith__dq_max_run(c, db, 0, &bound), LITH_DQ_OK); /* asks nothing */
+  assert_int_equal(bound, 150);
+  lith__dq_rows_free(&r);
+  lith__dq_rows_init(&r);
+  int64_t t1 = t_ms_now();
+  int rc2 = lith__dq_query_sql(c, db, ENDLESS_CTE, NULL, 0, &r);
+  int64_t took2 = t_ms_now() - t1;
+  print_message("the same at lith_max_run_ms(150): %s after %lld ms\n", lith__dq_rc_str(rc2),
+                (long long)took2);
+  assert_int_equal(rc2, LITH_DQ_FAILURE);
+  assert_int_equal(lith__dq_errcode(c) & 0xff, 9 /* SQLITE_INTERRUPT */);
+  assert_true(took2 >= 140 && took2 < SLOW_RUN_MS);
   t_sleep_ms(500);
   atomic_store(&wr.stop, 1);
   pthread_join(th, NULL);

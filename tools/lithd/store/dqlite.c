@@ -340,9 +340,10 @@ static int read_failed(dq_run *rn, int i, int dqrc) {
       return lithd__fail(rn->r, LITH_BUSY, i, "the dqlite leader changed during the read: %s; retry",
                          lith__dq_errmsg(rn->c));
     }
-    if ((code & 0xff) == SQLITE_INTERRUPT) /* the node's own bound (lith-node --max-run-ms) */
+    if ((code & 0xff) == SQLITE_INTERRUPT) /* the node's bound: ours (lith__dq_max_run), or its lower one */
       return lithd__fail(rn->r, LITHD_TIMEOUT, i,
-                         "the statement ran longer than the dqlite node allows (lith-node --max-run-ms)");
+                         "the statements ran longer than %" PRId64 " ms (max_run_ms; on the dqlite node)",
+                         rn->b->lim.max_run_ms);
     int lrc = lith_from_sqlite((int)code);
     return lithd__fail(rn->r, lrc == LITH_OK ? LITH_ERROR : lrc, i, "%s", lith__dq_errmsg(rn->c));
   }
@@ -501,10 +502,15 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
     int code = rc == LITH_DQW_SQL ? lith_from_sqlite(err->code) : LITH_MISUSE;
     if (code == LITH_OK)
       code = LITH_ERROR;
-    if (rc == LITH_DQW_SQL && (err->code & 0xff) == SQLITE_INTERRUPT) /* the node's own bound */
+    int cut = rc == LITH_DQW_SQL && (err->code & 0xff) == SQLITE_INTERRUPT; /* the node's bound */
+    if (cut)
       code = LITHD_TIMEOUT;
     if (r != NULL && r->err.code == DQ_PENDING) { /* a statement of the run failed */
-      lithd_error_set(&r->err, code, r->err.statement, "%s", err->errmsg);
+      if (cut)
+        lithd_error_set(&r->err, code, r->err.statement,
+                        "the statements ran longer than the bound (max_run_ms; cut on the dqlite node)");
+      else
+        lithd_error_set(&r->err, code, r->err.statement, "%s", err->errmsg);
       return code;
     }
     /* the COMMIT, blamed on this command (a deferred foreign key): no
@@ -829,7 +835,13 @@ static void read_work(uv_work_t *w) { /* a pool thread */
   for (int attempt = 0; attempt < 2; attempt++) {
     if (!lith__dq_connected(p->c)) {
       vet_close(&p->v); /* a new leader: read its schema afresh */
-      if (leader_open(ds->addresses, ds->database, ds->o.failover_ms, p->c, &p->db) != LITH_DQ_OK) {
+      int bound, orc = leader_open(ds->addresses, ds->database, ds->o.failover_ms, p->c, &p->db);
+      /* the node cuts the read at --max-run-ms too (not a lith-node: FAILURE, lithd's deadline alone) */
+      if (orc == LITH_DQ_OK && ds->o.max_run_ms > 0 &&
+          lith__dq_max_run(p->c, p->db, ds->o.max_run_ms, &bound) != LITH_DQ_FAILURE &&
+          !lith__dq_connected(p->c))
+        orc = LITH_DQ_IO;
+      if (orc != LITH_DQ_OK) {
         r->rc = LITH_BUSY;
         snprintf(r->errmsg, sizeof r->errmsg, "no dqlite leader could be reached for the read: %s",
                  lith__dq_errmsg(p->c));
@@ -969,6 +981,7 @@ int lithd_store_dqlite_open(const lithd_dq_options *o, const lithd_schema *schem
   wo.addresses = ds->addresses;
   wo.database = ds->database;
   wo.failover_ms = ds->o.failover_ms;
+  wo.max_run_ms = o->max_run_ms;
   wo.max_batch = o->max_batch;
   if (lith__dqw_start(&wo, &ds->w) != LITH_DQW_OK) {
     snprintf(err, errsz, "cannot start the dqlite writer");

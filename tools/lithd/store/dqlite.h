@@ -41,6 +41,10 @@ typedef struct lithd_dq_options {
   int failover_ms;       /* how long to look for a leader; <= 0: 10000 */
   int max_batch;         /* <= 0: the writer's default */
   int max_queue;         /* commands in the writer at once; <= 0: 10000 */
+  /* --max-run-ms, asked of the nodes on every connection the store opens
+   * (lith__dq_max_run: a lith-node cuts a statement there, reads and
+   * writes alike, as SQLite would locally); <= 0: the nodes' own. */
+  int max_run_ms;
   /* lithd's SQL authorizer (sqljson.h: lithd_authorizer) and connection
    * hook (guard.h: lithd_guard_connect), put on every vetting connection
    * as lith puts them on its own; the contexts are the caller's and

@@ -133,6 +133,15 @@ static const struct attack attacks[] = {
     {"a read past --max-run-ms", Q,
      ONE("WITH RECURSIVE c(x) AS (VALUES(1) UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"), 422,
      "\"code\":\"timeout\""},
+    /* dqlite: the writer asks the node to cut at lithd's --max-run-ms and
+     * waits that long plus its request timeout (was: taken for a lost
+     * leader after 2 s, run again until failover: 503 after 12 s). */
+    {"a write past --max-run-ms", DO,
+     ONE("INSERT INTO t(v) WITH RECURSIVE c(x) AS (VALUES(1) UNION ALL SELECT x + 1 FROM c) "
+         "SELECT count(*) FROM c"),
+     422, "\"code\":\"timeout\""},
+    {"lith-node's bound is not the client's to raise", Q, ONE("SELECT lith_max_run_ms(100000)"), 400,
+     "no such function"},
 };
 
 static t_node node;
@@ -209,8 +218,8 @@ static int group_setup(void **state) {
   tl_start(&local, "local", 0,
            TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", "1000"));
   tl_start(&dq, "dq", TL_NO_DB,
-           TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100",
-                   "--dqlite-failover-ms", "3000"));
+           TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100", "--max-run-ms",
+                   "1000", "--dqlite-failover-ms", "3000"));
   return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -290,32 +291,36 @@ static void test_answer_budget(void **state) {
 static void test_answer_budget_held_while_sent(void **state) {
   struct tl_child *c = *state;
   struct tl_resp r;
-  tl_start(c, "budgetheld", 0, TL_ARGS("--max-answer-mib", "24"));
-  /* 16 rows of 500,000 bytes: 8 MB of JSON, 16 MB of the budget */
-  int slow = tl_send(c, "POST", "/v1/query", NULL, ROWS_500K(16));
+  tl_start(c, "budgetheld", 0, TL_ARGS("--max-answer-mib", "96"));
+  /* 60 rows of 500,000 bytes: 30 MB of JSON (more than the kernel's socket
+   * buffers take), 60 MB of the budget */
+  int slow = tl_send(c, "POST", "/v1/query", NULL, ROWS_500K(60));
   int small = 4096;
   assert_int_equal(setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-  /* wait until its answer is built (and stuck in the socket) */
-  int held = 0;
-  for (int i = 0; i < 200 && !held; i++) {
-    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
-    held = r.status == 503;
-    if (!held)
-      usleep(20 * 1000); /* the first answer not built yet: this one went through */
-    else
-      assert_non_null(strstr(r.body, "--max-answer-mib"));
-    tl_resp_free(&r);
+  /* its answer began (and is stuck in the socket): its status line */
+  char head[13] = {0};
+  size_t got = 0;
+  while (got < 12) {
+    struct pollfd pf = {.fd = slow, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, TL_TIMEOUT_MS), 1);
+    ssize_t k = recv(slow, head + got, 12 - got, 0);
+    assert_true(k > 0);
+    got += (size_t)k;
   }
-  assert_true(held);
+  assert_string_equal(head, "HTTP/1.1 200");
+  tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(60), &r);
+  assert_int_equal(r.status, 503);
+  assert_non_null(strstr(r.body, "--max-answer-mib"));
+  tl_resp_free(&r);
   /* still held a while later: nobody read it */
   usleep(300 * 1000);
-  tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
+  tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(60), &r);
   assert_int_equal(r.status, 503);
   tl_resp_free(&r);
   close(slow);
   int back = 0;
   for (int i = 0; i < 250 && !back; i++) {
-    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(16), &r);
+    tl_http(c, "POST", "/v1/query", NULL, ROWS_500K(60), &r);
     back = r.status == 200;
     tl_resp_free(&r);
     if (!back)
