@@ -212,7 +212,7 @@ typedef struct attack {
   const char *want; /* the expected answer, as the table says it */
 } attack;
 
-#define J "Content-Type: application/json\r\n"
+#define SOAK_CT_JSON "Content-Type: application/json\r\n"
 static const attack QUICK[] = {
     {"fts3_tokenizer(?) on /v1/query", "/v1/query", NULL,
      "{\"statements\":[{\"sql\":\"SELECT hex(fts3_tokenizer(?))\",\"params\":[\"simple\"]}]}", 403,
@@ -248,7 +248,7 @@ static const attack QUICK[] = {
     {"POST text/plain", "/v1/do", "Content-Type: text/plain\r\n",
      "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (@M@)\"}]}", 415, NULL, NULL, 0, 0,
      "415, no write"},
-    {"foreign Origin", "/v1/do", J "Origin: http://evil.example\r\n",
+    {"foreign Origin", "/v1/do", SOAK_CT_JSON "Origin: http://evil.example\r\n",
      "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (@M@)\"}]}", 403, "allow-origin", NULL, 0, 0,
      "403, no write"},
     {"two Content-Length (smuggled INSERT)", "/v1/do", NULL, NULL, 400, NULL, NULL, 0, 1,
@@ -351,12 +351,11 @@ static struct {
   int ndisturb;
   char other[4][240]; /* the first transfer answers that were neither 200 nor a CHECK refusal */
   int nother;
-} g;
+} soak;
 
-static int64_t now_ns(void) { return bench_now_ns(); }
-static double since_s(int64_t t) { return (double)(now_ns() - t) / 1e9; }
+static double soak_since_s(int64_t t) { return (double)(bench_now_ns() - t) / 1e9; }
 
-static void atomic_max(_Atomic int64_t *a, int64_t v) {
+static void soak_atomic_max(_Atomic int64_t *a, int64_t v) {
   int64_t cur = atomic_load(a);
   while (v > cur && !atomic_compare_exchange_weak(a, &cur, v))
     ;
@@ -364,55 +363,55 @@ static void atomic_max(_Atomic int64_t *a, int64_t v) {
 
 /* ---- messages ------------------------------------------------------------------------- */
 
-static void fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail_msg(const char *fmt, ...) {
+static void soak_check_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void soak_check_failure(const char *fmt, ...) {
   char m[300];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
-  pthread_mutex_lock(&g.mu);
-  g.failed++;
-  if (g.nfails < MAX_MSGS)
-    snprintf(g.fails[g.nfails++], sizeof g.fails[0], "%s", m);
-  pthread_mutex_unlock(&g.mu);
-  fprintf(stderr, "[%7.1f s] FAIL: %s\n", since_s(g.t_begin), m);
+  pthread_mutex_lock(&soak.mu);
+  soak.failed++;
+  if (soak.nfails < MAX_MSGS)
+    snprintf(soak.fails[soak.nfails++], sizeof soak.fails[0], "%s", m);
+  pthread_mutex_unlock(&soak.mu);
+  fprintf(stderr, "[%7.1f s] FAIL: %s\n", soak_since_s(soak.t_begin), m);
 }
 
 /* A known open lithd issue: counted under `key`, its first message kept.
  * --strict makes it a failure. */
-static void finding(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void finding(const char *key, const char *fmt, ...) {
+static void soak_check_finding(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void soak_check_finding(const char *key, const char *fmt, ...) {
   char m[300];
   int i, first = 0;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
-  pthread_mutex_lock(&g.mu);
-  for (i = 0; i < g.nfinds && strcmp(g.finds[i].key, key); i++)
+  pthread_mutex_lock(&soak.mu);
+  for (i = 0; i < soak.nfinds && strcmp(soak.finds[i].key, key); i++)
     ;
-  if (i == g.nfinds && g.nfinds < MAX_MSGS) {
-    g.nfinds++;
-    snprintf(g.finds[i].key, sizeof g.finds[i].key, "%s", key);
-    snprintf(g.finds[i].msg, sizeof g.finds[i].msg, "%s", m);
+  if (i == soak.nfinds && soak.nfinds < MAX_MSGS) {
+    soak.nfinds++;
+    snprintf(soak.finds[i].key, sizeof soak.finds[i].key, "%s", key);
+    snprintf(soak.finds[i].msg, sizeof soak.finds[i].msg, "%s", m);
     first = 1;
   }
-  if (i < g.nfinds)
-    g.finds[i].count++;
-  if (g.cfg.strict)
-    g.failed++;
-  pthread_mutex_unlock(&g.mu);
+  if (i < soak.nfinds)
+    soak.finds[i].count++;
+  if (soak.cfg.strict)
+    soak.failed++;
+  pthread_mutex_unlock(&soak.mu);
   if (first)
-    fprintf(stderr, "[%7.1f s] finding: %s\n", since_s(g.t_begin), m);
+    fprintf(stderr, "[%7.1f s] finding: %s\n", soak_since_s(soak.t_begin), m);
 }
 
 /* One check of one fault injection (row): counted, and said when it fails. */
-static int check(int row, int which, int ok, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int check(int row, int which, int ok, const char *fmt, ...) {
+static int soak_check(int row, int which, int ok, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int soak_check(int row, int which, int ok, const char *fmt, ...) {
   if (ok) {
-    g.row[row].pass++;
-    g.chk_pass[which]++;
+    soak.row[row].pass++;
+    soak.chk_pass[which]++;
     return 1;
   }
   char m[240];
@@ -420,16 +419,16 @@ static int check(int row, int which, int ok, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(m, sizeof m, fmt, ap);
   va_end(ap);
-  g.row[row].fail++;
-  g.chk_fail[which]++;
-  fail_msg("%s #%lld: %s: %s", row == ROW_END ? "end of run" : PH_NAME[row], (long long)g.row[row].injected,
-           CHECK_NAME[which], m);
+  soak.row[row].fail++;
+  soak.chk_fail[which]++;
+  soak_check_failure("%s #%lld: %s: %s", row == ROW_END ? "end of run" : PH_NAME[row],
+                     (long long)soak.row[row].injected, CHECK_NAME[which], m);
   return 0;
 }
 
 /* ---- HTTP ------------------------------------------------------------------------------ */
 
-static int send_all(int fd, const char *p, size_t n) {
+static int soak_lithd_send(int fd, const char *p, size_t n) {
   while (n) {
     ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
     if (k < 0 && errno == EINTR)
@@ -444,10 +443,10 @@ static int send_all(int fd, const char *p, size_t n) {
 
 /* One answer on fd into in[0..cap] before `deadline`: 1, 0 (time up), -1
  * (closed or failed), -2 (not an answer we read). *len: bytes held. */
-static int read_answer(int fd, char *in, size_t cap, size_t *len, int64_t deadline, bench_answer *a) {
+static int soak_lithd_read(int fd, char *in, size_t cap, size_t *len, int64_t deadline, bench_answer *a) {
   *len = 0;
   for (;;) {
-    int64_t left = deadline - now_ns();
+    int64_t left = deadline - bench_now_ns();
     if (left <= 0)
       return 0;
     struct pollfd p = {fd, POLLIN, 0};
@@ -462,46 +461,47 @@ static int read_answer(int fd, char *in, size_t cap, size_t *len, int64_t deadli
   }
 }
 
-static size_t build_post(char *out, size_t cap, const char *path, const char *headers, const char *body) {
+static size_t soak_lithd_post(char *out, size_t cap, const char *path, const char *headers,
+                              const char *body) {
   int n = snprintf(out, cap, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n\r\n%s", path,
-                   headers ? headers : J, strlen(body), body);
+                   headers ? headers : SOAK_CT_JSON, strlen(body), body);
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-static int dial(void) { return bench_dial(atomic_load(&g.port), 0); }
+static int soak_lithd_dial(void) { return bench_dial(atomic_load(&soak.port), 0); }
 
 /* ---- lithd ----------------------------------------------------------------------------- */
 
-static int start_lithd(int port) {
+static int soak_lithd_start(int port) {
   char listen[64], runms[32], err[400];
   pid_t pid;
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-  snprintf(runms, sizeof runms, "%d", g.cfg.run_ms);
-  char *argv[] = {(char *)g.cfg.lithd,
+  snprintf(runms, sizeof runms, "%d", soak.cfg.run_ms);
+  char *argv[] = {(char *)soak.cfg.lithd,
                   "--db",
-                  g.db,
+                  soak.db,
                   "--listen",
                   listen,
                   "--schema",
-                  g.schema,
+                  soak.schema,
                   "--commands",
-                  g.cmds,
+                  soak.cmds,
                   "--backup-dir",
-                  g.backups,
+                  soak.backups,
                   "--readers",
                   "4",
                   "--max-run-ms",
                   runms,
                   "--log",
-                  g.log,
+                  soak.log,
                   NULL};
-  int got = bench_server_start(argv, g.errlog, "lithd", 20, &pid, err, sizeof err);
+  int got = bench_server_start(argv, soak.errlog, "lithd", 20, &pid, err, sizeof err);
   if (got < 0) {
     fprintf(stderr, "soak: %s\n", err);
     return -1;
   }
-  atomic_store(&g.pid, pid);
-  atomic_store(&g.port, got);
+  atomic_store(&soak.pid, pid);
+  atomic_store(&soak.port, got);
   return got;
 }
 
@@ -511,7 +511,7 @@ static int log_says_stopped(pid_t pid) {
   int found = 0;
   snprintf(a, sizeof a, "lithd[%d] info: SIGTERM", (int)pid);
   snprintf(b, sizeof b, "lithd[%d] info: SIGINT", (int)pid);
-  FILE *f = fopen(g.log, "r");
+  FILE *f = fopen(soak.log, "r");
   if (!f)
     return 0;
   while (!found && fgets(line, sizeof line, f))
@@ -524,38 +524,38 @@ static int log_says_stopped(pid_t pid) {
  * An exit its log puts down to SIGTERM/SIGINT came from another process on
  * the machine: a disturbance of the run, reported, not lithd's failure (with
  * the disk full its last checkpoint fails, and it exits 1, as it should). */
-static void watch_lithd(void) {
+static void soak_lithd_watch(void) {
   int st;
-  pid_t pid = atomic_load(&g.pid);
+  pid_t pid = atomic_load(&soak.pid);
   if (pid <= 0 || waitpid(pid, &st, WNOHANG) != pid)
     return;
-  atomic_store(&g.last_outage, PH_KILL); /* requests in flight met an outage */
-  atomic_fetch_add(&g.outages, 1);
-  atomic_fetch_add(&g.kills, 1);
+  atomic_store(&soak.last_outage, PH_KILL); /* requests in flight met an outage */
+  atomic_fetch_add(&soak.outages, 1);
+  atomic_fetch_add(&soak.kills, 1);
   if (WIFEXITED(st) && log_says_stopped(pid)) {
-    g.external++;
+    soak.external++;
     fprintf(stderr,
             "[%7.1f s] disturbance: lithd (pid %d) stopped on a SIGTERM/SIGINT the soak did not send "
             "(exit status %d); restarting it\n",
-            since_s(g.t_begin), (int)pid, WEXITSTATUS(st));
-    pthread_mutex_lock(&g.mu);
-    if (g.ndisturb < 8)
+            soak_since_s(soak.t_begin), (int)pid, WEXITSTATUS(st));
+    pthread_mutex_lock(&soak.mu);
+    if (soak.ndisturb < 8)
       snprintf(
-          g.disturb[g.ndisturb++], sizeof g.disturb[0],
+          soak.disturb[soak.ndisturb++], sizeof soak.disturb[0],
           "at %.1f s (%s) lithd (pid %d) stopped on a SIGTERM/SIGINT from another process, exit status %d",
-          since_s(g.t_begin), PH_NAME[atomic_load(&g.phase)], (int)pid, WEXITSTATUS(st));
-    pthread_mutex_unlock(&g.mu);
+          soak_since_s(soak.t_begin), PH_NAME[atomic_load(&soak.phase)], (int)pid, WEXITSTATUS(st));
+    pthread_mutex_unlock(&soak.mu);
   } else {
-    g.deaths++;
-    fail_msg("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid,
-             WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    bench_log_tail(g.errlog, "lithd");
+    soak.deaths++;
+    soak_check_failure("lithd (pid %d) ended by itself: %s %d; restarting it", (int)pid,
+                       WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    bench_log_tail(soak.errlog, "lithd");
   }
-  if (start_lithd(atomic_load(&g.port)) < 0)
-    atomic_store(&g.quit, 1);
+  if (soak_lithd_start(atomic_load(&soak.port)) < 0)
+    atomic_store(&soak.quit, 1);
 }
 
-static long rss_kib(pid_t pid) {
+static long soak_lithd_rss_kib(pid_t pid) {
   char path[64], line[256];
   long v = -1;
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
@@ -571,7 +571,7 @@ static long rss_kib(pid_t pid) {
   return v;
 }
 
-static int count_fds(pid_t pid) {
+static int soak_lithd_fds(pid_t pid) {
   char path[64];
   int n = 0;
   snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
@@ -590,16 +590,18 @@ static int count_fds(pid_t pid) {
 static void set_outcome(client *c, int64_t s, int o) {
   c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)] = (uint8_t)o;
 }
-static int get_outcome(const client *c, int64_t s) { return c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)]; }
+static int soak_load_outcome(const client *c, int64_t s) {
+  return c->chunk[s >> CHUNK_BITS][s & (CHUNK - 1)];
+}
 
-static size_t transfer_request(char *out, size_t cap, int64_t id, int src, int dst, int amount) {
+static size_t soak_load_transfer_request(char *out, size_t cap, int64_t id, int src, int dst, int amount) {
   char body[200];
   snprintf(body, sizeof body, "{\"params\":{\"id\":%lld,\"src\":%d,\"dst\":%d,\"amount\":%d}}", (long long)id,
            src, dst, amount);
-  return build_post(out, cap, "/v1/commands/transfer", NULL, body);
+  return soak_lithd_post(out, cap, "/v1/commands/transfer", NULL, body);
 }
 
-static void random_transfer(uint64_t *rng, int *src, int *dst, int *amount) {
+static void soak_load_random_transfer(uint64_t *rng, int *src, int *dst, int *amount) {
   *src = (int)(bench_rng_next(rng) % NACC);
   *dst = (*src + 1 + (int)(bench_rng_next(rng) % (NACC - 1))) % NACC;
   *amount = 1 + (int)(bench_rng_next(rng) % MAXAMT);
@@ -609,33 +611,33 @@ static void random_transfer(uint64_t *rng, int *src, int *dst, int *amount) {
  * that failed on a keep-alive connection older than lithd's last end met
  * that end (it found the connection dead), whenever it was sent. */
 static int phase_of(int ph0, uint64_t out0, int failed, uint64_t conn_kills) {
-  int ph1 = atomic_load(&g.phase);
+  int ph1 = atomic_load(&soak.phase);
   if (ph0 != PH_NONE)
     return ph0;
   if (ph1 != PH_NONE)
     return ph1;
-  if (failed && atomic_load(&g.kills) != conn_kills)
+  if (failed && atomic_load(&soak.kills) != conn_kills)
     return PH_KILL;
-  return atomic_load(&g.outages) != out0 ? atomic_load(&g.last_outage) : PH_NONE;
+  return atomic_load(&soak.outages) != out0 ? atomic_load(&soak.last_outage) : PH_NONE;
 }
 
-static void *client_main(void *arg) {
+static void *soak_load_client_main(void *arg) {
   client *c = arg;
   int fd = -1;
   char req[512], in[4097];
   uint64_t conn_kills = 0; /* lithd's ends when fd was opened */
-  int64_t interval = g.cfg.rate > 0 ? (int64_t)(1e9 * g.cfg.clients / g.cfg.rate) : 0;
-  int64_t next = now_ns();
-  while (!atomic_load(&g.stop)) {
+  int64_t interval = soak.cfg.rate > 0 ? (int64_t)(1e9 * soak.cfg.clients / soak.cfg.rate) : 0;
+  int64_t next = bench_now_ns();
+  while (!atomic_load(&soak.stop)) {
     if (interval) {
       next += interval;
-      if (next < now_ns() - 1000000000) /* after an outage: no burst to catch up */
-        next = now_ns();
+      if (next < bench_now_ns() - 1000000000) /* after an outage: no burst to catch up */
+        next = bench_now_ns();
       bench_sleep_until(next);
     }
     if (fd < 0) {
-      conn_kills = atomic_load(&g.kills);
-      if ((fd = dial()) < 0) {
+      conn_kills = atomic_load(&soak.kills);
+      if ((fd = soak_lithd_dial()) < 0) {
         bench_sleep_ms(20); /* lithd restarting */
         continue;
       }
@@ -644,22 +646,24 @@ static void *client_main(void *arg) {
     if ((s >> CHUNK_BITS) >= MAX_CHUNKS)
       break;
     if (!c->chunk[s >> CHUNK_BITS] && !(c->chunk[s >> CHUNK_BITS] = calloc(CHUNK, 1))) {
-      fail_msg("client %d: out of memory", c->idx);
+      soak_check_failure("client %d: out of memory", c->idx);
       break;
     }
     int src, dst, amount;
-    random_transfer(&c->rng, &src, &dst, &amount);
-    size_t n = transfer_request(req, sizeof req, ((int64_t)(c->idx + 1) << 32) | s, src, dst, amount);
-    int ph0 = atomic_load(&g.phase);
-    uint64_t out0 = atomic_load(&g.outages);
+    soak_load_random_transfer(&c->rng, &src, &dst, &amount);
+    size_t n =
+        soak_load_transfer_request(req, sizeof req, ((int64_t)(c->idx + 1) << 32) | s, src, dst, amount);
+    int ph0 = atomic_load(&soak.phase);
+    uint64_t out0 = atomic_load(&soak.outages);
     atomic_store(&c->sent, s); /* before the bytes leave: the log may hold s from now on */
-    int64_t t0 = now_ns();
+    int64_t t0 = bench_now_ns();
     bench_answer a;
     size_t len = 0;
-    int rc = send_all(fd, req, n) == 0
-                 ? read_answer(fd, in, sizeof in - 1, &len, t0 + (int64_t)g.cfg.timeout_ms * 1000000, &a)
-                 : -1;
-    int64_t dt = now_ns() - t0;
+    int rc =
+        soak_lithd_send(fd, req, n) == 0
+            ? soak_lithd_read(fd, in, sizeof in - 1, &len, t0 + (int64_t)soak.cfg.timeout_ms * 1000000, &a)
+            : -1;
+    int64_t dt = bench_now_ns() - t0;
     int ph = phase_of(ph0, out0, rc != 1, conn_kills), o, t;
     if (rc != 1) {
       o = O_LOST;
@@ -667,7 +671,7 @@ static void *client_main(void *arg) {
     } else if (a.status == 200) {
       o = O_OK;
       t = T_OK;
-      atomic_fetch_add(&g.ok_total, 1);
+      atomic_fetch_add(&soak.ok_total, 1);
       if (ph == PH_NONE)
         bench_lat_add(&c->lat, (uint64_t)dt);
     } else if (a.status == 409 && strstr(in + a.head_len, "CHECK constraint failed")) {
@@ -682,17 +686,17 @@ static void *client_main(void *arg) {
     } else {
       o = O_OTHER;
       t = T_OTHER;
-      pthread_mutex_lock(&g.mu);
-      if (g.nother < 4)
-        snprintf(g.other[g.nother++], sizeof g.other[0], "%s: HTTP %d %.180s", PH_NAME[ph], a.status,
+      pthread_mutex_lock(&soak.mu);
+      if (soak.nother < 4)
+        snprintf(soak.other[soak.nother++], sizeof soak.other[0], "%s: HTTP %d %.180s", PH_NAME[ph], a.status,
                  in + a.head_len);
-      pthread_mutex_unlock(&g.mu);
+      pthread_mutex_unlock(&soak.mu);
     }
     set_outcome(c, s, o);
     atomic_store(&c->answered, s);
-    atomic_fetch_add(&g.cnt[ph][T_SENT], 1);
-    atomic_fetch_add(&g.cnt[ph][t], 1);
-    atomic_max(&g.tmax_ns[ph], dt);
+    atomic_fetch_add(&soak.cnt[ph][T_SENT], 1);
+    atomic_fetch_add(&soak.cnt[ph][t], 1);
+    soak_atomic_max(&soak.tmax_ns[ph], dt);
     if (rc != 1 || a.closes) {
       close(fd);
       fd = -1;
@@ -705,36 +709,39 @@ static void *client_main(void *arg) {
 
 /* ---- the probe: lithd's own read of the money, and its latency ----------------------------- */
 
-static void *probe_main(void *arg) {
+static void *soak_load_probe_main(void *arg) {
   static const char body[] = "{\"statements\":[{\"sql\":\"SELECT sum(balance), count(*) FROM accounts\"}]}";
   char req[512], in[4097];
-  size_t n = build_post(req, sizeof req, "/v1/query", NULL, body);
+  size_t n = soak_lithd_post(req, sizeof req, "/v1/query", NULL, body);
   int fd = -1;
   uint64_t conn_kills = 0;
-  while (!atomic_load(&g.stop)) {
+  while (!atomic_load(&soak.stop)) {
     bench_sleep_ms(100);
     if (fd < 0) {
-      conn_kills = atomic_load(&g.kills);
-      if ((fd = dial()) < 0)
+      conn_kills = atomic_load(&soak.kills);
+      if ((fd = soak_lithd_dial()) < 0)
         continue;
     }
-    int ph0 = atomic_load(&g.phase);
-    uint64_t out0 = atomic_load(&g.outages);
-    int64_t t0 = now_ns();
+    int ph0 = atomic_load(&soak.phase);
+    uint64_t out0 = atomic_load(&soak.outages);
+    int64_t t0 = bench_now_ns();
     bench_answer a;
     size_t len;
-    int rc = send_all(fd, req, n) == 0 ? read_answer(fd, in, sizeof in - 1, &len, t0 + 5000000000, &a) : -1;
-    int64_t dt = now_ns() - t0;
+    int rc = soak_lithd_send(fd, req, n) == 0
+                 ? soak_lithd_read(fd, in, sizeof in - 1, &len, t0 + 5000000000, &a)
+                 : -1;
+    int64_t dt = bench_now_ns() - t0;
     int ph = phase_of(ph0, out0, rc != 1 || a.status != 200, conn_kills);
-    atomic_fetch_add(&g.probe_n[ph], 1);
-    atomic_max(&g.probe_max_ns[ph], dt);
+    atomic_fetch_add(&soak.probe_n[ph], 1);
+    soak_atomic_max(&soak.probe_max_ns[ph], dt);
     int64_t sum;
     const char *rows = rc == 1 ? strstr(in + a.head_len, "\"rows\":[[") : NULL;
     if (rc != 1 || a.status != 200 || !rows) {
-      atomic_fetch_add(&g.probe_fail[ph], 1);
-    } else if ((sum = strtoll(rows + 9, NULL, 10)) != MONEY && atomic_fetch_add(&g.probe_money_bad, 1) < 3) {
-      fail_msg("probe: lithd's /v1/query says the balances sum to %lld, not %lld", (long long)sum,
-               (long long)MONEY);
+      atomic_fetch_add(&soak.probe_fail[ph], 1);
+    } else if ((sum = strtoll(rows + 9, NULL, 10)) != MONEY &&
+               atomic_fetch_add(&soak.probe_money_bad, 1) < 3) {
+      soak_check_failure("probe: lithd's /v1/query says the balances sum to %lld, not %lld", (long long)sum,
+                         (long long)MONEY);
     }
     if (rc != 1 || a.closes) {
       close(fd);
@@ -748,21 +755,21 @@ static void *probe_main(void *arg) {
 
 /* ---- the monitor: RSS and descriptors every 100 ms ----------------------------------------- */
 
-static void *monitor_main(void *arg) {
-  while (!atomic_load(&g.stop)) {
-    pid_t pid = atomic_load(&g.pid);
-    long kib = rss_kib(pid);
-    int fds = count_fds(pid);
+static void *soak_lithd_monitor_main(void *arg) {
+  while (!atomic_load(&soak.stop)) {
+    pid_t pid = atomic_load(&soak.pid);
+    long kib = soak_lithd_rss_kib(pid);
+    int fds = soak_lithd_fds(pid);
     if (kib > 0) {
-      atomic_store(&g.rss_kib, kib);
+      atomic_store(&soak.rss_kib, kib);
       /* a heavy request may be running in this lithd: its known peak apart */
-      atomic_max(atomic_load(&g.heavy_pid) == pid ? &g.rss_heavy_max_kib : &g.rss_max_kib, kib);
+      soak_atomic_max(atomic_load(&soak.heavy_pid) == pid ? &soak.rss_heavy_max_kib : &soak.rss_max_kib, kib);
     }
     if (fds > 0)
-      atomic_max(&g.fds_max, fds);
+      soak_atomic_max(&soak.fds_max, fds);
     struct stat st;
-    if (stat(g.wal, &st) == 0) /* its peak: lith truncates it to journal_size_limit at a reset */
-      atomic_max(&g.wal_max, (int64_t)st.st_size);
+    if (stat(soak.wal, &st) == 0) /* its peak: lith truncates it to journal_size_limit at a reset */
+      soak_atomic_max(&soak.wal_max, (int64_t)st.st_size);
     bench_sleep_ms(100);
   }
   return NULL;
@@ -778,7 +785,7 @@ static void fill_body(char *out, size_t cap, const char *tmpl, int64_t m) {
     if (!strncmp(p, "@M@", 3))
       k = snprintf(out + n, cap - n, "%lld", (long long)m);
     else if (!strncmp(p, "@E@", 3))
-      k = snprintf(out + n, cap - n, "%s", g.evil_abs);
+      k = snprintf(out + n, cap - n, "%s", soak.evil_abs);
     else {
       out[n++] = *p++;
       continue;
@@ -796,9 +803,9 @@ static size_t smuggle_request(char *out, size_t cap, int64_t mark) {
   char b2[160], inner[512];
   snprintf(b2, sizeof b2, "{\"statements\":[{\"sql\":\"INSERT INTO marks VALUES (%lld)\"}]}",
            (long long)mark);
-  build_post(inner, sizeof inner, "/v1/do", NULL, b2);
+  soak_lithd_post(inner, sizeof inner, "/v1/do", NULL, b2);
   int n = snprintf(out, cap,
-                   "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J
+                   "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" SOAK_CT_JSON
                    "Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n"
                    "%s%s",
                    strlen(b1), strlen(b1) + strlen(inner), b1, inner);
@@ -810,7 +817,7 @@ static size_t smuggle_request(char *out, size_t cap, int64_t mark) {
 static void judge(int k, int ok, int64_t *column, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void judge(int k, int ok, int64_t *column, const char *fmt, ...) {
   const attack *a = k < NQUICK ? &QUICK[k] : &HEAVY[k - NQUICK];
-  attack_stat *st = &g.att[k];
+  attack_stat *st = &soak.att[k];
   char m[240];
   if (ok) {
     st->expected++;
@@ -824,39 +831,41 @@ static void judge(int k, int ok, int64_t *column, const char *fmt, ...) {
   if (!st->first[0])
     snprintf(st->first, sizeof st->first, "%s", m);
   if (a->known)
-    finding(a->name, "%s: %s", a->name, m);
+    soak_check_finding(a->name, "%s: %s", a->name, m);
   else
-    fail_msg("attack %s: %s", a->name, m);
+    soak_check_failure("attack %s: %s", a->name, m);
 }
 
 /* Send attack k on a fresh connection and judge the answer. */
 static void attack_once(int k) {
   const attack *a = &QUICK[k];
-  attack_stat *st = &g.att[k];
+  attack_stat *st = &soak.att[k];
   char req[2048], in[16385];
   size_t n, len = 0;
   if (!a->body) {
-    n = smuggle_request(req, sizeof req, SMUGGLE_BASE + atomic_fetch_add(&g.smuggle_n, 1));
+    n = smuggle_request(req, sizeof req, SMUGGLE_BASE + atomic_fetch_add(&soak.smuggle_n, 1));
   } else {
     char body[1024];
-    fill_body(body, sizeof body, a->body, atomic_fetch_add(&g.marker, 1));
-    n = build_post(req, sizeof req, a->path, a->headers, body);
+    fill_body(body, sizeof body, a->body, atomic_fetch_add(&soak.marker, 1));
+    n = soak_lithd_post(req, sizeof req, a->path, a->headers, body);
   }
-  int fd = dial();
+  int fd = soak_lithd_dial();
   if (fd < 0)
     return; /* lithd not listening (a restart): not sent */
   st->sent++;
-  int ph0 = atomic_load(&g.phase);
-  uint64_t out0 = atomic_load(&g.outages);
-  int64_t t0 = now_ns();
+  int ph0 = atomic_load(&soak.phase);
+  uint64_t out0 = atomic_load(&soak.outages);
+  int64_t t0 = bench_now_ns();
   bench_answer ans;
-  int rc = send_all(fd, req, n) == 0 ? read_answer(fd, in, sizeof in - 1, &len, t0 + 5000000000, &ans) : -1;
-  int64_t dt = now_ns() - t0;
+  int rc = soak_lithd_send(fd, req, n) == 0
+               ? soak_lithd_read(fd, in, sizeof in - 1, &len, t0 + 5000000000, &ans)
+               : -1;
+  int64_t dt = bench_now_ns() - t0;
   if (dt > st->max_ns)
     st->max_ns = dt;
-  int full = ph0 == PH_FULL || atomic_load(&g.phase) == PH_FULL;
+  int full = ph0 == PH_FULL || atomic_load(&soak.phase) == PH_FULL;
   if (rc != 1) {
-    if (atomic_load(&g.outages) != out0 || ph0 == PH_KILL || ph0 == PH_STOP) {
+    if (atomic_load(&soak.outages) != out0 || ph0 == PH_KILL || ph0 == PH_STOP) {
       st->cut++;
     } else {
       judge(k, 0, &st->noanswer, "no answer within 5 s (%s)", rc == 0 ? "timed out" : "connection closed");
@@ -880,25 +889,25 @@ static void attack_once(int k) {
     in[more] = '\0';
     bench_answer a2;
     int rc2 = bench_http_parse(in, more, sizeof in - 1, &a2);
-    int64_t until = now_ns() + 500000000;
-    while (rc2 == 0 && now_ns() < until) {
+    int64_t until = bench_now_ns() + 500000000;
+    while (rc2 == 0 && bench_now_ns() < until) {
       struct pollfd p = {fd, POLLIN, 0};
       if (poll(&p, 1, 50) == 1)
         rc2 = bench_http_recv(fd, in, &more, sizeof in - 1, &a2);
     }
     if (rc2 == 1)
-      finding("smuggled-answered",
-              "two Content-Length: the smuggled second request was answered HTTP %d: %.120s", a2.status,
-              in + a2.head_len);
+      soak_check_finding("smuggled-answered",
+                         "two Content-Length: the smuggled second request was answered HTTP %d: %.120s",
+                         a2.status, in + a2.head_len);
   }
   close(fd);
 }
 
-static void *attacker_main(void *arg) {
+static void *soak_attack_quick_main(void *arg) {
   int k = 0;
-  while (!atomic_load(&g.stop)) {
+  while (!atomic_load(&soak.stop)) {
     bench_sleep_ms(250);
-    if (atomic_load(&g.pause_attacks))
+    if (atomic_load(&soak.pause_attacks))
       continue;
     attack_once(k);
     k = (k + 1) % NQUICK;
@@ -908,54 +917,54 @@ static void *attacker_main(void *arg) {
 
 /* The heavy requests, one at a time; while a lithd has not answered one,
  * it gets no other (it may still be running it). */
-static void *heavy_main(void *arg) {
+static void *soak_attack_heavy_main(void *arg) {
   int k = 0;
   pid_t skip = 0;
   char req[1024], in[4097];
   bench_sleep_ms(1500);
-  while (!atomic_load(&g.stop)) {
-    pid_t pid = atomic_load(&g.pid);
-    if (atomic_load(&g.pause_attacks) || pid == skip) {
+  while (!atomic_load(&soak.stop)) {
+    pid_t pid = atomic_load(&soak.pid);
+    if (atomic_load(&soak.pause_attacks) || pid == skip) {
       bench_sleep_ms(200);
       continue;
     }
     const attack *a = &HEAVY[k];
-    attack_stat *st = &g.att[NQUICK + k];
-    size_t n = build_post(req, sizeof req, a->path, a->headers, a->body), len = 0;
-    int fd = dial();
+    attack_stat *st = &soak.att[NQUICK + k];
+    size_t n = soak_lithd_post(req, sizeof req, a->path, a->headers, a->body), len = 0;
+    int fd = soak_lithd_dial();
     if (fd < 0) {
       bench_sleep_ms(200);
       continue;
     }
     st->sent++;
-    uint64_t out0 = atomic_load(&g.outages);
-    int full = atomic_load(&g.phase) == PH_FULL;
-    int64_t stop0 = atomic_load(&g.stopped_ns), t0 = now_ns(), cap = t0 + 60000000000;
-    atomic_store(&g.heavy_pid, pid);
+    uint64_t out0 = atomic_load(&soak.outages);
+    int full = atomic_load(&soak.phase) == PH_FULL;
+    int64_t stop0 = atomic_load(&soak.stopped_ns), t0 = bench_now_ns(), cap = t0 + 60000000000;
+    atomic_store(&soak.heavy_pid, pid);
     bench_answer ans;
-    int rc = send_all(fd, req, n) == 0 ? 0 : -1;
-    while (rc == 0 && !atomic_load(&g.stop) && now_ns() < cap)
-      rc = read_answer(fd, in, sizeof in - 1, &len, now_ns() + 200000000, &ans);
+    int rc = soak_lithd_send(fd, req, n) == 0 ? 0 : -1;
+    while (rc == 0 && !atomic_load(&soak.stop) && bench_now_ns() < cap)
+      rc = soak_lithd_read(fd, in, sizeof in - 1, &len, bench_now_ns() + 200000000, &ans);
     /* the time lithd was stopped does not count against it */
-    int64_t dt = now_ns() - t0 - (atomic_load(&g.stopped_ns) - stop0);
-    int64_t limit = (int64_t)(g.cfg.run_ms + 1000) * 1000000;
+    int64_t dt = bench_now_ns() - t0 - (atomic_load(&soak.stopped_ns) - stop0);
+    int64_t limit = (int64_t)(soak.cfg.run_ms + 1000) * 1000000;
     if (dt > st->max_ns)
       st->max_ns = dt;
     if (rc == 1) {
-      atomic_store(&g.heavy_pid, 0);
+      atomic_store(&soak.heavy_pid, 0);
       const char *b = in + ans.head_len, *rows = strstr(b, "\"rows\":");
-      full |= atomic_load(&g.phase) == PH_FULL;
+      full |= atomic_load(&soak.phase) == PH_FULL;
       int ok = ans.status == 200 || (ans.status >= 400 && ans.status < 500) ||
                (a->write && full && ans.status == 507);
       judge(NQUICK + k, ok && dt <= limit, &st->unexpected, "HTTP %d after %.2f s (limit %.1f s): %.120s",
             ans.status, (double)dt / 1e9, (double)limit / 1e9, rows ? rows : b);
     } else if (rc == -2) {
-      atomic_store(&g.heavy_pid, 0);
+      atomic_store(&soak.heavy_pid, 0);
       judge(NQUICK + k, 0, &st->unexpected, "after %.1f s an answer over %zu bytes (the string itself?)",
             (double)dt / 1e9, sizeof in - 1);
-    } else if (atomic_load(&g.outages) != out0 && pid != atomic_load(&g.pid)) {
+    } else if (atomic_load(&soak.outages) != out0 && pid != atomic_load(&soak.pid)) {
       st->cut++; /* lithd was killed under it */
-    } else if (atomic_load(&g.stop)) {
+    } else if (atomic_load(&soak.stop)) {
       st->sent--; /* the run ended first: not judged */
     } else {
       skip = pid;
@@ -966,7 +975,7 @@ static void *heavy_main(void *arg) {
     }
     close(fd);
     k = (k + 1) % NHEAVY;
-    for (int i = 0; i < 15 && !atomic_load(&g.stop); i++)
+    for (int i = 0; i < 15 && !atomic_load(&soak.stop); i++)
       bench_sleep_ms(200);
   }
   return NULL;
@@ -1003,7 +1012,7 @@ static int64_t col_int(sqlite3 *db, const char *sql, int64_t arg, int col, int *
 
 /* Walk client c's log rows against its recorded outcomes: 1..W judged, up to S allowed. */
 static void merge_client(sqlite3_stmt *st, int c, int64_t W, int64_t S, dbcheck *d) {
-  const client *cl = &g.cl[c];
+  const client *cl = &soak.cl[c];
   int64_t lo = (int64_t)(c + 1) << 32, next = 1;
   sqlite3_bind_int64(st, 1, lo);
   sqlite3_bind_int64(st, 2, lo + (INT64_C(1) << 32));
@@ -1011,7 +1020,7 @@ static void merge_client(sqlite3_stmt *st, int c, int64_t W, int64_t S, dbcheck 
     int64_t seq = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) - lo : INT64_MAX;
     /* the transfers before this row are absent */
     for (; next < seq && next <= W; next++)
-      if (get_outcome(cl, next) == O_OK && d->missing++ == 0)
+      if (soak_load_outcome(cl, next) == O_OK && d->missing++ == 0)
         snprintf(d->first_missing, sizeof d->first_missing, "client %d transfer %lld", c, (long long)next);
     if (seq == INT64_MAX)
       break;
@@ -1021,7 +1030,7 @@ static void merge_client(sqlite3_stmt *st, int c, int64_t W, int64_t S, dbcheck 
         snprintf(d->first_phantom, sizeof d->first_phantom, "client %d transfer %lld (sent %lld)", c,
                  (long long)seq, (long long)S);
     } else if (seq <= W) {
-      int o = get_outcome(cl, seq);
+      int o = soak_load_outcome(cl, seq);
       if ((o == O_REFUSED || o == O_FULL) && d->wrongly++ == 0)
         snprintf(d->first_wrong, sizeof d->first_wrong, "client %d transfer %lld answered %s", c,
                  (long long)seq, o == O_REFUSED ? "409 CHECK" : "507");
@@ -1032,16 +1041,16 @@ static void merge_client(sqlite3_stmt *st, int c, int64_t W, int64_t S, dbcheck 
 }
 
 static void db_check(dbcheck *d) {
-  int nc = g.cfg.clients + 1, failed = 0;
+  int nc = soak.cfg.clients + 1, failed = 0;
   int64_t W[MAX_CLIENTS + 1], S[MAX_CLIENTS + 1];
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
-  int64_t t0 = now_ns();
+  int64_t t0 = bench_now_ns();
   memset(d, 0, sizeof *d);
   /* What was answered before the snapshot must be in it. */
   for (int c = 0; c < nc; c++)
-    W[c] = atomic_load(&g.cl[c].answered);
-  if (sqlite3_open_v2(g.db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    W[c] = atomic_load(&soak.cl[c].answered);
+  if (sqlite3_open_v2(soak.db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     snprintf(d->err, sizeof d->err, "open: %s", db ? sqlite3_errmsg(db) : "out of memory");
     sqlite3_close(db);
     return;
@@ -1057,7 +1066,7 @@ static void db_check(dbcheck *d) {
   d->naccounts = col_int(db, "SELECT count(*) FROM accounts", 0, 0, &failed);
   /* Sent before the snapshot's end, so no row may be beyond. */
   for (int c = 0; c < nc; c++)
-    S[c] = atomic_load(&g.cl[c].sent);
+    S[c] = atomic_load(&soak.cl[c].sent);
   if (sqlite3_prepare_v2(db, "SELECT id FROM transfers WHERE id >= ?1 AND id < ?2 ORDER BY id", -1, &st,
                          NULL) == SQLITE_OK) {
     for (int c = 0; c < nc; c++)
@@ -1089,155 +1098,160 @@ static void db_check(dbcheck *d) {
   }
   sqlite3_finalize(st);
   sqlite3_close(db);
-  d->seconds = since_s(t0);
+  d->seconds = soak_since_s(t0);
 }
 
 /* The checks every fault ends with. */
-static void common_checks(int row) {
+static void soak_check_common(int row) {
   dbcheck d;
   db_check(&d);
   if (!d.opened) {
-    check(row, C_PRESENT, 0, "cannot check the database: %s", d.err);
+    soak_check(row, C_PRESENT, 0, "cannot check the database: %s", d.err);
     return;
   }
   if (d.err[0])
-    fail_msg("database check: %s", d.err);
-  check(row, C_PRESENT, d.missing == 0, "%lld transfers answered OK are missing, the first %s",
-        (long long)d.missing, d.first_missing);
-  check(row, C_ABSENT, d.wrongly == 0, "%lld transfers refused or answered 507 are in the log, the first %s",
-        (long long)d.wrongly, d.first_wrong);
-  check(row, C_PHANTOM, d.phantom == 0, "%lld log rows were never sent, the first %s", (long long)d.phantom,
-        d.first_phantom);
-  check(row, C_MONEY, d.money == MONEY && d.naccounts == NACC,
-        "balances sum to %lld over %lld accounts, not %lld", (long long)d.money, (long long)d.naccounts,
-        (long long)MONEY);
-  check(row, C_BALANCES, d.bad_balances == 0, "%lld balances differ from what the log moved",
-        (long long)d.bad_balances);
-  check(row, C_INTEGRITY, d.integrity_ok, "integrity_check: %s", d.integrity);
-  check(row, C_MARKS, d.marks_bad == 0, "%lld rows of refused requests in marks", (long long)d.marks_bad);
+    soak_check_failure("database check: %s", d.err);
+  soak_check(row, C_PRESENT, d.missing == 0, "%lld transfers answered OK are missing, the first %s",
+             (long long)d.missing, d.first_missing);
+  soak_check(row, C_ABSENT, d.wrongly == 0,
+             "%lld transfers refused or answered 507 are in the log, the first %s", (long long)d.wrongly,
+             d.first_wrong);
+  soak_check(row, C_PHANTOM, d.phantom == 0, "%lld log rows were never sent, the first %s",
+             (long long)d.phantom, d.first_phantom);
+  soak_check(row, C_MONEY, d.money == MONEY && d.naccounts == NACC,
+             "balances sum to %lld over %lld accounts, not %lld", (long long)d.money, (long long)d.naccounts,
+             (long long)MONEY);
+  soak_check(row, C_BALANCES, d.bad_balances == 0, "%lld balances differ from what the log moved",
+             (long long)d.bad_balances);
+  soak_check(row, C_INTEGRITY, d.integrity_ok, "integrity_check: %s", d.integrity);
+  soak_check(row, C_MARKS, d.marks_bad == 0, "%lld rows of refused requests in marks",
+             (long long)d.marks_bad);
   if (d.marks_smuggled)
-    finding("smuggled-ran", "two Content-Length: %lld smuggled INSERTs ran (rows in marks)",
-            (long long)d.marks_smuggled);
-  if (atomic_load(&g.pid) <= 0)
+    soak_check_finding("smuggled-ran", "two Content-Length: %lld smuggled INSERTs ran (rows in marks)",
+                       (long long)d.marks_smuggled);
+  if (atomic_load(&soak.pid) <= 0)
     return; /* the file alone: no RSS */
-  long kib = rss_kib(atomic_load(&g.pid));
-  if (kib > (long)g.cfg.rss_mib * 1024 && atomic_load(&g.heavy_pid) == atomic_load(&g.pid))
-    finding("rss-heavy", "RSS %ld MiB at a check while a heavy request may be running", kib / 1024);
+  long kib = soak_lithd_rss_kib(atomic_load(&soak.pid));
+  if (kib > (long)soak.cfg.rss_mib * 1024 && atomic_load(&soak.heavy_pid) == atomic_load(&soak.pid))
+    soak_check_finding("rss-heavy", "RSS %ld MiB at a check while a heavy request may be running",
+                       kib / 1024);
   else
-    check(row, C_RSS, kib <= (long)g.cfg.rss_mib * 1024, "RSS %ld KiB, over %d MiB", kib, g.cfg.rss_mib);
+    soak_check(row, C_RSS, kib <= (long)soak.cfg.rss_mib * 1024, "RSS %ld KiB, over %d MiB", kib,
+               soak.cfg.rss_mib);
 }
 
 /* ---- the nemesis ---------------------------------------------------------------------------- */
 
-static int64_t counts_of(int ph, int t) { return atomic_load(&g.cnt[ph][t]); }
+static int64_t soak_load_count(int ph, int t) { return atomic_load(&soak.cnt[ph][t]); }
 
 /* Wait (30 s at most) for a transfer answered OK after `since_ok` were; the time since t_fault. */
 static int64_t wait_recovery(int64_t since_ok, int64_t t_fault) {
-  int64_t until = now_ns() + 30000000000;
-  while (atomic_load(&g.ok_total) <= since_ok && now_ns() < until)
+  int64_t until = bench_now_ns() + 30000000000;
+  while (atomic_load(&soak.ok_total) <= since_ok && bench_now_ns() < until)
     bench_sleep_ms(1);
-  return atomic_load(&g.ok_total) > since_ok ? now_ns() - t_fault : -1;
+  return atomic_load(&soak.ok_total) > since_ok ? bench_now_ns() - t_fault : -1;
 }
 
 /* Other clients during a fault that should not hurt them: answered, and
  * some OK. An outside stop of lithd meanwhile excuses what it cost. */
 static void served(int ph, const int64_t d[NT], int64_t ext0) {
-  if (g.external != ext0) {
+  if (soak.external != ext0) {
     fprintf(stderr, "[%7.1f s] %s #%lld: others-served check skipped (lithd was stopped from outside)\n",
-            since_s(g.t_begin), PH_NAME[ph], (long long)g.row[ph].injected);
+            soak_since_s(soak.t_begin), PH_NAME[ph], (long long)soak.row[ph].injected);
     return;
   }
-  check(ph, C_SERVED,
-        (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] + d[T_OTHER] + d[T_STOPPING] + d[T_FULL] == 0,
-        "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping, %lld "
-        "507",
-        (long long)d[T_SENT], (long long)d[T_OK], (long long)d[T_LOST], (long long)d[T_OTHER],
-        (long long)d[T_STOPPING], (long long)d[T_FULL]);
+  soak_check(
+      ph, C_SERVED,
+      (d[T_SENT] == 0 || d[T_OK] > 0) && d[T_LOST] + d[T_OTHER] + d[T_STOPPING] + d[T_FULL] == 0,
+      "others' transfers: %lld sent, %lld OK, %lld no answer, %lld other answers, %lld 503 stopping, %lld "
+      "507",
+      (long long)d[T_SENT], (long long)d[T_OK], (long long)d[T_LOST], (long long)d[T_OTHER],
+      (long long)d[T_STOPPING], (long long)d[T_FULL]);
 }
 
 static void begin_fault(int ph, int pause) {
-  g.row[ph].injected++;
+  soak.row[ph].injected++;
   if (pause)
-    atomic_store(&g.pause_attacks, 1);
-  atomic_store(&g.phase, ph);
+    atomic_store(&soak.pause_attacks, 1);
+  atomic_store(&soak.phase, ph);
 }
 
 static void end_fault(int ph) {
-  atomic_store(&g.phase, PH_NONE);
-  atomic_store(&g.pause_attacks, 0);
-  if (g.row[ph].probe_max_ns < atomic_load(&g.probe_max_ns[ph]))
-    g.row[ph].probe_max_ns = atomic_load(&g.probe_max_ns[ph]);
+  atomic_store(&soak.phase, PH_NONE);
+  atomic_store(&soak.pause_attacks, 0);
+  if (soak.row[ph].probe_max_ns < atomic_load(&soak.probe_max_ns[ph]))
+    soak.row[ph].probe_max_ns = atomic_load(&soak.probe_max_ns[ph]);
 }
 
 /* The database's filesystem: what holds its space. */
 static void say_fs(void) {
   struct stat db, wal, shm;
   struct statvfs vf;
-  if (stat(g.db, &db) != 0)
+  if (stat(soak.db, &db) != 0)
     db.st_size = -1;
-  if (stat(g.wal, &wal) != 0)
+  if (stat(soak.wal, &wal) != 0)
     wal.st_size = -1;
-  if (stat(g.shm, &shm) != 0)
+  if (stat(soak.shm, &shm) != 0)
     shm.st_size = -1;
-  double avail = statvfs(g.db, &vf) == 0 ? (double)vf.f_bavail * (double)vf.f_frsize / 1048576 : -1;
+  double avail = statvfs(soak.db, &vf) == 0 ? (double)vf.f_bavail * (double)vf.f_frsize / 1048576 : -1;
   fprintf(stderr,
           "[%7.1f s]   the filesystem: soak.db %.1f MiB, -wal %.1f MiB, -shm %lld KiB, %.1f MiB free\n",
-          since_s(g.t_begin), (double)db.st_size / 1048576, (double)wal.st_size / 1048576,
+          soak_since_s(soak.t_begin), (double)db.st_size / 1048576, (double)wal.st_size / 1048576,
           (long long)shm.st_size / 1024, avail);
 }
 
 static void note_recovery(int ph, int64_t rec) {
-  if (check(ph, C_RECOVER, rec >= 0, "no transfer answered OK within 30 s") &&
-      rec > g.row[ph].max_recovery_ns)
-    g.row[ph].max_recovery_ns = rec;
-  else if (rec < 0 && g.fs_kind != FS_NONE)
+  if (soak_check(ph, C_RECOVER, rec >= 0, "no transfer answered OK within 30 s") &&
+      rec > soak.row[ph].max_recovery_ns)
+    soak.row[ph].max_recovery_ns = rec;
+  else if (rec < 0 && soak.fs_kind != FS_NONE)
     say_fs();
 }
 
-static void fault_sigkill(void) {
+static void soak_fault_sigkill(void) {
   begin_fault(PH_KILL, 1);
-  atomic_store(&g.last_outage, PH_KILL);
-  atomic_fetch_add(&g.outages, 1);
-  atomic_fetch_add(&g.kills, 1);
-  pid_t pid = atomic_load(&g.pid);
-  int64_t t0 = now_ns();
+  atomic_store(&soak.last_outage, PH_KILL);
+  atomic_fetch_add(&soak.outages, 1);
+  atomic_fetch_add(&soak.kills, 1);
+  pid_t pid = atomic_load(&soak.pid);
+  int64_t t0 = bench_now_ns();
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   int port = -1;
   for (int i = 0; i < 5 && port < 0; i++) {
-    port = start_lithd(atomic_load(&g.port));
+    port = soak_lithd_start(atomic_load(&soak.port));
     if (port < 0)
       bench_sleep_ms(500);
   }
   if (port < 0) {
-    check(PH_KILL, C_RECOVER, 0, "lithd did not restart on %s", g.db);
-    atomic_store(&g.quit, 1);
+    soak_check(PH_KILL, C_RECOVER, 0, "lithd did not restart on %s", soak.db);
+    atomic_store(&soak.quit, 1);
     end_fault(PH_KILL);
     return;
   }
-  g.restarts++;
-  note_recovery(PH_KILL, wait_recovery(atomic_load(&g.ok_total), t0));
+  soak.restarts++;
+  note_recovery(PH_KILL, wait_recovery(atomic_load(&soak.ok_total), t0));
   end_fault(PH_KILL);
-  common_checks(PH_KILL);
+  soak_check_common(PH_KILL);
 }
 
-static void fault_sigstop(void) {
+static void soak_fault_sigstop(void) {
   begin_fault(PH_STOP, 1);
-  atomic_store(&g.last_outage, PH_STOP);
-  atomic_fetch_add(&g.outages, 1);
-  pid_t pid = atomic_load(&g.pid);
-  int64_t t0 = now_ns();
+  atomic_store(&soak.last_outage, PH_STOP);
+  atomic_fetch_add(&soak.outages, 1);
+  pid_t pid = atomic_load(&soak.pid);
+  int64_t t0 = bench_now_ns();
   kill(pid, SIGSTOP);
   bench_sleep_ms(3000);
   kill(pid, SIGCONT);
-  int64_t t1 = now_ns();
-  atomic_fetch_add(&g.stopped_ns, t1 - t0);
-  note_recovery(PH_STOP, wait_recovery(atomic_load(&g.ok_total), t1));
-  check(PH_STOP, C_SAMEPID,
-        waitpid(pid, NULL, WNOHANG) == 0 && kill(pid, 0) == 0 && atomic_load(&g.pid) == pid,
-        "lithd (pid %d) is gone", (int)pid);
+  int64_t t1 = bench_now_ns();
+  atomic_fetch_add(&soak.stopped_ns, t1 - t0);
+  note_recovery(PH_STOP, wait_recovery(atomic_load(&soak.ok_total), t1));
+  soak_check(PH_STOP, C_SAMEPID,
+             waitpid(pid, NULL, WNOHANG) == 0 && kill(pid, 0) == 0 && atomic_load(&soak.pid) == pid,
+             "lithd (pid %d) is gone", (int)pid);
   end_fault(PH_STOP);
-  common_checks(PH_STOP);
+  soak_check_common(PH_STOP);
 }
 
 /* Write the filler until ENOSPC: big pieces, then pages. Bytes written, or -1. */
@@ -1261,142 +1275,143 @@ static int64_t fill_disk(int fd) {
   return total;
 }
 
-static void fault_diskfull(void) {
+static void soak_fault_diskfull(void) {
   begin_fault(PH_FULL, 0);
-  int64_t ext0 = g.external;
-  pid_t pid = atomic_load(&g.pid);
+  int64_t ext0 = soak.external;
+  pid_t pid = atomic_load(&soak.pid);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
-    before[t] = counts_of(PH_FULL, t);
-  int fd = open(g.filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    before[t] = soak_load_count(PH_FULL, t);
+  int fd = open(soak.filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   int64_t bytes = fd >= 0 ? fill_disk(fd) : -1;
   if (fd >= 0)
     close(fd);
   if (bytes < 0)
-    fail_msg("disk full: cannot write the filler %s: %s", g.filler, strerror(errno));
-  g.full_bytes = bytes;
+    soak_check_failure("disk full: cannot write the filler %s: %s", soak.filler, strerror(errno));
+  soak.full_bytes = bytes;
   for (int i = 0; i < 40; i++) { /* held 4 s while the load goes on */
     bench_sleep_ms(100);
-    watch_lithd();
+    soak_lithd_watch();
   }
-  int64_t since = atomic_load(&g.ok_total), t0 = now_ns();
-  unlink(g.filler);
+  int64_t since = atomic_load(&soak.ok_total), t0 = bench_now_ns();
+  unlink(soak.filler);
   note_recovery(PH_FULL, wait_recovery(since, t0));
   end_fault(PH_FULL);
   int64_t d[NT];
   for (int t = 0; t < NT; t++)
-    d[t] = counts_of(PH_FULL, t) - before[t];
-  g.full_507 += d[T_FULL];
-  g.full_ok += d[T_OK];
-  if (g.external == ext0)
-    check(PH_FULL, C_SAMEPID, waitpid(pid, NULL, WNOHANG) == 0 && atomic_load(&g.pid) == pid,
-          "lithd (pid %d) did not live through the full disk", (int)pid);
-  if (g.external == ext0)
-    check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0 && d[T_STOPPING] == 0,
-          "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)",
-          (long long)d[T_SENT], (long long)(d[T_OTHER] + d[T_STOPPING]), (long long)d[T_LOST],
-          (long long)d[T_OK], (long long)d[T_FULL]);
-  common_checks(PH_FULL);
+    d[t] = soak_load_count(PH_FULL, t) - before[t];
+  soak.full_507 += d[T_FULL];
+  soak.full_ok += d[T_OK];
+  if (soak.external == ext0)
+    soak_check(PH_FULL, C_SAMEPID, waitpid(pid, NULL, WNOHANG) == 0 && atomic_load(&soak.pid) == pid,
+               "lithd (pid %d) did not live through the full disk", (int)pid);
+  if (soak.external == ext0)
+    soak_check(PH_FULL, C_FULLANS, d[T_OTHER] == 0 && d[T_LOST] == 0 && d[T_STOPPING] == 0,
+               "of %lld transfers while full: %lld got another answer, %lld none (%lld OK, %lld 507)",
+               (long long)d[T_SENT], (long long)(d[T_OTHER] + d[T_STOPPING]), (long long)d[T_LOST],
+               (long long)d[T_OK], (long long)d[T_FULL]);
+  soak_check_common(PH_FULL);
 }
 
 /* Clients that go away at every step of a request. */
-static void fault_vanish(void) {
+static void soak_fault_vanish(void) {
   enum { EACH = 8 };
   char req[2048], big[512];
   begin_fault(PH_VANISH, 0);
-  int64_t ext0 = g.external;
-  pid_t pid = atomic_load(&g.pid);
+  int64_t ext0 = soak.external;
+  pid_t pid = atomic_load(&soak.pid);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
-    before[t] = counts_of(PH_VANISH, t);
-  int fds0 = count_fds(pid);
-  client *v = &g.cl[g.cfg.clients];
-  uint64_t rng = bench_rng_seed(7, (uint64_t)g.row[PH_VANISH].injected);
-  build_post(big, sizeof big, "/v1/query", NULL,
-             "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
-             "WHERE i < 9000) "
-             "SELECT i, printf('%0100d', i) FROM c\"}]}");
+    before[t] = soak_load_count(PH_VANISH, t);
+  int fds0 = soak_lithd_fds(pid);
+  client *v = &soak.cl[soak.cfg.clients];
+  uint64_t rng = bench_rng_seed(7, (uint64_t)soak.row[PH_VANISH].injected);
+  soak_lithd_post(
+      big, sizeof big, "/v1/query", NULL,
+      "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
+      "WHERE i < 9000) "
+      "SELECT i, printf('%0100d', i) FROM c\"}]}");
   size_t biglen = strlen(big);
   for (int kind = 0; kind < 8; kind++)
     for (int i = 0; i < EACH; i++) {
-      int fd = dial();
+      int fd = soak_lithd_dial();
       if (fd < 0)
         continue;
       int src, dst, amount, npipe = kind == 5 ? 10 : 1;
       size_t n = 0;
       for (int p = 0; p < npipe; p++) { /* the vanishing clients' transfers: outcome unknown */
-        random_transfer(&rng, &src, &dst, &amount);
+        soak_load_random_transfer(&rng, &src, &dst, &amount);
         int64_t s = atomic_fetch_add(&v->sent, 1) + 1;
-        n += transfer_request(req + n, sizeof req - n, ((int64_t)(g.cfg.clients + 1) << 32) | s, src, dst,
-                              amount);
+        n += soak_load_transfer_request(req + n, sizeof req - n, ((int64_t)(soak.cfg.clients + 1) << 32) | s,
+                                        src, dst, amount);
       }
       switch (kind) {
-      case 0: /* half the headers */ send_all(fd, req, n / 4); break;
-      case 1: /* the headers, half the body */ send_all(fd, req, n - 20); break;
+      case 0: /* half the headers */ soak_lithd_send(fd, req, n / 4); break;
+      case 1: /* the headers, half the body */ soak_lithd_send(fd, req, n - 20); break;
       case 2: /* all of it, gone before the answer */
-      case 5: /* ten pipelined */ send_all(fd, req, n); break;
+      case 5: /* ten pipelined */ soak_lithd_send(fd, req, n); break;
       case 3: { /* all of it, then a reset */
         struct linger lg = {1, 0};
-        send_all(fd, req, n);
+        soak_lithd_send(fd, req, n);
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
         break;
       }
-      case 4: /* a 1 MB answer nobody reads */ send_all(fd, big, biglen); break;
+      case 4: /* a 1 MB answer nobody reads */ soak_lithd_send(fd, big, biglen); break;
       case 6: /* nothing at all */ break;
       default: /* all of it, half-closed */
-        send_all(fd, req, n);
+        soak_lithd_send(fd, req, n);
         shutdown(fd, SHUT_WR);
         break;
       }
       close(fd);
     }
   /* lithd lets go of them: its descriptors come back (the others' reconnects: a few of slack) */
-  int64_t t0 = now_ns();
-  int fds = count_fds(pid);
-  while (fds > fds0 + 4 && now_ns() - t0 < 5000000000) {
+  int64_t t0 = bench_now_ns();
+  int fds = soak_lithd_fds(pid);
+  while (fds > fds0 + 4 && bench_now_ns() - t0 < 5000000000) {
     bench_sleep_ms(20);
-    fds = count_fds(pid);
+    fds = soak_lithd_fds(pid);
   }
-  check(PH_VANISH, C_FDS, fds <= fds0 + 4, "lithd holds %d descriptors 5 s after the burst, %d before", fds,
-        fds0);
+  soak_check(PH_VANISH, C_FDS, fds <= fds0 + 4, "lithd holds %d descriptors 5 s after the burst, %d before",
+             fds, fds0);
   bench_sleep_ms(300);
   end_fault(PH_VANISH);
   int64_t d[NT];
   for (int t = 0; t < NT; t++)
-    d[t] = counts_of(PH_VANISH, t) - before[t];
-  watch_lithd();
+    d[t] = soak_load_count(PH_VANISH, t) - before[t];
+  soak_lithd_watch();
   served(PH_VANISH, d, ext0);
-  common_checks(PH_VANISH);
+  soak_check_common(PH_VANISH);
 }
 
 /* Connections that send a byte a second, never finishing their request. */
-static void fault_slowloris(void) {
-  int n = g.cfg.slow_conns;
+static void soak_fault_slowloris(void) {
+  int n = soak.cfg.slow_conns;
   int *fd = bench_xcalloc((size_t)n, sizeof *fd);
   double *closed = bench_xcalloc((size_t)n, sizeof *closed);
   char head[256];
   begin_fault(PH_SLOW, 0);
-  int64_t ext0 = g.external;
-  atomic_store(&g.probe_max_ns[PH_SLOW], 0);
+  int64_t ext0 = soak.external;
+  atomic_store(&soak.probe_max_ns[PH_SLOW], 0);
   int64_t before[NT];
   for (int t = 0; t < NT; t++)
-    before[t] = counts_of(PH_SLOW, t);
-  int64_t t0 = now_ns();
+    before[t] = soak_load_count(PH_SLOW, t);
+  int64_t t0 = bench_now_ns();
   for (int i = 0; i < n; i++) {
-    fd[i] = bench_dial(atomic_load(&g.port), 1);
+    fd[i] = bench_dial(atomic_load(&soak.port), 1);
     if (fd[i] < 0)
       continue;
     /* even: headers a byte at a time; odd: whole headers, then the body a byte at a time */
-    int hl = i % 2
-                 ? snprintf(head, sizeof head,
-                            "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" J "Content-Length: 100000\r\n\r\n")
-                 : snprintf(head, sizeof head, "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+    int hl = i % 2 ? snprintf(head, sizeof head,
+                              "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\n" SOAK_CT_JSON
+                              "Content-Length: 100000\r\n\r\n")
+                   : snprintf(head, sizeof head, "POST /v1/do HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
     send(fd[i], head, (size_t)hl, MSG_NOSIGNAL);
   }
-  g.slow_injected += n;
-  for (int sec = 0; sec < g.cfg.slow_seconds && !atomic_load(&g.quit); sec++) {
+  soak.slow_injected += n;
+  for (int sec = 0; sec < soak.cfg.slow_seconds && !atomic_load(&soak.quit); sec++) {
     bench_sleep_ms(1000);
-    watch_lithd();
+    soak_lithd_watch();
     for (int i = 0; i < n; i++) {
       if (fd[i] < 0 || closed[i] > 0)
         continue;
@@ -1405,7 +1420,7 @@ static void fault_slowloris(void) {
       ssize_t k = recv(fd[i], junk, sizeof junk, MSG_DONTWAIT);
       if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ||
           send(fd[i], i % 2 ? " " : "a", 1, MSG_NOSIGNAL) != 1)
-        closed[i] = since_s(t0);
+        closed[i] = soak_since_s(t0);
     }
   }
   int nh = 0, nb = 0, open_end = 0;
@@ -1414,31 +1429,31 @@ static void fault_slowloris(void) {
       continue;
     if (closed[i] > 0) {
       i % 2 ? nb++ : nh++;
-      if (g.slow_first_close_s == 0 || closed[i] < g.slow_first_close_s)
-        g.slow_first_close_s = closed[i];
-      if (closed[i] > g.slow_last_close_s)
-        g.slow_last_close_s = closed[i];
+      if (soak.slow_first_close_s == 0 || closed[i] < soak.slow_first_close_s)
+        soak.slow_first_close_s = closed[i];
+      if (closed[i] > soak.slow_last_close_s)
+        soak.slow_last_close_s = closed[i];
     } else {
       open_end++;
     }
     close(fd[i]);
   }
-  g.slow_closed_hdr += nh;
-  g.slow_closed_body += nb;
-  g.slow_open_end += open_end;
-  int64_t pmax = atomic_load(&g.probe_max_ns[PH_SLOW]);
+  soak.slow_closed_hdr += nh;
+  soak.slow_closed_body += nb;
+  soak.slow_open_end += open_end;
+  int64_t pmax = atomic_load(&soak.probe_max_ns[PH_SLOW]);
   end_fault(PH_SLOW);
   int64_t d[NT];
   for (int t = 0; t < NT; t++)
-    d[t] = counts_of(PH_SLOW, t) - before[t];
-  check(PH_SLOW, C_LATENCY, pmax <= (int64_t)g.cfg.latency_ms * 1000000 || g.external != ext0,
-        "a probe took %.0f ms while %d connections dribbled (bound %d ms)", (double)pmax / 1e6, n,
-        g.cfg.latency_ms);
-  watch_lithd();
+    d[t] = soak_load_count(PH_SLOW, t) - before[t];
+  soak_check(PH_SLOW, C_LATENCY, pmax <= (int64_t)soak.cfg.latency_ms * 1000000 || soak.external != ext0,
+             "a probe took %.0f ms while %d connections dribbled (bound %d ms)", (double)pmax / 1e6, n,
+             soak.cfg.latency_ms);
+  soak_lithd_watch();
   served(PH_SLOW, d, ext0);
   free(fd);
   free(closed);
-  common_checks(PH_SLOW);
+  soak_check_common(PH_SLOW);
 }
 
 /* ---- the filesystem ----------------------------------------------------------------------- */
@@ -1459,43 +1474,44 @@ static int run_quiet(char *const argv[]) {
 
 /* A small filesystem for the database: tmpfs, else an ext4 image on a loop
  * device, else none (the disk-full fault is then skipped). */
-static void setup_fs(void) {
+static void soak_fault_fs_setup(void) {
   char opt[64];
   int e1;
-  mkdir(g.fsdir, 0700);
-  snprintf(opt, sizeof opt, "size=%dm,mode=0700", g.cfg.fs_mib);
-  if (mount("tmpfs", g.fsdir, "tmpfs", MS_NOSUID | MS_NODEV, opt) == 0) {
-    g.fs_kind = FS_TMPFS;
-    snprintf(g.fs_why, sizeof g.fs_why, "tmpfs of %d MiB at %.200s", g.cfg.fs_mib, g.fsdir);
+  mkdir(soak.fsdir, 0700);
+  snprintf(opt, sizeof opt, "size=%dm,mode=0700", soak.cfg.fs_mib);
+  if (mount("tmpfs", soak.fsdir, "tmpfs", MS_NOSUID | MS_NODEV, opt) == 0) {
+    soak.fs_kind = FS_TMPFS;
+    snprintf(soak.fs_why, sizeof soak.fs_why, "tmpfs of %d MiB at %.200s", soak.cfg.fs_mib, soak.fsdir);
     return;
   }
   e1 = errno;
-  int fd = open(g.fsimg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd >= 0 && ftruncate(fd, (off_t)g.cfg.fs_mib << 20) == 0) {
+  int fd = open(soak.fsimg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd >= 0 && ftruncate(fd, (off_t)soak.cfg.fs_mib << 20) == 0) {
     close(fd);
-    char *mkfs[] = {"mkfs.ext4", "-q", "-F", "-m", "0", g.fsimg, NULL};
-    char *mnt[] = {"mount", "-o", "loop", g.fsimg, g.fsdir, NULL};
+    char *mkfs[] = {"mkfs.ext4", "-q", "-F", "-m", "0", soak.fsimg, NULL};
+    char *mnt[] = {"mount", "-o", "loop", soak.fsimg, soak.fsdir, NULL};
     if (run_quiet(mkfs) == 0 && run_quiet(mnt) == 0) {
-      g.fs_kind = FS_LOOP;
-      snprintf(g.fs_why, sizeof g.fs_why, "ext4 of %d MiB on a loop device at %.200s (tmpfs: %s)",
-               g.cfg.fs_mib, g.fsdir, strerror(e1));
+      soak.fs_kind = FS_LOOP;
+      snprintf(soak.fs_why, sizeof soak.fs_why, "ext4 of %d MiB on a loop device at %.200s (tmpfs: %s)",
+               soak.cfg.fs_mib, soak.fsdir, strerror(e1));
       return;
     }
   } else if (fd >= 0) {
     close(fd);
   }
-  unlink(g.fsimg);
-  g.fs_kind = FS_NONE;
-  snprintf(g.fs_why, sizeof g.fs_why, "the run's directory (%s): mount tmpfs refused (%s), loop mount failed",
-           bench_fs_name(g.dir), strerror(e1));
+  unlink(soak.fsimg);
+  soak.fs_kind = FS_NONE;
+  snprintf(soak.fs_why, sizeof soak.fs_why,
+           "the run's directory (%s): mount tmpfs refused (%s), loop mount failed", bench_fs_name(soak.dir),
+           strerror(e1));
 }
 
 /* A failed run's database, copied out of the filesystem about to go. */
-static void keep_db(void) {
+static void soak_fault_keep_db(void) {
   char dest[4400];
   sqlite3 *from = NULL, *to = NULL;
-  snprintf(dest, sizeof dest, "%s/soak-kept.db", g.dir);
-  if (sqlite3_open_v2(g.db, &from, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+  snprintf(dest, sizeof dest, "%s/soak-kept.db", soak.dir);
+  if (sqlite3_open_v2(soak.db, &from, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
       sqlite3_open(dest, &to) == SQLITE_OK) {
     sqlite3_backup *b = sqlite3_backup_init(to, "main", from, "main");
     if (b) {
@@ -1507,73 +1523,75 @@ static void keep_db(void) {
   sqlite3_close(to);
 }
 
-static void teardown_fs(void) {
-  if (g.fs_kind != FS_NONE && umount2(g.fsdir, 0) != 0 && umount2(g.fsdir, MNT_DETACH) != 0)
-    fprintf(stderr, "soak: umount %s: %s\n", g.fsdir, strerror(errno));
-  if (g.fs_kind == FS_LOOP)
-    unlink(g.fsimg);
-  rmdir(g.fsdir);
+static void soak_fault_fs_teardown(void) {
+  if (soak.fs_kind != FS_NONE && umount2(soak.fsdir, 0) != 0 && umount2(soak.fsdir, MNT_DETACH) != 0)
+    fprintf(stderr, "soak: umount %s: %s\n", soak.fsdir, strerror(errno));
+  if (soak.fs_kind == FS_LOOP)
+    unlink(soak.fsimg);
+  rmdir(soak.fsdir);
 }
 
 /* ---- the end --------------------------------------------------------------------------------- */
 
-static void final_checks(void) {
-  g.row[ROW_END].injected = 1;
-  watch_lithd();
-  common_checks(ROW_END); /* live, every answer in */
-  pid_t pid = atomic_load(&g.pid);
-  int heavy = atomic_load(&g.heavy_pid) == pid;
+static void soak_check_end(void) {
+  soak.row[ROW_END].injected = 1;
+  soak_lithd_watch();
+  soak_check_common(ROW_END); /* live, every answer in */
+  pid_t pid = atomic_load(&soak.pid);
+  int heavy = atomic_load(&soak.heavy_pid) == pid;
   if (heavy) {
     /* SIGTERM waits for a read that runs past --max-run-ms (README: not yet) */
     int st;
     kill(pid, SIGTERM);
-    int64_t until = now_ns() + 15000000000;
-    while (waitpid(pid, &st, WNOHANG) == 0 && now_ns() < until)
+    int64_t until = bench_now_ns() + 15000000000;
+    while (waitpid(pid, &st, WNOHANG) == 0 && bench_now_ns() < until)
       bench_sleep_ms(10);
     if (kill(pid, 0) == 0) {
-      finding("sigterm-heavy",
-              "SIGTERM: lithd still running 15 s later with a heavy read in flight; SIGKILL");
+      soak_check_finding("sigterm-heavy",
+                         "SIGTERM: lithd still running 15 s later with a heavy read in flight; SIGKILL");
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
     } else {
-      check(ROW_END, C_EXIT, WIFEXITED(st) && WEXITSTATUS(st) == 0, "lithd ended with %s %d",
-            WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+      soak_check(ROW_END, C_EXIT, WIFEXITED(st) && WEXITSTATUS(st) == 0, "lithd ended with %s %d",
+                 WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
     }
   } else {
     char err[400];
-    check(ROW_END, C_EXIT, bench_server_stop(pid, g.errlog, "lithd", err, sizeof err) == 0, "%s", err);
+    soak_check(ROW_END, C_EXIT, bench_server_stop(pid, soak.errlog, "lithd", err, sizeof err) == 0, "%s",
+               err);
   }
-  atomic_store(&g.pid, 0);
-  common_checks(ROW_END); /* the file as lithd left it */
+  atomic_store(&soak.pid, 0);
+  soak_check_common(ROW_END); /* the file as lithd left it */
   /* 507 between faults: the disk is full without the filler. No answer, or
    * 503 stopping: excused only by an outside stop. */
-  int64_t other = counts_of(PH_NONE, T_OTHER) + counts_of(PH_NONE, T_FULL),
-          gone = g.external ? 0 : counts_of(PH_NONE, T_LOST) + counts_of(PH_NONE, T_STOPPING);
-  check(ROW_END, C_INNOCENT, other + gone == 0,
-        "%lld transfers between faults failed (%lld 507, %lld other answers, %lld none, %lld 503 stopping)",
-        (long long)(other + gone), (long long)counts_of(PH_NONE, T_FULL),
-        (long long)counts_of(PH_NONE, T_OTHER), (long long)counts_of(PH_NONE, T_LOST),
-        (long long)counts_of(PH_NONE, T_STOPPING));
+  int64_t other = soak_load_count(PH_NONE, T_OTHER) + soak_load_count(PH_NONE, T_FULL),
+          gone = soak.external ? 0 : soak_load_count(PH_NONE, T_LOST) + soak_load_count(PH_NONE, T_STOPPING);
+  soak_check(
+      ROW_END, C_INNOCENT, other + gone == 0,
+      "%lld transfers between faults failed (%lld 507, %lld other answers, %lld none, %lld 503 stopping)",
+      (long long)(other + gone), (long long)soak_load_count(PH_NONE, T_FULL),
+      (long long)soak_load_count(PH_NONE, T_OTHER), (long long)soak_load_count(PH_NONE, T_LOST),
+      (long long)soak_load_count(PH_NONE, T_STOPPING));
   int64_t bad = 0;
   for (int k = 0; k < NATTACK; k++)
-    if (!(k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).known || g.cfg.strict)
-      bad += g.att[k].unexpected + g.att[k].noanswer;
-  check(ROW_END, C_ATTACKS, bad == 0, "%lld attacks got a wrong answer or none", (long long)bad);
-  check(ROW_END, C_PROBE, atomic_load(&g.probe_money_bad) == 0, "%lld probes read a wrong sum",
-        (long long)atomic_load(&g.probe_money_bad));
-  check(ROW_END, C_ALIVE, g.deaths == 0, "lithd ended by itself %lld times", (long long)g.deaths);
-  check(ROW_END, C_RSS, atomic_load(&g.rss_max_kib) <= (int64_t)g.cfg.rss_mib * 1024,
-        "RSS reached %lld KiB outside heavy requests, over %d MiB", (long long)atomic_load(&g.rss_max_kib),
-        g.cfg.rss_mib);
-  if (atomic_load(&g.rss_heavy_max_kib) > (int64_t)g.cfg.rss_mib * 1024)
-    finding("rss-heavy-peak", "RSS peaked at %lld MiB while a heavy request ran (bound %d MiB)",
-            (long long)atomic_load(&g.rss_heavy_max_kib) / 1024, g.cfg.rss_mib);
+    if (!(k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).known || soak.cfg.strict)
+      bad += soak.att[k].unexpected + soak.att[k].noanswer;
+  soak_check(ROW_END, C_ATTACKS, bad == 0, "%lld attacks got a wrong answer or none", (long long)bad);
+  soak_check(ROW_END, C_PROBE, atomic_load(&soak.probe_money_bad) == 0, "%lld probes read a wrong sum",
+             (long long)atomic_load(&soak.probe_money_bad));
+  soak_check(ROW_END, C_ALIVE, soak.deaths == 0, "lithd ended by itself %lld times", (long long)soak.deaths);
+  soak_check(ROW_END, C_RSS, atomic_load(&soak.rss_max_kib) <= (int64_t)soak.cfg.rss_mib * 1024,
+             "RSS reached %lld KiB outside heavy requests, over %d MiB",
+             (long long)atomic_load(&soak.rss_max_kib), soak.cfg.rss_mib);
+  if (atomic_load(&soak.rss_heavy_max_kib) > (int64_t)soak.cfg.rss_mib * 1024)
+    soak_check_finding("rss-heavy-peak", "RSS peaked at %lld MiB while a heavy request ran (bound %d MiB)",
+                       (long long)atomic_load(&soak.rss_heavy_max_kib) / 1024, soak.cfg.rss_mib);
 }
 
-static int count_log_errors(void) {
+static int soak_lithd_log_errors(void) {
   char line[1024];
   int n = 0;
-  FILE *f = fopen(g.log, "r");
+  FILE *f = fopen(soak.log, "r");
   if (!f)
     return -1;
   while (fgets(line, sizeof line, f))
@@ -1582,23 +1600,25 @@ static int count_log_errors(void) {
   return n;
 }
 
-static void fmt_ms(char *b, size_t n, int64_t ns) { bench_fmt_ms(b, n, ns < 0 ? NAN : (double)ns / 1e6, 1); }
+static void soak_report_fmt_ms(char *b, size_t n, int64_t ns) {
+  bench_fmt_ms(b, n, ns < 0 ? NAN : (double)ns / 1e6, 1);
+}
 
-static void print_tables(void) {
+static void soak_report_print(void) {
   char a[32], b[32];
   printf("\n### faults\n\n| fault | injected | checks passed | checks failed | max recovery ms | max probe "
          "ms |\n"
          "|---|--:|--:|--:|--:|--:|\n");
   for (int r = PH_VANISH; r <= ROW_END; r++) {
-    const row_stat *x = &g.row[r];
+    const row_stat *x = &soak.row[r];
     const char *name = r == ROW_END ? "end: live check, SIGTERM, file check" : PH_NAME[r];
-    if (r == PH_FULL && g.fs_kind == FS_NONE) {
-      printf("| %s | skipped: %s | | | | |\n", name, g.fs_why);
+    if (r == PH_FULL && soak.fs_kind == FS_NONE) {
+      printf("| %s | skipped: %s | | | | |\n", name, soak.fs_why);
       continue;
     }
-    fmt_ms(a, sizeof a,
-           x->injected && r != PH_VANISH && r != PH_SLOW && r != ROW_END ? x->max_recovery_ns : -1);
-    fmt_ms(b, sizeof b, r == ROW_END ? -1 : x->probe_max_ns ? x->probe_max_ns : -1);
+    soak_report_fmt_ms(
+        a, sizeof a, x->injected && r != PH_VANISH && r != PH_SLOW && r != ROW_END ? x->max_recovery_ns : -1);
+    soak_report_fmt_ms(b, sizeof b, r == ROW_END ? -1 : x->probe_max_ns ? x->probe_max_ns : -1);
     printf("| %s | %lld | %lld | %lld | %s | %s |\n", name, (long long)x->injected, (long long)x->pass,
            (long long)x->fail, a, b);
   }
@@ -1608,29 +1628,31 @@ static void print_tables(void) {
 
   printf("\n### checks\n\n| check | passed | failed |\n|---|--:|--:|\n");
   for (int c = 0; c < NCHECK; c++)
-    if (g.chk_pass[c] + g.chk_fail[c])
-      printf("| %s | %lld | %lld |\n", CHECK_NAME[c], (long long)g.chk_pass[c], (long long)g.chk_fail[c]);
+    if (soak.chk_pass[c] + soak.chk_fail[c])
+      printf("| %s | %lld | %lld |\n", CHECK_NAME[c], (long long)soak.chk_pass[c],
+             (long long)soak.chk_fail[c]);
 
   printf(
       "\n### transfers (POST /v1/commands/transfer, %d clients, %d/s)\n\n"
       "| phase met | sent | OK | refused (CHECK) | 507 | 503 stopping | other answer | no answer | max ms |\n"
       "|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
-      g.cfg.clients, g.cfg.rate);
+      soak.cfg.clients, soak.cfg.rate);
   for (int p = 0; p < NPH; p++) {
-    if (!counts_of(p, T_SENT))
+    if (!soak_load_count(p, T_SENT))
       continue;
-    fmt_ms(a, sizeof a, atomic_load(&g.tmax_ns[p]));
+    soak_report_fmt_ms(a, sizeof a, atomic_load(&soak.tmax_ns[p]));
     printf("| %s | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %s |\n", PH_NAME[p],
-           (long long)counts_of(p, T_SENT), (long long)counts_of(p, T_OK), (long long)counts_of(p, T_REFUSED),
-           (long long)counts_of(p, T_FULL), (long long)counts_of(p, T_STOPPING),
-           (long long)counts_of(p, T_OTHER), (long long)counts_of(p, T_LOST), a);
+           (long long)soak_load_count(p, T_SENT), (long long)soak_load_count(p, T_OK),
+           (long long)soak_load_count(p, T_REFUSED), (long long)soak_load_count(p, T_FULL),
+           (long long)soak_load_count(p, T_STOPPING), (long long)soak_load_count(p, T_OTHER),
+           (long long)soak_load_count(p, T_LOST), a);
   }
   bench_lat *bufs[MAX_CLIENTS];
-  for (int c = 0; c < g.cfg.clients; c++)
-    bufs[c] = &g.cl[c].lat;
+  for (int c = 0; c < soak.cfg.clients; c++)
+    bufs[c] = &soak.cl[c].lat;
   static const double qs[2] = {0.5, 0.99};
   bench_lat_sum s;
-  if (bench_lat_merge(bufs, g.cfg.clients, qs, 2, &s) == 0 && s.count) {
+  if (bench_lat_merge(bufs, soak.cfg.clients, qs, 2, &s) == 0 && s.count) {
     char c50[32], c99[32], cmx[32];
     bench_fmt_ms(c50, sizeof c50, s.q[0] / 1e6, 1);
     bench_fmt_ms(c99, sizeof c99, s.q[1] / 1e6, 1);
@@ -1638,18 +1660,19 @@ static void print_tables(void) {
     printf("\nOK between faults: p50 %s ms, p99 %s ms, max %s ms%s. The vanishing clients sent %lld more "
            "(outcome "
            "unknown).\n",
-           c50, c99, cmx, s.sampled ? " (sampled)" : "", (long long)atomic_load(&g.cl[g.cfg.clients].sent));
+           c50, c99, cmx, s.sampled ? " (sampled)" : "",
+           (long long)atomic_load(&soak.cl[soak.cfg.clients].sent));
   }
-  for (int i = 0; i < g.nother; i++)
-    printf("%s other answer: %s\n", i ? "" : "\n", g.other[i]);
+  for (int i = 0; i < soak.nother; i++)
+    printf("%s other answer: %s\n", i ? "" : "\n", soak.other[i]);
 
   printf("\n### attacks\n\n| request | sent | as expected | unexpected | no answer | cut by a fault | max ms "
          "| expected |\n"
          "|---|--:|--:|--:|--:|--:|--:|---|\n");
   for (int k = 0; k < NATTACK; k++) {
     const attack *x = k < NQUICK ? &QUICK[k] : &HEAVY[k - NQUICK];
-    const attack_stat *st = &g.att[k];
-    fmt_ms(a, sizeof a, st->sent ? st->max_ns : -1);
+    const attack_stat *st = &soak.att[k];
+    soak_report_fmt_ms(a, sizeof a, st->sent ? st->max_ns : -1);
     printf("| %s%s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", x->name, x->known ? " †" : "",
            (long long)st->sent, (long long)st->expected, (long long)st->unexpected, (long long)st->noanswer,
            (long long)st->cut, a, x->want);
@@ -1657,57 +1680,58 @@ static void print_tables(void) {
   printf("\n† issue 10 items, fixed since and still asked: a wrong answer is a finding, not a failure,\n"
          "unless --strict. Cut by a fault: no answer because lithd was killed or stopped meanwhile.\n");
   for (int k = 0; k < NATTACK; k++)
-    if (g.att[k].first[0])
+    if (soak.att[k].first[0])
       printf("- %s, first wrong answer: %s\n", (k < NQUICK ? QUICK[k] : HEAVY[k - NQUICK]).name,
-             g.att[k].first);
+             soak.att[k].first);
 
   printf("\n### lithd\n\n");
   printf("- RSS max %lld MiB outside heavy requests (bound %d MiB), %lld MiB while one may run\n",
-         (long long)atomic_load(&g.rss_max_kib) / 1024, g.cfg.rss_mib,
-         (long long)atomic_load(&g.rss_heavy_max_kib) / 1024);
+         (long long)atomic_load(&soak.rss_max_kib) / 1024, soak.cfg.rss_mib,
+         (long long)atomic_load(&soak.rss_heavy_max_kib) / 1024);
   printf("- descriptors: at most %lld; restarts after SIGKILL: %lld; ended by itself: %lld; stopped from "
          "outside: "
          "%lld; error lines in its log: %d\n",
-         (long long)atomic_load(&g.fds_max), (long long)g.restarts, (long long)g.deaths,
-         (long long)g.external, count_log_errors());
+         (long long)atomic_load(&soak.fds_max), (long long)soak.restarts, (long long)soak.deaths,
+         (long long)soak.external, soak_lithd_log_errors());
   printf("- the WAL file: at most %.1f MiB (its peak; a checkpoint that resets it truncates it to "
          "journal_size_limit)\n",
-         (double)atomic_load(&g.wal_max) / 1048576);
-  if (g.row[PH_FULL].injected)
+         (double)atomic_load(&soak.wal_max) / 1048576);
+  if (soak.row[PH_FULL].injected)
     printf("- disk full: filler %lld MiB the last time; while full %lld transfers answered 507, %lld OK\n",
-           (long long)(g.full_bytes >> 20), (long long)g.full_507, (long long)g.full_ok);
-  if (g.slow_injected)
+           (long long)(soak.full_bytes >> 20), (long long)soak.full_507, (long long)soak.full_ok);
+  if (soak.slow_injected)
     printf("- slowloris: of %lld connections lithd closed %lld dribbling headers and %lld dribbling a body "
            "(between "
            "%.0f and %.0f s); %lld were open at the end of their %d s\n",
-           (long long)g.slow_injected, (long long)g.slow_closed_hdr, (long long)g.slow_closed_body,
-           g.slow_first_close_s, g.slow_last_close_s, (long long)g.slow_open_end, g.cfg.slow_seconds);
+           (long long)soak.slow_injected, (long long)soak.slow_closed_hdr, (long long)soak.slow_closed_body,
+           soak.slow_first_close_s, soak.slow_last_close_s, (long long)soak.slow_open_end,
+           soak.cfg.slow_seconds);
   printf("- probes (/v1/query): ");
   for (int p = 0; p < NPH; p++) {
-    fmt_ms(a, sizeof a, p ? g.row[p].probe_max_ns : atomic_load(&g.probe_max_ns[p]));
-    if (atomic_load(&g.probe_n[p]))
+    soak_report_fmt_ms(a, sizeof a, p ? soak.row[p].probe_max_ns : atomic_load(&soak.probe_max_ns[p]));
+    if (atomic_load(&soak.probe_n[p]))
       printf("%s%s %lld, %lld failed, max %s ms", p ? "; " : "", PH_NAME[p],
-             (long long)atomic_load(&g.probe_n[p]), (long long)atomic_load(&g.probe_fail[p]), a);
+             (long long)atomic_load(&soak.probe_n[p]), (long long)atomic_load(&soak.probe_fail[p]), a);
   }
   printf("\n");
 
-  printf("\n### findings (the † items: not failures%s)\n\n", g.cfg.strict ? "; --strict: failures" : "");
-  if (!g.nfinds)
+  printf("\n### findings (the † items: not failures%s)\n\n", soak.cfg.strict ? "; --strict: failures" : "");
+  if (!soak.nfinds)
     printf("none\n");
-  for (int i = 0; i < g.nfinds; i++)
-    printf("- %s (x%lld)\n", g.finds[i].msg, (long long)g.finds[i].count);
-  if (g.ndisturb) {
+  for (int i = 0; i < soak.nfinds; i++)
+    printf("- %s (x%lld)\n", soak.finds[i].msg, (long long)soak.finds[i].count);
+  if (soak.ndisturb) {
     printf("\n### disturbances (from outside the soak: the checks they would skew were skipped)\n\n");
-    for (int i = 0; i < g.ndisturb; i++)
-      printf("- %s\n", g.disturb[i]);
+    for (int i = 0; i < soak.ndisturb; i++)
+      printf("- %s\n", soak.disturb[i]);
   }
   printf("\n### failures\n\n");
-  if (!g.failed)
+  if (!soak.failed)
     printf("none\n");
-  for (int i = 0; i < g.nfails; i++)
-    printf("- %s\n", g.fails[i]);
-  if (g.failed > g.nfails)
-    printf("- ... %d more\n", g.failed - g.nfails);
+  for (int i = 0; i < soak.nfails; i++)
+    printf("- %s\n", soak.fails[i]);
+  if (soak.failed > soak.nfails)
+    printf("- ... %d more\n", soak.failed - soak.nfails);
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -1804,7 +1828,7 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- main -------------------------------------------------------------------------------------- */
 
-static void on_signal(int sig) { atomic_store(&g.quit, 1); }
+static void on_signal(int sig) { atomic_store(&soak.quit, 1); }
 
 static int write_text(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -1825,18 +1849,18 @@ static int setup_files(void) {
            "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < %d)\n"
            "  INSERT INTO accounts SELECT i, %d FROM c;\n",
            NACC - 1, START);
-  snprintf(g.schema, sizeof g.schema, "%s/schema.sql", g.dir);
-  snprintf(g.cmds, sizeof g.cmds, "%s/commands.sql", g.dir);
-  snprintf(g.backups, sizeof g.backups, "%s/backups", g.dir);
-  snprintf(g.log, sizeof g.log, "%s/lithd.log", g.dir);
-  snprintf(g.errlog, sizeof g.errlog, "%s/lithd-stderr.log", g.dir);
-  snprintf(g.fsdir, sizeof g.fsdir, "%s/fs", g.dir);
-  snprintf(g.fsimg, sizeof g.fsimg, "%s/fs.img", g.dir);
-  snprintf(g.evil_abs, sizeof g.evil_abs, "/tmp/lith-soak-evil-%d.db", (int)getpid());
-  snprintf(g.evil_rel, sizeof g.evil_rel, "%s/lith-soak-evil.db", g.dir);
-  mkdir(g.backups, 0700);
-  return write_text(g.schema, schema) ||
-         write_text(g.cmds,
+  snprintf(soak.schema, sizeof soak.schema, "%s/schema.sql", soak.dir);
+  snprintf(soak.cmds, sizeof soak.cmds, "%s/commands.sql", soak.dir);
+  snprintf(soak.backups, sizeof soak.backups, "%s/backups", soak.dir);
+  snprintf(soak.log, sizeof soak.log, "%s/lithd.log", soak.dir);
+  snprintf(soak.errlog, sizeof soak.errlog, "%s/lithd-stderr.log", soak.dir);
+  snprintf(soak.fsdir, sizeof soak.fsdir, "%s/fs", soak.dir);
+  snprintf(soak.fsimg, sizeof soak.fsimg, "%s/fs.img", soak.dir);
+  snprintf(soak.evil_abs, sizeof soak.evil_abs, "/tmp/lith-soak-evil-%d.db", (int)getpid());
+  snprintf(soak.evil_rel, sizeof soak.evil_rel, "%s/lith-soak-evil.db", soak.dir);
+  mkdir(soak.backups, 0700);
+  return write_text(soak.schema, schema) ||
+         write_text(soak.cmds,
                     "-- name: transfer\n"
                     "-- Move :amount from :src to :dst, logged under the client's own :id.\n"
                     "UPDATE accounts SET balance = balance - :amount WHERE id = :src;\n"
@@ -1848,23 +1872,23 @@ static void remove_run_files(void) {
   static const char *const suffix[] = {"", "-wal", "-shm", "-journal", "-lithd.lock"};
   char p[4400];
   for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
-    snprintf(p, sizeof p, "%s%s", g.db, suffix[i]);
+    snprintf(p, sizeof p, "%s%s", soak.db, suffix[i]);
     unlink(p);
   }
-  unlink(g.filler);
-  unlink(g.schema);
-  unlink(g.cmds);
-  unlink(g.log);
-  unlink(g.errlog);
-  rmdir(g.backups);
+  unlink(soak.filler);
+  unlink(soak.schema);
+  unlink(soak.cmds);
+  unlink(soak.log);
+  unlink(soak.errlog);
+  rmdir(soak.backups);
 }
 
 int main(int argc, char **argv) {
-  config *c = &g.cfg;
+  config *c = &soak.cfg;
   char tmpl[] = "/tmp/lith-soak-XXXXXX";
   pthread_t th_probe, th_mon, th_att, th_heavy;
   parse_args(argc, argv, c);
-  pthread_mutex_init(&g.mu, NULL);
+  pthread_mutex_init(&soak.mu, NULL);
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -1877,7 +1901,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpl);
-  if (!realpath(c->cli.db_dir, g.dir)) {
+  if (!realpath(c->cli.db_dir, soak.dir)) {
     perror("bench/soak: realpath");
     return 1;
   }
@@ -1885,12 +1909,12 @@ int main(int argc, char **argv) {
     perror("bench/soak: writing the schema and commands");
     return 1;
   }
-  setup_fs();
-  const char *dbdir = g.fs_kind == FS_NONE ? g.dir : g.fsdir;
-  snprintf(g.db, sizeof g.db, "%s/soak.db", dbdir);
-  snprintf(g.filler, sizeof g.filler, "%s/filler", dbdir);
-  snprintf(g.wal, sizeof g.wal, "%s-wal", g.db);
-  snprintf(g.shm, sizeof g.shm, "%s-shm", g.db);
+  soak_fault_fs_setup();
+  const char *dbdir = soak.fs_kind == FS_NONE ? soak.dir : soak.fsdir;
+  snprintf(soak.db, sizeof soak.db, "%s/soak.db", dbdir);
+  snprintf(soak.filler, sizeof soak.filler, "%s/filler", dbdir);
+  snprintf(soak.wal, sizeof soak.wal, "%s-wal", soak.db);
+  snprintf(soak.shm, sizeof soak.shm, "%s-shm", soak.db);
 
   bench_machine m;
   bench_machine_get(&m);
@@ -1898,84 +1922,85 @@ int main(int argc, char **argv) {
   printf("machine: nproc %ld, CPU %s, kernel %s\n", m.nproc, m.cpu, m.kernel);
   printf("lithd: %s (--readers 4 --max-run-ms %d); SQLite %s (checks)\n", c->lithd, c->run_ms,
          sqlite3_libversion());
-  printf("database: %s, on %s\n", g.db, g.fs_why);
+  printf("database: %s, on %s\n", soak.db, soak.fs_why);
   printf("plan: %g min; %d clients, %d transfers/s; faults in turn: vanish, slowloris (%d conns, %d s), "
          "SIGSTOP, "
          "disk full%s, SIGKILL; RSS bound %d MiB\n",
          c->minutes, c->clients, c->rate, c->slow_conns, c->slow_seconds,
-         g.fs_kind == FS_NONE ? " (skipped)" : "", c->rss_mib);
+         soak.fs_kind == FS_NONE ? " (skipped)" : "", c->rss_mib);
   fflush(stdout);
 
-  g.cl = bench_xcalloc((size_t)c->clients + 1, sizeof *g.cl);
-  g.t_begin = now_ns();
-  if (start_lithd(0) < 0) {
-    teardown_fs();
+  soak.cl = bench_xcalloc((size_t)c->clients + 1, sizeof *soak.cl);
+  soak.t_begin = bench_now_ns();
+  if (soak_lithd_start(0) < 0) {
+    soak_fault_fs_teardown();
     return 1;
   }
   size_t latcap = bench_lat_cap(c->clients, c->minutes * 60);
   for (int i = 0; i <= c->clients; i++) {
-    g.cl[i].idx = i;
-    g.cl[i].rng = bench_rng_seed(0x50a4, (uint64_t)i);
-    if (bench_lat_init(&g.cl[i].lat, 0, latcap, (uint64_t)i + 1) != 0) {
+    soak.cl[i].idx = i;
+    soak.cl[i].rng = bench_rng_seed(0x50a4, (uint64_t)i);
+    if (bench_lat_init(&soak.cl[i].lat, 0, latcap, (uint64_t)i + 1) != 0) {
       fprintf(stderr, "bench/soak: out of memory\n");
       return 1;
     }
   }
   for (int i = 0; i < c->clients; i++)
-    pthread_create(&g.cl[i].th, NULL, client_main, &g.cl[i]);
-  pthread_create(&th_probe, NULL, probe_main, NULL);
-  pthread_create(&th_mon, NULL, monitor_main, NULL);
-  pthread_create(&th_att, NULL, attacker_main, NULL);
-  pthread_create(&th_heavy, NULL, heavy_main, NULL);
+    pthread_create(&soak.cl[i].th, NULL, soak_load_client_main, &soak.cl[i]);
+  pthread_create(&th_probe, NULL, soak_load_probe_main, NULL);
+  pthread_create(&th_mon, NULL, soak_lithd_monitor_main, NULL);
+  pthread_create(&th_att, NULL, soak_attack_quick_main, NULL);
+  pthread_create(&th_heavy, NULL, soak_attack_heavy_main, NULL);
 
-  static void (*const FAULT[])(void) = {fault_vanish, fault_slowloris, fault_sigstop, fault_diskfull,
-                                        fault_sigkill};
+  static void (*const FAULT[])(void) = {soak_fault_vanish, soak_fault_slowloris, soak_fault_sigstop,
+                                        soak_fault_diskfull, soak_fault_sigkill};
   static const int FAULT_PH[] = {PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL};
-  int64_t deadline = g.t_begin + (int64_t)(c->minutes * 60e9);
-  for (int i = 0; !atomic_load(&g.quit) && now_ns() < deadline; i++) {
-    for (int w = 0; w < 15 && !atomic_load(&g.quit); w++) { /* a gap of 1.5 s: load and attacks only */
+  int64_t deadline = soak.t_begin + (int64_t)(c->minutes * 60e9);
+  for (int i = 0; !atomic_load(&soak.quit) && bench_now_ns() < deadline; i++) {
+    for (int w = 0; w < 15 && !atomic_load(&soak.quit); w++) { /* a gap of 1.5 s: load and attacks only */
       bench_sleep_ms(100);
-      watch_lithd();
+      soak_lithd_watch();
     }
     int f = i % 5;
-    if (FAULT_PH[f] == PH_FULL && g.fs_kind == FS_NONE)
+    if (FAULT_PH[f] == PH_FULL && soak.fs_kind == FS_NONE)
       continue;
-    if (atomic_load(&g.quit) || now_ns() >= deadline)
+    if (atomic_load(&soak.quit) || bench_now_ns() >= deadline)
       break;
-    int64_t fail0 = g.row[FAULT_PH[f]].fail;
+    int64_t fail0 = soak.row[FAULT_PH[f]].fail;
     FAULT[f]();
-    fprintf(stderr, "[%7.1f s] %s #%lld: %s; %lld transfers OK so far, RSS %lld MiB\n", since_s(g.t_begin),
-            PH_NAME[FAULT_PH[f]], (long long)g.row[FAULT_PH[f]].injected,
-            g.row[FAULT_PH[f]].fail > fail0 ? "CHECKS FAILED" : "checks passed",
-            (long long)atomic_load(&g.ok_total), (long long)atomic_load(&g.rss_kib) / 1024);
+    fprintf(stderr, "[%7.1f s] %s #%lld: %s; %lld transfers OK so far, RSS %lld MiB\n",
+            soak_since_s(soak.t_begin), PH_NAME[FAULT_PH[f]], (long long)soak.row[FAULT_PH[f]].injected,
+            soak.row[FAULT_PH[f]].fail > fail0 ? "CHECKS FAILED" : "checks passed",
+            (long long)atomic_load(&soak.ok_total), (long long)atomic_load(&soak.rss_kib) / 1024);
   }
 
-  atomic_store(&g.stop, 1);
+  atomic_store(&soak.stop, 1);
   for (int i = 0; i < c->clients; i++)
-    pthread_join(g.cl[i].th, NULL);
+    pthread_join(soak.cl[i].th, NULL);
   pthread_join(th_probe, NULL);
   pthread_join(th_mon, NULL);
   pthread_join(th_att, NULL);
   pthread_join(th_heavy, NULL);
-  final_checks();
-  check(ROW_END, C_MARKS, access(g.evil_abs, F_OK) != 0 && access(g.evil_rel, F_OK) != 0,
-        "a backup was written outside --backup-dir (%s or %s)", g.evil_abs, g.evil_rel);
-  if (g.failed && g.fs_kind != FS_NONE)
-    keep_db();
-  teardown_fs();
-  print_tables();
-  if (!g.failed && own_dir) {
+  soak_check_end();
+  soak_check(ROW_END, C_MARKS, access(soak.evil_abs, F_OK) != 0 && access(soak.evil_rel, F_OK) != 0,
+             "a backup was written outside --backup-dir (%s or %s)", soak.evil_abs, soak.evil_rel);
+  if (soak.failed && soak.fs_kind != FS_NONE)
+    soak_fault_keep_db();
+  soak_fault_fs_teardown();
+  soak_report_print();
+  if (!soak.failed && own_dir) {
     remove_run_files();
-    rmdir(g.dir);
-  } else if (g.failed) {
-    printf("\nkept for a look: %s (lithd.log%s)\n", g.dir, g.fs_kind != FS_NONE ? ", soak-kept.db" : "");
+    rmdir(soak.dir);
+  } else if (soak.failed) {
+    printf("\nkept for a look: %s (lithd.log%s)\n", soak.dir,
+           soak.fs_kind != FS_NONE ? ", soak-kept.db" : "");
   }
   for (int i = 0; i <= c->clients; i++) {
-    for (int k = 0; k < MAX_CHUNKS && g.cl[i].chunk[k]; k++)
-      free(g.cl[i].chunk[k]);
-    bench_lat_free(&g.cl[i].lat);
+    for (int k = 0; k < MAX_CHUNKS && soak.cl[i].chunk[k]; k++)
+      free(soak.cl[i].chunk[k]);
+    bench_lat_free(&soak.cl[i].lat);
   }
-  free(g.cl);
-  bench_print_end("failed checks", g.failed, g.t_begin);
-  return g.failed ? 1 : 0;
+  free(soak.cl);
+  bench_print_end("failed checks", soak.failed, soak.t_begin);
+  return soak.failed ? 1 : 0;
 }
