@@ -9,7 +9,7 @@
 #   make test       make deps, build and run every test (SANITIZE=address or
 #                   thread for the same tests under ASan+UBSan or TSan)
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
-#   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak.c)
+#   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak/)
 #   make soak-dqlite          dqlite failover repeated (SOAK_DQ_ROUNDS, dqlite/dqlite.mk)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
 #   make lint       cppcheck and clang-format checks over every C file (make format fixes the style)

@@ -45,11 +45,11 @@ all: $(B)/bench/dqlite
 # bench/lithd spawns lithd; it links SQLite only.
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 # bench/kanban_http spawns the kanban server; SQLite only.
 $(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
@@ -63,10 +63,14 @@ bench: deps
 # The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
 # SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and
 # issue 10's attacks, checked after each (bench/README.md). Root, for the mount.
+# Its sources, bench/soak/: the driver, lithd under test, the load, the
+# faults, the attacks, the checks, the tables (soak.h: what they share).
 SOAK_MINUTES ?= 1
-$(B)/bench/soak: bench/soak.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
+SOAK_SRC := bench/soak/main.c bench/soak/lithd.c bench/soak/load.c bench/soak/faults.c \
+            bench/soak/attacks.c bench/soak/checks.c bench/soak/report.c
+$(B)/bench/soak: $(SOAK_SRC) bench/soak/soak.h $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
 soak: deps
 	@$(MAKE) --no-print-directory $(B)/bench/soak
