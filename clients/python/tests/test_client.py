@@ -813,6 +813,14 @@ class FakeServerTest(unittest.TestCase):
             c.max_answer_bytes = None
             self.assertEqual(c.query("SELECT 1")[0]["rows"], [["x" * 2000]], name)
         self.assertEqual(lith.Client("http://127.0.0.1:1").max_answer_bytes, 256 << 20)
+        # refused on its Content-Length, before any of it is waited for
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200, b"{}", length=10 ** 9), "keep"))
+        c.timeout = 3
+        t0 = time.monotonic()
+        with self.assertRaises(lith.LithError) as cm:
+            c.query("SELECT 1")
+        self.assertEqual((cm.exception.code, cm.exception.status), ("answer_too_large", 200))
+        self.assertLess(time.monotonic() - t0, 2)
         # an answer shorter than its Content-Length is no answer
         f, c = self.fake(lambda n, m, p, b: (http_answer(200, rows[:100], length=len(rows)), "close"))
         with self.assertRaises(lith.ConnectionFailed) as cm:
@@ -820,7 +828,8 @@ class FakeServerTest(unittest.TestCase):
         self.assertIn("cut short after 100 of %d bytes" % len(rows), str(cm.exception))
 
     def test_a_200_that_is_not_json_is_a_lith_error(self):
-        for body in (b"not json", b"", b'{"results": [', b"\xff\xfe", b"[1, 2]", b'{"other": 1}'):
+        not_utf8 = b'{"results": [{"rows": [["\xff"]]}]}'
+        for body in (b"not json", b"", b'{"results": [', b"\xff\xfe", not_utf8, b"[1, 2]", b'{"other": 1}'):
             f, c = self.fake(lambda n, m, p, b: (http_answer(200, body), "keep"))
             for call in (lambda: c.do("SELECT 1"), lambda: c.query("SELECT 1"), lambda: c.commands()):
                 with self.assertRaises(lith.LithError, msg=body) as cm:
