@@ -20,7 +20,23 @@
 //   - 503 is retried, and only 503: lithd answers it when the request was
 //     not run or was rolled back, so a retry never applies a write twice.
 //     The wait is Retry-After, else a short doubling backoff; bounded by
-//     maxRetries and by maxRetryWait milliseconds of waiting in all.
+//     maxRetries and by maxRetryWait milliseconds of waiting in all. 504
+//     (outcome_unknown: lithd --dqlite lost the leader after COMMIT was
+//     sent) and every other status are never retried.
+//   - A lost connection is sent again only for a read (query, GETs) that
+//     got no answer at all, once. A write (do, command, batch,
+//     backupToServer) whose connection was lost or timed out after it was
+//     sent rejects with AnswerLost (an OutcomeUnknown): it may have
+//     committed. One that could not connect (refused, no such socket) is a
+//     ConnectionFailed: nothing was sent. Kept-alive connections the server
+//     closed while idle are dropped by fetch and node:http's Agent before
+//     they are used again.
+//   - Answers are gathered into one Buffer (of Content-Length's size when
+//     there is one), decoded to a string and dropped before the JSON is
+//     parsed, and bounded by maxAnswerBytes (LithError "answer_too_large").
+//     A body shorter than its Content-Length is an error, never a shorter
+//     answer. backup() streams to a new file beside the destination,
+//     synced, and renamed only when the whole download arrived.
 //   - {db: "NAME"}: a lithd serving several databases (lithd --db NAME=PATH
 //     ...); every /v1/ request goes to /v1/db/NAME/... instead. NAME is
 //     checked against lithd's rule (1 to 64 of A-Z a-z 0-9 _ -), so it can
@@ -28,7 +44,11 @@
 
 // ---- Errors ----------------------------------------------------------------
 
-/** An error lithd answered (status, code, message, statement), or no answer (ConnectionFailed). */
+/**
+ * An error lithd answered (status, code, message, statement), or no answer
+ * (ConnectionFailed). outcomeUnknown: true when whether the request committed
+ * cannot be known (OutcomeUnknown, AnswerLost).
+ */
 export class LithError extends Error {
   constructor(message, { code = "error", status = null, statement = null, retryAfter = null } = {}) {
     super(message);
@@ -37,6 +57,7 @@ export class LithError extends Error {
     this.status = status;
     this.statement = statement;
     this.retryAfter = retryAfter; // seconds, from Retry-After
+    this.outcomeUnknown = false;
   }
 }
 /** 400: the request or its SQL is wrong (bad_request, sql_error, misuse). */
@@ -61,19 +82,53 @@ export class Unavailable extends LithError {}
 export class QueueFull extends Unavailable {}
 /** Other 5xx: lithd's own failure (500), disk full (507). */
 export class ServerError extends LithError {}
-/** No answer: connecting, sending or reading failed, or timed out (code "timeout"). */
+/**
+ * Whether the request committed is unknown, and it was not retried (a retry
+ * could apply it twice): lithd answered 504 "outcome_unknown" (lithd --dqlite
+ * lost the leader after COMMIT was sent; a proxy's 504 gateway timeout is the
+ * same), or a write was sent and its answer never came (AnswerLost). Read the
+ * database to learn which. `e instanceof OutcomeUnknown` holds for both:
+ * it tests e.outcomeUnknown.
+ */
+export class OutcomeUnknown extends LithError {
+  constructor(message, options) {
+    super(message, options);
+    this.outcomeUnknown = true;
+  }
+  static [Symbol.hasInstance](e) {
+    return e instanceof LithError && e.outcomeUnknown === true;
+  }
+}
+/**
+ * No answer: connecting, sending or reading failed, or timed out (code
+ * "timeout", else "connection"); or the answer was cut short (status then
+ * says what lithd answered). A read lost before its answer began was sent
+ * once more first; a write lost after it was sent is an AnswerLost.
+ */
 export class ConnectionFailed extends LithError {}
+/**
+ * A write (do, command, batch, backupToServer) was sent and the connection
+ * was lost, or timed out, before lithd's answer began: it may have committed.
+ * A ConnectionFailed, and an OutcomeUnknown (outcomeUnknown is true).
+ */
+export class AnswerLost extends ConnectionFailed {
+  constructor(message, options) {
+    super(message, options);
+    this.outcomeUnknown = true;
+  }
+}
 
 const BY_STATUS = {
   400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-  413: TooLarge, 422: Unprocessable, 503: Unavailable,
+  413: TooLarge, 422: Unprocessable, 503: Unavailable, 504: OutcomeUnknown,
 };
-const BY_CODE = { constraint: ConstraintError, queue_full: QueueFull };
+const BY_CODE = { constraint: ConstraintError, queue_full: QueueFull, outcome_unknown: OutcomeUnknown };
 // lithd_http_status (tools/lithd/sqljson.h), for the errors inside /v1/batch's 200.
 const STATUS_OF_CODE = {
   bad_request: 400, sql_error: 400, misuse: 400, not_a_query: 403, forbidden: 403, not_found: 404,
   constraint: 409, conflict: 409, too_large: 413, result_too_large: 422, unencodable: 422, timeout: 422,
-  busy: 503, queue_full: 503, closed: 503, interrupted: 503, aborted: 503, disk_full: 507,
+  busy: 503, queue_full: 503, closed: 503, interrupted: 503, aborted: 503, outcome_unknown: 504,
+  disk_full: 507,
 };
 
 function errorFor(status, code, message, statement = null, retryAfter = null) {
@@ -232,6 +287,37 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // lithd's database names (tools/lithd/options.h, LITHD_DB_NAME_MAX).
 const DB_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
+// The default bound on one answer (maxAnswerBytes): lithd's own default
+// limit on a result's row data is 64 MiB.
+const MAX_ANSWER = 256 * 1024 * 1024;
+
+// Failures to connect: nothing of the request went out.
+const NOT_SENT = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ENOTSOCK", "EAGAIN", "ENOTFOUND", "EAI_AGAIN",
+  "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "UND_ERR_CONNECT_TIMEOUT"]);
+
+// No answer began: thrown by the transports, sorted by _send.
+class NoAnswer extends Error {
+  constructor(cause, timeout) {
+    super("no answer");
+    this.cause = cause;
+    this.timeout = timeout;
+    const code = cause && (cause.code ?? (cause.cause && cause.cause.code));
+    this.sent = timeout || !NOT_SENT.has(code);
+  }
+}
+
+// The answer ended before its framing said it would, or broke off.
+class Cut extends Error {}
+
+// A local failure (writing the download): rejected with as it is.
+class Local extends Error {
+  constructor(error) {
+    super(error.message);
+    this.error = error;
+  }
+}
+
+
 /**
  * A lithd at `url`: "http://host:port" (default http://127.0.0.1:8765), a Unix
  * socket path ("/run/lithd.sock"), "http+unix://%2Frun%2Flithd.sock", or
@@ -241,14 +327,19 @@ const DB_NAME = /^[A-Za-z0-9_-]{1,64}$/;
  * (declared column types in "types"), bigint (every integer a BigInt), db
  * (the database NAME of a lithd serving several, lithd --db NAME=PATH ...:
  * every call but health() goes to /v1/db/NAME/...; default: lithd's only or
- * default database; a TypeError unless 1 to 64 of A-Z a-z 0-9 _ -). Each
- * call may override rows, types and bigint.
+ * default database; a TypeError unless 1 to 64 of A-Z a-z 0-9 _ -),
+ * maxAnswerBytes (the largest answer read, 256 MiB; null: no bound; past it a
+ * LithError with code "answer_too_large", its status lithd's: 200 means a
+ * write committed; downloads are not bounded, they stream to disk). Each
+ * call may override rows, types and bigint. Only 503 is retried (README:
+ * what is sent again and why).
  *
  * do, query, command and batch resolve to lithd's "results": one object per
  * statement with changes, last_insert_rowid, columns, rows (and types). A
  * statement is "SQL" or {sql, params}; params an array (positional) or an
  * object (named, ":k"); a Uint8Array or Buffer is a blob, a BigInt an exact
- * integer. Failures reject with LithError subclasses.
+ * integer. Failures reject with LithError subclasses; OutcomeUnknown when
+ * whether a write committed cannot be known (504, or AnswerLost).
  */
 export class Client {
   constructor(url = null, options = {}) {
@@ -259,6 +350,7 @@ export class Client {
     this.maxRetries = o.maxRetries ?? 5;
     this.maxRetryWait = o.maxRetryWait ?? 30000;
     this.onRetry = o.onRetry ?? null;
+    this.maxAnswerBytes = o.maxAnswerBytes === undefined ? MAX_ANSWER : o.maxAnswerBytes;
     this.rows = o.rows ?? "arrays";
     this.types = o.types ?? false;
     this.bigint = o.bigint ?? false;
@@ -286,18 +378,19 @@ export class Client {
 
   /** POST /v1/do: the statements as one command (all or nothing), on the writer. */
   async do(list, opts = {}) {
-    return decodeResults((await this._call("POST", "/v1/do", { statements: statements(list) }, opts)).results);
+    return decodeResults(field(await this._call("POST", "/v1/do", { statements: statements(list) }, opts), "results"));
   }
 
   /** POST /v1/query: read-only statements on one snapshot, on the read pool. */
   async query(list, opts = {}) {
-    return decodeResults((await this._call("POST", "/v1/query", { statements: statements(list) }, opts)).results);
+    const answer = await this._call("POST", "/v1/query", { statements: statements(list) }, opts, true);
+    return decodeResults(field(answer, "results"));
   }
 
   /** POST /v1/commands/NAME: a named command (lithd --commands) with its parameters. */
   async command(name, params = {}, opts = {}) {
     const path = "/v1/commands/" + encodeURIComponent(name);
-    return decodeResults((await this._call("POST", path, { params }, opts)).results);
+    return decodeResults(field(await this._call("POST", path, { params }, opts), "results"));
   }
 
   /**
@@ -305,7 +398,8 @@ export class Client {
    * Resolves to one entry per command, in order: its results, or the
    * LithError it failed with (not thrown: the others stand). Commands the
    * full queue refused (503 codes) are sent again, alone, within the retry
-   * bounds; nothing of them ran.
+   * bounds; nothing of them ran. One whose outcome is unknown
+   * (outcome_unknown) is an OutcomeUnknown, never sent again.
    */
   async batch(commands, opts = {}) {
     const cmds = commands.map((c) => ({ statements: statements(c) }));
@@ -314,7 +408,7 @@ export class Client {
     for (let attempt = 0, waited = 0; ; attempt++) {
       const answer = await this._call("POST", "/v1/batch", { commands: pending.map((n) => cmds[n]) }, opts);
       const again = [];
-      answer.results.forEach((entry, k) => {
+      field(answer, "results").forEach((entry, k) => {
         const n = pending[k];
         if (entry.error) {
           const e = entry.error;
@@ -333,44 +427,61 @@ export class Client {
 
   /** GET /v1/stats: lithd's counters. */
   async stats() {
-    return JSON.parse((await this._request("GET", "/v1/stats")).text);
+    return this._json("GET", "/v1/stats");
   }
 
   /** GET /healthz: {ok: true} while lithd serves. */
   async health() {
-    return JSON.parse((await this._request("GET", "/healthz")).text);
+    return this._json("GET", "/healthz");
   }
 
   /** GET /v1/commands: the named commands with their descriptions and parameters. */
   async commands() {
-    return JSON.parse((await this._request("GET", "/v1/commands")).text).commands;
+    return field(await this._json("GET", "/v1/commands"), "commands");
   }
 
   /**
    * GET /v1/backup: download a consistent snapshot of the live database into
    * the local file `path` (format "sqlite", a database, or "sql", a
-   * .dump-style text), written to path + ".part" and renamed into place when
-   * complete. Resolves to the bytes written. A lithd without the download
-   * answers 405 (LithError); backupToServer works there.
+   * .dump-style text). Streamed into a new file beside `path`
+   * (PATH.XXXXXXXX.part, mode 0600), synced, and renamed onto `path` only
+   * once the whole download arrived (as many bytes as its Content-Length, or
+   * a chunked body to its end); a download cut short rejects with
+   * ConnectionFailed and leaves `path` as it was. The timeout bounds each
+   * wait for more of it, not the whole download. Resolves to the bytes
+   * written. A lithd without the download answers 405 (LithError);
+   * backupToServer works there.
    */
   async backup(path, { format = "sqlite" } = {}) {
-    const fs = await import("node:fs");
-    const part = path + ".part";
+    const [{ promises: fs }, nodePath, { randomBytes }] = await Promise.all([
+      import("node:fs"), import("node:path"), import("node:crypto")]);
+    const part = `${path}.${randomBytes(4).toString("hex")}.part`;
     const query = format === "sqlite" ? "" : "?format=" + encodeURIComponent(format);
+    const fh = await fs.open(part, "wx", 0o600);
+    let size;
     try {
-      await this._request("GET", "/v1/backup" + query, null, part);
-      const { size } = await fs.promises.stat(part);
-      await fs.promises.rename(part, path);
-      return size;
+      try {
+        size = await this._request("GET", "/v1/backup" + query, null, fh);
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await fs.rename(part, path);
     } catch (e) {
-      await fs.promises.rm(part, { force: true });
+      await fs.rm(part, { force: true });
       throw e;
     }
+    try {
+      const dir = await fs.open(nodePath.dirname(path), "r");
+      await dir.sync().catch(() => {});
+      await dir.close();
+    } catch {} // where a directory cannot be opened or synced
+    return size;
   }
 
   /** POST /v1/backup {"dest": name}: lithd writes the new file `name` into its --backup-dir. */
   async backupToServer(name) {
-    return JSON.parse((await this._request("POST", "/v1/backup", stringify({ dest: name }))).text);
+    return this._json("POST", "/v1/backup", stringify({ dest: name }));
   }
 
   /** Close kept-alive Unix socket connections (TCP ones are fetch's). */
@@ -380,7 +491,7 @@ export class Client {
 
   // ---- Transport -----------------------------------------------------------------
 
-  async _call(method, path, body, opts) {
+  async _call(method, path, body, opts, read = false) {
     const rows = opts.rows ?? this.rows;
     const types = opts.types ?? this.types;
     const bigint = opts.bigint ?? this.bigint;
@@ -389,17 +500,30 @@ export class Client {
     if (types) q.push("types=true");
     if (!bigint) q.push("int64=string"); // beyond 2^53: strings, never rounded
     const target = path + (q.length ? "?" + q.join("&") : "");
-    const { text } = await this._request(method, target, stringify(body));
-    return bigint ? parseExact(text) : JSON.parse(text);
+    return this._json(method, target, stringify(body), read, bigint);
   }
 
-  async _request(method, path, body = null, sink = null) {
+  // The answer's JSON; a 200 that is not JSON is a LithError ("bad_answer").
+  async _json(method, path, body = null, read = method === "GET", bigint = false) {
+    const text = await this._request(method, path, body, null, read);
+    try {
+      return bigint ? parseExact(text) : JSON.parse(text);
+    } catch (e) {
+      const ran = read ? "" : " (lithd answered 200: the request ran)";
+      throw new LithError(`${this._where()}: the answer to ${method} ${path} is not JSON${ran}: ${e.message}`,
+        { code: "bad_answer", status: 200 });
+    }
+  }
+
+  // The answer's text, or with a sink (a FileHandle) the bytes a 200 wrote to it.
+  async _request(method, path, body = null, sink = null, read = method === "GET") {
     if (this.db !== null && path.startsWith("/v1/")) path = "/v1/db/" + this.db + path.slice(3); // not /healthz
     for (let attempt = 0, waited = 0; ; attempt++) {
-      const res = await this._send(method, this.prefix + path, body, sink);
-      if (res.status < 400) return res;
+      const res = await this._send(method, this.prefix + path, body, sink, read);
+      if (res.status < 400) return sink !== null ? res.written : res.text;
       const err = this._error(res);
-      if (res.status === 503 && attempt < this.maxRetries) {
+      // outcome_unknown is never retried, whatever status came with it
+      if (res.status === 503 && !(err instanceof OutcomeUnknown) && attempt < this.maxRetries) {
         const wait = err.retryAfter !== null ? err.retryAfter * 1000 : Math.min(50 * 2 ** attempt, 1000);
         if (waited + wait <= this.maxRetryWait) {
           if (this.onRetry) this.onRetry(attempt + 1, wait, err);
@@ -423,7 +547,8 @@ export class Client {
   }
 
   _headers(body) {
-    const h = { accept: "application/json" };
+    // identity: a Content-Length is then the length of what is read
+    const h = { accept: "application/json", "accept-encoding": "identity" };
     if (body !== null) h["content-type"] = "application/json";
     if (this.token !== null) h.authorization = "Bearer " + this.token;
     return h;
@@ -433,28 +558,134 @@ export class Client {
     return this.unixSocket !== null ? `lithd at ${this.unixSocket}` : `lithd at ${this.base}`;
   }
 
-  _noAnswer(e) {
-    const timeout = e && (e.name === "TimeoutError" || e.code === "ETIMEDOUT" || e.message === "timeout");
-    const why = timeout ? `timed out after ${this.timeout} ms` : (e && e.cause && e.cause.message) || String(e && e.message);
-    return new ConnectionFailed(`${this._where()}: ${why}`, { code: timeout ? "timeout" : "connection" });
+  /**
+   * One exchange: {status, retryAfter, text} (or written, for a 200 to a
+   * sink). Sent again only for a read that got no answer at all, once.
+   */
+  async _send(method, path, body, sink, read) {
+    for (let resent = false; ;) {
+      try {
+        return await (this.unixSocket !== null ? this._sendUnix : this._sendFetch).call(this, method, path, body, sink);
+      } catch (e) {
+        if (e instanceof Local) throw e.error;
+        if (e instanceof Cut) throw this._cut(method, path, e.status, read, e.cause ?? e, e.timeout);
+        if (!(e instanceof NoAnswer)) throw e;
+        if (e.sent && read && !resent && !e.timeout) {
+          resent = true; // a read: nothing to apply twice
+          continue;
+        }
+        const Cls = e.sent && !read ? AnswerLost : ConnectionFailed;
+        let why = e.timeout ? `timed out after ${this.timeout} ms` : describe(e.cause);
+        if (Cls === AnswerLost) why += " (the request was sent: whether it committed is unknown)";
+        throw new Cls(`${this._where()}: ${why}`, { code: e.timeout ? "timeout" : "connection" });
+      }
+    }
   }
 
-  async _send(method, path, body, sink) {
-    if (this.unixSocket !== null) return this._sendUnix(method, path, body, sink);
+  _cut(method, path, status, read, cause, timeout) {
+    const why = timeout ? `timed out after ${this.timeout} ms` : `cut short (${describe(cause)})`;
+    const ran = status === 200 && !read ? " (lithd answered 200: the request ran)" : "";
+    return new ConnectionFailed(`${this._where()}: the answer (HTTP ${status}) to ${method} ${path} ${why}${ran}`,
+      { code: timeout ? "timeout" : "connection", status });
+  }
+
+  _tooLarge(status, size) {
+    const ran = status === 200 ? " (lithd answered 200: the request ran)" : "";
+    return new LithError(`${this._where()}: an answer of ${size} is over maxAnswerBytes (${this.maxAnswerBytes})${ran}`,
+      { code: "answer_too_large", status });
+  }
+
+  /**
+   * A body (chunks from `next()`, null at the end) as text, at most
+   * maxAnswerBytes. The chunks are copied into one Buffer (of the
+   * Content-Length's size when there is one) as they come and let go; it is
+   * decoded at once and dropped before the JSON is parsed. (Decoding each
+   * chunk and joining the strings peaked higher: clients/answer-rss.py.)
+   */
+  async _gather(status, length, next) {
+    const limit = this.maxAnswerBytes;
+    if (limit !== null && length !== null && length > limit) throw this._tooLarge(status, `${length} bytes`);
+    let buf = Buffer.allocUnsafe(length ?? 1 << 16); // not read before it is written
+    let got = 0;
+    for (let c; (c = await next()) !== null;) {
+      if (limit !== null && got + c.length > limit) throw this._tooLarge(status, `more than ${limit} bytes`);
+      if (length !== null && got + c.length > length) throw new Cut(`more than its Content-Length (${length} bytes)`);
+      if (got + c.length > buf.length) {
+        // chunked: grown by doubling (to the bound at most), copied once each time
+        const more = Buffer.allocUnsafe(Math.min(Math.max(2 * buf.length, got + c.length), limit ?? Infinity));
+        buf.copy(more, 0, 0, got);
+        buf = more;
+      }
+      buf.set(c, got);
+      got += c.length;
+    }
+    if (length !== null && got !== length) throw new Cut(`after ${got} of ${length} bytes`);
+    const bytes = buf.subarray(0, got);
+    try {
+      // a 200 must be UTF-8 (it is parsed); an error's text is only shown
+      return status === 200 ? new TextDecoder("utf-8", { fatal: true }).decode(bytes) : bytes.toString("utf8");
+    } catch (e) {
+      if (e instanceof TypeError)
+        throw new LithError(`${this._where()}: the answer (HTTP ${status}) is not UTF-8, so not JSON`, { code: "bad_answer", status });
+      throw this._tooLarge(status, `${got} bytes (${e.message})`); // longer than a string can be
+    }
+  }
+
+  // A 200's body to the FileHandle sink, chunk by chunk; its length. Only a
+  // body whose end can be told from a cut (Content-Length, chunked) is taken.
+  async _download(length, chunked, next, sink) {
+    if (length === null && !chunked)
+      throw new LithError(`${this._where()}: the download has neither a Content-Length nor chunks: a cut could not be told from its end`,
+        { code: "bad_answer", status: 200 });
+    let got = 0;
+    for (let c; (c = await next()) !== null;) {
+      try {
+        for (let off = 0; off < c.length;) {
+          const { bytesWritten } = await sink.write(c, off, c.length - off);
+          if (bytesWritten <= 0) throw new Error("writing the download: nothing was written");
+          off += bytesWritten;
+        }
+      } catch (e) {
+        throw new Local(e);
+      }
+      got += c.length;
+    }
+    if (length !== null && got !== length) throw new Cut(`after ${got} of ${length} bytes`);
+    return got;
+  }
+
+  async _sendFetch(method, path, body, sink) {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), this.timeout);
     let res;
     try {
-      res = await fetch(this.base + path, {
-        method, headers: this._headers(body), body: body ?? undefined, signal: AbortSignal.timeout(this.timeout),
-      });
-      if (sink !== null && res.status === 200) {
-        const [{ createWriteStream }, { Readable }, { pipeline }] = await Promise.all([
-          import("node:fs"), import("node:stream"), import("node:stream/promises")]);
-        await pipeline(Readable.fromWeb(res.body), createWriteStream(sink));
-        return { status: res.status, retryAfter: null, text: "" };
-      }
-      return { status: res.status, retryAfter: res.headers.get("retry-after"), text: await res.text() };
+      res = await fetch(this.base + path, { method, headers: this._headers(body), body: body ?? undefined, signal: ac.signal });
     } catch (e) {
-      throw this._noAnswer(e);
+      clearTimeout(timer);
+      throw new NoAnswer(e, ac.signal.aborted);
+    }
+    const reader = res.body ? res.body.getReader() : null;
+    const next = async () => {
+      if (reader === null) return null;
+      const { done, value } = await reader.read();
+      if (sink !== null) timer.refresh(); // a download: the timeout bounds each wait
+      return done ? null : value;
+    };
+    const length = contentLength(res.headers.get("content-length"), res.headers.get("content-encoding"));
+    try {
+      if (sink !== null && res.status === 200) {
+        const chunked = /chunked/i.test(res.headers.get("transfer-encoding") ?? "");
+        return { status: 200, retryAfter: null, written: await this._download(length, chunked, next, sink) };
+      }
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), text: await this._gather(res.status, length, next) };
+    } catch (e) {
+      const timeout = ac.signal.aborted;
+      ac.abort(); // what is left of the answer is not read
+      if (e instanceof Cut) e.status = res.status;
+      else if (!(e instanceof LithError) && !(e instanceof Local)) e = Object.assign(new Cut(), { status: res.status, cause: e, timeout });
+      throw e;
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -463,27 +694,58 @@ export class Client {
       this._http = await import("node:http");
       this._agent = new this._http.Agent({ keepAlive: true });
     }
-    const fs = sink !== null ? await import("node:fs") : null;
-    return new Promise((resolve, reject) => {
-      const headers = this._headers(body);
-      if (body !== null) headers["content-length"] = Buffer.byteLength(body);
-      const req = this._http.request({ socketPath: this.unixSocket, path, method, headers, agent: this._agent }, (res) => {
-        const done = (text) => resolve({ status: res.statusCode, retryAfter: res.headers["retry-after"] ?? null, text });
-        res.on("error", (e) => reject(this._noAnswer(e)));
-        if (fs !== null && res.statusCode === 200) {
-          const out = fs.createWriteStream(sink);
-          out.on("error", reject);
-          out.on("finish", () => done(""));
-          res.pipe(out);
-          return;
-        }
-        const chunks = [];
-        res.on("data", (c) => chunks.push(c));
-        res.on("end", () => done(Buffer.concat(chunks).toString("utf8")));
+    const headers = this._headers(body);
+    if (body !== null) headers["content-length"] = Buffer.byteLength(body);
+    let timedOutFlag = false;
+    const res = await new Promise((resolve, reject) => {
+      const req = this._http.request({ socketPath: this.unixSocket, path, method, headers, agent: this._agent }, resolve);
+      req.setTimeout(this.timeout, () => {
+        timedOutFlag = true;
+        req.destroy(new Error("timeout"));
       });
-      req.setTimeout(this.timeout, () => req.destroy(new Error("timeout")));
-      req.on("error", (e) => reject(this._noAnswer(e)));
+      req.on("error", (e) => reject(new NoAnswer(e, timedOutFlag)));
       req.end(body ?? undefined);
     });
+    // the chunks of res, null at its end; an answer that broke off throws
+    const it = res[Symbol.asyncIterator]();
+    const next = async () => {
+      const { done, value } = await it.next();
+      if (!done) return value;
+      if (!res.complete) throw new Error("the connection closed before the answer's end");
+      return null;
+    };
+    const length = contentLength(res.headers["content-length"], res.headers["content-encoding"]);
+    try {
+      if (sink !== null && res.statusCode === 200) {
+        const chunked = /chunked/i.test(res.headers["transfer-encoding"] ?? "");
+        return { status: 200, retryAfter: null, written: await this._download(length, chunked, next, sink) };
+      }
+      return { status: res.statusCode, retryAfter: res.headers["retry-after"] ?? null, text: await this._gather(res.statusCode, length, next) };
+    } catch (e) {
+      res.destroy();
+      if (e instanceof Cut) e.status = res.statusCode;
+      else if (!(e instanceof LithError) && !(e instanceof Local)) e = Object.assign(new Cut(), { status: res.statusCode, cause: e, timeout: timedOutFlag });
+      throw e;
+    }
   }
+}
+
+// answer[key] of a JSON object lithd answered, or a LithError.
+function field(answer, key) {
+  if (answer === null || typeof answer !== "object" || Array.isArray(answer) || !(key in answer))
+    throw new LithError(`the answer has no "${key}": not lithd's, or from a lithd too old or too new`, { code: "bad_answer", status: 200 });
+  return answer[key];
+}
+
+// A Content-Length to check what was read against: none when the body is encoded.
+function contentLength(v, encoding) {
+  if (v === null || v === undefined || (encoding && encoding !== "identity")) return null;
+  const n = Number(v);
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
+function describe(e) {
+  if (!e) return "no answer";
+  const c = e.cause && e.cause.message ? `: ${e.cause.message}` : "";
+  return (e.code ? `${e.code} ` : "") + (e.message || String(e)) + c;
 }

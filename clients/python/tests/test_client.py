@@ -5,11 +5,13 @@ without it the tests are skipped. Each lithd the tests start runs in a
 temporary directory on a free port and a Unix socket, and is stopped with
 SIGTERM at the end.
 """
+import json
 import os
 import shutil
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -295,10 +297,11 @@ class ClientTest(unittest.TestCase):
             size = self.db.backup(dest)
         except lith.LithError as e:
             self.assertEqual(e.status, 405, e)  # a lithd without the download
-            self.assertFalse(os.path.exists(dest) or os.path.exists(dest + ".part"))
+            self.assertFalse(os.path.exists(dest))
+            self.assertEqual([n for n in os.listdir(self.server.dir) if n.endswith(".part")], [])
             return
         self.assertEqual(size, os.path.getsize(dest))
-        self.assertFalse(os.path.exists(dest + ".part"))
+        self.assertEqual([n for n in os.listdir(self.server.dir) if n.endswith(".part")], [])
         with sqlite3.connect(dest) as conn:
             self.assertEqual(conn.execute("SELECT v FROM kv WHERE k = 'kept'").fetchone(), (2**63 - 1,))
         sql = os.path.join(self.server.dir, "dump.sql")
@@ -532,6 +535,306 @@ class DbOptionTest(unittest.TestCase):
             with self.assertRaises(ValueError, msg=repr(bad)):
                 lith.Client("http://127.0.0.1:1", db=bad)
         self.assertEqual(lith.Client("http://127.0.0.1:1", db="a" * 64).db, "a" * 64)
+
+
+OK = b'{"results": [], "commands": [], "ok": true}'
+
+
+def http_answer(status, body=OK, headers=(), length=None):
+    """An HTTP/1.1 answer: `status`, `headers`, Content-Length (`length`
+    if given, else the body's) and the body."""
+    head = ["HTTP/1.1 %d X" % status, "Content-Type: application/json",
+            "Content-Length: %d" % (len(body) if length is None else length), *headers]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def chunked_answer(body, last=True):
+    """A 200 with `body` in chunks of 1000 bytes; without the last chunk if not `last`."""
+    out = b"HTTP/1.1 200 X\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    for i in range(0, len(body), 1000):
+        piece = body[i:i + 1000]
+        out += b"%x\r\n%s\r\n" % (len(piece), piece)
+    return out + (b"0\r\n\r\n" if last else b"")
+
+
+class _Fake:
+    """A raw HTTP/1.1 server on a free port, for what lithd does not do on
+    purpose (die after a request arrived, cut an answer, close a kept-alive
+    connection). Every request is recorded in .requests as (method, path,
+    body) and handed to script(n, method, path, body), which returns (bytes
+    to send or None for none, then "keep" the connection, "close" it or
+    "rst" it: close with a reset)."""
+
+    def __init__(self, script):
+        self.script = script
+        self.requests = []
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        f = c.makefile("rb")
+        try:
+            while True:
+                line = f.readline()
+                if not line:
+                    return
+                method, path, _ = line.decode().split(" ", 2)
+                length = 0
+                while True:
+                    h = f.readline()
+                    if h in (b"\r\n", b""):
+                        break
+                    k, _, v = h.decode().partition(":")
+                    if k.strip().lower() == "content-length":
+                        length = int(v)
+                body = f.read(length)
+                with self.lock:
+                    n = len(self.requests)
+                    self.requests.append((method, path, body))
+                out, then = self.script(n, method, path, body)
+                if out:
+                    c.sendall(out)
+                if then == "rst":
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                if then != "keep":
+                    return
+        except OSError:
+            pass
+        finally:
+            f.close()
+            c.close()
+
+    def paths(self):
+        with self.lock:
+            return [m + " " + p for m, p, _ in self.requests]
+
+    def close(self):
+        self.sock.close()
+
+
+class FakeServerTest(unittest.TestCase):
+    """What is sent again, what is raised, what is read: against _Fake (no lithd)."""
+
+    def fake(self, script):
+        f = _Fake(script)
+        self.addCleanup(f.close)
+        c = lith.Client(f.url, timeout=5, max_retries=3, max_retry_wait=5)
+        self.addCleanup(c.close)
+        return f, c
+
+    WRITES = [("do", lambda c: c.do("INSERT INTO kv VALUES (1)"), "POST /v1/do"),
+              ("command", lambda c: c.command("put", {"k": 1}), "POST /v1/commands/put"),
+              ("batch", lambda c: c.batch([["INSERT INTO kv VALUES (1)"]]), "POST /v1/batch"),
+              ("backup_to_server", lambda c: c.backup_to_server("x.db"), "POST /v1/backup")]
+
+    def test_a_write_lost_after_it_was_sent_is_never_sent_again(self):
+        # lithd took the request (it may have committed) and died before
+        # answering: on a kept-alive connection and on a new one
+        for name, call, line in self.WRITES:
+            for warm in (True, False):
+                f, c = self.fake(lambda n, m, p, b: (None, "close") if m == "POST" else (http_answer(200), "keep"))
+                if warm:
+                    c.health()
+                with self.assertRaises(lith.AnswerLost, msg=name) as cm:
+                    call(c)
+                e = cm.exception
+                self.assertIsInstance(e, lith.OutcomeUnknown)
+                self.assertIsInstance(e, lith.ConnectionFailed)
+                self.assertEqual((e.status, e.code), (None, "connection"))
+                self.assertIn("whether it committed is unknown", str(e))
+                self.assertEqual(f.paths(), ["GET /healthz"] * warm + [line], name)
+
+    def test_a_write_that_timed_out_is_never_sent_again(self):
+        def slow(n, m, p, b):
+            time.sleep(0.6)
+            return http_answer(200), "keep"
+        f, c = self.fake(slow)
+        c.timeout = 0.2
+        with self.assertRaises(lith.AnswerLost) as cm:
+            c.do("INSERT INTO kv VALUES (1)")
+        self.assertEqual(cm.exception.code, "timeout")
+        time.sleep(0.6)
+        self.assertEqual(f.paths(), ["POST /v1/do"])
+
+    def test_a_read_without_an_answer_is_sent_once_more(self):
+        reads = [("query", lambda c: c.query("SELECT 1"), "POST /v1/query"),
+                 ("stats", lambda c: c.stats(), "GET /v1/stats"),
+                 ("commands", lambda c: c.commands(), "GET /v1/commands")]
+        for name, call, line in reads:
+            # the first try is lost, the second answered
+            f, c = self.fake(lambda n, m, p, b: (None, "close") if n == 1 else (http_answer(200), "keep"))
+            c.health()
+            call(c)
+            self.assertEqual(f.paths(), ["GET /healthz", line, line], name)
+            # both lost: ConnectionFailed, and whether it ran does not matter
+            f, c = self.fake(lambda n, m, p, b: (None, "close"))
+            with self.assertRaises(lith.ConnectionFailed, msg=name) as cm:
+                call(c)
+            self.assertNotIsInstance(cm.exception, lith.OutcomeUnknown)
+            self.assertEqual(f.paths(), [line, line], name)
+
+    def test_a_kept_alive_connection_closed_while_idle_is_not_sent_on(self):
+        # lithd answers, then closes the connection it kept alive (a FIN, or
+        # a reset): the next write goes on a new connection, once
+        for then in ("close", "rst"):
+            f, c = self.fake(lambda n, m, p, b: (http_answer(200), then))
+            for i in range(3):
+                c.do("INSERT INTO kv VALUES (1)")
+                time.sleep(0.05)  # the FIN or RST arrives
+            self.assertEqual(f.paths(), ["POST /v1/do"] * 3, then)
+
+    def test_a_connection_found_reset_when_sending_is_sent_again(self):
+        # as if the reset came between the check and the send: the first
+        # send() fails with nothing written, so a new connection is safe
+        real = lith.client._dropped
+        lith.client._dropped = lambda sock: False
+        self.addCleanup(setattr, lith.client, "_dropped", real)
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200), "rst"))
+        c.do("INSERT INTO kv VALUES (1)")
+        time.sleep(0.05)
+        c.do("INSERT INTO kv VALUES (2)")
+        self.assertEqual(f.paths(), ["POST /v1/do"] * 2)
+        # closed with a FIN instead, the send succeeds and only the answer
+        # is missing: that write is not sent again
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200), "close"))
+        c.do("INSERT INTO kv VALUES (1)")
+        time.sleep(0.05)
+        with self.assertRaises(lith.AnswerLost):
+            c.do("INSERT INTO kv VALUES (2)")
+        self.assertEqual(f.paths(), ["POST /v1/do"])
+
+    def test_only_503_is_retried(self):
+        unknown = b'{"error": {"code": "outcome_unknown", "message": "the leader was lost after COMMIT"}}'
+        cases = [(504, unknown, lith.OutcomeUnknown, "outcome_unknown"),
+                 (503, unknown, lith.OutcomeUnknown, "outcome_unknown"),  # the code wins
+                 (504, b"<html>Gateway Timeout</html>", lith.OutcomeUnknown, "http_504"),  # a proxy's
+                 (500, b'{"error": {"code": "internal", "message": "x"}}', lith.ServerError, "internal"),
+                 (502, b"Bad Gateway", lith.ServerError, "http_502"),
+                 (507, b'{"error": {"code": "disk_full", "message": "x"}}', lith.ServerError, "disk_full"),
+                 (409, b'{"error": {"code": "constraint", "message": "x"}}', lith.ConstraintError, "constraint")]
+        for status, body, cls, code in cases:
+            for call in (lambda c: c.do("INSERT INTO kv VALUES (1)"), lambda c: c.query("SELECT 1")):
+                f, c = self.fake(lambda n, m, p, b: (http_answer(status, body), "keep"))
+                with self.assertRaises(cls) as cm:
+                    call(c)
+                self.assertEqual((cm.exception.status, cm.exception.code), (status, code))
+                self.assertEqual(len(f.requests), 1, (status, code))
+        self.assertFalse(issubclass(lith.OutcomeUnknown, lith.ServerError))
+        # 503: retried (Retry-After: 0) up to max_retries, then raised
+        busy = http_answer(503, b'{"error": {"code": "busy", "message": "x"}}', ["Retry-After: 0"])
+        f, c = self.fake(lambda n, m, p, b: (busy, "keep"))
+        with self.assertRaises(lith.Unavailable) as cm:
+            c.do("INSERT INTO kv VALUES (1)")
+        self.assertEqual((cm.exception.code, len(f.requests)), ("busy", 4))
+        f, c = self.fake(lambda n, m, p, b: (busy if n < 2 else http_answer(200), "keep"))
+        self.assertEqual(c.do("INSERT INTO kv VALUES (1)"), [])
+        self.assertEqual(len(f.requests), 3)
+
+    def test_batch_sends_again_only_what_did_not_run(self):
+        first = (b'{"results": [{"error": {"code": "outcome_unknown", "message": "lost"}},'
+                 b' {"error": {"code": "busy", "message": "x"}}, {"results": []}]}')
+        again = b'{"results": [{"results": []}]}'
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200, first if n == 0 else again), "keep"))
+        out = c.batch([["INSERT INTO kv VALUES (1)"], ["INSERT INTO kv VALUES (2)"], ["SELECT 1"]])
+        self.assertIsInstance(out[0], lith.OutcomeUnknown)
+        self.assertEqual((out[0].status, out[0].code), (504, "outcome_unknown"))
+        self.assertEqual(out[1:], [[], []])
+        self.assertEqual(len(f.requests), 2)
+        self.assertEqual(json.loads(f.requests[1][2])["commands"],
+                         [{"statements": [{"sql": "INSERT INTO kv VALUES (2)"}]}])
+
+    def backup_into(self, answer, *, old=b"the old copy"):
+        """backup() from a server answering `answer`; returns (result or error, dest, dir's files)."""
+        f, c = self.fake(lambda n, m, p, b: (answer, "close"))
+        d = tempfile.mkdtemp(prefix="lith-py-backup-")
+        self.addCleanup(shutil.rmtree, d, True)
+        dest = os.path.join(d, "copy.db")
+        with open(dest, "wb") as out:
+            out.write(old)
+        try:
+            got = c.backup(dest)
+        except lith.LithError as e:
+            got = e
+        return got, dest, sorted(os.listdir(d))
+
+    def test_backup_cut_short_is_never_installed(self):
+        data = bytes(range(256)) * 400  # 102400 bytes
+        cut = [("Content-Length", http_answer(200, data[:50000], length=len(data)), "after 50000 of 102400 bytes"),
+               ("chunked", chunked_answer(data, last=False), "IncompleteRead")]
+        for name, answer, why in cut:
+            got, dest, files = self.backup_into(answer)
+            self.assertIsInstance(got, lith.ConnectionFailed, name)
+            self.assertEqual(got.status, 200)
+            self.assertIn(why, str(got))
+            self.assertEqual(files, ["copy.db"], name)  # no partial file left beside it
+            with open(dest, "rb") as f:
+                self.assertEqual(f.read(), b"the old copy", name)
+        # neither a length nor chunks: a cut could not be told from the end
+        got, dest, files = self.backup_into(b"HTTP/1.1 200 X\r\nConnection: close\r\n\r\n" + data)
+        self.assertIsInstance(got, lith.LithError)
+        self.assertEqual((got.code, files), ("bad_answer", ["copy.db"]))
+        # whole: installed, private
+        for name, answer in [("Content-Length", http_answer(200, data)), ("chunked", chunked_answer(data))]:
+            got, dest, files = self.backup_into(answer)
+            self.assertEqual((got, files), (len(data), ["copy.db"]), name)
+            with open(dest, "rb") as f:
+                self.assertEqual(f.read(), data, name)
+            self.assertEqual(os.stat(dest).st_mode & 0o777, 0o600)
+        # lithd's error answer: raised, the old copy stays
+        refused = b'{"error": {"code": "method_not_allowed", "message": "x"}}'
+        got, dest, files = self.backup_into(http_answer(405, refused))
+        self.assertEqual((got.status, files), (405, ["copy.db"]))
+
+    def test_answers_are_bounded(self):
+        rows = b'{"results": [{"rows": [["' + b"x" * 2000 + b'"]]}]}'
+        for name, answer in [("Content-Length", http_answer(200, rows)), ("chunked", chunked_answer(rows))]:
+            f, c = self.fake(lambda n, m, p, b: (answer, "keep"))
+            c.max_answer_bytes = 1000
+            for call in (lambda: c.query("SELECT 1"), lambda: c.do("SELECT 1")):
+                with self.assertRaises(lith.LithError) as cm:
+                    call()
+                self.assertEqual((cm.exception.code, cm.exception.status), ("answer_too_large", 200), name)
+                self.assertIn("max_answer_bytes (1000)", str(cm.exception))
+            self.assertIn("the request ran", str(cm.exception))  # the write's
+            c.max_answer_bytes = len(rows)
+            self.assertEqual(c.query("SELECT 1")[0]["rows"], [["x" * 2000]], name)
+            c.max_answer_bytes = None
+            self.assertEqual(c.query("SELECT 1")[0]["rows"], [["x" * 2000]], name)
+        self.assertEqual(lith.Client("http://127.0.0.1:1").max_answer_bytes, 256 << 20)
+        # refused on its Content-Length, before any of it is waited for
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200, b"{}", length=10 ** 9), "keep"))
+        c.timeout = 3
+        t0 = time.monotonic()
+        with self.assertRaises(lith.LithError) as cm:
+            c.query("SELECT 1")
+        self.assertEqual((cm.exception.code, cm.exception.status), ("answer_too_large", 200))
+        self.assertLess(time.monotonic() - t0, 2)
+        # an answer shorter than its Content-Length is no answer
+        f, c = self.fake(lambda n, m, p, b: (http_answer(200, rows[:100], length=len(rows)), "close"))
+        with self.assertRaises(lith.ConnectionFailed) as cm:
+            c.query("SELECT 1")
+        self.assertIn("cut short after 100 of %d bytes" % len(rows), str(cm.exception))
+
+    def test_a_200_that_is_not_json_is_a_lith_error(self):
+        not_utf8 = b'{"results": [{"rows": [["\xff"]]}]}'
+        for body in (b"not json", b"", b'{"results": [', b"\xff\xfe", not_utf8, b"[1, 2]", b'{"other": 1}'):
+            f, c = self.fake(lambda n, m, p, b: (http_answer(200, body), "keep"))
+            for call in (lambda: c.do("SELECT 1"), lambda: c.query("SELECT 1"), lambda: c.commands()):
+                with self.assertRaises(lith.LithError, msg=body) as cm:
+                    call()
+                self.assertEqual((cm.exception.code, cm.exception.status), ("bad_answer", 200), body)
 
 
 @unittest.skipUnless(os.environ.get("LITH_PIP_TEST"), "LITH_PIP_TEST is not set (make test sets it)")

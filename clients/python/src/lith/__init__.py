@@ -10,13 +10,13 @@ Standard library only (http.client); see Client for the calls and
 errors.py for the exceptions.
 """
 from .client import Client
-from .errors import (BadRequest, Conflict, ConnectionFailed, ConstraintError, Forbidden, LithError,
-                     NotFound, QueueFull, ServerError, TooLarge, Unauthorized, Unavailable,
-                     Unprocessable)
+from .errors import (AnswerLost, BadRequest, Conflict, ConnectionFailed, ConstraintError, Forbidden,
+                     LithError, NotFound, OutcomeUnknown, QueueFull, ServerError, TooLarge, Unauthorized,
+                     Unavailable, Unprocessable)
 
 __version__ = "0.1.0"
 __all__ = [
     "Client", "LithError", "BadRequest", "Unauthorized", "Forbidden", "NotFound", "Conflict",
     "ConstraintError", "TooLarge", "Unprocessable", "Unavailable", "QueueFull", "ServerError",
-    "ConnectionFailed",
+    "OutcomeUnknown", "ConnectionFailed", "AnswerLost",
 ]

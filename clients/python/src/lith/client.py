@@ -13,8 +13,24 @@ Design:
     run or was rolled back (queue full, busy, shutting down), so a retry
     never applies a write twice. The wait is Retry-After when lithd sends
     it, else a short doubling backoff; bounded by max_retries and by
-    max_retry_wait seconds of waiting in all. A request that timed out or
-    lost its connection is not retried: it may have committed.
+    max_retry_wait seconds of waiting in all. 504 (outcome_unknown: lithd
+    --dqlite lost the leader after COMMIT was sent) and every other status
+    are never retried.
+  - A lost connection is sent again only where that cannot apply anything
+    twice: before a single byte of the request was written (a kept-alive
+    connection the server closed while it was idle; that is also looked
+    for before one is reused), or for a read (query, GETs) that got no
+    answer at all, once. A write whose connection was lost or timed out
+    after it was sent raises AnswerLost (an OutcomeUnknown): it may have
+    committed.
+  - Answers are read into one buffer (sized by Content-Length when there
+    is one), decoded to text and dropped before the JSON is parsed, and
+    are bounded by max_answer_bytes (LithError "answer_too_large" past it).
+    A body shorter than its Content-Length, or a chunked one without its
+    last chunk, is an error, never a shorter answer. backup() streams to a
+    temporary file beside the destination, 64 KiB at a time, and renames
+    it only when the whole download (by Content-Length, or chunked to its
+    end) arrived and was synced.
   - db="NAME": a lithd serving several databases (lithd --db NAME=PATH
     ...); every /v1/ request goes to /v1/db/NAME/... instead. NAME is
     checked against lithd's rule (1 to 64 of A-Z a-z 0-9 _ -), so it can
@@ -32,13 +48,15 @@ import http.client
 import json
 import os
 import re
+import select
 import socket
+import tempfile
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from .errors import ConnectionFailed, LithError, error_for
+from .errors import AnswerLost, ConnectionFailed, LithError, OutcomeUnknown, error_for
 
 Statement = Union[str, Sequence[Any], Dict[str, Any]]
 
@@ -50,7 +68,7 @@ _STATUS_OF_CODE = {
     "constraint": 409, "conflict": 409, "too_large": 413,
     "result_too_large": 422, "unencodable": 422, "timeout": 422,
     "busy": 503, "queue_full": 503, "closed": 503, "interrupted": 503, "aborted": 503,
-    "disk_full": 507,
+    "outcome_unknown": 504, "disk_full": 507,
 }
 
 
@@ -61,8 +79,44 @@ _DB_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # open more, closed when they are done.
 _MAX_IDLE = 8
 
+# The default bound on one answer (max_answer_bytes): lithd's own default
+# limit on a result's row data is 64 MiB.
+_MAX_ANSWER = 256 << 20
 
-class _UnixConnection(http.client.HTTPConnection):
+# What a download is read and written by.
+_PIECE = 1 << 16
+
+
+class _Tracked:
+    """A connection that knows whether any byte of the request went out
+    (.wrote, cleared before each request): the first write of a request is
+    one send(), which either raises with nothing written or writes some."""
+
+    wrote = False
+
+    def send(self, data: Any) -> None:
+        if self.sock is None:
+            self.connect()  # what http.client's send() does (auto_open)
+        if not self.wrote and isinstance(data, (bytes, bytearray)) and data:
+            view = memoryview(data)
+            n = self.sock.send(view)
+            self.wrote = True
+            if n == len(view):
+                return
+            data = view[n:]
+        self.wrote = True
+        super().send(data)
+
+
+class _HTTPConnection(_Tracked, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Tracked, http.client.HTTPSConnection):
+    pass
+
+
+class _UnixConnection(_Tracked, http.client.HTTPConnection):
     """HTTP over a Unix socket: http.client with another connect()."""
 
     def __init__(self, path: str, timeout: Optional[float]):
@@ -78,6 +132,46 @@ class _UnixConnection(http.client.HTTPConnection):
             s.close()
             raise
         self.sock = s
+
+
+def _dropped(sock: Any) -> bool:
+    """An idle kept-alive connection the server closed (or wrote to
+    unasked): readable before any request was sent on it."""
+    try:
+        if hasattr(select, "poll"):
+            p = select.poll()
+            p.register(sock, select.POLLIN)
+            return bool(p.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a rename in directory `path` durable, where the system can."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class _Cut(Exception):
+    """The answer ended before its framing said it would."""
+
+
+class _Local(Exception):
+    """Writing the download failed here (a full disk): its OSError is
+    raised as it is, not as a failure of the connection."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.error = error
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
@@ -146,6 +240,14 @@ def _decode_results(results: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return results
 
 
+def _field(answer: Any, key: str) -> Any:
+    """answer[key] of a JSON object lithd answered, or a LithError."""
+    if not isinstance(answer, dict) or key not in answer:
+        raise LithError(f"the answer has no {key!r}: not lithd's, or from a lithd too old or too new",
+                        code="bad_answer", status=200)
+    return answer[key]
+
+
 class Client:
     """A lithd at `url`: "http://host:port" (the default 127.0.0.1:8765),
     "https://...", a Unix socket path ("/run/lithd.sock"),
@@ -154,7 +256,11 @@ class Client:
     token: the bearer token (lithd --token-file). timeout: seconds for
     connecting and for each read. max_retries, max_retry_wait: how often and
     how long in all (seconds) a 503 is retried; 0 retries turns it off.
-    on_retry(attempt, wait_seconds, error): called before each wait.
+    on_retry(attempt, wait_seconds, error): called before each wait. Only
+    503 is retried (README: what is sent again and why). max_answer_bytes:
+    the largest answer read (256 MiB; None: no bound); past it a LithError
+    with code "answer_too_large" (its status is lithd's: 200 means a write
+    committed). Downloads (backup) are not bounded: they stream to disk.
     rows ("arrays" or "objects") and types (declared column types in
     "types") are the defaults of every call; each call may override them.
     db: the database NAME of a lithd serving several (lithd --db
@@ -166,14 +272,16 @@ class Client:
     statement with "changes", "last_insert_rowid", "columns", "rows" (and
     "types" when asked). A statement is "SQL", ("SQL", params) with params
     a list (positional) or a dict (named, ":k"), or lithd's own dict.
-    Failures raise LithError subclasses (errors.py).
+    Failures raise LithError subclasses (errors.py); OutcomeUnknown when
+    whether a write committed cannot be known (504, or AnswerLost).
     """
 
     def __init__(self, url: Optional[str] = None, *, token: Optional[str] = None,
                  unix_socket: Optional[str] = None, timeout: Optional[float] = 30.0,
                  max_retries: int = 5, max_retry_wait: float = 30.0,
                  on_retry: Optional[Callable[[int, float, LithError], None]] = None,
-                 rows: str = "arrays", types: bool = False, db: Optional[str] = None):
+                 rows: str = "arrays", types: bool = False, db: Optional[str] = None,
+                 max_answer_bytes: Optional[int] = _MAX_ANSWER):
         if rows not in ("arrays", "objects"):
             raise ValueError('rows must be "arrays" or "objects"')
         if db is not None and (not isinstance(db, str) or not _DB_NAME.fullmatch(db)):
@@ -184,6 +292,7 @@ class Client:
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         self.on_retry = on_retry
+        self.max_answer_bytes = max_answer_bytes
         self.rows = rows
         self.types = types
         self._prefix = ""
@@ -218,20 +327,20 @@ class Client:
            types: Optional[bool] = None) -> List[Dict[str, Any]]:
         """POST /v1/do: the statements as one command (all or nothing), on the writer."""
         body = {"statements": _statements(statements)}
-        return _decode_results(self._call("POST", "/v1/do", body, rows, types)["results"])
+        return _decode_results(_field(self._call("POST", "/v1/do", body, rows, types), "results"))
 
     def query(self, statements: Union[Statement, Iterable[Statement]], *, rows: Optional[str] = None,
               types: Optional[bool] = None) -> List[Dict[str, Any]]:
         """POST /v1/query: read-only statements on one snapshot, on the read pool."""
         body = {"statements": _statements(statements)}
-        return _decode_results(self._call("POST", "/v1/query", body, rows, types)["results"])
+        return _decode_results(_field(self._call("POST", "/v1/query", body, rows, types, read=True), "results"))
 
     def command(self, name: str, params: Optional[Dict[str, Any]] = None, *, rows: Optional[str] = None,
                 types: Optional[bool] = None) -> List[Dict[str, Any]]:
         """POST /v1/commands/NAME: a named command (lithd --commands) with its parameters."""
         body = {"params": {k: _encode_value(v) for k, v in (params or {}).items()}}
         path = "/v1/commands/" + urllib.parse.quote(name, safe="")
-        return _decode_results(self._call("POST", path, body, rows, types)["results"])
+        return _decode_results(_field(self._call("POST", path, body, rows, types), "results"))
 
     def batch(self, commands: Iterable[Iterable[Statement]], *, rows: Optional[str] = None,
               types: Optional[bool] = None) -> List[Union[List[Dict[str, Any]], LithError]]:
@@ -240,7 +349,9 @@ class Client:
         Returns one entry per command, in order: its results, or the
         LithError it failed with (not raised: the others stand). Commands
         refused with a 503 code (the queue was full) are sent again, alone,
-        within the same retry bounds as any 503; nothing of them ran."""
+        within the same retry bounds as any 503; nothing of them ran. One
+        whose outcome is unknown (outcome_unknown) is an OutcomeUnknown,
+        never sent again."""
         cmds = [{"statements": _statements(c)} for c in commands]
         out: List[Any] = [None] * len(cmds)
         pending = list(range(len(cmds)))
@@ -248,7 +359,7 @@ class Client:
         while True:
             answer = self._call("POST", "/v1/batch", {"commands": [cmds[i] for i in pending]}, rows, types)
             again = []
-            for i, entry in zip(pending, answer["results"]):
+            for i, entry in zip(pending, _field(answer, "results")):
                 if "error" in entry:
                     e = entry["error"]
                     code = e.get("code", "error")
@@ -278,21 +389,24 @@ class Client:
 
     def commands(self) -> List[Dict[str, Any]]:
         """GET /v1/commands: the named commands with their descriptions and parameters."""
-        return self._call("GET", "/v1/commands")["commands"]
+        return _field(self._call("GET", "/v1/commands"), "commands")
 
     def backup(self, path: str, *, format: str = "sqlite") -> int:
         """GET /v1/backup: download a consistent snapshot of the live database
         into the local file `path` (format "sqlite": a database file;
-        "sql": a .dump-style SQL text). Written to path + ".part" and renamed
-        into place once complete, so `path` is never a partial file. Returns
-        the bytes written. A lithd without the download answers 405
-        (LithError); backup_to_server() works there."""
+        "sql": a .dump-style SQL text). Streamed, 64 KiB at a time, into a
+        new file beside `path` (PATH.XXXXXXXX.part, mode 0600), synced, and
+        renamed onto `path` only once the whole download arrived (as many
+        bytes as its Content-Length, or a chunked body to its last chunk);
+        a download cut short raises ConnectionFailed and leaves `path` as
+        it was. Returns the bytes written. A lithd without the download
+        answers 405 (LithError); backup_to_server() works there."""
         query = "" if format == "sqlite" else "?format=" + urllib.parse.quote(format)
-        part = path + ".part"
+        where = os.path.dirname(os.path.abspath(path))
+        fd, part = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".part", dir=where)
         try:
-            with open(part, "wb") as f:
-                self._request("GET", "/v1/backup" + query, None, stream_to=f)
-                size = f.tell()
+            with os.fdopen(fd, "wb") as f:
+                size = self._request("GET", "/v1/backup" + query, None, sink=f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(part, path)
@@ -302,6 +416,7 @@ class Client:
             except OSError:
                 pass
             raise
+        _fsync_dir(where)
         return size
 
     def backup_to_server(self, name: str) -> Dict[str, Any]:
@@ -325,7 +440,7 @@ class Client:
     # ---- Transport -----------------------------------------------------------
 
     def _call(self, method: str, path: str, body: Any = None, rows: Optional[str] = None,
-              types: Optional[bool] = None) -> Any:
+              types: Optional[bool] = None, read: bool = False) -> Any:
         rows = self.rows if rows is None else rows
         types = self.types if types is None else types
         params = []
@@ -336,15 +451,37 @@ class Client:
         if params:
             path += "?" + "&".join(params)
         data = None if body is None else json.dumps(body, allow_nan=False).encode()
-        answer = self._request(method, path, data)
-        return json.loads(answer)
+        # The answer's one buffer becomes text and is dropped before the
+        # JSON is parsed: never the bytes, the text and the values at once.
+        answer = self._request(method, path, data, read=read or method == "GET")
+        try:
+            text = answer.decode("utf-8")
+            del answer
+            return json.loads(text)
+        except ValueError as e:  # UnicodeDecodeError, json.JSONDecodeError
+            what = "" if read or method == "GET" else " (lithd answered 200: the request ran)"
+            raise LithError(f"{self._where()}: the answer to {method} {path} is not JSON{what}: {e}",
+                            code="bad_answer", status=200) from None
 
     def _new_connection(self) -> http.client.HTTPConnection:
         if self._unix is not None:
             return _UnixConnection(self._unix, self.timeout)
         if self._tls:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout)
-        return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+            return _HTTPSConnection(self._host, self._port, timeout=self.timeout)
+        return _HTTPConnection(self._host, self._port, timeout=self.timeout)
+
+    def _take(self, fresh: bool = False) -> Tuple[http.client.HTTPConnection, bool]:
+        """A kept-alive connection that is still open (unless fresh), else a
+        new one; and whether it was reused."""
+        while not fresh:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return self._new_connection(), False
+            if conn.sock is not None and not _dropped(conn.sock):
+                return conn, True
+            conn.close()  # closed by the server while idle: never sent on
+        return self._new_connection(), False
 
     def _release(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -353,63 +490,141 @@ class Client:
                 return
         conn.close()
 
-    def _send_once(self, method: str, target: str, data: Optional[bytes], stream_to: Any):
+    def _send_once(self, method: str, target: str, data: Optional[bytes], sink: Any, read: bool):
+        """One exchange: (status, Retry-After, body) where body is the answer
+        (a bytearray), or for a 200 to a download the bytes written to sink.
+
+        Sent again only when that cannot apply it twice: when not one byte of
+        it was written (a kept-alive connection found closed), or, once, for
+        a read that got no answer at all."""
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
         if self.token is not None:
             headers["Authorization"] = "Bearer " + self.token
-        for fresh in (False, True):
-            conn = None
-            if not fresh:
-                with self._lock:
-                    conn = self._idle.pop() if self._idle else None
-            reused = conn is not None
-            if conn is None:
-                conn = self._new_connection()
+        resent = False
+        while True:
+            conn, reused = self._take(fresh=resent)
+            conn.wrote = False
             try:
                 conn.request(method, target, body=data, headers=headers)
                 resp = conn.getresponse()
-                if stream_to is not None and resp.status == 200:
-                    while True:
-                        chunk = resp.read(1 << 16)
-                        if not chunk:
-                            break
-                        stream_to.write(chunk)
-                    payload = b""
-                else:
-                    payload = resp.read()
-                if resp.will_close:
-                    conn.close()
-                self._release(conn)
-                return resp.status, resp.getheader("Retry-After"), payload
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
-                conn.close()
-                # A kept-alive connection the server closed while idle:
-                # the request never reached it; once more on a new one.
-                if reused and stream_to is None:
-                    continue
-                raise ConnectionFailed(f"{self._where()}: {e}", code="connection") from e
-            except socket.timeout as e:
-                conn.close()
-                raise ConnectionFailed(f"{self._where()}: timed out after {self.timeout} s",
-                                       code="timeout") from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                raise ConnectionFailed(f"{self._where()}: {e}", code="connection") from e
-        raise AssertionError("unreachable")
+                timeout = isinstance(e, socket.timeout)
+                if not conn.wrote:
+                    if reused and not timeout:
+                        continue  # the kept-alive connection was closed: nothing went out
+                    raise self._no_answer(e, ConnectionFailed) from e
+                if read and not resent and not timeout:
+                    resent = True  # a read: nothing to apply twice
+                    continue
+                raise self._no_answer(e, ConnectionFailed if read else AnswerLost) from e
+            try:
+                if sink is not None and resp.status == 200:
+                    body: Any = self._download(resp, sink)
+                else:
+                    body = self._answer(resp)
+            except LithError:
+                resp.close()
+                conn.close()
+                raise
+            except _Local as e:
+                resp.close()
+                conn.close()
+                raise e.error
+            except (_Cut, OSError, http.client.HTTPException) as e:
+                resp.close()
+                conn.close()
+                raise self._cut(method, target, resp.status, read, e) from e
+            resp.close()  # read to its end (even when that is 0 bytes): done with
+            if resp.will_close:
+                conn.close()
+            self._release(conn)
+            return resp.status, resp.getheader("Retry-After"), body
 
-    def _request(self, method: str, path: str, data: Optional[bytes], stream_to: Any = None) -> bytes:
+    def _answer(self, resp: http.client.HTTPResponse) -> bytearray:
+        """The whole body, in one buffer, at most max_answer_bytes."""
+        limit = self.max_answer_bytes
+        length = resp.length  # None: chunked, or to the end of the connection
+        if limit is not None and length is not None and length > limit:
+            raise self._too_large(resp.status, f"{length} bytes")
+        if length is not None:
+            buf = bytearray(length)
+            view, got = memoryview(buf), 0
+            while got < length:
+                n = resp.readinto(view[got:])
+                if not n:
+                    raise _Cut(f"after {got} of {length} bytes")
+                got += n
+            return buf
+        buf, piece = bytearray(), bytearray(_PIECE)
+        while True:
+            n = resp.readinto(piece)  # chunked: IncompleteRead without the last chunk
+            if not n:
+                return buf
+            if limit is not None and len(buf) + n > limit:
+                raise self._too_large(resp.status, f"more than {limit} bytes")
+            buf += memoryview(piece)[:n]
+
+    def _download(self, resp: http.client.HTTPResponse, sink: Any) -> int:
+        """A 200's body to sink, 64 KiB at a time; its length. Only a body
+        whose end can be told from a cut (Content-Length, chunked) is taken."""
+        length = resp.length
+        if length is None and not resp.chunked:
+            raise LithError(f"{self._where()}: the download has neither a Content-Length nor chunks: "
+                            "a cut could not be told from its end", code="bad_answer", status=resp.status)
+        piece = bytearray(_PIECE)
+        view, got = memoryview(piece), 0
+        while True:
+            n = resp.readinto(piece)  # chunked: IncompleteRead without the last chunk
+            if not n:
+                break
+            try:
+                sink.write(view[:n])
+            except OSError as e:
+                raise _Local(e) from None
+            got += n
+        if length is not None and got != length:
+            raise _Cut(f"after {got} of {length} bytes")
+        return got
+
+    def _too_large(self, status: int, size: str) -> LithError:
+        ran = " (lithd answered 200: the request ran)" if status == 200 else ""
+        return LithError(f"{self._where()}: an answer of {size} is over max_answer_bytes "
+                         f"({self.max_answer_bytes}){ran}", code="answer_too_large", status=status)
+
+    def _cut(self, method: str, target: str, status: int, read: bool, e: BaseException) -> ConnectionFailed:
+        timeout = isinstance(e, socket.timeout)
+        why = f"timed out after {self.timeout} s" if timeout else f"cut short {e}" if isinstance(e, _Cut) else \
+            f"cut short ({type(e).__name__}: {e})" if str(e) else f"cut short ({type(e).__name__})"
+        ran = " (lithd answered 200: the request ran)" if status == 200 and not read and method != "GET" else ""
+        return ConnectionFailed(f"{self._where()}: the answer (HTTP {status}) to {method} {target} {why}{ran}",
+                                code="timeout" if timeout else "connection", status=status)
+
+    def _no_answer(self, e: BaseException, cls: type) -> LithError:
+        timeout = isinstance(e, socket.timeout)
+        why = f"timed out after {self.timeout} s" if timeout else str(e) or type(e).__name__
+        if cls is AnswerLost:
+            why += " (the request was sent: whether it committed is unknown)"
+        return cls(f"{self._where()}: {why}", code="timeout" if timeout else "connection")
+
+    def _request(self, method: str, path: str, data: Optional[bytes], sink: Any = None,
+                 read: Optional[bool] = None) -> Any:
+        if read is None:
+            read = method == "GET"
         if self.db is not None and path.startswith("/v1/"):
             path = "/v1/db/" + self.db + path[3:]  # /healthz is lithd's, not a database's
         target = self._prefix + path
         attempt, waited = 0, 0.0
         while True:
-            status, retry_after, payload = self._send_once(method, target, data, stream_to)
+            status, retry_after, body = self._send_once(method, target, data, sink, read)
             if status < 400:
-                return payload
-            err = self._error(status, payload, _retry_after(retry_after))
-            if status == 503 and attempt < self.max_retries:
+                return body
+            err = self._error(status, body, _retry_after(retry_after))
+            del body
+            # outcome_unknown is never retried, whatever status came with it
+            if status == 503 and not isinstance(err, OutcomeUnknown) and attempt < self.max_retries:
                 wait = err.retry_after if err.retry_after is not None else min(0.05 * 2 ** attempt, 1.0)
                 if waited + wait <= self.max_retry_wait:
                     if self.on_retry:

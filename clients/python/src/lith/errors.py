@@ -10,6 +10,8 @@ status has its class, so callers catch what they can handle:
         ...
     except lith.Unavailable:              # 503 after the client's retries
         ...
+    except lith.OutcomeUnknown:           # 504, or a write whose answer was lost
+        ...                               # read the database: did it commit?
 
 Every class is a LithError, which carries .status (None when no answer
 came), .code (lithd's short name: "constraint", "queue_full",
@@ -88,11 +90,29 @@ class QueueFull(Unavailable):
 
 
 class ServerError(LithError):
-    """5xx other than 503: lithd's own failure (500), disk full (507)."""
+    """5xx other than 503 and 504: lithd's own failure (500), disk full (507)."""
+
+
+class OutcomeUnknown(LithError):
+    """Whether the request committed is unknown, and it was not retried
+    (a retry could apply it twice): lithd answered 504 "outcome_unknown"
+    (lithd --dqlite lost the leader after COMMIT was sent; a proxy's 504
+    gateway timeout is the same), or a write was sent and its answer
+    never came (AnswerLost). Read the database to learn which."""
 
 
 class ConnectionFailed(LithError):
-    """No answer: connecting, sending or reading failed, or timed out."""
+    """No answer: connecting, sending or reading failed, or timed out
+    (code "timeout", else "connection"); or the answer was cut short or
+    is not lithd's (status then says what lithd answered). A read lost
+    before its answer began was sent once more first. A write lost after
+    it was sent is an AnswerLost."""
+
+
+class AnswerLost(ConnectionFailed, OutcomeUnknown):
+    """A write (do, command, batch, backup_to_server) was sent and the
+    connection was lost, or timed out, before lithd's answer began: it
+    may have committed. Both a ConnectionFailed and an OutcomeUnknown."""
 
 
 _BY_STATUS = {
@@ -104,8 +124,9 @@ _BY_STATUS = {
     413: TooLarge,
     422: Unprocessable,
     503: Unavailable,
+    504: OutcomeUnknown,
 }
-_BY_CODE = {"constraint": ConstraintError, "queue_full": QueueFull}
+_BY_CODE = {"constraint": ConstraintError, "queue_full": QueueFull, "outcome_unknown": OutcomeUnknown}
 
 
 def error_for(status: int, code: str, message: str, statement: Optional[int] = None,
