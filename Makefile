@@ -8,6 +8,8 @@
 #   make run-demo   the writer demo: 64 producers moving money for 5 s
 #   make test       make deps, build and run every test (SANITIZE=address or
 #                   thread for the same tests under ASan+UBSan or TSan)
+#   make test-docs  the documentation's shell examples, run and their output compared
+#                   (tools/docs.mk; also part of make test)
 #   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
 #   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak/)
 #   make soak-dqlite          dqlite failover repeated (SOAK_DQ_ROUNDS, dqlite/dqlite.mk)
@@ -117,6 +119,8 @@ DEBS += $(KANBAN_DEBS)
 include dqlite/dqlite.mk
 TEST_BIN += $(DQ_TEST_BIN)
 DEBS += $(DQ_DEBS)
+include tools/docs.mk
+TEST_BIN += $(DOCS_TEST_BIN)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk

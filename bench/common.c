@@ -239,6 +239,11 @@ void bench_fmt(char *buf, size_t n, const char *fmt, double v) {
     snprintf(buf, n, fmt, v);
 }
 
+const char *bench_num(char *buf, size_t n, const char *fmt, double v) {
+  bench_fmt(buf, n, fmt, v);
+  return buf;
+}
+
 void bench_target(const char *what, int have, int pass, const char *detail) {
   printf("- %s %s — %s\n", !have ? "n/a " : pass ? "PASS" : "MISS", what, have ? detail : "not run");
 }

@@ -111,6 +111,10 @@ double bench_agg_pick(bench_agg a, int which);
 void bench_fmt_ms(char *buf, size_t n, double ms, double fine_below);
 /* v through fmt (one double conversion), or "–" when v is NAN or infinite. */
 void bench_fmt(char *buf, size_t n, const char *fmt, double v);
+/* bench_fmt into buf, returned: for a printf argument, e.g.
+ * printf("p99 %s", BENCH_NUM("%.3f", x)) prints "p99 –" for NaN. */
+const char *bench_num(char *buf, size_t n, const char *fmt, double v);
+#define BENCH_NUM(fmt, v) bench_num((char[32]){0}, 32, (fmt), (v))
 
 /* "- PASS what — detail", MISS, or "- n/a  what — not run" when !have. */
 void bench_target(const char *what, int have, int pass, const char *detail);

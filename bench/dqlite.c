@@ -745,11 +745,11 @@ static void run_one(bench *b, int arm, int ni, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, ni, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-10s N=%-4d %8.0f cmd/s  p99 %.2f ms  tx/cmd %.3f  retries/cmd %.2f  "
+          "[round %d/%d] %-10s N=%-4d %8.0f cmd/s  p99 %s ms  tx/cmd %s  retries/cmd %s  "
           "(arm: %lld OK in %lld tx)  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, ARM_NAME[arm], r.N, res->m[M_CMDS_S], res->m[M_P99], res->m[M_TX_CMD],
-          res->m[M_RETRY_CMD], (long long)res->all_ok, (long long)res->txs, (long long)res->errors,
-          res->wall_s);
+          round + 1, c->cli.rounds, ARM_NAME[arm], r.N, res->m[M_CMDS_S], BENCH_NUM("%.2f", res->m[M_P99]),
+          BENCH_NUM("%.3f", res->m[M_TX_CMD]), BENCH_NUM("%.2f", res->m[M_RETRY_CMD]), (long long)res->all_ok,
+          (long long)res->txs, (long long)res->errors, res->wall_s);
 }
 
 static void fill_ratios(bench *b) {

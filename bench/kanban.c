@@ -551,10 +551,12 @@ done:
   res->wall_s = (double)(bench_now_ns() - t_begin) / 1e9;
   res->ran = 1;
   fprintf(stderr,
-          "[round %d/%d] P=%-4d %-7s %9.0f moves/s %6.1f moves/tx  tx %.3f ms (commit %.3f) p99 %.3f"
-          "  call p99 %.3f max %.3f  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, P, ARM_NAME[arm], res->m[M_MOVES_S], res->m[M_MOVES_TX], res->m[M_TX_MS],
-          res->m[M_COMMIT_MS], res->m[M_TX_P99], res->m[M_CALL_P99], res->m[M_CALL_MAX],
+          "[round %d/%d] P=%-4d %-7s %9.0f moves/s %6s moves/tx  tx %s ms (commit %s) p99 %s"
+          "  call p99 %s max %s  errors %lld  (%.1f s)\n",
+          round + 1, c->cli.rounds, P, ARM_NAME[arm], res->m[M_MOVES_S],
+          BENCH_NUM("%.1f", res->m[M_MOVES_TX]), BENCH_NUM("%.3f", res->m[M_TX_MS]),
+          BENCH_NUM("%.3f", res->m[M_COMMIT_MS]), BENCH_NUM("%.3f", res->m[M_TX_P99]),
+          BENCH_NUM("%.3f", res->m[M_CALL_P99]), BENCH_NUM("%.3f", res->m[M_CALL_MAX]),
           (long long)res->errors, res->wall_s);
   for (int p = 0; people && p < P; p++) {
     bench_lat_free(&people[p].call);

@@ -913,13 +913,15 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
   out->errors = r->errors;
 
   fprintf(stderr,
-          "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %.3f p99 %.3f max %.3f ms  CPU server %.2f (loop "
-          "%.2f writer "
-          "%.2f) client %.2f else %.2f  errors %lld  (setup %.1f s, %.1f s)\n",
-          round + 1, o->cli.rounds, sync_upper(sync), N, out->v[V_MOVES_S], out->v[V_P50], out->v[V_P99],
-          out->v[V_MAX], out->v[V_CPU_SRV], out->v[V_CPU_TH + BENCH_T_LOOP],
-          out->v[V_CPU_TH + BENCH_T_WRITER], out->v[V_CPU_CLI], out->v[V_CPU_ELSE], (long long)out->errors,
-          out->v[V_SETUP_S], (double)(bench_now_ns() - t_begin) / 1e9);
+          "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %s p99 %s max %s ms  CPU server %s (loop "
+          "%s writer "
+          "%s) client %s else %s  errors %lld  (setup %.1f s, %.1f s)\n",
+          round + 1, o->cli.rounds, sync_upper(sync), N, out->v[V_MOVES_S], BENCH_NUM("%.3f", out->v[V_P50]),
+          BENCH_NUM("%.3f", out->v[V_P99]), BENCH_NUM("%.3f", out->v[V_MAX]),
+          BENCH_NUM("%.2f", out->v[V_CPU_SRV]), BENCH_NUM("%.2f", out->v[V_CPU_TH + BENCH_T_LOOP]),
+          BENCH_NUM("%.2f", out->v[V_CPU_TH + BENCH_T_WRITER]), BENCH_NUM("%.2f", out->v[V_CPU_CLI]),
+          BENCH_NUM("%.2f", out->v[V_CPU_ELSE]), (long long)out->errors, out->v[V_SETUP_S],
+          (double)(bench_now_ns() - t_begin) / 1e9);
 
   if (r->pid > 0) {
     kill(r->pid, SIGKILL);

@@ -498,11 +498,13 @@ static void run_one(bench *b, int arm, int si, int ni, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, si, ni, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-6s N=%-4d %-9s %9.0f cmd/s %6.1f cmd/tx  p50 %.3f p99 %.3f max %.3f ms"
-          "  CPU lithd %.2f client %.2f else %.2f  errors %lld  (%.1f s)\n",
+          "[round %d/%d] %-6s N=%-4d %-9s %9.0f cmd/s %6s cmd/tx  p50 %s p99 %s max %s ms"
+          "  CPU lithd %s client %s else %s  errors %lld  (%.1f s)\n",
           round + 1, c->cli.rounds, sync_name(r.sync), r.N, ARM_NAME[arm], res->m[M_CMDS_S],
-          res->m[M_CMDS_TX], res->m[M_P50], res->m[M_P99], res->m[M_MAX], res->m[M_CPU_SRV],
-          res->m[M_CPU_CLI], res->m[M_CPU_ELSE], (long long)res->errors, res->wall_s);
+          BENCH_NUM("%.1f", res->m[M_CMDS_TX]), BENCH_NUM("%.3f", res->m[M_P50]),
+          BENCH_NUM("%.3f", res->m[M_P99]), BENCH_NUM("%.3f", res->m[M_MAX]),
+          BENCH_NUM("%.2f", res->m[M_CPU_SRV]), BENCH_NUM("%.2f", res->m[M_CPU_CLI]),
+          BENCH_NUM("%.2f", res->m[M_CPU_ELSE]), (long long)res->errors, res->wall_s);
 }
 
 /* ---- summaries ------------------------------------------------------------------------ */

@@ -613,11 +613,13 @@ static void run_one(bench *b, int arm, int si, int pi, int fi, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, si, pi, fi, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-5s %-6s P=%-4d files=%d %9.0f cmd/s %6.1f cmd/tx  in tx %.2f commit %.2f  "
-          "CPU %.2f (writers %.2f) else %.2f  errors %lld  (%.1f s)\n",
+          "[round %d/%d] %-5s %-6s P=%-4d files=%d %9.0f cmd/s %6s cmd/tx  in tx %s commit %s  "
+          "CPU %s (writers %s) else %s  errors %lld  (%.1f s)\n",
           round + 1, c->cli.rounds, ARM_NAME[arm], sync_name(r.sync), r.P, r.N, res->m[M_CMDS_S],
-          res->m[M_CMDS_TX], res->m[M_IN_TX], res->m[M_IN_COMMIT], res->m[M_CPU_ALL], res->m[M_CPU_WRITERS],
-          res->m[M_CPU_ELSE], (long long)res->errors, res->wall_s);
+          BENCH_NUM("%.1f", res->m[M_CMDS_TX]), BENCH_NUM("%.2f", res->m[M_IN_TX]),
+          BENCH_NUM("%.2f", res->m[M_IN_COMMIT]), BENCH_NUM("%.2f", res->m[M_CPU_ALL]),
+          BENCH_NUM("%.2f", res->m[M_CPU_WRITERS]), BENCH_NUM("%.2f", res->m[M_CPU_ELSE]),
+          (long long)res->errors, res->wall_s);
 }
 
 /* Each round's N-file figure over the same round's one-file figure. */

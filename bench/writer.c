@@ -893,12 +893,14 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);
   csv_row(b, arm, si, pi, ci, rbuf, res);
   fprintf(stderr,
-          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7.1f cmd/tx  tx %.3f ms p99 %.3f  call p99 %.3f "
-          "max %.3f"
+          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7s cmd/tx  tx %s ms p99 %s  call p99 %s "
+          "max %s"
           "  errors %lld  (%.1f s)\n",
           round + 1, c->cli.rounds, sync_name(r.sync), r.P, per_ckpt(arm) ? ckpt_name(r.ckpt) : "-",
-          ARM_NAME[arm], res->m[M_CMDS_S], res->m[M_CMDS_TX], res->m[M_TX_MS], res->m[M_TX_P99],
-          res->m[M_CALL_P99], res->m[M_CALL_MAX], (long long)res->errors, res->wall_s);
+          ARM_NAME[arm], res->m[M_CMDS_S], BENCH_NUM("%.1f", res->m[M_CMDS_TX]),
+          BENCH_NUM("%.3f", res->m[M_TX_MS]), BENCH_NUM("%.3f", res->m[M_TX_P99]),
+          BENCH_NUM("%.3f", res->m[M_CALL_P99]), BENCH_NUM("%.3f", res->m[M_CALL_MAX]),
+          (long long)res->errors, res->wall_s);
 }
 
 /* ---- summaries ------------------------------------------------------------------------ */

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""test-docs — run the shell examples of the documentation (issue 21).
+
+Usage: tools/test-docs.py [--bin DIR] FILE.md...
+
+Every fenced block opened with ```sh is an example a reader may paste, so
+it is run, each block on its own:
+
+  - in a new scratch directory (removed after), with bash -e -o pipefail,
+    PATH starting with the built programs (lithd, lith, lith-node: the
+    folders under --bin, default build/default/tools), in a process group
+    of its own that is killed when the block ends (servers it started in
+    the background die with it), at most TIMEOUT seconds;
+  - a line `#> TEXT` in the block is output the commands above it print:
+    the block's whole stdout must be, line for line, the #> lines in
+    order. In TEXT, `…` matches any run of characters (timings, ids,
+    ports), and trailing blanks are ignored. A block without #> lines
+    only has to succeed;
+  - a block preceded by `<!-- test-docs: skip REASON -->` (the line just
+    above its fence) is not run, and REASON is printed;
+  - other fences (```c, ```json, ```text, ```console, ...) are not run;
+  - `<!-- test-docs: must-fail WHY -->` above a block turns it around: it
+    passes when it fails (the runner's own test, tools/test/docs.md).
+
+Prints one line per block, "docs: N ran, N skipped, N failed" and
+cmocka's closing lines (tools/run-tests.sh counts them); exits 1 if any
+failed. Python's standard library only.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+TIMEOUT = 120
+MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail)\s+(.*?)\s*-->\s*$")
+
+
+def blocks(path):
+    """(line, body, mark or None, its reason) of each ```sh block of path."""
+    out = []
+    lines = open(path, encoding="utf-8").read().split("\n")
+    i = 0
+    while i < len(lines):
+        fence = lines[i].strip()
+        if fence.startswith("```") and fence != "```":
+            lang = fence[3:].strip()
+            start = i
+            i += 1
+            body = []
+            while i < len(lines) and lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            if lang == "sh":
+                m = MARK.match(lines[start - 1]) if start > 0 else None
+                out.append((start + 1, "\n".join(body) + "\n", m.group(1) if m else None, m.group(2) if m else ""))
+        i += 1
+    return out
+
+
+def pattern(text):
+    """A #> line as a regular expression: `…` is any run of characters."""
+    parts = text.rstrip().split("…")
+    return re.compile("^" + ".*".join(re.escape(p) for p in parts) + "$")
+
+
+def compare(expected, stdout):
+    """None if stdout is the expected lines, else what differs."""
+    got = stdout.rstrip("\n").split("\n") if stdout.strip() else []
+    got = [g.rstrip() for g in got]
+    for k, want in enumerate(expected):
+        if k >= len(got):
+            return "line %d: expected %r, the output ended" % (k + 1, want)
+        if not pattern(want).match(got[k]):
+            return "line %d: expected %r, got %r" % (k + 1, want, got[k])
+    if len(got) > len(expected):
+        return "line %d: unexpected %r" % (len(expected) + 1, got[len(expected)])
+    return None
+
+
+def run(body, path_dirs):
+    """(exit status or 'timeout', stdout, stderr) of body in a scratch dir."""
+    expected = [l.lstrip()[3:] if l.lstrip().startswith("#> ") else "" for l in body.split("\n")
+                if l.lstrip().startswith("#>")]
+    scratch = tempfile.mkdtemp(prefix="lith-docs-")
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join(path_dirs + [env.get("PATH", "")])
+    # Output to files, not pipes: a server left in the background holds a
+    # pipe open, and the block ends when its shell does.
+    with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+        try:
+            p = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", body], cwd=scratch, env=env,
+                                 stdout=fo, stderr=fe, text=True, start_new_session=True)
+            try:
+                status = p.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                status = "timeout"
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever it left running
+            except ProcessLookupError:
+                pass
+            p.wait()
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
+    return status, out, err, expected
+
+
+def main():
+    ap = argparse.ArgumentParser(description="run the ```sh examples of the docs")
+    ap.add_argument("--bin", default="build/default/tools", help="the built programs' folders' parent")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    base = os.path.abspath(a.bin)
+    path_dirs = [os.path.join(base, d) for d in ("lithd", "lith", "lith-node")]
+    ran = skipped = failed = 0
+    for f in a.files:
+        for line, body, mark, reason in blocks(f):
+            where = "%s:%d" % (f, line)
+            if mark == "skip":
+                skipped += 1
+                print("skip %s: %s" % (where, reason))
+                continue
+            ran += 1
+            status, out, err, expected = run(body, path_dirs)
+            why = None
+            if status != 0:
+                why = "exit %s" % status
+            elif expected:
+                why = compare(expected, out)
+            if mark == "must-fail":
+                why = "it did not fail (%s)" % reason if why is None else None
+            if why is None:
+                print("ok   %s" % where)
+                continue
+            failed += 1
+            print("FAIL %s: %s" % (where, why))
+            for name, text in (("stdout", out), ("stderr", err)):
+                if text.strip():
+                    print("  %s:\n%s" % (name, "".join("    " + l + "\n" for l in text.rstrip("\n").split("\n")[-20:])),
+                          end="")
+    print("docs: %d ran, %d skipped, %d failed" % (ran, skipped, failed))
+    print("[  PASSED  ] %d test(s)." % (ran - failed))
+    if failed:
+        print("[  FAILED  ] %d test(s)." % failed)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
