@@ -11,13 +11,13 @@
 #   DOCS_TEST_BIN   the script tools/run-tests.sh runs, to add to TEST_BIN
 #   make test-docs  the same, alone
 
-DOCS_TESTED   := tools/test/docs.md
+DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
 
-$(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN)
+$(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" %s\n' "$(abspath tools/test-docs.py)" \
-	  "$(abspath $(B)/tools)" "$(abspath $(DOCS_TESTED))" > $@
+	  "$(abspath $(B))" "$(abspath $(DOCS_TESTED))" > $@
 	@chmod +x $@
 
 test-docs: $(DOCS_TEST_BIN)

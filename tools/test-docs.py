@@ -7,8 +7,8 @@ Every fenced block opened with ```sh is an example a reader may paste, so
 it is run, each block on its own:
 
   - in a new scratch directory (removed after), with bash -e -o pipefail,
-    PATH starting with the built programs (lithd, lith, lith-node: the
-    folders under --bin, default build/default/tools), in a process group
+    PATH starting with the built programs (lithd, lith, lith-node, kanban:
+    their folders under --bin, default build/default), in a process group
     of its own that is killed when the block ends (servers it started in
     the background die with it), at most TIMEOUT seconds;
   - a line `#> TEXT` in the block is output the commands above it print:
@@ -113,11 +113,11 @@ def run(body, path_dirs):
 
 def main():
     ap = argparse.ArgumentParser(description="run the ```sh examples of the docs")
-    ap.add_argument("--bin", default="build/default/tools", help="the built programs' folders' parent")
+    ap.add_argument("--bin", default="build/default", help="the build directory")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     base = os.path.abspath(a.bin)
-    path_dirs = [os.path.join(base, d) for d in ("lithd", "lith", "lith-node")]
+    path_dirs = [os.path.join(base, d) for d in ("tools/lithd", "tools/lith", "tools/lith-node", "examples/kanban")]
     ran = skipped = failed = 0
     for f in a.files:
         for line, body, mark, reason in blocks(f):
