@@ -121,6 +121,7 @@ TEST_BIN += $(DQ_TEST_BIN)
 DEBS += $(DQ_DEBS)
 include tools/docs.mk
 TEST_BIN += $(DOCS_TEST_BIN)
+DEBS += $(DOCS_DEBS)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
@@ -136,7 +137,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && command -v sqlite3 >/dev/null; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS),command -v $(c) >/dev/null &&) true; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \

@@ -9,10 +9,14 @@
 # rewrites them.
 #
 #   DOCS_TEST_BIN   the script tools/run-tests.sh runs, to add to TEST_BIN
+#   DOCS_DEBS       what it and the examples need (make deps installs them),
+#   DOCS_CMDS       and the commands make deps looks for
 #   make test-docs  the same, alone
 
 DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
+DOCS_DEBS     := python3 curl
+DOCS_CMDS     := python3 curl
 
 $(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
