@@ -13,7 +13,7 @@
 #   DOCS_CMDS       and the commands make deps looks for
 #   make test-docs  the same, alone
 
-DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md
+DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md docs/operations.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
 DOCS_DEBS     := python3 curl
 DOCS_CMDS     := python3 curl
