@@ -13,15 +13,17 @@
 #   DOCS_CMDS       and the commands make deps looks for
 #   make test-docs  the same, alone
 
-DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md docs/operations.md
+DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md docs/operations.md docs/litestream.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
 DOCS_DEBS     := python3 curl
+# where make deps-litestream puts litestream (docs/litestream.md needs it)
+DOCS_LITESTREAM_DIR := build/litestream/node_modules/@flydotio/litestream-linux-x64
 DOCS_CMDS     := python3 curl
 
 $(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN) $(KANBAN_BIN) $(LITH_NODE_BIN)
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" %s\n' "$(abspath tools/test-docs.py)" \
-	  "$(abspath $(B))" "$(abspath $(DOCS_TESTED))" > $@
+	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" --path "%s" %s\n' "$(abspath tools/test-docs.py)" \
+	  "$(abspath $(B))" "$(abspath $(DOCS_LITESTREAM_DIR))" "$(abspath $(DOCS_TESTED))" > $@
 	@chmod +x $@
 
 test-docs: $(DOCS_TEST_BIN)

@@ -18,6 +18,8 @@ it is run, each block on its own:
     only has to succeed;
   - a block preceded by `<!-- test-docs: skip REASON -->` (the line just
     above its fence) is not run, and REASON is printed;
+  - `<!-- test-docs: needs CMD... -->` runs it only if every CMD is on
+    PATH (--path adds folders), else skips it saying which is missing;
   - other fences (```c, ```json, ```text, ```console, ...) are not run;
   - `<!-- test-docs: must-fail WHY -->` above a block turns it around: it
     passes when it fails (the runner's own test, tools/test/docs.md).
@@ -36,7 +38,7 @@ import sys
 import tempfile
 
 TIMEOUT = 120
-MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail)\s+(.*?)\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail|needs)\s+(.*?)\s*-->\s*$")
 
 
 def blocks(path):
@@ -114,14 +116,21 @@ def run(body, path_dirs):
 def main():
     ap = argparse.ArgumentParser(description="run the ```sh examples of the docs")
     ap.add_argument("--bin", default="build/default", help="the build directory")
+    ap.add_argument("--path", action="append", default=[], help="another folder for PATH (repeatable)")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     base = os.path.abspath(a.bin)
     path_dirs = [os.path.join(base, d) for d in ("tools/lithd", "tools/lith", "tools/lith-node", "examples/kanban")]
+    path_dirs += [os.path.abspath(d) for d in a.path if os.path.isdir(d)]
+    search = os.pathsep.join(path_dirs + [os.environ.get("PATH", "")])
     ran = skipped = failed = 0
     for f in a.files:
         for line, body, mark, reason in blocks(f):
             where = "%s:%d" % (f, line)
+            if mark == "needs":
+                missing = [c for c in reason.split() if shutil.which(c, path=search) is None]
+                if missing:
+                    mark, reason = "skip", "needs %s, not found on PATH" % ", ".join(missing)
             if mark == "skip":
                 skipped += 1
                 print("skip %s: %s" % (where, reason))
