@@ -9,6 +9,10 @@
 # rewrites them.
 #
 #   DOCS_TEST_BIN   the script tools/run-tests.sh runs, to add to TEST_BIN
+#   DOCS_PREFIX     lith as `make install PREFIX=` installs it, for the
+#                   examples that build against the library (pkg-config);
+#                   always the plain build's, so that a program a reader
+#                   compiles links in every variant
 #   DOCS_DEBS       what it and the examples need (make deps installs them),
 #   DOCS_CMDS       and the commands make deps looks for
 #   make test-docs  the same, alone
@@ -19,11 +23,17 @@ DOCS_DEBS     := python3 curl
 # where make deps-litestream puts litestream (docs/litestream.md needs it)
 DOCS_LITESTREAM_DIR := build/litestream/node_modules/@flydotio/litestream-linux-x64
 DOCS_CMDS     := python3 curl
+DOCS_PREFIX   := build/default/docs-prefix
 
-$(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN) $(KANBAN_BIN) $(LITH_NODE_BIN)
+# In the plain build the install's files are prerequisites, so that the
+# make below finds them built (it must not build them beside this one).
+$(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN) $(KANBAN_BIN) $(LITH_NODE_BIN) \
+                  $(if $(SANITIZE),,$(LIBS) $(PCS))
 	@mkdir -p $(dir $@)
-	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" --path "%s" %s\n' "$(abspath tools/test-docs.py)" \
-	  "$(abspath $(B))" "$(abspath $(DOCS_LITESTREAM_DIR))" "$(abspath $(DOCS_TESTED))" > $@
+	@$(MAKE) --no-print-directory install SANITIZE= B=build/default PREFIX="$(abspath $(DOCS_PREFIX))" DESTDIR= > /dev/null
+	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" --path "%s" --src "%s" --prefix "%s" %s\n' \
+	  "$(abspath tools/test-docs.py)" "$(abspath $(B))" "$(abspath $(DOCS_LITESTREAM_DIR))" "$(abspath .)" \
+	  "$(abspath $(DOCS_PREFIX))" "$(abspath $(DOCS_TESTED))" > $@
 	@chmod +x $@
 
 test-docs: $(DOCS_TEST_BIN)

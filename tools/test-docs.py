@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test-docs — run the shell examples of the documentation (issue 21).
 
-Usage: tools/test-docs.py [--bin DIR] FILE.md...
+Usage: tools/test-docs.py [--bin DIR] [--path DIR]... [--src DIR]
+                         [--prefix DIR] FILE.md...
 
 Every fenced block opened with ```sh is an example a reader may paste, so
 it is run, each block on its own:
@@ -16,13 +17,26 @@ it is run, each block on its own:
     order. In TEXT, `…` matches any run of characters (timings, ids,
     ports), and trailing blanks are ignored. A block without #> lines
     only has to succeed;
+  - what a reader has besides the programs: $LITH is the source tree
+    (--src: the reader's clone, whose files a block may read but must not
+    write), and, with --prefix, lith as `make install PREFIX=DIR`
+    installed it, found the way the README tells a reader to find it:
+    DIR/bin on PATH, DIR/lib/pkgconfig on PKG_CONFIG_PATH, DIR/lib on
+    LD_LIBRARY_PATH;
   - a block preceded by `<!-- test-docs: skip REASON -->` (the line just
     above its fence) is not run, and REASON is printed;
   - `<!-- test-docs: needs CMD... -->` runs it only if every CMD is on
     PATH (--path adds folders), else skips it saying which is missing;
   - other fences (```c, ```json, ```text, ```console, ...) are not run;
   - `<!-- test-docs: must-fail WHY -->` above a block turns it around: it
-    passes when it fails (the runner's own test, tools/test/docs.md).
+    passes when it fails (the runner's own test, tools/test/docs.md);
+  - `<!-- test-docs: options CMD ARG... -->` above a Markdown table checks
+    the table against what CMD ARG... (on PATH) prints: every option that
+    begins one of its lines (the `--NAME`s before the first gap of two
+    blanks, as in `  --db PATH   the database`) must be named in the
+    table, and every `--NAME` the table names must be one of them. So an
+    option can be neither missing from the reference nor stale in it
+    (a must-fail line right above the mark turns it around).
 
 Prints one line per block, "docs: N ran, N skipped, N failed" and
 cmocka's closing lines (tools/run-tests.sh counts them); exits 1 if any
@@ -31,6 +45,7 @@ failed. Python's standard library only.
 import argparse
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -38,16 +53,29 @@ import sys
 import tempfile
 
 TIMEOUT = 120
-MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail|needs)\s+(.*?)\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail|needs|options)\s+(.*?)\s*-->\s*$")
+OPTION = re.compile(r"(?<![-\w])--([a-z][a-z0-9-]*)")
 
 
 def blocks(path):
-    """(line, body, mark or None, its reason) of each ```sh block of path."""
+    """(line, body, mark or None, its reason) of each ```sh block of path,
+    and of each table marked `options` (its body: the table's lines)."""
     out = []
     lines = open(path, encoding="utf-8").read().split("\n")
     i = 0
     while i < len(lines):
         fence = lines[i].strip()
+        m = MARK.match(lines[i])
+        if m and m.group(1) == "options":
+            start = i + 1
+            table = []
+            while start + len(table) < len(lines) and lines[start + len(table)].startswith("|"):
+                table.append(lines[start + len(table)])
+            above = MARK.match(lines[i - 1]) if i > 0 else None
+            fails = above is not None and above.group(1) == "must-fail"
+            out.append((start + 1, "\n".join(table), "options-must-fail" if fails else "options", m.group(2)))
+            i = start + len(table)
+            continue
         if fence.startswith("```") and fence != "```":
             lang = fence[3:].strip()
             start = i
@@ -83,13 +111,49 @@ def compare(expected, stdout):
     return None
 
 
-def run(body, path_dirs):
+def options_check(table, command, env):
+    """None if the table names exactly the options command prints, else
+    what differs."""
+    if not table:
+        return "no table right below the mark"
+    try:
+        p = subprocess.run(shlex.split(command), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "cannot run %s: %s" % (command, e)
+    printed = set()
+    for l in p.stdout.split("\n"):
+        if l.lstrip().startswith("--"):
+            printed.update(OPTION.findall(re.split(r"\s{2,}", l.strip())[0]))
+    if not printed:
+        return "%s printed no options (exit %d)" % (command, p.returncode)
+    named = set(OPTION.findall(table))
+    why = []
+    if printed - named:
+        why.append("the table lacks %s" % ", ".join("--" + o for o in sorted(printed - named)))
+    if named - printed:
+        why.append("%s has no %s" % (command, ", ".join("--" + o for o in sorted(named - printed))))
+    return "; ".join(why) or None
+
+
+def environment(path_dirs, src, prefix):
+    """What a block runs with: the programs on PATH, $LITH, the install."""
+    env = dict(os.environ)
+    if prefix:
+        path_dirs = path_dirs + [os.path.join(prefix, "bin")]
+        for var, sub in (("PKG_CONFIG_PATH", "lib/pkgconfig"), ("LD_LIBRARY_PATH", "lib")):
+            env[var] = os.pathsep.join([os.path.join(prefix, sub)] + ([env[var]] if env.get(var) else []))
+    env["PATH"] = os.pathsep.join(path_dirs + [env.get("PATH", "")])
+    if src:
+        env["LITH"] = src
+    return env
+
+
+def run(body, env):
     """(exit status or 'timeout', stdout, stderr) of body in a scratch dir."""
     expected = [l.lstrip()[3:] if l.lstrip().startswith("#> ") else "" for l in body.split("\n")
                 if l.lstrip().startswith("#>")]
     scratch = tempfile.mkdtemp(prefix="lith-docs-")
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join(path_dirs + [env.get("PATH", "")])
     # Output to files, not pipes: a server left in the background holds a
     # pipe open, and the block ends when its shell does.
     with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
@@ -117,12 +181,15 @@ def main():
     ap = argparse.ArgumentParser(description="run the ```sh examples of the docs")
     ap.add_argument("--bin", default="build/default", help="the build directory")
     ap.add_argument("--path", action="append", default=[], help="another folder for PATH (repeatable)")
+    ap.add_argument("--src", help="the source tree, $LITH in the blocks")
+    ap.add_argument("--prefix", help="where lith is installed (make install PREFIX=)")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     base = os.path.abspath(a.bin)
     path_dirs = [os.path.join(base, d) for d in ("tools/lithd", "tools/lith", "tools/lith-node", "examples/kanban")]
     path_dirs += [os.path.abspath(d) for d in a.path if os.path.isdir(d)]
-    search = os.pathsep.join(path_dirs + [os.environ.get("PATH", "")])
+    env = environment(path_dirs, a.src and os.path.abspath(a.src), a.prefix and os.path.abspath(a.prefix))
+    search = env["PATH"]
     ran = skipped = failed = 0
     for f in a.files:
         for line, body, mark, reason in blocks(f):
@@ -136,7 +203,15 @@ def main():
                 print("skip %s: %s" % (where, reason))
                 continue
             ran += 1
-            status, out, err, expected = run(body, path_dirs)
+            if mark in ("options", "options-must-fail"):
+                why = options_check(body, reason, env)
+                if mark == "options-must-fail":
+                    why = "the table matched %s" % reason if why is None else None
+                print("%s %s: the options of %s%s" % ("ok  " if why is None else "FAIL", where, reason,
+                                                    "" if why is None else ": " + why))
+                failed += why is not None
+                continue
+            status, out, err, expected = run(body, env)
             why = None
             if status != 0:
                 why = "exit %s" % status
