@@ -1,5 +1,5 @@
 /*
- * test_lithd_attacks — every attack of the README's "Security" that a
+ * test_lithd_attacks — every attack of docs/security.md that a
  * request can carry, from ONE table, tried on both stores: a lithd on a
  * local file and a lithd --dqlite in front of a one-node cluster (a
  * lith-node process). Each row names the route, the body, the status and a
