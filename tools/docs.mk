@@ -17,7 +17,7 @@
 #   DOCS_CMDS       and the commands make deps looks for
 #   make test-docs  the same, alone
 
-DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md docs/operations.md docs/litestream.md
+DOCS_TESTED   := tools/test/docs.md examples/kanban/README.md docs/ha.md docs/sharding.md docs/cli.md docs/operations.md docs/litestream.md docs/lithd.md docs/security.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
 DOCS_DEBS     := python3 curl
 # where make deps-litestream puts litestream (docs/litestream.md needs it)

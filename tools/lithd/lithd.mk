@@ -111,7 +111,7 @@ $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/node
 #   test_textfile  util/textfile.c, the one bounded file reader, and token.c
 #   test_metrics   ops/metrics.c on a real lith handle, without an HTTP server
 #   test_options   options.c's table walked: --help, the config file, the
-#                  modes; and the README's option table against --help
+#                  modes (docs/lithd.md's table against --help: test-docs)
 LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
                    test_overload test_textfile test_metrics test_options)
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
@@ -131,12 +131,10 @@ UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
 UNIT_LINK_test_guard    := $(B)/liblith.a
 UNIT_LINK_test_overload := $(shell pkg-config --libs libuv 2>/dev/null)
 UNIT_LINK_test_metrics  := $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS)
-# What beyond the flags every unit test gets its compile needs.
-UNIT_DEF_test_options   := -DLITH_SRC_DIR='"$(abspath .)"'
 
 define LITHD_UNIT_RULE
 $(B)/$(LD_DIR)/test/$(1): $(LD_DIR)/test/$(1).c $$(call lithd_obj,$$(UNIT_$(1))) $(B)/liblith.a $(HTTP_OBJ) Makefile tools/lithd/lithd.mk
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CPPFLAGS) $$(LITHD_INC) $$(LITHD_CFLAGS) $$(TEST_CFLAGS) $$(JANSSON_CFLAGS) $$(CFLAGS) $$(DEPFLAGS) $$(UNIT_DEF_$(1)) -o $$@ $$< $$(call lithd_obj,$$(UNIT_$(1))) $$(UNIT_LINK_$(1)) $$(PKG_LIBS) $$(TEST_LIBS) $$(LDFLAGS) -lm
+	$$(CC) $$(CPPFLAGS) $$(LITHD_INC) $$(LITHD_CFLAGS) $$(TEST_CFLAGS) $$(JANSSON_CFLAGS) $$(CFLAGS) $$(DEPFLAGS) -o $$@ $$< $$(call lithd_obj,$$(UNIT_$(1))) $$(UNIT_LINK_$(1)) $$(PKG_LIBS) $$(TEST_LIBS) $$(LDFLAGS) -lm
 endef
 $(foreach t,$(notdir $(LITHD_UNIT_TEST)),$(eval $(call LITHD_UNIT_RULE,$(t))))

@@ -10,9 +10,11 @@
  *   - every row is taken on the command line in every mode it accepts, and
  *     refused, exit 2 with a message naming it, in every mode it does not
  *     (on the command line and in the config file); which those are is
- *     pinned in refused[], so a row's modes do not change unnoticed;
- *   - the option table of lithd's reference (OPTIONS_DOC, below) lists
- *     every option --help prints, and names none it does not.
+ *     pinned in refused[], so a row's modes do not change unnoticed.
+ *
+ * That docs/lithd.md's option table lists every option --help prints, and
+ * none it does not, is checked by tools/test-docs.py (its `options` mark),
+ * which runs the documentation's examples too.
  *
  * Design: lithd_opts_parse runs in this process (no lithd is spawned),
  * with stdout and stderr caught in files. The value each option is given
@@ -33,15 +35,6 @@
 #include <unistd.h>
 
 #include "options.h"
-
-#ifndef LITH_SRC_DIR
-#error "LITH_SRC_DIR must name the source tree (where README.md is)"
-#endif
-
-/* The file that documents lithd's options, and the header row of its
- * table of them (every line from there that starts with '|'). */
-static const char *const OPTIONS_DOC = LITH_SRC_DIR "/README.md";
-static const char *const OPTIONS_DOC_TABLE = "| option | default | what |";
 
 /* A value each option takes (NULL: given bare) and what the parse then
  * returns (1: it answered, as --help does). */
@@ -431,94 +424,6 @@ static void test_refused_where_the_table_says(void **state) {
   assert_int_equal(refusals, (int)(sizeof refused / sizeof refused[0]));
 }
 
-/* The option table of OPTIONS_DOC: every line from its header row on that
- * starts with '|'. Returns it malloc'd. */
-static char *doc_table(void) {
-  FILE *f = fopen(OPTIONS_DOC, "r");
-  char line[8192];
-  size_t len = 0, cap = 1 << 16;
-  char *table = malloc(cap);
-  int in = 0;
-  if (f == NULL) {
-    print_error("cannot open %s (OPTIONS_DOC)\n", OPTIONS_DOC);
-    fail();
-  }
-  assert_non_null(table);
-  table[0] = '\0';
-  while (fgets(line, sizeof line, f) != NULL) {
-    if (!in && strncmp(line, OPTIONS_DOC_TABLE, strlen(OPTIONS_DOC_TABLE)) == 0)
-      in = 1;
-    else if (in && line[0] != '|')
-      break;
-    if (in) {
-      size_t n = strlen(line);
-      assert_true(len + n < cap);
-      memcpy(table + len, line, n + 1);
-      len += n;
-    }
-  }
-  fclose(f);
-  if (!in) {
-    print_error("%s has no table with the header \"%s\"\n", OPTIONS_DOC, OPTIONS_DOC_TABLE);
-    fail();
-  }
-  return table;
-}
-
-/* The options of --help: the "  --NAME" that begin its lines. */
-static int help_options(char names_out[][64], int cap) {
-  const char *args[] = {"--help", NULL};
-  char *out, *err;
-  int n = 0;
-  assert_int_equal(parse(args, &out, &err), 1);
-  for (const char *p = out; p != NULL; p = strchr(p, '\n')) {
-    size_t k;
-    p += *p == '\n';
-    if (strncmp(p, "  --", 4) != 0)
-      continue;
-    k = strspn(p + 4, "abcdefghijklmnopqrstuvwxyz0123456789-");
-    assert_true(k > 0 && k < 64 && n < cap);
-    memcpy(names_out[n], p + 4, k);
-    names_out[n++][k] = '\0';
-  }
-  free(out);
-  free(err);
-  return n;
-}
-
-/* The reference lists every option of lithd --help, and no other. */
-static void test_doc_lists_every_option(void **state) {
-  static char help[128][64];
-  char *table = doc_table();
-  int n = help_options(help, 128), missing = 0;
-  (void)state;
-  assert_int_equal(n, lithd_opt_count);
-  for (int i = 0; i < n; i++)
-    if (!names(table, help[i])) {
-      print_error("%s's option table (after \"%s\") does not list --%s, which lithd --help does\n",
-                  OPTIONS_DOC, OPTIONS_DOC_TABLE, help[i]);
-      missing++;
-    }
-  /* and names no option lithd does not have (a stale row) */
-  for (const char *p = strstr(table, "--"); p != NULL; p = strstr(p + 2, "--")) {
-    size_t k = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz0123456789-");
-    int known = 0;
-    char name[64];
-    if (k == 0 || k >= sizeof name || p[2] < 'a' || p[2] > 'z' || (p > table && p[-1] == '-'))
-      continue; /* not an option: the row "|---|---|" */
-    memcpy(name, p + 2, k);
-    name[k] = '\0';
-    for (int i = 0; i < n; i++)
-      known |= strcmp(help[i], name) == 0;
-    if (!known) {
-      print_error("%s's option table names --%s, which lithd --help does not have\n", OPTIONS_DOC, name);
-      missing++;
-    }
-  }
-  free(table);
-  assert_int_equal(missing, 0);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table_rows_are_whole),
@@ -526,7 +431,6 @@ int main(void) {
       cmocka_unit_test(test_config_file_takes_every_key),
       cmocka_unit_test(test_command_line_takes_every_row),
       cmocka_unit_test(test_refused_where_the_table_says),
-      cmocka_unit_test(test_doc_lists_every_option),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
