@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test-docs — run the shell examples of the documentation (issue 21).
+"""test-docs — run the shell examples of the documentation.
 
 Usage: tools/test-docs.py [--bin DIR] [--path DIR]... [--src DIR]
                          [--prefix DIR] FILE.md...

@@ -289,7 +289,7 @@ void soak_check_end(void) {
   pid_t pid = atomic_load(&soak.pid);
   int heavy = atomic_load(&soak.heavy_pid) == pid;
   if (heavy) {
-    /* SIGTERM waits for a read that runs past --max-run-ms (README: not yet) */
+    /* SIGTERM waits for a read that runs past --max-run-ms (--stop-grace-ms, then the read is interrupted) */
     int st;
     kill(pid, SIGTERM);
     int64_t until = bench_now_ns() + 15000000000;

@@ -331,7 +331,7 @@ class Local extends Error {
  * maxAnswerBytes (the largest answer read, 256 MiB; null: no bound; past it a
  * LithError with code "answer_too_large", its status lithd's: 200 means a
  * write committed; downloads are not bounded, they stream to disk). Each
- * call may override rows, types and bigint. Only 503 is retried (README:
+ * call may override rows, types and bigint. Only 503 is retried (docs/clients.md:
  * what is sent again and why).
  *
  * do, query, command and batch resolve to lithd's "results": one object per

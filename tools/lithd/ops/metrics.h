@@ -7,7 +7,7 @@
  * line before every metric, label sets bounded: responses are counted by
  * route (the paths of lithd's route table, and "other" for whatever no
  * route took: 404, 405, a request refused before routing) and status code.
- * README.md's Metrics section lists every metric.
+ * docs/operations.md lists every metric.
  *
  * What comes from where:
  *   - lith_stats (lith.h): commands, batches, failures, retries, the write

@@ -782,7 +782,7 @@ static void test_sql_dump_loads_back_equal(void **state) {
   free(sql);
   assert_same("dump.db", "dump-exec.db");
 
-  /* Loaded by the sqlite3 shell, as the README says. */
+  /* Loaded by the sqlite3 shell, as docs/operations.md says. */
   if (system("command -v sqlite3 >/dev/null 2>&1") == 0) {
     assert_int_equal(system("sqlite3 dump-cli.db < dump.sql"), 0);
     assert_same("dump.db", "dump-cli.db");
@@ -925,7 +925,7 @@ static void test_sql_dump_keeps_rowids(void **state) {
   size_t n = fread(sql, 1, (1 << 20) - 1, f);
   fclose(f);
   assert_true(n > 0 && n < (1 << 20) - 1);
-  /* Through the sqlite3 shell, as the README says; and sqlite3_exec. */
+  /* Through the sqlite3 shell, as docs/operations.md says; and sqlite3_exec. */
   if (system("command -v sqlite3 >/dev/null 2>&1") == 0) {
     assert_int_equal(system("sqlite3 rowid-cli.db < rowid.sql"), 0);
     assert_rowids_kept("rowid.db", "rowid-cli.db");

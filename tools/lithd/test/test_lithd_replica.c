@@ -597,7 +597,7 @@ static void test_writer_mode_beside_litestream(void **state) {
 /* Not a check: commands/s of the same load on lithd --litestream alone,
  * with Litestream replicating, and lithd in its default mode (--checkpoint
  * writer) with Litestream replicating (monitor and sync intervals 1 s: the
- * README's sync-interval, Litestream's default monitor interval),
+ * sync-interval of docs/litestream.md, Litestream's default monitor interval),
  * interleaved, ROUNDS rounds of LOAD_MS each. Runs only with
  * LITH_BENCH_LITESTREAM=1 (it takes about a minute). */
 #define ROUNDS 3

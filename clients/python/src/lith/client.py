@@ -257,7 +257,7 @@ class Client:
     connecting and for each read. max_retries, max_retry_wait: how often and
     how long in all (seconds) a 503 is retried; 0 retries turns it off.
     on_retry(attempt, wait_seconds, error): called before each wait. Only
-    503 is retried (README: what is sent again and why). max_answer_bytes:
+    503 is retried (docs/clients.md: what is sent again and why). max_answer_bytes:
     the largest answer read (256 MiB; None: no bound); past it a LithError
     with code "answer_too_large" (its status is lithd's: 200 means a write
     committed). Downloads (backup) are not bounded: they stream to disk.

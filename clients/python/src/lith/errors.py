@@ -1,7 +1,7 @@
 """What lithd answers when something fails, as exceptions.
 
 lithd's every error body is {"error": {"code", "message", "statement"}}
-(README.md, lithd); the HTTP status says what kind of failure it is. Each
+(docs/lithd.md); the HTTP status says what kind of failure it is. Each
 status has its class, so callers catch what they can handle:
 
     try:
