@@ -5,7 +5,8 @@
 # with its `#>` lines (the format: the script's opening comment). Its own
 # test, tools/test/docs.md, holds it to that: blocks that must pass, and
 # blocks marked must-fail. Every document is tested: the README, each page
-# of docs/ (a new page joins by being there) and the kanban README.
+# of docs/ (a new page joins by being there), the kanban and the clients'
+# READMEs.
 #
 #   DOCS_TEST_BIN   the script tools/run-tests.sh runs, to add to TEST_BIN
 #   DOCS_PREFIX     lith as `make install PREFIX=` installs it, for the
@@ -13,15 +14,20 @@
 #                   always the plain build's, so that a program a reader
 #                   compiles links in every variant
 #   DOCS_DEBS       what it and the examples need (make deps installs them),
-#   DOCS_CMDS       and the commands make deps looks for
+#   DOCS_CMDS       the commands make deps looks for, DOCS_CHECK the rest
 #   make test-docs  the same, alone
 
-DOCS_TESTED   := tools/test/docs.md README.md $(sort $(wildcard docs/*.md)) examples/kanban/README.md
+DOCS_TESTED   := tools/test/docs.md README.md $(sort $(wildcard docs/*.md)) examples/kanban/README.md \
+                 clients/python/README.md clients/node/README.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
-DOCS_DEBS     := python3 curl
+DOCS_DEBS     := python3 python3-venv curl
 # where make deps-litestream puts litestream (docs/litestream.md needs it)
 DOCS_LITESTREAM_DIR := build/litestream/node_modules/@flydotio/litestream-linux-x64
 DOCS_CMDS     := python3 curl
+# and what else make deps checks: the Python examples make a venv (Debian's
+# python3 needs python3-venv for it); the Node examples run where node is
+# (`needs node`: Debian's nodejs, which .ci/run installs)
+DOCS_CHECK    := python3 -c 'import ensurepip, venv' 2>/dev/null
 DOCS_PREFIX   := build/default/docs-prefix
 
 # In the plain build the install's files are prerequisites, so that the
