@@ -17,8 +17,8 @@
  *   - each function says who owns every pointer it takes or returns.
  *
  * Thread safety: lith_do, lith_do_deadline, lith_submit, lith_read,
- * lith_read_deadline, lith_backup and lith_stats_get may be called from any
- * thread at once.
+ * lith_read_deadline, lith_backup, lith_stats_get and lith_interrupt may be
+ * called from any thread at once.
  * lith_open and lith_close are called once each. Functions taking a lith_tx
  * run only on the writer thread, inside a command; functions taking a
  * lith_rx only inside a lith_read callback.
