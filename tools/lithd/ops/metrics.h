@@ -7,7 +7,7 @@
  * line before every metric, label sets bounded: responses are counted by
  * route (the paths of lithd's route table, and "other" for whatever no
  * route took: 404, 405, a request refused before routing) and status code.
- * docs/operations.md lists every metric.
+ * docs/operations.md lists every metric (an example there checks it).
  *
  * What comes from where:
  *   - lith_stats (lith.h): commands, batches, failures, retries, the write
