@@ -211,6 +211,22 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
   snprintf(c->line, sizeof c->line, "%s", line);
 }
 
+/* A child that did not stop after sig: what the kernel says of it (its
+ * signal masks and pending sets, each thread's state and wait channel, its
+ * descriptors) on stderr, so a rare hang on a loaded machine can be read
+ * from the test's log. */
+static void describe_stuck(pid_t pid, int sig) {
+  char cmd[512];
+  fprintf(stderr, "lithd %ld did not stop within the timeout after signal %d; its state:\n", (long)pid, sig);
+  fflush(stderr);
+  snprintf(cmd, sizeof cmd,
+           "grep -E '^(State|Sig|Shd)' /proc/%ld/status; for t in /proc/%ld/task/*; do "
+           "echo \"$t $(cat $t/comm) $(cut -d' ' -f3 $t/stat) $(cat $t/wchan)\"; done; ls -l /proc/%ld/fd",
+           (long)pid, (long)pid, (long)pid);
+  if (system(cmd) == -1)
+    fprintf(stderr, "(cannot run the description)\n");
+}
+
 int tl_stop(struct tl_child *c, int sig, int timeout_ms) {
   int code = -1;
   if (c->pid > 0) {
@@ -222,6 +238,8 @@ int tl_stop(struct tl_child *c, int sig, int timeout_ms) {
     while ((got = waitpid(c->pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
       sleep_ms(5);
     if (got == 0) { /* still running: it did not stop in time */
+      if (sig != SIGKILL)
+        describe_stuck(c->pid, sig);
       kill(c->pid, SIGKILL);
       waitpid(c->pid, &st, 0);
     } else if (got == c->pid) {
