@@ -28,9 +28,9 @@ int lith_http_equal_ct(const void *a, size_t alen, const void *b, size_t blen) {
   return acc == 0;
 }
 
-int lith_http_check_bearer(lith_http_req *req, const char *token) {
+int lith_http_bearer(lith_http_req *req, const char *token) {
   if (!req || !token) {
-    lh_fail(LITH_HTTP_MISUSE, "lith_http_check_bearer: a request and a token");
+    lh_fail(LITH_HTTP_MISUSE, "lith_http_bearer: a request and a token");
     return 0;
   }
   const char *v = lith_http_req_header(req, "authorization");
@@ -51,7 +51,16 @@ int lith_http_check_bearer(lith_http_req *req, const char *token) {
   size_t tlen = strlen(token);
   if (given && glen && tlen && lith_http_equal_ct(given, glen, token, tlen))
     return 1;
-  int bad = given && glen;
+  return given && glen ? -1 : 0;
+}
+
+int lith_http_check_bearer(lith_http_req *req, const char *token) {
+  int got = lith_http_bearer(req, token);
+  if (got == 1)
+    return 1;
+  if (!req || !token)
+    return 0;
+  int bad = got == -1;
   lith_http_add_header(req, "www-authenticate",
                        bad ? "Bearer realm=\"lith\", error=\"invalid_token\"" : "Bearer realm=\"lith\"");
   lith_http_respond_error(req, 401, bad ? "invalid token" : "a bearer token is required");

@@ -426,6 +426,11 @@ int lith_http_stream_end(lith_http_req *req);
  * hold (lith_http_equal_ct). `token` is the caller's. */
 int lith_http_check_bearer(lith_http_req *req, const char *token);
 
+/* The same test without an answer: 1 the right token, 0 none given, -1 a
+ * wrong one (for a server that answers refusals in a format of its own,
+ * with the same WWW-Authenticate values). */
+int lith_http_bearer(lith_http_req *req, const char *token);
+
 /* 1 if a[0..alen) equals b[0..blen), else 0, in a time that depends on
  * `blen` only (pass the secret as b): every byte of b is always compared, a
  * mismatch never stops the loop, the length difference is folded into the

@@ -344,6 +344,22 @@ struct lith_request {
  * requests in flight). */
 LITH_API int lith_submit(lith *db, lith_request *req);
 
+/* As lith_submit, for a command that must have a transaction of its own:
+ * the commands taken before it commit first and are answered, nothing
+ * joins its transaction, and the commands after it wait until it has
+ * committed (or failed). Being alone it runs exactly once: a rollback of
+ * its transaction is its own failure, never a reason to run it again. For
+ * a command that holds the writer across several steps fed from elsewhere
+ * (lithd's interactive transactions): while it runs, every other command
+ * waits, so bound how long it may take. */
+LITH_API int lith_submit_alone(lith *db, lith_request *req);
+
+/* Transactions the writer has committed since lith_open (any thread). A
+ * reader that takes it before its snapshot begins knows, if it is still
+ * the same later on the writer, that nothing committed since: what the
+ * snapshot read is what a write would see. */
+LITH_API uint64_t lith_commit_count(lith *db);
+
 /* ---- Inside a command (writer thread only) ------------------------------ */
 
 /* The statement for `sql`, prepared once on the write connection and cached;
@@ -421,6 +437,24 @@ LITH_API int lith_cmd_sql(lith_tx *tx, void *arg);
 
 /* The last error met by a lith_tx_* call in this command (LITH_OK if none). */
 LITH_API int lith_tx_rc(lith_tx *tx);
+
+/* Only in a command submitted alone (lith_submit_alone), outside
+ * lith_tx_savepoint: end its transaction now and go on in a new one.
+ * lith_tx_commit commits what the command did so far (LITH_OK: durable as
+ * any commit; a deferred FOREIGN KEY violation left is LITH_CONSTRAINT and
+ * nothing changes; a failed COMMIT rolls it back and is returned);
+ * lith_tx_rollback undoes it. Either way the command goes on in a fresh
+ * transaction, which its return commits or undoes as usual. For a command
+ * that runs a client's statements as the client sends them, autocommit and
+ * transactions mixed (lithd's interactive transactions). Anywhere else:
+ * LITH_MISUSE. */
+LITH_API int lith_tx_commit(lith_tx *tx);
+LITH_API int lith_tx_rollback(lith_tx *tx);
+
+/* command_timeout_ms counts afresh from now (nothing if it is 0 or the run
+ * is already past it): for a command that waits between its statements for
+ * more work (lith_submit_alone), each piece gets the whole limit. */
+LITH_API void lith_tx_restart_clock(lith_tx *tx);
 
 /* The write connection, for what the helpers above do not cover. Owned by
  * lith; never close it, never run BEGIN/COMMIT/ROLLBACK on it (refused), and

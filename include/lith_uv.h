@@ -51,6 +51,10 @@ LITH_API int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out);
  * LITH_MISUSE, in which case cb will not run. */
 LITH_API int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb);
 
+/* As lith_uv_submit, the command alone in its transaction (lith_submit_alone). */
+LITH_API int lith_uv_submit_alone(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg,
+                                  lith_uv_cb cb);
+
 /* Refuse further submissions, wait (while the loop runs) until every
  * accepted request's callback has run, then close the async handle, free the
  * bridge and call on_closed(ctx) (may be NULL). The loop must keep running

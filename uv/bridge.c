@@ -100,7 +100,7 @@ int lith_uv_open(lith *db, uv_loop_t *loop, lith_uv **out) {
   return LITH_OK;
 }
 
-int lith_uv_submit(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb) {
+static int submit(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb, int alone) {
   if (!b || !req || !fn || !cb)
     return lith_set_error(LITH_MISUSE, "lith_uv_submit: bridge, request, fn and cb are required");
   if (b->closing)
@@ -112,10 +112,18 @@ int lith_uv_submit(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lit
   req->req.arg = arg;
   req->req.done = on_done;
   b->pending++; /* before submit: the writer may answer at once */
-  int rc = lith_submit(b->db, &req->req);
+  int rc = alone ? lith_submit_alone(b->db, &req->req) : lith_submit(b->db, &req->req);
   if (rc != LITH_OK)
     b->pending--;
   return rc;
+}
+
+int lith_uv_submit(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb) {
+  return submit(b, req, fn, arg, cb, 0);
+}
+
+int lith_uv_submit_alone(lith_uv *b, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb cb) {
+  return submit(b, req, fn, arg, cb, 1);
 }
 
 void lith_uv_close(lith_uv *b, void (*on_closed)(void *ctx), void *ctx) {

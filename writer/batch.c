@@ -405,7 +405,7 @@ run:
 
   if (lith__tx_lost(db))
     goto lost;
-  if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && !tx->timed_out &&
+  if (rc != LITH_OK && (ec & 0xff) == SQLITE_LOCKED && !reran && !tx->timed_out && !db->alone &&
       reset_running(db, 1, NULL, 0) > 0) {
     /* "database table is locked": a read left mid-step (by an earlier
      * command of the batch, say) held a table this one drops or alters.
@@ -508,7 +508,7 @@ static int environmental(int rc) {
 static int fail_open(lith *db, int n, int rc, const char *msg) {
   int failed = 0;
   for (int i = 0; i < n; i++) {
-    lith_request *req = db->batch[i];
+    lith_request *req = db->run[i];
     lith__priv *p = lith__priv_of(req);
     if (p->done)
       continue;
@@ -592,7 +592,7 @@ static void run_batch(lith *db, int n) {
   int64_t t_start = lith__now_ns();
   uint64_t wait_sum = 0, wait_max = 0;
   for (int i = 0; i < n; i++) {
-    lith__priv *p = lith__priv_of(db->batch[i]);
+    lith__priv *p = lith__priv_of(db->run[i]);
     uint64_t w = t_start > p->queued_ns ? (uint64_t)(t_start - p->queued_ns) : 0;
     wait_sum += w;
     db->wait_lat[lith__lat_bucket(w)]++;
@@ -612,7 +612,7 @@ static void run_batch(lith *db, int n) {
 again:;
   int pending = 0;
   for (int i = 0; i < limit; i++)
-    pending += !lith__priv_of(db->batch[i])->done;
+    pending += !lith__priv_of(db->run[i])->done;
   if (pending == 0)
     goto next;
   db->ntopics = 0;
@@ -627,7 +627,7 @@ again:;
   }
   db->tx_lost = 0;
   for (int i = 0; i < limit; i++) {
-    lith_request *req = db->batch[i];
+    lith_request *req = db->run[i];
     lith__priv *p = lith__priv_of(req);
     if (p->done)
       continue;
@@ -648,7 +648,7 @@ again:;
       goto answer;
     }
     for (int j = 0; j < i; j++) { /* ran in this transaction: will run again */
-      const lith__priv *q = lith__priv_of(db->batch[j]);
+      const lith__priv *q = lith__priv_of(db->run[j]);
       if (q->ran && !q->done)
         retried++;
     }
@@ -668,7 +668,7 @@ again:;
     if (!sqlite3_get_autocommit(db->conn))
       step(db->st_rollback);
     for (int i = 0; i < limit; i++) {
-      lith_request *req = db->batch[i];
+      lith_request *req = db->run[i];
       if (lith__priv_of(req)->ran) {
         req->rc = rc;
         lith__strlcpy(req->errmsg, msg, sizeof req->errmsg);
@@ -677,8 +677,9 @@ again:;
     fail_open(db, n, rc, msg); /* and the rest of a split batch: the disk said no */
     goto answer;
   }
+  atomic_fetch_add_explicit(&db->commits, 1, memory_order_release);
   for (int i = 0; i < limit; i++) { /* committed: final */
-    lith__priv *p = lith__priv_of(db->batch[i]);
+    lith__priv *p = lith__priv_of(db->run[i]);
     if (p->ran)
       p->done = 1;
   }
@@ -698,12 +699,12 @@ answer:;
   uint64_t tx_ns = (uint64_t)(lith__now_ns() - t_start);
   atomic_store_explicit(&db->last_tx_ns, (int64_t)tx_ns, memory_order_relaxed);
   for (int i = 0; i < n; i++)
-    if (db->batch[i]->rc != LITH_OK)
+    if (db->run[i]->rc != LITH_OK)
       failed++;
   lith__stats_batch(db, n, failed, retried, busy, tx_ns, commit_ns, wait_sum, wait_max);
   int via_waker = n >= WAKER_MIN_BATCH;
   for (int i = 0; i < n; i++)
-    answer(db, db->batch[i], via_waker);
+    answer(db, db->run[i], via_waker);
   if (via_waker)
     lith__waker_kick(db->waker);
 }
@@ -766,12 +767,123 @@ static int take(lith *db) {
   return n;
 }
 
+static int is_alone(lith_request *req) { return (lith__priv_of(req)->flags & LITH__REQ_ALONE) != 0; }
+
+/* Run what take() took: in one transaction, but a command submitted alone
+ * (lith_submit_alone) runs in a transaction of its own, after the ones
+ * taken before it committed and were answered, before the ones after it.
+ * Alone, it is the only command of its transaction: if that is rolled
+ * back the command is at fault, so it never runs twice. */
+static void run_taken(lith *db, int n) {
+  int start = 0;
+  while (start < n) {
+    int end = start;
+    if (is_alone(db->batch[start]))
+      end = start + 1;
+    else
+      while (end < n && !is_alone(db->batch[end]))
+        end++;
+    db->run = db->batch + start;
+    db->alone = is_alone(db->batch[start]);
+    run_batch(db, end - start);
+    start = end;
+  }
+  db->run = db->batch;
+  db->alone = 0;
+}
+
+/* Both need an alone command's own function, outside any nested savepoint,
+ * with nothing it stepped left running. */
+static int alone_check(lith_tx *tx, const char *what) {
+  lith *db = tx->db;
+  if (!db->alone || !db->in_fn || tx->depth != 0)
+    return lith_tx_error(tx, LITH_MISUSE, "%s: only a command submitted alone, outside lith_tx_savepoint",
+                         what);
+  if (lith__tx_lost(db))
+    return lith_tx_error(tx, LITH_ABORTED, "%s: the transaction was rolled back", what);
+  return LITH_OK;
+}
+
+static int tx_commit(lith_tx *tx) {
+  lith *db = tx->db;
+  char what[128];
+  int rc = alone_check(tx, "lith_tx_commit");
+  if (rc != LITH_OK)
+    return rc;
+  if (deferred_fk_left(db))
+    return lith_tx_error(tx, LITH_CONSTRAINT, "FOREIGN KEY constraint failed (a deferred violation)");
+  reset_running(db, 1, NULL, 0);
+  if (reset_running(db, 0, what, sizeof what) > 0)
+    return left_running(tx, what);
+  int src = step(db->st_sp_release);
+  if (src == SQLITE_OK) {
+    db->committing = 1;
+    src = step(db->st_commit);
+    db->committing = 0;
+  }
+  if (src != SQLITE_OK) {
+    rc = lith_tx_error(tx, lith__code_of(src, db->conn), "COMMIT failed: %s", sqlite3_errmsg(db->conn));
+    if (!sqlite3_get_autocommit(db->conn))
+      step(db->st_rollback);
+  } else {
+    atomic_fetch_add_explicit(&db->commits, 1, memory_order_release);
+    report_topics(db);
+  }
+  db->ntopics = 0;
+  /* A transaction again, as lith's own steps after the function expect. */
+  if (step(db->st_begin) != SQLITE_OK || step(db->st_sp) != SQLITE_OK) {
+    db->tx_lost = 1;
+    return rc != LITH_OK ? rc
+                         : lith_tx_error(tx, lith__code_of(sqlite3_errcode(db->conn), db->conn),
+                                         "BEGIN after COMMIT: %s", sqlite3_errmsg(db->conn));
+  }
+  return rc;
+}
+
+static int tx_rollback(lith_tx *tx) {
+  lith *db = tx->db;
+  int rc = alone_check(tx, "lith_tx_rollback");
+  if (rc != LITH_OK)
+    return rc;
+  reset_running(db, 1, NULL, 0);
+  reset_running(db, 0, NULL, 0);
+  db->ntopics = 0;
+  int src = step(db->st_sp_rollback);
+  if (src != SQLITE_OK)
+    return lith_tx_error(tx, lith__code_of(src, db->conn), "ROLLBACK: %s", sqlite3_errmsg(db->conn));
+  return LITH_OK;
+}
+
 void *lith__writer_main(void *arg) {
   lith *db = arg;
   int n;
   while ((n = take(db)) > 0) {
-    run_batch(db, n);
+    run_taken(db, n);
     lith__ckpt_after_batch(&db->ckpt, db->conn); /* its figures are read live by lith_stats_get */
   }
   return NULL;
+}
+
+/* The message goes to the thread's lith_errmsg too, as every lith call's. */
+int lith_tx_commit(lith_tx *tx) {
+  /* lith's own statements: the authorizer's command rules must pass them
+   * (a statement is authorized again when SQLite prepares it anew after a
+   * schema change) */
+  int rc = alone_check(tx, "lith_tx_commit");
+  if (rc != LITH_OK)
+    return lith_set_error(rc, "%s", tx->errmsg);
+  tx->db->in_command = 0;
+  rc = tx_commit(tx);
+  tx->db->in_command = 1;
+  return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
+}
+
+int lith_tx_rollback(lith_tx *tx) {
+  int rc = alone_check(tx, "lith_tx_rollback");
+  if (rc != LITH_OK)
+    return lith_set_error(rc, "%s", tx->errmsg);
+  tx->db->in_command = 0;
+  rc = tx_rollback(tx);
+  tx->db->in_command = 1;
+  return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
 }

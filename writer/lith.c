@@ -221,7 +221,7 @@ int lith_do_deadline(lith *db, lith_command fn, void *arg, int64_t deadline_ms) 
   return do_and_wait(db, fn, arg, deadline_ms < 0 ? 0 : deadline_ms);
 }
 
-int lith_submit(lith *db, lith_request *req) {
+static int submit(lith *db, lith_request *req, uint32_t flags) {
   if (!db || !req || !req->fn || !req->done)
     return lith__fail(LITH_MISUSE, "lith_submit: request needs fn and done");
   /* From a command, the request would outlive the command's own rollback
@@ -231,13 +231,21 @@ int lith_submit(lith *db, lith_request *req) {
   if (lith__on_writer(db) && db->in_fn)
     return lith__fail(LITH_MISUSE, "lith_submit called from inside a command (commands run again "
                                    "after a rollback; submit from its producer or a done callback)");
-  init_request(req, req->fn, req->arg, 0);
+  init_request(req, req->fn, req->arg, flags);
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
   rc = lith__enqueue(db, req, 0, NULL);
   lith__leave(db);
   return rc;
+}
+
+int lith_submit(lith *db, lith_request *req) { return submit(db, req, 0); }
+
+int lith_submit_alone(lith *db, lith_request *req) { return submit(db, req, LITH__REQ_ALONE); }
+
+uint64_t lith_commit_count(lith *db) {
+  return db != NULL ? atomic_load_explicit(&db->commits, memory_order_acquire) : 0;
 }
 
 static int read_until(lith *db, lith_reader fn, void *arg, int64_t deadline_ms) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../lib/clock.h"
 #include "../sqlite/bind.h"
 #include "../sqlite/errcode.h"
 #include "writer.h"
@@ -147,5 +148,11 @@ int lith_cmd_sql(lith_tx *tx, void *arg) {
 }
 
 int lith_tx_rc(lith_tx *tx) { return tx->err; }
+
+void lith_tx_restart_clock(lith_tx *tx) {
+  if (tx->db->opt.command_timeout_ms <= 0 || tx->timed_out)
+    return;
+  tx->deadline_ns = lith__now_ns() + (int64_t)tx->db->opt.command_timeout_ms * 1000000;
+}
 
 sqlite3 *lith_tx_db(lith_tx *tx) { return tx->conn; }

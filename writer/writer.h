@@ -40,7 +40,7 @@ enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
 /* Connection state a command may change for itself, put back when it ends
  * (batch.c): the flag pragmas it may set, and TEMP objects. */
 enum { LITH__DIRTY_DEFER_FK = 1, LITH__DIRTY_RECURSIVE = 2, LITH__DIRTY_TEMP = 4 };
-enum { LITH__REQ_SYNC = 1 };
+enum { LITH__REQ_SYNC = 1, LITH__REQ_ALONE = 2 };
 
 static inline lith__priv *lith__priv_of(lith_request *r) { return (lith__priv *)(void *)&r->lith__priv; }
 
@@ -101,17 +101,21 @@ struct lith {
   lith__ckpt ckpt;
   sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_sp, *st_sp_release, *st_sp_rollback, *st_nsp,
       *st_nsp_release, *st_nsp_rollback;
-  int in_command;       /* the authorizer applies the command rules while set */
-  int in_fn;            /* a command's function is running (lith_submit refuses) */
-  int committing;       /* lith's own COMMIT runs: the commit hook lets it pass */
-  int tx_lost;          /* the rollback hook saw the batch's transaction end */
-  unsigned dirty;       /* LITH__DIRTY_*: what the running command changed on the
+  int in_command;           /* the authorizer applies the command rules while set */
+  int in_fn;                /* a command's function is running (lith_submit refuses) */
+  int committing;           /* lith's own COMMIT runs: the commit hook lets it pass */
+  int tx_lost;              /* the rollback hook saw the batch's transaction end */
+  unsigned dirty;           /* LITH__DIRTY_*: what the running command changed on the
                             connection that lith must put back when it ends */
-  char auth_why[160];   /* why lith's authorizer last refused, for the message */
-  int recursive_base;   /* recursive_triggers as lith opened the connection (SQLite's
+  char auth_why[160];       /* why lith's authorizer last refused, for the message */
+  int recursive_base;       /* recursive_triggers as lith opened the connection (SQLite's
                             build decides: Debian's defaults to on) */
-  lith_request **batch; /* max_batch slots */
-  int64_t *topics;      /* touched in this batch (with repeats) */
+  lith_request **batch;     /* max_batch slots: what take() took */
+  lith_request **run;       /* the part of batch one transaction runs (run_batch): all of it,
+                           or the commands before, or one alone (lith_submit_alone) */
+  _Atomic uint64_t commits; /* transactions committed (lith_commit_count) */
+  int alone;                /* the transaction running is one command's alone */
+  int64_t *topics;          /* touched in this batch (with repeats) */
   int ntopics, captopics;
   int64_t *uniq;                       /* on_commit's deduplicated copy */
   int32_t *seen;                       /* open-addressing set for deduplication: index + 1 into uniq */

@@ -56,6 +56,7 @@
 #include "database.h"
 #include "guard.h"
 #include "heap.h"
+#include "hrana_http.h"
 #include "http.h"
 #include "lith.h"
 #include "lith_uv.h"
@@ -373,6 +374,9 @@ int main(int argc, char **argv) {
     d.srv.limits.max_rows = o.max_rows;
   if (o.max_run_ms != 0)
     d.srv.limits.max_run_ms = o.max_run_ms;
+  d.srv.tx_idle_ms = o.tx_idle_ms != 0 ? o.tx_idle_ms : LITHD_TX_IDLE_MS;
+  d.srv.tx_max_ms = o.tx_max_ms != 0 ? o.tx_max_ms : LITHD_TX_MAX_MS;
+  d.srv.stream_idle_ms = o.stream_idle_ms != 0 ? o.stream_idle_ms : LITHD_HRANA_IDLE_MS;
   hopt.max_body = d.srv.limits.max_body_bytes;
   hopt.write_timeout_ms = (unsigned)o.write_timeout_ms; /* 0: never */
   if (lith_http_server_create(&d.loop, &hopt, &d.http) != LITH_HTTP_OK) {

@@ -110,6 +110,9 @@ typedef struct lithd_opts {
   size_t max_sql;
   int64_t max_rows;
   int64_t max_run_ms;
+  int64_t tx_idle_ms;     /* an interactive transaction: idle at most (0: default) */
+  int64_t tx_max_ms;      /* ... open at most in all (0: default) */
+  int64_t stream_idle_ms; /* a Hrana stream: idle at most (0: default) */
   int max_value_bytes;    /* 0: default (guard.h) */
   int max_like_pattern;   /* 0: default (guard.h) */
   int64_t max_memory_mib; /* SQLite's hard heap limit (sqlite3_hard_heap_limit64) */

@@ -61,6 +61,7 @@ const char *lithd_code_name(int code) {
   case LITHD_FORBIDDEN: return "forbidden";
   case LITHD_CONFLICT: return "conflict";
   case LITHD_OUTCOME_UNKNOWN: return "outcome_unknown";
+  case LITHD_TX_TIMEOUT: return "transaction_timeout";
   default: return code >= LITH_USER ? "command_error" : "unknown";
   }
 }
@@ -86,6 +87,7 @@ int lithd_http_status(int code) {
   case LITH_INTERRUPTED:
   case LITH_ABORTED: return 503;
   case LITHD_OUTCOME_UNKNOWN: return 504;
+  case LITHD_TX_TIMEOUT: return 408;
   case LITH_DISKFULL: return 507;
   default: return 500; /* NOMEM, IOERR, CORRUPT, CANTOPEN, READONLY, SCHEMA, ... */
   }
@@ -95,7 +97,7 @@ int lithd_http_status(int code) {
 
 void lithd_limits_default(lithd_limits *lim) {
   lim->max_body_bytes = 8u * 1024 * 1024;
-  lim->max_statements = 1000;
+  lim->max_statements = 10000;
   lim->max_sql_bytes = 100000;
   lim->max_params = 1000;
   lim->max_rows = 10000;

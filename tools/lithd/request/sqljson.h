@@ -99,10 +99,13 @@ enum {
   LITHD_CONFLICT = LITH_USER + 9,         /* the request conflicts with the state of
                                          something (a backup onto the live
                                          database) */
-  LITHD_OUTCOME_UNKNOWN = LITH_USER + 10  /* the store lost the answer to its COMMIT
+  LITHD_OUTCOME_UNKNOWN = LITH_USER + 10, /* the store lost the answer to its COMMIT
                                          (dqlite: the leader went away after it
                                          was sent): committed or not, nobody
                                          knows; read before sending it again */
+  LITHD_TX_TIMEOUT = LITH_USER + 11       /* an interactive transaction was idle or
+                                         open past its bound (store.h) and was
+                                         rolled back */
 };
 
 /* ---- Limits --------------------------------------------------------------
@@ -111,7 +114,9 @@ enum {
  * and hold for its runs. */
 typedef struct lithd_limits {
   size_t max_body_bytes;   /* request body; default 8 MiB */
-  int max_statements;      /* statements in one request; default 1000 */
+  int max_statements;      /* statements in one request (a Hrana batch's steps, a
+                              pipeline's requests); default 10000: a client's
+                              bulk batch of a few thousand inserts is common */
   size_t max_sql_bytes;    /* SQL text of one statement; default 100000 */
   int max_params;          /* parameters of one statement; default 1000 */
   int64_t max_rows;        /* rows in one answer, all statements together

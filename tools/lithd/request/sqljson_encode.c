@@ -38,7 +38,7 @@ void lithd_json_put_int(lithd_buf *b, int64_t v) {
  * does), with ".0" added when it would read as an integer. Not finite: null
  * (SQLite stores +-Infinity, e.g. 1e999, and math functions can make it;
  * NaN becomes NULL inside SQLite; JSON has neither). */
-static void put_real(lithd_buf *b, double d) {
+void lithd__put_real(lithd_buf *b, double d) {
   char buf[40];
   if (!isfinite(d)) {
     lithd_buf_puts(b, "null");
@@ -105,9 +105,8 @@ void lithd_json_put_string(lithd_buf *b, const char *s, size_t n) {
   lithd_buf_put(b, "\"", 1);
 }
 
-static void put_base64(lithd_buf *b, const unsigned char *p, size_t n) {
+void lithd__put_base64_text(lithd_buf *b, const unsigned char *p, size_t n) {
   char q[4];
-  lithd_buf_puts(b, "{\"base64\":\"");
   for (size_t i = 0; i < n; i += 3) {
     uint32_t w = (uint32_t)p[i] << 16;
     if (i + 1 < n)
@@ -120,6 +119,11 @@ static void put_base64(lithd_buf *b, const unsigned char *p, size_t n) {
     q[3] = i + 2 < n ? b64_chars[w & 63] : '=';
     lithd_buf_put(b, q, 4);
   }
+}
+
+static void put_base64(lithd_buf *b, const unsigned char *p, size_t n) {
+  lithd_buf_puts(b, "{\"base64\":\"");
+  lithd__put_base64_text(b, p, n);
   lithd_buf_puts(b, "\"}");
 }
 
@@ -137,7 +141,7 @@ static void put_int(lithd_buf *b, int64_t v, const lithd_format *f) {
 static void put_value(lithd_buf *b, const value *v, const lithd_format *f) {
   switch (v->type) {
   case SQLITE_INTEGER: put_int(b, v->u.i, f); break;
-  case SQLITE_FLOAT: put_real(b, v->u.d); break;
+  case SQLITE_FLOAT: lithd__put_real(b, v->u.d); break;
   case SQLITE_TEXT: lithd_json_put_string(b, (const char *)v->u.p, v->n); break;
   case SQLITE_BLOB: put_base64(b, v->u.p, v->n); break;
   default: lithd_buf_puts(b, "null"); break;

@@ -49,12 +49,35 @@ typedef struct param {
   value v;
 } param;
 
+/* A step's condition (Hrana's BatchCond), evaluated just before the step
+ * on the outcomes of the steps before it. Lives in the batch's arena. */
+enum { COND_OK, COND_ERROR, COND_NOT, COND_AND, COND_OR, COND_AUTOCOMMIT };
+typedef struct step_cond {
+  int op;
+  int step;                     /* COND_OK, COND_ERROR: an earlier step's index */
+  int n;                        /* COND_NOT: 1; COND_AND, COND_OR: how many */
+  const struct step_cond *kids; /* n of them */
+} step_cond;
+
+/* What a statement is to a stream's transaction (lithd__txctl). */
+enum { TXC_NONE, TXC_BEGIN, TXC_COMMIT, TXC_ROLLBACK };
+/* A BEGIN's kind. */
+enum { TXB_DEFERRED, TXB_IMMEDIATE, TXB_EXCLUSIVE, TXB_READONLY };
+
 /* One statement of a request, parsed. */
 typedef struct stmt_spec {
   const char *sql;
   int named;
   int nparams;
   param *params;
+  /* Steps (a batch with steps set; 0 / NULL otherwise). */
+  const step_cond *cond; /* NULL: the step always runs */
+  int no_rows;           /* run it, keep no rows (Hrana's want_rows: false) */
+  int txctl;             /* TXC_*: lithd__txctl of sql */
+  int begin_kind;        /* TXB_*, for TXC_BEGIN */
+  int guess_prefix;      /* a name without its ':', '@' or '$' is tried with each */
+  int describe;          /* only prepare it and describe it (Hrana's describe): its
+                            columns, parameters, whether it reads only; never stepped */
 } stmt_spec;
 
 /* A parsed request: lithd_batch_parse fills it, lithd_batch_run reads it. */
@@ -63,13 +86,51 @@ struct lithd_batch {
   _Atomic size_t *shared_bytes; /* NULL, or the request's count that max_result_bytes
                                    bounds for several batches (/v1/batch) */
   lithd_format fmt;             /* how the answer is written; the result copies it */
+  int steps;                    /* 1: each statement is a step with an outcome of its own
+                                   (below) */
+  /* An interactive transaction's batch (steps; store.h, lithd_store_tx):
+   * the command running it is alone in its transaction, so it plays the
+   * stream's connection: a BEGIN commits what ran before it in the batch
+   * (autocommit) and opens the stream's transaction, COMMIT and ROLLBACK
+   * end it (lith_tx_commit, lith_tx_rollback) and the steps after them run
+   * in autocommit again; the result's in_tx says whether it is open. */
+  int held;
+  int start_in_tx; /* the stream's transaction is open when the batch starts */
+  int readonly_tx; /* BEGIN TRANSACTION READONLY: a statement that writes fails
+                      (SQLITE_READONLY) */
   int n;
   stmt_spec *stmts;
   lithd_arena mem;
 };
 
+/* Steps. A batch with steps (Hrana's batch and sequence) runs differently
+ * from /v1/do's all-or-nothing list, as SQLite runs statements on a
+ * connection in autocommit:
+ *   - each step runs only if its condition holds, and has an outcome of its
+ *     own: skipped, ok (its rows), or failed (its error); a failed step is
+ *     undone alone (a nested savepoint on the writer) and the steps after
+ *     it run;
+ *   - a step whose txctl is TXC_BEGIN opens the stream's transaction, which
+ *     TXC_COMMIT ends keeping what ran since and TXC_ROLLBACK undoes (a
+ *     nested savepoint around those steps: the clients' BEGIN, COMMIT and
+ *     ROLLBACK never reach SQLite, whose transaction is the writer's); a
+ *     condition's COND_AUTOCOMMIT is true outside it; BEGIN inside it,
+ *     COMMIT or ROLLBACK outside it fail as SQLite fails them;
+ *   - the run fails as a whole (nothing of it kept; the result's err says
+ *     why) only when the transaction around it died (SQLite rolled it back:
+ *     an interrupted write, a full disk), or when a transaction is still
+ *     open after the last step (the stream's transaction would outlive the
+ *     command).
+ * The same rules on a reader (lithd_batch_read): every step a query, the
+ * transaction steps only counted. */
+
+/* A step's outcome (a batch with steps). */
+enum { STEP_SKIPPED, STEP_OK, STEP_FAILED };
+
 /* What one statement gave back. */
 typedef struct stmt_out {
+  int state;          /* STEP_*; a batch without steps: STEP_OK for those that ran */
+  lithd_error *error; /* STEP_FAILED: why (in the result's arena) */
   int64_t changes;
   int64_t last_rowid;
   int ncols;
@@ -77,12 +138,22 @@ typedef struct stmt_out {
   const char **decls; /* declared types (NULL: an expression), with fmt.types */
   int64_t nrows;
   value *vals; /* nrows * ncols, row by row */
+  /* A described statement (stmt_spec.describe): each parameter's name
+   * (NULL: nameless), in SQLite's numbering from 1 at [0]. */
+  int nparam_names;
+  const char **param_names;
+  int is_explain, is_readonly;
+  int64_t duration_ns; /* how long it ran */
   size_t nvals, capvals;
 } stmt_out;
 
 /* A run's outcome: lithd_batch_run fills it, lithd_result_json reads it. */
 struct lithd_result {
   lithd_error err;
+  int tx_end;       /* a held batch: TXC_COMMIT or TXC_ROLLBACK of the last step that
+                      ended the stream's transaction, else TXC_NONE */
+  int tx_end_step;  /* which step */
+  int in_tx;        /* a batch with steps: the stream's transaction is open after it */
   lithd_format fmt; /* the batch's, when it ran */
   int n;            /* statements that ran (all of them on success) */
   int nouts;
@@ -101,6 +172,26 @@ int lithd__error_vset(lithd_error *err, int code, int statement, const char *fmt
 
 /* *err as "no error": LITH_OK, statement -1, empty message. */
 void lithd__error_clear(lithd_error *err);
+
+/* ---- Shared by the request formats (sqljson_parse.c, sqljson_encode.c) ---- */
+
+/* An empty batch of n statements (zeroed, in its arena), its limits lim's
+ * (NULL: the defaults) resolved: for a format that fills stmt_specs
+ * itself (Hrana). NULL when out of memory. */
+lithd_batch *lithd__batch_new(const lithd_limits *lim, int n);
+
+/* Base64 (standard alphabet, strict) of s[0..n) into out, which has room
+ * for (n + 3) / 4 * 3 bytes; *outn its length. unpadded_ok: the '=' padding
+ * may be left out (Hrana accepts both). Returns 0, or -1 with why (64
+ * bytes) saying what is wrong. */
+int lithd__b64_decode(const char *s, size_t n, int unpadded_ok, unsigned char *out, size_t *outn, char *why);
+
+/* p[0..n) in base64, padded, without quotes. */
+void lithd__put_base64_text(lithd_buf *b, const unsigned char *p, size_t n);
+
+/* A finite double in the fewest digits that read back as it, with ".0"
+ * when it would read as an integer; null when not finite. */
+void lithd__put_real(lithd_buf *b, double d);
 
 /* ---- The policy every store runs a statement under (sql/sqljson_run.c) ----
  * Each call that can fail writes the error into r->err (statement i) and
@@ -153,6 +244,16 @@ int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o);
 int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i);
 int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o, value v);
 void lithd__row_done(lithd_result *r, stmt_out *o);
+
+/* What sql (one statement) is to a stream's transaction: TXC_BEGIN (then
+ * *begin_kind, may be NULL, is a TXB_), TXC_COMMIT (COMMIT, END), TXC_ROLLBACK
+ * (ROLLBACK without TO), or TXC_NONE (anything else, ROLLBACK TO, SAVEPOINT
+ * and RELEASE included: those run as written, inside the command). SQLite
+ * decides (sqlite3_prepare of the text on a connection of its own, whose
+ * authorizer sees SQLITE_TRANSACTION), not a scanner; the kind of a BEGIN
+ * is read from its words (libSQL's BEGIN TRANSACTION READONLY is, to
+ * SQLite, a BEGIN of a transaction named READONLY). Thread-safe. */
+int lithd__txctl(const char *sql, int *begin_kind);
 
 /* Whether two of o's columns share a name (rows as objects need distinct
  * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */

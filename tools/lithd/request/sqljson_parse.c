@@ -99,6 +99,45 @@ static int b64_decode(const char *s, size_t n, unsigned char *out, size_t *outn,
   return 0;
 }
 
+int lithd__b64_decode(const char *s, size_t n, int unpadded_ok, unsigned char *out, size_t *outn, char *why) {
+  size_t rem = n % 4, head = n - rem, o1 = 0, o2 = 0;
+  char q[4] = {'=', '=', '=', '='};
+  if (rem == 0 || !unpadded_ok)
+    return b64_decode(s, n, out, outn, why);
+  if (rem == 1) {
+    snprintf(why, 64, "length %zu: a lone character at the end", n);
+    return -1;
+  }
+  if (head > 0 && s[head - 1] == '=') { /* padding, then more */
+    snprintf(why, 64, "bad character at offset %zu", head);
+    return -1;
+  }
+  if (b64_decode(s, head, out, &o1, why) != 0)
+    return -1;
+  memcpy(q, s + head, rem);
+  if (b64_decode(q, 4, out + o1, &o2, why) != 0)
+    return -1;
+  *outn = o1 + o2;
+  return 0;
+}
+
+lithd_batch *lithd__batch_new(const lithd_limits *lim, int n) {
+  lithd_batch *b = calloc(1, sizeof *b);
+  if (!b)
+    return NULL;
+  limits_resolve(lim, &b->lim);
+  if (n > 0) {
+    b->stmts = lithd_arena_alloc(&b->mem, (size_t)n * sizeof *b->stmts, _Alignof(max_align_t));
+    if (!b->stmts) {
+      lithd_batch_free(b);
+      return NULL;
+    }
+    memset(b->stmts, 0, (size_t)n * sizeof *b->stmts);
+  }
+  b->n = n;
+  return b;
+}
+
 /* ---- Parsing ------------------------------------------------------------------ */
 
 /* The first key of obj that is neither a nor b (b may be NULL), or NULL.

@@ -22,7 +22,9 @@ void lithd_overload_drain(lithd_overload *q) {
       rc = LITH_CLOSED;
     else if (lith_http_is_gone(p->req))
       rc = LITH_CLOSED; /* nobody to answer: do not run it */
-    else if ((rc = lith_uv_submit(q->bridge, p->ureq, p->fn, p->arg, p->done)) == LITH_QUEUE_FULL &&
+    else if ((rc = p->alone
+                       ? lith_uv_submit_alone(q->bridge, p->ureq, p->fn, p->arg, p->done)
+                       : lith_uv_submit(q->bridge, p->ureq, p->fn, p->arg, p->done)) == LITH_QUEUE_FULL &&
              now < p->deadline)
       break; /* still no room: keep the order */
     q->head = p->next;

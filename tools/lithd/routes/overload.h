@@ -51,6 +51,7 @@ typedef struct lithd_park {
   lith_command fn;
   void *arg;
   lith_uv_cb done;
+  int alone;          /* lith_uv_submit_alone: a transaction of its own */
   lith_http_req *req; /* the request; a command whose client left is not run */
   /* Answer the command with rc (LITH_QUEUE_FULL: waited too long or no
    * room; LITH_CLOSED: stopping, or the client left) as its done callback

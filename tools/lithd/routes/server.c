@@ -44,6 +44,7 @@
 
 #include "backup_http.h"
 #include "buf.h"
+#include "hrana_http.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -63,12 +64,6 @@ static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int authorized(lithd_server *s, lith_http_req *req) {
-  if (s->token == NULL)
-    return 1;
-  return lith_http_check_bearer(req, s->token);
 }
 
 /* Whether the `len` bytes at `item` are one of the comma-separated entries
@@ -130,16 +125,28 @@ static int host_ok(const lithd_server *s, const char *host) {
  * application/json (415), which a page cannot send cross-origin without a
  * preflight lithd never answers. Answers the request when it refuses;
  * returns 1 when the request may go on. */
-static int admit(lithd_server *s, lith_http_req *req) {
+static void refuse_plain(lith_http_req *req, int status, const char *msg) {
+  lith_http_respond_error(req, status, msg);
+}
+
+int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse) {
   char msg[REFUSAL_MAX];
-  if (!authorized(s, req))
-    return 0;
+  if (s->token != NULL) {
+    int got = lith_http_bearer(req, s->token);
+    if (got != 1) {
+      lith_http_add_header(req, "www-authenticate",
+                           got == -1 ? "Bearer realm=\"lith\", error=\"invalid_token\""
+                                     : "Bearer realm=\"lith\"");
+      refuse(req, 401, got == -1 ? "invalid token" : "a bearer token is required");
+      return 0;
+    }
+  }
   const char *origin = lith_http_req_header(req, "origin");
   if (origin != NULL && !in_list(s->allow_origins, "*", 1) &&
       !in_list(s->allow_origins, origin, strlen(origin))) {
     snprintf(msg, sizeof msg, "requests from web pages are refused: Origin %.*s is not in --allow-origin",
              ECHO_MAX, origin);
-    lith_http_respond_error(req, 403, msg);
+    refuse(req, 403, msg);
     return 0;
   }
   /* A browser reaches TCP only: a Unix socket's client names any Host. */
@@ -150,7 +157,7 @@ static int admit(lithd_server *s, lith_http_req *req) {
                "Host %.*s is not this machine (a DNS-rebinding page?): lithd answers localhost and "
                "IP addresses, and names in --allow-host",
                ECHO_MAX, host ? host : "(none)");
-      lith_http_respond_error(req, 403, msg);
+      refuse(req, 403, msg);
       return 0;
     }
   }
@@ -161,12 +168,14 @@ static int admit(lithd_server *s, lith_http_req *req) {
       n--;
     if (ct == NULL || n != strlen(JSON_TYPE) || strncasecmp(ct, JSON_TYPE, n) != 0) {
       snprintf(msg, sizeof msg, "Content-Type must be " JSON_TYPE ", got %.*s", ECHO_MAX, ct ? ct : "none");
-      lith_http_respond_error(req, 415, msg);
+      refuse(req, 415, msg);
       return 0;
     }
   }
   return 1;
 }
+
+static int admit(lithd_server *s, lith_http_req *req) { return lithd_admit_as(s, req, refuse_plain); }
 
 /* Answer a lithd_error; on no memory a fixed 500. */
 static void respond_lithd_error(lith_http_req *req, const lithd_error *e) {
@@ -504,58 +513,84 @@ static int h_commands(lith_http_req *req, void *arg) {
  * and the end of one of its reads starts the next. One database's slow
  * reads then never take another's threads. */
 struct lithd_query {
-  lithd_store_req sr;       /* sr.batch, sr.result; sr.t_start_ns, t_end_ns: when it ran */
-  struct lithd_query *next; /* in d's FIFO while it waits for the pool */
-  lithd_dbsrv *d;
+  lithd_read rd; /* rd.sr.batch, rd.sr.result */
   lith_http_req *req;
-  int64_t t_submit; /* CLOCK_MONOTONIC ns: queued (loop thread) */
 };
 
 static void query_ctx_free(struct lithd_query *q) {
   if (q == NULL)
     return;
-  lithd_result_free(q->sr.result);
-  lithd_batch_free(q->sr.batch);
+  lithd_result_free(q->rd.sr.result);
+  lithd_batch_free(q->rd.sr.batch);
   free(q);
 }
 
-static void query_after(lithd_store_req *r);
+static void read_after(lithd_store_req *r);
 
-/* Send q to the store. Returns 1, or 0 when it could not go (answered and
- * freed). */
-static int query_start(struct lithd_query *q) {
-  lithd_dbsrv *d = q->d;
+/* Send rd to the store: 0, or the store's refusal (rd untouched). */
+static int read_start(lithd_read *rd) {
+  lithd_dbsrv *d = rd->d;
   int rc;
   d->reads_running++;
-  q->sr.cb = query_after;
-  q->sr.data = q;
-  q->sr.http = q->req;
-  if ((rc = lithd_store_read(d->store, &q->sr)) == LITH_OK)
-    return 1; /* q now belongs to query_after */
+  rd->sr.cb = read_after;
+  rd->sr.data = rd;
+  if ((rc = lithd_store_read(d->store, &rd->sr)) == LITH_OK)
+    return 0; /* rd now belongs to read_after */
   d->reads_running--;
-  if (rc == LITH_CLOSED)
-    lith_http_respond_error(q->req, 503, "lithd is shutting down");
-  else
-    lith_http_respond_error(q->req, 500, "cannot queue the query");
-  query_ctx_free(q);
-  return 0;
+  return rc;
+}
+
+/* rd failed before it ran: its done callback with rc. */
+static void read_refused(lithd_read *rd, int rc, const char *why) {
+  rd->sr.rc = rc;
+  snprintf(rd->sr.errmsg, sizeof rd->sr.errmsg, "%s", why);
+  rd->done(rd);
 }
 
 /* Start what waits in d's FIFO while d has readers to spare; a read whose
- * client left is not run (its handle released). */
-static void query_next(lithd_dbsrv *d) {
+ * client left is not run. */
+static void read_next(lithd_dbsrv *d) {
   while (d->reads_head != NULL && d->reads_running < d->reads_max) {
-    struct lithd_query *q = d->reads_head;
-    d->reads_head = q->next;
+    lithd_read *rd = d->reads_head;
+    d->reads_head = rd->next;
     if (d->reads_head == NULL)
       d->reads_tail = NULL;
-    if (lith_http_is_gone(q->req)) {
-      lith_http_respond_error(q->req, 503, "the client left"); /* GONE: releases the handle */
-      query_ctx_free(q);
+    if (rd->sr.http != NULL && lith_http_is_gone(rd->sr.http)) {
+      read_refused(rd, LITH_CLOSED, "the client left");
       continue;
     }
-    query_start(q);
+    int rc = read_start(rd);
+    if (rc != 0)
+      read_refused(rd, rc, rc == LITH_CLOSED ? "lithd is shutting down" : "cannot queue the read");
   }
+}
+
+static void read_after(lithd_store_req *r) { /* the loop thread */
+  lithd_read *rd = r->data;
+  lithd_dbsrv *d = rd->d;
+  if (r->t_start_ns != 0) /* it ran (not cancelled at a stop) */
+    lithd_metrics_read(&d->metrics, r->t_start_ns - rd->t_submit, r->t_end_ns - r->t_start_ns,
+                       r->rc != LITH_OK);
+  d->reads_running--;
+  rd->done(rd); /* rd may be gone after this */
+  if (d->reads_head != NULL)
+    read_next(d);
+}
+
+int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd) {
+  rd->d = d;
+  rd->next = NULL;
+  rd->t_submit = now_ns();
+  if (d->reads_running >= d->reads_max || d->reads_head != NULL) {
+    /* d's readers are all busy: wait in line, on the loop */
+    if (d->reads_tail != NULL)
+      d->reads_tail->next = rd;
+    else
+      d->reads_head = rd;
+    d->reads_tail = rd;
+    return 0;
+  }
+  return read_start(rd);
 }
 
 static void query_answer(lithd_store_req *r, char *json, int status, size_t budget) {
@@ -564,27 +599,27 @@ static void query_answer(lithd_store_req *r, char *json, int status, size_t budg
     lith_http_respond_error(q->req, 500, "out of memory");
     lithd_answer_budget_release(budget);
   } else {
-    respond_json_taken(q->d->srv, q->req, status, json, budget);
+    respond_json_taken(q->rd.d->srv, q->req, status, json, budget);
   }
   query_ctx_free(q);
 }
 
-static void query_after(lithd_store_req *r) { /* the loop thread */
-  struct lithd_query *q = r->data;
-  lithd_dbsrv *d = q->d;
-  if (r->t_start_ns != 0) /* it ran (not cancelled at a stop) */
-    lithd_metrics_read(&d->metrics, r->t_start_ns - q->t_submit, r->t_end_ns - r->t_start_ns,
-                       r->rc != LITH_OK);
-  d->reads_running--;
-  encode_then(d->srv, r, query_answer); /* q may be gone after this */
-  if (d->reads_head != NULL)
-    query_next(d);
+static void query_done(lithd_read *rd) {
+  struct lithd_query *q = (struct lithd_query *)rd;
+  if (rd->sr.result == NULL && rd->sr.t_start_ns == 0 && rd->sr.rc != LITH_OK) { /* never ran */
+    lith_http_respond_error(q->req, rd->sr.rc == LITH_CLOSED ? 503 : 500, rd->sr.errmsg);
+    query_ctx_free(q);
+    return;
+  }
+  rd->sr.data = q; /* what query_answer finds */
+  encode_then(rd->d->srv, &rd->sr, query_answer);
 }
 
 static int h_query(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   lithd_server *s = d->srv;
   struct lithd_query *q = NULL;
+  int rc;
 
   if (!admit(s, req))
     return LITH_HTTP_DONE;
@@ -593,22 +628,16 @@ static int h_query(lith_http_req *req, void *arg) {
     lith_http_respond_error(req, 500, "out of memory");
     return LITH_HTTP_DONE;
   }
-  q->d = d;
   q->req = req;
-  q->sr.batch = parse_body(s, req);
-  if (q->sr.batch == NULL)
+  q->rd.sr.batch = parse_body(s, req);
+  if (q->rd.sr.batch == NULL)
     goto done;
-  q->t_submit = now_ns();
-  if (d->reads_running >= d->reads_max || d->reads_head != NULL) {
-    /* d's readers are all busy: wait in line, on the loop */
-    if (d->reads_tail != NULL)
-      d->reads_tail->next = q;
-    else
-      d->reads_head = q;
-    d->reads_tail = q;
+  q->rd.sr.http = req;
+  q->rd.done = query_done;
+  if ((rc = lithd_read_submit(d, &q->rd)) == 0)
     return LITH_HTTP_PENDING;
-  }
-  return query_start(q) ? LITH_HTTP_PENDING : LITH_HTTP_DONE;
+  lith_http_respond_error(req, rc == LITH_CLOSED ? 503 : 500,
+                          rc == LITH_CLOSED ? "lithd is shutting down" : "cannot queue the query");
 done:
   query_ctx_free(q);
   return LITH_HTTP_DONE;
@@ -906,6 +935,16 @@ static const struct route {
 };
 #define N_DB_ROUTES (sizeof db_routes / sizeof db_routes[0])
 
+/* Hrana's (hrana_http.h): under /v1/db/NAME/ and, for the default, at the
+ * root, where libSQL's clients look. */
+static const struct route hrana_routes[] = {
+    {"GET", "v2", LITH_HTTP_EXACT, lithd_hrana_get},
+    {"GET", "v3", LITH_HTTP_EXACT, lithd_hrana_get},
+    {"POST", "v2/pipeline", LITH_HTTP_EXACT, lithd_hrana_post},
+    {"POST", "v3/pipeline", LITH_HTTP_EXACT, lithd_hrana_post},
+};
+#define N_HRANA_ROUTES (sizeof hrana_routes / sizeof hrana_routes[0])
+
 /* The databases' names, ", "-separated, into buf (cut if too long). */
 static void db_names(const lithd_server *s, char *buf, size_t cap) {
   size_t n = 0;
@@ -1017,7 +1056,7 @@ int lithd_server_start(lithd_server *s) {
   int rc;
 
   /* every database's routes, the default's, 2 global, 2 for /v1/db/ */
-  s->paths = calloc((s->n_dbs + 1) * N_DB_ROUTES + 4, sizeof *s->paths);
+  s->paths = calloc((s->n_dbs + 1) * (N_DB_ROUTES + N_HRANA_ROUTES) + 4, sizeof *s->paths);
   mdbs = calloc(s->n_dbs, sizeof *mdbs);
   m->dbs = mdbs;
   m->n_dbs = s->n_dbs;
@@ -1037,7 +1076,24 @@ int lithd_server_start(lithd_server *s) {
       if (rc != LITH_HTTP_OK)
         return rc;
     }
+    for (k = 0; k < N_HRANA_ROUTES; k++) {
+      const struct route *r = &hrana_routes[k];
+      if ((rc = add_route(s, r->method, r->match, r->handler, d, DB_PREFIX "%s/%s", d->name, r->path)) !=
+          LITH_HTTP_OK)
+        return rc;
+    }
   }
+  for (k = 0; k < N_HRANA_ROUTES; k++) {
+    const struct route *r = &hrana_routes[k];
+    if (s->dflt != NULL)
+      rc = add_route(s, r->method, r->match, r->handler, s->dflt, "/%s%s", r->path, "");
+    else
+      rc = add_route(s, r->method, r->match, h_no_default, s, "/%s%s", r->path, "");
+    if (rc != LITH_HTTP_OK)
+      return rc;
+  }
+  if ((rc = lithd_hrana_start(s)) != LITH_HTTP_OK)
+    return rc;
   for (k = 0; k < N_DB_ROUTES; k++) {
     const struct route *r = &db_routes[k];
     if (s->dflt != NULL)
@@ -1064,11 +1120,13 @@ int lithd_server_start(lithd_server *s) {
 }
 
 void lithd_server_stop(lithd_server *s) {
+  lithd_hrana_stop(s);
   for (size_t i = 0; i < s->n_dbs; i++)
     lithd_store_stop(s->dbs[i]->store);
 }
 
 void lithd_server_free(lithd_server *s) {
+  lithd_hrana_free(s);
   lithd_metrics_free(&s->metrics);
   free((void *)s->metrics.dbs);
   s->metrics.dbs = NULL;

@@ -44,12 +44,36 @@
 #include "store.h"
 
 typedef struct lithd_server lithd_server;
+typedef struct lithd_dbsrv lithd_dbsrv;
+
+/* A read of one database on libuv's pool (lithd_read_submit). The pool is
+ * the process's, every database's (main.c sizes it (readers + 1) x
+ * databases). A read whose database has every reader busy would block a
+ * pool thread inside lith_read until one is free, and enough of them would
+ * hold every thread, so that another database's reads waited behind them.
+ * So each database sends at most its readers' worth of reads to the pool
+ * (reads_max); the rest wait on the loop in its own FIFO, and the end of
+ * one of its reads starts the next: one database's slow reads never take
+ * another's threads. Every route that reads (/v1/query, Hrana's) goes
+ * through it. */
+typedef struct lithd_read lithd_read;
+struct lithd_read {
+  lithd_store_req sr;           /* the caller fills sr.batch and sr.http (a read
+                                   whose client left while it waited is not run) */
+  void (*done)(lithd_read *rd); /* once, on the loop, sr.rc and sr.result set (a read
+                                   that never ran: sr.t_start_ns 0, sr.errmsg says
+                                   why); it may free rd */
+  /* Internal. */
+  lithd_read *next;
+  lithd_dbsrv *d;
+  int64_t t_submit; /* CLOCK_MONOTONIC ns */
+};
 
 /* One database as the routes serve it: the argument of its routes. main.c
  * (database.h) fills the public fields; everything a request of this
  * database needs is here or in its server, so a request costs no lookup by
  * name (each route is registered with its database's lithd_dbsrv). */
-typedef struct lithd_dbsrv {
+struct lithd_dbsrv {
   lithd_server *srv;              /* the server it belongs to; set by lithd_server_start */
   const char *name;               /* the NAME of /v1/db/NAME/...; caller's */
   lithd_store *store;             /* where its data live; caller's, outlives the server */
@@ -65,22 +89,24 @@ typedef struct lithd_dbsrv {
    * its readers) and those waiting for room, first in first out (server.c,
    * POST /v1/query). */
   int reads_running, reads_max;
-  struct lithd_query *reads_head, *reads_tail;
-} lithd_dbsrv;
+  lithd_read *reads_head, *reads_tail;
+};
 
 struct lithd_server {
-  uv_loop_t *loop;           /* caller's; the loop of http (for uv_queue_work) */
-  lith_http_server *http;    /* caller's */
-  lithd_dbsrv **dbs;         /* n_dbs >= 1 databases; caller's, outlive the server */
-  size_t n_dbs;              /* */
-  lithd_dbsrv *dflt;         /* the database of /v1/do, /v1/query, ...: the only one, or
+  uv_loop_t *loop;               /* caller's; the loop of http (for uv_queue_work) */
+  lith_http_server *http;        /* caller's */
+  lithd_dbsrv **dbs;             /* n_dbs >= 1 databases; caller's, outlive the server */
+  size_t n_dbs;                  /* */
+  lithd_dbsrv *dflt;             /* the database of /v1/do, /v1/query, ...: the only one, or
                                 --default; NULL: those routes answer 404 naming the databases */
-  const char *token;         /* NULL: no bearer token required; caller's */
-  lithd_limits limits;       /* copied into every batch */
-  int only_named;            /* refuse /v1/do and /v1/batch */
-  const char *allow_origins; /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
-  const char *allow_hosts;   /* comma list of further Host names on token-less loopback; caller's */
-  const char *backup_dir;    /* where /v1/backup writes (a directory); NULL: off; caller's */
+  const char *token;             /* NULL: no bearer token required; caller's */
+  lithd_limits limits;           /* copied into every batch */
+  int only_named;                /* refuse /v1/do and /v1/batch */
+  const char *allow_origins;     /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
+  const char *allow_hosts;       /* comma list of further Host names on token-less loopback; caller's */
+  const char *backup_dir;        /* where /v1/backup writes (a directory); NULL: off; caller's */
+  int64_t tx_idle_ms, tx_max_ms; /* interactive transactions' bounds (store.h); 0: defaults */
+  int64_t stream_idle_ms;        /* a Hrana stream idle longer is closed; 0: default */
   /* /metrics: set metrics.start_time (metrics.h); lithd_server_start sets
    * the rest. */
   lithd_metrics metrics;
@@ -89,7 +115,8 @@ struct lithd_server {
    * point at them). */
   char **paths;
   size_t n_paths;
-  int downloads; /* GET /v1/backup running, of every database (backup_http.c) */
+  int downloads;                 /* GET /v1/backup running, of every database (backup_http.c) */
+  struct lithd_hrana_srv *hrana; /* Hrana's streams (hrana_http.c) */
 };
 
 /* Register every route of lithd on s->http: each database's under
@@ -99,6 +126,17 @@ struct lithd_server {
  * responses of /metrics by route and code). The public fields must be set.
  * Returns a LITH_HTTP_ code. */
 int lithd_server_start(lithd_server *s);
+
+/* Run rd->sr.batch on d's store as a read, through d's FIFO. 0: rd->done
+ * will run; else the store's refusal (LITH_CLOSED, ...), and done will not. */
+int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd);
+
+/* How a gate answers a refusal (status, message): lithd's JSON error, or a
+ * protocol's own (Hrana's). It completes req. */
+typedef void (*lithd_refuse_fn)(lith_http_req *req, int status, const char *msg);
+
+/* lithd_admit, refusals answered through refuse. */
+int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse);
 
 /* The gate of every route (token, Origin, Host, a POST's Content-Type):
  * 1 when the request may go on, else 0 and it was answered. For the

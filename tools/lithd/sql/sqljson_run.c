@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "guard.h"
 #include "utf8.h"
@@ -116,6 +117,17 @@ int lithd__bind_plan(lithd_result *r, int i, const stmt_spec *spec, sqlite3_stmt
   for (int k = 0; k < spec->nparams; k++) {
     const char *name = spec->params[k].name;
     int idx = sqlite3_bind_parameter_index(st, name);
+    if (idx == 0 && spec->guess_prefix && name[0] != ':' && name[0] != '@' && name[0] != '$' &&
+        name[0] != '?') {
+      /* Hrana's clients may leave the prefix out: try each, as libSQL does */
+      char with[256];
+      size_t len = strlen(name);
+      for (const char *pre = ":@$"; *pre && idx == 0 && len + 2 <= sizeof with; pre++) {
+        with[0] = *pre;
+        memcpy(with + 1, name, len + 1);
+        idx = sqlite3_bind_parameter_index(st, with);
+      }
+    }
     if (idx == 0)
       return lithd__fail(r, LITHD_BAD_REQUEST, i, "the statement has no parameter \"%.64s\"", name);
     if (vals[idx - 1] != NULL) /* two names for one index: SQLite gives each index one
@@ -254,6 +266,10 @@ typedef struct runner {
   int64_t deadline;        /* on lith_clock_ms() */
   lithd_guard_slot *guard; /* NULL: the connection has no guard */
   int timed_out;           /* a LITHD_GUARD_ reason: why the run was cut */
+  /* Steps (b->steps). */
+  int next;  /* the step to run next */
+  int cur;   /* the step running in its savepoint */
+  int in_tx; /* inside the stream's transaction (a BEGIN step ran) */
 } runner;
 
 /* SQLite's progress handler: a non-zero return interrupts the statement. */
@@ -476,13 +492,45 @@ int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o) {
   return rc;
 }
 
+static int64_t run_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Describe st (prepared, never stepped) into o: its columns with their
+ * declared types, its parameters' names, whether it is an EXPLAIN and
+ * whether it only reads. */
+static int describe(runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
+  lithd_result *r = rn->r;
+  int rc, n = sqlite3_bind_parameter_count(st);
+  if ((rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
+    return rc;
+  o->param_names =
+      lithd_arena_alloc(&r->mem, ((size_t)n + 1) * sizeof *o->param_names, _Alignof(max_align_t));
+  if (!o->param_names)
+    return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  for (int k = 0; k < n; k++) {
+    const char *name = sqlite3_bind_parameter_name(st, k + 1);
+    o->param_names[k] = name ? lithd_arena_copy(&r->mem, name, strlen(name) + 1) : NULL;
+    if (name && !o->param_names[k])
+      return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  }
+  o->nparam_names = n;
+  o->is_explain = sqlite3_stmt_isexplain(st) != 0;
+  o->is_readonly = sqlite3_stmt_readonly(st) != 0;
+  return LITH_OK;
+}
+
 static int run_one(runner *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
   lithd_result *r = rn->r;
   stmt_out *o = &r->outs[i];
   sqlite3_stmt *st;
   sqlite3_int64 before = 0;
-  int rc, src, first = rn->rx ? lithd__first_keyword(sql) : FIRST_QUERY;
+  const stmt_spec *spec = &rn->b->stmts[i];
+  int rc, src, first = rn->rx && !spec->describe ? lithd__first_keyword(sql) : FIRST_QUERY;
+  int64_t t0 = run_clock_ns();
 
   /* A statement known not to be a query is refused before it is prepared;
    * an unknown first word is prepared, so a typo gets SQLite's message. */
@@ -496,8 +544,16 @@ static int run_one(runner *rn, int i) {
     rc = rn->tx ? lith_tx_rc(rn->tx) : lith_from_sqlite(sqlite3_extended_errcode(rn->conn));
     return lithd__prepare_failed(r, i, rc, rn->conn, lith_errmsg(NULL));
   }
+  if (spec->describe) {
+    rc = describe(rn, i, st, o);
+    goto out;
+  }
   if (rn->rx && (rc = lithd__check_read(r, i, first, st)) != LITH_OK)
     goto out;
+  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) {
+    rc = lithd__fail(r, LITH_READONLY, i, "attempt to write a readonly database (a READONLY transaction)");
+    goto out;
+  }
   if ((rc = bind_all(rn, i, st)) != LITH_OK)
     goto out;
   if ((rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
@@ -508,7 +564,7 @@ static int run_one(runner *rn, int i) {
     sqlite3_set_last_insert_rowid(rn->conn, 0);
   }
   while ((src = sqlite3_step(st)) == SQLITE_ROW)
-    if ((rc = collect_row(rn, i, st, o)) != LITH_OK)
+    if (!rn->b->stmts[i].no_rows && (rc = collect_row(rn, i, st, o)) != LITH_OK)
       goto out;
   if (src != SQLITE_DONE) {
     if (was_cut(rn))
@@ -523,12 +579,197 @@ static int run_one(runner *rn, int i) {
     o->changes = sqlite3_total_changes64(rn->conn) != before ? sqlite3_changes64(rn->conn) : 0;
     o->last_rowid = sqlite3_last_insert_rowid(rn->conn);
   }
+  o->duration_ns = run_clock_ns() - t0;
   rc = LITH_OK;
 out:
   /* Leave nothing running (a half-read SELECT would sit across the
      command's ROLLBACK TO) and nothing pointing into the batch. */
   sqlite3_reset(st);
   sqlite3_clear_bindings(st);
+  return rc;
+}
+
+/* ---- Steps (sqljson_int.h, "Steps") ---------------------------------------- */
+
+/* Private codes of a steps run: its transaction's ROLLBACK step ran (the
+ * savepoint around it is undone), or it is open after the last step. */
+#define STEPS_ROLLED_BACK (LITH_USER + 100)
+#define STEPS_LEFT_OPEN (LITH_USER + 101)
+
+static int cond_holds(const runner *rn, const step_cond *c) {
+  switch (c->op) {
+  case COND_OK: return c->step >= 0 && c->step < rn->r->nouts && rn->r->outs[c->step].state == STEP_OK;
+  case COND_ERROR: return c->step >= 0 && c->step < rn->r->nouts && rn->r->outs[c->step].state == STEP_FAILED;
+  case COND_NOT: return !cond_holds(rn, &c->kids[0]);
+  case COND_AND:
+    for (int k = 0; k < c->n; k++)
+      if (!cond_holds(rn, &c->kids[k]))
+        return 0;
+    return 1;
+  case COND_OR:
+    for (int k = 0; k < c->n; k++)
+      if (cond_holds(rn, &c->kids[k]))
+        return 1;
+    return 0;
+  default: return !rn->in_tx; /* COND_AUTOCOMMIT */
+  }
+}
+
+/* Step i failed with the error in r->err: that becomes the step's own,
+ * and the run goes on. */
+static int step_failed(runner *rn, int i) {
+  lithd_result *r = rn->r;
+  stmt_out *o = &r->outs[i];
+  o->error = lithd_arena_copy(&r->mem, &r->err, sizeof r->err);
+  if (!o->error)
+    return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  o->state = STEP_FAILED;
+  lithd__error_clear(&r->err);
+  return LITH_OK;
+}
+
+/* A step refused as SQLite refuses it (BEGIN inside a transaction, ...). */
+static int step_refused(runner *rn, int i, const char *msg) {
+  lithd__fail(rn->r, LITH_ERROR, i, "%s", msg);
+  return step_failed(rn, i);
+}
+
+static int one_step(lith_tx *tx, void *arg) {
+  runner *rn = arg;
+  (void)tx;
+  return run_one(rn, rn->cur);
+}
+
+static int steps_from(runner *rn);
+
+static int tx_body(lith_tx *tx, void *arg) {
+  runner *rn = arg;
+  (void)tx;
+  rn->in_tx = 1;
+  return steps_from(rn);
+}
+
+/* Run the steps from rn->next to the end, or, inside the stream's
+ * transaction on the writer, to its COMMIT (LITH_OK) or ROLLBACK
+ * (STEPS_ROLLED_BACK). Any other code fails the whole run (r->err says
+ * why). */
+static int steps_from(runner *rn) {
+  const lithd_batch *b = rn->b;
+  lithd_result *r = rn->r;
+  int rc;
+  while (rn->next < b->n) {
+    int i = rn->next++;
+    const stmt_spec *spec = &b->stmts[i];
+    stmt_out *o = &r->outs[i];
+    r->n = i + 1;
+    if (spec->cond != NULL && !cond_holds(rn, spec->cond)) {
+      o->state = STEP_SKIPPED;
+      continue;
+    }
+    switch (spec->txctl) {
+    case TXC_BEGIN:
+      if (rn->in_tx) {
+        if ((rc = step_refused(rn, i, "cannot start a transaction within a transaction")) != LITH_OK)
+          return rc;
+        continue;
+      }
+      if (b->held && i > 0) {
+        /* held: what ran before in autocommit commits now, as SQLite's
+         * autocommit statements would have (lith_tx_commit: the command is
+         * alone) */
+        if ((rc = lith_tx_commit(rn->tx)) != LITH_OK)
+          return lithd__fail(r, rc, i, "committing the statements before BEGIN: %s", lith_errmsg(NULL));
+      }
+      o->state = STEP_OK;
+      if (rn->tx == NULL || b->held) { /* a reader: one snapshot already; held: the command */
+        rn->in_tx = 1;
+        continue;
+      }
+      rc = lith_tx_savepoint(rn->tx, tx_body, rn);
+      rn->in_tx = 0;
+      if (rc == LITH_OK || rc == STEPS_ROLLED_BACK)
+        continue;
+      if (rc == STEPS_LEFT_OPEN)
+        return lithd__fail(r, LITHD_BAD_REQUEST, i,
+                           "the transaction begun at step %d is still open after the last step: a batch "
+                           "must end its transaction (COMMIT or ROLLBACK)",
+                           i);
+      if (r->err.code == LITH_OK)
+        lithd__fail(r, rc, -1, "%s", lith_errmsg(NULL));
+      return rc;
+    case TXC_COMMIT:
+    case TXC_ROLLBACK:
+      if (!rn->in_tx) {
+        rc = step_refused(rn, i,
+                          spec->txctl == TXC_COMMIT ? "cannot commit - no transaction is active"
+                                                    : "cannot rollback - no transaction is active");
+        if (rc != LITH_OK)
+          return rc;
+        continue;
+      }
+      if (b->held) { /* the command is the transaction: end it here and go on */
+        rc = spec->txctl == TXC_COMMIT ? lith_tx_commit(rn->tx) : lith_tx_rollback(rn->tx);
+        if (rc != LITH_OK) {
+          lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
+          if (sqlite3_get_autocommit(rn->conn))
+            return rc;
+          if ((rc = step_failed(rn, i)) != LITH_OK) /* a deferred FOREIGN KEY: still open */
+            return rc;
+          continue;
+        }
+        o->state = STEP_OK;
+        r->tx_end = spec->txctl;
+        r->tx_end_step = i;
+        rn->in_tx = 0;
+        continue;
+      }
+      o->state = STEP_OK;
+      if (rn->tx != NULL) /* tx_body returns: lith releases or undoes the savepoint */
+        return spec->txctl == TXC_COMMIT ? LITH_OK : STEPS_ROLLED_BACK;
+      rn->in_tx = 0;
+      continue;
+    default: break;
+    }
+    if (rn->tx != NULL) {
+      rn->cur = i;
+      rc = lith_tx_savepoint(rn->tx, one_step, rn);
+    } else {
+      rc = run_one(rn, i);
+    }
+    if (rc == LITH_OK) {
+      o->state = STEP_OK;
+      continue;
+    }
+    if (r->err.code == LITH_OK) /* lith's refusal around the step (its run limit) */
+      lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
+    /* What ends the run: SQLite ended the transaction around it (an
+     * interrupted write, a full disk), the run limit (every later
+     * statement would be cut too), a stop, no memory. */
+    if ((rn->tx != NULL && sqlite3_get_autocommit(rn->conn)) || rc == LITHD_TIMEOUT || rc == LITH_CLOSED ||
+        rc == LITH_NOMEM || rc == LITH_INTERRUPTED)
+      return rc;
+    if ((rc = step_failed(rn, i)) != LITH_OK)
+      return rc;
+  }
+  if (b->held)
+    return LITH_OK; /* the stream's transaction may stay open: the command holds it */
+  if (rn->in_tx && rn->tx != NULL)
+    return STEPS_LEFT_OPEN;
+  if (rn->in_tx) {
+    return lithd__fail(r, LITHD_BAD_REQUEST, -1,
+                       "a transaction is still open after the last step: a batch must end its "
+                       "transaction (COMMIT or ROLLBACK)");
+  }
+  return LITH_OK;
+}
+
+static int run_steps(runner *rn) {
+  rn->next = 0;
+  rn->in_tx = rn->b->start_in_tx;
+  int rc = steps_from(rn);
+  rn->r->in_tx = rn->in_tx;
+  if (rc == STEPS_LEFT_OPEN) /* only from inside a savepoint */
+    rc = LITHD_BAD_REQUEST;
   return rc;
 }
 
@@ -547,13 +788,19 @@ static int run_batch(runner *rn, lithd_result **out) {
   rn->guard = lithd_guard_begin(rn->conn, rn->deadline, rn->rx != NULL);
   if (rn->rx) /* the writer's is lith's (command_timeout_ms) */
     sqlite3_progress_handler(rn->conn, 1000, on_progress, rn);
-  for (int i = 0; i < b->n; i++) {
-    if ((rc = run_one(rn, i)) != LITH_OK) {
-      if (rn->tx) /* what lith_errmsg / req->errmsg will say */
-        lith_tx_error(rn->tx, rc, "statement %d: %s", i, r->err.message);
-      break;
+  if (b->steps) {
+    if ((rc = run_steps(rn)) != LITH_OK && rn->tx)
+      lith_tx_error(rn->tx, rc, "%s", r->err.message);
+  } else {
+    for (int i = 0; i < b->n; i++) {
+      if ((rc = run_one(rn, i)) != LITH_OK) {
+        if (rn->tx) /* what lith_errmsg / req->errmsg will say */
+          lith_tx_error(rn->tx, rc, "statement %d: %s", i, r->err.message);
+        break;
+      }
+      r->outs[i].state = STEP_OK;
+      r->n = i + 1;
     }
-    r->n = i + 1;
   }
   if (rn->rx)
     sqlite3_progress_handler(rn->conn, 0, NULL, NULL);

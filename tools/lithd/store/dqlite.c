@@ -549,10 +549,22 @@ static int new_result(dq_run *rn, lithd_result **out) {
   return rc;
 }
 
+/* What this store does not run yet: a batch with steps (Hrana's batch and
+ * sequence: a savepoint per step, which the dqlite writer does not give a
+ * command) and Hrana's describe. */
+#define DQ_NO_STEPS                                                                              \
+  "on --dqlite, Hrana runs execute requests; batch, sequence and describe need the local store " \
+  "(a savepoint per step)"
+static int unsupported(const lithd_batch *b) { return b->steps || (b->n > 0 && b->stmts[0].describe); }
+
 static int run_cmd_batch(lith__dqw_tx *tx, vet *v, lithd_batch *b, lithd_result **out) {
   dq_run rn = {.tx = tx, .v = v, .b = b};
   if (new_result(&rn, out) != 0)
     return lith__dqw_error(tx, "out of memory");
+  if (unsupported(b)) {
+    lithd__fail(rn.r, LITHD_FORBIDDEN, -1, DQ_NO_STEPS);
+    return lith__dqw_error(tx, DQ_NO_STEPS);
+  }
   for (int i = 0; i < b->n; i++) {
     int rc = run_one(&rn, i);
     if (rc != LITH_DQW_OK)
@@ -872,6 +884,8 @@ static int read_batch(pooled *p, lithd_batch *b, lithd_result **out, int *sent) 
   rn.deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
   if (new_result(&rn, out) != 0)
     return LITH_NOMEM;
+  if (unsupported(b))
+    return lithd__fail(rn.r, LITHD_FORBIDDEN, -1, DQ_NO_STEPS);
   if ((drc = lith__dq_exec_sql(p->c, p->db, "BEGIN", NULL, 0, NULL)) != LITH_DQ_OK) {
     rc = read_failed(&rn, -1, drc);
     return rc;

@@ -14,12 +14,16 @@
  */
 #include "local.h"
 
+#include <inttypes.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "overload.h"
+#include "sqljson_int.h"
 #include "store_int.h"
 
 typedef struct local_store {
@@ -135,6 +139,257 @@ static int local_read_fn(lithd_store *s, lithd_store_req *r) {
   return LITH_OK;
 }
 
+/* ---- Interactive transactions (store.h) -------------------------------------
+ *
+ * One command, submitted alone, is the transaction: its function runs on
+ * the writer thread and waits there (a condition variable, bounded by the
+ * idle and total deadlines) for the runs the loop hands it, one at a time.
+ * A run that leaves the transaction open goes back to the loop through
+ * the transaction's uv_async_t; one that ends it (its COMMIT or ROLLBACK
+ * step, or a failure of the whole batch) ends the function, so lith
+ * commits or rolls back, and is answered from the command's callback with
+ * the commit's outcome. A close (or the stop) makes the function return a
+ * rollback. The handle is freed when both the command's callback ran and
+ * the caller closed it (and the async handle closed). */
+
+/* The function's private answers to lith: roll back. */
+#define TX_ROLLBACK_ASKED (LITH_USER + 200)
+
+typedef struct local_tx {
+  lithd_store_tx base; /* first */
+  lith_uv_req ureq;
+  lithd_park park;
+  local_store *ls;
+  int readonly;
+  int64_t idle_ms, max_ms;
+  uv_async_t async;
+  /* Under mu: between the loop and the writer thread. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  lithd_store_req *work;    /* handed to the writer, not taken yet */
+  lithd_store_req *running; /* taken by the writer */
+  lithd_store_req *back;    /* run, the transaction open: for the loop */
+  lithd_store_req *final;   /* the run that ended it: answered with the command */
+  int ending;               /* closed: roll back */
+  /* The loop's. */
+  int cmd_done, closed, async_closed;
+  int end_rc; /* what ended it (LITH_OK: committed) */
+  char end_msg[LITH_ERRMSG_MAX];
+} local_tx;
+
+static void tx_maybe_free(local_tx *t) {
+  if (t->cmd_done && t->closed && t->async_closed) {
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+  }
+}
+
+static void tx_async_closed(uv_handle_t *h) {
+  local_tx *t = h->data;
+  t->async_closed = 1;
+  tx_maybe_free(t);
+}
+
+static int64_t mono_ms(void) { return now_ns() / 1000000; }
+
+static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
+  local_tx *t = arg;
+  int64_t begun = mono_ms(), last = begun;
+  pthread_mutex_lock(&t->mu);
+  for (;;) {
+    while (t->work == NULL && !t->ending) {
+      int64_t now = mono_ms();
+      int64_t until = last + t->idle_ms < begun + t->max_ms ? last + t->idle_ms : begun + t->max_ms;
+      if (now >= until) {
+        pthread_mutex_unlock(&t->mu);
+        return lith_tx_error(tx, LITHD_TX_TIMEOUT,
+                             "the transaction was idle for %" PRId64 " ms or open for %" PRId64
+                             " ms and was rolled back",
+                             t->idle_ms, t->max_ms);
+      }
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      int64_t wait = until - now;
+      ts.tv_sec += (time_t)(wait / 1000);
+      ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+    }
+    if (t->ending) {
+      pthread_mutex_unlock(&t->mu);
+      return TX_ROLLBACK_ASKED;
+    }
+    lithd_store_req *r = t->running = t->work;
+    t->work = NULL;
+    pthread_mutex_unlock(&t->mu);
+
+    if (mono_ms() > begun + t->max_ms) /* it waited for the writer long enough */
+      return lith_tx_error(tx, LITHD_TX_TIMEOUT,
+                           "the transaction was open for %" PRId64 " ms and was rolled back", t->max_ms);
+    lith_tx_restart_clock(tx); /* each run gets max_run_ms afresh */
+    r->batch->readonly_tx = t->readonly;
+    int rc = lithd_batch_run(tx, r->batch, &r->result);
+
+    pthread_mutex_lock(&t->mu);
+    t->running = NULL;
+    if (rc != LITH_OK || r->result == NULL || !r->result->in_tx) {
+      /* the stream is in autocommit again (or the run failed): the
+       * command ends, lith commits what ran after the transaction */
+      t->final = r;
+      pthread_mutex_unlock(&t->mu);
+      if (rc != LITH_OK)
+        return rc;
+      if (r->result == NULL)
+        return lith_tx_error(tx, LITH_NOMEM, "out of memory");
+      return LITH_OK;
+    }
+    t->back = r;
+    pthread_mutex_unlock(&t->mu);
+    uv_async_send(&t->async);
+    last = mono_ms();
+    pthread_mutex_lock(&t->mu);
+  }
+}
+
+static void tx_back(uv_async_t *h) { /* the loop: a run that left it open */
+  local_tx *t = h->data;
+  pthread_mutex_lock(&t->mu);
+  lithd_store_req *r = t->back;
+  t->back = NULL;
+  pthread_mutex_unlock(&t->mu);
+  if (r == NULL)
+    return;
+  r->rc = LITH_OK;
+  r->errmsg[0] = '\0';
+  r->tx_open = 1;
+  r->cb(r);
+}
+
+/* The command ended (rc from lith: LITH_OK committed, else rolled back or
+ * never run): answer what it held. */
+static void tx_ended(local_tx *t, int rc, const char *msg) {
+  t->cmd_done = 1;
+  t->end_rc = rc == TX_ROLLBACK_ASKED ? LITH_OK : rc;
+  snprintf(t->end_msg, sizeof t->end_msg, "%s", msg != NULL ? msg : "");
+  tx_back(&t->async); /* a run handed back just before the end */
+  lithd_store_req *r = t->final != NULL ? t->final : t->work;
+  t->final = t->work = NULL;
+  if (r != NULL) {
+    if (rc == LITH_OK || rc == TX_ROLLBACK_ASKED) {
+      r->rc = LITH_OK; /* the result stands: committed, or the ROLLBACK asked for */
+      r->errmsg[0] = '\0';
+    } else {
+      r->rc = rc; /* the COMMIT failed, or the run failed as a whole, or never ran */
+      snprintf(r->errmsg, sizeof r->errmsg, "%s", t->end_msg);
+    }
+    r->tx_open = 0;
+    r->cb(r);
+  }
+  if (!t->closed)
+    return;
+  if (!t->async_closed && !uv_is_closing((uv_handle_t *)&t->async))
+    uv_close((uv_handle_t *)&t->async, tx_async_closed);
+  tx_maybe_free(t);
+}
+
+static void tx_cmd_done(lith_uv_req *u) {
+  local_tx *t = (local_tx *)((char *)u - offsetof(local_tx, ureq));
+  tx_ended(t, u->req.rc, u->req.errmsg);
+  if (t->ls->park.head != NULL)
+    lithd_overload_drain(&t->ls->park);
+}
+
+static void tx_refused(lithd_park *p, int rc) {
+  local_tx *t = p->arg;
+  tx_ended(t, rc,
+           rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
+           : rc == LITH_CLOSED   ? "lithd is shutting down"
+                                 : lith_errstr(rc));
+}
+
+static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
+  local_tx *t = (local_tx *)base;
+  if (t->cmd_done) {
+    snprintf(r->errmsg, sizeof r->errmsg, "%s",
+             t->end_rc == LITHD_TX_TIMEOUT ? t->end_msg : "the transaction has ended");
+    return t->end_rc == LITHD_TX_TIMEOUT ? LITHD_TX_TIMEOUT
+                                         : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
+  }
+  r->rc = LITH_OK;
+  r->tx_open = 0;
+  pthread_mutex_lock(&t->mu);
+  t->work = r;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  return LITH_OK;
+}
+
+static void tx_close(lithd_store_tx *base) {
+  local_tx *t = (local_tx *)base;
+  t->closed = 1;
+  pthread_mutex_lock(&t->mu);
+  t->ending = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  if (t->cmd_done) {
+    if (!uv_is_closing((uv_handle_t *)&t->async))
+      uv_close((uv_handle_t *)&t->async, tx_async_closed);
+    tx_maybe_free(t);
+  }
+}
+
+static const lithd_store_tx_ops local_tx_ops = {.run = tx_run, .close = tx_close};
+
+static int local_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+                         lithd_store_tx **out, char *errmsg, size_t cap) {
+  local_store *ls = (local_store *)s;
+  local_tx *t = calloc(1, sizeof *t);
+  int rc;
+  *out = NULL;
+  if (t == NULL) {
+    snprintf(errmsg, cap, "out of memory");
+    return LITH_NOMEM;
+  }
+  t->base.ops = &local_tx_ops;
+  t->ls = ls;
+  t->readonly = readonly;
+  t->idle_ms = idle_ms;
+  t->max_ms = max_ms;
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  if (uv_async_init(ls->loop, &t->async, tx_back) != 0) {
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+    snprintf(errmsg, cap, "cannot make the transaction's wake-up");
+    return LITH_NOMEM;
+  }
+  t->async.data = t;
+  t->park.ureq = &t->ureq;
+  t->park.fn = tx_cmd;
+  t->park.arg = t;
+  t->park.done = tx_cmd_done;
+  t->park.alone = 1;
+  t->park.req = http;
+  t->park.refuse = tx_refused;
+  rc = lithd_overload_submit(&ls->park, &t->park, sizeof *t);
+  if (rc != LITH_OK) {
+    t->cmd_done = t->closed = 1;
+    uv_close((uv_handle_t *)&t->async, tx_async_closed);
+    snprintf(errmsg, cap, "%s",
+             rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
+             : rc == LITH_CLOSED   ? "lithd is shutting down"
+                                   : lith_errstr(rc));
+    return rc;
+  }
+  *out = &t->base;
+  return LITH_OK;
+}
+
 /* ---- The rest -------------------------------------------------------------- */
 
 static void local_stats(lithd_store *s, lithd_store_stats *st) {
@@ -190,6 +445,7 @@ static const lithd_store_ops local_ops = {
     .stop = local_stop,
     .drain = local_drain,
     .close = local_close,
+    .tx_open = local_tx_open,
 };
 
 int lithd_store_local_open(lith *db, uv_loop_t *loop, int64_t queue_wait_ms, lithd_store **out, char *err,

@@ -72,3 +72,24 @@ int lithd_store_close(lithd_store *s, char *err, size_t errsz) {
     err[0] = '\0';
   return s != NULL ? s->ops->close(s, err, errsz) : LITH_OK;
 }
+
+int lithd_store_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+                        lithd_store_tx **out, char *errmsg, size_t cap) {
+  *out = NULL;
+  if (s->ops->tx_open == NULL) {
+    snprintf(errmsg, cap,
+             "interactive transactions (a BEGIN left open across requests) need the local store: the %s "
+             "store runs each request as one transaction; send the transaction as one batch",
+             s->ops->name);
+    return LITHD_FORBIDDEN;
+  }
+  return s->ops->tx_open(s, readonly, idle_ms > 0 ? idle_ms : LITHD_TX_IDLE_MS,
+                         max_ms > 0 ? max_ms : LITHD_TX_MAX_MS, http, out, errmsg, cap);
+}
+
+int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r) { return t->ops->run(t, r); }
+
+void lithd_store_tx_close(lithd_store_tx *t) {
+  if (t != NULL)
+    t->ops->close(t);
+}

@@ -80,6 +80,7 @@ struct lithd_store_req {
   int rc;                       /* see "Outcomes" above */
   char errmsg[LITH_ERRMSG_MAX]; /* why, when no statement is named */
   int64_t t_start_ns, t_end_ns; /* a read: when it ran (CLOCK_MONOTONIC); 0: never */
+  int tx_open;                  /* lithd_store_tx_run: the transaction is still open */
   /* Private to the store. */
   void *priv;
 };
@@ -112,6 +113,43 @@ char *lithd_store_stats_json(lithd_store *s);
 /* The local lith handle (backups, downloads, the WAL watch), or NULL when
  * the data are not in a local file (dqlite: every node holds a copy). */
 lith *lithd_store_lith(lithd_store *s);
+
+/* ---- Interactive transactions ---------------------------------------------
+ * A stream's transaction that lasts across requests (Hrana's
+ * client.transaction(), the ORMs' db.transaction). lithd_store_tx_open
+ * starts one: a command alone in its transaction (lith_submit_alone) that
+ * holds the writer while it lasts, so the commands before it commit first
+ * and every other command waits until it ends (LITHD_TX_IDLE_MS between
+ * two runs, LITHD_TX_MAX_MS in all, at most: the defaults of idle_ms and
+ * max_ms). Each lithd_store_tx_run runs
+ * a batch with steps in it (the batch's `held` set: sqljson_int.h); a
+ * batch whose COMMIT or ROLLBACK step ends the transaction is answered
+ * after the commit (a COMMIT that fails is that batch's error) or the
+ * rollback, with tx_open 0. A batch that fails as a whole ends it too
+ * (rolled back). Past a bound the transaction is rolled back by itself,
+ * and the next run is refused with LITHD_TX_TIMEOUT.
+ * lithd_store_tx_close lets go (rolling back what is open) and frees the
+ * handle once the command ended. A store that cannot hold one refuses the
+ * open with LITHD_FORBIDDEN and says why in errmsg. */
+#define LITHD_TX_IDLE_MS 5000
+#define LITHD_TX_MAX_MS 10000
+
+typedef struct lithd_store_tx lithd_store_tx;
+
+/* Open one (readonly: its statements must only read). http: the client
+ * (while it waits for room a transaction whose client left is not begun).
+ * Returns LITH_OK with *out, or a refusal (LITH_QUEUE_FULL, LITH_CLOSED,
+ * LITHD_FORBIDDEN, LITH_NOMEM) with errmsg[0..cap) saying why. */
+int lithd_store_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+                        lithd_store_tx **out, char *errmsg, size_t cap);
+
+/* Run r->batch in t; r->cb once, on the loop. Returns LITH_OK, or (cb will
+ * not run) LITHD_TX_TIMEOUT, or the code that ended t before (then
+ * r->errmsg says why). One run at a time. */
+int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r);
+
+/* Let go of t (no run in flight): what is open is rolled back. */
+void lithd_store_tx_close(lithd_store_tx *t);
 
 /* What a store without a local file answers a backup with. */
 #define LITHD_STORE_NO_FILE                                                                      \

@@ -16,7 +16,20 @@ typedef struct lithd_store_ops {
   void (*stop)(lithd_store *s);
   void (*drain)(lithd_store *s, void (*on_drained)(void *arg), void *arg);
   int (*close)(lithd_store *s, char *err, size_t errsz);
+  /* Interactive transactions (store.h); NULL: refused. */
+  int (*tx_open)(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+                 lithd_store_tx **out, char *errmsg, size_t cap);
 } lithd_store_ops;
+
+/* Every interactive transaction's struct begins with this. */
+typedef struct lithd_store_tx_ops {
+  int (*run)(lithd_store_tx *t, lithd_store_req *r);
+  void (*close)(lithd_store_tx *t);
+} lithd_store_tx_ops;
+
+struct lithd_store_tx {
+  const lithd_store_tx_ops *ops;
+};
 
 /* Every store's struct begins with this. */
 struct lithd_store {

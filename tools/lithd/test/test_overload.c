@@ -51,6 +51,14 @@ int lith_uv_submit(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg
   return LITH_OK;
 }
 
+/* An alone command waits for room as any other. */
+static int nalone;
+int lith_uv_submit_alone(lith_uv *bridge, lith_uv_req *req, lith_command fn, void *arg, lith_uv_cb done) {
+  int rc = lith_uv_submit(bridge, req, fn, arg, done);
+  nalone += rc == LITH_OK;
+  return rc;
+}
+
 static void on_refuse(lithd_park *p, int rc) {
   refused[nrefused].p = p;
   refused[nrefused].rc = rc;
@@ -95,6 +103,7 @@ static lithd_park *park(fixture *f, int i, lith_http_req *req) {
   p->done = NULL;
   p->req = req;
   p->refuse = on_refuse;
+  p->alone = 0;
   return p;
 }
 
@@ -266,6 +275,23 @@ static void test_stop(void **state) {
   assert_int_equal(nrefused, 3);
 }
 
+/* An alone command (an interactive transaction's) takes its turn in the
+ * same line and goes through lith_uv_submit_alone. */
+static void test_alone(void **state) {
+  fixture *f = *state;
+  room = 0;
+  nalone = 0;
+  lithd_overload_submit(&f->q, park(f, 0, NULL), 1);
+  lithd_park *p = park(f, 1, NULL);
+  p->alone = 1;
+  lithd_overload_submit(&f->q, p, 1);
+  room = 2;
+  lithd_overload_drain(&f->q);
+  assert_int_equal(nran, 2);
+  assert_ptr_equal(ran[1], &f->parks[1]);
+  assert_int_equal(nalone, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_submitted_at_iteration_end, setup, teardown),
@@ -277,6 +303,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_client_gone, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bytes_bound, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_alone, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,549 @@
+/*
+ * lithd hrana_http — Hrana's routes and streams (see hrana_http.h).
+ *
+ * Design:
+ *   - A pipeline is a small state machine on the loop (struct hr_pipe):
+ *     request k runs, its callback writes its entry into the answer and
+ *     starts request k + 1; only the requests that run SQL wait for a store.
+ *   - A request that only reads (hrana.h's plan) goes to the database's
+ *     read FIFO (server.h); if a reader finds a statement that writes
+ *     after all (sqlite3_stmt_readonly), nothing ran that changed anything,
+ *     and the same batch goes to the writer as one command. A batch with a
+ *     BEGIN TRANSACTION READONLY step never becomes a command.
+ *   - Streams live in a fixed table; a baton is "slot.generation.secret"
+ *     in hex. A stream is busy while one of its pipelines runs: a second
+ *     pipeline with the same baton is refused (the baton changes with
+ *     every answer, so only a client racing itself can send one).
+ *   - Refusals at the HTTP level (the gate, a bad body, a bad baton) are
+ *     Hrana's {"message", "code"} with Content-Type application/json, which
+ *     the client reads back as its error.
+ */
+#include "hrana_http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "buf.h"
+#include "hrana.h"
+#include "log.h"
+#include "sqljson_int.h"
+
+typedef struct hr_stream {
+  int used;
+  int busy;     /* a pipeline of it runs */
+  uint32_t gen; /* changes with every answer */
+  unsigned char secret[16];
+  lithd_dbsrv *d; /* the database it belongs to */
+  lithd_hrana_sqls *sqls;
+  lithd_store_tx *tx; /* its open transaction, or NULL: autocommit */
+  int64_t last_ms;    /* lith_clock_ms of its last answer */
+} hr_stream;
+
+typedef struct lithd_hrana_srv lithd_hrana_srv;
+struct lithd_hrana_srv {
+  lithd_server *s;
+  uv_timer_t sweep;
+  int timer_open, stopping;
+  int open; /* streams in use */
+  hr_stream streams[LITHD_HRANA_STREAMS];
+};
+
+/* ---- Refusals ---------------------------------------------------------------- */
+
+static void respond_hrana_error(lith_http_req *req, int status, const char *code, const char *msg) {
+  lithd_hrana_error e;
+  e.code = code;
+  snprintf(e.message, sizeof e.message, "%s", msg);
+  char *json = lithd_hrana_error_json(&e);
+  if (json == NULL) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return;
+  }
+  lith_http_respond(req, status, "application/json", json, strlen(json));
+  free(json);
+}
+
+static void refuse_hrana(lith_http_req *req, int status, const char *msg) {
+  respond_hrana_error(req, status,
+                      status == 401   ? "AUTH_FAILED"
+                      : status == 403 ? "FORBIDDEN"
+                      : status == 415 ? "HTTP_UNSUPPORTED_MEDIA_TYPE"
+                                      : "HTTP_ERROR",
+                      msg);
+}
+
+/* ---- Streams ------------------------------------------------------------------ */
+
+static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
+  lithd_hrana_sqls_free(st->sqls);
+  lithd_store_tx_close(st->tx); /* rolls back what it left open */
+  memset(st, 0, sizeof *st);
+  h->open--;
+}
+
+static void sweep(uv_timer_t *t) {
+  lithd_hrana_srv *h = t->data;
+  int64_t now = lith_clock_ms();
+  int64_t idle = h->s->stream_idle_ms > 0 ? h->s->stream_idle_ms : LITHD_HRANA_IDLE_MS;
+  for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
+    hr_stream *st = &h->streams[i];
+    if (st->used && !st->busy && now - st->last_ms > idle)
+      stream_release(h, st);
+  }
+}
+
+static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d) {
+  if (h->open == LITHD_HRANA_STREAMS)
+    sweep(&h->sweep);
+  for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
+    hr_stream *st = &h->streams[i];
+    if (!st->used) {
+      memset(st, 0, sizeof *st);
+      st->used = 1;
+      st->d = d;
+      st->last_ms = lith_clock_ms();
+      h->open++;
+      return st;
+    }
+  }
+  return NULL;
+}
+
+/* The stream a baton names, or NULL with *code and msg saying why. */
+static hr_stream *stream_find(lithd_hrana_srv *h, lithd_dbsrv *d, const char *baton, const char **code,
+                              char *msg, size_t cap) {
+  unsigned slot = 0, gen = 0;
+  char hex[33];
+  int used = 0;
+  if (strlen(baton) != 4 + 1 + 8 + 1 + 32 ||
+      sscanf(baton, "%4x.%8x.%32[0-9a-f]%n", &slot, &gen, hex, &used) != 3 || used != (int)strlen(baton) ||
+      slot >= LITHD_HRANA_STREAMS) {
+    *code = "STREAM_INVALID";
+    snprintf(msg, cap, "the baton is not one this lithd gave out");
+    return NULL;
+  }
+  hr_stream *st = &h->streams[slot];
+  unsigned char secret[16];
+  for (int i = 0; i < 16; i++) {
+    unsigned v;
+    sscanf(hex + 2 * i, "%2x", &v);
+    secret[i] = (unsigned char)v;
+  }
+  /* constant time in the secret; an unused slot compares against zeros */
+  int same = lith_http_equal_ct(secret, sizeof secret, st->secret, sizeof st->secret);
+  if (!st->used || st->gen != gen || !same) {
+    *code = "STREAM_EXPIRED";
+    snprintf(msg, cap,
+             "the stream is closed or expired (a stream idle for %" PRId64 " ms is closed), or the baton "
+             "was already answered",
+             h->s->stream_idle_ms > 0 ? h->s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
+    return NULL;
+  }
+  if (st->d != d) {
+    *code = "STREAM_INVALID";
+    snprintf(msg, cap, "the baton belongs to the database \"%s\", not \"%s\"", st->d->name, d->name);
+    return NULL;
+  }
+  if (st->busy) {
+    *code = "STREAM_BUSY";
+    snprintf(msg, cap, "a pipeline of this stream is still running: send the next one after its answer");
+    return NULL;
+  }
+  return st;
+}
+
+/* ---- A pipeline ------------------------------------------------------------------ */
+
+typedef struct hr_pipe {
+  lithd_read rd; /* rd.sr: the running request's batch and result (read or write) */
+  lith_http_req *req;
+  lithd_dbsrv *d;
+  lithd_hrana_srv *h;
+  lithd_hrana_pipeline *p;
+  hr_stream *st;          /* NULL: a stream that ends in this pipeline, never in the table */
+  lithd_hrana_sqls *sqls; /* the stream's stored SQL */
+  lithd_store_tx *tx;     /* the stream's open transaction */
+  int closed;             /* a close request ran */
+  int k, kind, version;
+  lithd_hrana_plan plan;
+  lithd_buf out;
+  int in_handler; /* its handler is still on the stack: it frees pp */
+  int answered;   /* finish() ran */
+} hr_pipe;
+
+static void pipe_free(hr_pipe *pp) {
+  lithd_store_tx_close(pp->tx);
+  lithd_result_free(pp->rd.sr.result);
+  lithd_batch_free(pp->rd.sr.batch);
+  lithd_hrana_pipeline_free(pp->p);
+  free(pp->out.p);
+  free(pp);
+}
+
+static void run_next(hr_pipe *pp);
+
+/* The request's entry, after its run; then the next request. */
+static void request_done(hr_pipe *pp) {
+  lithd_store_req *sr = &pp->rd.sr;
+  lithd_hrana_put_outcome(&pp->out, pp->kind, pp->version, sr->rc, sr->result, sr->errmsg);
+  lithd_result_free(sr->result);
+  lithd_batch_free(sr->batch);
+  memset(sr, 0, sizeof *sr);
+  pp->k++;
+  run_next(pp);
+}
+
+static void write_done(lithd_store_req *sr) { request_done(sr->data); }
+
+/* Send the request's batch to the writer as one command. */
+static void submit_write(hr_pipe *pp) {
+  lithd_store_req *sr = &pp->rd.sr;
+  size_t len = 0;
+  int rc;
+  if (pp->d->srv->only_named) {
+    sr->rc = LITHD_FORBIDDEN;
+    snprintf(sr->errmsg, sizeof sr->errmsg,
+             "this lithd runs only named commands (--only-named): Hrana runs SQL text, so it may only read");
+    request_done(pp);
+    return;
+  }
+  lith_http_req_body(pp->req, &len);
+  sr->cb = write_done;
+  sr->data = pp;
+  sr->http = pp->req;
+  sr->bytes = len + sizeof *pp;
+  if ((rc = lithd_store_write(pp->d->store, sr)) == LITH_OK)
+    return;
+  sr->rc = rc;
+  snprintf(sr->errmsg, sizeof sr->errmsg, "%s",
+           rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
+           : rc == LITH_CLOSED   ? "lithd is shutting down"
+                                 : lith_errstr(rc));
+  request_done(pp);
+}
+
+static void tx_done(lithd_store_req *sr) {
+  hr_pipe *pp = sr->data;
+  if (!sr->tx_open) { /* committed, rolled back, failed or timed out */
+    lithd_store_tx_close(pp->tx);
+    pp->tx = NULL;
+  }
+  request_done(pp);
+}
+
+/* Run the request's batch inside the stream's transaction. */
+static void submit_tx(hr_pipe *pp) {
+  lithd_store_req *sr = &pp->rd.sr;
+  sr->batch->steps = 1; /* a failing statement is undone alone: the transaction goes on */
+  sr->batch->held = 1;
+  sr->cb = tx_done;
+  sr->data = pp;
+  sr->http = pp->req;
+  int rc = lithd_store_tx_run(pp->tx, sr);
+  if (rc == LITH_OK)
+    return;
+  sr->rc = rc;
+  sr->tx_open = 0;
+  tx_done(sr);
+}
+
+static void read_done(lithd_read *rd) {
+  hr_pipe *pp = (hr_pipe *)rd;
+  lithd_store_req *sr = &rd->sr;
+  lithd_error e;
+  int wrote = 0;
+  /* A statement that writes after all: nothing of the read changed
+   * anything, so the same batch runs as a command. */
+  if (!pp->plan.readonly && pp->kind != LITHD_HR_DESCRIBE && sr->result != NULL) {
+    if (lithd_result_error(sr->result, &e) == LITHD_NOT_A_QUERY)
+      wrote = 1;
+    for (int i = 0; !wrote && i < sr->result->nouts; i++)
+      if (sr->result->outs[i].state == STEP_FAILED && sr->result->outs[i].error->code == LITHD_NOT_A_QUERY)
+        wrote = 1;
+  }
+  if (wrote) {
+    lithd_result_free(sr->result);
+    sr->result = NULL;
+    sr->rc = LITH_OK;
+    sr->errmsg[0] = '\0';
+    submit_write(pp);
+    return;
+  }
+  request_done(pp);
+}
+
+static void submit_read(hr_pipe *pp) {
+  int rc;
+  pp->rd.sr.http = pp->req;
+  pp->rd.done = read_done;
+  if ((rc = lithd_read_submit(pp->d, &pp->rd)) == 0)
+    return;
+  pp->rd.sr.rc = rc;
+  snprintf(pp->rd.sr.errmsg, sizeof pp->rd.sr.errmsg, "%s",
+           rc == LITH_CLOSED ? "lithd is shutting down" : "cannot queue the read");
+  request_done(pp);
+}
+
+/* The answer, the stream kept or let go. */
+static void finish(hr_pipe *pp) {
+  lithd_hrana_srv *h = pp->h;
+  hr_stream *st = pp->st;
+  char baton[64] = "";
+  lithd_buf body = {0};
+
+  if (pp->closed || h->stopping) {
+    if (st != NULL) {
+      st->sqls = pp->sqls;
+      stream_release(h, st);
+    } else {
+      lithd_hrana_sqls_free(pp->sqls);
+    }
+    pp->sqls = NULL;
+  } else {
+    st->sqls = pp->sqls;
+    pp->sqls = NULL;
+    st->tx = pp->tx;
+    pp->tx = NULL;
+    st->gen++;
+    if (getrandom(st->secret, sizeof st->secret, 0) != (ssize_t)sizeof st->secret) {
+      /* no randomness: the stream cannot be named safely, so it ends */
+      stream_release(h, st);
+      st = NULL;
+    } else {
+      int n = snprintf(baton, sizeof baton, "%04x.%08" PRIx32 ".", (unsigned)(st - h->streams), st->gen);
+      for (int i = 0; i < 16; i++)
+        n += snprintf(baton + n, sizeof baton - (size_t)n, "%02x", st->secret[i]);
+      st->busy = 0;
+      st->last_ms = lith_clock_ms();
+    }
+  }
+  lithd_buf_puts(&body, "{\"baton\":");
+  if (baton[0])
+    lithd_buf_printf(&body, "\"%s\"", baton);
+  else
+    lithd_buf_puts(&body, "null");
+  lithd_buf_puts(&body, ",\"base_url\":null,\"results\":[");
+  if (pp->out.len)
+    lithd_buf_put(&body, pp->out.p, pp->out.len);
+  lithd_buf_puts(&body, "]}");
+  if (body.failed || pp->out.failed)
+    lith_http_respond_error(pp->req, 500, "out of memory");
+  else
+    lith_http_respond(pp->req, 200, "application/json", body.p, body.len);
+  free(body.p);
+  pp->answered = 1;
+  if (!pp->in_handler)
+    pipe_free(pp);
+}
+
+/* Begin the stream's transaction (a batch that leaves its BEGIN open):
+ * 1, or 0 with *e. */
+static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
+  char msg[LITH_ERRMSG_MAX];
+  if (pp->d->srv->only_named) {
+    lithd_hrana_fail(e, "SQLITE_AUTH",
+                     "this lithd runs only named commands (--only-named): a transaction runs SQL text");
+    return 0;
+  }
+  int rc = lithd_store_tx_open(pp->d->store, pp->plan.readonly, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms,
+                               pp->req, &pp->tx, msg, sizeof msg);
+  if (rc != LITH_OK) {
+    lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
+    return 0;
+  }
+  return 1;
+}
+
+static void run_next(hr_pipe *pp) {
+  lithd_hrana_error e;
+  while (pp->k < pp->p->n) {
+    const lj_value *rq = pp->p->requests[pp->k];
+    pp->kind = lithd_hrana_kind(rq);
+    if (pp->k > 0)
+      lithd_buf_puts(&pp->out, ",");
+    e.code = NULL;
+    if (pp->closed) {
+      lithd_hrana_fail(&e, "STREAM_CLOSED", "the stream was closed by an earlier request of this pipeline");
+    } else {
+      switch (pp->kind) {
+      case LITHD_HR_UNKNOWN: lithd_hrana_fail(&e, "PROTO_ERROR", "unknown request type"); break;
+      case LITHD_HR_CLOSE:
+        pp->closed = 1;
+        lithd_store_tx_close(pp->tx); /* rolls back what is open */
+        pp->tx = NULL;
+        break;
+      case LITHD_HR_STORE_SQL: lithd_hrana_sqls_store(&pp->sqls, rq, &pp->d->srv->limits, &e); break;
+      case LITHD_HR_CLOSE_SQL: lithd_hrana_sqls_close(pp->sqls, rq, &e); break;
+      case LITHD_HR_GET_AUTOCOMMIT: break;
+      default: /* runs SQL */
+        if (lithd_hrana_batch(rq, pp->kind, pp->sqls, &pp->d->srv->limits, &pp->rd.sr.batch, &pp->plan, &e) !=
+            0)
+          break;
+        if (pp->tx != NULL && pp->kind != LITHD_HR_DESCRIBE) {
+          pp->rd.sr.batch->start_in_tx = 1;
+          submit_tx(pp);
+        } else if (pp->plan.opens && pp->kind != LITHD_HR_DESCRIBE) {
+          if (!open_tx(pp, &e))
+            break;
+          submit_tx(pp);
+        } else if (pp->plan.reads || pp->plan.readonly) {
+          submit_read(pp);
+        } else {
+          submit_write(pp);
+        }
+        return; /* request_done goes on */
+      }
+    }
+    if (e.code != NULL)
+      lithd_hrana_put_error(&pp->out, &e);
+    else
+      lithd_hrana_put_ok(&pp->out, pp->kind, pp->tx == NULL);
+    lithd_batch_free(pp->rd.sr.batch); /* one built, then not run */
+    pp->rd.sr.batch = NULL;
+    pp->k++;
+  }
+  finish(pp);
+}
+
+/* ---- The routes ------------------------------------------------------------------ */
+
+int lithd_hrana_get(lith_http_req *req, void *arg) {
+  lithd_dbsrv *d = arg;
+  if (!lithd_admit_as(d->srv, req, refuse_hrana))
+    return LITH_HTTP_DONE;
+  lith_http_respond(req, 200, "text/plain", "", 0);
+  return LITH_HTTP_DONE;
+}
+
+/* Whether the pipeline's last request is a close: its stream needs no slot. */
+static int ends_closed(const lithd_hrana_pipeline *p) {
+  return p->n > 0 && lithd_hrana_kind(p->requests[p->n - 1]) == LITHD_HR_CLOSE;
+}
+
+int lithd_hrana_post(lith_http_req *req, void *arg) {
+  lithd_dbsrv *d = arg;
+  lithd_server *s = d->srv;
+  lithd_hrana_srv *h = s->hrana;
+  lithd_hrana_error e;
+  size_t len = 0;
+  const char *body;
+  hr_pipe *pp;
+
+  if (!lithd_admit_as(s, req, refuse_hrana))
+    return LITH_HTTP_DONE;
+  if (h == NULL || h->stopping) {
+    respond_hrana_error(req, 503, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
+    return LITH_HTTP_DONE;
+  }
+  body = lith_http_req_body(req, &len);
+  if (len > s->limits.max_body_bytes && s->limits.max_body_bytes > 0) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "the body is %zu bytes, over the limit of %zu", len, s->limits.max_body_bytes);
+    respond_hrana_error(req, 413, "REQUEST_TOO_LARGE", msg);
+    return LITH_HTTP_DONE;
+  }
+  if ((pp = calloc(1, sizeof *pp)) == NULL) {
+    respond_hrana_error(req, 500, "SQLITE_NOMEM", "out of memory");
+    return LITH_HTTP_DONE;
+  }
+  pp->req = req;
+  pp->d = d;
+  pp->h = h;
+  {
+    const char *path = lith_http_req_path(req);
+    size_t n = strlen(path);
+    pp->version =
+        n >= strlen("v3/pipeline") && strcmp(path + n - strlen("v3/pipeline"), "v3/pipeline") == 0 ? 3 : 2;
+  }
+  int max = s->limits.max_statements > 0 ? s->limits.max_statements : 1000;
+  if (lithd_hrana_pipeline_parse(body, len, max, &pp->p, &e) != 0) {
+    respond_hrana_error(req, 400, e.code, e.message);
+    pipe_free(pp);
+    return LITH_HTTP_DONE;
+  }
+  if (pp->p->baton != NULL) {
+    const char *code = NULL;
+    char msg[256];
+    if ((pp->st = stream_find(h, d, pp->p->baton, &code, msg, sizeof msg)) == NULL) {
+      respond_hrana_error(req, 400, code, msg);
+      pipe_free(pp);
+      return LITH_HTTP_DONE;
+    }
+  } else if (!ends_closed(pp->p) && (pp->st = stream_take(h, d)) == NULL) {
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "%d streams are open, the most this lithd keeps: close streams when done (client.close()), "
+             "idle ones close after %" PRId64 " ms",
+             LITHD_HRANA_STREAMS, s->stream_idle_ms > 0 ? s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
+    lith_http_add_header(req, "retry-after", "1");
+    respond_hrana_error(req, 503, "STREAMS_EXHAUSTED", msg);
+    pipe_free(pp);
+    return LITH_HTTP_DONE;
+  }
+  if (pp->st != NULL) {
+    pp->st->busy = 1;
+    pp->sqls = pp->st->sqls; /* the pipeline's until it answers */
+    pp->st->sqls = NULL;
+    pp->tx = pp->st->tx;
+    pp->st->tx = NULL;
+  }
+  pp->in_handler = 1;
+  run_next(pp); /* answers at once when no request waits for a store */
+  pp->in_handler = 0;
+  if (pp->answered) {
+    pipe_free(pp);
+    return LITH_HTTP_DONE;
+  }
+  return LITH_HTTP_PENDING;
+}
+
+int lithd_hrana_start(lithd_server *s) {
+  lithd_hrana_srv *h = calloc(1, sizeof *h);
+  if (h == NULL)
+    return LITH_HTTP_NOMEM;
+  h->s = s;
+  if (uv_timer_init(s->loop, &h->sweep) != 0) {
+    free(h);
+    return LITH_HTTP_NOMEM;
+  }
+  h->sweep.data = h;
+  h->timer_open = 1;
+  /* a tenth of the idle bound (at most a second): a stream outlives it by
+   * that much at most */
+  uint64_t every =
+      s->stream_idle_ms > 0 && s->stream_idle_ms < 10000 ? (uint64_t)s->stream_idle_ms / 10 + 1 : 1000;
+  uv_timer_start(&h->sweep, sweep, every, every);
+  uv_unref((uv_handle_t *)&h->sweep);
+  s->hrana = h;
+  return LITH_HTTP_OK;
+}
+
+void lithd_hrana_stop(lithd_server *s) {
+  lithd_hrana_srv *h = s->hrana;
+  if (h == NULL || h->stopping)
+    return;
+  h->stopping = 1;
+  /* Open transactions hold the writer: let them go now (rolled back). */
+  for (int i = 0; i < LITHD_HRANA_STREAMS; i++)
+    if (h->streams[i].used && !h->streams[i].busy)
+      stream_release(h, &h->streams[i]);
+  if (h->timer_open) {
+    uv_close((uv_handle_t *)&h->sweep, NULL);
+    h->timer_open = 0;
+  }
+}
+
+void lithd_hrana_free(lithd_server *s) {
+  lithd_hrana_srv *h = s->hrana;
+  if (h == NULL)
+    return;
+  for (int i = 0; i < LITHD_HRANA_STREAMS; i++)
+    if (h->streams[i].used)
+      lithd_hrana_sqls_free(h->streams[i].sqls);
+  free(h);
+  s->hrana = NULL;
+}

@@ -1,0 +1,655 @@
+/*
+ * test_lithd_hrana — Hrana over HTTP (request/hrana.h, routes/hrana_http.h)
+ * against a lithd, raw JSON pipelines, no client library (the libSQL
+ * client's own runs are tools/lithd/test/hrana/, with node): values at their
+ * limits both ways, batch conditions and the transaction steps, named
+ * arguments, the error codes, stored SQL and its bounds, batons (forged,
+ * reused, expired, another database's), the stream table's bound, the
+ * gate's refusals in Hrana's shape, --only-named, and interactive
+ * transactions: they hold the writer while open, commit, roll back, end by
+ * themselves past their bounds, and the writer serves others afterwards.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+
+/* ---- Helpers ------------------------------------------------------------------ */
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* POST path {"baton": baton, "requests": requests (JSON text)}: the
+ * answer's status into *status and its body parsed (the caller decrefs). */
+static json_t *pipeline_at(const struct tl_child *c, const char *path, const char *auth, const char *baton,
+                           const char *requests, int *status) {
+  size_t n = strlen(requests) + (baton ? strlen(baton) : 4) + 64;
+  char *body = malloc(n);
+  struct tl_resp r;
+  json_error_t jerr;
+  assert_non_null(body);
+  if (baton)
+    snprintf(body, n, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests);
+  else
+    snprintf(body, n, "{\"baton\":null,\"requests\":%s}", requests);
+  tl_http(c, "POST", path, auth, body, &r);
+  free(body);
+  *status = r.status;
+  json_t *j = json_loads(r.body, 0, &jerr);
+  if (j == NULL)
+    fprintf(stderr, "not JSON (%d): %s\n%s\n", r.status, jerr.text, r.body);
+  assert_non_null(j);
+  if (r.status != 200) { /* Hrana's error shape, exactly application/json */
+    assert_non_null(strstr(r.head, "content-type: application/json\r\n"));
+    assert_non_null(json_object_get(j, "message"));
+  }
+  tl_resp_free(&r);
+  return j;
+}
+
+/* The same on /v3/pipeline, asserting 200. */
+static json_t *pipeline(const struct tl_child *c, const char *baton, const char *requests) {
+  int status;
+  json_t *j = pipeline_at(c, "/v3/pipeline", NULL, baton, requests, &status);
+  if (status != 200)
+    fprintf(stderr, "status %d: %s\n", status, json_dumps(j, 0));
+  assert_int_equal(status, 200);
+  return j;
+}
+
+/* results[k] of an answer. */
+static json_t *result(json_t *answer, size_t k) {
+  json_t *rs = json_object_get(answer, "results");
+  assert_true(json_is_array(rs));
+  assert_true(k < json_array_size(rs));
+  return json_array_get(rs, k);
+}
+
+/* results[k] must be an error with this code (and message containing want). */
+static void expect_error(json_t *answer, size_t k, const char *code, const char *want) {
+  json_t *r = result(answer, k);
+  const char *type = json_string_value(json_object_get(r, "type"));
+  if (type == NULL || strcmp(type, "error") != 0)
+    fprintf(stderr, "result %zu is no error: %s\n", k, json_dumps(r, 0));
+  assert_string_equal(type, "error");
+  json_t *e = json_object_get(r, "error");
+  const char *got = json_string_value(json_object_get(e, "code"));
+  const char *msg = json_string_value(json_object_get(e, "message"));
+  if (strcmp(got, code) != 0 || (want && !strstr(msg, want)))
+    fprintf(stderr, "result %zu: %s: %s\n", k, got, msg);
+  assert_string_equal(got, code);
+  if (want)
+    assert_non_null(strstr(msg, want));
+}
+
+/* results[k]'s response (asserting it is ok and of the type). */
+static json_t *response(json_t *answer, size_t k, const char *type) {
+  json_t *r = result(answer, k);
+  const char *t = json_string_value(json_object_get(r, "type"));
+  if (t == NULL || strcmp(t, "ok") != 0)
+    fprintf(stderr, "result %zu is not ok: %s\n", k, json_dumps(r, 0));
+  assert_string_equal(t, "ok");
+  json_t *resp = json_object_get(r, "response");
+  assert_string_equal(json_string_value(json_object_get(resp, "type")), type);
+  return resp;
+}
+
+/* The first cell of an execute's result at k, as the value object. */
+static json_t *cell(json_t *answer, size_t k, size_t row, size_t col) {
+  json_t *rows = json_object_get(json_object_get(response(answer, k, "execute"), "result"), "rows");
+  return json_array_get(json_array_get(rows, row), col);
+}
+
+/* One statement's execute request. */
+#define EXEC(sql) "{\"type\":\"execute\",\"stmt\":{\"sql\":\"" sql "\"}}"
+#define CLOSE "{\"type\":\"close\"}"
+
+/* SELECT count(*) FROM t through a fresh stream. */
+static int64_t count_rows(const struct tl_child *c, const char *table) {
+  char req[256];
+  snprintf(req, sizeof req,
+           "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT count(*) FROM %s\"}}," CLOSE "]", table);
+  json_t *a = pipeline(c, NULL, req);
+  int64_t n = strtoll(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), NULL, 10);
+  json_decref(a);
+  return n;
+}
+
+static char *baton_of(json_t *a) {
+  const char *b = json_string_value(json_object_get(a, "baton"));
+  assert_non_null(b);
+  return strdup(b);
+}
+
+/* ---- Tests -------------------------------------------------------------------- */
+
+/* The pipelines below are JSON written as concatenated literals, one
+ * request a line; clang-format would break them inside the macros. */
+/* clang-format off */
+
+static void test_values(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "values", 0, NULL);
+  json_t *a = pipeline(
+      c, NULL,
+      "[" EXEC("CREATE TABLE v(i INTEGER, r REAL, t TEXT, b BLOB)")
+      ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"INSERT INTO v VALUES (?, ?, ?, ?), (?, ?, ?, ?)\","
+      "\"args\":[{\"type\":\"integer\",\"value\":\"9223372036854775807\"},{\"type\":\"float\",\"value\":1},"
+      "{\"type\":\"text\",\"value\":\"a\\u0000b \\u00e9\"},{\"type\":\"blob\",\"base64\":\"AQI=\"},"
+      "{\"type\":\"integer\",\"value\":\"-9223372036854775808\"},{\"type\":\"float\",\"value\":0.1},"
+      "{\"type\":\"null\"},{\"type\":\"blob\",\"base64\":\"AQI\"}]}}"
+      "," EXEC("SELECT i, r, t, b, typeof(r), 1e999, -1e999 FROM v ORDER BY i DESC") "," CLOSE "]");
+  response(a, 1, "execute");
+  json_t *ins = json_object_get(response(a, 1, "execute"), "result");
+  assert_int_equal(json_integer_value(json_object_get(ins, "affected_row_count")), 2);
+  assert_string_equal(json_string_value(json_object_get(ins, "last_insert_rowid")), "2");
+  /* every integer a string, exact at both ends */
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 0), "type")), "integer");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 0), "value")), "9223372036854775807");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 1, 0), "value")), "-9223372036854775808");
+  /* a whole float stays a REAL, 0.1 reads back as the same double */
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 4), "value")), "real");
+  assert_true(json_real_value(json_object_get(cell(a, 2, 1, 1), "value")) == 0.1);
+  /* text with a NUL, UTF-8 */
+  json_t *t = json_object_get(cell(a, 2, 0, 2), "value");
+  assert_int_equal(json_string_length(t), 6);
+  assert_memory_equal(json_string_value(t), "a\0b \xc3\xa9", 6);
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 1, 2), "type")), "null");
+  /* blobs padded out, whether they came padded or not */
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 3), "base64")), "AQI=");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 1, 3), "base64")), "AQI=");
+  json_decref(a);
+
+  /* +-Infinity: 1e999 in the text (jansson refuses to read it, so the raw body) */
+  struct tl_resp r;
+  tl_http(c, "POST", "/v2/pipeline", NULL,
+          "{\"baton\":null,\"requests\":[" EXEC("SELECT 1e999, -1e999, 2.5") "]}", &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "{\"type\":\"float\",\"value\":1e999},{\"type\":\"float\",\"value\":-1e999},"
+                                 "{\"type\":\"float\",\"value\":2.5}"));
+  assert_null(strstr(r.body, "rows_read")); /* v2: no v3 fields */
+  tl_resp_free(&r);
+
+  /* want_rows false runs the statement and sends no rows */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"INSERT INTO v(i) VALUES (5) RETURNING i\","
+               "\"want_rows\":false}}," EXEC("SELECT count(*) FROM v WHERE i = 5") "]");
+  assert_int_equal(json_array_size(json_object_get(json_object_get(response(a, 0, "execute"), "result"), "rows")),
+                   0);
+  assert_string_equal(json_string_value(json_object_get(cell(a, 1, 0, 0), "value")), "1");
+  json_decref(a);
+
+  /* bad values: their request's error, the pipeline goes on */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT ?\",\"args\":[{\"type\":\"integer\","
+               "\"value\":\"9223372036854775808\"}]}},"
+               "{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT ?\",\"args\":[{\"type\":\"blob\",\"base64\":"
+               "\"A\"}]}},"
+               "{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT ?\",\"args\":[{\"type\":\"date\"}]}},"
+               "{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT ?\",\"args\":[{\"type\":\"text\",\"value\":\"ok\"}]"
+               ",\"unknown_field\":1}}]");
+  expect_error(a, 0, "PROTO_ERROR", "64-bit");
+  expect_error(a, 1, "PROTO_ERROR", "base64");
+  expect_error(a, 2, "PROTO_ERROR", "unknown value type");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 3, 0, 0), "value")), "ok");
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+static void test_errors_and_arguments(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "errors", 0, NULL);
+  json_t *a = pipeline(
+      c, NULL,
+      "[" EXEC("CREATE TABLE u(id INTEGER PRIMARY KEY, k TEXT UNIQUE)") "," EXEC("INSERT INTO u VALUES (1, 'a')")
+      "," EXEC("INSERT INTO u VALUES (1, 'b')") "," EXEC("INSERT INTO u VALUES (2, 'a')") "," EXEC("SELEKT 1")
+      "," EXEC("SELECT * FROM nowhere") "," EXEC("") "," EXEC("SELECT 1; SELECT 2")
+      "," EXEC("ATTACH 'x.db' AS x") "," EXEC("PRAGMA journal_mode = delete")
+      ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT ?, ?\",\"args\":[{\"type\":\"null\"}]}}"
+      ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT :a\",\"args\":[{\"type\":\"null\"}],"
+      "\"named_args\":[{\"name\":\"a\",\"value\":{\"type\":\"null\"}}]}}"
+      ",{\"type\":\"explode\"},{\"type\":\"execute\"}"
+      ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT :a || @b || $c\",\"named_args\":["
+      "{\"name\":\"a\",\"value\":{\"type\":\"text\",\"value\":\"x\"}},"
+      "{\"name\":\"@b\",\"value\":{\"type\":\"text\",\"value\":\"y\"}},"
+      "{\"name\":\"c\",\"value\":{\"type\":\"text\",\"value\":\"z\"}}]}}"
+      ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT :a\",\"named_args\":["
+      "{\"name\":\"b\",\"value\":{\"type\":\"null\"}}]}}]");
+  response(a, 1, "execute");
+  expect_error(a, 2, "SQLITE_CONSTRAINT", "UNIQUE constraint failed: u.id");
+  expect_error(a, 3, "SQLITE_CONSTRAINT", "UNIQUE constraint failed: u.k");
+  expect_error(a, 4, "SQL_PARSE_ERROR", "syntax error");
+  expect_error(a, 5, "SQLITE_ERROR", "no such table");
+  expect_error(a, 6, "SQL_NO_STATEMENT", NULL);
+  expect_error(a, 7, "SQL_MANY_STATEMENTS", NULL);
+  expect_error(a, 8, "SQLITE_AUTH", "not authorized");
+  expect_error(a, 9, "SQLITE_AUTH", "not authorized");
+  expect_error(a, 10, "ARGS_INVALID", "2 parameters, 1 given");
+  expect_error(a, 11, "ARGS_BOTH_POSITIONAL_AND_NAMED", NULL);
+  expect_error(a, 12, "PROTO_ERROR", "unknown request type");
+  expect_error(a, 13, "PROTO_ERROR", "\"stmt\"");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 14, 0, 0), "value")), "xyz");
+  expect_error(a, 15, "ARGS_INVALID", "no parameter");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "u"), 1);
+
+  /* describe: parameters, columns, read-only or not, never run */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"describe\",\"sql\":\"SELECT k, id + 1 FROM u WHERE id = :id AND k = ?\"},"
+               "{\"type\":\"describe\",\"sql\":\"DELETE FROM u\"},{\"type\":\"describe\",\"sql\":\"EXPLAIN SELECT 1\"}]");
+  json_t *d = json_object_get(response(a, 0, "describe"), "result");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "params"), 0), "name")),
+                      ":id");
+  assert_true(json_is_null(json_object_get(json_array_get(json_object_get(d, "params"), 1), "name")));
+  assert_string_equal(
+      json_string_value(json_object_get(json_array_get(json_object_get(d, "cols"), 0), "decltype")), "TEXT");
+  assert_true(json_is_true(json_object_get(d, "is_readonly")));
+  d = json_object_get(response(a, 1, "describe"), "result");
+  assert_true(json_is_false(json_object_get(d, "is_readonly")));
+  assert_true(json_is_true(json_object_get(json_object_get(response(a, 2, "describe"), "result"), "is_explain")));
+  json_decref(a);
+  assert_int_equal(count_rows(c, "u"), 1); /* the DELETE described, not run */
+
+  /* GET /v2, /v3 */
+  tl_expect(c, "GET", "/v2", NULL, NULL, 200, NULL);
+  tl_expect(c, "GET", "/v3", NULL, NULL, 200, NULL);
+  /* a body that is no pipeline: HTTP 400, Hrana's error shape */
+  int status;
+  json_t *e = pipeline_at(c, "/v2/pipeline", NULL, NULL, "{}", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "PROTO_ERROR");
+  json_decref(e);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+static void test_batch_conditions(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "batch", 0, NULL);
+  /* autocommit: a failing step is undone alone, the others commit */
+  json_t *a = pipeline(c, NULL,
+                       "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+                       "{\"stmt\":{\"sql\":\"CREATE TABLE t(x INTEGER UNIQUE)\"}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1), (2)\"}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (3), (1)\"}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (10)\"},\"condition\":{\"type\":\"error\",\"step\":2}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (20)\"},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (30)\"},\"condition\":{\"type\":\"and\",\"conds\":["
+                       "{\"type\":\"ok\",\"step\":1},{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":2}}]}},"
+                       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (40)\"},\"condition\":{\"type\":\"or\",\"conds\":[]}},"
+                       "{\"stmt\":{\"sql\":\"SELECT 1\"},\"condition\":{\"type\":\"is_autocommit\"}}"
+                       "]}}]");
+  json_t *r = json_object_get(response(a, 0, "batch"), "result");
+  json_t *res = json_object_get(r, "step_results"), *errs = json_object_get(r, "step_errors");
+  assert_int_equal(json_array_size(res), 8);
+  assert_true(json_is_object(json_array_get(res, 1)) && json_is_null(json_array_get(errs, 1)));
+  assert_true(json_is_null(json_array_get(res, 2)) && json_is_object(json_array_get(errs, 2)));
+  assert_string_equal(json_string_value(json_object_get(json_array_get(errs, 2), "code")), "SQLITE_CONSTRAINT");
+  assert_true(json_is_object(json_array_get(res, 3)));
+  assert_true(json_is_null(json_array_get(res, 4)) && json_is_null(json_array_get(errs, 4))); /* skipped */
+  assert_true(json_is_object(json_array_get(res, 5)));
+  assert_true(json_is_null(json_array_get(res, 6)) && json_is_null(json_array_get(errs, 6)));
+  assert_true(json_is_object(json_array_get(res, 7)));
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 4); /* 1, 2, 10, 30: step 2's 3 undone with it */
+
+  /* client.batch(): BEGIN, steps, COMMIT if all ok, ROLLBACK if not: one
+   * command either way */
+  static const char *const tx_batch =
+      "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+      "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (100)\"},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (%d)\"},\"condition\":{\"type\":\"ok\",\"step\":1}},"
+      "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+      "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":3}}}"
+      "]}}," CLOSE "]";
+  char req[1024];
+  snprintf(req, sizeof req, tx_batch, 1); /* 1 exists: the whole transaction goes */
+  a = pipeline(c, NULL, req);
+  r = json_object_get(response(a, 0, "batch"), "result");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "step_errors"), 2), "code")),
+                      "SQLITE_CONSTRAINT");
+  assert_true(json_is_null(json_array_get(json_object_get(r, "step_results"), 3)));  /* no COMMIT */
+  assert_true(json_is_object(json_array_get(json_object_get(r, "step_results"), 4))); /* ROLLBACK ran */
+  assert_true(json_is_null(json_object_get(a, "baton")));
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 4); /* 100 undone too */
+  snprintf(req, sizeof req, tx_batch, 200);
+  a = pipeline(c, NULL, req);
+  r = json_object_get(response(a, 0, "batch"), "result");
+  assert_true(json_is_object(json_array_get(json_object_get(r, "step_results"), 3)));
+  assert_true(json_is_null(json_array_get(json_object_get(r, "step_results"), 4)));
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 6);
+
+  /* transaction statements out of place fail as SQLite fails them */
+  a = pipeline(c, NULL, "[" EXEC("COMMIT") "," EXEC("ROLLBACK") "]");
+  expect_error(a, 0, "SQLITE_ERROR", "no transaction is active");
+  expect_error(a, 1, "SQLITE_ERROR", "no transaction is active");
+  json_decref(a);
+
+  /* sequence: runs until the first error; what ran before it stays */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"sequence\",\"sql\":\"INSERT INTO t VALUES (300); -- a ; in a comment\\n"
+               "INSERT INTO t VALUES (';'); INSERT INTO t VALUES (300); INSERT INTO t VALUES (400);\"},"
+               "{\"type\":\"sequence\",\"sql\":\"CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END; "
+               "DROP TRIGGER tr\"}," CLOSE "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", NULL);
+  response(a, 1, "sequence");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 8);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+static void test_stored_sql_and_batons(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "batons", TL_NO_DB, TL_ARGS("--db", "a=batons-a.db", "--db", "b=batons-b.db", "--default", "a",
+                                          "--stream-idle-ms", "400"));
+  json_t *a = pipeline(c, NULL,
+                       "[{\"type\":\"store_sql\",\"sql_id\":1,\"sql\":\"SELECT 41 + ?\"},"
+                       "{\"type\":\"execute\",\"stmt\":{\"sql_id\":1,\"args\":[{\"type\":\"integer\",\"value\":\"1\"}]}},"
+                       "{\"type\":\"store_sql\",\"sql_id\":1,\"sql\":\"SELECT 2\"},"
+                       "{\"type\":\"execute\",\"stmt\":{\"sql_id\":7}},"
+                       "{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT 1\",\"sql_id\":1}},"
+                       "{\"type\":\"get_autocommit\"}]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 1, 0, 0), "value")), "42");
+  expect_error(a, 2, "SQL_STORE_ID_IN_USE", NULL);
+  expect_error(a, 3, "SQL_NOT_FOUND", NULL);
+  expect_error(a, 4, "PROTO_ERROR", "exactly one");
+  assert_true(json_is_true(json_object_get(response(a, 5, "get_autocommit"), "is_autocommit")));
+  char *b1 = baton_of(a);
+  json_decref(a);
+
+  /* the stored SQL lives with the stream; each answer brings a new baton */
+  a = pipeline(c, b1, "[{\"type\":\"execute\",\"stmt\":{\"sql_id\":1,\"args\":[{\"type\":\"integer\",\"value\":\"2\"}]}},"
+                      "{\"type\":\"close_sql\",\"sql_id\":1},{\"type\":\"execute\",\"stmt\":{\"sql_id\":1}}]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "43");
+  expect_error(a, 2, "SQL_NOT_FOUND", NULL);
+  char *b2 = baton_of(a);
+  assert_string_not_equal(b1, b2);
+  json_decref(a);
+
+  int status;
+  /* the old baton was answered: refused */
+  json_t *e = pipeline_at(c, "/v3/pipeline", NULL, b1, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "STREAM_EXPIRED");
+  json_decref(e);
+  /* forged: a secret changed in one digit, and garbage */
+  char forged[64];
+  snprintf(forged, sizeof forged, "%s", b2);
+  forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == '0' ? '1' : '0';
+  e = pipeline_at(c, "/v3/pipeline", NULL, forged, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "STREAM_EXPIRED");
+  json_decref(e);
+  e = pipeline_at(c, "/v3/pipeline", NULL, "0000.00000001.x", "[" EXEC("SELECT 1") "]", &status);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "STREAM_INVALID");
+  json_decref(e);
+  /* another database's route */
+  e = pipeline_at(c, "/v1/db/b/v3/pipeline", NULL, b2, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 400);
+  assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "belongs to the database \"a\""));
+  json_decref(e);
+  /* still good on its own, then idle past --stream-idle-ms: expired */
+  a = pipeline(c, b2, "[" EXEC("SELECT 1") "]");
+  char *b3 = baton_of(a);
+  json_decref(a);
+  usleep(1000 * 1000);
+  e = pipeline_at(c, "/v3/pipeline", NULL, b3, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "STREAM_EXPIRED");
+  json_decref(e);
+  free(b1), free(b2), free(b3);
+
+  /* bounds: one SQL text past --max-sql, more texts than a stream keeps */
+  char *big = malloc(120000);
+  assert_non_null(big);
+  int n = snprintf(big, 120000, "[{\"type\":\"store_sql\",\"sql_id\":1,\"sql\":\"SELECT '");
+  memset(big + n, 'x', 100001);
+  snprintf(big + n + 100001, 120000 - (size_t)n - 100001, "'\"}," CLOSE "]");
+  a = pipeline(c, NULL, big);
+  expect_error(a, 0, "REQUEST_TOO_LARGE", NULL);
+  json_decref(a);
+  free(big);
+  size_t cap = 300 * 64 + 64, len = 0;
+  char *many = malloc(cap);
+  assert_non_null(many);
+  len += (size_t)snprintf(many + len, cap - len, "[");
+  for (int i = 0; i < 300; i++)
+    len += (size_t)snprintf(many + len, cap - len, "%s{\"type\":\"store_sql\",\"sql_id\":%d,\"sql\":\"SELECT 1\"}",
+                            i ? "," : "", i);
+  snprintf(many + len, cap - len, "," CLOSE "]");
+  a = pipeline(c, NULL, many);
+  response(a, 255, "store_sql");
+  expect_error(a, 256, "SQL_STORE_FULL", NULL);
+  json_decref(a);
+  free(many);
+
+  /* the second database by its route */
+  a = pipeline_at(c, "/v1/db/b/v2/pipeline", NULL, NULL,
+                  "[" EXEC("CREATE TABLE only_b(x)") "," CLOSE "]", &status);
+  assert_int_equal(status, 200);
+  response(a, 0, "execute");
+  json_decref(a);
+  assert_int_equal(tl_sql_int("batons-b.db", "SELECT count(*) FROM sqlite_master WHERE name = 'only_b'"), 1);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* Streams that stay open take a slot each, up to the bound; streams that
+ * end in their pipeline take none, however many. */
+static void test_stream_bound(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "streams", 0, NULL);
+  int status = 0, open = 0;
+  for (int i = 0; i < 1100; i++) {
+    json_t *a = pipeline_at(c, "/v2/pipeline", NULL, NULL, "[" EXEC("SELECT 1") "]", &status);
+    json_decref(a);
+    if (status != 200)
+      break;
+    open++;
+  }
+  assert_int_equal(open, 1024);
+  assert_int_equal(status, 503);
+  int n = tl_scaled(3000);
+  for (int i = 0; i < n; i++) {
+    json_t *a = pipeline(c, NULL, "[" EXEC("SELECT 1") "," CLOSE "]");
+    json_decref(a);
+  }
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* ---- Interactive transactions --------------------------------------------------- */
+
+struct writer_arg {
+  const struct tl_child *c;
+  int64_t took_ms;
+  int status;
+};
+
+/* Another client's write, timed: it waits while a transaction holds the writer. */
+static void *other_write(void *p) {
+  struct writer_arg *w = p;
+  struct tl_conn k;
+  struct tl_resp r;
+  int64_t t0 = now_ms();
+  tl_conn_init(&k, w->c);
+  int rc = tl_conn_request(&k, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (-1)\"}]}",
+                           &r, 20000);
+  w->took_ms = now_ms() - t0;
+  w->status = rc == TL_OK ? r.status : rc;
+  if (rc == TL_OK)
+    tl_resp_free(&r);
+  tl_conn_close(&k);
+  return NULL;
+}
+
+static void test_interactive(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "itx", 0, TL_ARGS("--tx-idle-ms", "600", "--tx-max-ms", "3000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER UNIQUE)") "," CLOSE "]");
+  json_decref(a);
+
+  /* BEGIN left open: the stream holds the writer; another write waits */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"},\"condition\":{\"type\":\"ok\",\"step\":0}}]}},"
+               "{\"type\":\"get_autocommit\"}]");
+  assert_true(json_is_false(json_object_get(response(a, 1, "get_autocommit"), "is_autocommit")));
+  char *b = baton_of(a);
+  json_decref(a);
+  struct writer_arg w = {c, 0, 0};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
+  usleep(200 * 1000);
+  /* a failing statement inside is undone alone; the transaction goes on */
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (1)") "," EXEC("INSERT INTO t VALUES (2)")
+                     ",{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SELECT count(*) FROM t\"},"
+                     "\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"is_autocommit\"}}}]}}]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", NULL);
+  response(a, 1, "execute");
+  json_t *st = json_array_get(json_object_get(json_object_get(response(a, 2, "batch"), "result"), "step_results"), 0);
+  assert_string_equal(json_string_value(json_object_get(
+                          json_array_get(json_array_get(json_object_get(st, "rows"), 0), 0), "value")),
+                      "2");
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  usleep(200 * 1000);
+  a = pipeline(c, b, "[" EXEC("COMMIT") ",{\"type\":\"get_autocommit\"}," CLOSE "]");
+  response(a, 0, "execute");
+  assert_true(json_is_true(json_object_get(response(a, 1, "get_autocommit"), "is_autocommit")));
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms >= 300); /* it waited for the COMMIT */
+  assert_int_equal(count_rows(c, "t"), 3);
+
+  /* ROLLBACK, and a close without COMMIT: nothing of them stays */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (10)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("ROLLBACK") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (11)") "," CLOSE "]");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 3);
+
+  /* executeMultiple: autocommit statements, then a transaction that stops
+   * at an error; the close rolls back only the transaction's part */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"sequence\",\"sql\":\"INSERT INTO t VALUES (20); BEGIN; INSERT INTO t VALUES (21); "
+               "INSERT INTO t VALUES (21); COMMIT;\"}," CLOSE "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", NULL);
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 4); /* 20 stays, 21 went */
+
+  /* idle past --tx-idle-ms: rolled back by itself, TRANSACTION_TIMEOUT;
+   * the writer serves others again at once */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (30)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  int64_t t0 = now_ms();
+  a = pipeline(c, NULL, "[" EXEC("INSERT INTO t VALUES (31)") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  int64_t waited = now_ms() - t0;
+  assert_true(waited >= 400 && waited < 2500); /* behind the transaction, until its idle bound */
+  a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+  expect_error(a, 0, "TRANSACTION_TIMEOUT", NULL);
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 5); /* 31, not 30 */
+
+  /* a stream that never ends its transaction and keeps it busy: --tx-max-ms */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "]");
+  b = baton_of(a);
+  json_decref(a);
+  t0 = now_ms();
+  for (;;) {
+    a = pipeline(c, b, "[" EXEC("SELECT 1") "]");
+    free(b);
+    b = NULL;
+    const char *type = json_string_value(json_object_get(result(a, 0), "type"));
+    if (strcmp(type, "error") == 0) {
+      expect_error(a, 0, "TRANSACTION_TIMEOUT", NULL);
+      json_decref(a);
+      break;
+    }
+    b = baton_of(a);
+    json_decref(a);
+    assert_true(now_ms() - t0 < 6000);
+    usleep(100 * 1000);
+  }
+  assert_true(now_ms() - t0 >= 2500);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 5);
+
+  /* a READONLY transaction refuses a write */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("SELECT count(*) FROM t") ","
+                        EXEC("INSERT INTO t VALUES (40)") "," CLOSE "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 1, 0, 0), "value")), "5");
+  expect_error(a, 2, "SQLITE_READONLY", NULL);
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 5);
+}
+
+/* The gate answers in Hrana's shape; --only-named lets Hrana read only. */
+static void test_gate(void **state) {
+  struct tl_child *c = *state;
+  FILE *f = fopen("gate.token", "w");
+  assert_non_null(f);
+  fputs("s3cret-token-of-the-test\n", f);
+  assert_int_equal(fclose(f), 0);
+  tl_start(c, "gate", 0, TL_ARGS("--token-file", "gate.token", "--only-named"));
+  int status;
+  json_t *e = pipeline_at(c, "/v2/pipeline", NULL, NULL, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 401);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "AUTH_FAILED");
+  json_decref(e);
+  e = pipeline_at(c, "/v2/pipeline", "Bearer wrong", NULL, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 401);
+  json_decref(e);
+  json_t *a = pipeline_at(c, "/v2/pipeline", "Bearer s3cret-token-of-the-test", NULL,
+                          "[" EXEC("SELECT 1") "," EXEC("CREATE TABLE x(a)") "," EXEC("BEGIN") "," CLOSE "]", &status);
+  assert_int_equal(status, 200);
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "1");
+  expect_error(a, 1, "SQLITE_AUTH", "--only-named");
+  expect_error(a, 2, "SQLITE_AUTH", "--only-named");
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* clang-format on */
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_values, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_errors_and_arguments, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_batch_conditions, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,228 @@
+/*
+ * lith_submit_alone and what only an alone command may do (writer/batch.c):
+ *   - the commands taken before it commit (and are answered) before it
+ *     runs; those after it wait and commit after it, never in its
+ *     transaction;
+ *   - it runs once, even when its transaction is rolled back;
+ *   - lith_tx_commit / lith_tx_rollback end its transaction in the middle
+ *     and go on in a new one (a crash after lith_tx_commit keeps what it
+ *     committed), refused in any other command or inside a savepoint, and
+ *     a deferred foreign-key violation refuses the commit;
+ *   - lith_tx_restart_clock gives a waiting command its limit afresh;
+ *   - lith_commit_count counts every commit, the mid-command ones too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common.h"
+
+#define DB "alone.db"
+
+static void count_done(lith_request *r) { atomic_fetch_add(&((t_async *)r->data)->done, 1); }
+
+/* Submit fn(arg) alone into req, counted by c. */
+static void submit_alone(lith *db, lith_request *req, lith_command fn, void *arg, t_async *c) {
+  memset(req, 0, sizeof *req);
+  req->fn = fn;
+  req->arg = arg;
+  req->done = count_done;
+  req->data = c;
+  assert_int_equal(lith_submit_alone(db, req), LITH_OK);
+}
+
+static int64_t count_kv(const char *k) {
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM kv WHERE k = '%s'", k);
+  return t_query_int(DB, sql);
+}
+
+/* An alone command that checks, from inside, what is committed. */
+typedef struct probe {
+  int runs;
+  int64_t before_seen; /* kv rows 'before' visible to a fresh connection while it runs */
+  int64_t after_seen;
+} probe;
+
+static int probe_cmd(lith_tx *tx, void *arg) {
+  probe *p = arg;
+  p->runs++;
+  p->before_seen = t_query_int(DB, "SELECT count(*) FROM kv WHERE k = 'before'");
+  p->after_seen = t_query_int(DB, "SELECT count(*) FROM kv WHERE k = 'after'");
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('alone', 1)", NULL);
+}
+
+static void test_order(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  t_gate g;
+  t_async done = {0};
+  lith_request r1, r2, r3;
+  probe p = {0};
+  t_gate_close(db, &g); /* what follows lands in one take */
+  t_submit(db, &r1, t_put_cmd, "before", &done);
+  submit_alone(db, &r2, probe_cmd, &p, &done);
+  t_submit(db, &r3, t_put_cmd, "after", &done);
+  t_gate_open(&g);
+  t_async_wait(&done, 3);
+  assert_int_equal(r1.rc, LITH_OK);
+  assert_int_equal(r2.rc, LITH_OK);
+  assert_int_equal(r3.rc, LITH_OK);
+  assert_int_equal(p.runs, 1);
+  assert_int_equal(p.before_seen, 1); /* committed before it ran */
+  assert_int_equal(p.after_seen, 0);  /* not yet */
+  assert_int_equal(count_kv("after"), 1);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+/* Alone, a rollback of its transaction is its own failure: it is not run again. */
+static int lose_cmd(lith_tx *tx, void *arg) {
+  int *runs = arg;
+  (*runs)++;
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('lost', 1)", NULL);
+  /* RAISE(ROLLBACK) ends the whole transaction */
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) SELECT 'x', RAISE(ROLLBACK, 'gone')", NULL);
+}
+
+static void test_runs_once(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  t_async done = {0};
+  lith_request r, other;
+  int runs = 0;
+  t_gate g;
+  t_gate_close(db, &g);
+  submit_alone(db, &r, lose_cmd, &runs, &done);
+  t_submit(db, &other, t_put_cmd, "other", &done);
+  t_gate_open(&g);
+  t_async_wait(&done, 2);
+  assert_int_not_equal(r.rc, LITH_OK);
+  assert_int_equal(runs, 1);
+  assert_int_equal(other.rc, LITH_OK); /* after it, in a transaction of its own */
+  assert_int_equal(count_kv("lost"), 0);
+  assert_int_equal(count_kv("other"), 1);
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+/* Mid-command commits and rollbacks. */
+typedef struct steps {
+  int rc_commit, rc_rollback, rc_misuse_sp, rc_fk;
+  uint64_t count_mid;
+  lith *db;
+} steps;
+
+static int in_savepoint(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_commit(tx);
+}
+
+static int steps_cmd(lith_tx *tx, void *arg) {
+  steps *s = arg;
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('c1', 1)", NULL);
+  lith_tx_exec(tx, "CREATE TABLE fkc(k TEXT REFERENCES kv(k))", NULL);
+  s->rc_commit = lith_tx_commit(tx);
+  s->count_mid = lith_commit_count(s->db);
+  lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('r1', 1)", NULL);
+  s->rc_rollback = lith_tx_rollback(tx);
+  s->rc_misuse_sp = lith_tx_savepoint(tx, in_savepoint, NULL);
+  /* a deferred violation left: the commit is refused, the transaction stays */
+  lith_tx_exec(tx, "PRAGMA defer_foreign_keys = ON", NULL);
+  lith_tx_exec(tx, "INSERT INTO fkc VALUES ('nowhere')", NULL);
+  s->rc_fk = lith_tx_commit(tx);
+  lith_tx_exec(tx, "DELETE FROM fkc", NULL);
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('c2', 1)", NULL);
+}
+
+static int plain_commit_cmd(lith_tx *tx, void *arg) {
+  int *rc = arg;
+  *rc = lith_tx_commit(tx);
+  return LITH_OK;
+}
+
+static void test_commit_and_rollback_inside(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  t_async done = {0};
+  lith_request r;
+  steps s = {.db = db};
+  assert_int_equal(lith_do(db, t_put_cmd, "first"), LITH_OK);
+  uint64_t before = lith_commit_count(db);
+  assert_true(before >= 1);
+  submit_alone(db, &r, steps_cmd, &s, &done);
+  t_async_wait(&done, 1);
+  assert_int_equal(r.rc, LITH_OK);
+  assert_int_equal(s.rc_commit, LITH_OK);
+  assert_int_equal(s.count_mid, before + 1);
+  assert_int_equal(s.rc_rollback, LITH_OK);
+  assert_int_equal(s.rc_misuse_sp, LITH_MISUSE);
+  assert_int_equal(s.rc_fk, LITH_CONSTRAINT);
+  assert_int_equal(count_kv("c1"), 1);
+  assert_int_equal(count_kv("r1"), 0);
+  assert_int_equal(count_kv("c2"), 1);
+  assert_int_equal(lith_commit_count(db), before + 2);
+  /* in a command not submitted alone: refused */
+  int rc = 0;
+  assert_int_equal(lith_do(db, plain_commit_cmd, &rc), LITH_OK);
+  assert_int_equal(rc, LITH_MISUSE);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_assert_integrity(DB);
+}
+
+/* A command waiting between statements restarts its clock: it is not cut
+ * for the time it waited. */
+static int patient_cmd(lith_tx *tx, void *arg) {
+  int *rc = arg;
+  for (int i = 0; i < 3; i++) {
+    usleep(150 * 1000); /* past the 200 ms limit in all, not in any one piece */
+    lith_tx_restart_clock(tx);
+    if ((*rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "i", i)) != LITH_OK)
+      return *rc;
+  }
+  return LITH_OK;
+}
+
+static int impatient_cmd(lith_tx *tx, void *arg) {
+  int *rc = arg;
+  for (int i = 10; i < 13; i++) {
+    usleep(150 * 1000);
+    if ((*rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "i", i)) != LITH_OK)
+      return *rc;
+  }
+  return LITH_OK;
+}
+
+static void test_restart_clock(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.command_timeout_ms = 200;
+  lith *db = t_open_fresh(DB, &opt);
+  int rc = -1;
+  assert_int_equal(lith_do(db, patient_cmd, &rc), LITH_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv"), 3);
+  assert_int_equal(lith_do(db, impatient_cmd, &rc), LITH_INTERRUPTED); /* without it: cut */
+  assert_int_equal(lith_close(db), LITH_OK);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_order),
+      cmocka_unit_test(test_runs_once),
+      cmocka_unit_test(test_commit_and_rollback_inside),
+      cmocka_unit_test(test_restart_clock),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
