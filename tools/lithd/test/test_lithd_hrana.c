@@ -51,7 +51,7 @@ static json_t *pipeline_at(const struct tl_child *c, const char *path, const cha
   tl_http(c, "POST", path, auth, body, &r);
   free(body);
   *status = r.status;
-  json_t *j = json_loads(r.body, 0, &jerr);
+  json_t *j = json_loads(r.body, JSON_ALLOW_NUL, &jerr);
   if (j == NULL)
     fprintf(stderr, "not JSON (%d): %s\n%s\n", r.status, jerr.text, r.body);
   assert_non_null(j);
@@ -154,7 +154,7 @@ static void test_values(void **state) {
       "{\"type\":\"text\",\"value\":\"a\\u0000b \\u00e9\"},{\"type\":\"blob\",\"base64\":\"AQI=\"},"
       "{\"type\":\"integer\",\"value\":\"-9223372036854775808\"},{\"type\":\"float\",\"value\":0.1},"
       "{\"type\":\"null\"},{\"type\":\"blob\",\"base64\":\"AQI\"}]}}"
-      "," EXEC("SELECT i, r, t, b, typeof(r), 1e999, -1e999 FROM v ORDER BY i DESC") "," CLOSE "]");
+      "," EXEC("SELECT i, r, t, b, typeof(r) FROM v ORDER BY i DESC") "," CLOSE "]");
   response(a, 1, "execute");
   json_t *ins = json_object_get(response(a, 1, "execute"), "result");
   assert_int_equal(json_integer_value(json_object_get(ins, "affected_row_count")), 2);
@@ -358,6 +358,8 @@ static void test_batch_conditions(void **state) {
 
 static void test_stored_sql_and_batons(void **state) {
   struct tl_child *c = *state;
+  tl_remove_db("batons-a.db");
+  tl_remove_db("batons-b.db");
   tl_start(c, "batons", TL_NO_DB, TL_ARGS("--db", "a=batons-a.db", "--db", "b=batons-b.db", "--default", "a",
                                           "--stream-idle-ms", "400"));
   json_t *a = pipeline(c, NULL,
@@ -620,7 +622,11 @@ static void test_gate(void **state) {
   assert_non_null(f);
   fputs("s3cret-token-of-the-test\n", f);
   assert_int_equal(fclose(f), 0);
-  tl_start(c, "gate", 0, TL_ARGS("--token-file", "gate.token", "--only-named"));
+  f = fopen("gate-cmds.sql", "w");
+  assert_non_null(f);
+  fputs("-- name: one\nSELECT 1;\n", f);
+  assert_int_equal(fclose(f), 0);
+  tl_start(c, "gate", 0, TL_ARGS("--token-file", "gate.token", "--only-named", "--commands", "gate-cmds.sql"));
   int status;
   json_t *e = pipeline_at(c, "/v2/pipeline", NULL, NULL, "[" EXEC("SELECT 1") "]", &status);
   assert_int_equal(status, 401);
