@@ -938,7 +938,7 @@ static void test_file_mode(void **state) {
 }
 
 static void test_help_and_version(void **state) {
-  char out[8192];
+  char out[16384];
   (void)state;
   /* --help goes to stdout; check the exit code
    * and that nothing was created. */
