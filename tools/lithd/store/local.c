@@ -55,6 +55,13 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Why a command was not taken (the queue's refusal). */
+static const char *refused_why(int rc) {
+  return rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
+         : rc == LITH_CLOSED   ? "lithd is shutting down"
+                               : lith_errstr(rc);
+}
+
 /* ---- Writes ---------------------------------------------------------------- */
 
 static int write_cmd(lith_tx *tx, void *arg) {
@@ -81,10 +88,7 @@ static void write_done(lith_uv_req *u) {
 
 static void write_refused(lithd_park *p, int rc) {
   local_write *w = p->arg;
-  write_answer(w, rc,
-               rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
-               : rc == LITH_CLOSED   ? "lithd is shutting down"
-                                     : lith_errstr(rc));
+  write_answer(w, rc, refused_why(rc));
 }
 
 static int local_write_fn(lithd_store *s, lithd_store_req *r) {
@@ -305,10 +309,7 @@ static void tx_cmd_done(lith_uv_req *u) {
 
 static void tx_refused(lithd_park *p, int rc) {
   local_tx *t = p->arg;
-  tx_ended(t, rc,
-           rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
-           : rc == LITH_CLOSED   ? "lithd is shutting down"
-                                 : lith_errstr(rc));
+  tx_ended(t, rc, refused_why(rc));
 }
 
 static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
@@ -380,10 +381,7 @@ static int local_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t 
   if (rc != LITH_OK) {
     t->cmd_done = t->closed = 1;
     uv_close((uv_handle_t *)&t->async, tx_async_closed);
-    snprintf(errmsg, cap, "%s",
-             rc == LITH_QUEUE_FULL ? "the write queue is full; retry later"
-             : rc == LITH_CLOSED   ? "lithd is shutting down"
-                                   : lith_errstr(rc));
+    snprintf(errmsg, cap, "%s", refused_why(rc));
     return rc;
   }
   *out = &t->base;
