@@ -11,7 +11,9 @@ it is run, each block on its own:
     PATH starting with the built programs (lithd, lith, lith-node, kanban:
     their folders under --bin, default build/default), in a process group
     of its own that is killed when the block ends (servers it started in
-    the background die with it), at most TIMEOUT seconds;
+    the background die with it, and the next block starts only once
+    they are gone, so it can take their ports), at most TIMEOUT seconds,
+    pip told never to ask a package index;
   - a line `#> TEXT` in the block is output the commands above it print:
     the block's whole stdout must be, line for line, the #> lines in
     order. In TEXT, `…` matches any run of characters (timings, ids,
@@ -38,7 +40,9 @@ it is run, each block on its own:
     option can be neither missing from the reference nor stale in it
     (a must-fail line right above the mark turns it around).
 
-Prints one line per block, "docs: N ran, N skipped, N failed" and
+Prints one line per block (with its seconds when 10 or more, and for a
+failure the end of its output and of the *.log and *.out files it left),
+"docs: N ran, N skipped, N failed" and
 cmocka's closing lines (tools/run-tests.sh counts them); exits 1 if any
 failed. Python's standard library only.
 """
@@ -51,8 +55,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
-TIMEOUT = 120
+TIMEOUT = 300  # a guard against a hang: CI machines run a block 2-3x slower than here
 MARK = re.compile(r"^<!--\s*test-docs:\s*(skip|must-fail|needs|options)\s+(.*?)\s*-->\s*$")
 OPTION = re.compile(r"(?<![-\w])--([a-z][a-z0-9-]*)")
 
@@ -144,6 +149,11 @@ def environment(path_dirs, src, prefix):
         for var, sub in (("PKG_CONFIG_PATH", "lib/pkgconfig"), ("LD_LIBRARY_PATH", "lib")):
             env[var] = os.pathsep.join([os.path.join(prefix, sub)] + ([env[var]] if env.get(var) else []))
     env["PATH"] = os.pathsep.join(path_dirs + [env.get("PATH", "")])
+    # The Python examples install the client from $LITH, which needs no
+    # package index: never wait on one (a machine without network may
+    # take long to say so).
+    env.setdefault("PIP_NO_INDEX", "1")
+    env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     if src:
         env["LITH"] = src
     return env
@@ -169,12 +179,55 @@ def run(body, env):
             except ProcessLookupError:
                 pass
             p.wait()
+            gone(p.pid)
+            logs = scratch_logs(scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         fo.seek(0)
         fe.seek(0)
         out, err = fo.read(), fe.read()
-    return status, out, err, expected
+    return status, out, err, expected, logs
+
+
+def gone(pgid, limit=30.0):
+    """Wait until no live process of group pgid is left: SIGKILL is only
+    sent when killpg returns, and a lithd of this block still listening
+    (or dying in a slow fsync) would make the next block that uses its
+    port fail to bind. Zombies count as gone: they hold no socket."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        left = False
+        try:
+            pids = [d for d in os.listdir("/proc") if d.isdigit()]
+        except OSError:
+            return  # no /proc: nothing to wait by
+        for d in pids:
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp ...
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+                left = True
+                break
+        if not left:
+            return
+        time.sleep(0.05)
+
+
+def scratch_logs(scratch):
+    """The last lines of the *.log and *.out files a block left, for the
+    report of a failure: a server started in the background writes its
+    error there, not to the block's output."""
+    logs = []
+    for name in sorted(os.listdir(scratch)):
+        if name.endswith((".log", ".out")) and os.path.isfile(os.path.join(scratch, name)):
+            with open(os.path.join(scratch, name), errors="replace") as f:
+                text = f.read()
+            if text.strip():
+                logs.append((name, text))
+    return logs
 
 
 def main():
@@ -211,7 +264,10 @@ def main():
                                                     "" if why is None else ": " + why))
                 failed += why is not None
                 continue
-            status, out, err, expected = run(body, env)
+            t0 = time.monotonic()
+            status, out, err, expected, logs = run(body, env)
+            took = time.monotonic() - t0
+            slow = " (%.0f s)" % took if took >= 10 else ""
             why = None
             if status != 0:
                 why = "exit %s" % status
@@ -220,11 +276,11 @@ def main():
             if mark == "must-fail":
                 why = "it did not fail (%s)" % reason if why is None else None
             if why is None:
-                print("ok   %s" % where)
+                print("ok   %s%s" % (where, slow))
                 continue
             failed += 1
-            print("FAIL %s: %s" % (where, why))
-            for name, text in (("stdout", out), ("stderr", err)):
+            print("FAIL %s: %s (%.1f s)" % (where, why, took))
+            for name, text in [("stdout", out), ("stderr", err)] + logs:
                 if text.strip():
                     print("  %s:\n%s" % (name, "".join("    " + l + "\n" for l in text.rstrip("\n").split("\n")[-20:])),
                           end="")
