@@ -133,7 +133,7 @@ LIBS := $(B)/liblith.a $(B)/liblith.so $(B)/liblith_uv.a $(B)/liblith_uv.so
 PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 
 .SECONDARY:
-.PHONY: kanban run-demo bench soak lint format all run test test-only deps deps-litestream install uninstall clean demo $(PCS)
+.PHONY: kanban run-demo bench soak lint format all run test test-only deps deps-litestream deps-hrana install uninstall clean demo $(PCS)
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
@@ -152,6 +152,17 @@ deps-litestream:
 	@command -v npm >/dev/null || { echo "deps-litestream: needs npm (apt-get install npm)"; exit 1; }
 	npm install --no-save --no-audit --no-fund --prefix build/litestream $(LITESTREAM_NPM)
 	build/litestream/node_modules/@flydotio/litestream-linux-x64/litestream version
+
+# The libSQL client and Drizzle for the Hrana tests (tools/lithd/test/hrana,
+# issue 22; they skip without) and bench/hrana: npm, the versions locked in
+# that folder's package-lock.json. Into build/hrana/, whatever B is.
+HRANA_NPM_DIR := tools/lithd/test/hrana
+deps-hrana:
+	@command -v npm >/dev/null || { echo "deps-hrana: needs npm (apt-get install npm)"; exit 1; }
+	@mkdir -p build/hrana
+	cp $(HRANA_NPM_DIR)/package.json $(HRANA_NPM_DIR)/package-lock.json build/hrana/
+	npm ci --no-audit --no-fund --prefix build/hrana
+	node -e 'require("./build/hrana/node_modules/@libsql/client"); require("./build/hrana/node_modules/drizzle-orm/libsql")'
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 

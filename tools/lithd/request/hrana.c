@@ -40,6 +40,8 @@ const char *lithd_hrana_code(int code, const char *message) {
     if (strstr(m, "syntax error") != NULL || strstr(m, "incomplete input") != NULL ||
         strstr(m, "unrecognized token") != NULL)
       return "SQL_PARSE_ERROR";
+    if (strstr(m, "string or blob too big") != NULL)
+      return "SQLITE_TOOBIG";
     return "SQLITE_ERROR";
   case LITH_MISUSE:
     if (strstr(m, "empty statement") != NULL)
@@ -671,6 +673,8 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
       plan->reads = 0;
     if (sp->txctl == TXC_BEGIN && sp->begin_kind == TXB_READONLY)
       plan->readonly = 1;
+    if (sp->txctl == TXC_BEGIN && sp->begin_kind == TXB_DEFERRED)
+      plan->deferred = 1;
   }
   plan->opens = opens(c.b);
   if (c.b->n == 0)

@@ -126,6 +126,8 @@ typedef struct lithd_hrana_plan {
                    may run it; a reader's LITHD_NOT_A_QUERY means: run it as a
                    command instead (nothing ran that changed anything) */
   int readonly; /* 1: a BEGIN TRANSACTION READONLY step: never a command */
+  int deferred; /* 1: a BEGIN or BEGIN DEFERRED step: its transaction may
+                   begin on a read snapshot */
   int opens;    /* 1: a BEGIN step with no COMMIT or ROLLBACK step after it: the
                    stream's transaction outlives the request (store.h,
                    lithd_store_tx) */

@@ -93,11 +93,16 @@ struct lithd_batch {
    * stream's connection: a BEGIN commits what ran before it in the batch
    * (autocommit) and opens the stream's transaction, COMMIT and ROLLBACK
    * end it (lith_tx_commit, lith_tx_rollback) and the steps after them run
-   * in autocommit again; the result's in_tx says whether it is open. */
+   * in autocommit again; the result's in_tx says whether it is open. On a
+   * reader (a transaction on a snapshot) the same, with nothing to commit:
+   * the snapshot is the transaction. */
   int held;
   int start_in_tx; /* the stream's transaction is open when the batch starts */
   int readonly_tx; /* BEGIN TRANSACTION READONLY: a statement that writes fails
                       (SQLITE_READONLY) */
+  int stale_tx;    /* a deferred transaction on a snapshot another write has
+                      since replaced (store.h): a statement that writes fails
+                      (SQLITE_BUSY), the transaction goes on */
   int n;
   stmt_spec *stmts;
   lithd_arena mem;

@@ -32,6 +32,13 @@
 #include "log.h"
 #include "sqljson_int.h"
 
+/* A stream's open transaction and whether it holds one of its database's
+ * readers (lithd_read_slot_take: a transaction on a snapshot). */
+typedef struct hr_tx {
+  lithd_store_tx *h; /* NULL: autocommit */
+  int slot;
+} hr_tx;
+
 typedef struct hr_stream {
   int used;
   int busy;     /* a pipeline of it runs */
@@ -39,8 +46,8 @@ typedef struct hr_stream {
   unsigned char secret[16];
   lithd_dbsrv *d; /* the database it belongs to */
   lithd_hrana_sqls *sqls;
-  lithd_store_tx *tx; /* its open transaction, or NULL: autocommit */
-  int64_t last_ms;    /* lith_clock_ms of its last answer */
+  hr_tx tx;        /* its open transaction */
+  int64_t last_ms; /* lith_clock_ms of its last answer */
 } hr_stream;
 
 typedef struct lithd_hrana_srv lithd_hrana_srv;
@@ -78,9 +85,19 @@ static void refuse_hrana(lith_http_req *req, int status, const char *msg) {
 
 /* ---- Streams ------------------------------------------------------------------ */
 
+/* Let go of x (rolling back what is open) and of its reader. */
+static void tx_end(lithd_dbsrv *d, hr_tx *x) {
+  lithd_store_tx_close(x->h);
+  x->h = NULL;
+  if (x->slot) {
+    x->slot = 0;
+    lithd_read_slot_give(d);
+  }
+}
+
 static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
   lithd_hrana_sqls_free(st->sqls);
-  lithd_store_tx_close(st->tx); /* rolls back what it left open */
+  tx_end(st->d, &st->tx); /* rolls back what it left open */
   memset(st, 0, sizeof *st);
   h->open--;
 }
@@ -166,7 +183,7 @@ typedef struct hr_pipe {
   lithd_hrana_pipeline *p;
   hr_stream *st;          /* NULL: a stream that ends in this pipeline, never in the table */
   lithd_hrana_sqls *sqls; /* the stream's stored SQL */
-  lithd_store_tx *tx;     /* the stream's open transaction */
+  hr_tx tx;               /* the stream's open transaction */
   int closed;             /* a close request ran */
   int k, kind, version;
   lithd_hrana_plan plan;
@@ -176,7 +193,7 @@ typedef struct hr_pipe {
 } hr_pipe;
 
 static void pipe_free(hr_pipe *pp) {
-  lithd_store_tx_close(pp->tx);
+  tx_end(pp->d, &pp->tx);
   lithd_result_free(pp->rd.sr.result);
   lithd_batch_free(pp->rd.sr.batch);
   lithd_hrana_pipeline_free(pp->p);
@@ -228,10 +245,8 @@ static void submit_write(hr_pipe *pp) {
 
 static void tx_done(lithd_store_req *sr) {
   hr_pipe *pp = sr->data;
-  if (!sr->tx_open) { /* committed, rolled back, failed or timed out */
-    lithd_store_tx_close(pp->tx);
-    pp->tx = NULL;
-  }
+  if (!sr->tx_open) /* committed, rolled back, failed or timed out */
+    tx_end(pp->d, &pp->tx);
   request_done(pp);
 }
 
@@ -243,7 +258,7 @@ static void submit_tx(hr_pipe *pp) {
   sr->cb = tx_done;
   sr->data = pp;
   sr->http = pp->req;
-  int rc = lithd_store_tx_run(pp->tx, sr);
+  int rc = lithd_store_tx_run(pp->tx.h, sr);
   if (rc == LITH_OK)
     return;
   sr->rc = rc;
@@ -307,7 +322,7 @@ static void finish(hr_pipe *pp) {
     st->sqls = pp->sqls;
     pp->sqls = NULL;
     st->tx = pp->tx;
-    pp->tx = NULL;
+    pp->tx = (hr_tx){0};
     st->gen++;
     if (getrandom(st->secret, sizeof st->secret, 0) != (ssize_t)sizeof st->secret) {
       /* no randomness: the stream cannot be named safely, so it ends */
@@ -349,9 +364,17 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
                      "this lithd runs only named commands (--only-named): a transaction runs SQL text");
     return 0;
   }
-  int rc = lithd_store_tx_open(pp->d->store, pp->plan.readonly, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms,
-                               pp->req, &pp->tx, msg, sizeof msg);
+  /* DEFERRED and READONLY begin on a snapshot (store.h) when the database
+   * can spare a reader for it; else on the writer, as IMMEDIATE would. */
+  unsigned flags = pp->plan.readonly ? LITHD_TX_READONLY : 0;
+  if ((pp->plan.readonly || pp->plan.deferred) && lithd_read_slot_take(pp->d)) {
+    flags |= LITHD_TX_SNAPSHOT;
+    pp->tx.slot = 1;
+  }
+  int rc = lithd_store_tx_open(pp->d->store, flags, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms, pp->req,
+                               &pp->tx.h, msg, sizeof msg);
   if (rc != LITH_OK) {
+    tx_end(pp->d, &pp->tx);
     lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
     return 0;
   }
@@ -373,8 +396,7 @@ static void run_next(hr_pipe *pp) {
       case LITHD_HR_UNKNOWN: lithd_hrana_fail(&e, "PROTO_ERROR", "unknown request type"); break;
       case LITHD_HR_CLOSE:
         pp->closed = 1;
-        lithd_store_tx_close(pp->tx); /* rolls back what is open */
-        pp->tx = NULL;
+        tx_end(pp->d, &pp->tx); /* rolls back what is open */
         break;
       case LITHD_HR_STORE_SQL: lithd_hrana_sqls_store(&pp->sqls, rq, &pp->d->srv->limits, &e); break;
       case LITHD_HR_CLOSE_SQL: lithd_hrana_sqls_close(pp->sqls, rq, &e); break;
@@ -383,7 +405,7 @@ static void run_next(hr_pipe *pp) {
         if (lithd_hrana_batch(rq, pp->kind, pp->sqls, &pp->d->srv->limits, &pp->rd.sr.batch, &pp->plan, &e) !=
             0)
           break;
-        if (pp->tx != NULL && pp->kind != LITHD_HR_DESCRIBE) {
+        if (pp->tx.h != NULL && pp->kind != LITHD_HR_DESCRIBE) {
           pp->rd.sr.batch->start_in_tx = 1;
           submit_tx(pp);
         } else if (pp->plan.opens && pp->kind != LITHD_HR_DESCRIBE) {
@@ -401,7 +423,7 @@ static void run_next(hr_pipe *pp) {
     if (e.code != NULL)
       lithd_hrana_put_error(&pp->out, &e);
     else
-      lithd_hrana_put_ok(&pp->out, pp->kind, pp->tx == NULL);
+      lithd_hrana_put_ok(&pp->out, pp->kind, pp->tx.h == NULL);
     lithd_batch_free(pp->rd.sr.batch); /* one built, then not run */
     pp->rd.sr.batch = NULL;
     pp->k++;
@@ -489,7 +511,7 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
     pp->sqls = pp->st->sqls; /* the pipeline's until it answers */
     pp->st->sqls = NULL;
     pp->tx = pp->st->tx;
-    pp->st->tx = NULL;
+    pp->st->tx = (hr_tx){0};
   }
   pp->in_handler = 1;
   run_next(pp); /* answers at once when no request waits for a store */

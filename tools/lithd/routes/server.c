@@ -593,6 +593,18 @@ int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd) {
   return read_start(rd);
 }
 
+int lithd_read_slot_take(lithd_dbsrv *d) {
+  if (d->reads_max <= 1)
+    return 0;
+  d->reads_max--;
+  return 1;
+}
+
+void lithd_read_slot_give(lithd_dbsrv *d) {
+  d->reads_max++;
+  read_next(d);
+}
+
 static void query_answer(lithd_store_req *r, char *json, int status, size_t budget) {
   struct lithd_query *q = r->data;
   if (json == NULL) {

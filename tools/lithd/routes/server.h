@@ -131,6 +131,14 @@ int lithd_server_start(lithd_server *s);
  * will run; else the store's refusal (LITH_CLOSED, ...), and done will not. */
 int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd);
 
+/* A reader of d for a transaction on a snapshot (store.h,
+ * LITHD_TX_SNAPSHOT) that holds it for its whole life: 1 if taken (d's
+ * reads then go to one reader fewer, so none of them waits inside the pool
+ * for the one held), 0 if d would keep none for its other reads. Given
+ * back with lithd_read_slot_give, which starts what waits. */
+int lithd_read_slot_take(lithd_dbsrv *d);
+void lithd_read_slot_give(lithd_dbsrv *d);
+
 /* How a gate answers a refusal (status, message): lithd's JSON error, or a
  * protocol's own (Hrana's). It completes req. */
 typedef void (*lithd_refuse_fn)(lith_http_req *req, int status, const char *msg);

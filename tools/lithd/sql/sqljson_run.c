@@ -522,6 +522,11 @@ static int describe(runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   return LITH_OK;
 }
 
+#define READONLY_TX_MSG "attempt to write a readonly database (a READONLY transaction)"
+#define STALE_TX_MSG                                                                                  \
+  "database is locked: another write committed since this deferred transaction's snapshot began, so " \
+  "it cannot write (SQLite's SQLITE_BUSY_SNAPSHOT): roll it back and run it again"
+
 static int run_one(runner *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
   lithd_result *r = rn->r;
@@ -534,6 +539,10 @@ static int run_one(runner *rn, int i) {
 
   /* A statement known not to be a query is refused before it is prepared;
    * an unknown first word is prepared, so a typo gets SQLite's message. */
+  if (first == FIRST_OTHER && rn->b->readonly_tx)
+    return lithd__fail(r, LITH_READONLY, i, READONLY_TX_MSG);
+  if (first == FIRST_OTHER && rn->b->stale_tx)
+    return lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
   if (first == FIRST_OTHER)
     return lithd__not_a_query(r, i);
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
@@ -548,12 +557,16 @@ static int run_one(runner *rn, int i) {
     rc = describe(rn, i, st, o);
     goto out;
   }
-  if (rn->rx && (rc = lithd__check_read(r, i, first, st)) != LITH_OK)
-    goto out;
-  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) {
-    rc = lithd__fail(r, LITH_READONLY, i, "attempt to write a readonly database (a READONLY transaction)");
+  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) { /* before the reader's own refusal: its code */
+    rc = lithd__fail(r, LITH_READONLY, i, READONLY_TX_MSG);
     goto out;
   }
+  if (rn->b->stale_tx && !sqlite3_stmt_readonly(st)) {
+    rc = lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
+    goto out;
+  }
+  if (rn->rx && (rc = lithd__check_read(r, i, first, st)) != LITH_OK)
+    goto out;
   if ((rc = bind_all(rn, i, st)) != LITH_OK)
     goto out;
   if ((rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
@@ -673,7 +686,7 @@ static int steps_from(runner *rn) {
           return rc;
         continue;
       }
-      if (b->held && i > 0) {
+      if (b->held && rn->tx != NULL && i > 0) {
         /* held: what ran before in autocommit commits now, as SQLite's
          * autocommit statements would have (lith_tx_commit: the command is
          * alone) */
@@ -707,8 +720,11 @@ static int steps_from(runner *rn) {
           return rc;
         continue;
       }
-      if (b->held) { /* the command is the transaction: end it here and go on */
-        rc = spec->txctl == TXC_COMMIT ? lith_tx_commit(rn->tx) : lith_tx_rollback(rn->tx);
+      if (b->held) {        /* the command is the transaction: end it here and go on */
+        if (rn->tx == NULL) /* a snapshot's (store.h): nothing to keep or undo */
+          rc = LITH_OK;
+        else
+          rc = spec->txctl == TXC_COMMIT ? lith_tx_commit(rn->tx) : lith_tx_rollback(rn->tx);
         if (rc != LITH_OK) {
           lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
           if (sqlite3_get_autocommit(rn->conn))

@@ -32,6 +32,9 @@ typedef struct local_store {
   lith_uv *bridge;
   uv_loop_t *loop;
   lithd_overload park;
+  int stopping;
+  int snaps;    /* transactions on a snapshot whose thread is not joined yet */
+  int draining; /* local_drain ran: on_drained once the bridge and snaps are gone */
   void (*on_drained)(void *arg);
   void *on_drained_arg;
 } local_store;
@@ -154,20 +157,44 @@ static int local_read_fn(lithd_store *s, lithd_store_req *r) {
  * commits or rolls back, and is answered from the command's callback with
  * the commit's outcome. A close (or the stop) makes the function return a
  * rollback. The handle is freed when both the command's callback ran and
- * the caller closed it (and the async handle closed). */
+ * the caller closed it (and the async handle closed).
+ *
+ * A transaction on a snapshot (LITHD_TX_SNAPSHOT) runs the same loop on a
+ * thread of its own inside one lith_read: the reader's read transaction is
+ * its snapshot, and it does not hold the writer. It notes lith's commit
+ * count before its first read pins the snapshot, so any commit the
+ * snapshot misses counts after it. A run that wants to write (a reader's
+ * LITHD_NOT_A_QUERY: nothing of it changed anything) is handed, unanswered,
+ * to the command above (submitted by the loop), while the thread keeps its
+ * snapshot and waits for the command's verdict: the count unchanged, the
+ * snapshot is still the database, the run goes on on the writer (which
+ * sees the same rows) and the thread ends its read; changed (or changed
+ * already when the run came back), the snapshot is stale, and the run is
+ * made again on it with every write failing LITH_BUSY, as SQLite's
+ * SQLITE_BUSY_SNAPSHOT: the transaction stays open on its snapshot, its
+ * reads still work, and COMMIT or ROLLBACK end it. The thread is joined
+ * on the loop when it ends (the same uv_async_t), and the handle is freed
+ * only after that. */
 
-/* The function's private answers to lith: roll back. */
+/* The function's private answers to lith: roll back; (the snapshot's)
+ * go on on the writer. */
 #define TX_ROLLBACK_ASKED (LITH_USER + 200)
+#define TX_TO_WRITER (LITH_USER + 201)
+#define TX_STALE (LITH_USER + 202) /* the command's verdict: it does nothing */
+
+/* A snapshot's move to the writer. */
+enum { MOVE_NONE, MOVE_ASKED, MOVE_OK, MOVE_STALE, MOVE_REFUSED };
 
 typedef struct local_tx {
   lithd_store_tx base; /* first */
   lith_uv_req ureq;
   lithd_park park;
   local_store *ls;
-  int readonly;
+  unsigned flags;
   int64_t idle_ms, max_ms;
+  int64_t opened_ms; /* mono_ms at the open: max_ms counts from it */
   uv_async_t async;
-  /* Under mu: between the loop and the writer thread. */
+  /* Under mu: between the loop and the writer thread (or its own). */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   lithd_store_req *work;    /* handed to the writer, not taken yet */
@@ -175,6 +202,16 @@ typedef struct local_tx {
   lithd_store_req *back;    /* run, the transaction open: for the loop */
   lithd_store_req *final;   /* the run that ended it: answered with the command */
   int ending;               /* closed: roll back */
+  /* The snapshot's: its thread, and how it ended (under mu). */
+  pthread_t thread;
+  int snap_live;    /* the thread runs (or is not joined yet) */
+  int snap_ended;   /* it returned: snap_rc, snap_msg */
+  int snap_rc;      /* what lith_read returned */
+  uint64_t snap_c0; /* lith_commit_count before the snapshot began */
+  int stale;        /* the thread's: a commit came after snap_c0 */
+  int move;         /* MOVE_*: asked by the thread, answered by the command (or the loop) */
+  int move_rc;      /* MOVE_REFUSED: why */
+  char snap_msg[LITH_ERRMSG_MAX];
   /* The loop's. */
   int cmd_done, closed, async_closed;
   int end_rc; /* what ended it (LITH_OK: committed) */
@@ -182,7 +219,7 @@ typedef struct local_tx {
 } local_tx;
 
 static void tx_maybe_free(local_tx *t) {
-  if (t->cmd_done && t->closed && t->async_closed) {
+  if (t->cmd_done && t->closed && t->async_closed && !t->snap_live) {
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -195,63 +232,105 @@ static void tx_async_closed(uv_handle_t *h) {
   tx_maybe_free(t);
 }
 
+/* The loop: once the command ended, the caller closed it and its thread (a
+ * snapshot's) is joined, nothing can wake the handle: close it, then free. */
+static void tx_settle(local_tx *t) {
+  if (!t->cmd_done || !t->closed || t->snap_live)
+    return;
+  if (!t->async_closed && !uv_is_closing((uv_handle_t *)&t->async))
+    uv_close((uv_handle_t *)&t->async, tx_async_closed);
+  tx_maybe_free(t);
+}
+
 static int64_t mono_ms(void) { return now_ns() / 1000000; }
+
+/* Under t->mu: wait for the next run and take it; NULL when the transaction
+ * is closed (*timed_out 0) or past a bound (*timed_out 1). */
+static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
+  *timed_out = 0;
+  while (t->work == NULL && !t->ending) {
+    int64_t now = mono_ms();
+    int64_t until =
+        last + t->idle_ms < t->opened_ms + t->max_ms ? last + t->idle_ms : t->opened_ms + t->max_ms;
+    if (now >= until) {
+      *timed_out = 1;
+      return NULL;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t wait = until - now;
+    ts.tv_sec += (time_t)(wait / 1000);
+    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+  }
+  if (t->ending)
+    return NULL;
+  lithd_store_req *r = t->running = t->work;
+  t->work = NULL;
+  return r;
+}
+
+#define TX_TIMEOUT_FMT \
+  "the transaction was idle for %" PRId64 " ms or open for %" PRId64 " ms and was rolled back"
+
+/* Under t->mu, after run r: 1 if it left the transaction open (r is for
+ * the loop, which the caller wakes), else 0 (r ends it). */
+static int tx_ran(local_tx *t, lithd_store_req *r, int rc) {
+  t->running = NULL;
+  if (rc != LITH_OK || r->result == NULL || !r->result->in_tx) {
+    t->final = r; /* in autocommit again, or failed: the transaction ends */
+    return 0;
+  }
+  t->back = r;
+  return 1;
+}
 
 static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
   local_tx *t = arg;
-  int64_t begun = mono_ms(), last = begun;
+  int64_t last = mono_ms();
   pthread_mutex_lock(&t->mu);
-  for (;;) {
-    while (t->work == NULL && !t->ending) {
-      int64_t now = mono_ms();
-      int64_t until = last + t->idle_ms < begun + t->max_ms ? last + t->idle_ms : begun + t->max_ms;
-      if (now >= until) {
-        pthread_mutex_unlock(&t->mu);
-        return lith_tx_error(tx, LITHD_TX_TIMEOUT,
-                             "the transaction was idle for %" PRId64 " ms or open for %" PRId64
-                             " ms and was rolled back",
-                             t->idle_ms, t->max_ms);
-      }
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      int64_t wait = until - now;
-      ts.tv_sec += (time_t)(wait / 1000);
-      ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
-      pthread_cond_timedwait(&t->cv, &t->mu, &ts);
-    }
-    if (t->ending) {
+  if (t->move == MOVE_ASKED) { /* a snapshot's first write: the verdict */
+    int stale = lith_commit_count(t->ls->db) != t->snap_c0;
+    t->move = stale ? MOVE_STALE : MOVE_OK;
+    pthread_cond_broadcast(&t->cv);
+    if (stale) {
       pthread_mutex_unlock(&t->mu);
-      return TX_ROLLBACK_ASKED;
+      return TX_STALE;
     }
-    lithd_store_req *r = t->running = t->work;
-    t->work = NULL;
+  }
+  for (;;) {
+    int timed_out;
+    lithd_store_req *r = tx_next(t, last, &timed_out);
     pthread_mutex_unlock(&t->mu);
-
-    if (mono_ms() > begun + t->max_ms) /* it waited for the writer long enough */
+    if (r == NULL && timed_out)
+      return lith_tx_error(tx, LITHD_TX_TIMEOUT, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
+    if (r == NULL)
+      return TX_ROLLBACK_ASKED;
+    if (mono_ms() > t->opened_ms + t->max_ms) { /* it waited for the writer that long */
+      pthread_mutex_lock(&t->mu);
+      t->running = NULL;
+      t->work = r; /* answered with the timeout */
+      pthread_mutex_unlock(&t->mu);
       return lith_tx_error(tx, LITHD_TX_TIMEOUT,
                            "the transaction was open for %" PRId64 " ms and was rolled back", t->max_ms);
+    }
     lith_tx_restart_clock(tx); /* each run gets max_run_ms afresh */
-    r->batch->readonly_tx = t->readonly;
+    r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
     int rc = lithd_batch_run(tx, r->batch, &r->result);
 
     pthread_mutex_lock(&t->mu);
-    t->running = NULL;
-    if (rc != LITH_OK || r->result == NULL || !r->result->in_tx) {
-      /* the stream is in autocommit again (or the run failed): the
-       * command ends, lith commits what ran after the transaction */
-      t->final = r;
+    if (!tx_ran(t, r, rc)) {
       pthread_mutex_unlock(&t->mu);
       if (rc != LITH_OK)
         return rc;
       if (r->result == NULL)
         return lith_tx_error(tx, LITH_NOMEM, "out of memory");
-      return LITH_OK;
+      return LITH_OK; /* lith commits what ran after the transaction */
     }
-    t->back = r;
     pthread_mutex_unlock(&t->mu);
     uv_async_send(&t->async);
     last = mono_ms();
@@ -259,18 +338,156 @@ static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
   }
 }
 
-static void tx_back(uv_async_t *h) { /* the loop: a run that left it open */
+/* Whether a reader's run met a statement that writes (nothing it ran
+ * changed anything). */
+static int wants_writer(const lithd_store_req *r) {
+  const lithd_result *res = r->result;
+  lithd_error e;
+  if (res == NULL)
+    return 0;
+  if (lithd_result_error(res, &e) == LITHD_NOT_A_QUERY)
+    return 1;
+  for (int i = 0; i < res->nouts; i++)
+    if (res->outs[i].state == STEP_FAILED && res->outs[i].error->code == LITHD_NOT_A_QUERY)
+      return 1;
+  return 0;
+}
+
+static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a reader */
+  local_tx *t = arg;
+  int64_t last = mono_ms(), n;
+  t->snap_c0 = lith_commit_count(t->ls->db); /* before the snapshot: what it misses counts after */
+  int rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM sqlite_schema", "");
+  if (rc != LITH_OK) {
+    snprintf(t->snap_msg, sizeof t->snap_msg, "beginning the snapshot: %s", lith_errmsg(NULL));
+    return rc;
+  }
+  pthread_mutex_lock(&t->mu);
+  for (;;) {
+    int timed_out;
+    lithd_store_req *r = tx_next(t, last, &timed_out);
+    if (r == NULL) {
+      if (timed_out)
+        snprintf(t->snap_msg, sizeof t->snap_msg, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
+      pthread_mutex_unlock(&t->mu);
+      return timed_out ? LITHD_TX_TIMEOUT : TX_ROLLBACK_ASKED;
+    }
+    pthread_mutex_unlock(&t->mu);
+    r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
+    r->batch->stale_tx = t->stale;
+    rc = lithd_batch_read(rx, r->batch, &r->result);
+
+    if (!(t->flags & LITHD_TX_READONLY) && !t->stale && wants_writer(r)) {
+      lithd_result_free(r->result); /* it runs again: on the writer, or stale */
+      r->result = NULL;
+      pthread_mutex_lock(&t->mu);
+      if (lith_commit_count(t->ls->db) == t->snap_c0) {
+        t->running = NULL;
+        t->work = r;
+        t->move = MOVE_ASKED;
+        pthread_mutex_unlock(&t->mu);
+        uv_async_send(&t->async); /* the loop submits the command */
+        pthread_mutex_lock(&t->mu);
+        while (t->move == MOVE_ASKED)
+          pthread_cond_wait(&t->cv, &t->mu);
+        if (t->move == MOVE_OK) { /* the writer has r: the read ends */
+          pthread_mutex_unlock(&t->mu);
+          return TX_TO_WRITER;
+        }
+        r = t->running = t->work;
+        t->work = NULL;
+        if (t->move == MOVE_REFUSED) {
+          t->running = NULL;
+          t->final = r;
+          rc = t->move_rc;
+          snprintf(t->snap_msg, sizeof t->snap_msg, "%s", refused_why(rc));
+          pthread_mutex_unlock(&t->mu);
+          return rc;
+        }
+      }
+      t->stale = 1;
+      pthread_mutex_unlock(&t->mu);
+      r->batch->stale_tx = 1;
+      rc = lithd_batch_read(rx, r->batch, &r->result);
+    }
+    pthread_mutex_lock(&t->mu);
+    if (!tx_ran(t, r, rc)) {
+      if (rc != LITH_OK)
+        snprintf(t->snap_msg, sizeof t->snap_msg, "%s", lith_errmsg(NULL));
+      pthread_mutex_unlock(&t->mu);
+      return rc != LITH_OK ? rc : (r->result == NULL ? LITH_NOMEM : LITH_OK);
+    }
+    pthread_mutex_unlock(&t->mu);
+    uv_async_send(&t->async);
+    last = mono_ms();
+    pthread_mutex_lock(&t->mu);
+  }
+}
+
+static void *snap_main(void *arg) {
+  local_tx *t = arg;
+  pthread_setname_np(pthread_self(), "lithd-snapshot");
+  int rc = lith_read(t->ls->db, snap_fn, t);
+  pthread_mutex_lock(&t->mu);
+  if (rc != LITH_OK && rc != TX_ROLLBACK_ASKED && rc != TX_TO_WRITER && t->snap_msg[0] == '\0')
+    snprintf(t->snap_msg, sizeof t->snap_msg, "%s", lith_errmsg(NULL)); /* lith_read's own refusal */
+  t->snap_rc = rc;
+  t->snap_ended = 1;
+  pthread_mutex_unlock(&t->mu);
+  uv_async_send(&t->async);
+  return NULL;
+}
+
+static void tx_ended(local_tx *t, int rc, const char *msg);
+static int tx_submit(local_tx *t);
+static void local_maybe_drained(local_store *ls);
+
+/* The loop: the snapshot's thread returned. Join it; unless it went on on
+ * the writer (the command answers), the transaction ended. */
+static void snap_joined(local_tx *t) {
+  local_store *ls = t->ls;
+  pthread_join(t->thread, NULL);
+  t->snap_live = 0;
+  ls->snaps--;
+  if (t->snap_rc != TX_TO_WRITER)
+    tx_ended(t, t->snap_rc, t->snap_msg);
+  tx_settle(t);
+  local_maybe_drained(ls);
+}
+
+/* The loop: the snapshot asks for the writer. */
+static void snap_move(local_tx *t) {
+  t->park.req = t->work->http; /* the client that waits now (the open's has been answered) */
+  int rc = tx_submit(t);
+  if (rc == LITH_OK)
+    return;
+  pthread_mutex_lock(&t->mu);
+  t->move = MOVE_REFUSED;
+  t->move_rc = rc;
+  pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+}
+
+static void tx_back(uv_async_t *h) { /* the loop: a run that left it open, a move, the snapshot's end */
   local_tx *t = h->data;
   pthread_mutex_lock(&t->mu);
   lithd_store_req *r = t->back;
   t->back = NULL;
+  int move = t->move == MOVE_ASKED && !t->move_rc;
+  if (move)
+    t->move_rc = -1; /* submitted once */
+  int joined = t->snap_live && t->snap_ended;
   pthread_mutex_unlock(&t->mu);
-  if (r == NULL)
-    return;
-  r->rc = LITH_OK;
-  r->errmsg[0] = '\0';
-  r->tx_open = 1;
-  r->cb(r);
+  if (r != NULL) {
+    r->rc = LITH_OK;
+    r->errmsg[0] = '\0';
+    r->tx_open = 1;
+    r->cb(r);
+  }
+  if (move)
+    snap_move(t);
+  if (joined)
+    snap_joined(t);
 }
 
 /* The command ended (rc from lith: LITH_OK committed, else rolled back or
@@ -279,9 +496,18 @@ static void tx_ended(local_tx *t, int rc, const char *msg) {
   t->cmd_done = 1;
   t->end_rc = rc == TX_ROLLBACK_ASKED ? LITH_OK : rc;
   snprintf(t->end_msg, sizeof t->end_msg, "%s", msg != NULL ? msg : "");
-  tx_back(&t->async); /* a run handed back just before the end */
+  pthread_mutex_lock(&t->mu);
+  lithd_store_req *b = t->back; /* a run handed back just before the end */
+  t->back = NULL;
   lithd_store_req *r = t->final != NULL ? t->final : t->work;
   t->final = t->work = NULL;
+  pthread_mutex_unlock(&t->mu);
+  if (b != NULL) {
+    b->rc = LITH_OK;
+    b->errmsg[0] = '\0';
+    b->tx_open = 1;
+    b->cb(b);
+  }
   if (r != NULL) {
     if (rc == LITH_OK || rc == TX_ROLLBACK_ASKED) {
       r->rc = LITH_OK; /* the result stands: committed, or the ROLLBACK asked for */
@@ -293,24 +519,42 @@ static void tx_ended(local_tx *t, int rc, const char *msg) {
     r->tx_open = 0;
     r->cb(r);
   }
-  if (!t->closed)
-    return;
-  if (!t->async_closed && !uv_is_closing((uv_handle_t *)&t->async))
-    uv_close((uv_handle_t *)&t->async, tx_async_closed);
-  tx_maybe_free(t);
+  tx_settle(t);
+}
+
+/* A snapshot's move that never got its verdict (the command was refused,
+ * or never ran): the thread is told, and it ends the transaction. 1 if it
+ * was that. */
+static int move_refused(local_tx *t, int rc) {
+  pthread_mutex_lock(&t->mu);
+  int asked = t->move == MOVE_ASKED;
+  if (asked) {
+    t->move = MOVE_REFUSED;
+    t->move_rc = rc != LITH_OK ? rc : LITH_ERROR;
+    pthread_cond_broadcast(&t->cv);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return asked;
 }
 
 static void tx_cmd_done(lith_uv_req *u) {
   local_tx *t = (local_tx *)((char *)u - offsetof(local_tx, ureq));
-  tx_ended(t, u->req.rc, u->req.errmsg);
+  int rc = u->req.rc;
+  /* TX_STALE: the command did nothing, the transaction goes on on its snapshot */
+  if (rc != TX_STALE && !move_refused(t, rc))
+    tx_ended(t, rc, u->req.errmsg);
   if (t->ls->park.head != NULL)
     lithd_overload_drain(&t->ls->park);
 }
 
 static void tx_refused(lithd_park *p, int rc) {
   local_tx *t = p->arg;
-  tx_ended(t, rc, refused_why(rc));
+  if (!move_refused(t, rc))
+    tx_ended(t, rc, refused_why(rc));
 }
+
+/* The command, alone, through the queue. */
+static int tx_submit(local_tx *t) { return lithd_overload_submit(&t->ls->park, &t->park, sizeof *t); }
 
 static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
   local_tx *t = (local_tx *)base;
@@ -336,16 +580,12 @@ static void tx_close(lithd_store_tx *base) {
   t->ending = 1;
   pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&t->mu);
-  if (t->cmd_done) {
-    if (!uv_is_closing((uv_handle_t *)&t->async))
-      uv_close((uv_handle_t *)&t->async, tx_async_closed);
-    tx_maybe_free(t);
-  }
+  tx_settle(t);
 }
 
 static const lithd_store_tx_ops local_tx_ops = {.run = tx_run, .close = tx_close};
 
-static int local_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+static int local_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                          lithd_store_tx **out, char *errmsg, size_t cap) {
   local_store *ls = (local_store *)s;
   local_tx *t = calloc(1, sizeof *t);
@@ -357,17 +597,15 @@ static int local_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t 
   }
   t->base.ops = &local_tx_ops;
   t->ls = ls;
-  t->readonly = readonly;
+  t->flags = flags;
   t->idle_ms = idle_ms;
   t->max_ms = max_ms;
+  t->opened_ms = mono_ms();
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
   if (uv_async_init(ls->loop, &t->async, tx_back) != 0) {
-    pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->cv);
-    free(t);
     snprintf(errmsg, cap, "cannot make the transaction's wake-up");
-    return LITH_NOMEM;
+    goto err_free;
   }
   t->async.data = t;
   t->park.ureq = &t->ureq;
@@ -377,15 +615,35 @@ static int local_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t 
   t->park.alone = 1;
   t->park.req = http;
   t->park.refuse = tx_refused;
-  rc = lithd_overload_submit(&ls->park, &t->park, sizeof *t);
-  if (rc != LITH_OK) {
-    t->cmd_done = t->closed = 1;
-    uv_close((uv_handle_t *)&t->async, tx_async_closed);
-    snprintf(errmsg, cap, "%s", refused_why(rc));
-    return rc;
+  if (flags & LITHD_TX_SNAPSHOT) {
+    if (ls->stopping) {
+      rc = LITH_CLOSED;
+      goto err_refused;
+    }
+    t->snap_live = 1;
+    if (pthread_create(&t->thread, NULL, snap_main, t) != 0) {
+      snprintf(errmsg, cap, "cannot start the transaction's thread");
+      t->cmd_done = t->closed = 1;
+      uv_close((uv_handle_t *)&t->async, tx_async_closed);
+      return LITH_NOMEM;
+    }
+    ls->snaps++;
+  } else if ((rc = tx_submit(t)) != LITH_OK) {
+    goto err_refused;
   }
   *out = &t->base;
   return LITH_OK;
+
+err_refused:
+  t->cmd_done = t->closed = 1;
+  uv_close((uv_handle_t *)&t->async, tx_async_closed);
+  snprintf(errmsg, cap, "%s", refused_why(rc));
+  return rc;
+err_free:
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->cv);
+  free(t);
+  return LITH_NOMEM;
 }
 
 /* ---- The rest -------------------------------------------------------------- */
@@ -402,24 +660,38 @@ static void local_stats(lithd_store *s, lithd_store_stats *st) {
 
 static lith *local_lith(lithd_store *s) { return ((local_store *)s)->db; }
 
-static void local_stop(lithd_store *s) { lithd_overload_stop(&((local_store *)s)->park); }
+static void local_stop(lithd_store *s) {
+  local_store *ls = (local_store *)s;
+  ls->stopping = 1;
+  lithd_overload_stop(&ls->park);
+}
 
-static void bridge_closed(void *arg) {
-  local_store *ls = arg;
-  ls->bridge = NULL;
+/* Drained: the bridge closed and every snapshot's thread joined (lith_close
+ * must not find a reader still borrowed). */
+static void local_maybe_drained(local_store *ls) {
+  if (!ls->draining || ls->bridge != NULL || ls->snaps > 0)
+    return;
+  ls->draining = 0;
   if (ls->on_drained != NULL)
     ls->on_drained(ls->on_drained_arg);
 }
 
+static void bridge_closed(void *arg) {
+  local_store *ls = arg;
+  ls->bridge = NULL;
+  local_maybe_drained(ls);
+}
+
 static void local_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {
   local_store *ls = (local_store *)s;
+  ls->stopping = 1;
   lithd_overload_stop(&ls->park); /* (a second time does nothing) */
-  lith_interrupt(ls->db);         /* a backup's copy stops between steps */
+  lith_interrupt(ls->db);         /* a backup's copy and a snapshot's read stop between steps */
   ls->on_drained = on_drained;
   ls->on_drained_arg = arg;
+  ls->draining = 1;
   if (ls->bridge == NULL) {
-    if (on_drained != NULL)
-      on_drained(arg);
+    local_maybe_drained(ls);
     return;
   }
   lith_uv_close(ls->bridge, bridge_closed, ls);

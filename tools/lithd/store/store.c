@@ -73,7 +73,7 @@ int lithd_store_close(lithd_store *s, char *err, size_t errsz) {
   return s != NULL ? s->ops->close(s, err, errsz) : LITH_OK;
 }
 
-int lithd_store_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+int lithd_store_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                         lithd_store_tx **out, char *errmsg, size_t cap) {
   *out = NULL;
   if (s->ops->tx_open == NULL) {
@@ -83,7 +83,7 @@ int lithd_store_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t m
              s->ops->name);
     return LITHD_FORBIDDEN;
   }
-  return s->ops->tx_open(s, readonly, idle_ms > 0 ? idle_ms : LITHD_TX_IDLE_MS,
+  return s->ops->tx_open(s, flags, idle_ms > 0 ? idle_ms : LITHD_TX_IDLE_MS,
                          max_ms > 0 ? max_ms : LITHD_TX_MAX_MS, http, out, errmsg, cap);
 }
 

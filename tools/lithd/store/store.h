@@ -121,7 +121,15 @@ lith *lithd_store_lith(lithd_store *s);
  * holds the writer while it lasts, so the commands before it commit first
  * and every other command waits until it ends (LITHD_TX_IDLE_MS between
  * two runs, LITHD_TX_MAX_MS in all, at most: the defaults of idle_ms and
- * max_ms). Each lithd_store_tx_run runs
+ * max_ms). With LITHD_TX_SNAPSHOT it starts on a read snapshot instead
+ * (SQLite's BEGIN DEFERRED, and READONLY): its own thread holds one reader
+ * in one read transaction, and the writer is not held while it only
+ * reads. Its first run that writes moves it to the writer, as a command
+ * alone, only if nothing committed since its snapshot began (else that
+ * run fails with LITH_BUSY and the transaction ends, rolled back:
+ * SQLite's SQLITE_BUSY_SNAPSHOT, so its reads and writes never disagree);
+ * with LITHD_TX_READONLY a write is refused (LITH_READONLY) and the
+ * transaction goes on. Each lithd_store_tx_run runs
  * a batch with steps in it (the batch's `held` set: sqljson_int.h); a
  * batch whose COMMIT or ROLLBACK step ends the transaction is answered
  * after the commit (a COMMIT that fails is that batch's error) or the
@@ -136,11 +144,17 @@ lith *lithd_store_lith(lithd_store *s);
 
 typedef struct lithd_store_tx lithd_store_tx;
 
-/* Open one (readonly: its statements must only read). http: the client
- * (while it waits for room a transaction whose client left is not begun).
- * Returns LITH_OK with *out, or a refusal (LITH_QUEUE_FULL, LITH_CLOSED,
- * LITHD_FORBIDDEN, LITH_NOMEM) with errmsg[0..cap) saying why. */
-int lithd_store_tx_open(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+/* lithd_store_tx_open's flags. */
+enum {
+  LITHD_TX_READONLY = 1, /* its statements may only read */
+  LITHD_TX_SNAPSHOT = 2  /* it begins on a read snapshot, not on the writer */
+};
+
+/* Open one (flags: LITHD_TX_*). http: the client (while it waits for room
+ * a transaction whose client left is not begun). Returns LITH_OK with
+ * *out, or a refusal (LITH_QUEUE_FULL, LITH_CLOSED, LITHD_FORBIDDEN,
+ * LITH_NOMEM) with errmsg[0..cap) saying why. */
+int lithd_store_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                         lithd_store_tx **out, char *errmsg, size_t cap);
 
 /* Run r->batch in t; r->cb once, on the loop. Returns LITH_OK, or (cb will

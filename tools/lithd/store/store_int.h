@@ -17,7 +17,7 @@ typedef struct lithd_store_ops {
   void (*drain)(lithd_store *s, void (*on_drained)(void *arg), void *arg);
   int (*close)(lithd_store *s, char *err, size_t errsz);
   /* Interactive transactions (store.h); NULL: refused. */
-  int (*tx_open)(lithd_store *s, int readonly, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+  int (*tx_open)(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                  lithd_store_tx **out, char *errmsg, size_t cap);
 } lithd_store_ops;
 

@@ -7,7 +7,8 @@
  * reused, expired, another database's), the stream table's bound, the
  * gate's refusals in Hrana's shape, --only-named, and interactive
  * transactions: they hold the writer while open, commit, roll back, end by
- * themselves past their bounds, and the writer serves others afterwards.
+ * themselves past their bounds, and the writer serves others afterwards;
+ * deferred and read-only ones on a snapshot, and a stale snapshot's write.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -615,6 +616,164 @@ static void test_interactive(void **state) {
   assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 5);
 }
 
+struct pipe_arg {
+  const struct tl_child *c;
+  const char *baton, *requests;
+  json_t *answer;
+};
+
+/* pipeline() on a thread of its own: for a request that waits for the writer. */
+static void *pipeline_thread(void *p) {
+  struct pipe_arg *pa = p;
+  int status;
+  pa->answer = pipeline_at(pa->c, "/v3/pipeline", NULL, pa->baton, pa->requests, &status);
+  return NULL;
+}
+
+static const char *value_at(json_t *a, size_t k) { return json_string_value(json_object_get(cell(a, k, 0, 0), "value")); }
+
+/* BEGIN (DEFERRED) and READONLY begin on a read snapshot: they do not hold
+ * the writer while they read; a deferred one's first write moves it to the
+ * writer when nothing committed since its snapshot, else that write fails
+ * with SQLITE_BUSY and the transaction goes on, on its snapshot, until
+ * COMMIT or ROLLBACK (found stale before the write, or by the writer's
+ * verdict when a commit came while it waited); with one reader they run on
+ * the writer; an open one does not hold up the stop. */
+static void test_snapshot(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "snap", 0, TL_ARGS("--readers", "3", "--tx-idle-ms", "3000", "--tx-max-ms", "8000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," EXEC("INSERT INTO t VALUES (0)") "," CLOSE "]");
+  json_decref(a);
+
+  /* a deferred transaction that reads: another write goes through at once,
+   * and the transaction still sees its snapshot */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  assert_string_equal(value_at(a, 1), "1");
+  char *b = baton_of(a);
+  json_decref(a);
+  struct writer_arg w = {c, 0, 0};
+  other_write(&w);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms < 1000); /* not behind the transaction (its idle bound is 3 s) */
+  a = pipeline(c, b, "[" EXEC("SELECT count(*) FROM t") "," EXEC("COMMIT") ",{\"type\":\"get_autocommit\"}," CLOSE "]");
+  assert_string_equal(value_at(a, 0), "1");
+  response(a, 1, "execute");
+  assert_true(json_is_true(json_object_get(response(a, 2, "get_autocommit"), "is_autocommit")));
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 2);
+
+  /* READONLY: the same, and a write is refused while the transaction goes on */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("SELECT count(*) FROM t") "]");
+  b = baton_of(a);
+  json_decref(a);
+  other_write(&w);
+  assert_true(w.status == 200 && w.took_ms < 1000);
+  a = pipeline(c, b, "[" EXEC("DELETE FROM t") "," EXEC("SELECT count(*) FROM t") "," EXEC("COMMIT") "," CLOSE "]");
+  expect_error(a, 0, "SQLITE_READONLY", "READONLY");
+  assert_string_equal(value_at(a, 1), "2");
+  response(a, 2, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 3);
+
+  /* a deferred one that writes with nothing committed since: on the
+   * writer from then on (it sees its own row; another write waits) */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN DEFERRED") "," EXEC("SELECT count(*) FROM t") "]");
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (1)") "," EXEC("SELECT count(*) FROM t") "]");
+  response(a, 0, "execute");
+  assert_string_equal(value_at(a, 1), "4");
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
+  usleep(300 * 1000);
+  a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms >= 250); /* it waited for the COMMIT */
+  assert_int_equal(count_rows(c, "t"), 5);
+
+  /* stale before its write: SQLITE_BUSY, the snapshot still read, ROLLBACK ends it */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  b = baton_of(a);
+  json_decref(a);
+  other_write(&w);
+  assert_int_equal(w.status, 200);
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (2)") "," EXEC("SELECT count(*) FROM t") ",{\"type\":\"get_autocommit\"}]");
+  expect_error(a, 0, "SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT");
+  assert_string_equal(value_at(a, 1), "5");
+  assert_true(json_is_false(json_object_get(response(a, 2, "get_autocommit"), "is_autocommit")));
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("ROLLBACK") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 6);
+
+  /* stale while its write waited for the writer: another transaction holds
+   * it and commits meanwhile; the verdict is SQLITE_BUSY */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (3)") "]");
+  char *holder = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  assert_string_equal(value_at(a, 1), "6"); /* the holder's row is not committed */
+  b = baton_of(a);
+  json_decref(a);
+  struct pipe_arg pa = {c, b, "[" EXEC("INSERT INTO t VALUES (4)") "]", NULL};
+  assert_int_equal(pthread_create(&th, NULL, pipeline_thread, &pa), 0);
+  usleep(300 * 1000); /* its write waits behind the holder */
+  a = pipeline(c, holder, "[" EXEC("COMMIT") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(holder);
+  pthread_join(th, NULL);
+  expect_error(pa.answer, 0, "SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT");
+  free(b);
+  b = baton_of(pa.answer);
+  json_decref(pa.answer);
+  a = pipeline(c, b, "[" EXEC("SELECT count(*) FROM t") "," EXEC("COMMIT") "," CLOSE "]");
+  assert_string_equal(value_at(a, 0), "6"); /* still its snapshot */
+  response(a, 1, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 7); /* the holder's row, not the stale one's */
+
+  /* an open one does not hold up the stop */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  json_decref(a);
+  int64_t t0 = now_ms();
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_true(now_ms() - t0 < 2000);
+
+  /* one reader: none to spare, so a deferred transaction holds the writer */
+  assert_int_equal(tl_sql_int("snap.db", "SELECT count(*) FROM t"), 7);
+  tl_start(c, "snap1", 0, TL_ARGS("--readers", "1", "--tx-idle-ms", "3000"));
+  a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  b = baton_of(a);
+  json_decref(a);
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
+  usleep(300 * 1000);
+  a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_true(w.status == 200 && w.took_ms >= 250);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("snap1.db", "SELECT count(*) FROM t"), 1);
+}
+
 /* The gate answers in Hrana's shape; --only-named lets Hrana read only. */
 static void test_gate(void **state) {
   struct tl_child *c = *state;
@@ -655,6 +814,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
