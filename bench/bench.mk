@@ -6,7 +6,8 @@
 # bench/kanban_http spawns KANBAN_BIN; absolute paths compiled in, options
 # override them) and http/http.mk (H1C_SRC).
 #
-#   BENCH_BIN     the six benchmark programs `make bench` runs
+#   BENCH_BIN     the six C benchmark programs `make bench` runs (then
+#                 bench/hrana.js, a Node program: bench-hrana below)
 #   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
 #                 they share), bench/net.c (the HTTP client and the server
 #                 under test), bench/transfer.c (the transfer workload),
@@ -59,6 +60,31 @@ bench: deps
 	$(B)/bench/kanban_http $(BENCH_ARGS)
 	$(B)/bench/shards $(BENCH_ARGS)
 	$(B)/bench/dqlite $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-hrana
+
+# bench/hrana (bench/hrana.js, Node): @libsql/client through lithd's Hrana
+# endpoint (/v2/pipeline), lithd's own Node client (clients/node) and
+# @libsql/client on a local file:, in one Node process; it spawns HRANA_LITHD.
+# Needs node 18+ and build/hrana/node_modules (`make deps-hrana`); without
+# them it is skipped, saying why. `make bench` runs it last, with BENCH_ARGS;
+# `make bench-hrana` alone. HRANA_LITHD=PATH runs it against another lithd
+# (only LITHD_BIN is built; never override LITHD_BIN for that: make would
+# link the tree's objects onto PATH).
+HRANA_MODULES ?= build/hrana
+HRANA_LITHD   ?= $(LITHD_BIN)
+bench-hrana: deps
+	$(if $(filter $(LITHD_BIN),$(HRANA_LITHD)),@$(MAKE) --no-print-directory $(LITHD_BIN))
+	@if ! command -v node >/dev/null 2>&1; then \
+	  echo "bench/hrana: skipped: no node (Node 18+ runs it)"; \
+	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'; then \
+	  echo "bench/hrana: skipped: node $$(node --version) is older than 18"; \
+	elif [ ! -d $(HRANA_MODULES)/node_modules/@libsql/client ]; then \
+	  echo "bench/hrana: skipped: no $(HRANA_MODULES)/node_modules/@libsql/client (make deps-hrana)"; \
+	else \
+	  echo "node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) $(BENCH_ARGS)"; \
+	  node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) $(BENCH_ARGS); \
+	fi
+.PHONY: bench-hrana
 
 # The soak: lithd for SOAK_MINUTES under transfer load, faults (SIGKILL,
 # SIGSTOP, disk full on a tmpfs it mounts, vanishing clients, slowloris) and

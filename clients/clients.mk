@@ -1,16 +1,19 @@
-# clients/clients.mk — the Python and Node clients' tests, run by `make test`
-# against the lithd just built.
+# clients/clients.mk — the Python and Node clients' tests, and lithd's Hrana
+# suite with the real libSQL client and Drizzle (tools/lithd/test/hrana, its
+# npm modules from make deps-hrana), run by `make test` against the lithd
+# just built.
 #
 # Included by the main Makefile after tools/lithd/lithd.mk (LITHD_BIN). Each
 # client's suite is one "test binary" for tools/run-tests.sh: a two-line
 # script that runs clients/run-client-tests.sh, which starts the suite with
 # LITHD set and prints cmocka's closing lines, so the runner's
 # "N passed, N failed" counts the clients' tests too. A suite whose
-# interpreter is missing (python3 < 3.9, node < 18) is skipped with the reason.
+# interpreter is missing (python3 < 3.9, node < 18) is skipped with the
+# reason; so is the Hrana suite without build/hrana/node_modules.
 #
-#   CLIENT_TEST_BIN   the two scripts, to add to TEST_BIN
+#   CLIENT_TEST_BIN   the three scripts, to add to TEST_BIN
 
-CLIENT_TEST_BIN := $(B)/clients/test_python $(B)/clients/test_node
+CLIENT_TEST_BIN := $(B)/clients/test_python $(B)/clients/test_node $(B)/clients/test_hrana
 
 CLIENT_PY_SRC   := $(wildcard clients/python/src/lith/*.py clients/python/tests/*.py clients/python/_build/*.py) \
                    clients/python/pyproject.toml
@@ -18,6 +21,9 @@ CLIENT_NODE_SRC := $(wildcard clients/node/*.js clients/node/test/*.js) clients/
 
 $(B)/clients/test_python: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_PY_SRC)
 $(B)/clients/test_node: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_NODE_SRC)
+# drizzle.test.js runs docs/hrana.md's Drizzle program
+CLIENT_HRANA_SRC := $(wildcard tools/lithd/test/hrana/*.js) docs/hrana.md
+$(B)/clients/test_hrana: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_HRANA_SRC)
 $(CLIENT_TEST_BIN): $(B)/clients/test_%:
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" %s "%s" "%s"\n' "$(abspath clients/run-client-tests.sh)" $* \

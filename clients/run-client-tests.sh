@@ -3,12 +3,15 @@
 # lines ("[  PASSED  ] N test(s)." and, on failure, "[  FAILED  ] N test(s)"),
 # which tools/run-tests.sh adds up.
 #
-#   run-client-tests.sh python|node CLIENTS_DIR LITHD
+#   run-client-tests.sh python|node|hrana CLIENTS_DIR LITHD
 #
-# A missing interpreter (python3 older than 3.9, node older than 18 count as
-# missing) skips the suite with the reason and exits 0. Runs in the current
-# directory (the runner's scratch directory): the suites make their own
-# temporary directories for lithd.
+# hrana is lithd's Hrana suite with the real libSQL client and Drizzle
+# (tools/lithd/test/hrana/*.test.js), their npm modules from
+# LITH_HRANA_MODULES, by default build/hrana/node_modules beside CLIENTS_DIR
+# (make deps-hrana). A missing interpreter (python3 older than 3.9, node
+# older than 18 count as missing) or missing modules skip the suite with the
+# reason and exit 0. Runs in the current directory (the runner's scratch
+# directory): the suites make their own temporary directories for lithd.
 set -u
 lang=$1
 clients=$2
@@ -40,12 +43,25 @@ python)
   passed=$((${ran:-0} - failed - ${skipped:-0}))
   [ "$passed" -ge 0 ] || passed=0 # a class's setUp error is counted but not run
   ;;
-node)
+node | hrana)
   command -v node >/dev/null 2>&1 || skip "node is not installed"
   major=$(node -p 'process.versions.node.split(".")[0]')
   [ "$major" -ge 18 ] 2>/dev/null || skip "node is $(node --version), the client needs 18+"
-  node --test "$clients/node/test/client.test.js" >"$log" 2>&1
-  status=$?
+  if [ "$lang" = node ]; then
+    node --test "$clients/node/test/client.test.js" >"$log" 2>&1
+    status=$?
+  else
+    root=$(cd "$clients/.." && pwd)
+    LITH_HRANA_MODULES=${LITH_HRANA_MODULES:-$root/build/hrana/node_modules}
+    export LITH_HRANA_MODULES
+    for pkg in @libsql/client drizzle-orm; do
+      [ -f "$LITH_HRANA_MODULES/$pkg/package.json" ] ||
+        skip "$pkg is not installed in $LITH_HRANA_MODULES: run make deps-hrana"
+    done
+    node --test "$root/tools/lithd/test/hrana/client.test.js" "$root/tools/lithd/test/hrana/drizzle.test.js" \
+      >"$log" 2>&1
+    status=$?
+  fi
   cat "$log"
   # TAP ("# pass N") or the spec reporter ("ℹ pass N")
   passed=$(sed -n 's/^\(# \|ℹ \)pass \([0-9]*\)$/\2/p' "$log" | tail -1)
@@ -54,7 +70,7 @@ node)
   failed=${failed:-0}
   ;;
 *)
-  echo "usage: run-client-tests.sh python|node CLIENTS_DIR LITHD" >&2
+  echo "usage: run-client-tests.sh python|node|hrana CLIENTS_DIR LITHD" >&2
   exit 2
   ;;
 esac

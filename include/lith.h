@@ -451,6 +451,14 @@ LITH_API int lith_tx_rc(lith_tx *tx);
 LITH_API int lith_tx_commit(lith_tx *tx);
 LITH_API int lith_tx_rollback(lith_tx *tx);
 
+/* Only where lith_tx_commit may be called: commit what the command did so
+ * far (as lith_tx_commit), turn FOREIGN KEY enforcement on or off (SQLite
+ * changes it only between transactions) and go on in a new transaction.
+ * lith_options.foreign_keys is put back when the command's transaction
+ * ends, before any other command runs. For a client's PRAGMA foreign_keys
+ * in autocommit (libSQL's migrate() sends one around its migration). */
+LITH_API int lith_tx_foreign_keys(lith_tx *tx, int on);
+
 /* command_timeout_ms counts afresh from now (nothing if it is 0 or the run
  * is already past it): for a command that waits between its statements for
  * more work (lith_submit_alone), each piece gets the whole limit. */

@@ -349,7 +349,7 @@ static void capture_msg(lith *db, lith_request *req, int rc) {
  * would find it only at COMMIT and fail the whole batch with it. Every
  * command ends with none, so one seen now is this command's. */
 static int deferred_fk_left(lith *db) {
-  if (!db->opt.foreign_keys) /* SQLite counts no violations then */
+  if (!db->opt.foreign_keys && !db->fk_changed) /* SQLite counts no violations then */
     return 0;
   int cur = 0, hi = 0;
   sqlite3_db_status(db->conn, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi, 0);
@@ -786,6 +786,13 @@ static void run_taken(lith *db, int n) {
     db->run = db->batch + start;
     db->alone = is_alone(db->batch[start]);
     run_batch(db, end - start);
+    if (db->fk_changed) { /* between transactions: the commands after it get lith's setting */
+      if (!sqlite3_get_autocommit(db->conn))
+        step(db->st_rollback);
+      sqlite3_exec(db->conn, db->opt.foreign_keys ? "PRAGMA foreign_keys = ON" : "PRAGMA foreign_keys = OFF",
+                   NULL, NULL, NULL);
+      db->fk_changed = 0;
+    }
     start = end;
   }
   db->run = db->batch;
@@ -804,12 +811,12 @@ static int alone_check(lith_tx *tx, const char *what) {
   return LITH_OK;
 }
 
-static int tx_commit(lith_tx *tx) {
+/* Commit what the alone command did so far; the connection is then in
+ * autocommit (begin_again ends that). */
+static int commit_now(lith_tx *tx) {
   lith *db = tx->db;
   char what[128];
-  int rc = alone_check(tx, "lith_tx_commit");
-  if (rc != LITH_OK)
-    return rc;
+  int rc = LITH_OK;
   if (deferred_fk_left(db))
     return lith_tx_error(tx, LITH_CONSTRAINT, "FOREIGN KEY constraint failed (a deferred violation)");
   reset_running(db, 1, NULL, 0);
@@ -830,7 +837,15 @@ static int tx_commit(lith_tx *tx) {
     report_topics(db);
   }
   db->ntopics = 0;
-  /* A transaction again, as lith's own steps after the function expect. */
+  return rc;
+}
+
+/* A transaction again, as lith's own steps after the function expect; rc:
+ * what came before (the error returned first). */
+static int begin_again(lith_tx *tx, int rc) {
+  lith *db = tx->db;
+  if (!sqlite3_get_autocommit(db->conn)) /* commit_now refused before its COMMIT: still in it */
+    return rc;
   if (step(db->st_begin) != SQLITE_OK || step(db->st_sp) != SQLITE_OK) {
     db->tx_lost = 1;
     return rc != LITH_OK ? rc
@@ -838,6 +853,31 @@ static int tx_commit(lith_tx *tx) {
                                          "BEGIN after COMMIT: %s", sqlite3_errmsg(db->conn));
   }
   return rc;
+}
+
+static int tx_commit(lith_tx *tx) {
+  int rc = alone_check(tx, "lith_tx_commit");
+  if (rc != LITH_OK)
+    return rc;
+  return begin_again(tx, commit_now(tx));
+}
+
+/* SQLite changes foreign_keys only outside a transaction: between the two. */
+static int tx_foreign_keys(lith_tx *tx, int on) {
+  lith *db = tx->db;
+  int rc = alone_check(tx, "lith_tx_foreign_keys");
+  if (rc != LITH_OK)
+    return rc;
+  if ((rc = commit_now(tx)) == LITH_OK) {
+    int src = sqlite3_exec(db->conn, on ? "PRAGMA foreign_keys = ON" : "PRAGMA foreign_keys = OFF", NULL,
+                           NULL, NULL);
+    if (src != SQLITE_OK)
+      rc = lith_tx_error(tx, lith__code_of(src, db->conn), "PRAGMA foreign_keys: %s",
+                         sqlite3_errmsg(db->conn));
+    else
+      db->fk_changed = 1;
+  }
+  return begin_again(tx, rc);
 }
 
 static int tx_rollback(lith_tx *tx) {
@@ -874,6 +914,16 @@ int lith_tx_commit(lith_tx *tx) {
     return lith_set_error(rc, "%s", tx->errmsg);
   tx->db->in_command = 0;
   rc = tx_commit(tx);
+  tx->db->in_command = 1;
+  return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
+}
+
+int lith_tx_foreign_keys(lith_tx *tx, int on) {
+  int rc = alone_check(tx, "lith_tx_foreign_keys");
+  if (rc != LITH_OK)
+    return lith_set_error(rc, "%s", tx->errmsg);
+  tx->db->in_command = 0;
+  rc = tx_foreign_keys(tx, on);
   tx->db->in_command = 1;
   return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
 }

@@ -115,6 +115,8 @@ struct lith {
                            or the commands before, or one alone (lith_submit_alone) */
   _Atomic uint64_t commits; /* transactions committed (lith_commit_count) */
   int alone;                /* the transaction running is one command's alone */
+  int fk_changed;           /* an alone command set foreign_keys (lith_tx_foreign_keys): put
+                               opt.foreign_keys back after its transaction */
   int64_t *topics;          /* touched in this batch (with repeats) */
   int ntopics, captopics;
   int64_t *uniq;                       /* on_commit's deduplicated copy */

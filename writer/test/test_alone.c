@@ -8,6 +8,8 @@
  *     and go on in a new one (a crash after lith_tx_commit keeps what it
  *     committed), refused in any other command or inside a savepoint, and
  *     a deferred foreign-key violation refuses the commit;
+ *   - lith_tx_foreign_keys turns enforcement off for the rest of an alone
+ *     command only (refused elsewhere);
  *   - lith_tx_restart_clock gives a waiting command its limit afresh;
  *   - lith_commit_count counts every commit, the mid-command ones too.
  */
@@ -181,6 +183,61 @@ static void test_commit_and_rollback_inside(void **state) {
   t_assert_integrity(DB);
 }
 
+struct fk_run {
+  int rc_off, rc_orphan, rc_on, rc_orphan2;
+};
+
+static int fk_cmd(lith_tx *tx, void *arg) {
+  struct fk_run *f = arg;
+  lith_tx_exec(tx, "CREATE TABLE fkp(id INTEGER PRIMARY KEY)", NULL);
+  lith_tx_exec(tx, "CREATE TABLE fkq(p INTEGER REFERENCES fkp(id))", NULL);
+  f->rc_off = lith_tx_foreign_keys(tx, 0);
+  f->rc_orphan = lith_tx_exec(tx, "INSERT INTO fkq VALUES (7)", NULL); /* enforcement off: it stays */
+  f->rc_on = lith_tx_foreign_keys(tx, 1);
+  f->rc_orphan2 = lith_tx_exec(tx, "INSERT INTO fkq VALUES (8)", NULL);
+  return LITH_OK;
+}
+
+static int fk_off_only(lith_tx *tx, void *arg) {
+  int *rc = arg;
+  *rc = lith_tx_foreign_keys(tx, 0);
+  return LITH_OK;
+}
+
+static int orphan_cmd(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx, "INSERT INTO fkq VALUES (9)", NULL);
+}
+
+static void test_foreign_keys(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  t_async done = {0};
+  lith_request r;
+  struct fk_run f = {-1, -1, -1, -1};
+  submit_alone(db, &r, fk_cmd, &f, &done);
+  t_async_wait(&done, 1);
+  assert_int_equal(r.rc, LITH_OK);
+  assert_int_equal(f.rc_off, LITH_OK);
+  assert_int_equal(f.rc_orphan, LITH_OK);
+  assert_int_equal(f.rc_on, LITH_OK);
+  assert_int_equal(f.rc_orphan2, LITH_CONSTRAINT);
+  /* off to the end of an alone command: the next command has lith's setting */
+  int rc = -1;
+  submit_alone(db, &r, fk_off_only, &rc, &done);
+  t_async_wait(&done, 2);
+  assert_int_equal(rc, LITH_OK);
+  assert_int_equal(lith_do(db, orphan_cmd, NULL), LITH_CONSTRAINT);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq"), 1);
+  /* in a command not submitted alone: refused */
+  assert_int_equal(lith_do(db, fk_off_only, &rc), LITH_OK);
+  assert_int_equal(rc, LITH_MISUSE);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_assert_integrity(DB);
+}
+
 /* A command waiting between statements restarts its clock: it is not cut
  * for the time it waited. */
 static int patient_cmd(lith_tx *tx, void *arg) {
@@ -223,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_runs_once),
       cmocka_unit_test(test_commit_and_rollback_inside),
       cmocka_unit_test(test_restart_clock),
+      cmocka_unit_test(test_foreign_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,7 @@ static int set_sql(build *c, stmt_spec *spec, const char *s, size_t n) {
   copy[n] = '\0';
   spec->sql = copy;
   spec->txctl = lithd__txctl(copy, &spec->begin_kind);
+  spec->fk_set = lithd__fk_pragma(copy);
   return 0;
 }
 
@@ -546,8 +547,10 @@ static int add_piece(void *arg, const char *p, size_t len) {
 }
 
 /* Whether spec may run on a reader: a query by its first keyword, or a
- * transaction step. */
+ * transaction step (a savepoint is the writer's). */
 static int reads(const stmt_spec *spec) {
+  if (spec->txctl == TXC_SAVEPOINT)
+    return 0;
   return spec->txctl != TXC_NONE || lithd__first_keyword(spec->sql) == FIRST_QUERY;
 }
 
@@ -621,7 +624,8 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
     if (parse_stmt(&c, &c.b->stmts[0], lj_get(req, "stmt")) != 0)
       goto err_free;
     /* A transaction statement is a step: its rules are the steps' */
-    c.b->steps = c.b->stmts[0].txctl != TXC_NONE;
+    c.b->steps = (c.b->stmts[0].txctl != TXC_NONE && c.b->stmts[0].txctl != TXC_SAVEPOINT) ||
+                 c.b->stmts[0].fk_set != FK_NONE;
     break;
   case LITHD_HR_DESCRIBE: {
     size_t len = 0;
@@ -675,8 +679,12 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
       plan->readonly = 1;
     if (sp->txctl == TXC_BEGIN && sp->begin_kind == TXB_DEFERRED)
       plan->deferred = 1;
+    if (sp->fk_set != FK_NONE)
+      plan->fk = 1;
   }
-  plan->opens = opens(c.b);
+  plan->opens = opens(c.b) || plan->fk; /* fk: a command alone plays the connection */
+  if (plan->fk)
+    plan->reads = 0;
   if (c.b->n == 0)
     plan->reads = 0; /* an empty sequence or batch: nothing to read */
   *out = c.b;

@@ -128,6 +128,9 @@ typedef struct lithd_hrana_plan {
   int readonly; /* 1: a BEGIN TRANSACTION READONLY step: never a command */
   int deferred; /* 1: a BEGIN or BEGIN DEFERRED step: its transaction may
                    begin on a read snapshot */
+  int fk;       /* 1: a PRAGMA foreign_keys step: it runs as a stream's
+                   transaction on the writer (opens), which can change it
+                   between transactions */
   int opens;    /* 1: a BEGIN step with no COMMIT or ROLLBACK step after it: the
                    stream's transaction outlives the request (store.h,
                    lithd_store_tx) */

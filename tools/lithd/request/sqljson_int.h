@@ -60,7 +60,9 @@ typedef struct step_cond {
 } step_cond;
 
 /* What a statement is to a stream's transaction (lithd__txctl). */
-enum { TXC_NONE, TXC_BEGIN, TXC_COMMIT, TXC_ROLLBACK };
+enum { TXC_NONE, TXC_BEGIN, TXC_COMMIT, TXC_ROLLBACK, TXC_SAVEPOINT };
+/* A PRAGMA foreign_keys assignment (lithd__fk_pragma). */
+enum { FK_NONE, FK_OFF, FK_ON };
 /* A BEGIN's kind. */
 enum { TXB_DEFERRED, TXB_IMMEDIATE, TXB_EXCLUSIVE, TXB_READONLY };
 
@@ -75,6 +77,7 @@ typedef struct stmt_spec {
   int no_rows;           /* run it, keep no rows (Hrana's want_rows: false) */
   int txctl;             /* TXC_*: lithd__txctl of sql */
   int begin_kind;        /* TXB_*, for TXC_BEGIN */
+  int fk_set;            /* FK_*: lithd__fk_pragma of sql */
   int guess_prefix;      /* a name without its ':', '@' or '$' is tried with each */
   int describe;          /* only prepare it and describe it (Hrana's describe): its
                             columns, parameters, whether it reads only; never stepped */
@@ -252,13 +255,21 @@ void lithd__row_done(lithd_result *r, stmt_out *o);
 
 /* What sql (one statement) is to a stream's transaction: TXC_BEGIN (then
  * *begin_kind, may be NULL, is a TXB_), TXC_COMMIT (COMMIT, END), TXC_ROLLBACK
- * (ROLLBACK without TO), or TXC_NONE (anything else, ROLLBACK TO, SAVEPOINT
- * and RELEASE included: those run as written, inside the command). SQLite
+ * (ROLLBACK without TO), TXC_SAVEPOINT (SAVEPOINT, RELEASE, ROLLBACK TO:
+ * they run as written, inside the command, but never inside a step's own
+ * savepoint, whose RELEASE would release the client's too), or TXC_NONE
+ * (anything else). SQLite
  * decides (sqlite3_prepare of the text on a connection of its own, whose
- * authorizer sees SQLITE_TRANSACTION), not a scanner; the kind of a BEGIN
+ * authorizer sees SQLITE_TRANSACTION or SQLITE_SAVEPOINT), not a scanner; the kind of a BEGIN
  * is read from its words (libSQL's BEGIN TRANSACTION READONLY is, to
  * SQLite, a BEGIN of a transaction named READONLY). Thread-safe. */
 int lithd__txctl(const char *sql, int *begin_kind);
+
+/* FK_OFF or FK_ON if sql is one PRAGMA foreign_keys assignment (SQLite's
+ * word, as lithd__txctl's), else FK_NONE. In a held batch's autocommit it
+ * is lith_tx_foreign_keys (libSQL's migrate() turns foreign keys off around
+ * its migration), in a transaction a no-op, as SQLite has it. */
+int lithd__fk_pragma(const char *sql);
 
 /* Whether two of o's columns share a name (rows as objects need distinct
  * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */

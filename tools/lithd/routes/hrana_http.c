@@ -367,7 +367,7 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
   /* DEFERRED and READONLY begin on a snapshot (store.h) when the database
    * can spare a reader for it; else on the writer, as IMMEDIATE would. */
   unsigned flags = pp->plan.readonly ? LITHD_TX_READONLY : 0;
-  if ((pp->plan.readonly || pp->plan.deferred) && lithd_read_slot_take(pp->d)) {
+  if ((pp->plan.readonly || pp->plan.deferred) && !pp->plan.fk && lithd_read_slot_take(pp->d)) {
     flags |= LITHD_TX_SNAPSHOT;
     pp->tx.slot = 1;
   }
@@ -413,6 +413,7 @@ static void run_next(hr_pipe *pp) {
             break;
           submit_tx(pp);
         } else if (pp->plan.reads || pp->plan.readonly) {
+          pp->rd.sr.batch->readonly_tx = pp->plan.readonly; /* its writes: SQLITE_READONLY, as SQLite's */
           submit_read(pp);
         } else {
           submit_write(pp);

@@ -679,6 +679,18 @@ static int steps_from(runner *rn) {
       o->state = STEP_SKIPPED;
       continue;
     }
+    if (spec->fk_set != FK_NONE && b->held && rn->tx != NULL) {
+      /* SQLite changes it between transactions only: in autocommit here,
+       * a no-op inside the stream's transaction */
+      if (!rn->in_tx && (rc = lith_tx_foreign_keys(rn->tx, spec->fk_set == FK_ON)) != LITH_OK) {
+        lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
+        if ((rc = step_failed(rn, i)) != LITH_OK)
+          return rc;
+        continue;
+      }
+      o->state = STEP_OK;
+      continue;
+    }
     switch (spec->txctl) {
     case TXC_BEGIN:
       if (rn->in_tx) {
@@ -746,10 +758,10 @@ static int steps_from(runner *rn) {
       continue;
     default: break;
     }
-    if (rn->tx != NULL) {
+    if (rn->tx != NULL && spec->txctl != TXC_SAVEPOINT) {
       rn->cur = i;
       rc = lith_tx_savepoint(rn->tx, one_step, rn);
-    } else {
+    } else { /* a reader's, or the client's savepoint: it fails whole or not at all */
       rc = run_one(rn, i);
     }
     if (rc == LITH_OK) {

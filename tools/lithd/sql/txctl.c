@@ -3,12 +3,12 @@
  * (lithd__txctl, sqljson_int.h).
  *
  * Design: a scan of the first word only picks the candidates (BEGIN,
- * COMMIT, END, ROLLBACK), so that the common statement costs nothing;
- * SQLite decides about each candidate. The text is prepared (never
- * stepped) on one in-memory connection of this file, whose authorizer
- * records SQLITE_TRANSACTION: a statement SQLite does not parse as
- * transaction control (a syntax error, ROLLBACK TO, two statements) is
- * TXC_NONE and goes on to be prepared where it runs, with that
+ * COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE), so that the common statement
+ * costs nothing; SQLite decides about each candidate. The text is prepared
+ * (never stepped) on one in-memory connection of this file, whose
+ * authorizer records SQLITE_TRANSACTION and SQLITE_SAVEPOINT: a statement
+ * SQLite does not parse as transaction control (a syntax error, two
+ * statements) is TXC_NONE and goes on to be prepared where it runs, with that
  * connection's errors and authorizer. So a text is never taken for a
  * COMMIT that SQLite would not run as one, whatever its comments or case.
  * The connection is opened on first use and kept for the process (one
@@ -16,6 +16,7 @@
  */
 #include <ctype.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -56,19 +57,44 @@ static void next_word(const char **s, char *w, size_t cap) {
   *s = p;
 }
 
+/* SQLite's boolean words (its PRAGMA's: on, yes, true, a number). */
+static int fk_value(const char *v) {
+  if (v == NULL)
+    return FK_NONE;
+  if (strcasecmp(v, "on") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0)
+    return FK_ON;
+  if (strcasecmp(v, "off") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0)
+    return FK_OFF;
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (end != v && *end == '\0')
+    return n != 0 ? FK_ON : FK_OFF;
+  return FK_NONE;
+}
+
+/* What the authorizer saw. */
+typedef struct seen_t {
+  int tx; /* TXC_* */
+  int fk; /* FK_*: a PRAGMA foreign_keys assignment */
+} seen_t;
+
 static int saw_transaction(void *ctx, int action, const char *a, const char *b, const char *c,
                            const char *d) {
-  int *seen = ctx;
-  (void)b, (void)c, (void)d;
+  seen_t *seen = ctx;
+  (void)c, (void)d;
+  if (action == SQLITE_PRAGMA && a != NULL && strcasecmp(a, "foreign_keys") == 0)
+    seen->fk = fk_value(b);
   if (action == SQLITE_TRANSACTION && a != NULL)
-    *seen = a[0] == 'B' ? TXC_BEGIN : a[0] == 'C' ? TXC_COMMIT : TXC_ROLLBACK;
+    seen->tx = a[0] == 'B' ? TXC_BEGIN : a[0] == 'C' ? TXC_COMMIT : TXC_ROLLBACK;
+  else if (action == SQLITE_SAVEPOINT)
+    seen->tx = TXC_SAVEPOINT;
   return SQLITE_OK;
 }
 
-/* SQLite's word on sql: TXC_NONE unless it prepares as one transaction
- * statement (nothing after it but blanks and comments). */
-static int ask_sqlite(const char *sql) {
-  int seen = TXC_NONE;
+/* SQLite's word on sql: nothing seen unless it prepares as one statement
+ * (nothing after it but blanks and comments). */
+static seen_t ask_sqlite(const char *sql) {
+  seen_t seen = {TXC_NONE, FK_NONE}, none = {TXC_NONE, FK_NONE};
   sqlite3_stmt *st = NULL;
   const char *tail = NULL;
   pthread_mutex_lock(&conn_mu);
@@ -80,26 +106,37 @@ static int ask_sqlite(const char *sql) {
   if (conn != NULL) {
     sqlite3_set_authorizer(conn, saw_transaction, &seen);
     if (sqlite3_prepare_v2(conn, sql, -1, &st, &tail) != SQLITE_OK || st == NULL) {
-      seen = TXC_NONE;
+      seen = none;
     } else {
       char w[2];
       next_word(&tail, w, sizeof w);
       if (*tail != '\0' && *tail != ';') /* a second statement: not ours to split */
-        seen = TXC_NONE;
+        seen = none;
       else if (*tail == ';') {
         tail++;
         while (isspace((unsigned char)*tail))
           tail++;
         next_word(&tail, w, sizeof w);
         if (*tail != '\0')
-          seen = TXC_NONE;
+          seen = none;
       }
     }
     sqlite3_finalize(st);
     sqlite3_set_authorizer(conn, NULL, NULL);
+  } else {
+    seen = none;
   }
   pthread_mutex_unlock(&conn_mu);
   return seen;
+}
+
+int lithd__fk_pragma(const char *sql) {
+  char w[16];
+  const char *p = sql;
+  next_word(&p, w, sizeof w);
+  if (strcmp(w, "PRAGMA") != 0)
+    return FK_NONE;
+  return ask_sqlite(sql).fk;
 }
 
 int lithd__txctl(const char *sql, int *begin_kind) {
@@ -108,9 +145,9 @@ int lithd__txctl(const char *sql, int *begin_kind) {
   int kind = TXB_DEFERRED;
   next_word(&p, w, sizeof w);
   if (strcmp(w, "BEGIN") != 0 && strcmp(w, "COMMIT") != 0 && strcmp(w, "END") != 0 &&
-      strcmp(w, "ROLLBACK") != 0)
+      strcmp(w, "ROLLBACK") != 0 && strcmp(w, "SAVEPOINT") != 0 && strcmp(w, "RELEASE") != 0)
     return TXC_NONE;
-  int t = ask_sqlite(sql);
+  int t = ask_sqlite(sql).tx;
   if (t == TXC_BEGIN) {
     next_word(&p, w, sizeof w);
     if (strcmp(w, "IMMEDIATE") == 0)

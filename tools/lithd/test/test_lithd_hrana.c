@@ -612,8 +612,35 @@ static void test_interactive(void **state) {
   assert_string_equal(json_string_value(json_object_get(cell(a, 1, 0, 0), "value")), "5");
   expect_error(a, 2, "SQLITE_READONLY", NULL);
   json_decref(a);
+
+  /* the client's savepoints (an ORM's nested transactions), over several
+   * requests and inside one: each step's own savepoint never swallows them */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("SAVEPOINT s1") "," EXEC("INSERT INTO t VALUES (50)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("ROLLBACK TO s1") "," EXEC("INSERT INTO t VALUES (51)") "," EXEC("RELEASE s1") "]");
+  for (int k = 0; k < 3; k++)
+    response(a, (size_t)k, "execute");
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SAVEPOINT s2\"}},"
+                     "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (52)\"}},{\"stmt\":{\"sql\":\"RELEASE s2\"}},"
+                     "{\"stmt\":{\"sql\":\"SAVEPOINT s3\"}},{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (53)\"}},"
+                     "{\"stmt\":{\"sql\":\"ROLLBACK TO s3\"}},{\"stmt\":{\"sql\":\"RELEASE s3\"}}]}},"
+                     EXEC("RELEASE s9") "," EXEC("COMMIT") "," CLOSE "]");
+  json_t *steps = json_object_get(json_object_get(response(a, 0, "batch"), "result"), "step_errors");
+  for (size_t k = 0; k < json_array_size(steps); k++)
+    assert_true(json_is_null(json_array_get(steps, k)));
+  expect_error(a, 1, "SQLITE_ERROR", "no such savepoint");
+  response(a, 2, "execute");
+  json_decref(a);
+  free(b);
+  a = pipeline(c, NULL, "[" EXEC("SELECT group_concat(x) FROM t WHERE x >= 50") "," CLOSE "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "51,52");
+  json_decref(a);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
-  assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 5);
+  assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 7);
 }
 
 struct pipe_arg {

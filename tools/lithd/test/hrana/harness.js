@@ -1,0 +1,142 @@
+// What the Hrana suites (client.test.js, drizzle.test.js) share: loading the
+// npm modules from LITH_HRANA_MODULES (make deps-hrana puts them in
+// build/hrana/node_modules), starting a lithd of their own on a free port in
+// a temporary directory, and a few raw-HTTP helpers. Not a test file itself
+// (node --test runs only *.test.js here).
+"use strict";
+
+const { spawn } = require("node:child_process");
+const fs = require("node:fs");
+const http = require("node:http");
+const { createRequire } = require("node:module");
+const os = require("node:os");
+const path = require("node:path");
+
+const LITHD = process.env.LITHD;
+const MODULES = process.env.LITH_HRANA_MODULES;
+
+// Why the suites cannot run here, or false.
+function skipReason() {
+  if (!LITHD) return "LITHD (the lithd binary) is not set";
+  if (!MODULES) return "LITH_HRANA_MODULES (build/hrana/node_modules) is not set";
+  for (const pkg of ["@libsql/client", "drizzle-orm"])
+    if (!fs.existsSync(path.join(MODULES, pkg, "package.json")))
+      return `${pkg} is not installed in ${MODULES}: run make deps-hrana`;
+  return false;
+}
+
+// require() as if from inside node_modules' folder: the packages' own
+// "exports" (their CommonJS builds) decide what loads.
+function load(name) {
+  return createRequire(path.join(MODULES, "hrana-tests.js"))(name);
+}
+
+// A lithd of our own: --listen on port 0, the port read from its
+// "listening on" line. stop() sends SIGTERM and throws unless lithd exits 0
+// (a crash or a sanitizer's report fails the suite).
+async function startLithd(args = []) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-hrana-"));
+  const argv = ["--db", path.join(dir, "t.db"), "--listen", "127.0.0.1:0", ...args];
+  const proc = spawn(LITHD, argv, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  proc.stderr.setEncoding("utf8");
+  proc.stderr.on("data", (d) => (err += d));
+  proc.stdout.setEncoding("utf8");
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("lithd did not start in 30 s:\n" + err)), 30000);
+    proc.stdout.on("data", (d) => {
+      out += d;
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(Number(m[1]));
+      }
+    });
+    proc.once("exit", (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`lithd exited ${code ?? sig} before listening:\n${err}`));
+    });
+  });
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    port,
+    dir,
+    log: () => err,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        const exited = new Promise((r) => proc.once("exit", r));
+        proc.kill("SIGTERM");
+        await exited;
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+      if (proc.exitCode !== 0) throw new Error(`lithd exited ${proc.exitCode ?? proc.signalCode}:\n${err}`);
+    },
+  };
+}
+
+// "done" if p settles (either way) within ms, else "timeout". The timer is a
+// deadline for an event, never a wait for one.
+async function within(p, ms) {
+  let timer;
+  const deadline = new Promise((r) => (timer = setTimeout(() => r("timeout"), ms)));
+  try {
+    return await Promise.race([p.then(() => "done", () => "done"), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// One raw Hrana pipeline with fetch: [HTTP status, parsed body].
+async function pipeline(url, body, version = 2) {
+  const r = await fetch(`${url}/v${version}/pipeline`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = { unparsed: text };
+  }
+  return [r.status, json];
+}
+
+const stmt = (sql, args) => ({ type: "execute", stmt: args ? { sql, args } : { sql } });
+
+// Many small pipelines fast: node:http with keep-alive, `width` sockets.
+// Returns post(body) -> [status, parsed body] and close().
+function httpPoster(url, width) {
+  const u = new URL(url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: width });
+  const post = (body) =>
+    new Promise((resolve, reject) => {
+      const data = JSON.stringify(body);
+      const rq = http.request(
+        {
+          agent, host: u.hostname, port: u.port, path: "/v2/pipeline", method: "POST",
+          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(data) },
+        },
+        (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (c) => (text += c));
+          res.on("end", () => {
+            try {
+              resolve([res.statusCode, JSON.parse(text)]);
+            } catch (e) {
+              reject(e);
+            }
+          });
+        },
+      );
+      rq.on("error", reject);
+      rq.end(data);
+    });
+  return { post, close: () => agent.destroy() };
+}
+
+module.exports = { LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster };
