@@ -455,7 +455,10 @@ LITH_API int lith_tx_rollback(lith_tx *tx);
  * far (as lith_tx_commit), turn FOREIGN KEY enforcement on or off (SQLite
  * changes it only between transactions) and go on in a new transaction.
  * lith_options.foreign_keys is put back when the command's transaction
- * ends, before any other command runs. For a client's PRAGMA foreign_keys
+ * ends, before any other command runs. With lith_options.foreign_keys
+ * set, what the command committed after turning them off must pass
+ * PRAGMA foreign_key_check: a violation fails that commit (or the command)
+ * with LITH_CONSTRAINT, so none is ever committed. For a client's PRAGMA foreign_keys
  * in autocommit (libSQL's migrate() sends one around its migration). */
 LITH_API int lith_tx_foreign_keys(lith_tx *tx, int on);
 

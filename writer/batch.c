@@ -348,6 +348,21 @@ static void capture_msg(lith *db, lith_request *req, int rc) {
 /* Non-zero when the command left a deferred FOREIGN KEY violation: SQLite
  * would find it only at COMMIT and fail the whole batch with it. Every
  * command ends with none, so one seen now is this command's. */
+/* Non-zero when an alone command turned foreign keys off (lith_tx_foreign_keys)
+ * and the database now holds a violation: what ran unchecked is checked
+ * whole before it commits (SQLite's advice for a table rebuilt with them
+ * off), so no violation is ever committed. */
+static int fk_violated(lith *db) {
+  sqlite3_stmt *st = NULL;
+  if (!db->fk_changed || !db->opt.foreign_keys)
+    return 0;
+  if (sqlite3_prepare_v2(db->conn, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK)
+    return 1;
+  int found = sqlite3_step(st) != SQLITE_DONE; /* a row, or an error: refuse */
+  sqlite3_finalize(st);
+  return found;
+}
+
 static int deferred_fk_left(lith *db) {
   if (!db->opt.foreign_keys && !db->fk_changed) /* SQLite counts no violations then */
     return 0;
@@ -421,6 +436,10 @@ run:
   if (rc == LITH_OK && deferred_fk_left(db))
     rc = lith_tx_error(tx, LITH_CONSTRAINT,
                        "FOREIGN KEY constraint failed (a deferred violation the command left)");
+  if (rc == LITH_OK && fk_violated(db))
+    rc = lith_tx_error(
+        tx, LITH_CONSTRAINT,
+        "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
   if (rc == LITH_OK && (db->dirty & LITH__DIRTY_TEMP)) {
     /* A statement the command left mid-step on its TEMP table would lock
      * the table against the DROP. The command is over: reset its reads;
@@ -819,6 +838,10 @@ static int commit_now(lith_tx *tx) {
   int rc = LITH_OK;
   if (deferred_fk_left(db))
     return lith_tx_error(tx, LITH_CONSTRAINT, "FOREIGN KEY constraint failed (a deferred violation)");
+  if (fk_violated(db))
+    return lith_tx_error(
+        tx, LITH_CONSTRAINT,
+        "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
   reset_running(db, 1, NULL, 0);
   if (reset_running(db, 0, what, sizeof what) > 0)
     return left_running(tx, what);

@@ -184,15 +184,18 @@ static void test_commit_and_rollback_inside(void **state) {
 }
 
 struct fk_run {
-  int rc_off, rc_orphan, rc_on, rc_orphan2;
+  int rc_off, rc_orphan, rc_on_orphaned, rc_on, rc_orphan2;
 };
 
 static int fk_cmd(lith_tx *tx, void *arg) {
   struct fk_run *f = arg;
   lith_tx_exec(tx, "CREATE TABLE fkp(id INTEGER PRIMARY KEY)", NULL);
   lith_tx_exec(tx, "CREATE TABLE fkq(p INTEGER REFERENCES fkp(id))", NULL);
+  lith_tx_exec(tx, "INSERT INTO fkp VALUES (1)", NULL);
   f->rc_off = lith_tx_foreign_keys(tx, 0);
-  f->rc_orphan = lith_tx_exec(tx, "INSERT INTO fkq VALUES (7)", NULL); /* enforcement off: it stays */
+  f->rc_orphan = lith_tx_exec(tx, "INSERT INTO fkq VALUES (7)", NULL); /* enforcement off: taken */
+  f->rc_on_orphaned = lith_tx_foreign_keys(tx, 1); /* but never committed: foreign_key_check */
+  lith_tx_exec(tx, "UPDATE fkq SET p = 1", NULL);
   f->rc_on = lith_tx_foreign_keys(tx, 1);
   f->rc_orphan2 = lith_tx_exec(tx, "INSERT INTO fkq VALUES (8)", NULL);
   return LITH_OK;
@@ -202,6 +205,12 @@ static int fk_off_only(lith_tx *tx, void *arg) {
   int *rc = arg;
   *rc = lith_tx_foreign_keys(tx, 0);
   return LITH_OK;
+}
+
+static int fk_orphan_left(lith_tx *tx, void *arg) {
+  (void)arg;
+  lith_tx_foreign_keys(tx, 0);
+  return lith_tx_exec(tx, "INSERT INTO fkq VALUES (9)", NULL);
 }
 
 static int orphan_cmd(lith_tx *tx, void *arg) {
@@ -216,19 +225,27 @@ static void test_foreign_keys(void **state) {
   lith *db = t_open_fresh(DB, &opt);
   t_async done = {0};
   lith_request r;
-  struct fk_run f = {-1, -1, -1, -1};
+  struct fk_run f = {-1, -1, -1, -1, -1};
   submit_alone(db, &r, fk_cmd, &f, &done);
   t_async_wait(&done, 1);
   assert_int_equal(r.rc, LITH_OK);
   assert_int_equal(f.rc_off, LITH_OK);
   assert_int_equal(f.rc_orphan, LITH_OK);
+  assert_int_equal(f.rc_on_orphaned, LITH_CONSTRAINT);
   assert_int_equal(f.rc_on, LITH_OK);
   assert_int_equal(f.rc_orphan2, LITH_CONSTRAINT);
-  /* off to the end of an alone command: the next command has lith's setting */
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq WHERE p = 1"), 1);
+  /* a command that ends with a violation it made while they were off fails */
+  submit_alone(db, &r, fk_orphan_left, NULL, &done);
+  t_async_wait(&done, 2);
+  assert_int_equal(r.rc, LITH_CONSTRAINT);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq"), 1);
+  /* off to the end of an alone command only: the next command has lith's setting */
   int rc = -1;
   submit_alone(db, &r, fk_off_only, &rc, &done);
-  t_async_wait(&done, 2);
+  t_async_wait(&done, 3);
   assert_int_equal(rc, LITH_OK);
+  assert_int_equal(r.rc, LITH_OK);
   assert_int_equal(lith_do(db, orphan_cmd, NULL), LITH_CONSTRAINT);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq"), 1);
   /* in a command not submitted alone: refused */

@@ -8,7 +8,8 @@
  * gate's refusals in Hrana's shape, --only-named, and interactive
  * transactions: they hold the writer while open, commit, roll back, end by
  * themselves past their bounds, and the writer serves others afterwards;
- * deferred and read-only ones on a snapshot, and a stale snapshot's write.
+ * deferred and read-only ones on a snapshot, and a stale snapshot's write;
+ * the client's savepoints; PRAGMA foreign_keys in a batch.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -638,6 +639,27 @@ static void test_interactive(void **state) {
   free(b);
   a = pipeline(c, NULL, "[" EXEC("SELECT group_concat(x) FROM t WHERE x >= 50") "," CLOSE "]");
   assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "51,52");
+  json_decref(a);
+
+  /* PRAGMA foreign_keys = off in a batch (migrate()'s): for the rest of
+   * that request only, and what ran unchecked must pass foreign_key_check */
+  a = pipeline(c, NULL, "[" EXEC("CREATE TABLE fp(id INTEGER PRIMARY KEY)") ","
+                        EXEC("CREATE TABLE fq(p INTEGER REFERENCES fp(id))") "," CLOSE "]");
+  json_decref(a);
+  a = pipeline(c, NULL, "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"PRAGMA foreign_keys = off\"}},"
+                        "{\"stmt\":{\"sql\":\"INSERT INTO fq VALUES (5)\"}}]}}," CLOSE "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", "foreign_key_check");
+  json_decref(a);
+  a = pipeline(c, NULL, "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"PRAGMA foreign_keys = off\"}},"
+                        "{\"stmt\":{\"sql\":\"BEGIN\"}},{\"stmt\":{\"sql\":\"INSERT INTO fq VALUES (1)\"}},"
+                        "{\"stmt\":{\"sql\":\"INSERT INTO fp VALUES (1)\"}},{\"stmt\":{\"sql\":\"COMMIT\"}},"
+                        "{\"stmt\":{\"sql\":\"PRAGMA foreign_keys = on\"}}]}},"
+                        EXEC("INSERT INTO fq VALUES (6)") "," EXEC("SELECT count(*) FROM fq") "," CLOSE "]");
+  steps = json_object_get(json_object_get(response(a, 0, "batch"), "result"), "step_errors");
+  for (size_t k = 0; k < json_array_size(steps); k++)
+    assert_true(json_is_null(json_array_get(steps, k)));
+  expect_error(a, 1, "SQLITE_CONSTRAINT", "FOREIGN KEY"); /* enforced again after it */
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 0), "value")), "1");
   json_decref(a);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 7);
