@@ -46,11 +46,11 @@ all: $(B)/bench/dqlite
 # bench/lithd spawns lithd; it links SQLite only.
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 # bench/kanban_http spawns the kanban server; SQLite only.
 $(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)

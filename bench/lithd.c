@@ -21,6 +21,11 @@
  *              connections to it. Each connection is a closed loop: POST
  *              /v1/do with one transfer, wait for the answer, send the next.
  *              SIGTERM at the end; lithd must exit 0.
+ *   hrana      the same lithd and client, each transfer as libSQL's client
+ *              sends client.batch([...], "write") to POST /v2/pipeline (a
+ *              batch with BEGIN IMMEDIATE, the four on conditions, COMMIT,
+ *              ROLLBACK unless it committed; then close): what Hrana costs
+ *              lithd over its own format, the client kept cheap.
  *   multiproc  N processes (fork), each with its own sqlite3 connection to
  *              the file (busy_timeout 30 s, lithd's pragmas), one BEGIN
  *              IMMEDIATE ... COMMIT per transfer: what multi-process apps do.
@@ -99,8 +104,8 @@ enum { BUSY_MS_MULTI = 30000 };
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_LITHD, ARM_MULTI, NARMS };
-static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc"};
+enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, NARMS };
+static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana"};
 
 enum { SYNC_NORMAL, SYNC_FULL };
 static const char *sync_name(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"; }
@@ -204,7 +209,7 @@ static void fill_latency(result *res, bench_lat *const *bufs, int nb, run *r) {
   res->sampled |= s.sampled;
 }
 
-static void arm_lithd(run *r, result *res) {
+static void arm_lithd(run *r, result *res, int hrana) {
   const config *cfg = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -215,7 +220,9 @@ static void arm_lithd(run *r, result *res) {
               ok && bench_th_build_stats(&cl, 0, "/v1/stats") == 0;
   for (int i = 0; ready && i < r->N; i++)
     ready =
-        bench_th_build(&cl, i, "/v1/do", bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17)) == 0;
+        bench_th_build_as(&cl, i, hrana ? "/v2/pipeline" : "/v1/do",
+                          bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17),
+                          hrana ? BENCH_TH_HRANA : BENCH_TH_V1) == 0;
   if (!ready) {
     report_error(r, "out of memory");
     res->errors++;
@@ -485,8 +492,8 @@ static void run_one(bench *b, int arm, int si, int ni, int round) {
   int64_t t0 = bench_now_ns();
   if (create_db(r.path, r.N) != 0)
     res->errors++;
-  else if (arm == ARM_LITHD)
-    arm_lithd(&r, res);
+  else if (arm == ARM_LITHD || arm == ARM_HRANA)
+    arm_lithd(&r, res, arm == ARM_HRANA);
   else
     arm_multi(&r, res);
   bench_remove_db(r.path);
@@ -553,16 +560,19 @@ static void csv_summaries(bench *b) {
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 static void fmt_pct(char *buf, size_t n, double cpus) { bench_fmt(buf, n, "%.0f%%", cpus * 100); }
 
-static double ratio(bench *b, int si, int ni) {
-  if (!arm_ran(b, ARM_LITHD, si, ni) || !arm_ran(b, ARM_MULTI, si, ni))
+/* arm's median commands/s over base's. */
+static double ratio_of(bench *b, int arm, int base, int si, int ni) {
+  if (!arm_ran(b, arm, si, ni) || !arm_ran(b, base, si, ni))
     return NAN;
-  double l = aggregate(b, ARM_LITHD, si, ni, M_CMDS_S).med, m = aggregate(b, ARM_MULTI, si, ni, M_CMDS_S).med;
+  double l = aggregate(b, arm, si, ni, M_CMDS_S).med, m = aggregate(b, base, si, ni, M_CMDS_S).med;
   return m > 0 ? l / m : NAN;
 }
 
+static double ratio(bench *b, int si, int ni) { return ratio_of(b, ARM_LITHD, ARM_MULTI, si, ni); }
+
 static void table_row(bench *b, int arm, int si, int ni) {
   const config *c = &b->cfg;
-  char p50[32], p99[32], mx[32], tx[32], srv[32], cli[32], oth[32], rt[32];
+  char p50[32], p99[32], mx[32], tx[32], srv[32], cli[32], oth[32], rt[32], rl[32];
   bench_agg cs = aggregate(b, arm, si, ni, M_CMDS_S);
   double ctx = aggregate(b, arm, si, ni, M_CMDS_TX).med;
   fmt_ms(p50, sizeof p50, aggregate(b, arm, si, ni, M_P50).med);
@@ -573,11 +583,14 @@ static void table_row(bench *b, int arm, int si, int ni) {
   fmt_pct(oth, sizeof oth, aggregate(b, arm, si, ni, M_CPU_ELSE).hi);
   bench_fmt(tx, sizeof tx, "%.1f", ctx);
   snprintf(rt, sizeof rt, " ");
-  if (arm == ARM_LITHD)
-    bench_fmt(rt, sizeof rt, "%.2f×", ratio(b, si, ni));
-  printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s |\n", c->conns[ni],
+  snprintf(rl, sizeof rl, " ");
+  if (arm != ARM_MULTI)
+    bench_fmt(rt, sizeof rt, "%.2f×", ratio_of(b, arm, ARM_MULTI, si, ni));
+  if (arm == ARM_HRANA)
+    bench_fmt(rl, sizeof rl, "%.2f×", ratio_of(b, ARM_HRANA, ARM_LITHD, si, ni));
+  printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s |\n", c->conns[ni],
          ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx, (long long)errors_of(b, arm, si, ni), srv,
-         cli, oth, rt);
+         cli, oth, rt, rl);
 }
 
 static void print_tables(bench *b) {
@@ -586,8 +599,8 @@ static void print_tables(bench *b) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
     printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | lithd CPU | "
            "client CPU "
-           "| else CPU | ÷multiproc |\n");
-    printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+           "| else CPU | ÷multiproc | ÷lithd |\n");
+    printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ni = 0; ni < c->nconns; ni++)
       for (int arm = 0; arm < NARMS; arm++)
         if (arm_ran(b, arm, si, ni))
@@ -602,7 +615,7 @@ static void print_tables(bench *b) {
       "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest "
       "of\n"
       "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
-      "÷multiproc: lithd's median cmd/s over multiproc's.\n",
+      "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do).\n",
       sysconf(_SC_NPROCESSORS_ONLN));
 }
 
@@ -676,6 +689,13 @@ static void print_targets(bench *b) {
     snprintf(d, sizeof d, "%.3f ms (median of rounds)", v);
     bench_target(what, have && !isnan(v), v < 10, d);
   }
+  for (int k = 0; k < 2; k++) {
+    int have = ni >= 0 && x[k].si >= 0;
+    double v = have ? ratio_of(b, ARM_HRANA, ARM_LITHD, x[k].si, ni) : NAN;
+    snprintf(what, sizeof what, "64 connections %s: hrana ≥ 0.8 × lithd (/v1/do)", x[k].name);
+    snprintf(d, sizeof d, "%.2f×", v);
+    bench_target(what, have && !isnan(v), v >= 0.8, d);
+  }
   snprintf(d, sizeof d, "%lld", (long long)b->total_errors);
   bench_target("errors, all arms: 0", 1, b->total_errors == 0, d);
 }
@@ -686,7 +706,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
              "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
              "  --sync LIST        normal,full (default both)\n"
-             "  --arms LIST        lithd,multiproc (default both)\n"
+             "  --arms LIST        lithd,multiproc,hrana (default all three)\n"
              "  --seconds S        measured window per arm (default 3)\n"
              "  --warmup S         warm-up before the window (default 0.5)\n"
              "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
@@ -705,7 +725,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
   } else if (!strcmp(a, "--sync")) {
     c->nsync = bench_parse_words(v, a, SYNC_WORD, NULL, 2, c->sync, 2, "normal,full");
   } else if (!strcmp(a, "--arms")) {
-    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc");
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana");
   } else if (!strcmp(a, "--lithd")) {
     c->lithd = v;
   } else {
@@ -722,7 +742,7 @@ static void parse_args(int argc, char **argv, config *c) {
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;
   c->nsync = 2;
-  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = 1;
+  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = 1;
   bench_cli_parse(&c->cli, argc, argv, take_option, c);
   if (!c->nconns) {
     static const int def[] = {1, 16, 64, 256}, q[] = {1, 64};

@@ -43,6 +43,37 @@ static const struct {
             {"]},{\"sql\":\"" BENCH_SQL_TOPIC "\",\"params\":[", F_CLIENT},
             {"]}]}", -1}};
 
+/* The same transfer as @libsql/client's client.batch([...], "write") sends it
+ * (a pipeline of one batch and a close; BEGIN IMMEDIATE, each statement on
+ * the one before's success, COMMIT, ROLLBACK unless the COMMIT succeeded),
+ * numbers as Hrana floats as the client sends JavaScript numbers: the same
+ * slots in the same order. */
+#define HF "{\"type\":\"float\",\"value\":"
+static const struct {
+  const char *text;
+  int kind;
+} HRANA[] = {{"{\"baton\":null,\"requests\":[{\"type\":\"batch\",\"batch\":{\"steps\":["
+              "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+              "{\"stmt\":{\"sql\":\"" BENCH_SQL_DEBIT "\",\"args\":[" HF, F_AMT},
+             {"}," HF, F_SRC},
+             {"}]},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+              "{\"stmt\":{\"sql\":\"" BENCH_SQL_CREDIT "\",\"args\":[" HF, F_AMT},
+             {"}," HF, F_DST},
+             {"}]},\"condition\":{\"type\":\"ok\",\"step\":1}},"
+              "{\"stmt\":{\"sql\":\"" BENCH_SQL_LEDGER "\",\"args\":[" HF, F_CLIENT},
+             {"}," HF, F_SEQ},
+             {"}," HF, F_SRC},
+             {"}," HF, F_DST},
+             {"}," HF, F_AMT},
+             {"}]},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+              "{\"stmt\":{\"sql\":\"" BENCH_SQL_TOPIC "\",\"args\":[" HF, F_CLIENT},
+             {"}]},\"condition\":{\"type\":\"ok\",\"step\":3}},"
+              "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":4}},"
+              "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":"
+              "{\"type\":\"ok\",\"step\":5}}}]}},{\"type\":\"close\"}]}",
+              -1}};
+#undef HF
+
 static void say(bench_th_client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(bench_th_client *cl, const char *fmt, ...) {
   char buf[600];
@@ -78,12 +109,24 @@ int bench_th_init(bench_th_client *cl, int n, int nstats, size_t lat_cap, uint64
 
 /* Connection i's transfer request, with empty slots. */
 int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng) {
+  return bench_th_build_as(cl, i, path, rng, BENCH_TH_V1);
+}
+
+int bench_th_build_as(bench_th_client *cl, int i, const char *path, uint64_t rng, int format) {
   bench_th_conn *c = &cl->c[i];
   size_t body = 0, nslot = 0;
+  const char *text[sizeof HRANA / sizeof *HRANA > sizeof BODY / sizeof *BODY ? sizeof HRANA / sizeof *HRANA
+                                                                             : sizeof BODY / sizeof *BODY];
+  int kind[sizeof text / sizeof *text];
+  size_t np = format == BENCH_TH_HRANA ? sizeof HRANA / sizeof *HRANA : sizeof BODY / sizeof *BODY;
+  for (size_t k = 0; k < np; k++) {
+    text[k] = format == BENCH_TH_HRANA ? HRANA[k].text : BODY[k].text;
+    kind[k] = format == BENCH_TH_HRANA ? HRANA[k].kind : BODY[k].kind;
+  }
   c->id = i;
   c->rng = rng;
-  for (size_t k = 0; k < sizeof BODY / sizeof *BODY; k++)
-    body += strlen(BODY[k].text) + (BODY[k].kind >= 0 ? NUM_W : 0);
+  for (size_t k = 0; k < np; k++)
+    body += strlen(text[k]) + (kind[k] >= 0 ? NUM_W : 0);
   char head[400];
   int hl = snprintf(head, sizeof head,
                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -96,14 +139,14 @@ int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng) {
     return -1;
   memcpy(c->req, head, (size_t)hl);
   char *p = c->req + hl;
-  for (size_t k = 0; k < sizeof BODY / sizeof *BODY; k++) {
-    size_t tl = strlen(BODY[k].text);
-    memcpy(p, BODY[k].text, tl);
+  for (size_t k = 0; k < np; k++) {
+    size_t tl = strlen(text[k]);
+    memcpy(p, text[k], tl);
     p += tl;
-    if (BODY[k].kind < 0)
+    if (kind[k] < 0)
       continue;
     c->slot[nslot] = (size_t)(p - c->req);
-    c->kind[nslot++] = BODY[k].kind;
+    c->kind[nslot++] = kind[k];
     memset(p, ' ', NUM_W);
     p += NUM_W;
   }

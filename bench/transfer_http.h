@@ -74,6 +74,11 @@ int bench_th_init(bench_th_client *cl, int n, int nstats, size_t lat_cap, uint64
 /* Connection i posts owner i's transfers to `path` ("/v1/do"); rng its seed.
  * 0, or -1 out of memory. */
 int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng);
+/* The same in a format: BENCH_TH_V1 (/v1/do's body) or BENCH_TH_HRANA (a
+ * Hrana pipeline as @libsql/client's client.batch(..., "write") sends it,
+ * for /v2/pipeline). */
+enum { BENCH_TH_V1, BENCH_TH_HRANA };
+int bench_th_build_as(bench_th_client *cl, int i, const char *path, uint64_t rng, int format);
 /* Stats connection k asks GET `path` ("/v1/stats"). 0, or -1. */
 int bench_th_build_stats(bench_th_client *cl, int k, const char *path);
 /* Open every connection to 127.0.0.1:port and run the closed loops for
