@@ -219,10 +219,9 @@ static void arm_lithd(run *r, result *res, int hrana) {
   int ready = bench_th_init(&cl, r->N, 1, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0 &&
               ok && bench_th_build_stats(&cl, 0, "/v1/stats") == 0;
   for (int i = 0; ready && i < r->N; i++)
-    ready =
-        bench_th_build_as(&cl, i, hrana ? "/v2/pipeline" : "/v1/do",
-                          bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17),
-                          hrana ? BENCH_TH_HRANA : BENCH_TH_V1) == 0;
+    ready = bench_th_build_as(&cl, i, hrana ? "/v2/pipeline" : "/v1/do",
+                              bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17),
+                              hrana ? BENCH_TH_HRANA : BENCH_TH_V1) == 0;
   if (!ready) {
     report_error(r, "out of memory");
     res->errors++;

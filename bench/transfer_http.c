@@ -28,20 +28,22 @@ enum { F_AMT, F_SRC, F_DST, F_CLIENT, F_SEQ };
 
 /* The request body, piece by piece: each text is followed by the number slot
  * `kind` (-1: the end). */
-static const struct {
+typedef struct piece {
   const char *text;
   int kind;
-} BODY[] = {{"{\"statements\":[{\"sql\":\"" BENCH_SQL_DEBIT "\",\"params\":[", F_AMT},
-            {",", F_SRC},
-            {"]},{\"sql\":\"" BENCH_SQL_CREDIT "\",\"params\":[", F_AMT},
-            {",", F_DST},
-            {"]},{\"sql\":\"" BENCH_SQL_LEDGER "\",\"params\":[", F_CLIENT},
-            {",", F_SEQ},
-            {",", F_SRC},
-            {",", F_DST},
-            {",", F_AMT},
-            {"]},{\"sql\":\"" BENCH_SQL_TOPIC "\",\"params\":[", F_CLIENT},
-            {"]}]}", -1}};
+} piece;
+
+static const piece BODY[] = {{"{\"statements\":[{\"sql\":\"" BENCH_SQL_DEBIT "\",\"params\":[", F_AMT},
+                             {",", F_SRC},
+                             {"]},{\"sql\":\"" BENCH_SQL_CREDIT "\",\"params\":[", F_AMT},
+                             {",", F_DST},
+                             {"]},{\"sql\":\"" BENCH_SQL_LEDGER "\",\"params\":[", F_CLIENT},
+                             {",", F_SEQ},
+                             {",", F_SRC},
+                             {",", F_DST},
+                             {",", F_AMT},
+                             {"]},{\"sql\":\"" BENCH_SQL_TOPIC "\",\"params\":[", F_CLIENT},
+                             {"]}]}", -1}};
 
 /* The same transfer as @libsql/client's client.batch([...], "write") sends it
  * (a pipeline of one batch and a close; BEGIN IMMEDIATE, each statement on
@@ -49,29 +51,30 @@ static const struct {
  * numbers as Hrana floats as the client sends JavaScript numbers: the same
  * slots in the same order. */
 #define HF "{\"type\":\"float\",\"value\":"
-static const struct {
-  const char *text;
-  int kind;
-} HRANA[] = {{"{\"baton\":null,\"requests\":[{\"type\":\"batch\",\"batch\":{\"steps\":["
-              "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
-              "{\"stmt\":{\"sql\":\"" BENCH_SQL_DEBIT "\",\"args\":[" HF, F_AMT},
-             {"}," HF, F_SRC},
-             {"}]},\"condition\":{\"type\":\"ok\",\"step\":0}},"
-              "{\"stmt\":{\"sql\":\"" BENCH_SQL_CREDIT "\",\"args\":[" HF, F_AMT},
-             {"}," HF, F_DST},
-             {"}]},\"condition\":{\"type\":\"ok\",\"step\":1}},"
-              "{\"stmt\":{\"sql\":\"" BENCH_SQL_LEDGER "\",\"args\":[" HF, F_CLIENT},
-             {"}," HF, F_SEQ},
-             {"}," HF, F_SRC},
-             {"}," HF, F_DST},
-             {"}," HF, F_AMT},
-             {"}]},\"condition\":{\"type\":\"ok\",\"step\":2}},"
-              "{\"stmt\":{\"sql\":\"" BENCH_SQL_TOPIC "\",\"args\":[" HF, F_CLIENT},
-             {"}]},\"condition\":{\"type\":\"ok\",\"step\":3}},"
-              "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":4}},"
-              "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":"
-              "{\"type\":\"ok\",\"step\":5}}}]}},{\"type\":\"close\"}]}",
-              -1}};
+static const piece HRANA[] = {{"{\"baton\":null,\"requests\":[{\"type\":\"batch\",\"batch\":{\"steps\":["
+                               "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+                               "{\"stmt\":{\"sql\":\"" BENCH_SQL_DEBIT "\",\"args\":[" HF,
+                               F_AMT},
+                              {"}," HF, F_SRC},
+                              {"}]},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+                               "{\"stmt\":{\"sql\":\"" BENCH_SQL_CREDIT "\",\"args\":[" HF,
+                               F_AMT},
+                              {"}," HF, F_DST},
+                              {"}]},\"condition\":{\"type\":\"ok\",\"step\":1}},"
+                               "{\"stmt\":{\"sql\":\"" BENCH_SQL_LEDGER "\",\"args\":[" HF,
+                               F_CLIENT},
+                              {"}," HF, F_SEQ},
+                              {"}," HF, F_SRC},
+                              {"}," HF, F_DST},
+                              {"}," HF, F_AMT},
+                              {"}]},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+                               "{\"stmt\":{\"sql\":\"" BENCH_SQL_TOPIC "\",\"args\":[" HF,
+                               F_CLIENT},
+                              {"}]},\"condition\":{\"type\":\"ok\",\"step\":3}},"
+                               "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":4}},"
+                               "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":"
+                               "{\"type\":\"ok\",\"step\":5}}}]}},{\"type\":\"close\"}]}",
+                               -1}};
 #undef HF
 
 static void say(bench_th_client *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -115,18 +118,16 @@ int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng) {
 int bench_th_build_as(bench_th_client *cl, int i, const char *path, uint64_t rng, int format) {
   bench_th_conn *c = &cl->c[i];
   size_t body = 0, nslot = 0;
-  const char *text[sizeof HRANA / sizeof *HRANA > sizeof BODY / sizeof *BODY ? sizeof HRANA / sizeof *HRANA
-                                                                             : sizeof BODY / sizeof *BODY];
-  int kind[sizeof text / sizeof *text];
-  size_t np = format == BENCH_TH_HRANA ? sizeof HRANA / sizeof *HRANA : sizeof BODY / sizeof *BODY;
-  for (size_t k = 0; k < np; k++) {
-    text[k] = format == BENCH_TH_HRANA ? HRANA[k].text : BODY[k].text;
-    kind[k] = format == BENCH_TH_HRANA ? HRANA[k].kind : BODY[k].kind;
+  const piece *pc = BODY;
+  size_t np = sizeof BODY / sizeof *BODY;
+  if (format == BENCH_TH_HRANA) {
+    pc = HRANA;
+    np = sizeof HRANA / sizeof *HRANA;
   }
   c->id = i;
   c->rng = rng;
   for (size_t k = 0; k < np; k++)
-    body += strlen(text[k]) + (kind[k] >= 0 ? NUM_W : 0);
+    body += strlen(pc[k].text) + (pc[k].kind >= 0 ? NUM_W : 0);
   char head[400];
   int hl = snprintf(head, sizeof head,
                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -140,13 +141,13 @@ int bench_th_build_as(bench_th_client *cl, int i, const char *path, uint64_t rng
   memcpy(c->req, head, (size_t)hl);
   char *p = c->req + hl;
   for (size_t k = 0; k < np; k++) {
-    size_t tl = strlen(text[k]);
-    memcpy(p, text[k], tl);
+    size_t tl = strlen(pc[k].text);
+    memcpy(p, pc[k].text, tl);
     p += tl;
-    if (kind[k] < 0)
+    if (pc[k].kind < 0)
       continue;
     c->slot[nslot] = (size_t)(p - c->req);
-    c->kind[nslot++] = kind[k];
+    c->kind[nslot++] = pc[k].kind;
     memset(p, ' ', NUM_W);
     p += NUM_W;
   }
