@@ -34,11 +34,18 @@
  *   - BEGIN IMMEDIATE fails with an I/O error (a shm lock request fails):
  *     the batch gets LITH_IOERR, no command runs, stats.busy does not count
  *     it; recovery.
+ *   - lith_tx_commit inside a command submitted alone meets a full disk: it
+ *     returns LITH_DISKFULL and what the command did since its last commit
+ *     is gone, what it committed before stays; the disk still full, no new
+ *     transaction can begin, so every later call of the command is
+ *     LITH_ABORTED and it fails with nothing more kept; the writer goes on
+ *     with the next commands once the disk has room.
  *   - A checkpoint that cannot write the database file never fails a commit:
  *     every lith_do is LITH_OK and kept.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -613,6 +620,70 @@ static void test_write_ioerr_inside_command(void **state) {
   in_command_case(SQLITE_IOERR_WRITE, 5, LITH_IOERR);
 }
 
+/* ---- A mid-command commit of an alone command meets a full disk ----------------- */
+
+struct mid {
+  int rc_first, rc_full, rc_after;
+  uint64_t commits_at_full, commits_after;
+  lith *db;
+};
+
+static int put_key(lith_tx *tx, const char *k) {
+  return lith_tx_exec(tx, "INSERT INTO items(k, pad) VALUES (?, zeroblob(20000))", "s", k);
+}
+
+static int mid_cmd(lith_tx *tx, void *arg) {
+  struct mid *m = arg;
+  put_key(tx, "kept-0");
+  m->rc_first = lith_tx_commit(tx);
+  put_key(tx, "bad-0");
+  put_key(tx, "bad-1");
+  fault_arm(OP_WRITE, F_WAL, SQLITE_FULL, 0); /* the commit's frames find the disk full */
+  uint64_t before = lith_commit_count(m->db);
+  m->rc_full = lith_tx_commit(tx);
+  fault_clear();
+  m->commits_at_full = lith_commit_count(m->db) - before;
+  put_key(tx, "post-0");
+  m->rc_after = lith_tx_commit(tx);
+  m->commits_after = lith_commit_count(m->db) - before;
+  return put_key(tx, "post-1"); /* the command's own commit */
+}
+
+static void mid_done(lith_request *r) { atomic_fetch_add(&((t_async *)r->data)->done, 1); }
+
+static void test_mid_command_commit_disk_full(void **state) {
+  (void)state;
+  lith_options opt;
+  fault_options(&opt);
+  lith *db = t_open_fresh(DB, &opt);
+  put_rows(db, "pre", 3);
+  struct mid m = {-1, -1, -1, 0, 0, db};
+  lith_request r;
+  t_async done = {0};
+  memset(&r, 0, sizeof r);
+  r.fn = mid_cmd;
+  r.arg = &m;
+  r.done = mid_done;
+  r.data = &done;
+  assert_int_equal(lith_submit_alone(db, &r), LITH_OK);
+  t_async_wait(&done, 1);
+  assert_int_equal(m.rc_first, LITH_OK);
+  assert_int_equal(m.rc_full, LITH_DISKFULL);
+  assert_int_equal(m.commits_at_full, 0); /* not counted: nothing committed */
+  assert_int_equal(m.rc_after, LITH_ABORTED);
+  assert_int_equal(m.commits_after, 0);
+  assert_true(r.rc != LITH_OK);
+  assert_int_equal(read_count_prefix(db, "bad"), 0);
+  put_rows(db, "later", 2); /* the writer goes on */
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(count_prefix("pre"), 3);
+  assert_int_equal(count_prefix("kept"), 1);
+  assert_int_equal(count_prefix("bad"), 0);
+  assert_int_equal(count_prefix("post"), 0);
+  assert_int_equal(count_prefix("later"), 2);
+  t_assert_integrity(DB);
+}
+
 /* ---- BEGIN fails --------------------------------------------------------------- */
 
 static void test_begin_ioerr(void **state) {
@@ -752,6 +823,7 @@ int main(void) {
       cmocka_unit_test(test_disk_full_inside_command),
       cmocka_unit_test(test_write_ioerr_inside_command),
       cmocka_unit_test(test_begin_ioerr),
+      cmocka_unit_test(test_mid_command_commit_disk_full),
       cmocka_unit_test(test_checkpoint_failure_never_fails_a_commit),
       cmocka_unit_test(test_wal_index_cannot_grow),
   };
