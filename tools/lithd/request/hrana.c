@@ -582,6 +582,47 @@ static int opens(const lithd_batch *b) {
   return 1;
 }
 
+/* Whether cond holds only if step k succeeded (ok(k), or an and() of it). */
+static int needs_ok(const step_cond *c, int k) {
+  if (c == NULL)
+    return 0;
+  if (c->op == COND_OK)
+    return c->step == k;
+  if (c->op == COND_AND)
+    for (int i = 0; i < c->n; i++)
+      if (needs_ok(&c->kids[i], k))
+        return 1;
+  return 0;
+}
+
+/* Mark the steps whose failure the batch's own ROLLBACK undoes: between a
+ * BEGIN and its COMMIT, each step on the success of the one before (so a
+ * failure skips all to the COMMIT, the COMMIT included), and a ROLLBACK
+ * after it unless the COMMIT succeeded. What client.batch() and migrate()
+ * send: their steps then run without a savepoint each. */
+static void mark_chains(lithd_batch *b) {
+  for (int s = 0; s < b->n; s++) {
+    if (b->stmts[s].txctl != TXC_BEGIN)
+      continue;
+    int c = s + 1;
+    while (c < b->n && b->stmts[c].txctl == TXC_NONE && b->stmts[c].fk_set == FK_NONE)
+      c++;
+    if (c >= b->n || b->stmts[c].txctl != TXC_COMMIT)
+      continue;
+    int ok = 1;
+    for (int j = s + 1; j <= c && ok; j++)
+      ok = needs_ok(b->stmts[j].cond, j - 1);
+    int rb = 0;
+    for (int r = c + 1; r < b->n && !rb; r++) {
+      const step_cond *rc = b->stmts[r].cond;
+      rb = b->stmts[r].txctl == TXC_ROLLBACK && rc != NULL && rc->op == COND_NOT &&
+           rc->kids[0].op == COND_OK && rc->kids[0].step == c;
+    }
+    for (int j = s + 1; ok && rb && j < c; j++)
+      b->stmts[j].chained = 1;
+  }
+}
+
 int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, const lithd_limits *lim,
                       lithd_batch **out, lithd_hrana_plan *plan, lithd_hrana_error *e) {
   build c = {.sqls = m, .e = e};
@@ -683,6 +724,7 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
       plan->fk = 1;
   }
   plan->opens = opens(c.b) || plan->fk; /* fk: a command alone plays the connection */
+  mark_chains(c.b);
   if (plan->fk)
     plan->reads = 0;
   if (c.b->n == 0)

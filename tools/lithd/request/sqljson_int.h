@@ -78,6 +78,10 @@ typedef struct stmt_spec {
   int txctl;             /* TXC_*: lithd__txctl of sql */
   int begin_kind;        /* TXB_*, for TXC_BEGIN */
   int fk_set;            /* FK_*: lithd__fk_pragma of sql */
+  int chained;           /* a step between a BEGIN and its COMMIT whose failure
+                            skips every step to that COMMIT, after which a
+                            ROLLBACK runs (client.batch()'s pattern): it needs
+                            no savepoint of its own, the ROLLBACK undoes it */
   int guess_prefix;      /* a name without its ':', '@' or '$' is tried with each */
   int describe;          /* only prepare it and describe it (Hrana's describe): its
                             columns, parameters, whether it reads only; never stepped */

@@ -758,10 +758,11 @@ static int steps_from(runner *rn) {
       continue;
     default: break;
     }
-    if (rn->tx != NULL && spec->txctl != TXC_SAVEPOINT) {
+    if (rn->tx != NULL && spec->txctl != TXC_SAVEPOINT && !(spec->chained && rn->in_tx && !b->held)) {
       rn->cur = i;
       rc = lith_tx_savepoint(rn->tx, one_step, rn);
-    } else { /* a reader's, or the client's savepoint: it fails whole or not at all */
+    } else { /* a reader's; the client's savepoint (it fails whole or not at
+                all); a chained step (the batch's ROLLBACK undoes it) */
       rc = run_one(rn, i);
     }
     if (rc == LITH_OK) {

@@ -338,6 +338,28 @@ static void test_batch_conditions(void **state) {
   assert_true(json_is_null(json_array_get(json_object_get(r, "step_results"), 4)));
   json_decref(a);
   assert_int_equal(count_rows(c, "t"), 6);
+  /* its steps run without a savepoint each (the ROLLBACK undoes them): a
+   * statement that fails after changing rows (OR FAIL keeps them) leaves
+   * nothing either */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+               "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (499)\"},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+               "{\"stmt\":{\"sql\":\"INSERT OR FAIL INTO t VALUES (500), (501), (1)\"},"
+               "\"condition\":{\"type\":\"and\",\"conds\":[{\"type\":\"ok\",\"step\":1},"
+               "{\"type\":\"not\",\"cond\":{\"type\":\"is_autocommit\"}}]}},"
+               "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+               "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":3}}},"
+               "{\"stmt\":{\"sql\":\"SELECT count(*) FROM t WHERE x >= 499\"}}"
+               "]}}," CLOSE "]");
+  r = json_object_get(response(a, 0, "batch"), "result");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "step_errors"), 2), "code")),
+                      "SQLITE_CONSTRAINT");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_array_get(json_object_get(
+                          json_array_get(json_object_get(r, "step_results"), 5), "rows"), 0), 0), "value")),
+                      "0");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 6);
 
   /* transaction statements out of place fail as SQLite fails them */
   a = pipeline(c, NULL, "[" EXEC("COMMIT") "," EXEC("ROLLBACK") "]");
