@@ -170,16 +170,25 @@ static void async_done(lith_request *req) {
   atomic_fetch_add(&c->done, 1);
 }
 
-void t_submit(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter) {
+static void submit_with(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter,
+                        int alone) {
   memset(req, 0, sizeof *req);
   req->fn = fn;
   req->arg = arg;
   req->done = async_done;
   req->data = counter;
-  int rc = lith_submit(db, req);
+  int rc = alone ? lith_submit_alone(db, req) : lith_submit(db, req);
   if (rc != LITH_OK)
-    fprintf(stderr, "lith_submit: %s\n", lith_errmsg(db));
+    fprintf(stderr, "%s: %s\n", alone ? "lith_submit_alone" : "lith_submit", lith_errmsg(db));
   assert_int_equal(rc, LITH_OK);
+}
+
+void t_submit(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter) {
+  submit_with(db, req, fn, arg, counter, 0);
+}
+
+void t_submit_alone(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter) {
+  submit_with(db, req, fn, arg, counter, 1);
 }
 
 void t_async_wait(t_async *c, int n) {

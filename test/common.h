@@ -77,6 +77,8 @@ typedef struct t_async {
 
 /* Submit fn(arg) into req (req->data = counter); asserts accepted. */
 void t_submit(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter);
+/* The same through lith_submit_alone. */
+void t_submit_alone(lith *db, lith_request *req, lith_command fn, void *arg, t_async *counter);
 /* Wait (up to 30 s) until `n` requests counted by c are done; asserts. */
 void t_async_wait(t_async *c, int n);
 

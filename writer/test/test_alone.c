@@ -28,18 +28,6 @@
 
 #define DB "alone.db"
 
-static void count_done(lith_request *r) { atomic_fetch_add(&((t_async *)r->data)->done, 1); }
-
-/* Submit fn(arg) alone into req, counted by c. */
-static void submit_alone(lith *db, lith_request *req, lith_command fn, void *arg, t_async *c) {
-  memset(req, 0, sizeof *req);
-  req->fn = fn;
-  req->arg = arg;
-  req->done = count_done;
-  req->data = c;
-  assert_int_equal(lith_submit_alone(db, req), LITH_OK);
-}
-
 static int64_t count_kv(const char *k) {
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT count(*) FROM kv WHERE k = '%s'", k);
@@ -72,7 +60,7 @@ static void test_order(void **state) {
   probe p = {0};
   t_gate_close(db, &g); /* what follows lands in one take */
   t_submit(db, &r1, t_put_cmd, "before", &done);
-  submit_alone(db, &r2, probe_cmd, &p, &done);
+  t_submit_alone(db, &r2, probe_cmd, &p, &done);
   t_submit(db, &r3, t_put_cmd, "after", &done);
   t_gate_open(&g);
   t_async_wait(&done, 3);
@@ -105,7 +93,7 @@ static void test_runs_once(void **state) {
   int runs = 0;
   t_gate g;
   t_gate_close(db, &g);
-  submit_alone(db, &r, lose_cmd, &runs, &done);
+  t_submit_alone(db, &r, lose_cmd, &runs, &done);
   t_submit(db, &other, t_put_cmd, "other", &done);
   t_gate_open(&g);
   t_async_wait(&done, 2);
@@ -163,7 +151,7 @@ static void test_commit_and_rollback_inside(void **state) {
   assert_int_equal(lith_do(db, t_put_cmd, "first"), LITH_OK);
   uint64_t before = lith_commit_count(db);
   assert_true(before >= 1);
-  submit_alone(db, &r, steps_cmd, &s, &done);
+  t_submit_alone(db, &r, steps_cmd, &s, &done);
   t_async_wait(&done, 1);
   assert_int_equal(r.rc, LITH_OK);
   assert_int_equal(s.rc_commit, LITH_OK);
@@ -226,7 +214,7 @@ static void test_foreign_keys(void **state) {
   t_async done = {0};
   lith_request r;
   struct fk_run f = {-1, -1, -1, -1, -1};
-  submit_alone(db, &r, fk_cmd, &f, &done);
+  t_submit_alone(db, &r, fk_cmd, &f, &done);
   t_async_wait(&done, 1);
   assert_int_equal(r.rc, LITH_OK);
   assert_int_equal(f.rc_off, LITH_OK);
@@ -236,13 +224,13 @@ static void test_foreign_keys(void **state) {
   assert_int_equal(f.rc_orphan2, LITH_CONSTRAINT);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq WHERE p = 1"), 1);
   /* a command that ends with a violation it made while they were off fails */
-  submit_alone(db, &r, fk_orphan_left, NULL, &done);
+  t_submit_alone(db, &r, fk_orphan_left, NULL, &done);
   t_async_wait(&done, 2);
   assert_int_equal(r.rc, LITH_CONSTRAINT);
   assert_int_equal(t_query_int(DB, "SELECT count(*) FROM fkq"), 1);
   /* off to the end of an alone command only: the next command has lith's setting */
   int rc = -1;
-  submit_alone(db, &r, fk_off_only, &rc, &done);
+  t_submit_alone(db, &r, fk_off_only, &rc, &done);
   t_async_wait(&done, 3);
   assert_int_equal(rc, LITH_OK);
   assert_int_equal(r.rc, LITH_OK);

@@ -649,8 +649,6 @@ static int mid_cmd(lith_tx *tx, void *arg) {
   return put_key(tx, "post-1"); /* the command's own commit */
 }
 
-static void mid_done(lith_request *r) { atomic_fetch_add(&((t_async *)r->data)->done, 1); }
-
 static void test_mid_command_commit_disk_full(void **state) {
   (void)state;
   lith_options opt;
@@ -660,12 +658,7 @@ static void test_mid_command_commit_disk_full(void **state) {
   struct mid m = {-1, -1, -1, 0, 0, db};
   lith_request r;
   t_async done = {0};
-  memset(&r, 0, sizeof r);
-  r.fn = mid_cmd;
-  r.arg = &m;
-  r.done = mid_done;
-  r.data = &done;
-  assert_int_equal(lith_submit_alone(db, &r), LITH_OK);
+  t_submit_alone(db, &r, mid_cmd, &m, &done);
   t_async_wait(&done, 1);
   assert_int_equal(m.rc_first, LITH_OK);
   assert_int_equal(m.rc_full, LITH_DISKFULL);

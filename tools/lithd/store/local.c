@@ -211,6 +211,7 @@ typedef struct local_tx {
   int stale;        /* the thread's: a commit came after snap_c0 */
   int move;         /* MOVE_*: asked by the thread, answered by the command (or the loop) */
   int move_rc;      /* MOVE_REFUSED: why */
+  int move_sent;    /* the loop's: the command for MOVE_ASKED was submitted */
   char snap_msg[LITH_ERRMSG_MAX];
   /* The loop's. */
   int cmd_done, closed, async_closed;
@@ -468,22 +469,26 @@ static void snap_move(local_tx *t) {
   pthread_mutex_unlock(&t->mu);
 }
 
+/* The loop: a run that left the transaction open, to its caller. */
+static void hand_back(lithd_store_req *r) {
+  if (r == NULL)
+    return;
+  r->rc = LITH_OK;
+  r->errmsg[0] = '\0';
+  r->tx_open = 1;
+  r->cb(r);
+}
+
 static void tx_back(uv_async_t *h) { /* the loop: a run that left it open, a move, the snapshot's end */
   local_tx *t = h->data;
   pthread_mutex_lock(&t->mu);
   lithd_store_req *r = t->back;
   t->back = NULL;
-  int move = t->move == MOVE_ASKED && !t->move_rc;
-  if (move)
-    t->move_rc = -1; /* submitted once */
+  int move = t->move == MOVE_ASKED && !t->move_sent;
   int joined = t->snap_live && t->snap_ended;
   pthread_mutex_unlock(&t->mu);
-  if (r != NULL) {
-    r->rc = LITH_OK;
-    r->errmsg[0] = '\0';
-    r->tx_open = 1;
-    r->cb(r);
-  }
+  t->move_sent |= move;
+  hand_back(r);
   if (move)
     snap_move(t);
   if (joined)
@@ -502,12 +507,7 @@ static void tx_ended(local_tx *t, int rc, const char *msg) {
   lithd_store_req *r = t->final != NULL ? t->final : t->work;
   t->final = t->work = NULL;
   pthread_mutex_unlock(&t->mu);
-  if (b != NULL) {
-    b->rc = LITH_OK;
-    b->errmsg[0] = '\0';
-    b->tx_open = 1;
-    b->cb(b);
-  }
+  hand_back(b);
   if (r != NULL) {
     if (rc == LITH_OK || rc == TX_ROLLBACK_ASKED) {
       r->rc = LITH_OK; /* the result stands: committed, or the ROLLBACK asked for */
