@@ -75,8 +75,10 @@ struct lith__dqw {
   int backoff_ms;     /* the wait before the next reconnection (writer.h) */
   char *ctl;          /* control statements not yet sent */
   size_t nctl, capctl;
-  int ctl_err;  /* out of memory growing ctl */
-  int last_ran; /* the batch's last command that ran statements; -1 none */
+  uint64_t nflush; /* ctl texts sent: a savepoint whose SAVEPOINT was never
+                      sent costs nothing (lith__dqw_savepoint) */
+  int ctl_err;     /* out of memory growing ctl */
+  int last_ran;    /* the batch's last command that ran statements; -1 none */
   uint64_t nbatch;
   int fault, fault_every;
   uint64_t nattempt;
@@ -95,6 +97,8 @@ struct lith__dqw_tx {
   int ran;         /* a statement was sent */
   int dqrc;        /* the client's code when broken, for the message */
   int in_query;    /* inside lith__dqw_query_each's on_rows */
+  int ended;       /* a nested savepoint could not be undone: SQLite ended the
+                      transaction with the failure (the command is to blame) */
   unsigned nerror; /* lith__dqw_error calls */
 };
 
@@ -181,6 +185,7 @@ static int ctl_flush(lith__dqw *w) {
     return LITH_DQ_OK;
   int rc = lith__dq_exec_sql(w->c, w->db, w->ctl, NULL, 0, NULL);
   ctl_reset(w);
+  w->nflush++;
   return rc;
 }
 
@@ -436,6 +441,57 @@ int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const l
   return rc;
 }
 
+int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg) {
+  lith__dqw *w = tx->w;
+  if (tx->broken)
+    return LITH_DQW_RETRY;
+  if (tx->failed || tx->in_query)
+    return tx->failed ? tx->fail_rc : LITH_DQW_MISUSE;
+  size_t mark = w->nctl;
+  uint64_t sent0 = w->nflush;
+  ctl_add(w, "SAVEPOINT lith_s;");
+  int rc = fn(tx, arg);
+  if (tx->broken)
+    return LITH_DQW_RETRY;
+  if (tx->lost_own) /* its answer took the connection: the command's to blame */
+    return tx->fail_rc;
+  if (rc == LITH_DQW_OK && tx->failed)
+    rc = tx->fail_rc;
+  if (w->nflush == sent0 && !w->ctl_err) { /* nothing reached the node: nothing to keep or undo */
+    w->nctl = mark;
+    w->ctl[mark] = '\0';
+  } else if (rc == LITH_DQW_OK) {
+    ctl_add(w, "RELEASE lith_s;");
+  } else {
+    ctl_add(w, "ROLLBACK TO lith_s; RELEASE lith_s;");
+    int frc = ctl_flush(w);
+    if (frc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(w->c))) {
+      tx->ended = 1;     /* "no such savepoint": the failure ended the transaction */
+      if (!tx->failed) { /* fn's own failure (lith__dqw_error), not a statement's */
+        tx->failed = 1;
+        tx->fail_rc = LITH_DQW_USER;
+      }
+      return tx->fail_rc;
+    }
+    if (frc != LITH_DQ_OK) {
+      tx->broken = 1;
+      tx->dqrc = frc;
+      return LITH_DQW_RETRY;
+    }
+  }
+  tx->failed = 0; /* undone: the command goes on */
+  tx->fail_rc = 0;
+  return rc;
+}
+
+int lith__dqw_tx_state(const lith__dqw_tx *tx) {
+  if (tx->broken)
+    return LITH_DQW_RETRY;
+  return tx->ended || tx->lost_own ? tx->fail_rc : LITH_DQW_OK;
+}
+
+const lith__dqw_err *lith__dqw_tx_err(const lith__dqw_tx *tx) { return &tx->req->err; }
+
 int lith__dqw_error(lith__dqw_tx *tx, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -492,6 +548,12 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
     r->rc = rc;
     if (rc != LITH_DQW_OK && r->err.errmsg[0] == '\0')
       set_err(&r->err, 0, "the command returned %d (%s)", rc, lith__dqw_rc_str(rc));
+    if (tx.ended) {
+      /* A nested savepoint's failure ended the transaction: this command
+       * fails alone with it, the others run again. */
+      *blame = i;
+      return A_BLAME;
+    }
     if (tx.lost_own) {
       /* Its answer took the connection, and the batch's transaction with
        * it: this command fails alone, the others run again on a new

@@ -252,6 +252,31 @@ int lith__dqw_query_each(lith__dqw_tx *tx, const char *sql, const lith__dq_value
  * LITH_DQW_USER with "no row" when the query gave none. */
 int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const lith__dq_value *params,
                         unsigned n);
+/* Run fn(tx, arg) in a savepoint nested in the command's (Hrana's steps:
+ * each one's failure is undone alone and the command goes on). fn's
+ * statements kept when it returns LITH_DQW_OK with none failed; otherwise
+ * undone (ROLLBACK TO), and the failure no longer fails the command: it
+ * returns fn's code (a failed statement's: its code and message stay in
+ * lith__dqw_tx_err until the next statement). When the undo is refused
+ * (SQLite ended the transaction with the failure: ON CONFLICT ROLLBACK, a
+ * full disk, an interrupted write) it returns that failure's code (SQL,
+ * ...), which stays the command's: the command
+ * fails alone while its batch's other commands run again; when the
+ * connection is lost, LITH_DQW_RETRY as any tx call. Either way
+ * lith__dqw_tx_state is not LITH_DQW_OK after. Nests. Costs no round trip of its own
+ * but when fn failed after sending a statement (the undo is sent at once,
+ * so its outcome is known). */
+int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg);
+
+/* Whether tx can still run statements: LITH_DQW_OK; LITH_DQW_RETRY when
+ * the run is abandoned; or the failure that ended the command's
+ * transaction or took the connection with it (the command fails alone). */
+int lith__dqw_tx_state(const lith__dqw_tx *tx);
+
+/* The last failure of a statement in tx (what the command fails with,
+ * unless a savepoint undid it). */
+const lith__dqw_err *lith__dqw_tx_err(const lith__dqw_tx *tx);
+
 /* Fail the command on its own: returns LITH_DQW_USER, for
  * `return lith__dqw_error(tx, "...")`. */
 int lith__dqw_error(lith__dqw_tx *tx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

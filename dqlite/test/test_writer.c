@@ -460,6 +460,116 @@ static int64_t check_transfers(int nprod, int allow_unknown) {
   return n;
 }
 
+/* ---- Nested savepoints (lith__dqw_savepoint: Hrana's steps) ---- */
+
+typedef struct sp_step {
+  const char *sql; /* one parameter: k */
+  int64_t k;
+  int then_fail;         /* fail on its own after the statement (lith__dqw_error) */
+  struct sp_step *inner; /* a savepoint inside this one, after the statement */
+  int inner_rc;
+} sp_step;
+
+static int sp_run(lith__dqw_tx *tx, void *arg) {
+  sp_step *st = arg;
+  lith__dq_value p = lith__dq_int(st->k);
+  int rc = lith__dqw_exec(tx, st->sql, &p, st->sql[0] == 'C' ? 0 : 1, NULL);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  if (st->inner != NULL)
+    st->inner_rc = lith__dqw_savepoint(tx, sp_run, st->inner);
+  return st->then_fail ? lith__dqw_error(tx, "step %lld fails", (long long)st->k) : LITH_DQW_OK;
+}
+
+typedef struct sp_cmd {
+  sp_step steps[6];
+  int n;
+  int rc[6];
+  int code[6]; /* lith__dqw_tx_err's code after each */
+  int state;   /* lith__dqw_tx_state after the last */
+} sp_cmd;
+
+static int cmd_steps(lith__dqw_tx *tx, void *arg) {
+  sp_cmd *c = arg;
+  for (int j = 0; j < c->n; j++) {
+    c->rc[j] = lith__dqw_savepoint(tx, sp_run, &c->steps[j]);
+    c->code[j] = lith__dqw_tx_err(tx)->code;
+    if ((c->state = lith__dqw_tx_state(tx)) != LITH_DQW_OK)
+      return c->state; /* the undo was refused (or the run abandoned) */
+  }
+  return LITH_DQW_OK;
+}
+
+static void test_savepoints(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer(5000);
+  lith__dqw_err err;
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY)", &err),
+                   LITH_DQW_OK);
+  static const char *const ins_sql = "INSERT INTO t(k) VALUES (?)";
+
+  /* Each step undone alone when it fails, the command goes on and commits
+   * the others: a statement's failure (its code kept), a failure of the
+   * step's own after its statement ran, a savepoint in a savepoint whose
+   * failure leaves the outer one's row, a refusal that sent nothing. */
+  sp_step inner = {.sql = ins_sql, .k = 9001};
+  sp_cmd c = {.n = 6,
+              .steps = {{.sql = ins_sql, .k = 9001},
+                        {.sql = ins_sql, .k = 9001},
+                        {.sql = ins_sql, .k = 9002, .then_fail = 1},
+                        {.sql = ins_sql, .k = 9003, .inner = &inner},
+                        {.sql = "COMMIT", .k = 0},
+                        {.sql = ins_sql, .k = 9004}}};
+  assert_int_equal(lith__dqw_do(w, cmd_steps, &c, &err), LITH_DQW_OK);
+  assert_int_equal(c.rc[0], LITH_DQW_OK);
+  assert_int_equal(c.rc[1], LITH_DQW_SQL);
+  assert_int_equal(c.code[1] & 0xff, 19 /* SQLITE_CONSTRAINT */);
+  assert_int_equal(c.rc[2], LITH_DQW_USER);
+  assert_int_equal(c.rc[3], LITH_DQW_OK);
+  assert_int_equal(c.steps[3].inner_rc, LITH_DQW_SQL);
+  assert_int_equal(c.rc[4], LITH_DQW_MISUSE);
+  assert_int_equal(c.rc[5], LITH_DQW_OK);
+  assert_int_equal(c.state, LITH_DQW_OK);
+
+  /* A failure SQLite answers by ending the transaction (OR ROLLBACK): the
+   * undo is refused, the command fails alone with the statement's error,
+   * the two batched around it are kept. A slow command in front makes the
+   * three one batch. */
+  atomic_store(&gate_running, 0);
+  areq gate = {.a = {.k = 0}};
+  gate.req = (lith__dqw_req){.fn = cmd_slow, .arg = NULL, .done = adone};
+  lith__dqw_submit(w, &gate.req);
+  while (!atomic_load(&gate_running))
+    t_sleep_ms(1);
+  sp_cmd bad = {
+      .n = 2,
+      .steps = {{.sql = ins_sql, .k = 9100}, {.sql = "INSERT OR ROLLBACK INTO t(k) VALUES (?)", .k = 9001}}};
+  areq r[3] = {{.a = {.k = 9200}}, {.a = {.k = 0}}, {.a = {.k = 9201}}};
+  for (int i = 0; i < 3; i++) {
+    r[i].req = (lith__dqw_req){
+        .fn = i == 1 ? cmd_steps : cmd_insert, .arg = i == 1 ? (void *)&bad : &r[i].a, .done = adone};
+    lith__dqw_submit(w, &r[i].req);
+  }
+  pthread_mutex_lock(&amu);
+  while (!(gate.finished && r[0].finished && r[1].finished && r[2].finished))
+    pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  assert_int_equal(r[0].req.rc, LITH_DQW_OK);
+  assert_int_equal(r[1].req.rc, LITH_DQW_SQL);
+  assert_int_equal(r[1].req.err.code & 0xff, 19);
+  assert_int_equal(bad.rc[1], LITH_DQW_SQL);
+  assert_int_equal(bad.state, LITH_DQW_SQL);
+  assert_int_equal(r[2].req.rc, LITH_DQW_OK);
+  lith__dqw_stop(w);
+
+  uint32_t db;
+  lith__dq_conn *cn = leader_conn(&db);
+  assert_int_equal(q_int(cn, db, "SELECT count(*) FROM t WHERE k BETWEEN 9000 AND 9999"), 5);
+  assert_int_equal(q_int(cn, db, "SELECT count(*) FROM t WHERE k IN (9001, 9003, 9004, 9200, 9201)"), 5);
+  lith__dq_close(cn);
+}
+
 static void test_follower_killed(void **state) {
   (void)state;
   start_missing();
@@ -1085,11 +1195,11 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_batching),          cmocka_unit_test(test_follower_killed),
-      cmocka_unit_test(test_leader_killed),     cmocka_unit_test(test_fence_answer_lost),
-      cmocka_unit_test(test_fence_commit_lost), cmocka_unit_test(test_unavailable),
-      cmocka_unit_test(test_query_each),        cmocka_unit_test(test_backoff),
-      cmocka_unit_test(test_measure),
+      cmocka_unit_test(test_batching),          cmocka_unit_test(test_savepoints),
+      cmocka_unit_test(test_follower_killed),   cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_fence_answer_lost), cmocka_unit_test(test_fence_commit_lost),
+      cmocka_unit_test(test_unavailable),       cmocka_unit_test(test_query_each),
+      cmocka_unit_test(test_backoff),           cmocka_unit_test(test_measure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

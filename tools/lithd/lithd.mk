@@ -47,7 +47,8 @@ LITHD_JSON_SRC    := $(LD_DIR)/request/json.c $(LD_DIR)/util/arena.c $(LD_DIR)/u
 # Requests in, SQL run, answers out: what the unit tests and fuzzers take.
 LITHD_SQLJSON_SRC := $(LD_DIR)/request/sqljson.c $(LD_DIR)/request/sqljson_parse.c $(LD_DIR)/sql/sqljson_run.c \
                      $(LD_DIR)/request/sqljson_encode.c $(LD_DIR)/util/buf.c $(LD_DIR)/sql/guard.c \
-                     $(LD_DIR)/sql/txctl.c $(LD_DIR)/request/hrana.c $(LITHD_JSON_SRC)
+                     $(LD_DIR)/sql/txctl.c $(LD_DIR)/sql/steps.c $(LD_DIR)/request/hrana.c \
+                     $(LITHD_JSON_SRC)
 LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/routes/server.c $(LD_DIR)/routes/overload.c $(LD_DIR)/routes/backup_http.c \
              $(LD_DIR)/routes/pieces.c $(LD_DIR)/routes/hrana_http.c \
@@ -79,9 +80,11 @@ lithd: $(LITHD_BIN)
 # ---- End-to-end tests: each spawns lithd --------------------------------
 # test_lithd_dqlite: lithd --dqlite in front of three lith-node processes;
 # test_lithd_attacks: one table of attacks on a local lithd and a lithd
-# --dqlite (dqlite/test/nodes.o spawns the nodes; the dqlite client reads
-# the cluster).
-LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c
+# --dqlite; test_lithd_hrana: Hrana, its batches on both stores
+# (dqlite/test/nodes.o spawns the nodes; the dqlite client reads the
+# cluster).
+LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c \
+                  $(LD_DIR)/test/test_lithd_hrana.c
 LITHD_TEST_SRC := $(filter-out $(LITHD_DQ_SRC),$(wildcard $(LD_DIR)/test/test_lithd*.c))
 LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
 LITHD_DQ_TEST  := $(LITHD_DQ_SRC:%.c=$(B)/%)

@@ -136,6 +136,51 @@ struct lithd_batch {
  * The same rules on a reader (lithd_batch_read): every step a query, the
  * transaction steps only counted. */
 
+/* How a store runs a batch with steps (sql/steps.c): the rules above, in
+ * one place; the store gives the calls that differ. Each call that fails
+ * leaves its error in r->err (a statement's, or -1's) and returns its
+ * code; the private codes below pass through nest untouched. */
+typedef struct lithd_steps lithd_steps;
+typedef struct lithd_steps_ops {
+  /* Statement i: LITH_OK, or its code. */
+  int (*run)(lithd_steps *s, int i);
+  /* fn(s) in a savepoint nested in the command's: kept when fn returns
+   * LITH_OK, undone otherwise; returns fn's code (or the store's own
+   * failure, blamed on statement `stmt`). NULL: nothing to undo (a
+   * reader's snapshot). */
+  int (*nest)(lithd_steps *s, int (*fn)(lithd_steps *s), int stmt);
+  /* After statement i failed with rc: 1 if the run must end (the
+   * transaction around it is gone, the store lost its connection). */
+  int (*fatal)(lithd_steps *s, int i, int rc);
+  /* A held batch (lithd_batch.held) on the writer: commit or roll back the
+   * stream's connection's work so far (txctl TXC_COMMIT / TXC_ROLLBACK;
+   * TXC_COMMIT too for what ran in autocommit before a BEGIN), and turn
+   * foreign keys on or off between two transactions, blamed on statement
+   * i. NULL: the store holds no transaction (or a snapshot: nothing to
+   * keep). */
+  int (*end)(lithd_steps *s, int txctl, int i);
+  int (*foreign_keys)(lithd_steps *s, int on, int i);
+  /* After end failed: 1 if the transaction is gone (SQLite ended it). */
+  int (*ended)(lithd_steps *s);
+} lithd_steps_ops;
+
+struct lithd_steps {
+  const lithd_steps_ops *ops;
+  void *ctx; /* the store's */
+  lithd_batch *b;
+  lithd_result *r;
+  /* The run's own. */
+  int next;  /* the step to run next */
+  int cur;   /* the step running in its savepoint */
+  int in_tx; /* inside the stream's transaction (a BEGIN step ran) */
+};
+
+/* Run s->b's steps into s->r (b->steps set; the result renewed). LITH_OK
+ * (each step's outcome in its out), or the code that fails the whole run
+ * (r->err says why). r->in_tx says whether the stream's transaction is
+ * open after it. */
+int lithd__steps_run(lithd_steps *s);
+
 /* A step's outcome (a batch with steps). */
 enum { STEP_SKIPPED, STEP_OK, STEP_FAILED };
 
@@ -249,6 +294,11 @@ int lithd__bind_plan(lithd_result *r, int i, const stmt_spec *spec, sqlite3_stmt
 int lithd__columns(lithd_result *r, int i, int ncols, const char *const *names, const char *const *decls,
                    stmt_out *o);
 int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o);
+
+/* Statement i, prepared and never stepped (Hrana's describe), into o:
+ * its columns with their declared types, its parameters' names, whether
+ * it is an EXPLAIN and whether it only reads. */
+int lithd__describe(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o);
 
 /* Rows, as they arrive: lithd__row_room before a row (max_rows), each
  * cell through lithd__put_cell (max_result_bytes, UTF-8 of TEXT; the bytes

@@ -375,7 +375,13 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
                                &pp->tx.h, msg, sizeof msg);
   if (rc != LITH_OK) {
     tx_end(pp->d, &pp->tx);
-    lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
+    if (pp->plan.fk && rc == LITHD_FORBIDDEN) /* what the client sent was no transaction */
+      lithd_hrana_fail(e, lithd_hrana_code(rc, msg),
+                       "PRAGMA foreign_keys in a request (migrate()) runs the request alone on the writer, "
+                       "as on the client's own connection: %s",
+                       msg);
+    else
+      lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
     return 0;
   }
   return 1;

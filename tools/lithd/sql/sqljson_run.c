@@ -266,10 +266,6 @@ typedef struct runner {
   int64_t deadline;        /* on lith_clock_ms() */
   lithd_guard_slot *guard; /* NULL: the connection has no guard */
   int timed_out;           /* a LITHD_GUARD_ reason: why the run was cut */
-  /* Steps (b->steps). */
-  int next;  /* the step to run next */
-  int cur;   /* the step running in its savepoint */
-  int in_tx; /* inside the stream's transaction (a BEGIN step ran) */
 } runner;
 
 /* SQLite's progress handler: a non-zero return interrupts the statement. */
@@ -492,17 +488,7 @@ int lithd__stmt_columns(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o) {
   return rc;
 }
 
-static int64_t run_clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Describe st (prepared, never stepped) into o: its columns with their
- * declared types, its parameters' names, whether it is an EXPLAIN and
- * whether it only reads. */
-static int describe(runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
-  lithd_result *r = rn->r;
+int lithd__describe(lithd_result *r, int i, sqlite3_stmt *st, stmt_out *o) {
   int rc, n = sqlite3_bind_parameter_count(st);
   if ((rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
     return rc;
@@ -520,6 +506,12 @@ static int describe(runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
   o->is_explain = sqlite3_stmt_isexplain(st) != 0;
   o->is_readonly = sqlite3_stmt_readonly(st) != 0;
   return LITH_OK;
+}
+
+static int64_t run_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 #define READONLY_TX_MSG "attempt to write a readonly database (a READONLY transaction)"
@@ -554,7 +546,7 @@ static int run_one(runner *rn, int i) {
     return lithd__prepare_failed(r, i, rc, rn->conn, lith_errmsg(NULL));
   }
   if (spec->describe) {
-    rc = describe(rn, i, st, o);
+    rc = lithd__describe(r, i, st, o);
     goto out;
   }
   if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) { /* before the reader's own refusal: its code */
@@ -602,204 +594,66 @@ out:
   return rc;
 }
 
-/* ---- Steps (sqljson_int.h, "Steps") ---------------------------------------- */
+/* ---- Steps (sqljson_int.h, "Steps"; the rules are sql/steps.c's) ---------- */
 
-/* Private codes of a steps run: its transaction's ROLLBACK step ran (the
- * savepoint around it is undone), or it is open after the last step. */
-#define STEPS_ROLLED_BACK (LITH_USER + 100)
-#define STEPS_LEFT_OPEN (LITH_USER + 101)
+static int step_run(lithd_steps *s, int i) { return run_one(s->ctx, i); }
 
-static int cond_holds(const runner *rn, const step_cond *c) {
-  switch (c->op) {
-  case COND_OK: return c->step >= 0 && c->step < rn->r->nouts && rn->r->outs[c->step].state == STEP_OK;
-  case COND_ERROR: return c->step >= 0 && c->step < rn->r->nouts && rn->r->outs[c->step].state == STEP_FAILED;
-  case COND_NOT: return !cond_holds(rn, &c->kids[0]);
-  case COND_AND:
-    for (int k = 0; k < c->n; k++)
-      if (!cond_holds(rn, &c->kids[k]))
-        return 0;
-    return 1;
-  case COND_OR:
-    for (int k = 0; k < c->n; k++)
-      if (cond_holds(rn, &c->kids[k]))
-        return 1;
-    return 0;
-  default: return !rn->in_tx; /* COND_AUTOCOMMIT */
-  }
-}
+struct nest_call {
+  lithd_steps *s;
+  int (*fn)(lithd_steps *s);
+  int rc; /* fn's */
+};
 
-/* Step i failed with the error in r->err: that becomes the step's own,
- * and the run goes on. */
-static int step_failed(runner *rn, int i) {
-  lithd_result *r = rn->r;
-  stmt_out *o = &r->outs[i];
-  o->error = lithd_arena_copy(&r->mem, &r->err, sizeof r->err);
-  if (!o->error)
-    return lithd__fail(r, LITH_NOMEM, i, "out of memory");
-  o->state = STEP_FAILED;
-  lithd__error_clear(&r->err);
-  return LITH_OK;
-}
-
-/* A step refused as SQLite refuses it (BEGIN inside a transaction, ...). */
-static int step_refused(runner *rn, int i, const char *msg) {
-  lithd__fail(rn->r, LITH_ERROR, i, "%s", msg);
-  return step_failed(rn, i);
-}
-
-static int one_step(lith_tx *tx, void *arg) {
-  runner *rn = arg;
+static int nest_body(lith_tx *tx, void *arg) {
+  struct nest_call *nc = arg;
   (void)tx;
-  return run_one(rn, rn->cur);
+  return nc->rc = nc->fn(nc->s);
 }
 
-static int steps_from(runner *rn);
-
-static int tx_body(lith_tx *tx, void *arg) {
-  runner *rn = arg;
-  (void)tx;
-  rn->in_tx = 1;
-  return steps_from(rn);
+/* A savepoint of lith's (lith_tx_savepoint): released on LITH_OK, undone
+ * otherwise. */
+static int step_nest(lithd_steps *s, int (*fn)(lithd_steps *s), int stmt) {
+  runner *rn = s->ctx;
+  struct nest_call nc = {s, fn, LITH_OK};
+  int rc = lith_tx_savepoint(rn->tx, nest_body, &nc);
+  if (rc != LITH_OK && rc != nc.rc && s->r->err.code == LITH_OK) /* lith's own (its run limit) */
+    lithd__fail(s->r, rc, stmt, "%s", lith_errmsg(NULL));
+  return rc;
 }
 
-/* Run the steps from rn->next to the end, or, inside the stream's
- * transaction on the writer, to its COMMIT (LITH_OK) or ROLLBACK
- * (STEPS_ROLLED_BACK). Any other code fails the whole run (r->err says
- * why). */
-static int steps_from(runner *rn) {
-  const lithd_batch *b = rn->b;
-  lithd_result *r = rn->r;
-  int rc;
-  while (rn->next < b->n) {
-    int i = rn->next++;
-    const stmt_spec *spec = &b->stmts[i];
-    stmt_out *o = &r->outs[i];
-    r->n = i + 1;
-    if (spec->cond != NULL && !cond_holds(rn, spec->cond)) {
-      o->state = STEP_SKIPPED;
-      continue;
-    }
-    if (spec->fk_set != FK_NONE && b->held && rn->tx != NULL) {
-      /* SQLite changes it between transactions only: in autocommit here,
-       * a no-op inside the stream's transaction */
-      if (!rn->in_tx && (rc = lith_tx_foreign_keys(rn->tx, spec->fk_set == FK_ON)) != LITH_OK) {
-        lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
-        if ((rc = step_failed(rn, i)) != LITH_OK)
-          return rc;
-        continue;
-      }
-      o->state = STEP_OK;
-      continue;
-    }
-    switch (spec->txctl) {
-    case TXC_BEGIN:
-      if (rn->in_tx) {
-        if ((rc = step_refused(rn, i, "cannot start a transaction within a transaction")) != LITH_OK)
-          return rc;
-        continue;
-      }
-      if (b->held && rn->tx != NULL && i > 0) {
-        /* held: what ran before in autocommit commits now, as SQLite's
-         * autocommit statements would have (lith_tx_commit: the command is
-         * alone) */
-        if ((rc = lith_tx_commit(rn->tx)) != LITH_OK)
-          return lithd__fail(r, rc, i, "committing the statements before BEGIN: %s", lith_errmsg(NULL));
-      }
-      o->state = STEP_OK;
-      if (rn->tx == NULL || b->held) { /* a reader: one snapshot already; held: the command */
-        rn->in_tx = 1;
-        continue;
-      }
-      rc = lith_tx_savepoint(rn->tx, tx_body, rn);
-      rn->in_tx = 0;
-      if (rc == LITH_OK || rc == STEPS_ROLLED_BACK)
-        continue;
-      if (rc == STEPS_LEFT_OPEN)
-        return lithd__fail(r, LITHD_BAD_REQUEST, i,
-                           "the transaction begun at step %d is still open after the last step: a batch "
-                           "must end its transaction (COMMIT or ROLLBACK)",
-                           i);
-      if (r->err.code == LITH_OK)
-        lithd__fail(r, rc, -1, "%s", lith_errmsg(NULL));
-      return rc;
-    case TXC_COMMIT:
-    case TXC_ROLLBACK:
-      if (!rn->in_tx) {
-        rc = step_refused(rn, i,
-                          spec->txctl == TXC_COMMIT ? "cannot commit - no transaction is active"
-                                                    : "cannot rollback - no transaction is active");
-        if (rc != LITH_OK)
-          return rc;
-        continue;
-      }
-      if (b->held) {        /* the command is the transaction: end it here and go on */
-        if (rn->tx == NULL) /* a snapshot's (store.h): nothing to keep or undo */
-          rc = LITH_OK;
-        else
-          rc = spec->txctl == TXC_COMMIT ? lith_tx_commit(rn->tx) : lith_tx_rollback(rn->tx);
-        if (rc != LITH_OK) {
-          lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
-          if (sqlite3_get_autocommit(rn->conn))
-            return rc;
-          if ((rc = step_failed(rn, i)) != LITH_OK) /* a deferred FOREIGN KEY: still open */
-            return rc;
-          continue;
-        }
-        o->state = STEP_OK;
-        r->tx_end = spec->txctl;
-        r->tx_end_step = i;
-        rn->in_tx = 0;
-        continue;
-      }
-      o->state = STEP_OK;
-      if (rn->tx != NULL) /* tx_body returns: lith releases or undoes the savepoint */
-        return spec->txctl == TXC_COMMIT ? LITH_OK : STEPS_ROLLED_BACK;
-      rn->in_tx = 0;
-      continue;
-    default: break;
-    }
-    if (rn->tx != NULL && spec->txctl != TXC_SAVEPOINT && !(spec->chained && rn->in_tx && !b->held)) {
-      rn->cur = i;
-      rc = lith_tx_savepoint(rn->tx, one_step, rn);
-    } else { /* a reader's; the client's savepoint (it fails whole or not at
-                all); a chained step (the batch's ROLLBACK undoes it) */
-      rc = run_one(rn, i);
-    }
-    if (rc == LITH_OK) {
-      o->state = STEP_OK;
-      continue;
-    }
-    if (r->err.code == LITH_OK) /* lith's refusal around the step (its run limit) */
-      lithd__fail(r, rc, i, "%s", lith_errmsg(NULL));
-    /* What ends the run: SQLite ended the transaction around it (an
-     * interrupted write, a full disk), the run limit (every later
-     * statement would be cut too), a stop, no memory. */
-    if ((rn->tx != NULL && sqlite3_get_autocommit(rn->conn)) || rc == LITHD_TIMEOUT || rc == LITH_CLOSED ||
-        rc == LITH_NOMEM || rc == LITH_INTERRUPTED)
-      return rc;
-    if ((rc = step_failed(rn, i)) != LITH_OK)
-      return rc;
-  }
-  if (b->held)
-    return LITH_OK; /* the stream's transaction may stay open: the command holds it */
-  if (rn->in_tx && rn->tx != NULL)
-    return STEPS_LEFT_OPEN;
-  if (rn->in_tx) {
-    return lithd__fail(r, LITHD_BAD_REQUEST, -1,
-                       "a transaction is still open after the last step: a batch must end its "
-                       "transaction (COMMIT or ROLLBACK)");
-  }
-  return LITH_OK;
+/* SQLite ended the transaction around the step (an interrupted write, a
+ * full disk). */
+static int step_fatal(lithd_steps *s, int i, int rc) {
+  (void)i, (void)rc;
+  return sqlite3_get_autocommit(((runner *)s->ctx)->conn);
 }
+
+static int step_end(lithd_steps *s, int txctl, int i) {
+  runner *rn = s->ctx;
+  int rc = txctl == TXC_COMMIT ? lith_tx_commit(rn->tx) : lith_tx_rollback(rn->tx);
+  if (rc != LITH_OK)
+    lithd__fail(s->r, rc, i, "%s", lith_errmsg(NULL));
+  return rc;
+}
+
+static int step_foreign_keys(lithd_steps *s, int on, int i) {
+  int rc = lith_tx_foreign_keys(((runner *)s->ctx)->tx, on);
+  if (rc != LITH_OK)
+    lithd__fail(s->r, rc, i, "%s", lith_errmsg(NULL));
+  return rc;
+}
+
+static int step_ended(lithd_steps *s) { return sqlite3_get_autocommit(((runner *)s->ctx)->conn); }
+
+/* The writer's command (a savepoint per step; held: the command alone is
+ * the stream's connection), and a reader (one snapshot, nothing to undo). */
+static const lithd_steps_ops writer_steps = {step_run, step_nest,         step_fatal,
+                                             step_end, step_foreign_keys, step_ended};
+static const lithd_steps_ops reader_steps = {step_run, NULL, NULL, NULL, NULL, NULL};
 
 static int run_steps(runner *rn) {
-  rn->next = 0;
-  rn->in_tx = rn->b->start_in_tx;
-  int rc = steps_from(rn);
-  rn->r->in_tx = rn->in_tx;
-  if (rc == STEPS_LEFT_OPEN) /* only from inside a savepoint */
-    rc = LITHD_BAD_REQUEST;
-  return rc;
+  lithd_steps s = {.ops = rn->tx ? &writer_steps : &reader_steps, .ctx = rn, .b = rn->b, .r = rn->r};
+  return lithd__steps_run(&s);
 }
 
 static int run_batch(runner *rn, lithd_result **out) {

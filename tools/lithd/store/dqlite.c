@@ -467,7 +467,8 @@ static int run_one(dq_run *rn, int i) {
   lith__dq_value pv[LITH_DQ_MAX_PARAMS];
   sqlite3_stmt *st = NULL;
   unsigned n = 0;
-  int rc, first = rn->c != NULL ? lithd__first_keyword(sql) : FIRST_QUERY, dml;
+  const stmt_spec *spec = &rn->b->stmts[i];
+  int rc, first = rn->c != NULL && !spec->describe ? lithd__first_keyword(sql) : FIRST_QUERY, dml;
 
   if (first == FIRST_OTHER) { /* the local read's order: refused unprepared */
     rc = lithd__not_a_query(rn->r, i);
@@ -480,6 +481,15 @@ static int run_one(dq_run *rn, int i) {
   }
   if (rc != LITH_OK)
     goto refused;
+  if (spec->describe) { /* a read's: prepared on the vet, never sent */
+    rc = lithd__describe(rn->r, i, st, o);
+    goto out;
+  }
+  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) { /* before the read's own refusal: its code */
+    rc =
+        lithd__fail(rn->r, LITH_READONLY, i, "attempt to write a readonly database (a READONLY transaction)");
+    goto refused;
+  }
   dml = rn->v->dml;
   if (rn->c != NULL && (rc = lithd__check_read(rn->r, i, first, st)) != LITH_OK)
     goto refused;
@@ -549,22 +559,101 @@ static int new_result(dq_run *rn, lithd_result **out) {
   return rc;
 }
 
-/* What this store does not run yet: a batch with steps (Hrana's batch and
- * sequence: a savepoint per step, which the dqlite writer does not give a
- * command) and Hrana's describe. */
-#define DQ_NO_STEPS                                                                              \
-  "on --dqlite, Hrana runs execute requests; batch, sequence and describe need the local store " \
-  "(a savepoint per step)"
-static int unsupported(const lithd_batch *b) { return b->steps || (b->n > 0 && b->stmts[0].describe); }
+static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char *errmsg, size_t cap);
+
+/* ---- Steps (the rules: sql/steps.c) ------------------------------------------
+ * In a command each step runs in a savepoint of the writer's
+ * (lith__dqw_savepoint), so a failed one is undone alone and the command
+ * goes on; a read runs them on its one snapshot. The client's own
+ * savepoints are not run: the writer refuses savepoint statements (its
+ * savepoints are the command's and the steps'). */
+
+#define DQ_NO_SAVEPOINT                                                                             \
+  "on --dqlite, SAVEPOINT, RELEASE and ROLLBACK TO are not run (the writer's savepoints hold each " \
+  "step: a failed step is undone alone)"
+
+/* A command's statement failed with the writer's rc: its error, now (the
+ * next statement would replace the writer's), as a lith code. */
+static int step_error(dq_run *rn, int i, int rc) {
+  lithd_result *r = rn->r;
+  char why[LITH_ERRMSG_MAX];
+  if (rc == LITH_DQW_RETRY) {
+    rn->retry = 1; /* the run is abandoned: the batch runs again */
+    return lithd__fail(r, LITH_BUSY, i, "the dqlite leader was lost");
+  }
+  int code = result_failed(r, rc, lith__dqw_tx_err(rn->tx), why, sizeof why);
+  if (r->err.code == LITH_OK || r->err.code == DQ_PENDING)
+    lithd__fail(r, code, i, "%s", why[0] ? why : lith_errstr(code));
+  return r->err.code;
+}
+
+static int dq_step_run(lithd_steps *s, int i) {
+  dq_run *rn = s->ctx;
+  if (rn->b->stmts[i].txctl == TXC_SAVEPOINT)
+    return lithd__fail(rn->r, LITHD_FORBIDDEN, i, DQ_NO_SAVEPOINT);
+  int rc = run_one(rn, i);
+  if (rn->tx == NULL || rc == LITH_DQW_OK) /* a read's codes are lith's */
+    return rc;
+  return step_error(rn, i, rc);
+}
+
+struct dq_nest {
+  lithd_steps *s;
+  int (*fn)(lithd_steps *s);
+  int rc; /* fn's */
+};
+
+static int dq_nest_body(lith__dqw_tx *tx, void *arg) {
+  struct dq_nest *nc = arg;
+  (void)tx;
+  return nc->rc = nc->fn(nc->s);
+}
+
+static int dq_step_nest(lithd_steps *s, int (*fn)(lithd_steps *s), int stmt) {
+  dq_run *rn = s->ctx;
+  struct dq_nest nc = {s, fn, LITH_OK};
+  int rc = lith__dqw_savepoint(rn->tx, dq_nest_body, &nc);
+  if (rc == nc.rc && lith__dqw_tx_state(rn->tx) == LITH_DQW_OK)
+    return rc;
+  if (rc == LITH_DQW_RETRY || lith__dqw_tx_state(rn->tx) == LITH_DQW_RETRY)
+    return step_error(rn, stmt, LITH_DQW_RETRY);
+  /* the undo was refused: the failure ended the transaction, and the
+   * command fails with it */
+  if (rn->r->err.code == LITH_OK && stmt >= 0)
+    step_error(rn, stmt, lith__dqw_tx_state(rn->tx));
+  return rn->r->err.code != LITH_OK ? rn->r->err.code : LITH_ABORTED;
+}
+
+static int dq_step_fatal(lithd_steps *s, int i, int rc) {
+  dq_run *rn = s->ctx;
+  (void)i, (void)rc;
+  if (rn->tx == NULL)
+    return rn->lost; /* the read's connection went: nothing after it can run */
+  return rn->retry || lith__dqw_tx_state(rn->tx) != LITH_DQW_OK;
+}
+
+static const lithd_steps_ops dq_write_steps = {dq_step_run, dq_step_nest, dq_step_fatal, NULL, NULL, NULL};
+static const lithd_steps_ops dq_read_steps = {dq_step_run, NULL, dq_step_fatal, NULL, NULL, NULL};
+
+static int run_cmd_steps(dq_run *rn) {
+  lithd_steps st = {.ops = &dq_write_steps, .ctx = rn, .b = rn->b, .r = rn->r};
+  int rc = lithd__steps_run(&st), state = lith__dqw_tx_state(rn->tx);
+  if (rn->retry || state == LITH_DQW_RETRY)
+    return LITH_DQW_RETRY;
+  if (rc == LITH_OK && state == LITH_DQW_OK)
+    return LITH_DQW_OK;
+  if (rn->r->err.code == LITH_OK)
+    lithd__fail(rn->r, rc != LITH_OK ? rc : LITH_ABORTED, -1, "the batch's transaction ended");
+  /* the result's error is what the client is told (result_failed) */
+  return lith__dqw_error(rn->tx, "%s", rn->r->err.message);
+}
 
 static int run_cmd_batch(lith__dqw_tx *tx, vet *v, lithd_batch *b, lithd_result **out) {
   dq_run rn = {.tx = tx, .v = v, .b = b};
   if (new_result(&rn, out) != 0)
     return lith__dqw_error(tx, "out of memory");
-  if (unsupported(b)) {
-    lithd__fail(rn.r, LITHD_FORBIDDEN, -1, DQ_NO_STEPS);
-    return lith__dqw_error(tx, DQ_NO_STEPS);
-  }
+  if (b->steps)
+    return run_cmd_steps(&rn);
   for (int i = 0; i < b->n; i++) {
     int rc = run_one(&rn, i);
     if (rc != LITH_DQW_OK)
@@ -884,17 +973,20 @@ static int read_batch(pooled *p, lithd_batch *b, lithd_result **out, int *sent) 
   rn.deadline = b->lim.max_run_ms > INT64_MAX - now ? INT64_MAX : now + b->lim.max_run_ms;
   if (new_result(&rn, out) != 0)
     return LITH_NOMEM;
-  if (unsupported(b))
-    return lithd__fail(rn.r, LITHD_FORBIDDEN, -1, DQ_NO_STEPS);
   if ((drc = lith__dq_exec_sql(p->c, p->db, "BEGIN", NULL, 0, NULL)) != LITH_DQ_OK) {
     rc = read_failed(&rn, -1, drc);
     return rc;
   }
   p->v.write = 0;
-  for (int i = 0; i < b->n; i++) {
-    if ((rc = run_one(&rn, i)) != LITH_OK)
-      break;
-    rn.r->n = i + 1;
+  if (b->steps) {
+    lithd_steps st = {.ops = &dq_read_steps, .ctx = &rn, .b = b, .r = rn.r};
+    rc = lithd__steps_run(&st);
+  } else {
+    for (int i = 0; i < b->n; i++) {
+      if ((rc = run_one(&rn, i)) != LITH_OK)
+        break;
+      rn.r->n = i + 1;
+    }
   }
   if (!rn.lost && (drc = lith__dq_exec_sql(p->c, p->db, "ROLLBACK", NULL, 0, NULL)) != LITH_DQ_OK &&
       drc != LITH_DQ_FAILURE)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "nodes.h"
 
 /* ---- Helpers ------------------------------------------------------------------ */
 
@@ -280,9 +281,18 @@ static void test_errors_and_arguments(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
-static void test_batch_conditions(void **state) {
-  struct tl_child *c = *state;
-  tl_start(c, "batch", 0, NULL);
+/* Batches on a store: the local one, or (dq) a lithd --dqlite in front of
+ * one fresh lith-node: the same steps must give the same answers. */
+static void batch_conditions(struct tl_child *c, int dq) {
+  t_node node;
+  if (dq) {
+    assert_int_equal(system("rm -rf node1"), 0);
+    t_node_init(&node, 1); /* the one that bootstraps a cluster */
+    assert_int_equal(t_node_start(&node, NULL, 10000), 0);
+    tl_start(c, "batch", TL_NO_DB, TL_ARGS("--dqlite", node.address, "--dqlite-failover-ms", "3000"));
+  } else {
+    tl_start(c, "batch", 0, NULL);
+  }
   /* autocommit: a failing step is undone alone, the others commit */
   json_t *a = pipeline(c, NULL,
                        "[{\"type\":\"batch\",\"batch\":{\"steps\":["
@@ -374,11 +384,83 @@ static void test_batch_conditions(void **state) {
                "{\"type\":\"sequence\",\"sql\":\"CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END; "
                "DROP TRIGGER tr\"}," CLOSE "]");
   expect_error(a, 0, "SQLITE_CONSTRAINT", NULL);
-  response(a, 1, "sequence");
+  if (dq) /* the dqlite writer sends one statement per call: a trigger's body is refused */
+    expect_error(a, 1, "SQLITE_MISUSE", "one statement per call");
+  else
+    response(a, 1, "sequence");
   json_decref(a);
   assert_int_equal(count_rows(c, "t"), 8);
+
+  /* a step whose failure ends SQLite's transaction (OR ROLLBACK) cannot be
+   * undone alone: the batch fails whole, nothing of it stays, and the
+   * writer goes on */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (600)\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT OR ROLLBACK INTO t VALUES (601), (1)\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (602)\"}}"
+               "]}}," EXEC("INSERT INTO t VALUES (603)") "," CLOSE "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", "UNIQUE");
+  response(a, 1, "execute");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 9); /* 603 alone */
+
+  /* describe: prepared where the policy runs, never stepped */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"describe\",\"sql\":\"SELECT x AS y FROM t WHERE x > :lo\"},"
+               "{\"type\":\"describe\",\"sql\":\"INSERT INTO t VALUES (?)\"}," CLOSE "]");
+  json_t *d = json_object_get(response(a, 0, "describe"), "result");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "params"), 0), "name")), ":lo");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(d, "cols"), 0), "name")), "y");
+  assert_true(json_is_true(json_object_get(d, "is_readonly")));
+  d = json_object_get(response(a, 1, "describe"), "result");
+  assert_true(json_is_false(json_object_get(d, "is_readonly")));
+  json_decref(a);
+
+  /* a read-only batch runs on one snapshot; its write is refused */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+               "{\"stmt\":{\"sql\":\"BEGIN TRANSACTION READONLY\"}},"
+               "{\"stmt\":{\"sql\":\"SELECT count(*) FROM t\"},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+               "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":1}},"
+               "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":2}}}"
+               "]}}," CLOSE "]");
+  r = json_object_get(response(a, 0, "batch"), "result");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(json_array_get(json_object_get(
+                          json_array_get(json_object_get(r, "step_results"), 1), "rows"), 0), 0), "value")),
+                      "9");
+  assert_true(json_is_object(json_array_get(json_object_get(r, "step_results"), 2)));
+  json_decref(a);
+
+  if (dq) {
+    /* what the dqlite store does not run, refused in words */
+    a = pipeline(c, NULL,
+                 "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+                 "{\"stmt\":{\"sql\":\"SAVEPOINT a\"}},"
+                 "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (700)\"}}"
+                 "]}}," EXEC("BEGIN") "," CLOSE "]");
+    r = json_object_get(response(a, 0, "batch"), "result");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "step_errors"), 0), "code")),
+                        "SQLITE_AUTH");
+    assert_true(json_is_object(json_array_get(json_object_get(r, "step_results"), 1)));
+    expect_error(a, 1, "SQLITE_AUTH", "interactive transactions");
+    json_decref(a);
+    a = pipeline(c, NULL,
+                 "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+                 "{\"stmt\":{\"sql\":\"PRAGMA foreign_keys = off\"}},"
+                 "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (701)\"}}"
+                 "]}}," CLOSE "]");
+    expect_error(a, 0, "SQLITE_AUTH", "PRAGMA foreign_keys");
+    json_decref(a);
+    assert_int_equal(count_rows(c, "t"), 10);
+  }
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  if (dq)
+    assert_int_equal(t_node_stop(&node, SIGTERM, 5000), 0);
 }
+
+static void test_batch_conditions(void **state) { batch_conditions(*state, 0); }
+static void test_batch_conditions_dqlite(void **state) { batch_conditions(*state, 1); }
 
 static void test_stored_sql_and_batons(void **state) {
   struct tl_child *c = *state;
@@ -882,6 +964,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_values, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_errors_and_arguments, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_conditions, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_batch_conditions_dqlite, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
