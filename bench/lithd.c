@@ -26,6 +26,10 @@
  *              batch with BEGIN IMMEDIATE, the four on conditions, COMMIT,
  *              ROLLBACK unless it committed; then close): what Hrana costs
  *              lithd over its own format, the client kept cheap.
+ *   hrana+tx   the hrana arm, and beside it one more client in a process of
+ *              its own holding an interactive write transaction every 10 ms
+ *              (see "the interactive-transaction client" below): what a
+ *              held writer costs everyone else's batches.
  *   multiproc  N processes (fork), each with its own sqlite3 connection to
  *              the file (busy_timeout 30 s, lithd's pragmas), one BEGIN
  *              IMMEDIATE ... COMMIT per transfer: what multi-process apps do.
@@ -91,6 +95,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "net.h"
 #include "transfer.h"
 #include "transfer_http.h"
 
@@ -104,8 +109,8 @@ enum { BUSY_MS_MULTI = 30000 };
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, NARMS };
-static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana"};
+enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, ARM_HRANA_TX, NARMS };
+static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana", "hrana+tx"};
 
 enum { SYNC_NORMAL, SYNC_FULL };
 static const char *sync_name(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"; }
@@ -136,6 +141,9 @@ enum {
   M_US_SRV,                     /* lithd CPU microseconds per command */
   M_US_CLI,                     /* client CPU microseconds per command */
   M_CPU_ELSE, /* the machine's busy CPU time not accounted above: other processes, interrupts (in CPUs) */
+  M_TX_N,     /* hrana+tx: interactive transactions committed inside the window */
+  M_TX_P50,   /* ...from BEGIN's request to COMMIT's answer, ms */
+  M_TX_P99,
   NMETRIC
 };
 static const bench_cpu_slots CPU_SLOTS = {M_CPU_SRV, M_CPU_T0, M_CPU_CLI, M_CPU_ELSE, M_US_SRV, M_US_CLI};
@@ -209,7 +217,137 @@ static void fill_latency(result *res, bench_lat *const *bufs, int nb, run *r) {
   res->sampled |= s.sampled;
 }
 
-static void arm_lithd(run *r, result *res, int hrana) {
+/* ---- the interactive-transaction client (arm hrana+tx) --------------------------------- */
+
+/* What the issue asks of Hrana's interactive transactions: one more client,
+ * in a process of its own (so its cost is not the batch client's), begins
+ * a write transaction every TX_EVERY_MS and holds it across two pipelines
+ * as @libsql/client's transaction("write") does: BEGIN IMMEDIATE and a read
+ * in the first (the answer carries the stream's baton), a write, COMMIT and
+ * close in the second. Its write changes nothing (balance = balance on
+ * account 0), so the database's checks stay those of the batches. The
+ * batches' p99 beside it against the hrana arm's without it is the cost. */
+enum { TX_EVERY_MS = 10, TX_LAT_CAP = 65536 };
+
+typedef struct tx_shared {
+  int64_t ws; /* the window */
+  int64_t done, win_done, errors;
+  char msg[256];
+  bench_lat lat; /* inside the window; its values follow the struct */
+} tx_shared;
+
+typedef struct tx_client {
+  tx_shared *sh; /* MAP_SHARED */
+  pid_t pid;     /* the process, 0 before it starts */
+} tx_client;
+
+/* One POST of body to /v2/pipeline on blocking fd; the answer's body
+ * (NUL-terminated) in in[], its offset in *body. 0, or -1 with why in msg. */
+static int tx_post(int fd, const char *body, char *in, size_t cap, size_t *off, char *msg, size_t msgsz) {
+  char head[160];
+  int hn = snprintf(head, sizeof head,
+                    "POST /v2/pipeline HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %zu\r\n\r\n",
+                    strlen(body));
+  if (write(fd, head, (size_t)hn) != hn || write(fd, body, strlen(body)) != (ssize_t)strlen(body)) {
+    snprintf(msg, msgsz, "send: %s", strerror(errno));
+    return -1;
+  }
+  size_t len = 0;
+  bench_answer a;
+  int rc;
+  while ((rc = bench_http_recv(fd, in, &len, cap, &a)) == 0)
+    ;
+  if (rc < 0) {
+    snprintf(msg, msgsz, "the answer: %s", rc == -2 ? "not HTTP" : errno ? strerror(errno) : "closed");
+    return -1;
+  }
+  in[a.total] = '\0';
+  *off = a.head_len;
+  if (a.status != 200 || strstr(in + a.head_len, "\"type\":\"error\"") != NULL) {
+    snprintf(msg, msgsz, "%d %.200s", a.status, in + a.head_len);
+    return -1;
+  }
+  return 0;
+}
+
+static void tx_main(tx_shared *sh, int port, int64_t we) {
+  char in[16384], body[512], msg[256], baton[128];
+  int fd = bench_dial(port, 0);
+  if (fd < 0) {
+    snprintf(sh->msg, sizeof sh->msg, "connect: %s", strerror(errno));
+    sh->errors++;
+    return;
+  }
+  int64_t next = bench_now_ns();
+  while (bench_now_ns() < we) {
+    bench_sleep_until(next);
+    int64_t t0 = bench_now_ns();
+    next = t0 + (int64_t)TX_EVERY_MS * 1000000;
+    size_t off = 0;
+    int rc = tx_post(fd,
+                     "{\"baton\":null,\"requests\":[{\"type\":\"execute\",\"stmt\":{\"sql\":\"BEGIN "
+                     "IMMEDIATE\"}},{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT balance FROM accounts "
+                     "WHERE id = 0\"}}]}",
+                     in, sizeof in - 1, &off, msg, sizeof msg);
+    const char *b = rc == 0 ? strstr(in + off, "\"baton\":\"") : NULL;
+    const char *e = b ? strchr(b + 9, '"') : NULL;
+    if (rc == 0 && (e == NULL || (size_t)(e - b - 9) >= sizeof baton)) {
+      snprintf(msg, sizeof msg, "no baton in %.200s", in + off);
+      rc = -1;
+    }
+    if (rc == 0) {
+      memcpy(baton, b + 9, (size_t)(e - b - 9));
+      baton[e - b - 9] = '\0';
+      snprintf(body, sizeof body,
+               "{\"baton\":\"%s\",\"requests\":[{\"type\":\"execute\",\"stmt\":{\"sql\":\"UPDATE "
+               "accounts SET balance = balance WHERE id = 0\"}},{\"type\":\"execute\",\"stmt\":{\"sql\":"
+               "\"COMMIT\"}},{\"type\":\"close\"}]}",
+               baton);
+      rc = tx_post(fd, body, in, sizeof in - 1, &off, msg, sizeof msg);
+    }
+    int64_t t1 = bench_now_ns();
+    if (rc != 0) {
+      if (sh->errors++ == 0)
+        snprintf(sh->msg, sizeof sh->msg, "%s", msg);
+      close(fd); /* a fresh connection, as a client would after a failure */
+      if ((fd = bench_dial(port, 0)) < 0)
+        return;
+      continue;
+    }
+    sh->done++;
+    if (t0 >= sh->ws && t1 <= we) {
+      sh->win_done++;
+      bench_lat_add(&sh->lat, (uint64_t)(t1 - t0));
+    }
+  }
+  close(fd);
+}
+
+/* bench_th_client's on_window: fork the client, which runs to the window's end. */
+static void tx_start(void *ctx, int port, int64_t ws, int64_t we) {
+  tx_client *tc = ctx;
+  tc->sh->ws = ws;
+  pid_t pid = fork();
+  if (pid == 0) {
+    tx_main(tc->sh, port, we);
+    _exit(0);
+  }
+  tc->pid = pid > 0 ? pid : 0;
+  if (pid < 0) {
+    tc->sh->errors++;
+    snprintf(tc->sh->msg, sizeof tc->sh->msg, "fork: %s", strerror(errno));
+  }
+}
+
+static void tx_wait(void *ctx) {
+  tx_client *tc = ctx;
+  if (tc->pid > 0)
+    waitpid(tc->pid, NULL, 0);
+  tc->pid = 0;
+}
+
+static void arm_lithd(run *r, result *res, int hrana, int with_tx) {
   const config *cfg = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -222,6 +360,21 @@ static void arm_lithd(run *r, result *res, int hrana) {
     ready = bench_th_build_as(&cl, i, hrana ? "/v2/pipeline" : "/v1/do",
                               bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17),
                               hrana ? BENCH_TH_HRANA : BENCH_TH_V1) == 0;
+  tx_client tc = {0};
+  size_t tx_bytes = sizeof(tx_shared) + (size_t)TX_LAT_CAP * sizeof(uint64_t);
+  if (ready && with_tx) {
+    void *m = mmap(NULL, tx_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      ready = 0;
+    } else {
+      tc.sh = m;
+      bench_lat_wrap(&tc.sh->lat, (uint64_t *)(void *)((char *)m + sizeof(tx_shared)), TX_LAT_CAP,
+                     bench_rng_seed((uint64_t)r->round, 99));
+      cl.on_window = tx_start;
+      cl.on_window_end = tx_wait;
+      cl.window_ctx = &tc;
+    }
+  }
   if (!ready) {
     report_error(r, "out of memory");
     res->errors++;
@@ -229,6 +382,21 @@ static void arm_lithd(run *r, result *res, int hrana) {
     char *argv[] = {(char *)cfg->lithd,        "--db", r->path, "--listen", "127.0.0.1:0", "--synchronous",
                     (char *)sync_arg(r->sync), NULL};
     bench_th_serve(&cl, argv, r->log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
+    if (tc.sh != NULL) {
+      static const double QS[2] = {0.50, 0.99};
+      bench_lat *lb[1] = {&tc.sh->lat};
+      bench_lat_sum ts;
+      res->m[M_TX_N] = (double)tc.sh->win_done;
+      if (bench_lat_merge(lb, 1, QS, 2, &ts) == 0) {
+        res->m[M_TX_P50] = ts.q[0] / 1e6;
+        res->m[M_TX_P99] = ts.q[1] / 1e6;
+      }
+      if (tc.sh->errors) {
+        report_error(r, "interactive transactions: %lld failed, the first: %s", (long long)tc.sh->errors,
+                     tc.sh->msg);
+        res->errors += tc.sh->errors;
+      }
+    }
     res->errors += cl.errors;
     res->commands = cl.win_ok;
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
@@ -240,6 +408,8 @@ static void arm_lithd(run *r, result *res, int hrana) {
   }
   bench_th_free(&cl);
   free(ok);
+  if (tc.sh != NULL)
+    munmap(tc.sh, tx_bytes);
 }
 
 /* ---- the multi-process baseline ------------------------------------------------------ */
@@ -455,7 +625,8 @@ static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",       "p50_ms",
                                                 "lithd_cpu_waker",  "lithd_cpu_ckpt",
                                                 "lithd_cpu_other",  "client_cpu",
                                                 "lithd_us_per_cmd", "client_us_per_cmd",
-                                                "else_cpu"};
+                                                "else_cpu",         "tx_done",
+                                                "tx_p50_ms",        "tx_p99_ms"};
 
 static void csv_header(FILE *f) {
   bench_csv_header(f, "sync,conns,arm,round", METRIC_CSV, NMETRIC, ",commands,errors,sampled,arm_wall_s\n");
@@ -491,8 +662,8 @@ static void run_one(bench *b, int arm, int si, int ni, int round) {
   int64_t t0 = bench_now_ns();
   if (create_db(r.path, r.N) != 0)
     res->errors++;
-  else if (arm == ARM_LITHD || arm == ARM_HRANA)
-    arm_lithd(&r, res, arm == ARM_HRANA);
+  else if (arm == ARM_LITHD || arm == ARM_HRANA || arm == ARM_HRANA_TX)
+    arm_lithd(&r, res, arm != ARM_LITHD, arm == ARM_HRANA_TX);
   else
     arm_multi(&r, res);
   bench_remove_db(r.path);
@@ -585,8 +756,8 @@ static void table_row(bench *b, int arm, int si, int ni) {
   snprintf(rl, sizeof rl, " ");
   if (arm != ARM_MULTI)
     bench_fmt(rt, sizeof rt, "%.2f×", ratio_of(b, arm, ARM_MULTI, si, ni));
-  if (arm == ARM_HRANA)
-    bench_fmt(rl, sizeof rl, "%.2f×", ratio_of(b, ARM_HRANA, ARM_LITHD, si, ni));
+  if (arm == ARM_HRANA || arm == ARM_HRANA_TX)
+    bench_fmt(rl, sizeof rl, "%.2f×", ratio_of(b, arm, ARM_LITHD, si, ni));
   printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s |\n", c->conns[ni],
          ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx, (long long)errors_of(b, arm, si, ni), srv,
          cli, oth, rt, rl);
@@ -614,8 +785,34 @@ static void print_tables(bench *b) {
       "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest "
       "of\n"
       "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
-      "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do).\n",
-      sysconf(_SC_NPROCESSORS_ONLN));
+      "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do).\n"
+      "hrana+tx: the hrana arm with one more client, a process of its own, that holds an interactive write\n"
+      "transaction (two pipelines, as transaction(\"write\")) every %d ms.\n",
+      sysconf(_SC_NPROCESSORS_ONLN), TX_EVERY_MS);
+  if (!c->arms[ARM_HRANA_TX])
+    return;
+  printf("\n### the interactive transactions' cost to the batches (hrana without, hrana+tx with)\n\n");
+  printf("| sync | N | batch p99 ms without | with | batch cmd/s without | with | tx done | tx p50 ms | tx "
+         "p99 ms |\n");
+  printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (int si = 0; si < c->nsync; si++)
+    for (int ni = 0; ni < c->nconns; ni++) {
+      if (!arm_ran(b, ARM_HRANA_TX, si, ni))
+        continue;
+      char p0[32], p1[32], t50[32], t99[32];
+      int base = arm_ran(b, ARM_HRANA, si, ni);
+      fmt_ms(p0, sizeof p0, base ? aggregate(b, ARM_HRANA, si, ni, M_P99).med : NAN);
+      fmt_ms(p1, sizeof p1, aggregate(b, ARM_HRANA_TX, si, ni, M_P99).med);
+      fmt_ms(t50, sizeof t50, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_P50).med);
+      fmt_ms(t99, sizeof t99, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_P99).med);
+      printf("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %s | %s |\n", sync_name(c->sync[si]), c->conns[ni],
+             p0, p1, base ? aggregate(b, ARM_HRANA, si, ni, M_CMDS_S).med : NAN,
+             aggregate(b, ARM_HRANA_TX, si, ni, M_CMDS_S).med, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_N).med,
+             t50, t99);
+    }
+  printf("\ntx done: interactive transactions committed inside the window (median of rounds; a %d ms period\n"
+         "asks for %.0f); tx ms: from BEGIN's request to COMMIT's answer.\n",
+         TX_EVERY_MS, c->cli.seconds * 1000 / TX_EVERY_MS);
 }
 
 /* Where the CPU went in the lithd arm: lithd's threads, the client. */
@@ -695,6 +892,15 @@ static void print_targets(bench *b) {
     snprintf(d, sizeof d, "%.2f×", v);
     bench_target(what, have && !isnan(v), v >= 0.8, d);
   }
+  for (int k = 0; k < 2; k++) {
+    int have = ni >= 0 && x[k].si >= 0 && arm_ran(b, ARM_HRANA_TX, x[k].si, ni);
+    double v = have ? aggregate(b, ARM_HRANA_TX, x[k].si, ni, M_P99).med : NAN;
+    snprintf(what, sizeof what,
+             "64 connections %s: hrana p99 ≤ 10 ms with an interactive transaction every %d ms", x[k].name,
+             TX_EVERY_MS);
+    snprintf(d, sizeof d, "%.3f ms (median of rounds)", v);
+    bench_target(what, have && !isnan(v), v <= 10, d);
+  }
   snprintf(d, sizeof d, "%lld", (long long)b->total_errors);
   bench_target("errors, all arms: 0", 1, b->total_errors == 0, d);
 }
@@ -705,7 +911,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
              "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
              "  --sync LIST        normal,full (default both)\n"
-             "  --arms LIST        lithd,multiproc,hrana (default all three)\n"
+             "  --arms LIST        lithd,multiproc,hrana,hrana+tx (default all four)\n"
              "  --seconds S        measured window per arm (default 3)\n"
              "  --warmup S         warm-up before the window (default 0.5)\n"
              "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
@@ -724,7 +930,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
   } else if (!strcmp(a, "--sync")) {
     c->nsync = bench_parse_words(v, a, SYNC_WORD, NULL, 2, c->sync, 2, "normal,full");
   } else if (!strcmp(a, "--arms")) {
-    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana");
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana,hrana+tx");
   } else if (!strcmp(a, "--lithd")) {
     c->lithd = v;
   } else {
@@ -741,7 +947,7 @@ static void parse_args(int argc, char **argv, config *c) {
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;
   c->nsync = 2;
-  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = 1;
+  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = c->arms[ARM_HRANA_TX] = 1;
   bench_cli_parse(&c->cli, argc, argv, take_option, c);
   if (!c->nconns) {
     static const int def[] = {1, 16, 64, 256}, q[] = {1, 64};

@@ -359,10 +359,14 @@ int bench_th_run(bench_th_client *cl, int port, pid_t pid, bench_cpu_snap sn[2],
   cl->sn = sn;
   cl->ws = bench_now_ns() + (int64_t)(warmup * 1e9);
   cl->we = cl->ws + (int64_t)(seconds * 1e9);
+  if (cl->on_window != NULL)
+    cl->on_window(cl->window_ctx, port, cl->ws, cl->we);
   for (int i = 0; i < cl->N; i++)
     conn_send(cl, &cl->c[i]);
   bench_loop l = {cl->ep, cl->ws, cl->we, INT64_C(60000000000), cl, on_edge, on_event, outstanding};
   int rc = bench_loop_run(&l);
+  if (cl->on_window_end != NULL && cl->on_window != NULL)
+    cl->on_window_end(cl->window_ctx);
   if (rc > 0) {
     say(cl, "%d requests still unanswered 60 s after the window", cl->inflight);
     cl->errors += cl->inflight;

@@ -64,6 +64,13 @@ typedef struct bench_th_client {
   int64_t errors;
   pid_t pid;          /* the server, for the CPU snapshots */
   bench_cpu_snap *sn; /* [2]: at the window's edges */
+  /* NULL, or called once the connections are open and the window is set,
+   * before the first transfer: another client to start beside (bench/lithd's
+   * interactive transactions); on_window_end (may be NULL) once every
+   * answer is in, before the server is stopped. The caller's. */
+  void (*on_window)(void *ctx, int port, int64_t ws, int64_t we);
+  void (*on_window_end)(void *ctx);
+  void *window_ctx;
 } bench_th_client;
 
 /* Room for n transfer and nstats stats connections (none open yet), the

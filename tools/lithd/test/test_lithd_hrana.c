@@ -588,6 +588,7 @@ struct writer_arg {
   const struct tl_child *c;
   int64_t took_ms;
   int status;
+  const char *body; /* NULL: one INSERT */
 };
 
 /* Another client's write, timed: it waits while a transaction holds the writer. */
@@ -597,8 +598,9 @@ static void *other_write(void *p) {
   struct tl_resp r;
   int64_t t0 = now_ms();
   tl_conn_init(&k, w->c);
-  int rc = tl_conn_request(&k, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (-1)\"}]}",
-                           &r, 20000);
+  int rc = tl_conn_request(&k, "POST", "/v1/do", NULL,
+                           w->body ? w->body : "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (-1)\"}]}", &r,
+                           20000);
   w->took_ms = now_ms() - t0;
   w->status = rc == TL_OK ? r.status : rc;
   if (rc == TL_OK)
@@ -621,7 +623,7 @@ static void test_interactive(void **state) {
   assert_true(json_is_false(json_object_get(response(a, 1, "get_autocommit"), "is_autocommit")));
   char *b = baton_of(a);
   json_decref(a);
-  struct writer_arg w = {c, 0, 0};
+  struct writer_arg w = {c, 0, 0, NULL};
   pthread_t th;
   assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
   usleep(200 * 1000);
@@ -776,6 +778,45 @@ struct pipe_arg {
 };
 
 /* pipeline() on a thread of its own: for a request that waits for the writer. */
+/* --tx-max-ms counts from the BEGIN's request: a transaction that waited
+ * that long for the writer (behind a slow command) is refused at once,
+ * TRANSACTION_TIMEOUT, and leaves nothing; the writer goes on. */
+static void test_tx_waited(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "itxw", 0, TL_ARGS("--tx-max-ms", "400", "--max-run-ms", "20000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER UNIQUE)") "," CLOSE "]");
+  json_decref(a);
+  struct writer_arg w = {c, 0, 0,
+                         "{\"statements\":[{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+                         "FROM n WHERE i < 5000000) SELECT count(*) FROM n\"}]}"};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
+  usleep(100 * 1000);
+  int64_t t0 = now_ms();
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"},\"condition\":{\"type\":\"ok\",\"step\":0}}]}},"
+               "{\"type\":\"get_autocommit\"}]");
+  int64_t waited = now_ms() - t0;
+  pthread_join(th, NULL);
+  assert_int_equal(w.status, 200);
+  print_message("the slow command took %lld ms; the transaction was answered after %lld ms\n",
+                (long long)w.took_ms, (long long)waited);
+  if (w.took_ms < 100 + 400 + 200) { /* a machine too fast to hold the writer that long: nothing to see */
+    json_decref(a);
+    assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+    skip();
+  }
+  expect_error(a, 0, "TRANSACTION_TIMEOUT", NULL);
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 0);
+  a = pipeline(c, NULL, "[" EXEC("INSERT INTO t VALUES (2)") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 1);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 static void *pipeline_thread(void *p) {
   struct pipe_arg *pa = p;
   int status;
@@ -804,7 +845,7 @@ static void test_snapshot(void **state) {
   assert_string_equal(value_at(a, 1), "1");
   char *b = baton_of(a);
   json_decref(a);
-  struct writer_arg w = {c, 0, 0};
+  struct writer_arg w = {c, 0, 0, NULL};
   other_write(&w);
   assert_int_equal(w.status, 200);
   assert_true(w.took_ms < 1000); /* not behind the transaction (its idle bound is 3 s) */
@@ -968,6 +1009,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_tx_waited, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),
   };
