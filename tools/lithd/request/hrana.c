@@ -292,13 +292,25 @@ static int set_sql(build *c, stmt_spec *spec, const char *s, size_t n) {
   return 0;
 }
 
-static int parse_value(build *c, const lj_value *j, value *v, const char *what) {
+/* How a failing argument is named: "argument 2" (pos from 1) or
+ * "argument \"name\""; made only when one fails. */
+static const char *arg_label(char *buf, size_t cap, size_t pos, const char *name) {
+  if (name != NULL)
+    snprintf(buf, cap, "argument \"%.30s\"", name);
+  else
+    snprintf(buf, cap, "argument %zu", pos);
+  return buf;
+}
+
+static int parse_value(build *c, const lj_value *j, value *v, size_t pos, const char *name) {
+  char label[48];
+#define WHAT arg_label(label, sizeof label, pos, name)
   memset(v, 0, sizeof *v);
   if (j == NULL || j->type != LJ_OBJECT)
-    return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a value must be an object with a \"type\"", what);
+    return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a value must be an object with a \"type\"", WHAT);
   const lj_value *t = lj_get(j, "type"), *val = lj_get(j, "value");
   if (t == NULL || t->type != LJ_STRING)
-    return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a value must have a \"type\"", what);
+    return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a value must have a \"type\"", WHAT);
   if (strcmp(t->u.s, "null") == 0) {
     v->type = SQLITE_NULL;
     return 0;
@@ -319,7 +331,7 @@ static int parse_value(build *c, const lj_value *j, value *v, const char *what) 
       }
     }
     return lithd_hrana_fail(c->e, "PROTO_ERROR",
-                            "%s: an integer's \"value\" must be a decimal string of a 64-bit integer", what);
+                            "%s: an integer's \"value\" must be a decimal string of a 64-bit integer", WHAT);
   }
   if (strcmp(t->u.s, "float") == 0) {
     v->type = SQLITE_FLOAT;
@@ -328,12 +340,12 @@ static int parse_value(build *c, const lj_value *j, value *v, const char *what) 
     else if (val != NULL && val->type == LJ_INT)
       v->u.d = (double)val->u.i;
     else
-      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a float's \"value\" must be a number", what);
+      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a float's \"value\" must be a number", WHAT);
     return 0;
   }
   if (strcmp(t->u.s, "text") == 0) {
     if (val == NULL || val->type != LJ_STRING)
-      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a text's \"value\" must be a string", what);
+      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a text's \"value\" must be a string", WHAT);
     v->type = SQLITE_TEXT;
     v->n = val->n;
     v->u.p = lithd_arena_copy(&c->b->mem, val->u.s, val->n + 1);
@@ -345,23 +357,23 @@ static int parse_value(build *c, const lj_value *j, value *v, const char *what) 
     const lj_value *b64 = lj_get(j, "base64");
     char why[64];
     if (b64 == NULL || b64->type != LJ_STRING)
-      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a blob needs \"base64\", a string", what);
+      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: a blob needs \"base64\", a string", WHAT);
     unsigned char *buf = lithd_arena_alloc(&c->b->mem, (b64->n + 3) / 4 * 3 + 1, 1);
     if (buf == NULL)
       return lithd_hrana_fail(c->e, "SQLITE_NOMEM", "out of memory");
     if (lithd__b64_decode(b64->u.s, b64->n, 1, buf, &v->n, why) != 0)
-      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: bad base64: %s", what, why);
+      return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: bad base64: %s", WHAT, why);
     v->type = SQLITE_BLOB;
     v->u.p = buf;
     return 0;
   }
-  return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: unknown value type \"%.32s\"", what, t->u.s);
+  return lithd_hrana_fail(c->e, "PROTO_ERROR", "%s: unknown value type \"%.32s\"", WHAT, t->u.s);
+#undef WHAT
 }
 
 /* A Stmt object into spec. */
 static int parse_stmt(build *c, stmt_spec *spec, const lj_value *stmt) {
   size_t n = 0;
-  char what[48];
   if (stmt == NULL || stmt->type != LJ_OBJECT)
     return lithd_hrana_fail(c->e, "PROTO_ERROR", "step %d: \"stmt\" must be an object", c->step);
   const char *sql = sql_of(c, stmt, &n);
@@ -397,9 +409,8 @@ static int parse_stmt(build *c, stmt_spec *spec, const lj_value *stmt) {
   if (spec->params == NULL)
     return lithd_hrana_fail(c->e, "SQLITE_NOMEM", "out of memory");
   for (size_t k = 0; k < na; k++) {
-    snprintf(what, sizeof what, "argument %zu", k + 1);
     spec->params[k].name = NULL;
-    if (parse_value(c, args->u.items[k], &spec->params[k].v, what) != 0)
+    if (parse_value(c, args->u.items[k], &spec->params[k].v, k + 1, NULL) != 0)
       return -1;
   }
   for (size_t k = 0; k < nn; k++) {
@@ -407,11 +418,10 @@ static int parse_stmt(build *c, stmt_spec *spec, const lj_value *stmt) {
     const lj_value *name = arg->type == LJ_OBJECT ? lj_get(arg, "name") : NULL;
     if (name == NULL || name->type != LJ_STRING || name->n == 0 || memchr(name->u.s, '\0', name->n))
       return lithd_hrana_fail(c->e, "PROTO_ERROR", "named argument %zu needs a \"name\", a string", k);
-    snprintf(what, sizeof what, "argument \"%.30s\"", name->u.s);
     spec->params[k].name = lithd_arena_copy(&c->b->mem, name->u.s, name->n + 1);
     if (spec->params[k].name == NULL)
       return lithd_hrana_fail(c->e, "SQLITE_NOMEM", "out of memory");
-    if (parse_value(c, lj_get(arg, "value"), &spec->params[k].v, what) != 0)
+    if (parse_value(c, lj_get(arg, "value"), &spec->params[k].v, k + 1, name->u.s) != 0)
       return -1;
   }
   return 0;
@@ -753,7 +763,9 @@ static const char *kind_name(int kind) {
 }
 
 void lithd_hrana_put_ok(lithd_buf *b, int kind, int is_autocommit) {
-  lithd_buf_printf(b, "{\"type\":\"ok\",\"response\":{\"type\":\"%s\"", kind_name(kind));
+  lithd_buf_puts(b, "{\"type\":\"ok\",\"response\":{\"type\":\"");
+  lithd_buf_puts(b, kind_name(kind));
+  lithd_buf_puts(b, "\"");
   if (kind == LITHD_HR_GET_AUTOCOMMIT)
     lithd_buf_printf(b, ",\"is_autocommit\":%s", is_autocommit ? "true" : "false");
   lithd_buf_puts(b, "}}");
@@ -781,7 +793,11 @@ char *lithd_hrana_error_json(const lithd_hrana_error *e) {
 
 static void put_value(lithd_buf *b, const value *v) {
   switch (v->type) {
-  case SQLITE_INTEGER: lithd_buf_printf(b, "{\"type\":\"integer\",\"value\":\"%" PRId64 "\"}", v->u.i); break;
+  case SQLITE_INTEGER:
+    lithd_buf_puts(b, "{\"type\":\"integer\",\"value\":\"");
+    lithd_buf_put_i64(b, v->u.i);
+    lithd_buf_puts(b, "\"}");
+    break;
   case SQLITE_FLOAT:
     lithd_buf_puts(b, "{\"type\":\"float\",\"value\":");
     if (isfinite(v->u.d))
@@ -836,14 +852,29 @@ static void put_stmt_result(lithd_buf *b, const stmt_out *o, int version) {
     }
     lithd_buf_puts(b, "]");
   }
-  lithd_buf_printf(b, "],\"affected_row_count\":%" PRId64 ",\"last_insert_rowid\":", o->changes);
-  if (o->last_rowid != 0)
-    lithd_buf_printf(b, "\"%" PRId64 "\"", o->last_rowid);
-  else
+  lithd_buf_puts(b, "],\"affected_row_count\":");
+  lithd_buf_put_i64(b, o->changes);
+  lithd_buf_puts(b, ",\"last_insert_rowid\":");
+  if (o->last_rowid != 0) {
+    lithd_buf_puts(b, "\"");
+    lithd_buf_put_i64(b, o->last_rowid);
+    lithd_buf_puts(b, "\"");
+  } else {
     lithd_buf_puts(b, "null");
-  if (version >= 3)
-    lithd_buf_printf(b, ",\"rows_read\":%" PRId64 ",\"rows_written\":%" PRId64 ",\"query_duration_ms\":%.3f",
-                     o->nrows, o->changes, (double)o->duration_ns / 1e6);
+  }
+  if (version >= 3) {
+    /* the milliseconds to the microsecond, as %.3f would round them */
+    int64_t us = o->duration_ns > 0 ? (o->duration_ns + 500) / 1000 : 0;
+    char frac[4] = {(char)('0' + us % 1000 / 100), (char)('0' + us % 100 / 10), (char)('0' + us % 10), 0};
+    lithd_buf_puts(b, ",\"rows_read\":");
+    lithd_buf_put_i64(b, o->nrows);
+    lithd_buf_puts(b, ",\"rows_written\":");
+    lithd_buf_put_i64(b, o->changes);
+    lithd_buf_puts(b, ",\"query_duration_ms\":");
+    lithd_buf_put_i64(b, us / 1000);
+    lithd_buf_puts(b, ".");
+    lithd_buf_puts(b, frac);
+  }
   lithd_buf_puts(b, "}");
 }
 
@@ -890,7 +921,9 @@ void lithd_hrana_put_outcome(lithd_buf *b, int kind, int version, int rc, const 
       put_err(b, o->error->code, o->error->message);
       return;
     }
-    lithd_buf_printf(b, "{\"type\":\"ok\",\"response\":{\"type\":\"%s\",\"result\":", kind_name(kind));
+    lithd_buf_puts(b, "{\"type\":\"ok\",\"response\":{\"type\":\"");
+    lithd_buf_puts(b, kind_name(kind));
+    lithd_buf_puts(b, "\",\"result\":");
     if (kind == LITHD_HR_DESCRIBE)
       put_describe(b, o);
     else

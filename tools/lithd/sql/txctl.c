@@ -12,7 +12,9 @@
  * connection's errors and authorizer. So a text is never taken for a
  * COMMIT that SQLite would not run as one, whatever its comments or case.
  * The connection is opened on first use and kept for the process (one
- * mutex: a prepare of a short statement).
+ * mutex: a prepare of a short statement); the answers for the last few
+ * short texts are kept beside it, since clients send the same BEGIN and
+ * COMMIT with every batch.
  */
 #include <ctype.h>
 #include <pthread.h>
@@ -91,13 +93,31 @@ static int saw_transaction(void *ctx, int action, const char *a, const char *b, 
   return SQLITE_OK;
 }
 
+/* The answers for the last short texts asked (conn_mu): a client sends
+ * the same few ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK") with every batch,
+ * and a prepare of each cost more than the rest of building its step. */
+enum { SEEN_CACHE = 16, SEEN_TEXT_MAX = 64 };
+static struct {
+  char sql[SEEN_TEXT_MAX];
+  seen_t seen;
+} seen_cache[SEEN_CACHE];
+static unsigned seen_next;
+
 /* SQLite's word on sql: nothing seen unless it prepares as one statement
  * (nothing after it but blanks and comments). */
 static seen_t ask_sqlite(const char *sql) {
   seen_t seen = {TXC_NONE, FK_NONE}, none = {TXC_NONE, FK_NONE};
   sqlite3_stmt *st = NULL;
   const char *tail = NULL;
+  size_t len = strlen(sql);
   pthread_mutex_lock(&conn_mu);
+  if (len < SEEN_TEXT_MAX)
+    for (int k = 0; k < SEEN_CACHE; k++)
+      if (seen_cache[k].sql[0] != '\0' && strcmp(seen_cache[k].sql, sql) == 0) {
+        seen = seen_cache[k].seen;
+        pthread_mutex_unlock(&conn_mu);
+        return seen;
+      }
   if (conn == NULL &&
       sqlite3_open_v2(":memory:", &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK) {
     sqlite3_close(conn);
@@ -123,6 +143,11 @@ static seen_t ask_sqlite(const char *sql) {
     }
     sqlite3_finalize(st);
     sqlite3_set_authorizer(conn, NULL, NULL);
+    if (len > 0 && len < SEEN_TEXT_MAX) { /* the same text: the same answer, SQLite's grammar being fixed */
+      unsigned k = seen_next++ % SEEN_CACHE;
+      memcpy(seen_cache[k].sql, sql, len + 1);
+      seen_cache[k].seen = seen;
+    }
   } else {
     seen = none;
   }

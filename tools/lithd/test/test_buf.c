@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +74,24 @@ static void test_printf_first(void **state) {
   free(lithd_buf_finish(&b));
 }
 
+/* lithd_buf_put_i64 writes what printf's PRId64 does, at the edges too. */
+static void test_put_i64(void **state) {
+  (void)state;
+  static const int64_t v[] = {0, 1, -1, 9, 10, -10, 1234567890123, INT64_MAX, INT64_MIN, INT64_MIN + 1};
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+    lithd_buf b = {0};
+    char want[32];
+    snprintf(want, sizeof want, "%" PRId64, v[i]);
+    lithd_buf_puts(&b, "<");
+    lithd_buf_put_i64(&b, v[i]);
+    lithd_buf_puts(&b, ">");
+    char *got = lithd_buf_finish(&b), expect[40];
+    snprintf(expect, sizeof expect, "<%s>", want);
+    assert_string_equal(got, expect);
+    free(got);
+  }
+}
+
 static void test_reserve(void **state) {
   (void)state;
   lithd_buf b = {0};
@@ -109,9 +129,13 @@ static void test_failure_sticks(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_appends),        cmocka_unit_test(test_embedded_nul),
-      cmocka_unit_test(test_grows),          cmocka_unit_test(test_printf_first),
-      cmocka_unit_test(test_reserve),        cmocka_unit_test(test_empty_is_empty_string),
+      cmocka_unit_test(test_appends),
+      cmocka_unit_test(test_embedded_nul),
+      cmocka_unit_test(test_grows),
+      cmocka_unit_test(test_printf_first),
+      cmocka_unit_test(test_reserve),
+      cmocka_unit_test(test_put_i64),
+      cmocka_unit_test(test_empty_is_empty_string),
       cmocka_unit_test(test_failure_sticks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

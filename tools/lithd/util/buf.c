@@ -50,6 +50,19 @@ void lithd_buf_put(lithd_buf *b, const void *s, size_t n) {
 
 void lithd_buf_puts(lithd_buf *b, const char *s) { lithd_buf_put(b, s, strlen(s)); }
 
+void lithd_buf_put_i64(lithd_buf *b, int64_t v) {
+  char tmp[24], *e = tmp + sizeof tmp, *p = e;
+  /* the magnitude as unsigned: INT64_MIN has no positive int64 */
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    *--p = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0)
+    *--p = '-';
+  lithd_buf_put(b, p, (size_t)(e - p));
+}
+
 void lithd_buf_printf(lithd_buf *b, const char *fmt, ...) {
   va_list ap;
 

@@ -15,6 +15,7 @@
 #define LITHD_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Zero-initialise ({0}) to start. */
 typedef struct lithd_buf {
@@ -33,6 +34,10 @@ void lithd_buf_put(lithd_buf *b, const void *s, size_t n);
 
 /* Append the C string s. */
 void lithd_buf_puts(lithd_buf *b, const char *s);
+
+/* Append v in decimal (what "%" PRId64 prints, without printf's cost:
+ * answers write several per statement). */
+void lithd_buf_put_i64(lithd_buf *b, int64_t v);
 
 /* Append printf-style text. */
 void lithd_buf_printf(lithd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
