@@ -5,9 +5,12 @@
  * objects collect their children on one scratch stack (malloc'd, reused
  * through the whole parse) and are copied into the arena, at their exact
  * size, when they close; so the arena only ever holds finished nodes and a
- * parse makes a handful of mallocs whatever the body holds. Strings without
- * escapes are validated and copied in one pass; with escapes, decoded into
- * a buffer of the raw length (decoding never grows a string). UTF-8 is
+ * parse makes a handful of mallocs whatever the body holds. A body of up
+ * to LJ_IN_PLACE_MAX is first copied into the arena, and a string without
+ * escapes is validated and left in that copy, its closing quote turned
+ * into its NUL; a larger body's strings are copied out one by one. With
+ * escapes, a string is decoded into a buffer of the raw length (decoding
+ * never grows a string). UTF-8 is
  * checked and \u escapes encoded by utf8.h, the check sqljson applies to
  * what goes out: lithd accepts and answers the same set. Duplicate
  * keys: pairwise for small objects, by sorting for large ones, so a hostile
@@ -23,9 +26,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Up to this size a body is copied once into the arena and its strings
+ * end in place (their closing quote made a NUL), instead of one
+ * allocation and copy each; past it (rare, and big) strings are copied,
+ * so a body is never held twice whole. */
+#define LJ_IN_PLACE_MAX (1024 * 1024)
+
 typedef struct parser {
   lithd_arena *a;
   const char *start, *p, *end;
+  char *own;   /* start's bytes, writable (the parse's copy), or NULL */
+  int escaped; /* the last string had escapes (only then can it hold a NUL) */
   lj_error *err;
   int failed;
   /* the scratch stack: values (arrays) and members (objects) */
@@ -57,8 +68,10 @@ static int fail_at(parser *ps, const char *where, const char *fmt, ...) {
 }
 
 static void skip_ws(parser *ps) {
-  while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-    ps->p++;
+  const char *p = ps->p, *e = ps->end; /* most calls meet no blank: one compare */
+  while (p < e && (unsigned char)*p <= ' ' && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    p++;
+  ps->p = p;
 }
 
 static lj_value *new_value(parser *ps, int type) {
@@ -115,8 +128,13 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
   const char *q = ++ps->p; /* past the quote */
   int escapes = 0;
   /* First pass: find the end, validate UTF-8 and control characters. */
-  while (q < ps->end && *q != '"') {
+  const char *end = ps->end;
+  while (q < end && *q != '"') {
     unsigned char c = (unsigned char)*q;
+    if (c >= 0x20 && c < 0x80 && c != '\\') { /* the common byte first */
+      q++;
+      continue;
+    }
     if (c == '\\') {
       escapes = 1;
       if (q + 1 >= ps->end)
@@ -135,7 +153,16 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
   }
   if (q >= ps->end)
     return fail_at(ps, ps->p - 1, "unterminated string");
+  ps->escaped = escapes;
   size_t raw = (size_t)(q - ps->p);
+  if (!escapes && ps->own != NULL) { /* in place: its closing quote becomes its NUL */
+    char *in = ps->own + (ps->p - ps->start);
+    in[raw] = '\0';
+    *out = in;
+    *outlen = raw;
+    ps->p = q + 1;
+    return 0;
+  }
   char *buf = lithd_arena_alloc(ps->a, raw + 1, 1);
   if (!buf)
     return fail_at(ps, ps->p, "out of memory");
@@ -193,6 +220,32 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
 /* ---- Numbers ------------------------------------------------------------------ */
 
 static int digit(char c) { return c >= '0' && c <= '9'; }
+
+/* s[0..q) (a valid JSON number) as a double when that is exact without
+ * strtod: no exponent, at most 15 digits, so the digits are an exact
+ * integer and 10^fraction digits an exact power; one IEEE division of two
+ * exact doubles is correctly rounded, which is strtod's answer (the
+ * classic fast path). 1 then; 0 for strtod. */
+static int exact_real(const char *s, const char *q, double *out) {
+  static const double pow10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15};
+  int neg = *s == '-', digits = 0, frac = -1;
+  int64_t m = 0;
+  for (const char *d = s + neg; d < q; d++) {
+    if (*d == '.') {
+      frac = 0;
+      continue;
+    }
+    if (*d == 'e' || *d == 'E' || ++digits > 15)
+      return 0;
+    m = m * 10 + (*d - '0');
+    if (frac >= 0)
+      frac++;
+  }
+  double v = (double)m / pow10[frac > 0 ? frac : 0];
+  *out = neg ? -v : v;
+  return 1;
+}
 
 static lj_value *parse_number(parser *ps) {
   const char *s = ps->p, *q = s;
@@ -255,6 +308,8 @@ static lj_value *parse_number(parser *ps) {
       acc = -acc;
     }
     v->u.i = acc;
+  } else if (exact_real(s, q, &v->u.d)) {
+    /* done: a short decimal is exact without strtod */
   } else {
     char small[64];
     size_t len = (size_t)(q - s);
@@ -374,7 +429,7 @@ static lj_value *parse_object(parser *ps, int depth) {
     const char *at = ps->p;
     if (parse_string(ps, &key, &keylen) != 0)
       return NULL;
-    if (strlen(key) != keylen) {
+    if (ps->escaped && memchr(key, '\0', keylen) != NULL) {
       fail_at(ps, at, "NUL byte in object key");
       return NULL;
     }
@@ -453,8 +508,15 @@ static lj_value *parse_value(parser *ps, int depth) {
 }
 
 int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_error *err) {
-  parser ps = {a, text ? text : "", text ? text : "", (text ? text : "") + len, err, 0, NULL, 0, 0};
+  const char *t = text ? text : "";
+  parser ps = {.a = a, .start = t, .p = t, .end = t + len, .err = err};
   *out = NULL;
+  if (len > 0 && len <= LJ_IN_PLACE_MAX && (ps.own = lithd_arena_alloc(a, len, 1)) != NULL) {
+    /* the parse's own copy: strings without escapes stay where they are */
+    memcpy(ps.own, text, len);
+    ps.start = ps.p = ps.own;
+    ps.end = ps.own + len;
+  }
   lj_value *v = parse_value(&ps, 0);
   if (v) {
     skip_ws(&ps);
@@ -470,10 +532,9 @@ int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_er
   return 0;
 }
 
-lj_value *lj_get(const lj_value *obj, const char *key) {
+lj_value *lj_getn(const lj_value *obj, const char *key, size_t n) {
   if (!obj || obj->type != LJ_OBJECT)
     return NULL;
-  size_t n = strlen(key);
   for (size_t i = 0; i < obj->n; i++)
     if (obj->u.members[i].keylen == n && memcmp(obj->u.members[i].key, key, n) == 0)
       return obj->u.members[i].value;

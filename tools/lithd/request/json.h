@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "arena.h"
 
@@ -62,9 +63,14 @@ typedef struct lj_error {
  * partial nodes (freed with it). */
 int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_error *err);
 
-/* The member of object `obj` named key (compared with its length: "a\u0000b"
- * is not "a"), or NULL (also when obj is NULL or not an object). */
-lj_value *lj_get(const lj_value *obj, const char *key);
+/* The member of object `obj` named key[0..n) (compared with its length:
+ * "a\u0000b" is not "a"), or NULL (also when obj is NULL or not an
+ * object). lj_get takes a C string; inline, so a literal key's length is
+ * the compiler's, not a strlen per call. */
+lj_value *lj_getn(const lj_value *obj, const char *key, size_t n);
+static inline lj_value *lj_get(const lj_value *obj, const char *key) {
+  return lj_getn(obj, key, strlen(key));
+}
 
 /* Building trees by hand (named commands): a node of `type` with room for
  * n items or members (to fill in), or a string copied from s[0..n).

@@ -151,6 +151,58 @@ static void test_refusals(void **state) {
 }
 
 /* Duplicates in an object too big for the pairwise check, and nesting. */
+/* A real reads as strtod reads it, bit for bit, on the short decimals the
+ * parser reads without strtod and on those it hands to strtod. */
+static void test_reals_as_strtod(void **state) {
+  (void)state;
+  static const char *const fixed[] = {"0.1",
+                                      "-0.0",
+                                      "1.5",
+                                      "3.14159",
+                                      "0.000001",
+                                      "1e3",
+                                      "12345678901234.5",
+                                      "123456789012345.6",
+                                      "-98.76",
+                                      "0.3000",
+                                      "2.2250738585072014e-308",
+                                      "9007199254740993.0"};
+  char text[64];
+  uint64_t rng = 88172645463325252u;
+  for (int i = 0; i < 20000; i++) {
+    const char *lit = text;
+    if (i < (int)(sizeof fixed / sizeof *fixed)) {
+      lit = fixed[i];
+    } else {
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      /* 1..17 digits (15 or fewer: the fast path; more: strtod), the point
+       * after the first `whole` of them, at least one digit after it */
+      int digits = 2 + (int)(rng % 16), whole = 1 + (int)((rng >> 8) % (uint64_t)(digits - 1)), n = 0;
+      uint64_t r = rng;
+      if (rng >> 63)
+        text[n++] = '-';
+      for (int d = 0; d < digits; d++) {
+        int dig = (int)(r % 10);
+        r = r / 10 ? r / 10 : rng ^ (uint64_t)d * 0x9E3779B97F4A7C15u;
+        if (d == 0 && whole > 1 && dig == 0)
+          dig = 7; /* no leading zero (JSON refuses it) */
+        text[n++] = (char)('0' + dig);
+        if (d == whole - 1)
+          text[n++] = '.';
+      }
+      text[n] = '\0';
+    }
+    lithd_arena a = {0};
+    lj_value *v = ok(&a, lit);
+    double want = strtod(lit, NULL);
+    if (v->type != LJ_REAL || memcmp(&v->u.d, &want, sizeof want) != 0) {
+      print_error("%s: %.17g, strtod %.17g\n", lit, v->u.d, want);
+      fail();
+    }
+    lithd_arena_free(&a);
+  }
+}
+
 static void test_large_and_deep(void **state) {
   (void)state;
   size_t n = 5000, cap = n * 24 + 16, len = 0;
@@ -208,9 +260,8 @@ static void test_built_by_hand(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_values),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_large_and_deep),
+      cmocka_unit_test(test_values),          cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_reals_as_strtod), cmocka_unit_test(test_large_and_deep),
       cmocka_unit_test(test_built_by_hand),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
