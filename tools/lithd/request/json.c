@@ -508,8 +508,9 @@ static lj_value *parse_value(parser *ps, int depth) {
 }
 
 int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_error *err) {
-  const char *t = text ? text : "";
-  parser ps = {.a = a, .start = t, .p = t, .end = t + len, .err = err};
+  if (text == NULL) /* no body: the empty text */
+    text = "", len = 0;
+  parser ps = {.a = a, .start = text, .p = text, .end = text + len, .err = err};
   *out = NULL;
   if (len > 0 && len <= LJ_IN_PLACE_MAX && (ps.own = lithd_arena_alloc(a, len, 1)) != NULL) {
     /* the parse's own copy: strings without escapes stay where they are */
