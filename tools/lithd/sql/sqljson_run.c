@@ -367,10 +367,18 @@ static int collect_row(const runner *rn, int i, sqlite3_stmt *st, stmt_out *o) {
  * SQLite statement: refused unprepared, 403), or UNKNOWN (no statement opens
  * so: a typo, which SQLite's prepare reports as the SQL error it is, 400). */
 int lithd__first_keyword(const char *s) {
-  static const char *const queries[] = {"SELECT", "WITH", "VALUES", "EXPLAIN"};
-  static const char *const others[] = {
-      "ALTER",  "ANALYZE", "ATTACH",  "BEGIN",   "COMMIT",  "CREATE",   "DELETE",    "DETACH", "DROP",  "END",
-      "INSERT", "PRAGMA",  "REINDEX", "RELEASE", "REPLACE", "ROLLBACK", "SAVEPOINT", "UPDATE", "VACUUM"};
+  /* each word with its length: compared only against words as long */
+#define KW(w) \
+  { w, sizeof w - 1 }
+  static const struct {
+    const char *w;
+    size_t n;
+  } queries[] = {KW("SELECT"), KW("WITH"), KW("VALUES"), KW("EXPLAIN")},
+    others[] = {KW("ALTER"),    KW("ANALYZE"),   KW("ATTACH"),  KW("BEGIN"),   KW("COMMIT"),
+                KW("CREATE"),   KW("DELETE"),    KW("DETACH"),  KW("DROP"),    KW("END"),
+                KW("INSERT"),   KW("PRAGMA"),    KW("REINDEX"), KW("RELEASE"), KW("REPLACE"),
+                KW("ROLLBACK"), KW("SAVEPOINT"), KW("UPDATE"),  KW("VACUUM")};
+#undef KW
   for (;;) {
     while (isspace((unsigned char)*s))
       s++;
@@ -392,10 +400,10 @@ int lithd__first_keyword(const char *s) {
   if (n == 0)
     return FIRST_OTHER; /* nothing, or punctuation: as before, not a query */
   for (size_t k = 0; k < sizeof queries / sizeof *queries; k++)
-    if (strlen(queries[k]) == n && strncasecmp(s, queries[k], n) == 0)
+    if (queries[k].n == n && strncasecmp(s, queries[k].w, n) == 0)
       return FIRST_QUERY;
   for (size_t k = 0; k < sizeof others / sizeof *others; k++)
-    if (strlen(others[k]) == n && strncasecmp(s, others[k], n) == 0)
+    if (others[k].n == n && strncasecmp(s, others[k].w, n) == 0)
       return FIRST_OTHER;
   return FIRST_UNKNOWN;
 }

@@ -48,8 +48,6 @@ void lithd_buf_put(lithd_buf *b, const void *s, size_t n) {
   b->p[b->len] = '\0';
 }
 
-void lithd_buf_puts(lithd_buf *b, const char *s) { lithd_buf_put(b, s, strlen(s)); }
-
 void lithd_buf_put_i64(lithd_buf *b, int64_t v) {
   char tmp[24], *e = tmp + sizeof tmp, *p = e;
   /* the magnitude as unsigned: INT64_MIN has no positive int64 */

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Zero-initialise ({0}) to start. */
 typedef struct lithd_buf {
@@ -32,8 +33,18 @@ int lithd_buf_reserve(lithd_buf *b, size_t n);
 /* Append s[0..n) (may hold NULs). */
 void lithd_buf_put(lithd_buf *b, const void *s, size_t n);
 
-/* Append the C string s. */
-void lithd_buf_puts(lithd_buf *b, const char *s);
+/* Append the C string s. Inline, with the copy inline while there is room:
+ * answers are written in many short literal pieces, whose lengths the
+ * compiler then knows. */
+static inline void lithd_buf_puts(lithd_buf *b, const char *s) {
+  size_t n = strlen(s);
+  if (!b->failed && b->p != NULL && n < b->cap - b->len) { /* room for it and the NUL */
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+    return;
+  }
+  lithd_buf_put(b, s, n);
+}
 
 /* Append v in decimal (what "%" PRId64 prints, without printf's cost:
  * answers write several per statement). */
