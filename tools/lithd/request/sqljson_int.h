@@ -107,6 +107,10 @@ struct lithd_batch {
   int start_in_tx; /* the stream's transaction is open when the batch starts */
   int readonly_tx; /* BEGIN TRANSACTION READONLY: a statement that writes fails
                       (SQLITE_READONLY) */
+  int closing;     /* the stream closes right after this batch (Hrana: only
+                      close follows it in the pipeline): a transaction it
+                      leaves open is rolled back at its end, as the close
+                      would, instead of failing the run (steps.c) */
   int stale_tx;    /* a deferred transaction on a snapshot another write has
                       since replaced (store.h): a statement that writes fails
                       (SQLITE_BUSY), the transaction goes on */

@@ -387,6 +387,16 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
   return 1;
 }
 
+/* Whether every request after the running one is a close. */
+static int only_close_after(const hr_pipe *pp) {
+  if (pp->k + 1 >= pp->p->n)
+    return 0; /* none: the stream goes on */
+  for (int j = pp->k + 1; j < pp->p->n; j++)
+    if (lithd_hrana_kind(pp->p->requests[j]) != LITHD_HR_CLOSE)
+      return 0;
+  return 1;
+}
+
 static void run_next(hr_pipe *pp) {
   lithd_hrana_error e;
   while (pp->k < pp->p->n) {
@@ -411,6 +421,13 @@ static void run_next(hr_pipe *pp) {
         if (lithd_hrana_batch(rq, pp->kind, pp->sqls, &pp->d->srv->limits, &pp->rd.sr.batch, &pp->plan, &e) !=
             0)
           break;
+        if (pp->plan.opens && !pp->plan.fk && pp->tx.h == NULL && only_close_after(pp)) {
+          /* the stream ends right after it (executeMultiple's pipeline):
+           * what it leaves open is rolled back, so it is one batch, and
+           * no transaction holds the writer across requests */
+          pp->plan.opens = 0;
+          pp->rd.sr.batch->closing = 1;
+        }
         if (pp->tx.h != NULL && pp->kind != LITHD_HR_DESCRIBE) {
           pp->rd.sr.batch->start_in_tx = 1;
           submit_tx(pp);

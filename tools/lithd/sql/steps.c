@@ -100,8 +100,8 @@ static int begin_step(lithd_steps *s, int i) {
   }
   rc = ops->nest(s, tx_body, -1);
   s->in_tx = 0;
-  if (rc == LITH_OK || rc == STEPS_ROLLED_BACK)
-    return LITH_OK;
+  if (rc == LITH_OK || rc == STEPS_ROLLED_BACK || (rc == STEPS_LEFT_OPEN && s->b->closing))
+    return LITH_OK; /* closing: the savepoint was undone, as the stream's close rolls it back */
   if (rc == STEPS_LEFT_OPEN)
     return lithd__fail(r, LITHD_BAD_REQUEST, i,
                        "the transaction begun at step %d is still open after the last step: a batch must "
@@ -207,6 +207,10 @@ static int steps_from(lithd_steps *s) {
     return LITH_OK; /* the stream's transaction may stay open: the command holds it */
   if (s->in_tx && ops->nest != NULL)
     return STEPS_LEFT_OPEN;
+  if (s->in_tx && b->closing) { /* a snapshot's: nothing to undo */
+    s->in_tx = 0;
+    return LITH_OK;
+  }
   if (s->in_tx)
     return lithd__fail(r, LITHD_BAD_REQUEST, -1,
                        "a transaction is still open after the last step: a batch must end its transaction "

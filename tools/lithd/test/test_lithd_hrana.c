@@ -391,6 +391,25 @@ static void batch_conditions(struct tl_child *c, int dq) {
   json_decref(a);
   assert_int_equal(count_rows(c, "t"), 8);
 
+  /* executeMultiple's pipeline (a sequence, then close) with its own BEGIN:
+   * one batch, what it leaves open at its error rolled back as the close
+   * would, nothing held across requests; with its COMMIT it commits */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"sequence\",\"sql\":\"BEGIN; INSERT INTO t VALUES (800); INSERT INTO t VALUES (1); "
+               "INSERT INTO t VALUES (801); COMMIT\"}," CLOSE "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", "UNIQUE");
+  assert_true(json_is_null(json_object_get(a, "baton")));
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 8);
+  a = pipeline(c, NULL,
+               "[{\"type\":\"sequence\",\"sql\":\"BEGIN; INSERT INTO t VALUES (800); INSERT INTO t VALUES (801); "
+               "COMMIT\"}," CLOSE "]");
+  response(a, 0, "sequence");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 10);
+  a = pipeline(c, NULL, "[" EXEC("DELETE FROM t WHERE x IN (800, 801)") "," CLOSE "]");
+  json_decref(a);
+
   /* a step whose failure ends SQLite's transaction (OR ROLLBACK) cannot be
    * undone alone: the batch fails whole, nothing of it stays, and the
    * writer goes on */
@@ -438,7 +457,7 @@ static void batch_conditions(struct tl_child *c, int dq) {
                  "[{\"type\":\"batch\",\"batch\":{\"steps\":["
                  "{\"stmt\":{\"sql\":\"SAVEPOINT a\"}},"
                  "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (700)\"}}"
-                 "]}}," EXEC("BEGIN") "," CLOSE "]");
+                 "]}}," EXEC("BEGIN") "]"); /* the stream goes on: BEGIN would outlive the request */
     r = json_object_get(response(a, 0, "batch"), "result");
     assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "step_errors"), 0), "code")),
                         "SQLITE_AUTH");
@@ -989,7 +1008,7 @@ static void test_gate(void **state) {
   assert_int_equal(status, 401);
   json_decref(e);
   json_t *a = pipeline_at(c, "/v2/pipeline", "Bearer s3cret-token-of-the-test", NULL,
-                          "[" EXEC("SELECT 1") "," EXEC("CREATE TABLE x(a)") "," EXEC("BEGIN") "," CLOSE "]", &status);
+                          "[" EXEC("SELECT 1") "," EXEC("CREATE TABLE x(a)") "," EXEC("BEGIN") "]", &status);
   assert_int_equal(status, 200);
   assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "1");
   expect_error(a, 1, "SQLITE_AUTH", "--only-named");
