@@ -474,8 +474,10 @@ static void batch_conditions(struct tl_child *c, int dq) {
     assert_int_equal(count_rows(c, "t"), 10);
   }
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
-  if (dq)
+  if (dq) {
     assert_int_equal(t_node_stop(&node, SIGTERM, 5000), 0);
+    assert_int_equal(system("rm -rf node1"), 0); /* the next test's node starts afresh */
+  }
 }
 
 static void test_batch_conditions(void **state) { batch_conditions(*state, 0); }
