@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,10 +68,30 @@ static int fail_at(parser *ps, const char *where, const char *fmt, ...) {
   return -1;
 }
 
+/* Bytes by class: JSON's four blanks; what ends a string's plain run (the
+ * quote, the backslash, a control byte, the first byte of a multi-byte
+ * UTF-8 sequence). NUL is in neither blank nor plain, so the NUL after the
+ * parse's own copy (LJ_IN_PLACE_MAX) stops a scan without a bound check. */
+enum { CLASS_BLANK = 1, CLASS_STRING_STOP = 2 };
+static unsigned char byte_class[256];
+static pthread_once_t byte_class_once = PTHREAD_ONCE_INIT;
+
+static void byte_class_init(void) {
+  byte_class[' '] = byte_class['\t'] = byte_class['\n'] = byte_class['\r'] = CLASS_BLANK;
+  for (int c = 0; c < 256; c++)
+    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\')
+      byte_class[c] |= CLASS_STRING_STOP;
+}
+
 static void skip_ws(parser *ps) {
-  const char *p = ps->p, *e = ps->end; /* most calls meet no blank: one compare */
-  while (p < e && (unsigned char)*p <= ' ' && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-    p++;
+  const char *p = ps->p, *e = ps->end;
+  if (ps->own != NULL) { /* the copy ends in a NUL, which is no blank */
+    while (byte_class[(unsigned char)*p] & CLASS_BLANK)
+      p++;
+  } else {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+      p++;
+  }
   ps->p = p;
 }
 
@@ -130,6 +151,12 @@ static int parse_string(parser *ps, const char **out, size_t *outlen) {
   /* First pass: find the end, validate UTF-8 and control characters. */
   const char *end = ps->end;
   while (q < end && *q != '"') {
+    if (ps->own != NULL) { /* a plain run at a time: the NUL after the copy stops it */
+      while (!(byte_class[(unsigned char)*q] & CLASS_STRING_STOP))
+        q++;
+      if (q >= end || *q == '"')
+        break;
+    }
     unsigned char c = (unsigned char)*q;
     if (c >= 0x20 && c < 0x80 && c != '\\') { /* the common byte first */
       q++;
@@ -512,9 +539,12 @@ int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_er
     text = "", len = 0;
   parser ps = {.a = a, .start = text, .p = text, .end = text + len, .err = err};
   *out = NULL;
-  if (len > 0 && len <= LJ_IN_PLACE_MAX && (ps.own = lithd_arena_alloc(a, len, 1)) != NULL) {
-    /* the parse's own copy: strings without escapes stay where they are */
+  pthread_once(&byte_class_once, byte_class_init);
+  if (len > 0 && len <= LJ_IN_PLACE_MAX && (ps.own = lithd_arena_alloc(a, len + 1, 1)) != NULL) {
+    /* the parse's own copy: strings without escapes stay where they are;
+     * the NUL after it ends the scans */
     memcpy(ps.own, text, len);
+    ps.own[len] = '\0';
     ps.start = ps.p = ps.own;
     ps.end = ps.own + len;
   }
