@@ -179,6 +179,16 @@ struct lithd_steps {
   int in_tx; /* inside the stream's transaction (a BEGIN step ran) */
 };
 
+/* What a store's nest hands its savepoint's callback: the callback returns
+ * lithd__steps_nested(arg), which runs fn and keeps its code in rc, so the
+ * store tells fn's code from its own savepoint's failure. */
+typedef struct lithd_steps_nest {
+  lithd_steps *s;
+  int (*fn)(lithd_steps *s);
+  int rc; /* fn's */
+} lithd_steps_nest;
+int lithd__steps_nested(void *arg);
+
 /* Run s->b's steps into s->r (b->steps set; the result renewed). LITH_OK
  * (each step's outcome in its out), or the code that fails the whole run
  * (r->err says why). r->in_tx says whether the stream's transaction is

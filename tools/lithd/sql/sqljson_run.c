@@ -606,23 +606,16 @@ out:
 
 static int step_run(lithd_steps *s, int i) { return run_one(s->ctx, i); }
 
-struct nest_call {
-  lithd_steps *s;
-  int (*fn)(lithd_steps *s);
-  int rc; /* fn's */
-};
-
 static int nest_body(lith_tx *tx, void *arg) {
-  struct nest_call *nc = arg;
   (void)tx;
-  return nc->rc = nc->fn(nc->s);
+  return lithd__steps_nested(arg);
 }
 
 /* A savepoint of lith's (lith_tx_savepoint): released on LITH_OK, undone
  * otherwise. */
 static int step_nest(lithd_steps *s, int (*fn)(lithd_steps *s), int stmt) {
   runner *rn = s->ctx;
-  struct nest_call nc = {s, fn, LITH_OK};
+  lithd_steps_nest nc = {s, fn, LITH_OK};
   int rc = lith_tx_savepoint(rn->tx, nest_body, &nc);
   if (rc != LITH_OK && rc != nc.rc && s->r->err.code == LITH_OK) /* lith's own (its run limit) */
     lithd__fail(s->r, rc, stmt, "%s", lith_errmsg(NULL));

@@ -218,6 +218,11 @@ static int steps_from(lithd_steps *s) {
   return LITH_OK;
 }
 
+int lithd__steps_nested(void *arg) {
+  lithd_steps_nest *n = arg;
+  return n->rc = n->fn(n->s);
+}
+
 int lithd__steps_run(lithd_steps *s) {
   s->next = 0;
   s->in_tx = s->b->start_in_tx;

@@ -597,21 +597,14 @@ static int dq_step_run(lithd_steps *s, int i) {
   return step_error(rn, i, rc);
 }
 
-struct dq_nest {
-  lithd_steps *s;
-  int (*fn)(lithd_steps *s);
-  int rc; /* fn's */
-};
-
 static int dq_nest_body(lith__dqw_tx *tx, void *arg) {
-  struct dq_nest *nc = arg;
   (void)tx;
-  return nc->rc = nc->fn(nc->s);
+  return lithd__steps_nested(arg);
 }
 
 static int dq_step_nest(lithd_steps *s, int (*fn)(lithd_steps *s), int stmt) {
   dq_run *rn = s->ctx;
-  struct dq_nest nc = {s, fn, LITH_OK};
+  lithd_steps_nest nc = {s, fn, LITH_OK};
   int rc = lith__dqw_savepoint(rn->tx, dq_nest_body, &nc);
   if (rc == nc.rc && lith__dqw_tx_state(rn->tx) == LITH_DQW_OK)
     return rc;
