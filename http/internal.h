@@ -64,6 +64,9 @@ typedef struct lh_conn {
   unsigned closed : 1; /* the uv handle is closed: free once live is 0 */
   unsigned shut_rd : 1;
   unsigned shut_rdwr : 1;
+  unsigned peer_known : 1; /* peer and peer_loopback are lh_peer's answer (a connection's peer is fixed) */
+  unsigned peer_loopback : 1;
+  char peer[INET6_ADDRSTRLEN + 16];
   size_t wq_seen;    /* write timeout (http.c): bytes not yet taken by the client at the last look */
   uint64_t wq_since; /* ... and uv_now when they last changed (or were none) */
 } lh_conn;
@@ -206,8 +209,9 @@ void lh_abort_now(lith_http_req *h, int status);
 void lh_defer_cb(uv_timer_t *t);
 void lh_set_status(lith_http_req *h, int status);
 /* The peer of req (c: its connection, or NULL) as lith_http_req_peer
- * gives it, into out[0..cap); returns 1 if it is on this machine. */
-int lh_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap);
+ * gives it, into out[0..cap); returns 1 if it is on this machine. Asked
+ * of the socket once per connection (kept in c). */
+int lh_peer(h2o_req_t *req, lh_conn *c, char *out, size_t cap);
 
 /* guard.c */
 /* Why the HTTP/1 request head at the start of buf[0..len) must be refused

@@ -284,7 +284,8 @@ static int is_loopback(const struct sockaddr *sa) {
   return 0;
 }
 
-int lh_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap) {
+/* What the socket says of req's peer, into out[0..cap); 1 if on this machine. */
+static int ask_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap) {
   struct sockaddr_storage ss;
   char addr[INET6_ADDRSTRLEN];
   memset(&ss, 0, sizeof ss);
@@ -312,6 +313,22 @@ int lh_peer(h2o_req_t *req, const lh_conn *c, char *out, size_t cap) {
     return ss.ss_family == AF_UNIX;
   }
   return is_loopback((struct sockaddr *)&ss);
+}
+
+int lh_peer(h2o_req_t *req, lh_conn *c, char *out, size_t cap) {
+  if (c == NULL)
+    return ask_peer(req, c, out, cap);
+  if (!c->peer_known) { /* inet_ntop and two printfs: once, not twice per request */
+    c->peer_loopback = ask_peer(req, c, c->peer, sizeof c->peer) != 0;
+    c->peer_known = 1;
+  }
+  size_t n = strlen(c->peer);
+  if (cap > 0) {
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(out, c->peer, n);
+    out[n] = '\0';
+  }
+  return c->peer_loopback;
 }
 
 static void fill_peer(lith_http_req *h, h2o_req_t *req, lh_conn *c) {

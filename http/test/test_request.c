@@ -7,7 +7,9 @@
  * The server runs on a loop thread of its own and the client writes raw
  * HTTP on plain sockets (helper.h).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,9 +55,20 @@ static void test_post_echo(void **state) {
   assert_true(read_response(b, r));
   assert_int_equal(r->body_len, 3);
   assert_memory_equal(r->body, "a\0b", 3);
+  /* the peer is this connection's (kept per connection, asked once):
+   * its own port, on both of its requests */
+  struct sockaddr_in me;
+  socklen_t melen = sizeof me;
+  char want[64];
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &melen), 0);
+  snprintf(want, sizeof want, "127.0.0.1:%u", ntohs(me.sin_port));
+  assert_string_equal(resp_header(r, "x-peer", v, sizeof v), want);
+  send_str(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx");
+  assert_true(read_response(b, r));
+  assert_string_equal(resp_header(r, "x-peer", v, sizeof v), want);
   close(fd);
   free(b);
-  assert_int_equal(atomic_load(&f->echo_runs), 3);
+  assert_int_equal(atomic_load(&f->echo_runs), 4);
   free(r);
 }
 

@@ -83,8 +83,10 @@ static void byte_class_init(void) {
       byte_class[c] |= CLASS_STRING_STOP;
 }
 
-static void skip_ws(parser *ps) {
+static inline void skip_ws(parser *ps) {
   const char *p = ps->p, *e = ps->end;
+  if (p < e && !(byte_class[(unsigned char)*p] & CLASS_BLANK))
+    return;              /* the usual case: a client's JSON has no blanks */
   if (ps->own != NULL) { /* the copy ends in a NUL, which is no blank */
     while (byte_class[(unsigned char)*p] & CLASS_BLANK)
       p++;
@@ -566,9 +568,16 @@ int lj_parse(lithd_arena *a, const char *text, size_t len, lj_value **out, lj_er
 lj_value *lj_getn(const lj_value *obj, const char *key, size_t n) {
   if (!obj || obj->type != LJ_OBJECT)
     return NULL;
-  for (size_t i = 0; i < obj->n; i++)
-    if (obj->u.members[i].keylen == n && memcmp(obj->u.members[i].key, key, n) == 0)
-      return obj->u.members[i].value;
+  for (size_t i = 0; i < obj->n; i++) {
+    const lj_member *m = &obj->u.members[i];
+    if (m->keylen != n)
+      continue;
+    size_t k = 0; /* keys are short: bytes compared here, not by a call */
+    while (k < n && m->key[k] == key[k])
+      k++;
+    if (k == n)
+      return m->value;
+  }
   return NULL;
 }
 

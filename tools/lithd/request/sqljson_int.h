@@ -284,6 +284,14 @@ int lithd__result_renew(lithd_result **out, const lithd_batch *b);
 enum { FIRST_QUERY, FIRST_OTHER, FIRST_UNKNOWN };
 int lithd__first_keyword(const char *s);
 
+/* s past blanks and comments (-- to the line's end, slash-star to its
+ * close): where a statement's first word begins; "" when a comment never
+ * ends. Blanks and letters as the C locale's isspace and isalpha (lithd
+ * never calls setlocale), without their per-byte calls. */
+const char *lithd__sql_lead(const char *s);
+static inline int lithd__sql_blank(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static inline int lithd__sql_letter(unsigned char c) { return (unsigned char)((c | 0x20) - 'a') < 26; }
+
 /* A prepare on conn failed with `code` (a lith code) and `msg`: an
  * authorizer's refusal is LITHD_FORBIDDEN (403), the rest `code`. */
 int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const char *msg);

@@ -30,7 +30,6 @@
  */
 #include "sqljson_int.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -379,31 +378,19 @@ int lithd__first_keyword(const char *s) {
                 KW("INSERT"),   KW("PRAGMA"),    KW("REINDEX"), KW("RELEASE"), KW("REPLACE"),
                 KW("ROLLBACK"), KW("SAVEPOINT"), KW("UPDATE"),  KW("VACUUM")};
 #undef KW
-  for (;;) {
-    while (isspace((unsigned char)*s))
-      s++;
-    if (s[0] == '-' && s[1] == '-') {
-      s = strchr(s, '\n');
-      if (!s)
-        return FIRST_OTHER;
-    } else if (s[0] == '/' && s[1] == '*') {
-      s = strstr(s + 2, "*/");
-      if (!s)
-        return FIRST_OTHER;
-      s += 2;
-    } else
-      break;
-  }
+  s = lithd__sql_lead(s);
   size_t n = 0;
-  while (isalpha((unsigned char)s[n]))
+  while (lithd__sql_letter((unsigned char)s[n]))
     n++;
   if (n == 0)
     return FIRST_OTHER; /* nothing, or punctuation: as before, not a query */
+  /* the first letter before strncasecmp: most words differ there */
+  char c0 = (char)(s[0] & ~0x20);
   for (size_t k = 0; k < sizeof queries / sizeof *queries; k++)
-    if (queries[k].n == n && strncasecmp(s, queries[k].w, n) == 0)
+    if (queries[k].n == n && queries[k].w[0] == c0 && strncasecmp(s, queries[k].w, n) == 0)
       return FIRST_QUERY;
   for (size_t k = 0; k < sizeof others / sizeof *others; k++)
-    if (others[k].n == n && strncasecmp(s, others[k].w, n) == 0)
+    if (others[k].n == n && others[k].w[0] == c0 && strncasecmp(s, others[k].w, n) == 0)
       return FIRST_OTHER;
   return FIRST_UNKNOWN;
 }

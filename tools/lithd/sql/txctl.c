@@ -16,7 +16,6 @@
  * short texts are kept beside it, since clients send the same BEGIN and
  * COMMIT with every batch.
  */
-#include <ctype.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,30 +28,33 @@
 static pthread_mutex_t conn_mu = PTHREAD_MUTEX_INITIALIZER;
 static sqlite3 *conn;
 
+const char *lithd__sql_lead(const char *s) {
+  for (;;) {
+    while (lithd__sql_blank((unsigned char)*s))
+      s++;
+    if (s[0] == '-' && s[1] == '-') {
+      s = strchr(s, '\n');
+      if (!s)
+        return "";
+    } else if (s[0] == '/' && s[1] == '*') {
+      const char *e = strstr(s + 2, "*/");
+      if (!e)
+        return "";
+      s = e + 2;
+    } else {
+      return s;
+    }
+  }
+}
+
 /* The next word of *s past blanks and comments, into w (upper-cased, cut
  * at cap - 1); *s moves past it. "" at the end or before punctuation. */
 static void next_word(const char **s, char *w, size_t cap) {
-  const char *p = *s;
+  const char *p = lithd__sql_lead(*s);
   size_t n = 0;
-  for (;;) {
-    while (isspace((unsigned char)*p))
-      p++;
-    if (p[0] == '-' && p[1] == '-') {
-      p = strchr(p, '\n');
-      if (!p) {
-        p = "";
-        break;
-      }
-    } else if (p[0] == '/' && p[1] == '*') {
-      const char *e = strstr(p + 2, "*/");
-      p = e ? e + 2 : "";
-    } else {
-      break;
-    }
-  }
-  while (isalpha((unsigned char)*p) || *p == '_') {
+  while (lithd__sql_letter((unsigned char)*p) || *p == '_') {
     if (n + 1 < cap)
-      w[n++] = (char)toupper((unsigned char)*p);
+      w[n++] = (char)(*p & ~0x20);
     p++;
   }
   w[n] = '\0';
@@ -134,7 +136,7 @@ static seen_t ask_sqlite(const char *sql) {
         seen = none;
       else if (*tail == ';') {
         tail++;
-        while (isspace((unsigned char)*tail))
+        while (lithd__sql_blank((unsigned char)*tail))
           tail++;
         next_word(&tail, w, sizeof w);
         if (*tail != '\0')

@@ -104,6 +104,12 @@ static void test_bad_requests(void **state) {
             "{\"error\":{\"code\":\"sql_error\",\"message\":\"prepare: near \\\"SELEC\\\": syntax error\"");
   tl_expect(c, "GET", "/v1/do", NULL, NULL, 405, NULL);
   tl_expect(c, "POST", "/v1/query", NULL, COUNT, 200, "\"rows\":[[0]]");
+  /* a query is known by its first word past comments, as SQLite reads it */
+  tl_expect(c, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"-- how many\\n /* rows */ select count(*) FROM t\"}]}", 200,
+            "\"rows\":[[0]]");
+  tl_expect(c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"/* never closed SELECT 1\"}]}", 403,
+            "\"code\":\"not_a_query\"");
 }
 
 static void test_token(void **state) {

@@ -321,13 +321,14 @@ static void batch_conditions(struct tl_child *c, int dq) {
   assert_int_equal(count_rows(c, "t"), 4); /* 1, 2, 10, 30: step 2's 3 undone with it */
 
   /* client.batch(): BEGIN, steps, COMMIT if all ok, ROLLBACK if not: one
-   * command either way */
+   * command either way (BEGIN and COMMIT known past comments, as SQLite
+   * reads them) */
   static const char *const tx_batch =
       "[{\"type\":\"batch\",\"batch\":{\"steps\":["
-      "{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+      "{\"stmt\":{\"sql\":\"-- a transfer\\nBEGIN IMMEDIATE\"}},"
       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (100)\"},\"condition\":{\"type\":\"ok\",\"step\":0}},"
       "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (%d)\"},\"condition\":{\"type\":\"ok\",\"step\":1}},"
-      "{\"stmt\":{\"sql\":\"COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":2}},"
+      "{\"stmt\":{\"sql\":\"/* all ok */ COMMIT\"},\"condition\":{\"type\":\"ok\",\"step\":2}},"
       "{\"stmt\":{\"sql\":\"ROLLBACK\"},\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":3}}}"
       "]}}," CLOSE "]";
   char req[1024];

@@ -9,24 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct lithd_arena_chunk {
-  lithd_arena_chunk *next;
-  size_t used, cap;
-  max_align_t data[]; /* cap bytes */
-};
-
 #define ARENA_MIN 4096
 #define ARENA_MAX (1024 * 1024)
 
-void *lithd_arena_alloc(lithd_arena *a, size_t n, size_t align) {
-  lithd_arena_chunk *c = a->head;
-  if (c) {
-    size_t off = (c->used + align - 1) & ~(align - 1);
-    if (off <= c->cap && n <= c->cap - off) {
-      c->used = off + n;
-      return (unsigned char *)c->data + off;
-    }
-  }
+/* The head chunk had no room (lithd_arena_alloc, arena.h): a new one. */
+void *lithd__arena_grow(lithd_arena *a, size_t n) {
   size_t cap = a->next_cap ? a->next_cap : ARENA_MIN;
   if (n > SIZE_MAX - sizeof(lithd_arena_chunk))
     return NULL;
@@ -47,7 +34,7 @@ void *lithd_arena_alloc(lithd_arena *a, size_t n, size_t align) {
     if (a->next_cap < ARENA_MAX)
       a->next_cap = a->next_cap ? a->next_cap * 2 : ARENA_MIN * 2;
   }
-  return nc->data;
+  return nc + 1;
 }
 
 void *lithd_arena_copy(lithd_arena *a, const void *p, size_t n) {

@@ -12,6 +12,14 @@
 
 typedef struct lithd_arena_chunk lithd_arena_chunk;
 
+/* A chunk's bookkeeping, followed by its cap bytes (arena.c); here so
+ * that the fast path below is inline. Max-aligned, so the bytes after it
+ * are too. */
+struct lithd_arena_chunk {
+  _Alignas(max_align_t) lithd_arena_chunk *next;
+  size_t used, cap;
+};
+
 /* Zero-initialise ({0}) to start; lithd_arena_free to release everything. */
 typedef struct lithd_arena {
   lithd_arena_chunk *head;
@@ -20,7 +28,18 @@ typedef struct lithd_arena {
 
 /* n bytes aligned to align (a power of two, at most _Alignof(max_align_t));
  * NULL when out of memory. Valid until lithd_arena_free. */
-void *lithd_arena_alloc(lithd_arena *a, size_t n, size_t align);
+void *lithd__arena_grow(lithd_arena *a, size_t n);
+static inline void *lithd_arena_alloc(lithd_arena *a, size_t n, size_t align) {
+  lithd_arena_chunk *c = a->head;
+  if (c) { /* the head chunk has room: a bump, inline (a request makes ~100) */
+    size_t off = (c->used + align - 1) & ~(align - 1);
+    if (off <= c->cap && n <= c->cap - off) {
+      c->used = off + n;
+      return (unsigned char *)(c + 1) + off;
+    }
+  }
+  return lithd__arena_grow(a, n);
+}
 
 /* A copy of p[0..n) with a NUL after it; NULL when out of memory. */
 void *lithd_arena_copy(lithd_arena *a, const void *p, size_t n);
