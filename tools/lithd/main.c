@@ -303,6 +303,9 @@ int main(int argc, char **argv) {
     lopt.checkpoint_pages = o.checkpoint_pages;
   if (o.readers > 0)
     lopt.readers = o.readers;
+  if (o.cache_kib > 0)
+    lopt.cache_size_kib = o.cache_kib;
+  lopt.mmap_size = o.mmap_mib << 20;
   if (o.max_batch > 0)
     lopt.max_batch = o.max_batch;
   if (o.max_queue > 0)

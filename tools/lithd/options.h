@@ -92,6 +92,8 @@ typedef struct lithd_opts {
   int litestream;         /* --litestream: checkpoint external, busy timeout LITHD_LITESTREAM_BUSY_MS */
   int checkpoint_pages;   /* 0: lith's default (1000) */
   int readers;            /* 0: lith's default (CPUs) */
+  int cache_kib;          /* 0: lith's default (16384) */
+  int64_t mmap_mib;       /* 0: none (lith's default) */
   int max_batch;          /* 0: lith's default */
   int max_queue;          /* 0: lith's default */
   int file_mode;          /* 0: lith's default (0600) */

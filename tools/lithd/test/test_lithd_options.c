@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -937,6 +938,58 @@ static void test_file_mode(void **state) {
   assert_int_equal(access("modes3.db", F_OK), -1);
 }
 
+/* Is path mapped into process pid's memory (/proc/PID/maps)? */
+static int mapped(pid_t pid, const char *path) {
+  char file[64], line[4096], abs[PATH_MAX];
+  int found = 0;
+  assert_non_null(realpath(path, abs));
+  snprintf(file, sizeof file, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(file, "r");
+  assert_non_null(f);
+  while (!found && fgets(line, sizeof line, f) != NULL) {
+    line[strcspn(line, "\n")] = '\0';
+    size_t n = strlen(line), m = strlen(abs);
+    found = n >= m && strcmp(line + n - m, abs) == 0;
+  }
+  fclose(f);
+  return found;
+}
+
+/* --cache-kib and --mmap-mib reach every connection: the writer's and the
+ * readers' page cache, the file mapped once read; without them, lith's
+ * defaults (16 MiB, no mmap). */
+static void test_cache_and_mmap(void **state) {
+  struct tl_child *c = *state;
+  const char *cache = "{\"statements\":[{\"sql\":\"SELECT cache_size FROM pragma_cache_size\"}]}";
+  const char *fill = "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},"
+                     "{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < "
+                     "100) INSERT INTO t SELECT randomblob(1000) FROM n\"}]}";
+  const char *read = "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}";
+  tl_start(c, "mm", 0, TL_ARGS("--cache-kib", "1024", "--mmap-mib", "64"));
+  tl_expect(c, "POST", "/v1/do", NULL, cache, 200, "\"rows\":[[-1024]]");
+  tl_expect(c, "POST", "/v1/query", NULL, cache, 200, "\"rows\":[[-1024]]");
+  tl_expect(c, "POST", "/v1/do", NULL, fill, 200, NULL);
+  /* the rows are in the WAL until a checkpoint: a restart copies them
+   * into the file, which the next read then maps */
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "mm", TL_KEEP_DB, TL_ARGS("--cache-kib", "1024", "--mmap-mib", "64"));
+  tl_expect(c, "POST", "/v1/query", NULL, read, 200, "\"rows\":[[100]]");
+  assert_true(mapped(c->pid, "mm.db"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "mm2", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, cache, 200, "\"rows\":[[-16384]]");
+  tl_expect(c, "POST", "/v1/query", NULL, cache, 200, "\"rows\":[[-16384]]");
+  tl_expect(c, "POST", "/v1/do", NULL, fill, 200, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  tl_start(c, "mm2", TL_KEEP_DB, NULL);
+  tl_expect(c, "POST", "/v1/query", NULL, read, 200, "\"rows\":[[100]]");
+  assert_false(mapped(c->pid, "mm2.db"));
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  expect_fail(TL_ARGS("--db", "mm3.db", "--cache-kib", "10"), 2, "--cache-kib wants");
+  expect_fail(TL_ARGS("--db", "mm3.db", "--mmap-mib", "-1"), 2, "--mmap-mib wants");
+  assert_int_equal(access("mm3.db", F_OK), -1);
+}
+
 static void test_help_and_version(void **state) {
   char out[16384];
   (void)state;
@@ -969,6 +1022,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_unix_socket, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_authorizer, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_slow_reader_blocks_nobody, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cache_and_mmap, tl_setup, tl_teardown),
       cmocka_unit_test(test_help_and_version),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
