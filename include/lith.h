@@ -133,21 +133,30 @@ typedef struct lith_options {
   int synchronous;      /* LITH_SYNC_NORMAL (default) or LITH_SYNC_FULL */
   int checkpoint;       /* LITH_CHECKPOINT_WRITER (default), _AUTO, _EXTERNAL */
   int checkpoint_pages; /* WAL pages that start a checkpoint; default 1000 */
-  int readers;          /* read-only connections in the read pool; default: CPUs */
-  int max_batch;        /* most commands in one transaction; default 1024 */
-  int queue_capacity;   /* most commands waiting; default 65536 */
-  int busy_timeout_ms;  /* how long BEGIN IMMEDIATE waits for another
+  /* WRITER and AUTO: SQLite starts the WAL over only once a checkpoint has
+   * copied all of it while no reader uses it, a moment endless readers
+   * never leave (checkpoint starvation: the -wal file grows without end).
+   * Once the WAL holds 4 x checkpoint_pages that no checkpoint could copy,
+   * lith holds new lith_read snapshots for at most this many ms, lets the
+   * reads already running finish, copies the rest, and lets them go: the
+   * next write starts the WAL over. Default 100; 0: never hold (the -wal
+   * file then grows while reads never pause). */
+  int wal_hold_ms;
+  int readers;         /* read-only connections in the read pool; default: CPUs */
+  int max_batch;       /* most commands in one transaction; default 1024 */
+  int queue_capacity;  /* most commands waiting; default 65536 */
+  int busy_timeout_ms; /* how long BEGIN IMMEDIATE waits for another
                                process's write lock; default 5000 */
-  int cache_size_kib;   /* page cache per connection, KiB; default 16384 */
-  int64_t mmap_size;    /* bytes of the file to mmap; default 0 (off: an I/O
+  int cache_size_kib;  /* page cache per connection, KiB; default 16384 */
+  int64_t mmap_size;   /* bytes of the file to mmap; default 0 (off: an I/O
                                error stays an error instead of a SIGBUS) */
-  int foreign_keys;     /* enforce FOREIGN KEY constraints; default 1 */
-  int file_mode;        /* permission bits of a database file (and of a backup)
+  int foreign_keys;    /* enforce FOREIGN KEY constraints; default 1 */
+  int file_mode;       /* permission bits of a database file (and of a backup)
                                lith creates, before the umask; the -wal and -shm
                                files follow the database file's. Default 0600:
                                the data is the owner's alone. Must include 0600. */
-  int stmt_cache_size;  /* prepared statements kept per connection; default 256 */
-  const char *vfs;      /* name of a registered SQLite VFS for every connection;
+  int stmt_cache_size; /* prepared statements kept per connection; default 256 */
+  const char *vfs;     /* name of a registered SQLite VFS for every connection;
                                default NULL: SQLite's default. Read only during
                                lith_open; the name is kept (copied) for lith_backup. */
   /* Schema migrations, run once at open in one transaction: migration i
@@ -599,6 +608,17 @@ typedef struct lith_stats {
                                                found one free at once in bucket 0 */
   uint64_t checkpoint_lat[LITH_LAT_BUCKETS]; /* checkpoints lith ran, by time taken (their
                                                 total: checkpoint_ns_total) */
+  /* The WAL under readers (lith_options.wal_hold_ms): */
+  uint64_t wal_file_bytes;      /* the -wal file's size now (wal_pages counts frames not yet copied) */
+  uint64_t wal_holds;           /* times new reads were held so that the WAL could start over */
+  uint64_t wal_holds_gave_up;   /* of them, ended at wal_hold_ms with reads still running (a lith_read
+                                  longer than the bound): the WAL goes on growing until a later one */
+  uint64_t wal_hold_ns_total;   /* time holds lasted */
+  uint64_t reads_held;          /* lith_read calls that waited behind a hold */
+  uint64_t reads_held_ns_total; /* time they waited */
+  uint64_t wal_restart_blocked; /* the WAL was wholly copied with lith's reads held and still did
+                                   not start over: a connection lith does not own (another process,
+                                   a backup's source) reads it; lith cannot hold those */
 } lith_stats;
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after

@@ -43,6 +43,13 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
 
 static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int pages) {
   lith__ckpt *ck = ctx;
+  if (ck->restart_due) { /* the first commit since a hold copied the WAL whole */
+    ck->restart_due = 0;
+    if (pages > ck->frames_copied) { /* it went on at the end: someone else reads the WAL */
+      atomic_fetch_add(&ck->restart_blocked, 1);
+      ck->next_hold_at = pages + 4 * ck->pages;
+    }
+  }
   if (pages < atomic_load(&ck->frames))
     atomic_store(&ck->backfilled, 0); /* the WAL started over */
   atomic_store(&ck->frames, pages);
@@ -88,6 +95,17 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   ck->bg_conn = NULL;
   ck->bg_state = BG_IDLE;
   ck->bg_stop = 0;
+  ck->pool = NULL;
+  ck->hold_ms = opt->wal_hold_ms;
+  ck->holding = 0;
+  ck->hold_until = ck->hold_t0 = 0;
+  ck->next_hold_at = 0;
+  ck->restart_due = 0;
+  ck->frames_copied = 0;
+  atomic_init(&ck->holds, 0);
+  atomic_init(&ck->holds_gave_up, 0);
+  atomic_init(&ck->hold_ns_total, 0);
+  atomic_init(&ck->restart_blocked, 0);
   if (ck->mode == LITH_CHECKPOINT_WRITER) {
     /* A write-capable connection: checkpointing writes the database file.
      * It never writes a transaction, so it never takes the write lock. */
@@ -108,12 +126,12 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   return LITH_OK;
 }
 
-int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn) {
-  if (ck->mode != LITH_CHECKPOINT_WRITER)
-    return 0;
+/* WRITER mode after a batch: ask for a background pass, or finish one. */
+static int writer_pass(lith__ckpt *ck, sqlite3 *conn) {
   pthread_mutex_lock(&ck->mu);
   int state = ck->bg_state;
-  if (state == BG_IDLE && atomic_load(&ck->wal_pages) >= ck->pages) {
+  /* not while a hold waits for the writer to copy the rest itself */
+  if (state == BG_IDLE && !ck->holding && atomic_load(&ck->wal_pages) >= ck->pages) {
     ck->bg_state = BG_ASKED;
     pthread_cond_signal(&ck->cv);
   }
@@ -129,6 +147,76 @@ int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn) {
    * since, so that the WAL is wholly copied and the next transaction
    * starts it over. */
   run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
+  return 1;
+}
+
+int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn) {
+  int ran = 0;
+  if (ck->mode == LITH_CHECKPOINT_WRITER)
+    ran = writer_pass(ck, conn);
+  return lith__ckpt_hold_step(ck, conn) | ran;
+}
+
+int lith__ckpt_holding(const lith__ckpt *ck) { return ck->holding; }
+
+/* A background pass asked for or running (it holds SQLite's checkpoint
+ * lock: the writer's own pass would fail SQLITE_BUSY). */
+static int bg_busy(lith__ckpt *ck) {
+  if (ck->bg_conn == NULL)
+    return 0;
+  pthread_mutex_lock(&ck->mu);
+  int busy = ck->bg_state == BG_ASKED || ck->bg_state == BG_RUNNING;
+  pthread_mutex_unlock(&ck->mu);
+  return busy;
+}
+
+static void hold_end(lith__ckpt *ck) {
+  lith__pool_release(ck->pool);
+  ck->holding = 0;
+  atomic_fetch_add(&ck->hold_ns_total, (uint64_t)(lith__now_ns() - ck->hold_t0));
+}
+
+void lith__ckpt_hold_cancel(lith__ckpt *ck) {
+  if (ck->holding)
+    hold_end(ck);
+}
+
+int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
+  if (ck->pool == NULL || ck->hold_ms <= 0 || ck->mode == LITH_CHECKPOINT_EXTERNAL)
+    return 0;
+  int frames = atomic_load(&ck->frames);
+  if (!ck->holding) {
+    /* the WAL has not started over for 4 checkpoints' worth (copied or
+     * not: a reader still in it keeps it from starting over either way) */
+    if (frames < 4 * ck->pages || frames < ck->next_hold_at || ck->restart_due)
+      return 0;
+    ck->holding = 1;
+    ck->hold_t0 = lith__now_ns();
+    ck->hold_until = lith_clock_ms() + ck->hold_ms;
+    lith__pool_hold(ck->pool, ck->hold_until);
+    atomic_fetch_add(&ck->holds, 1);
+  }
+  if (bg_busy(ck) || lith__pool_running(ck->pool) > 0) {
+    if (lith_clock_ms() < ck->hold_until)
+      return 0; /* look again after the next batch, or within 1 ms when idle */
+    hold_end(ck);
+    atomic_fetch_add(&ck->holds_gave_up, 1);
+    ck->next_hold_at = frames + ck->pages;
+    return 0;
+  }
+  /* No lith reader in the WAL and none can enter: this pass copies all of
+   * it, and readers that begin from now on read the database file alone. */
+  int rc = run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
+  hold_end(ck);
+  if (rc == LITH_OK && atomic_load(&ck->wal_pages) == 0) {
+    ck->restart_due = 1; /* wal_hook sees whether the next commit starts it over */
+    ck->frames_copied = frames;
+  } else if (rc == LITH_OK) { /* a reader lith does not own kept frames from it */
+    atomic_fetch_add(&ck->restart_blocked, 1);
+    ck->next_hold_at = frames + 4 * ck->pages;
+  } else {
+    ck->next_hold_at = frames + ck->pages;
+  }
   return 1;
 }
 

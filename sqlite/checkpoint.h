@@ -15,6 +15,23 @@
  *             default does.
  *   EXTERNAL: never.
  *
+ * The WAL starts over only when a checkpoint copied all of it and no
+ * reader uses it. Endless readers never leave that moment (each takes its
+ * snapshot in the WAL before the last one ends), and the -wal file grows
+ * for ever. So in WRITER and AUTO, once the WAL holds 4 x checkpoint_pages
+ * and the last checkpoint could not copy it all, lith makes the moment: it
+ * holds new lith_read snapshots (read_pool.h) for at most wal_hold_ms, and
+ * as soon as the reads already running are done (and no background pass
+ * runs) the writer, between two batches, copies the rest and releases the
+ * readers. Readers that begin after the WAL was wholly copied read the
+ * database file alone (SQLite's read mark 0), so they do not stand in the
+ * way: the next write starts the WAL over, and journal_size_limit cuts the
+ * file back. A hold that outlasts its bound (a read longer than it) gives
+ * up; the next is tried once the WAL has grown by checkpoint_pages more. A
+ * WAL wholly copied under a hold that still does not start over is read
+ * by a connection lith does not own (another process): counted, and not
+ * held for again until the WAL has grown by 4 x checkpoint_pages more.
+ *
  * At close, lith__ckpt_close() stops the background thread and runs a
  * TRUNCATE checkpoint (not in EXTERNAL). A failed checkpoint loses nothing:
  * the frames stay in the WAL and the next one copies them.
@@ -27,6 +44,7 @@
 #include <stdint.h>
 
 #include "lith.h"
+#include "read_pool.h"
 
 typedef struct lith__ckpt {
   int mode;
@@ -46,6 +64,16 @@ typedef struct lith__ckpt {
   pthread_cond_t cv;
   int bg_state; /* under mu: IDLE, ASKED, RUNNING, DONE */
   int bg_stop;  /* under mu */
+  /* The hold (WRITER and AUTO; the writer thread's alone but the counters) */
+  lith__pool *pool;   /* whose reads are held; NULL: none (not open yet) */
+  int hold_ms;        /* lith_options.wal_hold_ms; 0: never */
+  int holding;        /* a hold is on */
+  int64_t hold_until; /* lith_clock_ms */
+  int64_t hold_t0;    /* lith__now_ns when it began */
+  int next_hold_at;   /* frames before the next hold (after one that failed) */
+  int restart_due;    /* the WAL was wholly copied under a hold: the next commit starts it over */
+  int frames_copied;  /* ... at that many frames */
+  _Atomic uint64_t holds, holds_gave_up, hold_ns_total, restart_blocked;
 } lith__ckpt;
 
 /* Install the hook on the writer connection `conn` and, in WRITER mode,
@@ -57,6 +85,17 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
  * checkpoint as the mode says. Returns non-zero if a checkpoint ran or
  * finished (the stats may have changed). */
 int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn);
+
+/* Writer thread, idle between batches: is a hold on, to be looked after
+ * (lith__ckpt_hold_step) within a millisecond? */
+int lith__ckpt_holding(const lith__ckpt *ck);
+
+/* Writer thread, between batches: begin, go on with or end a hold. Also
+ * called by lith__ckpt_after_batch. Returns non-zero if a checkpoint ran. */
+int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn);
+
+/* Writer thread, as it stops: end a hold now rather than at its bound. */
+void lith__ckpt_hold_cancel(lith__ckpt *ck);
 
 /* At close, once the writer is idle: stop the background thread, close its
  * connection, then TRUNCATE (not in EXTERNAL). Returns a lith code; a

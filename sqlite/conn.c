@@ -14,6 +14,7 @@ void lith_options_default(lith_options *opt) {
   opt->synchronous = LITH_SYNC_NORMAL;
   opt->checkpoint = LITH_CHECKPOINT_WRITER;
   opt->checkpoint_pages = 1000;
+  opt->wal_hold_ms = 100;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   opt->readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
   opt->max_batch = 1024;
@@ -33,6 +34,8 @@ int lith__options_check(const lith_options *o) {
     return lith__fail(LITH_MISUSE, "options: checkpoint must be WRITER, AUTO or EXTERNAL");
   if (o->checkpoint_pages < 1)
     return lith__fail(LITH_MISUSE, "options: checkpoint_pages must be at least 1");
+  if (o->wal_hold_ms < 0 || o->wal_hold_ms > 60000)
+    return lith__fail(LITH_MISUSE, "options: wal_hold_ms must be between 0 (never hold) and 60000");
   if (o->readers < 1 || o->readers > 1024)
     return lith__fail(LITH_MISUSE, "options: readers must be between 1 and 1024");
   if (o->max_batch < 1)

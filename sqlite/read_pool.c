@@ -4,6 +4,11 @@
  * variable (on the monotonic clock: a borrower with a deadline waits with
  * it) rather than spin. The figures are kept under the same mutex; only a
  * borrower that has to wait reads the clock.
+ *
+ * A hold (lith__pool_hold) keeps new reads from beginning for a bounded
+ * time. Held borrowers sleep on a condition variable of their own: on the
+ * pool's, a connection given back would signal one of them, which would
+ * sleep again and leave a borrower waiting for a connection unwoken.
  */
 #include "read_pool.h"
 
@@ -30,7 +35,9 @@ struct lith_rx {
 
 struct lith__pool {
   pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv;      /* a connection came back, or the pool closes */
+  pthread_cond_t hold_cv; /* the hold ended, or the pool closes */
+  int64_t hold_until;     /* lith_clock_ms; 0: no hold */
   struct lith_rx *free;
   int total;
   int borrowed;
@@ -101,6 +108,7 @@ int lith__pool_open(const char *path, const lith_options *opt, lith__read_stats 
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* lith_clock_ms's clock */
   pthread_cond_init(&p->cv, &ca);
+  pthread_cond_init(&p->hold_cv, &ca);
   pthread_condattr_destroy(&ca);
   *out = p;
   return LITH_OK;
@@ -120,41 +128,97 @@ void lith__pool_close(lith__pool *p) {
   pthread_mutex_lock(&p->mu);
   p->closing = 1;
   pthread_cond_broadcast(&p->cv); /* borrowers waiting for a connection give up */
+  pthread_cond_broadcast(&p->hold_cv);
   while (p->borrowed > 0)
     pthread_cond_wait(&p->cv, &p->mu);
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < p->total; i++)
     rx_close(&p->all[i]);
   pthread_cond_destroy(&p->cv);
+  pthread_cond_destroy(&p->hold_cv);
   pthread_mutex_destroy(&p->mu);
   free(p->all);
   free(p);
 }
 
-/* Wait on p->cv (p->mu held) until deadline_ms; non-zero once it passed. */
-static int wait_until(lith__pool *p, int64_t deadline_ms) {
+/* Wait on cv (p->mu held) until deadline_ms; non-zero once it passed. */
+static int wait_until(lith__pool *p, pthread_cond_t *cv, int64_t deadline_ms) {
   if (deadline_ms < 0) {
-    pthread_cond_wait(&p->cv, &p->mu);
+    pthread_cond_wait(cv, &p->mu);
     return 0;
   }
   struct timespec ts = {.tv_sec = deadline_ms / 1000, .tv_nsec = (long)(deadline_ms % 1000) * 1000000L};
-  return pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT;
+  return pthread_cond_timedwait(cv, &p->mu, &ts) == ETIMEDOUT;
+}
+
+/* When a read held now may go on (p->mu held): the hold's end, or the
+ * read's own deadline if sooner; 0 if there is no hold to wait for. */
+static int64_t held_until(const lith__pool *p, int64_t deadline_ms) {
+  if (p->hold_until == 0 || p->closing)
+    return 0;
+  int64_t until = p->hold_until;
+  if (deadline_ms >= 0 && deadline_ms < until)
+    until = deadline_ms;
+  return lith_clock_ms() < until ? until : 0;
+}
+
+void lith__pool_hold(lith__pool *p, int64_t until_ms) {
+  pthread_mutex_lock(&p->mu);
+  p->hold_until = until_ms > 0 ? until_ms : 1;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void lith__pool_release(lith__pool *p) {
+  pthread_mutex_lock(&p->mu);
+  p->hold_until = 0;
+  pthread_cond_broadcast(&p->hold_cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+int lith__pool_running(lith__pool *p) {
+  pthread_mutex_lock(&p->mu);
+  int n = p->borrowed;
+  pthread_mutex_unlock(&p->mu);
+  return n;
 }
 
 int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_ms) {
   if (!fn)
     return lith__fail(LITH_MISUSE, "lith_read: no function");
-  int64_t t_wait = 0;
+  int64_t t_wait = 0, t_held = 0;
+  int timed_out = 0;
   pthread_mutex_lock(&p->mu);
-  if (!p->free && !p->closing) {
-    t_wait = lith__now_ns();
-    STAT_ADD(p, waits, 1);
-    int timed_out = deadline_ms >= 0 && lith_clock_ms() >= deadline_ms;
-    /* A free connection is taken even when the wait timed out meanwhile:
-     * the wake-up that came with it is not lost on a borrower leaving. */
-    while (!p->free && !p->closing && !timed_out)
-      timed_out = wait_until(p, deadline_ms);
+  /* A hold first (a connection taken and then held would keep the reader
+   * it is meant to drain), then a free connection; a hold may begin while
+   * this waits for one, so both are looked at again after each wake-up. A
+   * free connection is taken even when the wait timed out meanwhile: the
+   * wake-up that came with it is not lost on a borrower leaving. */
+  while (!p->closing) {
+    int64_t until = held_until(p, deadline_ms);
+    if (until > 0) {
+      if (!t_held) {
+        t_held = lith__now_ns();
+        STAT_ADD(p, held, 1);
+      }
+      wait_until(p, &p->hold_cv, until);
+      continue;
+    }
+    if (t_held) {
+      STAT_ADD(p, held_ns_total, lith__now_ns() - t_held);
+      t_held = 0;
+    }
+    if (p->free || timed_out)
+      break;
+    if (!t_wait) {
+      t_wait = lith__now_ns();
+      STAT_ADD(p, waits, 1);
+      if ((timed_out = deadline_ms >= 0 && lith_clock_ms() >= deadline_ms))
+        continue;
+    }
+    timed_out = wait_until(p, &p->cv, deadline_ms);
   }
+  if (t_held)
+    STAT_ADD(p, held_ns_total, lith__now_ns() - t_held);
   if (p->closing) {
     pthread_mutex_unlock(&p->mu);
     return lith__fail(LITH_CLOSED, "lith_read: the handle is closing");

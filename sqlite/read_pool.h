@@ -20,6 +20,7 @@ typedef struct lith__pool lith__pool;
  * pool is closed (they live in the caller's memory, not the pool's). */
 typedef struct lith__read_stats {
   _Atomic uint64_t reads, waits, timeouts, wait_ns_total, in_use;
+  _Atomic uint64_t held, held_ns_total; /* calls that waited behind a hold, and how long */
   _Atomic uint64_t wait_lat[LITH_LAT_BUCKETS];
 } lith__read_stats;
 
@@ -35,6 +36,16 @@ void lith__pool_close(lith__pool *p);
  * bounds the wait for a free connection, -1: none; past it, LITH_QUEUE_FULL
  * and fn does not run. */
 int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_ms);
+
+/* The hold (checkpoint.c: the moment SQLite needs to start the WAL over).
+ * While held, a read waits before it takes a connection, until
+ * lith__pool_release or until_ms (lith_clock_ms()), whichever comes first,
+ * and never past its own deadline; reads already running go on. */
+void lith__pool_hold(lith__pool *p, int64_t until_ms);
+void lith__pool_release(lith__pool *p);
+
+/* Reads running now (connections borrowed). */
+int lith__pool_running(lith__pool *p);
 
 /* sqlite3_interrupt every connection borrowed now: its running statement
  * fails with SQLITE_INTERRUPT (one not yet started runs as usual: SQLite

@@ -775,8 +775,13 @@ static int take(lith *db) {
       atomic_store(&db->sleeping, 0);
       continue;
     }
-    lith__futex_wait(&db->sleeping, 1, -1);
+    /* A hold on the readers (checkpoint.h) is looked after between
+     * batches: with none coming, within a millisecond, not at its bound. */
+    int holding = lith__ckpt_holding(&db->ckpt);
+    lith__futex_wait(&db->sleeping, 1, holding ? lith_clock_ms() + 1 : -1);
     atomic_store(&db->sleeping, 0);
+    if (holding)
+      lith__ckpt_hold_step(&db->ckpt, db->conn);
   }
   atomic_store_explicit(&db->last_batch, n, memory_order_relaxed);
   atomic_fetch_sub(&db->depth, n);
@@ -924,6 +929,7 @@ void *lith__writer_main(void *arg) {
     run_taken(db, n);
     lith__ckpt_after_batch(&db->ckpt, db->conn); /* its figures are read live by lith_stats_get */
   }
+  lith__ckpt_hold_cancel(&db->ckpt); /* readers still coming need not wait out its bound */
   return NULL;
 }
 

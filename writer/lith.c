@@ -370,6 +370,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
     goto err_finalize;
   if ((rc = lith__pool_open(path, &db->opt, &db->rstats, &db->pool)) != LITH_OK)
     goto err_close_ckpt;
+  db->ckpt.pool = db->pool; /* the writer thread, its only user, starts below */
   db->tx.db = db;
   db->tx.conn = db->conn;
   db->tx.cache = db->cache;

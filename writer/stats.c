@@ -3,8 +3,10 @@
  * lith_stats_get() ever contends for; percentiles are computed on demand
  * from a ring of the most recent transaction times.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../lib/latency.h"
 #include "writer.h"
@@ -90,6 +92,10 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->checkpoint_ns_writer = atomic_load(&db->ckpt.ns_writer);
   for (int i = 0; i < LITH_LAT_BUCKETS; i++)
     out->checkpoint_lat[i] = atomic_load(&db->ckpt.lat[i]);
+  out->wal_holds = atomic_load(&db->ckpt.holds);
+  out->wal_holds_gave_up = atomic_load(&db->ckpt.holds_gave_up);
+  out->wal_hold_ns_total = atomic_load(&db->ckpt.hold_ns_total);
+  out->wal_restart_blocked = atomic_load(&db->ckpt.restart_blocked);
   memcpy(out->tx_lat, s->tx_lat, sizeof out->tx_lat);
   memcpy(out->wait_lat, s->wait_lat, sizeof out->wait_lat);
   size_t n = s->nrecent < LITH__RECENT ? (size_t)s->nrecent : LITH__RECENT;
@@ -105,8 +111,18 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->read_wait_ns_total = atomic_load_explicit(&r->wait_ns_total, memory_order_relaxed);
   out->readers_in_use = atomic_load_explicit(&r->in_use, memory_order_relaxed);
   out->readers = (uint64_t)db->opt.readers;
+  out->reads_held = atomic_load_explicit(&r->held, memory_order_relaxed);
+  out->reads_held_ns_total = atomic_load_explicit(&r->held_ns_total, memory_order_relaxed);
   for (int i = 0; i < LITH_LAT_BUCKETS; i++)
     out->read_wait_lat[i] = atomic_load_explicit(&r->wait_lat[i], memory_order_relaxed);
+
+  /* The file, not the frames: a WAL that never starts over keeps growing
+   * however much of it checkpoints copy (wal_pages). A VFS of another kind
+   * may keep it elsewhere: then 0. */
+  char wal[4096];
+  struct stat sb;
+  if ((size_t)snprintf(wal, sizeof wal, "%s-wal", db->path) < sizeof wal && stat(wal, &sb) == 0)
+    out->wal_file_bytes = (uint64_t)sb.st_size;
 
   int64_t depth = atomic_load(&db->depth);
   out->queue_depth = depth > 0 ? (uint64_t)depth : 0;

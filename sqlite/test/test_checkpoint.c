@@ -34,12 +34,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../../lib/clock.h"
+#include "../../lib/latency.h"
 #include "../checkpoint.h"
 #include "../conn.h"
 #include "common.h"
@@ -530,6 +532,154 @@ static void test_close_beside_a_reader(void **state) {
   t_remove_db(DB);
 }
 
+/* ---- the WAL under endless readers ------------------------------------------
+ *
+ * SQLite starts the WAL over only once a checkpoint copied all of it and no
+ * reader still uses it; with reads always running that moment never comes
+ * by itself and the -wal file grows without end (sqlite.org/wal.html,
+ * "checkpoint starvation"). 16 producers write transfers while 8 threads
+ * always have a lith_read running; the -wal file must stay under 64 MiB
+ * all along, no read may see a half-done transfer, and every answered
+ * transfer must be in the file afterwards. */
+
+#define BOUND_DB "bound.db"
+#define BOUND_WRITERS 16
+#define BOUND_READERS 8
+#define BOUND_ACCOUNTS 1000
+#define BOUND_BALANCE 1000000
+#define BOUND_MAX_WAL (64LL << 20)
+
+typedef struct bound_run {
+  lith *db;
+  atomic_int stop;
+  atomic_llong ok, reads, bad;
+  _Atomic uint64_t read_lat[LITH_LAT_BUCKETS]; /* lith_read calls, by time from call to return */
+} bound_run;
+
+typedef struct bound_arg {
+  bound_run *r;
+  int id;
+} bound_arg;
+
+static void *bound_writer(void *arg) {
+  bound_arg *a = arg;
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(a->id + 1);
+  for (int64_t seq = 1; !atomic_load(&a->r->stop); seq++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    t_transfer t = {a->id, seq, (int64_t)(x % BOUND_ACCOUNTS) + 1, (int64_t)((x >> 20) % BOUND_ACCOUNTS) + 1,
+                    1,     0};
+    if (t.dst == t.src)
+      t.dst = t.src % BOUND_ACCOUNTS + 1;
+    int rc = lith_do(a->r->db, t_transfer_cmd, &t);
+    if (rc == LITH_OK)
+      atomic_fetch_add(&a->r->ok, 1);
+    else
+      atomic_fetch_add(&a->r->bad, 1);
+  }
+  return NULL;
+}
+
+/* A read as an app's: the money on one snapshot (always all of it) and
+ * the ledger's length (a scan that grows with the run). */
+static int bound_read(lith_rx *rx, void *arg) {
+  bound_run *r = arg;
+  int64_t sum = 0, n = 0;
+  int rc = lith_rx_int64(rx, &sum, "SELECT sum(balance) FROM accounts", NULL);
+  if (rc == LITH_OK)
+    rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM ledger", NULL);
+  if (rc != LITH_OK || sum != (int64_t)BOUND_ACCOUNTS * BOUND_BALANCE || n < 0)
+    atomic_fetch_add(&r->bad, 1);
+  return rc;
+}
+
+static void *bound_reader(void *arg) {
+  bound_arg *a = arg;
+  while (!atomic_load(&a->r->stop)) {
+    int64_t t0 = lith__now_ns();
+    int rc = lith_read(a->r->db, bound_read, a->r);
+    atomic_fetch_add(&a->r->read_lat[lith__lat_bucket((uint64_t)(lith__now_ns() - t0))], 1);
+    if (rc == LITH_OK)
+      atomic_fetch_add(&a->r->reads, 1);
+    else
+      atomic_fetch_add(&a->r->bad, 1);
+  }
+  return NULL;
+}
+
+static void wal_bounded_under_readers(int mode, int seconds) {
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.checkpoint = mode;
+  opt.readers = BOUND_READERS;
+  opt.cache_size_kib = 16384;
+  /* LITH_TEST_WAL_HOLD_MS=0: the same load without holds, to measure what
+   * they cost (the bound then fails) */
+  const char *hold = getenv("LITH_TEST_WAL_HOLD_MS");
+  if (hold != NULL)
+    opt.wal_hold_ms = atoi(hold);
+  bound_run r = {0};
+  r.db = t_open_fresh(BOUND_DB, &opt);
+  t_seed_accounts(r.db, BOUND_ACCOUNTS, BOUND_BALANCE);
+  pthread_t th[BOUND_WRITERS + BOUND_READERS];
+  bound_arg args[BOUND_WRITERS + BOUND_READERS];
+  for (int i = 0; i < BOUND_WRITERS + BOUND_READERS; i++) {
+    args[i] = (bound_arg){&r, i};
+    assert_int_equal(pthread_create(&th[i], NULL, i < BOUND_WRITERS ? bound_writer : bound_reader, &args[i]),
+                     0);
+  }
+  long long max_wal = 0, samples = 0;
+  int64_t t0 = lith_clock_ms(), end = t0 + (int64_t)seconds * 1000;
+  while (lith_clock_ms() < end && max_wal <= BOUND_MAX_WAL) {
+    long long w = wal_size(BOUND_DB);
+    if (w > max_wal)
+      max_wal = w;
+    samples++;
+    usleep(20 * 1000);
+  }
+  atomic_store(&r.stop, 1);
+  for (int i = 0; i < BOUND_WRITERS + BOUND_READERS; i++)
+    pthread_join(th[i], NULL);
+  lith_stats st;
+  lith_stats_get(r.db, &st);
+  uint64_t lat[LITH_LAT_BUCKETS];
+  for (int i = 0; i < LITH_LAT_BUCKETS; i++)
+    lat[i] = atomic_load(&r.read_lat[i]);
+  print_message("%s reads: p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms; transactions: p99 %.3f ms, max %.3f ms\n",
+                mode == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER", lith_lat_quantile_ns(lat, NULL, 0.5) / 1e6,
+                lith_lat_quantile_ns(lat, NULL, 0.99) / 1e6, lith_lat_quantile_ns(lat, NULL, 0.999) / 1e6,
+                lith_lat_quantile_ns(st.tx_lat, NULL, 0.99) / 1e6, st.tx_ns_max / 1e6);
+  print_message("%s, %.1f s: %lld transfers, %lld reads; the -wal file at most %lld bytes (%lld samples); "
+                "%llu checkpoints; %llu holds (%llu gave up, %.1f ms in all), %llu reads held (%.1f ms in "
+                "all), %llu restarts blocked\n",
+                mode == LITH_CHECKPOINT_AUTO ? "AUTO" : "WRITER", (double)(lith_clock_ms() - t0) / 1000,
+                (long long)atomic_load(&r.ok), (long long)atomic_load(&r.reads), max_wal, samples,
+                (unsigned long long)st.checkpoints, (unsigned long long)st.wal_holds,
+                (unsigned long long)st.wal_holds_gave_up, (double)st.wal_hold_ns_total / 1e6,
+                (unsigned long long)st.reads_held, (double)st.reads_held_ns_total / 1e6,
+                (unsigned long long)st.wal_restart_blocked);
+  assert_int_equal(lith_close(r.db), LITH_OK);
+  assert_int_equal(atomic_load(&r.bad), 0);
+  assert_true(atomic_load(&r.reads) > 0);
+  assert_true(max_wal <= BOUND_MAX_WAL);
+  /* nothing answered was lost while reads were held */
+  assert_int_equal(t_query_int(BOUND_DB, "SELECT count(*) FROM ledger"), atomic_load(&r.ok));
+  assert_int_equal(t_query_int(BOUND_DB, "SELECT sum(balance) FROM accounts"),
+                   (int64_t)BOUND_ACCOUNTS * BOUND_BALANCE);
+  t_assert_integrity(BOUND_DB);
+  t_remove_db(BOUND_DB);
+}
+
+static void test_wal_bounded_under_readers(void **state) {
+  (void)state;
+  int s = t_scaled(60);
+  wal_bounded_under_readers(LITH_CHECKPOINT_WRITER, s < 10 ? 10 : s);
+}
+
+static void test_wal_bounded_under_readers_auto(void **state) {
+  (void)state;
+  wal_bounded_under_readers(LITH_CHECKPOINT_AUTO, 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_checkpoint_writer),
@@ -543,6 +693,8 @@ int main(void) {
       cmocka_unit_test(test_external_connections),
       cmocka_unit_test(test_external_waits_out_a_write_lock),
       cmocka_unit_test(test_close_beside_a_reader),
+      cmocka_unit_test(test_wal_bounded_under_readers),
+      cmocka_unit_test(test_wal_bounded_under_readers_auto),
   };
   return cmocka_run_group_tests_name("sqlite/checkpoint", tests, NULL, NULL);
 }

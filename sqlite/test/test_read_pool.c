@@ -29,7 +29,12 @@
  *     past, and reads when a reader comes back in time; under contention
  *     every call reads or gives up; lith_stats counts reads, waits, give-ups,
  *     wait time (total and histogram) and readers in use, also after
- *     lith_shutdown.
+ *     lith_shutdown;
+ *   - the hold (lith__pool_hold, checkpoint.c's): a read held waits,
+ *     without a connection, until the release, or until the hold's bound,
+ *     or until its own deadline if sooner (then it reads: a hold never
+ *     fails a read); reads already running go on and are counted
+ *     (lith__pool_running); the held reads and their wait are counted.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -42,6 +47,8 @@
 
 #include <cmocka.h>
 
+#include "../../lib/clock.h"
+#include "../read_pool.h"
 #include "common.h"
 
 #define DB "read_pool.db"
@@ -943,6 +950,106 @@ static void test_read_deadline_under_contention(void **state) {
   assert_int_equal(lith_close(r.db), LITH_OK);
 }
 
+/* ---- the hold ------------------------------------------------------------ */
+
+typedef struct held {
+  lith__pool *p;
+  int64_t deadline;
+  _Atomic int64_t ran_at; /* lith_clock_ms when fn ran; 0: not yet */
+  _Atomic int running;    /* lith__pool_running as fn saw it */
+  _Atomic int release;    /* fn returns once set (blocking reads only) */
+  int block;
+  int rc;
+} held;
+
+static int held_fn(lith_rx *rx, void *arg) {
+  held *h = arg;
+  (void)rx;
+  atomic_store(&h->ran_at, lith_clock_ms());
+  atomic_store(&h->running, lith__pool_running(h->p));
+  while (h->block && !atomic_load(&h->release))
+    usleep(1000);
+  return LITH_OK;
+}
+
+static void *held_thread(void *arg) {
+  held *h = arg;
+  h->rc = lith__pool_read(h->p, held_fn, h, h->deadline);
+  return NULL;
+}
+
+static void test_hold(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.readers = 2;
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_close(db), LITH_OK);
+  lith__read_stats st;
+  memset(&st, 0, sizeof st);
+  lith__pool *p = NULL;
+  assert_int_equal(lith__pool_open(DB, &opt, &st, &p), LITH_OK);
+
+  /* a read already running goes on; a new one waits for the release */
+  held run = {.p = p, .deadline = -1, .block = 1}, wait = {.p = p, .deadline = -1};
+  pthread_t t1, t2;
+  assert_int_equal(pthread_create(&t1, NULL, held_thread, &run), 0);
+  while (atomic_load(&run.ran_at) == 0)
+    usleep(1000);
+  int64_t t0 = lith_clock_ms();
+  lith__pool_hold(p, t0 + 10000);
+  assert_int_equal(lith__pool_running(p), 1);
+  assert_int_equal(pthread_create(&t2, NULL, held_thread, &wait), 0);
+  usleep(200 * 1000);
+  assert_int_equal(atomic_load(&wait.ran_at), 0); /* held, though a connection is free */
+  assert_int_equal(atomic_load(&st.held), 1);
+  assert_int_equal(lith__pool_running(p), 1); /* it holds no connection */
+  atomic_store(&run.release, 1);
+  pthread_join(t1, NULL);
+  assert_int_equal(run.rc, LITH_OK);
+  assert_int_equal(lith__pool_running(p), 0);
+  usleep(50 * 1000);
+  assert_int_equal(atomic_load(&wait.ran_at), 0); /* the running read ending is no release */
+  lith__pool_release(p);
+  pthread_join(t2, NULL);
+  assert_int_equal(wait.rc, LITH_OK);
+  assert_true(atomic_load(&wait.ran_at) - t0 >= 250);
+  assert_true(atomic_load(&wait.ran_at) - t0 < 5000);
+  assert_int_equal(atomic_load(&wait.running), 1);
+  assert_true(atomic_load(&st.held_ns_total) >= 200 * 1000000ULL);
+
+  /* never released: the hold's bound lets it go */
+  held bound = {.p = p, .deadline = -1};
+  t0 = lith_clock_ms();
+  lith__pool_hold(p, t0 + 200);
+  held_thread(&bound);
+  assert_int_equal(bound.rc, LITH_OK);
+  assert_true(atomic_load(&bound.ran_at) - t0 >= 190);
+  assert_true(atomic_load(&bound.ran_at) - t0 < 3000);
+
+  /* the read's own deadline, sooner than the hold's: it reads then */
+  held soon = {.p = p};
+  t0 = lith_clock_ms();
+  soon.deadline = t0 + 150;
+  lith__pool_hold(p, t0 + 10000);
+  held_thread(&soon);
+  assert_int_equal(soon.rc, LITH_OK);
+  assert_true(atomic_load(&soon.ran_at) - t0 >= 140);
+  assert_true(atomic_load(&soon.ran_at) - t0 < 3000);
+  lith__pool_release(p);
+  assert_int_equal(atomic_load(&st.held), 3);
+  assert_int_equal(atomic_load(&st.timeouts), 0);
+
+  /* no hold: at once, and not counted */
+  held now = {.p = p, .deadline = -1};
+  t0 = lith_clock_ms();
+  held_thread(&now);
+  assert_true(atomic_load(&now.ran_at) - t0 < 1000);
+  assert_int_equal(atomic_load(&st.held), 3);
+  lith__pool_close(p);
+  t_remove_db(DB);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_see_whole_batches),
@@ -953,6 +1060,7 @@ int main(void) {
       cmocka_unit_test(test_interrupt_stops_a_read),
       cmocka_unit_test(test_read_deadline_and_pool_figures),
       cmocka_unit_test(test_read_deadline_under_contention),
+      cmocka_unit_test(test_hold),
   };
   return cmocka_run_group_tests_name("sqlite/read_pool", tests, NULL, NULL);
 }

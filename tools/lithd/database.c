@@ -287,7 +287,17 @@ static void on_wal_watch(uv_timer_t *t) {
   if (st == NULL)
     return;
   lith_stats_get(d->srv.db, st);
-  if (st->wal_pages < d->wal_threshold) {
+  if (!d->wal_external) {
+    if (st->wal_restart_blocked > 0 && !d->wal_blocked_said) {
+      d->wal_blocked_said = 1;
+      lithd_log(LITHD_LOG_WARN,
+                "%sthe WAL was wholly checkpointed with lithd's reads held and still did not start over: a "
+                "connection outside lithd (another process, the sqlite3 shell) keeps reading it, and lithd "
+                "cannot hold those; the -wal file (now %.1f MiB) grows while they read "
+                "(lith_wal_restart_blocked_total counts each time; said once)",
+                d->label, (double)st->wal_file_bytes / (1024.0 * 1024.0));
+    }
+  } else if (st->wal_pages < d->wal_threshold) {
     d->wal_above = 0; /* something checkpointed: the next crossing warns again */
   } else if (!d->wal_above) {
     d->wal_above = 1;
@@ -305,7 +315,8 @@ static void on_wal_watch(uv_timer_t *t) {
   free(st);
 }
 
-void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint_pages) {
+void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint_pages, int external) {
+  d->wal_external = external;
   d->wal_threshold = (uint64_t)LITHD_WAL_WARN_FACTOR * (uint64_t)checkpoint_pages;
   uv_timer_init(loop, &d->wal_timer);
   d->wal_timer.data = d;

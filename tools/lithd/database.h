@@ -45,8 +45,9 @@
 /* Result codes. */
 enum { LITHD_DATABASE_OK = 0, LITHD_DATABASE_ERROR = 1 };
 
-/* The EXTERNAL-mode watch of the WAL: a timer looks at its size once a
- * second and warns when it passes LITHD_WAL_WARN_FACTOR x checkpoint_pages
+/* The watch of the WAL: a timer looks at lith's figures once a second.
+ * With --checkpoint external it warns when the WAL passes
+ * LITHD_WAL_WARN_FACTOR x checkpoint_pages
  * (what WRITER mode bounds it at): once per crossing (it must fall below
  * again, a checkpoint, to warn again), and at most once per
  * LITHD_WAL_WARN_EVERY_MS. */
@@ -72,7 +73,9 @@ typedef struct lithd_database {
   uv_timer_t wal_timer;
   uint64_t wal_threshold; /* pages */
   int64_t page_size;
+  int wal_external;         /* --checkpoint external: warn of a WAL nobody checkpoints */
   int wal_above;            /* the WAL was past the threshold at the last look */
+  int wal_blocked_said;     /* a reader outside lithd kept the WAL from starting over: logged */
   int64_t wal_last_warn_ms; /* lith_clock_ms of the last warning; 0: none yet */
   int wal_open;
   void (*on_closed)(void *arg);
@@ -110,9 +113,11 @@ int lithd_database_open(lithd_database *d, const lith_options *base, int64_t que
  * message. */
 int lithd_database_open_dqlite(lithd_database *d, const lithd_dq_options *o, uv_loop_t *loop);
 
-/* Start the WAL watch (--checkpoint external) on loop, warning past
- * LITHD_WAL_WARN_FACTOR x checkpoint_pages. */
-void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint_pages);
+/* Start the WAL watch on loop. With --checkpoint external it warns past
+ * LITHD_WAL_WARN_FACTOR x checkpoint_pages; otherwise it says, once, when
+ * a connection outside lithd first kept the WAL from starting over
+ * (lith_stats.wal_restart_blocked), which lithd cannot hold. */
+void lithd_database_watch_wal(lithd_database *d, uv_loop_t *loop, int checkpoint_pages, int external);
 
 /* Stop the watch (its handle closes on the loop's next turn). Does nothing
  * if it is not running. */

@@ -303,6 +303,7 @@ int main(int argc, char **argv) {
     lopt.checkpoint_pages = o.checkpoint_pages;
   if (o.readers > 0)
     lopt.readers = o.readers;
+  lopt.wal_hold_ms = o.wal_hold_ms;
   if (o.cache_kib > 0)
     lopt.cache_size_kib = o.cache_kib;
   lopt.mmap_size = o.mmap_mib << 20;
@@ -420,9 +421,10 @@ int main(int argc, char **argv) {
   uv_signal_start(&d.sigterm, on_signal, SIGTERM);
   uv_signal_start(&d.sigint, on_signal, SIGINT);
   uv_signal_start(&d.sighup, on_signal, SIGHUP);
-  if (o.checkpoint == LITH_CHECKPOINT_EXTERNAL)
+  if (o.dqlite == NULL)
     for (i = 0; i < d.n_dbs; i++)
-      lithd_database_watch_wal(&d.dbs[i], &d.loop, lopt.checkpoint_pages);
+      lithd_database_watch_wal(&d.dbs[i], &d.loop, lopt.checkpoint_pages,
+                               o.checkpoint == LITH_CHECKPOINT_EXTERNAL);
 
   {
     /* The curl example names the real token file (absolute, quoted for

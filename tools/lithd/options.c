@@ -157,6 +157,18 @@ const lithd_opt lithd_opt_table[] = {
      .help = "WAL pages that start a checkpoint; with external, lithd warns once the WAL passes 4 x N",
      .modes = LOCAL,
      .why = "each node checkpoints its own WAL"},
+    {.name = "wal-hold-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "wal-hold-ms",
+     NUM(wal_hold_ms, T_INT, 0, 60000),
+     .def = "100",
+     .def_applied = 1,
+     .help = "readers always reading keep the WAL from starting over: once it holds 4 x "
+             "--checkpoint-pages, new reads wait at most this long while the running ones end and the "
+             "WAL is copied whole (0: never; the -wal file then grows while reads never pause)",
+     .modes = LOCAL,
+     .why = "each node checkpoints its own WAL"},
     {.name = "litestream",
      .key = "litestream",
      FLAG(litestream),

@@ -91,6 +91,7 @@ typedef struct lithd_opts {
   int checkpoint_given;   /* --checkpoint was given (in the file or on the command line) */
   int litestream;         /* --litestream: checkpoint external, busy timeout LITHD_LITESTREAM_BUSY_MS */
   int checkpoint_pages;   /* 0: lith's default (1000) */
+  int wal_hold_ms;        /* --wal-hold-ms (default 100) */
   int readers;            /* 0: lith's default (CPUs) */
   int cache_kib;          /* 0: lith's default (16384) */
   int64_t mmap_mib;       /* 0: none (lith's default) */

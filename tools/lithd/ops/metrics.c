@@ -181,6 +181,13 @@ enum {
   M_CHECKPOINT_SECONDS,
   M_CHECKPOINT_WRITER_SECONDS,
   M_COMMIT_SECONDS,
+  M_WAL_FILE_BYTES,
+  M_WAL_HOLDS,
+  M_WAL_HOLDS_GAVE_UP,
+  M_WAL_HOLD_SECONDS,
+  M_READS_HELD,
+  M_READS_HELD_SECONDS,
+  M_WAL_RESTART_BLOCKED,
   M_COUNT
 };
 
@@ -216,6 +223,20 @@ static const struct db_metric {
          "in AUTO mode)."},
     [M_COMMIT_SECONDS] = {"lith_commit_seconds_total", "counter",
                           "Time in the COMMIT statements of all batches."},
+    [M_WAL_FILE_BYTES] = {"lith_wal_file_bytes", "gauge",
+                          "Size of the -wal file now, bytes (lith_wal_bytes counts only the frames not "
+                          "yet checkpointed)."},
+    [M_WAL_HOLDS] = {"lith_wal_holds_total", "counter",
+                     "Times new reads were held so that the WAL could start over (--wal-hold-ms)."},
+    [M_WAL_HOLDS_GAVE_UP] = {"lith_wal_holds_gave_up_total", "counter",
+                             "Holds that reached --wal-hold-ms with reads still running: the WAL could "
+                             "not start over that time."},
+    [M_WAL_HOLD_SECONDS] = {"lith_wal_hold_seconds_total", "counter", "Time holds lasted."},
+    [M_READS_HELD] = {"lith_reads_held_total", "counter", "Reads that waited behind a hold."},
+    [M_READS_HELD_SECONDS] = {"lith_reads_held_seconds_total", "counter", "Time reads waited behind holds."},
+    [M_WAL_RESTART_BLOCKED] = {"lith_wal_restart_blocked_total", "counter",
+                               "Times the WAL was wholly checkpointed with lithd's reads held and still "
+                               "did not start over: a connection outside lithd reads it."},
 };
 
 /* The sample of metric k for database d (its statistics st). */
@@ -238,6 +259,13 @@ static void db_sample(lithd_buf *b, int k, const lithd_metrics_db *d, const lith
   case M_CHECKPOINT_ERRORS: v = st->checkpoint_errors; break;
   case M_CHECKPOINT_SECONDS: seconds = (double)st->checkpoint_ns_total / 1e9; break;
   case M_CHECKPOINT_WRITER_SECONDS: seconds = (double)st->checkpoint_ns_writer / 1e9; break;
+  case M_WAL_FILE_BYTES: v = st->wal_file_bytes; break;
+  case M_WAL_HOLDS: v = st->wal_holds; break;
+  case M_WAL_HOLDS_GAVE_UP: v = st->wal_holds_gave_up; break;
+  case M_WAL_HOLD_SECONDS: seconds = (double)st->wal_hold_ns_total / 1e9; break;
+  case M_READS_HELD: v = st->reads_held; break;
+  case M_READS_HELD_SECONDS: seconds = (double)st->reads_held_ns_total / 1e9; break;
+  case M_WAL_RESTART_BLOCKED: v = st->wal_restart_blocked; break;
   default: seconds = (double)st->commit_ns_total / 1e9; break;
   }
   if (seconds >= 0)

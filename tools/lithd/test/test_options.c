@@ -49,6 +49,7 @@ static const struct {
     {"synchronous", "full", 0},
     {"checkpoint", "external", 0},
     {"checkpoint-pages", "500", 0},
+    {"wal-hold-ms", "20", 0},
     {"litestream", NULL, 0},
     {"readers", "2", 0},
     {"cache-kib", "2048", 0},
@@ -367,14 +368,15 @@ static const struct {
   const char *name;
   unsigned mode;
 } refused[] = {
-    {"db", LITHD_MODE_DQLITE},         {"default", LITHD_MODE_DQLITE},
-    {"checkpoint", LITHD_MODE_DQLITE}, {"checkpoint-pages", LITHD_MODE_DQLITE},
-    {"litestream", LITHD_MODE_DQLITE}, {"file-mode", LITHD_MODE_DQLITE},
-    {"cache-kib", LITHD_MODE_DQLITE},  {"mmap-mib", LITHD_MODE_DQLITE},
-    {"backup-dir", LITHD_MODE_DQLITE}, {"restore", LITHD_MODE_DQLITE},
-    {"force", LITHD_MODE_FILE},        {"force", LITHD_MODE_DQLITE},
-    {"dqlite", LITHD_MODE_FILE},       {"dqlite", LITHD_MODE_RESTORE},
-    {"dqlite-db", LITHD_MODE_FILE},    {"dqlite-db", LITHD_MODE_RESTORE},
+    {"db", LITHD_MODE_DQLITE},          {"default", LITHD_MODE_DQLITE},
+    {"checkpoint", LITHD_MODE_DQLITE},  {"checkpoint-pages", LITHD_MODE_DQLITE},
+    {"litestream", LITHD_MODE_DQLITE},  {"file-mode", LITHD_MODE_DQLITE},
+    {"wal-hold-ms", LITHD_MODE_DQLITE}, {"cache-kib", LITHD_MODE_DQLITE},
+    {"mmap-mib", LITHD_MODE_DQLITE},    {"backup-dir", LITHD_MODE_DQLITE},
+    {"restore", LITHD_MODE_DQLITE},     {"force", LITHD_MODE_FILE},
+    {"force", LITHD_MODE_DQLITE},       {"dqlite", LITHD_MODE_FILE},
+    {"dqlite", LITHD_MODE_RESTORE},     {"dqlite-db", LITHD_MODE_FILE},
+    {"dqlite-db", LITHD_MODE_RESTORE},
 };
 
 static int expected_refusal(const char *name, unsigned mode) {
