@@ -669,6 +669,59 @@ static void wal_bounded_under_readers(int mode, int seconds) {
   t_remove_db(BOUND_DB);
 }
 
+/* A reader lith does not own (another process's connection) cannot be
+ * held: the hold copies what it can, sees the WAL cannot start over, counts
+ * it (wal_restart_blocked) and does not hold lith's readers again for every
+ * batch; once that reader is gone, the WAL starts over as before. */
+static void test_wal_outside_reader(void **state) {
+  (void)state;
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.checkpoint_pages = 50;
+  opt.migrations = blob_migrations;
+  opt.n_migrations = 1;
+  lith *db = t_open_fresh(DB, &opt);
+  int size = 100, big = 6000;
+  assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+  sqlite3 *outside = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open(DB, &outside), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(outside, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(outside, "SELECT count(*) FROM blobs", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW); /* its snapshot: an early frame of the WAL */
+  sqlite3_finalize(st);
+  for (int i = 0; i < 300; i++) { /* ~3 frames each: 900 frames, 18 x checkpoint_pages */
+    assert_int_equal(lith_do(db, add_blob, &big), LITH_OK);
+    if (i % 20 == 19)
+      usleep(2000); /* the checkpointer's turn */
+  }
+  lith_stats s;
+  lith_stats_get(db, &s);
+  print_message("outside reader: %llu holds (%llu gave up), %llu blocked, -wal %llu bytes\n",
+                (unsigned long long)s.wal_holds, (unsigned long long)s.wal_holds_gave_up,
+                (unsigned long long)s.wal_restart_blocked, (unsigned long long)s.wal_file_bytes);
+  assert_true(s.wal_restart_blocked >= 1);
+  assert_true(s.wal_holds >= s.wal_restart_blocked);
+  assert_true(s.wal_holds <= 10); /* once per 4 x checkpoint_pages of growth, not per batch */
+  assert_true(s.wal_file_bytes > 600LL * FRAME);
+  assert_int_equal(s.reads_held, 0); /* nobody was reading through lith */
+  assert_int_equal(sqlite3_exec(outside, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_close(outside), SQLITE_OK);
+  /* gone: the WAL starts over again (journal_size_limit cuts the file) */
+  long long w = wal_size(DB);
+  for (int i = 0; i < 2000 && w > 4LL * 50 * FRAME + 8 * FRAME; i++) {
+    assert_int_equal(lith_do(db, add_blob, &size), LITH_OK);
+    if (i % 20 == 19)
+      usleep(2000);
+    w = wal_size(DB);
+  }
+  assert_true(w <= 4LL * 50 * FRAME + 8 * FRAME);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM blobs") >= 301, 1);
+  t_remove_db(DB);
+}
+
 static void test_wal_bounded_under_readers(void **state) {
   (void)state;
   int s = t_scaled(60);
@@ -693,6 +746,7 @@ int main(void) {
       cmocka_unit_test(test_external_connections),
       cmocka_unit_test(test_external_waits_out_a_write_lock),
       cmocka_unit_test(test_close_beside_a_reader),
+      cmocka_unit_test(test_wal_outside_reader),
       cmocka_unit_test(test_wal_bounded_under_readers),
       cmocka_unit_test(test_wal_bounded_under_readers_auto),
   };

@@ -21,13 +21,17 @@
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -640,6 +644,184 @@ static void test_external_wal_warning(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- The WAL under readers always reading ---------------------------------------- */
+
+#define WB_WRITERS 16
+#define WB_READERS 8
+#define WB_ACCOUNTS 1000
+#define WB_BALANCE 1000000
+#define WB_MAX_WAL (64LL << 20)
+
+struct wb_run {
+  struct tl_child *c;
+  _Atomic int stop;
+  _Atomic long ok, reads, bad;
+};
+
+struct wb_arg {
+  struct wb_run *r;
+  int id;
+};
+
+static void *wb_writer(void *arg) {
+  struct wb_arg *a = arg;
+  struct tl_conn k;
+  struct tl_resp r;
+  char body[512];
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(a->id + 1);
+  tl_conn_init(&k, a->r->c);
+  while (!atomic_load(&a->r->stop)) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    int src = (int)(x % WB_ACCOUNTS) + 1, dst = (int)((x >> 20) % WB_ACCOUNTS) + 1;
+    snprintf(body, sizeof body,
+             "{\"statements\":[{\"sql\":\"UPDATE accounts SET balance = balance - 1 WHERE id = ?\","
+             "\"params\":[%d]},{\"sql\":\"UPDATE accounts SET balance = balance + 1 WHERE id = ?\","
+             "\"params\":[%d]},{\"sql\":\"INSERT INTO ledger(src, dst) VALUES (?, ?)\",\"params\":[%d,%d]}]}",
+             src, dst, src, dst);
+    if (tl_conn_request(&k, "POST", "/v1/do", NULL, body, &r, 30000) == TL_OK) {
+      atomic_fetch_add(r.status == 200 ? &a->r->ok : &a->r->bad, 1);
+      tl_resp_free(&r);
+    } else {
+      atomic_fetch_add(&a->r->bad, 1);
+    }
+  }
+  tl_conn_close(&k);
+  return NULL;
+}
+
+/* A read as an app's: the money on one snapshot (always all of it) and
+ * the ledger's length (a scan that grows with the run). */
+static void *wb_reader(void *arg) {
+  struct wb_arg *a = arg;
+  struct tl_conn k;
+  struct tl_resp r;
+  char want[64];
+  snprintf(want, sizeof want, "\"rows\":[[%lld,", (long long)WB_ACCOUNTS * WB_BALANCE);
+  tl_conn_init(&k, a->r->c);
+  while (!atomic_load(&a->r->stop)) {
+    if (tl_conn_request(&k, "POST", "/v1/query", NULL,
+                        "{\"statements\":[{\"sql\":\"SELECT sum(balance), (SELECT count(*) FROM ledger) "
+                        "FROM accounts\"}]}",
+                        &r, 30000) == TL_OK) {
+      atomic_fetch_add(r.status == 200 && strstr(r.body, want) != NULL ? &a->r->reads : &a->r->bad, 1);
+      tl_resp_free(&r);
+    } else {
+      atomic_fetch_add(&a->r->bad, 1);
+    }
+  }
+  tl_conn_close(&k);
+  return NULL;
+}
+
+/* 16 keep-alive connections writing transfers while 8 always have a
+ * /v1/query running, with lithd's default options: the -wal file stays
+ * under 64 MiB all along (without --wal-hold-ms it passes that within
+ * seconds), nothing answered is lost while reads are held, and the
+ * figures say what happened. */
+static void test_wal_bounded_under_http_readers(void **state) {
+  struct tl_child *c = *state;
+  struct wb_run run = {.c = c};
+  struct wb_arg args[WB_WRITERS + WB_READERS];
+  pthread_t th[WB_WRITERS + WB_READERS];
+  char seed[512];
+
+  tl_start(c, "walb", 0, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"CREATE TABLE accounts(id INTEGER PRIMARY KEY, balance INTEGER NOT "
+            "NULL)\"},{\"sql\":\"CREATE TABLE ledger(id INTEGER PRIMARY KEY, src INTEGER, dst INTEGER)\"}]}",
+            200, NULL);
+  snprintf(seed, sizeof seed,
+           "{\"statements\":[{\"sql\":\"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE "
+           "i < %d) INSERT INTO accounts SELECT i, %d FROM n\"}]}",
+           WB_ACCOUNTS, WB_BALANCE);
+  tl_expect(c, "POST", "/v1/do", NULL, seed, 200, NULL);
+  for (int i = 0; i < WB_WRITERS + WB_READERS; i++) {
+    args[i] = (struct wb_arg){&run, i};
+    assert_int_equal(pthread_create(&th[i], NULL, i < WB_WRITERS ? wb_writer : wb_reader, &args[i]), 0);
+  }
+  long long max_wal = 0;
+  int seconds = tl_scaled(60) < 10 ? 10 : tl_scaled(60);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int ms = 0; ms < seconds * 1000 && max_wal <= WB_MAX_WAL; ms += 20) {
+    struct stat sb;
+    if (stat("walb.db-wal", &sb) == 0 && sb.st_size > max_wal)
+      max_wal = sb.st_size;
+    sleep_ms(20);
+  }
+  atomic_store(&run.stop, 1);
+  for (int i = 0; i < WB_WRITERS + WB_READERS; i++)
+    pthread_join(th[i], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+
+  struct tl_resp st;
+  tl_http(c, "GET", "/v1/stats", NULL, NULL, &st);
+  struct pm *pm = malloc(sizeof *pm); /* large: not on the stack */
+  assert_non_null(pm);
+  scrape(c, pm);
+  print_message("%.1f s: %ld transfers, %ld reads; the -wal file at most %lld bytes; %" PRIu64
+                " holds (%" PRIu64 " gave up), %" PRIu64 " reads held (%.1f ms in all)\n",
+                (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+                atomic_load(&run.ok), atomic_load(&run.reads), max_wal, tl_json_u64(st.body, "wal_holds"),
+                tl_json_u64(st.body, "wal_holds_gave_up"), tl_json_u64(st.body, "reads_held"),
+                pm_value(pm, "lith_reads_held_seconds_total", "db=\"main\"") * 1000);
+  assert_int_equal(atomic_load(&run.bad), 0);
+  assert_true(atomic_load(&run.reads) > 0);
+  assert_true(max_wal <= WB_MAX_WAL);
+  assert_true(tl_json_u64(st.body, "wal_holds") > 0);
+  assert_true(pm_value(pm, "lith_wal_holds_total", "db=\"main\"") >=
+              (double)tl_json_u64(st.body, "wal_holds"));
+  assert_true(pm_value(pm, "lith_wal_file_bytes", "db=\"main\"") <= (double)WB_MAX_WAL);
+  assert_true(pm_value(pm, "lith_wal_file_bytes", "db=\"main\"") > 0);
+  tl_resp_free(&st);
+  free(pm);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  /* nothing answered was lost while reads were held */
+  assert_int_equal(tl_sql_int("walb.db", "SELECT count(*) FROM ledger"), atomic_load(&run.ok));
+  assert_int_equal(tl_sql_int("walb.db", "SELECT sum(balance) FROM accounts"),
+                   (int64_t)WB_ACCOUNTS * WB_BALANCE);
+  tl_assert_integrity("walb.db");
+}
+
+#define BLOCKED_SAID "a connection outside lithd"
+
+/* A reader lithd does not own keeps the WAL from starting over: lithd
+ * says so in its log, once, and in its metrics. */
+static void test_wal_outside_reader_said_once(void **state) {
+  struct tl_child *c = *state;
+  char buf[16384];
+  sqlite3 *db = NULL;
+  sqlite3_stmt *q = NULL;
+
+  unlink("outside.log");
+  tl_start(c, "outside", 0, TL_ARGS("--checkpoint-pages", "10", "--log", "outside.log"));
+  tl_expect(c, "POST", "/v1/do", NULL, CREATE, 200, NULL);
+  tl_expect(c, "POST", "/v1/do", NULL, INSERT, 200, NULL);
+  assert_int_equal(sqlite3_open("outside.db", &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &q, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(q), SQLITE_ROW); /* its snapshot holds the WAL */
+  sqlite3_finalize(q);
+  for (int i = 0; i < 4; i++) /* ~300 pages: 30 x --checkpoint-pages */
+    tl_expect(c, "POST", "/v1/do", NULL, BIG, 200, NULL);
+  if (!wait_for_text("outside.log", BLOCKED_SAID, buf, sizeof buf, 5000))
+    fail_msg("nothing said in:\n%s", buf);
+  assert_non_null(strstr(buf, " warn: the WAL was wholly checkpointed"));
+  for (int i = 0; i < 4; i++)
+    tl_expect(c, "POST", "/v1/do", NULL, BIG, 200, NULL);
+  sleep_ms(2500);
+  read_text("outside.log", buf, sizeof buf);
+  assert_int_equal(occurrences(buf, BLOCKED_SAID), 1);
+  struct pm *pm = malloc(sizeof *pm);
+  assert_non_null(pm);
+  scrape(c, pm);
+  assert_true(pm_value(pm, "lith_wal_restart_blocked_total", "db=\"main\"") >= 1);
+  free(pm);
+  assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(db);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* ---- The startup line ------------------------------------------------------------- */
 
 static void test_startup_line_token_path(void **state) {
@@ -667,6 +849,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_request_log_json, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_checkpoint_pages, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_external_wal_warning, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_wal_outside_reader_said_once, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_wal_bounded_under_http_readers, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_startup_line_token_path, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
