@@ -212,7 +212,8 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_m
     if (!t_wait) {
       t_wait = lith__now_ns();
       STAT_ADD(p, waits, 1);
-      if ((timed_out = deadline_ms >= 0 && lith_clock_ms() >= deadline_ms))
+      timed_out = deadline_ms >= 0 && lith_clock_ms() >= deadline_ms;
+      if (timed_out)
         continue;
     }
     timed_out = wait_until(p, &p->cv, deadline_ms);
