@@ -6,8 +6,10 @@
 # bench/kanban_http spawns KANBAN_BIN; absolute paths compiled in, options
 # override them) and http/http.mk (H1C_SRC).
 #
-#   BENCH_BIN     the six C benchmark programs `make bench` runs (then
-#                 bench/hrana.js, a Node program: bench-hrana below)
+#   BENCH_BIN     the eight C benchmark programs `make bench` runs (then
+#                 bench/hrana.js, a Node program: bench-hrana below), and
+#                 bench/hrana_null, the null Hrana server bench/hrana.js's
+#                 arm N spawns
 #   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
 #                 they share), bench/net.c (the HTTP client and the server
 #                 under test), bench/transfer.c (the transfer workload),
@@ -15,16 +17,18 @@
 #                 http/h1client.c (reading answers). bench/kanban needs only
 #                 bench/common.c; its rule is in examples/kanban/board.mk.
 #   BENCH_LITH_SHARED  what the programs on liblith add (bench/writer,
-#                 bench/shards): the transfer as a lith command.
+#                 bench/shards, bench/growth): the transfer as a lith command.
 
 BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
-                     $(B)/bench/shards $(B)/bench/dqlite
+                     $(B)/bench/shards $(B)/bench/dqlite $(B)/bench/hrana_null $(B)/bench/growth \
+                     $(B)/bench/walhold
 BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC)
 BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h
 BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
 BENCH_LITH_SHARED := bench/transfer_lith.c
 BENCH_LITH_HDRS   := bench/transfer_lith.h
 
+# The programs on liblith with no rule of their own: bench/writer, bench/growth.
 $(B)/bench/%: bench/%.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_LITH_SHARED) $(BENCH_LITH_HDRS) $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
@@ -47,6 +51,15 @@ all: $(B)/bench/dqlite
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+# bench/walhold spawns lithd (the WAL hold's cost); it links SQLite only.
+$(B)/bench/walhold: bench/walhold.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+# bench/hrana_null: the null Hrana server (no SQL) of bench/hrana.js's arm N,
+# the client's ceiling; standalone, no libraries.
+$(B)/bench/hrana_null: bench/hrana_null.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS)
 # bench/kanban_http spawns the kanban server; SQLite only.
 $(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
@@ -60,11 +73,14 @@ bench: deps
 	$(B)/bench/kanban_http $(BENCH_ARGS)
 	$(B)/bench/shards $(BENCH_ARGS)
 	$(B)/bench/dqlite $(BENCH_ARGS)
+	$(B)/bench/growth $(BENCH_ARGS)
+	$(B)/bench/walhold $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-hrana
 
 # bench/hrana (bench/hrana.js, Node): @libsql/client through lithd's Hrana
 # endpoint (/v2/pipeline), lithd's own Node client (clients/node) and
-# @libsql/client on a local file:, in one Node process; it spawns HRANA_LITHD.
+# @libsql/client on a local file:, in one Node process; it spawns HRANA_LITHD,
+# and $(B)/bench/hrana_null (built here) for its arm N, the client's ceiling.
 # Needs node 18+ and build/hrana/node_modules (`make deps-hrana`); without
 # them it is skipped, saying why. `make bench` runs it last, with BENCH_ARGS;
 # `make bench-hrana` alone. HRANA_LITHD=PATH runs it against another lithd
@@ -74,6 +90,7 @@ HRANA_MODULES ?= build/hrana
 HRANA_LITHD   ?= $(LITHD_BIN)
 bench-hrana: deps
 	$(if $(filter $(LITHD_BIN),$(HRANA_LITHD)),@$(MAKE) --no-print-directory $(LITHD_BIN))
+	@$(MAKE) --no-print-directory $(B)/bench/hrana_null
 	@if ! command -v node >/dev/null 2>&1; then \
 	  echo "bench/hrana: skipped: no node (Node 18+ runs it)"; \
 	elif ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)'; then \
@@ -81,8 +98,8 @@ bench-hrana: deps
 	elif [ ! -d $(HRANA_MODULES)/node_modules/@libsql/client ]; then \
 	  echo "bench/hrana: skipped: no $(HRANA_MODULES)/node_modules/@libsql/client (make deps-hrana)"; \
 	else \
-	  echo "node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) $(BENCH_ARGS)"; \
-	  node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) $(BENCH_ARGS); \
+	  echo "node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) --null $(abspath $(B)/bench/hrana_null) $(BENCH_ARGS)"; \
+	  node bench/hrana.js --lithd $(abspath $(HRANA_LITHD)) --modules $(abspath $(HRANA_MODULES)) --null $(abspath $(B)/bench/hrana_null) $(BENCH_ARGS); \
 	fi
 .PHONY: bench-hrana
 

@@ -26,6 +26,16 @@
 //              native module), the same client.batch(..., "write") (BEGIN
 //              IMMEDIATE ... COMMIT on one connection), after PRAGMA
 //              synchronous=NORMAL (and lithd's cache_size and foreign_keys).
+//   N  null    arm A's client code exactly (same options, same statements),
+//              its http:// URL at bench/hrana_null (spawned like lithd): a
+//              "null" Hrana server that runs no SQL and answers each pipeline
+//              with a valid canned answer at almost no cost. N is the most any
+//              server could give this client on this machine (the client's
+//              ceiling): A / N is lithd's share of it, N / C whether any server
+//              could reach a given multiple of the file. Nothing is stored, so
+//              no database is made or checked for N. Run by default when
+//              --null PATH is given or build/default/bench/hrana_null exists
+//              (else skipped, saying why).
 //
 // Concurrency N = N async loops in this one Node process, each a closed loop
 // (await the transfer, start the next), all sharing ONE client object, as an
@@ -39,12 +49,13 @@
 // Each point: --warmup s, then a window of --seconds s; a transfer counts when
 // its answer arrives inside the window; latency is from the call to the
 // resolution of its promise. CPU time of this process (process.cpuUsage) and
-// of lithd (per thread, /proc/PID/task) is read at the window's edges, with
-// lithd's /v1/stats (commands / batches = transfers per transaction). After
-// each point lithd gets SIGTERM and must exit 0; then the file is checked with
-// the local client: quick_check, money conserved, ledger rows and topic
-// versions equal to the transfers answered OK, in total and per loop. Any
-// mismatch or failed call is an error (the err column); exit status 1 if any.
+// of the server (lithd or hrana_null; per thread, /proc/PID/task) is read at
+// the window's edges, with lithd's /v1/stats (commands / batches = transfers
+// per transaction). After each point the server gets SIGTERM and must exit 0;
+// then (not for N) the file is checked with the local client: quick_check,
+// money conserved, ledger rows and topic versions equal to the transfers
+// answered OK, in total and per loop. Any mismatch or failed call is an error
+// (the err column); exit status 1 if any.
 //
 // The second table: 64 arm-A loops alone, then the same with one more client
 // (its own client object) that every 10 ms opens client.transaction("write"),
@@ -53,14 +64,17 @@
 // Reported: the batches' p99 without and with, and each interactive
 // transaction's time (transaction() to commit() resolved).
 //
-// Usage: node bench/hrana.js [--lithd PATH] [--conc 1,16,64] [--arms A,B,C]
+// Usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,B,C,N]
 //          [--seconds 3] [--warmup 1] [--rounds 1] [--sync normal]
 //          [--db-dir DIR] [--modules DIR] [--tx-every 10] [--no-tx] [--jit-warmup 1] [--csv PATH]
 //          [--quick]
 // --lithd: default $LITHD, else build/default/tools/lithd/lithd;
-// --modules: build/hrana/node_modules's folder (default build/hrana, from
-// make deps-hrana). lithd listens on a free port of 8950-8999. --quick: 1 s windows after 0.5 s, at 1 and
-// 64 loops, 0.5 s of JIT warm-up. --csv PATH: one line per point and round (no CSV otherwise).
+// --null: hrana_null for arm N, default build/default/bench/hrana_null (make
+// build/default/bench/hrana_null); --arms: default A,B,C,N, or A,B,C without a
+// hrana_null; --modules: build/hrana/node_modules's folder (default build/hrana, from
+// make deps-hrana). lithd and hrana_null listen on a free port of 8950-8999. --quick: 1 s windows
+// after 0.5 s, at 1 and 64 loops, 0.5 s of JIT warm-up. --csv PATH: one line per point and round (no
+// CSV otherwise; server_cpu: lithd's or hrana_null's, the lithd_* columns lithd's only).
 "use strict";
 
 const fs = require("node:fs");
@@ -78,9 +92,13 @@ const ROOT = path.resolve(__dirname, "..");
 function usage(msg) {
   if (msg) process.stderr.write(`bench/hrana: ${msg}\n`);
   process.stderr.write(
-    "usage: node bench/hrana.js [--lithd PATH] [--conc 1,16,64] [--arms A,B,C] [--seconds S]\n" +
-      "         [--warmup S] [--rounds R] [--sync normal|full[,...]] [--db-dir DIR] [--modules DIR]\n" +
-      "         [--tx-every MS] [--no-tx] [--jit-warmup S] [--csv PATH] [--quick]\n");
+    "usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,B,C,N]\n" +
+      "         [--seconds S] [--warmup S] [--rounds R] [--sync normal|full[,...]] [--db-dir DIR]\n" +
+      "         [--modules DIR] [--tx-every MS] [--no-tx] [--jit-warmup S] [--csv PATH] [--quick]\n" +
+      "  arms: A @libsql/client -> lithd /v2/pipeline; B lith.js -> lithd /v1/do; C @libsql/client file:;\n" +
+      "        N @libsql/client -> hrana_null (a null Hrana server, no SQL: the client's ceiling)\n" +
+      "  --null PATH: hrana_null for arm N (default build/default/bench/hrana_null; arms default to\n" +
+      "        A,B,C,N when it exists or --null is given, else A,B,C)\n");
   process.exit(2);
 }
 
@@ -88,7 +106,9 @@ function parseArgs(argv) {
   const o = {
     lithd: process.env.LITHD || path.join(ROOT, "build/default/tools/lithd/lithd"),
     conc: [1, 16, 64],
-    arms: ["A", "B", "C"],
+    arms: null, // A,B,C,N, or A,B,C without a hrana_null (below)
+    null: null, // hrana_null (arm N)
+    nullNote: null, // why arm N is skipped
     seconds: 3,
     warmup: 1,
     rounds: 1,
@@ -113,6 +133,7 @@ function parseArgs(argv) {
     const val = () => (eq > 0 ? a.slice(eq + 1) : i + 1 < argv.length ? argv[++i] : usage(`${a} needs a value`));
     switch (key) {
       case "--lithd": o.lithd = path.resolve(val()); break;
+      case "--null": o.null = path.resolve(val()); break;
       case "--conc": case "--conns": o.conc = val().split(",").filter(Boolean).map((v) => Math.round(num(v, key))); break;
       case "--arms": o.arms = val().toUpperCase().split(",").filter(Boolean); break;
       case "--seconds": o.seconds = num(val(), key); break;
@@ -130,7 +151,16 @@ function parseArgs(argv) {
       default: usage(`unknown option ${a}`);
     }
   }
-  for (const a of o.arms) if (!"ABC".includes(a) || a.length !== 1) usage(`--arms: A, B or C, not ${a}`);
+  if (o.arms === null) {
+    const dflt = path.join(ROOT, "build/default/bench/hrana_null");
+    if (o.null === null && fs.existsSync(dflt)) o.null = dflt;
+    if (o.null !== null) o.arms = ["A", "B", "C", "N"];
+    else {
+      o.arms = ["A", "B", "C"];
+      o.nullNote = `arm N skipped: no hrana_null at ${dflt} (make build/default/bench/hrana_null, or --null PATH)`;
+    }
+  } else if (o.null === null) o.null = path.join(ROOT, "build/default/bench/hrana_null");
+  for (const a of o.arms) if (!"ABCN".includes(a) || a.length !== 1) usage(`--arms: A, B, C or N, not ${a}`);
   for (const s of o.sync) if (s !== "normal" && s !== "full") usage(`--sync: normal or full, not ${s}`);
   if (o.conc.length === 0 || o.arms.length === 0) usage("nothing to run");
   o.txConc = o.conc.includes(64) ? 64 : Math.max(...o.conc);
@@ -267,24 +297,26 @@ async function checkDb(p, n, ok, txOk, say) {
   return bad;
 }
 
-// ---- lithd --------------------------------------------------------------------------------------------
+// ---- the servers: lithd, hrana_null ------------------------------------------------------------------
 
 const PORT_LO = 8950, PORT_HI = 8999;
 let nextPort = PORT_LO;
-const live = new Set(); // lithd processes running, killed on the way out
+const live = new Set(); // server processes running, killed on the way out
 
-function startLithd(o, db, sync, log) {
+// Spawns a server on the next port of PORT_LO-PORT_HI (the next one again when it says the port is in
+// use) and waits for the line that says it listens: { child, url, port }. argsFor(port): its arguments;
+// listening: a regexp whose group 1 is the port, matched once a whole line has arrived.
+function startServer(name, bin, argsFor, listening, log) {
   const tryPort = (tries) =>
     new Promise((resolve, reject) => {
       const port = nextPort;
       nextPort = nextPort >= PORT_HI ? PORT_LO : nextPort + 1;
       const err = fs.openSync(log, "w");
-      const child = spawn(o.lithd, ["--db", db, "--listen", `127.0.0.1:${port}`, "--synchronous", sync],
-        { stdio: ["ignore", "pipe", err] });
+      const child = spawn(bin, argsFor(port), { stdio: ["ignore", "pipe", err] });
       fs.closeSync(err);
       live.add(child);
       let out = "", done = false;
-      const timer = setTimeout(() => finish(new Error(`lithd printed no URL line within 10 s (got "${out.slice(0, 200)}")`)), 10000);
+      const timer = setTimeout(() => finish(new Error(`${name} printed no listening line within 10 s (got "${out.slice(0, 200)}")`)), 10000);
       function finish(e, url) {
         if (done) return;
         done = true;
@@ -296,7 +328,7 @@ function startLithd(o, db, sync, log) {
       }
       child.stdout.on("data", (b) => {
         out += b;
-        const m = /http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+        const m = listening.exec(out);
         if (m && out.includes("\n")) {
           child.stdout.resume(); // it prints nothing more we read
           finish(null, `http://127.0.0.1:${m[1]}`);
@@ -313,7 +345,7 @@ function startLithd(o, db, sync, log) {
             done = true;
             clearTimeout(timer);
             resolve(null);
-          } else finish(new Error(`lithd exited (${code ?? sig}) before listening: ${tail}`));
+          } else finish(new Error(`${name} exited (${code ?? sig}) before listening: ${tail}`));
         }
       });
     });
@@ -326,7 +358,18 @@ function startLithd(o, db, sync, log) {
   })();
 }
 
-function stopLithd(l) {
+function startLithd(o, db, sync, log) {
+  return startServer("lithd", o.lithd, (port) => ["--db", db, "--listen", `127.0.0.1:${port}`, "--synchronous", sync],
+    /http:\/\/127\.0\.0\.1:(\d+)/, log);
+}
+
+// hrana_null (bench/hrana_null.c) prints exactly "listening 127.0.0.1:PORT".
+function startNull(o, log) {
+  return startServer("hrana_null", o.null, (port) => ["--listen", `127.0.0.1:${port}`], /^listening 127\.0\.0\.1:(\d+)$/m, log);
+}
+
+// SIGTERM, then the exit status ({ code, sig }); SIGKILL after 20 s.
+function stopServer(l) {
   return new Promise((resolve) => {
     const done = () => resolve(l.child.exitStatus);
     if (l.child.exitStatus) return done();
@@ -373,8 +416,9 @@ function statTicks(file) {
   }
 }
 
-// lithd's CPU seconds per thread kind: its first thread runs the loop (h2o, JSON, Hrana).
-function lithdCpu(pid) {
+// A server's CPU seconds per thread kind: lithd's first thread runs the loop (h2o, JSON, Hrana), and
+// hrana_null's only thread is all loop.
+function serverCpu(pid) {
   const out = { loop: 0, writer: 0, other: 0 };
   let tids = [];
   try {
@@ -405,7 +449,7 @@ function machineBusy() {
 
 function snapshot(pid) {
   const u = process.cpuUsage();
-  return { t: performance.now(), self: (u.user + u.system) / 1e6, lithd: pid ? lithdCpu(pid) : null, busy: machineBusy() };
+  return { t: performance.now(), self: (u.user + u.system) / 1e6, server: pid ? serverCpu(pid) : null, busy: machineBusy() };
 }
 
 // ---- percentiles ------------------------------------------------------------------------------------
@@ -422,8 +466,9 @@ function summary(lat) {
 // ---- one point ------------------------------------------------------------------------------------------
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const ARM_NAME = { A: "A @libsql/client → lithd /v2/pipeline", B: "B lith.js → lithd /v1/do", C: "C @libsql/client file: (in process)" };
-const ARM_SHORT = { A: "A hrana", B: "B lith /v1/do", C: "C file:" };
+const ARM_NAME = { A: "A @libsql/client → lithd /v2/pipeline", B: "B lith.js → lithd /v1/do", C: "C @libsql/client file: (in process)",
+  N: "N @libsql/client → hrana_null /v2/pipeline (a null server, no SQL: the client's ceiling; no database, nothing checked)" };
+const ARM_SHORT = { A: "A hrana", B: "B lith /v1/do", C: "C file:", N: "N null server" };
 
 // Runs arm on N loops (and the interactive-transaction client when withTx); the result.
 async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
@@ -436,14 +481,23 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
   const db = path.join(tmp, `hrana-${arm}-${N}-${round}${withTx ? "-tx" : ""}.db`);
   const log = db + ".log";
   const t00 = performance.now();
-  await createDb(db, N);
+  const isLithd = arm === "A" || arm === "B";
+  const server = arm === "N" ? "hrana_null" : "lithd";
+  if (arm !== "N") await createDb(db, N); // N stores nothing
   let l = null, client = null, txClient = null, call;
+  // Arms A and N: the same client, the same options, the same call; only the URL differs.
+  const hranaClient = (url) => {
+    client = libsql.createClient({ url, concurrency: Math.max(N, 1) });
+    call = (t) => client.batch(libsqlStmts(t), "write");
+  };
   try {
-    if (arm === "A" || arm === "B") {
+    if (arm === "N") {
+      l = await startNull(o, log);
+      hranaClient(l.url);
+    } else if (isLithd) {
       l = await startLithd(o, db, sync, log);
       if (arm === "A") {
-        client = libsql.createClient({ url: l.url, concurrency: Math.max(N, 1) });
-        call = (t) => client.batch(libsqlStmts(t), "write");
+        hranaClient(l.url);
       } else {
         client = new Lith(l.url);
         call = (t) => client.do(lithStmts(t));
@@ -468,10 +522,10 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
     const edge = (now) => {
       if (snapA === null && now >= ws) {
         snapA = snapshot(pid);
-        if (l) statsA = lithdStats(l.url);
+        if (isLithd) statsA = lithdStats(l.url);
       } else if (snapB === null && snapA !== null && now >= we) {
         snapB = snapshot(pid);
-        if (l) statsB = lithdStats(l.url);
+        if (isLithd) statsB = lithdStats(l.url);
       }
     };
     const loop = async (id) => {
@@ -541,16 +595,20 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
     res.tps = lat.length / o.seconds;
     res.lat = summary(lat);
     res.cpu.node = (snapB.self - snapA.self) / win;
-    if (snapA.lithd && snapB.lithd) {
-      res.cpu.loop = (snapB.lithd.loop - snapA.lithd.loop) / win;
-      res.cpu.writer = (snapB.lithd.writer - snapA.lithd.writer) / win;
-      res.cpu.lithdOther = (snapB.lithd.other - snapA.lithd.other) / win;
-      res.cpu.lithd = res.cpu.loop + res.cpu.writer + res.cpu.lithdOther;
+    if (snapA.server && snapB.server) {
+      const d = (k) => (snapB.server[k] - snapA.server[k]) / win;
+      res.cpu.server = d("loop") + d("writer") + d("other");
+      if (isLithd) {
+        res.cpu.loop = d("loop");
+        res.cpu.writer = d("writer");
+        res.cpu.lithdOther = d("other");
+        res.cpu.lithd = res.cpu.server;
+      }
     }
-    res.cpu.else = (snapB.busy - snapA.busy) / win - res.cpu.node - (res.cpu.lithd || 0);
+    res.cpu.else = (snapB.busy - snapA.busy) / win - res.cpu.node - (res.cpu.server || 0);
     if (sa && sb && sb.batches > sa.batches) res.cmdsPerTx = (sb.commands - sa.commands) / (sb.batches - sa.batches);
     if (withTx) res.tx = { ok: txOk, lat: summary(txLat), hold: summary(txHold) };
-    if (l) {
+    if (isLithd) {
       // lith's own histograms, over lithd's life (warm-up included): the queue wait of a command
       // before its transaction begins, and the longest transaction.
       const fin = await lithdStats(l.url);
@@ -564,21 +622,21 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
     client = null;
     if (txClient) txClient.close(), (txClient = null);
     if (l) {
-      const st = await stopLithd(l);
+      const st = await stopServer(l);
       if (st.code !== 0) {
         res.errors++;
-        say(`lithd exited ${st.code ?? st.sig} after SIGTERM: ${tailOf(log)}`);
+        say(`${server} exited ${st.code ?? st.sig} after SIGTERM: ${tailOf(log)}`);
       }
       l = null;
     }
-    res.errors += await checkDb(db, N, ok, txOk, say);
+    if (arm !== "N") res.errors += await checkDb(db, N, ok, txOk, say);
   } catch (e) {
     res.errors++;
     say(e.stack || String(e));
   } finally {
     try { if (client) client.close(); } catch {}
     try { if (txClient) txClient.close(); } catch {}
-    if (l) await stopLithd(l);
+    if (l) await stopServer(l);
     removeDb(db);
     fs.rmSync(log, { force: true });
   }
@@ -612,28 +670,32 @@ function rate(rs) {
 function target(what, have, pass, detail) {
   console.log(have ? `- ${pass ? "PASS" : "MISS"} ${what} — ${detail}` : `- n/a  ${what} — not run`);
 }
+function info(what, have, detail) {
+  console.log(have ? `- info ${what} — ${detail}` : `- n/a  ${what} — not run`);
+}
 
 function printMain(o, results, sync) {
   console.log(`\n### transfers, synchronous=${sync.toUpperCase()}\n`);
-  console.log("| N | arm | transfers/s | tx/commit | p50 ms | p99 ms | max ms | lithd wait p99 | err | node CPU | lithd CPU (loop + writer + other) | else CPU | A/B | A/C |");
-  console.log("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|");
+  console.log("| N | arm | transfers/s | tx/commit | p50 ms | p99 ms | max ms | lithd wait p99 | err | node CPU | server CPU (lithd: loop + writer + other) | else CPU | A/B | A/C | A/N | N/C |");
+  console.log("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|");
   const ratios = {};
   for (const N of o.conc) {
     const by = {};
     for (const arm of o.arms) by[arm] = results.filter((r) => r.sync === sync && r.N === N && r.arm === arm && !r.withTx);
     const m = (arm) => (by[arm] && by[arm].length ? agg(by[arm], (r) => r.tps).med : NaN);
-    ratios[N] = { AB: m("A") / m("B"), AC: m("A") / m("C") };
+    ratios[N] = { AB: m("A") / m("B"), AC: m("A") / m("C"), AN: m("A") / m("N"), NC: m("N") / m("C") };
     for (const arm of o.arms) {
       const rs = by[arm];
       if (!rs.length) continue;
       const g = (f) => agg(rs, f).med;
-      const lithdCpu = arm === "C" ? "–" :
+      const serverCpu = arm === "C" ? "–" : arm === "N" ? `${fmtPct(g((r) => r.cpu.server))} (hrana_null)` :
         `${fmtPct(g((r) => r.cpu.lithd))} (${fmtPct(g((r) => r.cpu.loop))} + ${fmtPct(g((r) => r.cpu.writer))} + ${fmtPct(g((r) => r.cpu.lithdOther))})`;
       const errs = rs.reduce((s, r) => s + r.errors, 0);
       console.log(`| ${N} | ${ARM_SHORT[arm]} | ${rate(rs)} | ${arm === "C" ? "1.0" : fmt1(g((r) => r.cmdsPerTx))} | ` +
         `${fmtMs(g((r) => r.lat.p50))} | ${fmtMs(g((r) => r.lat.p99))} | ${fmtMs(g((r) => r.lat.max))} | ` +
-        `${fmtMs(g((r) => r.waitP99))} | ${errs} | ${fmtPct(g((r) => r.cpu.node))} | ${lithdCpu} | ${fmtPct(g((r) => r.cpu.else))} | ` +
-        `${arm === "A" ? fmtX(ratios[N].AB) : ""} | ${arm === "A" ? fmtX(ratios[N].AC) : ""} |`);
+        `${fmtMs(g((r) => r.waitP99))} | ${errs} | ${fmtPct(g((r) => r.cpu.node))} | ${serverCpu} | ${fmtPct(g((r) => r.cpu.else))} | ` +
+        `${arm === "A" ? fmtX(ratios[N].AB) : ""} | ${arm === "A" ? fmtX(ratios[N].AC) : ""} | ` +
+        `${arm === "A" ? fmtX(ratios[N].AN) : ""} | ${arm === "N" ? fmtX(ratios[N].NC) : ""} |`);
     }
   }
   console.log("\nColumns: medians over rounds (transfers/s also min–max when several). transfers/s: answered OK in");
@@ -641,8 +703,11 @@ function printMain(o, results, sync) {
   console.log("commits each one). Latency (ms): the call to its promise's resolution. lithd wait p99: lith's queue");
   console.log("wait before a command's transaction begins, p99 over lithd's life (/v1/stats, warm-up included; a");
   console.log("bucket's upper bound). CPU: share of one CPU over the window (node: this process, all its threads;");
-  console.log("lithd: its loop thread, lith-writer, the rest; else: the machine's other busy time, steal left out).");
-  console.log("A/B, A/C: arm A's transfers/s over arm B's, arm C's.\n");
+  console.log("server: lithd's loop thread, lith-writer, the rest, or hrana_null's one thread; else: the machine's");
+  console.log("other busy time, steal left out). A/B, A/C, A/N: arm A's transfers/s over arm B's, C's, N's (A/N:");
+  console.log("lithd's share of what this client can do against any server). N/C: arm N's over arm C's (the most any");
+  console.log("server could give this client, as a multiple of its local file). N: hrana_null runs no SQL and");
+  console.log("stores nothing, so it has no database, no tx/commit and no check (its answers are canned).\n");
   return ratios;
 }
 
@@ -677,13 +742,13 @@ function printTx(o, results, sync) {
 function writeCsv(file, results) {
   const cols = ["sync", "arm", "N", "round", "interactive_tx", "transfers_s", "tx_per_commit", "p50_ms", "p99_ms", "max_ms",
     "lithd_wait_p99_ms", "lithd_tx_max_ms", "node_cpu", "lithd_cpu", "lithd_loop_cpu", "lithd_writer_cpu", "else_cpu",
-    "itx_done", "itx_p50_ms", "itx_p99_ms", "itx_max_ms", "errors"];
+    "itx_done", "itx_p50_ms", "itx_p99_ms", "itx_max_ms", "errors", "server_cpu"];
   const v = (x) => (x === undefined || x === null || (typeof x === "number" && !Number.isFinite(x)) ? "" : String(x));
   const lines = [cols.join(",")];
   for (const r of results)
     lines.push([r.sync, r.arm, r.N, r.round + 1, r.withTx === true ? 1 : 0, r.tps, r.cmdsPerTx, r.lat?.p50, r.lat?.p99, r.lat?.max,
       r.waitP99, r.txMax, r.cpu.node, r.cpu.lithd, r.cpu.loop, r.cpu.writer, r.cpu.else,
-      r.tx?.lat.n, r.tx?.lat.p50, r.tx?.lat.p99, r.tx?.lat.max, r.errors].map(v).join(","));
+      r.tx?.lat.n, r.tx?.lat.p50, r.tx?.lat.p99, r.tx?.lat.max, r.errors, r.cpu.server].map(v).join(","));
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, lines.join("\n") + "\n");
@@ -708,6 +773,10 @@ async function main() {
     console.error(`bench/hrana: no lithd at ${o.lithd} (--lithd PATH, or LITHD=PATH)`);
     return 1;
   }
+  if (o.arms.includes("N") && !fs.existsSync(o.null)) {
+    console.error(`bench/hrana: no hrana_null at ${o.null} (make build/default/bench/hrana_null, or --null PATH; --arms A,B,C without it)`);
+    return 1;
+  }
   const version = await loadModules(o);
   const tmp = fs.mkdtempSync(path.join(o.dbDir ?? os.tmpdir(), "bench-hrana-"));
   const cleanup = () => {
@@ -716,10 +785,13 @@ async function main() {
   };
   for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => { cleanup(); process.exit(130); });
 
-  console.log("# bench/hrana — @libsql/client through lithd's Hrana endpoint, lithd's own client, and a local file\n");
+  console.log("# bench/hrana — @libsql/client through lithd's Hrana endpoint, lithd's own client, a local file" +
+    (o.arms.includes("N") ? " and a null Hrana server (the client's ceiling)" : "") + "\n");
   console.log(`started ${started.toISOString()}; node ${process.version}; @libsql/client ${version}; ` +
     `${os.cpus().length} CPUs (${os.cpus()[0]?.model?.trim() ?? "?"}); kernel ${os.release()}`);
   console.log(`lithd ${o.lithd}; databases in ${tmp}`);
+  if (o.arms.includes("N")) console.log(`hrana_null ${o.null} (arm N: no SQL, no database)`);
+  if (o.nullNote) console.log(o.nullNote);
   console.log(`workload: bench/transfer.h's transfer (debit, credit, ledger row, topic bump), one transaction each;`);
   console.log(`N async loops in this process sharing one client; ${o.warmup} s warm-up, ${o.seconds} s window, ` +
     `${o.rounds} round(s), each point on a fresh database`);
@@ -770,6 +842,14 @@ async function main() {
       const r64 = ratios[sync][64];
       target(`64 loops ${S}: A (@libsql/client → lithd) ≥ 6 × C (@libsql/client file:)`,
         r64 && Number.isFinite(r64.AC), r64 && r64.AC >= 6, r64 ? fmtX(r64.AC) : "–");
+      // Informational, not goals: what the client allows at all, and lithd's share of it.
+      const top = o.conc.includes(64) ? 64 : Math.max(...o.conc);
+      const rt = ratios[sync][top];
+      info(`${top} loops ${S}: N ÷ C (@libsql/client → null server ÷ @libsql/client file:)`,
+        o.arms.includes("N") && o.arms.includes("C"),
+        `${fmtX(rt.NC)}: the ceiling of this client on this machine: any server at most ${fmtX(rt.NC)} the file`);
+      info(`${top} loops ${S}: A ÷ N (@libsql/client → lithd ÷ @libsql/client → null server)`, o.arms.includes("A") && o.arms.includes("N"),
+        `${fmtX(rt.AN)}: lithd's share of the client's ceiling`);
       const t = tx[sync];
       if (o.txTable && t)
         target(`${o.txConc} batch loops ${S}: batch p99 ≤ 10 ms with an interactive transaction every ${o.txEvery} ms`,

@@ -60,6 +60,8 @@ const char *const CHECK_NAME[NCHECK] = {
     "attacks answered as expected",
     "probe: lithd's sum always right",
     "lithd never died unasked",
+    "readers: -wal within its bound",
+    "readers: every read right",
 };
 
 /* ---- messages ------------------------------------------------------------------------- */

@@ -18,6 +18,20 @@
  *              every transfer must be answered 200, 409 or 507; then the
  *              file is deleted and lithd must recover without a restart.
  *   sigkill    SIGKILL, restart on the same file and port.
+ *   readers    not a fault: the read-heavy phase (issue 23). For
+ *              --read-seconds, --read-conns connections each always have a
+ *              /v1/query running (load.c's readers) beside the usual
+ *              writers and attacks, so SQLite never finds the moment to
+ *              start its WAL over by chance; lithd must make it (its WAL
+ *              hold, --wal-hold-ms). The -wal file, sampled every 20 ms,
+ *              must never pass --wal-bound-mib (64 MiB: 16 x lithd's
+ *              default --checkpoint-pages of 4 KiB pages, four times the
+ *              size at which lithd starts to hold new reads); every read
+ *              must be right; the writers meanwhile must all be answered
+ *              200 or 409 (nothing lost while reads are held), and the
+ *              common checks then find every transfer answered OK in the
+ *              file. lithd's /v1/stats before and after say how often it
+ *              held reads.
  *
  * After each: a transfer answered OK after the fault (the recovery time),
  * then checks.c's common checks.
@@ -363,6 +377,92 @@ void soak_fault_slowloris(void) {
   free(fd);
   free(closed);
   soak_check_common(PH_SLOW);
+}
+
+/* lithd's /v1/stats: its WAL holds, those that gave up, the reads held.
+ * 0, or -1 when it did not answer. */
+static int wal_stats(int64_t v[3]) {
+  static const char *const KEY[3] = {"\"wal_holds\":", "\"wal_holds_gave_up\":", "\"reads_held\":"};
+  static const char req[] = "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  char in[4097];
+  size_t len;
+  bench_answer a;
+  int fd = soak_lithd_dial(), ok = 0;
+  if (fd >= 0 && soak_lithd_send(fd, req, sizeof req - 1) == 0 &&
+      soak_lithd_read(fd, in, sizeof in - 1, &len, bench_now_ns() + 5000000000, &a) == 1 && a.status == 200) {
+    ok = 1;
+    for (int k = 0; k < 3; k++)
+      ok &= bench_body_int(in + a.head_len, a.total - a.head_len, KEY[k], &v[k]);
+  }
+  if (fd >= 0)
+    close(fd);
+  return ok ? 0 : -1;
+}
+
+void soak_fault_readers(void) {
+  const config *c = &soak.cfg;
+  int64_t bound = (int64_t)c->wal_bound_mib << 20, wal_max = 0, s0[3], s1[3];
+  begin_fault(PH_READ, 0);
+  int64_t ext0 = soak.external, bad0 = atomic_load(&soak.read_bad), n0 = atomic_load(&soak.read_n);
+  pid_t pid = atomic_load(&soak.pid);
+  int have0 = wal_stats(s0) == 0;
+  int64_t before[NT];
+  for (int t = 0; t < NT; t++)
+    before[t] = soak_load_count(PH_READ, t);
+  atomic_store(&soak.read_stop, 0);
+  int started = 0;
+  for (; started < c->read_conns; started++)
+    if (pthread_create(&soak.rc[started].th, NULL, soak_load_reader_main, &soak.rc[started]) != 0)
+      break;
+  /* The file, not lith_wal_bytes (frames not yet copied): the disk is what fills. */
+  int64_t until = bench_now_ns() + (int64_t)c->read_seconds * 1000000000;
+  for (int i = 0; bench_now_ns() < until && !atomic_load(&soak.quit); i++) {
+    struct stat st;
+    if (stat(soak.wal, &st) == 0 && st.st_size > wal_max)
+      wal_max = st.st_size;
+    bench_sleep_ms(20);
+    if (i % 5 == 4)
+      soak_lithd_watch();
+  }
+  atomic_store(&soak.read_stop, 1);
+  for (int i = 0; i < started; i++)
+    pthread_join(soak.rc[i].th, NULL);
+  int have1 = wal_stats(s1) == 0 && atomic_load(&soak.pid) == pid;
+  end_fault(PH_READ);
+  if (wal_max > soak.read_wal_max)
+    soak.read_wal_max = wal_max;
+  soak_atomic_max(&soak.wal_max, wal_max);
+  if (have0 && have1) { /* the same lithd at both ends: its counts' difference is this phase's */
+    soak.read_holds += s1[0] - s0[0];
+    soak.read_gave_up += s1[1] - s0[1];
+    soak.read_held += s1[2] - s0[2];
+    soak.read_phases_stats++;
+  }
+  int64_t d[NT];
+  for (int t = 0; t < NT; t++)
+    d[t] = soak_load_count(PH_READ, t) - before[t];
+  int64_t bad = atomic_load(&soak.read_bad) - bad0, good = atomic_load(&soak.read_n) - n0;
+  fprintf(stderr,
+          "[%7.1f s]   %d readers for %d s: %lld reads right, %lld wrong; -wal at most %.1f MiB (bound %d); "
+          "holds %lld, reads held %lld\n",
+          soak_since_s(soak.t_begin), started, c->read_seconds, (long long)good, (long long)bad,
+          (double)wal_max / 1048576, c->wal_bound_mib, have0 && have1 ? (long long)(s1[0] - s0[0]) : -1LL,
+          have0 && have1 ? (long long)(s1[2] - s0[2]) : -1LL);
+  soak_check(PH_READ, C_WALBOUND, wal_max <= bound,
+             "the -wal file reached %.1f MiB with %d readers always reading (bound %d MiB)",
+             (double)wal_max / 1048576, started, c->wal_bound_mib);
+  if (soak.external == ext0) {
+    char first[240];
+    pthread_mutex_lock(&soak.mu);
+    snprintf(first, sizeof first, "%s", soak.read_msg);
+    pthread_mutex_unlock(&soak.mu);
+    soak_check(PH_READ, C_READS, started == c->read_conns && bad == 0 && good > 0,
+               "%d of %d readers ran; %lld reads right, %lld wrong (the run's first: %s)", started,
+               c->read_conns, (long long)good, (long long)bad, first[0] ? first : "none");
+  }
+  soak_lithd_watch();
+  served(PH_READ, d, ext0);
+  soak_check_common(PH_READ);
 }
 
 /* ---- the filesystem ----------------------------------------------------------------------- */

@@ -9,7 +9,8 @@
  * transfers log; a marks table), --commands (one named command,
  * `transfer`: debit, credit, log the transfer under the id the client
  * chose), --backup-dir, --readers 4 (a heavy attack may hold one reader for
- * a minute while issue 10's fix is pending) and --max-run-ms (--run-ms).
+ * a minute while issue 10's fix is pending), --max-run-ms (--run-ms) and,
+ * when the soak's --wal-hold-ms is given, that.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,10 +33,11 @@
 /* ---- lithd ----------------------------------------------------------------------------- */
 
 int soak_lithd_start(int port) {
-  char listen[64], runms[32], err[400];
+  char listen[64], runms[32], holdms[32], err[400];
   pid_t pid;
   snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   snprintf(runms, sizeof runms, "%d", soak.cfg.run_ms);
+  snprintf(holdms, sizeof holdms, "%d", soak.cfg.wal_hold_ms);
   char *argv[] = {(char *)soak.cfg.lithd,
                   "--db",
                   soak.db,
@@ -53,6 +55,8 @@ int soak_lithd_start(int port) {
                   runms,
                   "--log",
                   soak.log,
+                  soak.cfg.wal_hold_ms >= 0 ? "--wal-hold-ms" : NULL, /* else the list ends here */
+                  holdms,
                   NULL};
   int got = bench_server_start(argv, soak.errlog, "lithd", 20, &pid, err, sizeof err);
   if (got < 0) {

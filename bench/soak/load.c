@@ -3,8 +3,8 @@
  * busy and watch its answers, and the record of every transfer's outcome.
  *
  * Load: K client threads, each a keep-alive HTTP/1.1 connection calling
- * POST /v1/commands/transfer at --rate/K per second, between random
- * accounts. Client c's transfer number s has log id (c+1)<<32 | s, so the
+ * POST /v1/commands/transfer at --rate/K per second (during the read-heavy
+ * phase as fast as answered), between random accounts. Client c's transfer number s has log id (c+1)<<32 | s, so the
  * log shows which transfers ran. Each answer is recorded per transfer:
  * 200 (must be in the log), 409 "CHECK constraint failed" (refused: must
  * not be), 507 (disk full: the batch rolled back, must not be), anything
@@ -14,12 +14,21 @@
  *
  * The probe: lithd's own /v1/query of the balances' sum every 100 ms; the
  * sum must always be right, its latency is counted by phase.
+ *
+ * The readers (the read-heavy phase, faults.c's soak_fault_readers): each a
+ * keep-alive connection that always has a /v1/query running, a read as an
+ * app's: the balances' sum and a report over the log's last READ_ROWS rows
+ * (by id) on one snapshot. The sum must be right and the report's row
+ * count never fall on one connection (each read begins after the one
+ * before it ended, and the log only grows); anything else, a failed
+ * request included, is a wrong read. Latency from send to the whole answer.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +80,11 @@ void *soak_load_client_main(void *arg) {
   int64_t interval = soak.cfg.rate > 0 ? (int64_t)(1e9 * soak.cfg.clients / soak.cfg.rate) : 0;
   int64_t next = bench_now_ns();
   while (!atomic_load(&soak.stop)) {
-    if (interval) {
+    /* The read-heavy phase lifts --rate (as fast as answered): at 1000/s the WAL would take half a
+     * minute to pass its bound without lithd's hold, and the check would catch nothing. */
+    if (atomic_load(&soak.phase) == PH_READ) {
+      next = bench_now_ns();
+    } else if (interval) {
       next += interval;
       if (next < bench_now_ns() - 1000000000) /* after an outage: no burst to catch up */
         next = bench_now_ns();
@@ -186,6 +199,86 @@ void *soak_load_probe_main(void *arg) {
                          (long long)MONEY);
     }
     if (rc != 1 || a.closes) {
+      close(fd);
+      fd = -1;
+    }
+  }
+  if (fd >= 0)
+    close(fd);
+  return NULL;
+}
+
+/* ---- the readers: the read-heavy phase ------------------------------------------------------ */
+
+static void read_wrong(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void read_wrong(const char *fmt, ...) {
+  if (atomic_fetch_add(&soak.read_bad, 1) != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  pthread_mutex_lock(&soak.mu);
+  vsnprintf(soak.read_msg, sizeof soak.read_msg, fmt, ap);
+  pthread_mutex_unlock(&soak.mu);
+  va_end(ap);
+}
+
+/* The report's rows: a read of bounded cost (~12 ms here once the log is
+ * that long), long enough that some read is always open, and never near
+ * --wal-hold-ms however long the soak (a read past it makes a hold give up;
+ * a count over the whole log would pass 100 ms in an hour's soak). */
+#define READ_ROWS "50000"
+
+/* The integer after the k-th (0-based) "rows":[[ in body: 1 when found. */
+static int nth_row_int(const char *body, int k, int64_t *out) {
+  const char *p = body;
+  for (int i = 0; i <= k; i++) {
+    if ((p = strstr(p, "\"rows\":[[")) == NULL)
+      return 0;
+    p += 9;
+  }
+  char *e;
+  *out = strtoll(p, &e, 10);
+  return e != p;
+}
+
+void *soak_load_reader_main(void *arg) {
+  static const char body[] = "{\"statements\":[{\"sql\":\"SELECT sum(balance) FROM accounts\"},"
+                             "{\"sql\":\"SELECT count(*), sum(amount) FROM (SELECT amount FROM transfers "
+                             "ORDER BY id DESC LIMIT " READ_ROWS ")\"}]}";
+  read_conn *rc = arg;
+  char req[512], in[4097];
+  size_t n = soak_lithd_post(req, sizeof req, "/v1/query", NULL, body);
+  int64_t last = 0;
+  int fd = -1;
+  while (!atomic_load(&soak.read_stop) && !atomic_load(&soak.stop)) {
+    if (fd < 0 && (fd = soak_lithd_dial()) < 0) {
+      read_wrong("reader %d: connect failed", rc->idx);
+      bench_sleep_ms(20);
+      continue;
+    }
+    int64_t t0 = bench_now_ns(), sum = -1, count = -1;
+    bench_answer a;
+    size_t len;
+    int r = soak_lithd_send(fd, req, n) == 0
+                ? soak_lithd_read(fd, in, sizeof in - 1, &len, t0 + 5000000000, &a)
+                : -1;
+    int64_t dt = bench_now_ns() - t0;
+    if (r != 1) {
+      read_wrong("reader %d: %s", rc->idx, r == 0 ? "no answer within 5 s" : "the connection failed");
+    } else if (a.status != 200 || !nth_row_int(in + a.head_len, 0, &sum) ||
+               !nth_row_int(in + a.head_len, 1, &count)) {
+      read_wrong("reader %d: HTTP %d %.160s", rc->idx, a.status, in + a.head_len);
+    } else if (sum != MONEY) {
+      read_wrong("reader %d: the balances sum to %lld, not %lld", rc->idx, (long long)sum, (long long)MONEY);
+    } else if (count < last) {
+      read_wrong("reader %d: the report saw %lld log rows after %lld", rc->idx, (long long)count,
+                 (long long)last);
+    } else {
+      last = count;
+      atomic_fetch_add(&soak.read_n, 1);
+      bench_lat_add(&rc->lat, (uint64_t)dt);
+    }
+    if (r != 1 || a.closes) {
       close(fd);
       fd = -1;
     }

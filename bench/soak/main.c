@@ -11,8 +11,9 @@
  *   lithd.c    lithd under test: start, restart, RSS, descriptors, log; the
  *              monitor thread; the HTTP spoken to it
  *   load.c     the transfer clients and the probe, each outcome recorded
- *   faults.c   the nemesis (vanish, slowloris, SIGSTOP, disk full, SIGKILL)
- *              and the filesystem the database lives on
+ *   faults.c   the nemesis (vanish, slowloris, SIGSTOP, disk full, SIGKILL),
+ *              the read-heavy phase (readers always reading: the -wal
+ *              file's bound) and the filesystem the database lives on
  *   attacks.c  issue 10's hostile requests and the threads that send them
  *   checks.c   the checks: the database after each fault, the end of the
  *              run; failures and findings
@@ -50,8 +51,9 @@
 #define LITHD_PATH "build/default/tools/lithd/lithd"
 #endif
 
-const char *const PH_NAME[NPH] = {"between faults",   "clients that vanish", "slowloris",
-                                  "SIGSTOP, SIGCONT", "disk full, freed",    "SIGKILL, restart"};
+const char *const PH_NAME[NPH] = {"between faults",        "clients that vanish", "slowloris",
+                                  "SIGSTOP, SIGCONT",      "disk full, freed",    "SIGKILL, restart",
+                                  "readers always reading"};
 
 soak_state soak;
 
@@ -70,6 +72,11 @@ static void usage(FILE *f) {
          "  --latency-ms MS    a probe's bound while they do (default 1000)\n"
          "  --run-ms MS        lithd's --max-run-ms (default 1000)\n"
          "  --timeout-ms MS    a transfer's wait for its answer (default 2000)\n"
+         "  --read-conns N     the read-heavy phase's readers, each always with a /v1/query running\n"
+         "                     (default 8; 0: no such phase)\n"
+         "  --read-seconds S   how long each read-heavy phase lasts (default 20; --quick: 5)\n"
+         "  --wal-bound-mib N  the -wal file's bound meanwhile (default 64)\n"
+         "  --wal-hold-ms MS   passed to lithd (default: lithd's own; 0 shows what the bound catches)\n"
          "  --strict           open issues' findings (heavy requests, smuggling) fail the run\n"
          "  --db-dir DIR       the run's directory (default: a new one under /tmp, removed when all passed)\n"
          "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
@@ -111,6 +118,14 @@ static int take_option(void *ctx, const char *a, const char *v) {
     c->run_ms = take_int(v, a, 1, 600000);
   } else if (!strcmp(a, "--strict")) {
     c->strict = take_int(v, a, 0, 1);
+  } else if (!strcmp(a, "--read-conns")) {
+    c->read_conns = take_int(v, a, 0, MAX_READ_CONNS);
+  } else if (!strcmp(a, "--read-seconds")) {
+    c->read_seconds = take_int(v, a, 1, 3600);
+  } else if (!strcmp(a, "--wal-bound-mib")) {
+    c->wal_bound_mib = take_int(v, a, 1, 1 << 20);
+  } else if (!strcmp(a, "--wal-hold-ms")) {
+    c->wal_hold_ms = take_int(v, a, 0, 600000);
   } else if (!strcmp(a, "--lithd")) {
     c->lithd = v;
   } else {
@@ -138,13 +153,29 @@ static void parse_args(int argc, char **argv, config *c) {
   c->latency_ms = 1000;
   c->run_ms = 1000;
   c->timeout_ms = 2000;
+  c->read_conns = 8;
+  c->wal_bound_mib = 64;
+  c->wal_hold_ms = -1;
   c->lithd = LITHD_PATH;
   bench_cli_parse(&c->cli, n, av, take_option, c);
   free(av);
   if (!c->minutes)
     c->minutes = c->cli.quick ? 0.5 : 1;
-  if (!c->fs_mib) /* a log row takes ~18 bytes (measured): 48 each, and 32 MiB for the WAL and the rest */
-    c->fs_mib = c->rate ? 32 + (int)(c->rate * c->minutes * 60 * 48 / (1 << 20)) : 1024;
+  /* 20 s: with --wal-hold-ms 0 (no hold) a 20 s phase filled the 97 MiB filesystem with the -wal
+   * file, while a 5 s one left it at 19 MiB (2 shared CPUs): a short phase would pass without the
+   * hold. --quick keeps 5 s, a smoke run's: its 30 s then still reach the disk-full fault. */
+  if (!c->read_seconds)
+    c->read_seconds = c->cli.quick ? 5 : 20;
+  /* a log row takes ~18 bytes (measured): 48 each, and 32 MiB for the WAL and the rest. With the
+   * read-heavy phase: room for the WAL at its bound (else a full disk would hide a WAL past it),
+   * and for its transfers, unthrottled (a phase in every ~55 s, at most 10,000/s) */
+  if (!c->fs_mib) {
+    double phases = c->read_conns ? 1 + c->minutes * 60 / 55 : 0;
+    c->fs_mib =
+        c->rate ? 32 + (c->read_conns ? c->wal_bound_mib : 0) +
+                      (int)((c->rate * c->minutes * 60 + phases * c->read_seconds * 10000) * 48 / (1 << 20))
+                : 1024;
+  }
 }
 
 /* ---- main -------------------------------------------------------------------------------------- */
@@ -244,14 +275,16 @@ int main(int argc, char **argv) {
   printf("lithd: %s (--readers 4 --max-run-ms %d); SQLite %s (checks)\n", c->lithd, c->run_ms,
          sqlite3_libversion());
   printf("database: %s, on %s\n", soak.db, soak.fs_why);
-  printf("plan: %g min; %d clients, %d transfers/s; faults in turn: vanish, slowloris (%d conns, %d s), "
-         "SIGSTOP, "
-         "disk full%s, SIGKILL; RSS bound %d MiB\n",
-         c->minutes, c->clients, c->rate, c->slow_conns, c->slow_seconds,
-         soak.fs_kind == FS_NONE ? " (skipped)" : "", c->rss_mib);
+  printf("plan: %g min; %d clients, %d transfers/s; in turn: ", c->minutes, c->clients, c->rate);
+  if (c->read_conns)
+    printf("readers always reading (%d conns, %d s; -wal bound %d MiB%s), ", c->read_conns, c->read_seconds,
+           c->wal_bound_mib, c->wal_hold_ms >= 0 ? "; lithd --wal-hold-ms given" : "");
+  printf("vanish, slowloris (%d conns, %d s), SIGSTOP, disk full%s, SIGKILL; RSS bound %d MiB\n",
+         c->slow_conns, c->slow_seconds, soak.fs_kind == FS_NONE ? " (skipped)" : "", c->rss_mib);
   fflush(stdout);
 
   soak.cl = bench_xcalloc((size_t)c->clients + 1, sizeof *soak.cl);
+  soak.rc = bench_xcalloc((size_t)c->read_conns, sizeof *soak.rc);
   soak.t_begin = bench_now_ns();
   if (soak_lithd_start(0) < 0) {
     soak_fault_fs_teardown();
@@ -266,6 +299,14 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  size_t readcap = bench_lat_cap(c->read_conns ? c->read_conns : 1, c->minutes * 60);
+  for (int i = 0; i < c->read_conns; i++) {
+    soak.rc[i].idx = i;
+    if (bench_lat_init(&soak.rc[i].lat, 0, readcap, (uint64_t)i + 1000) != 0) {
+      fprintf(stderr, "bench/soak: out of memory\n");
+      return 1;
+    }
+  }
   for (int i = 0; i < c->clients; i++)
     pthread_create(&soak.cl[i].th, NULL, soak_load_client_main, &soak.cl[i]);
   pthread_create(&th_probe, NULL, soak_load_probe_main, NULL);
@@ -273,17 +314,19 @@ int main(int argc, char **argv) {
   pthread_create(&th_att, NULL, soak_attack_quick_main, NULL);
   pthread_create(&th_heavy, NULL, soak_attack_heavy_main, NULL);
 
-  static void (*const FAULT[])(void) = {soak_fault_vanish, soak_fault_slowloris, soak_fault_sigstop,
-                                        soak_fault_diskfull, soak_fault_sigkill};
-  static const int FAULT_PH[] = {PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL};
+  /* The read-heavy phase first: a run of a minute or less (make soak's default, --quick) has it too. */
+  static void (*const FAULT[])(void) = {soak_fault_readers, soak_fault_vanish,   soak_fault_slowloris,
+                                        soak_fault_sigstop, soak_fault_diskfull, soak_fault_sigkill};
+  static const int FAULT_PH[] = {PH_READ, PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL};
+  enum { NFAULT = sizeof FAULT_PH / sizeof *FAULT_PH };
   int64_t deadline = soak.t_begin + (int64_t)(c->minutes * 60e9);
   for (int i = 0; !atomic_load(&soak.quit) && bench_now_ns() < deadline; i++) {
     for (int w = 0; w < 15 && !atomic_load(&soak.quit); w++) { /* a gap of 1.5 s: load and attacks only */
       bench_sleep_ms(100);
       soak_lithd_watch();
     }
-    int f = i % 5;
-    if (FAULT_PH[f] == PH_FULL && soak.fs_kind == FS_NONE)
+    int f = i % NFAULT;
+    if ((FAULT_PH[f] == PH_FULL && soak.fs_kind == FS_NONE) || (FAULT_PH[f] == PH_READ && !c->read_conns))
       continue;
     if (atomic_load(&soak.quit) || bench_now_ns() >= deadline)
       break;
@@ -322,6 +365,9 @@ int main(int argc, char **argv) {
     bench_lat_free(&soak.cl[i].lat);
   }
   free(soak.cl);
+  for (int i = 0; i < c->read_conns; i++)
+    bench_lat_free(&soak.rc[i].lat);
+  free(soak.rc);
   bench_print_end("failed checks", soak.failed, soak.t_begin);
   return soak.failed ? 1 : 0;
 }

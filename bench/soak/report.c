@@ -1,7 +1,7 @@
 /*
  * bench/soak/report.c — the tables the soak prints at the end: the faults,
- * the checks, the transfers by phase, the attacks (attacks.c's), lithd's
- * figures, the findings, disturbances and failures.
+ * the checks, the transfers by phase, the read-heavy phase, the attacks
+ * (attacks.c's), lithd's figures, the findings, disturbances and failures.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -16,6 +16,43 @@ void soak_report_fmt_ms(char *b, size_t n, int64_t ns) {
   bench_fmt_ms(b, n, ns < 0 ? NAN : (double)ns / 1e6, 1);
 }
 
+/* The read-heavy phase: the -wal file against its bound, the holds, the reads. */
+static void print_readers(void) {
+  const config *c = &soak.cfg;
+  if (!c->read_conns || !soak.row[PH_READ].injected)
+    return;
+  printf("\n### readers always reading (the read-heavy phase)\n\n");
+  printf(
+      "- %lld phase(s) of %d s: %d connections each always with a /v1/query running (the balances' "
+      "sum\n  and a report over the log's last 50,000 rows, one snapshot) beside the %d transfer clients,\n"
+      "  unthrottled; lithd --wal-hold-ms %s\n",
+      (long long)soak.row[PH_READ].injected, c->read_seconds, c->read_conns, c->clients,
+      c->wal_hold_ms >= 0 ? BENCH_NUM("%.0f", c->wal_hold_ms) : "(its default)");
+  printf("- the -wal file: at most %.1f MiB (sampled every 20 ms; bound %d MiB): %s\n",
+         (double)soak.read_wal_max / 1048576, c->wal_bound_mib,
+         soak.read_wal_max <= ((int64_t)c->wal_bound_mib << 20) ? "within" : "PASSED THE BOUND");
+  bench_lat *bufs[MAX_READ_CONNS];
+  for (int i = 0; i < c->read_conns; i++)
+    bufs[i] = &soak.rc[i].lat;
+  static const double qs[2] = {0.5, 0.99};
+  bench_lat_sum s;
+  char r50[32] = "–", r99[32] = "–", rmx[32] = "–";
+  if (bench_lat_merge(bufs, c->read_conns, qs, 2, &s) == 0 && s.count) {
+    bench_fmt_ms(r50, sizeof r50, s.q[0] / 1e6, 1);
+    bench_fmt_ms(r99, sizeof r99, s.q[1] / 1e6, 1);
+    bench_fmt_ms(rmx, sizeof rmx, (double)s.max / 1e6, 1);
+  }
+  printf("- reads: %lld right, %lld wrong; p50 %s ms, p99 %s ms, max %s ms (from send to the whole answer)\n",
+         (long long)atomic_load(&soak.read_n), (long long)atomic_load(&soak.read_bad), r50, r99, rmx);
+  if (soak.read_phases_stats)
+    printf("- lithd's /v1/stats over %d of the phases: %lld WAL holds (%lld gave up), %lld reads held\n",
+           soak.read_phases_stats, (long long)soak.read_holds, (long long)soak.read_gave_up,
+           (long long)soak.read_held);
+  else
+    printf("- lithd's /v1/stats: not read at both ends of any phase\n");
+  printf("- the writers meanwhile: the transfers table's row \"%s\"\n", PH_NAME[PH_READ]);
+}
+
 void soak_report_print(void) {
   char a[32], b[32];
   printf("\n### faults\n\n| fault | injected | checks passed | checks failed | max recovery ms | max probe "
@@ -28,8 +65,14 @@ void soak_report_print(void) {
       printf("| %s | skipped: %s | | | | |\n", name, soak.fs_why);
       continue;
     }
-    soak_report_fmt_ms(
-        a, sizeof a, x->injected && r != PH_VANISH && r != PH_SLOW && r != ROW_END ? x->max_recovery_ns : -1);
+    if (r == PH_READ && !soak.cfg.read_conns) {
+      printf("| %s | skipped: --read-conns 0 | | | | |\n", name);
+      continue;
+    }
+    soak_report_fmt_ms(a, sizeof a,
+                       x->injected && r != PH_VANISH && r != PH_SLOW && r != PH_READ && r != ROW_END
+                           ? x->max_recovery_ns
+                           : -1);
     soak_report_fmt_ms(b, sizeof b, r == ROW_END ? -1 : x->probe_max_ns ? x->probe_max_ns : -1);
     printf("| %s | %lld | %lld | %lld | %s | %s |\n", name, (long long)x->injected, (long long)x->pass,
            (long long)x->fail, a, b);
@@ -77,6 +120,8 @@ void soak_report_print(void) {
   }
   for (int i = 0; i < soak.nother; i++)
     printf("%s other answer: %s\n", i ? "" : "\n", soak.other[i]);
+
+  print_readers();
 
   soak_attack_print();
 

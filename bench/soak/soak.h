@@ -33,8 +33,10 @@ enum { NACC = 100, START = 1000, MAXAMT = 50, MAX_CLIENTS = 256 };
 #define MONEY ((int64_t)NACC * START)
 #define SMUGGLE_BASE (INT64_C(1) << 40) /* marks ids the smuggled INSERT uses */
 
-/* What the request met: between faults, or a fault. */
-enum { PH_NONE, PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL, NPH };
+/* What the request met: between faults, or a fault (PH_READ: the
+ * read-heavy phase, readers always reading; not a fault, but run and
+ * checked as one). */
+enum { PH_NONE, PH_VANISH, PH_SLOW, PH_STOP, PH_FULL, PH_KILL, PH_READ, NPH };
 extern const char *const PH_NAME[NPH]; /* main.c */
 enum { ROW_END = NPH, NROW };          /* the faults table's rows: PH_VANISH.. and the end */
 
@@ -86,6 +88,8 @@ enum {
   C_ATTACKS,  /* end: every attack got its answer */
   C_PROBE,    /* end: lithd's own read of the sum always right */
   C_ALIVE,    /* lithd never died unasked */
+  C_WALBOUND, /* readers: the -wal file never passed --wal-bound-mib */
+  C_READS,    /* readers: every read answered 200, the right sum, a ledger that never shrank */
   NCHECK
 };
 extern const char *const CHECK_NAME[NCHECK]; /* checks.c */
@@ -96,6 +100,8 @@ typedef struct config {
   bench_cli cli;
   double minutes;
   int clients, rate, fs_mib, rss_mib, slow_conns, slow_seconds, latency_ms, run_ms, timeout_ms, strict;
+  int read_conns, read_seconds, wal_bound_mib,
+      wal_hold_ms; /* the read-heavy phase; wal_hold_ms -1: lithd's */
   const char *lithd;
 } config;
 
@@ -105,7 +111,15 @@ typedef struct row_stat {
   int64_t injected, pass, fail, max_recovery_ns, probe_max_ns;
 } row_stat;
 
-enum { MAX_MSGS = 40 };
+enum { MAX_MSGS = 40, MAX_READ_CONNS = 64 };
+
+/* The read-heavy phase's readers: each thread's own while it runs; main.c
+ * allocates them (cfg.read_conns) and frees them with their lat. */
+typedef struct read_conn {
+  int idx;
+  pthread_t th;
+  bench_lat lat; /* reads answered 200 and right, every phase */
+} read_conn;
 
 typedef struct soak_state {
   config cfg;
@@ -133,6 +147,14 @@ typedef struct soak_state {
   _Atomic int64_t rss_kib, rss_max_kib, rss_heavy_max_kib, fds_max, wal_max;
   /* the probe */
   _Atomic int64_t probe_n[NPH], probe_fail[NPH], probe_max_ns[NPH], probe_money_bad;
+  /* the read-heavy phase (faults.c runs it, load.c's readers read) */
+  read_conn *rc;                    /* cfg.read_conns; main.c's */
+  _Atomic int read_stop;            /* the readers end */
+  _Atomic int64_t read_n, read_bad; /* reads answered right, and not */
+  int64_t read_wal_max;             /* the -wal file's largest size during any read phase */
+  int64_t read_holds, read_gave_up,
+      read_held;         /* lithd's /v1/stats, summed over the phases that had both ends */
+  int read_phases_stats; /* how many phases those sums cover */
 
   row_stat row[NROW];
   int64_t chk_pass[NCHECK], chk_fail[NCHECK];
@@ -154,6 +176,7 @@ typedef struct soak_state {
   int ndisturb;
   char other[4][240]; /* the first transfer answers that were neither 200 nor a CHECK refusal */
   int nother;
+  char read_msg[240]; /* the first wrong read */
 } soak_state;
 
 extern soak_state soak; /* main.c */
@@ -191,6 +214,7 @@ size_t soak_lithd_post(char *out, size_t cap, const char *path, const char *head
 
 void *soak_load_client_main(void *arg); /* thread; arg: its client, in soak.cl */
 void *soak_load_probe_main(void *arg);  /* thread: lithd's own read of the money */
+void *soak_load_reader_main(void *arg); /* thread; arg: its read_conn, in soak.rc; until soak.read_stop */
 /* A transfer request with log id `id` into out[0..cap]; its length. */
 size_t soak_load_transfer_request(char *out, size_t cap, int64_t id, int src, int dst, int amount);
 void soak_load_random_transfer(uint64_t *rng, int *src, int *dst, int *amount);
@@ -205,6 +229,7 @@ void soak_fault_slowloris(void);
 void soak_fault_sigstop(void);
 void soak_fault_diskfull(void);
 void soak_fault_sigkill(void);
+void soak_fault_readers(void); /* the read-heavy phase */
 /* The database's own filesystem (soak.fsdir): a tmpfs, an ext4 image on a
  * loop device, or none (soak.fs_kind, soak.fs_why say which). */
 void soak_fault_fs_setup(void);
