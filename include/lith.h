@@ -136,11 +136,12 @@ typedef struct lith_options {
   /* WRITER and AUTO: SQLite starts the WAL over only once a checkpoint has
    * copied all of it while no reader uses it, a moment endless readers
    * never leave (checkpoint starvation: the -wal file grows without end).
-   * Once the WAL holds 4 x checkpoint_pages that no checkpoint could copy,
-   * lith holds new lith_read snapshots for at most this many ms, lets the
-   * reads already running finish, copies the rest, and lets them go: the
-   * next write starts the WAL over. Default 100; 0: never hold (the -wal
-   * file then grows while reads never pause). */
+   * Once the WAL holds 4 x checkpoint_pages without having started over,
+   * lith holds new lith_read snapshots while the reads already running
+   * finish, for at most this many ms (past it the hold gives up), then
+   * keeps them out while it copies the rest (milliseconds), and lets them
+   * go: the next write starts the WAL over. Default 100; 0: never hold
+   * (the -wal file then grows while reads never pause). */
   int wal_hold_ms;
   int readers;         /* read-only connections in the read pool; default: CPUs */
   int max_batch;       /* most commands in one transaction; default 1024 */

@@ -11,6 +11,10 @@
 
 enum { BG_IDLE, BG_ASKED, BG_RUNNING, BG_DONE };
 
+/* A hold's copy, once the reads are done, keeps new ones out at most this
+ * long (a safety bound: the copy of 4 x checkpoint_pages takes ms). */
+#define HOLD_COPY_MAX_MS 10000
+
 static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int log = 0, done = 0;
   int64_t t0 = lith__now_ns();
@@ -196,7 +200,10 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
     lith__pool_hold(ck->pool, ck->hold_until);
     atomic_fetch_add(&ck->holds, 1);
   }
-  if (bg_busy(ck) || lith__pool_running(ck->pool) > 0) {
+  /* Drained, the hold is kept past its bound until the copy is done: a
+   * read the bound let in during the copy would take a snapshot in the WAL
+   * and keep it from starting over. The copy's own time bounds that. */
+  if (bg_busy(ck) || !lith__pool_hold_drained(ck->pool, lith_clock_ms() + HOLD_COPY_MAX_MS)) {
     if (lith_clock_ms() < ck->hold_until)
       return 0; /* look again after the next batch, or within 1 ms when idle */
     hold_end(ck);

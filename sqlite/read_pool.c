@@ -175,6 +175,15 @@ void lith__pool_release(lith__pool *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
+int lith__pool_hold_drained(lith__pool *p, int64_t until_ms) {
+  pthread_mutex_lock(&p->mu);
+  int drained = p->borrowed == 0;
+  if (drained)
+    p->hold_until = until_ms > 0 ? until_ms : 1;
+  pthread_mutex_unlock(&p->mu);
+  return drained;
+}
+
 int lith__pool_running(lith__pool *p) {
   pthread_mutex_lock(&p->mu);
   int n = p->borrowed;

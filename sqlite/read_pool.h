@@ -47,6 +47,12 @@ void lith__pool_release(lith__pool *p);
 /* Reads running now (connections borrowed). */
 int lith__pool_running(lith__pool *p);
 
+/* If no read runs now, move the hold's end to until_ms and return 1 (none
+ * can begin before the release or until_ms); else 0, the hold unchanged.
+ * One step under the pool's lock: a read let go by the hold's bound just
+ * before is either running (0) or waits. */
+int lith__pool_hold_drained(lith__pool *p, int64_t until_ms);
+
 /* sqlite3_interrupt every connection borrowed now: its running statement
  * fails with SQLITE_INTERRUPT (one not yet started runs as usual: SQLite
  * clears the flag when no statement of the connection is running). */

@@ -661,6 +661,7 @@ static void wal_bounded_under_readers(int mode, int seconds) {
   assert_int_equal(atomic_load(&r.bad), 0);
   assert_true(atomic_load(&r.reads) > 0);
   assert_true(max_wal <= BOUND_MAX_WAL);
+  assert_int_equal(st.wal_restart_blocked, 0); /* nobody outside lith reads it */
   /* nothing answered was lost while reads were held */
   assert_int_equal(t_query_int(BOUND_DB, "SELECT count(*) FROM ledger"), atomic_load(&r.ok));
   assert_int_equal(t_query_int(BOUND_DB, "SELECT sum(balance) FROM accounts"),

@@ -34,7 +34,8 @@
  *     without a connection, until the release, or until the hold's bound,
  *     or until its own deadline if sooner (then it reads: a hold never
  *     fails a read); reads already running go on and are counted
- *     (lith__pool_running); the held reads and their wait are counted.
+ *     (lith__pool_running); lith__pool_hold_drained moves the hold's end
+ *     only when no read runs; the held reads and their wait are counted.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -1040,12 +1041,39 @@ static void test_hold(void **state) {
   assert_int_equal(atomic_load(&st.held), 3);
   assert_int_equal(atomic_load(&st.timeouts), 0);
 
+  /* the check that the reads are done moves the hold's end only then: with
+   * one running, nothing changes (a read now waits for the short bound) */
+  held run2 = {.p = p, .deadline = -1, .block = 1}, late = {.p = p, .deadline = -1};
+  assert_int_equal(pthread_create(&t1, NULL, held_thread, &run2), 0);
+  while (atomic_load(&run2.ran_at) == 0)
+    usleep(1000);
+  t0 = lith_clock_ms();
+  lith__pool_hold(p, t0 + 150);
+  assert_int_equal(lith__pool_hold_drained(p, t0 + 10000), 0);
+  held_thread(&late);
+  assert_true(atomic_load(&late.ran_at) - t0 >= 140);
+  assert_true(atomic_load(&late.ran_at) - t0 < 3000);
+  atomic_store(&run2.release, 1);
+  pthread_join(t1, NULL);
+  /* with none running it holds past the old bound, until the release */
+  held after = {.p = p, .deadline = -1};
+  t0 = lith_clock_ms();
+  lith__pool_hold(p, t0 + 50);
+  assert_int_equal(lith__pool_hold_drained(p, t0 + 10000), 1);
+  assert_int_equal(pthread_create(&t2, NULL, held_thread, &after), 0);
+  usleep(250 * 1000);
+  assert_int_equal(atomic_load(&after.ran_at), 0);
+  lith__pool_release(p);
+  pthread_join(t2, NULL);
+  assert_true(atomic_load(&after.ran_at) - t0 >= 240);
+  assert_int_equal(atomic_load(&st.held), 5);
+
   /* no hold: at once, and not counted */
   held now = {.p = p, .deadline = -1};
   t0 = lith_clock_ms();
   held_thread(&now);
   assert_true(atomic_load(&now.ran_at) - t0 < 1000);
-  assert_int_equal(atomic_load(&st.held), 3);
+  assert_int_equal(atomic_load(&st.held), 5);
   lith__pool_close(p);
   t_remove_db(DB);
 }

@@ -165,8 +165,9 @@ const lithd_opt lithd_opt_table[] = {
      .def = "100",
      .def_applied = 1,
      .help = "readers always reading keep the WAL from starting over: once it holds 4 x "
-             "--checkpoint-pages, new reads wait at most this long while the running ones end and the "
-             "WAL is copied whole (0: never; the -wal file then grows while reads never pause)",
+             "--checkpoint-pages, new reads wait while the running ones end (at most this long, else "
+             "the hold gives up) and the WAL is copied whole (0: never; the -wal file then grows while "
+             "reads never pause)",
      .modes = LOCAL,
      .why = "each node checkpoints its own WAL"},
     {.name = "litestream",
