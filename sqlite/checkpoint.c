@@ -51,7 +51,7 @@ static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int pages) {
     ck->restart_due = 0;
     if (pages > ck->frames_copied) { /* it went on at the end: someone else reads the WAL */
       atomic_fetch_add(&ck->restart_blocked, 1);
-      ck->next_hold_at = pages + 4 * ck->pages;
+      ck->next_hold_at = pages + 4 * (int64_t)ck->pages;
     }
   }
   if (pages < atomic_load(&ck->frames))
@@ -145,7 +145,7 @@ static int writer_pass(lith__ckpt *ck, sqlite3 *conn) {
   pthread_mutex_lock(&ck->mu);
   ck->bg_state = BG_IDLE;
   pthread_mutex_unlock(&ck->mu);
-  if (atomic_load(&ck->frames) < 4 * ck->pages)
+  if (atomic_load(&ck->frames) < 4 * (int64_t)ck->pages)
     return 1;
   /* A background pass is over and the WAL is long: copy what was committed
    * since, so that the WAL is wholly copied and the next transaction
@@ -192,7 +192,7 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
   if (!ck->holding) {
     /* the WAL has not started over for 4 checkpoints' worth (copied or
      * not: a reader still in it keeps it from starting over either way) */
-    if (frames < 4 * ck->pages || frames < ck->next_hold_at || ck->restart_due)
+    if (frames < 4 * (int64_t)ck->pages || frames < ck->next_hold_at || ck->restart_due)
       return 0;
     ck->holding = 1;
     ck->hold_t0 = lith__now_ns();
@@ -208,7 +208,7 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
       return 0; /* look again after the next batch, or within 1 ms when idle */
     hold_end(ck);
     atomic_fetch_add(&ck->holds_gave_up, 1);
-    ck->next_hold_at = frames + ck->pages;
+    ck->next_hold_at = (int64_t)frames + ck->pages;
     return 0;
   }
   /* No lith reader in the WAL and none can enter: this pass copies all of
@@ -220,9 +220,9 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
     ck->frames_copied = frames;
   } else if (rc == LITH_OK) { /* a reader lith does not own kept frames from it */
     atomic_fetch_add(&ck->restart_blocked, 1);
-    ck->next_hold_at = frames + 4 * ck->pages;
+    ck->next_hold_at = frames + 4 * (int64_t)ck->pages;
   } else {
-    ck->next_hold_at = frames + ck->pages;
+    ck->next_hold_at = (int64_t)frames + ck->pages;
   }
   return 1;
 }

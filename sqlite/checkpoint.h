@@ -65,14 +65,15 @@ typedef struct lith__ckpt {
   int bg_state; /* under mu: IDLE, ASKED, RUNNING, DONE */
   int bg_stop;  /* under mu */
   /* The hold (WRITER and AUTO; the writer thread's alone but the counters) */
-  lith__pool *pool;   /* whose reads are held; NULL: none (not open yet) */
-  int hold_ms;        /* lith_options.wal_hold_ms; 0: never */
-  int holding;        /* a hold is on */
-  int64_t hold_until; /* lith_clock_ms */
-  int64_t hold_t0;    /* lith__now_ns when it began */
-  int next_hold_at;   /* frames before the next hold (after one that failed) */
-  int restart_due;    /* the WAL was wholly copied under a hold: the next commit starts it over */
-  int frames_copied;  /* ... at that many frames */
+  lith__pool *pool;     /* whose reads are held; NULL: none (not open yet) */
+  int hold_ms;          /* lith_options.wal_hold_ms; 0: never */
+  int holding;          /* a hold is on */
+  int64_t hold_until;   /* lith_clock_ms */
+  int64_t hold_t0;      /* lith__now_ns when it began */
+  int64_t next_hold_at; /* frames before the next hold (after one that failed); 64-bit:
+                           checkpoint_pages may be up to INT_MAX */
+  int restart_due;      /* the WAL was wholly copied under a hold: the next commit starts it over */
+  int frames_copied;    /* ... at that many frames */
   _Atomic uint64_t holds, holds_gave_up, hold_ns_total, restart_blocked;
 } lith__ckpt;
 
