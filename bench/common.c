@@ -56,6 +56,41 @@ void bench_sleep_ms(int ms) {
     ;
 }
 
+/* ---- the start gate ---------------------------------------------------------- */
+
+void bench_gate_init(bench_gate *g) {
+  memset(g, 0, sizeof *g);
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+}
+
+void bench_gate_destroy(bench_gate *g) {
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+}
+
+void bench_gate_wait(bench_gate *g, int64_t *ws, int64_t *we) {
+  pthread_mutex_lock(&g->mu);
+  g->ready++;
+  pthread_cond_broadcast(&g->cv);
+  while (!g->go)
+    pthread_cond_wait(&g->cv, &g->mu);
+  *ws = g->ws;
+  *we = g->we;
+  pthread_mutex_unlock(&g->mu);
+}
+
+void bench_gate_open(bench_gate *g, int n, double warmup_s, double seconds_s) {
+  pthread_mutex_lock(&g->mu);
+  while (g->ready < n)
+    pthread_cond_wait(&g->cv, &g->mu);
+  g->ws = bench_now_ns() + (int64_t)(warmup_s * 1e9);
+  g->we = g->ws + (int64_t)(seconds_s * 1e9);
+  g->go = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
 /* ---- randomness ---------------------------------------------------------------- */
 
 uint64_t bench_rng_next(uint64_t *s) {

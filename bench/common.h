@@ -32,6 +32,7 @@
 #ifndef LITH_BENCH_COMMON_H
 #define LITH_BENCH_COMMON_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +45,27 @@
 int64_t bench_now_ns(void);        /* CLOCK_MONOTONIC, ns */
 void bench_sleep_until(int64_t t); /* until bench_now_ns() >= t */
 void bench_sleep_ms(int ms);
+
+/* ---- the start gate ---------------------------------------------------------------
+ *
+ * A run's threads wait at the gate; once n of them are there, the main
+ * thread fixes the window (the warm-up from now, then the measured
+ * seconds) and lets them all go at once, so every thread sees the same
+ * window. Zero-initialised by bench_gate_init, one per run. */
+
+typedef struct bench_gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int ready, go;
+  int64_t ws, we; /* the window (bench_now_ns), set by bench_gate_open */
+} bench_gate;
+
+void bench_gate_init(bench_gate *g);
+void bench_gate_destroy(bench_gate *g);
+/* A thread is ready: wait for the gate to open, then the window. */
+void bench_gate_wait(bench_gate *g, int64_t *ws, int64_t *we);
+/* Wait until n threads wait, set the window, open the gate. */
+void bench_gate_open(bench_gate *g, int n, double warmup_s, double seconds_s);
 
 /* ---- randomness: xorshift64*, one state per thread or connection --------------- */
 

@@ -234,10 +234,7 @@ struct run {
   const config *cfg;
   int wl, arm, sync, P, round, cache_kib, mmap_mb;
   const char *path;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int ready, go;
-  int64_t ws, we;
+  bench_gate gate; /* the start gate and the window */
   lith *db;
   producer *prod;
   _Atomic int msgs; /* error messages printed */
@@ -254,29 +251,6 @@ static void report_error(run *r, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, "  error [%s %s %s round %d]: %s\n", WL_NAME[r->wl], ARM_NAME[r->arm], sync_name(r->sync),
           r->round + 1, buf);
-}
-
-static void gate_wait(run *r, int64_t *ws, int64_t *we) {
-  pthread_mutex_lock(&r->mu);
-  r->ready++;
-  pthread_cond_broadcast(&r->cv);
-  while (!r->go)
-    pthread_cond_wait(&r->cv, &r->mu);
-  *ws = r->ws;
-  *we = r->we;
-  pthread_mutex_unlock(&r->mu);
-}
-
-/* Wait until n threads are at the gate, fix the window, open the gate. */
-static void gate_open(run *r, int n) {
-  pthread_mutex_lock(&r->mu);
-  while (r->ready < n)
-    pthread_cond_wait(&r->cv, &r->mu);
-  r->ws = bench_now_ns() + (int64_t)(r->cfg->cli.warmup * 1e9);
-  r->we = r->ws + (int64_t)(r->cfg->cli.seconds * 1e9);
-  r->go = 1;
-  pthread_cond_broadcast(&r->cv);
-  pthread_mutex_unlock(&r->mu);
 }
 
 /* What lith gives its writer, with this run's synchronous, cache and mmap. */
@@ -312,7 +286,7 @@ static void *lith_producer(void *arg) {
   producer *pr = arg;
   run *r = pr->r;
   int64_t ws, we;
-  gate_wait(r, &ws, &we);
+  bench_gate_wait(&r->gate, &ws, &we);
   for (;;) {
     bench_transfer t;
     item it;
@@ -416,7 +390,7 @@ static void *conn_producer(void *arg) {
     report_error(r, "producer %d: cannot open its connection: %s", pr->id,
                  pr->conn ? sqlite3_errmsg(pr->conn) : "open failed");
   }
-  gate_wait(r, &ws, &we);
+  bench_gate_wait(&r->gate, &ws, &we);
   pr->ws = ws;
   pr->we = we;
   while (ready) {
@@ -621,12 +595,12 @@ static void run_arm(run *r, result *res) {
     r->prod[i].started = 1;
     started++;
   }
-  gate_open(r, started);
-  bench_sleep_until(r->ws);
+  bench_gate_open(&r->gate, started, r->cfg->cli.warmup, r->cfg->cli.seconds);
+  bench_sleep_until(r->gate.ws);
   if (r->db)
     lith_stats_get(r->db, &s0);
   int64_t at0 = bench_now_ns();
-  bench_sleep_until(r->we);
+  bench_sleep_until(r->gate.we);
   if (r->db)
     lith_stats_get(r->db, &s1);
   int64_t at1 = bench_now_ns();
@@ -635,7 +609,7 @@ static void run_arm(run *r, result *res) {
     if (r->prod[i].started)
       pthread_join(r->prod[i].th, NULL);
 
-  double window_s = (double)(r->we - r->ws) / 1e9;
+  double window_s = (double)(r->gate.we - r->gate.ws) / 1e9;
   uint64_t commits = 0, commit_ns = 0, ckpts = 0, ckpt_ns = 0, ckpt_in_ns = 0;
   for (int i = 0; i < r->P; i++) {
     const producer *pr = &r->prod[i];
@@ -869,8 +843,7 @@ static void run_one(bench *b, int pi, int si, int arm, int round, const char *pa
   r.cache_kib = setting_cache(c, pt->setting);
   r.mmap_mb = setting_mmap(c, pt->setting);
   r.path = path;
-  pthread_mutex_init(&r.mu, NULL);
-  pthread_cond_init(&r.cv, NULL);
+  bench_gate_init(&r.gate);
   result *res = res_at(b, pi, si, arm, round);
   memset(res, 0, sizeof *res);
   for (int m = 0; m < NMETRIC; m++)
@@ -900,8 +873,7 @@ static void run_one(bench *b, int pi, int si, int arm, int round, const char *pa
   res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
   res->ran = 1;
   b->total_errors += res->errors;
-  pthread_mutex_destroy(&r.mu);
-  pthread_cond_destroy(&r.cv);
+  bench_gate_destroy(&r.gate);
 
   char rbuf[16];
   snprintf(rbuf, sizeof rbuf, "%d", round + 1);

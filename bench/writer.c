@@ -226,11 +226,9 @@ struct run {
   const config *cfg;
   int arm, sync, ckpt, P, round, batch;
   char path[4096];
-  /* the start gate and the window */
-  pthread_mutex_t mu;
+  bench_gate gate;    /* the start gate and the window */
+  pthread_mutex_t mu; /* async: inflight */
   pthread_cond_t cv;
-  int ready, go;
-  int64_t ws, we;
   /* the arm's shared handles */
   lith *db;
   sqlite3 *shared;
@@ -253,29 +251,6 @@ static void report_error(run *r, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, "  error [%s %s P=%d %s round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->P,
           ckpt_name(r->ckpt), r->round + 1, buf);
-}
-
-static void gate_wait(run *r, int64_t *ws, int64_t *we) {
-  pthread_mutex_lock(&r->mu);
-  r->ready++;
-  pthread_cond_broadcast(&r->cv);
-  while (!r->go)
-    pthread_cond_wait(&r->cv, &r->mu);
-  *ws = r->ws;
-  *we = r->we;
-  pthread_mutex_unlock(&r->mu);
-}
-
-/* Wait until n threads are at the gate, fix the window, open the gate. */
-static void gate_open(run *r, int n) {
-  pthread_mutex_lock(&r->mu);
-  while (r->ready < n)
-    pthread_cond_wait(&r->cv, &r->mu);
-  r->ws = bench_now_ns() + (int64_t)(r->cfg->cli.warmup * 1e9);
-  r->we = r->ws + (int64_t)(r->cfg->cli.seconds * 1e9);
-  r->go = 1;
-  pthread_cond_broadcast(&r->cv);
-  pthread_mutex_unlock(&r->mu);
 }
 
 /* The pragmas lith gives its writer, for the plain connections. */
@@ -314,7 +289,7 @@ static void *writer_producer(void *arg) {
   run *r = pr->r;
   lith_command fn = r->arm == ARM_NOOP ? noop_cmd : bench_transfer_cmd;
   int64_t ws, we;
-  gate_wait(r, &ws, &we);
+  bench_gate_wait(&r->gate, &ws, &we);
   for (;;) {
     bench_transfer t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
     int64_t t0 = bench_now_ns();
@@ -354,7 +329,7 @@ static void *perconn_producer(void *arg) {
     pr->errors++;
     report_error(r, "producer %d: cannot open its connection", pr->id);
   }
-  gate_wait(r, &ws, &we);
+  bench_gate_wait(&r->gate, &ws, &we);
   while (ready) {
     bench_transfer t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
     int64_t t0 = bench_now_ns(), tl;
@@ -384,7 +359,7 @@ static void *mutex_producer(void *arg) {
   producer *pr = arg;
   run *r = pr->r;
   int64_t ws, we;
-  gate_wait(r, &ws, &we);
+  bench_gate_wait(&r->gate, &ws, &we);
   for (;;) {
     bench_transfer t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
     int64_t t0 = bench_now_ns(), tl;
@@ -448,7 +423,7 @@ static void async_done(lith_request *req) {
   int64_t t1 = bench_now_ns();
   if (req->rc == LITH_OK) {
     pr->ok++;
-    if (t1 >= r->ws && t1 < r->we) {
+    if (t1 >= r->gate.ws && t1 < r->gate.we) {
       pr->win_ok++;
       bench_lat_add(&pr->call, (uint64_t)(t1 - pr->t0));
     }
@@ -456,7 +431,7 @@ static void async_done(lith_request *req) {
     pr->errors++;
     report_error(r, "request: %s: %s", lith_errstr(req->rc), req->errmsg);
   }
-  if (t1 < r->we && async_submit(pr) == LITH_OK)
+  if (t1 < r->gate.we && async_submit(pr) == LITH_OK)
     return;
   async_finished(r);
 }
@@ -526,10 +501,10 @@ typedef struct snaps {
 } snaps;
 
 static void snap_window(run *r, snaps *sn) {
-  bench_sleep_until(r->ws);
+  bench_sleep_until(r->gate.ws);
   lith_stats_get(r->db, &sn->s0);
   sn->at0 = bench_now_ns();
-  bench_sleep_until(r->we);
+  bench_sleep_until(r->gate.we);
   lith_stats_get(r->db, &sn->s1);
   sn->at1 = bench_now_ns();
 }
@@ -540,7 +515,7 @@ static void snap_window(run *r, snaps *sn) {
 static void producers_finish(run *r, result *res, const snaps *sn) {
   int P = r->P;
   int64_t *ok = bench_xcalloc((size_t)P, sizeof *ok);
-  double window_s = (double)(r->we - r->ws) / 1e9;
+  double window_s = (double)(r->gate.we - r->gate.ws) / 1e9;
   for (int i = 0; i < P; i++) {
     producer *pr = &r->prod[i];
     /* noop writes nothing: the check then wants the database as seeded */
@@ -615,7 +590,7 @@ static void run_threads(run *r, result *res, void *(*fn)(void *)) {
     r->prod[i].started = 1;
     started++;
   }
-  gate_open(r, started);
+  bench_gate_open(&r->gate, started, r->cfg->cli.warmup, r->cfg->cli.seconds);
 
   snaps sn;
   memset(&sn, 0, sizeof sn);
@@ -658,8 +633,8 @@ static void arm_async(run *r, result *res) {
   if (open_lith(r, res) != 0)
     return;
   producers_init(r);
-  r->ws = bench_now_ns() + (int64_t)(r->cfg->cli.warmup * 1e9);
-  r->we = r->ws + (int64_t)(r->cfg->cli.seconds * 1e9);
+  r->gate.ws = bench_now_ns() + (int64_t)(r->cfg->cli.warmup * 1e9);
+  r->gate.we = r->gate.ws + (int64_t)(r->cfg->cli.seconds * 1e9);
   pthread_mutex_lock(&r->mu);
   r->inflight = r->P;
   pthread_mutex_unlock(&r->mu);
@@ -719,11 +694,11 @@ static void arm_ceiling(run *r, result *res) {
   }
   uint64_t rng = bench_rng_seed((uint64_t)r->round, 4242);
   int next = 0;
-  r->ws = bench_now_ns() + (int64_t)(cfg->cli.warmup * 1e9);
-  r->we = r->ws + (int64_t)(cfg->cli.seconds * 1e9);
+  r->gate.ws = bench_now_ns() + (int64_t)(cfg->cli.warmup * 1e9);
+  r->gate.we = r->gate.ws + (int64_t)(cfg->cli.seconds * 1e9);
   for (;;) {
     int64_t t0 = bench_now_ns();
-    if (t0 >= r->we)
+    if (t0 >= r->gate.we)
       break;
     int rc = bench_step(st.begin), nok = 0;
     for (int i = 0; rc == SQLITE_OK && i < k; i++) {
@@ -763,7 +738,7 @@ static void arm_ceiling(run *r, result *res) {
     }
     for (int i = 0; i < nok; i++)
       ok[tx_ok[i]]++;
-    if (t1 >= r->ws && t1 < r->we) {
+    if (t1 >= r->gate.ws && t1 < r->gate.we) {
       res->commands += (uint64_t)nok;
       bench_lat_add(&txb, (uint64_t)(t1 - t0));
     }
@@ -848,6 +823,7 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   r.ckpt = c->ckpt[ci];
   r.P = c->producers[pi];
   r.round = round;
+  bench_gate_init(&r.gate);
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   pthread_mutex_init(&r.conn_mu, NULL);
@@ -885,6 +861,7 @@ static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
   res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
   res->ran = 1;
   b->total_errors += res->errors;
+  bench_gate_destroy(&r.gate);
   pthread_mutex_destroy(&r.mu);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.conn_mu);
