@@ -218,12 +218,12 @@ static bool sc_open(struct scan *s, char c) {
   return true;
 }
 
-/* The next member of an object entered with sc_open: 1 with *key, *klen set
- * and the cursor at its value (which the caller must consume), 0 when the
- * object ends (consumed), -1 when malformed. *first: true before the first call. */
-static int sc_obj_next(struct scan *s, bool *first, const char **key, size_t *klen) {
+/* The next item of an array or object entered with sc_open (close: its
+ * closing bracket): 1 at it, 0 when the container ends (consumed), -1 when
+ * malformed. *first: true before the first call. */
+static int sc_next(struct scan *s, bool *first, char close) {
   sc_ws(s);
-  if (sc_at(s, '}')) {
+  if (sc_at(s, close)) {
     s->p++;
     s->depth--;
     return 0;
@@ -235,6 +235,15 @@ static int sc_obj_next(struct scan *s, bool *first, const char **key, size_t *kl
     sc_ws(s);
   }
   *first = false;
+  return 1;
+}
+
+/* The next member of an object: 1 with *key, *klen set and the cursor at
+ * its value (which the caller must consume), else as sc_next. */
+static int sc_obj_next(struct scan *s, bool *first, const char **key, size_t *klen) {
+  int rc = sc_next(s, first, '}');
+  if (rc != 1)
+    return rc;
   if (!sc_string(s, key, klen))
     return -1;
   sc_ws(s);
@@ -245,23 +254,8 @@ static int sc_obj_next(struct scan *s, bool *first, const char **key, size_t *kl
   return 1;
 }
 
-/* The same for an array: 1 at the next element, 0 at its end, -1 malformed. */
-static int sc_arr_next(struct scan *s, bool *first) {
-  sc_ws(s);
-  if (sc_at(s, ']')) {
-    s->p++;
-    s->depth--;
-    return 0;
-  }
-  if (!*first) {
-    if (!sc_at(s, ','))
-      return -1;
-    s->p++;
-    sc_ws(s);
-  }
-  *first = false;
-  return 1;
-}
+/* The next element of an array: as sc_next. */
+static int sc_arr_next(struct scan *s, bool *first) { return sc_next(s, first, ']'); }
 
 /* Skips one value of any kind, checking it. */
 static bool sc_value(struct scan *s) {
