@@ -517,6 +517,16 @@ LITH_API int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const cha
 /* The read-only connection, owned by lith. */
 LITH_API sqlite3 *lith_rx_db(lith_rx *rx);
 
+/* Inside lith_read: 1 if the writer asks this read to end because its
+ * snapshot keeps the WAL from starting over: a hold (wal_hold_ms) waited
+ * past its bound with this read still running, so the WAL can only grow
+ * until it ends. A read that lasts between statements (a transaction kept
+ * open on a snapshot across requests) checks it while it waits and, seeing
+ * 1, returns ("snapshot too old"); a short read may ignore it. 0 otherwise;
+ * once 1, it stays 1 for the rest of this lith_read. Any thread that holds
+ * rx; lith_stats.reads_too_old counts the reads it said 1 to. */
+LITH_API int lith_rx_too_old(lith_rx *rx);
+
 /* ---- Backup -------------------------------------------------------------- */
 
 /* Write a consistent copy of the database (one snapshot) to `dest_path`
@@ -620,6 +630,7 @@ typedef struct lith_stats {
   uint64_t wal_restart_blocked; /* the WAL was wholly copied with lith's reads held and still did
                                    not start over: a connection lith does not own (another process,
                                    a backup's source) reads it; lith cannot hold those */
+  uint64_t reads_too_old;       /* lith_read calls told their snapshot is too old (lith_rx_too_old) */
 } lith_stats;
 
 /* A snapshot of the counters; `out` is the caller's. Also valid after

@@ -13,6 +13,7 @@
 #include "read_pool.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ struct lith_rx {
   sqlite3_stmt *begin, *commit;
   struct lith_rx *next_free;
   int borrowed; /* under the pool's mu: lith__pool_interrupt reaches it */
+  _Atomic int too_old; /* lith_rx_too_old: set by the writer's hold, cleared when borrowed */
 };
 
 struct lith__pool {
@@ -247,6 +249,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_m
   p->free = rx->next_free;
   p->borrowed++;
   rx->borrowed = 1;
+  atomic_store(&rx->too_old, 0);
   STAT_ADD(p, reads, 1);
   STAT_ADD(p, in_use, 1);
   pthread_mutex_unlock(&p->mu);
@@ -313,3 +316,5 @@ int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types,
 }
 
 sqlite3 *lith_rx_db(lith_rx *rx) { return rx->conn; }
+
+int lith_rx_too_old(lith_rx *rx) { return atomic_load(&rx->too_old); }
