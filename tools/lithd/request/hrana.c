@@ -71,6 +71,7 @@ const char *lithd_hrana_code(int code, const char *message) {
   case LITHD_FORBIDDEN: return "SQLITE_AUTH";
   case LITHD_OUTCOME_UNKNOWN: return "OUTCOME_UNKNOWN";
   case LITHD_TX_TIMEOUT: return "TRANSACTION_TIMEOUT";
+  case LITHD_TX_TOO_OLD: return "SNAPSHOT_TOO_OLD";
   default: return "SQLITE_ERROR";
   }
 }
@@ -477,68 +478,8 @@ static int parse_cond(build *c, const lj_value *j, step_cond *out, int depth) {
   return 0;
 }
 
-/* Where SQLite ends the statements of s[0..n): each piece ends at a ';'
- * after which sqlite3_complete says the text so far is complete (so a ';'
- * in a string, a comment or a trigger's body does not split), with the
- * remainder as the last piece unless only blanks and comments are left.
- * Calls each(c, piece, len) in order; 0, or the first non-zero it returned. */
-static int split_sql(const char *s, size_t n, int (*each)(void *c, const char *p, size_t len), void *c) {
-  char *buf = malloc(n + 1);
-  size_t start = 0;
-  int rc = 0;
-  if (buf == NULL)
-    return -2;
-  for (size_t i = 0; i < n && rc == 0; i++) {
-    if (s[i] != ';')
-      continue;
-    size_t len = i + 1 - start;
-    memcpy(buf, s + start, len);
-    buf[len] = '\0';
-    if (sqlite3_complete(buf)) {
-      rc = each(c, s + start, len);
-      start = i + 1;
-    }
-  }
-  if (rc == 0 && start < n) {
-    size_t len = n - start;
-    memcpy(buf, s + start, len);
-    buf[len] = '\0';
-    /* blanks and comments only: nothing left (sqlite3_complete of the
-     * remainder with a ';' added is then false for "" alone) */
-    const char *p = buf;
-    for (;;) {
-      while (isspace((unsigned char)*p))
-        p++;
-      if (p[0] == '-' && p[1] == '-') {
-        p = strchr(p, '\n');
-        if (p == NULL)
-          p = "";
-      } else if (p[0] == '/' && p[1] == '*') {
-        const char *end = strstr(p + 2, "*/");
-        p = end ? end + 2 : "";
-      } else {
-        break;
-      }
-    }
-    if (*p != '\0')
-      rc = each(c, s + start, len);
-  }
-  free(buf);
-  return rc;
-}
-
-typedef struct seq_count {
-  int n;
-} seq_count;
-
-static int count_piece(void *arg, const char *p, size_t len) {
-  (void)p, (void)len;
-  ((seq_count *)arg)->n++;
-  return 0;
-}
-
-static int add_piece(void *arg, const char *p, size_t len) {
-  build *c = arg;
+/* One statement of a sequence, a step on the success of the one before. */
+static int add_piece(build *c, const char *p, size_t len) {
   stmt_spec *spec = &c->b->stmts[c->step];
   if (set_sql(c, spec, p, len) != 0)
     return -1;
@@ -639,9 +580,14 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
   const lj_value *steps = NULL;
   const char *text = NULL;
   size_t textn = 0;
-  int n = 1;
+  int n = 1, max;
   *out = NULL;
   memset(plan, 0, sizeof *plan);
+  {
+    lithd_limits l;
+    lithd_limits_default(&l);
+    max = lim != NULL && lim->max_statements > 0 ? lim->max_statements : l.max_statements;
+  }
 
   if (kind == LITHD_HR_BATCH) {
     const lj_value *batch = lj_get(req, "batch");
@@ -650,22 +596,17 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
       return lithd_hrana_fail(e, "PROTO_ERROR", "a batch request needs \"batch\": {\"steps\": [...]}");
     n = (int)steps->n;
   } else if (kind == LITHD_HR_SEQUENCE) {
-    seq_count sc = {0};
     if ((text = sql_of(&c, req, &textn)) == NULL)
       return -1;
-    if (split_sql(text, textn, count_piece, &sc) == -2)
-      return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
-    n = sc.n;
+    /* counted no further than the limit: a text over it is not read whole */
+    if ((size_t)(n = (int)lithd_split_count(text, textn, (size_t)max)) > (size_t)max)
+      return lithd_hrana_fail(e, "REQUEST_TOO_LARGE", "more than %d statements, over the limit of %d", max,
+                              max);
   } else if (kind != LITHD_HR_EXECUTE && kind != LITHD_HR_DESCRIBE) {
     return lithd_hrana_fail(e, "PROTO_ERROR", "not a request that runs SQL");
   }
-  {
-    lithd_limits l;
-    lithd_limits_default(&l);
-    int max = lim != NULL && lim->max_statements > 0 ? lim->max_statements : l.max_statements;
-    if (n > max)
-      return lithd_hrana_fail(e, "REQUEST_TOO_LARGE", "%d statements, over the limit of %d", n, max);
-  }
+  if (n > max)
+    return lithd_hrana_fail(e, "REQUEST_TOO_LARGE", "%d statements, over the limit of %d", n, max);
   if ((c.b = lithd__batch_new(lim, n)) == NULL)
     return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
   c.b->fmt.types = 1; /* every Col has its decltype */
@@ -691,10 +632,14 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
   }
   case LITHD_HR_SEQUENCE:
     c.b->steps = 1;
-    if (split_sql(text, textn, add_piece, &c) != 0) {
-      if (e->code == NULL)
-        lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
-      goto err_free;
+    {
+      lithd_split sp;
+      const char *p;
+      size_t len;
+      lithd_split_init(&sp, text, textn);
+      while (c.step < n && lithd_split_next(&sp, &p, &len))
+        if (add_piece(&c, p, len) != 0)
+          goto err_free;
     }
     break;
   default: /* LITHD_HR_BATCH */

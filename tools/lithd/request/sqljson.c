@@ -62,6 +62,7 @@ const char *lithd_code_name(int code) {
   case LITHD_CONFLICT: return "conflict";
   case LITHD_OUTCOME_UNKNOWN: return "outcome_unknown";
   case LITHD_TX_TIMEOUT: return "transaction_timeout";
+  case LITHD_TX_TOO_OLD: return "snapshot_too_old";
   default: return code >= LITH_USER ? "command_error" : "unknown";
   }
 }
@@ -87,7 +88,8 @@ int lithd_http_status(int code) {
   case LITH_INTERRUPTED:
   case LITH_ABORTED: return 503;
   case LITHD_OUTCOME_UNKNOWN: return 504;
-  case LITHD_TX_TIMEOUT: return 408;
+  case LITHD_TX_TIMEOUT:
+  case LITHD_TX_TOO_OLD: return 408;
   case LITH_DISKFULL: return 507;
   default: return 500; /* NOMEM, IOERR, CORRUPT, CANTOPEN, READONLY, SCHEMA, ... */
   }

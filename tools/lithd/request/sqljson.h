@@ -103,9 +103,12 @@ enum {
                                          (dqlite: the leader went away after it
                                          was sent): committed or not, nobody
                                          knows; read before sending it again */
-  LITHD_TX_TIMEOUT = LITH_USER + 11       /* an interactive transaction was idle or
+  LITHD_TX_TIMEOUT = LITH_USER + 11,      /* an interactive transaction was idle or
                                          open past its bound (store.h) and was
                                          rolled back */
+  LITHD_TX_TOO_OLD = LITH_USER + 12       /* a transaction on a snapshot kept the WAL
+                                         from starting over past its bound and
+                                         was ended (store.h) */
 };
 
 /* ---- Limits --------------------------------------------------------------

@@ -447,8 +447,9 @@ static void run_next(hr_pipe *pp) {
     if (e.code != NULL)
       lithd_hrana_put_error(&pp->out, &e);
     else
-      lithd_hrana_put_ok(&pp->out, pp->kind, pp->tx.h == NULL);
-    lithd_batch_free(pp->rd.sr.batch); /* one built, then not run */
+      lithd_hrana_put_ok(&pp->out, pp->kind,
+                         lithd_store_tx_ended(pp->tx.h)); /* a bound ended it: autocommit */
+    lithd_batch_free(pp->rd.sr.batch);                    /* one built, then not run */
     pp->rd.sr.batch = NULL;
     pp->k++;
   }

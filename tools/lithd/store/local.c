@@ -213,14 +213,19 @@ typedef struct local_tx {
   int move_rc;      /* MOVE_REFUSED: why */
   int move_sent;    /* the loop's: the command for MOVE_ASKED was submitted */
   char snap_msg[LITH_ERRMSG_MAX];
-  /* The loop's. */
-  int cmd_done, closed, async_closed;
+  lith_rx *rx; /* the snapshot's thread's: its read (lith_rx_too_old) */
+  /* The loop's. flying: the command is with lith's queue or writer (from a
+   * LITH_OK tx_submit to tx_cmd_done or tx_refused); the writer writes
+   * into ureq until then, so the handle outlives it, whatever ended the
+   * transaction meanwhile (a stale move's snapshot goes on, and may end,
+   * while the writer still finishes the command that gave the verdict). */
+  int cmd_done, closed, async_closed, flying;
   int end_rc; /* what ended it (LITH_OK: committed) */
   char end_msg[LITH_ERRMSG_MAX];
 } local_tx;
 
 static void tx_maybe_free(local_tx *t) {
-  if (t->cmd_done && t->closed && t->async_closed && !t->snap_live) {
+  if (t->cmd_done && t->closed && t->async_closed && !t->snap_live && !t->flying) {
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -236,7 +241,7 @@ static void tx_async_closed(uv_handle_t *h) {
 /* The loop: once the command ended, the caller closed it and its thread (a
  * snapshot's) is joined, nothing can wake the handle: close it, then free. */
 static void tx_settle(local_tx *t) {
-  if (!t->cmd_done || !t->closed || t->snap_live)
+  if (!t->cmd_done || !t->closed || t->snap_live || t->flying)
     return;
   if (!t->async_closed && !uv_is_closing((uv_handle_t *)&t->async))
     uv_close((uv_handle_t *)&t->async, tx_async_closed);
@@ -245,8 +250,13 @@ static void tx_settle(local_tx *t) {
 
 static int64_t mono_ms(void) { return now_ns() / 1000000; }
 
+/* How often a snapshot's thread, waiting for its next run, asks whether
+ * its snapshot is too old (lith_rx_too_old): the WAL's hold waits for it. */
+#define SNAP_POLL_MS 5
+
 /* Under t->mu: wait for the next run and take it; NULL when the transaction
- * is closed (*timed_out 0) or past a bound (*timed_out 1). */
+ * is closed (*timed_out 0), past a bound (1), or (a snapshot's) its
+ * snapshot keeps the WAL from starting over (2). */
 static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
   *timed_out = 0;
   while (t->work == NULL && !t->ending) {
@@ -257,9 +267,15 @@ static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
       *timed_out = 1;
       return NULL;
     }
+    if (t->rx != NULL && lith_rx_too_old(t->rx)) {
+      *timed_out = 2;
+      return NULL;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t wait = until - now;
+    if (t->rx != NULL && wait > SNAP_POLL_MS)
+      wait = SNAP_POLL_MS;
     ts.tv_sec += (time_t)(wait / 1000);
     ts.tv_nsec += (long)(wait % 1000) * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -277,6 +293,8 @@ static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
 
 #define TX_TIMEOUT_FMT \
   "the transaction was idle for %" PRId64 " ms or open for %" PRId64 " ms and was rolled back"
+#define TX_TOO_OLD_MSG \
+  "snapshot too old: it kept the WAL from starting over past --wal-hold-ms, so the transaction was ended"
 
 /* Under t->mu, after run r: 1 if it left the transaction open (r is for
  * the loop, which the caller wakes), else 0 (r ends it). */
@@ -307,7 +325,7 @@ static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
     int timed_out;
     lithd_store_req *r = tx_next(t, last, &timed_out);
     pthread_mutex_unlock(&t->mu);
-    if (r == NULL && timed_out)
+    if (r == NULL && timed_out) /* (never 2: the writer's transaction has no snapshot) */
       return lith_tx_error(tx, LITHD_TX_TIMEOUT, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
     if (r == NULL)
       return TX_ROLLBACK_ASKED;
@@ -357,6 +375,7 @@ static int wants_writer(const lithd_store_req *r) {
 static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a reader */
   local_tx *t = arg;
   int64_t last = mono_ms(), n;
+  t->rx = rx;
   t->snap_c0 = lith_commit_count(t->ls->db); /* before the snapshot: what it misses counts after */
   int rc = lith_rx_int64(rx, &n, "SELECT count(*) FROM sqlite_schema", "");
   if (rc != LITH_OK) {
@@ -368,10 +387,12 @@ static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a read
     int timed_out;
     lithd_store_req *r = tx_next(t, last, &timed_out);
     if (r == NULL) {
-      if (timed_out)
+      if (timed_out == 1)
         snprintf(t->snap_msg, sizeof t->snap_msg, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
+      else if (timed_out == 2)
+        snprintf(t->snap_msg, sizeof t->snap_msg, TX_TOO_OLD_MSG);
       pthread_mutex_unlock(&t->mu);
-      return timed_out ? LITHD_TX_TIMEOUT : TX_ROLLBACK_ASKED;
+      return timed_out == 1 ? LITHD_TX_TIMEOUT : timed_out == 2 ? LITHD_TX_TOO_OLD : TX_ROLLBACK_ASKED;
     }
     pthread_mutex_unlock(&t->mu);
     r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
@@ -539,30 +560,43 @@ static int move_refused(local_tx *t, int rc) {
 
 static void tx_cmd_done(lith_uv_req *u) {
   local_tx *t = (local_tx *)((char *)u - offsetof(local_tx, ureq));
+  local_store *ls = t->ls;
   int rc = u->req.rc;
-  /* TX_STALE: the command did nothing, the transaction goes on on its snapshot */
+  t->flying = 0;
+  /* TX_STALE: the command did nothing, the transaction goes on on its
+   * snapshot (or has ended there already: then this frees it) */
   if (rc != TX_STALE && !move_refused(t, rc))
     tx_ended(t, rc, u->req.errmsg);
-  if (t->ls->park.head != NULL)
-    lithd_overload_drain(&t->ls->park);
+  else
+    tx_settle(t);
+  if (ls->park.head != NULL)
+    lithd_overload_drain(&ls->park);
 }
 
 static void tx_refused(lithd_park *p, int rc) {
   local_tx *t = p->arg;
+  t->flying = 0;
   if (!move_refused(t, rc))
     tx_ended(t, rc, refused_why(rc));
+  else
+    tx_settle(t);
 }
 
 /* The command, alone, through the queue. */
-static int tx_submit(local_tx *t) { return lithd_overload_submit(&t->ls->park, &t->park, sizeof *t); }
+static int tx_submit(local_tx *t) {
+  t->flying = 1; /* before: the queue may refuse it (tx_refused) inside the call */
+  int rc = lithd_overload_submit(&t->ls->park, &t->park, sizeof *t);
+  if (rc != LITH_OK)
+    t->flying = 0;
+  return rc;
+}
 
 static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
   local_tx *t = (local_tx *)base;
   if (t->cmd_done) {
-    snprintf(r->errmsg, sizeof r->errmsg, "%s",
-             t->end_rc == LITHD_TX_TIMEOUT ? t->end_msg : "the transaction has ended");
-    return t->end_rc == LITHD_TX_TIMEOUT ? LITHD_TX_TIMEOUT
-                                         : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
+    int bound = t->end_rc == LITHD_TX_TIMEOUT || t->end_rc == LITHD_TX_TOO_OLD;
+    snprintf(r->errmsg, sizeof r->errmsg, "%s", bound ? t->end_msg : "the transaction has ended");
+    return bound ? t->end_rc : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
   }
   r->rc = LITH_OK;
   r->tx_open = 0;
@@ -583,7 +617,9 @@ static void tx_close(lithd_store_tx *base) {
   tx_settle(t);
 }
 
-static const lithd_store_tx_ops local_tx_ops = {.run = tx_run, .close = tx_close};
+static int tx_is_ended(const lithd_store_tx *base) { return ((const local_tx *)base)->cmd_done; }
+
+static const lithd_store_tx_ops local_tx_ops = {.run = tx_run, .close = tx_close, .ended = tx_is_ended};
 
 static int local_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                          lithd_store_tx **out, char *errmsg, size_t cap) {

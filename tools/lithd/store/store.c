@@ -92,6 +92,8 @@ int lithd_store_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t
 
 int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r) { return t->ops->run(t, r); }
 
+int lithd_store_tx_ended(const lithd_store_tx *t) { return t == NULL || t->ops->ended(t); }
+
 void lithd_store_tx_close(lithd_store_tx *t) {
   if (t != NULL)
     t->ops->close(t);

@@ -165,6 +165,10 @@ int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r);
 /* Let go of t (no run in flight): what is open is rolled back. */
 void lithd_store_tx_close(lithd_store_tx *t);
 
+/* 1 if t has ended (committed, rolled back, or past a bound: its next run
+ * is refused), 0 while it is open. NULL: 1. */
+int lithd_store_tx_ended(const lithd_store_tx *t);
+
 /* What a store without a local file answers a backup with. */
 #define LITHD_STORE_NO_FILE                                                                      \
   "this database has no local file to back up: every dqlite node keeps a full copy in its data " \

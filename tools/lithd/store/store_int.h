@@ -25,6 +25,7 @@ typedef struct lithd_store_ops {
 typedef struct lithd_store_tx_ops {
   int (*run)(lithd_store_tx *t, lithd_store_req *r);
   void (*close)(lithd_store_tx *t);
+  int (*ended)(const lithd_store_tx *t);
 } lithd_store_tx_ops;
 
 struct lithd_store_tx {
