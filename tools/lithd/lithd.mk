@@ -47,7 +47,7 @@ LITHD_JSON_SRC    := $(LD_DIR)/request/json.c $(LD_DIR)/util/arena.c $(LD_DIR)/u
 # Requests in, SQL run, answers out: what the unit tests and fuzzers take.
 LITHD_SQLJSON_SRC := $(LD_DIR)/request/sqljson.c $(LD_DIR)/request/sqljson_parse.c $(LD_DIR)/sql/sqljson_run.c \
                      $(LD_DIR)/request/sqljson_encode.c $(LD_DIR)/util/buf.c $(LD_DIR)/sql/guard.c \
-                     $(LD_DIR)/sql/txctl.c $(LD_DIR)/sql/steps.c $(LD_DIR)/request/hrana.c \
+                     $(LD_DIR)/sql/txctl.c $(LD_DIR)/sql/steps.c $(LD_DIR)/sql/split.c $(LD_DIR)/request/hrana.c \
                      $(LITHD_JSON_SRC)
 LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/routes/server.c $(LD_DIR)/routes/overload.c $(LD_DIR)/routes/backup_http.c \

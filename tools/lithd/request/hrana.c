@@ -22,6 +22,7 @@
 
 #include <sqlite3.h>
 
+#include "split.h"
 #include "sqljson_int.h"
 
 int lithd_hrana_fail(lithd_hrana_error *e, const char *code, const char *fmt, ...) {
@@ -599,9 +600,10 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
     if ((text = sql_of(&c, req, &textn)) == NULL)
       return -1;
     /* counted no further than the limit: a text over it is not read whole */
-    if ((size_t)(n = (int)lithd_split_count(text, textn, (size_t)max)) > (size_t)max)
-      return lithd_hrana_fail(e, "REQUEST_TOO_LARGE", "more than %d statements, over the limit of %d", max,
-                              max);
+    size_t k = lithd_split_count(text, textn, (size_t)max);
+    if (k > (size_t)max)
+      return lithd_hrana_fail(e, "REQUEST_TOO_LARGE", "more statements than the limit of %d", max);
+    n = (int)k;
   } else if (kind != LITHD_HR_EXECUTE && kind != LITHD_HR_DESCRIBE) {
     return lithd_hrana_fail(e, "PROTO_ERROR", "not a request that runs SQL");
   }
