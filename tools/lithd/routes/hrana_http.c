@@ -50,12 +50,19 @@ typedef struct hr_stream {
   int64_t last_ms; /* lith_clock_ms of its last answer */
 } hr_stream;
 
+typedef struct hr_pipe hr_pipe;
 typedef struct lithd_hrana_srv lithd_hrana_srv;
 struct lithd_hrana_srv {
   lithd_server *s;
   uv_timer_t sweep;
   int timer_open, stopping;
   int open; /* streams in use */
+  /* Pipelines whose read or deferred transaction waits for a reader of its
+   * database (first in, first out; every wait has the same bound, so the
+   * head's deadline is the nearest) and the timer of that bound. */
+  hr_pipe *wait_head, *wait_tail;
+  uv_timer_t wait_timer;
+  int wait_timer_open;
   hr_stream streams[LITHD_HRANA_STREAMS];
 };
 
@@ -85,19 +92,21 @@ static void refuse_hrana(lith_http_req *req, int status, const char *msg) {
 
 /* ---- Streams ------------------------------------------------------------------ */
 
+static void slot_give(lithd_hrana_srv *h, lithd_dbsrv *d);
+
 /* Let go of x (rolling back what is open) and of its reader. */
-static void tx_end(lithd_dbsrv *d, hr_tx *x) {
+static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
   lithd_store_tx_close(x->h);
   x->h = NULL;
   if (x->slot) {
     x->slot = 0;
-    lithd_read_slot_give(d);
+    slot_give(h, d);
   }
 }
 
 static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
   lithd_hrana_sqls_free(st->sqls);
-  tx_end(st->d, &st->tx); /* rolls back what it left open */
+  tx_end(h, st->d, &st->tx); /* rolls back what it left open */
   memset(st, 0, sizeof *st);
   h->open--;
 }
@@ -175,7 +184,7 @@ static hr_stream *stream_find(lithd_hrana_srv *h, lithd_dbsrv *d, const char *ba
 
 /* ---- A pipeline ------------------------------------------------------------------ */
 
-typedef struct hr_pipe {
+struct hr_pipe {
   lithd_read rd; /* rd.sr: the running request's batch and result (read or write) */
   lith_http_req *req;
   lithd_dbsrv *d;
@@ -190,10 +199,13 @@ typedef struct hr_pipe {
   lithd_buf out;
   int in_handler; /* its handler is still on the stack: it frees pp */
   int answered;   /* finish() ran */
-} hr_pipe;
+  /* Waiting for a reader (open_tx): the next in the FIFO, and until when. */
+  hr_pipe *wait_next;
+  int64_t wait_until;
+};
 
 static void pipe_free(hr_pipe *pp) {
-  tx_end(pp->d, &pp->tx);
+  tx_end(pp->h, pp->d, &pp->tx);
   lithd_result_free(pp->rd.sr.result);
   lithd_batch_free(pp->rd.sr.batch);
   lithd_hrana_pipeline_free(pp->p);
@@ -246,7 +258,7 @@ static void submit_write(hr_pipe *pp) {
 static void tx_done(lithd_store_req *sr) {
   hr_pipe *pp = sr->data;
   if (!sr->tx_open) /* committed, rolled back, failed or timed out */
-    tx_end(pp->d, &pp->tx);
+    tx_end(pp->h, pp->d, &pp->tx);
   request_done(pp);
 }
 
@@ -355,36 +367,154 @@ static void finish(hr_pipe *pp) {
     pipe_free(pp);
 }
 
-/* Begin the stream's transaction (a batch that leaves its BEGIN open):
- * 1, or 0 with *e. */
-static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
+/* Open the stream's transaction with flags: 1, or 0 with *e. */
+static int tx_open_with(hr_pipe *pp, unsigned flags, lithd_hrana_error *e) {
   char msg[LITH_ERRMSG_MAX];
+  int rc = lithd_store_tx_open(pp->d->store, flags, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms, pp->req,
+                               &pp->tx.h, msg, sizeof msg);
+  if (rc == LITH_OK)
+    return 1;
+  tx_end(pp->h, pp->d, &pp->tx);
+  if (pp->plan.fk && rc == LITHD_FORBIDDEN) /* what the client sent was no transaction */
+    lithd_hrana_fail(e, lithd_hrana_code(rc, msg),
+                     "PRAGMA foreign_keys in a request (migrate()) runs the request alone on the writer, "
+                     "as on the client's own connection: %s",
+                     msg);
+  else
+    lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
+  return 0;
+}
+
+/* The flags of a snapshot's transaction (the plan's). */
+static unsigned snapshot_flags(const hr_pipe *pp) {
+  return LITHD_TX_SNAPSHOT | (pp->plan.readonly ? LITHD_TX_READONLY : 0);
+}
+
+/* The request that waited ends with e; the pipeline goes on. */
+static void request_failed(hr_pipe *pp, lithd_hrana_error *e) {
+  lithd_hrana_put_error(&pp->out, e);
+  lithd_batch_free(pp->rd.sr.batch);
+  pp->rd.sr.batch = NULL;
+  pp->k++;
+  run_next(pp);
+}
+
+/* The wait's bound: the transactions' idle bound (a reader comes back when
+ * one of them ends, at the latest by then). */
+static int64_t slot_wait_ms(const lithd_server *s) {
+  return s->tx_idle_ms > 0 ? s->tx_idle_ms : LITHD_TX_IDLE_MS;
+}
+
+static void wait_expired(uv_timer_t *t);
+
+/* The timer at the head's deadline (stopped with no one waiting). */
+static void wait_timer_arm(lithd_hrana_srv *h) {
+  if (!h->wait_timer_open)
+    return;
+  if (h->wait_head == NULL) {
+    uv_timer_stop(&h->wait_timer);
+    return;
+  }
+  int64_t left = h->wait_head->wait_until - lith_clock_ms();
+  uv_timer_start(&h->wait_timer, wait_expired, left > 0 ? (uint64_t)left : 0, 0);
+}
+
+/* Whether a pipeline waits for a reader of d (a newcomer goes behind it). */
+static int waiting_for(const lithd_hrana_srv *h, const lithd_dbsrv *d) {
+  for (const hr_pipe *pp = h->wait_head; pp != NULL; pp = pp->wait_next)
+    if (pp->d == d)
+      return 1;
+  return 0;
+}
+
+/* Unlink pp from the FIFO (it is in it). */
+static void wait_unlink(lithd_hrana_srv *h, hr_pipe *pp) {
+  hr_pipe **at = &h->wait_head, *prev = NULL;
+  while (*at != pp) {
+    prev = *at;
+    at = &(*at)->wait_next;
+  }
+  *at = pp->wait_next;
+  if (h->wait_tail == pp)
+    h->wait_tail = prev;
+  pp->wait_next = NULL;
+}
+
+/* The head waited its bound (or lithd stops): its request fails, nothing
+ * begun; the pipeline goes on. */
+static void wait_fail(lithd_hrana_srv *h, hr_pipe *pp) {
+  lithd_hrana_error e;
+  wait_unlink(h, pp);
+  if (h->stopping)
+    lithd_hrana_fail(&e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
+  else
+    lithd_hrana_fail(&e, "SQLITE_BUSY",
+                     "no reader of this database is free for a read transaction (--readers %d: every one "
+                     "lithd can spare holds an open BEGIN / BEGIN TRANSACTION READONLY) after %" PRId64
+                     " ms; retry, and keep read transactions short",
+                     pp->d->metrics.readers, slot_wait_ms(pp->d->srv));
+  request_failed(pp, &e);
+}
+
+static void wait_expired(uv_timer_t *t) {
+  lithd_hrana_srv *h = t->data;
+  int64_t now = lith_clock_ms();
+  while (h->wait_head != NULL && h->wait_head->wait_until <= now)
+    wait_fail(h, h->wait_head);
+  wait_timer_arm(h);
+}
+
+/* A reader of d came back: the first pipeline waiting for one of d's takes
+ * it and opens its transaction; else d's reads get it. */
+static void slot_give(lithd_hrana_srv *h, lithd_dbsrv *d) {
+  lithd_read_slot_give(d);
+  for (hr_pipe *pp = h->wait_head; pp != NULL; pp = pp->wait_next) {
+    if (pp->d != d)
+      continue;
+    if (!lithd_read_slot_take(d))
+      return;
+    wait_unlink(h, pp);
+    wait_timer_arm(h);
+    lithd_hrana_error e;
+    pp->tx.slot = 1;
+    if (tx_open_with(pp, snapshot_flags(pp), &e))
+      submit_tx(pp);
+    else
+      request_failed(pp, &e);
+    return;
+  }
+}
+
+/* Begin the stream's transaction (a batch that leaves its BEGIN open): 1
+ * (run it), 0 with *e, or 2: it waits for a reader (slot_give or the
+ * wait's bound goes on with the pipeline). */
+static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
+  lithd_hrana_srv *h = pp->h;
   if (pp->d->srv->only_named) {
     lithd_hrana_fail(e, "SQLITE_AUTH",
                      "this lithd runs only named commands (--only-named): a transaction runs SQL text");
     return 0;
   }
-  /* DEFERRED and READONLY begin on a snapshot (store.h) when the database
-   * can spare a reader for it; else on the writer, as IMMEDIATE would. */
-  unsigned flags = pp->plan.readonly ? LITHD_TX_READONLY : 0;
-  if ((pp->plan.readonly || pp->plan.deferred) && !pp->plan.fk && lithd_read_slot_take(pp->d)) {
-    flags |= LITHD_TX_SNAPSHOT;
+  /* IMMEDIATE (and a request with PRAGMA foreign_keys: migrate()) holds
+   * the writer. DEFERRED and READONLY begin on a snapshot: they hold one
+   * of the database's readers, never the writer (a deferred one takes it
+   * at its first write, by store.h's rule); with none to spare they wait
+   * for one, first come first served, for a bounded time. */
+  if (!(pp->plan.readonly || pp->plan.deferred) || pp->plan.fk)
+    return tx_open_with(pp, 0, e);
+  if (!waiting_for(h, pp->d) && lithd_read_slot_take(pp->d)) {
     pp->tx.slot = 1;
+    return tx_open_with(pp, snapshot_flags(pp), e);
   }
-  int rc = lithd_store_tx_open(pp->d->store, flags, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms, pp->req,
-                               &pp->tx.h, msg, sizeof msg);
-  if (rc != LITH_OK) {
-    tx_end(pp->d, &pp->tx);
-    if (pp->plan.fk && rc == LITHD_FORBIDDEN) /* what the client sent was no transaction */
-      lithd_hrana_fail(e, lithd_hrana_code(rc, msg),
-                       "PRAGMA foreign_keys in a request (migrate()) runs the request alone on the writer, "
-                       "as on the client's own connection: %s",
-                       msg);
-    else
-      lithd_hrana_fail(e, lithd_hrana_code(rc, msg), "%s", msg);
-    return 0;
-  }
-  return 1;
+  pp->wait_until = lith_clock_ms() + slot_wait_ms(pp->d->srv);
+  pp->wait_next = NULL;
+  if (h->wait_tail != NULL)
+    h->wait_tail->wait_next = pp;
+  else
+    h->wait_head = pp;
+  h->wait_tail = pp;
+  wait_timer_arm(h);
+  return 2;
 }
 
 /* Whether every request after the running one is a close. */
@@ -412,7 +542,7 @@ static void run_next(hr_pipe *pp) {
       case LITHD_HR_UNKNOWN: lithd_hrana_fail(&e, "PROTO_ERROR", "unknown request type"); break;
       case LITHD_HR_CLOSE:
         pp->closed = 1;
-        tx_end(pp->d, &pp->tx); /* rolls back what is open */
+        tx_end(pp->h, pp->d, &pp->tx); /* rolls back what is open */
         break;
       case LITHD_HR_STORE_SQL: lithd_hrana_sqls_store(&pp->sqls, rq, &pp->d->srv->limits, &e); break;
       case LITHD_HR_CLOSE_SQL: lithd_hrana_sqls_close(pp->sqls, rq, &e); break;
@@ -432,9 +562,12 @@ static void run_next(hr_pipe *pp) {
           pp->rd.sr.batch->start_in_tx = 1;
           submit_tx(pp);
         } else if (pp->plan.opens && pp->kind != LITHD_HR_DESCRIBE) {
-          if (!open_tx(pp, &e))
+          int opened = open_tx(pp, &e);
+          if (opened == 0)
             break;
-          submit_tx(pp);
+          if (opened == 1)
+            submit_tx(pp);
+          /* else it waits for a reader: slot_give or wait_expired goes on */
         } else if (pp->plan.reads || pp->plan.readonly) {
           pp->rd.sr.batch->readonly_tx = pp->plan.readonly; /* its writes: SQLITE_READONLY, as SQLite's */
           submit_read(pp);
@@ -559,6 +692,11 @@ int lithd_hrana_start(lithd_server *s) {
   }
   h->sweep.data = h;
   h->timer_open = 1;
+  if (uv_timer_init(s->loop, &h->wait_timer) == 0) {
+    h->wait_timer.data = h;
+    h->wait_timer_open = 1;
+    uv_unref((uv_handle_t *)&h->wait_timer);
+  }
   /* a tenth of the idle bound (at most a second): a stream outlives it by
    * that much at most */
   uint64_t every =
@@ -574,7 +712,14 @@ void lithd_hrana_stop(lithd_server *s) {
   if (h == NULL || h->stopping)
     return;
   h->stopping = 1;
-  /* Open transactions hold the writer: let them go now (rolled back). */
+  /* What waits for a reader is refused; open transactions hold the
+   * writer: let them go now (rolled back). */
+  while (h->wait_head != NULL)
+    wait_fail(h, h->wait_head);
+  if (h->wait_timer_open) {
+    uv_close((uv_handle_t *)&h->wait_timer, NULL);
+    h->wait_timer_open = 0;
+  }
   for (int i = 0; i < LITHD_HRANA_STREAMS; i++)
     if (h->streams[i].used && !h->streams[i].busy)
       stream_release(h, &h->streams[i]);

@@ -594,7 +594,9 @@ int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd) {
 }
 
 int lithd_read_slot_take(lithd_dbsrv *d) {
-  if (d->reads_max <= 1)
+  /* one reader kept for the other reads, unless there is only one: a read
+   * transaction then takes it (queries wait; the writer never does) */
+  if (d->reads_max <= (d->metrics.readers > 1 ? 1 : 0))
     return 0;
   d->reads_max--;
   return 1;

@@ -134,7 +134,8 @@ int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd);
 /* A reader of d for a transaction on a snapshot (store.h,
  * LITHD_TX_SNAPSHOT) that holds it for its whole life: 1 if taken (d's
  * reads then go to one reader fewer, so none of them waits inside the pool
- * for the one held), 0 if d would keep none for its other reads. Given
+ * for the one held), 0 if d would keep none for its other reads (with a
+ * single reader, it is taken while free: d's reads wait for it). Given
  * back with lithd_read_slot_give, which starts what waits. */
 int lithd_read_slot_take(lithd_dbsrv *d);
 void lithd_read_slot_give(lithd_dbsrv *d);

@@ -288,11 +288,154 @@ static void test_autocommit_after_timeout(void **state) {
   assert_int_equal(tl_sql_int("autoc.db", "SELECT count(*) FROM t"), 0);
 }
 
+/* ---- Read transactions never take the writer (hole 6) ---------------------------
+ * A BEGIN / BEGIN TRANSACTION READONLY holds one of the database's readers
+ * (one is kept for queries, unless there is only one); with none to spare
+ * the next one waits for a reader, first come first served, at most
+ * --tx-idle-ms, and is then refused SQLITE_BUSY. Meanwhile writes go on. */
+
+struct timed {
+  const struct tl_child *c;
+  const char *path, *body;
+  int status;
+  int64_t took_ms;
+  json_t *answer; /* a pipeline's */
+};
+
+static void *timed_post(void *p) {
+  struct timed *t = p;
+  struct tl_conn k;
+  struct tl_resp r;
+  int64_t t0 = now_ms();
+  tl_conn_init(&k, t->c);
+  int rc = tl_conn_request(&k, "POST", t->path, NULL, t->body, &r, 30000);
+  t->took_ms = now_ms() - t0;
+  t->status = rc == TL_OK ? r.status : rc;
+  t->answer = rc == TL_OK ? json_loads(r.body, 0, NULL) : NULL;
+  if (rc == TL_OK)
+    tl_resp_free(&r);
+  tl_conn_close(&k);
+  return NULL;
+}
+
+static void timed_run(struct timed *t) { timed_post(t); }
+
+#define DO_INSERT "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (-1)\"}]}"
+
+static void test_read_tx_waits_for_a_reader(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "rtx", 0, TL_ARGS("--readers", "2", "--tx-idle-ms", "700", "--tx-max-ms", "8000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+
+  /* A takes the one reader lithd spares */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("SELECT count(*) FROM t") "]");
+  char *ba = baton_of(a);
+  json_decref(a);
+
+  /* B waits for it, while a write goes through at once */
+  struct timed tb = {c,
+                     "/v3/pipeline",
+                     "{\"baton\":null,\"requests\":[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]}",
+                     0,
+                     0,
+                     NULL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, timed_post, &tb), 0);
+  usleep(150 * 1000);
+  struct timed w = {c, "/v1/do", DO_INSERT, 0, 0, NULL};
+  timed_run(&w);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms < 1000); /* never behind a read transaction */
+  usleep(200 * 1000);
+  /* A commits: B gets its reader and begins, on a snapshot that sees the write */
+  a = pipeline(c, ba, "[" EXEC("COMMIT") "," CLOSE "]");
+  assert_true(result_ok(a, 0));
+  json_decref(a);
+  free(ba);
+  pthread_join(th, NULL);
+  assert_int_equal(tb.status, 200);
+  assert_true(tb.took_ms >= 300);
+  assert_true(result_ok(tb.answer, 0) && result_ok(tb.answer, 1));
+  assert_int_equal(cell_int(tb.answer, 1), 1);
+  char *bb = baton_of(tb.answer);
+  json_decref(tb.answer);
+
+  /* B kept busy past the wait's bound: C is refused SQLITE_BUSY after it,
+   * nothing begun, and writes went on meanwhile */
+  struct timed tc = {c,
+                     "/v3/pipeline",
+                     "{\"baton\":null,\"requests\":[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC(
+                         "SELECT count(*) FROM t") ",{\"type\":\"get_autocommit\"}," CLOSE "]}",
+                     0,
+                     0,
+                     NULL};
+  assert_int_equal(pthread_create(&th, NULL, timed_post, &tc), 0);
+  for (int i = 0; i < 5; i++) { /* B's requests keep it within its idle bound */
+    usleep(250 * 1000);
+    a = pipeline(c, bb, "[" EXEC("SELECT count(*) FROM t") "]");
+    assert_int_equal(cell_int(a, 0), 1); /* its snapshot */
+    free(bb);
+    bb = baton_of(a);
+    json_decref(a);
+    timed_run(&w);
+    assert_true(w.status == 200 && w.took_ms < 1000);
+  }
+  pthread_join(th, NULL);
+  assert_int_equal(tc.status, 200);
+  if (!result_code_is(tc.answer, 0, "SQLITE_BUSY"))
+    fprintf(stderr, "C: %s\n", json_dumps(tc.answer, 0));
+  assert_true(result_code_is(tc.answer, 0, "SQLITE_BUSY"));
+  assert_true(tc.took_ms >= 650 && tc.took_ms < 5000);
+  json_t *msg = json_object_get(
+      json_object_get(json_array_get(json_object_get(tc.answer, "results"), 0), "error"), "message");
+  assert_non_null(strstr(json_string_value(msg), "--readers"));
+  /* the rest of its pipeline ran in autocommit: the SELECT on its own */
+  assert_true(result_ok(tc.answer, 1));
+  json_decref(tc.answer);
+  a = pipeline(c, bb, "[" EXEC("ROLLBACK") "," CLOSE "]");
+  json_decref(a);
+  free(bb);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("rtx.db", "SELECT count(*) FROM t"), 6);
+}
+
+/* With one reader, a read transaction holds it, not the writer: writes go
+ * on at once, queries wait for it. */
+static void test_read_tx_one_reader(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "rtx1", 0, TL_ARGS("--readers", "1", "--tx-idle-ms", "3000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  char *b = baton_of(a);
+  json_decref(a);
+  struct timed w = {c, "/v1/do", DO_INSERT, 0, 0, NULL};
+  timed_run(&w);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms < 1000);
+  struct timed q = {c, "/v1/query", "{\"statements\":[{\"sql\":\"SELECT count(*) FROM t\"}]}", 0, 0, NULL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, timed_post, &q), 0);
+  usleep(300 * 1000);
+  a = pipeline(c, b, "[" EXEC("SELECT count(*) FROM t") "," EXEC("COMMIT") "," CLOSE "]");
+  assert_int_equal(cell_int(a, 0), 0); /* its snapshot */
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_int_equal(q.status, 200);
+  assert_true(q.took_ms >= 250); /* it waited for the reader */
+  json_decref(q.answer);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_move_race_default, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_autocommit_after_timeout, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_read_tx_waits_for_a_reader, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_read_tx_one_reader, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
