@@ -116,8 +116,10 @@ $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/node
 #   test_metrics   ops/metrics.c on a real lith handle, without an HTTP server
 #   test_options   options.c's table walked: --help, the config file, the
 #                  modes (docs/lithd.md's table against --help: test-docs)
+#   test_split     sql/split.c against sqlite3_complete (test/split_ref.h),
+#                  and its time, linear in the text
 LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
-                   test_overload test_textfile test_metrics test_options)
+                   test_overload test_textfile test_metrics test_options test_split)
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
 
 # What each unit test links, besides its own .c.
@@ -130,6 +132,7 @@ UNIT_test_overload  := $(LD_DIR)/routes/overload.c
 UNIT_test_textfile  := $(LD_DIR)/util/textfile.c $(LD_DIR)/util/token.c
 UNIT_test_metrics   := $(LD_DIR)/ops/metrics.c $(LD_DIR)/util/buf.c
 UNIT_test_options   := $(LD_DIR)/options.c $(LD_DIR)/ops/log.c $(LD_DIR)/util/textfile.c $(LD_DIR)/util/utf8.c
+UNIT_test_split     := $(LD_DIR)/sql/split.c
 # What beyond libc and cmocka each one needs.
 UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
 UNIT_LINK_test_guard    := $(B)/liblith.a

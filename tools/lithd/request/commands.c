@@ -2,8 +2,9 @@
  * lithd named commands — see commands.h.
  *
  * Design: the file is split once at startup into commands and statements
- * (sqlite3_complete finds where a statement ends, so a ';' inside a string
- * or a trigger body does not split it); lithd_commands_check prepares each
+ * (sql/split.h finds where SQLite ends a statement, as sqlite3_complete
+ * would, so a ';' inside a string or a trigger body does not split it, in
+ * time linear in the file); lithd_commands_check prepares each
  * statement once to validate it and to read its parameter names. A request
  * then only builds the JSON shape sqljson already knows
  * ({"statements": [{"sql", "params": {":name": value}}]}) from the request's
@@ -11,6 +12,7 @@
  * values, limits and binding follow exactly the rules of /v1/do.
  */
 #include "commands.h"
+#include "split.h"
 #include "textfile.h"
 
 #include <ctype.h>
@@ -98,34 +100,6 @@ static void cfail(char *err, size_t errsz, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Pointer past whitespace and SQL comments from s (up to end). */
-static const char *skip_blank(const char *s, const char *end) {
-  while (s < end) {
-    if (isspace((unsigned char)*s)) {
-      s++;
-    } else if (end - s >= 2 && s[0] == '-' && s[1] == '-') {
-      while (s < end && *s != '\n')
-        s++;
-    } else if (end - s >= 2 && s[0] == '/' && s[1] == '*') {
-      const char *c = s + 2;
-      while (end - c >= 2 && !(c[0] == '*' && c[1] == '/'))
-        c++;
-      s = end - c >= 2 ? c + 2 : end;
-    } else {
-      break;
-    }
-  }
-  return s;
-}
-
-static int count_lines(const char *s, const char *end) {
-  int n = 0;
-  for (; s < end; s++)
-    if (*s == '\n')
-      n++;
-  return n;
-}
-
 static int add_stmt(cmd *c, const char *s, size_t n, int line) {
   cmd_stmt *ns = realloc(c->stmts, (size_t)(c->nstmts + 1) * sizeof *ns);
   if (ns == NULL)
@@ -139,44 +113,33 @@ static int add_stmt(cmd *c, const char *s, size_t n, int line) {
   return 0;
 }
 
-/* Split body[0..len) (starting at file line `line`) into c's statements. */
+/* Split body[0..len) (starting at file line `line`) into c's statements,
+ * where SQLite ends them (split.h); blanks and comments before one are
+ * not its own, and a ';' alone is none. Lines are counted as the split
+ * goes, once each. */
 static int split_body(cmd *c, const char *body, size_t len, int line, char *err, size_t errsz) {
-  const char *end = body + len;
-  const char *start = body;
-  const char *p;
-  char *tmp = malloc(len + 1);
+  lithd_split sp;
+  const char *p, *counted = body;
+  size_t n;
 
-  if (tmp == NULL)
-    goto nomem;
-  for (p = body; p < end; p++) {
-    if (*p != ';')
+  lithd_split_init(&sp, body, len);
+  while (lithd_split_next(&sp, &p, &n)) {
+    const char *stop = sp.cut ? p + n - 1 : p + n; /* before its ';' */
+    const char *s = lithd_sql_skip_blank(p, stop);
+    if (s >= stop)
       continue;
-    memcpy(tmp, start, (size_t)(p + 1 - start));
-    tmp[p + 1 - start] = '\0';
-    if (!sqlite3_complete(tmp))
-      continue; /* the ';' is inside a string, comment or trigger */
-    {
-      const char *s = skip_blank(start, p);
-      if (s < p && add_stmt(c, s, (size_t)(p + 1 - s), line + count_lines(body, s)) != 0)
-        goto nomem;
+    for (; counted < s; counted++)
+      line += *counted == '\n';
+    if (add_stmt(c, s, (size_t)(p + n - s), line) != 0) {
+      cfail(err, errsz, "out of memory");
+      return -1;
     }
-    start = p + 1;
   }
-  {
-    const char *s = skip_blank(start, end);
-    if (s < end && add_stmt(c, s, (size_t)(end - s), line + count_lines(body, s)) != 0)
-      goto nomem;
-  }
-  free(tmp);
   if (c->nstmts == 0) {
     cfail(err, errsz, "command \"%s\" (line %d) has no statements", c->name, c->line);
     return -1;
   }
   return 0;
-nomem:
-  free(tmp);
-  cfail(err, errsz, "out of memory");
-  return -1;
 }
 
 /* p past spaces and tabs, up to e. */
@@ -297,7 +260,7 @@ int lithd_commands_load(const char *path, lithd_commands **out, char *err, size_
       body_line = line + 1;
       in_description = 1;
     } else if (cur == NULL) {
-      const char *s = skip_blank(p, eol);
+      const char *s = lithd_sql_skip_blank(p, eol);
       if (s < eol) {
         cfail(err, errsz, "%s:%d: SQL before the first \"-- name: NAME\" line", path, line);
         goto fail;
@@ -364,7 +327,7 @@ int lithd_commands_check(lithd_commands *set, sqlite3 *db, char *err, size_t err
               set->path, cs->line, c->name, j + 1, sqlite3_errmsg(db));
         return -1;
       }
-      if (st == NULL || *skip_blank(tail, tail + strlen(tail)) != '\0') {
+      if (st == NULL || *lithd_sql_skip_blank(tail, tail + strlen(tail)) != '\0') {
         sqlite3_finalize(st);
         cfail(err, errsz, "%s:%d: command \"%s\", statement %d: %s", set->path, cs->line, c->name, j + 1,
               st == NULL ? "empty statement" : "more than one statement (end each with ';')");
