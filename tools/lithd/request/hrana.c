@@ -179,6 +179,10 @@ static const char *sqls_find(const lithd_hrana_sqls *m, int32_t id) {
   return NULL;
 }
 
+/* What a stored text of n bytes holds of the answer budget: the copy and
+ * its entry. */
+#define SQLS_COST(n) ((n) + 1 + 64)
+
 int lithd_hrana_sqls_store(lithd_hrana_sqls **mp, const lj_value *req, const lithd_limits *lim,
                            lithd_hrana_error *e) {
   int32_t id;
@@ -198,13 +202,26 @@ int lithd_hrana_sqls_store(lithd_hrana_sqls **mp, const lj_value *req, const lit
   if (*mp == NULL && (*mp = calloc(1, sizeof **mp)) == NULL)
     return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
   lithd_hrana_sqls *m = *mp;
-  if (m->n == LITHD_HRANA_MAX_SQLS || m->bytes + sql->n > LITHD_HRANA_MAX_SQL_BYTES)
-    return lithd_hrana_fail(e, "SQL_STORE_FULL",
-                            "a stream stores at most %d SQL texts of %zu bytes in all: close_sql some first",
-                            LITHD_HRANA_MAX_SQLS, LITHD_HRANA_MAX_SQL_BYTES);
+  if (m->n == LITHD_HRANA_MAX_SQLS)
+    return lithd_hrana_fail(e, "SQL_STORE_TOO_MANY",
+                            "a stream stores at most %d SQL texts: close_sql some first",
+                            LITHD_HRANA_MAX_SQLS);
+  if (m->bytes + sql->n > LITHD_HRANA_MAX_SQL_BYTES)
+    return lithd_hrana_fail(e, "SQL_STORE_TOO_LARGE",
+                            "a stream stores at most %zu bytes of SQL text: close_sql some first",
+                            LITHD_HRANA_MAX_SQL_BYTES);
+  /* every stream's texts together are held in the process's answer budget */
+  if (lithd_answer_budget_charge(SQLS_COST(sql->n)) != 0)
+    return lithd_hrana_fail(
+        e, "SQL_STORE_TOO_LARGE",
+        "lithd holds %zu MiB of answers and stored SQL at most (--max-answer-mib) and has no "
+        "room for this text now: close streams, or retry later",
+        lithd_answer_budget_cap() >> 20);
   char *copy = malloc(sql->n + 1);
-  if (copy == NULL)
+  if (copy == NULL) {
+    lithd_answer_budget_release(SQLS_COST(sql->n));
     return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+  }
   memcpy(copy, sql->u.s, sql->n + 1);
   m->e[m->n].id = id;
   m->e[m->n].sql = copy;
@@ -219,7 +236,9 @@ int lithd_hrana_sqls_close(lithd_hrana_sqls *m, const lj_value *req, lithd_hrana
     return lithd_hrana_fail(e, "PROTO_ERROR", "close_sql needs \"sql_id\", a 32-bit integer");
   for (int i = 0; m != NULL && i < m->n; i++)
     if (m->e[i].id == id) {
-      m->bytes -= strlen(m->e[i].sql);
+      size_t n = strlen(m->e[i].sql);
+      m->bytes -= n;
+      lithd_answer_budget_release(SQLS_COST(n));
       free(m->e[i].sql);
       m->e[i] = m->e[--m->n];
       break;
@@ -228,8 +247,10 @@ int lithd_hrana_sqls_close(lithd_hrana_sqls *m, const lj_value *req, lithd_hrana
 }
 
 void lithd_hrana_sqls_free(lithd_hrana_sqls *m) {
-  for (int i = 0; m != NULL && i < m->n; i++)
+  for (int i = 0; m != NULL && i < m->n; i++) {
+    lithd_answer_budget_release(SQLS_COST(strlen(m->e[i].sql)));
     free(m->e[i].sql);
+  }
   free(m);
 }
 

@@ -111,8 +111,11 @@ typedef struct lithd_hrana_sqls lithd_hrana_sqls;
 
 /* store_sql {"sql_id", "sql"} into *m (created on first use); close_sql
  * {"sql_id"} (an id not stored is no error). 0, or -1 with *e: an id in
- * use, more than LITHD_HRANA_MAX_SQLS texts or their bytes past
- * LITHD_HRANA_MAX_SQL_BYTES, one past lim->max_sql_bytes, no memory. */
+ * use (SQL_STORE_ID_IN_USE), more than LITHD_HRANA_MAX_SQLS texts
+ * (SQL_STORE_TOO_MANY), their bytes past LITHD_HRANA_MAX_SQL_BYTES or no
+ * room in the process's answer budget, which every stored text is charged
+ * to until it is closed or freed (SQL_STORE_TOO_LARGE), one past
+ * lim->max_sql_bytes, no memory. */
 int lithd_hrana_sqls_store(lithd_hrana_sqls **m, const lj_value *req, const lithd_limits *lim,
                            lithd_hrana_error *e);
 int lithd_hrana_sqls_close(lithd_hrana_sqls *m, const lj_value *req, lithd_hrana_error *e);

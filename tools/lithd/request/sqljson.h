@@ -384,6 +384,12 @@ size_t lithd_answer_budget_cap(void);
 size_t lithd_result_take_budget(lithd_result *r);
 void lithd_answer_budget_release(size_t bytes);
 
+/* Charge `bytes` that a client makes lithd keep outside any result (a
+ * Hrana stream's stored SQL, the stream itself, its answer being built):
+ * 0 if the budget had room (give it back with lithd_answer_budget_release),
+ * -1 if not (nothing charged: refuse what needed it). */
+int lithd_answer_budget_charge(size_t bytes);
+
 /* ---- Writing JSON ---------------------------------------------------------
  * The encoder's own writers, for lithd's other hand-written answers: b is
  * the caller's buffer (buf.h). */

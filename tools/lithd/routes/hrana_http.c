@@ -30,7 +30,12 @@
 #include "buf.h"
 #include "hrana.h"
 #include "log.h"
+#include "pieces.h"
 #include "sqljson_int.h"
+
+/* What an open stream holds of the answer budget (its slot is in the
+ * table; its stored SQL is charged as stored, its answers as built). */
+#define STREAM_COST ((size_t)16 << 10)
 
 /* A stream's open transaction and whether it holds one of its database's
  * readers (lithd_read_slot_take: a transaction on a snapshot). */
@@ -48,6 +53,7 @@ typedef struct hr_stream {
   lithd_hrana_sqls *sqls;
   hr_tx tx;        /* its open transaction */
   int64_t last_ms; /* lith_clock_ms of its last answer */
+  char peer[48];   /* the client's address, without its port: its share */
 } hr_stream;
 
 typedef struct hr_pipe hr_pipe;
@@ -109,6 +115,7 @@ static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
   tx_end(h, st->d, &st->tx); /* rolls back what it left open */
   memset(st, 0, sizeof *st);
   h->open--;
+  lithd_answer_budget_release(STREAM_COST);
 }
 
 static void sweep(uv_timer_t *t) {
@@ -122,21 +129,63 @@ static void sweep(uv_timer_t *t) {
   }
 }
 
-static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d) {
+/* req's address without its port ("127.0.0.1", "[::1]", "unix"). */
+static void peer_of(lith_http_req *req, char *out, size_t cap) {
+  const char *p = lith_http_req_peer(req);
+  const char *colon = p != NULL ? strrchr(p, ':') : NULL;
+  size_t n = p == NULL ? 0 : colon != NULL && p[0] != 'u' ? (size_t)(colon - p) : strlen(p);
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(out, p != NULL ? p : "", n);
+  out[n] = '\0';
+}
+
+/* A slot for a new stream of d from peer: NULL with *why when the table is
+ * full of streams that are busy or hold a transaction, or when peer holds
+ * its share (LITHD_HRANA_PEER_STREAMS) already, or the budget is full.
+ * When the table is full, the stream idle the longest that holds no
+ * transaction is closed for it (its next pipeline: STREAM_EXPIRED): idle
+ * streams cannot keep a new client out. */
+static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *peer, const char **why) {
+  int mine = 0;
+  hr_stream *lru = NULL, *free_st = NULL;
   if (h->open == LITHD_HRANA_STREAMS)
     sweep(&h->sweep);
   for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
     hr_stream *st = &h->streams[i];
     if (!st->used) {
-      memset(st, 0, sizeof *st);
-      st->used = 1;
-      st->d = d;
-      st->last_ms = lith_clock_ms();
-      h->open++;
-      return st;
+      if (free_st == NULL)
+        free_st = st;
+      continue;
     }
+    if (strcmp(st->peer, peer) == 0)
+      mine++;
+    if (!st->busy && st->tx.h == NULL && (lru == NULL || st->last_ms < lru->last_ms))
+      lru = st;
   }
-  return NULL;
+  if (mine >= LITHD_HRANA_PEER_STREAMS) {
+    *why = "peer";
+    return NULL;
+  }
+  if (free_st == NULL) {
+    if (lru == NULL) {
+      *why = "full";
+      return NULL;
+    }
+    stream_release(h, lru);
+    free_st = lru;
+  }
+  if (lithd_answer_budget_charge(STREAM_COST) != 0) {
+    *why = "budget";
+    return NULL;
+  }
+  memset(free_st, 0, sizeof *free_st);
+  free_st->used = 1;
+  free_st->d = d;
+  free_st->last_ms = lith_clock_ms();
+  snprintf(free_st->peer, sizeof free_st->peer, "%s", peer);
+  h->open++;
+  return free_st;
 }
 
 /* The stream a baton names, or NULL with *code and msg saying why. */
@@ -202,9 +251,15 @@ struct hr_pipe {
   /* Waiting for a reader (open_tx): the next in the FIFO, and until when. */
   hr_pipe *wait_next;
   int64_t wait_until;
+  size_t charged; /* what out holds of the answer budget: its results' shares */
 };
 
+/* The answer's head, {"baton":...,"results":[, is written last, into room
+ * kept at the front of out: at most this long (a baton is 46 characters). */
+#define HEAD_MAX 96
+
 static void pipe_free(hr_pipe *pp) {
+  lithd_answer_budget_release(pp->charged);
   tx_end(pp->h, pp->d, &pp->tx);
   lithd_result_free(pp->rd.sr.result);
   lithd_batch_free(pp->rd.sr.batch);
@@ -219,6 +274,8 @@ static void run_next(hr_pipe *pp);
 static void request_done(hr_pipe *pp) {
   lithd_store_req *sr = &pp->rd.sr;
   lithd_hrana_put_outcome(&pp->out, pp->kind, pp->version, sr->rc, sr->result, sr->errmsg);
+  /* its JSON stays in the answer until sent: so does its share of the budget */
+  pp->charged += lithd_result_take_budget(sr->result);
   lithd_result_free(sr->result);
   lithd_batch_free(sr->batch);
   memset(sr, 0, sizeof *sr);
@@ -320,7 +377,6 @@ static void finish(hr_pipe *pp) {
   lithd_hrana_srv *h = pp->h;
   hr_stream *st = pp->st;
   char baton[64] = "";
-  lithd_buf body = {0};
 
   if (pp->closed || h->stopping) {
     if (st != NULL) {
@@ -348,20 +404,24 @@ static void finish(hr_pipe *pp) {
       st->last_ms = lith_clock_ms();
     }
   }
-  lithd_buf_puts(&body, "{\"baton\":");
-  if (baton[0])
-    lithd_buf_printf(&body, "\"%s\"", baton);
-  else
-    lithd_buf_puts(&body, "null");
-  lithd_buf_puts(&body, ",\"base_url\":null,\"results\":[");
-  if (pp->out.len)
-    lithd_buf_put(&body, pp->out.p, pp->out.len);
-  lithd_buf_puts(&body, "]}");
-  if (body.failed || pp->out.failed)
+  /* the head into the room kept for it, right before the results (the
+   * spaces before it are JSON's blanks), so the results are never copied */
+  char head[HEAD_MAX + 1];
+  int hl = snprintf(head, sizeof head, "{\"baton\":%s%s%s,\"base_url\":null,\"results\":[",
+                    baton[0] ? "\"" : "", baton[0] ? baton : "null", baton[0] ? "\"" : "");
+  lithd_buf_puts(&pp->out, "]}");
+  if (pp->out.failed || pp->out.len < HEAD_MAX || hl <= 0 || hl > HEAD_MAX) {
     lith_http_respond_error(pp->req, 500, "out of memory");
-  else
-    lith_http_respond(pp->req, 200, "application/json", body.p, body.len);
-  free(body.p);
+  } else {
+    size_t off = HEAD_MAX - (size_t)hl, len = pp->out.len;
+    memcpy(pp->out.p + off, head, (size_t)hl);
+    if (len - off < LITHD_PIECES_MIN) {
+      lith_http_respond(pp->req, 200, "application/json", pp->out.p + off, len - off);
+    } else { /* sent a piece at a time; the budget is given back once it is */
+      lithd_send_pieces(h->s->loop, pp->req, 200, lithd_buf_finish(&pp->out), len, pp->charged);
+      pp->charged = 0;
+    }
+  }
   pp->answered = 1;
   if (!pp->in_handler)
     pipe_free(pp);
@@ -527,8 +587,30 @@ static int only_close_after(const hr_pipe *pp) {
   return 1;
 }
 
+/* The limits of the next request: max_result_bytes bounds the pipeline's
+ * whole answer (what the requests before it wrote counts), as sqld bounds
+ * a response. 0, or -1 with *e (RESPONSE_TOO_LARGE) when none is left. */
+static int answer_room(const hr_pipe *pp, lithd_limits *lim, lithd_hrana_error *e) {
+  lithd_limits dflt;
+  *lim = pp->d->srv->limits;
+  lithd_limits_default(&dflt);
+  size_t max = lim->max_result_bytes > 0 ? lim->max_result_bytes : dflt.max_result_bytes;
+  size_t used = pp->out.len > HEAD_MAX ? pp->out.len - HEAD_MAX : 0;
+  if (used >= max) {
+    lithd_hrana_fail(
+        e, "RESPONSE_TOO_LARGE",
+        "the pipeline's answer holds %zu bytes already, the most one answer may (--max-result-mib): "
+        "send the rest in another pipeline",
+        used);
+    return -1;
+  }
+  lim->max_result_bytes = max - used;
+  return 0;
+}
+
 static void run_next(hr_pipe *pp) {
   lithd_hrana_error e;
+  lithd_limits lim;
   while (pp->k < pp->p->n) {
     const lj_value *rq = pp->p->requests[pp->k];
     pp->kind = lithd_hrana_kind(rq);
@@ -548,8 +630,8 @@ static void run_next(hr_pipe *pp) {
       case LITHD_HR_CLOSE_SQL: lithd_hrana_sqls_close(pp->sqls, rq, &e); break;
       case LITHD_HR_GET_AUTOCOMMIT: break;
       default: /* runs SQL */
-        if (lithd_hrana_batch(rq, pp->kind, pp->sqls, &pp->d->srv->limits, &pp->rd.sr.batch, &pp->plan, &e) !=
-            0)
+        if (answer_room(pp, &lim, &e) != 0 ||
+            lithd_hrana_batch(rq, pp->kind, pp->sqls, &lim, &pp->rd.sr.batch, &pp->plan, &e) != 0)
           break;
         if (pp->plan.opens && !pp->plan.fk && pp->tx.h == NULL && only_close_after(pp)) {
           /* the stream ends right after it (executeMultiple's pipeline):
@@ -634,6 +716,11 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
   pp->d = d;
   pp->h = h;
   {
+    char blanks[HEAD_MAX];
+    memset(blanks, ' ', sizeof blanks);
+    lithd_buf_put(&pp->out, blanks, sizeof blanks); /* the head's room (finish) */
+  }
+  {
     const char *path = lith_http_req_path(req);
     size_t n = strlen(path);
     pp->version =
@@ -653,17 +740,35 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
       pipe_free(pp);
       return LITH_HTTP_DONE;
     }
-  } else if (!ends_closed(pp->p) && (pp->st = stream_take(h, d)) == NULL) {
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "%d streams are open, the most this lithd keeps: close streams when done (client.close()), "
-             "idle ones close after %" PRId64 " ms",
-             LITHD_HRANA_STREAMS, s->stream_idle_ms > 0 ? s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
+  } else if (!ends_closed(pp->p)) {
+    char peer[48], msg[320];
+    const char *why = "";
+    peer_of(req, peer, sizeof peer);
+    if ((pp->st = stream_take(h, d, peer, &why)) != NULL)
+      goto taken;
+    if (strcmp(why, "peer") == 0)
+      snprintf(
+          msg, sizeof msg,
+          "this client (%s) holds %d streams, the most one address may of the %d this lithd keeps: close "
+          "streams when done (client.close()), idle ones close after %" PRId64 " ms",
+          peer, LITHD_HRANA_PEER_STREAMS, LITHD_HRANA_STREAMS,
+          s->stream_idle_ms > 0 ? s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
+    else if (strcmp(why, "budget") == 0)
+      snprintf(msg, sizeof msg,
+               "lithd holds %zu MiB of answers, stored SQL and streams at most (--max-answer-mib) and has no "
+               "room for another stream now: retry later",
+               lithd_answer_budget_cap() >> 20);
+    else
+      snprintf(msg, sizeof msg,
+               "%d streams are open, each running or in a transaction, the most this lithd keeps: close "
+               "streams when done (client.close()), idle ones close after %" PRId64 " ms",
+               LITHD_HRANA_STREAMS, s->stream_idle_ms > 0 ? s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
     lith_http_add_header(req, "retry-after", "1");
     respond_hrana_error(req, 503, "STREAMS_EXHAUSTED", msg);
     pipe_free(pp);
     return LITH_HTTP_DONE;
   }
+taken:
   if (pp->st != NULL) {
     pp->st->busy = 1;
     pp->sqls = pp->st->sqls; /* the pipeline's until it answers */

@@ -32,6 +32,8 @@
 #include "server.h"
 
 #define LITHD_HRANA_STREAMS 1024
+/* Of them, what one client address may hold (its share). */
+#define LITHD_HRANA_PEER_STREAMS (LITHD_HRANA_STREAMS / 4)
 #define LITHD_HRANA_IDLE_MS 10000
 
 /* Set up s's streams (their timer on s->loop). Returns LITH_HTTP_OK or

@@ -82,7 +82,8 @@ int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const
     return lithd__fail(
         r, LITHD_FORBIDDEN, i,
         "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and "
-        "fts3_tokenizer, and the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*",
+        "fts3_tokenizer, the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*, and "
+        "lith owns every name beginning _lith_",
         msg);
   return lithd__fail(r, code, i, "%s", msg);
 }
@@ -199,10 +200,17 @@ static size_t cell_cost(const value *v) {
   return c;
 }
 
+int lithd_answer_budget_charge(size_t bytes) {
+  size_t before = atomic_fetch_add(&answer_used, bytes);
+  if (before + bytes > answer_cap) {
+    atomic_fetch_sub(&answer_used, bytes);
+    return -1;
+  }
+  return 0;
+}
+
 static int charge(lithd_result *r, int i, size_t n) {
-  size_t before = atomic_fetch_add(&answer_used, n);
-  if (before + n > answer_cap) {
-    atomic_fetch_sub(&answer_used, n);
+  if (lithd_answer_budget_charge(n) != 0) {
     return lithd__fail(
         r, LITH_BUSY, i,
         "lithd holds %zu MiB of answers at most (--max-answer-mib) and has no room for this one "

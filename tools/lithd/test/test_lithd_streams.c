@@ -24,6 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "child.h"
 
 static int64_t now_ms(void) {
@@ -429,6 +433,265 @@ static void test_read_tx_one_reader(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- One budget (holes 4 and 7) and fair streams (hole 8) ---------------------- */
+
+/* lithd's peak resident memory (VmHWM), in MiB. */
+static long peak_mib(pid_t pid) {
+  char path[64], line[256];
+  long kib = -1;
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "VmHWM:", 6) == 0)
+      kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  return kib / 1024;
+}
+
+/* 30 rows of 1,000,000 characters: one request's answer of about 30 MB. */
+#define FAT_EXEC                                                                                       \
+  "{\"type\":\"execute\",\"stmt\":{\"sql\":\"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 " \
+  "FROM c WHERE n < 30) SELECT hex(zeroblob(500000)) FROM c\"}}"
+
+/* A pipeline of n FAT_EXECs and a close: its status, the answer's length,
+ * how many requests were answered and how many refused with code1 or
+ * code2. */
+static int fat_pipeline(const struct tl_child *c, int n, size_t *answered, int *ok, int *refused,
+                        const char *code1, const char *code2) {
+  size_t cap = (size_t)n * (sizeof FAT_EXEC + 1) + 128, len = 0;
+  char *body = malloc(cap);
+  assert_non_null(body);
+  len += (size_t)snprintf(body + len, cap - len, "{\"baton\":null,\"requests\":[");
+  for (int i = 0; i < n; i++)
+    len += (size_t)snprintf(body + len, cap - len, "%s" FAT_EXEC, i ? "," : "");
+  snprintf(body + len, cap - len, "," CLOSE "]}");
+  struct tl_conn k;
+  struct tl_resp r;
+  tl_conn_init(&k, c);
+  assert_int_equal(tl_conn_request(&k, "POST", "/v3/pipeline", NULL, body, &r, 60000), TL_OK);
+  int status = r.status;
+  *answered = strlen(r.body);
+  json_t *a = json_loads(r.body, 0, NULL);
+  assert_non_null(a);
+  *ok = *refused = 0;
+  for (int i = 0; i < n; i++) {
+    if (result_ok(a, (size_t)i))
+      (*ok)++;
+    else if (result_code_is(a, (size_t)i, code1) || result_code_is(a, (size_t)i, code2))
+      (*refused)++;
+  }
+  json_decref(a);
+  tl_resp_free(&r);
+  tl_conn_close(&k);
+  free(body);
+  return status;
+}
+
+/* A pipeline's whole answer is bounded by max_result_bytes (64 MiB), as
+ * sqld bounds a response: 10 requests of 30 MB answer two of them, the
+ * rest RESPONSE_TOO_LARGE. And it is held in the process's answer budget
+ * until sent: while a client that does not read keeps a 30 MB answer
+ * unsent, a pipeline that needs more than the rest of --max-answer-mib 100
+ * is refused (SQLITE_BUSY: retry), and gets it once that answer is gone;
+ * 10 and 20 requests of 30 MB (which once answered 381 MiB and took lithd
+ * to 1.2 and 2.3 GiB) keep lithd's peak within the budget. */
+static void test_pipeline_answer_budget(void **state) {
+  struct tl_child *c = *state;
+  size_t answered;
+  int ok, refused;
+  tl_start(c, "pbound", 0, NULL);
+  assert_int_equal(fat_pipeline(c, 10, &answered, &ok, &refused, "RESPONSE_TOO_LARGE", "RESPONSE_TOO_LARGE"),
+                   200);
+  printf("10 requests of 30 MB, the default budget: %d answered, %d RESPONSE_TOO_LARGE, %zu bytes\n", ok,
+         refused, answered);
+  assert_int_equal(ok, 2);
+  assert_int_equal(refused, 8);
+  assert_true(answered <= (size_t)64 << 20);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+
+  tl_start(c, "pbudget", 0, TL_ARGS("--max-answer-mib", "100"));
+  long base = peak_mib(c->pid);
+  /* a client that sends a pipeline and never reads its answer */
+  int fd = tl_send(c, "POST", "/v3/pipeline", NULL, "{\"baton\":null,\"requests\":[" FAT_EXEC "," CLOSE "]}");
+  assert_true(fd >= 0);
+  usleep(1000 * 1000); /* its answer is made and waits for the client */
+  assert_int_equal(fat_pipeline(c, 2, &answered, &ok, &refused, "SQLITE_BUSY", "SQLITE_BUSY"), 200);
+  printf("2 requests of 30 MB beside an unread answer: %d answered, %d SQLITE_BUSY\n", ok, refused);
+  assert_int_equal(ok, 0); /* 60 MB of shares held and 60 more needed: past 100 */
+  assert_int_equal(refused, 2);
+  close(fd); /* the answer goes with its client, and its share with it */
+  int64_t until = now_ms() + 10000;
+  do {
+    usleep(100 * 1000);
+    assert_int_equal(fat_pipeline(c, 1, &answered, &ok, &refused, "SQLITE_BUSY", "SQLITE_BUSY"), 200);
+  } while (ok == 0 && now_ms() < until);
+  assert_int_equal(ok, 1);
+  for (int n = 10; n <= 20; n += 10) {
+    assert_int_equal(fat_pipeline(c, n, &answered, &ok, &refused, "RESPONSE_TOO_LARGE", "SQLITE_BUSY"), 200);
+    printf("%d requests of 30 MB, --max-answer-mib 100: %d answered, %d refused, %zu bytes, lithd's peak %ld "
+           "MiB "
+           "(at start %ld)\n",
+           n, ok, refused, answered, peak_mib(c->pid), base);
+    assert_true(ok >= 1);
+    assert_int_equal(ok + refused, n);
+  }
+  /* the budget (100) and what lithd is without it, with room for the
+   * allocator's slack: never the 1.2-2.3 GiB of before */
+  assert_true(peak_mib(c->pid) < base + 100 + 150);
+  json_t *a = pipeline(c, NULL, "[" EXEC("SELECT 1") "," CLOSE "]"); /* and it still answers */
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* Stored SQL is held in the same budget: 40 streams of 41 texts of 100 KB
+ * (each stream within its own caps) under --max-answer-mib 32 store what
+ * fits and are refused SQL_STORE_TOO_LARGE past it; closing the streams
+ * gives the budget back. */
+static void test_stored_sql_budget(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "sbudget", 0, TL_ARGS("--max-answer-mib", "32"));
+  long base = peak_mib(c->pid);
+  size_t text = 99990;
+  size_t cap = 41 * (text + 96) + 64;
+  char *req = malloc(cap);
+  assert_non_null(req);
+  char *batons[40];
+  int stored = 0, refused = 0, streams_refused = 0;
+  for (int s = 0; s < 40; s++) {
+    size_t len = (size_t)snprintf(req, cap, "[");
+    for (int i = 0; i < 41; i++) {
+      len += (size_t)snprintf(req + len, cap - len,
+                              "%s{\"type\":\"store_sql\",\"sql_id\":%d,\"sql\":\"SELECT '", i ? "," : "", i);
+      memset(req + len, 'y', text);
+      len += text;
+      len += (size_t)snprintf(req + len, cap - len, "'\"}");
+    }
+    snprintf(req + len, cap - len, "]");
+    struct tl_conn k;
+    int status = 0;
+    tl_conn_init(&k, c);
+    json_t *a = conn_pipeline(&k, NULL, req, &status);
+    tl_conn_close(&k);
+    assert_non_null(a);
+    batons[s] = NULL;
+    if (status == 503) { /* the budget is full: no room for the stream itself */
+      assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAMS_EXHAUSTED");
+      streams_refused++;
+      json_decref(a);
+      continue;
+    }
+    assert_int_equal(status, 200);
+    for (int i = 0; i < 41; i++) {
+      if (result_ok(a, (size_t)i))
+        stored++;
+      else if (result_code_is(a, (size_t)i, "SQL_STORE_TOO_LARGE"))
+        refused++;
+    }
+    batons[s] = baton_of(a);
+    json_decref(a);
+  }
+  printf("stored %d texts of 100 KB, refused %d, and %d streams; lithd's peak %ld MiB (at start %ld)\n",
+         stored, refused, streams_refused, peak_mib(c->pid), base);
+  assert_true(stored > 0 && refused > 0);
+  assert_int_equal(stored + refused + 41 * streams_refused, 40 * 41);
+  assert_true((size_t)stored * text <= (size_t)32 << 20);
+  assert_true(peak_mib(c->pid) < base + 32 + 100);
+  for (int s = 0; s < 40; s++) {
+    if (batons[s] == NULL)
+      continue;
+    json_t *a = pipeline(c, batons[s], "[" CLOSE "]");
+    json_decref(a);
+    free(batons[s]);
+  }
+  /* the budget is back: a stream stores again */
+  size_t len = (size_t)snprintf(req, cap, "[{\"type\":\"store_sql\",\"sql_id\":1,\"sql\":\"SELECT '");
+  memset(req + len, 'z', text);
+  len += text;
+  snprintf(req + len, cap - len, "'\"},{\"type\":\"execute\",\"stmt\":{\"sql_id\":1}}," CLOSE "]");
+  json_t *a = pipeline(c, NULL, req);
+  assert_true(result_ok(a, 0) && result_ok(a, 1));
+  json_decref(a);
+  free(req);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* POST a pipeline to c from the source address `from` (127.0.0.0/8: all
+ * this machine's); the status, and the body parsed (NULL if not JSON). */
+static json_t *post_from(const struct tl_child *c, const char *from, const char *baton, const char *requests,
+                         int *status) {
+  struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET};
+  char body[4096], head[256];
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  inet_pton(AF_INET, from, &src.sin_addr);
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons((uint16_t)c->port);
+  assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof src), 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof dst), 0);
+  int n = baton ? snprintf(body, sizeof body, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests)
+                : snprintf(body, sizeof body, "{\"baton\":null,\"requests\":%s}", requests);
+  int h = snprintf(head, sizeof head,
+                   "POST /v3/pipeline HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\nConnection: close\r\n\r\n",
+                   n);
+  assert_int_equal(write(fd, head, (size_t)h), h);
+  assert_int_equal(write(fd, body, (size_t)n), n);
+  struct tl_resp r;
+  tl_read(fd, &r);
+  *status = r.status;
+  json_t *j = json_loads(r.body, 0, NULL);
+  tl_resp_free(&r);
+  return j;
+}
+
+/* Streams are shared fairly: one address holds at most a quarter of the
+ * table; when it is full, the stream idle the longest that holds no
+ * transaction is closed for a newcomer, so idle streams (empty pipelines
+ * that once took all 1024 in 0.2 s) never keep another client out. */
+static void test_fair_streams(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "fair", 0, TL_ARGS("--readers", "3"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  char *first = NULL;
+  int status = 0;
+  for (int p = 0; p < 4; p++) {
+    char from[32];
+    snprintf(from, sizeof from, "127.0.0.%d", 2 + p);
+    for (int i = 0; i < 256; i++) {
+      a = post_from(c, from, NULL, "[]", &status);
+      assert_int_equal(status, 200);
+      if (p == 0 && i == 0)
+        first = baton_of(a);
+      json_decref(a);
+    }
+    /* its share is taken: refused, naming it */
+    a = post_from(c, from, NULL, "[]", &status);
+    assert_int_equal(status, 503);
+    assert_non_null(strstr(json_string_value(json_object_get(a, "message")), "the most one address may"));
+    json_decref(a);
+  }
+  /* the table is full of idle streams: a newcomer's transaction still
+   * opens, and the stream idle the longest (the first) is closed for it */
+  a = post_from(c, "127.0.0.9", NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]", &status);
+  assert_int_equal(status, 200);
+  assert_true(result_ok(a, 0) && result_ok(a, 1));
+  char *b = baton_of(a);
+  json_decref(a);
+  a = post_from(c, "127.0.0.2", first, "[]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAM_EXPIRED");
+  json_decref(a);
+  free(first);
+  a = post_from(c, "127.0.0.9", b, "[" EXEC("COMMIT") "," CLOSE "]", &status);
+  assert_int_equal(status, 200);
+  assert_true(result_ok(a, 0));
+  json_decref(a);
+  free(b);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
@@ -436,6 +699,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_autocommit_after_timeout, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_read_tx_waits_for_a_reader, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_read_tx_one_reader, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_pipeline_answer_budget, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_stored_sql_budget, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_fair_streams, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

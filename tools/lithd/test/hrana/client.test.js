@@ -755,7 +755,7 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
       const stored = await send(many);
       assert.ok(stored.slice(0, 256).every((r) => r.type === "ok"));
       assert.equal(stored[256].type, "error");
-      assert.equal(stored[256].error.code, "SQL_STORE_FULL");
+      assert.equal(stored[256].error.code, "SQL_STORE_TOO_MANY");
       // close_sql makes room; the stored texts run
       const [closed, again, run] = await send([{ type: "close_sql", sql_id: 0 }, { type: "store_sql", sql_id: 1000, sql: "SELECT 'room'" },
         { type: "execute", stmt: { sql_id: 1000 } }]);
@@ -769,7 +769,7 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
       assert.equal(st, 200);
       const codes = r.results.slice(0, 43).map((x) => (x.type === "ok" ? "ok" : x.error.code));
       assert.equal(codes.filter((c) => c === "ok").length, Math.floor((4 << 20) / fat.length));
-      assert.ok(codes.slice(codes.indexOf("SQL_STORE_FULL")).every((c) => c === "SQL_STORE_FULL"), codes.join());
+      assert.ok(codes.slice(codes.indexOf("SQL_STORE_TOO_LARGE")).every((c) => c === "SQL_STORE_TOO_LARGE"), codes.join());
       assert.equal(value(r, 43), "still here");
     });
 
