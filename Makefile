@@ -101,7 +101,8 @@ TEST_BIN      := $(CORE_TEST_BIN) $(UV_TEST_BIN) $(EXPORTS_TEST)
 .DEFAULT_GOAL := all
 
 # The HTTP layer shared by lithd and kanban, lithd, the lith client, the
-# kanban example, the fuzz harnesses: each fragment adds its test binaries.
+# kanban example, the fuzz harnesses, the test runner's own test: each
+# fragment adds its test binaries.
 include http/http.mk
 TEST_BIN += $(HTTP_TEST_BIN)
 DEBS += $(HTTP_DEBS)
@@ -122,6 +123,8 @@ DEBS += $(DQ_DEBS)
 include tools/docs.mk
 TEST_BIN += $(DOCS_TEST_BIN)
 DEBS += $(DOCS_DEBS)
+include tools/test/runner.mk
+TEST_BIN += $(RUNNER_TEST_BIN)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
