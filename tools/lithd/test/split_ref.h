@@ -27,6 +27,43 @@ typedef struct split_piece {
   int cut; /* ended at its own ';' */
 } split_piece;
 
+/* The pieces random texts are made of (test_split's, and fuzz_split's
+ * when its first byte is odd): what moves sqlite3_complete's machine, some
+ * words that only look like its keywords, and bytes it treats apart. */
+static const struct split_token {
+  const char *s;
+  size_t n;
+} split_alphabet[] = {
+#define T(lit) \
+  { lit, sizeof(lit) - 1 }
+    T(";"),       T(";"),
+    T(";"),       T("'"),
+    T("\""),      T("`"),
+    T("["),       T("]"),
+    T("--"),      T("/*"),
+    T("*/"),      T("*"),
+    T("/"),       T("-"),
+    T("\n"),      T("\n"),
+    T(" "),       T(" "),
+    T("\t"),      T("\r"),
+    T("\f"),      T("\v"),
+    T("CREATE"),  T("create"),
+    T("TEMP"),    T("Temporary"),
+    T("TRIGGER"), T("trigger"),
+    T("BEGIN"),   T("END"),
+    T("end"),     T("EXPLAIN"),
+    T("CASE"),    T("WHEN"),
+    T("x"),       T("SELECT"),
+    T("1"),       T("END1"),
+    T("ends"),    T("$"),
+    T("_"),       T("\xc3\xa9"),
+    T("("),       T(")"),
+    T("\0"),      T("CREATE TRIGGER t BEGIN"),
+    T("; END;"),
+#undef T
+};
+#define SPLIT_ALPHABET_N (sizeof split_alphabet / sizeof split_alphabet[0])
+
 /* The statements of s[0..n) by sqlite3_complete into out (room for n + 1);
  * their number. */
 static size_t split_ref(const char *s, size_t n, split_piece *out) {

@@ -177,42 +177,6 @@ static uint32_t next_rand(void) {
   return (uint32_t)((rng * 0x2545f4914f6cdd1dull) >> 32);
 }
 
-/* The pieces random texts are made of: what moves sqlite3_complete's
- * machine, some words that only look like its keywords, and bytes it
- * treats apart. */
-static const struct {
-  const char *s;
-  size_t n;
-} alphabet[] = {
-#define T(lit) \
-  { lit, sizeof(lit) - 1 }
-    T(";"),       T(";"),
-    T(";"),       T("'"),
-    T("\""),      T("`"),
-    T("["),       T("]"),
-    T("--"),      T("/*"),
-    T("*/"),      T("*"),
-    T("/"),       T("-"),
-    T("\n"),      T("\n"),
-    T(" "),       T(" "),
-    T("\t"),      T("\r"),
-    T("\f"),      T("\v"),
-    T("CREATE"),  T("create"),
-    T("TEMP"),    T("Temporary"),
-    T("TRIGGER"), T("trigger"),
-    T("BEGIN"),   T("END"),
-    T("end"),     T("EXPLAIN"),
-    T("CASE"),    T("WHEN"),
-    T("x"),       T("SELECT"),
-    T("1"),       T("END1"),
-    T("ends"),    T("$"),
-    T("_"),       T("\xc3\xa9"),
-    T("("),       T(")"),
-    T("\0"),      T("CREATE TRIGGER t BEGIN"),
-    T("; END;"),
-#undef T
-};
-
 /* Whether a piece opens what may never close (or is a NUL). */
 static int opens(const char *s, size_t n) {
   static const char *const openers[] = {"'", "\"", "`", "[", "--", "/*"};
@@ -228,7 +192,7 @@ static void test_random_texts(void **state) {
   (void)state;
   enum { TEXTS = 40000, MAX_TOKENS = 48 };
   char buf[MAX_TOKENS * 32];
-  size_t na = sizeof alphabet / sizeof alphabet[0];
+  size_t na = SPLIT_ALPHABET_N;
   for (int t = 0; t < TEXTS; t++) {
     size_t n = 0, tokens = 1 + next_rand() % MAX_TOKENS;
     /* a third of the texts without NUL, quotes or comment openers in
@@ -237,10 +201,10 @@ static void test_random_texts(void **state) {
     for (size_t k = 0; k < tokens; k++) {
       size_t pick = next_rand() % na;
       if (tame && k > tokens / 2)
-        while (opens(alphabet[pick].s, alphabet[pick].n))
+        while (opens(split_alphabet[pick].s, split_alphabet[pick].n))
           pick = next_rand() % na;
-      memcpy(buf + n, alphabet[pick].s, alphabet[pick].n);
-      n += alphabet[pick].n;
+      memcpy(buf + n, split_alphabet[pick].s, split_alphabet[pick].n);
+      n += split_alphabet[pick].n;
     }
     same(buf, n);
   }

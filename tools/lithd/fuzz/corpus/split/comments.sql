@@ -1,0 +1,2 @@
+ SELECT 1 -- a;b
+; SELECT /* ; */ 2; /* open ;
