@@ -1,7 +1,7 @@
 /*
  * lithd hrana_http — Hrana's routes and streams (see hrana_http.h).
  *
- * Design:
+ * Design (the stream's life and its transaction's: store/tx_life.h):
  *   - A pipeline is a small state machine on the loop (struct hr_pipe):
  *     request k runs, its callback writes its entry into the answer and
  *     starts request k + 1; only the requests that run SQL wait for a store.
@@ -32,16 +32,21 @@
 #include "log.h"
 #include "pieces.h"
 #include "sqljson_int.h"
+#include "tx_life.h"
 
 /* What an open stream holds of the answer budget (its slot is in the
  * table; its stored SQL is charged as stored, its answers as built). */
 #define STREAM_COST ((size_t)16 << 10)
+/* What a transaction on a snapshot holds of it: its thread's stack as it
+ * touches it, and what its reader reads into its cache. */
+#define SNAPSHOT_COST ((size_t)1 << 20)
 
 /* A stream's open transaction and whether it holds one of its database's
  * readers (lithd_read_slot_take: a transaction on a snapshot). */
 typedef struct hr_tx {
   lithd_store_tx *h; /* NULL: autocommit */
   int slot;
+  int charged; /* a snapshot's: SNAPSHOT_COST held of the answer budget */
 } hr_tx;
 
 typedef struct hr_stream {
@@ -104,6 +109,10 @@ static void slot_give(lithd_hrana_srv *h, lithd_dbsrv *d);
 static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
   lithd_store_tx_close(x->h);
   x->h = NULL;
+  if (x->charged) {
+    x->charged = 0;
+    lithd_answer_budget_release(SNAPSHOT_COST);
+  }
   if (x->slot) {
     x->slot = 0;
     slot_give(h, d);
@@ -430,6 +439,17 @@ static void finish(hr_pipe *pp) {
 /* Open the stream's transaction with flags: 1, or 0 with *e. */
 static int tx_open_with(hr_pipe *pp, unsigned flags, lithd_hrana_error *e) {
   char msg[LITH_ERRMSG_MAX];
+  if (flags & LITHD_TX_SNAPSHOT) {
+    if (lithd_answer_budget_charge(SNAPSHOT_COST) != 0) {
+      tx_end(pp->h, pp->d, &pp->tx);
+      lithd_hrana_fail(e, "SQLITE_BUSY",
+                       "lithd holds %zu MiB of answers, stored SQL, streams and transactions at most "
+                       "(--max-answer-mib) and has no room for a read transaction now: retry later",
+                       lithd_answer_budget_cap() >> 20);
+      return 0;
+    }
+    pp->tx.charged = 1;
+  }
   int rc = lithd_store_tx_open(pp->d->store, flags, pp->d->srv->tx_idle_ms, pp->d->srv->tx_max_ms, pp->req,
                                &pp->tx.h, msg, sizeof msg);
   if (rc == LITH_OK)

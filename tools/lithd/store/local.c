@@ -25,6 +25,7 @@
 #include "overload.h"
 #include "sqljson_int.h"
 #include "store_int.h"
+#include "tx_life.h"
 
 typedef struct local_store {
   lithd_store base; /* first */
@@ -146,7 +147,7 @@ static int local_read_fn(lithd_store *s, lithd_store_req *r) {
   return LITH_OK;
 }
 
-/* ---- Interactive transactions (store.h) -------------------------------------
+/* ---- Interactive transactions (store.h; their states: tx_life.h) -------------
  *
  * One command, submitted alone, is the transaction: its function runs on
  * the writer thread and waits there (a condition variable, bounded by the

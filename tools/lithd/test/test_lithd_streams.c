@@ -692,6 +692,32 @@ static void test_fair_streams(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A transaction on a snapshot holds its share of the answer budget (its
+ * thread, its reader): with none left it is refused, not begun. */
+static void test_snapshot_budget(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "tbudget", 0, TL_ARGS("--max-answer-mib", "1", "--readers", "3"));
+  json_t *a = pipeline(
+      c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("SELECT 1") ",{\"type\":\"get_autocommit\"}]");
+  expect_code(a, 0, "SQLITE_BUSY");
+  json_t *msg =
+      json_object_get(json_object_get(json_array_get(json_object_get(a, "results"), 0), "error"), "message");
+  assert_non_null(strstr(json_string_value(msg), "--max-answer-mib"));
+  assert_true(result_ok(a, 1)); /* the rest ran in autocommit */
+  assert_true(json_is_true(json_object_get(
+      json_object_get(json_array_get(json_object_get(a, "results"), 2), "response"), "is_autocommit")));
+  char *b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" CLOSE "]");
+  json_decref(a);
+  free(b);
+  /* a write transaction holds the writer, no snapshot: it runs */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("SELECT 1") "," EXEC("COMMIT") "," CLOSE "]");
+  assert_true(result_ok(a, 0) && result_ok(a, 1) && result_ok(a, 2));
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
@@ -702,6 +728,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pipeline_answer_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stored_sql_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_fair_streams, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_snapshot_budget, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
