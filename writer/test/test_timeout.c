@@ -246,28 +246,63 @@ static void test_calls_past_the_limit_fail_at_once(void **state) {
 
 /* ---- per command, per run; 0 is none ---------------------------------------- */
 
-/* Two thirds of the limit, in C and in SQL. */
-static int two_thirds_cmd(lith_tx *tx, void *arg) {
-  usleep(LIMIT_MS * 2 / 3 * 1000);
-  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", (const char *)arg);
+/* The limit is per command: commands of a third of it each, one batch of
+ * them taking twice the limit together, all commit. Its own limit, 1 s
+ * (not LIMIT_MS), so that each command's third leaves it two thirds for a
+ * loaded machine's delays (a usleep that oversleeps, the INSERT's wait for
+ * the CPU): with 100 ms commands of 66 ms failed there. A limit armed once
+ * for the batch (or not re-armed for each command) fails the last three. */
+#define PER_CMD_LIMIT_MS 1000
+#define PER_CMD_N 6
+
+typedef struct third {
+  const char *key;
+  int64_t start_ms, end_ms;
+} third;
+
+static int third_cmd(lith_tx *tx, void *arg) {
+  third *t = arg;
+  t->start_ms = lith_clock_ms();
+  usleep(PER_CMD_LIMIT_MS / 3 * 1000);
+  int rc = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES (?, 1)", "s", t->key);
+  t->end_ms = lith_clock_ms();
+  return rc;
 }
 
 static void test_limit_is_per_command(void **state) {
   (void)state;
-  lith *db = open_db(LIMIT_MS);
+  lith *db = open_db(PER_CMD_LIMIT_MS);
   t_gate gate;
   t_async done = {0};
-  lith_request r[4];
-  const char *keys[4] = {"p0", "p1", "p2", "p3"};
+  lith_request r[PER_CMD_N];
+  third t[PER_CMD_N];
+  static const char *const keys[PER_CMD_N] = {"p0", "p1", "p2", "p3", "p4", "p5"};
+  lith_stats before, after;
+  lith_stats_get(db, &before);
   t_gate_close(db, &gate);
-  for (int i = 0; i < 4; i++)
-    t_submit(db, &r[i], two_thirds_cmd, (void *)keys[i], &done);
+  for (int i = 0; i < PER_CMD_N; i++) {
+    t[i] = (third){.key = keys[i]};
+    t_submit(db, &r[i], third_cmd, &t[i], &done);
+  }
   t_gate_open(&gate);
-  t_async_wait(&done, 4);
-  for (int i = 0; i < 4; i++)
-    assert_int_equal(r[i].rc, LITH_OK); /* the batch took 8/3 of the limit */
+  t_async_wait(&done, PER_CMD_N);
+  lith_stats_get(db, &after);
+  int64_t longest = 0;
+  for (int i = 0; i < PER_CMD_N; i++)
+    if (t[i].end_ms - t[i].start_ms > longest)
+      longest = t[i].end_ms - t[i].start_ms;
+  print_message("%d commands in %lld ms (limit %d ms each), the longest %lld ms\n", PER_CMD_N,
+                (long long)(t[PER_CMD_N - 1].end_ms - t[0].start_ms), PER_CMD_LIMIT_MS, (long long)longest);
+  for (int i = 0; i < PER_CMD_N; i++)
+    if (r[i].rc != LITH_OK)
+      fail_msg("command %d of %d, %lld ms after the first began (it ran %lld ms): %s: %s", i + 1, PER_CMD_N,
+               (long long)(t[i].end_ms - t[0].start_ms), (long long)(t[i].end_ms - t[i].start_ms),
+               lith_errstr(r[i].rc), r[i].errmsg);
+  /* what makes it the case: one batch (and the gate's), over the limit together */
+  assert_int_equal(after.batches - before.batches, 2);
+  assert_true(t[PER_CMD_N - 1].end_ms - t[0].start_ms > PER_CMD_LIMIT_MS);
   assert_int_equal(lith_close(db), LITH_OK);
-  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv"), 4);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv"), PER_CMD_N);
 }
 
 static int long_insert_cmd(lith_tx *tx, void *arg) {
