@@ -1019,6 +1019,128 @@ static void test_gate(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- The sequence splitter on the loop thread (#32) ------------------------------ */
+
+/* "SELECT '" + n ';' + "'" as a JSON string's contents (malloc'd). */
+static char *semicolons_in_string(size_t n) {
+  char *s = malloc(n + 16);
+  assert_non_null(s);
+  memcpy(s, "SELECT '", 8);
+  memset(s + 8, ';', n);
+  memcpy(s + 8 + n, "'", 2);
+  return s;
+}
+
+/* While `requests` (sent, not yet answered) is with lithd, /healthz must
+ * be answered within 1 s; then requests' own answer within within_ms,
+ * parsed (the caller decrefs). The old splitter ran sqlite3_complete once
+ * per ';' on the loop thread: 200,000 ';' in one string held /healthz 26.6 s. */
+static json_t *healthz_meanwhile(const struct tl_child *c, const char *requests, int within_ms) {
+  size_t n = strlen(requests) + 64;
+  char *body = malloc(n);
+  struct tl_conn k;
+  struct tl_resp r;
+  json_error_t jerr;
+  assert_non_null(body);
+  snprintf(body, n, "{\"baton\":null,\"requests\":%s}", requests);
+  int64_t t0 = now_ms();
+  int fd = tl_send(c, "POST", "/v3/pipeline", NULL, body);
+  free(body);
+  usleep(50 * 1000); /* the loop has the request by now */
+  int64_t t1 = now_ms();
+  tl_conn_init(&k, c);
+  int rc = tl_conn_request(&k, "GET", "/healthz", NULL, NULL, &r, 1000);
+  int64_t took = now_ms() - t1;
+  if (rc != TL_OK || took > 1000)
+    fprintf(stderr, "/healthz: %d after %lld ms\n", rc, (long long)took);
+  assert_int_equal(rc, TL_OK);
+  assert_int_equal(r.status, 200);
+  assert_true(took <= 1000);
+  tl_resp_free(&r);
+  tl_conn_close(&k);
+  tl_read_within(fd, &r, within_ms);
+  took = now_ms() - t0;
+  if (r.status != 200 || took > within_ms)
+    fprintf(stderr, "the pipeline: %d after %lld ms\n", r.status, (long long)took);
+  assert_int_equal(r.status, 200);
+  assert_true(took <= within_ms);
+  json_t *j = json_loads(r.body, 0, &jerr);
+  assert_non_null(j);
+  tl_resp_free(&r);
+  return j;
+}
+
+static void test_sequence_split(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "seqsplit", 0, TL_ARGS("--max-sql", "300000", "--max-statements", "1000"));
+
+  /* where SQLite ends statements: not inside quotes, comments or a trigger */
+  json_t *a = pipeline(c, NULL, "[{\"type\":\"sequence\",\"sql\":\""
+                       "CREATE TABLE s(a); CREATE TABLE log(b); "
+                       "CREATE TRIGGER tr AFTER INSERT ON s BEGIN "
+                       "INSERT INTO log VALUES (new.a || ';'); INSERT INTO log VALUES ('x;y'); END; "
+                       "INSERT INTO s VALUES ('a;b') -- done;\\n; /* ; */ \"}," CLOSE "]");
+  response(a, 0, "sequence");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "s"), 1);
+  assert_int_equal(count_rows(c, "log"), 2);
+
+  /* 200,000 ';' in one string: one statement, at once, the loop free */
+  char *sql = semicolons_in_string(200000);
+  size_t cap = strlen(sql) + 256;
+  char *req = malloc(cap);
+  assert_non_null(req);
+  snprintf(req, cap, "[{\"type\":\"sequence\",\"sql\":\"%s\"}," CLOSE "]", sql);
+  a = healthz_meanwhile(c, req, 3000);
+  response(a, 0, "sequence");
+  json_decref(a);
+  free(req);
+  free(sql);
+
+  /* stored once, run 200 times by sql_id: each split as fast */
+  sql = semicolons_in_string(50000);
+  cap = strlen(sql) + 200 * 48 + 256;
+  req = malloc(cap);
+  assert_non_null(req);
+  size_t len = (size_t)snprintf(req, cap, "[{\"type\":\"store_sql\",\"sql_id\":1,\"sql\":\"%s\"}", sql);
+  for (int i = 0; i < 200; i++)
+    len += (size_t)snprintf(req + len, cap - len, ",{\"type\":\"sequence\",\"sql_id\":1}");
+  snprintf(req + len, cap - len, "," CLOSE "]");
+  a = healthz_meanwhile(c, req, 5000);
+  response(a, 0, "store_sql");
+  for (int i = 1; i <= 200; i++)
+    response(a, (size_t)i, "sequence");
+  json_decref(a);
+  free(req);
+  free(sql);
+
+  /* --max-statements: 1000 run; one more is refused, and so is a text of
+   * 100,000 statements, counted no further than the limit */
+  cap = 100000 * 9 + 256;
+  req = malloc(cap);
+  assert_non_null(req);
+  for (int n = 1000; n <= 1001; n++) {
+    len = (size_t)snprintf(req, cap, "[{\"type\":\"sequence\",\"sql\":\"");
+    for (int i = 0; i < n; i++)
+      len += (size_t)snprintf(req + len, cap - len, "SELECT 1;");
+    snprintf(req + len, cap - len, "\"}," CLOSE "]");
+    a = pipeline(c, NULL, req);
+    if (n == 1000)
+      response(a, 0, "sequence");
+    else
+      expect_error(a, 0, "REQUEST_TOO_LARGE", "more statements than the limit of 1000");
+    json_decref(a);
+  }
+  len = (size_t)snprintf(req, cap, "[{\"type\":\"sequence\",\"sql\":\"");
+  memset(req + len, ';', 100000);
+  snprintf(req + len + 100000, cap - len - 100000, "\"}," CLOSE "]");
+  a = healthz_meanwhile(c, req, 3000);
+  expect_error(a, 0, "REQUEST_TOO_LARGE", "more statements than the limit of 1000");
+  json_decref(a);
+  free(req);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* clang-format on */
 
 int main(void) {
@@ -1033,6 +1155,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tx_waited, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sequence_split, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
