@@ -555,7 +555,16 @@ LITH_API int lith_interrupt(lith *db);
  * as SQLite's authorizer sees it (action and its arguments a, b, c, as
  * sqlite3_set_authorizer passes them): transaction control is the
  * writer's, savepoints named lith_* are its own, a PRAGMA may only read or
- * set what a command can undo. Returns SQLITE_OK, or SQLITE_DENY with
+ * set what a command can undo, and names beginning _lith_ (in any case) are
+ * lith's: a command may read such a table but not create, alter or drop a
+ * table, view, index or trigger named _lith_*, nor an index or trigger on
+ * one, nor INSERT, UPDATE or DELETE there (lithd --dqlite keeps its fence
+ * and schema record in _lith_batches and _lith_schema). The authorizer
+ * sees only the old name of ALTER TABLE ... RENAME TO, so a rename onto a
+ * _lith_ name is not refused here: onto one lith already has it fails as
+ * SQLite fails any rename onto a taken name; a table renamed onto a new
+ * _lith_ name is the client's to read only. lith_open's migrations are not
+ * commands: they may make _lith_ tables. Returns SQLITE_OK, or SQLITE_DENY with
  * why[0..cap) saying why. Inside lith it is the first part of every
  * command's authorizer; a server that vets SQL on a connection of its own
  * before the SQL runs elsewhere (lithd --dqlite) calls it so that the

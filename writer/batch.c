@@ -127,9 +127,58 @@ static int rule_pragma(const char *name, const char *arg, char *why, size_t cap,
                 "PRAGMA %s = ...: a command may not change the write connection's settings (lith.h)", name);
 }
 
+/* Names beginning _lith_ are lith's: its tables on a dqlite cluster (the
+ * writer's _lith_batches, the store's _lith_schema) and any it adds. SQLite
+ * compares names without regard to ASCII case. */
+static int lith_name(const char *name) { return name != NULL && strncasecmp(name, "_lith_", 6) == 0; }
+
+/* A command may read lith's tables, never create, change or drop anything
+ * named _lith_ or on such a table: one such statement could make the fence
+ * lie or stop every write (issue #32). For each action, the argument that
+ * names the object and the one that names its table, as
+ * sqlite3_set_authorizer passes them (ALTER TABLE: the schema, then the
+ * table). A rename onto a _lith_ name is not seen here (SQLite gives the
+ * authorizer the old name only): lith.h says what holds then. */
+static int rule_lith_names(int action, const char *a, const char *b, char *why, size_t cap) {
+  const char *verb = NULL, *name = a, *table = NULL;
+  switch (action) {
+  case SQLITE_CREATE_TABLE:
+  case SQLITE_CREATE_TEMP_TABLE: verb = "CREATE TABLE"; break;
+  case SQLITE_CREATE_VIEW:
+  case SQLITE_CREATE_TEMP_VIEW: verb = "CREATE VIEW"; break;
+  case SQLITE_CREATE_VTABLE: verb = "CREATE VIRTUAL TABLE"; break;
+  case SQLITE_CREATE_INDEX:
+  case SQLITE_CREATE_TEMP_INDEX: verb = "CREATE INDEX", table = b; break;
+  case SQLITE_CREATE_TRIGGER:
+  case SQLITE_CREATE_TEMP_TRIGGER: verb = "CREATE TRIGGER", table = b; break;
+  case SQLITE_DROP_TABLE:
+  case SQLITE_DROP_TEMP_TABLE: verb = "DROP TABLE"; break;
+  case SQLITE_DROP_VIEW:
+  case SQLITE_DROP_TEMP_VIEW: verb = "DROP VIEW"; break;
+  case SQLITE_DROP_VTABLE: verb = "DROP TABLE"; break;
+  case SQLITE_DROP_INDEX:
+  case SQLITE_DROP_TEMP_INDEX: verb = "DROP INDEX", table = b; break;
+  case SQLITE_DROP_TRIGGER:
+  case SQLITE_DROP_TEMP_TRIGGER: verb = "DROP TRIGGER", table = b; break;
+  case SQLITE_ALTER_TABLE: verb = "ALTER TABLE", name = b; break;
+  case SQLITE_INSERT: verb = "INSERT INTO"; break;
+  case SQLITE_UPDATE: verb = "UPDATE"; break;
+  case SQLITE_DELETE: verb = "DELETE FROM"; break;
+  default: return SQLITE_OK;
+  }
+  if (!lith_name(name) && !lith_name(table))
+    return SQLITE_OK;
+  if (cap > 0)
+    snprintf(why, cap, "%s %s%s%s: names beginning _lith_ are lith's; a command may only read them", verb,
+             name ? name : "", table ? " ON " : "", table ? table : "");
+  return SQLITE_DENY;
+}
+
 /* lith's own rules for what a command prepares, and what it leaves to undo
  * when it ends (*dirty). */
 static int rules(int action, const char *a, const char *b, const char *c, char *why, size_t cap, int *dirty) {
+  if (rule_lith_names(action, a, b, why, cap) != SQLITE_OK)
+    return SQLITE_DENY;
   switch (action) {
   case SQLITE_TRANSACTION:
     return refuse(why, cap, "%s: the writer owns BEGIN, COMMIT and ROLLBACK", a ? a : "transaction");
@@ -339,7 +388,7 @@ static void capture_msg(lith *db, lith_request *req, int rc) {
   else
     snprintf(req->errmsg, sizeof req->errmsg, "command failed: %s (%d)", lith_errstr(rc), rc);
   /* SQLite says only "not authorized": add which of lith's rules refused. */
-  if (db->auth_why[0] && strstr(req->errmsg, "not authorized")) {
+  if (db->auth_why[0] && strstr(req->errmsg, "not authorized") && !strstr(req->errmsg, db->auth_why)) {
     size_t len = strlen(req->errmsg);
     snprintf(req->errmsg + len, sizeof req->errmsg - len, " (%s)", db->auth_why);
   }

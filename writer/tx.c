@@ -7,13 +7,34 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../lib/clock.h"
+#include "../lib/error.h"
 #include "../sqlite/bind.h"
 #include "../sqlite/errcode.h"
 #include "writer.h"
 
+/* SQLite says only "not authorized": add which of lith's rules refused,
+ * so that the caller's lith_errmsg says it too (lithd answers with it). */
+static void add_why(const lith *db) {
+  const char *msg = lith_errmsg(NULL);
+  if (!db->auth_why[0] || !strstr(msg, "not authorized") || strstr(msg, db->auth_why))
+    return;
+  char buf[LITH_ERRMSG_MAX];
+  lith__strlcpy(buf, msg, sizeof buf);
+  size_t len = strlen(buf);
+  snprintf(buf + len, sizeof buf - len, " (%s)", db->auth_why);
+  lith__set_errmsg(buf);
+}
+
+/* Before a call that prepares: a reason left by an earlier refusal is not
+ * this statement's. */
+static void fresh_why(lith_tx *tx) { tx->db->auth_why[0] = '\0'; }
+
 static int note(lith_tx *tx, int rc) {
+  if (rc != LITH_OK)
+    add_why(tx->db);
   if (rc != LITH_OK && !tx->keep) {
     tx->err = rc;
     lith__strlcpy(tx->errmsg, lith_errmsg(NULL), sizeof tx->errmsg);
@@ -37,6 +58,7 @@ sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql) {
   sqlite3_stmt *st = NULL;
   if (past_limit(tx, "lith_tx_stmt"))
     return NULL;
+  fresh_why(tx);
   note(tx, lith__stmt_cache_get(tx->cache, sql, &st));
   return st;
 }
@@ -44,6 +66,7 @@ sqlite3_stmt *lith_tx_stmt(lith_tx *tx, const char *sql) {
 int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
   if (past_limit(tx, "lith_tx_exec"))
     return LITH_INTERRUPTED;
+  fresh_why(tx);
   va_list ap;
   va_start(ap, types);
   int rc = lith__run_va(tx->cache, sql, types, ap, NULL);
@@ -54,6 +77,7 @@ int lith_tx_exec(lith_tx *tx, const char *sql, const char *types, ...) {
 int lith_tx_int64(lith_tx *tx, int64_t *out, const char *sql, const char *types, ...) {
   if (past_limit(tx, "lith_tx_int64"))
     return LITH_INTERRUPTED;
+  fresh_why(tx);
   va_list ap;
   va_start(ap, types);
   int rc = lith__run_va(tx->cache, sql, types, ap, out);
@@ -141,6 +165,7 @@ int lith_cmd_sql(lith_tx *tx, void *arg) {
     return note(tx, lith__fail(LITH_MISUSE, "lith_cmd_sql: no SQL"));
   if (past_limit(tx, "lith_cmd_sql"))
     return LITH_INTERRUPTED;
+  fresh_why(tx);
   int rc = sqlite3_exec(tx->conn, (const char *)arg, NULL, NULL, NULL);
   if (rc != SQLITE_OK)
     return note(tx, lith__fail_sqlite(rc, tx->conn, "lith_cmd_sql"));

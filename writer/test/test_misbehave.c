@@ -513,6 +513,185 @@ static void test_temp_objects_and_triggers(void **state) {
   assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger'"), 0);
 }
 
+/* ---- 3b. lith's own tables ---------------------------------------------------- */
+
+/* One authorizer call as SQLite makes it, and whether lith's rule refuses it. */
+typedef struct auth_case {
+  int action;
+  const char *a, *b;
+  int refused;
+} auth_case;
+
+/* The rule alone (lith_command_rule, what lithd --dqlite vets with): each
+ * action's arguments in sqlite3_set_authorizer's order. */
+static void test_lith_names_rule(void **state) {
+  (void)state;
+  static const auth_case cases[] = {
+      {SQLITE_CREATE_TABLE, "_lith_x", NULL, 1},
+      {SQLITE_CREATE_TABLE, "_LiTh_X", NULL, 1}, /* SQLite's names ignore ASCII case */
+      {SQLITE_CREATE_TABLE, "lith_x", NULL, 0},
+      {SQLITE_CREATE_TABLE, "_lithx", NULL, 0},
+      {SQLITE_CREATE_TABLE, "t", NULL, 0},
+      {SQLITE_CREATE_TEMP_TABLE, "_lith_batches", NULL, 1},
+      {SQLITE_CREATE_VIEW, "_lith_batches", NULL, 1},
+      {SQLITE_CREATE_TEMP_VIEW, "_Lith_v", NULL, 1},
+      {SQLITE_CREATE_VTABLE, "_lith_v", "fts5", 1},
+      {SQLITE_CREATE_VTABLE, "v", "fts5", 0},
+      {SQLITE_CREATE_INDEX, "_lith_i", "t", 1},
+      {SQLITE_CREATE_INDEX, "i", "_lith_batches", 1}, /* an index ON lith's table */
+      {SQLITE_CREATE_INDEX, "i", "t", 0},
+      {SQLITE_CREATE_TEMP_INDEX, "i", "_LITH_batches", 1},
+      {SQLITE_CREATE_TRIGGER, "_lith_tr", "t", 1},
+      {SQLITE_CREATE_TRIGGER, "tr", "_lith_batches", 1},
+      {SQLITE_CREATE_TRIGGER, "tr", "t", 0},
+      {SQLITE_CREATE_TEMP_TRIGGER, "tr", "_lith_batches", 1},
+      {SQLITE_DROP_TABLE, "_lith_batches", NULL, 1},
+      {SQLITE_DROP_TABLE, "t", NULL, 0},
+      {SQLITE_DROP_TEMP_TABLE, "_lith_x", NULL, 1},
+      {SQLITE_DROP_VIEW, "_lith_v", NULL, 1},
+      {SQLITE_DROP_TEMP_VIEW, "_lith_v", NULL, 1},
+      {SQLITE_DROP_VTABLE, "_lith_v", "fts5", 1},
+      {SQLITE_DROP_INDEX, "_lith_batches_time", "_lith_batches", 1},
+      {SQLITE_DROP_INDEX, "i", "_lith_batches", 1},
+      {SQLITE_DROP_TEMP_INDEX, "_lith_i", "t", 1},
+      {SQLITE_DROP_TRIGGER, "tr", "_lith_batches", 1},
+      {SQLITE_DROP_TEMP_TRIGGER, "_lith_tr", "t", 1},
+      {SQLITE_ALTER_TABLE, "main", "_lith_batches", 1}, /* the schema first, then the table */
+      {SQLITE_ALTER_TABLE, "main", "_LITH_SCHEMA", 1},
+      {SQLITE_ALTER_TABLE, "_lith_db", "t", 0},
+      {SQLITE_INSERT, "_lith_batches", NULL, 1},
+      {SQLITE_UPDATE, "_lith_batches", "lost", 1},
+      {SQLITE_DELETE, "_lith_schema", NULL, 1},
+      {SQLITE_INSERT, "t", NULL, 0},
+      {SQLITE_UPDATE, "t", "_lith_col", 0},
+      {SQLITE_READ, "_lith_batches", "lost", 0}, /* reading stays allowed */
+      {SQLITE_SELECT, NULL, NULL, 0},
+      {SQLITE_ANALYZE, "_lith_batches", NULL, 0},
+      {SQLITE_REINDEX, "_lith_batches_time", NULL, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const auth_case *k = &cases[i];
+    char why[160] = "stale";
+    int rc = lith_command_rule(k->action, k->a, k->b, "main", why, sizeof why);
+    if (rc != (k->refused ? SQLITE_DENY : SQLITE_OK))
+      fail_msg("case %zu: action %d (%s, %s): %d (%s)", i, k->action, k->a ? k->a : "NULL",
+               k->b ? k->b : "NULL", rc, why);
+    if (k->refused) {
+      assert_non_null(strstr(why, "names beginning _lith_ are lith's"));
+      assert_non_null(strstr(why, k->action == SQLITE_ALTER_TABLE ? k->b : k->a));
+    } else {
+      assert_string_equal(why, "");
+    }
+  }
+  /* a short buffer is filled as far as it goes, and still ends */
+  char tiny[8];
+  assert_int_equal(lith_command_rule(SQLITE_DELETE, "_lith_batches", NULL, "main", tiny, sizeof tiny),
+                   SQLITE_DENY);
+  assert_int_equal(strlen(tiny), sizeof tiny - 1);
+  assert_int_equal(lith_command_rule(SQLITE_DELETE, "_lith_batches", NULL, "main", NULL, 0), SQLITE_DENY);
+}
+
+/* What a command's lith_tx_stmt left in lith_errmsg (what lithd answers). */
+typedef struct stmt_probe {
+  const char *sql;
+  char msg[LITH_ERRMSG_MAX];
+} stmt_probe;
+
+static int probe_stmt(lith_tx *tx, void *arg) {
+  stmt_probe *p = arg;
+  sqlite3_stmt *st = lith_tx_stmt(tx, p->sql);
+  snprintf(p->msg, sizeof p->msg, "%s", st ? "" : lith_errmsg(NULL));
+  return st ? LITH_OK : lith_tx_rc(tx);
+}
+
+static int count_lith_rows(lith_rx *rx, void *arg) {
+  return lith_rx_int64(rx, (int64_t *)arg, "SELECT count(*) FROM _lith_batches", "");
+}
+
+/* The rule as lith's authorizer, on a file that has _lith_ tables (its
+ * migrations made them: they are not commands): every statement that would
+ * make or change one fails alone with the rule's reason; reading works; a
+ * trigger's body is authorized where it fires. */
+static void test_lith_tables_are_lith_s(void **state) {
+  (void)state;
+  static const char *const migrations[] = {
+      "CREATE TABLE kv(k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+      "CREATE TABLE _lith_batches(id INTEGER PRIMARY KEY, time INTEGER NOT NULL, lost INTEGER NOT NULL);"
+      "CREATE INDEX _lith_batches_time ON _lith_batches(time);"
+      "INSERT INTO _lith_batches VALUES (1, 2, 0)",
+  };
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.migrations = migrations;
+  opt.n_migrations = 2;
+  lith *db = t_open_fresh(DB, &opt);
+  static const char *const refused[] = {
+      "CREATE TABLE _lith_x(a)",
+      "CREATE TABLE \"_LITH_X\"(a)",
+      "CREATE TEMP TABLE _lith_batches(id, time, lost)",
+      "CREATE VIEW _lith_v AS SELECT 1",
+      "CREATE TEMP VIEW _lith_v AS SELECT 1",
+      "CREATE INDEX _lith_i ON kv(v)",
+      "CREATE INDEX i ON _lith_batches(lost)",
+      "CREATE TRIGGER _lith_tr AFTER INSERT ON kv BEGIN SELECT 1; END",
+      "CREATE TRIGGER tr AFTER INSERT ON _lith_batches BEGIN SELECT 1; END",
+      "CREATE TEMP TRIGGER tr AFTER INSERT ON main._lith_batches BEGIN SELECT 1; END",
+      "CREATE VIRTUAL TABLE _lith_f USING fts4(body)",
+      "ALTER TABLE _lith_batches RENAME COLUMN lost TO z",
+      "ALTER TABLE main._lith_batches RENAME TO y",
+      "ALTER TABLE _lith_batches ADD COLUMN z",
+      "ALTER TABLE _lith_batches DROP COLUMN lost",
+      "DROP TABLE _lith_batches",
+      "DROP VIEW _lith_batches",
+      "DROP INDEX _lith_batches_time",
+      "INSERT INTO _lith_batches VALUES (3, 4, 0)",
+      "REPLACE INTO _LITH_BATCHES VALUES (1, 2, 1)",
+      "UPDATE _lith_batches SET lost = 1",
+      "DELETE FROM _lith_batches",
+      "WITH d AS (SELECT 1) DELETE FROM _lith_batches WHERE id IN (SELECT * FROM d)",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    int rc = lith_do(db, lith_cmd_sql, (void *)refused[i]);
+    if (rc == LITH_OK)
+      fail_msg("%s was allowed", refused[i]);
+    if (!strstr(lith_errmsg(db), "not authorized") || !strstr(lith_errmsg(db), "names beginning _lith_"))
+      fail_msg("%s: %s", refused[i], lith_errmsg(db));
+    /* the command's own lith_errmsg says which rule, not only "not authorized" */
+    stmt_probe p = {refused[i], ""};
+    assert_int_not_equal(lith_do(db, probe_stmt, &p), LITH_OK);
+    if (!strstr(p.msg, "names beginning _lith_"))
+      fail_msg("%s: lith_tx_stmt: %s", refused[i], p.msg);
+  }
+  /* a rename onto lith's table fails as onto any name taken */
+  assert_int_not_equal(lith_do(db, lith_cmd_sql, "ALTER TABLE kv RENAME TO _lith_batches"), LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "already another table"));
+  /* reading them is allowed, in a command and in a read */
+  int64_t n = 0;
+  assert_int_equal(lith_do(db, lith_cmd_sql, "INSERT INTO kv SELECT 'n', count(*) FROM _lith_batches"),
+                   LITH_OK);
+  assert_int_equal(lith_read(db, count_lith_rows, &n), LITH_OK);
+  assert_int_equal(n, 1);
+  /* A trigger on a table of the client's may name lith's table in its body
+   * (SQLite authorizes a body where it fires): every write it fires on is
+   * refused there, with the trigger's statement. */
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "CREATE TRIGGER sneak AFTER INSERT ON kv BEGIN DELETE FROM _lith_batches; END"),
+                   LITH_OK);
+  assert_int_not_equal(lith_do(db, t_put_cmd, "fires"), LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "DELETE FROM _lith_batches"));
+  assert_int_equal(lith_do(db, lith_cmd_sql, "DROP TRIGGER sneak"), LITH_OK);
+  assert_int_equal(lith_do(db, t_put_cmd, "after"), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  /* lith's tables as the migrations left them; nothing else named _lith_ */
+  assert_int_equal(q("SELECT count(*) FROM _lith_batches WHERE id = 1 AND time = 2 AND lost = 0"), 1);
+  assert_int_equal(q("SELECT count(*) FROM _lith_batches"), 1);
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE lower(substr(name, 1, 6)) = '_lith_'"), 2);
+  assert_int_equal(q("SELECT count(*) FROM pragma_table_info('_lith_batches')"), 3);
+  assert_int_equal(count_kv("n"), 1);
+  assert_int_equal(count_kv("fires"), 0);
+  assert_int_equal(count_kv("after"), 1);
+}
+
 /* ---- 4. a write statement left mid-step ----------------------------------- */
 
 typedef struct left_running {
@@ -825,6 +1004,8 @@ int main(void) {
       cmocka_unit_test(test_deferred_fk_violation_fails_alone),
       cmocka_unit_test(test_pragmas_cannot_outlive_the_command),
       cmocka_unit_test(test_temp_objects_and_triggers),
+      cmocka_unit_test(test_lith_names_rule),
+      cmocka_unit_test(test_lith_tables_are_lith_s),
       cmocka_unit_test(test_write_statement_left_running),
       cmocka_unit_test(test_read_statement_left_on_the_writer),
       cmocka_unit_test(test_read_left_does_not_fail_the_next_command),

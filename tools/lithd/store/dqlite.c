@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "client.h"
@@ -106,16 +105,10 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
   if (v->loading)
     return SQLITE_OK;
   if (v->write) {
+    /* lith's rule, _lith_* tables included (the writer's and _lith_schema):
+     * the same as on a local file, by construction */
     if (lith_command_rule(action, a, b, c, v->why, sizeof v->why) != SQLITE_OK)
       return SQLITE_DENY;
-    /* The writer's own tables (batch ids, the fence, the schema record):
-     * a client's write there could make the fence lie. */
-    if ((action == SQLITE_INSERT || action == SQLITE_UPDATE || action == SQLITE_DELETE ||
-         action == SQLITE_DROP_TABLE || action == SQLITE_ALTER_TABLE) &&
-        a != NULL && strncasecmp(a, "_lith_", 6) == 0) {
-      snprintf(v->why, sizeof v->why, "table %s belongs to lithd's dqlite writer", a);
-      return SQLITE_DENY;
-    }
   }
   if (v->o->authorizer != NULL &&
       (rc = v->o->authorizer(v->o->authorizer_ctx, action, a, b, c, d)) != SQLITE_OK)

@@ -23,10 +23,18 @@
  * ROLLBACK and END outside a transaction fail as SQLite fails them, on
  * both stores (the steps' rules, sql/steps.c).
  *
+ * lith's own tables (_lith_*) are refused alike: the cluster has the
+ * dqlite writer's _lith_batches and the store's _lith_schema; the local
+ * file gets copies of them before its lithd starts (lith_tables: as a file
+ * copied from a cluster would have them), so that every row names tables
+ * that exist and is refused by lith's rule on both. After the table, a
+ * plain write must still answer 200 at once on --dqlite (one ALTER of
+ * _lith_batches once made every later write wait out the failover and
+ * answer 503, across restarts).
+ *
  * What the stores still answer differently is not in the table but listed
  * in docs/design.md ("What differs with --dqlite"): a string holding
- * U+0000 (dqlite's protocol carries text NUL-terminated), the writer's own
- * _lith_* tables (only the cluster has them).
+ * U+0000 (dqlite's protocol carries text NUL-terminated).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,11 +47,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "child.h"
 #include "nodes.h"
+
+/* The cluster's own tables as the dqlite writer and store make them; the
+ * local file gets them too, before lithd starts. The schema itself makes
+ * nothing named _lith_. */
+static const char *lith_tables =
+    "CREATE TABLE _lith_batches(id INTEGER PRIMARY KEY, time INTEGER NOT NULL, lost INTEGER NOT NULL "
+    "DEFAULT 0);"
+    "CREATE INDEX _lith_batches_time ON _lith_batches(time);"
+    "CREATE TABLE _lith_schema(version INTEGER NOT NULL)";
 
 static const char *schema_sql = "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL CHECK (v >= 0));\n"
                                 "CREATE TABLE pt(a, b);\n"
@@ -64,6 +83,7 @@ struct attack {
 
 #define DO "/v1/do"
 #define Q "/v1/query"
+#define LITH_OWN "names beginning _lith_ are lith's" /* the authorizer's reason */
 #define ONE(sql) "{\"statements\":[{\"sql\":\"" sql "\"}]}"
 #define PT_B(p) \
   "{\"statements\":[{\"sql\":\"INSERT INTO pt(a, b) VALUES (" p ", :b)\",\"params\":{\":b\":\"x\"}}]}"
@@ -98,6 +118,56 @@ static const struct attack attacks[] = {
     {"END", DO, ONE("END"), 403, "the writer owns", "SQLITE_ERROR"},
     {"the writer's savepoint", DO, ONE("SAVEPOINT lith_x"), 403, "forbidden", "SQLITE_AUTH"},
     {"releasing the writer's savepoint", DO, ONE("RELEASE lith_0"), 403, "forbidden", "SQLITE_AUTH"},
+    /* lith's own tables: a client may read them, never make or change
+     * anything named _lith_ (one ALTER once stopped every write on
+     * --dqlite, #32). Each names tables both stores have (lith_tables), so
+     * the refusal is the authorizer's, never "no such table". */
+    {"CREATE TABLE _lith_*", DO, ONE("CREATE TABLE _lith_x(a)"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE TABLE _LITH_* in another case", DO, ONE("CREATE TABLE \\\"_LiTh_X\\\"(a)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"CREATE TEMP TABLE shadowing _lith_batches", DO, ONE("CREATE TEMP TABLE _lith_batches(id, time, lost)"),
+     403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE VIEW _lith_*", DO, ONE("CREATE VIEW _lith_x AS SELECT 1 AS id"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE VIEW _lith_batches", DO,
+     ONE("CREATE VIEW _lith_batches AS SELECT 1 AS id, 2 AS time, 0 AS lost"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE INDEX _lith_*", DO, ONE("CREATE INDEX _lith_x ON t(v)"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE INDEX on _lith_batches", DO, ONE("CREATE UNIQUE INDEX ix ON _lith_batches(lost)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"CREATE TRIGGER _lith_*", DO, ONE("CREATE TRIGGER _lith_x AFTER INSERT ON t BEGIN SELECT 1; END"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE TRIGGER on _lith_batches", DO,
+     ONE("CREATE TRIGGER tr BEFORE INSERT ON _lith_batches BEGIN SELECT RAISE(ABORT, 'no'); END"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE TEMP TRIGGER on _lith_batches", DO,
+     ONE("CREATE TEMP TRIGGER tr BEFORE INSERT ON main._lith_batches BEGIN SELECT RAISE(ABORT, 'no'); END"),
+     403, LITH_OWN, "SQLITE_AUTH"},
+    {"CREATE VIRTUAL TABLE _lith_*", DO, ONE("CREATE VIRTUAL TABLE _lith_x USING fts5(a)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"ALTER TABLE _lith_batches RENAME COLUMN", DO, ONE("ALTER TABLE _lith_batches RENAME COLUMN lost TO z"),
+     403, LITH_OWN, "SQLITE_AUTH"},
+    {"ALTER TABLE _lith_batches RENAME TO", DO, ONE("ALTER TABLE main._lith_batches RENAME TO y"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"ALTER TABLE _lith_batches ADD COLUMN", DO, ONE("ALTER TABLE _lith_batches ADD COLUMN z"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"ALTER TABLE _lith_batches DROP COLUMN", DO, ONE("ALTER TABLE _lith_batches DROP COLUMN lost"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"a rename onto _lith_batches", DO, ONE("ALTER TABLE pt RENAME TO _lith_batches"), 400,
+     "there is already another table", "SQLITE_ERROR"},
+    {"DROP TABLE _lith_batches", DO, ONE("DROP TABLE _lith_batches"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"DROP TABLE _lith_schema", DO, ONE("DROP TABLE IF EXISTS _LITH_SCHEMA"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"DROP VIEW _lith_batches", DO, ONE("DROP VIEW _lith_batches"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"DROP INDEX _lith_batches_time", DO, ONE("DROP INDEX _lith_batches_time"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"INSERT INTO _lith_batches", DO, ONE("INSERT INTO _lith_batches(id, time, lost) VALUES (1, 0, 1)"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"REPLACE INTO _lith_schema", DO, ONE("REPLACE INTO _lith_schema(version) VALUES (99)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"UPDATE _lith_batches", DO, ONE("UPDATE _lith_batches SET lost = 1"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"DELETE FROM _lith_batches", DO, ONE("DELETE FROM _lith_batches"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"DELETE FROM _lith_schema", DO, ONE("DELETE FROM _lith_schema"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"a write to _lith_* in a batch", "/v1/batch",
+     "{\"commands\":[{\"statements\":[{\"sql\":\"DELETE FROM _lith_batches\"}]}]}", 200, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"a write to _lith_* on /v1/query", Q, ONE("DELETE FROM _lith_batches"), 403, "write statement", NULL},
     /* One statement per "sql": nothing rides behind a harmless one. */
     {"a second statement", DO, ONE("SELECT 1; DELETE FROM t"), 400, "more than one statement",
      "SQL_MANY_STATEMENTS"},
@@ -349,6 +419,27 @@ static void test_every_attack_on_both_stores(void **state) {
   assert_int_equal(wrong, 0);
 }
 
+/* The one integer a read of c answers. */
+static int64_t read_int(const struct tl_child *c, const char *sql) {
+  json_t *body = json_pack("{s:[{s:s}]}", "statements", "sql", sql);
+  char *text = json_dumps(body, JSON_COMPACT);
+  struct tl_resp r;
+  tl_http(c, "POST", Q, NULL, text, &r);
+  free(text);
+  json_decref(body);
+  assert_int_equal(r.status, 200);
+  json_t *j = json_loads(r.body, 0, NULL);
+  json_t *result = json_array_get(json_object_get(j, "results"), 0);
+  json_t *v = json_array_get(json_array_get(json_object_get(result, "rows"), 0), 0);
+  if (!json_is_integer(v))
+    print_message("%s: %s\n", sql, r.body);
+  assert_true(json_is_integer(v));
+  int64_t n = json_integer_value(v);
+  json_decref(j);
+  tl_resp_free(&r);
+  return n;
+}
+
 /* What the attacks tried to change is as it was, on both stores. */
 static void test_nothing_changed(void **state) {
   (void)state;
@@ -367,7 +458,29 @@ static void test_nothing_changed(void **state) {
               200, "\"changes\":1");
     tl_expect(c, "POST", Q, NULL, ONE("SELECT a, b FROM pt"), 200, "[[1,2]]");
     tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM pt"), 200, "\"changes\":1");
+    /* lith's tables: all there, as they were, and nothing else named _lith_ */
+    tl_expect(c, "POST", Q, NULL,
+              ONE("SELECT group_concat(type || ' ' || name, ', ') FROM (SELECT type, name FROM sqlite_master "
+                  "WHERE lower(substr(name, 1, 6)) = '_lith_' OR type = 'trigger' ORDER BY name)"),
+              200, "[[\"table _lith_batches, index _lith_batches_time, table _lith_schema\"]]");
+    tl_expect(c, "POST", Q, NULL,
+              ONE("SELECT group_concat(name || ' ' || \\\"notnull\\\", ', ') FROM "
+                  "pragma_table_info('_lith_batches')"),
+              200, "[[\"id 0, time 1, lost 1\"]]");
   }
+  /* The reproduction of #32 on --dqlite: after the attacks, a plain write
+   * answers 200 at once (a broken _lith_batches made each wait out
+   * --dqlite-failover-ms, 3 s, and answer 503), and its batch is fenced. */
+  int64_t fenced = read_int(&dq, "SELECT count(*) FROM _lith_batches");
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tl_expect(&dq, "POST", DO, NULL, ONE("INSERT INTO t(v) VALUES (1)"), 200, "\"changes\":1");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  print_message("a write after the attacks on --dqlite: %lld ms\n", (long long)ms);
+  assert_true(ms < 2500);
+  assert_true(read_int(&dq, "SELECT count(*) FROM _lith_batches") > fenced);
+  tl_expect(&dq, "POST", DO, NULL, ONE("DELETE FROM t"), 200, "\"changes\":1");
 }
 
 static int group_setup(void **state) {
@@ -377,7 +490,16 @@ static int group_setup(void **state) {
   t_node_init(&node, 1);
   if (t_node_start(&node, NULL, 10000) != 0)
     return -1;
-  tl_start(&local, "local", 0,
+  sqlite3 *h = NULL; /* the local file with the cluster's own tables (lith_tables) */
+  tl_remove_db("local.db");
+  if (sqlite3_open("local.db", &h) != SQLITE_OK ||
+      sqlite3_exec(h, lith_tables, NULL, NULL, NULL) != SQLITE_OK) {
+    print_error("local.db: %s\n", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    return -1;
+  }
+  sqlite3_close(h);
+  tl_start(&local, "local", TL_KEEP_DB,
            TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", RUN_MS));
   tl_start(&dq, "dq", TL_NO_DB,
            TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100", "--max-run-ms",
