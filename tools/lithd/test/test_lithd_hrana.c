@@ -2,9 +2,10 @@
  * test_lithd_hrana — Hrana over HTTP (request/hrana.h, routes/hrana_http.h)
  * against a lithd, raw JSON pipelines, no client library (the libSQL
  * client's own runs are tools/lithd/test/hrana/, with node): values at their
- * limits both ways, batch conditions and the transaction steps, named
- * arguments, the error codes, stored SQL and its bounds, batons (forged,
- * reused, expired, another database's), the stream table's bound, the
+ * limits both ways, batch conditions (on a skipped step too) and the
+ * transaction steps, named arguments, the error codes, stored SQL and its
+ * bounds, batons (forged, naming a free slot, reused, expired, another
+ * database's), the stream table's bound, the
  * gate's refusals in Hrana's shape, --only-named, and interactive
  * transactions: they hold the writer while open, commit, roll back, end by
  * themselves past their bounds, and the writer serves others afterwards;
@@ -604,6 +605,121 @@ static void test_stream_bound(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A batch condition on a step that was skipped: it neither succeeded nor
+ * failed, so ok(k) and error(k) are both false (Hrana's spec; a planted
+ * error(k) that held for a skipped step went unnoticed, #32). On both
+ * stores: the conditions are the steps' own (sql/steps.c). */
+static void skipped_step_conditions(struct tl_child *c, int dq) {
+  t_node node;
+  if (dq) {
+    assert_int_equal(system("rm -rf node1"), 0);
+    t_node_init(&node, 1);
+    assert_int_equal(t_node_start(&node, NULL, 10000), 0);
+    tl_start(c, "skipped", TL_NO_DB, TL_ARGS("--dqlite", node.address, "--dqlite-failover-ms", "3000"));
+  } else {
+    tl_start(c, "skipped", 0, NULL);
+  }
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER)") "," CLOSE "]");
+  json_decref(a);
+  /* step 0 fails; step 1 (ok(0)) is skipped; the rest ask about step 1 */
+  static const char *const batch =
+      "[{\"type\":\"batch\",\"batch\":{\"steps\":["
+      "{\"stmt\":{\"sql\":\"SELECT * FROM no_such_table\"}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"},\"condition\":{\"type\":\"ok\",\"step\":0}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (2)\"},\"condition\":{\"type\":\"error\",\"step\":1}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (3)\"},\"condition\":{\"type\":\"not\",\"cond\":{\"type\":\"error\",\"step\":1}}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (4)\"},\"condition\":{\"type\":\"or\",\"conds\":["
+      "{\"type\":\"error\",\"step\":1},{\"type\":\"ok\",\"step\":1}]}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (5)\"},\"condition\":{\"type\":\"and\",\"conds\":["
+      "{\"type\":\"not\",\"cond\":{\"type\":\"error\",\"step\":1}},{\"type\":\"not\",\"cond\":{\"type\":\"ok\",\"step\":1}}]}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (6)\"},\"condition\":{\"type\":\"error\",\"step\":0}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (7)\"},\"condition\":{\"type\":\"error\",\"step\":2}},"
+      "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (8)\"},\"condition\":{\"type\":\"error\",\"step\":4}}"
+      "]}}," CLOSE "]";
+  static const int ran[] = {0, 0, 0, 1, 0, 1, 1, 0, 0}; /* step 0 failed: it ran, with an error */
+  a = pipeline(c, NULL, batch);
+  json_t *r = json_object_get(response(a, 0, "batch"), "result");
+  json_t *res = json_object_get(r, "step_results"), *errs = json_object_get(r, "step_errors");
+  assert_int_equal(json_array_size(res), 9);
+  assert_int_equal(json_array_size(errs), 9);
+  assert_true(json_is_null(json_array_get(res, 0)) && json_is_object(json_array_get(errs, 0)));
+  for (size_t k = 1; k < 9; k++) {
+    if (ran[k] != json_is_object(json_array_get(res, k)) || !json_is_null(json_array_get(errs, k)))
+      fprintf(stderr, "step %zu: want %s: %s\n", k, ran[k] ? "run" : "skipped", json_dumps(r, 0));
+    assert_int_equal(json_is_object(json_array_get(res, k)), ran[k]);
+    assert_true(json_is_null(json_array_get(errs, k))); /* skipped: no error either */
+  }
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("SELECT group_concat(x) FROM (SELECT x FROM t ORDER BY x)") "," CLOSE "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "3,5,6");
+  json_decref(a);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  if (dq) {
+    assert_int_equal(t_node_stop(&node, SIGTERM, 5000), 0);
+    assert_int_equal(system("rm -rf node1"), 0);
+  }
+}
+
+static void test_skipped_step_conditions(void **state) { skipped_step_conditions(*state, 0); }
+static void test_skipped_step_conditions_dqlite(void **state) { skipped_step_conditions(*state, 1); }
+
+/* One forged baton: refused with 400 and a stream code, and lithd answers
+ * afterwards. */
+static void expect_forged(const struct tl_child *c, const char *baton) {
+  int status = 0;
+  json_t *e = pipeline_at(c, "/v3/pipeline", NULL, baton, "[" EXEC("SELECT 1") "]", &status);
+  const char *code = json_string_value(json_object_get(e, "code"));
+  if (status != 400 || code == NULL || (strcmp(code, "STREAM_EXPIRED") != 0 && strcmp(code, "STREAM_INVALID") != 0))
+    fprintf(stderr, "baton %s: %d %s\n", baton, status, json_dumps(e, 0));
+  assert_int_equal(status, 400);
+  assert_non_null(code);
+  assert_true(strcmp(code, "STREAM_EXPIRED") == 0 || strcmp(code, "STREAM_INVALID") == 0);
+  json_decref(e);
+  tl_expect(c, "GET", "/healthz", NULL, NULL, 200, "\"ok\":true");
+}
+
+/* Batons naming a slot of the stream table that holds no stream: a free
+ * slot's generation is 0 and its secret zeros, so only the "slot in use"
+ * test stands between such a baton and a stream without a database (once
+ * planted away, lithd died on a NULL database and no test failed, #32). */
+static void test_forged_batons_of_free_slots(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "freeslots", 0, NULL);
+  static const char *const zeros = "00000000000000000000000000000000";
+  /* one stream open, so that the table is not all free */
+  json_t *a = pipeline(c, NULL, "[" EXEC("SELECT 1") "]");
+  char *open = baton_of(a);
+  json_decref(a);
+  char forged[64];
+  unsigned slots[] = {0, 1, 2, 5, 17, 255, 256, 1023};
+  for (size_t i = 0; i < sizeof slots / sizeof *slots; i++) {
+    snprintf(forged, sizeof forged, "%04x.00000000.%s", slots[i], zeros); /* #32's: 0005.00000000.0...0 */
+    expect_forged(c, forged);
+    snprintf(forged, sizeof forged, "%04x.00000001.%s", slots[i], zeros);
+    expect_forged(c, forged);
+    snprintf(forged, sizeof forged, "%04x.ffffffff.%s", slots[i], "ffffffffffffffffffffffffffffffff");
+    expect_forged(c, forged);
+  }
+  /* the open stream's own slot, with a free slot's generation and secret */
+  snprintf(forged, sizeof forged, "%.4s.00000000.%s", open, zeros);
+  expect_forged(c, forged);
+  /* past the table, and on the older route */
+  snprintf(forged, sizeof forged, "0400.00000000.%s", zeros);
+  expect_forged(c, forged);
+  int status = 0;
+  snprintf(forged, sizeof forged, "0005.00000000.%s", zeros);
+  json_t *e = pipeline_at(c, "/v2/pipeline", NULL, forged, "[" EXEC("SELECT 1") "," CLOSE "]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(e, "code")), "STREAM_EXPIRED");
+  json_decref(e);
+  /* the real stream was not disturbed */
+  a = pipeline(c, open, "[" EXEC("SELECT 2") "," CLOSE "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "2");
+  json_decref(a);
+  free(open);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* ---- Interactive transactions --------------------------------------------------- */
 
 struct writer_arg {
@@ -1151,6 +1267,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_batch_conditions_dqlite, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_skipped_step_conditions, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_skipped_step_conditions_dqlite, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_forged_batons_of_free_slots, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_tx_waited, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
