@@ -22,6 +22,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,13 +65,17 @@ typedef struct waiter {
 
 static void *waiter_main(void *arg) {
   waiter *w = arg;
+  int64_t t0 = lith_clock_ms(); /* before started: the test waits 200 ms after it */
   atomic_store(&w->started, 1);
-  int64_t t0 = lith_clock_ms();
   w->rc = lith_do_deadline(w->db, marked_put_cmd, &w->put, w->deadline_ms);
   w->elapsed_ms = lith_clock_ms() - t0;
   atomic_store(&w->finished, 1);
   return NULL;
 }
+
+#define AT_ONCE_TRIES 5
+
+static int64_t least(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static void count_done(lith_request *req) { atomic_fetch_add(&((t_async *)req->data)->done, 1); }
 
@@ -101,28 +106,38 @@ static void test_queue_full_and_deadline(void **state) {
   lith_stats_get(db, &st);
   assert_int_equal(st.queue_depth, 4);
 
-  /* the fifth is refused at once, and its done never runs */
+  /* the fifth is refused at once, and its done never runs. "At once": the
+   * fastest of AT_ONCE_TRIES is under 50 ms (a busy machine can keep one
+   * try off the CPU longer; a call that waits waits in every try) */
   t_async extra_done = {0};
   lith_request extra;
-  memset(&extra, 0, sizeof extra);
-  extra.fn = t_put_cmd;
-  extra.arg = "q4";
-  extra.done = count_done;
-  extra.data = &extra_done;
-  int64_t t0 = lith_clock_ms();
-  assert_int_equal(lith_submit(db, &extra), LITH_QUEUE_FULL);
-  assert_true(lith_clock_ms() - t0 < 50);
-  assert_non_null(strstr(lith_errmsg(db), "queue full"));
+  int64_t fastest = INT64_MAX;
+  for (int i = 0; i < AT_ONCE_TRIES; i++) {
+    memset(&extra, 0, sizeof extra);
+    extra.fn = t_put_cmd;
+    extra.arg = "q4";
+    extra.done = count_done;
+    extra.data = &extra_done;
+    int64_t t0 = lith_clock_ms();
+    assert_int_equal(lith_submit(db, &extra), LITH_QUEUE_FULL);
+    fastest = least(fastest, lith_clock_ms() - t0);
+    assert_non_null(strstr(lith_errmsg(db), "queue full"));
+  }
+  assert_true(fastest < 50);
 
   /* a past deadline: only if there is room now */
   marked_put past = {"past", 0};
-  t0 = lith_clock_ms();
-  assert_int_equal(lith_do_deadline(db, marked_put_cmd, &past, lith_clock_ms() - 1), LITH_QUEUE_FULL);
-  assert_true(lith_clock_ms() - t0 < 50);
+  fastest = INT64_MAX;
+  for (int i = 0; i < AT_ONCE_TRIES; i++) {
+    int64_t t0 = lith_clock_ms();
+    assert_int_equal(lith_do_deadline(db, marked_put_cmd, &past, lith_clock_ms() - 1), LITH_QUEUE_FULL);
+    fastest = least(fastest, lith_clock_ms() - t0);
+  }
+  assert_true(fastest < 50);
 
   /* a deadline 100 ms ahead: waits it out, then gives up */
   marked_put late = {"late", 0};
-  t0 = lith_clock_ms();
+  int64_t t0 = lith_clock_ms();
   int rc = lith_do_deadline(db, marked_put_cmd, &late, t0 + 100);
   int64_t elapsed = lith_clock_ms() - t0;
   assert_int_equal(rc, LITH_QUEUE_FULL);
@@ -149,7 +164,7 @@ static void test_queue_full_and_deadline(void **state) {
   t_gate_open(&gate);
   join_within(th, 30);
   assert_int_equal(w.rc, LITH_OK);
-  assert_true(w.elapsed_ms >= 150);
+  assert_true(w.elapsed_ms >= 200);
   assert_int_equal(atomic_load(&w.put.runs), 1);
   t_async_wait(&done, 4);
   for (int i = 0; i < 4; i++)
