@@ -9,7 +9,8 @@
 #   routes/   the HTTP routes, the write queue's overflow, backup routes
 #   request/  request formats: JSON, {"statements": ...}, named commands
 #   sql/      the SQL policy above the stores: running a batch, the guard,
-#             the heap ceiling, schema steps, parameter scan
+#             the heap ceiling, schema steps, parameter scan, where a text's
+#             statements end (split.c)
 #   store/    where the data live: the local file, the dqlite cluster
 #   ops/      metrics, logs, the SQL dump, restore
 #   util/     arena, buffer, bounded file reader, token, UTF-8

@@ -9,7 +9,8 @@
  * over tokens, and its run over a prefix that ends at a ';' is the same run
  * as over the whole text, up to that ';'. So one pass of the same machine
  * over the whole text, started afresh just past each ';' that ends a
- * statement, answers every ';' at once, and reads each byte once.
+ * statement, answers every ';' at once, and reads each byte once (the
+ * blanks and comments after the last statement twice: are they all?).
  *
  * The tokens, as sqlite3_complete reads them:
  *   ';'; a blank (space, \t, \n, \f, \r: not \v, which is "other"); a
@@ -51,7 +52,7 @@ enum { K_SEMI, K_BLANK, K_OTHER, K_EXPLAIN, K_CREATE, K_TEMP, K_TRIGGER, K_END }
 enum {
   S_START,        /* blanks only */
   S_PLAIN,        /* a statement its next ';' ends */
-  S_EXPLAIN,      /* EXPLAIN, then any plain words: CREATE may follow */
+  S_EXPLAIN,      /* EXPLAIN, then anything but keywords: CREATE may follow */
   S_CREATE,       /* [EXPLAIN ...] CREATE [TEMP]: TRIGGER may follow */
   S_TRIGGER,      /* inside CREATE TRIGGER: a ';' ends nothing */
   S_TRIGGER_SEMI, /* ... ';' (blanks, more ';'): END may follow */
