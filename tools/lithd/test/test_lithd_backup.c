@@ -1172,24 +1172,31 @@ static void test_head_makes_no_snapshot(void **state) {
   fill(c, tl_scaled(32000));
   int ifd = watch_creations();
   for (int sql = 0; sql < 2; sql++) {
-    int64_t t0 = ms_now();
-    int fd = tl_send(c, "HEAD", sql ? "/v1/backup?format=sql" : "/v1/backup", NULL, NULL);
-    tl_read_all(fd, all, sizeof all); /* Connection: close: the head, then the end */
-    close(fd);
-    int64_t took = ms_now() - t0;
-    assert_false(created(ifd, ".lithd-backup-", 0)); /* no snapshot was made for it */
-    print_message("HEAD %s on a %lld KiB database: %lld ms\n", sql ? "?format=sql" : "(sqlite)",
-                  (long long)tl_sql_int("bkhead.db", "PRAGMA page_count") * 4, (long long)took);
-    assert_non_null(strstr(all, "HTTP/1.1 200 OK\r\n"));
-    assert_non_null(strcasestr(all, sql ? "content-type: application/sql\r\n"
-                                        : "content-type: application/vnd.sqlite3\r\n"));
-    assert_non_null(strcasestr(all, "content-disposition: attachment; filename=\"bkhead-"));
-    assert_null(strcasestr(all, "content-length:")); /* no snapshot, so no length */
-    assert_null(strcasestr(all, "transfer-encoding:"));
-    const char *end = strstr(all, "\r\n\r\n");
-    assert_non_null(end);
-    assert_int_equal(end[4], '\0'); /* no body */
-    assert_true(took < 250);
+    /* fast: the quickest of three under 250 ms (a busy machine can keep
+     * one request off the CPU that long; work on the database is in each) */
+    int64_t fastest = INT64_MAX;
+    for (int n = 0; n < 3; n++) {
+      int64_t t0 = ms_now();
+      int fd = tl_send(c, "HEAD", sql ? "/v1/backup?format=sql" : "/v1/backup", NULL, NULL);
+      tl_read_all(fd, all, sizeof all); /* Connection: close: the head, then the end */
+      close(fd);
+      int64_t took = ms_now() - t0;
+      if (took < fastest)
+        fastest = took;
+      assert_false(created(ifd, ".lithd-backup-", 0)); /* no snapshot was made for it */
+      print_message("HEAD %s on a %lld KiB database: %lld ms\n", sql ? "?format=sql" : "(sqlite)",
+                    (long long)tl_sql_int("bkhead.db", "PRAGMA page_count") * 4, (long long)took);
+      assert_non_null(strstr(all, "HTTP/1.1 200 OK\r\n"));
+      assert_non_null(strcasestr(all, sql ? "content-type: application/sql\r\n"
+                                          : "content-type: application/vnd.sqlite3\r\n"));
+      assert_non_null(strcasestr(all, "content-disposition: attachment; filename=\"bkhead-"));
+      assert_null(strcasestr(all, "content-length:")); /* no snapshot, so no length */
+      assert_null(strcasestr(all, "transfer-encoding:"));
+      const char *end = strstr(all, "\r\n\r\n");
+      assert_non_null(end);
+      assert_int_equal(end[4], '\0'); /* no body */
+    }
+    assert_true(fastest < 250);
   }
   assert_false(created(ifd, ".lithd-backup-", 100));
   int fd = tl_send(c, "HEAD", "/v1/backup?format=csv", NULL, NULL);
