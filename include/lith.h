@@ -140,8 +140,10 @@ typedef struct lith_options {
    * lith holds new lith_read snapshots while the reads already running
    * finish, for at most this many ms (past it the hold gives up), then
    * keeps them out while it copies the rest (milliseconds), and lets them
-   * go: the next write starts the WAL over. Default 100; 0: never hold
-   * (the -wal file then grows while reads never pause). */
+   * go: the next write starts the WAL over. Reads that last are asked to
+   * end (lith_rx_too_old); after holds that gave up the bound doubles, up
+   * to 4 x this. Default 100; 0: never hold (the -wal file then grows while
+   * reads never pause). */
   int wal_hold_ms;
   int readers;         /* read-only connections in the read pool; default: CPUs */
   int max_batch;       /* most commands in one transaction; default 1024 */
@@ -518,13 +520,16 @@ LITH_API int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const cha
 LITH_API sqlite3 *lith_rx_db(lith_rx *rx);
 
 /* Inside lith_read: 1 if the writer asks this read to end because its
- * snapshot keeps the WAL from starting over: a hold (wal_hold_ms) waited
- * past its bound with this read still running, so the WAL can only grow
- * until it ends. A read that lasts between statements (a transaction kept
- * open on a snapshot across requests) checks it while it waits and, seeing
- * 1, returns ("snapshot too old"); a short read may ignore it. 0 otherwise;
- * once 1, it stays 1 for the rest of this lith_read. Any thread that holds
- * rx; lith_stats.reads_too_old counts the reads it said 1 to. */
+ * snapshot keeps the WAL from starting over: a hold (wal_hold_ms) found it
+ * running for wal_hold_ms, or for half the hold's bound, so the WAL can
+ * only grow until it ends. A read that lasts between statements (a
+ * transaction kept open on a snapshot across requests) checks it every few
+ * ms while it waits and, seeing 1, returns ("snapshot too old"); the same
+ * hold then lets the WAL start over. A short read may ignore it (it is
+ * marked only when something, a busy machine, kept it running that long).
+ * 0 otherwise; once 1, it stays 1 for the rest of this lith_read. Any
+ * thread that holds rx; lith_stats.reads_too_old counts the reads it said
+ * 1 to. */
 LITH_API int lith_rx_too_old(lith_rx *rx);
 
 /* ---- Backup -------------------------------------------------------------- */
@@ -631,14 +636,16 @@ typedef struct lith_stats {
   /* The WAL under readers (lith_options.wal_hold_ms): */
   uint64_t wal_file_bytes;      /* the -wal file's size now (wal_pages counts frames not yet copied) */
   uint64_t wal_holds;           /* times new reads were held so that the WAL could start over */
-  uint64_t wal_holds_gave_up;   /* of them, ended at wal_hold_ms with reads still running (a lith_read
-                                  longer than the bound): the WAL goes on growing until a later one */
+  uint64_t wal_holds_gave_up;   /* of them, ended at their bound (wal_hold_ms, doubled after holds
+                                  given up, up to 4 x) with reads still running: the WAL goes on
+                                  growing until a later one */
   uint64_t wal_hold_ns_total;   /* time holds lasted */
   uint64_t reads_held;          /* lith_read calls that waited behind a hold */
   uint64_t reads_held_ns_total; /* time they waited */
   uint64_t wal_restart_blocked; /* the WAL was wholly copied with lith's reads held and still did
-                                   not start over: a connection lith does not own (another process,
-                                   a backup's source) reads it; lith cannot hold those */
+                                   not start over: a connection lith does not own (another process)
+                                   reads it; lith cannot hold those (lith_backup's are lith's: no
+                                   hold begins while one runs) */
   uint64_t reads_too_old;       /* lith_read calls told their snapshot is too old (lith_rx_too_old) */
 } lith_stats;
 

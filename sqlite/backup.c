@@ -58,8 +58,8 @@ static int is_source(const char *src, const char *dest) {
 #define BACKUP_PATH_MAX 4000
 #define BACKUP_TMP_MAX (BACKUP_PATH_MAX + 64)
 
-int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
-                     _Atomic uint32_t *interrupts) {
+static int backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
+                      _Atomic uint32_t *interrupts) {
   static _Atomic unsigned counter;
   char tmp[BACKUP_TMP_MAX], dir[BACKUP_TMP_MAX];
   int rc;
@@ -179,5 +179,15 @@ err_close:
   unlink(tmp);
   remove_sidecars(tmp);
 err:
+  return rc;
+}
+
+int lith__backup_run(const char *src_path, const lith_options *opt, const char *dest_path, int new_only,
+                     _Atomic uint32_t *interrupts, lith__pool *pool) {
+  /* From before its source connection opens (opening reads the schema)
+   * until it is closed: the hold sees this reader. */
+  lith__pool_backup_begin(pool);
+  int rc = backup_run(src_path, opt, dest_path, new_only, interrupts);
+  lith__pool_backup_end(pool);
   return rc;
 }

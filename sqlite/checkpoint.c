@@ -2,6 +2,7 @@
 #include "checkpoint.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "../lib/clock.h"
@@ -14,6 +15,10 @@ enum { BG_IDLE, BG_ASKED, BG_RUNNING, BG_DONE };
 /* A hold's copy, once the reads are done, keeps new ones out at most this
  * long (a safety bound: the copy of 4 x checkpoint_pages takes ms). */
 #define HOLD_COPY_MAX_MS 10000
+
+/* Holds that give up in a row lengthen the next one's bound, up to this
+ * many times wal_hold_ms (checkpoint.h). */
+#define HOLD_GROW 4
 
 static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
   int log = 0, done = 0;
@@ -34,6 +39,8 @@ static int run(lith__ckpt *ck, sqlite3 *conn, const char *schema, int how) {
     atomic_fetch_add(&ck->ns_writer, ns);
   atomic_fetch_add(&ck->lat[lith__lat_bucket(ns)], 1);
   atomic_fetch_add(&ck->count, 1);
+  if ((rc & 0xff) == SQLITE_INTERRUPT && conn == ck->bg_conn)
+    return LITH_OK; /* stopped for a hold (bg_yield): no error, the hold's copy makes it */
   if (rc != SQLITE_OK) {
     atomic_fetch_add(&ck->errors, 1);
     return lith__fail_sqlite(rc, conn, "checkpoint");
@@ -54,8 +61,10 @@ static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int pages) {
       ck->next_hold_at = pages + 4 * (int64_t)ck->pages;
     }
   }
-  if (pages < atomic_load(&ck->frames))
-    atomic_store(&ck->backfilled, 0); /* the WAL started over */
+  if (pages < atomic_load(&ck->frames)) { /* the WAL started over */
+    atomic_store(&ck->backfilled, 0);
+    ck->next_hold_at = 0; /* counted in the old WAL's frames */
+  }
   atomic_store(&ck->frames, pages);
   int left = pages - atomic_load(&ck->backfilled);
   atomic_store(&ck->wal_pages, left < 0 ? pages : left);
@@ -104,6 +113,9 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   ck->holding = 0;
   ck->hold_until = ck->hold_t0 = 0;
   ck->next_hold_at = 0;
+  ck->hold_at = 4 * (int64_t)ck->pages;
+  ck->hold_from = 0;
+  ck->gave_up = 0;
   ck->restart_due = 0;
   ck->frames_copied = 0;
   atomic_init(&ck->holds, 0);
@@ -145,20 +157,22 @@ static int writer_pass(lith__ckpt *ck, sqlite3 *conn) {
   pthread_mutex_lock(&ck->mu);
   ck->bg_state = BG_IDLE;
   pthread_mutex_unlock(&ck->mu);
-  if (atomic_load(&ck->frames) < 4 * (int64_t)ck->pages)
+  if (atomic_load(&ck->frames) < 4 * (int64_t)ck->pages || ck->holding)
     return 1;
   /* A background pass is over and the WAL is long: copy what was committed
    * since, so that the WAL is wholly copied and the next transaction
-   * starts it over. */
+   * starts it over (a hold on copies it all once its reads are done). */
   run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
   return 1;
 }
 
 int lith__ckpt_after_batch(lith__ckpt *ck, sqlite3 *conn) {
-  int ran = 0;
+  /* The hold first: one due takes back a background pass asked for (it
+   * would be asked again below otherwise) and begins without it. */
+  int ran = lith__ckpt_hold_step(ck, conn);
   if (ck->mode == LITH_CHECKPOINT_WRITER)
-    ran = writer_pass(ck, conn);
-  return lith__ckpt_hold_step(ck, conn) | ran;
+    ran |= writer_pass(ck, conn);
+  return ran;
 }
 
 int lith__ckpt_holding(const lith__ckpt *ck) { return ck->holding; }
@@ -174,15 +188,48 @@ static int bg_busy(lith__ckpt *ck) {
   return busy;
 }
 
-static void hold_end(lith__ckpt *ck) {
+/* A hold is due: a background pass asked for is taken back, one running
+ * is stopped (sqlite3_interrupt: what it copied so far is copied again by
+ * the hold). It holds SQLite's checkpoint lock, so the hold's copy would
+ * wait for it, and under load a pass can last hundreds of ms while the WAL
+ * grows. Returns non-zero while one still runs. */
+static int bg_yield(lith__ckpt *ck) {
+  if (ck->bg_conn == NULL)
+    return 0;
+  pthread_mutex_lock(&ck->mu);
+  if (ck->bg_state == BG_ASKED)
+    ck->bg_state = BG_IDLE;
+  int running = ck->bg_state == BG_RUNNING;
+  if (running) /* a stale one (the pass just ended) fails the next pass at once: no harm */
+    sqlite3_interrupt(ck->bg_conn);
+  pthread_mutex_unlock(&ck->mu);
+  return running;
+}
+
+/* Release the reads; `frames`: the WAL's as the hold ends. The writer
+ * went on committing while it lasted: the next hold (in a WAL started
+ * over) begins that much before 8 x checkpoint_pages, between 1 and 4 x
+ * checkpoint_pages. */
+static void hold_end(lith__ckpt *ck, int64_t frames) {
   lith__pool_release(ck->pool);
   ck->holding = 0;
   atomic_fetch_add(&ck->hold_ns_total, (uint64_t)(lith__now_ns() - ck->hold_t0));
+  int64_t p = ck->pages, at = 8 * p - (frames - ck->hold_from);
+  ck->hold_at = at < p ? p : at > 4 * p ? 4 * p : at;
 }
 
 void lith__ckpt_hold_cancel(lith__ckpt *ck) {
   if (ck->holding)
-    hold_end(ck);
+    hold_end(ck, ck->hold_from);
+}
+
+/* The bound of the hold about to begin: wal_hold_ms, doubled for each hold
+ * given up in a row, at most HOLD_GROW times. */
+static int64_t hold_bound(const lith__ckpt *ck) {
+  int64_t ms = ck->hold_ms, max = (int64_t)HOLD_GROW * ck->hold_ms;
+  for (int i = 0; i < ck->gave_up && ms < max; i++)
+    ms *= 2;
+  return ms < max ? ms : max;
 }
 
 int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
@@ -192,29 +239,50 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
   if (!ck->holding) {
     /* the WAL has not started over for 4 checkpoints' worth (copied or
      * not: a reader still in it keeps it from starting over either way) */
-    if (frames < 4 * (int64_t)ck->pages || frames < ck->next_hold_at || ck->restart_due)
+    if (frames < ck->hold_at || frames < ck->next_hold_at || ck->restart_due)
       return 0;
+    /* Not yet while a read marked too old still runs (this hold would
+     * give up too) or a backup runs (the WAL cannot start over before it
+     * ends), nor while a background pass stops: the writer's copy would
+     * wait for it with the reads held (the WAL grows fastest then). Looked
+     * at again after the next batch. */
+    if (lith__pool_too_old_running(ck->pool) > 0 || lith__pool_backups(ck->pool) > 0 || bg_yield(ck))
+      return 0;
+    int64_t now = lith_clock_ms(), bound = hold_bound(ck);
+    if (!lith__pool_hold(ck->pool, now + bound))
+      return 0; /* a backup began just now */
     ck->holding = 1;
     ck->hold_t0 = lith__now_ns();
-    ck->hold_until = lith_clock_ms() + ck->hold_ms;
-    lith__pool_hold(ck->pool, ck->hold_until);
+    ck->hold_until = now + bound;
+    ck->hold_mark_at = now + bound / 2;
+    ck->hold_from = frames;
     atomic_fetch_add(&ck->holds, 1);
   }
   /* Drained, the hold is kept past its bound until the copy is done: a
    * read the bound let in during the copy would take a snapshot in the WAL
    * and keep it from starting over. The copy's own time bounds that. */
-  if (bg_busy(ck) || !lith__pool_hold_drained(ck->pool, lith_clock_ms() + HOLD_COPY_MAX_MS)) {
-    if (lith_clock_ms() < ck->hold_until)
+  int64_t now = lith_clock_ms();
+  if (bg_busy(ck) || !lith__pool_hold_drained(ck->pool, now + HOLD_COPY_MAX_MS)) {
+    /* Reads that have lasted wal_hold_ms are asked to end, and from half
+     * the bound on every read still running (it began before the hold). */
+    lith__pool_mark_too_old(ck->pool, now < ck->hold_mark_at ? now - ck->hold_ms : INT64_MAX);
+    if (now < ck->hold_until)
       return 0; /* look again after the next batch, or within 1 ms when idle */
-    hold_end(ck);
+    hold_end(ck, frames);
     atomic_fetch_add(&ck->holds_gave_up, 1);
-    ck->next_hold_at = (int64_t)frames + ck->pages;
+    if (ck->gave_up < HOLD_GROW)
+      ck->gave_up++;
+    /* The next hold begins once the reads marked have ended (above); if
+     * none still runs (one ended just now), once the WAL has grown by
+     * checkpoint_pages. */
+    ck->next_hold_at = lith__pool_too_old_running(ck->pool) > 0 ? 0 : (int64_t)frames + ck->pages;
     return 0;
   }
   /* No lith reader in the WAL and none can enter: this pass copies all of
    * it, and readers that begin from now on read the database file alone. */
   int rc = run(ck, conn, NULL, SQLITE_CHECKPOINT_PASSIVE);
-  hold_end(ck);
+  hold_end(ck, frames);
+  ck->gave_up = 0;
   if (rc == LITH_OK && atomic_load(&ck->wal_pages) == 0) {
     ck->restart_due = 1; /* wal_hook sees whether the next commit starts it over */
     ck->frames_copied = frames;

@@ -20,17 +20,55 @@
  * snapshot in the WAL before the last one ends), and the -wal file grows
  * for ever. So in WRITER and AUTO, once the WAL holds 4 x checkpoint_pages
  * and the last checkpoint could not copy it all, lith makes the moment: it
- * holds new lith_read snapshots (read_pool.h) for at most wal_hold_ms, and
- * as soon as the reads already running are done (and no background pass
- * runs) the writer, between two batches, copies the rest and releases the
- * readers. Readers that begin after the WAL was wholly copied read the
- * database file alone (SQLite's read mark 0), so they do not stand in the
- * way: the next write starts the WAL over, and journal_size_limit cuts the
- * file back. A hold that outlasts its bound (a read longer than it) gives
- * up; the next is tried once the WAL has grown by checkpoint_pages more. A
- * WAL wholly copied under a hold that still does not start over is read
- * by a connection lith does not own (another process): counted, and not
- * held for again until the WAL has grown by 4 x checkpoint_pages more.
+ * holds new lith_read snapshots (read_pool.h) for a bounded time, and as
+ * soon as the reads already running are done the writer, between two
+ * batches, copies the rest and releases the readers. Readers that begin
+ * after the WAL was wholly copied read the database file alone (SQLite's
+ * read mark 0), so they do not stand in the way: the next write starts the
+ * WAL over, and journal_size_limit cuts the file back.
+ *
+ * The hold's rules:
+ *
+ *   - It begins once the WAL holds 4 x checkpoint_pages without having
+ *     started over, no lith_backup runs (its snapshot keeps the WAL from
+ *     starting over and it cannot be asked to end; backups wait behind a
+ *     hold as reads do), and no read marked too old runs (below: the hold
+ *     would give up). A background pass gives way to it: one asked for is
+ *     taken back, one running is stopped (sqlite3_interrupt; the hold's
+ *     copy makes what it had not finished) and the hold begins once it
+ *     has stopped. Its checkpoint lock would make the writer's copy wait,
+ *     with the reads held, and a pass can last hundreds of ms on a busy
+ *     machine.
+ *   - Its bound is wal_hold_ms, doubled for each hold given up in a row, at
+ *     most HOLD_GROW (4) times: 100, 200, 400 ms by default; a hold that
+ *     copies the WAL brings it back to wal_hold_ms.
+ *   - While it waits, a read that has lasted wal_hold_ms is marked too old
+ *     (lith_rx_too_old says 1), and from half the bound on every read still
+ *     running is (each began before the hold). A read that lasts between
+ *     its statements (a transaction kept open on a snapshot) checks the
+ *     mark and ends, and the same hold goes on to copy: so a snapshot kept
+ *     open costs one hold half its bound at most. A short read is marked
+ *     only when something (a busy machine) kept it running that long, and
+ *     may ignore it.
+ *   - At its bound, with reads still running, it gives up; they are all
+ *     marked by then. The next hold begins as soon as they have ended, and
+ *     not before (one that ignores the mark would make it give up again,
+ *     holding new reads for nothing); if none still runs, once the WAL has
+ *     grown by checkpoint_pages.
+ *   - The writer goes on committing while a hold lasts, faster with the
+ *     readers held: on a busy machine, where the reads waited for are slow,
+ *     a hold alone can add more than 4 x checkpoint_pages. So the first
+ *     hold of a WAL begins at 8 x checkpoint_pages less what the last hold
+ *     added, within 1 to 4 x checkpoint_pages.
+ *
+ * So reads that honour the mark keep the WAL near 8 x checkpoint_pages
+ * (a hold's growth is what a busy machine varies); a read that ignores it
+ * keeps the WAL growing until it ends (lith cannot end a read;
+ * lith_read_deadline and a statement's own deadline can), but holds no
+ * other read meanwhile. A WAL wholly copied under a hold that still does
+ * not start over is read by a connection lith does not own (another
+ * process): counted (wal_restart_blocked), and not held for again until
+ * the WAL has grown by 4 x checkpoint_pages more.
  *
  * At close, lith__ckpt_close() stops the background thread and runs a
  * TRUNCATE checkpoint (not in EXTERNAL). A failed checkpoint loses nothing:
@@ -69,9 +107,14 @@ typedef struct lith__ckpt {
   int hold_ms;          /* lith_options.wal_hold_ms; 0: never */
   int holding;          /* a hold is on */
   int64_t hold_until;   /* lith_clock_ms */
+  int64_t hold_mark_at; /* lith_clock_ms: from then on every read still running is marked too old */
   int64_t hold_t0;      /* lith__now_ns when it began */
   int64_t next_hold_at; /* frames before the next hold (after one that failed); 64-bit:
-                           checkpoint_pages may be up to INT_MAX */
+                           checkpoint_pages may be up to INT_MAX; 0 once the WAL starts over */
+  int gave_up;          /* holds given up in a row: the next one's bound doubles per each */
+  int64_t hold_at;      /* frames at which a hold begins: 4 x checkpoint_pages, or sooner
+                           after one during which the WAL grew much (hold_end) */
+  int64_t hold_from;    /* frames when the hold began */
   int restart_due;      /* the WAL was wholly copied under a hold: the next commit starts it over */
   int frames_copied;    /* ... at that many frames */
   _Atomic uint64_t holds, holds_gave_up, hold_ns_total, restart_blocked;

@@ -8,14 +8,16 @@
  * A hold (lith__pool_hold) keeps new reads from beginning for a bounded
  * time. Held borrowers sleep on a condition variable of their own: on the
  * pool's, a connection given back would signal one of them, which would
- * sleep again and leave a borrower waiting for a connection unwoken.
+ * sleep again and leave a borrower waiting for a connection unwoken. A
+ * backup (lith__pool_backup_begin) waits behind a hold the same way, and a
+ * hold is not begun while one runs.
  */
 #include "read_pool.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -31,7 +33,8 @@ struct lith_rx {
   lith__stmt_cache *cache;
   sqlite3_stmt *begin, *commit;
   struct lith_rx *next_free;
-  int borrowed; /* under the pool's mu: lith__pool_interrupt reaches it */
+  int borrowed;        /* under the pool's mu: lith__pool_interrupt reaches it */
+  int64_t since_ms;    /* under the pool's mu: lith_clock_ms when borrowed */
   _Atomic int too_old; /* lith_rx_too_old: set by the writer's hold, cleared when borrowed */
 };
 
@@ -43,6 +46,7 @@ struct lith__pool {
   struct lith_rx *free;
   int total;
   int borrowed;
+  int backups; /* lith__pool_backup_begin without its end yet */
   int closing;
   struct lith_rx *all;
   lith__read_stats *stats; /* the caller's */
@@ -164,10 +168,13 @@ static int64_t held_until(const lith__pool *p, int64_t deadline_ms) {
   return lith_clock_ms() < until ? until : 0;
 }
 
-void lith__pool_hold(lith__pool *p, int64_t until_ms) {
+int lith__pool_hold(lith__pool *p, int64_t until_ms) {
   pthread_mutex_lock(&p->mu);
-  p->hold_until = until_ms > 0 ? until_ms : 1;
+  int held = p->backups == 0;
+  if (held)
+    p->hold_until = until_ms > 0 ? until_ms : 1;
   pthread_mutex_unlock(&p->mu);
+  return held;
 }
 
 void lith__pool_release(lith__pool *p) {
@@ -249,6 +256,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_m
   p->free = rx->next_free;
   p->borrowed++;
   rx->borrowed = 1;
+  rx->since_ms = lith_clock_ms();
   atomic_store(&rx->too_old, 0);
   STAT_ADD(p, reads, 1);
   STAT_ADD(p, in_use, 1);
@@ -289,6 +297,51 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_m
     pthread_cond_signal(&p->cv);
   pthread_mutex_unlock(&p->mu);
   return rc;
+}
+
+int lith__pool_mark_too_old(lith__pool *p, int64_t began_by_ms) {
+  int n = 0;
+  pthread_mutex_lock(&p->mu);
+  for (int i = 0; i < p->total; i++)
+    if (p->all[i].borrowed && p->all[i].since_ms <= began_by_ms && !atomic_exchange(&p->all[i].too_old, 1))
+      n++;
+  STAT_ADD(p, too_old, n);
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+int lith__pool_too_old_running(lith__pool *p) {
+  int n = 0;
+  pthread_mutex_lock(&p->mu);
+  for (int i = 0; i < p->total; i++)
+    n += p->all[i].borrowed && atomic_load(&p->all[i].too_old);
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+void lith__pool_backup_begin(lith__pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  for (int64_t until; (until = held_until(p, -1)) > 0;)
+    wait_until(p, &p->hold_cv, until);
+  p->backups++;
+  pthread_mutex_unlock(&p->mu);
+}
+
+void lith__pool_backup_end(lith__pool *p) {
+  if (!p)
+    return;
+  pthread_mutex_lock(&p->mu);
+  p->backups--;
+  pthread_mutex_unlock(&p->mu);
+}
+
+int lith__pool_backups(lith__pool *p) {
+  pthread_mutex_lock(&p->mu);
+  int n = p->backups;
+  pthread_mutex_unlock(&p->mu);
+  return n;
 }
 
 void lith__pool_interrupt(lith__pool *p) {

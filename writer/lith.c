@@ -285,7 +285,7 @@ static int backup(lith *db, const char *dest_path, int new_only) {
   int rc = lith__enter(db);
   if (rc != LITH_OK)
     return rc;
-  rc = lith__backup_run(db->path, &db->opt, dest_path, new_only, &db->interrupts);
+  rc = lith__backup_run(db->path, &db->opt, dest_path, new_only, &db->interrupts, db->pool);
   lith__leave(db);
   return rc;
 }

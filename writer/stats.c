@@ -113,6 +113,7 @@ void lith_stats_get(lith *db, lith_stats *out) {
   out->readers = (uint64_t)db->opt.readers;
   out->reads_held = atomic_load_explicit(&r->held, memory_order_relaxed);
   out->reads_held_ns_total = atomic_load_explicit(&r->held_ns_total, memory_order_relaxed);
+  out->reads_too_old = atomic_load_explicit(&r->too_old, memory_order_relaxed);
   for (int i = 0; i < LITH_LAT_BUCKETS; i++)
     out->read_wait_lat[i] = atomic_load_explicit(&r->wait_lat[i], memory_order_relaxed);
 

@@ -24,7 +24,11 @@
  *     lith_open opens it without running the migrations again;
  *   - a backup whose destination is the live database itself (same name or
  *     "./name") loses nothing: every command answered afterwards is in the
- *     file for a new connection and after close.
+ *     file for a new connection and after close;
+ *   - backups are lith's own readers (issue #32, hole 10): backups taken
+ *     one after another while writers keep the WAL long enough for holds
+ *     are never counted as a reader outside lith (wal_restart_blocked 0),
+ *     and the holds between them still let the WAL start over.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +45,7 @@
 
 #include <cmocka.h>
 
+#include "../../lib/clock.h"
 #include "common.h"
 
 #define DB "backup_src.db"
@@ -704,6 +709,65 @@ static void test_interrupt_stops_a_backup(void **state) {
   t_remove_db(DEST);
 }
 
+/* ---- backups and the WAL hold ------------------------------------------ */
+
+typedef struct backups {
+  lith *db;
+  writers *w;
+  _Atomic int done, failed;
+} backups;
+
+static void *backups_main(void *arg) {
+  backups *b = arg;
+  while (!atomic_load(&b->w->stop)) {
+    if (lith_backup(b->db, DEST) == LITH_OK)
+      atomic_fetch_add(&b->done, 1);
+    else
+      atomic_fetch_add(&b->failed, 1);
+    usleep(20 * 1000); /* room for a hold between two */
+  }
+  return NULL;
+}
+
+static void test_backups_are_not_outside_readers(void **state) {
+  (void)state;
+  enum { NW = 2 };
+  writers w;
+  memset(&w, 0, sizeof w);
+  w.db = open_source(); /* checkpoint_pages 200: a hold once the WAL holds 800 */
+  lith_stats st0;
+  lith_stats_get(w.db, &st0);
+  pthread_t th[NW], bth;
+  backups b = {w.db, &w, 0, 0};
+  for (int i = 0; i < NW; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w), 0);
+  assert_int_equal(pthread_create(&bth, NULL, backups_main, &b), 0);
+  int64_t end = lith_clock_ms() + 3000;
+  while (lith_clock_ms() < end)
+    usleep(10 * 1000);
+  atomic_store(&w.stop, 1);
+  for (int i = 0; i < NW; i++)
+    pthread_join(th[i], NULL);
+  pthread_join(bth, NULL);
+  lith_stats st;
+  lith_stats_get(w.db, &st);
+  print_message(
+      "%d backups; %ld commands; %llu holds (%llu gave up), %llu restarts blocked, -wal %llu bytes\n",
+      atomic_load(&b.done), atomic_load(&w.answered), (unsigned long long)(st.wal_holds - st0.wal_holds),
+      (unsigned long long)st.wal_holds_gave_up, (unsigned long long)st.wal_restart_blocked,
+      (unsigned long long)st.wal_file_bytes);
+  assert_int_equal(atomic_load(&b.failed), 0);
+  assert_true(atomic_load(&b.done) >= 3);
+  assert_int_equal(atomic_load(&w.errors), 0);
+  assert_true(st.wal_holds > st0.wal_holds);
+  assert_int_equal(st.wal_restart_blocked, 0); /* no reader outside lith */
+  check_prefix(DEST);
+  assert_int_equal(lith_close(w.db), LITH_OK);
+  assert_int_equal(t_query_int(DB, "SELECT total FROM meta"), atomic_load(&w.answered));
+  t_remove_db(DB);
+  t_remove_db(DEST);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_backup_while_committing),
@@ -714,6 +778,9 @@ int main(void) {
       cmocka_unit_test(test_backup_new_never_replaces),
       cmocka_unit_test(test_backup_onto_its_own_file_loses_nothing),
       cmocka_unit_test(test_interrupt_stops_a_backup),
+      cmocka_unit_test(test_backups_are_not_outside_readers),
   };
+  if (getenv("TEST_FILTER")) /* one test by name */
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
   return cmocka_run_group_tests_name("sqlite/backup", tests, NULL, NULL);
 }

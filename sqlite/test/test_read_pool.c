@@ -35,13 +35,23 @@
  *     or until its own deadline if sooner (then it reads: a hold never
  *     fails a read); reads already running go on and are counted
  *     (lith__pool_running); lith__pool_hold_drained moves the hold's end
- *     only when no read runs; the held reads and their wait are counted.
+ *     only when no read runs; the held reads and their wait are counted;
+ *   - too old (lith__pool_mark_too_old, the hold's word to reads that keep
+ *     the WAL from starting over): the reads running that began by the
+ *     time given are marked and see lith_rx_too_old 1 for the rest of
+ *     their lith_read, those begun later 0; each read is counted once
+ *     (stats too_old), lith__pool_too_old_running counts the marked ones
+ *     still running, and the next read on the connection sees 0;
+ *   - backups (lith__pool_backup_begin): while one runs a hold is refused;
+ *     one begun during a hold waits until the release, or the hold's
+ *     bound, and is not counted as a held read.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -866,6 +876,13 @@ static void test_read_deadline_and_pool_figures(void **state) {
   waiter w = {db, lith_clock_ms() + 10000, 0, -1};
   pthread_t tw;
   assert_int_equal(pthread_create(&tw, NULL, waiter_main, &w), 0);
+  /* until it waits (50 ms alone were not always enough on a busy machine:
+   * the reader came back before the waiter had looked, and no wait was
+   * counted), then 50 ms more */
+  for (int i = 0; i < 10000 && st.read_waits < 3; i++) {
+    usleep(1000);
+    lith_stats_get(db, &st);
+  }
   usleep(50 * 1000);
   atomic_store(&h.release, 1);
   pthread_join(th, NULL);
@@ -1078,6 +1095,134 @@ static void test_hold(void **state) {
   t_remove_db(DB);
 }
 
+/* ---- too old, and backups ------------------------------------------------ */
+
+typedef struct aged {
+  lith__pool *p;
+  _Atomic int started, release, saw_old, old_at_end;
+  int rc;
+} aged;
+
+static int aged_fn(lith_rx *rx, void *arg) {
+  aged *a = arg;
+  atomic_store(&a->started, 1);
+  while (!atomic_load(&a->release)) {
+    if (lith_rx_too_old(rx))
+      atomic_store(&a->saw_old, 1);
+    usleep(1000);
+  }
+  atomic_store(&a->old_at_end, lith_rx_too_old(rx));
+  return LITH_OK;
+}
+
+static void *aged_thread(void *arg) {
+  aged *a = arg;
+  a->rc = lith__pool_read(a->p, aged_fn, a, -1);
+  return NULL;
+}
+
+typedef struct backup_wait {
+  lith__pool *p;
+  _Atomic int64_t began_at; /* lith_clock_ms once lith__pool_backup_begin returned */
+} backup_wait;
+
+static void *backup_wait_thread(void *arg) {
+  backup_wait *b = arg;
+  lith__pool_backup_begin(b->p);
+  atomic_store(&b->began_at, lith_clock_ms());
+  lith__pool_backup_end(b->p);
+  return NULL;
+}
+
+static void test_too_old_and_backups(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.readers = 3;
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_close(db), LITH_OK);
+  lith__read_stats st;
+  memset(&st, 0, sizeof st);
+  lith__pool *p = NULL;
+  assert_int_equal(lith__pool_open(DB, &opt, &st, &p), LITH_OK);
+
+  /* an old read and a young one: only the old one is marked */
+  aged old = {.p = p}, young = {.p = p};
+  pthread_t t1, t2;
+  assert_int_equal(pthread_create(&t1, NULL, aged_thread, &old), 0);
+  while (!atomic_load(&old.started))
+    usleep(1000);
+  usleep(60 * 1000);
+  int64_t cut = lith_clock_ms() - 20; /* after the old one began, before the young one */
+  assert_int_equal(pthread_create(&t2, NULL, aged_thread, &young), 0);
+  while (!atomic_load(&young.started))
+    usleep(1000);
+  assert_int_equal(lith__pool_too_old_running(p), 0);
+  assert_int_equal(lith__pool_mark_too_old(p, cut), 1);
+  assert_int_equal(lith__pool_too_old_running(p), 1);
+  assert_int_equal(atomic_load(&st.too_old), 1);
+  while (!atomic_load(&old.saw_old))
+    usleep(1000);
+  usleep(20 * 1000);
+  assert_int_equal(atomic_load(&young.saw_old), 0);
+  /* every one: the young one now, the old one not counted twice */
+  assert_int_equal(lith__pool_mark_too_old(p, INT64_MAX), 1);
+  assert_int_equal(lith__pool_mark_too_old(p, INT64_MAX), 0);
+  assert_int_equal(lith__pool_too_old_running(p), 2);
+  assert_int_equal(atomic_load(&st.too_old), 2);
+  atomic_store(&old.release, 1);
+  pthread_join(t1, NULL);
+  assert_int_equal(old.rc, LITH_OK);
+  assert_int_equal(atomic_load(&old.old_at_end), 1); /* it stays 1 to the end */
+  assert_int_equal(lith__pool_too_old_running(p), 1);
+  atomic_store(&young.release, 1);
+  pthread_join(t2, NULL);
+  assert_int_equal(atomic_load(&young.old_at_end), 1);
+  assert_int_equal(lith__pool_too_old_running(p), 0);
+  /* the connections' next reads are not too old; nothing runs to mark */
+  for (int i = 0; i < 3; i++) {
+    aged next = {.p = p};
+    atomic_store(&next.release, 1);
+    aged_thread(&next);
+    assert_int_equal(atomic_load(&next.old_at_end), 0);
+  }
+  assert_int_equal(lith__pool_mark_too_old(p, INT64_MAX), 0);
+  assert_int_equal(atomic_load(&st.too_old), 2);
+
+  /* a backup running: no hold; once it ended, a hold again */
+  lith__pool_backup_begin(p);
+  assert_int_equal(lith__pool_hold(p, lith_clock_ms() + 10000), 0);
+  held free_read = {.p = p, .deadline = -1}; /* the refused hold holds nothing */
+  int64_t t0 = lith_clock_ms();
+  held_thread(&free_read);
+  assert_true(atomic_load(&free_read.ran_at) - t0 < 1000);
+  lith__pool_backup_end(p);
+  assert_int_equal(atomic_load(&st.held), 0);
+
+  /* a backup begun during a hold waits for the release */
+  t0 = lith_clock_ms();
+  assert_int_equal(lith__pool_hold(p, t0 + 10000), 1);
+  backup_wait bw = {.p = p};
+  assert_int_equal(pthread_create(&t1, NULL, backup_wait_thread, &bw), 0);
+  usleep(150 * 1000);
+  assert_int_equal(atomic_load(&bw.began_at), 0);
+  lith__pool_release(p);
+  pthread_join(t1, NULL);
+  assert_true(atomic_load(&bw.began_at) - t0 >= 140);
+  assert_true(atomic_load(&bw.began_at) - t0 < 5000);
+  /* or for the hold's bound */
+  backup_wait bw2 = {.p = p};
+  t0 = lith_clock_ms();
+  assert_int_equal(lith__pool_hold(p, t0 + 150), 1);
+  backup_wait_thread(&bw2);
+  assert_true(atomic_load(&bw2.began_at) - t0 >= 140);
+  assert_true(atomic_load(&bw2.began_at) - t0 < 5000);
+  lith__pool_release(p);
+  assert_int_equal(atomic_load(&st.held), 0); /* backups are not reads */
+  lith__pool_close(p);
+  t_remove_db(DB);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reads_see_whole_batches),
@@ -1089,6 +1234,7 @@ int main(void) {
       cmocka_unit_test(test_read_deadline_and_pool_figures),
       cmocka_unit_test(test_read_deadline_under_contention),
       cmocka_unit_test(test_hold),
+      cmocka_unit_test(test_too_old_and_backups),
   };
   return cmocka_run_group_tests_name("sqlite/read_pool", tests, NULL, NULL);
 }
