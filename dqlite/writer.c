@@ -225,7 +225,7 @@ static void backoff(lith__dqw *w, int64_t deadline) {
                                                                  : w->backoff_ms * 2;
 }
 
-/* Be connected to the leader with the database open and _lith_batches made,
+/* Be connected to the leader with the database open and lith's tables made,
  * trying until the deadline (at least one round of the addresses). 1 when
  * ready. */
 static int ensure(lith__dqw *w, int64_t deadline) {
@@ -245,7 +245,13 @@ static int ensure(lith__dqw *w, int64_t deadline) {
       rc = lith__dq_exec_sql(w->c, w->db,
                              "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "
                              "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"
-                             "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time)",
+                             "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time);"
+                             /* lithd's schema record, made even without
+                              * --schema: a name taken before any command
+                              * runs, so no client can rename a table of its
+                              * own onto it (lith's rule cannot see a
+                              * rename's new name) */
+                             "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL)",
                              NULL, 0, NULL);
     if (rc == LITH_DQ_OK) {
       int bound = 0;

@@ -40,7 +40,9 @@
  *     idempotent, so a fence whose own answer is lost is simply repeated.
  * _lith_batches(id INTEGER PRIMARY KEY, time INTEGER, lost INTEGER) is
  * created by the writer; rows older than keep_s seconds are pruned (by the
- * writer's wall clock, every 64 batches, inside a batch).
+ * writer's wall clock, every 64 batches, inside a batch). It also creates
+ * lithd's schema record _lith_schema(version) (empty until a --schema
+ * fills it), so that both names are taken before any command runs.
  *
  * What a producer may see (lith__dqw_do's result, or req->rc):
  *   LITH_DQW_OK           committed (a majority stored it).

@@ -12,7 +12,8 @@
  *     enforces foreign keys) fails alone, COMMIT having refused the batch
  *     (each runs again alone: the two others commit); a command sending
  *     COMMIT or two statements is refused (MISUSE), lith__dqw_error fails a
- *     command with its message; _lith_batches has one row per batch;
+ *     command with its message; _lith_batches has one row per batch, and
+ *     _lith_schema is made;
  *   - killing a follower under 32 transferring producers changes no
  *     answer: no failure other than the workload's own (a balance would go
  *     negative: CHECK), and the ledger checks below hold;
@@ -296,6 +297,9 @@ static void test_batching(void **state) {
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k < 1000"), 4); /* 1, 3, 4, 6 */
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM t WHERE k IN (1, 3, 4, 6)"), 4);
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM _lith_batches WHERE lost = 0"), (int64_t)batches);
+  /* lithd's schema record is there too, from the start: its name is taken */
+  assert_int_equal(
+      q_int(c, db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_lith_schema'"), 1);
   lith__dq_close(c);
 }
 

@@ -153,6 +153,8 @@ static const struct attack attacks[] = {
      LITH_OWN, "SQLITE_AUTH"},
     {"a rename onto _lith_batches", DO, ONE("ALTER TABLE pt RENAME TO _lith_batches"), 400,
      "there is already another table", "SQLITE_ERROR"},
+    {"a rename onto _lith_schema", DO, ONE("ALTER TABLE pt RENAME TO _LITH_schema"), 400,
+     "there is already another table", "SQLITE_ERROR"},
     {"DROP TABLE _lith_batches", DO, ONE("DROP TABLE _lith_batches"), 403, LITH_OWN, "SQLITE_AUTH"},
     {"DROP TABLE _lith_schema", DO, ONE("DROP TABLE IF EXISTS _LITH_SCHEMA"), 403, LITH_OWN, "SQLITE_AUTH"},
     {"DROP VIEW _lith_batches", DO, ONE("DROP VIEW _lith_batches"), 403, LITH_OWN, "SQLITE_AUTH"},
