@@ -7,9 +7,10 @@
  * Each test is written as the misbehaving command a user would write
  * (issue 9): savepoint names in another case, writing on after SQLite
  * rolled the transaction back, deferred foreign-key violations, PRAGMAs that
- * change the connection, TEMP triggers and tables, a write statement left
- * mid-step, several statements through sqlite3_exec, a command returning an
- * SQLite code. The reads' counterparts (a callback leaving a statement
+ * change the connection, TEMP triggers and tables, making or changing
+ * lith's own _lith_* tables (issue 32), a write statement left mid-step,
+ * several statements through sqlite3_exec, a command returning an SQLite
+ * code. The reads' counterparts (a callback leaving a statement
  * mid-step, a recursive walk through the statement cache) are here too.
  */
 #include <setjmp.h>
