@@ -188,6 +188,7 @@ enum {
   M_READS_HELD,
   M_READS_HELD_SECONDS,
   M_WAL_RESTART_BLOCKED,
+  M_READS_TOO_OLD,
   M_COUNT
 };
 
@@ -237,6 +238,9 @@ static const struct db_metric {
     [M_WAL_RESTART_BLOCKED] = {"lith_wal_restart_blocked_total", "counter",
                                "Times the WAL was wholly checkpointed with lithd's reads held and still "
                                "did not start over: a connection outside lithd reads it."},
+    [M_READS_TOO_OLD] = {"lith_reads_too_old_total", "counter",
+                         "Reads a hold asked to end because their snapshot kept the WAL from starting "
+                         "over (read transactions end SNAPSHOT_TOO_OLD)."},
 };
 
 /* The sample of metric k for database d (its statistics st). */
@@ -266,6 +270,7 @@ static void db_sample(lithd_buf *b, int k, const lithd_metrics_db *d, const lith
   case M_READS_HELD: v = st->reads_held; break;
   case M_READS_HELD_SECONDS: seconds = (double)st->reads_held_ns_total / 1e9; break;
   case M_WAL_RESTART_BLOCKED: v = st->wal_restart_blocked; break;
+  case M_READS_TOO_OLD: v = st->reads_too_old; break;
   default: seconds = (double)st->commit_ns_total / 1e9; break;
   }
   if (seconds >= 0)

@@ -46,12 +46,12 @@ char *lithd_store_stats_json(lithd_store *s) {
              ",\"tx_p99_ns\":%" PRIu64 ",\"wait_p50_ns\":%" PRIu64 ",\"wait_p99_ns\":%" PRIu64
              ",\"tx_max_ns\":%" PRIu64 ",\"wal_file_bytes\":%" PRIu64 ",\"wal_holds\":%" PRIu64
              ",\"wal_holds_gave_up\":%" PRIu64 ",\"reads_held\":%" PRIu64 ",\"wal_restart_blocked\":%" PRIu64
-             "}",
+             ",\"reads_too_old\":%" PRIu64 "}",
              l->commands, l->batches, l->failed, l->retried, l->busy, l->queue_depth, l->wal_pages,
              l->checkpoints, l->checkpoint_errors, lith_lat_quantile_ns(l->tx_lat, NULL, 0.5),
              lith_lat_quantile_ns(l->tx_lat, NULL, 0.99), lith_lat_quantile_ns(l->wait_lat, NULL, 0.5),
              lith_lat_quantile_ns(l->wait_lat, NULL, 0.99), l->tx_ns_max, l->wal_file_bytes, l->wal_holds,
-             l->wal_holds_gave_up, l->reads_held, l->wal_restart_blocked);
+             l->wal_holds_gave_up, l->reads_held, l->wal_restart_blocked, l->reads_too_old);
   } else {
     snprintf(out, CAP,
              "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"failovers\":%" PRIu64
