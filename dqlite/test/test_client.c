@@ -53,6 +53,18 @@
 #define RSS_SLACK_KIB 0
 #endif
 
+/* n divided by env LITH_TEST_SCALE (a divisor, default 1), at least 1:
+ * fewer parts under the sanitizers, as in the other suites. */
+static int scaled(int n) {
+  const char *s = getenv("LITH_TEST_SCALE");
+  int d = s != NULL ? atoi(s) : 1;
+  return d > 1 && n / d > 0 ? n / d : n;
+}
+
+/* A handle's timeout where the test bounds memory, not time: what a busy
+ * machine under a sanitizer takes to move tens of MB is no failure. */
+#define SLOW_OK_MS 120000
+
 static t_node node;
 
 static int group_setup(void **state) {
@@ -472,6 +484,7 @@ static void test_query_each_node(void **state) {
    * row's memory, not 1.5 GB; the rest is past LITH_DQ_DRAIN_MAX, so the
    * connection is closed, and the node is fine. */
   each_init(&e, 50);
+  lith__dq_set_timeout(c, SLOW_OK_MS); /* 5 s was not enough under TSan on a busy machine */
   int64_t t0 = t_ms_now();
   assert_int_equal(
       lith__dq_query_each(c, db, MB_ROWS(1500, ", zeroblob(1000000) AS b"), NULL, 0, on_rows, &e, 0),
@@ -486,6 +499,7 @@ static void test_query_each_node(void **state) {
 
   /* The whole-answer call on it stops at LITH_DQ_MAX_ANSWER: TOOBIG. */
   c = open_db("each.db", &db);
+  lith__dq_set_timeout(c, SLOW_OK_MS);
   lith__dq_rows r;
   lith__dq_rows_init(&r);
   t0 = t_ms_now();
@@ -626,11 +640,15 @@ static uint64_t tcp_in_flight_max(void) {
  * client is kept off the CPU while the node writes, up to the buffers'
  * largest (tcp_wmem's + tcp_rmem's: 36 MiB on the 2-core machine), so it
  * is the bound's slack: a fixed 16 MiB was less than a busy machine may
- * hold. A drain without its bound reads on until the handle's timeout
- * (20 s): gigabytes. */
+ * hold. A drain without its bound reads on until the handle's timeout:
+ * gigabytes. 3000 parts (200 MB), fewer under LITH_TEST_SCALE, within
+ * SLOW_OK_MS (20 s was too short under TSan on a busy machine). */
 static void test_endless_parts(void **state) {
   (void)state;
-  stream st = {.rows = 64, .pad = 1000, .every_ms = 0, .parts = 0}; /* ~66 KB a part */
+  /* static: a failed assertion leaves the fake's thread running on it */
+  static stream st;
+  st = (stream){.rows = 64, .pad = 1000, .every_ms = 0, .parts = 0}; /* ~66 KB a part */
+  const int stop_at = scaled(3000);
   lith__dq_buf one;
   lith__dq_buf_init(&one);
   t_rows_frame(&one, st.rows, st.pad, 0);
@@ -638,22 +656,22 @@ static void test_endless_parts(void **state) {
   lith__dq_buf_free(&one);
   uint64_t in_flight = tcp_in_flight_max();
   t_fake *f = t_fake_script(stream_respond, &st, 1);
-  lith__dq_conn *c = fake_conn(f, 20000);
+  lith__dq_conn *c = fake_conn(f, SLOW_OK_MS);
   each e;
-  each_init(&e, 3000);
+  each_init(&e, stop_at);
   int64_t t0 = t_ms_now();
   int rc = lith__dq_query_each(c, 0, "SELECT n", NULL, 0, on_rows, &e, 0);
   int64_t took = t_ms_now() - t0;
   uint64_t sent = t_fake_written(f);
   /* the parts taken, then the drain's bound, and what the kernel held */
-  uint64_t most = 3000 * part + LITH_DQ_DRAIN_MAX + part + in_flight;
+  uint64_t most = (uint64_t)stop_at * part + LITH_DQ_DRAIN_MAX + part + in_flight;
   print_message(
       "endless parts: %s after %d parts (%zu rows, %llu bytes sent, at most %llu) in %lld ms; RSS %ld -> %ld "
       "KiB at most; %s\n",
       lith__dq_rc_str(rc), e.parts, e.rows, (unsigned long long)sent, (unsigned long long)most,
       (long long)took, e.rss0, e.rss_max, lith__dq_errmsg(c));
   assert_int_equal(rc, LITH_DQ_STOPPED);
-  assert_int_equal(e.parts, 3000);
+  assert_int_equal(e.parts, stop_at);
   assert_true(sent < most);
   assert_true(e.rss_max - e.rss0 < RSS_SLACK_KIB + 8 * 1024);
   assert_false(lith__dq_connected(c));
@@ -661,7 +679,7 @@ static void test_endless_parts(void **state) {
   t_fake_free(f);
 
   f = t_fake_script(stream_respond, &st, 1);
-  c = fake_conn(f, 20000);
+  c = fake_conn(f, SLOW_OK_MS);
   lith__dq_rows r;
   lith__dq_rows_init(&r);
   rc = lith__dq_query_sql(c, 0, "SELECT n", NULL, 0, &r);
