@@ -4,15 +4,16 @@
 # sums cmocka's counts. Exits non-zero if any test or binary failed.
 #
 # Each binary runs under a time limit, LITH_TEST_TIMEOUT seconds (default
-# 900: the slowest binaries take about a fifth of that under
-# SANITIZE=thread with LITH_TEST_SCALE=4 on a busy 2-core machine; 0: no
-# limit). A binary still running at its limit is sent SIGTERM, then
-# SIGKILL LITH_TEST_KILL_AFTER seconds later (default 10), and so is every
-# process of its process group (the lithd and node processes it started);
-# the runner says so in a line naming it and the limit, counts it failed,
-# and goes on with the next. Whatever a binary leaves running in its group
-# when it ends is killed too (and named). tools/test/test_runner.sh tests
-# this.
+# 900; 0: no limit). The slowest binaries took a quarter of that under
+# SANITIZE=thread with LITH_TEST_SCALE=4 on the 2-core machine with other
+# builds beside (load 15): test_docs 220 s, test_lithd_options 205 s,
+# clients/test_python 143 s, test_lithd_streams 138 s. A binary still
+# running at its limit is sent SIGTERM, then SIGKILL LITH_TEST_KILL_AFTER
+# seconds later (default 10), and so is every process of its process group
+# (the lithd and node processes it started); the runner says so in a line
+# naming it and the limit, counts it failed, and goes on with the next.
+# Whatever a binary leaves running in its group when it ends is killed too
+# (and named). tools/test/test_runner.sh tests this.
 set -u
 build=$1
 shift
