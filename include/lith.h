@@ -450,6 +450,18 @@ LITH_API int lith_cmd_sql(lith_tx *tx, void *arg);
 /* The last error met by a lith_tx_* call in this command (LITH_OK if none). */
 LITH_API int lith_tx_rc(lith_tx *tx);
 
+/* lith's rule on the schema (lith_command_check), now rather than when the
+ * command ends: if a statement that creates or alters a table was prepared
+ * since the last check, and a table now has a foreign key whose parent is
+ * named _lith_*, LITH_ERROR with a message beginning "not authorized" and
+ * naming the table (lith_errmsg; lith_tx_rc). Otherwise LITH_OK, at the cost
+ * of a flag's test when no such statement was prepared. lith checks every
+ * command that prepared one when it ends, and fails it then; a command that
+ * runs a client's statements one by one calls this after each, so that the
+ * statement fails rather than the whole command (what it made is still
+ * there: undo it, e.g. inside lith_tx_savepoint, or fail the command). */
+LITH_API int lith_tx_check(lith_tx *tx);
+
 /* Only in a command submitted alone (lith_submit_alone), outside
  * lith_tx_savepoint: end its transaction now and go on in a new one.
  * lith_tx_commit commits what the command did so far (LITH_OK: durable as
@@ -521,7 +533,7 @@ LITH_API sqlite3 *lith_rx_db(lith_rx *rx);
 
 /* Inside lith_read: 1 if the writer asks this read to end because its
  * snapshot keeps the WAL from starting over: a hold (wal_hold_ms) found it
- * running for wal_hold_ms, or for half the hold's bound, so the WAL can
+ * running for wal_hold_ms, or for half of it into the hold, so the WAL can
  * only grow until it ends. A read that lasts between statements (a
  * transaction kept open on a snapshot across requests) checks it every few
  * ms while it waits and, seeing 1, returns ("snapshot too old"); the same
@@ -569,13 +581,39 @@ LITH_API int lith_interrupt(lith *db);
  * _lith_ name is not refused here: onto one lith already has it fails as
  * SQLite fails any rename onto a taken name; a table renamed onto a new
  * _lith_ name is the client's to read only. lith_open's migrations are not
- * commands: they may make _lith_ tables. Returns SQLITE_OK, or SQLITE_DENY with
- * why[0..cap) saying why. Inside lith it is the first part of every
- * command's authorizer; a server that vets SQL on a connection of its own
- * before the SQL runs elsewhere (lithd --dqlite) calls it so that the
- * same rule holds there. Thread-safe; nothing is kept. */
+ * commands: they may make _lith_ tables. A foreign key onto a _lith_
+ * table is refused too, but not here (the authorizer never sees a
+ * REFERENCES clause): by lith_command_check, after the statement. Returns
+ * SQLITE_OK, or SQLITE_DENY with why[0..cap) saying why. Inside lith it is
+ * the first part of every command's authorizer; a server that vets SQL on a
+ * connection of its own before the SQL runs elsewhere (lithd --dqlite) calls
+ * it so that the same rule holds there. Thread-safe; nothing is kept. */
 LITH_API int lith_command_rule(int action, const char *a, const char *b, const char *c, char *why,
                                size_t cap);
+
+/* The half of lith's rule that the authorizer cannot see, on the schema a
+ * command's statement left on `conn`: no table of main may have a foreign
+ * key whose parent is named _lith_ (in any case, as SQLite matches names).
+ * Such a key makes lith's own writes there the client's to refuse: on
+ * lithd --dqlite the writer's clean-up of old _lith_batches rows then
+ * failed "FOREIGN KEY constraint failed" and every later write with it; a
+ * key onto a column that is not unique ("foreign key mismatch") fails
+ * lith's next write there at once. Every table is read (a RENAME TO
+ * rewrites the foreign keys of the tables that name the one renamed); TEMP
+ * tables are not: their foreign keys name TEMP tables only. Returns
+ * SQLITE_OK; SQLITE_DENY with why naming the table and its parent; or
+ * SQLite's code when the schema could not be read (why says so: fail the
+ * statement all the same). The statements it prepares must pass conn's
+ * authorizer. Inside lith, the write connection runs it when a command that
+ * prepared such a statement ends, and at lith_tx_check; a server that vets
+ * SQL elsewhere runs it on its copy of the schema as the statement left it,
+ * after each statement for which lith_command_needs_check said so, before
+ * the command may commit. */
+LITH_API int lith_command_check(sqlite3 *conn, char *why, size_t cap);
+
+/* Non-zero when a statement for which the authorizer saw `action` must be
+ * followed by lith_command_check: CREATE TABLE and ALTER TABLE. */
+LITH_API int lith_command_needs_check(int action);
 
 /* ---- Statistics ---------------------------------------------------------- */
 

@@ -174,6 +174,56 @@ static int rule_lith_names(int action, const char *a, const char *b, char *why, 
   return SQLITE_DENY;
 }
 
+/* The actions after which what a command's statement left must pass
+ * fk_rule (lith_command_check): a table made (its REFERENCES clauses) or
+ * altered (ADD COLUMN ... REFERENCES; RENAME TO, which rewrites the
+ * foreign keys of every table that names the one renamed). A TEMP table's
+ * foreign keys name TEMP tables only (SQLite's foreign keys stay inside
+ * their schema), and no TEMP table is named _lith_: it cannot hold lith's
+ * rows, so CREATE TEMP TABLE needs no check. */
+static int needs_check(int action) { return action == SQLITE_CREATE_TABLE || action == SQLITE_ALTER_TABLE; }
+
+/* lith's rule on the schema itself, which the authorizer cannot see: a
+ * table's REFERENCES clause reaches the authorizer as nothing (#32). No
+ * table of main may have a foreign key whose parent is named _lith_ (in any
+ * case: SQLite compares names without regard to ASCII case, as lith_name).
+ * Such a key makes lith's own writes there the client's to refuse: on
+ * --dqlite the writer's clean-up of _lith_batches failed "FOREIGN KEY
+ * constraint failed" and every write after it answered 503; a key onto a
+ * column that is not unique ("foreign key mismatch") fails every batch at
+ * once. SQLITE_OK; SQLITE_DENY, why naming the table and its parent; or
+ * SQLite's code when the schema could not be read (why says so). Every
+ * table is read, not only the one made, so that a rename that rewrote
+ * another table's foreign key is seen too. */
+static int fk_rule(sqlite3 *conn, char *why, size_t cap) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(conn,
+                              "SELECT m.name, f.\"table\" FROM main.sqlite_schema AS m, "
+                              "pragma_foreign_key_list(m.name, 'main') AS f WHERE m.type = 'table'",
+                              -1, &st, NULL);
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      const char *parent = (const char *)sqlite3_column_text(st, 1);
+      if (!lith_name(parent))
+        continue;
+      if (cap > 0)
+        snprintf(why, cap,
+                 "%s REFERENCES %s: names beginning _lith_ are lith's; no foreign key may name one as its "
+                 "parent",
+                 (const char *)sqlite3_column_text(st, 0), parent);
+      rc = SQLITE_DENY;
+      break;
+    }
+  }
+  if (rc == SQLITE_DONE)
+    rc = SQLITE_OK;
+  else if (rc != SQLITE_DENY && cap > 0)
+    snprintf(why, cap, "reading the schema's foreign keys (lith's rule on _lith_ names): %s",
+             sqlite3_errmsg(conn));
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* lith's own rules for what a command prepares, and what it leaves to undo
  * when it ends (*dirty). */
 static int rules(int action, const char *a, const char *b, const char *c, char *why, size_t cap, int *dirty) {
@@ -200,6 +250,8 @@ static int rules(int action, const char *a, const char *b, const char *c, char *
     break;
   default: break;
   }
+  if (needs_check(action))
+    *dirty |= LITH__DIRTY_DDL | LITH__DIRTY_FK_CHECK;
   return SQLITE_OK;
 }
 
@@ -208,6 +260,52 @@ int lith_command_rule(int action, const char *a, const char *b, const char *c, c
   if (cap > 0)
     why[0] = '\0';
   return rules(action, a, b, c, why, cap, &dirty);
+}
+
+int lith_command_needs_check(int action) { return needs_check(action); }
+
+int lith_command_check(sqlite3 *conn, char *why, size_t cap) {
+  if (cap > 0)
+    why[0] = '\0';
+  if (!conn)
+    return SQLITE_MISUSE;
+  return fk_rule(conn, why, cap);
+}
+
+int lith__schema_rule(lith *db, char *why, size_t cap) {
+  int in = db->in_command; /* lith's own statement: the command rules let it pass */
+  db->in_command = 0;
+  int src = fk_rule(db->conn, why, cap);
+  db->in_command = in;
+  return src;
+}
+
+void lith__expire_statements(lith *db) {
+  /* SQLite expires every prepared statement of the connection when its
+   * authorizer is set: each is prepared again (authorized again) when next
+   * stepped; one running goes on to its end. */
+  sqlite3_set_authorizer(db->conn, lith__authorize, db);
+}
+
+/* The schema rule as a command's outcome: LITH_OK, or its error. */
+static int schema_rule(lith *db, lith_tx *tx) {
+  char why[256];
+  int src = lith__schema_rule(db, why, sizeof why);
+  if (src == SQLITE_OK)
+    return LITH_OK;
+  if (src == SQLITE_DENY)
+    return lith_tx_error(tx, LITH_ERROR, "not authorized (%s)", why);
+  return lith_tx_error(tx, lith__code_of(src, db->conn), "%s", why);
+}
+
+/* After a command: one that prepared a statement creating or altering a
+ * table has every statement expired, so that one it prepared and never
+ * ran (kept in the statement cache) is prepared again, and so marked, by
+ * the command that runs it. */
+static void schema_done(lith *db) {
+  if (db->dirty & LITH__DIRTY_DDL)
+    lith__expire_statements(db);
+  db->dirty &= ~(unsigned)(LITH__DIRTY_DDL | LITH__DIRTY_FK_CHECK);
 }
 
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
@@ -489,6 +587,10 @@ run:
     rc = lith_tx_error(
         tx, LITH_CONSTRAINT,
         "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
+  /* A command that prepared DDL: its schema, whatever lith_tx_check saw
+   * (a nested savepoint undone may have brought back what a check passed) */
+  if (rc == LITH_OK && (db->dirty & LITH__DIRTY_DDL))
+    rc = schema_rule(db, tx);
   if (rc == LITH_OK && (db->dirty & LITH__DIRTY_TEMP)) {
     /* A statement the command left mid-step on its TEMP table would lock
      * the table against the DROP. The command is over: reset its reads;
@@ -700,7 +802,9 @@ again:;
     if (p->done)
       continue;
     p->ran = 0;
-    if (!run_command(db, req))
+    int gone = run_command(db, req);
+    schema_done(db);
+    if (!gone)
       continue;
     /* The transaction is gone (or must go); req is at fault and has its
      * outcome. Roll back whatever is still open, including a transaction
@@ -896,6 +1000,8 @@ static int commit_now(lith_tx *tx) {
     return lith_tx_error(
         tx, LITH_CONSTRAINT,
         "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
+  if ((db->dirty & LITH__DIRTY_DDL) && (rc = schema_rule(db, tx)) != LITH_OK)
+    return rc;
   reset_running(db, 1, NULL, 0);
   if (reset_running(db, 0, what, sizeof what) > 0)
     return left_running(tx, what);

@@ -172,6 +172,25 @@ int lith_cmd_sql(lith_tx *tx, void *arg) {
   return LITH_OK;
 }
 
+int lith_tx_check(lith_tx *tx) {
+  if (!tx)
+    return LITH_MISUSE;
+  lith *db = tx->db;
+  if (!(db->dirty & LITH__DIRTY_FK_CHECK)) /* no table made or altered since the last check */
+    return LITH_OK;
+  char why[256];
+  int src = lith__schema_rule(db, why, sizeof why);
+  if (src == SQLITE_DENY)
+    return note(tx, lith__fail(LITH_ERROR, "not authorized (%s)", why));
+  if (src != SQLITE_OK)
+    return note(tx, lith__fail(lith__code_of(src, db->conn), "lith_tx_check: %s", why));
+  /* Checked. A statement prepared before and not yet run is prepared
+   * again (and so marked again) before it runs. */
+  db->dirty &= ~(unsigned)LITH__DIRTY_FK_CHECK;
+  lith__expire_statements(db);
+  return LITH_OK;
+}
+
 int lith_tx_rc(lith_tx *tx) { return tx->err; }
 
 void lith_tx_restart_clock(lith_tx *tx) {

@@ -38,8 +38,18 @@ _Static_assert(sizeof(lith__priv) <= sizeof(((lith_request *)0)->lith__priv),
 
 enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
 /* Connection state a command may change for itself, put back when it ends
- * (batch.c): the flag pragmas it may set, and TEMP objects. */
-enum { LITH__DIRTY_DEFER_FK = 1, LITH__DIRTY_RECURSIVE = 2, LITH__DIRTY_TEMP = 4 };
+ * (batch.c): the flag pragmas it may set, and TEMP objects. And the schema
+ * rule (lith_command_check): a statement that creates or alters a table was
+ * prepared in this command (DDL: its schema is checked when it ends, and
+ * every statement is expired after it), and not yet followed by a check
+ * (FK_CHECK: lith_tx_check checks and clears it). */
+enum {
+  LITH__DIRTY_DEFER_FK = 1,
+  LITH__DIRTY_RECURSIVE = 2,
+  LITH__DIRTY_TEMP = 4,
+  LITH__DIRTY_DDL = 8,
+  LITH__DIRTY_FK_CHECK = 16
+};
 enum { LITH__REQ_SYNC = 1, LITH__REQ_ALONE = 2 };
 
 static inline lith__priv *lith__priv_of(lith_request *r) { return (lith__priv *)(void *)&r->lith__priv; }
@@ -159,6 +169,11 @@ void *lith__writer_main(void *arg);
 /* The authorizer that keeps commands from ending the transaction or
  * changing the connection for the commands after them (batch.c). */
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
+/* lith_command_check on the write connection, as lith's own statement (the
+ * command rules let it pass): an SQLite code, why saying why. */
+int lith__schema_rule(lith *db, char *why, size_t cap);
+/* Expire every statement prepared on the write connection (batch.c). */
+void lith__expire_statements(lith *db);
 
 /* The commit and rollback hooks of the write connection (batch.c): only
  * lith's own COMMIT may commit, and a rollback marks the transaction lost. */

@@ -8,7 +8,8 @@
  * (issue 9): savepoint names in another case, writing on after SQLite
  * rolled the transaction back, deferred foreign-key violations, PRAGMAs that
  * change the connection, TEMP triggers and tables, making or changing
- * lith's own _lith_* tables (issue 32), a write statement left mid-step,
+ * lith's own _lith_* tables (issue 32) or a foreign key onto one, a write
+ * statement left mid-step,
  * several statements through sqlite3_exec, a command returning an SQLite
  * code. The reads' counterparts (a callback leaving a statement
  * mid-step, a recursive walk through the statement cache) are here too.
@@ -693,6 +694,277 @@ static void test_lith_tables_are_lith_s(void **state) {
   assert_int_equal(count_kv("after"), 1);
 }
 
+/* ---- 3c. foreign keys onto lith's tables --------------------------------- */
+
+/* lith_command_check alone, on a connection of the test's (what lithd
+ * --dqlite runs on its copy of the cluster's schema), and which actions
+ * call for it. */
+static void test_fk_onto_lith_rule(void **state) {
+  (void)state;
+  assert_int_not_equal(lith_command_needs_check(SQLITE_CREATE_TABLE), 0);
+  assert_int_not_equal(lith_command_needs_check(SQLITE_ALTER_TABLE), 0);
+  static const int others[] = {SQLITE_CREATE_TEMP_TABLE,
+                               SQLITE_CREATE_INDEX,
+                               SQLITE_CREATE_VIEW,
+                               SQLITE_CREATE_TRIGGER,
+                               SQLITE_DROP_TABLE,
+                               SQLITE_INSERT,
+                               SQLITE_UPDATE,
+                               SQLITE_READ,
+                               SQLITE_PRAGMA};
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+    assert_int_equal(lith_command_needs_check(others[i]), 0);
+
+  sqlite3 *h = NULL;
+  assert_int_equal(sqlite3_open(":memory:", &h), SQLITE_OK);
+  char why[200] = "stale";
+  assert_int_equal(lith_command_check(h, why, sizeof why), SQLITE_OK);
+  assert_string_equal(why, "");
+  /* keys onto tables of the client's, or names that only look like lith's */
+  assert_int_equal(
+      sqlite3_exec(h,
+                   "CREATE TABLE p(id INTEGER PRIMARY KEY);"
+                   "CREATE TABLE c(x REFERENCES p, y REFERENCES lith_batches, "
+                   "z REFERENCES _lithbatches, w REFERENCES \"_lith batches\");"
+                   "CREATE VIEW v AS SELECT 1;"
+                   "CREATE TEMP TABLE tp(x REFERENCES _lith_batches)", /* TEMP: its own schema's */
+                   NULL, NULL, NULL),
+      SQLITE_OK);
+  assert_int_equal(lith_command_check(h, why, sizeof why), SQLITE_OK);
+  assert_string_equal(why, "");
+  /* one onto _lith_*, in any case and any form: the table and its parent named */
+  static const char *const bad[] = {
+      "CREATE TABLE \"we ird\"(x REFERENCES _lith_batches(id))",
+      "CREATE TABLE \"we ird\"(x, FOREIGN KEY(x) REFERENCES \"_LiTh_Batches\")",
+      "CREATE TABLE \"we ird\"(x REFERENCES [_LITH_SCHEMA](version) ON DELETE CASCADE)",
+      "CREATE TABLE \"we ird\"(x REFERENCES _lith_batches(time) DEFERRABLE INITIALLY DEFERRED)",
+      "CREATE TABLE \"we ird\"(x REFERENCES _lith_not_yet)", /* a parent that does not exist (yet) */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(sqlite3_exec(h, bad[i], NULL, NULL, NULL), SQLITE_OK);
+    if (lith_command_check(h, why, sizeof why) != SQLITE_DENY)
+      fail_msg("%s: allowed", bad[i]);
+    assert_non_null(strstr(why, "we ird REFERENCES _"));
+    assert_non_null(strstr(why, "names beginning _lith_ are lith's"));
+    assert_int_equal(sqlite3_exec(h, "DROP TABLE \"we ird\"", NULL, NULL, NULL), SQLITE_OK);
+  }
+  /* a rename rewrites the keys that name the table renamed */
+  assert_int_equal(sqlite3_exec(h, "ALTER TABLE p RENAME TO _lith_p", NULL, NULL, NULL), SQLITE_OK);
+  assert_int_equal(lith_command_check(h, why, sizeof why), SQLITE_DENY);
+  assert_non_null(strstr(why, "c REFERENCES _lith_p"));
+  /* a short buffer still ends; no buffer; no connection */
+  char tiny[8];
+  assert_int_equal(lith_command_check(h, tiny, sizeof tiny), SQLITE_DENY);
+  assert_int_equal(strlen(tiny), sizeof tiny - 1);
+  assert_int_equal(lith_command_check(h, NULL, 0), SQLITE_DENY);
+  assert_int_equal(lith_command_check(NULL, why, sizeof why), SQLITE_MISUSE);
+  sqlite3_close(h);
+}
+
+/* A command's own step: run one statement, then lith_tx_check. */
+typedef struct checked {
+  const char *sql;
+  int rc_exec, rc_check;
+  char msg[LITH_ERRMSG_MAX];
+} checked;
+
+static int exec_then_check(lith_tx *tx, void *arg) {
+  checked *c = arg;
+  c->rc_exec = lith_tx_exec(tx, c->sql, NULL);
+  c->rc_check = lith_tx_check(tx);
+  snprintf(c->msg, sizeof c->msg, "%s", c->rc_check != LITH_OK ? lith_errmsg(NULL) : "");
+  return c->rc_exec != LITH_OK ? c->rc_exec : c->rc_check;
+}
+
+/* Statements one by one as a server runs a client's: each in a savepoint of
+ * its own, checked after it; a refused one is undone alone, the command goes
+ * on and commits the rest. */
+static int statements_one_by_one(lith_tx *tx, void *arg) {
+  checked *c = arg; /* NULL-terminated by sql */
+  for (; c->sql != NULL; c++)
+    lith_tx_savepoint(tx, exec_then_check, c);
+  return LITH_OK;
+}
+
+/* A DDL statement prepared in one command and left unstepped, for the next
+ * to run from the statement cache. */
+static int prepare_only(lith_tx *tx, void *arg) { return lith_tx_stmt(tx, arg) ? LITH_OK : lith_tx_rc(tx); }
+
+static int step_cached(lith_tx *tx, void *arg) {
+  sqlite3_stmt *st = lith_tx_stmt(tx, arg);
+  if (st == NULL)
+    return lith_tx_rc(tx);
+  return sqlite3_step(st) == SQLITE_DONE ? LITH_OK : lith_tx_error(tx, LITH_ERROR, "step failed");
+}
+
+static int step_cached_checked(lith_tx *tx, void *arg) {
+  int rc = step_cached(tx, arg);
+  return rc != LITH_OK ? rc : lith_tx_check(tx);
+}
+
+/* In one command: prepare it, check (nothing ran yet: it passes), then run
+ * it from the cache: prepared again after the check, so checked again. */
+static int prepare_check_step(lith_tx *tx, void *arg) {
+  if (lith_tx_stmt(tx, arg) == NULL)
+    return lith_tx_rc(tx);
+  sqlite3_reset(lith_tx_stmt(tx, arg));
+  int rc = lith_tx_check(tx);
+  if (rc != LITH_OK)
+    return lith_tx_error(tx, LITH_USER, "the check before the statement ran: %d", rc);
+  if ((rc = step_cached(tx, arg)) != LITH_OK)
+    return rc;
+  if ((rc = lith_tx_check(tx)) == LITH_OK) /* the command's end would still refuse it */
+    return lith_tx_error(tx, LITH_USER, "lith_tx_check passed the statement");
+  return rc;
+}
+
+/* Undo a bad key, check (it passes), then undo the undo: the key is back. */
+static int undo_then_fail(lith_tx *tx, void *arg) {
+  (void)arg;
+  int rc = lith_tx_exec(tx, "DROP TABLE bad", NULL);
+  if (rc == LITH_OK)
+    rc = lith_tx_check(tx);
+  return rc != LITH_OK ? rc : lith_tx_error(tx, LITH_USER, "undone on purpose");
+}
+
+static int bad_then_savepoint(lith_tx *tx, void *arg) {
+  int *inner = arg;
+  int rc = lith_tx_exec(tx, "CREATE TABLE bad(x REFERENCES _lith_batches)", NULL);
+  if (rc != LITH_OK)
+    return rc;
+  *inner = lith_tx_savepoint(tx, undo_then_fail, NULL);
+  return LITH_OK; /* with the bad key still there */
+}
+
+/* Alone, a mid-command COMMIT is where the rule is checked too. */
+typedef struct alone_fk {
+  int rc_commit, rc_rollback;
+  char msg[LITH_ERRMSG_MAX];
+} alone_fk;
+
+static int alone_fk_cmd(lith_tx *tx, void *arg) {
+  alone_fk *a = arg;
+  int rc = lith_tx_exec(tx, "CREATE TABLE bad(x REFERENCES _lith_batches)", NULL);
+  if (rc != LITH_OK)
+    return rc;
+  a->rc_commit = lith_tx_commit(tx);
+  snprintf(a->msg, sizeof a->msg, "%s", lith_errmsg(NULL));
+  a->rc_rollback = lith_tx_rollback(tx);
+  return lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('alone', 1)", NULL);
+}
+
+static int64_t n_tables(void) {
+  return q("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT IN ('kv', 'accounts', "
+           "'_lith_batches', '_lith_schema')");
+}
+
+/* Through lith's writer, on a file whose migrations made _lith_ tables: no
+ * command may leave a table with a foreign key onto one. The authorizer
+ * never sees a REFERENCES clause: the rule reads the schema the statement
+ * left (lith_tx_check after a statement; every command that prepared a
+ * CREATE or ALTER TABLE when it ends), and one prepared in a command and
+ * run in a later one, from the statement cache, is checked too (#32: on
+ * --dqlite one such key stopped every write). */
+static void test_fk_onto_lith_tables(void **state) {
+  (void)state;
+  static const char *const migrations[] = {
+      "CREATE TABLE kv(k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
+      "CREATE TABLE _lith_batches(id INTEGER PRIMARY KEY, time INTEGER NOT NULL, lost INTEGER NOT NULL);"
+      "CREATE TABLE _lith_schema(version INTEGER NOT NULL);"
+      "INSERT INTO _lith_batches VALUES (1, 2, 0)",
+  };
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.migrations = migrations;
+  opt.n_migrations = 2;
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_do(db, lith_cmd_sql,
+                           "CREATE TABLE p(id INTEGER PRIMARY KEY); CREATE TABLE pc(x REFERENCES p(id))"),
+                   LITH_OK);
+  int64_t tables = n_tables();
+  static const char *const refused[] = {
+      "CREATE TABLE c(x REFERENCES _lith_batches(id))",
+      "CREATE TABLE c(x REFERENCES _lith_batches)",
+      "CREATE TABLE c(x, FOREIGN KEY(x) REFERENCES \"_LITH_BATCHES\")",
+      "CREATE TABLE c(x REFERENCES _LiTh_SchemA(version) ON DELETE CASCADE)",
+      "CREATE TABLE c(x REFERENCES _lith_batches(time) DEFERRABLE INITIALLY DEFERRED)",
+      "CREATE TABLE IF NOT EXISTS main.c(x REFERENCES _lith_new)",
+      "ALTER TABLE kv ADD COLUMN y REFERENCES _lith_schema",
+      "ALTER TABLE p RENAME TO _lith_p", /* pc's key follows it */
+      "CREATE TABLE c(x); ALTER TABLE c ADD COLUMN y REFERENCES _lith_batches(id)",
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    /* in a command that checks only when it ends (lith_cmd_sql) */
+    if (lith_do(db, lith_cmd_sql, (void *)refused[i]) == LITH_OK)
+      fail_msg("%s was allowed", refused[i]);
+    if (!strstr(lith_errmsg(db), "not authorized") || !strstr(lith_errmsg(db), "names beginning _lith_"))
+      fail_msg("%s: %s", refused[i], lith_errmsg(db));
+    assert_int_equal(n_tables(), tables);
+  }
+  /* statement by statement: the one refused is undone, the rest commit */
+  checked steps[] = {
+      {"CREATE TABLE ok1(x REFERENCES p(id))", 0, 0, ""},
+      {"CREATE TABLE c(x REFERENCES _lith_batches)", 0, 0, ""},
+      {"INSERT INTO kv(k, v) VALUES ('after', 1)", 0, 0, ""},
+      {"ALTER TABLE kv ADD COLUMN y REFERENCES _LITH_BATCHES", 0, 0, ""},
+      {"CREATE TEMP TABLE tp(x REFERENCES _lith_batches)", 0, 0, ""}, /* TEMP: its own schema's */
+      {NULL, 0, 0, ""}};
+  assert_int_equal(lith_do(db, statements_one_by_one, steps), LITH_OK);
+  static const int want[] = {LITH_OK, LITH_ERROR, LITH_OK, LITH_ERROR, LITH_OK};
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(steps[i].rc_exec, LITH_OK);
+    if (steps[i].rc_check != want[i])
+      fail_msg("%s: lith_tx_check %d (%s)", steps[i].sql, steps[i].rc_check, steps[i].msg);
+    if (want[i] != LITH_OK && (strncmp(steps[i].msg, "not authorized (", 16) != 0 ||
+                               !strstr(steps[i].msg, "REFERENCES _") || !strstr(steps[i].msg, "are lith's")))
+      fail_msg("%s: %s", steps[i].sql, steps[i].msg);
+  }
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE name = 'ok1'"), 1);
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema WHERE name IN ('c', 'tp')"), 0);
+  assert_int_equal(count_kv("after"), 1);
+  assert_int_equal(q("SELECT count(*) FROM pragma_table_info('kv')"), 2);
+  /* Prepared in one command, run from the cache in the next: prepared
+   * again there (lith expired it), so checked there. */
+  static const char cached[] = "CREATE TABLE cached(x REFERENCES _lith_batches(id))";
+  assert_int_equal(lith_do(db, prepare_only, (void *)cached), LITH_OK);
+  assert_int_not_equal(lith_do(db, step_cached_checked, (void *)cached), LITH_OK);
+  assert_non_null(strstr(lith_errmsg(db), "cached REFERENCES _lith_batches"));
+  assert_int_equal(lith_do(db, prepare_only, (void *)cached), LITH_OK);
+  assert_int_not_equal(lith_do(db, step_cached, (void *)cached), LITH_OK); /* no check: when it ends */
+  assert_non_null(strstr(lith_errmsg(db), "cached REFERENCES _lith_batches"));
+  /* (a text of its own: prepared first in this command) */
+  assert_int_equal(lith_do(db, prepare_check_step, "CREATE TABLE cached2(x REFERENCES _lith_batches(id))"),
+                   LITH_ERROR);
+  assert_non_null(strstr(lith_errmsg(db), "cached2 REFERENCES _lith_batches"));
+  /* a check passed inside a savepoint that is then undone: the key it
+   * passed over is back, and the command's end sees it */
+  int inner = LITH_OK;
+  assert_int_not_equal(lith_do(db, bad_then_savepoint, &inner), LITH_OK);
+  assert_int_equal(inner, LITH_USER);
+  assert_non_null(strstr(lith_errmsg(db), "bad REFERENCES _lith_batches"));
+  /* alone: the mid-command COMMIT refuses it, the rollback undoes it */
+  alone_fk a = {-1, -1, ""};
+  t_async done = {0};
+  lith_request r;
+  t_submit_alone(db, &r, alone_fk_cmd, &a, &done);
+  t_async_wait(&done, 1);
+  assert_int_equal(r.rc, LITH_OK);
+  assert_int_equal(a.rc_commit, LITH_ERROR);
+  assert_non_null(strstr(a.msg, "bad REFERENCES _lith_batches"));
+  assert_int_equal(a.rc_rollback, LITH_OK);
+  assert_int_equal(count_kv("alone"), 1);
+  /* what is allowed still runs */
+  assert_int_equal(lith_do(db, lith_cmd_sql, "CREATE TABLE ok2(x REFERENCES kv(k)); DROP TABLE ok2"),
+                   LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  /* nothing anywhere names lith's tables as a parent */
+  assert_int_equal(n_tables(), tables + 1); /* ok1 */
+  assert_int_equal(q("SELECT count(*) FROM sqlite_schema AS m, pragma_foreign_key_list(m.name) AS f "
+                     "WHERE m.type = 'table' AND lower(substr(f.\"table\", 1, 6)) = '_lith_'"),
+                   0);
+  assert_int_equal(q("SELECT count(*) FROM _lith_batches"), 1);
+}
+
 /* ---- 4. a write statement left mid-step ----------------------------------- */
 
 typedef struct left_running {
@@ -1007,6 +1279,8 @@ int main(void) {
       cmocka_unit_test(test_temp_objects_and_triggers),
       cmocka_unit_test(test_lith_names_rule),
       cmocka_unit_test(test_lith_tables_are_lith_s),
+      cmocka_unit_test(test_fk_onto_lith_rule),
+      cmocka_unit_test(test_fk_onto_lith_tables),
       cmocka_unit_test(test_write_statement_left_running),
       cmocka_unit_test(test_read_statement_left_on_the_writer),
       cmocka_unit_test(test_read_left_does_not_fail_the_next_command),
