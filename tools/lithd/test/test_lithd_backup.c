@@ -956,7 +956,8 @@ static void test_client_leaves_mid_download(void **state) {
   int fds[2];
 
   write_file("leave-token.txt", TOKEN "\n");
-  tl_start(c, "leave", 0, TL_ARGS("--token-file", "leave-token.txt"));
+  /* the fill (32 MB) ran past the default 5 s under TSan on a busy machine */
+  tl_start(c, "leave", 0, TL_ARGS("--token-file", "leave-token.txt", "--max-run-ms", "120000"));
   const char *auth = "Bearer " TOKEN;
   tl_expect(c, "GET", "/v1/backup", NULL, NULL, 401, NULL);
   tl_expect(c, "GET", "/v1/backup?format=csv", auth, NULL, 400, "format=sql");
@@ -1028,7 +1029,8 @@ static void test_sigterm_download_finishes_in_grace(void **state) {
   size_t have;
 
   tl_remove_db("bkgrace-copy.db");
-  tl_start(c, "bkgrace", 0, TL_ARGS("--stop-grace-ms", "10000"));
+  tl_start(c, "bkgrace", 0,
+           TL_ARGS("--stop-grace-ms", "10000", "--max-run-ms", "120000")); /* the fill, as above */
   fill(c, 16000); /* 16 MB whatever the scale: more than the kernel's buffers hold */
   int fd = connect_rcvbuf(c, 4096);
   const char *req = "GET /v1/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
@@ -1095,7 +1097,7 @@ static void test_sigterm_cuts_download_past_grace(void **state) {
   char buf[65536];
   size_t have;
 
-  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300"));
+  tl_start(c, "bkterm", 0, TL_ARGS("--stop-grace-ms", "300", "--max-run-ms", "120000")); /* the fill */
   fill(c, 16000); /* 16 MB whatever the scale: more than the kernel's buffers hold */
   /* fixed: the kernel holds at most this for the client, plus lithd's send buffer */
   int fd = connect_rcvbuf(c, 65536);

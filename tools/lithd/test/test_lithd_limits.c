@@ -231,9 +231,12 @@ static void make_big(void) {
 static void test_batch_answer_bounded_as_one(void **state) {
   struct tl_child *c = *state;
   struct tl_resp r;
-  tl_start(c, "batchbig", 0, TL_ARGS("--max-rows", "1000"));
-  tl_http(c, "POST", "/v1/batch", NULL,
-          "{\"commands\":[" CMD_20MB "," CMD_20MB "," CMD_20MB "," CMD_20MB "]}", &r);
+  /* time is no matter here: under TSan on a busy machine the batch took
+   * longer than 10 s to answer */
+  tl_start(c, "batchbig", 0, TL_ARGS("--max-rows", "1000", "--max-run-ms", "120000"));
+  tl_read_within(tl_send(c, "POST", "/v1/batch", NULL,
+                         "{\"commands\":[" CMD_20MB "," CMD_20MB "," CMD_20MB "," CMD_20MB "]}"),
+                 &r, 120000);
   assert_int_equal(r.status, 200);
   /* the first three fit (60 MB), the fourth would pass 64 MiB */
   assert_non_null(strstr(r.body, "max_result_bytes"));
@@ -245,7 +248,7 @@ static void test_batch_answer_bounded_as_one(void **state) {
   assert_int_equal(before, 3);
   tl_resp_free(&r);
   /* one such command alone is fine */
-  tl_http(c, "POST", "/v1/batch", NULL, "{\"commands\":[" CMD_20MB "]}", &r);
+  tl_read_within(tl_send(c, "POST", "/v1/batch", NULL, "{\"commands\":[" CMD_20MB "]}"), &r, 120000);
   assert_int_equal(r.status, 200);
   assert_null(strstr(r.body, "\"error\""));
   tl_resp_free(&r);
@@ -291,7 +294,8 @@ static void test_answer_budget(void **state) {
 static void test_answer_budget_held_while_sent(void **state) {
   struct tl_child *c = *state;
   struct tl_resp r;
-  tl_start(c, "budgetheld", 0, TL_ARGS("--max-answer-mib", "96"));
+  /* the 30 MB answer ran past the default 5 s under TSan on a busy machine */
+  tl_start(c, "budgetheld", 0, TL_ARGS("--max-answer-mib", "96", "--max-run-ms", "120000"));
   /* 60 rows of 500,000 bytes: 30 MB of JSON (more than the kernel's socket
    * buffers take), 60 MB of the budget */
   int slow = tl_send(c, "POST", "/v1/query", NULL, ROWS_500K(60));
