@@ -142,12 +142,22 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
   return LITH_OK;
 }
 
+/* Whether the writer's copy under a hold would be small: the frames not
+ * yet copied are at most 4 x checkpoint_pages (a long backup can leave
+ * many more: those are the background thread's to copy). */
+static int hold_copies(const lith__ckpt *ck) { return atomic_load(&ck->wal_pages) <= 4 * (int64_t)ck->pages; }
+
 /* WRITER mode after a batch: ask for a background pass, or finish one. */
 static int writer_pass(lith__ckpt *ck, sqlite3 *conn) {
   pthread_mutex_lock(&ck->mu);
   int state = ck->bg_state;
-  /* not while a hold waits for the writer to copy the rest itself */
-  if (state == BG_IDLE && !ck->holding && atomic_load(&ck->wal_pages) >= ck->pages) {
+  /* not while a hold waits for the writer to copy the rest itself, nor
+   * when one is near (the last checkpoint_pages before it) and its copy
+   * small: the hold makes it, rather than wait for a pass begun just
+   * before (hold_copies) */
+  int64_t frames = atomic_load(&ck->frames);
+  int near = ck->pool != NULL && ck->hold_ms > 0 && frames + ck->pages >= ck->hold_at && hold_copies(ck);
+  if (state == BG_IDLE && !ck->holding && !near && atomic_load(&ck->wal_pages) >= ck->pages) {
     ck->bg_state = BG_ASKED;
     pthread_cond_signal(&ck->cv);
   }
@@ -157,7 +167,7 @@ static int writer_pass(lith__ckpt *ck, sqlite3 *conn) {
   pthread_mutex_lock(&ck->mu);
   ck->bg_state = BG_IDLE;
   pthread_mutex_unlock(&ck->mu);
-  if (atomic_load(&ck->frames) < 4 * (int64_t)ck->pages || ck->holding)
+  if (frames < 4 * (int64_t)ck->pages || ck->holding)
     return 1;
   /* A background pass is over and the WAL is long: copy what was committed
    * since, so that the WAL is wholly copied and the next transaction
@@ -190,20 +200,22 @@ static int bg_busy(lith__ckpt *ck) {
 
 /* A hold is due: a background pass asked for is taken back, one running
  * is stopped (sqlite3_interrupt: what it copied so far is copied again by
- * the hold). It holds SQLite's checkpoint lock, so the hold's copy would
- * wait for it, and under load a pass can last hundreds of ms while the WAL
- * grows. Returns non-zero while one still runs. */
+ * the hold), if the hold's copy is small (hold_copies); else it is waited
+ * for. It holds SQLite's checkpoint lock, so the hold's copy would wait for
+ * it, and under load a pass can last hundreds of ms while the WAL grows.
+ * Returns non-zero while one is asked for or still runs. */
 static int bg_yield(lith__ckpt *ck) {
   if (ck->bg_conn == NULL)
     return 0;
+  int yield = hold_copies(ck);
   pthread_mutex_lock(&ck->mu);
-  if (ck->bg_state == BG_ASKED)
+  if (yield && ck->bg_state == BG_ASKED)
     ck->bg_state = BG_IDLE;
-  int running = ck->bg_state == BG_RUNNING;
-  if (running) /* a stale one (the pass just ended) fails the next pass at once: no harm */
+  int busy = ck->bg_state == BG_ASKED || ck->bg_state == BG_RUNNING;
+  if (yield && busy) /* a stale one (the pass just ended) fails the next pass at once: no harm */
     sqlite3_interrupt(ck->bg_conn);
   pthread_mutex_unlock(&ck->mu);
-  return running;
+  return busy;
 }
 
 /* Release the reads; `frames`: the WAL's as the hold ends. The writer
@@ -254,7 +266,7 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
     ck->holding = 1;
     ck->hold_t0 = lith__now_ns();
     ck->hold_until = now + bound;
-    ck->hold_mark_at = now + bound / 2;
+    ck->hold_mark_at = now + ck->hold_ms / 2; /* not the bound's half: a longer bound is time to end */
     ck->hold_from = frames;
     atomic_fetch_add(&ck->holds, 1);
   }
@@ -264,7 +276,8 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
   int64_t now = lith_clock_ms();
   if (bg_busy(ck) || !lith__pool_hold_drained(ck->pool, now + HOLD_COPY_MAX_MS)) {
     /* Reads that have lasted wal_hold_ms are asked to end, and from half
-     * the bound on every read still running (it began before the hold). */
+     * wal_hold_ms into the hold on every read still running (it began
+     * before the hold). */
     lith__pool_mark_too_old(ck->pool, now < ck->hold_mark_at ? now - ck->hold_ms : INT64_MAX);
     if (now < ck->hold_until)
       return 0; /* look again after the next batch, or within 1 ms when idle */

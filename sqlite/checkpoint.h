@@ -33,23 +33,29 @@
  *     started over, no lith_backup runs (its snapshot keeps the WAL from
  *     starting over and it cannot be asked to end; backups wait behind a
  *     hold as reads do), and no read marked too old runs (below: the hold
- *     would give up). A background pass gives way to it: one asked for is
- *     taken back, one running is stopped (sqlite3_interrupt; the hold's
- *     copy makes what it had not finished) and the hold begins once it
+ *     would give up). A background pass gives way to it: none is asked in
+ *     the last checkpoint_pages before it, and when it is due one asked
+ *     for is taken back and one running is stopped (sqlite3_interrupt; the
+ *     hold's copy makes what it had not finished); the hold begins once it
  *     has stopped. Its checkpoint lock would make the writer's copy wait,
  *     with the reads held, and a pass can last hundreds of ms on a busy
- *     machine.
+ *     machine. Only while the frames left to copy are at most
+ *     4 x checkpoint_pages, so that the writer's copy stays short: a larger
+ *     backlog (a long backup's) is the background thread's, and the hold
+ *     waits for its pass.
  *   - Its bound is wal_hold_ms, doubled for each hold given up in a row, at
  *     most HOLD_GROW (4) times: 100, 200, 400 ms by default; a hold that
  *     copies the WAL brings it back to wal_hold_ms.
  *   - While it waits, a read that has lasted wal_hold_ms is marked too old
- *     (lith_rx_too_old says 1), and from half the bound on every read still
- *     running is (each began before the hold). A read that lasts between
- *     its statements (a transaction kept open on a snapshot) checks the
- *     mark and ends, and the same hold goes on to copy: so a snapshot kept
- *     open costs one hold half its bound at most. A short read is marked
- *     only when something (a busy machine) kept it running that long, and
- *     may ignore it.
+ *     (lith_rx_too_old says 1), and from wal_hold_ms / 2 into the hold on
+ *     every read still running is (each began before the hold). A read
+ *     that lasts between its statements (a transaction kept open on a
+ *     snapshot) checks the mark and ends, and the same hold goes on to
+ *     copy: so a snapshot kept open costs a hold wal_hold_ms / 2 at most
+ *     (a longer bound is more time for slow reads to end, not a later
+ *     mark: the WAL grows fastest while reads are held). A short read is
+ *     marked only when something (a busy machine) kept it running that
+ *     long, and may ignore it.
  *   - At its bound, with reads still running, it gives up; they are all
  *     marked by then. The next hold begins as soon as they have ended, and
  *     not before (one that ignores the mark would make it give up again,
