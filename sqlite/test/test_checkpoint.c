@@ -25,7 +25,13 @@
  *     busy_timeout of 5000 ms;
  *   - lith_close beside another connection's read transaction: the closing
  *     TRUNCATE waits busy_timeout and cannot start the WAL over, and that
- *     is LITH_OK (every row is there afterwards).
+ *     is LITH_OK (every row is there afterwards);
+ *   - the hold's rules (checkpoint.h) step by step: reads marked too old,
+ *     the bound doubled after holds given up, no hold while a marked read
+ *     runs, the first hold of a WAL sooner after one that added much; and
+ *     under load: 16 producers and 8 readers always reading, and read
+ *     snapshots kept open (issue #32's hole 5), keep the -wal file under
+ *     64 MiB.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -630,6 +636,66 @@ static void test_ckpt_hold_adapts(void **state) {
   t_remove_db(DB);
 }
 
+/* The first hold of a WAL begins at 8 x checkpoint_pages less what the
+ * last hold added (checkpoint.h), within 1 to 4 x checkpoint_pages: after a
+ * hold during which the WAL grew by 150 frames (checkpoint_pages 20), the
+ * next begins at 20 frames, not 80; after one that added nothing, at 80
+ * again. */
+static void test_ckpt_hold_begins_sooner(void **state) {
+  (void)state;
+  lith_options opt;
+  sqlite3 *conn = open_conn(&opt, LITH_CHECKPOINT_AUTO, 20);
+  opt.wal_hold_ms = 5000; /* no hold here gives up */
+  opt.readers = 2;
+  lith__ckpt ck;
+  assert_int_equal(lith__ckpt_init(&ck, conn, DB, &opt), LITH_OK);
+  lith__read_stats rs;
+  memset(&rs, 0, sizeof rs);
+  assert_int_equal(lith__pool_open(DB, &opt, &rs, &ck.pool), LITH_OK);
+  assert_int_equal(ck.hold_at, 80);
+
+  /* a hold that waits for a read while the writer adds 150 frames */
+  ignoring g = {.p = ck.pool};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, ignoring_thread, &g), 0);
+  while (!atomic_load(&g.started))
+    usleep(500);
+  commit_rows(conn, 30); /* 90 frames */
+  lith__ckpt_hold_step(&ck, conn);
+  assert_true(ck.holding);
+  commit_rows(conn, 50); /* 150 more while it holds */
+  lith__ckpt_hold_step(&ck, conn);
+  assert_true(ck.holding);
+  atomic_store(&g.release, 1);
+  pthread_join(th, NULL);
+  step_until_over(&ck, conn);
+  assert_int_equal(atomic_load(&ck.holds_gave_up), 0);
+  assert_int_equal(ck.restart_due, 1);
+  assert_int_equal(ck.hold_at, 20); /* 160 - 150, at least 20 */
+  commit_rows(conn, 1);             /* starts the WAL over */
+  assert_true(atomic_load(&ck.frames) < 20);
+
+  /* so the next hold begins at 20 frames; it adds nothing: 80 again */
+  ignoring g2 = {.p = ck.pool};
+  assert_int_equal(pthread_create(&th, NULL, ignoring_thread, &g2), 0);
+  while (!atomic_load(&g2.started))
+    usleep(500);
+  commit_rows(conn, 10); /* 30 frames */
+  assert_true(atomic_load(&ck.frames) < 80);
+  lith__ckpt_hold_step(&ck, conn);
+  assert_true(ck.holding);
+  atomic_store(&g2.release, 1);
+  pthread_join(th, NULL);
+  step_until_over(&ck, conn);
+  assert_int_equal(ck.restart_due, 1);
+  assert_int_equal(ck.hold_at, 80);
+  assert_int_equal(atomic_load(&ck.holds), 2);
+  lith__pool_close(ck.pool);
+  assert_int_equal(lith__ckpt_close(&ck, conn), LITH_OK);
+  assert_int_equal(sqlite3_close(conn), SQLITE_OK);
+  t_remove_db(DB);
+}
+
 /* A checkpoint that cannot run (a read transaction open on the same
  * connection) fails alone: counted as an error, with its message; nothing
  * is lost. */
@@ -1029,6 +1095,7 @@ int main(void) {
       cmocka_unit_test(test_ckpt_auto_mode),
       cmocka_unit_test(test_ckpt_external_mode),
       cmocka_unit_test(test_ckpt_hold_adapts),
+      cmocka_unit_test(test_ckpt_hold_begins_sooner),
       cmocka_unit_test(test_ckpt_failure_counts),
       cmocka_unit_test(test_external_connections),
       cmocka_unit_test(test_external_waits_out_a_write_lock),
