@@ -228,9 +228,10 @@ struct lithd_result {
   lithd_format fmt; /* the batch's, when it ran */
   int n;            /* statements that ran (all of them on success) */
   int nouts;
-  stmt_out *outs; /* nouts: one per statement of the batch */
-  int64_t rows;   /* all statements together */
-  size_t bytes;
+  stmt_out *outs;               /* nouts: one per statement of the batch */
+  int64_t rows;                 /* all statements together */
+  size_t bytes;                 /* text, blob, column names and declared types held */
+  size_t max_bytes;             /* the batch's max_result_bytes, when it ran */
   _Atomic size_t *shared_bytes; /* the batch's */
   size_t charged;               /* what it holds of the process's answer budget (lithd_answer_budget) */
   lithd_arena mem;
@@ -295,6 +296,14 @@ static inline int lithd__sql_letter(unsigned char c) { return (unsigned char)((c
 /* A prepare on conn failed with `code` (a lith code) and `msg`: an
  * authorizer's refusal is LITHD_FORBIDDEN (403), the rest `code`. */
 int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const char *msg);
+
+/* A statement ran, then lith's rule on the schema it left refused it
+ * (lith_tx_check, lith_command_check: a foreign key onto _lith_*): `msg`,
+ * beginning "not authorized" for the rule, is LITHD_FORBIDDEN (403) as the
+ * authorizer's refusals; anything else (the schema could not be read) is
+ * `code`. The caller undoes what the statement did (it fails its command,
+ * or its step's savepoint). */
+int lithd__check_failed(lithd_result *r, int i, int code, const char *msg);
 
 /* The refusal of a statement that is not a query, on /v1/query. */
 int lithd__not_a_query(lithd_result *r, int i);

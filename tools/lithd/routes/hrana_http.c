@@ -74,6 +74,7 @@ struct lithd_hrana_srv {
   hr_pipe *wait_head, *wait_tail;
   uv_timer_t wait_timer;
   int wait_timer_open;
+  int handing, hand_again; /* slot_give runs; a reader came back meanwhile */
   hr_stream streams[LITHD_HRANA_STREAMS];
 };
 
@@ -176,17 +177,17 @@ static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *pe
     *why = "peer";
     return NULL;
   }
-  if (free_st == NULL) {
-    if (lru == NULL) {
-      *why = "full";
-      return NULL;
-    }
-    stream_release(h, lru);
-    free_st = lru;
+  if (free_st == NULL && lru == NULL) {
+    *why = "full";
+    return NULL;
   }
-  if (lithd_answer_budget_charge(STREAM_COST) != 0) {
+  if (lithd_answer_budget_charge(STREAM_COST) != 0) { /* before closing anyone's stream for it */
     *why = "budget";
     return NULL;
+  }
+  if (free_st == NULL) {
+    stream_release(h, lru);
+    free_st = lru;
   }
   memset(free_st, 0, sizeof *free_st);
   free_st->used = 1;
@@ -259,9 +260,15 @@ struct hr_pipe {
   int answered;   /* finish() ran */
   /* Waiting for a reader (open_tx): the next in the FIFO, and until when. */
   hr_pipe *wait_next;
-  int64_t wait_until;
-  size_t charged; /* what out holds of the answer budget: its results' shares */
+  int64_t wait_until, wait_start;
+  size_t charged;    /* what out holds of the answer budget: its results' shares */
+  size_t held;       /* what its body and parsed requests hold of it (PIPE_COST) */
+  int64_t wait_left; /* ms it may still wait for readers, all its BEGINs together */
 };
+
+/* What a pipeline's body holds while it runs: the HTTP layer's copy and
+ * the parsed requests. */
+#define PIPE_COST(len) (2 * (len) + sizeof(hr_pipe) + 4096)
 
 /* The answer's head, {"baton":...,"results":[, is written last, into room
  * kept at the front of out: at most this long (a baton is 46 characters). */
@@ -269,6 +276,7 @@ struct hr_pipe {
 
 static void pipe_free(hr_pipe *pp) {
   lithd_answer_budget_release(pp->charged);
+  lithd_answer_budget_release(pp->held);
   tx_end(pp->h, pp->d, &pp->tx);
   lithd_result_free(pp->rd.sr.result);
   lithd_batch_free(pp->rd.sr.batch);
@@ -382,11 +390,14 @@ static void submit_read(hr_pipe *pp) {
 }
 
 /* The answer, the stream kept or let go. */
+static void tx_let_go_of_reader(hr_pipe *pp);
+
 static void finish(hr_pipe *pp) {
   lithd_hrana_srv *h = pp->h;
   hr_stream *st = pp->st;
   char baton[64] = "";
 
+  tx_let_go_of_reader(pp); /* an idle stream holds no reader for an ended transaction */
   if (pp->closed || h->stopping) {
     if (st != NULL) {
       st->sqls = pp->sqls;
@@ -525,6 +536,7 @@ static void wait_unlink(lithd_hrana_srv *h, hr_pipe *pp) {
 static void wait_fail(lithd_hrana_srv *h, hr_pipe *pp) {
   lithd_hrana_error e;
   wait_unlink(h, pp);
+  pp->wait_left = 0;
   if (h->stopping)
     lithd_hrana_fail(&e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
   else
@@ -548,21 +560,34 @@ static void wait_expired(uv_timer_t *t) {
  * it and opens its transaction; else d's reads get it. */
 static void slot_give(lithd_hrana_srv *h, lithd_dbsrv *d) {
   lithd_read_slot_give(d);
-  for (hr_pipe *pp = h->wait_head; pp != NULL; pp = pp->wait_next) {
-    if (pp->d != d)
-      continue;
-    if (!lithd_read_slot_take(d))
-      return;
-    wait_unlink(h, pp);
-    wait_timer_arm(h);
-    lithd_hrana_error e;
-    pp->tx.slot = 1;
-    if (tx_open_with(pp, snapshot_flags(pp), &e))
-      submit_tx(pp);
-    else
-      request_failed(pp, &e);
+  /* Opening a waiter's transaction can end its pipeline, which can give a
+   * reader back again: that turn goes to the loop below, not a nested call
+   * (thousands of waiters would each add a frame). */
+  if (h->handing) {
+    h->hand_again = 1;
     return;
   }
+  h->handing = 1;
+  do {
+    h->hand_again = 0;
+    for (hr_pipe *pp = h->wait_head; pp != NULL; pp = pp->wait_next) {
+      /* first come first served: the first waiter of a database tries first */
+      if (!lithd_read_slot_take(pp->d))
+        continue;
+      wait_unlink(h, pp);
+      pp->wait_left -= lith_clock_ms() - pp->wait_start;
+      lithd_hrana_error e;
+      pp->tx.slot = 1;
+      if (tx_open_with(pp, snapshot_flags(pp), &e))
+        submit_tx(pp);
+      else
+        request_failed(pp, &e);
+      h->hand_again = 1; /* the FIFO may have changed under it: from its head again */
+      break;
+    }
+  } while (h->hand_again);
+  h->handing = 0;
+  wait_timer_arm(h);
 }
 
 /* Begin the stream's transaction (a batch that leaves its BEGIN open): 1
@@ -586,7 +611,17 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
     pp->tx.slot = 1;
     return tx_open_with(pp, snapshot_flags(pp), e);
   }
-  pp->wait_until = lith_clock_ms() + slot_wait_ms(pp->d->srv);
+  /* every BEGIN of the pipeline waits from one allowance: its requests
+   * cannot add up to hours of a stream held busy */
+  if (pp->wait_left <= 0) {
+    lithd_hrana_fail(e, "SQLITE_BUSY",
+                     "no reader of this database is free for a read transaction (--readers %d), and this "
+                     "pipeline waited %" PRId64 " ms for readers already: retry",
+                     pp->d->metrics.readers, slot_wait_ms(pp->d->srv));
+    return 0;
+  }
+  pp->wait_start = lith_clock_ms();
+  pp->wait_until = pp->wait_start + pp->wait_left;
   pp->wait_next = NULL;
   if (h->wait_tail != NULL)
     h->wait_tail->wait_next = pp;
@@ -595,6 +630,20 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
   h->wait_tail = pp;
   wait_timer_arm(h);
   return 2;
+}
+
+/* A transaction a bound or its end ended keeps its handle (its next run is
+ * refused with the reason) but needs its reader no more: give it back now,
+ * or a describe of the same pipeline would wait for it behind itself. */
+static void tx_let_go_of_reader(hr_pipe *pp) {
+  if (pp->tx.slot && lithd_store_tx_ended(pp->tx.h)) {
+    pp->tx.slot = 0;
+    if (pp->tx.charged) {
+      pp->tx.charged = 0;
+      lithd_answer_budget_release(SNAPSHOT_COST);
+    }
+    slot_give(pp->h, pp->d);
+  }
 }
 
 /* Whether every request after the running one is a close. */
@@ -637,8 +686,12 @@ static void run_next(hr_pipe *pp) {
     if (pp->k > 0)
       lithd_buf_puts(&pp->out, ",");
     e.code = NULL;
+    tx_let_go_of_reader(pp);
     if (pp->closed) {
       lithd_hrana_fail(&e, "STREAM_CLOSED", "the stream was closed by an earlier request of this pipeline");
+    } else if (pp->h->stopping && pp->kind != LITHD_HR_CLOSE) {
+      /* the stop waits for running pipelines: their other requests go at once */
+      lithd_hrana_fail(&e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
     } else {
       switch (pp->kind) {
       case LITHD_HR_UNKNOWN: lithd_hrana_fail(&e, "PROTO_ERROR", "unknown request type"); break;
@@ -660,7 +713,9 @@ static void run_next(hr_pipe *pp) {
           pp->plan.opens = 0;
           pp->rd.sr.batch->closing = 1;
         }
-        if (pp->tx.h != NULL && pp->kind != LITHD_HR_DESCRIBE) {
+        if (pp->tx.h != NULL && (pp->kind != LITHD_HR_DESCRIBE || !lithd_store_tx_ended(pp->tx.h))) {
+          /* a describe too, while the transaction is open: on its own
+           * connection (a reader it holds may be the database's last) */
           pp->rd.sr.batch->start_in_tx = 1;
           submit_tx(pp);
         } else if (pp->plan.opens && pp->kind != LITHD_HR_DESCRIBE) {
@@ -735,6 +790,20 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
   pp->req = req;
   pp->d = d;
   pp->h = h;
+  pp->wait_left = slot_wait_ms(s);
+  if (lithd_answer_budget_charge(PIPE_COST(len)) != 0) {
+    char msg[256];
+    snprintf(
+        msg, sizeof msg,
+        "lithd holds %zu MiB of requests and answers at most (--max-answer-mib) and has no room for this "
+        "pipeline's %zu bytes now: retry later",
+        lithd_answer_budget_cap() >> 20, len);
+    lith_http_add_header(req, "retry-after", "1");
+    respond_hrana_error(req, 503, "SQLITE_BUSY", msg);
+    pipe_free(pp);
+    return LITH_HTTP_DONE;
+  }
+  pp->held = PIPE_COST(len);
   {
     char blanks[HEAD_MAX];
     memset(blanks, ' ', sizeof blanks);

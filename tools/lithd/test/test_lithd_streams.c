@@ -862,6 +862,168 @@ static void test_wal_bounded_under_read_transactions(void **state) {
   assert_int_equal(tl_sql_int("rtxwal.db", "SELECT count(*) FROM t"), atomic_load(&w.writes));
 }
 
+/* ---- What the last attack found (issue 32's closing review) --------------------- */
+
+/* With one reader, a read transaction holds it; a describe in the same
+ * pipeline or stream runs inside the transaction, not in the read line
+ * behind it (it waited there for ever, and the stop with it); once a bound
+ * ended the transaction its reader goes back at once. */
+static void test_describe_in_read_tx_one_reader(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "desc1", 0, TL_ARGS("--readers", "1", "--tx-idle-ms", "400"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER)") "," CLOSE "]");
+  json_decref(a);
+  int64_t t0 = now_ms();
+  a = pipeline(c, NULL,
+               "[" EXEC("BEGIN") ",{\"type\":\"describe\",\"sql\":\"SELECT x FROM t WHERE x = ?\"}," CLOSE
+                                 "]");
+  assert_true(now_ms() - t0 < 3000);
+  assert_true(result_ok(a, 0) && result_ok(a, 1));
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "]");
+  char *b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[{\"type\":\"describe\",\"sql\":\"SELECT x FROM t\"},{\"type\":\"get_autocommit\"}]");
+  assert_true(result_ok(a, 0) && result_ok(a, 1));
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  usleep(1000 * 1000); /* past the idle bound: rolled back */
+  t0 = now_ms();
+  a = pipeline(c, b, "[{\"type\":\"describe\",\"sql\":\"SELECT x FROM t\"}," EXEC("SELECT 1") "," CLOSE "]");
+  assert_true(now_ms() - t0 < 3000);
+  assert_true(result_ok(a, 0)); /* on a reader: the ended transaction gave it back */
+  expect_code(a, 1, "TRANSACTION_TIMEOUT");
+  json_decref(a);
+  free(b);
+  struct timed q = {c, "/v1/query", "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 0, 0, NULL};
+  timed_run(&q);
+  assert_int_equal(q.status, 200);
+  json_decref(q.answer);
+  t0 = now_ms();
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_true(now_ms() - t0 < 5000);
+}
+
+/* Column names and declared types are held and sent as cells are: a type
+ * declared 90 KB long in 20 tables joined, in 200 steps of a batch, once
+ * answered 360 MB under a 64 MiB budget (lithd at 2.3 GiB). */
+static void test_column_names_charged(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "cols", 0, TL_ARGS("--max-answer-mib", "64"));
+  size_t cap = 100000;
+  char *sql = malloc(cap), *req = malloc(cap + 256);
+  assert_non_null(sql);
+  assert_non_null(req);
+  for (int t = 0; t < 20; t++) {
+    int n = snprintf(sql, cap, "CREATE TABLE t%d(c%d ", t, t);
+    memset(sql + n, 'a', 90000);
+    snprintf(sql + n + 90000, cap - (size_t)n - 90000, ")");
+    snprintf(req, cap + 256, "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"%s\"}}," CLOSE "]", sql);
+    json_t *a = pipeline(c, NULL, req);
+    assert_true(result_ok(a, 0));
+    json_decref(a);
+  }
+  long base = peak_mib(c->pid);
+  char join[512];
+  int n = snprintf(join, sizeof join, "SELECT * FROM t0");
+  for (int t = 1; t < 20; t++)
+    n += snprintf(join + n, sizeof join - (size_t)n, ",t%d", t);
+  size_t bcap = 200 * (sizeof join + 64) + 128, len = 0;
+  char *body = malloc(bcap);
+  assert_non_null(body);
+  len += (size_t)snprintf(body, bcap,
+                          "{\"baton\":null,\"requests\":[{\"type\":\"batch\",\"batch\":{\"steps\":[");
+  for (int i = 0; i < 200; i++)
+    len += (size_t)snprintf(body + len, bcap - len, "%s{\"stmt\":{\"sql\":\"%s\"}}", i ? "," : "", join);
+  snprintf(body + len, bcap - len, "]}}," CLOSE "]}");
+  struct tl_conn k;
+  struct tl_resp r;
+  tl_conn_init(&k, c);
+  assert_int_equal(tl_conn_request(&k, "POST", "/v3/pipeline", NULL, body, &r, 60000), TL_OK);
+  assert_int_equal(r.status, 200);
+  size_t answered = strlen(r.body);
+  json_t *a = json_loads(r.body, 0, NULL);
+  assert_non_null(a);
+  /* a batch: its steps answered while the budget lasted, the rest refused */
+  json_t *errs = json_object_get(
+      json_object_get(json_object_get(json_array_get(json_object_get(a, "results"), 0), "response"),
+                      "result"),
+      "step_errors");
+  size_t refused = 0;
+  for (size_t i = 0; i < json_array_size(errs); i++)
+    refused += json_object_get(json_array_get(errs, i), "code") != NULL;
+  printf("200 steps of 20 columns typed 90 KB: %zu bytes answered, %zu steps refused, lithd's peak %ld MiB "
+         "(before "
+         "%ld)\n",
+         answered, refused, peak_mib(c->pid), base);
+  assert_int_equal(json_array_size(errs), 200);
+  assert_true(refused > 100);
+  assert_true(answered <= (size_t)64 << 20);
+  assert_true(peak_mib(c->pid) < base + 64 + 150);
+  json_decref(a);
+  tl_resp_free(&r);
+  tl_conn_close(&k);
+  free(body);
+  free(req);
+  free(sql);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* A pipeline's body is held in the budget while it runs: pipelines that
+ * wait (for a reader) cannot pile up past --max-answer-mib (60 of 8 MiB
+ * once took lithd to 1.6 GiB under a 64 MiB budget); and every BEGIN of
+ * one pipeline waits from one allowance of --tx-idle-ms. */
+static void test_pipeline_bodies_and_waits(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "bodies", 0, TL_ARGS("--readers", "2", "--max-answer-mib", "16", "--tx-idle-ms", "1500"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "]"); /* the spare reader */
+  char *held = baton_of(a);
+  json_decref(a);
+  /* five BEGINs that each wait: one allowance for all of them */
+  int64_t t0 = now_ms();
+#define RO_BEGIN EXEC("BEGIN TRANSACTION READONLY")
+  a = pipeline(c, NULL,
+               "[" RO_BEGIN "," RO_BEGIN "," RO_BEGIN "," RO_BEGIN "," RO_BEGIN "," EXEC("SELECT 1") "," CLOSE
+                                                                                                     "]");
+  int64_t took = now_ms() - t0;
+  for (int i = 0; i < 5; i++)
+    expect_code(a, (size_t)i, "SQLITE_BUSY");
+  assert_true(result_ok(a, 5));
+  json_decref(a);
+  printf("five waiting BEGINs answered in %lld ms (one allowance: 1500)\n", (long long)took);
+  assert_true(took >= 1400 && took < 4000);
+  /* a 7 MB pipeline that waits holds 14 MB of the 16: the next is refused */
+  size_t pad = (size_t)7 << 20;
+  char *body = malloc(pad + 256);
+  assert_non_null(body);
+  int n = snprintf(body, 256,
+                   "{\"baton\":null,\"requests\":[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC(
+                       "SELECT 1") ",{\"type\":\"close\","
+                                   "\"pad\":\"");
+  memset(body + n, 'p', pad);
+  snprintf(body + n + pad, 64, "\"}]}");
+  struct timed first = {c, "/v3/pipeline", body, 0, 0, NULL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, timed_post, &first), 0);
+  usleep(500 * 1000);
+  struct timed second = {c, "/v3/pipeline", body, 0, 0, NULL};
+  timed_run(&second);
+  assert_int_equal(second.status, 503);
+  assert_string_equal(json_string_value(json_object_get(second.answer, "code")), "SQLITE_BUSY");
+  assert_non_null(strstr(json_string_value(json_object_get(second.answer, "message")), "--max-answer-mib"));
+  json_decref(second.answer);
+  pthread_join(th, NULL);
+  assert_int_equal(first.status, 200);
+  expect_code(first.answer, 0, "SQLITE_BUSY"); /* it waited its allowance */
+  json_decref(first.answer);
+  free(body);
+  a = pipeline(c, held, "[" EXEC("COMMIT") "," CLOSE "]");
+  json_decref(a);
+  free(held);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
@@ -874,6 +1036,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fair_streams, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_wal_bounded_under_read_transactions, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_describe_in_read_tx_one_reader, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_column_names_charged, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_pipeline_bodies_and_waits, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
