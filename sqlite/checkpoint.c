@@ -249,8 +249,9 @@ int lith__ckpt_hold_step(lith__ckpt *ck, sqlite3 *conn) {
     return 0;
   int frames = atomic_load(&ck->frames);
   if (!ck->holding) {
-    /* the WAL has not started over for 4 checkpoints' worth (copied or
-     * not: a reader still in it keeps it from starting over either way) */
+    /* the WAL has not started over for 4 checkpoints' worth, or fewer
+     * after a hold that added much (hold_end); copied or not: a reader
+     * still in it keeps it from starting over either way */
     if (frames < ck->hold_at || frames < ck->next_hold_at || ck->restart_due)
       return 0;
     /* Not yet while a read marked too old still runs (this hold would

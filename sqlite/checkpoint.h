@@ -29,8 +29,8 @@
  *
  * The hold's rules:
  *
- *   - It begins once the WAL holds 4 x checkpoint_pages without having
- *     started over, no lith_backup runs (its snapshot keeps the WAL from
+ *   - It begins once the WAL holds 4 x checkpoint_pages (or fewer: the
+ *     last rule) without having started over, no lith_backup runs (its snapshot keeps the WAL from
  *     starting over and it cannot be asked to end; backups wait behind a
  *     hold as reads do), and no read marked too old runs (below: the hold
  *     would give up). A background pass gives way to it: none is asked in
