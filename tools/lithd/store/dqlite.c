@@ -17,7 +17,14 @@
  *     read again (through the same connection: a command sees the
  *     uncommitted schema of its own batch) and the prepare tried once more.
  *     The writer thread has one vetting connection, each pooled read
- *     connection its own.
+ *     connection its own. What no authorizer sees — a foreign key whose
+ *     parent is named _lith_* — is lith's rule too (lith_command_check): a
+ *     command's statement that made or altered a table (as
+ *     lith_command_needs_check says) is followed, once it ran, by a fresh
+ *     copy of the schema as the command's own connection sees it, and the
+ *     check on that copy (check_schema); a refusal fails the statement, and
+ *     the command or the step's savepoint undoes it (#32: one such key made
+ *     the writer's clean-up of _lith_batches fail, and every write).
  *   - Rows are taken through the policy's calls as they come
  *     (lithd__row_room, lithd__put_cell), so the local limits hold.
  *   - Writes: lith__dqw_submit; `done` on the writer thread turns the
@@ -67,6 +74,7 @@ typedef struct vetted {
   uint64_t hash;    /* of sql */
   int write;        /* vetted as a command's (lith's rules too) or a read's */
   int dml;          /* DML_* */
+  int check;        /* lith's rule on the schema must follow it (lith_command_needs_check) */
   sqlite3_stmt *st; /* never stepped: what the policy reads of it */
   uint64_t used;    /* the vet's tick when last used: the oldest goes first */
 } vetted;
@@ -81,6 +89,7 @@ typedef struct vet {
   int write;              /* vetting a command's statement: lith's rules too */
   int loading;            /* replaying the cluster's schema: no rules */
   int dml;                /* DML_* of the statement last prepared */
+  int check;              /* ... and whether lith's rule on the schema must follow it */
   char why[160];          /* lith's rule's refusal */
   const lithd_dq_options *o;
 } vet;
@@ -109,6 +118,8 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
      * the same as on a local file, by construction */
     if (lith_command_rule(action, a, b, c, v->why, sizeof v->why) != SQLITE_OK)
       return SQLITE_DENY;
+    if (lith_command_needs_check(action)) /* a table made or altered: check_schema after it */
+      v->check = 1;
   }
   if (v->o->authorizer != NULL &&
       (rc = v->o->authorizer(v->o->authorizer_ctx, action, a, b, c, d)) != SQLITE_OK)
@@ -164,7 +175,7 @@ static int vet_keep(vet *v, const char *sql, uint64_t h, sqlite3_stmt *st) {
   }
   sqlite3_finalize(e->st);
   free(e->sql);
-  *e = (vetted){copy, h, v->write, v->dml, st, ++v->tick};
+  *e = (vetted){copy, h, v->write, v->dml, v->check, st, ++v->tick};
   return 0;
 }
 
@@ -256,6 +267,7 @@ static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
   vetted *seen = v->conn != NULL ? vet_find(v, sql, h) : NULL;
   if (seen != NULL) {
     v->dml = seen->dml;
+    v->check = seen->check;
     *out = seen->st;
     return LITH_OK;
   }
@@ -268,6 +280,7 @@ static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
     }
     v->why[0] = '\0';
     v->dml = DML_NONE;
+    v->check = 0;
     src = sqlite3_prepare_v2(v->conn, sql, -1, out, &tail);
     if (src == SQLITE_OK || (src & 0xff) != SQLITE_ERROR || attempt > 0)
       break;
@@ -308,6 +321,39 @@ static int run_failed(dq_run *rn, int i, int code) {
   if (rn->tx)
     return lith__dqw_error(rn->tx, "statement %d: %s", i, rn->r->err.message);
   return code;
+}
+
+/* lith's rule on the schema, after a command's statement i that made or
+ * altered a table ran on the cluster (inside the command: nothing is
+ * committed yet). What no authorizer sees — a foreign key onto _lith_*
+ * (lith_command_check) — is read off a fresh copy of the cluster's schema
+ * as the command's own connection sees it now, its uncommitted changes
+ * included (vet_load; the later statements are vetted against it too).
+ * LITH_OK; or the statement's refusal in rn->r (403, as on a local file)
+ * and a writer code that fails it (LITH_DQW_USER: the command, or its
+ * step's savepoint, is undone), or LITH_DQW_RETRY. */
+static int check_schema(dq_run *rn, int i) {
+  vet *v = rn->v;
+  char why[256], msg[LITHD_ERRMSG_MAX];
+  if (vet_load(rn) != 0) { /* closes v first: the vetted statements are gone */
+    if (rn->retry)
+      return LITH_DQW_RETRY;
+    lithd__fail(rn->r, LITH_BUSY, i,
+                "cannot read the cluster's schema to check what the statement left: the dqlite leader did "
+                "not answer");
+    return run_failed(rn, i, LITH_BUSY);
+  }
+  v->loading = 1; /* lith's own statement: no rules */
+  int src = lith_command_check(v->conn, why, sizeof why);
+  v->loading = 0;
+  if (src == SQLITE_OK)
+    return LITH_OK;
+  if (src == SQLITE_DENY)
+    snprintf(msg, sizeof msg, "not authorized (%s)", why);
+  else
+    snprintf(msg, sizeof msg, "%s", why);
+  lithd__check_failed(rn->r, i, lith_from_sqlite(src), msg);
+  return run_failed(rn, i, rn->r->err.code);
 }
 
 static int to_dq(dq_run *rn, int i, const value *v, lith__dq_value *out) {
@@ -523,11 +569,14 @@ static int run_one(dq_run *rn, int i) {
     goto out;
   }
   lith__dq_result res = {0, 0};
+  int check = rn->v->check; /* st and the vet's flags go with a reload */
   rc = lith__dqw_exec(rn->tx, sql, pv, n, &res);
   if (rc != LITH_DQW_OK) {
     rc = pending(rn, i, rc);
     goto out;
   }
+  if (check && (rc = check_schema(rn, i)) != LITH_OK)
+    goto out;
   /* dqlite sends the connection's counts (sqlite3_changes and
    * last_insert_rowid), which keep the last INSERT's, UPDATE's or DELETE's
    * (the writer's own _lith_batches row included): they are this

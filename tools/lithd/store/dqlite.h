@@ -20,6 +20,9 @@
  * connection (the guard's limits). Whatever that prepare refuses is
  * refused; its parameter numbering, read-only test, column count and
  * declared types are SQLite's own; only the text then goes to the node.
+ * After a command's statement that made or altered a table ran there, the
+ * schema is read again and lith_command_check run on it (no foreign key
+ * onto _lith_*): a refusal fails the statement before anything commits.
  */
 #ifndef LITHD_STORE_DQLITE_H
 #define LITHD_STORE_DQLITE_H

@@ -15,7 +15,8 @@
  * then all of them as the steps of one batch (the steps' own path): the
  * same rules must refuse it, with Hrana's code. Not sent: the
  * rows about /v1's own format, the writes /v1/query refuses (Hrana's execute
- * writes: they would run), BEGIN (Hrana's opens the stream's transaction:
+ * writes: they would run), a row whose statements would answer differently
+ * one by one (a table made, then the key added to it refused), BEGIN (Hrana's opens the stream's transaction:
  * interactive on the local store, refused on --dqlite; test_lithd_hrana),
  * and PRAGMA foreign_keys (Hrana's turns them off for the rest of its
  * request, as migrate() needs, and what it wrote must then pass
@@ -27,10 +28,15 @@
  * dqlite writer's _lith_batches and the store's _lith_schema; the local
  * file gets copies of them before its lithd starts (lith_tables: as a file
  * copied from a cluster would have them), so that every row names tables
- * that exist and is refused by lith's rule on both. After the table, a
- * plain write must still answer 200 at once on --dqlite (one ALTER of
- * _lith_batches once made every later write wait out the failover and
- * answer 503, across restarts).
+ * that exist and is refused by lith's rule on both. So is a foreign key
+ * whose parent is named _lith_ (made, added, or renamed onto: the
+ * authorizer never sees REFERENCES, lith reads the schema the statement
+ * left). After the table, a plain write must still answer 200 at once on
+ * --dqlite (one ALTER of _lith_batches once made every later write wait out
+ * the failover and answer 503, across restarts); a trigger of the client's
+ * cannot write _lith_batches on either store; and the outage a key onto
+ * _lith_batches caused (the writer's clean-up refused) is replayed whole on
+ * --dqlite, restart included.
  *
  * What the stores still answer differently is not in the table but listed
  * in docs/design.md ("What differs with --dqlite"): a string holding
@@ -66,7 +72,9 @@ static const char *lith_tables =
 
 static const char *schema_sql = "CREATE TABLE t(id INTEGER PRIMARY KEY, v INTEGER NOT NULL CHECK (v >= 0));\n"
                                 "CREATE TABLE pt(a, b);\n"
-                                "CREATE TABLE u(x TEXT UNIQUE);\n";
+                                "CREATE TABLE u(x TEXT UNIQUE);\n"
+                                "CREATE TABLE fkp(id INTEGER PRIMARY KEY);\n"
+                                "CREATE TABLE fkc(p REFERENCES fkp(id));\n";
 
 /* One attack: what is sent, and what every store must answer. */
 struct attack {
@@ -170,6 +178,43 @@ static const struct attack attacks[] = {
      "{\"commands\":[{\"statements\":[{\"sql\":\"DELETE FROM _lith_batches\"}]}]}", 200, LITH_OWN,
      "SQLITE_AUTH"},
     {"a write to _lith_* on /v1/query", Q, ONE("DELETE FROM _lith_batches"), 403, "write statement", NULL},
+    /* ... nor name one as a foreign key's parent: the authorizer never sees
+     * REFERENCES, so lith reads the schema each CREATE or ALTER TABLE left
+     * (lith_command_check) and the statement fails. On --dqlite such a key
+     * made the writer's clean-up of _lith_batches fail, and every write
+     * with it (#32; test_fk_onto_lith_cannot_stop_writes); one onto a column
+     * not unique fails every batch at once. The first row prepares its SQL
+     * and runs nothing (a wrong parameter count): the next, the same text
+     * from the statement cache, is checked all the same. */
+    {"a foreign key onto _lith_*, prepared and not run", DO,
+     "{\"statements\":[{\"sql\":\"CREATE TABLE fk(x REFERENCES _lith_batches(id))\",\"params\":[1]}]}", 400,
+     "0 parameters, 1 given", "ARGS_INVALID"},
+    {"a foreign key onto _lith_batches", DO, ONE("CREATE TABLE fk(x REFERENCES _lith_batches(id))"), 403,
+     LITH_OWN, "SQLITE_AUTH"},
+    {"a foreign key onto _lith_batches' primary key", DO, ONE("CREATE TABLE fk(x REFERENCES _lith_batches)"),
+     403, LITH_OWN, "SQLITE_AUTH"},
+    {"a FOREIGN KEY clause onto \"_LITH_BATCHES\"", DO,
+     ONE("CREATE TABLE fk(x, FOREIGN KEY(x) REFERENCES \\\"_LITH_BATCHES\\\")"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"a deferred foreign key onto a column not unique", DO,
+     ONE("CREATE TABLE fk(x REFERENCES _lith_batches(time) DEFERRABLE INITIALLY DEFERRED)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"ON DELETE CASCADE from _lith_schema", DO,
+     ONE("CREATE TABLE fk(x REFERENCES [_LiTh_Schema](version) ON DELETE CASCADE)"), 403, LITH_OWN,
+     "SQLITE_AUTH"},
+    {"a foreign key onto a _lith_ table not made yet", DO, ONE("CREATE TABLE fk(x REFERENCES _lith_later)"),
+     403, LITH_OWN, "SQLITE_AUTH"},
+    {"ALTER TABLE ADD COLUMN onto _lith_schema", DO,
+     ONE("ALTER TABLE pt ADD COLUMN y REFERENCES _lith_schema"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"a rename that another table's foreign key follows onto _lith_", DO,
+     ONE("ALTER TABLE fkp RENAME TO _lith_fkp"), 403, LITH_OWN, "SQLITE_AUTH"},
+    {"a foreign key onto _lith_* made in two statements", DO,
+     "{\"statements\":[{\"sql\":\"CREATE TABLE fk(x)\"},"
+     "{\"sql\":\"ALTER TABLE fk ADD COLUMN y REFERENCES _lith_batches(id)\"}]}",
+     403, LITH_OWN, NULL},
+    {"a foreign key onto _lith_* in a batch", "/v1/batch",
+     "{\"commands\":[{\"statements\":[{\"sql\":\"CREATE TABLE fk(x REFERENCES _lith_batches)\"}]}]}", 200,
+     LITH_OWN, "SQLITE_AUTH"},
     /* One statement per "sql": nothing rides behind a harmless one. */
     {"a second statement", DO, ONE("SELECT 1; DELETE FROM t"), 400, "more than one statement",
      "SQL_MANY_STATEMENTS"},
@@ -469,6 +514,18 @@ static void test_nothing_changed(void **state) {
               ONE("SELECT group_concat(name || ' ' || \\\"notnull\\\", ', ') FROM "
                   "pragma_table_info('_lith_batches')"),
               200, "[[\"id 0, time 1, lost 1\"]]");
+    /* no foreign key names a _lith_ table; the client's tables as made */
+    tl_expect(c, "POST", Q, NULL,
+              ONE("SELECT count(*) FROM sqlite_master AS m, pragma_foreign_key_list(m.name) AS f "
+                  "WHERE m.type = 'table' AND lower(substr(f.\\\"table\\\", 1, 6)) = '_lith_'"),
+              200, "[[0]]");
+    tl_expect(c, "POST", Q, NULL,
+              ONE("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
+                  "AND lower(substr(name, 1, 6)) <> '_lith_' ORDER BY name)"),
+              200, "[[\"fkc,fkp,pt,t,u\"]]");
+    tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM pragma_table_info('pt')"), 200, "[[2]]");
+    tl_expect(c, "POST", Q, NULL, ONE("SELECT \\\"table\\\" FROM pragma_foreign_key_list('fkc')"), 200,
+              "[[\"fkp\"]]");
   }
   /* The reproduction of #32 on --dqlite: after the attacks, a plain write
    * answers 200 at once (a broken _lith_batches made each wait out
@@ -483,6 +540,124 @@ static void test_nothing_changed(void **state) {
   assert_true(ms < 2500);
   assert_true(read_int(&dq, "SELECT count(*) FROM _lith_batches") > fenced);
   tl_expect(&dq, "POST", DO, NULL, ONE("DELETE FROM t"), 200, "\"changes\":1");
+}
+
+/* lithd --dqlite in front of the node, as group_setup starts it. */
+static void start_dq(void) {
+  tl_start(&dq, "dq", TL_NO_DB,
+           TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100", "--max-run-ms",
+                   RUN_MS, "--dqlite-failover-ms", "3000"));
+}
+
+/* One request's status (its body printed), its time in ms (ms may be
+ * NULL), and whether its body has `has` (NULL: not asked). */
+static int post_has(const struct tl_child *c, const char *path, const char *sql, int64_t *ms, const char *has,
+                    int *found) {
+  json_t *body = json_pack("{s:[{s:s}]}", "statements", "sql", sql);
+  char *text = json_dumps(body, JSON_COMPACT);
+  struct tl_resp r;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  tl_http(c, "POST", path, NULL, text, &r);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (ms != NULL)
+    *ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  print_message("  %s: %d %.300s\n", sql, r.status, r.body ? r.body : "");
+  if (has != NULL)
+    *found = r.body != NULL && strstr(r.body, has) != NULL;
+  int status = r.status;
+  tl_resp_free(&r);
+  free(text);
+  json_decref(body);
+  return status;
+}
+
+static int post_status(const struct tl_child *c, const char *path, const char *sql, int64_t *ms) {
+  return post_has(c, path, sql, ms, NULL, NULL);
+}
+
+/* A trigger on a table of the client's whose body writes a _lith_ table
+ * when it fires. On a local file SQLite authorizes a trigger's body where
+ * it fires, and lith's rule refuses the write that fires it (403). On
+ * --dqlite no client makes a trigger today (the dqlite writer takes one
+ * statement per text, and a trigger's body holds a ';'); were one made, the
+ * vetting's copy of the schema would have to hold it for the same refusal.
+ * On either store: the trigger is not there, or the write that fires it is
+ * refused, and lith's rows stay. */
+static void test_trigger_cannot_write_lith_tables(void **state) {
+  (void)state;
+  const struct tl_child *both[] = {&local, &dq};
+  for (int k = 0; k < 2; k++) {
+    const struct tl_child *c = both[k];
+    int64_t before = read_int(c, "SELECT count(*) FROM _lith_batches");
+    int made = post_status(
+        c, DO, "CREATE TRIGGER trg AFTER INSERT ON pt BEGIN DELETE FROM _lith_batches; END", NULL);
+    int64_t there = read_int(c, "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'");
+    print_message("%s store: CREATE TRIGGER answered %d; triggers: %lld\n", k == 0 ? "local" : "dqlite", made,
+                  (long long)there);
+    assert_int_equal(made == 200, there == 1);
+    int found = 0;
+    int fired = post_has(c, DO, "INSERT INTO pt(a, b) VALUES (1, 2)", NULL, LITH_OWN, &found);
+    if (there) {
+      assert_int_equal(fired, 403);
+      assert_true(found);
+      tl_expect(c, "POST", DO, NULL, ONE("DROP TRIGGER trg"), 200, NULL);
+    } else {
+      assert_int_equal(fired, 200);
+    }
+    assert_true(read_int(c, "SELECT count(*) FROM _lith_batches") >= before);
+    tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM pt"), 200, NULL);
+  }
+}
+
+/* #32's outage, whole, on --dqlite. A client's table whose foreign key
+ * names _lith_batches, holding the id of a batch row old enough to be
+ * pruned (one the writer fenced keep_s = 600 s ago: planted on the cluster,
+ * as time would leave it; lithd has no option for keep_s), made the
+ * writer's clean-up (DELETE FROM _lith_batches WHERE time < now - keep_s,
+ * in the first batch of a writer and every 64th) fail "FOREIGN KEY
+ * constraint failed": the batch failed, the writer took it for a lost
+ * leader, and every write answered 503 after --dqlite-failover-ms, after a
+ * restart from the first write. A deferred key onto a column not unique
+ * failed every batch at once ("foreign key mismatch"). Now both keys are
+ * refused; after a restart the clean-up runs (the old row goes) and a
+ * plain write answers 200 at once. */
+static void test_fk_onto_lith_cannot_stop_writes(void **state) {
+  (void)state;
+  char err[256];
+  uint32_t db = 0;
+  lith__dq_conn *c =
+      t_leader_conn(node.address, "main", "SELECT count(*) FROM _lith_batches", 10000, &db, err, sizeof err);
+  if (c == NULL)
+    fail_msg("the cluster: %s", err);
+  assert_int_equal(lith__dq_exec_sql(c, db, "INSERT INTO _lith_batches(id, time, lost) VALUES (42, 1000, 0)",
+                                     NULL, 0, NULL),
+                   LITH_DQ_OK);
+  int made = post_status(&dq, DO, "CREATE TABLE c(x REFERENCES _lith_batches(id))", NULL);
+  int filled = post_status(&dq, DO, "INSERT INTO c SELECT id FROM _lith_batches WHERE id = 42", NULL);
+  /* a new writer: its first batch cleans up */
+  assert_int_equal(tl_stop(&dq, SIGTERM, 10000), 0);
+  start_dq();
+  int64_t ms = 0;
+  int wrote = post_status(&dq, DO, "INSERT INTO t(v) VALUES (7)", &ms);
+  print_message("the first write after a restart: %d in %lld ms\n", wrote, (long long)ms);
+  assert_int_equal(wrote, 200);
+  assert_true(ms < 2500);
+  int64_t left = -1;
+  assert_int_equal(
+      t_query_int(c, db, "SELECT count(*) FROM _lith_batches WHERE id = 42", &left, err, sizeof err), 0);
+  assert_int_equal(left, 0); /* the clean-up ran */
+  assert_int_equal(made, 403);
+  assert_int_equal(filled, 400); /* no such table */
+  /* the mismatch: no restart needed */
+  int deferred = post_status(
+      &dq, DO, "CREATE TABLE c2(x REFERENCES _lith_batches(time) DEFERRABLE INITIALLY DEFERRED)", NULL);
+  wrote = post_status(&dq, DO, "DELETE FROM t", &ms);
+  print_message("a write after it: %d in %lld ms\n", wrote, (long long)ms);
+  assert_int_equal(wrote, 200);
+  assert_true(ms < 2500);
+  assert_int_equal(deferred, 403);
+  lith__dq_close(c);
 }
 
 static int group_setup(void **state) {
@@ -503,9 +678,7 @@ static int group_setup(void **state) {
   sqlite3_close(h);
   tl_start(&local, "local", TL_KEEP_DB,
            TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", RUN_MS));
-  tl_start(&dq, "dq", TL_NO_DB,
-           TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100", "--max-run-ms",
-                   RUN_MS, "--dqlite-failover-ms", "3000"));
+  start_dq();
   return 0;
 }
 
@@ -524,6 +697,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_attack_on_both_stores),
       cmocka_unit_test(test_nothing_changed),
+      cmocka_unit_test(test_trigger_cannot_write_lith_tables),
+      cmocka_unit_test(test_fk_onto_lith_cannot_stop_writes),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
