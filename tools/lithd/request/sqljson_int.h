@@ -104,16 +104,20 @@ struct lithd_batch {
    * reader (a transaction on a snapshot) the same, with nothing to commit:
    * the snapshot is the transaction. */
   int held;
-  int start_in_tx; /* the stream's transaction is open when the batch starts */
-  int readonly_tx; /* BEGIN TRANSACTION READONLY: a statement that writes fails
+  int start_in_tx;  /* the stream's transaction is open when the batch starts */
+  int readonly_tx;  /* BEGIN TRANSACTION READONLY: a statement that writes fails
                       (SQLITE_READONLY) */
-  int closing;     /* the stream closes right after this batch (Hrana: only
+  int closing;      /* the stream closes right after this batch (Hrana: only
                       close follows it in the pipeline): a transaction it
                       leaves open is rolled back at its end, as the close
                       would, instead of failing the run (steps.c) */
-  int stale_tx;    /* a deferred transaction on a snapshot another write has
+  int stale_tx;     /* a deferred transaction on a snapshot another write has
                       since replaced (store.h): a statement that writes fails
                       (SQLITE_BUSY), the transaction goes on */
+  int too_old_cuts; /* a transaction on a snapshot (a reader's run): a statement
+                       still running once lith_rx_too_old says 1 is cut
+                       (LITHD_TX_TOO_OLD): its snapshot keeps the WAL from
+                       starting over */
   int n;
   stmt_spec *stmts;
   lithd_arena mem;

@@ -283,6 +283,9 @@ typedef struct runner {
 } runner;
 
 /* SQLite's progress handler: a non-zero return interrupts the statement. */
+/* Why a run was cut besides lithd_guard's reasons: a snapshot too old. */
+#define CUT_TOO_OLD 100
+
 static int on_progress(void *arg) {
   runner *rn = arg;
   if (!rn->timed_out) {
@@ -290,6 +293,8 @@ static int on_progress(void *arg) {
       rn->timed_out = lithd_guard_cut(rn->guard);
     else if (lith_clock_ms() > rn->deadline)
       rn->timed_out = LITHD_GUARD_DEADLINE;
+    if (!rn->timed_out && rn->b->too_old_cuts && lith_rx_too_old(rn->rx))
+      rn->timed_out = CUT_TOO_OLD;
   }
   return rn->timed_out;
 }
@@ -308,6 +313,10 @@ static int was_cut(runner *rn) {
 }
 
 static int timeout_fail(const runner *rn, int i) {
+  if (rn->timed_out == CUT_TOO_OLD)
+    return lithd__fail(rn->r, LITHD_TX_TOO_OLD, i,
+                       "snapshot too old: it kept the WAL from starting over past --wal-hold-ms, so the "
+                       "transaction was ended");
   if (rn->timed_out == LITHD_GUARD_STOPPING)
     return lithd__fail(rn->r, LITH_CLOSED, i, "lithd is shutting down: the query was interrupted");
   return lithd__fail(rn->r, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",

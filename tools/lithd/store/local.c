@@ -398,6 +398,7 @@ static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a read
     pthread_mutex_unlock(&t->mu);
     r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
     r->batch->stale_tx = t->stale;
+    r->batch->too_old_cuts = 1;
     rc = lithd_batch_read(rx, r->batch, &r->result);
 
     if (!(t->flags & LITHD_TX_READONLY) && !t->stale && wants_writer(r)) {
@@ -432,6 +433,16 @@ static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a read
       pthread_mutex_unlock(&t->mu);
       r->batch->stale_tx = 1;
       rc = lithd_batch_read(rx, r->batch, &r->result);
+    }
+    if (rc == LITH_OK && r->result != NULL && r->result->in_tx && lith_rx_too_old(rx)) {
+      /* cut by it (too_old_cuts), or done just as the hold marked it: the
+       * snapshot goes now, and the run is answered with why */
+      pthread_mutex_lock(&t->mu);
+      t->running = NULL;
+      t->final = r;
+      snprintf(t->snap_msg, sizeof t->snap_msg, TX_TOO_OLD_MSG);
+      pthread_mutex_unlock(&t->mu);
+      return LITHD_TX_TOO_OLD;
     }
     pthread_mutex_lock(&t->mu);
     if (!tx_ran(t, r, rc)) {

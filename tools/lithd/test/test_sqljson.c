@@ -764,13 +764,15 @@ static void test_too_many_rows_is_an_error(void **state) {
   free(body);
   assert_int_equal(count_rows(db, "SELECT count(*) FROM t"), 0);
 
-  /* bytes of text and blobs */
+  /* bytes of text and blobs, and of column names (they are sent too):
+   * 2 + 10 in the first statement, 1 + 1 in the second, one over 13 */
   lim.max_rows = 0;
-  lim.max_result_bytes = 10;
-  body = req("{`statements`: [{`sql`: `SELECT 'hello', x'0102030405'`}, {`sql`: `SELECT 'x'`}]}");
+  lim.max_result_bytes = 13;
+  body =
+      req("{`statements`: [{`sql`: `SELECT 'hello' AS a, x'0102030405' AS b`}, {`sql`: `SELECT 'x' AS c`}]}");
   assert_int_equal(lithd_batch_parse(body, strlen(body), &lim, &j.b, NULL), LITH_OK);
   assert_int_equal(lith_read(db, read_fn, &j), LITHD_RESULT_TOO_LARGE);
-  result_fails(j.res, LITHD_RESULT_TOO_LARGE, 1, "more than 10 bytes");
+  result_fails(j.res, LITHD_RESULT_TOO_LARGE, 1, "more than 13 bytes");
   job_free(&j);
   free(body);
   assert_int_equal(lith_close(db), LITH_OK);
