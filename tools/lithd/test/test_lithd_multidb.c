@@ -432,9 +432,13 @@ static void test_isolation(void **state) {
   qsort(us, BASELINE, sizeof *us, cmp_i64);
   p99 = us[BASELINE * 99 / 100];
   bound = 10 * p99 > 250000 ? 10 * p99 : 250000;
+  /* meaningful: far below a's hold, whatever b's p99 alone (89 ms beside
+   * two CPU hogs and other builds, where 10 x p99 was past this and the
+   * test gave up) */
+  if (bound > HOLD_MS * 1000 / 4)
+    bound = HOLD_MS * 1000 / 4;
   print_message("b alone: p50 %lld us, p99 %lld us; bound while a is held: %lld us\n",
                 (long long)us[BASELINE / 2], (long long)p99, (long long)bound);
-  assert_true(bound < HOLD_MS * 1000 / 4); /* meaningful: far below a's hold */
 
   /* 1. a's writer held by a command that runs until --max-run-ms ends it,
    * and a's queue flooded past --max-queue behind it */
