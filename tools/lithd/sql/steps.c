@@ -18,6 +18,7 @@
 #include "sqljson_int.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "lith.h"
 
@@ -53,9 +54,12 @@ static int step_failed(lithd_steps *s, int i) {
   stmt_out *o = &r->outs[i];
   if (r->err.code == LITH_OK) /* a store's failure without words */
     lithd__fail(r, LITH_ERROR, i, "the statement failed");
-  o->error = lithd_arena_copy(&r->mem, &r->err, sizeof r->err);
+  /* aligned: lithd_arena_copy packs bytes (a text before it left the
+   * error misaligned: UBSan, once a batch's steps failed after its cells) */
+  o->error = lithd_arena_alloc(&r->mem, sizeof *o->error, _Alignof(lithd_error));
   if (!o->error)
     return lithd__fail(r, LITH_NOMEM, i, "out of memory");
+  memcpy(o->error, &r->err, sizeof *o->error);
   o->state = STEP_FAILED;
   lithd__error_clear(&r->err);
   return LITH_OK;
