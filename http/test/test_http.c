@@ -479,6 +479,10 @@ static int setup_write_timeout(void **state, int ms) {
 }
 
 static int setup_wt(void **state) { return setup_write_timeout(state, WT_MS); }
+/* For the slow reader: its own pauses are the test thread's, and a busy
+ * machine kept it off the CPU past 300 ms (the answer cut after 317 KB). */
+#define WT_SLOW_MS 1000
+static int setup_wt_slow(void **state) { return setup_write_timeout(state, WT_SLOW_MS); }
 static int setup_wt_off(void **state) { return setup_write_timeout(state, 0); }
 
 /* A client that reads the head of a large answer, then nothing: its
@@ -522,7 +526,8 @@ static void test_write_timeout_cuts_stuck_reader(void **state) {
 
 /* A client that reads slowly but steadily keeps its connection, however
  * long the answer takes: a write that makes progress never times out,
- * though one write (the whole answer) stays in flight all along. */
+ * though one write (the whole answer) stays in flight all along (three
+ * write timeouts of slow reading, WT_SLOW_MS each). */
 static void test_write_timeout_spares_slow_reader(void **state) {
   fx *f = *state;
   char buf[16384];
@@ -539,7 +544,7 @@ static void test_write_timeout_spares_slow_reader(void **state) {
   got = b->len;
   for (size_t i = 0; i < b->len; i++)
     bad += b->data[i] != (char)('a' + i % 26);
-  int64_t slow_end = now_ms() + 5 * WT_MS;
+  int64_t slow_end = now_ms() + 3 * WT_SLOW_MS;
   while (got < BIG_LEN) {
     int slow = now_ms() < slow_end;
     ssize_t n = recv(fd, buf, slow ? 8192 : sizeof buf, 0);
@@ -586,7 +591,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
       cmocka_unit_test_setup_teardown(test_access_reports, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_timeout_cuts_stuck_reader, setup_wt, teardown),
-      cmocka_unit_test_setup_teardown(test_write_timeout_spares_slow_reader, setup_wt, teardown),
+      cmocka_unit_test_setup_teardown(test_write_timeout_spares_slow_reader, setup_wt_slow, teardown),
       cmocka_unit_test_setup_teardown(test_write_timeout_off, setup_wt_off, teardown),
   };
   return HT_RUN(tests);
