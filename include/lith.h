@@ -544,6 +544,15 @@ LITH_API sqlite3 *lith_rx_db(lith_rx *rx);
  * 1 to. */
 LITH_API int lith_rx_too_old(lith_rx *rx);
 
+/* Inside lith_read, for a read that ends when told (lith_rx_too_old):
+ * from now on the mark also interrupts the statement this read is running
+ * (sqlite3_interrupt: it fails SQLITE_INTERRUPT). A progress handler that
+ * asks lith_rx_too_old never runs inside one long VDBE step (count(*) of a
+ * whole table is one: a second on a large table, the WAL growing all the
+ * while). Returns lith_rx_too_old as it was when set (a mark before it
+ * interrupts nothing: the caller ends the read). Until the read ends. */
+LITH_API int lith_rx_cut_when_too_old(lith_rx *rx);
+
 /* ---- Backup -------------------------------------------------------------- */
 
 /* Write a consistent copy of the database (one snapshot) to `dest_path`

@@ -36,6 +36,8 @@ struct lith_rx {
   int borrowed;        /* under the pool's mu: lith__pool_interrupt reaches it */
   int64_t since_ms;    /* under the pool's mu: lith_clock_ms when borrowed */
   _Atomic int too_old; /* lith_rx_too_old: set by the writer's hold, cleared when borrowed */
+  struct lith__pool *pool;
+  int cut_too_old; /* under the pool's mu: lith_rx_cut_when_too_old, cleared when borrowed */
 };
 
 struct lith__pool {
@@ -105,6 +107,7 @@ int lith__pool_open(const char *path, const lith_options *opt, lith__read_stats 
   for (int i = 0; i < opt->readers; i++) {
     if ((rc = rx_open(&p->all[i], path, opt)) != LITH_OK)
       goto err_close_readers;
+    p->all[i].pool = p;
     p->all[i].next_free = p->free;
     p->free = &p->all[i];
     p->total++;
@@ -258,6 +261,7 @@ int lith__pool_read(lith__pool *p, lith_reader fn, void *arg, int64_t deadline_m
   rx->borrowed = 1;
   rx->since_ms = lith_clock_ms();
   atomic_store(&rx->too_old, 0);
+  rx->cut_too_old = 0;
   STAT_ADD(p, reads, 1);
   STAT_ADD(p, in_use, 1);
   pthread_mutex_unlock(&p->mu);
@@ -303,8 +307,11 @@ int lith__pool_mark_too_old(lith__pool *p, int64_t began_by_ms) {
   int n = 0;
   pthread_mutex_lock(&p->mu);
   for (int i = 0; i < p->total; i++)
-    if (p->all[i].borrowed && p->all[i].since_ms <= began_by_ms && !atomic_exchange(&p->all[i].too_old, 1))
+    if (p->all[i].borrowed && p->all[i].since_ms <= began_by_ms && !atomic_exchange(&p->all[i].too_old, 1)) {
       n++;
+      if (p->all[i].cut_too_old) /* under mu: the connection stays open while borrowed */
+        sqlite3_interrupt(p->all[i].conn);
+    }
   STAT_ADD(p, too_old, n);
   pthread_mutex_unlock(&p->mu);
   return n;
@@ -371,3 +378,11 @@ int lith_rx_int64(lith_rx *rx, int64_t *out, const char *sql, const char *types,
 sqlite3 *lith_rx_db(lith_rx *rx) { return rx->conn; }
 
 int lith_rx_too_old(lith_rx *rx) { return atomic_load(&rx->too_old); }
+
+int lith_rx_cut_when_too_old(lith_rx *rx) {
+  pthread_mutex_lock(&rx->pool->mu); /* the mark's: it interrupts, or it came before */
+  rx->cut_too_old = 1;
+  int marked = atomic_load(&rx->too_old);
+  pthread_mutex_unlock(&rx->pool->mu);
+  return marked;
+}

@@ -309,6 +309,10 @@ static int was_cut(runner *rn) {
                          (rn->tx != NULL && lith_tx_rc(rn->tx) == LITH_INTERRUPTED)))
     rn->timed_out =
         rn->tx != NULL || lith_clock_ms() > rn->deadline ? LITHD_GUARD_DEADLINE : lithd_guard_cut(rn->guard);
+  /* a snapshot's read marked too old: lith interrupted it (lith_rx_cut_when_too_old) */
+  if (!rn->timed_out && rn->tx == NULL && rn->b->too_old_cuts &&
+      sqlite3_errcode(rn->conn) == SQLITE_INTERRUPT && lith_rx_too_old(rn->rx))
+    rn->timed_out = CUT_TOO_OLD;
   return rn->timed_out;
 }
 

@@ -383,6 +383,11 @@ static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a read
     snprintf(t->snap_msg, sizeof t->snap_msg, "beginning the snapshot: %s", lith_errmsg(NULL));
     return rc;
   }
+  /* A statement running when the hold marks the snapshot is interrupted,
+   * even inside one long step (count(*) of a table: the progress handler
+   * never runs there, and the WAL grew for the whole scan); a mark before
+   * this is seen by tx_next. */
+  lith_rx_cut_when_too_old(rx);
   pthread_mutex_lock(&t->mu);
   for (;;) {
     int timed_out;

@@ -880,6 +880,125 @@ static void test_wal_bounded_under_read_transactions(void **state) {
   assert_int_equal(tl_sql_int("rtxwal.db", "SELECT count(*) FROM t"), atomic_load(&w.writes));
 }
 
+/* Heavy commands (20 rows of 4000 bytes each) and read transactions that
+ * scan the table (count(*)) every 3 s, reopened at once when ended: the
+ * scan is one VDBE step, where the progress handler never runs, so a
+ * snapshot marked too old went on for the whole scan (a second and more
+ * on a table of a few hundred MB) and the WAL grew meanwhile (the attack:
+ * 359 MiB, 409 to 716 MiB with the transactions reopened). lith now
+ * interrupts a marked read that asked for it (lith_rx_cut_when_too_old). */
+static void *scan_writer(void *p) {
+  struct wal_run *w = p;
+  char body[2048];
+  int n = snprintf(body, sizeof body, "{\"statements\":[");
+  for (int i = 0; i < 20; i++)
+    n += snprintf(body + n, sizeof body - (size_t)n,
+                  "%s{\"sql\":\"INSERT INTO t(v) VALUES (randomblob(4000))\"}", i ? "," : "");
+  snprintf(body + n, sizeof body - (size_t)n, "]}");
+  struct tl_conn k;
+  struct tl_resp r;
+  tl_conn_init(&k, w->c);
+  while (!atomic_load(&w->stop)) {
+    if (tl_conn_request(&k, "POST", "/v1/do", NULL, body, &r, 30000) == TL_OK) {
+      atomic_fetch_add(r.status == 200 ? &w->writes : &w->bad, 1);
+      tl_resp_free(&r);
+    }
+  }
+  tl_conn_close(&k);
+  return NULL;
+}
+
+static void *scan_holder(void *p) {
+  struct wal_run *w = p;
+  struct tl_conn k;
+  int status = 0;
+  tl_conn_init(&k, w->c);
+  while (!atomic_load(&w->stop)) {
+    json_t *a = conn_pipeline(
+        &k, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("SELECT count(*) FROM t") "]", &status);
+    char *b = a != NULL && status == 200 ? strdup(json_string_value(json_object_get(a, "baton"))) : NULL;
+    int open = a != NULL && status == 200 && result_ok(a, 0) && result_ok(a, 1);
+    if (a != NULL && status == 200 && result_ok(a, 0) && result_code_is(a, 1, "SNAPSHOT_TOO_OLD"))
+      atomic_fetch_add(&w->too_old, 1);
+    else if (!open) {
+      fprintf(stderr, "scan holder: %d %s\n", status, a != NULL ? json_dumps(a, 0) : "no answer");
+      atomic_fetch_add(&w->bad, 1);
+    }
+    json_decref(a);
+    int64_t t = now_ms();
+    while (open && !atomic_load(&w->stop)) {
+      if (now_ms() - t < 3000) {
+        usleep(20 * 1000);
+        continue;
+      }
+      t = now_ms();
+      a = conn_pipeline(&k, b, "[" EXEC("SELECT count(*) FROM t") "]", &status);
+      if (a == NULL || status != 200) {
+        atomic_fetch_add(&w->bad, 1);
+        open = 0;
+      } else if (result_ok(a, 0)) {
+        atomic_fetch_add(&w->reads, 1);
+      } else {
+        if (!result_code_is(a, 0, "SNAPSHOT_TOO_OLD"))
+          fprintf(stderr, "scan holder: %s\n", json_dumps(a, 0));
+        atomic_fetch_add(result_code_is(a, 0, "SNAPSHOT_TOO_OLD") ? &w->too_old : &w->bad, 1);
+        open = 0;
+      }
+      if (a != NULL && status == 200) {
+        free(b);
+        b = strdup(json_string_value(json_object_get(a, "baton")));
+      }
+      json_decref(a);
+    }
+    if (b != NULL) {
+      a = conn_pipeline(&k, b, "[" CLOSE "]", &status);
+      json_decref(a);
+      free(b);
+    }
+  }
+  tl_conn_close(&k);
+  return NULL;
+}
+
+static void test_wal_bounded_under_scanning_transactions(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "scanwal", 0, TL_ARGS("--readers", "4"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)") "," CLOSE "]");
+  json_decref(a);
+  struct wal_run w = {.c = c};
+  pthread_t th[6];
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, scan_writer, &w), 0);
+  for (int i = 4; i < 6; i++)
+    assert_int_equal(pthread_create(&th[i], NULL, scan_holder, &w), 0);
+  int seconds = 20;
+  long long max_wal = 0;
+  int64_t t0 = now_ms();
+  while (now_ms() - t0 < seconds * 1000) {
+    struct stat sb;
+    if (stat("scanwal.db-wal", &sb) == 0 && sb.st_size > max_wal)
+      max_wal = sb.st_size;
+    usleep(20 * 1000);
+  }
+  atomic_store(&w.stop, 1);
+  for (int i = 0; i < 6; i++)
+    pthread_join(th[i], NULL);
+  struct tl_resp st;
+  tl_http(c, "GET", "/v1/stats", NULL, NULL, &st);
+  printf(
+      "%d s: %ld commands of 20 rows, %ld scans answered, %ld transactions ended SNAPSHOT_TOO_OLD; the -wal "
+      "file at most %lld bytes; %llu holds, %llu gave up\n",
+      seconds, atomic_load(&w.writes), atomic_load(&w.reads), atomic_load(&w.too_old), max_wal,
+      (unsigned long long)tl_json_u64(st.body, "wal_holds"),
+      (unsigned long long)tl_json_u64(st.body, "wal_holds_gave_up"));
+  tl_resp_free(&st);
+  assert_int_equal(atomic_load(&w.bad), 0);
+  assert_true(atomic_load(&w.writes) > 0 && atomic_load(&w.too_old) > 0);
+  assert_true(max_wal <= 64LL << 20);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("scanwal.db", "SELECT count(*) FROM t"), 20 * atomic_load(&w.writes));
+}
+
 /* ---- What the last attack found (issue 32's closing review) --------------------- */
 
 /* With one reader, a read transaction holds it; a describe in the same
@@ -1054,6 +1173,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fair_streams, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_wal_bounded_under_read_transactions, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_wal_bounded_under_scanning_transactions, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_describe_in_read_tx_one_reader, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_column_names_charged, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_pipeline_bodies_and_waits, tl_setup, tl_teardown),
