@@ -523,8 +523,10 @@ static void test_pipeline_answer_budget(void **state) {
                    200);
   printf("10 requests of 30 MB, the default budget: %d answered, %d RESPONSE_TOO_LARGE, %zu bytes\n", ok,
          refused, answered);
-  assert_int_equal(ok, 2);
-  assert_int_equal(refused, 8);
+  /* two fit in 64 MiB; the others are refused, RESPONSE_TOO_LARGE but for
+   * one a slow machine (a sanitizer) may cut at --max-run-ms first */
+  assert_true(ok >= 1 && ok <= 2);
+  assert_true(refused >= 7);
   assert_true(answered <= (size_t)64 << 20);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 
