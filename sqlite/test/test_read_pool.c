@@ -852,11 +852,18 @@ static void test_read_deadline_and_pool_figures(void **state) {
   lith_stats_get(db, &st);
   assert_int_equal(st.readers_in_use, 1);
 
-  /* past deadline, no free reader: at once */
-  int64_t t0 = lith_clock_ms();
-  assert_int_equal(lith_read_deadline(db, count_read, &ran, t0 - 5), LITH_QUEUE_FULL);
-  assert_non_null(strstr(lith_errmsg(NULL), "stayed in use until the deadline"));
-  assert_true(lith_clock_ms() - t0 < 50);
+  /* past deadline, no free reader: at once (the fastest of five tries
+   * under 50 ms: a busy machine can keep one try off the CPU that long,
+   * a call that waits waits in every try) */
+  int64_t fastest = INT64_MAX, t0 = 0;
+  for (int i = 0; i < 5; i++) {
+    t0 = lith_clock_ms();
+    assert_int_equal(lith_read_deadline(db, count_read, &ran, t0 - 5), LITH_QUEUE_FULL);
+    assert_non_null(strstr(lith_errmsg(NULL), "stayed in use until the deadline"));
+    if (lith_clock_ms() - t0 < fastest)
+      fastest = lith_clock_ms() - t0;
+  }
+  assert_true(fastest < 50);
   /* a deadline 150 ms away: waits it out */
   t0 = lith_clock_ms();
   assert_int_equal(lith_read_deadline(db, count_read, &ran, t0 + 150), LITH_QUEUE_FULL);
@@ -867,8 +874,8 @@ static void test_read_deadline_and_pool_figures(void **state) {
   assert_int_equal(ran, 1); /* fn never ran */
 
   lith_stats_get(db, &st);
-  assert_int_equal(st.read_waits, 2);
-  assert_int_equal(st.read_timeouts, 2);
+  assert_int_equal(st.read_waits, 6); /* five at once, one for 150 ms */
+  assert_int_equal(st.read_timeouts, 6);
   assert_true(st.read_wait_ns_total >= 149 * 1000000ull);
   assert_int_equal(st.reads, reads0 + 2); /* the holder's counts */
 
@@ -879,7 +886,7 @@ static void test_read_deadline_and_pool_figures(void **state) {
   /* until it waits (50 ms alone were not always enough on a busy machine:
    * the reader came back before the waiter had looked, and no wait was
    * counted), then 50 ms more */
-  for (int i = 0; i < 10000 && st.read_waits < 3; i++) {
+  for (int i = 0; i < 10000 && st.read_waits < 7; i++) {
     usleep(1000);
     lith_stats_get(db, &st);
   }
@@ -893,8 +900,8 @@ static void test_read_deadline_and_pool_figures(void **state) {
 
   lith_stats_get(db, &st);
   assert_int_equal(st.reads, reads0 + 3);
-  assert_int_equal(st.read_waits, 3);
-  assert_int_equal(st.read_timeouts, 2);
+  assert_int_equal(st.read_waits, 7);
+  assert_int_equal(st.read_timeouts, 6);
   assert_int_equal(st.readers_in_use, 0);
   /* every call that got a reader or gave up, once: the waits in buckets of
    * 1/8 of their size at most (the three waits: two of 50 ms and more, one
@@ -904,7 +911,7 @@ static void test_read_deadline_and_pool_figures(void **state) {
   for (int i = 0; i < LITH_LAT_BUCKETS; i++)
     if (lith_lat_bucket_upper_ns(i) > 40 * 1000000ull)
       long_waits += st.read_wait_lat[i];
-  assert_int_equal(long_waits, 2);
+  assert_true(long_waits >= 2); /* a past-deadline try a busy machine held up may count too */
   assert_true(lith_lat_quantile_ns(st.read_wait_lat, NULL, 1.0) >= 149 * 1000000ull);
 
   /* the final figures outlive the pool (lith_shutdown closes it) */
@@ -912,7 +919,7 @@ static void test_read_deadline_and_pool_figures(void **state) {
   lith_stats st2;
   lith_stats_get(db, &st2);
   assert_int_equal(st2.reads, st.reads);
-  assert_int_equal(st2.read_timeouts, 2);
+  assert_int_equal(st2.read_timeouts, 6);
   assert_int_equal(lith_read_deadline(db, count_read, &ran, lith_clock_ms() + 100), LITH_CLOSED);
   assert_int_equal(lith_close(db), LITH_OK);
 }
