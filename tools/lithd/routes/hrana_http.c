@@ -107,9 +107,8 @@ static void refuse_hrana(lith_http_req *req, int status, const char *msg) {
 static void slot_give(lithd_hrana_srv *h, lithd_dbsrv *d);
 
 /* Let go of x (rolling back what is open) and of its reader. */
-static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
-  lithd_store_tx_close(x->h);
-  x->h = NULL;
+/* Give back x's reader and its share of the budget (the handle stays). */
+static void tx_reader_back(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
   if (x->charged) {
     x->charged = 0;
     lithd_answer_budget_release(SNAPSHOT_COST);
@@ -118,6 +117,12 @@ static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
     x->slot = 0;
     slot_give(h, d);
   }
+}
+
+static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
+  lithd_store_tx_close(x->h);
+  x->h = NULL;
+  tx_reader_back(h, d, x);
 }
 
 static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
@@ -636,14 +641,8 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
  * refused with the reason) but needs its reader no more: give it back now,
  * or a describe of the same pipeline would wait for it behind itself. */
 static void tx_let_go_of_reader(hr_pipe *pp) {
-  if (pp->tx.slot && lithd_store_tx_ended(pp->tx.h)) {
-    pp->tx.slot = 0;
-    if (pp->tx.charged) {
-      pp->tx.charged = 0;
-      lithd_answer_budget_release(SNAPSHOT_COST);
-    }
-    slot_give(pp->h, pp->d);
-  }
+  if (pp->tx.slot && lithd_store_tx_ended(pp->tx.h))
+    tx_reader_back(pp->h, pp->d, &pp->tx);
 }
 
 /* Whether every request after the running one is a close. */
