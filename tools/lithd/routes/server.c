@@ -129,6 +129,20 @@ static void refuse_plain(lith_http_req *req, int status, const char *msg) {
   lith_http_respond_error(req, status, msg);
 }
 
+int lithd_access(const lithd_server *s, const lithd_dbsrv *d, const char *token, char *msg, size_t cap) {
+  (void)d; /* per-database grants come with JWTs */
+  if (s->token == NULL)
+    return LITHD_ACCESS_FULL;
+  if (token == NULL || token[0] == '\0') {
+    snprintf(msg, cap, "a bearer token is required");
+    return LITHD_ACCESS_NONE;
+  }
+  if (lith_http_equal_ct(token, strlen(token), s->token, strlen(s->token)))
+    return LITHD_ACCESS_FULL;
+  snprintf(msg, cap, "invalid token");
+  return LITHD_ACCESS_NONE;
+}
+
 int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse) {
   char msg[REFUSAL_MAX];
   if (s->token != NULL) {

@@ -140,6 +140,26 @@ int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd);
 int lithd_read_slot_take(lithd_dbsrv *d);
 void lithd_read_slot_give(lithd_dbsrv *d);
 
+/* What a client's credentials grant (lithd_access). */
+enum {
+  LITHD_ACCESS_NONE = 0, /* refused: no credentials where some are needed, or wrong ones */
+  LITHD_ACCESS_READ = 1, /* reads only: every write is refused (a read-only JWT) */
+  LITHD_ACCESS_FULL = 2  /* everything */
+};
+
+/* The one place credentials are judged, for every road in (HTTP routes,
+ * Hrana over HTTP and over WebSocket, whose hello carries the token): what
+ * `token` grants on database d. token: the bearer token's text as the
+ * client sent it (without "Bearer "), NULL or "" when none was sent;
+ * caller's. d: the database the request is for (NULL: a route of no
+ * database, such as /metrics). With no --token and no JWT key configured,
+ * LITHD_ACCESS_FULL. Else the static --token (compared in constant time)
+ * grants FULL, a JWT verified with --auth-jwt-key-file grants what its
+ * claims say (sqld's: full or read-only, per database); anything else is
+ * LITHD_ACCESS_NONE with msg (cap bytes) saying why, in words a client may
+ * be shown (never the token). */
+int lithd_access(const lithd_server *s, const lithd_dbsrv *d, const char *token, char *msg, size_t cap);
+
 /* How a gate answers a refusal (status, message): lithd's JSON error, or a
  * protocol's own (Hrana's). It completes req. */
 typedef void (*lithd_refuse_fn)(lith_http_req *req, int status, const char *msg);
