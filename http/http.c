@@ -244,18 +244,30 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
       o.max_body = opt->max_body;
     if (opt->stream_buffer)
       o.stream_buffer = opt->stream_buffer;
-    o.http2 = opt->http2 != 0;
+    if (opt->http2 < LITH_HTTP_H2_OFF || opt->http2 > LITH_HTTP_H2_TLS)
+      return lh_fail(LITH_HTTP_MISUSE, "lith_http_server_create: http2 is 0, 1 or 2");
+    o.http2 = opt->http2;
     if (opt->request_timeout_ms)
       o.request_timeout_ms = opt->request_timeout_ms;
     if (opt->server_name)
       o.server_name = opt->server_name;
     o.write_timeout_ms = opt->write_timeout_ms; /* 0: never */
+    o.tls_cert_file = opt->tls_cert_file;
+    o.tls_key_file = opt->tls_key_file;
+  }
+  SSL_CTX *tls = NULL;
+  if (o.tls_cert_file != NULL || o.tls_key_file != NULL) {
+    rc = lh_tls_create(o.tls_cert_file, o.tls_key_file, o.http2 != LITH_HTTP_H2_OFF, &tls);
+    if (rc != LITH_HTTP_OK)
+      return rc;
+    rc = LITH_HTTP_NOMEM;
   }
 
   lith_http_server *srv = calloc(1, sizeof *srv);
   if (!srv)
     goto fail;
   srv->loop = loop;
+  srv->tls = tls;
   srv->max_body = o.max_body;
   srv->stream_buffer = o.stream_buffer;
   srv->write_timeout_ms = o.write_timeout_ms;
@@ -266,8 +278,9 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   h2o_config_init(&srv->config);
   srv->config.server_name = h2o_iovec_init(srv->server_name, strlen(srv->server_name));
   srv->config.max_request_entity_size = o.max_body;
-  srv->config.http1.upgrade_to_http2 = o.http2;
+  srv->config.http1.upgrade_to_http2 = o.http2 == LITH_HTTP_H2_ON;
   srv->config.http1.req_timeout = o.request_timeout_ms;
+  srv->config.handshake_timeout = o.request_timeout_ms; /* TLS: the handshake is part of the request */
   srv->config.http2.idle_timeout = o.request_timeout_ms;
   h2o_hostconf_t *host = h2o_config_register_host(&srv->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
   h2o_pathconf_t *root = h2o_config_register_path(host, "/", 0);
@@ -297,6 +310,8 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
   free(before.v);
   srv->accept_ctx.ctx = &srv->ctx;
   srv->accept_ctx.hosts = srv->config.hosts;
+  srv->tls_accept_ctx = srv->accept_ctx;
+  srv->tls_accept_ctx.ssl_ctx = tls;
 
   if (lh_watch_init(srv) != 0) {
     rc = lh_fail(LITH_HTTP_ERROR, "lith_http_server_create: epoll: %s", strerror(errno));
@@ -326,6 +341,7 @@ fail_srv:
   free(srv->server_name);
   free(srv);
 fail:
+  SSL_CTX_free(tls);
   return rc == LITH_HTTP_NOMEM ? lh_fail(rc, "lith_http_server_create: out of memory") : rc;
 }
 
@@ -368,6 +384,7 @@ void lith_http_server_destroy(lith_http_server *srv) {
   h2o_context_dispose(&srv->ctx); /* runs the loop once (NOWAIT) */
   h2o_config_dispose(&srv->config);
   lh_routes_free(srv);
+  SSL_CTX_free(srv->tls); /* h2o's sockets, each holding a reference, are closed */
   free(srv->server_name);
   free(srv);
 }
@@ -607,7 +624,7 @@ static void on_accept(uv_stream_t *ls, int status) {
   c->sock = h2o_uv_socket_create(&c->io.stream, on_conn_closed);
   c->sock->on_close.cb = on_sock_close;
   c->sock->on_close.data = c;
-  h2o_accept(&srv->accept_ctx, c->sock);
+  h2o_accept(srv->tls != NULL && !l->is_unix ? &srv->tls_accept_ctx : &srv->accept_ctx, c->sock);
 }
 
 void lh_conn_shut(lh_conn *c, int how) {

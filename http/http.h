@@ -11,7 +11,8 @@
  *
  * h2o 2.2.5 (libuv flavour) does the protocol work: HTTP/1.1 keep-alive and
  * pipelining, chunked bodies, HTTP/2 over cleartext both by "Upgrade: h2c" and
- * by prior knowledge. An HTTP/1 request whose body length two readers could
+ * by prior knowledge, and TLS (1.2 and 1.3, HTTP/2 chosen by ALPN; tls.c)
+ * when the options name a certificate and a key. An HTTP/1 request whose body length two readers could
  * take differently (more than one Content-Length, Content-Length with
  * Transfer-Encoding, a Transfer-Encoding other than chunked, a header line
  * folded or ended by a bare LF) is refused with a JSON 400 and its connection
@@ -100,10 +101,14 @@ typedef struct lith_http_options {
                            Default 1 MiB */
   size_t stream_buffer;        /* per stream, the most bytes waiting for a slow client
                            beyond the one write in flight; default 256 KiB */
-  int http2;                   /* 1: HTTP/2 over cleartext ("Upgrade: h2c" and prior
-                           knowledge); 0: HTTP/1.1 only. Default 1 */
+  int http2;                   /* LITH_HTTP_H2_ON: HTTP/2 over cleartext ("Upgrade:
+                           h2c" and prior knowledge) and over TLS (ALPN "h2");
+                           LITH_HTTP_H2_TLS: over TLS only (cleartext is
+                           HTTP/1.1); LITH_HTTP_H2_OFF: HTTP/1.1 only.
+                           Default LITH_HTTP_H2_ON */
   unsigned request_timeout_ms; /* HTTP/1: time to receive a request and
-                           idle keep-alive time; HTTP/2: idle time. Default 10000 */
+                           idle keep-alive time; HTTP/2: idle time; TLS: time
+                           to complete the handshake. Default 10000 */
   unsigned write_timeout_ms;   /* a connection with bytes waiting to be written
                            that takes none of them for this long (its client
                            stopped reading, the kernel's buffers are full) is
@@ -121,7 +126,21 @@ typedef struct lith_http_options {
                            period after the last byte was taken. 0: never.
                            Default 30000 */
   const char *server_name;     /* the Server header; default "lith". Copied. */
+  const char *tls_cert_file;   /* TLS: a PEM file with the certificate, then the
+                           chain up to (not including) the CA. With
+                           tls_key_file, every TCP listener speaks TLS 1.2 or
+                           1.3 only (a Unix socket stays cleartext: it never
+                           leaves the machine). Both are loaded by
+                           lith_http_server_create, which fails (naming the
+                           file) if either is missing or unreadable, not PEM,
+                           or if they do not match. A failed handshake
+                           (garbage, plain HTTP) closes the connection; one not
+                           done within request_timeout_ms too. NULL: none.
+                           Read during create only */
+  const char *tls_key_file;    /* TLS: a PEM file with the certificate's private key */
 } lith_http_options;
+
+enum { LITH_HTTP_H2_OFF = 0, LITH_HTTP_H2_ON = 1, LITH_HTTP_H2_TLS = 2 };
 
 /* Fill *opt with the defaults above. */
 void lith_http_options_default(lith_http_options *opt);

@@ -1,5 +1,5 @@
 # http/http.mk — the HTTP layer shared by lithd and examples/kanban
-# (http/http.h), on h2o 2.2.5 (libuv flavour) and libuv.
+# (http/http.h), on h2o 2.2.5 (libuv flavour), libuv and OpenSSL (TLS).
 #
 # Included by the main Makefile after $(B), CFLAGS, PKG_* and TEST_* are set.
 # It defines:
@@ -12,8 +12,8 @@
 #   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install
 # A program using the layer adds -Ihttp, links $(HTTP_OBJ) and $(HTTP_LIBS).
 
-HTTP_PKGS := libh2o libuv
-HTTP_DEBS := libh2o-dev libuv1-dev
+HTTP_PKGS := libh2o libuv libssl libcrypto
+HTTP_DEBS := libh2o-dev libuv1-dev libssl-dev
 
 HTTP_CFLAGS = $(shell pkg-config --cflags $(HTTP_PKGS) 2>/dev/null)
 HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
@@ -28,18 +28,21 @@ HTTP_OBJ  := $(HTTP_SRC:%.c=$(B)/%.o)
 HTTP_HDRS := $(wildcard http/*.h)
 HTTP_TEST_SRC := $(wildcard http/test/test_*.c)
 HTTP_TEST_BIN := $(HTTP_TEST_SRC:%.c=$(B)/%)
-HTTP_TEST_OBJ := $(B)/http/test/helper.o
+# tlsgen.o: the TLS tests' certificates (libcrypto), for lithd's and the
+# CLI's tests too.
+TLSGEN_OBJ    := $(B)/http/test/tlsgen.o
+HTTP_TEST_OBJ := $(B)/http/test/helper.o $(TLSGEN_OBJ)
 
 $(B)/http/%.o: http/%.c Makefile http/http.mk
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PKG_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(HTTP_TEST_OBJ): http/test/helper.c http/test/helper.h $(HTTP_HDRS)
+$(B)/http/test/%.o: http/test/%.c http/test/%.h $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -c $< -o $@
 
 # One rule for every test; test_h1client needs only H1C_OBJ, the others the
 # server (HTTP_OBJ) and the helper.
-$(B)/http/test/test_%: http/test/test_%.c $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) http/test/helper.h $(HTTP_HDRS)
+$(B)/http/test/test_%: http/test/test_%.c $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) http/test/helper.h http/test/tlsgen.h $(HTTP_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp -Ihttp/test $(PKG_CFLAGS) $(HTTP_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_TEST_OBJ) $(HTTP_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(HTTP_LIBS) $(TEST_LIBS) $(LDFLAGS)

@@ -7,7 +7,7 @@
  * request.c (dispatch, the request handle and its lifetime, answers),
  * watch.c (noticing that an HTTP/1 client left), stream.c (streams and
  * server-sent events), router.c (routes), auth.c (bearer tokens), error.c
- * (result codes, messages, JSON errors).
+ * (result codes, messages, JSON errors), tls.c (the TLS context).
  *
  * Lifetimes, the heart of the matter. h2o owns its h2o_req_t and frees it
  * (clears its memory pool) when the response is done or the client leaves,
@@ -103,7 +103,9 @@ struct lith_http_server {
   uv_loop_t *loop;
   h2o_globalconf_t config;
   h2o_context_t ctx;
-  h2o_accept_ctx_t accept_ctx;
+  h2o_accept_ctx_t accept_ctx;     /* cleartext: Unix sockets, TCP without TLS */
+  h2o_accept_ctx_t tls_accept_ctx; /* TCP listeners when tls is set (tls.c) */
+  SSL_CTX *tls;                    /* NULL: no TLS */
   size_t max_body, stream_buffer;
   char *server_name;
   lh_route *routes;
@@ -177,6 +179,10 @@ struct lith_http_req {
   char peer[INET6_ADDRSTRLEN + 16];
   /* the copied strings follow */
 };
+
+/* tls.c: the server's SSL_CTX from PEM files (*out freed with
+ * SSL_CTX_free), with ALPN h2 offered when h2 is 1. */
+int lh_tls_create(const char *cert_file, const char *key_file, int h2, SSL_CTX **out);
 
 /* error.c */
 int lh_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

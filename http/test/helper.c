@@ -30,6 +30,8 @@
 
 fx *F;
 int ht_write_timeout_ms = -1;
+const char *ht_tls_cert, *ht_tls_key;
+unsigned ht_request_timeout_ms;
 
 static void on_async(uv_async_t *a) {
   fx *f = a->data;
@@ -330,6 +332,9 @@ int setup(void **state) {
   if (ht_write_timeout_ms >= 0)
     opt.write_timeout_ms = (unsigned)ht_write_timeout_ms;
   ht_write_timeout_ms = -1;
+  opt.tls_cert_file = ht_tls_cert;
+  opt.tls_key_file = ht_tls_key;
+  opt.request_timeout_ms = ht_request_timeout_ms; /* 0: the default */
   assert_int_equal(lith_http_server_create(&f->loop, &opt, &f->srv), LITH_HTTP_OK);
   lith_http_server *s = f->srv;
   assert_int_equal(lith_http_route(s, "GET", "/hello", LITH_HTTP_EXACT, h_hello, f), 0);

@@ -78,6 +78,10 @@ extern fx *F; /* the current test's fixture */
 /* The next setup()'s lith_http_options.write_timeout_ms; -1 (the value
  * setup() leaves): the layer's default. */
 extern int ht_write_timeout_ms;
+/* Every setup()'s lith_http_options.tls_cert_file, tls_key_file and
+ * request_timeout_ms (NULL, NULL, 0: none, none, the default). */
+extern const char *ht_tls_cert, *ht_tls_key;
+extern unsigned ht_request_timeout_ms;
 
 int setup(void **state);
 int teardown(void **state);
