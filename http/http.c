@@ -644,7 +644,7 @@ void lh_conn_released(lh_conn *c) {
     free_conn_if_done(c);
     return;
   }
-  if (c->srv->state != LH_RUNNING)
+  if (c->srv->state != LH_RUNNING && c->ws == NULL)
     lh_conn_shut(c, SHUT_RD);
 }
 
@@ -721,7 +721,7 @@ static void on_timer_closed(uv_handle_t *handle) {
 }
 
 void lh_maybe_finish(lith_http_server *srv) {
-  if (srv->state != LH_STOPPING || srv->listeners_open || srv->conns_open || srv->q_head)
+  if (srv->state != LH_STOPPING || srv->listeners_open || srv->conns_open || srv->q_head || srv->ws_open)
     return;
   srv->state = LH_CLOSING;
   uv_close((uv_handle_t *)&srv->defer_timer, on_timer_closed);
@@ -765,8 +765,9 @@ int lith_http_server_stop(lith_http_server *srv, unsigned grace_ms, lith_http_st
       lh_mark_gone(h);
       lh_stream_finish(h);
     }
+  lh_ws_stop(srv); /* a close frame each: its client answers, then it ends */
   for (lh_conn *c = srv->conns; c; c = c->next)
-    if (c->live == 0)
+    if (c->live == 0 && c->ws == NULL)
       lh_conn_shut(c, SHUT_RD);
   uv_timer_start(&srv->deadline_timer, on_deadline, grace_ms, 0);
   lh_maybe_finish(srv);

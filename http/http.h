@@ -435,6 +435,74 @@ int lith_http_sse_event(lith_http_req *req, const char *event, const char *id, c
  * whatever the result). LITH_HTTP_GONE if the client had left. */
 int lith_http_stream_end(lith_http_req *req);
 
+/* ---- WebSocket (websocket.c) --------------------------------------------- */
+
+/* A WebSocket connection (RFC 6455, HTTP/1.1 only; h2o 2.2.5 and wslay do
+ * the framing). A handler that takes a WebSocket handshake judges it as
+ * any request (the gate: Origin, Host, a token), picks a subprotocol, and
+ * calls lith_http_ws_accept: the request is answered 101 and released,
+ * and a lith_http_ws stands for the connection from then on. Its bounds
+ * are the server's: a message (after reassembling its fragments) of more
+ * than max_body bytes closes the connection with 1009; what waits to be
+ * sent to a slow reader beyond the one message being written is at most
+ * stream_buffer bytes (lith_http_ws_send_text past it closes the
+ * connection, LITH_HTTP_FULL: a protocol whose answers carry ids cannot
+ * drop one silently); a client that stops reading altogether meets
+ * write_timeout_ms; a connection with no frame either way for idle_ms is
+ * closed (1001). The stop (lith_http_server_stop) sends every WebSocket a
+ * close (1001 "server stopping") and, at its deadline, cuts those whose
+ * client did not answer it. Pings are answered by the layer. Everything
+ * runs on the loop thread. */
+typedef struct lith_http_ws lith_http_ws;
+
+typedef struct lith_http_ws_options {
+  const char *protocol; /* echoed in Sec-WebSocket-Protocol (a client that
+                           offered subprotocols fails without it); NULL:
+                           none. Copied */
+  unsigned idle_ms;     /* 0: no idle bound */
+  /* A whole message from the client: data[0..len) (the layer's, valid
+   * during the call only), binary 1 for a binary
+   * message. May call lith_http_ws_send_text and lith_http_ws_close. */
+  void (*on_message)(lith_http_ws *ws, const char *data, size_t len, int binary, void *arg);
+  /* The connection is closed (either side, an error, a bound, the stop).
+   * Called once, from the loop (never from inside another lith_http
+   * call); the handle is freed when it returns: forget it. */
+  void (*on_close)(lith_http_ws *ws, void *arg);
+  void *arg; /* the caller's, passed to both */
+} lith_http_ws_options;
+
+/* 1 if req is a WebSocket handshake this layer can take: HTTP/1.1 GET with
+ * Upgrade: websocket, Connection: upgrade, a 24-character
+ * Sec-WebSocket-Key and Sec-WebSocket-Version 13; else 0. */
+int lith_http_ws_is_handshake(const lith_http_req *req);
+
+/* Answer the handshake req (101, with opt->protocol echoed) and complete
+ * req (released whatever the result). On LITH_HTTP_OK *out is the
+ * connection, the layer's: valid until on_close returns. LITH_HTTP_MISUSE:
+ * not a handshake (lith_http_ws_is_handshake) or a request already
+ * answered; LITH_HTTP_STOPPING: the server is stopping (503 sent);
+ * LITH_HTTP_GONE: the client left. opt is read during the call. */
+int lith_http_ws_accept(lith_http_req *req, const lith_http_ws_options *opt, lith_http_ws **out);
+
+/* Queue a text message data[0..len) (copied). LITH_HTTP_OK; LITH_HTTP_FULL:
+ * it would have passed the slow reader's bound, and the connection is
+ * being closed (on_close follows); LITH_HTTP_GONE: the connection is
+ * closing or closed. */
+int lith_http_ws_send_text(lith_http_ws *ws, const void *data, size_t len);
+
+/* Close: a close frame with `code` (1000 normal, 1002 protocol error, 1003
+ * unacceptable data, 1008 policy, 1011 server error) and `reason` (NULL:
+ * none; at most 123 bytes kept) after what is queued; the client answers
+ * and the connection ends (on_close). One that does not answer is cut
+ * after a second. LITH_HTTP_GONE if already closing. */
+int lith_http_ws_close(lith_http_ws *ws, unsigned code, const char *reason);
+
+/* Bytes queued on ws and not yet handed to the socket. */
+size_t lith_http_ws_queued(const lith_http_ws *ws);
+
+/* The peer, as lith_http_req_peer gave it at the handshake. */
+const char *lith_http_ws_peer(const lith_http_ws *ws);
+
 /* ---- Bearer tokens ------------------------------------------------------ */
 
 /* 1 if `req` carries "Authorization: Bearer <token>" with exactly `token`.

@@ -17,6 +17,10 @@ HTTP_DEBS := libh2o-dev libuv1-dev libssl-dev
 
 HTTP_CFLAGS = $(shell pkg-config --cflags $(HTTP_PKGS) 2>/dev/null)
 HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
+# WebSocket (websocket.c): h2o's framing is wslay's, whose -dev package has no
+# .pc file; its header is what <h2o/websocket.h> includes.
+HTTP_DEBS  += libwslay-dev
+HTTP_LIBS  += -lwslay
 
 # http/h1client.c is not the server's: a libc-only HTTP/1.1 answer reader
 # for clients (the lith CLI, tests, benchmarks), which link H1C_OBJ or
@@ -31,7 +35,9 @@ HTTP_TEST_BIN := $(HTTP_TEST_SRC:%.c=$(B)/%)
 # tlsgen.o: the TLS tests' certificates (libcrypto), for lithd's and the
 # CLI's tests too.
 TLSGEN_OBJ    := $(B)/http/test/tlsgen.o
-HTTP_TEST_OBJ := $(B)/http/test/helper.o $(TLSGEN_OBJ)
+# wsclient.o: a raw WebSocket client, for lithd's Hrana tests too.
+WSC_OBJ       := $(B)/http/test/wsclient.o
+HTTP_TEST_OBJ := $(B)/http/test/helper.o $(TLSGEN_OBJ) $(WSC_OBJ)
 
 $(B)/http/%.o: http/%.c Makefile http/http.mk
 	@mkdir -p $(dir $@)

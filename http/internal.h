@@ -7,7 +7,8 @@
  * request.c (dispatch, the request handle and its lifetime, answers),
  * watch.c (noticing that an HTTP/1 client left), stream.c (streams and
  * server-sent events), router.c (routes), auth.c (bearer tokens), error.c
- * (result codes, messages, JSON errors), tls.c (the TLS context).
+ * (result codes, messages, JSON errors), tls.c (the TLS context),
+ * websocket.c (WebSocket connections after their upgrade).
  *
  * Lifetimes, the heart of the matter. h2o owns its h2o_req_t and frees it
  * (clears its memory pool) when the response is done or the client leaves,
@@ -58,6 +59,7 @@ typedef struct lh_conn {
   h2o_socket_t *sock; /* NULL once h2o closed it */
   struct lh_conn *prev, *next;
   lith_http_req *watcher;   /* HTTP/1: the held request whose client we watch */
+  struct lith_http_ws *ws;  /* after a WebSocket upgrade (websocket.c) */
   unsigned watch_added : 1; /* the socket is in watch_ep (watch.c) */
   unsigned live;            /* dispatched requests h2o has not freed yet */
   unsigned is_unix : 1;
@@ -131,6 +133,8 @@ struct lith_http_server {
   void *stopped_arg;
   lith_http_stats stats;
   uint64_t by_status[LITH_HTTP_STATUS_MAX + 1]; /* [0, LITH_HTTP_STATUS_MIN) unused */
+  struct lith_http_ws *ws_list; /* WebSockets not yet freed (websocket.c) */
+  unsigned ws_open;
   lith_http_access_cb on_access;                /* lith_http_on_access */
   void *access_arg;
 };
@@ -236,6 +240,9 @@ void lh_watch_stop(lith_http_req *h);
 /* stream.c */
 void lh_stream_finish(lith_http_req *h); /* end after what is queued */
 void lh_stream_fail(lith_http_req *h);   /* end as failed, now or after the write in flight */
+
+/* websocket.c */
+void lh_ws_stop(lith_http_server *srv); /* the stop: a close frame to each */
 
 /* http.c */
 lh_conn *lh_conn_of(h2o_req_t *req);

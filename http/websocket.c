@@ -1,0 +1,260 @@
+/*
+ * WebSocket connections (http.h, "WebSocket"): the upgrade, messages both
+ * ways, bounds, close and the stop, on h2o 2.2.5's websocket.c and wslay.
+ *
+ * Lifetimes. The handshake is an ordinary request until lith_http_ws_accept:
+ * the gate runs on it in the application's handler, then h2o_upgrade_to_websocket
+ * sends the 101 and h2o frees its h2o_req_t (the request handle is completed
+ * at once: nothing of it is needed after). h2o's h2o_websocket_conn_t (the
+ * wslay context and the socket) lives from the accept until we call
+ * h2o_websocket_close, which we do from its callback with arg NULL (the
+ * connection ended: close frame exchanged, an error, a bound) and never
+ * elsewhere, so it is never freed under wslay's feet. Our lith_http_ws
+ * outlives it: the application's on_close is delivered from the close
+ * callback of the connection's own uv timer (never from inside h2o or
+ * wslay), and the handle is freed right after, so a call the application
+ * makes meanwhile finds `conn` NULL and returns LITH_HTTP_GONE.
+ *
+ * Re-entry. wslay calls on_message from inside h2o_websocket_proceed; the
+ * application may send or close from there. Those queue into wslay and leave
+ * the sending to the proceed loop that is running (it writes whatever wslay
+ * wants to write before it returns); outside a callback they call proceed
+ * themselves.
+ *
+ * Cutting a connection (a slow reader past its bound, a client that does not
+ * answer our close) is a shutdown(2) of both directions, as the write
+ * timeout does (http.c): the read or write h2o waits on fails, and the
+ * connection ends through the one path above.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+
+#include <h2o/websocket.h>
+
+#define WS_CLOSE_WAIT_MS 1000u /* a client that does not answer our close */
+
+struct lith_http_ws {
+  lith_http_server *srv;
+  h2o_websocket_conn_t *conn; /* NULL once closed */
+  lh_conn *c;                 /* the connection's record (valid while conn is) */
+  lith_http_ws *prev, *next;  /* srv->ws_list */
+  uv_timer_t timer;           /* idle bound, close wait; its close delivers on_close */
+  lith_http_ws_options opt;
+  uint64_t last_ms; /* uv_now at the last frame either way */
+  unsigned in_cb : 1;
+  unsigned closing : 1; /* our close frame is queued */
+  unsigned cut : 1;     /* shut down: ends without a close frame */
+  unsigned ended : 1;   /* conn closed; on_close pending */
+  char peer[INET6_ADDRSTRLEN + 16];
+};
+
+static void ws_proceed(lith_http_ws *ws) {
+  if (ws->conn != NULL && ws->conn->sock != NULL && !ws->in_cb)
+    h2o_websocket_proceed(ws->conn); /* may end the connection (on_ws_event, NULL) */
+}
+
+/* Shut both directions: whatever h2o waits on fails. */
+static void ws_cut(lith_http_ws *ws) {
+  if (ws->cut || ws->conn == NULL)
+    return;
+  ws->cut = 1;
+  if (ws->c != NULL && ws->conn->sock != NULL)
+    lh_conn_shut(ws->c, SHUT_RDWR);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  lith_http_ws *ws = h->data;
+  lith_http_server *srv = ws->srv;
+  if (ws->opt.on_close != NULL)
+    ws->opt.on_close(ws, ws->opt.arg);
+  if (ws->prev)
+    ws->prev->next = ws->next;
+  else
+    srv->ws_list = ws->next;
+  if (ws->next)
+    ws->next->prev = ws->prev;
+  free((char *)ws->opt.protocol);
+  free(ws);
+  srv->ws_open--;
+  lh_maybe_finish(srv);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(lith_http_ws *ws, uint64_t ms) {
+  if (ms > 0)
+    uv_timer_start(&ws->timer, on_timer, ms, 0);
+  else
+    uv_timer_stop(&ws->timer);
+}
+
+/* The idle bound: a close when idle_ms passed without a frame; then the
+ * close wait: cut. */
+static void on_timer(uv_timer_t *t) {
+  lith_http_ws *ws = t->data;
+  uint64_t now = uv_now(ws->srv->loop);
+  if (ws->conn == NULL)
+    return;
+  if (ws->closing) {
+    ws_cut(ws);
+    return;
+  }
+  if (now - ws->last_ms < ws->opt.idle_ms) {
+    arm(ws, ws->opt.idle_ms - (now - ws->last_ms));
+    return;
+  }
+  lith_http_ws_close(ws, 1001, "idle");
+}
+
+/* h2o's callback: a message (arg), or the end of the connection (NULL). */
+static void on_ws_event(h2o_websocket_conn_t *conn, const struct wslay_event_on_msg_recv_arg *arg) {
+  lith_http_ws *ws = conn->data;
+  if (arg == NULL) {
+    if (ws->c != NULL)
+      ws->c->ws = NULL;
+    h2o_websocket_close(conn); /* closes the socket; from here h2o knows nothing of ws */
+    ws->conn = NULL;
+    ws->c = NULL;
+    ws->ended = 1;
+    uv_timer_stop(&ws->timer);
+    uv_close((uv_handle_t *)&ws->timer, on_timer_closed);
+    return;
+  }
+  ws->last_ms = uv_now(ws->srv->loop);
+  if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
+    return; /* ping (answered by wslay), pong, close (answered by wslay) */
+  if (ws->closing || ws->opt.on_message == NULL)
+    return;
+  ws->in_cb = 1;
+  ws->opt.on_message(ws, (const char *)arg->msg, arg->msg_length, arg->opcode == WSLAY_BINARY_FRAME,
+                     ws->opt.arg);
+  ws->in_cb = 0;
+}
+
+int lith_http_ws_is_handshake(const lith_http_req *h) {
+  const char *key = NULL, *ver;
+  if (h == NULL || !h->app || h->h2o == NULL || h->gone || h->version >= 0x200 ||
+      (h->state != LH_REQ_NEW && h->state != LH_REQ_HELD))
+    return 0;
+  if (h2o_is_websocket_handshake(h->h2o, &key) != 0 || key == NULL)
+    return 0;
+  ver = lith_http_req_header(h, "sec-websocket-version");
+  return ver != NULL && strcmp(ver, "13") == 0;
+}
+
+int lith_http_ws_accept(lith_http_req *h, const lith_http_ws_options *opt, lith_http_ws **out) {
+  const char *key = NULL;
+  lith_http_server *srv;
+  if (out != NULL)
+    *out = NULL;
+  if (h == NULL || !h->app)
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_ws_accept: the request is not held");
+  if (h->gone || h->h2o == NULL) {
+    lh_req_complete(h);
+    return lh_fail(LITH_HTTP_GONE, "lith_http_ws_accept: the client has gone");
+  }
+  srv = h->srv;
+  if (srv->state != LH_RUNNING) {
+    lith_http_add_header(h, "retry-after", "1");
+    lith_http_respond_error(h, 503, "server stopping");
+    return lh_fail(LITH_HTTP_STOPPING, "lith_http_ws_accept: the server is stopping");
+  }
+  if (opt == NULL || out == NULL || !lith_http_ws_is_handshake(h) ||
+      (opt->protocol != NULL && strpbrk(opt->protocol, "\r\n") != NULL))
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_ws_accept: a WebSocket handshake, options and out");
+  lith_http_ws *ws = calloc(1, sizeof *ws);
+  if (ws == NULL || (opt->protocol != NULL && (ws->opt.protocol = strdup(opt->protocol)) == NULL)) {
+    free(ws);
+    lith_http_respond_error(h, 503, "out of memory");
+    return lh_fail(LITH_HTTP_NOMEM, "lith_http_ws_accept: out of memory");
+  }
+  h2o_is_websocket_handshake(h->h2o, &key);
+  const char *protocol = ws->opt.protocol;
+  ws->opt = *opt;
+  ws->opt.protocol = protocol;
+  ws->srv = srv;
+  ws->c = h->conn;
+  memcpy(ws->peer, h->peer, sizeof ws->peer);
+  uv_timer_init(srv->loop, &ws->timer);
+  ws->timer.data = ws;
+  ws->last_ms = uv_now(srv->loop);
+  ws->next = srv->ws_list;
+  if (srv->ws_list)
+    srv->ws_list->prev = ws;
+  srv->ws_list = ws;
+  srv->ws_open++;
+  if (ws->c != NULL)
+    ws->c->ws = ws; /* the stop closes it with a close frame, not a shutdown */
+
+  h2o_req_t *req = h->h2o;
+  lh_watch_stop(h);
+  if (protocol != NULL) {
+    h2o_iovec_t v = h2o_strdup(&req->pool, protocol, strlen(protocol));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL,
+                          v.base, v.len);
+  }
+  h->state = LH_REQ_ANSWERED;
+  ws->conn = h2o_upgrade_to_websocket(req, key, ws, on_ws_event); /* sends the 101; h2o frees req later */
+  /* a message past max_body: wslay closes with 1009 */
+  wslay_event_config_set_max_recv_msg_length(ws->conn->ws_ctx, srv->max_body);
+  lh_req_complete(h);
+  arm(ws, ws->opt.idle_ms);
+  *out = ws;
+  return LITH_HTTP_OK;
+}
+
+int lith_http_ws_send_text(lith_http_ws *ws, const void *data, size_t len) {
+  if (ws == NULL || (data == NULL && len))
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_ws_send_text: a connection and data");
+  if (ws->conn == NULL || ws->closing || ws->cut)
+    return lh_fail(LITH_HTTP_GONE, "lith_http_ws_send_text: the connection is closing");
+  size_t queued = wslay_event_get_queued_msg_length(ws->conn->ws_ctx);
+  if (queued > 0 && queued + len > ws->srv->stream_buffer) {
+    /* the client reads slower than we answer: end it rather than queue without bound */
+    ws->srv->stats.stream_overflows++;
+    ws_cut(ws);
+    return lh_fail(LITH_HTTP_FULL, "lith_http_ws_send_text: %zu bytes wait for the client already", queued);
+  }
+  struct wslay_event_msg m = {WSLAY_TEXT_FRAME, data, len};
+  if (wslay_event_queue_msg(ws->conn->ws_ctx, &m) != 0) {
+    ws_cut(ws);
+    return lh_fail(LITH_HTTP_NOMEM, "lith_http_ws_send_text: wslay could not queue the message");
+  }
+  ws->last_ms = uv_now(ws->srv->loop);
+  ws_proceed(ws);
+  return LITH_HTTP_OK;
+}
+
+int lith_http_ws_close(lith_http_ws *ws, unsigned code, const char *reason) {
+  if (ws == NULL)
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_ws_close: no connection");
+  if (ws->conn == NULL || ws->closing || ws->cut)
+    return lh_fail(LITH_HTTP_GONE, "lith_http_ws_close: already closing");
+  size_t n = reason != NULL ? strlen(reason) : 0;
+  ws->closing = 1;
+  if (wslay_event_queue_close(ws->conn->ws_ctx, (uint16_t)code, (const uint8_t *)reason, n > 123 ? 123 : n) !=
+      0) {
+    ws_cut(ws);
+    return LITH_HTTP_OK;
+  }
+  arm(ws, WS_CLOSE_WAIT_MS);
+  ws_proceed(ws);
+  return LITH_HTTP_OK;
+}
+
+size_t lith_http_ws_queued(const lith_http_ws *ws) {
+  return ws != NULL && ws->conn != NULL ? wslay_event_get_queued_msg_length(ws->conn->ws_ctx) : 0;
+}
+
+const char *lith_http_ws_peer(const lith_http_ws *ws) { return ws->peer; }
+
+void lh_ws_stop(lith_http_server *srv) {
+  for (lith_http_ws *ws = srv->ws_list, *next; ws != NULL; ws = next) {
+    next = ws->next; /* a close never frees ws here (on_close comes from the loop) */
+    lith_http_ws_close(ws, 1001, "server stopping");
+  }
+}
