@@ -285,7 +285,10 @@ LITH_API int64_t lith_clock_ms(void);
  *     (table_info(t), ...) or it writes the file inside the transaction
  *     (user_version, application_id, incremental_vacuum, optimize);
  *     defer_foreign_keys and recursive_triggers may be set and are put back
- *     when the command ends; every other setting (journal_mode,
+ *     when the command ends (as SQLite's COMMIT ends defer_foreign_keys; a
+ *     command that sets it while a deferred violation is counted, which
+ *     SQLite's OFF would forget, must pass PRAGMA foreign_key_check before
+ *     it commits, else LITH_CONSTRAINT); every other setting (journal_mode,
  *     synchronous, foreign_keys, query_only, ...) and wal_checkpoint are
  *     refused. TEMP tables, views, triggers and indexes live until the
  *     command ends: lith drops them.
@@ -486,6 +489,19 @@ LITH_API int lith_tx_rollback(lith_tx *tx);
  * in autocommit (libSQL's migrate() sends one around its migration). */
 LITH_API int lith_tx_foreign_keys(lith_tx *tx, int on);
 
+/* Only where lith_tx_commit may be called: commit what the command did so
+ * far (as lith_tx_commit), run VACUUM on the main database (SQLite runs it
+ * only outside a transaction: a client's VACUUM alone, as it sends it) and
+ * go on in a new transaction. VACUUM is lith's own statement: no
+ * authorizer sees it, and the temporary database it attaches is let past
+ * an SQLITE_LIMIT_ATTACHED of 0 for it alone. command_timeout_ms bounds
+ * it (LITH_INTERRUPTED, nothing of it kept). What it writes goes through
+ * the WAL: the file shrinks once a checkpoint has copied all of it (lith's
+ * own, after the batch, once the WAL holds checkpoint_pages). Counted as a
+ * commit (lith_commit_count): rowids without INTEGER PRIMARY KEY may
+ * change. */
+LITH_API int lith_tx_vacuum(lith_tx *tx);
+
 /* command_timeout_ms counts afresh from now (nothing if it is 0 or the run
  * is already past it): for a command that waits between its statements for
  * more work (lith_submit_alone), each piece gets the whole limit. */
@@ -623,6 +639,14 @@ LITH_API int lith_command_check(sqlite3 *conn, char *why, size_t cap);
 /* Non-zero when a statement for which the authorizer saw `action` must be
  * followed by lith_command_check: CREATE TABLE and ALTER TABLE. */
 LITH_API int lith_command_needs_check(int action);
+
+/* Non-zero when a statement for which the authorizer saw action (a, b)
+ * changes a setting of the connection that lith puts back when the
+ * command ends (PRAGMA defer_foreign_keys, recursive_triggers: allowed by
+ * lith_command_rule). A server that runs a command's statements on a
+ * connection lith does not put back (lithd --dqlite) must put the setting
+ * back itself or refuse the statement. */
+LITH_API int lith_command_sets_flag(int action, const char *a, const char *b);
 
 /* ---- Statistics ---------------------------------------------------------- */
 

@@ -264,6 +264,13 @@ int lith_command_rule(int action, const char *a, const char *b, const char *c, c
 
 int lith_command_needs_check(int action) { return needs_check(action); }
 
+int lith_command_sets_flag(int action, const char *a, const char *b) {
+  int dirty = 0;
+  if (action != SQLITE_PRAGMA || rule_pragma(a, b, NULL, 0, &dirty) != SQLITE_OK)
+    return 0;
+  return (dirty & (LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE)) != 0;
+}
+
 int lith_command_check(sqlite3 *conn, char *why, size_t cap) {
   if (cap > 0)
     why[0] = '\0';
@@ -308,6 +315,17 @@ static void schema_done(lith *db) {
   db->dirty &= ~(unsigned)(LITH__DIRTY_DDL | LITH__DIRTY_FK_CHECK);
 }
 
+/* Deferred FOREIGN KEY violations SQLite counts now (this transaction's). A
+ * flag pragma acts while its statement is prepared, right after the
+ * authorizer: so this is the count the pragma finds. SQLite's
+ * defer_foreign_keys = OFF sets the count of those it deferred to 0, and
+ * COMMIT then keeps them: a command that does so is checked whole. */
+static int deferred_fks(lith *db) {
+  int cur = 0, hi = 0;
+  sqlite3_db_status(db->conn, SQLITE_DBSTATUS_DEFERRED_FKS, &cur, &hi, 0);
+  return cur;
+}
+
 int lith__authorize(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
   lith *db = ctx;
   int dirty = 0;
@@ -315,6 +333,8 @@ int lith__authorize(void *ctx, int action, const char *a, const char *b, const c
     return SQLITE_OK;
   if (rules(action, a, b, c, db->auth_why, sizeof db->auth_why, &dirty) != SQLITE_OK)
     return SQLITE_DENY;
+  if ((dirty & LITH__DIRTY_DEFER_FK) && deferred_fks(db) != 0)
+    dirty |= LITH__DIRTY_FK_FORGOT; /* its OFF would forget them: foreign_key_check decides */
   db->dirty |= dirty;
   if (db->opt.authorizer)
     return db->opt.authorizer(db->opt.authorizer_ctx, action, a, b, c, d);
@@ -379,7 +399,7 @@ static int restore_flags_now(lith *db) {
     rc = sqlite3_exec(
         db->conn, db->recursive_base ? "PRAGMA recursive_triggers = ON" : "PRAGMA recursive_triggers = OFF",
         NULL, NULL, NULL);
-  db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE);
+  db->dirty &= ~(unsigned)(LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE | LITH__DIRTY_FK_FORGOT);
   return rc;
 }
 
@@ -445,7 +465,7 @@ int lith__tx_past_limit(lith_tx *tx) {
 
 static int on_progress(void *ctx) {
   lith *db = ctx;
-  return db->in_command && lith__tx_past_limit(&db->tx);
+  return (db->in_command || db->vacuuming) && lith__tx_past_limit(&db->tx);
 }
 
 static void limit_arm(lith *db) {
@@ -492,17 +512,9 @@ static void capture_msg(lith *db, lith_request *req, int rc) {
   }
 }
 
-/* Non-zero when the command left a deferred FOREIGN KEY violation: SQLite
- * would find it only at COMMIT and fail the whole batch with it. Every
- * command ends with none, so one seen now is this command's. */
-/* Non-zero when an alone command turned foreign keys off (lith_tx_foreign_keys)
- * and the database now holds a violation: what ran unchecked is checked
- * whole before it commits (SQLite's advice for a table rebuilt with them
- * off), so no violation is ever committed. */
-static int fk_violated(lith *db) {
+/* Non-zero when PRAGMA foreign_key_check finds a violation (or fails). */
+static int fk_check_finds(lith *db) {
   sqlite3_stmt *st = NULL;
-  if (!db->fk_changed || !db->opt.foreign_keys)
-    return 0;
   if (sqlite3_prepare_v2(db->conn, "PRAGMA foreign_key_check", -1, &st, NULL) != SQLITE_OK)
     return 1;
   int found = sqlite3_step(st) != SQLITE_DONE; /* a row, or an error: refuse */
@@ -510,6 +522,23 @@ static int fk_violated(lith *db) {
   return found;
 }
 
+/* Non-zero when an alone command turned foreign keys off (lith_tx_foreign_keys)
+ * and the database now holds a violation: what ran unchecked is checked
+ * whole before it commits (SQLite's advice for a table rebuilt with them
+ * off), so no violation is ever committed. */
+static int fk_violated(lith *db) { return db->fk_changed && db->opt.foreign_keys && fk_check_finds(db); }
+
+/* Non-zero when the command set defer_foreign_keys while SQLite counted a
+ * deferred violation (LITH__DIRTY_FK_FORGOT) and the database holds one:
+ * SQLite's COMMIT would keep what its OFF forgot. */
+static int fk_forgotten(lith *db) { return (db->dirty & LITH__DIRTY_FK_FORGOT) && fk_check_finds(db); }
+#define FK_FORGOTTEN_MSG                                                                        \
+  "FOREIGN KEY constraint failed (PRAGMA foreign_key_check: PRAGMA defer_foreign_keys was set " \
+  "while a deferred violation was counted, and SQLite would commit it)"
+
+/* Non-zero when the command left a deferred FOREIGN KEY violation: SQLite
+ * would find it only at COMMIT and fail the whole batch with it. Every
+ * command ends with none, so one seen now is this command's. */
 static int deferred_fk_left(lith *db) {
   if (!db->opt.foreign_keys && !db->fk_changed) /* SQLite counts no violations then */
     return 0;
@@ -587,6 +616,8 @@ run:
     rc = lith_tx_error(
         tx, LITH_CONSTRAINT,
         "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
+  if (rc == LITH_OK && fk_forgotten(db))
+    rc = lith_tx_error(tx, LITH_CONSTRAINT, FK_FORGOTTEN_MSG);
   /* A command that prepared DDL: its schema, whatever lith_tx_check saw
    * (a nested savepoint undone may have brought back what a check passed) */
   if (rc == LITH_OK && (db->dirty & LITH__DIRTY_DDL))
@@ -1000,6 +1031,8 @@ static int commit_now(lith_tx *tx) {
     return lith_tx_error(
         tx, LITH_CONSTRAINT,
         "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys were off)");
+  if (fk_forgotten(db))
+    return lith_tx_error(tx, LITH_CONSTRAINT, FK_FORGOTTEN_MSG);
   if ((db->dirty & LITH__DIRTY_DDL) && (rc = schema_rule(db, tx)) != LITH_OK)
     return rc;
   reset_running(db, 1, NULL, 0);
@@ -1018,6 +1051,7 @@ static int commit_now(lith_tx *tx) {
   } else {
     atomic_fetch_add_explicit(&db->commits, 1, memory_order_release);
     report_topics(db);
+    db->dirty &= ~(unsigned)LITH__DIRTY_FK_FORGOT; /* checked, and committed: SQLite's count starts over */
   }
   db->ntopics = 0;
   return rc;
@@ -1059,6 +1093,35 @@ static int tx_foreign_keys(lith_tx *tx, int on) {
                          sqlite3_errmsg(db->conn));
     else
       db->fk_changed = 1;
+  }
+  return begin_again(tx, rc);
+}
+
+/* SQLite runs VACUUM outside a transaction only: between the two, as
+ * tx_foreign_keys. Its copy is a temporary database VACUUM attaches, so
+ * an attach limit of 0 (a server's, against its clients' ATTACH) is lifted
+ * for it; lith's own statement, it passes the authorizers (in_command is
+ * clear), and command_timeout_ms bounds it as the command's own SQL. */
+static int tx_vacuum(lith_tx *tx) {
+  lith *db = tx->db;
+  int rc = alone_check(tx, "lith_tx_vacuum");
+  if (rc != LITH_OK)
+    return rc;
+  if ((rc = commit_now(tx)) == LITH_OK) {
+    int attached = sqlite3_limit(db->conn, SQLITE_LIMIT_ATTACHED, -1);
+    if (attached < 1)
+      sqlite3_limit(db->conn, SQLITE_LIMIT_ATTACHED, 1);
+    db->vacuuming = 1;
+    int src = sqlite3_exec(db->conn, "VACUUM", NULL, NULL, NULL);
+    db->vacuuming = 0;
+    sqlite3_limit(db->conn, SQLITE_LIMIT_ATTACHED, attached);
+    if (src == SQLITE_OK) /* a snapshot older than it reads the file as it was: count it */
+      atomic_fetch_add_explicit(&db->commits, 1, memory_order_release);
+    else if (tx->timed_out)
+      rc = lith_tx_error(tx, LITH_INTERRUPTED, "VACUUM ran longer than command_timeout_ms (%d ms)",
+                         db->opt.command_timeout_ms);
+    else
+      rc = lith_tx_error(tx, lith__code_of(src, db->conn), "VACUUM: %s", sqlite3_errmsg(db->conn));
   }
   return begin_again(tx, rc);
 }
@@ -1108,6 +1171,16 @@ int lith_tx_foreign_keys(lith_tx *tx, int on) {
     return lith_set_error(rc, "%s", tx->errmsg);
   tx->db->in_command = 0;
   rc = tx_foreign_keys(tx, on);
+  tx->db->in_command = 1;
+  return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
+}
+
+int lith_tx_vacuum(lith_tx *tx) {
+  int rc = alone_check(tx, "lith_tx_vacuum");
+  if (rc != LITH_OK)
+    return lith_set_error(rc, "%s", tx->errmsg);
+  tx->db->in_command = 0;
+  rc = tx_vacuum(tx);
   tx->db->in_command = 1;
   return rc == LITH_OK ? rc : lith_set_error(rc, "%s", tx->errmsg);
 }

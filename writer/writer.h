@@ -38,7 +38,10 @@ _Static_assert(sizeof(lith__priv) <= sizeof(((lith_request *)0)->lith__priv),
 
 enum { LITH__PENDING = 0, LITH__SLEEPING = 1, LITH__DONE = 2 };
 /* Connection state a command may change for itself, put back when it ends
- * (batch.c): the flag pragmas it may set, and TEMP objects. And the schema
+ * (batch.c): the flag pragmas it may set, and TEMP objects. FK_FORGOT: it
+ * set defer_foreign_keys while a deferred violation was counted (SQLite's
+ * defer_foreign_keys = OFF forgets the count): PRAGMA foreign_key_check
+ * decides before it may commit. And the schema
  * rule (lith_command_check): a statement that creates or alters a table was
  * prepared in this command (DDL: its schema is checked when it ends, and
  * every statement is expired after it), and not yet followed by a check
@@ -48,7 +51,8 @@ enum {
   LITH__DIRTY_RECURSIVE = 2,
   LITH__DIRTY_TEMP = 4,
   LITH__DIRTY_DDL = 8,
-  LITH__DIRTY_FK_CHECK = 16
+  LITH__DIRTY_FK_CHECK = 16,
+  LITH__DIRTY_FK_FORGOT = 32
 };
 enum { LITH__REQ_SYNC = 1, LITH__REQ_ALONE = 2 };
 
@@ -114,6 +118,7 @@ struct lith {
   int in_command;           /* the authorizer applies the command rules while set */
   int in_fn;                /* a command's function is running (lith_submit refuses) */
   int committing;           /* lith's own COMMIT runs: the commit hook lets it pass */
+  int vacuuming;            /* lith_tx_vacuum's VACUUM runs: command_timeout_ms bounds it */
   int tx_lost;              /* the rollback hook saw the batch's transaction end */
   unsigned dirty;           /* LITH__DIRTY_*: what the running command changed on the
                             connection that lith must put back when it ends */

@@ -10,6 +10,11 @@
  *     a deferred foreign-key violation refuses the commit;
  *   - lith_tx_foreign_keys turns enforcement off for the rest of an alone
  *     command only (refused elsewhere);
+ *   - lith_tx_vacuum commits what the command did, runs VACUUM outside any
+ *     transaction (the file's pages go down once rows are deleted; an
+ *     attach limit of 0 does not stop it) and goes on in a new one; refused
+ *     in any other command or inside a savepoint, and bounded by
+ *     command_timeout_ms;
  *   - lith_tx_restart_clock gives a waiting command its limit afresh;
  *   - lith_commit_count counts every commit, the mid-command ones too.
  */
@@ -243,6 +248,92 @@ static void test_foreign_keys(void **state) {
   t_assert_integrity(DB);
 }
 
+/* Half the rows deleted, then VACUUM: the pages they held go. What runs
+ * after it in the command commits with the command. */
+struct vac_run {
+  int rc_vacuum, rc_after;
+};
+
+static int vac_cmd(lith_tx *tx, void *arg) {
+  struct vac_run *v = arg;
+  lith_tx_exec(tx, "DELETE FROM kv WHERE rowid % 2 = 0", NULL);
+  v->rc_vacuum = lith_tx_vacuum(tx);
+  v->rc_after = lith_tx_exec(tx, "INSERT INTO kv(k, v) VALUES ('after-vacuum', 1)", NULL);
+  return LITH_OK;
+}
+
+static int vac_plain(lith_tx *tx, void *arg) {
+  int *rc = arg;
+  *rc = lith_tx_vacuum(tx);
+  return LITH_OK;
+}
+
+static int vac_nested_body(lith_tx *tx, void *arg) { return *(int *)arg = lith_tx_vacuum(tx), LITH_OK; }
+
+static int vac_nested(lith_tx *tx, void *arg) { return lith_tx_savepoint(tx, vac_nested_body, arg); }
+
+static int fill_cmd(lith_tx *tx, void *arg) {
+  (void)arg;
+  return lith_tx_exec(tx,
+                      "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 4000) "
+                      "INSERT INTO kv(k, v) SELECT 'fill-' || i || '-' || hex(randomblob(100)), i FROM n",
+                      NULL);
+}
+
+/* What lithd does to its connections: no ATTACH at all. */
+static int no_attach(void *ctx, sqlite3 *conn) {
+  (void)ctx;
+  sqlite3_limit(conn, SQLITE_LIMIT_ATTACHED, 0);
+  return SQLITE_OK;
+}
+
+static void test_vacuum(void **state) {
+  (void)state;
+  lith_options opt;
+  t_bank_options(&opt);
+  opt.on_connect = no_attach;
+  lith *db = t_open_fresh(DB, &opt);
+  assert_int_equal(lith_do(db, fill_cmd, NULL), LITH_OK);
+  int64_t pages = t_query_int(DB, "PRAGMA page_count");
+  t_async done = {0};
+  lith_request r;
+  struct vac_run v = {-1, -1};
+  t_submit_alone(db, &r, vac_cmd, &v, &done);
+  t_async_wait(&done, 1);
+  assert_int_equal(r.rc, LITH_OK);
+  assert_int_equal(v.rc_vacuum, LITH_OK);
+  assert_int_equal(v.rc_after, LITH_OK);
+  int64_t now = t_query_int(DB, "PRAGMA page_count");
+  if (now > pages * 3 / 4)
+    fail_msg("VACUUM left %lld pages of %lld", (long long)now, (long long)pages);
+  assert_int_equal(count_kv("after-vacuum"), 1);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM kv WHERE k LIKE 'fill-%'"), 2000);
+  /* in a command not submitted alone, or inside a savepoint: refused */
+  int rc = -1;
+  assert_int_equal(lith_do(db, vac_plain, &rc), LITH_OK);
+  assert_int_equal(rc, LITH_MISUSE);
+  rc = -1;
+  t_submit_alone(db, &r, vac_nested, &rc, &done);
+  t_async_wait(&done, 2);
+  assert_int_equal(rc, LITH_MISUSE);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_assert_integrity(DB);
+
+  /* bounded as the command's own SQL: a limit it cannot meet interrupts it */
+  db = t_open_fresh(DB, &opt);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(lith_do(db, fill_cmd, NULL), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  opt.command_timeout_ms = 1;
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  rc = -1;
+  t_submit_alone(db, &r, vac_plain, &rc, &done);
+  t_async_wait(&done, 3);
+  assert_int_equal(rc, LITH_INTERRUPTED);
+  assert_int_equal(lith_close(db), LITH_OK);
+  t_assert_integrity(DB);
+}
+
 /* A command waiting between statements restarts its clock: it is not cut
  * for the time it waited. */
 static int patient_cmd(lith_tx *tx, void *arg) {
@@ -286,6 +377,7 @@ int main(void) {
       cmocka_unit_test(test_commit_and_rollback_inside),
       cmocka_unit_test(test_restart_clock),
       cmocka_unit_test(test_foreign_keys),
+      cmocka_unit_test(test_vacuum),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -321,6 +321,32 @@ static void test_deferred_fk_violation_fails_alone(void **state) {
   assert_int_equal(q("SELECT count(*) FROM child WHERE pid NOT IN (SELECT id FROM parent)"), 0);
 }
 
+/* SQLite's defer_foreign_keys = OFF forgets the violations it deferred
+ * (its count goes to 0, COMMIT keeps them): a command that does so with one
+ * outstanding fails, checked whole; one that mended its violations first
+ * (Prisma's migration: ON, rebuild, foreign_key_check, OFF) commits. */
+static int orphan_then_off(lith_tx *tx, void *arg) {
+  return lith_cmd_sql(tx, arg ? "PRAGMA defer_foreign_keys = ON;"
+                                "INSERT INTO strict_child(id, pid) VALUES (60, 6);"
+                                "INSERT INTO parent(id) VALUES (6);"
+                                "PRAGMA defer_foreign_keys = OFF"
+                              : "PRAGMA defer_foreign_keys = ON;"
+                                "INSERT INTO strict_child(id, pid) VALUES (61, 996);"
+                                "PRAGMA defer_foreign_keys = OFF");
+}
+
+static void test_defer_off_cannot_forget_a_violation(void **state) {
+  (void)state;
+  lith *db = open_db();
+  assert_int_equal(lith_do(db, lith_cmd_sql, (void *)FK_SCHEMA), LITH_OK);
+  assert_int_equal(lith_do(db, orphan_then_off, NULL), LITH_CONSTRAINT);
+  assert_non_null(strstr(lith_errmsg(db), "defer_foreign_keys"));
+  assert_int_equal(lith_do(db, orphan_then_off, (void *)1), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(q("SELECT count(*) FROM strict_child WHERE pid NOT IN (SELECT id FROM parent)"), 0);
+  assert_int_equal(q("SELECT count(*) FROM strict_child WHERE id = 60"), 1);
+}
+
 typedef struct pragma_probe {
   int64_t recursive, defer, fk;
   char journal[16];
@@ -1275,6 +1301,7 @@ int main(void) {
       cmocka_unit_test(test_no_write_after_the_transaction_was_rolled_back),
       cmocka_unit_test(test_many_culprits_fail_alone),
       cmocka_unit_test(test_deferred_fk_violation_fails_alone),
+      cmocka_unit_test(test_defer_off_cannot_forget_a_violation),
       cmocka_unit_test(test_pragmas_cannot_outlive_the_command),
       cmocka_unit_test(test_temp_objects_and_triggers),
       cmocka_unit_test(test_lith_names_rule),
