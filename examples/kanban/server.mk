@@ -39,7 +39,7 @@ $(KANBAN_BIN): $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $
                $(HDRS) $(HTTP_HDRS) $(KANBAN_SRV_HDRS) $(KANBAN_BOARD_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Ihttp -Iexamples/kanban $(KANBAN_CFLAGS) $(CFLAGS) -o $@ \
-	  $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(KANBAN_LIBS) $(LDFLAGS)
+	  $(KANBAN_SRV_SRC) $(KANBAN_GEN) $(KANBAN_BOARD_OBJ) $(HTTP_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(KANBAN_LIBS) $(HTTP_LIBS) $(LDFLAGS)
 
 $(KANBAN_TEST_BIN): examples/kanban/test/test_http.c $(H1C_OBJ) http/h1client.h $(KANBAN_BIN)
 	@mkdir -p $(dir $@)

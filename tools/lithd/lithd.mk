@@ -73,7 +73,7 @@ $(LITHD_OBJ): $(B)/tools/lithd/%.o: tools/lithd/%.c Makefile tools/lithd/lithd.m
 LITHD_DQ_OBJ := $(B)/dqlite/writer.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o
 $(LITHD_BIN): $(LITHD_OBJ) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(LITHD_OBJ) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(LDFLAGS) -lm -lpthread
+	$(CC) $(CFLAGS) -o $@ $(LITHD_OBJ) $(HTTP_OBJ) $(LITHD_DQ_OBJ) $(B)/liblith_uv.a $(B)/liblith.a $(LITHD_LIBS) $(HTTP_LIBS) $(LDFLAGS) -lm -lpthread
 
 lithd: $(LITHD_BIN)
 .PHONY: lithd
@@ -86,7 +86,11 @@ lithd: $(LITHD_BIN)
 # cluster).
 LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c \
                   $(LD_DIR)/test/test_lithd_hrana.c
-LITHD_TEST_SRC := $(filter-out $(LITHD_DQ_SRC),$(wildcard $(LD_DIR)/test/test_lithd*.c))
+# test_lithd_tls: https, with the test certificates of http/test/tlsgen.c
+# and OpenSSL's client.
+LITHD_TLS_SRC  := $(LD_DIR)/test/test_lithd_tls.c
+LITHD_TLS_TEST := $(LITHD_TLS_SRC:%.c=$(B)/%)
+LITHD_TEST_SRC := $(filter-out $(LITHD_DQ_SRC) $(LITHD_TLS_SRC),$(wildcard $(LD_DIR)/test/test_lithd*.c))
 LITHD_TEST_BIN := $(LITHD_TEST_SRC:%.c=$(B)/%)
 LITHD_DQ_TEST  := $(LITHD_DQ_SRC:%.c=$(B)/%)
 LITHD_TEST_OBJ := $(B)/$(LD_DIR)/test/child.o
@@ -103,6 +107,10 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
 $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
+
+$(LITHD_TLS_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(TLSGEN_OBJ) $(LITHD_BIN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test -Ihttp/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(HTTP_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(TLSGEN_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(HTTP_LIBS) $(LDFLAGS) -lm
 
 # ---- Unit tests of lithd's own pieces (not spawning lithd) ----------------
 # Each source with logic of its own has its test, linked with the objects it
@@ -121,7 +129,7 @@ $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/node
 #                  and its time, linear in the text
 LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
                    test_overload test_textfile test_metrics test_options test_split)
-LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST)
+LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST) $(LITHD_TLS_TEST)
 
 # What each unit test links, besides its own .c.
 UNIT_test_json      := $(LITHD_JSON_SRC)
@@ -138,7 +146,7 @@ UNIT_test_split     := $(LD_DIR)/sql/split.c
 UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
 UNIT_LINK_test_guard    := $(B)/liblith.a
 UNIT_LINK_test_overload := $(shell pkg-config --libs libuv 2>/dev/null)
-UNIT_LINK_test_metrics  := $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS)
+UNIT_LINK_test_metrics  := $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(HTTP_LIBS)
 
 define LITHD_UNIT_RULE
 $(B)/$(LD_DIR)/test/$(1): $(LD_DIR)/test/$(1).c $$(call lithd_obj,$$(UNIT_$(1))) $(B)/liblith.a $(HTTP_OBJ) Makefile tools/lithd/lithd.mk

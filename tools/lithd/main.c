@@ -362,11 +362,15 @@ int main(int argc, char **argv) {
   }
 
   lith_http_options_default(&hopt);
-  /* HTTP/1.1 only: h2o carries out an "Upgrade: h2c" before the framing
-   * guard can look at the request (http.h), so an upgraded request with two
-   * Content-Length would run; and h2o 2.2.5 turns prior-knowledge HTTP/2
-   * off together with the upgrade. No lithd client needs cleartext h2. */
-  hopt.http2 = 0;
+  /* Cleartext is HTTP/1.1 only: h2o carries out an "Upgrade: h2c" before
+   * the framing guard can look at the request (http.h), so an upgraded
+   * request with two Content-Length would run; and h2o 2.2.5 turns
+   * prior-knowledge HTTP/2 off together with the upgrade. No lithd client
+   * needs cleartext h2. Over TLS, HTTP/2 is chosen by ALPN before any
+   * request: no upgrade to smuggle through. */
+  hopt.http2 = LITH_HTTP_H2_TLS;
+  hopt.tls_cert_file = o.tls_cert; /* loaded by create: a bad file stops lithd there */
+  hopt.tls_key_file = o.tls_key;
   hopt.server_name = "lithd";
   if (o.max_body != 0)
     d.srv.limits.max_body_bytes = o.max_body;
@@ -383,6 +387,7 @@ int main(int argc, char **argv) {
   d.srv.stream_idle_ms = o.stream_idle_ms != 0 ? o.stream_idle_ms : LITHD_HRANA_IDLE_MS;
   hopt.max_body = d.srv.limits.max_body_bytes;
   hopt.write_timeout_ms = (unsigned)o.write_timeout_ms; /* 0: never */
+  hopt.request_timeout_ms = (unsigned)o.request_timeout_ms;
   if (lith_http_server_create(&d.loop, &hopt, &d.http) != LITH_HTTP_OK) {
     lithd_log(LITHD_LOG_ERROR, "http server: %s", lith_http_errmsg());
     goto out;
@@ -461,10 +466,11 @@ int main(int argc, char **argv) {
       snprintf(route, sizeof route, "/v1/db/%s/do", o.dbs[0].name);
     if (port >= 0) {
       int v6 = strchr(o.host, ':') != NULL;
-      printf("lithd %s: listening on http://%s%s%s:%d (%s, synchronous %s, checkpoint %s); try: curl -s%s "
-             "http://%s%s%s:%d%s --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
-             LITH_VERSION, v6 ? "[" : "", o.host, v6 ? "]" : "", port, dbs, sync, ckpt, auth, v6 ? "[" : "",
-             o.host, v6 ? "]" : "", port, route);
+      const char *scheme = o.tls_cert != NULL ? "https" : "http";
+      printf("lithd %s: listening on %s://%s%s%s:%d (%s, synchronous %s, checkpoint %s); try: curl -s%s "
+             "%s://%s%s%s:%d%s --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",
+             LITH_VERSION, scheme, v6 ? "[" : "", o.host, v6 ? "]" : "", port, dbs, sync, ckpt, auth, scheme,
+             v6 ? "[" : "", o.host, v6 ? "]" : "", port, route);
     } else {
       printf("lithd %s: listening on unix:%s (%s, synchronous %s, checkpoint %s); try: curl -s%s "
              "--unix-socket %s http://lithd%s --json '{\"statements\":[{\"sql\":\"SELECT 1\"}]}'\n",

@@ -276,6 +276,21 @@ const lithd_opt lithd_opt_table[] = {
      PATH(token_file),
      .help = "require \"Authorization: Bearer <token>\" (needed for a non-loopback --listen)",
      .modes = LITHD_MODE_ALL},
+    {.name = "tls-cert",
+     .arg = required_argument,
+     .meta = "FILE",
+     .key = "tls-cert",
+     PATH(tls_cert),
+     .help = "serve https (TLS 1.2+, HTTP/2 by ALPN) on the TCP listener with this PEM certificate and its "
+             "chain (--unix stays cleartext); needs --tls-key",
+     .modes = LITHD_MODE_ALL},
+    {.name = "tls-key",
+     .arg = required_argument,
+     .meta = "FILE",
+     .key = "tls-key",
+     PATH(tls_key),
+     .help = "the PEM private key of --tls-cert",
+     .modes = LITHD_MODE_ALL},
     {.name = "allow-origin",
      .arg = required_argument,
      .meta = "LIST",
@@ -405,6 +420,16 @@ const lithd_opt lithd_opt_table[] = {
      .def_applied = 1,
      .help = "on SIGTERM, how long requests and downloads running may finish; then reads are "
              "interrupted and downloads cut (writes accepted are always run and answered)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "request-timeout-ms",
+     .arg = required_argument,
+     .meta = "MS",
+     .key = "request-timeout-ms",
+     NUM(request_timeout_ms, T_I64, 1, (long long)3600 * 1000),
+     .def = "10000",
+     .def_applied = 1,
+     .help = "close a connection that takes longer to send a request (or to finish its TLS "
+             "handshake), or that stays idle between requests, for this long",
      .modes = LITHD_MODE_ALL},
     {.name = "write-timeout-ms",
      .arg = required_argument,
@@ -1284,6 +1309,8 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
     if (o->checkpoint_pages == 0)
       o->checkpoint_pages = LITHD_LITESTREAM_CKPT_PAGES;
   }
+  /* TLS keeps what is sent from other eyes; who may send is still the
+   * token's to say (docs/security.md). */
   if (!is_loopback_host(o->host) && o->token_file == NULL) {
     fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);
     return 2;
@@ -1307,6 +1334,8 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->default_db);
   free(o->unix_path);
   free(o->token_file);
+  free(o->tls_cert);
+  free(o->tls_key);
   free(o->allow_origins);
   free(o->allow_hosts);
   free(o->backup_dir);

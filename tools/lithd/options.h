@@ -103,6 +103,8 @@ typedef struct lithd_opts {
   int n_files;
   int only_named;
   char *token_file;
+  char *tls_cert; /* --tls-cert: PEM certificate (and chain) of the TCP listener; NULL: cleartext */
+  char *tls_key;  /* --tls-key: its private key; given with --tls-cert or not at all */
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */
   char *allow_hosts;   /* further Host names a token-less loopback lithd answers */
   char *backup_dir;    /* where POST /v1/backup writes; NULL: backups off */
@@ -122,6 +124,7 @@ typedef struct lithd_opts {
   int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
   /* --write-timeout-ms: a connection whose client takes no byte for this long is closed; 0: never */
   int64_t write_timeout_ms;
+  int64_t request_timeout_ms; /* --request-timeout-ms (default 10000) */
   int64_t max_answer_mib; /* --max-answer-mib: the process's answer budget (sqljson.h) */
   char *dqlite;           /* --dqlite ADDR,...: the database is a dqlite cluster's (dq.h); NULL: local */
   char *dqlite_db;        /* --dqlite-db NAME; NULL: LITHD_DB_MAIN */

@@ -202,9 +202,9 @@ void tl_start(struct tl_child *c, const char *name, unsigned flags, const char *
     snprintf(want, sizeof want, "listening on unix:%s ", c->unix_path);
     assert_non_null(strstr(line, want));
   } else {
-    const char *url = strstr(line, "http://127.0.0.1:");
+    const char *url = strstr(line, "://127.0.0.1:"); /* http or https */
     assert_non_null(url);
-    c->port = atoi(url + strlen("http://127.0.0.1:"));
+    c->port = atoi(url + strlen("://127.0.0.1:"));
     assert_true(c->port > 0 && c->port < 65536);
   }
   assert_non_null(strstr(line, "curl"));

@@ -62,6 +62,9 @@ static const struct {
     {"commands", "main=c.sql", 0},
     {"only-named", NULL, 0},
     {"token-file", "t.txt", 0},
+    {"tls-cert", "c.pem", 0}, /* alone: lith_http_server_create refuses it */
+    {"tls-key", "k.pem", 0},
+    {"request-timeout-ms", "3000", 0},
     {"allow-origin", "*", 0},
     {"allow-host", "proxy.example", 0},
     {"backup-dir", "bk", 0},
