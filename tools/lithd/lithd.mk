@@ -35,7 +35,9 @@ DEBS += libjansson-dev
 JANSSON_CFLAGS = $(shell pkg-config --cflags jansson 2>/dev/null)
 JANSSON_LIBS   = $(shell pkg-config --libs jansson 2>/dev/null)
 
-LITHD_PKGS   := libh2o libuv sqlite3
+# libcrypto: --auth-jwt-key-file's Ed25519 (request/jwt.c; Debian: libssl-dev).
+DEBS += libssl-dev
+LITHD_PKGS   := libh2o libuv sqlite3 libcrypto
 LITHD_CFLAGS  = $(shell pkg-config --cflags $(LITHD_PKGS) 2>/dev/null)
 LITHD_LIBS    = $(shell pkg-config --libs $(LITHD_PKGS) 2>/dev/null)
 LITHD_DIRS   := tools/lithd tools/lithd/routes tools/lithd/request tools/lithd/sql tools/lithd/store \
@@ -52,8 +54,8 @@ LITHD_SQLJSON_SRC := $(LD_DIR)/request/sqljson.c $(LD_DIR)/request/sqljson_parse
                      $(LITHD_JSON_SRC)
 LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/routes/server.c $(LD_DIR)/routes/overload.c $(LD_DIR)/routes/backup_http.c \
-             $(LD_DIR)/routes/pieces.c $(LD_DIR)/routes/hrana_http.c \
-             $(LD_DIR)/request/commands.c \
+             $(LD_DIR)/routes/pieces.c $(LD_DIR)/routes/hrana_http.c $(LD_DIR)/routes/hrana_ws.c \
+             $(LD_DIR)/request/commands.c $(LD_DIR)/request/jwt.c \
              $(LD_DIR)/sql/schema.c $(LD_DIR)/sql/heap.c \
              $(LD_DIR)/store/store.c $(LD_DIR)/store/local.c $(LD_DIR)/store/dqlite.c \
              $(LD_DIR)/ops/metrics.c $(LD_DIR)/ops/log.c $(LD_DIR)/ops/sqldump.c $(LD_DIR)/ops/restore.c \
@@ -104,6 +106,9 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
 
+# test_lithd_jwt mints its tokens with libcrypto (test/jwtmint.h).
+$(B)/$(LD_DIR)/test/test_lithd_jwt: LDFLAGS += $(shell pkg-config --libs libcrypto 2>/dev/null)
+
 $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test -Idqlite -Idqlite/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(B)/dqlite/wire.o $(B)/dqlite/client.o $(B)/lib/clock.o $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
@@ -125,10 +130,11 @@ $(LITHD_TLS_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(TLSGEN_OBJ) $(LITH
 #   test_metrics   ops/metrics.c on a real lith handle, without an HTTP server
 #   test_options   options.c's table walked: --help, the config file, the
 #                  modes (docs/lithd.md's table against --help: test-docs)
+#   test_jwt       request/jwt.c: keys, grants, every forged token (test/jwtmint.h)
 #   test_split     sql/split.c against sqlite3_complete (test/split_ref.h),
 #                  and its time, linear in the text
 LITHD_UNIT_TEST := $(addprefix $(B)/$(LD_DIR)/test/,test_json test_sqljson test_guard test_utf8 test_buf \
-                   test_overload test_textfile test_metrics test_options test_split)
+                   test_overload test_textfile test_metrics test_options test_split test_jwt)
 LITHD_TEST_BIN  += $(LITHD_UNIT_TEST) $(LITHD_DQ_TEST) $(LITHD_TLS_TEST)
 
 # What each unit test links, besides its own .c.
@@ -142,11 +148,13 @@ UNIT_test_textfile  := $(LD_DIR)/util/textfile.c $(LD_DIR)/util/token.c
 UNIT_test_metrics   := $(LD_DIR)/ops/metrics.c $(LD_DIR)/util/buf.c
 UNIT_test_options   := $(LD_DIR)/options.c $(LD_DIR)/ops/log.c $(LD_DIR)/util/textfile.c $(LD_DIR)/util/utf8.c
 UNIT_test_split     := $(LD_DIR)/sql/split.c
+UNIT_test_jwt       := $(LD_DIR)/request/jwt.c $(LD_DIR)/util/textfile.c $(LITHD_JSON_SRC)
 # What beyond libc and cmocka each one needs.
 UNIT_LINK_test_sqljson  := $(B)/liblith.a $(JANSSON_LIBS)
 UNIT_LINK_test_guard    := $(B)/liblith.a
 UNIT_LINK_test_overload := $(shell pkg-config --libs libuv 2>/dev/null)
 UNIT_LINK_test_metrics  := $(HTTP_OBJ) $(B)/liblith.a $(LITHD_LIBS) $(HTTP_LIBS)
+UNIT_LINK_test_jwt      := $(shell pkg-config --libs libcrypto 2>/dev/null)
 
 define LITHD_UNIT_RULE
 $(B)/$(LD_DIR)/test/$(1): $(LD_DIR)/test/$(1).c $$(call lithd_obj,$$(UNIT_$(1))) $(B)/liblith.a $(HTTP_OBJ) Makefile tools/lithd/lithd.mk

@@ -25,6 +25,11 @@
 #include "split.h"
 #include "sqljson_int.h"
 
+/* What put_value wraps a value in, about ({"type":"integer","value":""}
+ * and the comma after it: 30), and a row's brackets: what each cell counts
+ * in max_result_bytes beside its value (lithd_limits.cell_frame). */
+#define HRANA_CELL_FRAME 32
+
 int lithd_hrana_fail(lithd_hrana_error *e, const char *code, const char *fmt, ...) {
   va_list ap;
   e->code = code;
@@ -79,31 +84,42 @@ const char *lithd_hrana_code(int code, const char *message) {
 
 /* ---- A pipeline body -------------------------------------------------------- */
 
+/* The body's tree into p->mem and its baton into p->baton: the root
+ * object, or NULL with *e. */
+static lj_value *parse_body(lithd_hrana_pipeline *p, const char *body, size_t len, const char *shape,
+                            lithd_hrana_error *e) {
+  lj_error jerr = {0, 0, ""};
+  lj_value *root;
+  if (lj_parse(&p->mem, body, len, &root, &jerr) != 0) {
+    lithd_hrana_fail(e, "HTTP_PARSE_ERROR", "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                     jerr.text);
+    return NULL;
+  }
+  if (root->type != LJ_OBJECT) {
+    lithd_hrana_fail(e, "PROTO_ERROR", "the body must be an object: %s", shape);
+    return NULL;
+  }
+  const lj_value *baton = lj_get(root, "baton");
+  if (baton != NULL && baton->type != LJ_NULL) {
+    if (baton->type != LJ_STRING || memchr(baton->u.s, '\0', baton->n) != NULL) {
+      lithd_hrana_fail(e, "PROTO_ERROR", "\"baton\" must be a string or null");
+      return NULL;
+    }
+    p->baton = baton->u.s;
+  }
+  return root;
+}
+
 int lithd_hrana_pipeline_parse(const char *body, size_t len, int max_requests, lithd_hrana_pipeline **out,
                                lithd_hrana_error *e) {
-  lj_error jerr = {0, 0, ""};
   lj_value *root;
   lithd_hrana_pipeline *p = calloc(1, sizeof *p);
   *out = NULL;
   if (p == NULL)
     return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
-  if (lj_parse(&p->mem, body, len, &root, &jerr) != 0) {
-    lithd_hrana_fail(e, "HTTP_PARSE_ERROR", "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
-                     jerr.text);
+  if ((root = parse_body(p, body, len, "{\"baton\": ..., \"requests\": [...]}", e)) == NULL)
     goto err_free;
-  }
-  if (root->type != LJ_OBJECT) {
-    lithd_hrana_fail(e, "PROTO_ERROR", "the body must be an object: {\"baton\": ..., \"requests\": [...]}");
-    goto err_free;
-  }
-  const lj_value *baton = lj_get(root, "baton"), *reqs = lj_get(root, "requests");
-  if (baton != NULL && baton->type != LJ_NULL) {
-    if (baton->type != LJ_STRING || memchr(baton->u.s, '\0', baton->n) != NULL) {
-      lithd_hrana_fail(e, "PROTO_ERROR", "\"baton\" must be a string or null");
-      goto err_free;
-    }
-    p->baton = baton->u.s;
-  }
+  const lj_value *reqs = lj_get(root, "requests");
   if (reqs == NULL || reqs->type != LJ_ARRAY) {
     lithd_hrana_fail(e, "PROTO_ERROR", "\"requests\" must be an array%s", reqs ? "" : " and is missing");
     goto err_free;
@@ -120,6 +136,43 @@ int lithd_hrana_pipeline_parse(const char *body, size_t len, int max_requests, l
     }
   p->n = (int)reqs->n;
   p->requests = reqs->u.items;
+  *out = p;
+  return 0;
+
+err_free:
+  lithd_hrana_pipeline_free(p);
+  return -1;
+}
+
+int lithd_hrana_cursor_parse(const char *body, size_t len, lithd_hrana_pipeline **out, lithd_hrana_error *e) {
+  lj_value *root, *req, *list;
+  lithd_hrana_pipeline *p = calloc(1, sizeof *p);
+  *out = NULL;
+  if (p == NULL)
+    return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+  if ((root = parse_body(p, body, len, "{\"baton\": ..., \"batch\": {\"steps\": [...]}}", e)) == NULL)
+    goto err_free;
+  lj_value *batch = lj_get(root, "batch");
+  const lj_value *steps = lj_get(batch, "steps");
+  if (batch == NULL || batch->type != LJ_OBJECT || steps == NULL || steps->type != LJ_ARRAY) {
+    lithd_hrana_fail(e, "PROTO_ERROR", "a cursor's body needs \"batch\": {\"steps\": [...]}");
+    goto err_free;
+  }
+  /* the batch request it is: {"type": "batch", "batch": ...} */
+  if ((req = lj_make(&p->mem, LJ_OBJECT, 2)) == NULL || (list = lj_make(&p->mem, LJ_ARRAY, 1)) == NULL ||
+      (req->u.members[0].value = lj_make_string(&p->mem, "batch", 5)) == NULL) {
+    lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+    goto err_free;
+  }
+  req->u.members[0].key = "type";
+  req->u.members[0].keylen = 4;
+  req->u.members[1].key = "batch";
+  req->u.members[1].keylen = 5;
+  req->u.members[1].value = batch;
+  list->u.items[0] = req;
+  p->n = 1;
+  p->requests = list->u.items;
+  p->cursor = 1;
   *out = p;
   return 0;
 
@@ -633,6 +686,10 @@ int lithd_hrana_batch(const lj_value *req, int kind, const lithd_hrana_sqls *m, 
   if ((c.b = lithd__batch_new(lim, n)) == NULL)
     return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
   c.b->fmt.types = 1; /* every Col has its decltype */
+  /* An answer bounded by its bytes alone, as sqld's (max_result_bytes
+   * counts every cell: lithd_limits.cell_frame); no row bound. */
+  c.b->lim.max_rows = INT64_MAX;
+  c.b->lim.cell_frame = HRANA_CELL_FRAME;
 
   switch (kind) {
   case LITHD_HR_EXECUTE:
@@ -807,20 +864,36 @@ static void put_cols(lithd_buf *b, const stmt_out *o) {
   lithd_buf_puts(b, "]");
 }
 
+/* Row r of o as [value, ...]. */
+static void put_row(lithd_buf *b, const stmt_out *o, int64_t r) {
+  lithd_buf_puts(b, "[");
+  for (int c = 0; c < o->ncols; c++) {
+    if (c)
+      lithd_buf_puts(b, ",");
+    put_value(b, &o->vals[(size_t)r * (size_t)o->ncols + (size_t)c]);
+  }
+  lithd_buf_puts(b, "]");
+}
+
+/* A StmtResult's fields after its rows (a cursor's step_end has them). */
+static void put_stmt_tail(lithd_buf *b, const stmt_out *o, int version);
+
 static void put_stmt_result(lithd_buf *b, const stmt_out *o, int version) {
   lithd_buf_puts(b, "{\"cols\":");
   put_cols(b, o);
   lithd_buf_puts(b, ",\"rows\":[");
   for (int64_t r = 0; r < o->nrows; r++) {
-    lithd_buf_puts(b, r ? ",[" : "[");
-    for (int c = 0; c < o->ncols; c++) {
-      if (c)
-        lithd_buf_puts(b, ",");
-      put_value(b, &o->vals[(size_t)r * (size_t)o->ncols + (size_t)c]);
-    }
-    lithd_buf_puts(b, "]");
+    if (r)
+      lithd_buf_puts(b, ",");
+    put_row(b, o, r);
   }
-  lithd_buf_puts(b, "],\"affected_row_count\":");
+  lithd_buf_puts(b, "],");
+  put_stmt_tail(b, o, version);
+  lithd_buf_puts(b, "}");
+}
+
+static void put_stmt_tail(lithd_buf *b, const stmt_out *o, int version) {
+  lithd_buf_puts(b, "\"affected_row_count\":");
   lithd_buf_put_i64(b, o->changes);
   lithd_buf_puts(b, ",\"last_insert_rowid\":");
   if (o->last_rowid != 0) {
@@ -843,7 +916,6 @@ static void put_stmt_result(lithd_buf *b, const stmt_out *o, int version) {
     lithd_buf_puts(b, ".");
     lithd_buf_puts(b, frac);
   }
-  lithd_buf_puts(b, "}");
 }
 
 static void put_describe(lithd_buf *b, const stmt_out *o) {
@@ -928,4 +1000,176 @@ void lithd_hrana_put_outcome(lithd_buf *b, int kind, int version, int rc, const 
       lithd_buf_puts(b, "null");
   }
   lithd_buf_puts(b, "]}}}");
+}
+
+void lithd_hrana_put_cursor(lithd_buf *b, int rc, const lithd_result *r, const char *errmsg) {
+  lithd_error e;
+  if (rc != LITH_OK || r == NULL) { /* as put_outcome: the batch failed whole */
+    if (rc == LITH_OK)
+      rc = LITH_NOMEM;
+    put_err(b, rc, r != NULL && lithd_result_error(r, &e) == rc ? e.message : errmsg);
+    lithd_buf_puts(b, "\n");
+    return;
+  }
+  for (int i = 0; i < r->nouts; i++) {
+    const stmt_out *o = &r->outs[i];
+    if (o->state == STEP_FAILED) {
+      lithd_buf_printf(b, "{\"type\":\"step_error\",\"step\":%d,\"error\":", i);
+      put_error_object(b, lithd_hrana_code(o->error->code, o->error->message), o->error->message);
+      lithd_buf_puts(b, "}\n");
+      continue;
+    }
+    if (o->state != STEP_OK)
+      continue; /* skipped: no entry */
+    lithd_buf_printf(b, "{\"type\":\"step_begin\",\"step\":%d,\"cols\":", i);
+    put_cols(b, o);
+    lithd_buf_puts(b, "}\n");
+    for (int64_t k = 0; k < o->nrows; k++) {
+      lithd_buf_puts(b, "{\"type\":\"row\",\"row\":");
+      put_row(b, o, k);
+      lithd_buf_puts(b, "}\n");
+    }
+    lithd_buf_puts(b, "{\"type\":\"step_end\",");
+    put_stmt_tail(b, o, 3);
+    lithd_buf_puts(b, "}\n");
+  }
+}
+
+/* ---- Hrana over WebSocket ------------------------------------------------------ */
+
+int lithd_hrana_ws_parse(const char *msg, size_t len, lithd_hrana_wsmsg *out, lithd_hrana_error *e) {
+  static const struct {
+    const char *name;
+    int kind;
+  } own[] = {{"open_stream", LITHD_HRWS_OPEN_STREAM},
+             {"close_stream", LITHD_HRWS_CLOSE_STREAM},
+             {"open_cursor", LITHD_HRWS_OPEN_CURSOR},
+             {"close_cursor", LITHD_HRWS_CLOSE_CURSOR},
+             {"fetch_cursor", LITHD_HRWS_FETCH_CURSOR}};
+  lj_error jerr = {0, 0, ""};
+  lj_value *root;
+  memset(out, 0, sizeof *out);
+  lithd_hrana_pipeline *p = calloc(1, sizeof *p);
+  if (p == NULL)
+    return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+  out->p = p;
+  if (lj_parse(&p->mem, msg, len, &root, &jerr) != 0) {
+    lithd_hrana_fail(e, "PROTO_ERROR", "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                     jerr.text);
+    goto err;
+  }
+  const lj_value *t = root->type == LJ_OBJECT ? lj_get(root, "type") : NULL;
+  if (t == NULL || t->type != LJ_STRING) {
+    lithd_hrana_fail(e, "PROTO_ERROR", "a message is an object with a \"type\"");
+    goto err;
+  }
+  if (t->n == 5 && memcmp(t->u.s, "hello", 5) == 0) {
+    const lj_value *jwt = lj_get(root, "jwt");
+    out->type = LITHD_HRWS_HELLO;
+    if (jwt != NULL && jwt->type != LJ_NULL) {
+      if (jwt->type != LJ_STRING || memchr(jwt->u.s, '\0', jwt->n) != NULL) {
+        lithd_hrana_fail(e, "PROTO_ERROR", "\"jwt\" must be a string or null");
+        goto err;
+      }
+      out->jwt = jwt->u.s;
+    }
+    return 0;
+  }
+  if (t->n != 7 || memcmp(t->u.s, "request", 7) != 0) {
+    lithd_hrana_fail(e, "PROTO_ERROR", "a message is a hello or a request");
+    goto err;
+  }
+  out->type = LITHD_HRWS_REQUEST;
+  lj_value *rq = lj_get(root, "request");
+  if (get_i32(root, "request_id", &out->request_id) != 0 || rq == NULL || rq->type != LJ_OBJECT) {
+    lithd_hrana_fail(e, "PROTO_ERROR",
+                     "a request message has an int32 \"request_id\" and a \"request\" object");
+    goto err;
+  }
+  p->n = 1;
+  p->requests = lithd_arena_alloc(&p->mem, sizeof *p->requests, sizeof(void *));
+  if (p->requests == NULL) {
+    lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+    goto err;
+  }
+  p->requests[0] = rq;
+  out->kind = lithd_hrana_kind(rq);
+  if (out->kind == LITHD_HR_CLOSE)
+    out->kind = LITHD_HR_UNKNOWN; /* HTTP's; a WebSocket closes a stream with close_stream */
+  const lj_value *rt = lj_get(rq, "type");
+  for (size_t i = 0;
+       out->kind == LITHD_HR_UNKNOWN && rt != NULL && rt->type == LJ_STRING && i < sizeof own / sizeof own[0];
+       i++)
+    if (strlen(own[i].name) == rt->n && memcmp(own[i].name, rt->u.s, rt->n) == 0)
+      out->kind = own[i].kind;
+  if (out->kind == LITHD_HRWS_OPEN_CURSOR) {
+    /* its batch runs as a batch request whose outcome is written as a
+     * cursor's entries (p->cursor) */
+    lj_value *batch = lj_get(rq, "batch"), *req;
+    if (batch == NULL || batch->type != LJ_OBJECT || (req = lj_make(&p->mem, LJ_OBJECT, 2)) == NULL ||
+        (req->u.members[0].value = lj_make_string(&p->mem, "batch", 5)) == NULL) {
+      lithd_hrana_fail(e, "PROTO_ERROR", "open_cursor needs a \"batch\" object");
+      goto err;
+    }
+    req->u.members[0].key = "type";
+    req->u.members[0].keylen = 4;
+    req->u.members[1].key = "batch";
+    req->u.members[1].keylen = 5;
+    req->u.members[1].value = batch;
+    p->requests[0] = req;
+    p->cursor = 1;
+  }
+  if (out->kind >= LITHD_HRWS_OPEN_CURSOR &&
+      (get_i32(rq, "cursor_id", &out->cursor_id) != 0 ||
+       (out->kind == LITHD_HRWS_FETCH_CURSOR &&
+        (get_i32(rq, "max_count", &out->max_count) != 0 || out->max_count < 0)))) {
+    lithd_hrana_fail(e, "PROTO_ERROR",
+                     "a cursor's request needs an int32 \"cursor_id\" (and fetch_cursor a \"max_count\")");
+    goto err;
+  }
+  switch (out->kind) {
+  case LITHD_HR_UNKNOWN:
+  case LITHD_HR_STORE_SQL:
+  case LITHD_HR_CLOSE_SQL:
+  case LITHD_HRWS_CLOSE_CURSOR:
+  case LITHD_HRWS_FETCH_CURSOR: return 0; /* no stream (a cursor has one) */
+  default:
+    if (get_i32(rq, "stream_id", &out->stream_id) != 0) {
+      lithd_hrana_fail(e, "PROTO_ERROR", "the request needs an int32 \"stream_id\"");
+      goto err;
+    }
+    return 0;
+  }
+err:
+  lithd_hrana_pipeline_free(p);
+  out->p = NULL;
+  return -1;
+}
+
+void lithd_hrana_ws_response(lithd_buf *b, int32_t id, const char *entry, size_t len) {
+  static const char ok[] = "{\"type\":\"ok\",", err[] = "{\"type\":\"error\",";
+  int is_ok = len >= sizeof ok - 1 && memcmp(entry, ok, sizeof ok - 1) == 0;
+  size_t skip = is_ok                                                              ? sizeof ok - 1
+                : len >= sizeof err - 1 && memcmp(entry, err, sizeof err - 1) == 0 ? sizeof err - 1
+                                                                                   : 0;
+  if (skip == 0) { /* not an entry of ours: never happens, but never malformed either */
+    lithd_hrana_error e;
+    lithd_hrana_fail(&e, "INTERNAL", "no answer");
+    lithd_hrana_ws_error(b, id, &e);
+    return;
+  }
+  lithd_buf_printf(b, "{\"type\":\"%s\",\"request_id\":%" PRId32 ",",
+                   is_ok ? "response_ok" : "response_error", id);
+  lithd_buf_put(b, entry + skip, len - skip);
+}
+
+void lithd_hrana_ws_ok(lithd_buf *b, int32_t id, const char *type) {
+  lithd_buf_printf(b, "{\"type\":\"response_ok\",\"request_id\":%" PRId32 ",\"response\":{\"type\":\"%s\"}}",
+                   id, type);
+}
+
+void lithd_hrana_ws_error(lithd_buf *b, int32_t id, const lithd_hrana_error *e) {
+  lithd_buf_printf(b, "{\"type\":\"response_error\",\"request_id\":%" PRId32 ",\"error\":", id);
+  put_error_object(b, e->code != NULL ? e->code : "SQLITE_ERROR", e->message);
+  lithd_buf_puts(b, "}");
 }

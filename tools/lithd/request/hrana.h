@@ -93,6 +93,7 @@ typedef struct lithd_hrana_pipeline {
   const char *baton; /* NULL: a new stream; else NUL-terminated, in mem */
   int n;             /* requests */
   lj_value **requests;
+  int cursor; /* 1: a cursor's body, its one request a batch (lithd_hrana_cursor_parse) */
 } lithd_hrana_pipeline;
 
 /* Parse {"baton": string | null, "requests": [...]} (body[0..len)), at
@@ -101,6 +102,14 @@ typedef struct lithd_hrana_pipeline {
 int lithd_hrana_pipeline_parse(const char *body, size_t len, int max_requests, lithd_hrana_pipeline **out,
                                lithd_hrana_error *e);
 void lithd_hrana_pipeline_free(lithd_hrana_pipeline *p);
+
+/* Parse a /v3/cursor body, {"baton": string | null, "batch": {"steps":
+ * [...]}}, as a pipeline of one request, {"type": "batch", "batch": ...}
+ * (the same tree: the steps are read by lithd_hrana_batch, with its
+ * limits), cursor set. 0 with *out (lithd_hrana_pipeline_free), or -1 with
+ * *e: not JSON, not an object, a baton not a string, no batch object with
+ * a steps array. */
+int lithd_hrana_cursor_parse(const char *body, size_t len, lithd_hrana_pipeline **out, lithd_hrana_error *e);
 
 /* The LITHD_HR_ kind of a request object (LITHD_HR_UNKNOWN: no such type). */
 int lithd_hrana_kind(const lj_value *req);
@@ -164,8 +173,69 @@ void lithd_hrana_put_error(lithd_buf *b, const lithd_hrana_error *e);
 void lithd_hrana_put_outcome(lithd_buf *b, int kind, int version, int rc, const lithd_result *r,
                              const char *errmsg);
 
+/* The same outcome as a cursor's entries (Hrana 3, "Cursor entries"), one
+ * JSON object a line, each ending in '\n': for each step that ran,
+ * step_begin {step, cols}, a row {row} per row and step_end
+ * {affected_row_count, last_insert_rowid, rows_read, rows_written,
+ * query_duration_ms}, or step_error {step, error}; a skipped step writes
+ * nothing. A batch that failed as a whole is one error {error} line. */
+void lithd_hrana_put_cursor(lithd_buf *b, int rc, const lithd_result *r, const char *errmsg);
+
 /* An HTTP-level error body, {"message": ..., "code": ...}, malloc'd (NULL:
  * no memory). */
 char *lithd_hrana_error_json(const lithd_hrana_error *e);
+
+/* ---- Hrana over WebSocket (routes/hrana_ws.c) ------------------------------
+ *
+ * A client's message is {"type": "hello", "jwt": string | null} or
+ * {"type": "request", "request_id": int32, "request": {...}}; a request
+ * on a stream has the shape of a pipeline's (its extra "stream_id" aside),
+ * so it runs as a pipeline of one. The connection-wide ones are
+ * open_stream, close_stream (and Hrana 3's cursors). */
+
+enum { LITHD_HRWS_HELLO = 1, LITHD_HRWS_REQUEST = 2 };
+/* Request kinds of WebSocket's own, after the LITHD_HR_ ones. */
+enum {
+  LITHD_HRWS_OPEN_STREAM = 100,
+  LITHD_HRWS_CLOSE_STREAM,
+  LITHD_HRWS_OPEN_CURSOR,
+  LITHD_HRWS_CLOSE_CURSOR,
+  LITHD_HRWS_FETCH_CURSOR
+};
+
+typedef struct lithd_hrana_wsmsg {
+  lithd_hrana_pipeline *p; /* the tree (free with lithd_hrana_pipeline_free); a
+                              request: p->n 1, p->requests[0] the request */
+  int type;                /* LITHD_HRWS_HELLO or LITHD_HRWS_REQUEST */
+  const char *jwt;         /* hello: the token, NUL-terminated in p->mem; NULL: none */
+  int32_t request_id;
+  int kind;          /* a request: a LITHD_HR_ kind (LITHD_HR_UNKNOWN: a type this
+                        lithd does not know, or "close", which is HTTP's) or a
+                        LITHD_HRWS_ one */
+  int32_t stream_id; /* the request's, where it has one */
+  int32_t cursor_id; /* open_cursor, close_cursor, fetch_cursor */
+  int32_t max_count; /* fetch_cursor: at most this many entries (>= 0) */
+} lithd_hrana_wsmsg;
+/* An open_cursor's p->requests[0] is the batch request {"type": "batch",
+ * "batch": ...} with p->cursor set: its outcome is written as the
+ * cursor's entries (lithd_hrana_put_cursor). */
+
+/* Parse msg[0..len). 0 with *out (out->p the caller's), or -1 with *e: not
+ * a message of the protocol (not JSON, no type, a request without an
+ * int32 request_id or stream_id where one is needed): the connection
+ * ends. */
+int lithd_hrana_ws_parse(const char *msg, size_t len, lithd_hrana_wsmsg *out, lithd_hrana_error *e);
+
+/* The answer to request `id` from a pipeline's entry for it (entry[0..len),
+ * what lithd_hrana_put_ok / _put_error / _put_outcome wrote):
+ * {"type":"response_ok","request_id":id,"response":...} or
+ * {"type":"response_error","request_id":id,"error":...}. */
+void lithd_hrana_ws_response(lithd_buf *b, int32_t id, const char *entry, size_t len);
+
+/* {"type":"response_ok","request_id":id,"response":{"type":type}}. */
+void lithd_hrana_ws_ok(lithd_buf *b, int32_t id, const char *type);
+
+/* {"type":"response_error","request_id":id,"error":{"message","code"}}. */
+void lithd_hrana_ws_error(lithd_buf *b, int32_t id, const lithd_hrana_error *e);
 
 #endif /* LITHD_HRANA_H */

@@ -29,10 +29,15 @@
 
 #include "buf.h"
 #include "hrana.h"
+#include "hrana_int.h"
 #include "log.h"
 #include "pieces.h"
 #include "sqljson_int.h"
 #include "tx_life.h"
+
+/* How often the FIFO of pipelines waiting for a reader looks for readers
+ * that idle streams' ended transactions hold (reclaim_readers). */
+#define WAIT_POLL_MS 10
 
 /* What an open stream holds of the answer budget (its slot is in the
  * table; its stored SQL is charged as stored, its answers as built). */
@@ -49,6 +54,7 @@ typedef struct hr_tx {
   int charged; /* a snapshot's: SNAPSHOT_COST held of the answer budget */
 } hr_tx;
 
+typedef struct hr_pipe_ws hr_pipe_ws;
 typedef struct hr_stream {
   int used;
   int busy;     /* a pipeline of it runs */
@@ -59,6 +65,7 @@ typedef struct hr_stream {
   hr_tx tx;        /* its open transaction */
   int64_t last_ms; /* lith_clock_ms of its last answer */
   char peer[48];   /* the client's address, without its port: its share */
+  hr_pipe_ws *ws;  /* a WebSocket connection's (hrana_int.h): no baton, no idle sweep */
 } hr_stream;
 
 typedef struct hr_pipe hr_pipe;
@@ -125,7 +132,10 @@ static void tx_end(lithd_hrana_srv *h, lithd_dbsrv *d, hr_tx *x) {
   tx_reader_back(h, d, x);
 }
 
+static void ws_stream_gone(hr_stream *st);
+
 static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
+  ws_stream_gone(st);
   lithd_hrana_sqls_free(st->sqls);
   tx_end(h, st->d, &st->tx); /* rolls back what it left open */
   memset(st, 0, sizeof *st);
@@ -133,13 +143,25 @@ static void stream_release(lithd_hrana_srv *h, hr_stream *st) {
   lithd_answer_budget_release(STREAM_COST);
 }
 
+/* Give back the readers of idle streams whose transaction ended by itself
+ * (store.h: an idle one is rolled back while others wait for a reader; its
+ * stream would learn it only at its next pipeline): to whoever waits. */
+static void reclaim_readers(lithd_hrana_srv *h) {
+  for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
+    hr_stream *st = &h->streams[i];
+    if (st->used && !st->busy && st->tx.slot && lithd_store_tx_ended(st->tx.h))
+      tx_reader_back(h, st->d, &st->tx);
+  }
+}
+
 static void sweep(uv_timer_t *t) {
   lithd_hrana_srv *h = t->data;
+  reclaim_readers(h); /* (a query waiting in the read FIFO too) */
   int64_t now = lith_clock_ms();
   int64_t idle = h->s->stream_idle_ms > 0 ? h->s->stream_idle_ms : LITHD_HRANA_IDLE_MS;
   for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
     hr_stream *st = &h->streams[i];
-    if (st->used && !st->busy && now - st->last_ms > idle)
+    if (st->used && !st->busy && st->ws == NULL && now - st->last_ms > idle)
       stream_release(h, st);
   }
 }
@@ -175,7 +197,7 @@ static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *pe
     }
     if (strcmp(st->peer, peer) == 0)
       mine++;
-    if (!st->busy && st->tx.h == NULL && (lru == NULL || st->last_ms < lru->last_ms))
+    if (!st->busy && st->tx.h == NULL && st->ws == NULL && (lru == NULL || st->last_ms < lru->last_ms))
       lru = st;
   }
   if (mine >= LITHD_HRANA_PEER_STREAMS) {
@@ -225,7 +247,7 @@ static hr_stream *stream_find(lithd_hrana_srv *h, lithd_dbsrv *d, const char *ba
   }
   /* constant time in the secret; an unused slot compares against zeros */
   int same = lith_http_equal_ct(secret, sizeof secret, st->secret, sizeof st->secret);
-  if (!st->used || st->gen != gen || !same) {
+  if (!st->used || st->gen != gen || !same || st->ws != NULL) {
     *code = "STREAM_EXPIRED";
     snprintf(msg, cap,
              "the stream is closed or expired (a stream idle for %" PRId64 " ms is closed), or the baton "
@@ -269,6 +291,10 @@ struct hr_pipe {
   size_t charged;    /* what out holds of the answer budget: its results' shares */
   size_t held;       /* what its body and parsed requests hold of it (PIPE_COST) */
   int64_t wait_left; /* ms it may still wait for readers, all its BEGINs together */
+  int access;        /* what its credentials grant (server.h, lithd_access): only
+                        LITHD_ACCESS_FULL writes; 0 (calloc's) writes nothing */
+  hr_pipe_ws *ws;    /* a WebSocket request's (hrana_int.h): answered through it, req NULL */
+  size_t ws_len;     /* ... and its message's length */
 };
 
 /* What a pipeline's body holds while it runs: the HTTP layer's copy and
@@ -295,7 +321,10 @@ static void run_next(hr_pipe *pp);
 /* The request's entry, after its run; then the next request. */
 static void request_done(hr_pipe *pp) {
   lithd_store_req *sr = &pp->rd.sr;
-  lithd_hrana_put_outcome(&pp->out, pp->kind, pp->version, sr->rc, sr->result, sr->errmsg);
+  if (pp->p->cursor)
+    lithd_hrana_put_cursor(&pp->out, sr->rc, sr->result, sr->errmsg);
+  else
+    lithd_hrana_put_outcome(&pp->out, pp->kind, pp->version, sr->rc, sr->result, sr->errmsg);
   /* its JSON stays in the answer until sent: so does its share of the budget */
   pp->charged += lithd_result_take_budget(sr->result);
   lithd_result_free(sr->result);
@@ -319,11 +348,15 @@ static void submit_write(hr_pipe *pp) {
     request_done(pp);
     return;
   }
-  lith_http_req_body(pp->req, &len);
+  if (pp->req != NULL)
+    lith_http_req_body(pp->req, &len);
+  else
+    len = pp->ws_len;
   sr->cb = write_done;
   sr->data = pp;
   sr->http = pp->req;
   sr->bytes = len + sizeof *pp;
+  sr->may_write = pp->access == LITHD_ACCESS_FULL;
   if ((rc = lithd_store_write(pp->d->store, sr)) == LITH_OK)
     return;
   sr->rc = rc;
@@ -346,6 +379,7 @@ static void submit_tx(hr_pipe *pp) {
   lithd_store_req *sr = &pp->rd.sr;
   sr->batch->steps = 1; /* a failing statement is undone alone: the transaction goes on */
   sr->batch->held = 1;
+  sr->may_write = pp->access == LITHD_ACCESS_FULL;
   sr->cb = tx_done;
   sr->data = pp;
   sr->http = pp->req;
@@ -397,8 +431,14 @@ static void submit_read(hr_pipe *pp) {
 /* The answer, the stream kept or let go. */
 static void tx_let_go_of_reader(hr_pipe *pp);
 
+static void ws_finish(hr_pipe *pp);
+
 static void finish(hr_pipe *pp) {
   lithd_hrana_srv *h = pp->h;
+  if (pp->ws != NULL) {
+    ws_finish(pp);
+    return;
+  }
   hr_stream *st = pp->st;
   char baton[64] = "";
 
@@ -432,9 +472,13 @@ static void finish(hr_pipe *pp) {
   /* the head into the room kept for it, right before the results (the
    * spaces before it are JSON's blanks), so the results are never copied */
   char head[HEAD_MAX + 1];
-  int hl = snprintf(head, sizeof head, "{\"baton\":%s%s%s,\"base_url\":null,\"results\":[",
-                    baton[0] ? "\"" : "", baton[0] ? baton : "null", baton[0] ? "\"" : "");
-  lithd_buf_puts(&pp->out, "]}");
+  int hl =
+      snprintf(head, sizeof head, "{\"baton\":%s%s%s,\"base_url\":null%s", baton[0] ? "\"" : "",
+               baton[0] ? baton : "null", baton[0] ? "\"" : "", pp->p->cursor ? "}\n" : ",\"results\":[");
+  if (!pp->p->cursor)
+    lithd_buf_puts(&pp->out, "]}");
+  else if (pp->out.len > HEAD_MAX && pp->out.p[pp->out.len - 1] != '\n')
+    lithd_buf_puts(&pp->out, "\n"); /* a cursor's error entry: a line too */
   if (pp->out.failed || pp->out.len < HEAD_MAX || hl <= 0 || hl > HEAD_MAX) {
     lith_http_respond_error(pp->req, 500, "out of memory");
   } else {
@@ -483,7 +527,9 @@ static int tx_open_with(hr_pipe *pp, unsigned flags, lithd_hrana_error *e) {
 
 /* The flags of a snapshot's transaction (the plan's). */
 static unsigned snapshot_flags(const hr_pipe *pp) {
-  return LITHD_TX_SNAPSHOT | (pp->plan.readonly ? LITHD_TX_READONLY : 0);
+  int ro =
+      pp->plan.readonly || pp->access != LITHD_ACCESS_FULL; /* a read-only client's: never the writer's */
+  return LITHD_TX_SNAPSHOT | (ro ? LITHD_TX_READONLY : 0);
 }
 
 /* The request that waited ends with e; the pipeline goes on. */
@@ -512,6 +558,8 @@ static void wait_timer_arm(lithd_hrana_srv *h) {
     return;
   }
   int64_t left = h->wait_head->wait_until - lith_clock_ms();
+  if (left > WAIT_POLL_MS) /* meanwhile an idle holder may be ended for them: reclaim_readers */
+    left = WAIT_POLL_MS;
   uv_timer_start(&h->wait_timer, wait_expired, left > 0 ? (uint64_t)left : 0, 0);
 }
 
@@ -534,6 +582,7 @@ static void wait_unlink(lithd_hrana_srv *h, hr_pipe *pp) {
   if (h->wait_tail == pp)
     h->wait_tail = prev;
   pp->wait_next = NULL;
+  lithd_store_readers_wanted(pp->d->store, -1);
 }
 
 /* The head waited its bound (or lithd stops): its request fails, nothing
@@ -555,6 +604,7 @@ static void wait_fail(lithd_hrana_srv *h, hr_pipe *pp) {
 
 static void wait_expired(uv_timer_t *t) {
   lithd_hrana_srv *h = t->data;
+  reclaim_readers(h); /* may hand readers to the waiters */
   int64_t now = lith_clock_ms();
   while (h->wait_head != NULL && h->wait_head->wait_until <= now)
     wait_fail(h, h->wait_head);
@@ -610,7 +660,16 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
    * of the database's readers, never the writer (a deferred one takes it
    * at its first write, by store.h's rule); with none to spare they wait
    * for one, first come first served, for a bounded time. */
-  if (!(pp->plan.readonly || pp->plan.deferred) || pp->plan.fk)
+  if (pp->access != LITHD_ACCESS_FULL && pp->plan.fk) {
+    lithd_hrana_fail(
+        e, "SQLITE_AUTH",
+        "Authorization forbidden: the token grants read-only access, and PRAGMA foreign_keys in a "
+        "request runs it alone on the writer (a migration)");
+    return 0;
+  }
+  /* A read-only client's BEGIN, IMMEDIATE too, begins on a snapshot whose
+   * writes are refused: it never holds the writer it may not use. */
+  if (!(pp->plan.readonly || pp->plan.deferred || pp->access != LITHD_ACCESS_FULL) || pp->plan.fk)
     return tx_open_with(pp, 0, e);
   if (!waiting_for(h, pp->d) && lithd_read_slot_take(pp->d)) {
     pp->tx.slot = 1;
@@ -633,6 +692,7 @@ static int open_tx(hr_pipe *pp, lithd_hrana_error *e) {
   else
     h->wait_head = pp;
   h->wait_tail = pp;
+  lithd_store_readers_wanted(pp->d->store, 1); /* an idle read transaction gives its reader up now */
   wait_timer_arm(h);
   return 2;
 }
@@ -749,7 +809,7 @@ static void run_next(hr_pipe *pp) {
 
 int lithd_hrana_get(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
-  if (!lithd_admit_as(d->srv, req, refuse_hrana))
+  if (!lithd_admit_as(d->srv, d, req, refuse_hrana))
     return LITH_HTTP_DONE;
   lith_http_respond(req, 200, "text/plain", "", 0);
   return LITH_HTTP_DONE;
@@ -768,8 +828,9 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
   size_t len = 0;
   const char *body;
   hr_pipe *pp;
+  int access = lithd_admit_by_content(s, d, req, refuse_hrana);
 
-  if (!lithd_admit_as(s, req, refuse_hrana))
+  if (!access)
     return LITH_HTTP_DONE;
   if (h == NULL || h->stopping) {
     respond_hrana_error(req, 503, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
@@ -789,6 +850,7 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
   pp->req = req;
   pp->d = d;
   pp->h = h;
+  pp->access = access;
   pp->wait_left = slot_wait_ms(s);
   if (lithd_answer_budget_charge(PIPE_COST(len)) != 0) {
     char msg[256];
@@ -808,14 +870,19 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
     memset(blanks, ' ', sizeof blanks);
     lithd_buf_put(&pp->out, blanks, sizeof blanks); /* the head's room (finish) */
   }
-  {
-    const char *path = lith_http_req_path(req);
-    size_t n = strlen(path);
-    pp->version =
-        n >= strlen("v3/pipeline") && strcmp(path + n - strlen("v3/pipeline"), "v3/pipeline") == 0 ? 3 : 2;
-  }
+  /* the route's last path segments: v2/pipeline, v3/pipeline or v3/cursor
+   * (a cursor is a pipeline of one batch request, its outcome written as
+   * the cursor's entries) */
+  const char *path = lith_http_req_path(req);
+  size_t pn = strlen(path);
+  int cursor = pn >= strlen("v3/cursor") && strcmp(path + pn - strlen("v3/cursor"), "v3/cursor") == 0;
+  pp->version =
+      cursor || (pn >= strlen("v3/pipeline") && strcmp(path + pn - strlen("v3/pipeline"), "v3/pipeline") == 0)
+          ? 3
+          : 2;
   int max = s->limits.max_statements > 0 ? s->limits.max_statements : 1000;
-  if (lithd_hrana_pipeline_parse(body, len, max, &pp->p, &e) != 0) {
+  if ((cursor ? lithd_hrana_cursor_parse(body, len, &pp->p, &e)
+              : lithd_hrana_pipeline_parse(body, len, max, &pp->p, &e)) != 0) {
     respond_hrana_error(req, 400, e.code, e.message);
     pipe_free(pp);
     return LITH_HTTP_DONE;
@@ -931,4 +998,168 @@ void lithd_hrana_free(lithd_server *s) {
       lithd_hrana_sqls_free(h->streams[i].sqls);
   free(h);
   s->hrana = NULL;
+}
+
+/* ---- Streams of WebSocket connections (hrana_int.h) ----------------------------- */
+
+struct hr_pipe_ws {
+  lithd_hrana_srv *h;
+  hr_stream *st;    /* NULL once the stop released it */
+  hr_pipe *running; /* its request that runs, or NULL */
+  lithd_hrana_ws_done cb;
+  void *arg;
+  int closing; /* lithd_hrana_ws_close came while a request ran */
+};
+
+/* st is released (by its connection, the stop, a failed answer): w forgets it. */
+static void ws_stream_gone(hr_stream *st) {
+  if (st->ws != NULL)
+    st->ws->st = NULL;
+  st->ws = NULL;
+}
+
+int lithd_hrana_ws_open(lithd_server *s, lithd_dbsrv *d, const char *peer, lithd_hrana_wsstream **out,
+                        lithd_hrana_error *e) {
+  lithd_hrana_srv *h = s->hrana;
+  const char *why = "";
+  *out = NULL;
+  if (h == NULL || h->stopping)
+    return lithd_hrana_fail(e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
+  lithd_hrana_wsstream *w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+  hr_stream *st = stream_take(h, d, peer, &why);
+  if (st == NULL) {
+    free(w);
+    if (strcmp(why, "peer") == 0)
+      return lithd_hrana_fail(e, "STREAMS_EXHAUSTED",
+                              "this client (%s) holds %d streams, the most one address may of the %d this "
+                              "lithd keeps: close streams when done",
+                              peer, LITHD_HRANA_PEER_STREAMS, LITHD_HRANA_STREAMS);
+    if (strcmp(why, "budget") == 0)
+      return lithd_hrana_fail(e, "STREAMS_EXHAUSTED",
+                              "lithd holds %zu MiB of answers, stored SQL and streams at most "
+                              "(--max-answer-mib) and has no room for another stream now: retry later",
+                              lithd_answer_budget_cap() >> 20);
+    return lithd_hrana_fail(
+        e, "STREAMS_EXHAUSTED",
+        "%d streams are open, each running or in a transaction, the most this lithd keeps",
+        LITHD_HRANA_STREAMS);
+  }
+  w->h = h;
+  w->st = st;
+  st->ws = w;
+  *out = w;
+  return 0;
+}
+
+int lithd_hrana_ws_busy(const lithd_hrana_wsstream *w) { return w->running != NULL; }
+
+/* A WebSocket request's end (finish's): the stream keeps its transaction,
+ * the connection its stored SQL, and the entry goes to the callback. */
+static void ws_finish(hr_pipe *pp) {
+  lithd_hrana_wsstream *w = pp->ws;
+  hr_stream *st = w->st;
+  lithd_hrana_srv *h = pp->h;
+  lithd_hrana_error e;
+  tx_let_go_of_reader(pp);
+  pp->sqls = NULL; /* the connection's */
+  pp->answered = 1;
+  w->running = NULL;
+  if (st != NULL) {
+    st->tx = pp->tx;
+    pp->tx = (hr_tx){0};
+    st->busy = 0;
+    st->last_ms = lith_clock_ms();
+    if (w->closing || h->stopping)
+      stream_release(h, st); /* rolls back what it left open */
+  }
+  if (w->closing) {
+    free(w);
+  } else {
+    const char *entry = pp->out.p + HEAD_MAX;
+    size_t len = pp->out.len - HEAD_MAX;
+    lithd_buf b = {0};
+    if (pp->out.failed || pp->out.len <= HEAD_MAX) {
+      lithd_hrana_fail(&e, "SQLITE_NOMEM", "out of memory");
+      lithd_hrana_put_error(&b, &e);
+      entry = b.p != NULL ? b.p : "";
+      len = b.len;
+    }
+    w->cb(w->arg, entry, len); /* may run the next request, or close w */
+    free(b.p);
+  }
+  if (!pp->in_handler)
+    pipe_free(pp);
+}
+
+int lithd_hrana_ws_run(lithd_hrana_wsstream *w, lithd_hrana_pipeline *p, size_t len, int version, int access,
+                       lithd_hrana_sqls *sqls, lithd_hrana_ws_done cb, void *arg, lithd_hrana_error *e) {
+  lithd_hrana_srv *h = w->h;
+  hr_pipe *pp = NULL;
+  if (w->st == NULL || h->stopping) {
+    lithd_hrana_fail(e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
+    goto fail;
+  }
+  if (w->running != NULL || w->closing) {
+    lithd_hrana_fail(e, "STREAM_BUSY", "a request of this stream still runs");
+    goto fail;
+  }
+  if ((pp = calloc(1, sizeof *pp)) == NULL) {
+    lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+    goto fail;
+  }
+  if (lithd_answer_budget_charge(PIPE_COST(len)) != 0) {
+    lithd_hrana_fail(
+        e, "SQLITE_BUSY",
+        "lithd holds %zu MiB of requests and answers at most (--max-answer-mib) and has no room for "
+        "this request's %zu bytes now: retry later",
+        lithd_answer_budget_cap() >> 20, len);
+    goto fail;
+  }
+  pp->held = PIPE_COST(len);
+  pp->p = p;
+  pp->d = w->st->d;
+  pp->h = h;
+  pp->ws = w;
+  pp->ws_len = len;
+  pp->version = version;
+  pp->access = access;
+  pp->wait_left = slot_wait_ms(h->s);
+  {
+    char blanks[HEAD_MAX];
+    memset(blanks, ' ', sizeof blanks);
+    lithd_buf_put(&pp->out, blanks, sizeof blanks); /* as a pipeline's: the entry follows */
+  }
+  pp->st = w->st;
+  pp->st->busy = 1;
+  pp->sqls = sqls;
+  pp->tx = pp->st->tx;
+  pp->st->tx = (hr_tx){0};
+  w->running = pp;
+  w->cb = cb;
+  w->arg = arg;
+  pp->in_handler = 1;
+  run_next(pp); /* answers at once when it waits for no store */
+  pp->in_handler = 0;
+  if (pp->answered)
+    pipe_free(pp);
+  return 0;
+fail:
+  if (pp != NULL)
+    free(pp);
+  lithd_hrana_pipeline_free(p);
+  return -1;
+}
+
+void lithd_hrana_ws_close(lithd_hrana_wsstream *w) {
+  if (w == NULL)
+    return;
+  if (w->running != NULL) {
+    w->closing = 1; /* ws_finish releases it */
+    return;
+  }
+  if (w->st != NULL)
+    stream_release(w->h, w->st);
+  free(w);
 }

@@ -20,7 +20,7 @@ void lithd_overload_drain(lithd_overload *q) {
     int rc;
     if (q->stopped)
       rc = LITH_CLOSED;
-    else if (lith_http_is_gone(p->req))
+    else if (p->req != NULL && lith_http_is_gone(p->req))
       rc = LITH_CLOSED; /* nobody to answer: do not run it */
     else if ((rc = p->alone
                        ? lith_uv_submit_alone(q->bridge, p->ureq, p->fn, p->arg, p->done)

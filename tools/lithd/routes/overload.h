@@ -52,7 +52,9 @@ typedef struct lithd_park {
   void *arg;
   lith_uv_cb done;
   int alone;          /* lith_uv_submit_alone: a transaction of its own */
-  lith_http_req *req; /* the request; a command whose client left is not run */
+  lith_http_req *req; /* the request; a command whose client left is not run.
+                         NULL: no request to watch (Hrana over WebSocket,
+                         whose connection ends its streams itself) */
   /* Answer the command with rc (LITH_QUEUE_FULL: waited too long or no
    * room; LITH_CLOSED: stopping, or the client left) as its done callback
    * would, and free it. */

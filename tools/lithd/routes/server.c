@@ -45,7 +45,9 @@
 #include "backup_http.h"
 #include "buf.h"
 #include "hrana_http.h"
+#include "hrana_ws.h"
 #include "json.h"
+#include "jwt.h"
 #include "log.h"
 #include "metrics.h"
 #include "pieces.h"
@@ -123,35 +125,79 @@ static int host_ok(const lithd_server *s, const char *host) {
  * names another site is refused on a token-less loopback lithd (403: a
  * DNS-rebinding page is same-origin to the browser); and a POST must say
  * application/json (415), which a page cannot send cross-origin without a
- * preflight lithd never answers. Answers the request when it refuses;
+ * preflight lithd never answers (on Hrana's routes, a POST that carries
+ * Origin: lithd_admit_by_content). Answers the request when it refuses;
  * returns 1 when the request may go on. */
 static void refuse_plain(lith_http_req *req, int status, const char *msg) {
   lith_http_respond_error(req, status, msg);
 }
 
 int lithd_access(const lithd_server *s, const lithd_dbsrv *d, const char *token, char *msg, size_t cap) {
-  (void)d; /* per-database grants come with JWTs */
-  if (s->token == NULL)
+  if (s->token == NULL && s->jwt_keys == NULL)
     return LITHD_ACCESS_FULL;
   if (token == NULL || token[0] == '\0') {
     snprintf(msg, cap, "a bearer token is required");
     return LITHD_ACCESS_NONE;
   }
-  if (lith_http_equal_ct(token, strlen(token), s->token, strlen(s->token)))
+  size_t n = strnlen(token, LITHD_JWT_MAX + 1);
+  if (s->token != NULL && lith_http_equal_ct(token, n, s->token, strlen(s->token)))
     return LITHD_ACCESS_FULL;
-  snprintf(msg, cap, "invalid token");
-  return LITHD_ACCESS_NONE;
+  if (s->jwt_keys == NULL) {
+    snprintf(msg, cap, "invalid token");
+    return LITHD_ACCESS_NONE;
+  }
+  int grant = LITHD_JWT_NONE;
+  if (lithd_jwt_check(s->jwt_keys, token, n, (int64_t)time(NULL), d != NULL ? d->name : NULL, &grant, msg, cap) !=
+      LITHD_JWT_OK)
+    return LITHD_ACCESS_NONE;
+  return grant == LITHD_JWT_FULL ? LITHD_ACCESS_FULL : grant == LITHD_JWT_READ ? LITHD_ACCESS_READ : LITHD_ACCESS_NONE;
 }
 
-int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse) {
+/* The token of req's "Authorization: Bearer <token>" (blanks around it
+ * dropped) into buf (cap bytes): buf, or NULL when it carries none (no
+ * header, another scheme, nothing after "Bearer"). One too long for buf is
+ * cut to cap - 1 bytes, which no check accepts. */
+static const char *bearer_of(lith_http_req *req, char *buf, size_t cap) {
+  const char *v = lith_http_req_header(req, "authorization");
+  if (v == NULL)
+    return NULL;
+  while (*v == ' ' || *v == '\t')
+    v++;
+  if (strncasecmp(v, "bearer", 6) != 0 || (v[6] != ' ' && v[6] != '\t'))
+    return NULL;
+  v += 6;
+  while (*v == ' ' || *v == '\t')
+    v++;
+  size_t n = strlen(v);
+  while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+    n--;
+  if (n == 0)
+    return NULL;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(buf, v, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* The gate; by_content: the route reads its body as JSON whatever its
+ * Content-Type says (Hrana's, as sqld), so the type is judged only on a
+ * browser's request (docs/security.md, "Web pages"). */
+static int gate(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse,
+                int by_content) {
   char msg[REFUSAL_MAX];
-  if (s->token != NULL) {
-    int got = lith_http_bearer(req, s->token);
-    if (got != 1) {
+  int access = LITHD_ACCESS_FULL;
+  /* by_content 2: a WebSocket handshake, whose token may come in its first message instead */
+  if ((s->token != NULL || s->jwt_keys != NULL) &&
+      (by_content != 2 || lith_http_req_header(req, "authorization") != NULL)) {
+    char buf[LITHD_JWT_MAX + 2]; /* one byte past the longest accepted: a longer one is refused */
+    const char *token = bearer_of(req, buf, sizeof buf);
+    access = lithd_access(s, d, token, msg, sizeof msg);
+    if (access == LITHD_ACCESS_NONE) {
       lith_http_add_header(req, "www-authenticate",
-                           got == -1 ? "Bearer realm=\"lith\", error=\"invalid_token\""
-                                     : "Bearer realm=\"lith\"");
-      refuse(req, 401, got == -1 ? "invalid token" : "a bearer token is required");
+                           token != NULL ? "Bearer realm=\"lith\", error=\"invalid_token\""
+                                         : "Bearer realm=\"lith\"");
+      refuse(req, 401, msg);
       return 0;
     }
   }
@@ -175,7 +221,10 @@ int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse) 
       return 0;
     }
   }
-  if (strcmp(lith_http_req_method(req), "POST") == 0) {
+  /* Only a browser's request can be a page's cross-site "simple" POST
+   * (text/plain needs no preflight), and a browser sends Origin on every
+   * POST: without one, a body is judged by its content. */
+  if (strcmp(lith_http_req_method(req), "POST") == 0 && (!by_content || origin != NULL)) {
     const char *ct = lith_http_req_header(req, "content-type");
     size_t n = ct ? strcspn(ct, ";") : 0;
     while (n > 0 && ct[n - 1] == ' ')
@@ -186,10 +235,24 @@ int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse) 
       return 0;
     }
   }
-  return 1;
+  return access;
 }
 
-static int admit(lithd_server *s, lith_http_req *req) { return lithd_admit_as(s, req, refuse_plain); }
+int lithd_admit_as(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse) {
+  return gate(s, d, req, refuse, 0);
+}
+
+int lithd_admit_by_content(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse) {
+  return gate(s, d, req, refuse, 1);
+}
+
+int lithd_admit_handshake(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse) {
+  return gate(s, d, req, refuse, 2);
+}
+
+static int admit(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req) {
+  return lithd_admit_as(s, d, req, refuse_plain);
+}
 
 /* Answer a lithd_error; on no memory a fixed 500. */
 static void respond_lithd_error(lith_http_req *req, const lithd_error *e) {
@@ -202,7 +265,7 @@ static void respond_lithd_error(lith_http_req *req, const lithd_error *e) {
   free(json);
 }
 
-int lithd_admit(lithd_server *s, lith_http_req *req) { return admit(s, req); }
+int lithd_admit(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req) { return admit(s, d, req); }
 
 void lithd_respond_error(lith_http_req *req, const lithd_error *e) { respond_lithd_error(req, e); }
 
@@ -440,13 +503,15 @@ static int h_do(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   lithd_server *s = d->srv;
   struct do_ctx *c;
+  int access = admit(s, d, req);
 
-  if (!admit(s, req))
+  if (!access)
     return LITH_HTTP_DONE;
   if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
+  c->sr.may_write = access == LITHD_ACCESS_FULL;
   c->sr.batch = parse_body(s, req);
   if (c->sr.batch == NULL) {
     do_ctx_free(c);
@@ -478,11 +543,13 @@ static int h_command(lith_http_req *req, void *arg) {
   const char *body = lith_http_req_body(req, &len);
   struct do_ctx *c;
   lithd_error e;
+  int access = admit(s, d, req);
 
-  if (!admit(s, req))
+  if (!access)
     return LITH_HTTP_DONE;
   if ((c = do_ctx_new(d, req)) == NULL)
     return LITH_HTTP_DONE;
+  c->sr.may_write = access == LITHD_ACCESS_FULL;
   if (lithd_commands_batch(d->commands, name, body, len, &s->limits, &c->sr.batch, &e) != LITH_OK) {
     respond_lithd_error(req, &e);
     do_ctx_free(c);
@@ -498,7 +565,7 @@ static int h_command(lith_http_req *req, void *arg) {
 static int h_commands(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   char *json;
-  if (!admit(d->srv, req))
+  if (!admit(d->srv, d, req))
     return LITH_HTTP_DONE;
   json = lithd_commands_json(d->commands);
   if (json == NULL) {
@@ -569,6 +636,7 @@ static void read_next(lithd_dbsrv *d) {
     d->reads_head = rd->next;
     if (d->reads_head == NULL)
       d->reads_tail = NULL;
+    lithd_store_readers_wanted(d->store, -1);
     if (rd->sr.http != NULL && lith_http_is_gone(rd->sr.http)) {
       read_refused(rd, LITH_CLOSED, "the client left");
       continue;
@@ -602,6 +670,7 @@ int lithd_read_submit(lithd_dbsrv *d, lithd_read *rd) {
     else
       d->reads_head = rd;
     d->reads_tail = rd;
+    lithd_store_readers_wanted(d->store, 1); /* an idle read transaction gives its reader up now */
     return 0;
   }
   return read_start(rd);
@@ -649,7 +718,7 @@ static int h_query(lith_http_req *req, void *arg) {
   struct lithd_query *q = NULL;
   int rc;
 
-  if (!admit(s, req))
+  if (!admit(s, d, req))
     return LITH_HTTP_DONE;
   q = calloc(1, sizeof *q);
   if (q == NULL) {
@@ -838,8 +907,9 @@ static int h_batch(lith_http_req *req, void *arg) {
   size_t len = 0, i;
   const char *body;
   lithd_error e;
+  int access = admit(s, d, req);
 
-  if (!admit(s, req))
+  if (!access)
     return LITH_HTTP_DONE;
   if (refuse_raw(d, req))
     return LITH_HTTP_DONE;
@@ -874,6 +944,7 @@ static int h_batch(lith_http_req *req, void *arg) {
     it->sr.data = it;
     it->sr.http = req;
     it->sr.bytes = len / b->n + sizeof *it;
+    it->sr.may_write = access == LITHD_ACCESS_FULL;
     rc = lithd_store_write(d->store, &it->sr);
     if (rc != LITH_OK) {
       submit_error(&e, rc);
@@ -893,7 +964,7 @@ static int h_batch(lith_http_req *req, void *arg) {
  * keeps its own copy under its data directory) has nothing to copy. */
 static int h_backup_no_file(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
-  if (!admit(d->srv, req))
+  if (!admit(d->srv, d, req))
     return LITH_HTTP_DONE;
   lith_http_respond_error(req, 501, LITHD_STORE_NO_FILE);
   return LITH_HTTP_DONE;
@@ -904,7 +975,7 @@ static int h_backup_no_file(lith_http_req *req, void *arg) {
 static int h_stats(lith_http_req *req, void *arg) {
   lithd_dbsrv *d = arg;
   char *json;
-  if (!admit(d->srv, req))
+  if (!admit(d->srv, d, req))
     return LITH_HTTP_DONE;
   json = lithd_store_stats_json(d->store);
   if (json == NULL)
@@ -920,6 +991,23 @@ static int h_healthz(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
+/* GET /health and GET /version as sqld answers them (a load balancer's
+ * or a client's probe ported from sqld): 200 with no body; 200 with the
+ * name and version as text. Ungated, as /healthz: they tell nothing of
+ * the data. */
+static int h_health(lith_http_req *req, void *arg) {
+  (void)arg;
+  lith_http_respond(req, 200, "text/plain", "", 0);
+  return LITH_HTTP_DONE;
+}
+
+static int h_version(lith_http_req *req, void *arg) {
+  (void)arg;
+  static const char v[] = "lithd " LITH_VERSION;
+  lith_http_respond(req, 200, "text/plain", v, sizeof v - 1);
+  return LITH_HTTP_DONE;
+}
+
 /* ---- GET /metrics (metrics.h) -------------------------------------------- */
 
 static int h_metrics(lith_http_req *req, void *arg) {
@@ -928,7 +1016,7 @@ static int h_metrics(lith_http_req *req, void *arg) {
   size_t len;
   char *text;
 
-  if (!admit(s, req))
+  if (!admit(s, NULL, req))
     return LITH_HTTP_DONE;
   lithd_metrics_write(&b, &s->metrics);
   len = b.len;
@@ -970,6 +1058,8 @@ static const struct route hrana_routes[] = {
     {"GET", "v3", LITH_HTTP_EXACT, lithd_hrana_get},
     {"POST", "v2/pipeline", LITH_HTTP_EXACT, lithd_hrana_post},
     {"POST", "v3/pipeline", LITH_HTTP_EXACT, lithd_hrana_post},
+    {"POST", "v3/cursor", LITH_HTTP_EXACT, lithd_hrana_post},
+    {"GET", "", LITH_HTTP_EXACT, lithd_hrana_ws}, /* ws:// (hrana_ws.h) */
 };
 #define N_HRANA_ROUTES (sizeof hrana_routes / sizeof hrana_routes[0])
 
@@ -997,7 +1087,7 @@ static int h_db_unknown(lith_http_req *req, void *arg) {
   char names[512], msg[REFUSAL_MAX + 512], allow[64] = "";
   const lithd_dbsrv *d = NULL;
 
-  if (!admit(s, req))
+  if (!admit(s, NULL, req))
     return LITH_HTTP_DONE;
   for (size_t i = 0; i < s->n_dbs && d == NULL; i++)
     if (strlen(s->dbs[i]->name) == len && strncmp(s->dbs[i]->name, name, len) == 0)
@@ -1043,7 +1133,7 @@ static int h_no_default(lith_http_req *req, void *arg) {
   char names[512], msg[REFUSAL_MAX + 512];
   const char *path = lith_http_req_path(req);
 
-  if (!admit(s, req))
+  if (!admit(s, NULL, req))
     return LITH_HTTP_DONE;
   db_names(s, names, sizeof names);
   snprintf(msg, sizeof msg,
@@ -1083,8 +1173,9 @@ int lithd_server_start(lithd_server *s) {
   size_t i, k;
   int rc;
 
-  /* every database's routes, the default's, 2 global, 2 for /v1/db/ */
-  s->paths = calloc((s->n_dbs + 1) * (N_DB_ROUTES + N_HRANA_ROUTES) + 4, sizeof *s->paths);
+  /* every database's routes, the default's, 4 global (/metrics, /healthz,
+   * /health, /version), 2 for /v1/db/ */
+  s->paths = calloc((s->n_dbs + 1) * (N_DB_ROUTES + N_HRANA_ROUTES) + 6, sizeof *s->paths);
   mdbs = calloc(s->n_dbs, sizeof *mdbs);
   m->dbs = mdbs;
   m->n_dbs = s->n_dbs;
@@ -1138,7 +1229,9 @@ int lithd_server_start(lithd_server *s) {
       (rc = add_route(s, "POST", LITH_HTTP_PREFIX, h_db_unknown, s, DB_PREFIX "%s%s", "", "")) !=
           LITH_HTTP_OK ||
       (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_metrics, s, "/metrics%s%s", "", "")) != LITH_HTTP_OK ||
-      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_healthz, s, "/healthz%s%s", "", "")) != LITH_HTTP_OK)
+      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_healthz, s, "/healthz%s%s", "", "")) != LITH_HTTP_OK ||
+      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_health, s, "/health%s%s", "", "")) != LITH_HTTP_OK ||
+      (rc = add_route(s, "GET", LITH_HTTP_EXACT, h_version, s, "/version%s%s", "", "")) != LITH_HTTP_OK)
     return rc;
   if (lithd_metrics_init(m, (const char *const *)s->paths, s->n_paths) != 0)
     return LITH_HTTP_NOMEM;

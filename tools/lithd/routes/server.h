@@ -100,6 +100,7 @@ struct lithd_server {
   lithd_dbsrv *dflt;             /* the database of /v1/do, /v1/query, ...: the only one, or
                                 --default; NULL: those routes answer 404 naming the databases */
   const char *token;             /* NULL: no bearer token required; caller's */
+  struct lithd_jwt_keys *jwt_keys; /* --auth-jwt-key-file's (jwt.h); NULL: no JWTs; caller's */
   lithd_limits limits;           /* copied into every batch */
   int only_named;                /* refuse /v1/do and /v1/batch */
   const char *allow_origins;     /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
@@ -165,12 +166,30 @@ int lithd_access(const lithd_server *s, const lithd_dbsrv *d, const char *token,
 typedef void (*lithd_refuse_fn)(lith_http_req *req, int status, const char *msg);
 
 /* lithd_admit, refusals answered through refuse. */
-int lithd_admit_as(lithd_server *s, lith_http_req *req, lithd_refuse_fn refuse);
+int lithd_admit_as(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse);
 
-/* The gate of every route (token, Origin, Host, a POST's Content-Type):
- * 1 when the request may go on, else 0 and it was answered. For the
+/* lithd_admit_as for a route that reads its body as JSON whatever its
+ * Content-Type says, as sqld reads Hrana's (libSQL clients send
+ * text/plain or none): a POST's Content-Type is judged only when it
+ * carries Origin (a browser's; docs/security.md says why that is safe).
+ * The token, Origin and Host are judged as on every route. */
+int lithd_admit_by_content(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse);
+
+/* The gate of a WebSocket handshake (Hrana's, hrana_ws.c): Origin and Host
+ * as on every route, and an Authorization header's token if it carries
+ * one; without one it returns LITHD_ACCESS_FULL and the caller judges the
+ * token of the protocol's first message (lithd_access) before anything
+ * else. */
+int lithd_admit_handshake(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse);
+
+/* The gate of every route (credentials, Origin, Host, a POST's
+ * Content-Type) of database d (NULL: a route of none): what the request's
+ * credentials grant on d (lithd_access: LITHD_ACCESS_READ or
+ * LITHD_ACCESS_FULL) when it may go on, else 0 (LITHD_ACCESS_NONE) and it
+ * was answered. A route that writes hands the grant on
+ * (lithd_store_req.may_write: only LITHD_ACCESS_FULL writes). For the
  * handlers outside server.c (backup_http.c). */
-int lithd_admit(lithd_server *s, lith_http_req *req);
+int lithd_admit(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req);
 
 /* Answer *e as JSON with its HTTP status (a fixed 500 when out of memory);
  * completes req. */
