@@ -89,6 +89,10 @@ static const char *const PRAGMA_ARG_OK[] = {
     "application_id", "foreign_key_check", "foreign_key_list", "incremental_vacuum", "index_info",
     "index_list",     "index_xinfo",       "integrity_check",  "optimize",           "quick_check",
     "table_info",     "table_list",        "table_xinfo",      "user_version"};
+/* Of them, the ones that write a header field: on the TEMP schema that
+ * field outlives the command (lith drops TEMP objects, not the schema),
+ * and the next command would read it. */
+static const char *const PRAGMA_HEADER[] = {"application_id", "user_version"};
 
 static int refuse(char *why, size_t cap, const char *fmt, const char *what) {
   if (cap > 0)
@@ -101,13 +105,18 @@ static int refuse(char *why, size_t cap, const char *fmt, const char *what) {
  * the next command must find the connection as lith left it: *dirty says
  * which). Flag pragmas act while the statement is prepared, right after this
  * check, so marking them here is exact. */
-static int rule_pragma(const char *name, const char *arg, char *why, size_t cap, int *dirty) {
+static int rule_pragma(const char *name, const char *arg, const char *schema, char *why, size_t cap,
+                       int *dirty) {
   if (!name)
     return SQLITE_OK;
   if (strcasecmp(name, "wal_checkpoint") == 0)
     return refuse(why, cap, "PRAGMA %s: lith checkpoints the WAL itself", name);
   if (!arg)
     return SQLITE_OK;
+  if (schema && strcasecmp(schema, "temp") == 0)
+    for (size_t i = 0; i < sizeof PRAGMA_HEADER / sizeof *PRAGMA_HEADER; i++)
+      if (strcasecmp(name, PRAGMA_HEADER[i]) == 0)
+        return refuse(why, cap, "PRAGMA temp.%s = ...: the TEMP schema outlives the command", name);
   for (size_t i = 0; i < sizeof PRAGMA_ARG_OK / sizeof *PRAGMA_ARG_OK; i++)
     if (strcasecmp(name, PRAGMA_ARG_OK[i]) == 0)
       return SQLITE_OK;
@@ -237,7 +246,7 @@ static int rules(int action, const char *a, const char *b, const char *c, char *
     if (b && strncasecmp(b, "lith_", 5) == 0)
       return refuse(why, cap, "savepoint %s: names beginning lith_ are the writer's", b);
     break;
-  case SQLITE_PRAGMA: return rule_pragma(a, b, why, cap, dirty);
+  case SQLITE_PRAGMA: return rule_pragma(a, b, c, why, cap, dirty);
   case SQLITE_CREATE_TEMP_INDEX:
   case SQLITE_CREATE_TEMP_TABLE:
   case SQLITE_CREATE_TEMP_TRIGGER:
@@ -266,7 +275,7 @@ int lith_command_needs_check(int action) { return needs_check(action); }
 
 int lith_command_sets_flag(int action, const char *a, const char *b) {
   int dirty = 0;
-  if (action != SQLITE_PRAGMA || rule_pragma(a, b, NULL, 0, &dirty) != SQLITE_OK)
+  if (action != SQLITE_PRAGMA || rule_pragma(a, b, NULL, NULL, 0, &dirty) != SQLITE_OK)
     return 0;
   return (dirty & (LITH__DIRTY_DEFER_FK | LITH__DIRTY_RECURSIVE)) != 0;
 }

@@ -388,6 +388,7 @@ static void test_pragmas_cannot_outlive_the_command(void **state) {
       "PRAGMA locking_mode = EXCLUSIVE", "PRAGMA cache_size = 1",
       "PRAGMA writable_schema = 1",      "PRAGMA main.schema_version = 1",
       "PRAGMA busy_timeout = 0",         "PRAGMA wal_autocheckpoint = 1",
+      "PRAGMA temp.user_version = 5",    "PRAGMA TEMP.application_id = 5",
   };
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
     int rc = lith_do(db, lith_cmd_sql, (void *)refused[i]);
@@ -405,7 +406,8 @@ static void test_pragmas_cannot_outlive_the_command(void **state) {
    * transaction, are fine. */
   assert_int_equal(lith_do(db, lith_cmd_sql,
                            "PRAGMA table_info(kv); PRAGMA user_version = 7; PRAGMA quick_check(1);"
-                           " PRAGMA foreign_key_check(kv); PRAGMA synchronous"),
+                           " PRAGMA foreign_key_check(kv); PRAGMA synchronous; PRAGMA main.user_version = 8;"
+                           " PRAGMA temp.table_info(kv); PRAGMA temp.user_version"),
                    LITH_OK);
 
   /* Two flags a command may set for itself; the next command, in the same
@@ -431,7 +433,7 @@ static void test_pragmas_cannot_outlive_the_command(void **state) {
   assert_int_equal(p.sync, 1); /* NORMAL */
   assert_string_equal(p.journal, "wal");
   assert_int_equal(lith_close(db), LITH_OK);
-  assert_int_equal(q("PRAGMA user_version"), 7);
+  assert_int_equal(q("PRAGMA user_version"), 8);
 }
 
 /* ---- TEMP objects live for their command --------------------------------- */

@@ -325,11 +325,12 @@ int lithd_batch_run(lith_tx *tx, lithd_batch *b, lithd_result **out);
 int lithd_batch_read(lith_rx *rx, lithd_batch *b, lithd_result **out);
 
 /* The SQLite authorizer lithd puts on the write connection
- * (lith_options.authorizer; ctx unused): clients' SQL may not ATTACH or
- * DETACH files, assign a PRAGMA (synchronous, journal_mode, writable_schema,
- * foreign_keys: settings every other client depends on) or call
- * load_extension or fts3_tokenizer. PRAGMAs that only read, with or
- * without an argument (table_info(t), integrity_check), stay allowed.
+ * (lith_options.authorizer; ctx unused), and on the readers: clients' SQL
+ * may not ATTACH or DETACH files or call load_extension or fts3_tokenizer;
+ * a PRAGMA is lith's rule (lith_command_rule, on the readers too): any may
+ * be read, and only what a command can undo set (user_version,
+ * defer_foreign_keys, ...), never synchronous, journal_mode,
+ * writable_schema or foreign_keys, settings every other client depends on.
  * lithd_batch_run answers a refusal with LITHD_FORBIDDEN. */
 int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c, const char *d);
 

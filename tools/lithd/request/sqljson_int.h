@@ -368,3 +368,25 @@ int lithd__same_names(const stmt_out *o, int *a, int *b);
   "(name them apart with AS, or ask for rows as arrays)"
 
 #endif /* LITHD_SQLJSON_INT_H */
+/* What sql (one statement) is as a VACUUM: VAC_MAIN (of the main
+ * database, no INTO), VAC_INTO (VACUUM INTO a file), VAC_NONE (anything
+ * else: another statement, VACUUM temp, text SQLite does not prepare).
+ * SQLite's word (txctl.c), read only when the first word is VACUUM.
+ * Thread-safe. */
+enum { VAC_NONE, VAC_MAIN, VAC_INTO };
+int lithd__vacuum(const char *sql);
+
+/* The rule on statement i as a VACUUM, for a store that runs a command's
+ * statements (can: it runs a batch of one VACUUM of main as a command
+ * alone, lith_tx_vacuum, as SQLite runs it only outside a transaction).
+ * LITH_OK with *now set: run it so; LITH_OK with *now clear: run it as any
+ * statement (not a VACUUM, or one that fails as SQLite fails it inside a
+ * transaction: with other statements, in a stream's transaction); else
+ * the refusal in r: VACUUM INTO writes a file wherever lithd may
+ * (docs/security.md), and a store that cannot says why. */
+int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, int *now);
+
+/* Non-zero when b is one VACUUM of main alone (no steps): the local store
+ * submits it alone (lith_submit_alone), so that lith_tx_vacuum may run. */
+int lithd__batch_vacuums(const lithd_batch *b);
+

@@ -82,9 +82,9 @@ int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const
   if (sqlite3_errcode(conn) == SQLITE_AUTH || strncmp(sqlite3_errmsg(conn), "not authorized", 14) == 0)
     return lithd__fail(
         r, LITHD_FORBIDDEN, i,
-        "%s: lithd refuses ATTACH, DETACH, PRAGMA assignments, load_extension and "
-        "fts3_tokenizer, the writer owns BEGIN, COMMIT, ROLLBACK and savepoints named lith_*, and "
-        "lith owns every name beginning _lith_",
+        "%s: lithd refuses ATTACH, DETACH, PRAGMA settings but user_version, application_id, "
+        "defer_foreign_keys and recursive_triggers, load_extension and fts3_tokenizer, the writer owns "
+        "BEGIN, COMMIT, ROLLBACK and savepoints named lith_*, and lith owns every name beginning _lith_",
         msg);
   return lithd__fail(r, code, i, "%s", msg);
 }
@@ -93,6 +93,30 @@ int lithd__check_failed(lithd_result *r, int i, int code, const char *msg) {
   if (strncmp(msg, "not authorized", 14) == 0)
     return lithd__fail(r, LITHD_FORBIDDEN, i, "%s", msg);
   return lithd__fail(r, code == LITH_OK ? LITH_ERROR : code, i, "%s", msg);
+}
+
+int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, int *now) {
+  *now = 0;
+  switch (lithd__vacuum(b->stmts[i].sql)) {
+  case VAC_INTO:
+    return lithd__fail(r, LITHD_FORBIDDEN, i,
+                       "VACUUM INTO writes a file wherever lithd may write: refused (a copy of the database: "
+                       "lithd's backup, docs/operations.md)");
+  case VAC_MAIN:
+    if (b->steps || b->n != 1)
+      return LITH_OK; /* in a transaction: SQLite's own refusal */
+    if (!can)
+      return lithd__fail(r, LITH_ERROR, i,
+                         "VACUUM is not run on --dqlite: the cluster's writer runs every command inside a "
+                         "transaction, where SQLite cannot VACUUM");
+    *now = 1;
+    return LITH_OK;
+  default: return LITH_OK;
+  }
+}
+
+int lithd__batch_vacuums(const lithd_batch *b) {
+  return b != NULL && !b->steps && b->n == 1 && lithd__vacuum(b->stmts[0].sql) == VAC_MAIN;
 }
 
 int lithd__not_a_query(lithd_result *r, int i) {
@@ -572,6 +596,16 @@ static int64_t run_clock_ns(void) {
   "database is locked: another write committed since this deferred transaction's snapshot began, so " \
   "it cannot write (SQLite's SQLITE_BUSY_SNAPSHOT): roll it back and run it again"
 
+/* A batch of one VACUUM, submitted alone (lithd__batch_vacuums): lith
+ * runs it between two transactions. */
+static int run_vacuum(runner *rn, int i, int64_t t0) {
+  int rc = lith_tx_vacuum(rn->tx);
+  if (rc != LITH_OK)
+    return was_cut(rn) ? timeout_fail(rn, i) : lithd__fail(rn->r, rc, i, "%s", lith_errmsg(NULL));
+  rn->r->outs[i].duration_ns = run_clock_ns() - t0;
+  return LITH_OK;
+}
+
 static int run_one(runner *rn, int i) {
   const char *sql = rn->b->stmts[i].sql;
   lithd_result *r = rn->r;
@@ -590,6 +624,11 @@ static int run_one(runner *rn, int i) {
     return lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
   if (first == FIRST_OTHER)
     return lithd__not_a_query(r, i);
+  if (rn->tx && !spec->describe) {
+    int now;
+    if ((rc = lithd__vacuum_rule(r, rn->b, i, 1, &now)) != LITH_OK || now)
+      return rc != LITH_OK ? rc : run_vacuum(rn, i, t0);
+  }
   st = rn->tx ? lith_tx_stmt(rn->tx, sql) : lith_rx_stmt(rn->rx, sql);
   if (!st) {
     /* lith's message says why (prepare: ..., more than one statement, ...). */
@@ -782,12 +821,7 @@ void lithd_result_free(lithd_result *r) {
 /* ---- The write connection's authorizer ------------------------------------ */
 
 int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const char *c, const char *d) {
-  /* PRAGMAs whose argument names what to read, not a value to set. */
-  static const char *const reading[] = {
-      "table_info",  "table_xinfo",      "table_list",        "index_list",      "index_info",
-      "index_xinfo", "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"};
-  size_t i;
-  (void)ctx, (void)c, (void)d;
+  (void)ctx, (void)d;
   switch (action) {
   case SQLITE_ATTACH:
   case SQLITE_DETACH: return SQLITE_DENY;
@@ -798,12 +832,10 @@ int lithd_authorizer(void *ctx, int action, const char *a, const char *b, const 
                ? SQLITE_DENY
                : SQLITE_OK;
   case SQLITE_PRAGMA:
-    if (b == NULL) /* "PRAGMA x": reads x */
-      return SQLITE_OK;
-    for (i = 0; i < sizeof reading / sizeof reading[0]; i++)
-      if (a != NULL && strcmp(a, reading[i]) == 0)
-        return SQLITE_OK;
-    return SQLITE_DENY;
+    /* lith's rule, the one place it is (a command may read any, set only
+     * what it can undo), for the readers too: the writer's authorizer ran
+     * it already */
+    return lith_command_rule(action, a, b, c, NULL, 0);
   default: return SQLITE_OK;
   }
 }

@@ -15,6 +15,11 @@
  * mutex: a prepare of a short statement); the answers for the last few
  * short texts are kept beside it, since clients send the same BEGIN and
  * COMMIT with every batch.
+ *
+ * A VACUUM (lithd__vacuum) no authorizer sees: what it is is read off the
+ * program SQLite makes of it (EXPLAIN on the same connection, never run),
+ * its Vacuum instruction's database and INTO operand, so that no spelling
+ * of VACUUM INTO passes for a plain one.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -164,6 +169,43 @@ int lithd__fk_pragma(const char *sql) {
   if (strcmp(w, "PRAGMA") != 0)
     return FK_NONE;
   return ask_sqlite(sql).fk;
+}
+
+int lithd__vacuum(const char *sql) {
+  char w[8];
+  const char *p = sql;
+  next_word(&p, w, sizeof w);
+  if (strcmp(w, "VACUUM") != 0)
+    return VAC_NONE;
+  int vac = VAC_NONE;
+  char *explain = sqlite3_mprintf("EXPLAIN %s", sql);
+  if (explain == NULL)
+    return VAC_NONE; /* runs as written: inside the writer's transaction SQLite refuses any VACUUM */
+  pthread_mutex_lock(&conn_mu);
+  if (conn == NULL &&
+      sqlite3_open_v2(":memory:", &conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_MEMORY, NULL) != SQLITE_OK) {
+    sqlite3_close(conn);
+    conn = NULL;
+  }
+  sqlite3_stmt *st = NULL;
+  const char *tail = NULL;
+  if (conn != NULL && sqlite3_prepare_v2(conn, explain, -1, &st, &tail) == SQLITE_OK && st != NULL) {
+    tail = lithd__sql_lead(tail);
+    if (*tail == ';')
+      tail = lithd__sql_lead(tail + 1);
+    while (*tail == '\0' && sqlite3_step(st) == SQLITE_ROW) { /* one statement only */
+      const unsigned char *op = sqlite3_column_text(st, 1);
+      if (op == NULL || strcmp((const char *)op, "Vacuum") != 0)
+        continue;
+      /* P1: the database (0: main); P2: the register of INTO's file name, 0 without INTO */
+      vac = sqlite3_column_int(st, 3) != 0 ? VAC_INTO : sqlite3_column_int(st, 2) == 0 ? VAC_MAIN : VAC_NONE;
+      break;
+    }
+  }
+  sqlite3_finalize(st);
+  pthread_mutex_unlock(&conn_mu);
+  sqlite3_free(explain);
+  return vac;
 }
 
 int lithd__txctl(const char *sql, int *begin_kind) {

@@ -118,6 +118,13 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
      * the same as on a local file, by construction */
     if (lith_command_rule(action, a, b, c, v->why, sizeof v->why) != SQLITE_OK)
       return SQLITE_DENY;
+    if (lith_command_sets_flag(action, a, b)) { /* lith puts it back after a command; the cluster would not */
+      snprintf(v->why, sizeof v->why,
+               "PRAGMA %s = ...: not on --dqlite, where the commands of a batch share the cluster's "
+               "connection and nothing puts the setting back after one",
+               a);
+      return SQLITE_DENY;
+    }
     if (lith_command_needs_check(action)) /* a table made or altered: check_schema after it */
       v->check = 1;
   }
@@ -513,6 +520,9 @@ static int run_one(dq_run *rn, int i) {
     rc = lithd__not_a_query(rn->r, i);
     goto refused;
   }
+  int vac_now; /* never set here: the cluster runs no VACUUM */
+  if (rn->tx != NULL && !spec->describe && (rc = lithd__vacuum_rule(rn->r, rn->b, i, 0, &vac_now)) != LITH_OK)
+    goto refused; /* VACUUM INTO; VACUUM alone, which the cluster cannot run */
   rc = vet_prepare(rn, i, &st);
   if (rn->retry) {
     rc = LITH_DQW_RETRY; /* the writer lost its connection reading the schema */

@@ -109,6 +109,8 @@ static int local_write_fn(lithd_store *s, lithd_store_req *r) {
   w->park.done = write_done;
   w->park.req = r->http;
   w->park.refuse = write_refused;
+  /* a VACUUM alone (lith_tx_vacuum): its transaction its own */
+  w->park.alone = lithd__batch_vacuums(r->batch);
   rc = lithd_overload_submit(&ls->park, &w->park, r->bytes + sizeof *w);
   if (rc != LITH_OK)
     free(w);

@@ -54,6 +54,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <sqlite3.h>
@@ -111,6 +112,31 @@ static const struct attack attacks[] = {
     {"PRAGMA in a batch", "/v1/batch",
      "{\"commands\":[{\"statements\":[{\"sql\":\"/**/PRAGMA writable_schema=1\"}]}]}", 200, "forbidden",
      "SQLITE_AUTH"},
+    /* What migrations send may run (test_lithd_migrate); around it, what
+     * still may not. */
+    {"PRAGMA writable_schema of main", DO, ONE("PRAGMA main.writable_schema = 1"), 403, "forbidden",
+     "SQLITE_AUTH"},
+    {"PRAGMA temp.user_version (outlives the command)", DO, ONE("PRAGMA temp.user_version = 5"), 403,
+     "TEMP schema outlives", "SQLITE_AUTH"},
+    {"PRAGMA user_version of a schema not attached", DO, ONE("PRAGMA other.user_version = 5"), 400,
+     "unknown database other", "SQLITE_ERROR"},
+    {"PRAGMA defer_foreign_keys smuggling writable_schema", DO,
+     "{\"statements\":[{\"sql\":\"PRAGMA defer_foreign_keys = ON\"},{\"sql\":\"PRAGMA writable_schema = "
+     "ON\"}]}",
+     403, "forbidden", NULL},
+    {"EXPLAIN PRAGMA journal_mode on /v1/query", Q, ONE("EXPLAIN PRAGMA journal_mode = DELETE"), 403,
+     "forbidden", "SQLITE_AUTH"},
+    {"VACUUM INTO a file", DO, ONE("VACUUM INTO 'vacuumed.db'"), 403, "VACUUM INTO", "SQLITE_AUTH"},
+    {"VACUUM main INTO a parameter, after a comment", DO,
+     "{\"statements\":[{\"sql\":\"/* c */ vacuum main into ?\",\"params\":[\"vacuumed.db\"]}]}", 403,
+     "VACUUM INTO", "SQLITE_AUTH"},
+    {"VACUUM with another statement (in its transaction)", DO,
+     "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"VACUUM\"}]}", 400,
+     "cannot VACUUM from within a transaction", NULL},
+    {"VACUUM with another statement in a batch", "/v1/batch",
+     "{\"commands\":[{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"VACUUM\"}]}]}", 200,
+     "cannot VACUUM from within a transaction", NULL},
+    {"VACUUM on /v1/query", Q, ONE("VACUUM"), 403, "write statement", NULL},
     {"ATTACH", DO, ONE("ATTACH DATABASE 'other.db' AS o"), 403, "forbidden", "SQLITE_AUTH"},
     {"ATTACH after a comment", DO, ONE("/**/ATTACH DATABASE 'other.db' AS o"), 403, "forbidden",
      "SQLITE_AUTH"},
@@ -498,6 +524,8 @@ static void test_nothing_changed(void **state) {
     tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM t"), 200, "[[0]]");
     tl_expect(c, "POST", DO, NULL, ONE("PRAGMA writable_schema"), 200, "[[0]]");
     tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM pragma_database_list"), 200, "[[1]]");
+    tl_expect(c, "POST", DO, NULL, ONE("PRAGMA temp.user_version"), 200, "[[0]]");
+    assert_int_equal(access("vacuumed.db", F_OK), -1); /* no VACUUM INTO wrote it */
     /* and what is allowed still runs */
     tl_expect(c, "POST", DO, NULL,
               "{\"statements\":[{\"sql\":\"/* ok */ INSERT INTO pt(a, b) VALUES (:a, :b)\","
@@ -664,6 +692,7 @@ static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
   write_file("schema.sql", schema_sql);
+  unlink("vacuumed.db");
   t_node_init(&node, 1);
   if (t_node_start(&node, NULL, 10000) != 0)
     return -1;
