@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1259,6 +1260,434 @@ static void test_sequence_split(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- Bodies by content, /health and /version (#33) ------------------------------ */
+
+/* POST path with exactly these extra header lines (each ending "\r\n"; no
+ * Content-Type unless they hold one) and body; the answer into *r. */
+static void post_raw(const struct tl_child *c, const char *path, const char *headers, const char *body,
+                     struct tl_resp *r) {
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  size_t blen = strlen(body), cap = strlen(path) + strlen(headers) + blen + 256;
+  char *msg = malloc(cap);
+  assert_non_null(msg);
+  int n = snprintf(msg, cap, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%sContent-Length: %zu\r\n\r\n%s",
+                   path, headers, blen, body);
+  assert_true(n > 0 && (size_t)n < cap);
+  assert_int_equal(send(fd, msg, (size_t)n, MSG_NOSIGNAL), n);
+  free(msg);
+  tl_read(fd, r);
+}
+
+/* An error answer of Hrana's shape with this status and code. */
+static void expect_refusal(struct tl_resp *r, int status, const char *code) {
+  if (r->status != status || strstr(r->body, code) == NULL)
+    fprintf(stderr, "expected %d %s, got %d: %s\n", status, code, r->status, r->body);
+  assert_int_equal(r->status, status);
+  assert_non_null(strstr(r->head, "content-type: application/json\r\n"));
+  assert_non_null(strstr(r->body, code));
+}
+
+#define INSERT_ONE "{\"baton\":null,\"requests\":[" EXEC("INSERT INTO t VALUES (1)") "," CLOSE "]}"
+#define CURSOR_INSERT "{\"baton\":null,\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"}}]}}"
+
+/* The libSQL clients send Hrana bodies as text/plain (hrana-client 0.4:
+ * knex, @libsql/client <= 0.3) or with no Content-Type (libsql-js, the Go
+ * client): read as JSON, as sqld reads them. A browser's request (it
+ * carries Origin) is judged as before: a page's cross-site POST is refused
+ * 403 and runs nothing, and even an allowed Origin must say JSON, or a
+ * text/plain "simple" request would need no preflight. lithd's own /v1
+ * routes keep the JSON Content-Type rule. */
+static void test_content_types(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  tl_start(c, "ctype", 0, TL_ARGS("--allow-origin", "http://ok.example"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  static const char *const types[] = {"Content-Type: text/plain;charset=UTF-8\r\n", "",
+                                      "Content-Type: application/octet-stream\r\n"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    post_raw(c, "/v2/pipeline", types[i], INSERT_ONE, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"affected_row_count\":1"));
+    tl_resp_free(&r);
+    post_raw(c, "/v3/cursor", types[i], CURSOR_INSERT, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"type\":\"step_end\",\"affected_row_count\":1"));
+    tl_resp_free(&r);
+  }
+  assert_int_equal(count_rows(c, "t"), 6);
+  /* what is not JSON is a clear 400, whatever it says it is */
+  post_raw(c, "/v3/pipeline", "Content-Type: text/plain\r\n", "INSERT INTO t VALUES (1)", &r);
+  expect_refusal(&r, 400, "HTTP_PARSE_ERROR");
+  tl_resp_free(&r);
+  post_raw(c, "/v3/cursor", "", "{\"baton\":null", &r);
+  expect_refusal(&r, 400, "HTTP_PARSE_ERROR");
+  tl_resp_free(&r);
+  /* a page's cross-site simple POST: refused, nothing run */
+  static const char *const paths[] = {"/v2/pipeline", "/v3/pipeline", "/v3/cursor", "/v1/db/main/v3/cursor"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    const char *body = strstr(paths[i], "cursor") ? CURSOR_INSERT : INSERT_ONE;
+    post_raw(c, paths[i], "Origin: http://evil.example\r\nContent-Type: text/plain;charset=UTF-8\r\n", body, &r);
+    expect_refusal(&r, 403, "FORBIDDEN");
+    tl_resp_free(&r);
+    post_raw(c, paths[i], "Origin: null\r\n", body, &r); /* a sandboxed page's */
+    expect_refusal(&r, 403, "FORBIDDEN");
+    tl_resp_free(&r);
+    /* an allowed page still cannot skip the preflight */
+    post_raw(c, paths[i], "Origin: http://ok.example\r\nContent-Type: text/plain\r\n", body, &r);
+    expect_refusal(&r, 415, "HTTP_UNSUPPORTED_MEDIA_TYPE");
+    tl_resp_free(&r);
+    /* a DNS-rebinding page (same-origin to the browser) */
+    post_raw(c, paths[i], "Host: evil.example\r\nContent-Type: text/plain\r\n", body, &r);
+    expect_refusal(&r, 403, "FORBIDDEN");
+    tl_resp_free(&r);
+  }
+  assert_int_equal(count_rows(c, "t"), 6);
+  post_raw(c, "/v3/pipeline", "Origin: http://ok.example\r\nContent-Type: application/json\r\n", INSERT_ONE, &r);
+  assert_int_equal(r.status, 200);
+  tl_resp_free(&r);
+  assert_int_equal(count_rows(c, "t"), 7);
+  /* lithd's own routes keep the rule */
+  post_raw(c, "/v1/query", "Content-Type: text/plain\r\n", "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", &r);
+  assert_int_equal(r.status, 415);
+  tl_resp_free(&r);
+  post_raw(c, "/v1/do", "", "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2)\"}]}", &r);
+  assert_int_equal(r.status, 415);
+  tl_resp_free(&r);
+  assert_int_equal(count_rows(c, "t"), 7);
+  /* sqld's probes */
+  tl_http(c, "GET", "/health", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.body, "");
+  tl_resp_free(&r);
+  tl_http(c, "GET", "/version", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_true(strncmp(r.body, "lithd ", 6) == 0);
+  tl_resp_free(&r);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* ---- /v3/cursor (#33) ------------------------------------------------------------ */
+
+/* POST /v3/cursor {"baton": baton, "batch": {"steps": steps}}: the status
+ * into *status and the body, raw (the caller frees it). */
+static char *cursor_raw(const struct tl_child *c, const char *baton, const char *steps, int *status) {
+  size_t n = strlen(steps) + (baton ? strlen(baton) : 4) + 64;
+  char *body = malloc(n);
+  struct tl_resp r;
+  assert_non_null(body);
+  if (baton)
+    snprintf(body, n, "{\"baton\":\"%s\",\"batch\":{\"steps\":%s}}", baton, steps);
+  else
+    snprintf(body, n, "{\"baton\":null,\"batch\":{\"steps\":%s}}", steps);
+  tl_http(c, "POST", "/v3/cursor", NULL, body, &r);
+  free(body);
+  *status = r.status;
+  char *out = r.body;
+  r.body = NULL;
+  tl_resp_free(&r);
+  return out;
+}
+
+/* A cursor's answer as a JSON array of its lines (each parsed; the body
+ * ends with '\n', no blank line); asserts 200. */
+static json_t *cursor(const struct tl_child *c, const char *baton, const char *steps) {
+  int status;
+  char *body = cursor_raw(c, baton, steps, &status);
+  if (status != 200)
+    fprintf(stderr, "cursor: %d %s\n", status, body);
+  assert_int_equal(status, 200);
+  size_t len = strlen(body);
+  assert_true(len > 0 && body[len - 1] == '\n');
+  json_t *lines = json_array();
+  for (char *p = body, *nl; *p; p = nl + 1) {
+    json_error_t jerr;
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    assert_true(nl > p);
+    json_t *j = json_loadb(p, (size_t)(nl - p), 0, &jerr);
+    if (j == NULL)
+      fprintf(stderr, "line not JSON: %.*s\n", (int)(nl - p), p);
+    assert_non_null(j);
+    json_array_append_new(lines, j);
+  }
+  free(body);
+  /* the first line: {"baton", "base_url": null} */
+  json_t *head = json_array_get(lines, 0);
+  assert_non_null(head);
+  assert_true(json_is_null(json_object_get(head, "base_url")));
+  assert_non_null(json_object_get(head, "baton"));
+  return lines;
+}
+
+/* The entries' types and steps, as "step_begin:0 row step_end ..." */
+static void entries_are(json_t *lines, const char *want) {
+  char got[2048] = "";
+  size_t n = 0;
+  for (size_t i = 1; i < json_array_size(lines); i++) {
+    json_t *e = json_array_get(lines, i);
+    const char *type = json_string_value(json_object_get(e, "type"));
+    json_t *step = json_object_get(e, "step");
+    n += (size_t)snprintf(got + n, sizeof got - n, "%s%s", i > 1 ? " " : "", type ? type : "?");
+    if (step != NULL)
+      n += (size_t)snprintf(got + n, sizeof got - n, ":%lld", (long long)json_integer_value(step));
+  }
+  if (strcmp(got, want) != 0)
+    fprintf(stderr, "entries: %s\n   want: %s\n", got, want);
+  assert_string_equal(got, want);
+}
+
+#define STEP(sql) "{\"stmt\":{\"sql\":\"" sql "\"}}"
+
+/* The entries exactly, on a store (dq: --dqlite): a step's begin with its
+ * columns, its rows, its end with the counts; a failing step's error (the
+ * batch goes on, as a batch request's); a skipped step nothing; the
+ * stream's baton, which a pipeline takes next, and a baton a pipeline gave. */
+static void cursor_entries(struct tl_child *c, int dq) {
+  t_node node;
+  if (dq) {
+    assert_int_equal(system("rm -rf node1"), 0);
+    t_node_init(&node, 1);
+    assert_int_equal(t_node_start(&node, NULL, 10000), 0);
+    tl_start(c, "cursor", TL_NO_DB, TL_ARGS("--dqlite", node.address, "--dqlite-failover-ms", "3000"));
+  } else {
+    tl_start(c, "cursor", 0, NULL);
+  }
+  json_t *l = cursor(c, NULL,
+                     "[" STEP("CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT UNIQUE, r REAL)") ","
+                     "{\"stmt\":{\"sql\":\"INSERT INTO t(k, r) VALUES (?, ?)\",\"args\":[{\"type\":\"text\","
+                     "\"value\":\"a\"},{\"type\":\"float\",\"value\":1.5}]}},"
+                     "{\"stmt\":{\"sql\":\"INSERT INTO t(k) VALUES (:k)\",\"named_args\":[{\"name\":\"k\","
+                     "\"value\":{\"type\":\"text\",\"value\":\"b\"}}]}},"
+                     "{\"stmt\":{\"sql\":\"INSERT INTO t(k) VALUES ('a')\"}},"
+                     "{\"condition\":{\"type\":\"ok\",\"step\":3},\"stmt\":{\"sql\":\"DELETE FROM t\"}},"
+                     STEP("SELECT id, k, r FROM t ORDER BY id") "]");
+  entries_are(l, "step_begin:0 step_end step_begin:1 step_end step_begin:2 step_end step_error:3 step_begin:5 "
+                 "row row step_end");
+  json_t *e = json_array_get(l, 3);
+  assert_int_equal(json_integer_value(json_object_get(e, "affected_row_count")), 0);
+  e = json_array_get(l, 4); /* step 1's end */
+  assert_int_equal(json_integer_value(json_object_get(e, "affected_row_count")), 1);
+  assert_string_equal(json_string_value(json_object_get(e, "last_insert_rowid")), "1");
+  e = json_array_get(l, 6);
+  assert_string_equal(json_string_value(json_object_get(e, "last_insert_rowid")), "2");
+  e = json_array_get(l, 7); /* the constraint */
+  assert_string_equal(json_string_value(json_object_get(json_object_get(e, "error"), "code")), "SQLITE_CONSTRAINT");
+  assert_non_null(strstr(json_string_value(json_object_get(json_object_get(e, "error"), "message")),
+                         "UNIQUE constraint failed: t.k"));
+  e = json_array_get(l, 8); /* the select's begin: its columns */
+  json_t *cols = json_object_get(e, "cols");
+  assert_int_equal(json_array_size(cols), 3);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(cols, 1), "name")), "k");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(cols, 1), "decltype")), "TEXT");
+  e = json_array_get(l, 9);
+  json_t *row = json_object_get(e, "row");
+  assert_int_equal(json_array_size(row), 3);
+  assert_string_equal(json_string_value(json_object_get(json_array_get(row, 0), "value")), "1");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(row, 1), "value")), "a");
+  assert_true(json_real_value(json_object_get(json_array_get(row, 2), "value")) == 1.5);
+  row = json_object_get(json_array_get(l, 10), "row");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(row, 2), "type")), "null");
+  e = json_array_get(l, 11);
+  assert_true(json_is_null(json_object_get(e, "last_insert_rowid")));
+  assert_int_equal(json_integer_value(json_object_get(e, "affected_row_count")), 0);
+  /* the stream goes on: its baton in a pipeline, the pipeline's in a cursor */
+  char *baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  json_t *a = pipeline(c, baton, "[" EXEC("SELECT count(*) FROM t") "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "2");
+  free(baton);
+  baton = baton_of(a);
+  json_decref(a);
+  l = cursor(c, baton, "[]"); /* no steps: the head alone */
+  entries_are(l, "");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  /* a batch that fails whole (a step the parser refuses): one error entry */
+  l = cursor(c, baton, "[{\"stmt\":{}}]");
+  entries_are(l, "error");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  int status;
+  char *body = cursor_raw(c, baton, "[" STEP("SELECT 1") "]", &status);
+  free(body);
+  body = cursor_raw(c, baton, "[" STEP("SELECT 1") "]", &status); /* answered already */
+  assert_int_equal(status, 400);
+  assert_non_null(strstr(body, "STREAM_EXPIRED"));
+  free(body);
+  free(baton);
+  /* a forged baton */
+  body = cursor_raw(c, "0000.00000001.00000000000000000000000000000000", "[]", &status);
+  assert_int_equal(status, 400);
+  free(body);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  if (dq) {
+    assert_int_equal(t_node_stop(&node, SIGTERM, 5000), 0);
+    assert_int_equal(system("rm -rf node1"), 0);
+  }
+}
+
+static void test_cursor_entries(void **state) { cursor_entries(*state, 0); }
+static void test_cursor_entries_dqlite(void **state) { cursor_entries(*state, 1); }
+
+/* Bodies that are no cursor: 400 in Hrana's shape, nothing run. */
+static void test_cursor_bad_bodies(void **state) {
+  struct tl_child *c = *state;
+  struct tl_resp r;
+  tl_start(c, "cbad", 0, NULL);
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  static const struct {
+    const char *body, *code;
+  } bad[] = {
+      {"", "HTTP_PARSE_ERROR"},
+      {"nope", "HTTP_PARSE_ERROR"},
+      {"[]", "PROTO_ERROR"},
+      {"{}", "PROTO_ERROR"},
+      {"{\"baton\":null}", "PROTO_ERROR"},
+      {"{\"batch\":[]}", "PROTO_ERROR"},
+      {"{\"batch\":{}}", "PROTO_ERROR"},
+      {"{\"batch\":{\"steps\":{}}}", "PROTO_ERROR"},
+      {"{\"baton\":7,\"batch\":{\"steps\":[]}}", "PROTO_ERROR"},
+      {"{\"baton\":\"a\\u0000b\",\"batch\":{\"steps\":[]}}", "PROTO_ERROR"},
+      {"{\"baton\":\"garbage\",\"batch\":{\"steps\":[]}}", "STREAM_INVALID"},
+      {"{\"requests\":[{\"type\":\"execute\",\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"}}]}", "PROTO_ERROR"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    post_raw(c, "/v3/cursor", "", bad[i].body, &r);
+    expect_refusal(&r, 400, bad[i].code);
+    tl_resp_free(&r);
+  }
+  tl_expect(c, "GET", "/v3/cursor", NULL, NULL, 405, NULL);
+  assert_int_equal(count_rows(c, "t"), 0);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* A cursor runs on the stream like a batch request: it may begin an
+ * interactive transaction (which then holds the writer), and commit or
+ * roll it back; the same bounds as a batch (--max-statements, the
+ * answer's bytes). */
+static void test_cursor_transaction_and_limits(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "ctx", 0, TL_ARGS("--max-statements", "5"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER UNIQUE)") "," CLOSE "]");
+  json_decref(a);
+  /* begun in a cursor, committed in the next */
+  json_t *l = cursor(c, NULL, "[" STEP("BEGIN") "," STEP("INSERT INTO t VALUES (1)") "]");
+  entries_are(l, "step_begin:0 step_end step_begin:1 step_end");
+  char *baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  a = pipeline(c, baton, "[{\"type\":\"get_autocommit\"}]");
+  assert_true(json_is_false(json_object_get(json_object_get(result(a, 0), "response"), "is_autocommit")));
+  free(baton);
+  baton = baton_of(a);
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 0); /* not yet committed */
+  l = cursor(c, baton, "[" STEP("INSERT INTO t VALUES (2)") "," STEP("COMMIT") "]");
+  entries_are(l, "step_begin:0 step_end step_begin:1 step_end");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  assert_int_equal(count_rows(c, "t"), 2);
+  /* begun and rolled back */
+  l = cursor(c, baton, "[" STEP("BEGIN IMMEDIATE") "," STEP("INSERT INTO t VALUES (3)") "]");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  l = cursor(c, baton, "[" STEP("INSERT INTO t VALUES (1)") "," STEP("ROLLBACK") "]");
+  entries_are(l, "step_error:0 step_begin:1 step_end");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  assert_int_equal(count_rows(c, "t"), 2);
+  /* --max-statements bounds a cursor's steps as a batch's */
+  l = cursor(c, baton, "[" STEP("SELECT 1") "," STEP("SELECT 1") "," STEP("SELECT 1") "," STEP("SELECT 1") ","
+                       STEP("SELECT 1") "," STEP("INSERT INTO t VALUES (9)") "]");
+  entries_are(l, "error");
+  assert_string_equal(
+      json_string_value(json_object_get(json_object_get(json_array_get(l, 1), "error"), "code")),
+      "REQUEST_TOO_LARGE");
+  free(baton);
+  baton = baton_of(json_array_get(l, 0));
+  json_decref(l);
+  assert_int_equal(count_rows(c, "t"), 2);
+  /* an answer past the bytes one answer may hold (64 MiB): refused */
+  l = cursor(c, baton,
+             "[" STEP("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 70) "
+                      "SELECT hex(zeroblob(500000)) FROM c") ","
+             STEP("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 70) "
+                  "SELECT hex(zeroblob(500000)) FROM c") "]");
+  size_t n = json_array_size(l);
+  json_t *last = json_array_get(l, n - 1);
+  const char *code = json_string_value(json_object_get(json_object_get(last, "error"), "code"));
+  if (code == NULL || strcmp(code, "RESPONSE_TOO_LARGE") != 0)
+    fprintf(stderr, "last entry: %s\n", json_dumps(last, 0));
+  assert_non_null(code);
+  assert_string_equal(code, "RESPONSE_TOO_LARGE");
+  free(baton);
+  json_decref(l);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* A client that reads a few bytes of a large cursor answer and goes: its
+ * answer and its share of the answer budget go with it (else two such
+ * would hold --max-answer-mib 48 and refuse every later one), and the
+ * transaction it left open ends by its idle bound. */
+static void test_cursor_abandoned(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "cgone", 0, TL_ARGS("--max-answer-mib", "48", "--tx-idle-ms", "300", "--stream-idle-ms", "1000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  static const char body[] =
+      "{\"baton\":null,\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+      "{\"stmt\":{\"sql\":\"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 40) "
+      "SELECT hex(zeroblob(250000)) FROM c\"}}]}}"; /* 20 MB of rows, a transaction left open */
+  for (int i = 0; i < 6; i++) {
+    int64_t until = now_ms() + 5000;
+    for (;;) { /* the one before may still be going: its answer's share comes back when lithd sees it gone */
+      int fd = tl_send(c, "POST", "/v3/cursor", NULL, body);
+      char head[4096];
+      ssize_t got = recv(fd, head, sizeof head - 1, MSG_WAITALL);
+      assert_true(got > 0);
+      head[got] = '\0';
+      close(fd); /* half-read: gone */
+      if (strncmp(head, "HTTP/1.1 200", 12) == 0 && strstr(head, "{\"type\":\"row\",\"row\":[") != NULL)
+        break; /* its rows come: the answer is made, and its client goes */
+      if (now_ms() > until)
+        fprintf(stderr, "cursor %d: %s\n", i, head);
+      assert_true(now_ms() <= until);
+      usleep(50 * 1000);
+    }
+  }
+  /* everything given back: a whole cursor is answered in full, and the
+   * writer is free (each abandoned transaction ended by its idle bound) */
+  int64_t until = now_ms() + 5000;
+  json_t *l = NULL;
+  for (;;) {
+    int status;
+    char *raw = cursor_raw(c, NULL, "[" STEP("INSERT INTO t VALUES (1)") "]", &status);
+    int ok = status == 200 && strstr(raw, "\"step_end\"") != NULL;
+    if (!ok && now_ms() > until)
+      fprintf(stderr, "after: %d %s\n", status, raw);
+    free(raw);
+    if (ok)
+      break;
+    assert_true(now_ms() <= until);
+    usleep(100 * 1000);
+  }
+  assert_int_equal(count_rows(c, "t"), 1);
+  l = cursor(c, NULL,
+             "[" STEP("WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 40) "
+                      "SELECT hex(zeroblob(250000)) FROM c") "]");
+  entries_are(l, "step_begin:0 row row row row row row row row row row row row row row row row row row row row "
+                 "row row row row row row row row row row row row row row row row row row row row step_end");
+  json_decref(l);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* clang-format on */
 
 int main(void) {
@@ -1277,6 +1706,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sequence_split, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_content_types, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cursor_entries, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cursor_entries_dqlite, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cursor_bad_bodies, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cursor_transaction_and_limits, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_cursor_abandoned, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
