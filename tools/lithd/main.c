@@ -65,6 +65,7 @@
 #include "restore.h"
 #include "server.h"
 #include "sqljson.h"
+#include "jwt.h"
 #include "token.h"
 
 struct daemon {
@@ -211,6 +212,7 @@ int main(int argc, char **argv) {
   lithd_dbsrv **served = NULL;
   char err[1024];
   char *token = NULL;
+  lithd_jwt_keys *jwt_keys = NULL;
   int loop_open = 0;
   int lock_fd = -1;
   int exit_code = 1;
@@ -255,6 +257,10 @@ int main(int argc, char **argv) {
 
   if (o.token_file != NULL && (token = lithd_token_read(o.token_file, err, sizeof err)) == NULL) {
     lithd_log(LITHD_LOG_ERROR, "--token-file %s", err);
+    goto out;
+  }
+  if (o.auth_jwt_key_file != NULL && lithd_jwt_keys_load(o.auth_jwt_key_file, &jwt_keys, err, sizeof err) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "--auth-jwt-key-file %s", err);
     goto out;
   }
   if (o.backup_dir != NULL) {
@@ -397,6 +403,7 @@ int main(int argc, char **argv) {
   d.srv.dbs = served;
   d.srv.n_dbs = (size_t)o.n_dbs;
   d.srv.token = token;
+  d.srv.jwt_keys = jwt_keys;
   d.srv.only_named = o.only_named;
   d.srv.allow_origins = o.allow_origins;
   d.srv.allow_hosts = o.allow_hosts;
@@ -508,6 +515,7 @@ out:
   free(d.dbs);
   free(served);
   free(token);
+  lithd_jwt_keys_free(jwt_keys);
   lithd_guard_stop();
   if (lock_fd >= 0)
     close(lock_fd); /* after the restore */

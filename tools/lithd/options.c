@@ -118,7 +118,7 @@ const lithd_opt lithd_opt_table[] = {
      .set = set_listen,
      .def = LITHD_DEFAULT_HOST ":" STR(LITHD_DEFAULT_PORT),
      .def_applied = 1,
-     .help = "TCP address (port 0: any free); a HOST not loopback needs --token-file",
+     .help = "TCP address (port 0: any free); a HOST not loopback needs --token-file or --auth-jwt-key-file",
      .modes = LITHD_MODE_ALL},
     {.name = "unix",
      .arg = required_argument,
@@ -275,6 +275,14 @@ const lithd_opt lithd_opt_table[] = {
      .key = "token-file",
      PATH(token_file),
      .help = "require \"Authorization: Bearer <token>\" (needed for a non-loopback --listen)",
+     .modes = LITHD_MODE_ALL},
+    {.name = "auth-jwt-key-file",
+     .arg = required_argument,
+     .meta = "FILE",
+     .key = "auth-jwt-key-file",
+     PATH(auth_jwt_key_file),
+     .help = "accept sqld's JWTs (EdDSA) signed by the Ed25519 public key(s) in FILE (PEM, or 32 bytes in "
+             "URL-safe base64): full or read-only access, per database; with --token-file too",
      .modes = LITHD_MODE_ALL},
     {.name = "tls-cert",
      .arg = required_argument,
@@ -1311,8 +1319,9 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   }
   /* TLS keeps what is sent from other eyes; who may send is still the
    * token's to say (docs/security.md). */
-  if (!is_loopback_host(o->host) && o->token_file == NULL) {
-    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file\n", o->host);
+  if (!is_loopback_host(o->host) && o->token_file == NULL && o->auth_jwt_key_file == NULL) {
+    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file or --auth-jwt-key-file\n",
+            o->host);
     return 2;
   }
   return 0;
@@ -1334,6 +1343,7 @@ void lithd_opts_free(lithd_opts *o) {
   free(o->default_db);
   free(o->unix_path);
   free(o->token_file);
+  free(o->auth_jwt_key_file);
   free(o->tls_cert);
   free(o->tls_key);
   free(o->allow_origins);

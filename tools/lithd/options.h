@@ -103,6 +103,7 @@ typedef struct lithd_opts {
   int n_files;
   int only_named;
   char *token_file;
+  char *auth_jwt_key_file; /* --auth-jwt-key-file: sqld's JWT public key(s); NULL: no JWTs */
   char *tls_cert; /* --tls-cert: PEM certificate (and chain) of the TCP listener; NULL: cleartext */
   char *tls_key;  /* --tls-key: its private key; given with --tls-cert or not at all */
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */

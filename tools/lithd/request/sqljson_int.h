@@ -107,6 +107,9 @@ struct lithd_batch {
   int start_in_tx;  /* the stream's transaction is open when the batch starts */
   int readonly_tx;  /* BEGIN TRANSACTION READONLY: a statement that writes fails
                       (SQLITE_READONLY) */
+  int no_writes;    /* the client's credentials grant reads only (a read-only
+                      JWT): a statement that writes fails (LITHD_FORBIDDEN);
+                      set by the store seam from lithd_store_req.may_write */
   int closing;      /* the stream closes right after this batch (Hrana: only
                       close follows it in the pipeline): a transaction it
                       leaves open is rolled back at its end, as the close
@@ -308,6 +311,14 @@ int lithd__prepare_failed(lithd_result *r, int i, int code, sqlite3 *conn, const
  * `code`. The caller undoes what the statement did (it fails its command,
  * or its step's savepoint). */
 int lithd__check_failed(lithd_result *r, int i, int code, const char *msg);
+
+/* The one rule on a statement that writes where its batch may not (st
+ * prepared; NULL: its first keyword says it is no query, on a reader): a
+ * client without write access (no_writes: LITHD_FORBIDDEN, "Authorization
+ * forbidden: ..."), a READONLY transaction (LITH_READONLY), a deferred
+ * one on a stale snapshot (LITH_BUSY). LITH_OK when st only reads or the
+ * batch may write. Every store runs its statements through it. */
+int lithd__write_refused(lithd_result *r, int i, const lithd_batch *b, sqlite3_stmt *st);
 
 /* The refusal of a statement that is not a query, on /v1/query. */
 int lithd__not_a_query(lithd_result *r, int i);

@@ -116,9 +116,15 @@ int lithd_backup_post(lith_http_req *req, void *arg) {
   lj_value *root = NULL;
   const lj_value *dest;
   lithd_error e;
+  int access = lithd_admit(s->srv, s, req);
 
-  if (!lithd_admit(s->srv, req))
+  if (!access)
     return LITH_HTTP_DONE;
+  if (access != LITHD_ACCESS_FULL) { /* a backup writes a file on the server */
+    lithd_error_set(&e, LITHD_FORBIDDEN, -1,
+                    "Authorization forbidden: the token grants read-only access, and a backup writes a file");
+    goto refuse;
+  }
   if (s->srv->backup_dir == NULL) {
     lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
     goto refuse;
@@ -439,7 +445,7 @@ int lithd_backup_get(lith_http_req *req, void *arg) {
   struct download *d;
   int format;
 
-  if (!lithd_admit(s->srv, req))
+  if (!lithd_admit(s->srv, s, req))
     return LITH_HTTP_DONE;
   if (q[0] == '\0' || strcmp(q, "format=sqlite") == 0) {
     format = FORMAT_SQLITE;

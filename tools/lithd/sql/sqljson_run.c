@@ -596,9 +596,26 @@ static int64_t run_clock_ns(void) {
   "database is locked: another write committed since this deferred transaction's snapshot began, so " \
   "it cannot write (SQLite's SQLITE_BUSY_SNAPSHOT): roll it back and run it again"
 
+#define NO_WRITES_MSG \
+  "Authorization forbidden: the token grants read-only access to this database, and the statement writes"
+
+int lithd__write_refused(lithd_result *r, int i, const lithd_batch *b, sqlite3_stmt *st) {
+  if (st != NULL && sqlite3_stmt_readonly(st))
+    return LITH_OK;
+  if (b->no_writes) /* first: whatever else holds, the client may not write */
+    return lithd__fail(r, LITHD_FORBIDDEN, i, NO_WRITES_MSG);
+  if (b->readonly_tx)
+    return lithd__fail(r, LITH_READONLY, i, READONLY_TX_MSG);
+  if (b->stale_tx)
+    return lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
+  return LITH_OK;
+}
+
 /* A batch of one VACUUM, submitted alone (lithd__batch_vacuums): lith
  * runs it between two transactions. */
 static int run_vacuum(runner *rn, int i, int64_t t0) {
+  if (rn->b->no_writes) /* it rewrites the file: a write, as SQLite counts it */
+    return lithd__fail(rn->r, LITHD_FORBIDDEN, i, NO_WRITES_MSG);
   int rc = lith_tx_vacuum(rn->tx);
   if (rc != LITH_OK)
     return was_cut(rn) ? timeout_fail(rn, i) : lithd__fail(rn->r, rc, i, "%s", lith_errmsg(NULL));
@@ -618,10 +635,8 @@ static int run_one(runner *rn, int i) {
 
   /* A statement known not to be a query is refused before it is prepared;
    * an unknown first word is prepared, so a typo gets SQLite's message. */
-  if (first == FIRST_OTHER && rn->b->readonly_tx)
-    return lithd__fail(r, LITH_READONLY, i, READONLY_TX_MSG);
-  if (first == FIRST_OTHER && rn->b->stale_tx)
-    return lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
+  if (first == FIRST_OTHER && (rc = lithd__write_refused(r, i, rn->b, NULL)) != LITH_OK)
+    return rc;
   if (first == FIRST_OTHER)
     return lithd__not_a_query(r, i);
   if (rn->tx && !spec->describe) {
@@ -641,14 +656,8 @@ static int run_one(runner *rn, int i) {
     rc = lithd__describe(r, i, st, o);
     goto out;
   }
-  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) { /* before the reader's own refusal: its code */
-    rc = lithd__fail(r, LITH_READONLY, i, READONLY_TX_MSG);
+  if ((rc = lithd__write_refused(r, i, rn->b, st)) != LITH_OK) /* before the reader's own refusal: its code */
     goto out;
-  }
-  if (rn->b->stale_tx && !sqlite3_stmt_readonly(st)) {
-    rc = lithd__fail(r, LITH_BUSY, i, STALE_TX_MSG);
-    goto out;
-  }
   if (rn->rx && (rc = lithd__check_read(r, i, first, st)) != LITH_OK)
     goto out;
   if ((rc = bind_all(rn, i, st)) != LITH_OK)

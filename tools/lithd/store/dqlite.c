@@ -534,11 +534,8 @@ static int run_one(dq_run *rn, int i) {
     rc = lithd__describe(rn->r, i, st, o);
     goto out;
   }
-  if (rn->b->readonly_tx && !sqlite3_stmt_readonly(st)) { /* before the read's own refusal: its code */
-    rc =
-        lithd__fail(rn->r, LITH_READONLY, i, "attempt to write a readonly database (a READONLY transaction)");
+  if ((rc = lithd__write_refused(rn->r, i, rn->b, st)) != LITH_OK) /* before the read's own refusal: its code */
     goto refused;
-  }
   dml = rn->v->dml;
   if (rn->c != NULL && (rc = lithd__check_read(rn->r, i, first, st)) != LITH_OK)
     goto refused;

@@ -3,12 +3,21 @@
  * store.h; store_int.h for what a store implements).
  */
 #include "store_int.h"
+#include "sqljson_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A client without write access: its batch's statements that write fail
+ * (sql/'s lithd__write_refused), whatever road it came by. */
+static void mark_access(lithd_store_req *r) {
+  if (r->batch != NULL)
+    r->batch->no_writes = !r->may_write;
+}
+
 int lithd_store_write(lithd_store *s, lithd_store_req *r) {
+  mark_access(r);
   r->rc = LITH_OK;
   r->errmsg[0] = '\0';
   r->t_start_ns = r->t_end_ns = 0;
@@ -90,7 +99,10 @@ int lithd_store_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t
                          max_ms > 0 ? max_ms : LITHD_TX_MAX_MS, http, out, errmsg, cap);
 }
 
-int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r) { return t->ops->run(t, r); }
+int lithd_store_tx_run(lithd_store_tx *t, lithd_store_req *r) {
+  mark_access(r);
+  return t->ops->run(t, r);
+}
 
 int lithd_store_tx_ended(const lithd_store_tx *t) { return t == NULL || t->ops->ended(t); }
 

@@ -76,6 +76,12 @@ struct lithd_store_req {
   lith_http_req *http;            /* the client, or NULL: a write whose client left
                                       while it waited for room is not run */
   size_t bytes;                   /* the caller's memory it stands for, while it waits */
+  int may_write;                  /* 1: the client's credentials grant writes (server.h,
+                                     LITHD_ACCESS_FULL). 0, the default: a write or a
+                                     transaction's run fails every statement that writes
+                                     (LITHD_FORBIDDEN, "Authorization forbidden: ...") and
+                                     the rest runs: a read-only client cannot write, on
+                                     every road, whatever its batch holds */
   /* The outcome, in cb. */
   int rc;                       /* see "Outcomes" above */
   char errmsg[LITH_ERRMSG_MAX]; /* why, when no statement is named */

@@ -62,6 +62,7 @@ static const struct {
     {"commands", "main=c.sql", 0},
     {"only-named", NULL, 0},
     {"token-file", "t.txt", 0},
+    {"auth-jwt-key-file", "k.pub", 0},
     {"tls-cert", "c.pem", 0}, /* alone: lith_http_server_create refuses it */
     {"tls-key", "k.pem", 0},
     {"request-timeout-ms", "3000", 0},
