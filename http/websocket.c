@@ -46,9 +46,14 @@ struct lith_http_ws {
   lith_http_ws_options opt;
   uint64_t last_ms; /* uv_now at the last frame either way */
   unsigned in_cb : 1;
-  unsigned closing : 1; /* our close frame is queued */
-  unsigned cut : 1;     /* shut down: ends without a close frame */
-  unsigned ended : 1;   /* conn closed; on_close pending */
+  unsigned closing : 1;     /* we close: no more sends */
+  unsigned close_later : 1; /* ... its frame waits for the messages queued before it */
+  uint16_t close_code;
+  uint8_t close_len;
+  char close_reason[123];
+  uint64_t close_by;  /* uv_now: cut if the close is not done by then */
+  unsigned cut : 1;   /* shut down: ends without a close frame */
+  unsigned ended : 1; /* conn closed; on_close pending */
   char peer[INET6_ADDRSTRLEN + 16];
 };
 
@@ -84,6 +89,7 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 static void on_timer(uv_timer_t *t);
+static void queue_close(lith_http_ws *ws);
 
 static void arm(lith_http_ws *ws, uint64_t ms) {
   if (ms > 0)
@@ -99,6 +105,10 @@ static void on_timer(uv_timer_t *t) {
   uint64_t now = uv_now(ws->srv->loop);
   if (ws->conn == NULL)
     return;
+  if (ws->close_later && now < ws->close_by) {
+    queue_close(ws); /* when the messages before it are out */
+    return;
+  }
   if (ws->closing) {
     ws_cut(ws);
     return;
@@ -236,14 +246,34 @@ int lith_http_ws_close(lith_http_ws *ws, unsigned code, const char *reason) {
     return lh_fail(LITH_HTTP_GONE, "lith_http_ws_close: already closing");
   size_t n = reason != NULL ? strlen(reason) : 0;
   ws->closing = 1;
-  if (wslay_event_queue_close(ws->conn->ws_ctx, (uint16_t)code, (const uint8_t *)reason, n > 123 ? 123 : n) !=
-      0) {
-    ws_cut(ws);
-    return LITH_HTTP_OK;
-  }
-  arm(ws, WS_CLOSE_WAIT_MS);
-  ws_proceed(ws);
+  ws->close_code = (uint16_t)code;
+  ws->close_len = (uint8_t)(n > sizeof ws->close_reason ? sizeof ws->close_reason : n);
+  memcpy(ws->close_reason, reason != NULL ? reason : "", ws->close_len);
+  ws->close_by = uv_now(ws->srv->loop) + WS_CLOSE_WAIT_MS;
+  ws->close_later = 1;
+  queue_close(ws);
   return LITH_HTTP_OK;
+}
+
+/* wslay sends a control frame before any message still queued: the close
+ * is queued only once they are out (looked at every few ms meanwhile),
+ * so an answer sent right before a close is not lost. */
+static void queue_close(lith_http_ws *ws) {
+  if (ws->conn == NULL || !ws->close_later)
+    return;
+  if (wslay_event_get_queued_msg_count(ws->conn->ws_ctx) > 0) {
+    arm(ws, 5);
+    return;
+  }
+  ws->close_later = 0;
+  if (wslay_event_queue_close(ws->conn->ws_ctx, ws->close_code, (const uint8_t *)ws->close_reason,
+                              ws->close_len) != 0) {
+    ws_cut(ws);
+    return;
+  }
+  uint64_t now = uv_now(ws->srv->loop);
+  arm(ws, ws->close_by > now ? ws->close_by - now : 1);
+  ws_proceed(ws);
 }
 
 size_t lith_http_ws_queued(const lith_http_ws *ws) {

@@ -28,6 +28,7 @@ static void on_message(lith_http_ws *ws, const char *data, size_t len, int binar
   if (binary) {
     lith_http_ws_close(ws, 1003, "text only");
   } else if (len == 5 && memcmp(data, "close", 5) == 0) {
+    LOOP_CHECK(lith_http_ws_send_text(ws, "last words", 10) == LITH_HTTP_OK); /* before the close frame */
     LOOP_CHECK(lith_http_ws_close(ws, 1000, "bye") == LITH_HTTP_OK);
     LOOP_CHECK(lith_http_ws_send_text(ws, "late", 4) == LITH_HTTP_GONE);
   } else if (len == 5 && memcmp(data, "flood", 5) == 0) {
@@ -256,6 +257,8 @@ static void test_ws_server_close(void **state) {
   int code = 0;
   int fd = wsc_open(f->port, "/ws", NULL, NULL);
   assert_int_equal(wsc_send_text(fd, "close"), 0);
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), 10); /* wslay would send the close first */
+  assert_string_equal(buf, "last words");
   assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), -2);
   assert_int_equal(code, 1000);
   assert_int_equal(wsc_send_frame(fd, 1, WSC_CLOSE, "\x03\xe8", 2, 1), 0);
