@@ -83,11 +83,12 @@ lithd: $(LITHD_BIN)
 # ---- End-to-end tests: each spawns lithd --------------------------------
 # test_lithd_dqlite: lithd --dqlite in front of three lith-node processes;
 # test_lithd_attacks: one table of attacks on a local lithd and a lithd
-# --dqlite; test_lithd_hrana: Hrana, its batches on both stores
+# --dqlite; test_lithd_hrana: Hrana, its batches on both stores;
+# test_lithd_migrate: what migration tools send, on both stores
 # (dqlite/test/nodes.o spawns the nodes; the dqlite client reads the
 # cluster).
 LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c \
-                  $(LD_DIR)/test/test_lithd_hrana.c
+                  $(LD_DIR)/test/test_lithd_hrana.c $(LD_DIR)/test/test_lithd_migrate.c
 # test_lithd_tls: https, with the test certificates of http/test/tlsgen.c
 # and OpenSSL's client.
 LITHD_TLS_SRC  := $(LD_DIR)/test/test_lithd_tls.c
