@@ -1,6 +1,6 @@
 # tools/lithd/fuzz/fuzz.mk — libFuzzer harnesses for what lithd reads from
 # outside: request bodies (its JSON reader, the statements decoder, the
-# statement splitter) and the operator's files (named commands, schema
+# statement splitter), bearer JWTs and the operator's files (named commands, schema
 # steps, the config file).
 #
 #   make fuzz                  build each with clang (-fsanitize=fuzzer,
@@ -18,7 +18,7 @@ FUZZ_B       := build/fuzz
 # Each harness NAME has its seed corpus in a directory named NAME; other
 # fragments (http, kanban, the lith client) append theirs to FUZZ_SEEDS and
 # add the rule for $(FUZZ_B)/fuzz_NAME. FUZZ_NAMES and FUZZ_BINS follow.
-FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config split)
+FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config split jwt)
 FUZZ_NAMES    = $(notdir $(FUZZ_SEEDS))
 FUZZ_BINS     = $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
 FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude $(LITHD_INC) \
@@ -46,6 +46,12 @@ $(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/sql/schema.c to
 $(FUZZ_B)/fuzz_split: tools/lithd/fuzz/fuzz_split.c tools/lithd/sql/split.c tools/lithd/sql/split.h tools/lithd/test/split_ref.h
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Itools/lithd/test -o $@ $< tools/lithd/sql/split.c $(FUZZ_LIBS)
+
+# jwt: request/jwt.c, sqld's tokens: a token, claims, a token signed with
+# the harness's key, a key file (libcrypto for Ed25519)
+$(FUZZ_B)/fuzz_jwt: tools/lithd/fuzz/fuzz_jwt.c tools/lithd/request/jwt.c tools/lithd/request/jwt.h tools/lithd/util/textfile.c $(LITHD_JSON_SRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/request/jwt.c tools/lithd/util/textfile.c $(LITHD_JSON_SRC) $(shell pkg-config --libs libcrypto 2>/dev/null) -lm
 
 $(FUZZ_B)/fuzz_config: tools/lithd/fuzz/fuzz_config.c tools/lithd/options.c tools/lithd/options.h tools/lithd/ops/log.c tools/lithd/ops/log.h tools/lithd/util/textfile.c tools/lithd/util/utf8.c
 	@mkdir -p $(dir $@)

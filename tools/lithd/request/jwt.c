@@ -136,7 +136,8 @@ static int parse_pem(lithd_jwt_keys *k, const char *text, size_t len, char *err,
       tag_end++;
     size_t tag_len = (size_t)(tag_end - tag);
     if (!(tag_len == 10 && memcmp(tag, "PUBLIC KEY", 10) == 0)) {
-      if ((tag_len == 11 && memcmp(tag, "PRIVATE KEY", 11) == 0) || (tag_len > 11 && memcmp(tag_end - 11, "PRIVATE KEY", 11) == 0))
+      if ((tag_len == 11 && memcmp(tag, "PRIVATE KEY", 11) == 0) ||
+          (tag_len > 11 && memcmp(tag_end - 11, "PRIVATE KEY", 11) == 0))
         snprintf(err, errsz, "it holds a private key; a public key is expected (openssl pkey -pubout)");
       else
         snprintf(err, errsz, "a PEM block of a kind not supported (\"%.*s\"): a \"PUBLIC KEY\" is expected",
@@ -196,8 +197,7 @@ int lithd_jwt_keys_parse(const char *text, size_t len, lithd_jwt_keys **out, cha
       n--;
     long got = n <= 44 ? b64url_decode(text + a, n, raw, sizeof raw) : -1;
     if (got != RAW_KEY_LEN) {
-      snprintf(err, errsz,
-               "neither a PEM \"PUBLIC KEY\" nor an Ed25519 key's 32 bytes in URL-safe base64");
+      snprintf(err, errsz, "neither a PEM \"PUBLIC KEY\" nor an Ed25519 key's 32 bytes in URL-safe base64");
       goto fail;
     }
     EVP_PKEY *key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, raw, RAW_KEY_LEN);
@@ -320,7 +320,8 @@ static int judge(const lj_value *root, int64_t now, const char *db, int *grant, 
   if (a != NULL && a->type != LJ_NULL) {
     if (a->type == LJ_STRING && strcmp(a->u.s, "rw") == 0 && a->n == 2)
       level = LITHD_JWT_FULL;
-    else if (a->type == LJ_STRING && ((a->n == 2 && strcmp(a->u.s, "ro") == 0) || (a->n == 3 && strcmp(a->u.s, "roa") == 0)))
+    else if (a->type == LJ_STRING &&
+             ((a->n == 2 && strcmp(a->u.s, "ro") == 0) || (a->n == 3 && strcmp(a->u.s, "roa") == 0)))
       level = LITHD_JWT_READ;
     else {
       snprintf(msg, cap, "invalid token: \"a\" is not \"rw\", \"ro\" or \"roa\"");

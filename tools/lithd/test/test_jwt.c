@@ -309,8 +309,8 @@ static void test_cache(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_keys),    cmocka_unit_test(test_grants),    cmocka_unit_test(test_p_claim),
-      cmocka_unit_test(test_times),   cmocka_unit_test(test_forgeries), cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_keys),  cmocka_unit_test(test_grants),    cmocka_unit_test(test_p_claim),
+      cmocka_unit_test(test_times), cmocka_unit_test(test_forgeries), cmocka_unit_test(test_cache),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

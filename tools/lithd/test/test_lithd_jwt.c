@@ -88,8 +88,9 @@ static void test_bad_key_files(void **state) {
              {"cert.pem", "PUBLIC KEY"},
              {"missing.pem", "missing.pem"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    int rc = tl_run(TL_ARGS("--db", "badkey.db", "--listen", "127.0.0.1:0", "--auth-jwt-key-file", bad[i].file),
-                    out, sizeof out);
+    int rc =
+        tl_run(TL_ARGS("--db", "badkey.db", "--listen", "127.0.0.1:0", "--auth-jwt-key-file", bad[i].file),
+               out, sizeof out);
     if (rc == 0 || strstr(out, bad[i].want) == NULL || strstr(out, "--auth-jwt-key-file") == NULL)
       fail_msg("%s: exit %d: %s", bad[i].file, rc, out);
   }
@@ -113,7 +114,8 @@ static void test_http_roads(void **state) {
   tl_expect(c, "POST", "/v1/do", bearer(key, "{\"a\":\"rw\"}"), CREATE, 200, NULL);
   tl_expect(c, "POST", "/v1/do", bearer(key, "{}"), INSERT, 200, NULL);
   tl_expect(c, "POST", "/v1/do", "Bearer " STATIC_TOKEN, INSERT, 200, NULL);
-  snprintf(payload, sizeof payload, "{\"a\":\"rw\",\"id\":\"main\",\"exp\":%lld}", (long long)time(NULL) + 600);
+  snprintf(payload, sizeof payload, "{\"a\":\"rw\",\"id\":\"main\",\"exp\":%lld}",
+           (long long)time(NULL) + 600);
   tl_expect(c, "POST", "/v1/do", bearer(key, payload), INSERT, 200, NULL);
 
   /* read-only: reads on every road, no write on any */
@@ -123,20 +125,24 @@ static void test_http_roads(void **state) {
   tl_expect(c, "POST", "/v1/query", ro_copy, COUNT, 200, "\"rows\":[[3]]");
   tl_expect(c, "POST", "/v1/do", ro_copy, COUNT, 200, "\"rows\":[[3]]");
   tl_expect(c, "POST", "/v1/do", ro_copy, INSERT, 403, FORBIDDEN);
-  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"DELETE FROM t\"}]}",
-            403, FORBIDDEN);
-  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"CREATE TABLE u(y)\"}]}", 403, FORBIDDEN);
-  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"PRAGMA user_version = 7\"}]}", 403, NULL);
-  tl_expect(c, "POST", "/v1/batch", ro_copy,
-            "{\"commands\":[{\"statements\":[{\"sql\":\"SELECT 1\"}]},{\"statements\":[{\"sql\":\"INSERT INTO t "
-            "VALUES(9)\"}]}]}",
-            200, FORBIDDEN);
+  tl_expect(c, "POST", "/v1/do", ro_copy,
+            "{\"statements\":[{\"sql\":\"SELECT 1\"},{\"sql\":\"DELETE FROM t\"}]}", 403, FORBIDDEN);
+  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"CREATE TABLE u(y)\"}]}", 403,
+            FORBIDDEN);
+  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"PRAGMA user_version = 7\"}]}", 403,
+            NULL);
+  tl_expect(
+      c, "POST", "/v1/batch", ro_copy,
+      "{\"commands\":[{\"statements\":[{\"sql\":\"SELECT 1\"}]},{\"statements\":[{\"sql\":\"INSERT INTO t "
+      "VALUES(9)\"}]}]}",
+      200, FORBIDDEN);
   tl_expect(c, "POST", "/v1/db/main/do", ro_copy, INSERT, 403, FORBIDDEN);
   tl_expect(c, "GET", "/v1/stats", ro_copy, NULL, 200, NULL);
   tl_expect(c, "POST", "/v1/backup", ro_copy, "{\"dest\":\"x.db\"}", 403, "read-only");
 
   /* refused at the gate: 401, whatever the request */
-  const char *refused[] = {"{\"a\":\"rw\",\"id\":\"other\"}", "{\"a\":\"admin\"}", "{\"p\":{\"rw\":{\"ns\":[\"x\"]}}}"};
+  const char *refused[] = {"{\"a\":\"rw\",\"id\":\"other\"}", "{\"a\":\"admin\"}",
+                           "{\"p\":{\"rw\":{\"ns\":[\"x\"]}}}"};
   for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
     tl_expect(c, "POST", "/v1/do", bearer(key, refused[i]), INSERT, 401, NULL);
   snprintf(payload, sizeof payload, "{\"exp\":%lld}", (long long)time(NULL) - 3600);
