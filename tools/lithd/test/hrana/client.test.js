@@ -438,6 +438,93 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
     });
     const has = async (k, c = db) => (await scalar(c, "SELECT count(*) FROM tx WHERE k = ?", [k])) === 1;
 
+  describe("migrations as Prisma and migration tools send them", () => {
+    const seedParents = () => db.batch(["DROP TABLE IF EXISTS pr_post", "DROP TABLE IF EXISTS pr_user",
+      "CREATE TABLE pr_user(id INTEGER PRIMARY KEY, email TEXT NOT NULL)",
+      "CREATE TABLE pr_post(id INTEGER PRIMARY KEY, author INTEGER NOT NULL REFERENCES pr_user(id))",
+      "INSERT INTO pr_user VALUES (1, 'a@x'), (2, 'b@x')", "INSERT INTO pr_post VALUES (10, 1), (20, 2)"], "write");
+    const columns = async (t) => rowsOf(await db.execute(`SELECT name FROM pragma_table_info('${t}') ORDER BY cid`)).flat();
+
+    it("redefines a parent table as Prisma's migration script does (executeMultiple)", async () => {
+      await seedParents();
+      await db.executeMultiple(`
+        -- RedefineTables
+        PRAGMA defer_foreign_keys=ON;
+        PRAGMA foreign_keys=OFF;
+        CREATE TABLE "new_pr_user" ("id" INTEGER NOT NULL PRIMARY KEY, "email" TEXT NOT NULL, "name" TEXT);
+        INSERT INTO "new_pr_user" ("id", "email") SELECT "id", "email" FROM "pr_user";
+        DROP TABLE "pr_user";
+        ALTER TABLE "new_pr_user" RENAME TO "pr_user";
+        PRAGMA foreign_keys=ON;
+        PRAGMA defer_foreign_keys=OFF;`);
+      assert.deepEqual(await columns("pr_user"), ["id", "email", "name"]);
+      assert.deepEqual(rowsOf(await db.execute("SELECT p.id, u.email FROM pr_post p JOIN pr_user u ON u.id = p.author ORDER BY p.id")),
+        [[10, "a@x"], [20, "b@x"]]);
+      assert.equal(await scalar(db, "PRAGMA defer_foreign_keys"), 0);
+      assert.equal(await scalar(db, "PRAGMA foreign_keys"), 1);
+    });
+
+    it("keeps defer_foreign_keys to the COMMIT of an interactive transaction", async () => {
+      await seedParents();
+      const tx = await db.transaction("write");
+      try {
+        await tx.execute("PRAGMA defer_foreign_keys = ON");
+        await tx.execute("CREATE TABLE new_pr_user(id INTEGER PRIMARY KEY, email TEXT NOT NULL, born INTEGER)");
+        await tx.execute("INSERT INTO new_pr_user(id, email) SELECT id, email FROM pr_user");
+        await tx.execute("DROP TABLE pr_user"); // its children's keys: deferred violations until the end
+        await tx.execute("ALTER TABLE new_pr_user RENAME TO pr_user");
+        assert.equal(await scalar(tx, "PRAGMA defer_foreign_keys"), 1);
+        assert.deepEqual((await tx.execute("PRAGMA foreign_key_check")).rows, []);
+        await tx.execute("PRAGMA defer_foreign_keys = OFF");
+        await tx.commit();
+      } finally {
+        tx.close();
+      }
+      assert.deepEqual(await columns("pr_user"), ["id", "email", "born"]);
+      assert.equal(await scalar(db, "PRAGMA defer_foreign_keys"), 0); // SQLite's COMMIT ends it
+    });
+
+    it("fails the commit whose OFF would forget a violation still there, and keeps nothing of it", async () => {
+      await seedParents();
+      await assert.rejects(db.batch(["PRAGMA defer_foreign_keys = ON", "INSERT INTO pr_post VALUES (30, 99)",
+        "PRAGMA defer_foreign_keys = OFF"], "write"), libsqlError("SQLITE_CONSTRAINT", /defer_foreign_keys/));
+      assert.equal(await scalar(db, "SELECT count(*) FROM pr_post WHERE id = 30"), 0);
+    });
+
+    it("sets PRAGMA user_version and reads it back", async () => {
+      await db.execute("PRAGMA user_version = 3");
+      assert.equal(await scalar(db, "PRAGMA user_version"), 3);
+      await db.batch(["PRAGMA user_version = 4", "INSERT INTO no_such VALUES (1)"], "write").catch(() => {});
+      assert.equal(await scalar(other, "PRAGMA user_version"), 3); // undone with its batch
+    });
+
+    it("VACUUM after deleting rows gives the file's pages back", async () => {
+      await db.execute("CREATE TABLE vac(x)");
+      await db.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) " +
+        "INSERT INTO vac SELECT randomblob(200) FROM n");
+      await db.execute("DELETE FROM vac WHERE rowid % 4 <> 0");
+      const before = await scalar(db, "PRAGMA page_count");
+      await db.execute("VACUUM");
+      const after = await scalar(db, "PRAGMA page_count");
+      assert.ok(after < before / 2, `page_count ${before}, then ${after}`);
+      assert.equal(await scalar(other, "SELECT count(*) FROM vac"), 5000);
+      await db.execute("DROP TABLE vac");
+    });
+
+    it("refuses VACUUM INTO, and VACUUM inside a transaction as SQLite does", async () => {
+      await assert.rejects(db.execute("VACUUM INTO 'copy.db'"), libsqlError("SQLITE_AUTH", /VACUUM INTO/));
+      const tx = await db.transaction("write");
+      try {
+        await assert.rejects(tx.execute("VACUUM"), libsqlError("SQLITE_ERROR", /cannot VACUUM from within a transaction/));
+        await tx.execute("PRAGMA user_version = 5"); // the transaction goes on
+        await tx.commit();
+      } finally {
+        tx.close();
+      }
+      assert.equal(await scalar(db, "PRAGMA user_version"), 5);
+    });
+  });
+
     it("commits: invisible to others while open, visible after", async () => {
       const tx = await db.transaction("write");
       try {
