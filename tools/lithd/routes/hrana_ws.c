@@ -570,7 +570,8 @@ int lithd_hrana_ws(lith_http_req *req, void *arg) {
     snprintf(c->peer, sizeof c->peer, "%.*s", (int)n, p);
   }
   lith_http_ws_options o = {0};
-  o.protocol = proto;
+  /* none offered: hrana1, and no header (RFC 6455: only one the client offered) */
+  o.protocol = lith_http_req_header(req, "sec-websocket-protocol") != NULL ? proto : NULL;
   o.idle_ms = s->stream_idle_ms > 0 ? (unsigned)s->stream_idle_ms : LITHD_HRANA_WS_IDLE_MS;
   o.on_message = on_message;
   o.on_close = on_close;
