@@ -27,7 +27,15 @@
  *              that any command may have left: each command runs again in
  *              a transaction of its own, so the one at fault fails alone;
  *   FAILALL    COMMIT failed definitely and no command ran statements to
- *              blame: every command gets that error (nothing was kept).
+ *              blame: every command gets that error (nothing was kept);
+ *   SETTLED    (an alone command) its own lith__dqw_tx_end lost the leader
+ *              and settled the outcome itself: answered as it is.
+ * An alone command is never run again (its callback hands out answers as
+ * it goes: lithd's interactive transactions): where a batch would run
+ * again, it fails LITH_DQW_UNAVAILABLE. lith__dqw_tx_end commits in the
+ * middle of it: RELEASE lith_c; COMMIT, then the next BEGIN (a fresh
+ * batch id, for the fence) staged for its next statement; a COMMIT lost
+ * there is fenced right away, inside the call.
  * A failed statement fails its command at once (later tx calls of that run
  * refuse): after a failure the transaction may be gone, and a statement
  * then would run in autocommit outside the batch.
@@ -54,7 +62,7 @@
 #define SQLITE_CONSTRAINT_ 19
 
 enum { REQ_QUEUED, REQ_RUN, REQ_EXCLUDED };
-enum attempt { A_COMMITTED, A_BROKEN, A_UNKNOWN, A_BLAME, A_SPLIT, A_FAILALL };
+enum attempt { A_COMMITTED, A_BROKEN, A_UNKNOWN, A_BLAME, A_SPLIT, A_FAILALL, A_SETTLED };
 enum fence { F_COMMITTED, F_LOST, F_BROKEN };
 
 struct lith__dqw {
@@ -75,10 +83,11 @@ struct lith__dqw {
   int backoff_ms;     /* the wait before the next reconnection (writer.h) */
   char *ctl;          /* control statements not yet sent */
   size_t nctl, capctl;
-  uint64_t nflush; /* ctl texts sent: a savepoint whose SAVEPOINT was never
+  uint64_t nflush;  /* ctl texts sent: a savepoint whose SAVEPOINT was never
                       sent costs nothing (lith__dqw_savepoint) */
-  int ctl_err;     /* out of memory growing ctl */
-  int last_ran;    /* the batch's last command that ran statements; -1 none */
+  int ctl_err;      /* out of memory growing ctl */
+  int last_ran;     /* the batch's last command that ran statements; -1 none */
+  int64_t batch_id; /* the open transaction's id in _lith_batches (the fence's) */
   uint64_t nbatch;
   int fault, fault_every;
   uint64_t nattempt;
@@ -100,6 +109,10 @@ struct lith__dqw_tx {
   int ended;       /* a nested savepoint could not be undone: SQLite ended the
                       transaction with the failure (the command is to blame) */
   unsigned nerror; /* lith__dqw_error calls */
+  int depth;       /* lith__dqw_savepoint's nesting */
+  int over;        /* (alone) lith__dqw_tx_end lost the leader: the outcome is
+                      settled (fail_rc); nothing more runs */
+  uint64_t mark;   /* w->nflush when its transaction began: none sent since */
 };
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
@@ -456,7 +469,9 @@ int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg) {
   size_t mark = w->nctl;
   uint64_t sent0 = w->nflush;
   ctl_add(w, "SAVEPOINT lith_s;");
+  tx->depth++;
   int rc = fn(tx, arg);
+  tx->depth--;
   if (tx->broken)
     return LITH_DQW_RETRY;
   if (tx->lost_own) /* its answer took the connection: the command's to blame */
@@ -490,6 +505,98 @@ int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg) {
   return rc;
 }
 
+static enum fence fence(lith__dqw *w, int64_t batch_id);
+static int fault_now(lith__dqw *w);
+static int64_t new_batch_id(void);
+static void begin_batch(lith__dqw *w, int64_t batch_id, int64_t t);
+
+/* (alone) The COMMIT of lith__dqw_tx_end went unanswered: fence its batch
+ * id now, on the leader found within failover_ms. */
+static int commit_lost(lith__dqw_tx *tx) {
+  lith__dqw *w = tx->w;
+  int64_t deadline = now_ms() + w->failover_ms;
+  enum fence f = F_BROKEN;
+  lose(w);
+  while (f == F_BROKEN && now_ms() < deadline)
+    if (ensure(w, deadline))
+      f = fence(w, w->batch_id);
+  if (f == F_COMMITTED) {
+    atomic_fetch_add(&w->st_fenced, 1);
+    w->backoff_ms = 0;
+    begin_batch(w, new_batch_id(), wall_ms()); /* on the new leader */
+    ctl_add(w, "SAVEPOINT lith_c;");
+    tx->mark = w->nflush;
+    return LITH_DQW_OK;
+  }
+  tx->over = tx->failed = 1;
+  if (f == F_LOST) {
+    atomic_fetch_add(&w->st_fenced, 1);
+    tx->fail_rc = LITH_DQW_UNAVAILABLE;
+    set_err(&tx->req->err, 0,
+            "the dqlite leader was lost after COMMIT was sent, and the fence proved it did not commit: "
+            "nothing of it was kept");
+  } else {
+    tx->fail_rc = LITH_DQW_UNKNOWN;
+    set_err(&tx->req->err, 0,
+            "the dqlite leader was lost after COMMIT was sent and no leader answered within %d ms: the "
+            "outcome is unknown (%.80s)",
+            w->failover_ms, lith__dq_errmsg(w->c));
+  }
+  return tx->fail_rc;
+}
+
+int lith__dqw_tx_end(lith__dqw_tx *tx, int commit) {
+  lith__dqw *w = tx->w;
+  if (tx->broken)
+    return LITH_DQW_RETRY;
+  if (tx->failed)
+    return tx->fail_rc;
+  if (!tx->req->alone || tx->depth > 0 || tx->in_query) {
+    set_err(&tx->req->err, 0, "lith__dqw_tx_end outside an alone command's own level");
+    tx->failed = 1;
+    return tx->fail_rc = LITH_DQW_MISUSE;
+  }
+  if (w->nflush == tx->mark)
+    return LITH_DQW_OK; /* nothing reached the node: nothing to keep or undo */
+  /* the whole transaction (its batch row too: a rollback leaves no Raft
+   * entry); the command goes on in the next, staged for its next statement */
+  ctl_add(w, commit ? "RELEASE lith_c; COMMIT" : "ROLLBACK");
+  if (commit && fault_now(w))
+    return commit_lost(tx);
+  int rc = ctl_flush(w);
+  if (rc == LITH_DQ_OK) {
+    begin_batch(w, new_batch_id(), wall_ms());
+    ctl_add(w, "SAVEPOINT lith_c;");
+    tx->mark = w->nflush;
+    return LITH_DQW_OK;
+  }
+  if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(w->c))) {
+    uint64_t code = lith__dq_errcode(w->c);
+    set_err(&tx->req->err, (int)code, "%s", lith__dq_errmsg(w->c));
+    if (commit && (code & 0xff) == SQLITE_CONSTRAINT_) {
+      /* a deferred foreign key: SQLite keeps the transaction open (the
+       * caller may fix it); lith_c again around what follows */
+      ctl_add(w, "SAVEPOINT lith_c;");
+      return LITH_DQW_SQL;
+    }
+    tx->ended = tx->failed = 1; /* the transaction is gone with the failure */
+    return tx->fail_rc = LITH_DQW_SQL;
+  }
+  if (!commit || rc == LITH_DQ_NOMEM) { /* nothing can have committed */
+    tx->broken = 1;
+    tx->dqrc = rc;
+    return LITH_DQW_RETRY;
+  }
+  return commit_lost(tx);
+}
+
+int lith__dqw_waiting(lith__dqw *w) {
+  pthread_mutex_lock(&w->mu);
+  int waiting = w->head != NULL;
+  pthread_mutex_unlock(&w->mu);
+  return waiting;
+}
+
 int lith__dqw_tx_state(const lith__dqw_tx *tx) {
   if (tx->broken)
     return LITH_DQW_RETRY;
@@ -520,12 +627,31 @@ static int64_t new_batch_id(void) {
   return (int64_t)v;
 }
 
+/* Tests (options.fault): whether this COMMIT (ctl's) is made an unknown
+ * outcome: sent with its answer dropped, or dropped unsent; 1 then, the
+ * connection gone. */
+static int fault_now(lith__dqw *w) {
+  if (w->fault == LITH_DQW_FAULT_NONE || ++w->nattempt % (uint64_t)w->fault_every != 0)
+    return 0;
+  int frc = w->fault == LITH_DQW_FAULT_ANSWER_LOST ? ctl_flush(w) : LITH_DQ_OK;
+  ctl_reset(w);
+  lith__dq_disconnect(w->c);
+  (void)frc; /* whatever it was, the writer must not know */
+  return 1;
+}
+
+/* Stage the batch's BEGIN and its row (sent with the next statement). */
+static void begin_batch(lith__dqw *w, int64_t batch_id, int64_t t) {
+  w->batch_id = batch_id;
+  ctl_add(w, "BEGIN; INSERT INTO _lith_batches(id, time, lost) VALUES (%lld, %lld, 0);", (long long)batch_id,
+          (long long)t);
+}
+
 /* One attempt; *blame is the command to blame for A_BLAME. */
 static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t batch_id, int *blame) {
   int64_t t = wall_ms();
   ctl_reset(w);
-  ctl_add(w, "BEGIN; INSERT INTO _lith_batches(id, time, lost) VALUES (%lld, %lld, 0);", (long long)batch_id,
-          (long long)t);
+  begin_batch(w, batch_id, t);
   if (w->nbatch % 64 == 0)
     ctl_add(w, "DELETE FROM _lith_batches WHERE time < %lld;", (long long)(t - (int64_t)w->keep_s * 1000));
   w->last_ran = -1;
@@ -534,10 +660,15 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
     if (r->state == REQ_EXCLUDED)
       continue;
     ctl_add(w, "SAVEPOINT lith_c;");
-    lith__dqw_tx tx = {.w = w, .req = r};
+    lith__dqw_tx tx = {.w = w, .req = r, .mark = w->nflush};
     r->err.code = 0;
     r->err.errmsg[0] = '\0';
     int rc = r->fn(&tx, r->arg);
+    if (tx.over) { /* its lith__dqw_tx_end settled it (no connection, or a new one) */
+      r->rc = tx.fail_rc;
+      ctl_reset(w);
+      return A_SETTLED;
+    }
     if (tx.broken) {
       if (tx.blame && w->last_ran >= 0) {
         *blame = w->last_ran;
@@ -546,6 +677,15 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
       if (tx.blame)
         sleep_ms(20); /* BEGIN refused (e.g. busy): a pause, then again */
       return A_BROKEN;
+    }
+    if (r->alone && w->nflush == tx.mark) {
+      /* nothing reached the node since its last commit (or at all):
+       * nothing to keep or undo, no Raft entry for it */
+      r->rc = rc != LITH_DQW_OK ? rc : tx.failed ? tx.fail_rc : LITH_DQW_OK;
+      if (r->rc != LITH_DQW_OK && r->err.errmsg[0] == '\0')
+        set_err(&r->err, 0, "the command returned %d (%s)", r->rc, lith__dqw_rc_str(r->rc));
+      ctl_reset(w);
+      return A_COMMITTED;
     }
     if (tx.ran)
       w->last_ran = i;
@@ -574,13 +714,8 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
       ctl_add(w, "ROLLBACK TO lith_c; RELEASE lith_c;");
   }
   ctl_add(w, "COMMIT");
-  if (w->fault != LITH_DQW_FAULT_NONE && ++w->nattempt % (uint64_t)w->fault_every == 0) {
-    int frc = w->fault == LITH_DQW_FAULT_ANSWER_LOST ? ctl_flush(w) : LITH_DQ_OK;
-    ctl_reset(w);
-    lith__dq_disconnect(w->c);
-    (void)frc; /* whatever it was, the writer must not know */
+  if (fault_now(w))
     return A_UNKNOWN;
-  }
   int rc = ctl_flush(w);
   if (rc == LITH_DQ_OK)
     return A_COMMITTED;
@@ -713,6 +848,12 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
         answer(w, reqs, n, 1);
         return;
       }
+      if (reqs[0]->alone) { /* never run again */
+        fail_rest(w, reqs, n, LITH_DQW_UNAVAILABLE,
+                  "the dqlite leader was lost after COMMIT was sent, and the fence proved it did not commit: "
+                  "nothing of it since its last commit was kept");
+        return;
+      }
       unknown = 0;
       atomic_fetch_add(&w->st_reruns, 1);
     }
@@ -725,6 +866,14 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
     case A_COMMITTED: answer(w, reqs, n, 1); return;
     case A_BROKEN:
       lose(w);
+      if (reqs[0]->alone) { /* never run again: its transaction died with the connection */
+        snprintf(why, sizeof why,
+                 "the dqlite leader was lost during the command (%s): nothing of it since its last commit "
+                 "was kept",
+                 lith__dq_errmsg(w->c));
+        fail_rest(w, reqs, n, LITH_DQW_UNAVAILABLE, why);
+        return;
+      }
       atomic_fetch_add(&w->st_reruns, 1);
       if (deadline == 0)
         deadline = now_ms() + w->failover_ms;
@@ -732,7 +881,7 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
     case A_UNKNOWN:
       lose(w);
       unknown = 1;
-      unknown_id = id;
+      unknown_id = w->batch_id; /* id, or an alone command's after its lith__dqw_tx_end */
       if (deadline == 0)
         deadline = now_ms() + w->failover_ms;
       break;
@@ -767,6 +916,7 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
       }
       return;
     case A_FAILALL: fail_rest(w, reqs, n, LITH_DQW_SQL, NULL); return;
+    case A_SETTLED: answer(w, reqs, n, 0); return;
     }
   }
 }
@@ -783,11 +933,15 @@ static void *writer_main(void *arg) {
       pthread_cond_wait(&w->cv, &w->mu);
     while (w->head != NULL && n < w->max_batch && batch != NULL) {
       lith__dqw_req *r = w->head;
+      if (r->alone && n > 0)
+        break; /* after these, in a batch of its own */
       w->head = r->next;
       if (w->head == NULL)
         w->tail = NULL;
       r->next = NULL;
       batch[n++] = r;
+      if (r->alone)
+        break;
     }
     int stop = w->stopping && w->head == NULL && n == 0;
     pthread_mutex_unlock(&w->mu);

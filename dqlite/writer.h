@@ -195,12 +195,23 @@ int lith__dqw_do(lith__dqw *w, lith__dqw_fn fn, void *arg, lith__dqw_err *err);
 /* The asynchronous form: fill fn, arg, done (and anything around the
  * struct the callback needs); done(req) runs on the writer thread once
  * req->rc and req->err are set, and may free req. The request is the
- * caller's, and must stay valid until done. */
+ * caller's, and must stay valid until done.
+ *
+ * alone: the command runs in a transaction of its own (the commands queued
+ * before it commit first, those after it wait until it returns), and its
+ * callback may hold the writer while it waits for more work (lithd's
+ * interactive transactions), end transactions in the middle of itself
+ * (lith__dqw_tx_end), and hand out answers as it goes: so it is NEVER RUN
+ * AGAIN. Where a batch would run again it fails instead:
+ * LITH_DQW_UNAVAILABLE (the leader was lost before COMMIT, or the fence
+ * proved the COMMIT lost: nothing of it since its last commit was kept),
+ * or LITH_DQW_UNKNOWN (no leader to fence with within failover_ms). */
 typedef struct lith__dqw_req lith__dqw_req;
 struct lith__dqw_req {
   lith__dqw_fn fn;
   void *arg;
   void (*done)(lith__dqw_req *req);
+  int alone;
   int rc;
   lith__dqw_err err;
   /* private */
@@ -269,6 +280,24 @@ int lith__dqw_query_int(lith__dqw_tx *tx, int64_t *out, const char *sql, const l
  * but when fn failed after sending a statement (the undo is sent at once,
  * so its outcome is known). */
 int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg);
+
+/* Only in an alone command, outside lith__dqw_savepoint: end its
+ * transaction now and go on in a new one (sent with its next statement),
+ * as lith_tx_commit / lith_tx_rollback (lith.h). commit: RELEASE and
+ * COMMIT what the command did so far (LITH_DQW_OK once a majority stored
+ * it; LITH_DQW_SQL with a deferred FOREIGN KEY violated, the transaction
+ * still open, as SQLite's COMMIT; a COMMIT left unanswered is fenced here
+ * (writer.h, "fences"): committed, LITH_DQW_OK; lost, LITH_DQW_UNAVAILABLE;
+ * no leader, LITH_DQW_UNKNOWN, and then nothing more runs in the command).
+ * !commit: undo it (ROLLBACK). Either way nothing is left open on the
+ * node, and the command goes on in a new transaction. Nothing sent
+ * since the last end: nothing to do, LITH_DQW_OK. Elsewhere:
+ * LITH_DQW_MISUSE. */
+int lith__dqw_tx_end(lith__dqw_tx *tx, int commit);
+
+/* 1 if a command waits in the queue (any thread): for an alone command
+ * that holds the writer, whether another writer waits for it. */
+int lith__dqw_waiting(lith__dqw *w);
 
 /* Whether tx can still run statements: LITH_DQW_OK; LITH_DQW_RETRY when
  * the run is abandoned; or the failure that ended the command's

@@ -50,6 +50,7 @@
 
 #include <cmocka.h>
 #include <pthread.h>
+#include <semaphore.h>
 
 #include "client.h"
 #include "nodes.h"
@@ -703,6 +704,95 @@ static void test_fence_commit_lost(void **state) {
   fence_case(LITH_DQW_FAULT_COMMIT_LOST);
 }
 
+/* ---- Alone commands (lithd's interactive transactions) ---- */
+
+typedef struct alone_arg {
+  int64_t k1, k2; /* inserted before and after the end */
+  int commit;     /* the end: commit (1) or roll back (0) */
+  int runs;       /* how many times the writer ran it */
+  int end_rc;     /* lith__dqw_tx_end's */
+} alone_arg;
+
+typedef struct alone_req {
+  lith__dqw_req req; /* first: done casts back */
+  sem_t sem;
+} alone_req;
+
+static void alone_done(lith__dqw_req *r) { sem_post(&((alone_req *)r)->sem); }
+
+/* Run fn(arg) as an alone command; its outcome. */
+static int do_alone(lith__dqw *w, lith__dqw_fn fn, void *arg) {
+  alone_req q = {.req = {.fn = fn, .arg = arg, .done = alone_done, .alone = 1}};
+  assert_int_equal(sem_init(&q.sem, 0, 0), 0);
+  lith__dqw_submit(w, &q.req);
+  while (sem_wait(&q.sem) != 0)
+    ;
+  sem_destroy(&q.sem);
+  return q.req.rc;
+}
+
+static int cmd_alone(lith__dqw_tx *tx, void *arg) {
+  alone_arg *a = arg;
+  a->runs++; /* (an alone command is never run twice: the test counts) */
+  lith__dq_value p = lith__dq_int(a->k1);
+  int rc = lith__dqw_exec(tx, "INSERT INTO al(k) VALUES (?)", &p, 1, NULL);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  if ((a->end_rc = lith__dqw_tx_end(tx, a->commit)) != LITH_DQW_OK)
+    return a->end_rc;
+  if (a->k2 == 0)
+    return LITH_DQW_OK;
+  p = lith__dq_int(a->k2);
+  return lith__dqw_exec(tx, "INSERT INTO al(k) VALUES (?)", &p, 1, NULL);
+}
+
+/* An alone command ends transactions in the middle of itself: a commit
+ * stays whatever follows, a rollback undoes only its own part; a COMMIT
+ * whose answer is lost is fenced inside lith__dqw_tx_end (committed: it
+ * goes on; never sent: UNAVAILABLE, nothing kept); it is never run twice;
+ * outside an alone command the end is refused. */
+static void test_alone(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer(5000);
+  lith__dqw_err err;
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS al(k INTEGER PRIMARY KEY)", &err),
+                   LITH_DQW_OK);
+  /* commit, then a failure after it (the same key again): the commit stays */
+  alone_arg a = {1, 1, 1, 0, -1};
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_SQL);
+  assert_int_equal(a.end_rc, LITH_DQW_OK);
+  a = (alone_arg){3, 0, 0, 0, -1};
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK); /* rolled back: nothing */
+  a = (alone_arg){4, 5, 0, 0, -1};
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK); /* 4 undone, 5 kept */
+  a = (alone_arg){6, 0, 1, 0, -1};
+  assert_int_equal(lith__dqw_do(w, cmd_alone, &a, &err), LITH_DQW_MISUSE); /* not alone */
+  lith__dqw_stop(w);
+  /* the COMMIT's answer lost: fenced committed, the command goes on */
+  w = writer_fault(5000, LITH_DQW_FAULT_ANSWER_LOST, 1);
+  a = (alone_arg){10, 11, 1, 0, -1};
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK);
+  assert_int_equal(a.end_rc, LITH_DQW_OK);
+  assert_int_equal(a.runs, 1);
+  lith__dqw_stats st;
+  lith__dqw_get_stats(w, &st);
+  assert_true(st.fenced >= 1);
+  lith__dqw_stop(w);
+  /* the COMMIT never sent: fenced lost, UNAVAILABLE, not run again */
+  w = writer_fault(5000, LITH_DQW_FAULT_COMMIT_LOST, 1);
+  a = (alone_arg){20, 21, 1, 0, -1};
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_UNAVAILABLE);
+  assert_int_equal(a.end_rc, LITH_DQW_UNAVAILABLE);
+  assert_int_equal(a.runs, 1);
+  lith__dqw_stop(w);
+  uint32_t db;
+  lith__dq_conn *c = leader_conn(&db);
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM al WHERE k IN (1, 5, 10, 11)"), 4);
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM al"), 4);
+  lith__dq_close(c);
+}
+
 static void test_unavailable(void **state) {
   (void)state;
   start_missing();
@@ -1199,11 +1289,19 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_batching),          cmocka_unit_test(test_savepoints),
-      cmocka_unit_test(test_follower_killed),   cmocka_unit_test(test_leader_killed),
-      cmocka_unit_test(test_fence_answer_lost), cmocka_unit_test(test_fence_commit_lost),
-      cmocka_unit_test(test_unavailable),       cmocka_unit_test(test_query_each),
-      cmocka_unit_test(test_backoff),           cmocka_unit_test(test_measure),
+      cmocka_unit_test(test_batching),
+      cmocka_unit_test(test_savepoints),
+      cmocka_unit_test(test_follower_killed),
+      cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_fence_answer_lost),
+      cmocka_unit_test(test_fence_commit_lost),
+      cmocka_unit_test(test_alone),
+      cmocka_unit_test(test_unavailable),
+      cmocka_unit_test(test_query_each),
+      cmocka_unit_test(test_backoff),
+      cmocka_unit_test(test_measure),
   };
+  if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -534,7 +534,8 @@ static int run_one(dq_run *rn, int i) {
     rc = lithd__describe(rn->r, i, st, o);
     goto out;
   }
-  if ((rc = lithd__write_refused(rn->r, i, rn->b, st)) != LITH_OK) /* before the read's own refusal: its code */
+  if ((rc = lithd__write_refused(rn->r, i, rn->b, st)) !=
+      LITH_OK) /* before the read's own refusal: its code */
     goto refused;
   dml = rn->v->dml;
   if (rn->c != NULL && (rc = lithd__check_read(rn->r, i, first, st)) != LITH_OK)
@@ -621,6 +622,10 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
   "on --dqlite, SAVEPOINT, RELEASE and ROLLBACK TO are not run (the writer's savepoints hold each " \
   "step: a failed step is undone alone)"
 
+#define DQ_NO_FOREIGN_KEYS                                                                          \
+  "on --dqlite, PRAGMA foreign_keys is not run (it would change the writer's connection for every " \
+  "command after it): the request was not run; migrate with foreign keys as they are"
+
 /* A command's statement failed with the writer's rc: its error, now (the
  * next statement would replace the writer's), as a lith code. */
 static int step_error(dq_run *rn, int i, int rc) {
@@ -674,7 +679,24 @@ static int dq_step_fatal(lithd_steps *s, int i, int rc) {
   return rn->retry || lith__dqw_tx_state(rn->tx) != LITH_DQW_OK;
 }
 
-static const lithd_steps_ops dq_write_steps = {dq_step_run, dq_step_nest, dq_step_fatal, NULL, NULL, NULL};
+/* A held batch (an interactive transaction's run, in an alone command):
+ * the stream's COMMIT or ROLLBACK ends the command's transaction here
+ * (lith__dqw_tx_end), as lith_tx_commit / lith_tx_rollback on a file. */
+static int dq_step_end(lithd_steps *s, int txctl, int i) {
+  dq_run *rn = s->ctx;
+  int rc = lith__dqw_tx_end(rn->tx, txctl == TXC_COMMIT);
+  return rc == LITH_DQW_OK ? LITH_OK : step_error(rn, i, rc);
+}
+
+static int dq_step_ended(lithd_steps *s) {
+  dq_run *rn = s->ctx;
+  return rn->retry || lith__dqw_tx_state(rn->tx) != LITH_DQW_OK;
+}
+
+/* (PRAGMA foreign_keys between two transactions is not run on --dqlite:
+ * NULL, the statement goes to the policy, which refuses it.) */
+static const lithd_steps_ops dq_write_steps = {dq_step_run, dq_step_nest, dq_step_fatal,
+                                               dq_step_end, NULL,         dq_step_ended};
 static const lithd_steps_ops dq_read_steps = {dq_step_run, NULL, dq_step_fatal, NULL, NULL, NULL};
 
 static int run_cmd_steps(dq_run *rn) {
@@ -785,6 +807,7 @@ typedef struct dq_store {
   vet wvet;                          /* the writer thread's */
   pooled *idle[DQ_IDLE_MAX];         /* reads' leader connections (mu) */
   int n_idle;
+  struct dq_tx *txs; /* interactive transactions whose command has not ended (loop) */
 } dq_store;
 
 /* A request on its way (the store's part of it). */
@@ -1103,6 +1126,309 @@ static int dq_read(lithd_store *s, lithd_store_req *r) {
   return LITH_OK;
 }
 
+/* ---- Interactive transactions (store.h; their states: tx_life.h) -------------
+ *
+ * As on a local file (local.c), one command is the transaction: an alone
+ * command of the dqlite writer (writer.h), so the commands queued before
+ * it commit first and those after it wait in the writer's queue until it
+ * ends (bounded: --tx-idle-ms between two runs, --tx-max-ms in all).
+ * Its callback runs on the writer thread and waits there (a condition
+ * variable) for the runs the loop hands it, one at a time; each runs
+ * through run_cmd_batch on the writer's vetting connection, so every rule
+ * of a command holds inside the transaction by construction. A run that
+ * leaves the transaction open goes back to the loop through the
+ * transaction's uv_async_t; one that ends it (its COMMIT or ROLLBACK step:
+ * lith__dqw_tx_end, or a failure of the whole run) ends the callback, and
+ * is answered when the writer answers the command (done), with its
+ * outcome. A close (or the stop) makes the callback return a rollback.
+ *
+ * The writer runs an alone command once, never again: the leader lost
+ * before COMMIT ends the transaction with LITH_BUSY (nothing of it
+ * kept: dqlite replicates a transaction only at COMMIT); a COMMIT left
+ * unanswered is fenced (writer.h): committed, lost (LITH_BUSY), or
+ * LITHD_OUTCOME_UNKNOWN when no leader answers within failover_ms. The
+ * run in flight gets that answer; a leader lost while the transaction
+ * waits between runs is met by its next run.
+ *
+ * BEGIN DEFERRED and READONLY (LITHD_TX_SNAPSHOT) run on the writer too:
+ * dqlite serves reads only on the leader, and a read transaction held
+ * across requests would cost a leader connection each; READONLY still
+ * refuses every write (SQLITE_READONLY, run_one's test). */
+
+/* The callback's private answer to the writer: roll back (the writer
+ * rolls the command back to its savepoint for any code but OK). */
+#define TX_ROLLBACK_ASKED 100
+
+typedef struct dq_tx {
+  lithd_store_tx base; /* first */
+  lith__dqw_req w;     /* the command: the writer's until done */
+  dq_store *ds;
+  lith__dqw *writer;
+  unsigned flags;
+  int64_t idle_ms, max_ms;
+  int64_t opened_ms; /* mono_ms at the open: max_ms counts from it */
+  uv_async_t async;
+  struct dq_tx *next, **pprev; /* ds->txs, until the command ended (loop) */
+  /* Under mu: between the loop and the writer thread. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  lithd_store_req *work;  /* handed to the writer, not taken yet */
+  lithd_store_req *back;  /* run, the transaction open: for the loop */
+  lithd_store_req *final; /* the run that ended it: answered with the command */
+  int ending;             /* closed (or the stop): roll back */
+  int bound;              /* a bound ended it: LITHD_TX_TIMEOUT */
+  int finished;           /* the writer answered the command (done ran) */
+  /* The loop's. */
+  int cmd_done, closed, async_closed;
+  int end_rc; /* what ended it (LITH_OK: committed or rolled back as asked) */
+  char end_msg[LITH_ERRMSG_MAX];
+} dq_tx;
+
+static int64_t mono_ms(void) { return now_ns() / 1000000; }
+
+/* Under t->mu: whether another waits for what it holds (lithd__tx_bound's
+ * others_wait): a command in the writer's queue; for a snapshot's (its
+ * stream holds one of the database's readers), a request for a reader. */
+static int others_wait(dq_tx *t) {
+  return lith__dqw_waiting(t->writer) ||
+         ((t->flags & LITHD_TX_SNAPSHOT) && lithd__readers_wanted(&t->ds->base));
+}
+
+/* Under t->mu: wait for the next run and take it; NULL when the
+ * transaction is closed (*why 0) or past a bound (*why: LITHD_TX_IDLE,
+ * LITHD_TX_OPEN_TOO_LONG; store.h's rule, lithd__tx_bound). */
+static lithd_store_req *tx_next(dq_tx *t, int64_t last, int *why) {
+  *why = 0;
+  while (t->work == NULL && !t->ending) {
+    int64_t now = mono_ms(), wait = 0;
+    if ((*why = lithd__tx_bound(now, last, t->opened_ms, t->idle_ms, t->max_ms, others_wait(t), &wait)) != 0)
+      return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(wait / 1000);
+    ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+  }
+  if (t->ending)
+    return NULL;
+  lithd_store_req *r = t->work;
+  t->work = NULL;
+  return r;
+}
+
+static int tx_cmd(lith__dqw_tx *tx, void *arg) { /* the writer thread */
+  dq_tx *t = arg;
+  int64_t last = mono_ms();
+  pthread_mutex_lock(&t->mu);
+  for (;;) {
+    int why;
+    lithd_store_req *r = tx_next(t, last, &why);
+    if (r == NULL && why == 0) {
+      pthread_mutex_unlock(&t->mu);
+      return TX_ROLLBACK_ASKED;
+    }
+    if (r != NULL && mono_ms() > t->opened_ms + t->max_ms) { /* it waited for the writer that long */
+      t->work = r;                                           /* answered with the timeout */
+      why = LITHD_TX_OPEN_TOO_LONG;
+    }
+    if (why != 0) {
+      char msg[LITH_ERRMSG_MAX];
+      t->bound = 1;
+      pthread_mutex_unlock(&t->mu);
+      lithd__tx_bound_msg(why, t->idle_ms, t->max_ms, msg, sizeof msg);
+      return lith__dqw_error(tx, "%s", msg);
+    }
+    pthread_mutex_unlock(&t->mu);
+    r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
+    int rc = run_cmd_batch(tx, &t->ds->wvet, r->batch, &r->result);
+    pthread_mutex_lock(&t->mu);
+    if (rc != LITH_DQW_OK || r->result == NULL || !r->result->in_tx) {
+      t->final = r; /* in autocommit again, or failed: the transaction ends */
+      pthread_mutex_unlock(&t->mu);
+      return rc;
+    }
+    t->back = r;
+    pthread_mutex_unlock(&t->mu);
+    uv_async_send(&t->async);
+    last = mono_ms();
+    pthread_mutex_lock(&t->mu);
+  }
+}
+
+static void tx_cmd_done(lith__dqw_req *w) { /* the writer thread (the loop's, when refused at once) */
+  dq_tx *t = w->arg;
+  pthread_mutex_lock(&t->mu);
+  t->finished = 1;
+  pthread_mutex_unlock(&t->mu);
+  uv_async_send(&t->async);
+}
+
+static void tx_async_closed(uv_handle_t *h) {
+  dq_tx *t = h->data;
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->cv);
+  free(t);
+}
+
+/* The loop: once the command ended and the caller closed it, nothing can
+ * wake the handle: close it, and free it then. */
+static void tx_settle(dq_tx *t) {
+  if (t->cmd_done && t->closed && !t->async_closed) {
+    t->async_closed = 1;
+    uv_close((uv_handle_t *)&t->async, tx_async_closed);
+  }
+}
+
+/* The loop: a run that left the transaction open, to its caller. */
+static void hand_back(lithd_store_req *r) {
+  if (r == NULL)
+    return;
+  r->rc = LITH_OK;
+  r->errmsg[0] = '\0';
+  r->tx_open = 1;
+  r->cb(r);
+}
+
+/* The loop: the writer answered the command: answer the run it ended (or
+ * the one handed in too late) with its outcome. */
+static void tx_ended(dq_tx *t) {
+  int wrc = t->w.rc;
+  t->cmd_done = 1;
+  t->ds->inflight--;
+  *t->pprev = t->next;
+  if (t->next != NULL)
+    t->next->pprev = t->pprev;
+  pthread_mutex_lock(&t->mu);
+  lithd_store_req *r = t->final != NULL ? t->final : t->work;
+  t->final = t->work = NULL;
+  int bound = t->bound;
+  pthread_mutex_unlock(&t->mu);
+  if (wrc == LITH_DQW_OK || wrc == TX_ROLLBACK_ASKED) {
+    t->end_rc = LITH_OK;
+  } else if (bound) {
+    t->end_rc = LITHD_TX_TIMEOUT;
+    snprintf(t->end_msg, sizeof t->end_msg, "%.199s", t->w.err.errmsg);
+  } else if (wrc == LITH_DQW_UNAVAILABLE || wrc == LITH_DQW_UNKNOWN) { /* the writer's own words */
+    t->end_rc = wrc == LITH_DQW_UNKNOWN ? LITHD_OUTCOME_UNKNOWN : LITH_BUSY;
+    snprintf(t->end_msg, sizeof t->end_msg, "%.199s", t->w.err.errmsg);
+  } else {
+    t->end_rc = result_failed(r != NULL ? r->result : NULL, wrc, &t->w.err, t->end_msg, sizeof t->end_msg);
+  }
+  if (r != NULL) {
+    r->rc = t->end_rc; /* LITH_OK: the result stands, committed or the ROLLBACK asked for */
+    snprintf(r->errmsg, sizeof r->errmsg, "%s", t->end_msg);
+    r->tx_open = 0;
+    r->cb(r);
+  }
+  tx_settle(t);
+}
+
+static void tx_back(uv_async_t *h) { /* the loop: a run that left it open, or the command's end */
+  dq_tx *t = h->data;
+  pthread_mutex_lock(&t->mu);
+  lithd_store_req *r = t->back;
+  t->back = NULL;
+  int finished = t->finished;
+  pthread_mutex_unlock(&t->mu);
+  hand_back(r);
+  if (finished && !t->cmd_done)
+    tx_ended(t);
+}
+
+static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
+  dq_tx *t = (dq_tx *)base;
+  if (t->cmd_done) {
+    int bound = t->end_rc == LITHD_TX_TIMEOUT;
+    snprintf(r->errmsg, sizeof r->errmsg, "%s", bound ? t->end_msg : "the transaction has ended");
+    return bound ? t->end_rc : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
+  }
+  for (int i = 0; i < r->batch->n; i++)
+    if (r->batch->stmts[i].fk_set != FK_NONE) { /* the whole run: it asked for a state we cannot give */
+      snprintf(r->errmsg, sizeof r->errmsg, "%s", DQ_NO_FOREIGN_KEYS);
+      return LITHD_FORBIDDEN;
+    }
+  r->rc = LITH_OK;
+  r->tx_open = 0;
+  pthread_mutex_lock(&t->mu);
+  t->work = r;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  return LITH_OK;
+}
+
+/* Under nothing: make the callback return a rollback (the loop). */
+static void tx_let_go(dq_tx *t) {
+  pthread_mutex_lock(&t->mu);
+  t->ending = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+}
+
+static void tx_close(lithd_store_tx *base) {
+  dq_tx *t = (dq_tx *)base;
+  t->closed = 1;
+  tx_let_go(t);
+  tx_settle(t);
+}
+
+static int tx_is_ended(const lithd_store_tx *base) { return ((const dq_tx *)base)->cmd_done; }
+
+static const lithd_store_tx_ops dq_tx_ops = {.run = tx_run, .close = tx_close, .ended = tx_is_ended};
+
+static int dq_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
+                      lithd_store_tx **out, char *errmsg, size_t cap) {
+  dq_store *ds = (dq_store *)s;
+  dq_tx *t;
+  (void)http; /* nothing waits for room here: the writer's queue takes it at once */
+  *out = NULL;
+  if (ds->stopping || ds->w == NULL) {
+    snprintf(errmsg, cap, "lithd is shutting down");
+    return LITH_CLOSED;
+  }
+  if (ds->inflight >= ds->o.max_queue) {
+    snprintf(errmsg, cap, "the write queue is full; retry later");
+    return LITH_QUEUE_FULL;
+  }
+  if ((t = calloc(1, sizeof *t)) == NULL) {
+    snprintf(errmsg, cap, "out of memory");
+    return LITH_NOMEM;
+  }
+  t->base.ops = &dq_tx_ops;
+  t->ds = ds;
+  t->writer = ds->w;
+  t->flags = flags;
+  t->idle_ms = idle_ms;
+  t->max_ms = max_ms;
+  t->opened_ms = mono_ms();
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  if (uv_async_init(ds->loop, &t->async, tx_back) != 0) {
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t);
+    snprintf(errmsg, cap, "cannot make the transaction's wake-up");
+    return LITH_NOMEM;
+  }
+  t->async.data = t;
+  t->w.fn = tx_cmd;
+  t->w.arg = t;
+  t->w.done = tx_cmd_done;
+  t->w.alone = 1;
+  t->next = ds->txs;
+  if (ds->txs != NULL)
+    ds->txs->pprev = &t->next;
+  t->pprev = &ds->txs;
+  ds->txs = t;
+  ds->inflight++;
+  lith__dqw_submit(ds->w, &t->w);
+  *out = &t->base;
+  return LITH_OK;
+}
+
 /* ---- The rest -------------------------------------------------------------- */
 
 static void dq_stats(lithd_store *s, lithd_store_stats *st) {
@@ -1127,6 +1453,8 @@ static void dq_stop(lithd_store *s) { ((dq_store *)s)->stopping = 1; }
 static void dq_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {
   dq_store *ds = (dq_store *)s;
   ds->stopping = 1;
+  for (dq_tx *t = ds->txs; t != NULL; t = t->next)
+    tx_let_go(t); /* their callbacks return (a rollback) rather than hold the stop */
   if (ds->w != NULL) {
     lith__dqw_stop(ds->w); /* answers everything queued: their done ran */
     ds->w = NULL;
@@ -1170,6 +1498,7 @@ static const lithd_store_ops dq_ops = {
     .stop = dq_stop,
     .drain = dq_drain,
     .close = dq_close,
+    .tx_open = dq_tx_open,
 };
 
 int lithd_store_dqlite_open(const lithd_dq_options *o, const lithd_schema *schema, uv_loop_t *loop,

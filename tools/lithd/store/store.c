@@ -110,3 +110,39 @@ void lithd_store_tx_close(lithd_store_tx *t) {
   if (t != NULL)
     t->ops->close(t);
 }
+
+/* ---- The bounds of an interactive transaction (store.h, store_int.h) -------- */
+
+/* How often a transaction idle past its idle bound asks whether another
+ * came to wait for what it holds (nobody wakes it for that). */
+#define TX_BOUND_POLL_MS 10
+
+int lithd__tx_bound(int64_t now, int64_t last, int64_t opened, int64_t idle_ms, int64_t max_ms,
+                    int others_wait, int64_t *wait_ms) {
+  int64_t idle_end = last + idle_ms, max_end = opened + max_ms;
+  if (now >= max_end)
+    return LITHD_TX_OPEN_TOO_LONG;
+  if (now >= idle_end && others_wait)
+    return LITHD_TX_IDLE;
+  int64_t until = now >= idle_end ? now + TX_BOUND_POLL_MS : idle_end;
+  *wait_ms = (until < max_end ? until : max_end) - now;
+  return 0;
+}
+
+void lithd__tx_bound_msg(int why, int64_t idle_ms, int64_t max_ms, char *msg, size_t cap) {
+  if (why == LITHD_TX_IDLE)
+    snprintf(msg, cap,
+             "the transaction was idle for more than %" PRId64 " ms (--tx-idle-ms) while another client "
+             "waited for the writer or a reader it held, and was rolled back",
+             idle_ms);
+  else
+    snprintf(msg, cap, "the transaction was open for more than %" PRId64 " ms (--tx-max-ms) and was rolled back",
+             max_ms);
+}
+
+int lithd__readers_wanted(lithd_store *s) { return atomic_load(&s->readers_wanted) > 0; }
+
+void lithd_store_readers_wanted(lithd_store *s, int delta) {
+  if (s != NULL)
+    atomic_fetch_add(&s->readers_wanted, delta);
+}

@@ -125,9 +125,8 @@ lith *lithd_store_lith(lithd_store *s);
  * client.transaction(), the ORMs' db.transaction). lithd_store_tx_open
  * starts one: a command alone in its transaction (lith_submit_alone) that
  * holds the writer while it lasts, so the commands before it commit first
- * and every other command waits until it ends (LITHD_TX_IDLE_MS between
- * two runs, LITHD_TX_MAX_MS in all, at most: the defaults of idle_ms and
- * max_ms). With LITHD_TX_SNAPSHOT it starts on a read snapshot instead
+ * and every other command waits until it ends (its bounds: below; the
+ * defaults of idle_ms and max_ms are LITHD_TX_IDLE_MS, LITHD_TX_MAX_MS). With LITHD_TX_SNAPSHOT it starts on a read snapshot instead
  * (SQLite's BEGIN DEFERRED, and READONLY): its own thread holds one reader
  * in one read transaction, and the writer is not held while it only
  * reads. Its first run that writes moves it to the writer, as a command
@@ -140,8 +139,23 @@ lith *lithd_store_lith(lithd_store *s);
  * batch whose COMMIT or ROLLBACK step ends the transaction is answered
  * after the commit (a COMMIT that fails is that batch's error) or the
  * rollback, with tx_open 0. A batch that fails as a whole ends it too
- * (rolled back). Past a bound the transaction is rolled back by itself,
- * and the next run is refused with LITHD_TX_TIMEOUT.
+ * (rolled back).
+ *
+ * Its bounds, one rule for every store (lithd__tx_bound, store_int.h):
+ * open longer than max_ms (from the open, waiting for the writer
+ * included), or idle longer than idle_ms between two runs WHILE ANOTHER
+ * WAITS for what it holds, it is rolled back by itself. "Another waits":
+ * for the writer, a command queued behind it (a write, a named command,
+ * another stream's BEGIN IMMEDIATE, a snapshot's first write moving to
+ * the writer); for its reader (a transaction on a snapshot), a request
+ * waiting for a reader of the database (lithd_store_readers_wanted). Idle
+ * with nobody waiting, it stays open until max_ms: sqld's rule, which
+ * steals the write lock from an idle holder only for another writer. (A
+ * snapshot that keeps the WAL from starting over is ended apart from
+ * these: LITHD_TX_TOO_OLD.) Once a bound ended it, lithd_store_tx_ended
+ * says 1 and the next run is refused with LITHD_TX_TIMEOUT (errmsg: which
+ * bound) once: the caller lets go of it then, and the stream's next
+ * statements run in autocommit, as on sqld.
  * lithd_store_tx_close lets go (rolling back what is open) and frees the
  * handle once the command ended. A store that cannot hold one refuses the
  * open with LITHD_FORBIDDEN and says why in errmsg. */
@@ -174,6 +188,12 @@ void lithd_store_tx_close(lithd_store_tx *t);
 /* 1 if t has ended (committed, rolled back, or past a bound: its next run
  * is refused), 0 while it is open. NULL: 1. */
 int lithd_store_tx_ended(const lithd_store_tx *t);
+
+/* The loop: one request more (delta 1) or fewer (-1) waits for a reader
+ * of s's database (a read transaction waiting for a reader to spare, a
+ * query in the database's read FIFO): while any waits, a transaction on a
+ * snapshot idle past its idle_ms is rolled back (the rule above). */
+void lithd_store_readers_wanted(lithd_store *s, int delta);
 
 /* What a store without a local file answers a backup with. */
 #define LITHD_STORE_NO_FILE                                                                      \

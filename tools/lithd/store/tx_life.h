@@ -69,6 +69,13 @@
  *   takes answers out (the uv_async). A run in flight is the pipeline's
  *   lithd_store_req: lent from lithd_store_tx_run until its callback.
  *
+ *   The dqlite store (dqlite.c, dq_tx) is this machine's writer half only:
+ *   QUEUED (an alone command in the dqlite writer's queue) --> ON_WRITER
+ *   (its callback on the writer thread) --> ENDED, every BEGIN alike
+ *   (no snapshot); a leader lost ends it too (LITH_BUSY, or
+ *   LITHD_OUTCOME_UNKNOWN at COMMIT). The handle is freed (tx_async_closed)
+ *   once the writer answered the command and the handle was closed.
+ *
  *   ENDED is what the loop learns, on the loop (cmd_done): from then on a
  *   run is refused with the reason (TRANSACTION_TIMEOUT, SNAPSHOT_TOO_OLD,
  *   or the end), lithd_store_tx_ended says 1, and get_autocommit answers

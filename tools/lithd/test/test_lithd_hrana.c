@@ -460,12 +460,13 @@ static void batch_conditions(struct tl_child *c, int dq) {
                  "[{\"type\":\"batch\",\"batch\":{\"steps\":["
                  "{\"stmt\":{\"sql\":\"SAVEPOINT a\"}},"
                  "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (700)\"}}"
-                 "]}}," EXEC("BEGIN") "]"); /* the stream goes on: BEGIN would outlive the request */
+                 "]}}," EXEC("BEGIN") "," EXEC("ROLLBACK") "," CLOSE "]"); /* (an interactive transaction) */
     r = json_object_get(response(a, 0, "batch"), "result");
     assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(r, "step_errors"), 0), "code")),
                         "SQLITE_AUTH");
     assert_true(json_is_object(json_array_get(json_object_get(r, "step_results"), 1)));
-    expect_error(a, 1, "SQLITE_AUTH", "interactive transactions");
+    response(a, 1, "execute");
+    response(a, 2, "execute");
     json_decref(a);
     a = pipeline(c, NULL,
                  "[{\"type\":\"batch\",\"batch\":{\"steps\":["
@@ -910,6 +911,325 @@ static void test_interactive(void **state) {
   json_decref(a);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
   assert_int_equal(tl_sql_int("itx.db", "SELECT count(*) FROM t"), 7);
+}
+
+/* ---- Interactive transactions on --dqlite -------------------------------------- */
+
+/* A pipeline from a thread (no cmocka there): the body's status, and its
+ * baton copied into baton[0..cap) ("" when none). 0 when the answer is 200
+ * and holds no error result, else -1. */
+static int dq_pipe(const struct tl_child *c, const char *baton, const char *requests, char *out_baton,
+                   size_t cap) {
+  struct tl_conn k;
+  struct tl_resp r;
+  char body[1024];
+  int ok = -1;
+  if (baton && baton[0])
+    snprintf(body, sizeof body, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests);
+  else
+    snprintf(body, sizeof body, "{\"baton\":null,\"requests\":%s}", requests);
+  tl_conn_init(&k, c);
+  if (tl_conn_request(&k, "POST", "/v3/pipeline", NULL, body, &r, 20000) == TL_OK) {
+    const char *b = strstr(r.body, "\"baton\":\"");
+    if (out_baton != NULL) {
+      out_baton[0] = '\0';
+      if (b != NULL)
+        snprintf(out_baton, cap, "%.*s", (int)strcspn(b + 9, "\""), b + 9);
+    }
+    ok = r.status == 200 && strstr(r.body, "\"type\":\"error\"") == NULL ? 0 : -1;
+    if (ok != 0)
+      fprintf(stderr, "dq_pipe: %d %s\n", r.status, r.body);
+    tl_resp_free(&r);
+  }
+  tl_conn_close(&k);
+  return ok;
+}
+
+struct dq_tx_arg {
+  const struct tl_child *c;
+  int id, n, failed;
+};
+
+/* n transactions, each over three pipelines (the way @libsql/client's
+ * transaction() sends them), rows id*1000 + k*2 and + 1 */
+static void *dq_tx_thread(void *p) {
+  struct dq_tx_arg *a = p;
+  char b[128], req[256];
+  for (int k = 0; k < a->n; k++) {
+    int x = 100000 + a->id * 1000 + k * 2;
+    snprintf(req, sizeof req, "[" EXEC("BEGIN %s") ",{\"type\":\"execute\",\"stmt\":{\"sql\":\"INSERT INTO c VALUES (%d)\"}}]",
+             k % 2 ? "DEFERRED" : "IMMEDIATE", x);
+    if (dq_pipe(a->c, NULL, req, b, sizeof b) != 0) {
+      a->failed++;
+      continue;
+    }
+    snprintf(req, sizeof req, "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"INSERT INTO c VALUES (%d)\"}}]", x + 1);
+    if (dq_pipe(a->c, b, req, b, sizeof b) != 0 || dq_pipe(a->c, b, "[" EXEC("COMMIT") "," CLOSE "]", NULL, 0) != 0)
+      a->failed++;
+  }
+  return NULL;
+}
+
+struct dq_begin_arg {
+  const struct tl_child *c;
+  char baton[128];
+  int rc;
+};
+
+static void *dq_begin_thread(void *p) {
+  struct dq_begin_arg *a = p;
+  a->rc = dq_pipe(a->c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (92)") "]", a->baton,
+                  sizeof a->baton);
+  return NULL;
+}
+
+/* The same transactions as on a file (test_interactive), on lithd --dqlite
+ * in front of one lith-node: held on the cluster's writer across
+ * pipelines, the same bounds, errors and rules; and what only a cluster
+ * has: the leader restarted mid-transaction. */
+static void test_interactive_dqlite(void **state) {
+  struct tl_child *c = *state;
+  t_node node;
+  assert_int_equal(system("rm -rf node1"), 0);
+  t_node_init(&node, 1);
+  assert_int_equal(t_node_start(&node, NULL, 10000), 0);
+  tl_start(c, "itxdq", TL_NO_DB,
+           TL_ARGS("--dqlite", node.address, "--dqlite-failover-ms", "3000", "--tx-idle-ms", "1500", "--tx-max-ms",
+                   "4000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x INTEGER UNIQUE)") "," CLOSE "]");
+  json_decref(a);
+
+  /* BEGIN left open across pipelines: the stream holds the writer; a
+   * /v1/do write waits, then commits after it */
+  a = pipeline(c, NULL,
+               "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
+               "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"},\"condition\":{\"type\":\"ok\",\"step\":0}}]}},"
+               "{\"type\":\"get_autocommit\"}]");
+  assert_true(json_is_false(json_object_get(response(a, 1, "get_autocommit"), "is_autocommit")));
+  char *b = baton_of(a);
+  json_decref(a);
+  struct writer_arg w = {c, 0, 0, NULL};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
+  usleep(200 * 1000);
+  /* a failing statement inside is undone alone; the transaction goes on,
+   * and does not see the waiting write */
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (1)") "," EXEC("INSERT INTO t VALUES (2)") ","
+                     EXEC("SELECT count(*) FROM t") "]");
+  expect_error(a, 0, "SQLITE_CONSTRAINT", NULL);
+  response(a, 1, "execute");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 0), "value")), "2");
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  usleep(200 * 1000);
+  a = pipeline(c, b, "[" EXEC("COMMIT") ",{\"type\":\"get_autocommit\"}," CLOSE "]");
+  response(a, 0, "execute");
+  assert_true(json_is_true(json_object_get(response(a, 1, "get_autocommit"), "is_autocommit")));
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms >= 300); /* it waited for the COMMIT */
+  assert_int_equal(count_rows(c, "t"), 3);
+
+  /* ROLLBACK across pipelines, and a close without COMMIT: nothing stays */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (10)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (12)") "," EXEC("ROLLBACK") "," EXEC("SELECT count(*) FROM t") "," CLOSE "]");
+  response(a, 1, "execute");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 2, 0, 0), "value")), "3");
+  json_decref(a);
+  free(b);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (11)") "," CLOSE "]");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 3);
+
+  /* autocommit steps before a BEGIN in the same batch commit then; the
+   * ROLLBACK later undoes only the transaction */
+  a = pipeline(c, NULL, "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (20)\"}},"
+                        "{\"stmt\":{\"sql\":\"BEGIN\"}},{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (21)\"}}]}}]");
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("ROLLBACK") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 4); /* 20 stays, 21 went */
+
+  /* the rules of a command hold inside: lith's tables, ATTACH, a foreign
+   * key onto _lith_* (lith_command_check after the CREATE) */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("DELETE FROM _lith_batches") "," EXEC("ATTACH 'x.db' AS x") ","
+                        EXEC("CREATE TABLE evil(v REFERENCES _lith_schema(version))") "," EXEC("INSERT INTO t VALUES (22)") ","
+                        EXEC("COMMIT") "," CLOSE "]");
+  expect_error(a, 1, "SQLITE_AUTH", NULL);
+  expect_error(a, 2, "SQLITE_AUTH", NULL);
+  expect_error(a, 3, "SQLITE_AUTH", "_lith_");
+  response(a, 5, "execute");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 5);
+
+  /* a COMMIT a deferred foreign key refuses: SQLite's error, the
+   * transaction still open, as SQLite leaves it */
+  a = pipeline(c, NULL, "[" EXEC("CREATE TABLE p(id INTEGER PRIMARY KEY)") ","
+                        EXEC("CREATE TABLE q(pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)") "," CLOSE "]");
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO q VALUES (5)") "," EXEC("COMMIT") ",{\"type\":\"get_autocommit\"}]");
+  expect_error(a, 2, "SQLITE_CONSTRAINT", "FOREIGN KEY");
+  assert_true(json_is_false(json_object_get(response(a, 3, "get_autocommit"), "is_autocommit")));
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("INSERT INTO p VALUES (5)") "," EXEC("COMMIT") "," CLOSE "]");
+  response(a, 1, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "q"), 1);
+
+  /* READONLY: reads go on, a write is refused (SQLite's SQLITE_READONLY),
+   * the transaction stays open across pipelines */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "," EXEC("INSERT INTO t VALUES (40)") "]");
+  expect_error(a, 1, "SQLITE_READONLY", NULL);
+  b = baton_of(a);
+  json_decref(a);
+  a = pipeline(c, b, "[" EXEC("SELECT count(*) FROM t") "," EXEC("UPDATE t SET x = x + 1000") ","
+                     "{\"type\":\"get_autocommit\"}," EXEC("COMMIT") "," CLOSE "]");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "5");
+  expect_error(a, 1, "SQLITE_READONLY", NULL);
+  assert_true(json_is_false(json_object_get(response(a, 2, "get_autocommit"), "is_autocommit")));
+  response(a, 3, "execute");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 5);
+
+  /* idle past --tx-idle-ms while a write waits: rolled back by itself,
+   * TRANSACTION_TIMEOUT once; the write commits */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (30)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  int64_t t0 = now_ms();
+  a = pipeline(c, NULL, "[" EXEC("INSERT INTO t VALUES (31)") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  int64_t waited = now_ms() - t0;
+  assert_true(waited >= 1300 && waited < 3500); /* behind the transaction, until its idle bound */
+  a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+  expect_error(a, 0, "TRANSACTION_TIMEOUT", "--tx-idle-ms");
+  json_decref(a);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 6); /* 31, not 30 */
+
+  /* a stream that never ends its transaction and keeps it busy: --tx-max-ms */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (32)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  t0 = now_ms();
+  for (;;) {
+    a = pipeline(c, b, "[" EXEC("SELECT 1") "]");
+    free(b);
+    b = NULL;
+    const char *type = json_string_value(json_object_get(result(a, 0), "type"));
+    if (strcmp(type, "error") == 0) {
+      expect_error(a, 0, "TRANSACTION_TIMEOUT", "--tx-max-ms");
+      json_decref(a);
+      break;
+    }
+    b = baton_of(a);
+    json_decref(a);
+    assert_true(now_ms() - t0 < 8000);
+    usleep(100 * 1000);
+  }
+  assert_true(now_ms() - t0 >= 3500);
+  free(b);
+  assert_int_equal(count_rows(c, "t"), 6);
+
+  /* the leader restarted mid-transaction: the stream's next request
+   * learns it (SQLITE_BUSY, nothing of it kept), the stream is in
+   * autocommit after, and lithd writes again on the new leader */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (70)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  assert_int_equal(t_node_stop(&node, SIGKILL, 5000), 128 + SIGKILL);
+  assert_int_equal(t_node_start(&node, NULL, 10000), 0);
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (71)") "," EXEC("COMMIT") ",{\"type\":\"get_autocommit\"}," CLOSE "]");
+  expect_error(a, 0, "SQLITE_BUSY", "leader was lost");
+  expect_error(a, 1, "SQLITE_ERROR", "no transaction is active");
+  assert_true(json_is_true(json_object_get(response(a, 2, "get_autocommit"), "is_autocommit")));
+  json_decref(a);
+  free(b);
+  a = pipeline(c, NULL, "[" EXEC("SELECT group_concat(x) FROM t WHERE x >= 70") "," CLOSE "]");
+  assert_true(json_is_null(json_object_get(cell(a, 0, 0, 0), "value")) ||
+              strcmp(json_string_value(json_object_get(cell(a, 0, 0, 0), "type")), "null") == 0);
+  json_decref(a);
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("INSERT INTO t VALUES (72)") "," EXEC("COMMIT") "," CLOSE "]");
+  response(a, 2, "execute");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 7);
+
+  /* a transaction runs alone: a write queued before it commits when the
+   * transaction holding the writer ends, not with the one after it */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (90)") "]");
+  b = baton_of(a);
+  json_decref(a);
+  struct writer_arg w2 = {c, 0, 0, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (91)\"}]}"};
+  assert_int_equal(pthread_create(&th, NULL, other_write, &w2), 0);
+  usleep(200 * 1000);
+  struct dq_begin_arg ba = {c, "", -1};
+  pthread_t bt;
+  assert_int_equal(pthread_create(&bt, NULL, dq_begin_thread, &ba), 0);
+  usleep(200 * 1000);
+  a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  free(b);
+  pthread_join(th, NULL);
+  assert_int_equal(w2.status, 200);
+  assert_true(w2.took_ms < 1500); /* not behind the second transaction's bound */
+  pthread_join(bt, NULL);
+  assert_int_equal(ba.rc, 0);
+  a = pipeline(c, ba.baton, "[" EXEC("ROLLBACK") "," CLOSE "]");
+  response(a, 0, "execute");
+  json_decref(a);
+  assert_int_equal(count_rows(c, "t"), 9); /* 90, 91; not 92 */
+
+  /* at once: transactions of four streams (IMMEDIATE and DEFERRED) over
+   * several pipelines each, and /v1/do writes between them: every one
+   * commits, in turn */
+  a = pipeline(c, NULL, "[" EXEC("CREATE TABLE c(x INTEGER PRIMARY KEY)") "," CLOSE "]");
+  json_decref(a);
+  enum { NT = 4, NTX = 10 };
+  struct dq_tx_arg ta[NT];
+  pthread_t tt[NT];
+  struct writer_arg wa[2] = {{c, 0, 0, "{\"statements\":[{\"sql\":\"INSERT INTO c VALUES (1)\"}]}"},
+                             {c, 0, 0, "{\"statements\":[{\"sql\":\"INSERT INTO c VALUES (2)\"}]}"}};
+  pthread_t wt[2];
+  for (int i = 0; i < NT; i++) {
+    ta[i] = (struct dq_tx_arg){c, i, NTX, 0};
+    assert_int_equal(pthread_create(&tt[i], NULL, dq_tx_thread, &ta[i]), 0);
+  }
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&wt[i], NULL, other_write, &wa[i]), 0);
+  for (int i = 0; i < NT; i++) {
+    pthread_join(tt[i], NULL);
+    assert_int_equal(ta[i].failed, 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(wt[i], NULL);
+    assert_int_equal(wa[i].status, 200);
+  }
+  assert_int_equal(count_rows(c, "c"), NT * NTX * 2 + 2);
+
+  /* the stop does not wait for a transaction's bound: it is rolled back */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (80)") "]");
+  json_decref(a);
+  t0 = now_ms();
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_true(now_ms() - t0 < 2000);
+  tl_start(c, "itxdq", TL_NO_DB, TL_ARGS("--dqlite", node.address, "--dqlite-failover-ms", "3000"));
+  assert_int_equal(count_rows(c, "t"), 9);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(t_node_stop(&node, SIGTERM, 5000), 0);
+  assert_int_equal(system("rm -rf node1"), 0);
 }
 
 struct pipe_arg {
@@ -1702,6 +2022,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_skipped_step_conditions_dqlite, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_forged_batons_of_free_slots, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_interactive, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_interactive_dqlite, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_tx_waited, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_gate, tl_setup, tl_teardown),

@@ -33,10 +33,12 @@ function load(name) {
 
 // A lithd of our own: --listen on port 0, the port read from its
 // "listening on" line. stop() sends SIGTERM and throws unless lithd exits 0
-// (a crash or a sanitizer's report fails the suite).
-async function startLithd(args = []) {
+// (a crash or a sanitizer's report fails the suite). opts.db false: no
+// --db of ours (args name the store: --dqlite).
+async function startLithd(args = [], opts = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-hrana-"));
-  const argv = ["--db", path.join(dir, "t.db"), "--listen", "127.0.0.1:0", ...args];
+  const db = opts.db === false ? [] : ["--db", path.join(dir, "t.db")];
+  const argv = [...db, "--listen", "127.0.0.1:0", ...args];
   const proc = spawn(LITHD, argv, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
