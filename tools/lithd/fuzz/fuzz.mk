@@ -1,6 +1,8 @@
 # tools/lithd/fuzz/fuzz.mk — libFuzzer harnesses for what lithd reads from
 # outside: request bodies (its JSON reader, the statements decoder, the
-# statement splitter), bearer JWTs and the operator's files (named commands, schema
+# statement splitter, Hrana's cursor and pipeline bodies and WebSocket
+# messages), bearer JWTs and
+# the operator's files (named commands, schema
 # steps, the config file).
 #
 #   make fuzz                  build each with clang (-fsanitize=fuzzer,
@@ -18,7 +20,7 @@ FUZZ_B       := build/fuzz
 # Each harness NAME has its seed corpus in a directory named NAME; other
 # fragments (http, kanban, the lith client) append theirs to FUZZ_SEEDS and
 # add the rule for $(FUZZ_B)/fuzz_NAME. FUZZ_NAMES and FUZZ_BINS follow.
-FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config split jwt)
+FUZZ_SEEDS   := $(addprefix tools/lithd/fuzz/corpus/,json batch commands schema config split cursor jwt hranaws)
 FUZZ_NAMES    = $(notdir $(FUZZ_SEEDS))
 FUZZ_BINS     = $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
 FUZZ_FLAGS    = -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude $(LITHD_INC) \
@@ -31,6 +33,18 @@ $(FUZZ_B)/fuzz_json: tools/lithd/fuzz/fuzz_json.c $(LITHD_JSON_SRC)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_JSON_SRC) -lm
 
 $(FUZZ_B)/fuzz_batch: tools/lithd/fuzz/fuzz_batch.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+
+# cursor: a /v3/cursor body (and the same bytes as a pipeline's) through
+# request/hrana.c's parsers and lithd_hrana_batch
+$(FUZZ_B)/fuzz_cursor: tools/lithd/fuzz/fuzz_cursor.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
+
+# hranaws: a Hrana over WebSocket message through request/hrana.c's
+# lithd_hrana_ws_parse and what hrana_ws.c builds of it
+$(FUZZ_B)/fuzz_hranaws: tools/lithd/fuzz/fuzz_hranaws.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
