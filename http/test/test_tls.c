@@ -131,9 +131,10 @@ static void test_tls_http1(void **state) {
 
 /* An HTTP/2 frame over TLS. */
 static void h2_frame(SSL *s, int type, int flags, unsigned stream, const void *p, size_t n) {
-  unsigned char h[9] = {(unsigned char)(n >> 16), (unsigned char)(n >> 8), (unsigned char)n,
-                        (unsigned char)type,      (unsigned char)flags,    (unsigned char)(stream >> 24),
-                        (unsigned char)(stream >> 16), (unsigned char)(stream >> 8), (unsigned char)stream};
+  unsigned char h[9] = {
+      (unsigned char)(n >> 16),      (unsigned char)(n >> 8),      (unsigned char)n,
+      (unsigned char)type,           (unsigned char)flags,         (unsigned char)(stream >> 24),
+      (unsigned char)(stream >> 16), (unsigned char)(stream >> 8), (unsigned char)stream};
   ssl_send(s, h, 9);
   if (n)
     ssl_send(s, p, n);
@@ -165,8 +166,8 @@ static void test_tls_http2_alpn(void **state) {
   h2_frame(s, 4, 0, 0, NULL, 0); /* SETTINGS */
   /* HEADERS, END_STREAM|END_HEADERS: :method GET, :scheme https, :path
    * /hello, :authority localhost (HPACK: two indexed, two literals) */
-  static const unsigned char hdrs[] = {0x82, 0x87, 0x44, 6,   '/', 'h', 'e', 'l', 'l', 'o', 0x41, 9,
-                                       'l',  'o',  'c',  'a', 'l', 'h', 'o', 's', 't'};
+  static const unsigned char hdrs[] = {0x82, 0x87, 0x44, 6,   '/', 'h', 'e', 'l', 'l', 'o', 0x41,
+                                       9,    'l',  'o',  'c', 'a', 'l', 'h', 'o', 's', 't'};
   h2_frame(s, 1, 5, 1, hdrs, sizeof hdrs);
   int status_200 = 0, body = 0;
   unsigned char h[9], p[16384];
@@ -222,8 +223,8 @@ static void test_tls_refuses_garbage_and_plain_http(void **state) {
   close(fd);
   /* a record header announcing a handshake, then garbage */
   fd = tcp_connect(f->port);
-  static const unsigned char bad_hello[] = {0x16, 0x03, 0x01, 0x00, 0x08, 0x01, 0x00, 0x00,
-                                            0x04, 0xde, 0xad, 0xbe, 0xef};
+  static const unsigned char bad_hello[] = {0x16, 0x03, 0x01, 0x00, 0x08, 0x01, 0x00,
+                                            0x00, 0x04, 0xde, 0xad, 0xbe, 0xef};
   send_all(fd, bad_hello, sizeof bad_hello);
   assert_true(closed_within(fd, 2000));
   close(fd);

@@ -13,11 +13,21 @@
  *   - A send that fails because the server closed early (EPIPE, ECONNRESET)
  *     still reads: a server may answer a request it refuses (413) before
  *     reading all of it.
+ *   - https: OpenSSL over the same non-blocking socket, each of its waits
+ *     the same poll() under the same deadline (conn_io below). The
+ *     certificate is verified, always: against --cacert's file when given
+ *     (it replaces the system's CAs, as curl's does), else OpenSSL's
+ *     default paths, which SSL_CERT_FILE and SSL_CERT_DIR override; and the
+ *     URL's host must be one of its names (or, for an address, one of its
+ *     addresses). No way to turn that off: a CLI that sends a token must
+ *     know whom it sends it to. TLS 1.2 at least.
  */
 #include "client.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +41,10 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "lith.h" /* LITH_VERSION */
 
@@ -56,14 +70,16 @@ int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t er
   long port = 80;
 
   memset(ep, 0, sizeof *ep);
-  if (strncasecmp(url, "https://", 8) == 0)
-    return fail(err, errsz, LITHC_BAD_ARG,
-                "%s: https is not supported (lithd speaks plain HTTP; for another machine put a "
-                "TLS proxy in front of it)",
+  if (strncasecmp(url, "https://", 8) == 0) {
+    ep->tls = 1;
+    port = 443;
+    p = url + 8;
+  } else if (strncasecmp(url, "http://", 7) == 0) {
+    p = url + 7;
+  } else {
+    return fail(err, errsz, LITHC_BAD_ARG, "%s: the URL must look like http://HOST:PORT or https://HOST:PORT",
                 url);
-  if (strncasecmp(url, "http://", 7) != 0)
-    return fail(err, errsz, LITHC_BAD_ARG, "%s: the URL must look like http://HOST:PORT", url);
-  p = url + 7;
+  }
   auth_end = p + strcspn(p, "/?#");
   if (memchr(p, '@', (size_t)(auth_end - p)) != NULL)
     return fail(err, errsz, LITHC_BAD_ARG, "%s: user names in the URL are not supported", url);
@@ -140,8 +156,8 @@ const char *lithc_endpoint_name(const lithc_endpoint *ep, char *buf, size_t bufs
     snprintf(buf, bufsz, "unix:%s", ep->unix_path);
   } else {
     int v6 = strchr(ep->host, ':') != NULL;
-    snprintf(buf, bufsz, "http://%s%s%s:%d%s", v6 ? "[" : "", ep->host, v6 ? "]" : "", ep->port,
-             ep->base_path);
+    snprintf(buf, bufsz, "%s://%s%s%s:%d%s", ep->tls ? "https" : "http", v6 ? "[" : "", ep->host,
+             v6 ? "]" : "", ep->port, ep->base_path);
   }
   return buf;
 }
@@ -233,8 +249,164 @@ static int connect_tcp(h1c_conn *c, const lithc_endpoint *ep) {
   return rc;
 }
 
+/* ---- TLS ------------------------------------------------------------------ */
+
+/* A connection's transport: c's socket (and c's deadline), with TLS over
+ * it for https (ssl not NULL). */
+typedef struct conn_io {
+  h1c_conn *c;
+  SSL_CTX *ctx;
+  SSL *ssl;
+} conn_io;
+
+static void io_free(conn_io *io) {
+  SSL_free(io->ssl);
+  SSL_CTX_free(io->ctx);
+  io->ssl = NULL;
+  io->ctx = NULL;
+}
+
+/* OpenSSL's reason for the last error (its queue emptied). */
+static const char *ssl_why(char *buf, size_t cap) {
+  unsigned long e = ERR_peek_last_error();
+  const char *r = e ? ERR_reason_error_string(e) : NULL;
+  snprintf(buf, cap, "%s", r != NULL ? r : e ? "OpenSSL error" : "the connection closed");
+  ERR_clear_error();
+  return buf;
+}
+
+/* After an SSL call returned r: wait for what it wants (LITHC_OK to retry,
+ * or the wait's error), or -1 when it wants nothing: a real failure. */
+static int tls_wait(conn_io *io, int r, const char *what) {
+  int e = SSL_get_error(io->ssl, r);
+  if (e == SSL_ERROR_WANT_READ)
+    return wait_for(io->c, POLLIN, what);
+  if (e == SSL_ERROR_WANT_WRITE)
+    return wait_for(io->c, POLLOUT, what);
+  return -1;
+}
+
+/* The TLS handshake on c's connected socket, verifying the server as the
+ * design comment says. LITHC_OK, or LITHC_CONNECT (nothing was sent),
+ * LITHC_BAD_ARG (ca_file unusable), LITHC_TIMEOUT. */
+static int tls_start(conn_io *io, const lithc_endpoint *ep, const char *ca_file) {
+  h1c_conn *c = io->c;
+  char why[256];
+  unsigned char addr[16];
+  ERR_clear_error();
+  if ((io->ctx = SSL_CTX_new(TLS_client_method())) == NULL)
+    return fail(c->err, c->errsz, LITHC_NOMEM, "TLS: %s", ssl_why(why, sizeof why));
+  SSL_CTX_set_min_proto_version(io->ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(io->ctx, SSL_VERIFY_PEER, NULL);
+  /* lithd's answers carry their length: a close without close_notify
+   * cannot pass a cut body off as whole (h1client sees it short) */
+  SSL_CTX_set_options(io->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  if (ca_file != NULL) {
+    FILE *f = fopen(ca_file, "r"); /* errno's words, clearer than OpenSSL's */
+    if (f == NULL)
+      return fail(c->err, c->errsz, LITHC_BAD_ARG, "--cacert %s: %s", ca_file, strerror(errno));
+    fclose(f);
+    if (SSL_CTX_load_verify_locations(io->ctx, ca_file, NULL) != 1)
+      return fail(c->err, c->errsz, LITHC_BAD_ARG,
+                  "--cacert %s: not a readable file of PEM certificates (%s)", ca_file,
+                  ssl_why(why, sizeof why));
+  } else if (SSL_CTX_set_default_verify_paths(io->ctx) != 1) {
+    return fail(c->err, c->errsz, LITHC_CONNECT, "TLS: cannot load the system's CA certificates (%s)",
+                ssl_why(why, sizeof why));
+  }
+  if ((io->ssl = SSL_new(io->ctx)) == NULL || SSL_set_fd(io->ssl, c->fd) != 1)
+    return fail(c->err, c->errsz, LITHC_NOMEM, "TLS: %s", ssl_why(why, sizeof why));
+  if (inet_pton(AF_INET, ep->host, addr) == 1 || inet_pton(AF_INET6, ep->host, addr) == 1) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(io->ssl), ep->host); /* an address: no SNI */
+  } else {
+    SSL_set_tlsext_host_name(io->ssl, ep->host);
+    SSL_set1_host(io->ssl, ep->host);
+  }
+  for (;;) {
+    int r = SSL_connect(io->ssl), w;
+    if (r == 1)
+      return LITHC_OK;
+    if ((w = tls_wait(io, r, "the TLS handshake with")) == -1)
+      break;
+    if (w != LITHC_OK)
+      return w;
+  }
+  long v = SSL_get_verify_result(io->ssl);
+  if (v != X509_V_OK) {
+    ERR_clear_error();
+    return fail(c->err, c->errsz, LITHC_CONNECT,
+                "cannot verify the certificate of %s: %s (name the CA that signed it with --cacert FILE or "
+                "SSL_CERT_FILE)",
+                c->peer, X509_verify_cert_error_string(v));
+  }
+  return fail(c->err, c->errsz, LITHC_CONNECT, "TLS handshake with %s failed: %s (does it serve https?)",
+              c->peer, ssl_why(why, sizeof why));
+}
+
+/* Receive into buf[0..n): > 0 bytes, 0 at the end, or -1 with errno set
+ * (ETIMEDOUT once c's deadline passed; the message is then in c->err). */
+static ssize_t io_recv(conn_io *io, char *buf, size_t n) {
+  for (;;) {
+    if (io->ssl == NULL) {
+      ssize_t k = recv(io->c->fd, buf, n, MSG_DONTWAIT);
+      if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        return k;
+      if (errno == EINTR)
+        continue;
+      if (wait_for(io->c, POLLIN, "reading the answer from") != LITHC_OK) {
+        errno = ETIMEDOUT;
+        return -1;
+      }
+      continue;
+    }
+    /* TLS: read first, OpenSSL may hold decrypted bytes the socket no
+     * longer shows */
+    ERR_clear_error();
+    int k = SSL_read(io->ssl, buf, n > INT_MAX ? INT_MAX : (int)n);
+    if (k > 0)
+      return k;
+    int e = SSL_get_error(io->ssl, k);
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0) ||
+        (e == SSL_ERROR_SSL && ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+      ERR_clear_error();
+      return 0;
+    }
+    int w = tls_wait(io, k, "reading the answer from");
+    if (w == -1) {
+      ERR_clear_error();
+      errno = e == SSL_ERROR_SYSCALL && errno != 0 ? errno : EPROTO;
+      return -1;
+    }
+    if (w != LITHC_OK) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+  }
+}
+
+/* h1client's source for an https answer. */
+static ssize_t tls_src(void *ctx, char *buf, size_t n) { return io_recv(ctx, buf, n); }
+
 /* Send len bytes. On EPIPE/ECONNRESET returns LITHC_IO with *closed set. */
-static int send_all(h1c_conn *c, const char *p, size_t len, int *closed) {
+static int send_all(conn_io *io, const char *p, size_t len, int *closed) {
+  h1c_conn *c = io->c;
+  while (len > 0 && io->ssl != NULL) {
+    ERR_clear_error();
+    int n = SSL_write(io->ssl, p, len > INT_MAX ? INT_MAX : (int)len);
+    if (n > 0) {
+      p += n;
+      len -= (size_t)n;
+      continue;
+    }
+    int w = tls_wait(io, n, "sending the request to");
+    if (w == -1) {
+      ERR_clear_error();
+      *closed = 1;
+      return fail(c->err, c->errsz, LITHC_IO, "%s closed the connection while the request was sent", c->peer);
+    }
+    if (w != LITHC_OK)
+      return w;
+  }
   while (len > 0) {
     ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
     if (n > 0) {
@@ -273,7 +445,7 @@ static char *build_head(const lithc_endpoint *ep, const lithc_request *req, size
     snprintf(host, sizeof host, "localhost");
   } else {
     int v6 = strchr(ep->host, ':') != NULL;
-    if (ep->port == 80)
+    if (ep->port == (ep->tls ? 443 : 80))
       snprintf(host, sizeof host, "%s%s%s", v6 ? "[" : "", ep->host, v6 ? "]" : "");
     else
       snprintf(host, sizeof host, "%s%s%s:%d", v6 ? "[" : "", ep->host, v6 ? "]" : "", ep->port);
@@ -317,6 +489,8 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
   int rc, send_rc = LITHC_OK;
   char send_err[256] = "";
 
+  conn_io io = {&c, NULL, NULL};
+
   memset(resp, 0, sizeof *resp);
   h1c_init(&c, -1, lithc_endpoint_name(ep, peer, sizeof peer), err, errsz);
 
@@ -331,12 +505,14 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
   h1c_deadline(&c, req->timeout_ms);
 
   rc = ep->is_unix ? connect_unix(&c, ep) : connect_tcp(&c, ep);
+  if (rc == LITHC_OK && ep->tls)
+    rc = tls_start(&io, ep, req->ca_file);
   if (rc != LITHC_OK)
     goto out;
 
-  rc = send_all(&c, head, head_len, &closed);
+  rc = send_all(&io, head, head_len, &closed);
   if (rc == LITHC_OK && req->body != NULL && req->body_len > 0)
-    rc = send_all(&c, req->body, req->body_len, &closed);
+    rc = send_all(&io, req->body, req->body_len, &closed);
   if (rc == LITHC_OK) {
     c.sent = 1;
   } else if (closed) {
@@ -348,7 +524,15 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
     goto out;
   }
 
-  rc = from_h1c(h1c_read(&c, req->method, resp));
+  if (io.ssl != NULL) {
+    h1c_conn tc;
+    h1c_init_source(&tc, tls_src, &io, peer, err, errsz);
+    tc.sent = 1;
+    rc = from_h1c(h1c_read(&tc, req->method, resp));
+    h1c_release(&tc);
+  } else {
+    rc = from_h1c(h1c_read(&c, req->method, resp));
+  }
   if (rc != LITHC_OK && send_rc != LITHC_OK) {
     rc = send_rc; /* no answer after all: the send's error says more */
     if (err != NULL && errsz > 0)
@@ -358,6 +542,7 @@ int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc
 out:
   if (rc != LITHC_OK)
     lithc_response_free(resp);
+  io_free(&io);
   if (c.fd >= 0)
     close(c.fd);
   h1c_release(&c);
@@ -399,7 +584,7 @@ void lithc_response_free(lithc_response *resp) { h1c_response_free(resp); }
 /* What a download's error answer is read from: the bytes already received,
  * then the socket (each wait bounded by the connection's timeout). */
 struct replay {
-  h1c_conn *c;
+  conn_io *io;
   const char *buf;
   size_t len, pos;
 };
@@ -412,29 +597,19 @@ static ssize_t replay_src(void *ctx, char *buf, size_t n) {
     r->pos += k;
     return (ssize_t)k;
   }
-  h1c_deadline(r->c, r->c->timeout_ms);
-  if (h1c_wait(r->c, POLLIN, "reading the answer from") != H1C_OK) {
-    errno = ETIMEDOUT;
-    return -1;
-  }
-  return recv(r->c->fd, buf, n, 0);
+  h1c_deadline(r->io->c, r->io->c->timeout_ms);
+  return io_recv(r->io, buf, n);
 }
 
 /* Receive into buf[0..cap) after waiting at most the timeout: > 0 bytes, 0
  * at the end, or < 0 with a message. */
-static ssize_t recv_some(h1c_conn *c, char *buf, size_t cap) {
-  for (;;) {
-    h1c_deadline(c, c->timeout_ms);
-    if (h1c_wait(c, POLLIN, "reading the answer from") != H1C_OK)
-      return -1; /* the message is in c->err */
-    ssize_t n = recv(c->fd, buf, cap, 0);
-    if (n >= 0)
-      return n;
-    if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-      fail(c->err, c->errsz, LITHC_IO, "reading from %s: %s", c->peer, strerror(errno));
-      return -1;
-    }
-  }
+static ssize_t recv_some(conn_io *io, char *buf, size_t cap) {
+  h1c_conn *c = io->c;
+  h1c_deadline(c, c->timeout_ms);
+  ssize_t n = io_recv(io, buf, cap);
+  if (n < 0 && errno != ETIMEDOUT) /* a timeout's message is in c->err */
+    fail(c->err, c->errsz, LITHC_IO, "reading from %s: %s", c->peer, strerror(errno));
+  return n;
 }
 
 static int write_all(int fd, const char *p, size_t n) {
@@ -461,6 +636,7 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
   size_t head_len = 0, len = 0;
   const char *why = NULL;
   int closed = 0, rc, prc;
+  conn_io io = {&c, NULL, NULL};
 
   memset(resp, 0, sizeof *resp);
   *bytes = 0;
@@ -477,8 +653,10 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
   }
   h1c_deadline(&c, req->timeout_ms);
   rc = ep->is_unix ? connect_unix(&c, ep) : connect_tcp(&c, ep);
+  if (rc == LITHC_OK && ep->tls)
+    rc = tls_start(&io, ep, req->ca_file);
   if (rc == LITHC_OK)
-    rc = send_all(&c, head, head_len, &closed);
+    rc = send_all(&io, head, head_len, &closed);
   if (rc != LITHC_OK)
     goto out;
   c.sent = 1;
@@ -491,7 +669,7 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
                 DOWNLOAD_PIECE);
       goto out;
     }
-    if ((n = recv_some(&c, buf + len, DOWNLOAD_PIECE - len)) <= 0) {
+    if ((n = recv_some(&io, buf + len, DOWNLOAD_PIECE - len)) <= 0) {
       rc = n == 0 ? fail(err, errsz, LITHC_IO, "%s closed the connection before answering", peer)
                   : LITHC_TIMEOUT;
       goto out;
@@ -501,7 +679,7 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
 
   if (prc != H1C_OK || h.status != 200) {
     /* An error (or something unexpected): read whole, as any answer. */
-    struct replay r = {&c, buf, len, 0};
+    struct replay r = {&io, buf, len, 0};
     h1c_conn c2;
     h1c_init_source(&c2, replay_src, &r, peer, err, errsz);
     c2.sent = 1;
@@ -535,7 +713,7 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
     if ((size_t)*bytes >= h.length)
       break;
     size_t want = h.length - (size_t)*bytes < DOWNLOAD_PIECE ? h.length - (size_t)*bytes : DOWNLOAD_PIECE;
-    ssize_t n = recv_some(&c, buf, want);
+    ssize_t n = recv_some(&io, buf, want);
     if (n <= 0) {
       rc = n == 0 ? fail(err, errsz, LITHC_IO, "%s closed the connection after %lld of %zu bytes", peer,
                          *bytes, h.length)
@@ -551,6 +729,7 @@ int lithc_download(const lithc_endpoint *ep, const lithc_request *req, int out_f
 out:
   if (rc != LITHC_OK)
     lithc_response_free(resp);
+  io_free(&io);
   if (c.fd >= 0)
     close(c.fd);
   h1c_release(&c);

@@ -8,7 +8,8 @@
  * is a server.
  *
  * What it does: one request per connection (it sends "Connection: close";
- * no keep-alive, no redirects, no TLS, no proxies). The whole exchange —
+ * no keep-alive, no redirects, no proxies), over http or https (OpenSSL,
+ * the server's certificate always verified). The whole exchange —
  * name resolution aside (getaddrinfo blocks on its own) — connecting,
  * sending and reading the answer, is bounded by one deadline, waited for
  * with poll() on a non-blocking socket. The answer's body is read by
@@ -60,6 +61,7 @@ enum {
  * or by hand; nothing inside is heap-allocated, nothing to free. */
 typedef struct lithc_endpoint {
   int is_unix;    /* 1: connect to unix_path; 0: host and port */
+  int tls;        /* 1: https (TCP only) */
   char host[256]; /* a name or an address; an IPv6 address without [] */
   int port;
   char base_path[256]; /* prefix of every request path, "" or "/x" (no
@@ -67,8 +69,8 @@ typedef struct lithc_endpoint {
   char unix_path[108]; /* sizeof sun_path on Linux */
 } lithc_endpoint;
 
-/* Parse "http://HOST[:PORT][/PREFIX]" (HOST a name, an IPv4 address or
- * "[IPv6]"; PORT 80 when left out). On error returns LITHC_BAD_ARG and
+/* Parse "http://HOST[:PORT][/PREFIX]" or "https://..." (HOST a name, an
+ * IPv4 address or "[IPv6]"; PORT 80, or 443 for https, when left out). On error returns LITHC_BAD_ARG and
  * writes why into err (errsz bytes, may be 0). */
 int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t errsz);
 
@@ -77,7 +79,8 @@ int lithc_endpoint_url(lithc_endpoint *ep, const char *url, char *err, size_t er
  * into sun_path. */
 int lithc_endpoint_unix(lithc_endpoint *ep, const char *path, char *err, size_t errsz);
 
-/* "http://HOST:PORT" or "unix:PATH", for messages. Returns buf. */
+/* "http://HOST:PORT", "https://HOST:PORT" or "unix:PATH", for messages.
+ * Returns buf. */
 const char *lithc_endpoint_name(const lithc_endpoint *ep, char *buf, size_t bufsz);
 
 /* One header of an answer: name and value point into lithc_response.head
@@ -101,13 +104,18 @@ typedef struct lithc_request {
   const char *body;   /* NULL for none, else body_len bytes sent as
                                application/json */
   size_t body_len;
-  int timeout_ms; /* for the whole exchange; <= 0: no limit */
+  int timeout_ms;      /* for the whole exchange; <= 0: no limit */
+  const char *ca_file; /* https: the PEM file of the CA certificates to trust
+                          instead of the system's (NULL: OpenSSL's default
+                          paths, which SSL_CERT_FILE and SSL_CERT_DIR set) */
 } lithc_request;
 
 /* Send `req` to `ep` and read the answer into *resp (which must be empty:
  * zeroed or freed). Returns LITHC_OK with *resp filled — whatever the HTTP
  * status — or an error code with a one-line message in err and *resp left
- * empty. 1xx interim answers are skipped. */
+ * empty. 1xx interim answers are skipped. For https a certificate that
+ * does not verify, or a failed handshake, is LITHC_CONNECT (nothing was
+ * sent); an unusable ca_file LITHC_BAD_ARG. */
 int lithc_request_send(const lithc_endpoint *ep, const lithc_request *req, lithc_response *resp, char *err,
                        size_t errsz);
 

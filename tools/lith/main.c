@@ -62,6 +62,7 @@ struct cli {
   const char *db; /* --db NAME (points into argv or environ); NULL: lithd's only or default one */
   int json;
   int timeout_ms;
+  const char *cacert; /* --cacert FILE (points into argv); NULL: SSL_CERT_FILE or the system's CAs */
 };
 
 /* ---- Messages ----------------------------------------------------------- */
@@ -95,7 +96,11 @@ static void usage(FILE *f) {
           "                           then renamed; an existing FILE only with --force\n"
           "\n"
           "Options (before the command):\n"
-          "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL ")\n"
+          "  --url http://HOST:PORT   lithd's address (default $LITHD_URL, else " DEFAULT_URL ");\n"
+          "                           https://HOST:PORT for a lithd with --tls-cert: its\n"
+          "                           certificate is verified, and must name HOST\n"
+          "  --cacert FILE            https: trust the CA certificates in FILE (PEM)\n"
+          "                           instead of the system's (default $SSL_CERT_FILE)\n"
           "  --unix PATH              connect to lithd's Unix socket (default $LITHD_UNIX;\n"
           "                           when both variables are set the socket wins)\n"
           "  --token-file FILE        send the bearer token in FILE (default\n"
@@ -474,6 +479,7 @@ static int exchange(const struct cli *cli, const char *method, const char *path,
   req.method = method;
   req.path = path;
   req.token = cli->token;
+  req.ca_file = cli->cacert;
   req.body = body;
   req.body_len = body_len;
   req.timeout_ms = cli->timeout_ms;
@@ -776,6 +782,7 @@ static int backup_download(const struct cli *cli, const char *out, int sql, int 
   req.method = "GET";
   req.path = path;
   req.token = cli->token;
+  req.ca_file = cli->cacert;
   req.timeout_ms = cli->timeout_ms;
   rc = lithc_download(&cli->ep, &req, fd, &r, &bytes, err, sizeof err);
   if (rc != LITHC_OK) {
@@ -900,7 +907,17 @@ static int is_db_name(const char *s) {
 /* Parse the options into *cli; *cmd_index is the command's place in argv.
  * Returns -1 to go on, or an exit status. */
 static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index) {
-  enum { OPT_URL = 256, OPT_UNIX, OPT_TOKEN_FILE, OPT_DB, OPT_JSON, OPT_TIMEOUT, OPT_HELP, OPT_VERSION };
+  enum {
+    OPT_URL = 256,
+    OPT_UNIX,
+    OPT_TOKEN_FILE,
+    OPT_DB,
+    OPT_JSON,
+    OPT_TIMEOUT,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_CACERT
+  };
   static const struct option longs[] = {{"url", required_argument, NULL, OPT_URL},
                                         {"unix", required_argument, NULL, OPT_UNIX},
                                         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
@@ -909,6 +926,7 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
                                         {"help", no_argument, NULL, OPT_HELP},
                                         {"version", no_argument, NULL, OPT_VERSION},
+                                        {"cacert", required_argument, NULL, OPT_CACERT},
                                         {NULL, 0, NULL, 0}};
   const char *url = NULL, *unix_path = NULL, *token_file = NULL;
   char err[512];
@@ -923,6 +941,7 @@ static int parse_options(int argc, char **argv, struct cli *cli, int *cmd_index)
     case OPT_UNIX: unix_path = optarg; break;
     case OPT_TOKEN_FILE: token_file = optarg; break;
     case OPT_DB: cli->db = optarg; break;
+    case OPT_CACERT: cli->cacert = optarg; break;
     case OPT_JSON: cli->json = 1; break;
     case OPT_TIMEOUT: {
       char *end;

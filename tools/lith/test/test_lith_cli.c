@@ -46,6 +46,7 @@
 
 #include "client.h"
 #include "lith.h"
+#include "tlsgen.h"
 
 #ifndef LITHD_PATH
 #error "LITHD_PATH must name the lithd binary"
@@ -136,9 +137,13 @@ static void start_lithd(struct fixture *f, const char *name, ...) {
     len += (size_t)got;
     line[len] = '\0';
   }
-  url = strstr(line, "http://127.0.0.1:");
+  /* "listening on http://127.0.0.1:PORT " (https with --tls-cert; another
+   * address with a second --listen) */
+  url = strstr(line, "listening on ");
   assert_non_null(url);
-  snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", atoi(url + strlen("http://127.0.0.1:")));
+  url += strlen("listening on ");
+  assert_true(strncmp(url, "http", 4) == 0);
+  snprintf(f->url, sizeof f->url, "%.*s", (int)strcspn(url, " "), url);
 }
 
 static void kill_child(pid_t *pid) {
@@ -760,8 +765,8 @@ static void test_usage_errors_exit_2_nothing_sent(void **state) {
   }
   run_cli(&f->r, no_env, NULL, ARGS("--url", "ftp://x", "stats"));
   check(&f->r, 2, "", "http://HOST:PORT");
-  run_cli(&f->r, no_env, NULL, ARGS("--url", "https://x", "stats"));
-  check(&f->r, 2, "", "https is not supported");
+  run_cli(&f->r, no_env, NULL, ARGS("--url", "https//x", "stats"));
+  check(&f->r, 2, "", "https://HOST:PORT");
   run_cli(&f->r, no_env, NULL, ARGS("--url", "http://127.0.0.1:99999", "stats"));
   check(&f->r, 2, "", "port");
   run_cli(&f->r, no_env, NULL, ARGS("--json"));
@@ -1237,11 +1242,76 @@ static void test_timeout_exit_3(void **state) {
 
 /* ---- Tests: client.c directly -------------------------------------------- */
 
+/* ---- https ---------------------------------------------------------------- */
+
+#define CERTS "cli-certs"
+
+/* A lithd with --tls-cert on `listen` ("127.0.0.1:0"). */
+static void start_tls_lithd(struct fixture *f, const char *name, const char *listen) {
+  start_lithd(f, name, "--listen", listen, "--tls-cert", CERTS "/cert.pem", "--tls-key", CERTS "/key.pem",
+              NULL);
+  assert_true(strncmp(f->url, "https://", 8) == 0);
+}
+
+static void test_https(void **state) {
+  struct fixture *f = *state;
+  char *const ca_env[] = {(char *)"SSL_CERT_FILE=" CERTS "/ca.pem", NULL};
+  char *const wrong_env[] = {(char *)"SSL_CERT_FILE=" CERTS "/cert.pem", NULL}; /* not the CA */
+  char url[96];
+  start_tls_lithd(f, "https", "127.0.0.1:0");
+  /* --cacert: verified, answered */
+  run_cli(&f->r, no_env, NULL, ARGS("--url", f->url, "--cacert", CERTS "/ca.pem", "do", "CREATE TABLE t(x)"));
+  check(&f->r, 0, NULL, "");
+  run_cli(&f->r, no_env, NULL,
+          ARGS("--url", f->url, "--cacert", CERTS "/ca.pem", "do", "INSERT INTO t VALUES (7)"));
+  check(&f->r, 0, NULL, "");
+  /* SSL_CERT_FILE, and the name localhost the certificate carries too */
+  snprintf(url, sizeof url, "https://localhost:%s", strrchr(f->url, ':') + 1);
+  run_cli(&f->r, ca_env, NULL, ARGS("--url", url, "query", "SELECT x FROM t"));
+  check(&f->r, 0, "x\n7\n", "");
+  /* a backup download over https */
+  run_cli(&f->r, ca_env, NULL, ARGS("--url", f->url, "backup", "--out", "https-copy.db"));
+  check(&f->r, 0, NULL, "");
+  {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2("https-copy.db", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    unlink("https-copy.db");
+  }
+  /* no CA that signed it (the system's, or a wrong one): refused before
+   * anything is sent, exit 3, and a message that says what to do */
+  run_cli(&f->r, no_env, NULL, ARGS("--url", f->url, "do", "INSERT INTO t VALUES (8)"));
+  check(&f->r, 3, "", "cannot verify the certificate of https://127.0.0.1:");
+  check(&f->r, 3, "", "--cacert");
+  run_cli(&f->r, wrong_env, NULL, ARGS("--url", f->url, "do", "INSERT INTO t VALUES (8)"));
+  check(&f->r, 3, "", "cannot verify the certificate");
+  run_cli(&f->r, ca_env, NULL, ARGS("--url", f->url, "query", "SELECT count(*) FROM t"));
+  check(&f->r, 0, "count(*)\n1\n", "");
+  /* --cacert that cannot be read: a usage error */
+  run_cli(&f->r, no_env, NULL, ARGS("--url", f->url, "--cacert", "no-such-ca.pem", "health"));
+  check(&f->r, 2, "", "no-such-ca.pem: No such file");
+  /* http:// to the https port: no answer */
+  snprintf(url, sizeof url, "http://%s", f->url + strlen("https://"));
+  run_cli(&f->r, ca_env, NULL, ARGS("--url", url, "health"));
+  check(&f->r, 3, "", "closed the connection without answering");
+}
+
+static void test_https_name_must_match(void **state) {
+  struct fixture *f = *state;
+  char *const ca_env[] = {(char *)"SSL_CERT_FILE=" CERTS "/ca.pem", NULL};
+  /* the certificate names localhost, 127.0.0.1 and ::1, not 127.0.0.2 */
+  start_tls_lithd(f, "https_name", "127.0.0.2:0");
+  assert_non_null(strstr(f->url, "127.0.0.2"));
+  run_cli(&f->r, ca_env, NULL, ARGS("--url", f->url, "health"));
+  check(&f->r, 3, "", "cannot verify the certificate of https://127.0.0.2:");
+  check(&f->r, 3, "", "mismatch");
+}
+
 static void test_url_parsing(void **state) {
   lithc_endpoint ep;
   char err[256], name[512];
   static const char *const bad[] = {
-      "https://h:1", "ftp://h",        "h:1",         "http://",      "http://:80",
+      "https:/h:1",  "ftp://h",        "h:1",         "http://",      "http://:80",
       "http://h:0",  "http://h:65536", "http://h:",   "http://u@h:1", "http://h:1?x",
       "http://[::1", "http://[::1]x",  "http://h:1x",
   };
@@ -1262,6 +1332,15 @@ static void test_url_parsing(void **state) {
   assert_int_equal(ep.port, 9);
   assert_string_equal(ep.base_path, "/db/lith");
   assert_string_equal(lithc_endpoint_name(&ep, name, sizeof name), "http://[::1]:9/db/lith");
+  assert_false(ep.tls);
+  assert_int_equal(lithc_endpoint_url(&ep, "https://db.example", err, sizeof err), LITHC_OK);
+  assert_true(ep.tls);
+  assert_int_equal(ep.port, 443);
+  assert_string_equal(lithc_endpoint_name(&ep, name, sizeof name), "https://db.example:443");
+  assert_int_equal(lithc_endpoint_url(&ep, "HTTPS://[::1]:8443/x", err, sizeof err), LITHC_OK);
+  assert_true(ep.tls);
+  assert_int_equal(ep.port, 8443);
+  assert_string_equal(ep.base_path, "/x");
   for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = '\0';
     if (lithc_endpoint_url(&ep, bad[i], err, sizeof err) != LITHC_BAD_ARG)
@@ -1371,6 +1450,9 @@ static void test_response_read(void **state) {
 }
 
 int main(void) {
+  mkdir(CERTS, 0700);
+  if (tlsgen_write(CERTS) != 0)
+    return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_url_parsing),
       cmocka_unit_test(test_response_read),
@@ -1395,6 +1477,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_db_name_checked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_answers_exit_3, setup, teardown),
       cmocka_unit_test_setup_teardown(test_timeout_exit_3, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_https, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_https_name_must_match, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,8 +9,8 @@
  */
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -91,7 +91,8 @@ static void https_request(const struct tl_child *c, const char *method, const ch
 
 static void start_tls(struct tl_child *c, const char *name, const char *timeout_ms) {
   tl_start(c, name, 0,
-           TL_ARGS("--tls-cert", CERT, "--tls-key", KEY, "--request-timeout-ms", timeout_ms ? timeout_ms : "10000"));
+           TL_ARGS("--tls-cert", CERT, "--tls-key", KEY, "--request-timeout-ms",
+                   timeout_ms ? timeout_ms : "10000"));
   assert_non_null(strstr(c->line, "listening on https://127.0.0.1:"));
 }
 
@@ -109,9 +110,10 @@ static void test_https_do_and_healthz(void **state) {
 
 /* HTTP/2 frames over TLS. */
 static void h2_frame(SSL *s, int type, int flags, unsigned stream, const void *p, size_t n) {
-  unsigned char h[9] = {(unsigned char)(n >> 16),      (unsigned char)(n >> 8),      (unsigned char)n,
-                        (unsigned char)type,           (unsigned char)flags,         (unsigned char)(stream >> 24),
-                        (unsigned char)(stream >> 16), (unsigned char)(stream >> 8), (unsigned char)stream};
+  unsigned char h[9] = {
+      (unsigned char)(n >> 16),      (unsigned char)(n >> 8),      (unsigned char)n,
+      (unsigned char)type,           (unsigned char)flags,         (unsigned char)(stream >> 24),
+      (unsigned char)(stream >> 16), (unsigned char)(stream >> 8), (unsigned char)stream};
   assert_int_equal(SSL_write(s, h, 9), 9);
   if (n)
     assert_int_equal(SSL_write(s, p, (int)n), (int)n);
@@ -233,19 +235,20 @@ static void test_https_refuses_plain_garbage_and_stalls(void **state) {
 static void test_bad_tls_files_refuse_to_start(void **state) {
   (void)state;
   char out[4096];
-  int rc = tl_run(TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert", "tls-certs/nope.pem",
-                          "--tls-key", KEY),
+  int rc = tl_run(TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert",
+                          "tls-certs/nope.pem", "--tls-key", KEY),
                   out, sizeof out);
   assert_int_not_equal(rc, 0);
   assert_non_null(strstr(out, "nope.pem"));
   assert_non_null(strstr(out, "No such file"));
-  rc = tl_run(TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert", CERT, "--tls-key",
-                      OTHER_KEY),
-              out, sizeof out);
+  rc = tl_run(
+      TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert", CERT, "--tls-key", OTHER_KEY),
+      out, sizeof out);
   assert_int_not_equal(rc, 0);
   assert_non_null(strstr(out, "other-key.pem"));
   assert_null(strstr(out, "listening on"));
-  rc = tl_run(TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert", CERT), out, sizeof out);
+  rc = tl_run(TL_ARGS("--db", "tls_refuse.db", "--listen", "127.0.0.1:0", "--tls-cert", CERT), out,
+              sizeof out);
   assert_int_not_equal(rc, 0);
   assert_non_null(strstr(out, "TLS needs both a certificate file and a key file"));
   /* TLS hides what is sent; who may send is still the token's to say */
