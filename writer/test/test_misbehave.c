@@ -325,23 +325,21 @@ static void test_deferred_fk_violation_fails_alone(void **state) {
  * (its count goes to 0, COMMIT keeps them): a command that does so with one
  * outstanding fails, checked whole; one that mended its violations first
  * (Prisma's migration: ON, rebuild, foreign_key_check, OFF) commits. */
-static int orphan_then_off(lith_tx *tx, void *arg) {
-  return lith_cmd_sql(tx, arg ? "PRAGMA defer_foreign_keys = ON;"
-                                "INSERT INTO strict_child(id, pid) VALUES (60, 6);"
-                                "INSERT INTO parent(id) VALUES (6);"
-                                "PRAGMA defer_foreign_keys = OFF"
-                              : "PRAGMA defer_foreign_keys = ON;"
-                                "INSERT INTO strict_child(id, pid) VALUES (61, 996);"
-                                "PRAGMA defer_foreign_keys = OFF");
-}
+static const char *const ORPHAN_THEN_OFF = "PRAGMA defer_foreign_keys = ON;"
+                                           "INSERT INTO strict_child(id, pid) VALUES (61, 996);"
+                                           "PRAGMA defer_foreign_keys = OFF";
+static const char *const MENDED_THEN_OFF = "PRAGMA defer_foreign_keys = ON;"
+                                           "INSERT INTO strict_child(id, pid) VALUES (60, 6);"
+                                           "INSERT INTO parent(id) VALUES (6);"
+                                           "PRAGMA defer_foreign_keys = OFF";
 
 static void test_defer_off_cannot_forget_a_violation(void **state) {
   (void)state;
   lith *db = open_db();
   assert_int_equal(lith_do(db, lith_cmd_sql, (void *)FK_SCHEMA), LITH_OK);
-  assert_int_equal(lith_do(db, orphan_then_off, NULL), LITH_CONSTRAINT);
+  assert_int_equal(lith_do(db, lith_cmd_sql, (void *)ORPHAN_THEN_OFF), LITH_CONSTRAINT);
   assert_non_null(strstr(lith_errmsg(db), "defer_foreign_keys"));
-  assert_int_equal(lith_do(db, orphan_then_off, (void *)1), LITH_OK);
+  assert_int_equal(lith_do(db, lith_cmd_sql, (void *)MENDED_THEN_OFF), LITH_OK);
   assert_int_equal(lith_close(db), LITH_OK);
   assert_int_equal(q("SELECT count(*) FROM strict_child WHERE pid NOT IN (SELECT id FROM parent)"), 0);
   assert_int_equal(q("SELECT count(*) FROM strict_child WHERE id = 60"), 1);
