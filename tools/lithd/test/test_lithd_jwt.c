@@ -131,6 +131,7 @@ static void test_http_roads(void **state) {
             FORBIDDEN);
   tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"PRAGMA user_version = 7\"}]}", 403,
             NULL);
+  tl_expect(c, "POST", "/v1/do", ro_copy, "{\"statements\":[{\"sql\":\"VACUUM\"}]}", 403, FORBIDDEN);
   tl_expect(
       c, "POST", "/v1/batch", ro_copy,
       "{\"commands\":[{\"statements\":[{\"sql\":\"SELECT 1\"}]},{\"statements\":[{\"sql\":\"INSERT INTO t "
@@ -262,6 +263,27 @@ static void test_hrana_roads(void **state) {
     if (strstr(r.body, FORBIDDEN) == NULL)
       fail_msg("%s", r.body);
     tl_resp_free(&r);
+  }
+  /* a read-only BEGIN IMMEDIATE left open holds no writer: a full token's
+   * write runs at once beside it */
+  {
+    char body[512];
+    struct tl_resp r;
+    snprintf(body, sizeof body, "{\"baton\":null,\"requests\":[" EXEC("BEGIN IMMEDIATE") "]}");
+    tl_http(c, "POST", "/v2/pipeline", ro, body, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, OK_EXEC));
+    tl_resp_free(&r);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tl_expect(c, "POST", "/v1/do", full, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES(7)\"}]}", 200,
+              NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    print_message("a write beside a read-only BEGIN IMMEDIATE: %ld ms\n", ms);
+    assert_true(ms < 1500); /* the writer held: --tx-idle-ms (5000) at least */
+    tl_expect(c, "POST", "/v1/do", full, "{\"statements\":[{\"sql\":\"DELETE FROM t WHERE x = 7\"}]}", 200,
+              NULL);
   }
   /* the gate in Hrana's shape */
   char payload[64];
