@@ -16,13 +16,13 @@
 CLIENT_TEST_BIN := $(B)/clients/test_python $(B)/clients/test_node $(B)/clients/test_hrana
 
 CLIENT_PY_SRC   := $(wildcard clients/python/src/lith/*.py clients/python/tests/*.py clients/python/_build/*.py) \
-                   clients/python/pyproject.toml
-CLIENT_NODE_SRC := $(wildcard clients/node/*.js clients/node/test/*.js) clients/node/package.json
+                   clients/python/pyproject.toml clients/test-certs.sh
+CLIENT_NODE_SRC := $(wildcard clients/node/*.js clients/node/test/*.js) clients/node/package.json clients/test-certs.sh
 
 $(B)/clients/test_python: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_PY_SRC)
 $(B)/clients/test_node: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_NODE_SRC)
 # drizzle.test.js runs docs/hrana.md's Drizzle program
-CLIENT_HRANA_SRC := $(wildcard tools/lithd/test/hrana/*.js) docs/hrana.md
+CLIENT_HRANA_SRC := $(wildcard tools/lithd/test/hrana/*.js) docs/hrana.md clients/test-certs.sh
 $(B)/clients/test_hrana: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_HRANA_SRC)
 $(CLIENT_TEST_BIN): $(B)/clients/test_%:
 	@mkdir -p $(dir $@)

@@ -58,7 +58,7 @@ node | hrana)
       [ -f "$LITH_HRANA_MODULES/$pkg/package.json" ] ||
         skip "$pkg is not installed in $LITH_HRANA_MODULES: run make deps-hrana"
     done
-    node --test "$root/tools/lithd/test/hrana/client.test.js" "$root/tools/lithd/test/hrana/drizzle.test.js" "$root/tools/lithd/test/hrana/ws.test.js" "$root/tools/lithd/test/hrana/jwt.test.js" \
+    node --test "$root/tools/lithd/test/hrana/client.test.js" "$root/tools/lithd/test/hrana/drizzle.test.js" "$root/tools/lithd/test/hrana/ws.test.js" "$root/tools/lithd/test/hrana/tls.test.js" "$root/tools/lithd/test/hrana/jwt.test.js" \
       "$root/tools/lithd/test/hrana/dqlite.test.js" "$root/tools/lithd/test/hrana/families.test.js" \
       >"$log" 2>&1
     status=$?

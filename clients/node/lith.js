@@ -10,7 +10,11 @@
 // Design:
 //   - TCP goes through fetch (so the client also runs where fetch is all
 //     there is); a Unix socket through node:http's request({socketPath}),
-//     which fetch cannot do. Both give the same {status, retryAfter, text}.
+//     and https with a CA of the caller's ({ca}) through node:https's, which
+//     fetch cannot do. All give the same {status, retryAfter, text}. https
+//     always verifies lithd's certificate and name: against {ca} when
+//     given, else Node's CAs (plus NODE_EXTRA_CA_CERTS, read when node
+//     starts).
 //   - 64-bit integers: JSON.parse rounds integers beyond 2^53. By default
 //     the client asks lithd for int64=string, so those (and only those)
 //     come as strings of their digits, never as another number. With
@@ -331,7 +335,10 @@ class Local extends Error {
  * maxAnswerBytes (the largest answer read, 256 MiB; null: no bound; past it a
  * LithError with code "answer_too_large", its status lithd's: 200 means a
  * write committed; downloads are not bounded, they stream to disk). Each
- * call may override rows, types and bigint. Only 503 is retried (docs/clients.md:
+ * call may override rows, types and bigint. ca: for an https:// URL, the CA
+ * certificates (PEM, a string or Buffer; an array of them) to trust instead
+ * of Node's (a lithd whose certificate a CA of your own signed); without it,
+ * Node's CAs and NODE_EXTRA_CA_CERTS. Only 503 is retried (docs/clients.md:
  * what is sent again and why).
  *
  * do, query, command and batch resolve to lithd's "results": one object per
@@ -372,7 +379,10 @@ export class Client {
         this.prefix = u.pathname.replace(/\/+$/, "");
       }
     }
-    this._http = null; // node:http, loaded for a Unix socket
+    this.ca = o.ca ?? null;
+    if (this.ca !== null && (this.unixSocket !== null || !this.base.startsWith("https:")))
+      throw new TypeError("ca is for an https:// URL");
+    this._http = null; // node:http (a Unix socket) or node:https ({ca}), loaded when first used
     this._agent = null;
   }
 
@@ -565,7 +575,8 @@ export class Client {
   async _send(method, path, body, sink, read) {
     for (let resent = false; ;) {
       try {
-        return await (this.unixSocket !== null ? this._sendUnix : this._sendFetch).call(this, method, path, body, sink);
+        const viaNode = this.unixSocket !== null || this.ca !== null;
+        return await (viaNode ? this._sendNode : this._sendFetch).call(this, method, path, body, sink);
       } catch (e) {
         if (e instanceof Local) throw e.error;
         if (e instanceof Cut) throw this._cut(method, path, e.status, read, e.cause ?? e, e.timeout);
@@ -689,16 +700,28 @@ export class Client {
     }
   }
 
-  async _sendUnix(method, path, body, sink) {
-    if (this._http === null) {
-      this._http = await import("node:http");
-      this._agent = new this._http.Agent({ keepAlive: true });
+  // A Unix socket (node:http), or https with {ca} (node:https).
+  async _sendNode(method, path, body, sink) {
+    let where;
+    if (this.unixSocket !== null) {
+      where = { socketPath: this.unixSocket };
+      if (this._http === null) {
+        this._http = await import("node:http");
+        this._agent = new this._http.Agent({ keepAlive: true });
+      }
+    } else {
+      const u = new URL(this.base);
+      where = { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: u.port || 443 };
+      if (this._http === null) {
+        this._http = await import("node:https");
+        this._agent = new this._http.Agent({ keepAlive: true, ca: this.ca, minVersion: "TLSv1.2" });
+      }
     }
     const headers = this._headers(body);
     if (body !== null) headers["content-length"] = Buffer.byteLength(body);
     let timedOutFlag = false;
     const res = await new Promise((resolve, reject) => {
-      const req = this._http.request({ socketPath: this.unixSocket, path, method, headers, agent: this._agent }, resolve);
+      const req = this._http.request({ ...where, path, method, headers, agent: this._agent }, resolve);
       req.setTimeout(this.timeout, () => {
         timedOutFlag = true;
         req.destroy(new Error("timeout"));

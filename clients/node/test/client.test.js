@@ -4,7 +4,7 @@
 // Unix socket, and is stopped with SIGTERM at the end.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -32,7 +32,7 @@ async function freePort() {
   return port;
 }
 
-async function startLithd(args = [], token = null) {
+async function startLithd(args = [], token = null, certs = null) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-"));
   const port = await freePort();
   const sock = path.join(dir, "lithd.sock");
@@ -45,10 +45,12 @@ async function startLithd(args = [], token = null) {
     fs.writeFileSync(path.join(dir, "token"), token + "\n", { mode: 0o600 });
     argv.push("--token-file", "token");
   }
+  if (certs) argv.push("--tls-cert", path.join(certs, "cert.pem"), "--tls-key", path.join(certs, "key.pem"));
   const log = fs.openSync(path.join(dir, "lithd.log"), "w");
   const proc = spawn(LITHD, argv, { cwd: dir, stdio: ["ignore", log, log] });
-  const url = `http://127.0.0.1:${port}`;
-  const probe = new lith.Client(url, { token, maxRetries: 0, timeout: 2000 });
+  const url = `${certs ? "https" : "http"}://127.0.0.1:${port}`;
+  const ca = certs ? fs.readFileSync(path.join(certs, "ca.pem")) : undefined;
+  const probe = new lith.Client(url, { token, maxRetries: 0, timeout: 2000, ca });
   for (const deadline = Date.now() + 30000; ;) {
     try {
       await probe.health();
@@ -298,6 +300,63 @@ describe("retries on 503", { skip: !LITHD && "LITHD (the lithd binary) is not se
     await slow2;
     assert.ok(out.every((r) => Array.isArray(r) && r[0].changes === 1), String(out));
     assert.deepEqual((await retrying.query("SELECT count(*) FROM kv WHERE k LIKE 'b-%'"))[0].rows, [[3]]);
+  });
+});
+
+// https to a lithd with --tls-cert, its certificate signed by a CA of the
+// test's own (clients/test-certs.sh, which needs openssl).
+const hasOpenssl = spawnSync("openssl", ["version"]).status === 0;
+describe("https", { skip: (!LITHD && "LITHD (the lithd binary) is not set") || (!hasOpenssl && "no openssl") }, () => {
+  let server, certs, caFile;
+  before(async () => {
+    certs = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-certs-"));
+    const made = spawnSync("sh", [path.join(import.meta.dirname ?? path.dirname(new URL(import.meta.url).pathname), "..", "..", "test-certs.sh"), certs]);
+    assert.equal(made.status, 0, String(made.stderr));
+    caFile = path.join(certs, "ca.pem");
+    server = await startLithd([], null, certs);
+  });
+  after(async () => {
+    if (server) await server.stop();
+    if (certs) fs.rmSync(certs, { recursive: true, force: true });
+  });
+
+  it("verifies lithd against {ca}", async () => {
+    assert.match(server.url, /^https:/);
+    const db = new lith.Client(server.url, { ca: fs.readFileSync(caFile) });
+    await db.do({ sql: "INSERT INTO kv VALUES (?, ?)", params: ["tls", 1] });
+    assert.deepEqual((await db.query("SELECT v FROM kv WHERE k = 'tls'"))[0].rows, [[1]]);
+    const copy = path.join(certs, "copy.db");
+    assert.ok((await db.backup(copy)) > 0);
+    db.close();
+  });
+
+  it("refuses a lithd no CA it trusts signed, before sending", async () => {
+    // this process's CAs: Node's, and whatever NODE_EXTRA_CA_CERTS named at its start
+    const db = new lith.Client(server.url, { maxRetries: 0 });
+    await assert.rejects(db.do("INSERT INTO kv VALUES ('never', 1)"), (e) => e instanceof lith.ConnectionFailed && /certificate|CERT/i.test(e.message));
+    const other = new lith.Client(server.url, { maxRetries: 0, ca: fs.readFileSync(path.join(certs, "cert.pem")) });
+    await assert.rejects(other.health(), (e) => e instanceof lith.ConnectionFailed);
+    other.close();
+    const ok = new lith.Client(server.url, { ca: fs.readFileSync(caFile) });
+    assert.deepEqual((await ok.query("SELECT count(*) FROM kv WHERE k = 'never'"))[0].rows, [[0]]);
+    ok.close();
+  });
+
+  it("trusts NODE_EXTRA_CA_CERTS (read when node starts: a child node)", () => {
+    const lithJs = new URL("../lith.js", import.meta.url).href;
+    const code = `import { Client } from ${JSON.stringify(lithJs)};
+      const db = new Client(${JSON.stringify(server.url.replace("127.0.0.1", "localhost"))});
+      const r = await db.query("SELECT 40 + 2");
+      console.log(JSON.stringify(r[0].rows));`;
+    const child = spawnSync(process.execPath, ["--input-type=module", "-e", code],
+      { env: { ...process.env, NODE_EXTRA_CA_CERTS: caFile }, encoding: "utf8", timeout: 20000 });
+    assert.equal(child.status, 0, child.stderr);
+    assert.equal(child.stdout.trim(), "[[42]]");
+  });
+
+  it("takes ca only for https", () => {
+    assert.throws(() => new lith.Client("http://127.0.0.1:1", { ca: "x" }), TypeError);
+    assert.throws(() => new lith.Client("/run/x.sock", { ca: "x" }), TypeError);
   });
 });
 

@@ -48,7 +48,8 @@ def free_port():
 class Lithd:
     """A lithd in its own directory; stop() sends SIGTERM and waits."""
 
-    def __init__(self, *args, token=None):
+    def __init__(self, *args, token=None, certs=None):
+        """certs: a directory of test-certs.sh's files: serve https."""
         self.dir = tempfile.mkdtemp(prefix="lith-py-")
         self.port = free_port()
         self.sock = os.path.join(self.dir, "lithd.sock")
@@ -66,11 +67,14 @@ class Lithd:
                 f.write(token + "\n")
             os.chmod(os.path.join(self.dir, "token"), 0o600)
             cmd += ["--token-file", "token"]
+        if certs:
+            cmd += ["--tls-cert", os.path.join(certs, "cert.pem"), "--tls-key", os.path.join(certs, "key.pem")]
         self.log = open(os.path.join(self.dir, "lithd.log"), "wb")
         self.proc = subprocess.Popen(cmd, cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if certs else 'http'}://127.0.0.1:{self.port}"
         deadline = time.time() + 30
-        with lith.Client(self.url, token=token, timeout=2, max_retries=0) as probe:
+        ca = os.path.join(certs, "ca.pem") if certs else None
+        with lith.Client(self.url, token=token, timeout=2, max_retries=0, ca_file=ca) as probe:
             while True:
                 try:
                     probe.health()
@@ -308,6 +312,65 @@ class ClientTest(unittest.TestCase):
         self.db.backup(sql, format="sql")
         with open(sql) as f:
             self.assertIn("9223372036854775807", f.read())
+
+
+CERTS_SH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test-certs.sh")
+
+
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+@unittest.skipUnless(shutil.which("openssl"), "openssl (for the test certificates) is not installed")
+class TlsTest(unittest.TestCase):
+    """https to a lithd with --tls-cert, its certificate signed by a CA of
+    the test's own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tempfile.mkdtemp(prefix="lith-py-certs-")
+        subprocess.run(["sh", CERTS_SH, cls.certs], check=True)
+        cls.ca = os.path.join(cls.certs, "ca.pem")
+        cls.server = Lithd(certs=cls.certs)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.certs, ignore_errors=True)
+
+    def with_env(self, name, value):
+        old = os.environ.get(name)
+        os.environ[name] = value
+        self.addCleanup(lambda: os.environ.__setitem__(name, old) if old is not None else os.environ.pop(name))
+
+    def test_ca_file(self):
+        self.assertTrue(self.server.url.startswith("https://"))
+        with lith.Client(self.server.url, ca_file=self.ca) as db:
+            db.do(("INSERT INTO kv VALUES (?, ?) ON CONFLICT DO UPDATE SET v = excluded.v", ["tls", 1]))
+            self.assertEqual(db.query("SELECT v FROM kv WHERE k = 'tls'")[0]["rows"], [[1]])
+            self.assertEqual(db.health(), {"ok": True})
+            path = os.path.join(self.certs, "copy.db")
+            self.assertGreater(db.backup(path), 0)
+            with sqlite3.connect(path) as c:
+                self.assertEqual(c.execute("SELECT v FROM kv WHERE k = 'tls'").fetchone(), (1,))
+
+    def test_ssl_cert_file(self):
+        self.with_env("SSL_CERT_FILE", self.ca)
+        with lith.Client(self.server.url.replace("127.0.0.1", "localhost")) as db:
+            self.assertEqual(db.query("SELECT 1")[0]["rows"], [[1]])
+
+    def test_unknown_ca_refused(self):
+        # the system's CAs (this machine may name its bundle in SSL_CERT_FILE)
+        self.with_env("SSL_CERT_FILE", "/nonexistent-ca-file")
+        with lith.Client(self.server.url, max_retries=0) as db:
+            with self.assertRaises(lith.ConnectionFailed) as cm:
+                db.do("INSERT INTO kv VALUES ('never', 1)")
+            self.assertIn("CERTIFICATE_VERIFY_FAILED", str(cm.exception))
+        with lith.Client(self.server.url, ca_file=self.ca) as db:
+            self.assertEqual(db.query("SELECT count(*) FROM kv WHERE k = 'never'")[0]["rows"], [[0]])
+
+    def test_ca_file_needs_https(self):
+        with self.assertRaises(ValueError):
+            lith.Client("http://127.0.0.1:1", ca_file=self.ca)
+        with self.assertRaises(FileNotFoundError):
+            lith.Client(self.server.url, ca_file=os.path.join(self.certs, "missing.pem"))
 
 
 @unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")

@@ -4,8 +4,11 @@ Design:
   - http.client only. Kept-alive connections wait in a small pool (at most
     _MAX_IDLE), so a Client can be shared by threads: each request takes
     a connection of its own for its duration.
-  - TCP (http://host:port, https:// behind a TLS proxy) or a Unix socket
-    (a path, http+unix://<percent-encoded path>, or unix_socket=).
+  - TCP (http://host:port; https://host:port to a lithd with --tls-cert or
+    behind a TLS proxy, its certificate always verified: against ca_file
+    when given, else the system's CAs, which SSL_CERT_FILE overrides) or a
+    Unix socket (a path, http+unix://<percent-encoded path>, or
+    unix_socket=).
   - Values: JSON as lithd speaks it. Integers are exact both ways (Python
     ints; lithd is exact over 64 bits), bytes go as {"base64": ...} and come
     back as bytes.
@@ -50,6 +53,7 @@ import os
 import re
 import select
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -253,7 +257,10 @@ class Client:
     "https://...", a Unix socket path ("/run/lithd.sock"),
     "http+unix://%2Frun%2Flithd.sock", or unix_socket="/run/lithd.sock".
 
-    token: the bearer token (lithd --token-file). timeout: seconds for
+    token: the bearer token (lithd --token-file). ca_file: for https://, a
+    PEM file of the CA certificates to trust instead of the system's (a
+    self-signed lithd's); without it the system's, or the file named by
+    SSL_CERT_FILE. timeout: seconds for
     connecting and for each read. max_retries, max_retry_wait: how often and
     how long in all (seconds) a 503 is retried; 0 retries turns it off.
     on_retry(attempt, wait_seconds, error): called before each wait. Only
@@ -281,7 +288,7 @@ class Client:
                  max_retries: int = 5, max_retry_wait: float = 30.0,
                  on_retry: Optional[Callable[[int, float, LithError], None]] = None,
                  rows: str = "arrays", types: bool = False, db: Optional[str] = None,
-                 max_answer_bytes: Optional[int] = _MAX_ANSWER):
+                 max_answer_bytes: Optional[int] = _MAX_ANSWER, ca_file: Optional[str] = None):
         if rows not in ("arrays", "objects"):
             raise ValueError('rows must be "arrays" or "objects"')
         if db is not None and (not isinstance(db, str) or not _DB_NAME.fullmatch(db)):
@@ -303,6 +310,11 @@ class Client:
             url = "http://127.0.0.1:8765"
         if url is not None:
             self._parse_url(url)
+        if ca_file is not None and not self._tls:
+            raise ValueError("ca_file is for an https:// URL")
+        # One context for every connection (loading CAs is not free); the
+        # default one verifies the certificate and the host name, TLS 1.2+.
+        self._ssl = ssl.create_default_context(cafile=ca_file) if self._tls else None
         self._lock = threading.Lock()
         self._idle: List[http.client.HTTPConnection] = []  # kept-alive connections, free
 
@@ -467,7 +479,7 @@ class Client:
         if self._unix is not None:
             return _UnixConnection(self._unix, self.timeout)
         if self._tls:
-            return _HTTPSConnection(self._host, self._port, timeout=self.timeout)
+            return _HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._ssl)
         return _HTTPConnection(self._host, self._port, timeout=self.timeout)
 
     def _take(self, fresh: bool = False) -> Tuple[http.client.HTTPConnection, bool]:

@@ -42,6 +42,7 @@ async function startLithd(args = [], opts = {}) {
   const proc = spawn(LITHD, argv, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   let err = "";
+  let scheme = "http";
   proc.stderr.setEncoding("utf8");
   proc.stderr.on("data", (d) => (err += d));
   proc.stdout.setEncoding("utf8");
@@ -49,10 +50,11 @@ async function startLithd(args = [], opts = {}) {
     const timer = setTimeout(() => reject(new Error("lithd did not start in 30 s:\n" + err)), 30000);
     proc.stdout.on("data", (d) => {
       out += d;
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      const m = /listening on (https?):\/\/127\.0\.0\.1:(\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve(Number(m[1]));
+        scheme = m[1]; // https: lithd --tls-cert
+        resolve(Number(m[2]));
       }
     });
     proc.once("exit", (code, sig) => {
@@ -60,7 +62,7 @@ async function startLithd(args = [], opts = {}) {
       reject(new Error(`lithd exited ${code ?? sig} before listening:\n${err}`));
     });
   });
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${scheme}://127.0.0.1:${port}`;
   return {
     url,
     port,
