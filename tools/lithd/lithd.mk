@@ -112,8 +112,9 @@ $(B)/$(LD_DIR)/test/test_lithd_hrana_ws: $(WSC_OBJ)
 $(B)/$(LD_DIR)/test/test_lithd_hrana_ws: CPPFLAGS += -Ihttp/test
 $(B)/$(LD_DIR)/test/test_lithd_hrana_ws: LDFLAGS += $(WSC_OBJ)
 
-# test_lithd_jwt mints its tokens with libcrypto (test/jwtmint.h).
-$(B)/$(LD_DIR)/test/test_lithd_jwt: LDFLAGS += $(shell pkg-config --libs libcrypto 2>/dev/null)
+# test_lithd_jwt and test_lithd_attacks mint their tokens with libcrypto
+# (test/jwtmint.h).
+$(B)/$(LD_DIR)/test/test_lithd_jwt $(B)/$(LD_DIR)/test/test_lithd_attacks: LDFLAGS += $(shell pkg-config --libs libcrypto 2>/dev/null)
 
 $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
 	@mkdir -p $(dir $@)

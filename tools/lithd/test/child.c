@@ -319,7 +319,7 @@ static int send_all(int fd, const char *buf, size_t len) {
 int tl_send(const struct tl_child *c, const char *method, const char *path, const char *auth,
             const char *body) {
   int fd = tl_connect(c);
-  char hdr[1024];
+  char hdr[16384]; /* room for a JWT past lithd's 8 KiB bound (test_lithd_attacks) */
   size_t blen = body != NULL ? strlen(body) : 0;
   int n;
 

@@ -18,7 +18,7 @@
 #include <openssl/pem.h>
 
 /* URL-safe base64 without padding of p[0..n), malloc'd. */
-static char *mint_b64(const void *p, size_t n) {
+static inline char *mint_b64(const void *p, size_t n) {
   static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   const unsigned char *s = p;
   char *out = malloc(n / 3 * 4 + 5), *o = out;
@@ -38,7 +38,7 @@ static char *mint_b64(const void *p, size_t n) {
   return out;
 }
 
-static EVP_PKEY *mint_key(void) {
+static inline EVP_PKEY *mint_key(void) {
   EVP_PKEY *k = NULL;
   EVP_PKEY_CTX *c = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, NULL);
   if (c == NULL || EVP_PKEY_keygen_init(c) != 1 || EVP_PKEY_keygen(c, &k) != 1)
@@ -48,7 +48,7 @@ static EVP_PKEY *mint_key(void) {
 }
 
 /* The public key as a PEM "PUBLIC KEY" block. */
-static char *mint_pub_pem(EVP_PKEY *k) {
+static inline char *mint_pub_pem(EVP_PKEY *k) {
   BIO *b = BIO_new(BIO_s_mem());
   char *p = NULL, *out;
   PEM_write_bio_PUBKEY(b, k);
@@ -61,7 +61,7 @@ static char *mint_pub_pem(EVP_PKEY *k) {
 }
 
 /* The private key as PEM (what an operator must not give lithd). */
-static char *mint_priv_pem(EVP_PKEY *k) {
+static inline char *mint_priv_pem(EVP_PKEY *k) {
   BIO *b = BIO_new(BIO_s_mem());
   char *p = NULL, *out;
   PEM_write_bio_PrivateKey(b, k, NULL, NULL, 0, NULL, NULL);
@@ -74,7 +74,7 @@ static char *mint_priv_pem(EVP_PKEY *k) {
 }
 
 /* The public key's 32 bytes in URL-safe base64 (sqld's other form). */
-static char *mint_pub_raw(EVP_PKEY *k) {
+static inline char *mint_pub_raw(EVP_PKEY *k) {
   unsigned char raw[32];
   size_t n = sizeof raw;
   EVP_PKEY_get_raw_public_key(k, raw, &n);
@@ -82,7 +82,7 @@ static char *mint_pub_raw(EVP_PKEY *k) {
 }
 
 /* header.payload with the given JSON texts. */
-static char *mint_signing_input(const char *header, const char *payload) {
+static inline char *mint_signing_input(const char *header, const char *payload) {
   char *h = mint_b64(header, strlen(header)), *p = mint_b64(payload, strlen(payload));
   char *out = malloc(strlen(h) + strlen(p) + 2);
   sprintf(out, "%s.%s", h, p);
@@ -91,7 +91,7 @@ static char *mint_signing_input(const char *header, const char *payload) {
   return out;
 }
 
-static char *mint_join(char *input, const unsigned char *sig, size_t n) {
+static inline char *mint_join(char *input, const unsigned char *sig, size_t n) {
   char *s = mint_b64(sig, n), *out = malloc(strlen(input) + strlen(s) + 2);
   sprintf(out, "%s.%s", input, s);
   free(input);
@@ -100,7 +100,7 @@ static char *mint_join(char *input, const unsigned char *sig, size_t n) {
 }
 
 /* A token with header `header` signed by k with Ed25519. */
-static char *mint_with_header(EVP_PKEY *k, const char *header, const char *payload) {
+static inline char *mint_with_header(EVP_PKEY *k, const char *header, const char *payload) {
   char *input = mint_signing_input(header, payload);
   unsigned char sig[64];
   size_t n = sizeof sig;
@@ -112,12 +112,12 @@ static char *mint_with_header(EVP_PKEY *k, const char *header, const char *paylo
 }
 
 /* A token as sqld's issuers make it: {"alg":"EdDSA","typ":"JWT"}. */
-static char *mint(EVP_PKEY *k, const char *payload) {
+static inline char *mint(EVP_PKEY *k, const char *payload) {
   return mint_with_header(k, "{\"alg\":\"EdDSA\",\"typ\":\"JWT\"}", payload);
 }
 
 /* alg "none": no signature at all. */
-static char *mint_none(const char *payload) {
+static inline char *mint_none(const char *payload) {
   char *input = mint_signing_input("{\"alg\":\"none\",\"typ\":\"JWT\"}", payload);
   char *out = malloc(strlen(input) + 2);
   sprintf(out, "%s.", input);
@@ -126,7 +126,7 @@ static char *mint_none(const char *payload) {
 }
 
 /* HS256 keyed with `secret` (the public key's PEM: the confusion attack). */
-static char *mint_hs256(const char *secret, const char *payload) {
+static inline char *mint_hs256(const char *secret, const char *payload) {
   char *input = mint_signing_input("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", payload);
   unsigned char mac[32];
   unsigned n = sizeof mac;

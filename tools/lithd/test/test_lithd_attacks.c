@@ -60,6 +60,7 @@
 #include <sqlite3.h>
 
 #include "child.h"
+#include "jwtmint.h"
 #include "nodes.h"
 
 /* The cluster's own tables as the dqlite writer and store make them; the
@@ -88,6 +89,8 @@ struct attack {
                         error code of each ("ok": they run), or NULL: the row
                         is about /v1's format or /v1/query (Hrana's execute
                         may write) */
+  const char *auth;  /* the credentials it carries: a name of tokens[] (sqld's
+                        JWTs, made by group_setup); NULL: a full token */
 };
 
 #define DO "/v1/do"
@@ -97,6 +100,9 @@ struct attack {
 #define PT_B(p) \
   "{\"statements\":[{\"sql\":\"INSERT INTO pt(a, b) VALUES (" p ", :b)\",\"params\":{\":b\":\"x\"}}]}"
 
+/* A row without credentials leaves auth out (a full token): */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const struct attack attacks[] = {
     /* SQL that would change what every later client relies on. */
     {"PRAGMA assignment", DO, ONE("PRAGMA ignore_check_constraints = 1"), 403, "forbidden", "SQLITE_AUTH"},
@@ -312,7 +318,35 @@ static const struct attack attacks[] = {
      422, "\"code\":\"timeout\"", "SQLITE_INTERRUPT"},
     {"lith-node's bound is not the client's to raise", Q, ONE("SELECT lith_max_run_ms(100000)"), 400,
      "no such function", "SQLITE_ERROR"},
+    /* sqld's JWTs (--auth-jwt-key-file): a read-only token's writes are
+     * refused by the store, whatever the statement; a forged, expired or
+     * foreign token at the door (401, nothing run; not sent as Hrana: the
+     * whole pipeline is refused). */
+    {"read-only token: INSERT", DO, ONE("INSERT INTO t(v) VALUES (1)"), 403, "Authorization forbidden",
+     "SQLITE_AUTH", "ro"},
+    {"read-only token: DELETE", DO, ONE("DELETE FROM t"), 403, "Authorization forbidden", "SQLITE_AUTH",
+     "ro"},
+    {"read-only token: CREATE TABLE", DO, ONE("CREATE TABLE ro_made(x)"), 403, "Authorization forbidden",
+     "SQLITE_AUTH", "ro"},
+    {"read-only token: a write after comments", DO, ONE("/* a */ -- b\\n INSERT INTO t(v) VALUES (2)"), 403,
+     "Authorization forbidden", "SQLITE_AUTH", "ro"},
+    {"read-only token: an INSERT in a CTE", DO,
+     ONE("WITH x(v) AS (SELECT 3) INSERT INTO t(v) SELECT v FROM x"), 403, "Authorization forbidden",
+     "SQLITE_AUTH", "ro"},
+    {"read-only token: PRAGMA user_version =", DO, ONE("PRAGMA user_version = 9"), 403, "forbidden",
+     "SQLITE_AUTH", "ro"},
+    {"JWT alg none", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "EdDSA", NULL, "none"},
+    {"JWT HS256 keyed with the public key", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "EdDSA", NULL,
+     "hs256"},
+    {"JWT of another key", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "signature", NULL, "other-key"},
+    {"JWT expired", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "expired", NULL, "expired"},
+    {"JWT read-only with a full payload swapped in", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "signature",
+     NULL, "swapped"},
+    {"JWT for another database", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "no access", NULL, "other-db"},
+    {"JWT past 8 KiB", DO, ONE("INSERT INTO t(v) VALUES (1)"), 401, "longer than", NULL, "huge"},
+    {"JWT read-only on /v1/query", Q, ONE("SELECT count(*) FROM t"), 200, "[[0]]", NULL, "ro"},
 };
+#pragma GCC diagnostic pop
 
 /* --max-run-ms of both lithds: the legitimate rows (a 70 MB answer built
  * to be refused for its size) run well within it, the endless ones are cut;
@@ -326,6 +360,23 @@ static const struct attack attacks[] = {
 static t_node node;
 static struct tl_child local, dq;
 
+/* sqld's JWTs for the rows' auth (group_setup makes them): "Bearer ..." by
+ * name; FULL, the one every other request carries. */
+static const char *const token_names[] = {"full",    "ro",      "none",     "hs256", "other-key",
+                                          "expired", "swapped", "other-db", "huge"};
+#define N_TOKENS (sizeof token_names / sizeof *token_names)
+static char *tokens[N_TOKENS];
+#define FULL (tokens[0])
+#define LITHD_JWT_PAD 8300 /* a payload that makes a token past lithd's 8 KiB */
+
+static const char *auth_of(const struct attack *a) {
+  for (size_t i = 0; a->auth != NULL && i < N_TOKENS; i++)
+    if (strcmp(token_names[i], a->auth) == 0)
+      return tokens[i];
+  assert_null(a->auth); /* a name not made */
+  return FULL;
+}
+
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
@@ -336,7 +387,7 @@ static void write_file(const char *path, const char *text) {
 /* One request to c: its status, and whether the body has `has`. */
 static int try_one(const struct tl_child *c, const struct attack *a, int *has) {
   struct tl_resp r;
-  tl_http(c, "POST", a->path, NULL, a->body, &r);
+  tl_http(c, "POST", a->path, auth_of(a), a->body, &r);
   *has = r.body != NULL && strstr(r.body, a->has) != NULL;
   int status = r.status;
   if (status != a->status || !*has)
@@ -428,7 +479,7 @@ static int try_hrana(const struct tl_child *c, const struct attack *a, const cha
   for (int as_batch = 0; as_batch < 2 && right; as_batch++) {
     struct tl_resp r;
     char *body = hrana_body(a->body, as_batch);
-    tl_http(c, "POST", "/v2/pipeline", NULL, body, &r);
+    tl_http(c, "POST", "/v2/pipeline", auth_of(a), body, &r);
     free(body);
     json_t *j = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
     json_t *results = json_object_get(j, "results");
@@ -497,7 +548,7 @@ static int64_t read_int(const struct tl_child *c, const char *sql) {
   json_t *body = json_pack("{s:[{s:s}]}", "statements", "sql", sql);
   char *text = json_dumps(body, JSON_COMPACT);
   struct tl_resp r;
-  tl_http(c, "POST", Q, NULL, text, &r);
+  tl_http(c, "POST", Q, FULL, text, &r);
   free(text);
   json_decref(body);
   assert_int_equal(r.status, 200);
@@ -519,40 +570,40 @@ static void test_nothing_changed(void **state) {
   const struct tl_child *both[] = {&local, &dq};
   for (int k = 0; k < 2; k++) {
     const struct tl_child *c = both[k];
-    tl_expect(c, "POST", DO, NULL, ONE("INSERT INTO t(v) VALUES (-5)"), 409, "CHECK constraint failed");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM pt"), 200, "[[0]]");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM t"), 200, "[[0]]");
-    tl_expect(c, "POST", DO, NULL, ONE("PRAGMA writable_schema"), 200, "[[0]]");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM pragma_database_list"), 200, "[[1]]");
-    tl_expect(c, "POST", DO, NULL, ONE("PRAGMA temp.user_version"), 200, "[[0]]");
+    tl_expect(c, "POST", DO, FULL, ONE("INSERT INTO t(v) VALUES (-5)"), 409, "CHECK constraint failed");
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT count(*) FROM pt"), 200, "[[0]]");
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT count(*) FROM t"), 200, "[[0]]");
+    tl_expect(c, "POST", DO, FULL, ONE("PRAGMA writable_schema"), 200, "[[0]]");
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT count(*) FROM pragma_database_list"), 200, "[[1]]");
+    tl_expect(c, "POST", DO, FULL, ONE("PRAGMA temp.user_version"), 200, "[[0]]");
     assert_int_equal(access("vacuumed.db", F_OK), -1); /* no VACUUM INTO wrote it */
     /* and what is allowed still runs */
-    tl_expect(c, "POST", DO, NULL,
+    tl_expect(c, "POST", DO, FULL,
               "{\"statements\":[{\"sql\":\"/* ok */ INSERT INTO pt(a, b) VALUES (:a, :b)\","
               "\"params\":{\":a\":1,\":b\":2}}]}",
               200, "\"changes\":1");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT a, b FROM pt"), 200, "[[1,2]]");
-    tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM pt"), 200, "\"changes\":1");
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT a, b FROM pt"), 200, "[[1,2]]");
+    tl_expect(c, "POST", DO, FULL, ONE("DELETE FROM pt"), 200, "\"changes\":1");
     /* lith's tables: all there, as they were, and nothing else named _lith_ */
-    tl_expect(c, "POST", Q, NULL,
+    tl_expect(c, "POST", Q, FULL,
               ONE("SELECT group_concat(type || ' ' || name, ', ') FROM (SELECT type, name FROM sqlite_master "
                   "WHERE lower(substr(name, 1, 6)) = '_lith_' OR type = 'trigger' ORDER BY name)"),
               200, "[[\"table _lith_batches, index _lith_batches_time, table _lith_schema\"]]");
-    tl_expect(c, "POST", Q, NULL,
+    tl_expect(c, "POST", Q, FULL,
               ONE("SELECT group_concat(name || ' ' || \\\"notnull\\\", ', ') FROM "
                   "pragma_table_info('_lith_batches')"),
               200, "[[\"id 0, time 1, lost 1\"]]");
     /* no foreign key names a _lith_ table; the client's tables as made */
-    tl_expect(c, "POST", Q, NULL,
+    tl_expect(c, "POST", Q, FULL,
               ONE("SELECT count(*) FROM sqlite_master AS m, pragma_foreign_key_list(m.name) AS f "
                   "WHERE m.type = 'table' AND lower(substr(f.\\\"table\\\", 1, 6)) = '_lith_'"),
               200, "[[0]]");
-    tl_expect(c, "POST", Q, NULL,
+    tl_expect(c, "POST", Q, FULL,
               ONE("SELECT group_concat(name, ',') FROM (SELECT name FROM sqlite_master WHERE type = 'table' "
                   "AND lower(substr(name, 1, 6)) <> '_lith_' ORDER BY name)"),
               200, "[[\"fkc,fkp,pt,t,u\"]]");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT count(*) FROM pragma_table_info('pt')"), 200, "[[2]]");
-    tl_expect(c, "POST", Q, NULL, ONE("SELECT \\\"table\\\" FROM pragma_foreign_key_list('fkc')"), 200,
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT count(*) FROM pragma_table_info('pt')"), 200, "[[2]]");
+    tl_expect(c, "POST", Q, FULL, ONE("SELECT \\\"table\\\" FROM pragma_foreign_key_list('fkc')"), 200,
               "[[\"fkp\"]]");
   }
   /* The reproduction of #32 on --dqlite: after the attacks, a plain write
@@ -561,20 +612,20 @@ static void test_nothing_changed(void **state) {
   int64_t fenced = read_int(&dq, "SELECT count(*) FROM _lith_batches");
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  tl_expect(&dq, "POST", DO, NULL, ONE("INSERT INTO t(v) VALUES (1)"), 200, "\"changes\":1");
+  tl_expect(&dq, "POST", DO, FULL, ONE("INSERT INTO t(v) VALUES (1)"), 200, "\"changes\":1");
   clock_gettime(CLOCK_MONOTONIC, &t1);
   int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
   print_message("a write after the attacks on --dqlite: %lld ms\n", (long long)ms);
   assert_true(ms < 2500);
   assert_true(read_int(&dq, "SELECT count(*) FROM _lith_batches") > fenced);
-  tl_expect(&dq, "POST", DO, NULL, ONE("DELETE FROM t"), 200, "\"changes\":1");
+  tl_expect(&dq, "POST", DO, FULL, ONE("DELETE FROM t"), 200, "\"changes\":1");
 }
 
 /* lithd --dqlite in front of the node, as group_setup starts it. */
 static void start_dq(void) {
   tl_start(&dq, "dq", TL_NO_DB,
            TL_ARGS("--dqlite", node.address, "--schema", "schema.sql", "--max-rows", "100", "--max-run-ms",
-                   RUN_MS, "--dqlite-failover-ms", "3000"));
+                   RUN_MS, "--dqlite-failover-ms", "3000", "--auth-jwt-key-file", "jwt.pem"));
 }
 
 /* One request's status (its body printed), its time in ms (ms may be
@@ -586,7 +637,7 @@ static int post_has(const struct tl_child *c, const char *path, const char *sql,
   struct tl_resp r;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  tl_http(c, "POST", path, NULL, text, &r);
+  tl_http(c, "POST", path, FULL, text, &r);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (ms != NULL)
     *ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
@@ -629,12 +680,12 @@ static void test_trigger_cannot_write_lith_tables(void **state) {
     if (there) {
       assert_int_equal(fired, 403);
       assert_true(found);
-      tl_expect(c, "POST", DO, NULL, ONE("DROP TRIGGER trg"), 200, NULL);
+      tl_expect(c, "POST", DO, FULL, ONE("DROP TRIGGER trg"), 200, NULL);
     } else {
       assert_int_equal(fired, 200);
     }
     assert_true(read_int(c, "SELECT count(*) FROM _lith_batches") >= before);
-    tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM pt"), 200, NULL);
+    tl_expect(c, "POST", DO, FULL, ONE("DELETE FROM pt"), 200, NULL);
   }
 }
 
@@ -688,10 +739,48 @@ static void test_fk_onto_lith_cannot_stop_writes(void **state) {
   lith__dq_close(c);
 }
 
+/* The key of --auth-jwt-key-file and the rows' tokens (tokens[]). */
+static int make_tokens(void) {
+  EVP_PKEY *key = mint_key(), *other = mint_key();
+  if (key == NULL || other == NULL)
+    return -1;
+  char *pem = mint_pub_pem(key), exp[64], *pad = malloc(LITHD_JWT_PAD + 32);
+  write_file("jwt.pem", pem);
+  snprintf(exp, sizeof exp, "{\"exp\":%lld}", (long long)time(NULL) - 3600);
+  snprintf(pad, LITHD_JWT_PAD + 32, "{\"pad\":\"%0*d\"}", LITHD_JWT_PAD, 0);
+  char *ro = mint(key, "{\"a\":\"ro\"}"), *rw = mint(key, "{\"a\":\"rw\"}");
+  /* ro's header and signature around rw's payload */
+  char *swapped = malloc(strlen(ro) + strlen(rw) + 1);
+  const char *r1 = strchr(rw, '.'), *r2 = strrchr(rw, '.');
+  sprintf(swapped, "%.*s%.*s%s", (int)(strchr(ro, '.') - ro), ro, (int)(r2 - r1), r1, strrchr(ro, '.'));
+  char *raw[N_TOKENS] = {mint(key, "{}"),
+                         ro,
+                         mint_none("{\"a\":\"rw\"}"),
+                         mint_hs256(pem, "{\"a\":\"rw\"}"),
+                         mint(other, "{}"),
+                         mint(key, exp),
+                         swapped,
+                         mint(key, "{\"id\":\"elsewhere\"}"),
+                         mint(key, pad)};
+  for (size_t i = 0; i < N_TOKENS; i++) {
+    tokens[i] = malloc(strlen(raw[i]) + 8);
+    sprintf(tokens[i], "Bearer %s", raw[i]);
+    free(raw[i]);
+  }
+  free(rw);
+  free(pem);
+  free(pad);
+  EVP_PKEY_free(key);
+  EVP_PKEY_free(other);
+  return 0;
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
   write_file("schema.sql", schema_sql);
+  if (make_tokens() != 0)
+    return -1;
   unlink("vacuumed.db");
   t_node_init(&node, 1);
   if (t_node_start(&node, NULL, 10000) != 0)
@@ -706,13 +795,16 @@ static int group_setup(void **state) {
   }
   sqlite3_close(h);
   tl_start(&local, "local", TL_KEEP_DB,
-           TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", RUN_MS));
+           TL_ARGS("--schema", "schema.sql", "--max-rows", "100", "--max-run-ms", RUN_MS,
+                   "--auth-jwt-key-file", "jwt.pem"));
   start_dq();
   return 0;
 }
 
 static int group_teardown(void **state) {
   (void)state;
+  for (size_t i = 0; i < N_TOKENS; i++)
+    free(tokens[i]);
   if (local.pid > 0)
     tl_stop(&local, SIGTERM, 10000);
   if (dq.pid > 0)
