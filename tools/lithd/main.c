@@ -386,6 +386,8 @@ int main(int argc, char **argv) {
     d.srv.limits.max_sql_bytes = o.max_sql;
   if (o.max_rows != 0)
     d.srv.limits.max_rows = o.max_rows;
+  if (o.max_result_mib != 0)
+    d.srv.limits.max_result_bytes = (size_t)o.max_result_mib << 20;
   if (o.max_run_ms != 0)
     d.srv.limits.max_run_ms = o.max_run_ms;
   d.srv.tx_idle_ms = o.tx_idle_ms != 0 ? o.tx_idle_ms : LITHD_TX_IDLE_MS;

@@ -115,6 +115,7 @@ typedef struct lithd_opts {
   int max_statements;  /* 0: default (sqljson.h) */
   size_t max_sql;
   int64_t max_rows;
+  int64_t max_result_mib; /* --max-result-mib: one answer's bytes (0: default) */
   int64_t max_run_ms;
   int64_t tx_idle_ms;     /* an interactive transaction: idle at most (0: default) */
   int64_t tx_max_ms;      /* ... open at most in all (0: default) */

@@ -105,4 +105,5 @@ void lithd_limits_default(lithd_limits *lim) {
   lim->max_rows = 10000;
   lim->max_result_bytes = 64u * 1024 * 1024;
   lim->max_run_ms = 5000;
+  lim->cell_frame = 0;
 }

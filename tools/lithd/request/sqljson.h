@@ -124,7 +124,18 @@ typedef struct lithd_limits {
   int max_params;          /* parameters of one statement; default 1000 */
   int64_t max_rows;        /* rows in one answer, all statements together
                               (RETURNING rows count too); default 10000 */
-  size_t max_result_bytes; /* TEXT and BLOB bytes in one answer; default 64 MiB */
+  size_t max_result_bytes; /* TEXT and BLOB bytes in one answer (with cell_frame,
+                              every cell's); default 64 MiB */
+  size_t cell_frame;       /* 0 (the default): max_result_bytes counts TEXT and
+                              BLOB bytes and column names only, and max_rows
+                              bounds the rest (/v1). Else every cell counts
+                              too, as its value in JSON (a number's digits, a
+                              text's bytes, a blob's base64) plus cell_frame
+                              bytes (what the format wraps each value in), and
+                              each column name plus cell_frame: max_result_bytes
+                              then bounds the answer's size, about, by itself,
+                              for a format with no row bound (Hrana, as sqld's
+                              answers are bounded by their bytes) */
   int64_t max_run_ms;      /* time to run the whole list, from its first
                               statement (queueing not counted); default 5000.
                               On the writer every other producer waits

@@ -239,6 +239,7 @@ struct lithd_result {
   int64_t rows;                 /* all statements together */
   size_t bytes;                 /* text, blob, column names and declared types held */
   size_t max_bytes;             /* the batch's max_result_bytes, when it ran */
+  size_t cell_frame;            /* the batch's lim.cell_frame */
   _Atomic size_t *shared_bytes; /* the batch's */
   size_t charged;               /* what it holds of the process's answer budget (lithd_answer_budget) */
   lithd_arena mem;

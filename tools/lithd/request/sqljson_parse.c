@@ -42,6 +42,7 @@ static void limits_resolve(const lithd_limits *given, lithd_limits *out) {
     out->max_result_bytes = given->max_result_bytes;
   if (given->max_run_ms > 0)
     out->max_run_ms = given->max_run_ms;
+  out->cell_frame = given->cell_frame;
 }
 
 /* ---- Base64 (RFC 4648, standard alphabet, padded, strict) ---------------- */

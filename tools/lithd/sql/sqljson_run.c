@@ -67,6 +67,7 @@ int lithd__result_renew(lithd_result **out, const lithd_batch *b) {
   r->nouts = b->n;
   r->fmt = b->fmt;
   r->max_bytes = b->lim.max_result_bytes;
+  r->cell_frame = b->lim.cell_frame;
   r->shared_bytes = b->shared_bytes;
   lithd__error_clear(&r->err);
   *out = r;
@@ -259,14 +260,33 @@ int lithd__row_room(lithd_result *r, const lithd_limits *lim, int i) {
   return LITH_OK;
 }
 
+/* What v counts in max_result_bytes (lithd_limits.cell_frame). */
+static size_t cell_counted(const value *v, size_t frame) {
+  int text = v->type == SQLITE_TEXT, blob = v->type == SQLITE_BLOB;
+  if (frame == 0)
+    return text || blob ? v->n : 0;
+  if (v->type == SQLITE_INTEGER) {
+    size_t digits = 1;
+    for (uint64_t m = v->u.i < 0 ? -(uint64_t)v->u.i : (uint64_t)v->u.i; m >= 10; m /= 10)
+      digits++;
+    return frame + digits + (v->u.i < 0);
+  }
+  return frame + (v->type == SQLITE_FLOAT ? 24 : text ? v->n + 2 : blob ? 4 * ((v->n + 2) / 3) : 0);
+}
+
 int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o, value v) {
   int rc;
   size_t used = r->shared_bytes != NULL ? atomic_load(r->shared_bytes) : r->bytes;
-  if ((v.type == SQLITE_TEXT || v.type == SQLITE_BLOB) &&
-      (used > lim->max_result_bytes || v.n > lim->max_result_bytes - used))
-    return lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
-                       "the answer would hold more than %zu bytes of text and blobs (max_result_bytes)",
-                       lim->max_result_bytes);
+  size_t n = cell_counted(&v, lim->cell_frame);
+  if (n > 0 && (used > lim->max_result_bytes || n > lim->max_result_bytes - used))
+    return lim->cell_frame ? lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
+                                         "the answer would be larger than the %zu bytes left for it "
+                                         "(max_result_bytes: --max-result-mib, every cell counted)",
+                                         lim->max_result_bytes)
+                           : lithd__fail(r, LITHD_RESULT_TOO_LARGE, i,
+                                         "the answer would hold more than %zu bytes of text and blobs "
+                                         "(max_result_bytes)",
+                                         lim->max_result_bytes);
   if ((rc = charge(r, i, cell_cost(&v))) != LITH_OK)
     return rc;
   if (v.type == SQLITE_TEXT || v.type == SQLITE_BLOB) {
@@ -275,15 +295,15 @@ int lithd__put_cell(lithd_result *r, const lithd_limits *lim, int i, stmt_out *o
       return lithd__fail(r, LITHD_UNENCODABLE, i,
                          "text is not valid UTF-8 in row %" PRId64 " column %d; CAST(x AS BLOB) reads it",
                          o->nrows, o->ncols > 0 ? (int)(o->nvals % (size_t)o->ncols) : 0);
-    r->bytes += v.n;
-    if (r->shared_bytes != NULL)
-      atomic_fetch_add(r->shared_bytes, v.n);
     v.u.p = lithd_arena_copy(&r->mem, p, v.n);
     if (!v.u.p)
       return lithd__fail(r, LITH_NOMEM, i, "out of memory");
   } else if (v.type != SQLITE_INTEGER && v.type != SQLITE_FLOAT) {
     v.type = SQLITE_NULL;
   }
+  r->bytes += n;
+  if (r->shared_bytes != NULL)
+    atomic_fetch_add(r->shared_bytes, n);
   return push_value(r, i, o, &v);
 }
 
@@ -485,7 +505,7 @@ static int column_room(lithd_result *r, int i, int ncols, const char *const *nam
                        const char *const *decls) {
   size_t n = 0;
   for (int col = 0; col < ncols; col++) {
-    n += names[col] != NULL ? strlen(names[col]) : 0;
+    n += (names[col] != NULL ? strlen(names[col]) : 0) + r->cell_frame;
     if (r->fmt.types && decls != NULL && decls[col] != NULL)
       n += strlen(decls[col]);
   }

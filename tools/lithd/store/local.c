@@ -16,6 +16,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,10 @@ typedef struct local_store {
   int stopping;
   int snaps;    /* transactions on a snapshot whose thread is not joined yet */
   int draining; /* local_drain ran: on_drained once the bridge and snaps are gone */
+  /* Commands handed to the writer's queue and not answered yet (the loop
+   * counts, a transaction's thread reads): past the one that holds the
+   * writer, they wait for it (store.h's idle rule). */
+  _Atomic int writes_in;
   void (*on_drained)(void *arg);
   void *on_drained_arg;
 } local_store;
@@ -79,6 +84,7 @@ static void write_answer(local_write *w, int rc, const char *errmsg) {
   local_store *ls = w->ls;
   r->rc = rc;
   snprintf(r->errmsg, sizeof r->errmsg, "%s", errmsg != NULL ? errmsg : "");
+  atomic_fetch_sub(&ls->writes_in, 1);
   free(w);
   r->cb(r);
   if (ls->park.head != NULL)
@@ -111,9 +117,12 @@ static int local_write_fn(lithd_store *s, lithd_store_req *r) {
   w->park.refuse = write_refused;
   /* a VACUUM alone (lith_tx_vacuum): its transaction its own */
   w->park.alone = lithd__batch_vacuums(r->batch);
+  atomic_fetch_add(&ls->writes_in, 1); /* before: the queue may answer it inside the call */
   rc = lithd_overload_submit(&ls->park, &w->park, r->bytes + sizeof *w);
-  if (rc != LITH_OK)
+  if (rc != LITH_OK) {
+    atomic_fetch_sub(&ls->writes_in, 1);
     free(w);
+  }
   return rc;
 }
 
@@ -215,6 +224,7 @@ typedef struct local_tx {
   int move;         /* MOVE_*: asked by the thread, answered by the command (or the loop) */
   int move_rc;      /* MOVE_REFUSED: why */
   int move_sent;    /* the loop's: the command for MOVE_ASKED was submitted */
+  int bound;        /* LITHD_TX_IDLE or LITHD_TX_OPEN_TOO_LONG: the bound that ended it */
   char snap_msg[LITH_ERRMSG_MAX];
   lith_rx *rx; /* the snapshot's thread's: its read (lith_rx_too_old) */
   /* The loop's. flying: the command is with lith's queue or writer (from a
@@ -257,27 +267,37 @@ static int64_t mono_ms(void) { return now_ns() / 1000000; }
  * its snapshot is too old (lith_rx_too_old): the WAL's hold waits for it. */
 #define SNAP_POLL_MS 5
 
+/* Whether another waits for what t holds (store.h's idle rule): the
+ * writer (on_writer: a command queued behind t's own), or the reader its
+ * stream took for it (a snapshot's, also once it moved to the writer). */
+static int others_wait(local_tx *t, int on_writer) {
+  if (on_writer && atomic_load(&t->ls->writes_in) > 1)
+    return 1;
+  return (t->flags & LITHD_TX_SNAPSHOT) && lithd__readers_wanted(&t->ls->base);
+}
+
 /* Under t->mu: wait for the next run and take it; NULL when the transaction
- * is closed (*timed_out 0), past a bound (1), or (a snapshot's) its
- * snapshot keeps the WAL from starting over (2). */
-static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
+ * is closed (*timed_out 0), past a bound (1: t->bound says which), or (a
+ * snapshot's, on_writer 0) its snapshot keeps the WAL from starting over
+ * (2). last: when its last run ended. */
+static lithd_store_req *tx_next(local_tx *t, int64_t last, int on_writer, int *timed_out) {
   *timed_out = 0;
   while (t->work == NULL && !t->ending) {
-    int64_t now = mono_ms();
-    int64_t until =
-        last + t->idle_ms < t->opened_ms + t->max_ms ? last + t->idle_ms : t->opened_ms + t->max_ms;
-    if (now >= until) {
+    int64_t now = mono_ms(), wait = 0;
+    int why =
+        lithd__tx_bound(now, last, t->opened_ms, t->idle_ms, t->max_ms, others_wait(t, on_writer), &wait);
+    if (why != 0) {
+      t->bound = why;
       *timed_out = 1;
       return NULL;
     }
-    if (t->rx != NULL && lith_rx_too_old(t->rx)) {
+    if (!on_writer && lith_rx_too_old(t->rx)) {
       *timed_out = 2;
       return NULL;
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t wait = until - now;
-    if (t->rx != NULL && wait > SNAP_POLL_MS)
+    if (!on_writer && wait > SNAP_POLL_MS)
       wait = SNAP_POLL_MS;
     ts.tv_sec += (time_t)(wait / 1000);
     ts.tv_nsec += (long)(wait % 1000) * 1000000L;
@@ -294,8 +314,6 @@ static lithd_store_req *tx_next(local_tx *t, int64_t last, int *timed_out) {
   return r;
 }
 
-#define TX_TIMEOUT_FMT \
-  "the transaction was idle for %" PRId64 " ms or open for %" PRId64 " ms and was rolled back"
 #define TX_TOO_OLD_MSG \
   "snapshot too old: it kept the WAL from starting over past --wal-hold-ms, so the transaction was ended"
 
@@ -326,10 +344,14 @@ static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
   }
   for (;;) {
     int timed_out;
-    lithd_store_req *r = tx_next(t, last, &timed_out);
+    lithd_store_req *r = tx_next(t, last, 1, &timed_out);
+    int why = t->bound;
     pthread_mutex_unlock(&t->mu);
-    if (r == NULL && timed_out) /* (never 2: the writer's transaction has no snapshot) */
-      return lith_tx_error(tx, LITHD_TX_TIMEOUT, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
+    if (r == NULL && timed_out) { /* (never 2: the writer's transaction has no snapshot) */
+      char msg[LITH_ERRMSG_MAX];
+      lithd__tx_bound_msg(why, t->idle_ms, t->max_ms, msg, sizeof msg);
+      return lith_tx_error(tx, LITHD_TX_TIMEOUT, "%s", msg);
+    }
     if (r == NULL)
       return TX_ROLLBACK_ASKED;
     if (mono_ms() > t->opened_ms + t->max_ms) { /* it waited for the writer that long */
@@ -337,8 +359,9 @@ static int tx_cmd(lith_tx *tx, void *arg) { /* the writer thread */
       t->running = NULL;
       t->work = r; /* answered with the timeout */
       pthread_mutex_unlock(&t->mu);
-      return lith_tx_error(tx, LITHD_TX_TIMEOUT,
-                           "the transaction was open for %" PRId64 " ms and was rolled back", t->max_ms);
+      char msg[LITH_ERRMSG_MAX];
+      lithd__tx_bound_msg(LITHD_TX_OPEN_TOO_LONG, t->idle_ms, t->max_ms, msg, sizeof msg);
+      return lith_tx_error(tx, LITHD_TX_TIMEOUT, "%s", msg);
     }
     lith_tx_restart_clock(tx); /* each run gets max_run_ms afresh */
     r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
@@ -393,10 +416,10 @@ static int snap_fn(lith_rx *rx, void *arg) { /* the snapshot's thread, on a read
   pthread_mutex_lock(&t->mu);
   for (;;) {
     int timed_out;
-    lithd_store_req *r = tx_next(t, last, &timed_out);
+    lithd_store_req *r = tx_next(t, last, 0, &timed_out);
     if (r == NULL) {
       if (timed_out == 1)
-        snprintf(t->snap_msg, sizeof t->snap_msg, TX_TIMEOUT_FMT, t->idle_ms, t->max_ms);
+        lithd__tx_bound_msg(t->bound, t->idle_ms, t->max_ms, t->snap_msg, sizeof t->snap_msg);
       else if (timed_out == 2)
         snprintf(t->snap_msg, sizeof t->snap_msg, TX_TOO_OLD_MSG);
       pthread_mutex_unlock(&t->mu);
@@ -582,6 +605,7 @@ static void tx_cmd_done(lith_uv_req *u) {
   local_store *ls = t->ls;
   int rc = u->req.rc;
   t->flying = 0;
+  atomic_fetch_sub(&ls->writes_in, 1);
   /* TX_STALE: the command did nothing, the transaction goes on on its
    * snapshot (or has ended there already: then this frees it) */
   if (rc != TX_STALE && !move_refused(t, rc))
@@ -595,6 +619,7 @@ static void tx_cmd_done(lith_uv_req *u) {
 static void tx_refused(lithd_park *p, int rc) {
   local_tx *t = p->arg;
   t->flying = 0;
+  atomic_fetch_sub(&t->ls->writes_in, 1);
   if (!move_refused(t, rc))
     tx_ended(t, rc, refused_why(rc));
   else
@@ -604,9 +629,12 @@ static void tx_refused(lithd_park *p, int rc) {
 /* The command, alone, through the queue. */
 static int tx_submit(local_tx *t) {
   t->flying = 1; /* before: the queue may refuse it (tx_refused) inside the call */
+  atomic_fetch_add(&t->ls->writes_in, 1);
   int rc = lithd_overload_submit(&t->ls->park, &t->park, sizeof *t);
-  if (rc != LITH_OK)
+  if (rc != LITH_OK) {
     t->flying = 0;
+    atomic_fetch_sub(&t->ls->writes_in, 1);
+  }
   return rc;
 }
 

@@ -136,7 +136,8 @@ void lithd__tx_bound_msg(int why, int64_t idle_ms, int64_t max_ms, char *msg, si
              "waited for the writer or a reader it held, and was rolled back",
              idle_ms);
   else
-    snprintf(msg, cap, "the transaction was open for more than %" PRId64 " ms (--tx-max-ms) and was rolled back",
+    snprintf(msg, cap,
+             "the transaction was open for more than %" PRId64 " ms (--tx-max-ms) and was rolled back",
              max_ms);
 }
 

@@ -2034,5 +2034,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cursor_transaction_and_limits, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_cursor_abandoned, tl_setup, tl_teardown),
   };
+  if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

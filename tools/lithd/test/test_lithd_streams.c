@@ -111,6 +111,12 @@ static char *baton_of(json_t *a) {
   return strdup(b);
 }
 
+static void expect_ok(json_t *a, size_t k, const char *what) {
+  if (!result_ok(a, k))
+    fprintf(stderr, "%s: result %zu is not ok: %s\n", what, k, json_dumps(a, 0));
+  assert_true(result_ok(a, k));
+}
+
 static void expect_code(json_t *a, size_t k, const char *code) {
   if (!result_code_is(a, k, code))
     fprintf(stderr, "result %zu is not %s: %s\n", k, code, json_dumps(a, 0));
@@ -273,13 +279,14 @@ static void test_move_race(void **state) { race_with(*state, "race4", "4"); }
 static void test_move_race_default(void **state) { race_with(*state, "race2", "2"); }
 
 /* ---- get_autocommit after a bound (hole 9) ----------------------------------------
- * A transaction its idle bound rolled back is no longer open: the stream is
- * in autocommit again (get_autocommit true), and its next statement is
+ * A transaction a bound rolled back (here --tx-max-ms: nobody waits for
+ * it, so its idle bound never does) is no longer open: the stream is in
+ * autocommit again (get_autocommit true), and its next statement is
  * refused TRANSACTION_TIMEOUT rather than run outside the transaction the
  * client thinks it is in. */
 static void test_autocommit_after_timeout(void **state) {
   struct tl_child *c = *state;
-  tl_start(c, "autoc", 0, TL_ARGS("--readers", "3", "--tx-idle-ms", "300", "--tx-max-ms", "5000"));
+  tl_start(c, "autoc", 0, TL_ARGS("--readers", "3", "--tx-idle-ms", "300", "--tx-max-ms", "1000"));
   json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
   json_decref(a);
   const char *begins[] = {EXEC("BEGIN IMMEDIATE"), EXEC("BEGIN"), EXEC("BEGIN TRANSACTION READONLY")};
@@ -292,7 +299,7 @@ static void test_autocommit_after_timeout(void **state) {
         json_object_get(json_array_get(json_object_get(a, "results"), 1), "response"), "is_autocommit")));
     char *b = baton_of(a);
     json_decref(a);
-    usleep(900 * 1000); /* three idle bounds */
+    usleep(1500 * 1000); /* past --tx-max-ms */
     a = pipeline(c, b, "[{\"type\":\"get_autocommit\"}]");
     json_t *resp = json_object_get(json_array_get(json_object_get(a, "results"), 0), "response");
     if (!json_is_true(json_object_get(resp, "is_autocommit")))
@@ -1007,8 +1014,11 @@ static void test_wal_bounded_under_scanning_transactions(void **state) {
 
 /* With one reader, a read transaction holds it; a describe in the same
  * pipeline or stream runs inside the transaction, not in the read line
- * behind it (it waited there for ever, and the stop with it); once a bound
- * ended the transaction its reader goes back at once. */
+ * behind it (it waited there for ever, and the stop with it). Idle past
+ * its bound it keeps the reader while nobody wants it; a query that waits
+ * for it ends it (store.h's idle rule) and gets the reader (its stream
+ * gives it back without a pipeline of its own: reclaim_readers); the
+ * describe then runs on a reader, the statement fails TRANSACTION_TIMEOUT. */
 static void test_describe_in_read_tx_one_reader(void **state) {
   struct tl_child *c = *state;
   tl_start(c, "desc1", 0, TL_ARGS("--readers", "1", "--tx-idle-ms", "400"));
@@ -1029,7 +1039,20 @@ static void test_describe_in_read_tx_one_reader(void **state) {
   free(b);
   b = baton_of(a);
   json_decref(a);
-  usleep(1000 * 1000); /* past the idle bound: rolled back */
+  usleep(1000 * 1000); /* past the idle bound, nobody waiting: still open */
+  a = pipeline(c, b, "[{\"type\":\"get_autocommit\"}]");
+  assert_true(json_is_false(json_object_get(
+      json_object_get(json_array_get(json_object_get(a, "results"), 0), "response"), "is_autocommit")));
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  usleep(1000 * 1000);
+  struct timed q0 = {c, "/v1/query", "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 0, 0, NULL};
+  timed_run(&q0); /* waits for the reader: the idle transaction ends for it */
+  assert_int_equal(q0.status, 200);
+  print_message("a query waited %lld ms for an idle read transaction's only reader\n", (long long)q0.took_ms);
+  assert_true(q0.took_ms < 3000);
+  json_decref(q0.answer);
   t0 = now_ms();
   a = pipeline(c, b, "[{\"type\":\"describe\",\"sql\":\"SELECT x FROM t\"}," EXEC("SELECT 1") "," CLOSE "]");
   assert_true(now_ms() - t0 < 3000);
@@ -1165,6 +1188,182 @@ static void test_pipeline_bodies_and_waits(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- sqld's bounds (issue 33, item 7) ---------------------------------------------
+ * An answer is bounded by its bytes, as sqld's (--max-result-mib, every
+ * cell counted), not by --max-rows: 10,001 and 1,000,000 one-integer rows
+ * are answered whole (they were RESPONSE_TOO_LARGE past 10,000), lithd's
+ * memory staying near the answer's size; a bound smaller than the answer
+ * refuses it RESPONSE_TOO_LARGE, having held little. /v1 keeps --max-rows. */
+#define ROWS_EXEC(n)                                                                                    \
+  "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 " \
+  "FROM c WHERE i < " n ") SELECT i FROM c\"}}," CLOSE "]"
+
+static size_t rows_of(json_t *a, size_t k) {
+  json_t *r = json_array_get(json_object_get(a, "results"), k);
+  return json_array_size(json_object_get(json_object_get(json_object_get(r, "response"), "result"), "rows"));
+}
+
+static void test_answer_bounded_by_bytes(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "bybytes", 0, TL_ARGS("--max-run-ms", "30000"));
+  long base = peak_mib(c->pid);
+  json_t *a = pipeline(c, NULL, ROWS_EXEC("10001"));
+  if (!result_ok(a, 0))
+    fprintf(stderr, "10001 rows: %s\n", json_dumps(json_array_get(json_object_get(a, "results"), 0), 0));
+  assert_true(result_ok(a, 0));
+  assert_int_equal(rows_of(a, 0), 10001);
+  json_decref(a);
+  int64_t t0 = now_ms();
+  /* counted in the raw answer: parsing 38 MB of JSON here took seconds */
+  struct tl_conn k;
+  struct tl_resp r;
+  tl_conn_init(&k, c);
+  assert_int_equal(tl_conn_request(&k, "POST", "/v3/pipeline", NULL,
+                                   "{\"baton\":null,\"requests\":" ROWS_EXEC("1000000") "}", &r, 60000),
+                   TL_OK);
+  assert_int_equal(r.status, 200);
+  size_t cells = 0;
+  for (const char *p = r.body; (p = strstr(p, "{\"type\":\"integer\",\"value\":\"")) != NULL; p++)
+    cells++;
+  assert_null(strstr(r.body, "\"type\":\"error\""));
+  assert_int_equal(cells, 1000000);
+  size_t answered = strlen(r.body);
+  tl_resp_free(&r);
+  tl_conn_close(&k);
+  long peak = peak_mib(c->pid);
+  printf(
+      "1,000,000 one-integer rows in one answer (%zu bytes): %lld ms, lithd's peak %ld MiB (at start %ld)\n",
+      answered, (long long)(now_ms() - t0), peak, base);
+  assert_peak_within(c->pid, base, 200); /* the rows, their JSON, the allocator's slack */
+  /* /v1 keeps its documented row bound */
+  struct timed q = {
+      c,
+      "/v1/query",
+      "{\"statements\":[{\"sql\":\"WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c "
+      "WHERE i < 10001) SELECT i FROM c\"}]}",
+      0,
+      0,
+      NULL};
+  timed_run(&q);
+  assert_int_not_equal(q.status, 200);
+  json_decref(q.answer);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+
+  tl_start(c, "bybytes8", 0, TL_ARGS("--max-result-mib", "8", "--max-run-ms", "30000"));
+  base = peak_mib(c->pid);
+  a = pipeline(c, NULL, ROWS_EXEC("150000")); /* about 6 MB */
+  assert_true(result_ok(a, 0));
+  assert_int_equal(rows_of(a, 0), 150000);
+  json_decref(a);
+  a = pipeline(c, NULL, ROWS_EXEC("1000000"));
+  expect_code(a, 0, "RESPONSE_TOO_LARGE");
+  json_decref(a);
+  printf("1,000,000 rows under --max-result-mib 8: RESPONSE_TOO_LARGE, lithd's peak %ld MiB (at start %ld)\n",
+         peak_mib(c->pid), base);
+  assert_peak_within(c->pid, base, 8 + 60);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* A transaction idle past --tx-idle-ms is rolled back only while another
+ * waits for what it holds, as sqld steals the write lock only for another
+ * writer: alone, a write transaction and a read one idle for many idle
+ * bounds still commit. */
+static void test_idle_tx_kept_without_waiter(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "idle1", 0, TL_ARGS("--readers", "2", "--tx-idle-ms", "300", "--tx-max-ms", "30000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  const char *begins[] = {EXEC("BEGIN IMMEDIATE"), EXEC("BEGIN")};
+  for (size_t i = 0; i < sizeof begins / sizeof *begins; i++) {
+    char req[256];
+    snprintf(req, sizeof req, "[%s," EXEC("SELECT count(*) FROM t") "]", begins[i]);
+    a = pipeline(c, NULL, req);
+    assert_true(result_ok(a, 0) && result_ok(a, 1));
+    char *b = baton_of(a);
+    json_decref(a);
+    usleep(1200 * 1000); /* four idle bounds, nobody waiting */
+    a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (1)") "]");
+    expect_ok(a, 0, begins[i]);
+    free(b);
+    b = baton_of(a);
+    json_decref(a);
+    usleep(1200 * 1000);
+    a = pipeline(c, b, "[" EXEC("COMMIT") "," CLOSE "]");
+    expect_ok(a, 0, begins[i]);
+    json_decref(a);
+    free(b);
+  }
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int("idle1.db", "SELECT count(*) FROM t"), 2);
+}
+
+/* Idle past its bound and another waits: a write for the writer, a read
+ * transaction's BEGIN for the one reader to spare. The idle transaction is
+ * rolled back for it at once (not at --tx-max-ms), and its stream's next
+ * statement fails TRANSACTION_TIMEOUT, naming the idle bound, once: the
+ * statement after it runs in autocommit, as on sqld. */
+static void test_idle_tx_ended_for_a_waiter(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "idle2", 0, TL_ARGS("--readers", "2", "--tx-idle-ms", "1000", "--tx-max-ms", "30000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+
+  /* the writer */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (1)") "]");
+  char *b = baton_of(a);
+  json_decref(a);
+  usleep(1500 * 1000); /* past the idle bound, nobody waiting: still open */
+  struct timed w = {c, "/v1/do", "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2)\"}]}", 0, 0, NULL};
+  timed_run(&w);
+  print_message("a write waited %lld ms for an idle write transaction\n", (long long)w.took_ms);
+  assert_int_equal(w.status, 200);
+  assert_true(w.took_ms < 5000); /* not the 30 s of --tx-max-ms */
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (3)") "]");
+  expect_code(a, 0, "TRANSACTION_TIMEOUT");
+  const char *msg = json_string_value(
+      json_object_get(json_object_get(json_array_get(json_object_get(a, "results"), 0), "error"), "message"));
+  assert_non_null(msg);
+  assert_non_null(strstr(msg, "--tx-idle-ms"));
+  free(b);
+  b = baton_of(a);
+  json_decref(a);
+  /* once: the stream is in autocommit now */
+  a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (4)") ",{\"type\":\"get_autocommit\"}," CLOSE "]");
+  expect_ok(a, 0, "after the rollback");
+  assert_true(json_is_true(json_object_get(
+      json_object_get(json_array_get(json_object_get(a, "results"), 1), "response"), "is_autocommit")));
+  json_decref(a);
+  free(b);
+  /* 2 and 4: 1 was rolled back, 3 refused */
+  assert_int_equal(tl_sql_int("idle2.db", "SELECT count(*) * 100 + sum(x) FROM t"), 206);
+
+  /* the reader: A holds the one lithd spares, idle; B's BEGIN waits for it */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]");
+  char *ba = baton_of(a);
+  json_decref(a);
+  usleep(1500 * 1000);
+  struct timed tb = {
+      c,
+      "/v3/pipeline",
+      "{\"baton\":null,\"requests\":[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "," CLOSE "]}",
+      0,
+      0,
+      NULL};
+  timed_run(&tb); /* it may wait --tx-idle-ms for a reader: A is ended for it first */
+  assert_int_equal(tb.status, 200);
+  print_message("a read transaction waited %lld ms for an idle one's reader\n", (long long)tb.took_ms);
+  if (!result_ok(tb.answer, 0))
+    fprintf(stderr, "B: %s\n", json_dumps(tb.answer, 0));
+  assert_true(result_ok(tb.answer, 0) && result_ok(tb.answer, 1));
+  json_decref(tb.answer);
+  a = pipeline(c, ba, "[" EXEC("SELECT count(*) FROM t") "," EXEC("SELECT count(*) FROM t") "," CLOSE "]");
+  expect_code(a, 0, "TRANSACTION_TIMEOUT");
+  expect_ok(a, 1, "after the rollback");
+  json_decref(a);
+  free(ba);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
@@ -1181,6 +1380,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_describe_in_read_tx_one_reader, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_column_names_charged, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_pipeline_bodies_and_waits, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_answer_bounded_by_bytes, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_idle_tx_kept_without_waiter, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_idle_tx_ended_for_a_waiter, tl_setup, tl_teardown),
   };
+  if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,6 +73,7 @@ static const struct {
     {"max-statements", "3", 0},
     {"max-sql", "200", 0},
     {"max-rows", "5", 0},
+    {"max-result-mib", "16", 0},
     {"max-run-ms", "150", 0},
     {"tx-idle-ms", "700", 0},
     {"tx-max-ms", "9000", 0},

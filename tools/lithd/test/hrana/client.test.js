@@ -94,6 +94,12 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
       assert.deepEqual(rowsOf(names), [["apple"], ["past 2^53"], ["b"], ["c"], ["d"], ["e"]]);
     });
 
+    it("answers a SELECT of 10,001 rows: an answer is bounded by its bytes, as sqld's, not by --max-rows", async () => {
+      const rs = await db.execute("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10001) SELECT i FROM c");
+      assert.equal(rs.rows.length, 10001);
+      assert.equal(Number(rs.rows[10000][0]), 10001);
+    });
+
     it("counts an UPDATE's and a DELETE's rows; RETURNING answers rows", async () => {
       const u = await db.execute("UPDATE items SET qty = qty + 10 WHERE qty IS NOT NULL");
       assert.equal(u.rowsAffected, 4);
@@ -641,6 +647,37 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
         }
         assert.equal(await hasB("idle"), false);
         assert.equal(await hasB("next-writer"), true);
+      });
+
+      it("keeps a transaction idle past --tx-idle-ms while no one else wants the writer: it commits", async () => {
+        const tx = await s.transaction("write");
+        try {
+          await tx.execute("INSERT INTO b VALUES ('alone')");
+          await new Promise((r) => setTimeout(r, TX_IDLE_MS * 2.5)); // inside --tx-max-ms
+          await tx.commit();
+        } finally {
+          tx.close();
+        }
+        assert.equal(await hasB("alone"), true);
+      });
+
+      it("rolls back an idle transaction once another writer comes: the client's next statement gets the error, once", async () => {
+        const tx = await s.transaction("write");
+        try {
+          await tx.execute("INSERT INTO b VALUES ('idle-then-wanted')");
+          await new Promise((r) => setTimeout(r, TX_IDLE_MS * 2)); // idle, nobody waiting: still open
+          const t0 = performance.now();
+          await s2.execute("INSERT INTO b VALUES ('the-waiter')");
+          const waited = performance.now() - t0;
+          assert.ok(waited < 1000, `the other write waited ${waited} ms for an idle transaction`);
+          await assert.rejects(tx.execute("SELECT 1"), libsqlError("TRANSACTION_TIMEOUT", /--tx-idle-ms/));
+          // once: the stream is in autocommit after it, as on sqld
+          assert.equal(Number(await scalar(tx, "SELECT count(*) FROM b WHERE k = 'the-waiter'")), 1);
+        } finally {
+          tx.close();
+        }
+        assert.equal(await hasB("idle-then-wanted"), false);
+        assert.equal(await hasB("the-waiter"), true);
       });
 
       it("rolls back a busy transaction open past --tx-max-ms", async () => {
