@@ -711,6 +711,7 @@ typedef struct alone_arg {
   int commit;     /* the end: commit (1) or roll back (0) */
   int runs;       /* how many times the writer ran it */
   int end_rc;     /* lith__dqw_tx_end's */
+  int kill;       /* two nodes of three killed before the end: no leader to fence with */
 } alone_arg;
 
 typedef struct alone_req {
@@ -738,6 +739,8 @@ static int cmd_alone(lith__dqw_tx *tx, void *arg) {
   int rc = lith__dqw_exec(tx, "INSERT INTO al(k) VALUES (?)", &p, 1, NULL);
   if (rc != LITH_DQW_OK)
     return rc;
+  for (int i = 0; a->kill && i < 2; i++) /* no majority left: no leader */
+    t_node_stop(&nodes[i], SIGKILL, 5000);
   if ((a->end_rc = lith__dqw_tx_end(tx, a->commit)) != LITH_DQW_OK)
     return a->end_rc;
   if (a->k2 == 0)
@@ -759,19 +762,19 @@ static void test_alone(void **state) {
   assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS al(k INTEGER PRIMARY KEY)", &err),
                    LITH_DQW_OK);
   /* commit, then a failure after it (the same key again): the commit stays */
-  alone_arg a = {1, 1, 1, 0, -1};
+  alone_arg a = {1, 1, 1, 0, -1, 0};
   assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_SQL);
   assert_int_equal(a.end_rc, LITH_DQW_OK);
-  a = (alone_arg){3, 0, 0, 0, -1};
+  a = (alone_arg){3, 0, 0, 0, -1, 0};
   assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK); /* rolled back: nothing */
-  a = (alone_arg){4, 5, 0, 0, -1};
+  a = (alone_arg){4, 5, 0, 0, -1, 0};
   assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK); /* 4 undone, 5 kept */
-  a = (alone_arg){6, 0, 1, 0, -1};
+  a = (alone_arg){6, 0, 1, 0, -1, 0};
   assert_int_equal(lith__dqw_do(w, cmd_alone, &a, &err), LITH_DQW_MISUSE); /* not alone */
   lith__dqw_stop(w);
   /* the COMMIT's answer lost: fenced committed, the command goes on */
   w = writer_fault(5000, LITH_DQW_FAULT_ANSWER_LOST, 1);
-  a = (alone_arg){10, 11, 1, 0, -1};
+  a = (alone_arg){10, 11, 1, 0, -1, 0};
   assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_OK);
   assert_int_equal(a.end_rc, LITH_DQW_OK);
   assert_int_equal(a.runs, 1);
@@ -781,11 +784,22 @@ static void test_alone(void **state) {
   lith__dqw_stop(w);
   /* the COMMIT never sent: fenced lost, UNAVAILABLE, not run again */
   w = writer_fault(5000, LITH_DQW_FAULT_COMMIT_LOST, 1);
-  a = (alone_arg){20, 21, 1, 0, -1};
+  a = (alone_arg){20, 21, 1, 0, -1, 0};
   assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_UNAVAILABLE);
   assert_int_equal(a.end_rc, LITH_DQW_UNAVAILABLE);
   assert_int_equal(a.runs, 1);
   lith__dqw_stop(w);
+  /* the COMMIT never sent and no leader within failover_ms: UNKNOWN (the
+   * writer cannot tell), and the command is over */
+  w = writer_fault(1000, LITH_DQW_FAULT_COMMIT_LOST, 1);
+  a = (alone_arg){30, 31, 1, 0, -1, 1};
+  int64_t t0 = t_ms_now();
+  assert_int_equal(do_alone(w, cmd_alone, &a), LITH_DQW_UNKNOWN);
+  assert_int_equal(a.end_rc, LITH_DQW_UNKNOWN);
+  assert_int_equal(a.runs, 1);
+  assert_true(t_ms_now() - t0 < 1000 + 2 * 1000 + 1000); /* failover + 2 x timeout + 1 s */
+  lith__dqw_stop(w);
+  start_missing();
   uint32_t db;
   lith__dq_conn *c = leader_conn(&db);
   assert_int_equal(q_int(c, db, "SELECT count(*) FROM al WHERE k IN (1, 5, 10, 11)"), 4);
