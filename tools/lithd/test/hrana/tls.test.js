@@ -1,4 +1,4 @@
-// @libsql/client over https:// (and libsql://, which it maps to TLS) against
+// @libsql/client over https://, wss:// (and libsql://, which it maps to TLS) against
 // a lithd with --tls-cert, its certificate signed by a CA of the test's own
 // (clients/test-certs.sh). Node reads NODE_EXTRA_CA_CERTS once, when it
 // starts, so each client runs in a child node with the variable set, as a
@@ -86,6 +86,12 @@ describe("@libsql/client over TLS", { skip: SKIP, timeout: 120000 }, () => {
 
   it("maps libsql:// to TLS", () => {
     const out = runApp(`libsql://127.0.0.1:${port}`, "t2", ca);
+    assert.equal(out.error, undefined);
+    assert.deepEqual(out.rows, ["one", "two", "three", "four", "kept"]);
+  });
+
+  it("runs an app over wss:// (Hrana over WebSocket, the same TLS listener)", () => {
+    const out = runApp(`wss://localhost:${port}`, "t4", ca);
     assert.equal(out.error, undefined);
     assert.deepEqual(out.rows, ["one", "two", "three", "four", "kept"]);
   });
