@@ -21,9 +21,10 @@ CLIENT_NODE_SRC := $(wildcard clients/node/*.js clients/node/test/*.js) clients/
 
 $(B)/clients/test_python: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_PY_SRC)
 $(B)/clients/test_node: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_NODE_SRC)
-# drizzle.test.js runs docs/hrana.md's Drizzle program
+# drizzle.test.js runs docs/hrana.md's Drizzle program; dqlite.test.js a
+# lith-node beside lithd (dqlite/dqlite.mk's, named here: included later)
 CLIENT_HRANA_SRC := $(wildcard tools/lithd/test/hrana/*.js) docs/hrana.md clients/test-certs.sh
-$(B)/clients/test_hrana: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_HRANA_SRC)
+$(B)/clients/test_hrana: clients/run-client-tests.sh $(LITHD_BIN) $(CLIENT_HRANA_SRC) $(B)/tools/lith-node/lith-node
 $(CLIENT_TEST_BIN): $(B)/clients/test_%:
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec sh "%s" %s "%s" "%s"\n' "$(abspath clients/run-client-tests.sh)" $* \
