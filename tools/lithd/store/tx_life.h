@@ -26,7 +26,11 @@
  *   the stored SQL and closes the transaction (rolling back what is open)
  *   and gives its reader back (tx_end), which hands it to the first
  *   pipeline waiting for one (below). The slot's STREAM_COST leaves the
- *   budget with it.
+ *   budget with it. An IDLE stream whose transaction a bound ended
+ *   (while others waited for its reader) gives that reader back without
+ *   waiting for its next pipeline: reclaim_readers, from the FIFO's timer
+ *   (every WAIT_POLL_MS while pipelines wait) and the sweep; the handle
+ *   stays, so its next statement still learns why.
  *
  *   A pipeline whose BEGIN (deferred) or BEGIN TRANSACTION READONLY finds
  *   no reader to spare WAITS in a FIFO (hrana_http.c, open_tx): it owns its
@@ -50,7 +54,12 @@
  *                                       (stale: its writes fail SQLITE_BUSY)
  *   MOVING --(the command refused or never run)----------------> ENDED
  *   ON_WRITER, ON_SNAPSHOT --(COMMIT, ROLLBACK, a failed batch, close,
- *                  --tx-idle-ms or --tx-max-ms past, lithd stops)--> ENDED
+ *                  --tx-max-ms past, --tx-idle-ms past WHILE ANOTHER
+ *                  WAITS for what it holds, lithd stops)-----------> ENDED
+ *                                       (the bounds: store.h's one rule,
+ *                                        lithd__tx_bound; "another waits":
+ *                                        the store's writer queue beyond
+ *                                        it, lithd_store_readers_wanted)
  *   ON_SNAPSHOT --(lith_rx_too_old while it waits between runs: the
  *                  WAL's hold waited past its bound for it)------> ENDED
  *                                       (SNAPSHOT_TOO_OLD)
@@ -79,7 +88,10 @@
  *   ENDED is what the loop learns, on the loop (cmd_done): from then on a
  *   run is refused with the reason (TRANSACTION_TIMEOUT, SNAPSHOT_TOO_OLD,
  *   or the end), lithd_store_tx_ended says 1, and get_autocommit answers
- *   true. FREED: tx_maybe_free, on the loop, the only place that frees.
+ *   true. The first run refused so lets the stream go of the handle
+ *   (tx_done: tx_end): the reason is told once, and the stream's next
+ *   statements run in autocommit, as sqld answers a stream whose
+ *   transaction it rolled back. FREED: tx_maybe_free, on the loop, the only place that frees.
  *
  * THE BUDGET: everything above that a client makes lithd keep is charged
  * to the process's answer budget (sqljson.h): a stream's slot
