@@ -388,15 +388,17 @@ static int group_setup(void **state) {
   return 0;
 }
 
+/* Each lithd must stop cleanly (exit 0: under a sanitizer, no leak). */
 static int group_teardown(void **state) {
   (void)state;
-  if (local.pid > 0)
-    tl_stop(&local, SIGTERM, 10000);
-  if (dq.pid > 0)
-    tl_stop(&dq, SIGTERM, 10000);
+  int rc = 0;
+  if (local.pid > 0 && tl_stop(&local, SIGTERM, 10000) != 0)
+    rc = -1;
+  if (dq.pid > 0 && tl_stop(&dq, SIGTERM, 10000) != 0)
+    rc = -1;
   if (node.pid > 0)
     t_node_stop(&node, SIGTERM, 5000);
-  return 0;
+  return rc;
 }
 
 int main(void) {
