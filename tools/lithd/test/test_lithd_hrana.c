@@ -1948,7 +1948,33 @@ static void test_cursor_transaction_and_limits(void **state) {
   assert_non_null(code);
   assert_string_equal(code, "RESPONSE_TOO_LARGE");
   free(baton);
+  baton = baton_of(json_array_get(l, 0));
   json_decref(l);
+  /* a running cursor holds its stream busy: its write waits behind
+   * another stream's transaction, and the same baton meanwhile is refused */
+  a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (5)") "]");
+  char *other = baton_of(a);
+  json_decref(a);
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"baton\":\"%s\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (6)\"}}]}}", baton);
+  int fd = tl_send(c, "POST", "/v3/cursor", NULL, body);
+  usleep(200 * 1000); /* lithd has it, and it waits for the writer */
+  int status;
+  a = pipeline_at(c, "/v3/pipeline", NULL, baton, "[" EXEC("SELECT 1") "]", &status);
+  assert_int_equal(status, 400);
+  assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAM_BUSY");
+  json_decref(a);
+  a = pipeline(c, other, "[" EXEC("COMMIT") "," CLOSE "]");
+  json_decref(a);
+  struct tl_resp r;
+  tl_read(fd, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "{\"type\":\"step_end\",\"affected_row_count\":1,"));
+  tl_resp_free(&r);
+  assert_int_equal(count_rows(c, "t"), 4);
+  free(other);
+  free(baton);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
