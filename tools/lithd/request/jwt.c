@@ -175,6 +175,8 @@ static int parse_pem(lithd_jwt_keys *k, const char *text, size_t len, char *err,
   return 0;
 }
 
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 int lithd_jwt_keys_parse(const char *text, size_t len, lithd_jwt_keys **out, char *err, size_t errsz) {
   lithd_jwt_keys *k = calloc(1, sizeof *k);
   *out = NULL;
@@ -182,20 +184,19 @@ int lithd_jwt_keys_parse(const char *text, size_t len, lithd_jwt_keys **out, cha
     snprintf(err, errsz, "out of memory");
     return -1;
   }
-  size_t a = 0, z = len;
-  while (a < z && (text[a] == ' ' || text[a] == '\t' || text[a] == '\r' || text[a] == '\n'))
-    a++;
-  while (z > a && (text[z - 1] == ' ' || text[z - 1] == '\t' || text[z - 1] == '\r' || text[z - 1] == '\n'))
-    z--;
-  if (z - a >= 5 && memcmp(text + a, "-----", 5) == 0) {
-    if (parse_pem(k, text + a, z - a, err, errsz) != 0)
+  while (len > 0 && is_blank(*text)) /* blanks around the key: an editor's newline */
+    text++, len--;
+  while (len > 0 && is_blank(text[len - 1]))
+    len--;
+  if (len >= 5 && memcmp(text, "-----", 5) == 0) {
+    if (parse_pem(k, text, len, err, errsz) != 0)
       goto fail;
   } else { /* the key's 32 bytes in URL-safe base64 (sqld: from_ed_components) */
     unsigned char raw[RAW_KEY_LEN + 3];
-    size_t n = z - a;
-    while (n > 0 && text[a + n - 1] == '=') /* padding, if a tool added it */
+    size_t n = len;
+    while (n > 0 && text[n - 1] == '=') /* padding, if a tool added it */
       n--;
-    long got = n <= 44 ? b64url_decode(text + a, n, raw, sizeof raw) : -1;
+    long got = n <= 44 ? b64url_decode(text, n, raw, sizeof raw) : -1;
     if (got != RAW_KEY_LEN) {
       snprintf(err, errsz, "neither a PEM \"PUBLIC KEY\" nor an Ed25519 key's 32 bytes in URL-safe base64");
       goto fail;

@@ -147,10 +147,12 @@ int lithd_access(const lithd_server *s, const lithd_dbsrv *d, const char *token,
     return LITHD_ACCESS_NONE;
   }
   int grant = LITHD_JWT_NONE;
-  if (lithd_jwt_check(s->jwt_keys, token, n, (int64_t)time(NULL), d != NULL ? d->name : NULL, &grant, msg, cap) !=
-      LITHD_JWT_OK)
+  if (lithd_jwt_check(s->jwt_keys, token, n, (int64_t)time(NULL), d != NULL ? d->name : NULL, &grant, msg,
+                      cap) != LITHD_JWT_OK)
     return LITHD_ACCESS_NONE;
-  return grant == LITHD_JWT_FULL ? LITHD_ACCESS_FULL : grant == LITHD_JWT_READ ? LITHD_ACCESS_READ : LITHD_ACCESS_NONE;
+  return grant == LITHD_JWT_FULL   ? LITHD_ACCESS_FULL
+         : grant == LITHD_JWT_READ ? LITHD_ACCESS_READ
+                                   : LITHD_ACCESS_NONE;
 }
 
 /* The token of req's "Authorization: Bearer <token>" (blanks around it
@@ -242,7 +244,8 @@ int lithd_admit_as(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, li
   return gate(s, d, req, refuse, 0);
 }
 
-int lithd_admit_by_content(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse) {
+int lithd_admit_by_content(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req,
+                           lithd_refuse_fn refuse) {
   return gate(s, d, req, refuse, 1);
 }
 

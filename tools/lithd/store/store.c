@@ -2,8 +2,8 @@
  * lithd store — the seam's calls, each handed to the store's own (see
  * store.h; store_int.h for what a store implements).
  */
-#include "store_int.h"
 #include "sqljson_int.h"
+#include "store_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
