@@ -107,8 +107,11 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
 
-# test_lithd_clients reads Go's keep-alive answers with http/h1client.h.
-$(B)/$(LD_DIR)/test/test_lithd_clients: CPPFLAGS += -Ihttp
+# test_lithd_clients reads Go's keep-alive answers with http/h1client.h
+# and speaks Python's WebSocket with http/test/wsclient.c.
+$(B)/$(LD_DIR)/test/test_lithd_clients: $(WSC_OBJ)
+$(B)/$(LD_DIR)/test/test_lithd_clients: CPPFLAGS += -Ihttp -Ihttp/test
+$(B)/$(LD_DIR)/test/test_lithd_clients: LDFLAGS += $(WSC_OBJ)
 
 # test_lithd_hrana_ws speaks WebSocket with http/test/wsclient.c.
 $(B)/$(LD_DIR)/test/test_lithd_hrana_ws: $(WSC_OBJ)

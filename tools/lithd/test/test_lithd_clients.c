@@ -21,11 +21,29 @@
  *   - the stream is never closed (its Conn.Close does nothing): lithd's
  *     idle bound ends it; an answer not 200 ends the client's stream, which
  *     reads {"message","code"} from the body.
+ *
+ * Python's libsql-client (libsql_client/hrana/conn.py, client.py,
+ * convert.py) speaks Hrana over WebSocket through aiohttp:
+ *   - the handshake offers the one subprotocol "hrana2" and aiohttp's
+ *     permessage-deflate (which lithd declines: frames stay plain);
+ *   - the hello is queued before the socket opens, jwt null without a token;
+ *   - json.dumps's text: ", " and ": " between items, every non-ASCII
+ *     character as \u escapes (surrogate pairs past the BMP);
+ *   - client.execute sends open_stream, execute and close_stream at once,
+ *     without waiting; ids (requests, streams) are reused once answered;
+ *   - every stmt carries "args": [] and "named_args": [] even when empty;
+ *     blobs in padded base64;
+ *   - client.batch wraps the statements in BEGIN ... COMMIT, then a
+ *     ROLLBACK on "not ok", and insists on stmt_count + 3 entries in
+ *     step_results and in step_errors (skipped steps: null);
+ *   - a transaction: open_stream and BEGIN at once; COMMIT (or ROLLBACK)
+ *     and close_stream at once.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
 
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +53,7 @@
 
 #include "child.h"
 #include "h1client.h"
+#include "wsclient.h"
 
 /* The body of a Go client's pipeline (baton: NULL for none), sent with
  * exactly Go's headers; the answer in *r. */
@@ -220,10 +239,164 @@ static void test_go_client_token(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* ---- Python's libsql-client over WebSocket ------------------------------------- */
+
+/* Send one text message as json.dumps writes it. */
+static void py_send(int fd, const char *msg) { assert_int_equal(wsc_send_text(fd, msg), 0); }
+
+/* The next message must hold every one of want[] (NULL-terminated). */
+static void py_expect(int fd, const char *const *want) {
+  char buf[16384];
+  int code = 0;
+  long n = wsc_read_text(fd, buf, sizeof buf, &code);
+  if (n < 0)
+    printf("no message (%ld, close code %d)\n", n, code);
+  assert_true(n >= 0);
+  for (const char *const *w = want; *w != NULL; w++) {
+    if (strstr(buf, *w) == NULL)
+      printf("wanted %s in %s\n", *w, buf);
+    assert_non_null(strstr(buf, *w));
+  }
+}
+#define PY_EXPECT(fd, ...) py_expect(fd, (const char *const[]){__VA_ARGS__, NULL})
+
+/* client.execute(sql_json's stmt): three requests at once, three answers. */
+static void py_execute(int fd, const char *stmt, const char *want) {
+  char msg[4096];
+  py_send(fd, "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"open_stream\", "
+              "\"stream_id\": 0}}");
+  snprintf(
+      msg, sizeof msg,
+      "{\"type\": \"request\", \"request_id\": 1, \"request\": {\"type\": \"execute\", \"stream_id\": 0, "
+      "\"stmt\": %s}}",
+      stmt);
+  py_send(fd, msg);
+  py_send(fd, "{\"type\": \"request\", \"request_id\": 2, \"request\": {\"type\": \"close_stream\", "
+              "\"stream_id\": 0}}");
+  PY_EXPECT(fd, "\"type\":\"response_ok\"", "\"request_id\":0", "\"type\":\"open_stream\"");
+  PY_EXPECT(fd, "\"request_id\":1", want);
+  PY_EXPECT(fd, "\"type\":\"response_ok\"", "\"request_id\":2", "\"type\":\"close_stream\"");
+}
+
+static void test_python_client(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "pyclient", 0, NULL);
+  char head[2048], v[64];
+  int fd = wsc_tcp(c->port, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(wsc_handshake(fd, "/", "hrana2",
+                                 "Accept: */*\r\nAccept-Encoding: gzip, deflate\r\nUser-Agent: Python/3.11 "
+                                 "aiohttp/3.9.5\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                                 "client_max_window_bits\r\n",
+                                 head, sizeof head),
+                   101);
+  assert_string_equal(wsc_header(head, "sec-websocket-protocol", v, sizeof v), "hrana2");
+  assert_null(wsc_header(head, "sec-websocket-extensions", v, sizeof v)); /* frames stay plain */
+  py_send(fd, "{\"type\": \"hello\", \"jwt\": null}");
+  PY_EXPECT(fd, "\"type\":\"hello_ok\"");
+
+  py_execute(fd,
+             "{\"sql\": \"CREATE TABLE t(i INTEGER UNIQUE, s TEXT, b BLOB, f REAL, n)\", \"args\": [], "
+             "\"named_args\": [], \"want_rows\": true}",
+             "\"type\":\"execute\"");
+  /* json.dumps escapes: caf\u00e9 \u2615 and U+1F389 as a surrogate pair */
+  py_execute(fd,
+             "{\"sql\": \"INSERT INTO t VALUES (?, ?, ?, ?, ?)\", \"args\": [{\"type\": \"integer\", "
+             "\"value\": \"1\"}, {\"type\": \"text\", \"value\": \"caf\\u00e9 \\u2615 \\ud83c\\udf89\"}, "
+             "{\"type\": \"blob\", \"base64\": \"AAECAw==\"}, {\"type\": \"float\", \"value\": 1.5}, "
+             "{\"type\": \"null\"}], \"named_args\": [], \"want_rows\": true}",
+             "\"affected_row_count\":1");
+  py_execute(fd,
+             "{\"sql\": \"INSERT INTO t(i, s) VALUES (:i, :s)\", \"args\": [], \"named_args\": [{\"name\": "
+             "\":i\", \"value\": {\"type\": \"integer\", \"value\": \"2\"}}, {\"name\": \":s\", \"value\": "
+             "{\"type\": \"text\", \"value\": \"two\"}}], \"want_rows\": true}",
+             "\"affected_row_count\":1");
+  /* what was stored is what Python sent: UTF-8 of the escapes, the blob's bytes */
+  py_execute(fd,
+             "{\"sql\": \"SELECT s, hex(s), hex(b), f FROM t WHERE i = 1\", \"args\": [], \"named_args\": "
+             "[], \"want_rows\": true}",
+             "\"value\":\"636166C3A920E2989520F09F8E89\"");
+  /* a constraint error: response_error for the execute alone */
+  py_send(fd, "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"open_stream\", "
+              "\"stream_id\": 0}}");
+  py_send(fd, "{\"type\": \"request\", \"request_id\": 1, \"request\": {\"type\": \"execute\", "
+              "\"stream_id\": 0, \"stmt\": {\"sql\": \"INSERT INTO t(i) VALUES (1)\", \"args\": [], "
+              "\"named_args\": [], \"want_rows\": true}}}");
+  py_send(fd, "{\"type\": \"request\", \"request_id\": 2, \"request\": {\"type\": \"close_stream\", "
+              "\"stream_id\": 0}}");
+  PY_EXPECT(fd, "\"request_id\":0", "response_ok");
+  PY_EXPECT(fd, "\"type\":\"response_error\"", "\"request_id\":1", "UNIQUE constraint failed");
+  PY_EXPECT(fd, "\"request_id\":2", "response_ok");
+
+  /* client.batch([insert 3, insert 4]): BEGIN, the steps, COMMIT, ROLLBACK;
+   * 2 + 3 entries each in step_results and step_errors */
+  const char *batch_fmt =
+      "{\"type\": \"request\", \"request_id\": 1, \"request\": {\"type\": \"batch\", \"stream_id\": 0, "
+      "\"batch\": {\"steps\": [{\"stmt\": {\"sql\": \"BEGIN\", \"want_rows\": false}}, {\"condition\": "
+      "{\"type\": \"ok\", \"step\": 0}, \"stmt\": {\"sql\": \"INSERT INTO t(i) VALUES (%d)\", \"args\": [], "
+      "\"named_args\": [], \"want_rows\": true}}, {\"condition\": {\"type\": \"ok\", \"step\": 1}, \"stmt\": "
+      "{\"sql\": \"INSERT INTO t(i) VALUES (%d)\", \"args\": [], \"named_args\": [], \"want_rows\": true}}, "
+      "{\"condition\": {\"type\": \"ok\", \"step\": 2}, \"stmt\": {\"sql\": \"COMMIT\", \"want_rows\": "
+      "false}}, {\"condition\": {\"type\": \"not\", \"cond\": {\"type\": \"ok\", \"step\": 3}}, \"stmt\": "
+      "{\"sql\": \"ROLLBACK\", \"want_rows\": false}}]}}}";
+  char msg[4096];
+  for (int round = 0; round < 2; round++) {
+    py_send(fd, "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"open_stream\", "
+                "\"stream_id\": 0}}");
+    /* the second round's second insert breaks the UNIQUE: all of it undone */
+    snprintf(msg, sizeof msg, batch_fmt, round == 0 ? 3 : 5, round == 0 ? 4 : 1);
+    py_send(fd, msg);
+    py_send(fd, "{\"type\": \"request\", \"request_id\": 2, \"request\": {\"type\": \"close_stream\", "
+                "\"stream_id\": 0}}");
+    PY_EXPECT(fd, "\"request_id\":0");
+    if (round == 0)
+      PY_EXPECT(fd, "\"request_id\":1", "\"type\":\"batch\"", "\"step_errors\":[null,null,null,null,null]",
+                /* ROLLBACK skipped: */ "},null]");
+    else
+      PY_EXPECT(fd, "\"request_id\":1", "UNIQUE constraint failed");
+    PY_EXPECT(fd, "\"request_id\":2");
+  }
+
+  /* a transaction: open_stream + BEGIN, an insert, COMMIT + close_stream;
+   * then one rolled back */
+  for (int round = 0; round < 2; round++) {
+    py_send(fd, "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"open_stream\", "
+                "\"stream_id\": 0}}");
+    py_send(fd, "{\"type\": \"request\", \"request_id\": 1, \"request\": {\"type\": \"execute\", "
+                "\"stream_id\": 0, \"stmt\": {\"sql\": \"BEGIN\", \"want_rows\": false}}}");
+    PY_EXPECT(fd, "\"request_id\":0");
+    PY_EXPECT(fd, "\"request_id\":1", "response_ok");
+    snprintf(msg, sizeof msg,
+             "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"execute\", \"stream_id\": "
+             "0, \"stmt\": {\"sql\": \"INSERT INTO t(i) VALUES (%d)\", \"args\": [], \"named_args\": [], "
+             "\"want_rows\": true}}}",
+             10 + round);
+    py_send(fd, msg);
+    PY_EXPECT(fd, "\"request_id\":0", "\"affected_row_count\":1");
+    snprintf(msg, sizeof msg,
+             "{\"type\": \"request\", \"request_id\": 0, \"request\": {\"type\": \"execute\", \"stream_id\": "
+             "0, \"stmt\": {\"sql\": \"%s\", \"want_rows\": false}}}",
+             round == 0 ? "COMMIT" : "ROLLBACK");
+    py_send(fd, msg);
+    py_send(fd, "{\"type\": \"request\", \"request_id\": 1, \"request\": {\"type\": \"close_stream\", "
+                "\"stream_id\": 0}}");
+    PY_EXPECT(fd, "\"request_id\":0", "response_ok");
+    PY_EXPECT(fd, "\"request_id\":1", "response_ok");
+  }
+  py_execute(fd,
+             "{\"sql\": \"SELECT group_concat(i) FROM (SELECT i FROM t ORDER BY i)\", \"args\": [], "
+             "\"named_args\": [], \"want_rows\": true}",
+             "\"value\":\"1,2,3,4,10\"");
+  close(fd);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  assert_int_equal(tl_sql_int(c->db, "SELECT count(*) FROM t"), 5);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_go_client, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_go_client_token, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_python_client, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
