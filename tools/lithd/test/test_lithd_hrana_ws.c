@@ -195,6 +195,16 @@ static void test_ws_requests(void **state) {
   ok(j, "open_stream");
   json_decref(j);
   exec_ok(fd, -3, 5, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT UNIQUE)");
+  /* a WebSocket's stream has no baton: the one of a fresh slot (generation
+   * 0, a secret of zeros) names none */
+  struct tl_resp forged;
+  tl_http(c, "POST", "/v3/pipeline", NULL,
+          "{\"baton\":\"0000.00000000.00000000000000000000000000000000\",\"requests\":[{\"type\":"
+          "\"execute\",\"stmt\":{\"sql\":\"SELECT 1\"}}]}",
+          &forged);
+  assert_int_equal(forged.status, 400);
+  assert_non_null(strstr(forged.body, "STREAM_EXPIRED"));
+  tl_resp_free(&forged);
   j = request(fd, 4,
               "{\"type\":\"execute\",\"stream_id\":5,\"stmt\":{\"sql\":\"INSERT INTO t(b) VALUES (?), (:n)\","
               "\"args\":[{\"type\":\"text\",\"value\":\"x\"}]}}");
@@ -475,6 +485,30 @@ static void test_ws_bounds(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A WebSocket's stream outlives --stream-idle-ms while its connection
+ * lives (pings keep the connection): the idle sweep is HTTP's; the
+ * connection's own idle bound is --stream-idle-ms too. */
+static void test_ws_streams_not_swept(void **state) {
+  struct tl_child *c = *state;
+  char pong[64];
+  int op = 0;
+  tl_start(c, "wsidle", 0, TL_ARGS("--stream-idle-ms", "300"));
+  int fd = open_hello(c, "hrana3", NULL);
+  json_t *j = request(fd, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  for (int k = 0; k < 4; k++) {
+    usleep(200 * 1000);
+    assert_int_equal(wsc_send_frame(fd, 1, WSC_PING, "k", 1, 1), 0);
+    assert_int_equal(wsc_read_frame(fd, &op, pong, sizeof pong, NULL), 1);
+    assert_int_equal(op, WSC_PONG);
+  }
+  exec_ok(fd, 2, 1, "SELECT 1");
+  /* idle: the connection closes (1001) */
+  expect_close(fd, 1001);
+  close(fd);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* The stop: a close (1001) to each connection, and lithd exits 0. */
 static void test_ws_stop(void **state) {
   struct tl_child *c = *state;
@@ -499,6 +533,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_token, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_dropped_transaction, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_bounds, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_streams_not_swept, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL)
