@@ -113,10 +113,12 @@ $(B)/$(LD_DIR)/test/test_lithd_clients: $(WSC_OBJ)
 $(B)/$(LD_DIR)/test/test_lithd_clients: CPPFLAGS += -Ihttp -Ihttp/test
 $(B)/$(LD_DIR)/test/test_lithd_clients: LDFLAGS += $(WSC_OBJ)
 
-# test_lithd_hrana_ws speaks WebSocket with http/test/wsclient.c.
-$(B)/$(LD_DIR)/test/test_lithd_hrana_ws: $(WSC_OBJ)
-$(B)/$(LD_DIR)/test/test_lithd_hrana_ws: CPPFLAGS += -Ihttp/test
-$(B)/$(LD_DIR)/test/test_lithd_hrana_ws: LDFLAGS += $(WSC_OBJ)
+# test_lithd_hrana_ws and test_lithd_attacks speak WebSocket with
+# http/test/wsclient.c.
+WSC_TESTS := $(B)/$(LD_DIR)/test/test_lithd_hrana_ws $(B)/$(LD_DIR)/test/test_lithd_attacks
+$(WSC_TESTS): $(WSC_OBJ)
+$(WSC_TESTS): CPPFLAGS += -Ihttp/test
+$(WSC_TESTS): LDFLAGS += $(WSC_OBJ)
 
 # test_lithd_jwt and test_lithd_attacks mint their tokens with libcrypto
 # (test/jwtmint.h).

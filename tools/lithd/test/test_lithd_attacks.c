@@ -13,7 +13,9 @@
  * Every row whose statements mean the same in any format is sent again as
  * Hrana, on both stores: each statement one execute request of a pipeline,
  * then all of them as the steps of one batch (the steps' own path): the
- * same rules must refuse it, with Hrana's code. Not sent: the
+ * same rules must refuse it, with Hrana's code. And once more over
+ * WebSocket (a connection whose hello carries the row's token, a stream,
+ * the same requests): the fourth way in, the same answers. Not sent: the
  * rows about /v1's own format, the writes /v1/query refuses (Hrana's execute
  * writes: they would run), a row whose statements would answer differently
  * one by one (a table made, then the key added to it refused), BEGIN (Hrana's opens the stream's transaction:
@@ -62,6 +64,7 @@
 #include "child.h"
 #include "jwtmint.h"
 #include "nodes.h"
+#include "wsclient.h"
 
 /* The cluster's own tables as the dqlite writer and store make them; the
  * local file gets them too, before lithd starts. The schema itself makes
@@ -511,6 +514,62 @@ static int try_hrana(const struct tl_child *c, const struct attack *a, const cha
   return right;
 }
 
+/* The row as Hrana over WebSocket on c (routes/hrana_ws.c: the fourth way
+ * in, the same road): a connection whose hello carries the row's token, a
+ * stream, the row's execute requests one by one, and again as one batch.
+ * 1 if every outcome is a->hrana. */
+static int try_hrana_ws(const struct tl_child *c, const struct attack *a, const char *store) {
+  static char msg[1 << 20];
+  int right = 1, code = 0;
+  const char *auth = auth_of(a);
+  for (int as_batch = 0; as_batch < 2 && right; as_batch++) {
+    char *body = hrana_body(a->body, as_batch);
+    json_t *pipe = json_loads(body, 0, NULL), *reqs = json_object_get(pipe, "requests");
+    free(body);
+    int fd = wsc_open(c->port, "/", "hrana3", NULL);
+    assert_true(fd >= 0);
+    json_t *hello = json_pack("{s:s,s:s}", "type", "hello", "jwt", auth + strlen("Bearer "));
+    char *text = json_dumps(hello, JSON_COMPACT);
+    json_decref(hello);
+    right = wsc_send_text(fd, text) == 0 && wsc_read_text(fd, msg, sizeof msg, &code) > 0 &&
+            strstr(msg, "hello_ok") != NULL;
+    free(text);
+    right = right &&
+            wsc_send_text(fd, "{\"type\":\"request\",\"request_id\":0,\"request\":{\"type\":\"open_stream\","
+                              "\"stream_id\":1}}") == 0 &&
+            wsc_read_text(fd, msg, sizeof msg, &code) > 0 && strstr(msg, "response_ok") != NULL;
+    for (size_t k = 0; right && k + 1 < json_array_size(reqs); k++) { /* the last is HTTP's close */
+      json_t *rq = json_array_get(reqs, k);
+      json_object_set_new(rq, "stream_id", json_integer(1));
+      json_t *m = json_pack("{s:s,s:i,s:O}", "type", "request", "request_id", (int)k + 1, "request", rq);
+      text = json_dumps(m, JSON_COMPACT);
+      json_decref(m);
+      right = wsc_send_text(fd, text) == 0 && wsc_read_text(fd, msg, sizeof msg, &code) > 0;
+      free(text);
+      json_t *ans = right ? json_loads(msg, 0, NULL) : NULL;
+      const char *type = json_string_value(json_object_get(ans, "type"));
+      right = type != NULL && json_integer_value(json_object_get(ans, "request_id")) == (json_int_t)k + 1;
+      int ok = right && strcmp(type, "response_ok") == 0;
+      json_t *result = json_object_get(json_object_get(ans, "response"), "result");
+      if (right && as_batch && ok) {
+        json_t *res = json_object_get(result, "step_results"), *errs = json_object_get(result, "step_errors");
+        right = json_array_size(res) > 0 && json_array_size(res) == json_array_size(errs);
+        for (size_t i = 0; right && i < json_array_size(res); i++)
+          right = hrana_right(a, json_array_get(res, i), json_array_get(errs, i));
+      } else if (right) { /* an execute's outcome, or a batch refused whole */
+        right = hrana_right(a, ok ? result : NULL, json_object_get(ans, "error"));
+      }
+      if (!right)
+        print_message("%s store, Hrana over WebSocket %s: %s: %.300s (want %s)\n", store,
+                      as_batch ? "batch" : "execute", a->what, msg, a->hrana);
+      json_decref(ans);
+    }
+    close(fd);
+    json_decref(pipe);
+  }
+  return right;
+}
+
 static void test_every_attack_on_both_stores(void **state) {
   (void)state;
   int wrong = 0;
@@ -536,10 +595,13 @@ static void test_every_attack_on_both_stores(void **state) {
     hrana++;
     wrong += !try_hrana(&local, a, "local");
     wrong += !try_hrana(&dq, a, "dqlite");
+    wrong += !try_hrana_ws(&local, a, "local");
+    wrong += !try_hrana_ws(&dq, a, "dqlite");
   }
-  print_message("%zu attacks, each on both stores, %d of them through Hrana too (as execute requests and as "
-                "one batch): %d answers wrong\n",
-                sizeof attacks / sizeof *attacks, hrana, wrong);
+  print_message(
+      "%zu attacks, each on both stores, %d of them through Hrana too, over HTTP and over WebSocket "
+      "(as execute requests and as one batch): %d answers wrong\n",
+      sizeof attacks / sizeof *attacks, hrana, wrong);
   assert_int_equal(wrong, 0);
 }
 
