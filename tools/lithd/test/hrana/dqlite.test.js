@@ -8,67 +8,10 @@
 
 const { after, before, describe, it } = require("node:test");
 const assert = require("node:assert/strict");
-const { spawn } = require("node:child_process");
-const fs = require("node:fs");
-const net = require("node:net");
-const os = require("node:os");
-const path = require("node:path");
 
 const h = require("./harness.js");
 
-const NODE_BIN =
-  process.env.LITH_NODE || (h.LITHD ? path.join(path.dirname(h.LITHD), "..", "lith-node", "lith-node") : "");
-const SKIP = h.skipReason() || (fs.existsSync(NODE_BIN) ? false : `no lith-node at ${NODE_BIN}`);
-
-// A free port on 127.0.0.1 (bound and released: the usual small race).
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-// One lith-node bootstrapping a cluster of one; resolves once it serves.
-async function startNode() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-"));
-  const address = `127.0.0.1:${await freePort()}`;
-  const proc = spawn(NODE_BIN, ["--id", "1", "--address", address, "--dir", dir, "--latency-ms", "20"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let log = "";
-  proc.stdout.setEncoding("utf8");
-  proc.stderr.setEncoding("utf8");
-  proc.stderr.on("data", (d) => (log += d));
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("lith-node did not serve in 15 s:\n" + log)), 15000);
-    proc.stdout.on("data", (d) => {
-      log += d;
-      if (/serving on/.test(log)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`lith-node exited ${code}:\n${log}`));
-    });
-  });
-  return {
-    address,
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        const exited = new Promise((r) => proc.once("exit", r));
-        proc.kill("SIGTERM");
-        await exited;
-      }
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+const SKIP = h.skipReason() || h.noNode();
 
 describe("transactions on lithd --dqlite (@libsql/client, Drizzle)", { skip: SKIP, timeout: 60000 }, () => {
   let node, server, libsql, client, d, db, items;
@@ -80,7 +23,7 @@ describe("transactions on lithd --dqlite (@libsql/client, Drizzle)", { skip: SKI
       ...h.load("drizzle-orm/sqlite-core"),
       drizzle: h.load("drizzle-orm/libsql").drizzle,
     };
-    node = await startNode();
+    node = await h.startNode();
     server = await h.startLithd(["--dqlite", node.address, "--dqlite-failover-ms", "3000"], { db: false });
     client = libsql.createClient({ url: server.url });
     await client.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)");

@@ -9,9 +9,11 @@
 //   knex 3 + @libsql/knex-libsql 0.1 (hrana-client 0.4)  text/plain;charset=UTF-8
 //     on /v2/pipeline; knex.migrate.latest
 //   Kysely on @libsql/client (@libsql/kysely-libsql)     application/json
-// lithd's /metrics counts the answers per route: each family is seen using
-// the routes it is said to. LITHD and LITH_HRANA_MODULES as for
-// client.test.js; a family whose packages are not installed is skipped.
+// Each runs on both stores: a local file, and lithd --dqlite in front of one
+// lith-node (skipped without lith-node). lithd's /metrics counts the answers
+// per route: each family is seen using the routes it is said to. LITHD and
+// LITH_HRANA_MODULES as for client.test.js; a family whose packages are not
+// installed is skipped.
 "use strict";
 
 const { after, before, describe, it } = require("node:test");
@@ -31,6 +33,37 @@ function missing(...pkgs) {
   return false;
 }
 
+// The stores each family runs on: [name, why it cannot run or false].
+const STORES = [
+  ["a file", false],
+  ["--dqlite", h.noNode()],
+];
+
+// A lithd on store (STORES' name), with the lith-node it needs: { server, stop() }.
+async function startOn(store) {
+  if (store === "a file") {
+    const server = await h.startLithd();
+    return { server, stop: () => server.stop() };
+  }
+  const node = await h.startNode();
+  try {
+    const server = await h.startLithd(["--dqlite", node.address, "--dqlite-failover-ms", "3000"], { db: false });
+    return {
+      server,
+      async stop() {
+        try {
+          await server.stop();
+        } finally {
+          await node.stop();
+        }
+      },
+    };
+  } catch (e) {
+    await node.stop();
+    throw e;
+  }
+}
+
 // The 200 answers lithd gave on a route so far (its /metrics).
 async function answered(server, route) {
   const text = await (await fetch(`${server.url}/metrics`)).text();
@@ -38,17 +71,20 @@ async function answered(server, route) {
   return m ? Number(m[1]) : 0;
 }
 
-describe("libsql (libsql-js) against lithd", { skip: missing("libsql"), timeout: 60000 }, () => {
+for (const [store, noStore] of STORES)
+describe(`libsql (libsql-js) against lithd on ${store}`, { skip: missing("libsql") || noStore, timeout: 60000 }, () => {
+  let lithd;
   let server;
   let db;
   before(async () => {
-    server = await h.startLithd();
+    lithd = await startOn(store);
+    server = lithd.server;
     const Database = h.load("libsql");
     db = new Database(server.url);
   });
   after(async () => {
     db?.close();
-    await server?.stop();
+    await lithd?.stop();
   });
 
   it("runs the app: no Content-Type, reads through /v3/cursor", async () => {
@@ -81,16 +117,19 @@ describe("libsql (libsql-js) against lithd", { skip: missing("libsql"), timeout:
   });
 });
 
-describe("@tursodatabase/serverless against lithd", { skip: missing("@tursodatabase/serverless"), timeout: 60000 }, () => {
+for (const [store, noStore] of STORES)
+describe(`@tursodatabase/serverless against lithd on ${store}`, { skip: missing("@tursodatabase/serverless") || noStore, timeout: 60000 }, () => {
+  let lithd;
   let server;
   let conn;
   before(async () => {
-    server = await h.startLithd();
+    lithd = await startOn(store);
+    server = lithd.server;
     conn = h.load("@tursodatabase/serverless").connect({ url: server.url });
   });
   after(async () => {
     await conn?.close();
-    await server?.stop();
+    await lithd?.stop();
   });
 
   it("runs the app through /v3/cursor", async () => {
@@ -121,11 +160,14 @@ describe("@tursodatabase/serverless against lithd", { skip: missing("@tursodatab
   });
 });
 
-describe("knex + @libsql/knex-libsql against lithd", { skip: missing("knex", "@libsql/knex-libsql"), timeout: 60000 }, () => {
+for (const [store, noStore] of STORES)
+describe(`knex + @libsql/knex-libsql against lithd on ${store}`, { skip: missing("knex", "@libsql/knex-libsql") || noStore, timeout: 60000 }, () => {
+  let lithd;
   let server;
   let knex;
   before(async () => {
-    server = await h.startLithd();
+    lithd = await startOn(store);
+    server = lithd.server;
     knex = h.load("knex")({
       client: h.load("@libsql/knex-libsql"),
       connection: { filename: server.url },
@@ -134,7 +176,7 @@ describe("knex + @libsql/knex-libsql against lithd", { skip: missing("knex", "@l
   });
   after(async () => {
     await knex?.destroy();
-    await server?.stop();
+    await lithd?.stop();
   });
 
   it("runs the app (text/plain on /v2/pipeline), migrate.latest included", async () => {
@@ -185,19 +227,22 @@ describe("knex + @libsql/knex-libsql against lithd", { skip: missing("knex", "@l
   });
 });
 
-describe("Kysely (@libsql/kysely-libsql) against lithd", { skip: missing("kysely", "@libsql/kysely-libsql"), timeout: 60000 }, () => {
+for (const [store, noStore] of STORES)
+describe(`Kysely (@libsql/kysely-libsql) against lithd on ${store}`, { skip: missing("kysely", "@libsql/kysely-libsql") || noStore, timeout: 60000 }, () => {
+  let lithd;
   let server;
   let db;
   let k; // the kysely module
   before(async () => {
-    server = await h.startLithd();
+    lithd = await startOn(store);
+    server = lithd.server;
     k = h.load("kysely");
     const { LibsqlDialect } = h.load("@libsql/kysely-libsql");
     db = new k.Kysely({ dialect: new LibsqlDialect({ url: server.url }) });
   });
   after(async () => {
     await db?.destroy();
-    await server?.stop();
+    await lithd?.stop();
   });
 
   it("runs the app, its Migrator included", async () => {

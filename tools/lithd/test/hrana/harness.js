@@ -1,13 +1,15 @@
-// What the Hrana suites (client.test.js, drizzle.test.js) share: loading the
-// npm modules from LITH_HRANA_MODULES (make deps-hrana puts them in
-// build/hrana/node_modules), starting a lithd of their own on a free port in
-// a temporary directory, and a few raw-HTTP helpers. Not a test file itself
-// (node --test runs only *.test.js here).
+// What the Hrana suites (client.test.js, drizzle.test.js, ...) share:
+// loading the npm modules from LITH_HRANA_MODULES (make deps-hrana puts them
+// in build/hrana/node_modules), starting a lithd of their own on a free port
+// in a temporary directory (and a lith-node for one on --dqlite), and a few
+// raw-HTTP helpers. Not a test file itself (node --test runs only *.test.js
+// here).
 "use strict";
 
 const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const http = require("node:http");
+const net = require("node:net");
 const { createRequire } = require("node:module");
 const os = require("node:os");
 const path = require("node:path");
@@ -143,4 +145,64 @@ function httpPoster(url, width) {
   return { post, close: () => agent.destroy() };
 }
 
-module.exports = { LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster };
+// lith-node for the suites that run lithd --dqlite: beside LITHD in the
+// build tree, or LITH_NODE.
+const NODE_BIN =
+  process.env.LITH_NODE || (LITHD ? path.join(path.dirname(LITHD), "..", "lith-node", "lith-node") : "");
+
+// Why lithd --dqlite cannot run here, or false.
+const noNode = () => (fs.existsSync(NODE_BIN) ? false : `no lith-node at ${NODE_BIN}`);
+
+// A free port on 127.0.0.1 (bound and released: the usual small race).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// One lith-node bootstrapping a cluster of one; resolves once it serves.
+async function startNode() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-"));
+  const address = `127.0.0.1:${await freePort()}`;
+  const proc = spawn(NODE_BIN, ["--id", "1", "--address", address, "--dir", dir, "--latency-ms", "20"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  proc.stdout.setEncoding("utf8");
+  proc.stderr.setEncoding("utf8");
+  proc.stderr.on("data", (d) => (log += d));
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("lith-node did not serve in 15 s:\n" + log)), 15000);
+    proc.stdout.on("data", (d) => {
+      log += d;
+      if (/serving on/.test(log)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`lith-node exited ${code}:\n${log}`));
+    });
+  });
+  return {
+    address,
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        const exited = new Promise((r) => proc.once("exit", r));
+        proc.kill("SIGTERM");
+        await exited;
+      }
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+module.exports = {
+  LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster, NODE_BIN, noNode, freePort, startNode,
+};
