@@ -32,18 +32,25 @@
 
 #define SIG_LEN 64
 #define RAW_KEY_LEN 32
-#define CACHE_SLOTS 64
+/* The remembered tokens: CACHE_SETS sets of CACHE_WAYS, a token's set
+ * chosen by its hash, the least recently used of the set replaced: many
+ * clients' tokens at once do not push each other out. */
+#define CACHE_WAYS 4
+#define CACHE_SETS 64
+#define CACHE_SLOTS (CACHE_WAYS * CACHE_SETS)
 
 typedef struct cached {
-  unsigned char hash[32]; /* SHA-256 of the token; all zero: empty */
-  char *payload;          /* malloc'd, NUL after len bytes */
+  unsigned char hash[32]; /* SHA-256 of the token */
+  char *payload;          /* malloc'd, NUL after len bytes; NULL: empty */
   size_t len;
+  uint64_t used; /* the set's clock when last used */
 } cached;
 
 struct lithd_jwt_keys {
   EVP_PKEY *keys[LITHD_JWT_KEYS_MAX];
   int n;
   cached cache[CACHE_SLOTS];
+  uint64_t clock;
 };
 
 /* ---- Keys ------------------------------------------------------------------ */
@@ -406,8 +413,6 @@ static int sha256(const char *p, size_t n, unsigned char out[32]) {
   return EVP_Digest(p, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
 }
 
-static const unsigned char zero_hash[32];
-
 int lithd_jwt_check(lithd_jwt_keys *k, const char *token, size_t len, int64_t now, const char *db, int *grant,
                     char *msg, size_t cap) {
   unsigned char hash[32], sig[SIG_LEN + 2];
@@ -424,10 +429,16 @@ int lithd_jwt_check(lithd_jwt_keys *k, const char *token, size_t len, int64_t no
     snprintf(msg, cap, "invalid token: not a JWT (header.payload.signature)");
     return LITHD_JWT_INVALID;
   }
-  int have_hash = sha256(token, len, hash) && memcmp(hash, zero_hash, 32) != 0;
-  cached *slot = &k->cache[hash[0] % CACHE_SLOTS];
-  if (have_hash && slot->payload != NULL && memcmp(slot->hash, hash, 32) == 0)
-    return lithd_jwt_claims(slot->payload, slot->len, now, db, grant, msg, cap);
+  int have_hash = sha256(token, len, hash);
+  cached *set = &k->cache[(hash[0] % CACHE_SETS) * CACHE_WAYS], *slot = set;
+  for (int w = 0; have_hash && w < CACHE_WAYS; w++) {
+    if (set[w].payload != NULL && memcmp(set[w].hash, hash, 32) == 0) {
+      set[w].used = ++k->clock;
+      return lithd_jwt_claims(set[w].payload, set[w].len, now, db, grant, msg, cap);
+    }
+    if (set[w].payload == NULL || (slot->payload != NULL && set[w].used < slot->used))
+      slot = &set[w]; /* the one to replace: an empty one, else the least recently used */
+  }
 
   size_t hlen = (size_t)(d1 - token), plen = (size_t)(d2 - d1 - 1), slen = len - (size_t)(d2 + 1 - token);
   if (hlen > LITHD_JWT_HEADER_MAX) {
@@ -462,6 +473,7 @@ int lithd_jwt_check(lithd_jwt_keys *k, const char *token, size_t len, int64_t no
       memcpy(slot->hash, hash, 32);
       slot->payload = copy;
       slot->len = (size_t)pn;
+      slot->used = ++k->clock;
     }
   }
 out:

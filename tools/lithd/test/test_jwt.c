@@ -314,6 +314,20 @@ static void test_cache(void **state) {
   for (int i = 0; i < 2; i++)
     assert_int_equal(check_on(keys, tok, "db", &g, msg), LITHD_JWT_INVALID);
   free(tok);
+  /* more tokens than the table holds: each still judged right, twice */
+  char *many[300];
+  for (int i = 0; i < 300; i++) {
+    char payload[64];
+    snprintf(payload, sizeof payload, "{\"a\":\"%s\",\"n\":%d}", i % 2 ? "ro" : "rw", i);
+    many[i] = mint(key, payload);
+  }
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < 300; i++) {
+      assert_int_equal(check_on(keys, many[i], "db", &g, msg), LITHD_JWT_OK);
+      assert_int_equal(g, i % 2 ? LITHD_JWT_READ : LITHD_JWT_FULL);
+    }
+  for (int i = 0; i < 300; i++)
+    free(many[i]);
 }
 
 int main(void) {
