@@ -14,13 +14,14 @@
  *     to it, the unprefixed ones to the default (server.h). A database that
  *     fails to open stops lithd with a message naming it, and everything
  *     opened before it is closed again: nothing half-started stays.
- *   - Startup: options (config file, then command line), log, token, the
+ *   - Startup: options (config file, then command line), log, token and
+ *     JWT keys (a key file lithd cannot use stops it here), the
  *     databases (database.h: lock, --schema as migrations, named commands
  *     checked, bridge), HTTP server, routes, listeners; then one line on
  *     stdout with the URL, the databases and a curl example (tests read the
  *     bound port from it). Any failure: a message, exit 1.
- *   - A non-loopback --listen needs --token-file: the database must never be
- *     open to the network without a token.
+ *   - A non-loopback --listen needs --token-file or --auth-jwt-key-file:
+ *     the database must never be open to the network without a token.
  *   - Shutdown on SIGTERM/SIGINT, as a chain of callbacks so the loop keeps
  *     running until each stage ended: refuse the commands still waiting for
  *     queue room (503), stop the HTTP server (new requests are refused,
@@ -58,6 +59,7 @@
 #include "heap.h"
 #include "hrana_http.h"
 #include "http.h"
+#include "jwt.h"
 #include "lith.h"
 #include "lith_uv.h"
 #include "log.h"
@@ -65,7 +67,6 @@
 #include "restore.h"
 #include "server.h"
 #include "sqljson.h"
-#include "jwt.h"
 #include "token.h"
 
 struct daemon {
@@ -259,7 +260,8 @@ int main(int argc, char **argv) {
     lithd_log(LITHD_LOG_ERROR, "--token-file %s", err);
     goto out;
   }
-  if (o.auth_jwt_key_file != NULL && lithd_jwt_keys_load(o.auth_jwt_key_file, &jwt_keys, err, sizeof err) != 0) {
+  if (o.auth_jwt_key_file != NULL &&
+      lithd_jwt_keys_load(o.auth_jwt_key_file, &jwt_keys, err, sizeof err) != 0) {
     lithd_log(LITHD_LOG_ERROR, "--auth-jwt-key-file %s", err);
     goto out;
   }

@@ -1329,7 +1329,8 @@ int lithd_opts_parse(int argc, char **argv, lithd_opts *o) {
   /* TLS keeps what is sent from other eyes; who may send is still the
    * token's to say (docs/security.md). */
   if (!is_loopback_host(o->host) && o->token_file == NULL && o->auth_jwt_key_file == NULL) {
-    fprintf(stderr, "lithd: refusing to listen on %s (not loopback) without --token-file or --auth-jwt-key-file\n",
+    fprintf(stderr,
+            "lithd: refusing to listen on %s (not loopback) without --token-file or --auth-jwt-key-file\n",
             o->host);
     return 2;
   }
