@@ -133,9 +133,9 @@ struct lith_http_server {
   void *stopped_arg;
   lith_http_stats stats;
   uint64_t by_status[LITH_HTTP_STATUS_MAX + 1]; /* [0, LITH_HTTP_STATUS_MIN) unused */
-  struct lith_http_ws *ws_list; /* WebSockets not yet freed (websocket.c) */
+  struct lith_http_ws *ws_list;                 /* WebSockets not yet freed (websocket.c) */
   unsigned ws_open;
-  lith_http_access_cb on_access;                /* lith_http_on_access */
+  lith_http_access_cb on_access; /* lith_http_on_access */
   void *access_arg;
 };
 

@@ -310,13 +310,13 @@ static int needs(int kind) {
 }
 
 static void on_hello(ws_conn *c, const lithd_hrana_wsmsg *m) {
-  char msg[256];
   lithd_buf b = {0};
   if (c->hello && c->version < 2) {
     protocol_error(c, "hrana1 takes one hello");
     return;
   }
   if (m->jwt != NULL || !c->hello) {
+    char msg[256];
     /* a hello without a jwt keeps what the handshake's Authorization granted */
     int access =
         m->jwt != NULL || c->access == 0 ? lithd_access(c->s, c->d, m->jwt, msg, sizeof msg) : c->access;
