@@ -289,6 +289,27 @@ static void test_tls_stalled_handshake_is_cut(void **state) {
   get_hello(f->port);
 }
 
+/* The stop does not wait for handshakes: connections mid-handshake (none
+ * of them a request) close at once, and the server stops long before the
+ * request timeout (the default 10 s here) or the grace. */
+static void test_tls_stop_closes_handshakes(void **state) {
+  fx *f = *state;
+  unsigned char hello[4096];
+  size_t n = client_hello(hello, sizeof hello);
+  int silent = tcp_connect(f->port), half = tcp_connect(f->port);
+  send_all(half, hello, n / 2);
+  usleep(100 * 1000); /* both accepted */
+  int64_t t0 = now_ms();
+  stop_args sa = {5000};
+  on_loop(f, job_stop, &sa);
+  assert_true(wait_for(&f->stopped, 1, 2000));
+  assert_true(now_ms() - t0 < 2000);
+  assert_true(closed_within(silent, 1000));
+  assert_true(closed_within(half, 1000));
+  close(silent);
+  close(half);
+}
+
 /* lith_http_server_create with these files: its result, and the message. */
 static int create_with(const char *c, const char *k, char *msg, size_t cap) {
   uv_loop_t loop;
@@ -382,6 +403,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tls_refuses_garbage_and_plain_http, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_refuses_old_versions, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_stalled_handshake_is_cut, tls_setup_short, teardown),
+      cmocka_unit_test_setup_teardown(test_tls_stop_closes_handshakes, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_unix_socket_stays_cleartext, tls_setup, teardown),
       cmocka_unit_test(test_tls_bad_files_refuse_to_start),
   };
