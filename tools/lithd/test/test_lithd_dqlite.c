@@ -20,6 +20,9 @@
  *     committed" or 504 "outcome_unknown" (never 200), and none of the 503s
  *     is in the ledger once the nodes are back (a 504 may be: it was seen
  *     committed);
+ *   - an interactive transaction (Hrana, across requests) when the leader
+ *     is SIGKILLed: its next request fails SQLITE_BUSY, nothing of it is
+ *     kept, and a new transaction commits on the next leader;
  *   - a measurement: 32 clients for LITHD_DQ_MEASURE_S seconds (default 3)
  *     on the healthy cluster, commands/s printed.
  * The ledger is read with the dqlite client on the leader (dqlite/client.h).
@@ -480,6 +483,81 @@ static void test_measure(void **state) {
   check_ledger(0);
 }
 
+/* ---- An interactive transaction when the leader dies ---- */
+
+#define TX_EXEC(sql) "{\"type\":\"execute\",\"stmt\":{\"sql\":\"" sql "\"}}"
+
+/* POST /v3/pipeline with baton (NULL: a new stream): the body, 200
+ * asserted; *baton_out (cap 128) gets the answer's baton, "" if none. */
+static char *tx_pipeline(const char *baton, const char *requests, char *baton_out) {
+  char body[1024];
+  struct tl_resp r;
+  if (baton != NULL)
+    snprintf(body, sizeof body, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests);
+  else
+    snprintf(body, sizeof body, "{\"baton\":null,\"requests\":%s}", requests);
+  tl_http(&lithd, "POST", "/v3/pipeline", NULL, body, &r);
+  assert_int_equal(r.status, 200);
+  char *out = strdup(r.body);
+  assert_non_null(out);
+  if (baton_out != NULL) {
+    const char *b = strstr(out, "\"baton\":\"");
+    baton_out[0] = '\0';
+    if (b != NULL)
+      snprintf(baton_out, 128, "%.*s", (int)strcspn(b + 9, "\""), b + 9);
+  }
+  tl_resp_free(&r);
+  return out;
+}
+
+/* A stream's transaction holds the cluster's writer when the leader is
+ * SIGKILLed: its next request fails SQLITE_BUSY ("leader was lost"),
+ * nothing of it is kept, the stream is in autocommit after, and a new
+ * transaction commits on the next leader. */
+static void test_transaction_leader_killed(void **state) {
+  (void)state;
+  char baton[128], *body;
+  start_missing();
+  body = tx_pipeline(
+      NULL,
+      "[" TX_EXEC("BEGIN IMMEDIATE") "," TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx1', 1)") "]",
+      baton);
+  assert_null(strstr(body, "\"type\":\"error\""));
+  assert_true(baton[0] != '\0');
+  free(body);
+  int li = leader_index();
+  assert_int_equal(t_node_stop(&nodes[li], SIGKILL, 5000), 128 + SIGKILL);
+  body = tx_pipeline(baton,
+                     "[" TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx2', 2)") "," TX_EXEC(
+                         "COMMIT") ",{\"type\":\"get_autocommit\"},{\"type\":\"close\"}]",
+                     NULL);
+  assert_non_null(strstr(body, "leader was lost"));
+  assert_non_null(strstr(body, "\"code\":\"SQLITE_BUSY\""));
+  assert_non_null(strstr(body, "\"is_autocommit\":true"));
+  free(body);
+  /* a new transaction, once a leader is elected */
+  int64_t t0 = t_ms_now();
+  for (;;) {
+    body = tx_pipeline(NULL,
+                       "[" TX_EXEC("BEGIN IMMEDIATE") "," TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES "
+                                                                  "('tx3', 3)") "," TX_EXEC(
+                           "COMMIT") ",{\"type\":\"close\"}]",
+                       NULL);
+    int ok = strstr(body, "\"type\":\"error\"") == NULL;
+    free(body);
+    if (ok)
+      break;
+    assert_true(t_ms_now() - t0 < FAILOVER_MS + 10000);
+    t_sleep_ms(200);
+  }
+  print_message("leader %d killed mid-transaction: a new transaction committed %lld ms later\n", li + 1,
+                (long long)(t_ms_now() - t0));
+  tl_expect(&lithd, "POST", "/v1/query", NULL,
+            "{\"statements\":[{\"sql\":\"SELECT group_concat(k) FROM kv WHERE k LIKE 'tx_'\"}]}", 200,
+            "[[\"tx3\"]]");
+  start_missing();
+}
+
 /* ---- Setup ---- */
 
 static int group_setup(void **state) {
@@ -519,8 +597,8 @@ static int group_teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_leader_killed),
-      cmocka_unit_test(test_follower_killed), cmocka_unit_test(test_majority_lost),
-      cmocka_unit_test(test_measure),
+      cmocka_unit_test(test_follower_killed), cmocka_unit_test(test_transaction_leader_killed),
+      cmocka_unit_test(test_majority_lost),   cmocka_unit_test(test_measure),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
