@@ -118,15 +118,19 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
      * the same as on a local file, by construction */
     if (lith_command_rule(action, a, b, c, v->why, sizeof v->why) != SQLITE_OK)
       return SQLITE_DENY;
-    if (lith_command_sets_flag(action, a, b)) { /* lith puts it back after a command; the cluster would not */
-      snprintf(v->why, sizeof v->why,
-               "PRAGMA %s = ...: not on --dqlite, where the commands of a batch share the cluster's "
-               "connection and nothing puts the setting back after one",
-               a);
-      return SQLITE_DENY;
-    }
     if (lith_command_needs_check(action)) /* a table made or altered: check_schema after it */
       v->check = 1;
+  }
+  /* A flag pragma acts where the text is prepared: lith puts it back after
+   * a command on its own connection, nothing would on the cluster's (a
+   * batch's commands share one; a read's EXPLAIN PRAGMA reaches a leader
+   * connection too). */
+  if (lith_command_sets_flag(action, a, b)) {
+    snprintf(v->why, sizeof v->why,
+             "PRAGMA %s = ...: not on --dqlite, where the commands of a batch share the cluster's "
+             "connection and nothing puts the setting back after one",
+             a);
+    return SQLITE_DENY;
   }
   if (v->o->authorizer != NULL &&
       (rc = v->o->authorizer(v->o->authorizer_ctx, action, a, b, c, d)) != SQLITE_OK)
