@@ -513,24 +513,24 @@ static char *tx_pipeline(const char *baton, const char *requests, char *baton_ou
 /* A stream's transaction holds the cluster's writer when the leader is
  * SIGKILLed: its next request fails SQLITE_BUSY ("leader was lost"),
  * nothing of it is kept, the stream is in autocommit after, and a new
- * transaction commits on the next leader. */
+ * transaction commits on the next leader. (The pipelines are JSON written
+ * as concatenated literals, a request a line: not clang-formatted.) */
+/* clang-format off */
 static void test_transaction_leader_killed(void **state) {
   (void)state;
   char baton[128], *body;
   start_missing();
-  body = tx_pipeline(
-      NULL,
-      "[" TX_EXEC("BEGIN IMMEDIATE") "," TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx1', 1)") "]",
-      baton);
+  body = tx_pipeline(NULL, "[" TX_EXEC("BEGIN IMMEDIATE") ","
+                           TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx1', 1)") "]", baton);
   assert_null(strstr(body, "\"type\":\"error\""));
   assert_true(baton[0] != '\0');
   free(body);
   int li = leader_index();
   assert_int_equal(t_node_stop(&nodes[li], SIGKILL, 5000), 128 + SIGKILL);
-  body = tx_pipeline(baton,
-                     "[" TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx2', 2)") "," TX_EXEC(
-                         "COMMIT") ",{\"type\":\"get_autocommit\"},{\"type\":\"close\"}]",
-                     NULL);
+  body = tx_pipeline(baton, "[" TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx2', 2)") ","
+                            TX_EXEC("COMMIT") ","
+                            "{\"type\":\"get_autocommit\"},"
+                            "{\"type\":\"close\"}]", NULL);
   assert_non_null(strstr(body, "leader was lost"));
   assert_non_null(strstr(body, "\"code\":\"SQLITE_BUSY\""));
   assert_non_null(strstr(body, "\"is_autocommit\":true"));
@@ -538,11 +538,10 @@ static void test_transaction_leader_killed(void **state) {
   /* a new transaction, once a leader is elected */
   int64_t t0 = t_ms_now();
   for (;;) {
-    body = tx_pipeline(NULL,
-                       "[" TX_EXEC("BEGIN IMMEDIATE") "," TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES "
-                                                                  "('tx3', 3)") "," TX_EXEC(
-                           "COMMIT") ",{\"type\":\"close\"}]",
-                       NULL);
+    body = tx_pipeline(NULL, "[" TX_EXEC("BEGIN IMMEDIATE") ","
+                             TX_EXEC("INSERT OR REPLACE INTO kv(k, v) VALUES ('tx3', 3)") ","
+                             TX_EXEC("COMMIT") ","
+                             "{\"type\":\"close\"}]", NULL);
     int ok = strstr(body, "\"type\":\"error\"") == NULL;
     free(body);
     if (ok)
@@ -557,6 +556,7 @@ static void test_transaction_leader_killed(void **state) {
             "[[\"tx3\"]]");
   start_missing();
 }
+/* clang-format on */
 
 /* ---- Setup ---- */
 
