@@ -104,8 +104,10 @@ typedef struct lithd_opts {
   int only_named;
   char *token_file;
   char *auth_jwt_key_file; /* --auth-jwt-key-file: sqld's JWT public key(s); NULL: no JWTs */
-  char *tls_cert; /* --tls-cert: PEM certificate (and chain) of the TCP listener; NULL: cleartext */
-  char *tls_key;  /* --tls-key: its private key; given with --tls-cert or not at all */
+  /* --tls-cert, --tls-key: the TCP listener's PEM certificate (and chain)
+   * and its key; NULL: cleartext (lith_http_server_create checks both) */
+  char *tls_cert;
+  char *tls_key;
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */
   char *allow_hosts;   /* further Host names a token-less loopback lithd answers */
   char *backup_dir;    /* where POST /v1/backup writes; NULL: backups off */
@@ -126,7 +128,8 @@ typedef struct lithd_opts {
   int64_t stop_grace_ms;  /* SIGTERM: time before reads and backups are interrupted */
   /* --write-timeout-ms: a connection whose client takes no byte for this long is closed; 0: never */
   int64_t write_timeout_ms;
-  int64_t request_timeout_ms; /* --request-timeout-ms (default 10000) */
+  /* --request-timeout-ms: a request's head and body, a TLS handshake, an idle keep-alive */
+  int64_t request_timeout_ms;
   int64_t max_answer_mib; /* --max-answer-mib: the process's answer budget (sqljson.h) */
   char *dqlite;           /* --dqlite ADDR,...: the database is a dqlite cluster's (dq.h); NULL: local */
   char *dqlite_db;        /* --dqlite-db NAME; NULL: LITHD_DB_MAIN */
