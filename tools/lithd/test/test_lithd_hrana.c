@@ -1639,7 +1639,15 @@ static void test_content_types(void **state) {
     assert_non_null(strstr(r.body, "\"type\":\"step_end\",\"affected_row_count\":1"));
     tl_resp_free(&r);
   }
-  assert_int_equal(count_rows(c, "t"), 6);
+  /* a database's own routes alike */
+  post_raw(c, "/v1/db/main/v3/cursor", "Content-Type: text/plain;charset=UTF-8\r\n", CURSOR_INSERT, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\"type\":\"step_end\",\"affected_row_count\":1"));
+  tl_resp_free(&r);
+  post_raw(c, "/v1/db/main/v2/pipeline", "", INSERT_ONE, &r);
+  assert_int_equal(r.status, 200);
+  tl_resp_free(&r);
+  assert_int_equal(count_rows(c, "t"), 8);
   /* what is not JSON is a clear 400, whatever it says it is */
   post_raw(c, "/v3/pipeline", "Content-Type: text/plain\r\n", "INSERT INTO t VALUES (1)", &r);
   expect_refusal(&r, 400, "HTTP_PARSE_ERROR");
@@ -1666,11 +1674,11 @@ static void test_content_types(void **state) {
     expect_refusal(&r, 403, "FORBIDDEN");
     tl_resp_free(&r);
   }
-  assert_int_equal(count_rows(c, "t"), 6);
+  assert_int_equal(count_rows(c, "t"), 8);
   post_raw(c, "/v3/pipeline", "Origin: http://ok.example\r\nContent-Type: application/json\r\n", INSERT_ONE, &r);
   assert_int_equal(r.status, 200);
   tl_resp_free(&r);
-  assert_int_equal(count_rows(c, "t"), 7);
+  assert_int_equal(count_rows(c, "t"), 9);
   /* lithd's own routes keep the rule */
   post_raw(c, "/v1/query", "Content-Type: text/plain\r\n", "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", &r);
   assert_int_equal(r.status, 415);
@@ -1678,7 +1686,7 @@ static void test_content_types(void **state) {
   post_raw(c, "/v1/do", "", "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (2)\"}]}", &r);
   assert_int_equal(r.status, 415);
   tl_resp_free(&r);
-  assert_int_equal(count_rows(c, "t"), 7);
+  assert_int_equal(count_rows(c, "t"), 9);
   /* sqld's probes */
   tl_http(c, "GET", "/health", NULL, NULL, &r);
   assert_int_equal(r.status, 200);
