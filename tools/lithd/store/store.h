@@ -167,7 +167,9 @@ typedef struct lithd_store_tx lithd_store_tx;
 /* lithd_store_tx_open's flags. */
 enum {
   LITHD_TX_READONLY = 1, /* its statements may only read */
-  LITHD_TX_SNAPSHOT = 2  /* it begins on a read snapshot, not on the writer */
+  LITHD_TX_SNAPSHOT = 2  /* it begins on a read snapshot, not on the writer (a store
+                            without cheap snapshots, dqlite, holds the writer for it
+                            as for any: LITHD_TX_READONLY still refuses writes) */
 };
 
 /* Open one (flags: LITHD_TX_*). http: the client (while it waits for room
