@@ -1135,7 +1135,8 @@ static int dq_read(lithd_store *s, lithd_store_req *r) {
  * As on a local file (local.c), one command is the transaction: an alone
  * command of the dqlite writer (writer.h), so the commands queued before
  * it commit first and those after it wait in the writer's queue until it
- * ends (bounded: --tx-idle-ms between two runs, --tx-max-ms in all).
+ * ends (bounded: store.h's rule, lithd__tx_bound; "another waits" here is
+ * a command in the writer's queue, lith__dqw_waiting).
  * Its callback runs on the writer thread and waits there (a condition
  * variable) for the runs the loop hands it, one at a time; each runs
  * through run_cmd_batch on the writer's vetting connection, so every rule
@@ -1157,7 +1158,8 @@ static int dq_read(lithd_store *s, lithd_store_req *r) {
  * BEGIN DEFERRED and READONLY (LITHD_TX_SNAPSHOT) run on the writer too:
  * dqlite serves reads only on the leader, and a read transaction held
  * across requests would cost a leader connection each; READONLY still
- * refuses every write (SQLITE_READONLY, run_one's test). */
+ * refuses every write (SQLITE_READONLY: sql/'s lithd__write_refused). A
+ * run with PRAGMA foreign_keys is refused whole (DQ_NO_FOREIGN_KEYS). */
 
 /* The callback's private answer to the writer: roll back (the writer
  * rolls the command back to its savepoint for any code but OK). */
