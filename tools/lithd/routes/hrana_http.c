@@ -469,8 +469,8 @@ static void finish(hr_pipe *pp) {
       st->last_ms = lith_clock_ms();
     }
   }
-  /* the head into the room kept for it, right before the results (the
-   * spaces before it are JSON's blanks), so the results are never copied */
+  /* the head into the room kept for it, right before the results, so the
+   * results are never copied (what is before it is never sent) */
   char head[HEAD_MAX + 1];
   int hl =
       snprintf(head, sizeof head, "{\"baton\":%s%s%s,\"base_url\":null%s", baton[0] ? "\"" : "",
@@ -487,7 +487,7 @@ static void finish(hr_pipe *pp) {
     if (len - off < LITHD_PIECES_MIN) {
       lith_http_respond(pp->req, 200, "application/json", pp->out.p + off, len - off);
     } else { /* sent a piece at a time; the budget is given back once it is */
-      lithd_send_pieces(h->s->loop, pp->req, 200, lithd_buf_finish(&pp->out), len, pp->charged);
+      lithd_send_pieces(h->s->loop, pp->req, 200, lithd_buf_finish(&pp->out), off, len, pp->charged);
       pp->charged = 0;
     }
   }

@@ -51,12 +51,12 @@ static void on_pace(uv_prepare_t *h) {
     finish(p);
 }
 
-void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len,
+void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t off, size_t len,
                        size_t budget) {
   struct pieces *p = calloc(1, sizeof *p);
   if (p == NULL || uv_prepare_init(loop, &p->pace) != 0) {
     free(p);
-    lith_http_respond(req, status, "application/json", body, len); /* whole, then */
+    lith_http_respond(req, status, "application/json", body + off, len - off); /* whole, then */
     free(body);
     lithd_answer_budget_release(budget);
     return;
@@ -65,13 +65,14 @@ void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *bo
   p->req = req;
   p->body = body;
   p->len = len;
+  p->sent = off;
   p->pace.data = p;
   /* An answer has an end: a stop lets it finish within the grace, as a
    * whole answer would be (an answered write must reach its client). */
   lith_http_stream_at_stop(req, LITH_HTTP_STOP_FINISH);
-  if (lith_http_stream_start_length(req, status, "application/json", (uint64_t)len) != LITH_HTTP_OK) {
-    lith_http_respond(req, status, "application/json", body, len); /* completes it, gone or not */
-    uv_close((uv_handle_t *)&p->pace, pace_closed);                /* frees body */
+  if (lith_http_stream_start_length(req, status, "application/json", (uint64_t)(len - off)) != LITH_HTTP_OK) {
+    lith_http_respond(req, status, "application/json", body + off, len - off); /* completes it, gone or not */
+    uv_close((uv_handle_t *)&p->pace, pace_closed);                            /* frees body */
     return;
   }
   uv_prepare_start(&p->pace, on_pace);

@@ -22,11 +22,11 @@
 /* Answers at least this long go in pieces. */
 #define LITHD_PIECES_MIN ((size_t)1 << 20)
 
-/* Answer req with status and `body` (len bytes of JSON, malloc'd: taken,
- * freed when sent or when the client left), and give `budget` bytes back
- * to the answer budget then (lithd_answer_budget_release; 0: none).
- * Completes req in every case. */
-void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t len,
+/* Answer req with status and body[off..len) (JSON; body malloc'd: taken,
+ * freed when sent or when the client left; what is before off is not
+ * sent), and give `budget` bytes back to the answer budget then
+ * (lithd_answer_budget_release; 0: none). Completes req in every case. */
+void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t off, size_t len,
                        size_t budget);
 
 #endif /* LITHD_PIECES_H */

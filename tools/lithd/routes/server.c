@@ -306,7 +306,7 @@ typedef void (*answer_fn)(lithd_store_req *r, char *json, int status, size_t bud
 static void respond_json_taken(lithd_server *s, lith_http_req *req, int status, char *json, size_t budget) {
   size_t len = strlen(json);
   if (len >= LITHD_PIECES_MIN) {
-    lithd_send_pieces(s->loop, req, status, json, len, budget);
+    lithd_send_pieces(s->loop, req, status, json, 0, len, budget);
     return;
   }
   lith_http_respond(req, status, "application/json", json, len);

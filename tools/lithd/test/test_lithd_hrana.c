@@ -1731,6 +1731,7 @@ static json_t *cursor(const struct tl_child *c, const char *baton, const char *s
   assert_int_equal(status, 200);
   size_t len = strlen(body);
   assert_true(len > 0 && body[len - 1] == '\n');
+  assert_true(body[0] == '{'); /* the first line is the head, nothing before it */
   json_t *lines = json_array();
   for (char *p = body, *nl; *p; p = nl + 1) {
     json_error_t jerr;
