@@ -24,6 +24,10 @@
  * one) is closed then, like one that never sends its request. Garbage, or
  * plain HTTP, is a failed handshake: h2o closes the connection at once.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
