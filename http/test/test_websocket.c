@@ -31,11 +31,11 @@ static void on_message(lith_http_ws *ws, const char *data, size_t len, int binar
     LOOP_CHECK(lith_http_ws_send_text(ws, "last words", 10) == LITH_HTTP_OK); /* before the close frame */
     LOOP_CHECK(lith_http_ws_close(ws, 1000, "bye") == LITH_HTTP_OK);
     LOOP_CHECK(lith_http_ws_send_text(ws, "late", 4) == LITH_HTTP_GONE);
-  } else if (len == 5 && memcmp(data, "flood", 5) == 0) {
+  } else if (len >= 5 && memcmp(data, "flood", 5) == 0) {
     static char big[8192];
-    int rc = LITH_HTTP_OK;
+    int rc = LITH_HTTP_OK, n = len > 5 ? atoi(data + 5) : 400; /* "flood7": 56 KiB, under the bound */
     memset(big, 'x', sizeof big);
-    for (int i = 0; i < 400 && rc == LITH_HTTP_OK; i++)
+    for (int i = 0; i < n && rc == LITH_HTTP_OK; i++)
       rc = lith_http_ws_send_text(ws, big, sizeof big);
     atomic_store(&flood_rc, rc);
   } else {
@@ -228,6 +228,28 @@ static void test_ws_slow_reader(void **state) {
   close(fd);
 }
 
+/* A client that takes nothing of what waits for it (within the bound)
+ * for write_timeout_ms: cut, as any connection of the layer. */
+static void test_ws_write_timeout(void **state) {
+  fx *f = *state;
+  char head[4096];
+  int fd = wsc_tcp(f->port, 4096);
+  assert_int_equal(wsc_handshake(fd, "/ws", NULL, NULL, head, sizeof head), 101);
+  assert_int_equal(wsc_send_text(fd, "flood7"), 0);
+  assert_true(wait_for(&flood_rc, LITH_HTTP_OK, 2000));
+  assert_true(wait_for(&ws_closed, 1, 4000));
+  lith_http_stats st;
+  on_loop(f, job_stats, &st);
+  assert_int_equal(st.write_timeouts, 1);
+  assert_int_equal(st.stream_overflows, 0);
+  close(fd);
+}
+
+static int ws_setup_write_timeout(void **state) {
+  ht_write_timeout_ms = 300;
+  return ws_setup(state);
+}
+
 /* No frame either way for idle_ms: closed with 1001. */
 static void test_ws_idle(void **state) {
   fx *f = *state;
@@ -318,6 +340,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_too_large, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_unmasked, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_slow_reader, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_write_timeout, ws_setup_write_timeout, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_idle, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_server_close, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_client_vanishes, ws_setup, ws_teardown),
