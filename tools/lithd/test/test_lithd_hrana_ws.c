@@ -459,6 +459,18 @@ static void test_ws_bounds(void **state) {
   err(j, "STREAMS_EXHAUSTED", "64");
   json_decref(j);
   exec_ok(fd, 65, 0, "CREATE TABLE t(x)");
+  /* stored SQL: the connection's, with a stream's bounds over HTTP (256
+   * texts); freed with the connection */
+  for (int k = 0; k < 257; k++) {
+    char rq[128];
+    snprintf(rq, sizeof rq, "{\"type\":\"store_sql\",\"sql_id\":%d,\"sql\":\"SELECT %d\"}", k, k);
+    j = request(fd, 500 + k, rq);
+    if (k < 256)
+      ok(j, "store_sql");
+    else
+      err(j, "SQL_STORE_TOO_MANY", NULL);
+    json_decref(j);
+  }
   /* requests waiting per connection: another connection holds the writer */
   int holder = open_hello(c, "hrana3", NULL);
   j = request(holder, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
