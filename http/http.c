@@ -30,7 +30,11 @@
  * Connections. We allocate each uv handle, hand it to h2o with
  * h2o_uv_socket_create, and learn when h2o closes it (its uv close
  * callback). To find our record from a request we put it in the h2o socket's
- * on_close hook, which libh2o leaves to the application.
+ * on_close hook, which libh2o leaves to the application. With TLS (tls.c) a
+ * TCP connection goes to h2o_accept with the accept context that carries
+ * the SSL_CTX: h2o runs the handshake (bounded by handshake_timeout, which
+ * create sets to the request timeout) before HTTP/1 or HTTP/2 begins; until
+ * then the connection has no request (live 0), so the stop closes it at once.
  *
  * Stop. h2o 2.2.5's h2o_context_request_shutdown sends GOAWAY on HTTP/2 and
  * makes later HTTP/1 responses "Connection: close", but leaves idle HTTP/1
