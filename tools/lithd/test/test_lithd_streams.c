@@ -1222,10 +1222,15 @@ static void test_answer_bounded_by_bytes(void **state) {
                                    "{\"baton\":null,\"requests\":" ROWS_EXEC("1000000") "}", &r, 60000),
                    TL_OK);
   assert_int_equal(r.status, 200);
-  size_t cells = 0;
-  for (const char *p = r.body; (p = strstr(p, "{\"type\":\"integer\",\"value\":\"")) != NULL; p++)
-    cells++;
-  assert_null(strstr(r.body, "\"type\":\"error\""));
+  /* a plain scan: a sanitizer's strstr reads the whole rest each call */
+  static const char cell[] = "{\"type\":\"integer\",\"value\":\"";
+  size_t cells = 0, errors = 0;
+  for (size_t i = 0; r.body[i] != '\0'; i++)
+    if (r.body[i] == '{' && strncmp(r.body + i, cell, sizeof cell - 1) == 0)
+      cells++;
+    else if (r.body[i] == '"' && strncmp(r.body + i, "\"error\"", 7) == 0)
+      errors++;
+  assert_int_equal(errors, 0);
   assert_int_equal(cells, 1000000);
   size_t answered = strlen(r.body);
   tl_resp_free(&r);
@@ -1317,6 +1322,7 @@ static void test_idle_tx_ended_for_a_waiter(void **state) {
   timed_run(&w);
   print_message("a write waited %lld ms for an idle write transaction\n", (long long)w.took_ms);
   assert_int_equal(w.status, 200);
+  json_decref(w.answer);
   assert_true(w.took_ms < 5000); /* not the 30 s of --tx-max-ms */
   a = pipeline(c, b, "[" EXEC("INSERT INTO t VALUES (3)") "]");
   expect_code(a, 0, "TRANSACTION_TIMEOUT");
