@@ -40,6 +40,11 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* How long pipeline_at waits for an answer, ms (0: TL_TIMEOUT_MS): longer
+ * for one that waits on purpose behind a slow command, which a sanitizer
+ * on a busy machine makes slower still. */
+static int answer_ms;
+
 /* POST path {"baton": baton, "requests": requests (JSON text)}: the
  * answer's status into *status and its body parsed (the caller decrefs). */
 static json_t *pipeline_at(const struct tl_child *c, const char *path, const char *auth, const char *baton,
@@ -53,7 +58,7 @@ static json_t *pipeline_at(const struct tl_child *c, const char *path, const cha
     snprintf(body, n, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests);
   else
     snprintf(body, n, "{\"baton\":null,\"requests\":%s}", requests);
-  tl_http(c, "POST", path, auth, body, &r);
+  tl_read_within(tl_send(c, "POST", path, auth, body), &r, answer_ms > 0 ? answer_ms : TL_TIMEOUT_MS);
   free(body);
   *status = r.status;
   json_t *j = json_loads(r.body, JSON_ALLOW_NUL, &jerr);
@@ -1257,10 +1262,12 @@ static void test_tx_waited(void **state) {
   assert_int_equal(pthread_create(&th, NULL, other_write, &w), 0);
   usleep(100 * 1000);
   int64_t t0 = now_ms();
+  answer_ms = 25000; /* it waits for the slow command (its bound: 20 s) */
   a = pipeline(c, NULL,
                "[{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}},"
                "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"},\"condition\":{\"type\":\"ok\",\"step\":0}}]}},"
                "{\"type\":\"get_autocommit\"}]");
+  answer_ms = 0;
   int64_t waited = now_ms() - t0;
   pthread_join(th, NULL);
   assert_int_equal(w.status, 200);
