@@ -55,6 +55,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -528,6 +530,8 @@ static int try_hrana_ws(const struct tl_child *c, const struct attack *a, const 
     free(body);
     int fd = wsc_open(c->port, "/", "hrana3", NULL);
     assert_true(fd >= 0);
+    struct timeval tv = {TL_TIMEOUT_MS / 1000, 0}; /* a row past --max-run-ms (6 s under sanitizers) */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     json_t *hello = json_pack("{s:s,s:s}", "type", "hello", "jwt", auth + strlen("Bearer "));
     char *text = json_dumps(hello, JSON_COMPACT);
     json_decref(hello);
