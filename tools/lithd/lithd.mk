@@ -7,7 +7,8 @@
 # may include those of its own folder and those below it:
 #   main.c, options.c, database.c   the wiring: options, one database's pieces
 #   routes/   the HTTP routes, the write queue's overflow, backup routes
-#   request/  request formats: JSON, {"statements": ...}, named commands
+#   request/  request formats: JSON, {"statements": ...}, named commands,
+#             sqld's JWTs
 #   sql/      the SQL policy above the stores: running a batch, the guard,
 #             the heap ceiling, schema steps, parameter scan, where a text's
 #             statements end (split.c)
