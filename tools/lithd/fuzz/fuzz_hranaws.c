@@ -3,11 +3,13 @@
  * request, routes/hrana_ws.c) through lithd_hrana_ws_parse, then what
  * hrana_ws.c does with it that needs no store: a request's batch built as
  * a pipeline of one would build it (lithd_hrana_batch, small limits so the
- * limit checks are reached), stored SQL stored and closed, and the answer
+ * limit checks are reached), stored SQL stored and closed and sql_ids
+ * resolved (lithd_hrana_ws_resolve, a small bound), and the answer
  * message written around an error entry. Refusals are fine; crashes,
  * overreads and leaks are not (ASan + UBSan). `make fuzz` runs it.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,8 +48,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (lithd_hrana_sqls_store(&sqls, rq, &lim, &e) != 0 && e.code == NULL)
         abort();
       lithd_hrana_sqls_close(sqls, rq, &e);
-    } else if (kind == LITHD_HR_EXECUTE || kind == LITHD_HR_BATCH || kind == LITHD_HR_SEQUENCE ||
-               kind == LITHD_HR_DESCRIBE) {
+    }
+    {
+      /* sql_ids resolved at receipt: 1..3 stored, a small bound */
+      static const char *const texts[] = {"SELECT 1", "SELECT ?", "INSERT INTO t VALUES (1)"};
+      lithd_hrana_sqls *stored = NULL;
+      for (int i = 0; i < 3; i++) {
+        char js[96];
+        lithd_hrana_pipeline *sp = NULL;
+        snprintf(js, sizeof js,
+                 "{\"baton\":null,\"requests\":[{\"type\":\"store_sql\",\"sql_id\":%d,\"sql\":\"%s\"}]}",
+                 i + 1, texts[i]);
+        if (lithd_hrana_pipeline_parse(js, strlen(js), 8, &sp, &e) != 0 ||
+            lithd_hrana_sqls_store(&stored, sp->requests[0], &lim, &e) != 0)
+          abort();
+        lithd_hrana_pipeline_free(sp);
+      }
+      long added = lithd_hrana_ws_resolve(m.p, stored, 64, &e);
+      if (added < -1 || added > 64 || (added < 0 && e.code == NULL))
+        abort();
+      lithd_hrana_sqls_free(stored);
+    }
+    if (kind == LITHD_HR_EXECUTE || kind == LITHD_HR_BATCH || kind == LITHD_HR_SEQUENCE ||
+        kind == LITHD_HR_DESCRIBE) {
       lithd_batch *b = NULL;
       lithd_hrana_plan plan;
       if (lithd_hrana_batch(rq, kind, sqls, &lim, &b, &plan, &e) == 0) {

@@ -1146,6 +1146,67 @@ err:
   return -1;
 }
 
+/* obj's "sql_id" (when it has no "sql") replaced by the text stored
+ * under it, copied into p's tree; *added counts the bytes, at most max. */
+static int resolve_obj(lithd_hrana_pipeline *p, lj_value *obj, const lithd_hrana_sqls *m, size_t max,
+                       size_t *added, lithd_hrana_error *e) {
+  if (obj == NULL || obj->type != LJ_OBJECT || lj_get(obj, "sql") != NULL)
+    return 0;
+  for (size_t i = 0; i < obj->n; i++) {
+    lj_member *mb = &obj->u.members[i];
+    if (mb->keylen != 6 || memcmp(mb->key, "sql_id", 6) != 0)
+      continue;
+    if (mb->value->type != LJ_INT || mb->value->u.i < INT32_MIN || mb->value->u.i > INT32_MAX)
+      return 0; /* the batch's rules say why */
+    const char *s = sqls_find(m, (int32_t)mb->value->u.i);
+    if (s == NULL)
+      return 0; /* SQL_NOT_FOUND when it runs */
+    size_t n = strlen(s);
+    if (n > max - *added)
+      return lithd_hrana_fail(
+          e, "REQUEST_TOO_LARGE",
+          "the request's stored SQL comes to more than %zu bytes, the most a message may hold "
+          "(--max-body)",
+          max);
+    lj_value *v = lj_make_string(&p->mem, s, n);
+    if (v == NULL)
+      return lithd_hrana_fail(e, "SQLITE_NOMEM", "out of memory");
+    mb->key = "sql";
+    mb->keylen = 3;
+    mb->value = v;
+    *added += n;
+    return 0;
+  }
+  return 0;
+}
+
+long lithd_hrana_ws_resolve(lithd_hrana_pipeline *p, const lithd_hrana_sqls *m, size_t max,
+                            lithd_hrana_error *e) {
+  lj_value *rq = p->n == 1 ? p->requests[0] : NULL;
+  size_t added = 0;
+  switch (rq != NULL ? lithd_hrana_kind(rq) : LITHD_HR_UNKNOWN) {
+  case LITHD_HR_EXECUTE:
+    if (resolve_obj(p, lj_get(rq, "stmt"), m, max, &added, e) != 0)
+      return -1;
+    break;
+  case LITHD_HR_BATCH: {
+    const lj_value *steps = lj_get(lj_get(rq, "batch"), "steps");
+    for (size_t i = 0; steps != NULL && steps->type == LJ_ARRAY && i < steps->n; i++)
+      if (steps->u.items[i]->type == LJ_OBJECT &&
+          resolve_obj(p, lj_get(steps->u.items[i], "stmt"), m, max, &added, e) != 0)
+        return -1;
+    break;
+  }
+  case LITHD_HR_SEQUENCE:
+  case LITHD_HR_DESCRIBE:
+    if (resolve_obj(p, rq, m, max, &added, e) != 0)
+      return -1;
+    break;
+  default: break;
+  }
+  return (long)added;
+}
+
 void lithd_hrana_ws_response(lithd_buf *b, int32_t id, const char *entry, size_t len) {
   static const char ok[] = "{\"type\":\"ok\",", err[] = "{\"type\":\"error\",";
   int is_ok = len >= sizeof ok - 1 && memcmp(entry, ok, sizeof ok - 1) == 0;

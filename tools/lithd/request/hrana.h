@@ -226,6 +226,17 @@ typedef struct lithd_hrana_wsmsg {
  * ends. */
 int lithd_hrana_ws_parse(const char *msg, size_t len, lithd_hrana_wsmsg *out, lithd_hrana_error *e);
 
+/* Resolve the request's stored SQL now, as sqld does when a request
+ * arrives (the connection's stored SQL may change before it runs): each
+ * "sql_id" of a Stmt (execute, a batch's steps, an open_cursor's) or of a
+ * sequence or describe that m holds becomes the "sql" it names, copied
+ * into p's tree; one not stored is left (SQL_NOT_FOUND when it runs).
+ * Returns the bytes added, or -1 with *e: more than max in all
+ * (REQUEST_TOO_LARGE: no more than the client could have sent inline), no
+ * memory. */
+long lithd_hrana_ws_resolve(lithd_hrana_pipeline *p, const lithd_hrana_sqls *m, size_t max,
+                            lithd_hrana_error *e);
+
 /* The answer to request `id` from a pipeline's entry for it (entry[0..len),
  * what lithd_hrana_put_ok / _put_error / _put_outcome wrote):
  * {"type":"response_ok","request_id":id,"response":...} or

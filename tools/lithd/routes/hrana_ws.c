@@ -249,7 +249,7 @@ static void pump(ws_stream *st) {
       st->running = it;
       lithd_hrana_pipeline *p = it->m.p;
       it->m.p = NULL;
-      if (lithd_hrana_ws_run(st->h, p, it->len, c->version >= 3 ? 3 : 2, c->access, c->sqls, on_answer, st,
+      if (lithd_hrana_ws_run(st->h, p, it->len, c->version >= 3 ? 3 : 2, c->access, NULL, on_answer, st,
                              &e) != 0) {
         st->running = NULL;
         if (it->m.kind == LITHD_HRWS_OPEN_CURSOR && cursor_of(c, it->m.cursor_id) != NULL)
@@ -265,9 +265,18 @@ static void pump(ws_stream *st) {
   st->pumping = 0;
 }
 
-/* Queue the request of m on st (m's tree passes to the queue). */
+/* Queue the request of m on st (m's tree passes to the queue). Its
+ * stored SQL is resolved now (lithd_hrana_ws_resolve): a close_sql or
+ * store_sql that comes after it never changes what it runs. */
 static void enqueue(ws_conn *c, ws_stream *st, lithd_hrana_wsmsg *m, size_t len) {
   lithd_hrana_error e;
+  size_t max = c->s->limits.max_body_bytes > 0 ? c->s->limits.max_body_bytes : ((size_t)8 << 20);
+  long added = lithd_hrana_ws_resolve(m->p, c->sqls, max, &e);
+  if (added < 0) {
+    send_error(c, m->request_id, &e);
+    return;
+  }
+  len += (size_t)added;
   ws_item *it = calloc(1, sizeof *it);
   if (it == NULL || lithd_answer_budget_charge(QUEUED_COST(len)) != 0) {
     free(it);

@@ -12,7 +12,7 @@
  *
  * The requests: open_stream, close_stream, execute, batch; since hrana2
  * sequence, describe, store_sql, close_sql (stored SQL is the
- * connection's); since hrana3 get_autocommit, open_cursor, fetch_cursor,
+ * connection's, a request's sql_ids resolved when it arrives); since hrana3 get_autocommit, open_cursor, fetch_cursor,
  * close_cursor. A stream is a stream of hrana_http.c's table held by the
  * connection (hrana_int.h): the same transactions, per-address share and
  * answer budget as over HTTP; the requests of one stream run in order, one

@@ -327,6 +327,50 @@ static void test_ws_requests(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* Stored SQL is resolved when a request arrives (as sqld): a request
+ * queued behind a held writer runs the text its sql_id named then, though
+ * the id was closed and stored again with other SQL before it ran. */
+static void test_ws_sql_ids_at_receipt(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "wsids", 0, TL_ARGS("--tx-idle-ms", "5000"));
+  int a = open_hello(c, "hrana3", NULL), b = open_hello(c, "hrana3", NULL);
+  json_t *j = request(a, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  j = request(b, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  exec_ok(b, 2, 1, "CREATE TABLE t(x)");
+  exec_ok(a, 2, 1, "BEGIN IMMEDIATE"); /* the writer held */
+  j = request(b, 3, "{\"type\":\"store_sql\",\"sql_id\":7,\"sql\":\"INSERT INTO t VALUES (1)\"}");
+  ok(j, "store_sql");
+  json_decref(j);
+  /* a write waiting for the writer, and behind it on its stream a request
+   * naming 7; then 7 closed and stored again */
+  send_fmt(b, "{\"type\":\"request\",\"request_id\":30,\"request\":{\"type\":\"execute\",\"stream_id\":1,"
+              "\"stmt\":{\"sql\":\"INSERT INTO t VALUES (0)\"}}}");
+  send_fmt(b, "{\"type\":\"request\",\"request_id\":4,\"request\":{\"type\":\"execute\",\"stream_id\":1,"
+              "\"stmt\":{\"sql_id\":7}}}");
+  j = request(b, 5, "{\"type\":\"close_sql\",\"sql_id\":7}");
+  ok(j, "close_sql");
+  json_decref(j);
+  j = request(b, 6, "{\"type\":\"store_sql\",\"sql_id\":7,\"sql\":\"INSERT INTO t VALUES (2)\"}");
+  ok(j, "store_sql");
+  json_decref(j);
+  exec_ok(a, 3, 1, "ROLLBACK");
+  for (int k = 0; k < 2; k++) { /* in the stream's order */
+    j = recv_json(b);
+    assert_int_equal(json_integer_value(json_object_get(j, "request_id")), k == 0 ? 30 : 4);
+    ok(j, "execute");
+    json_decref(j);
+  }
+  j = request(b, 8,
+              "{\"type\":\"execute\",\"stream_id\":1,\"stmt\":{\"sql\":\"SELECT group_concat(x) FROM t\"}}");
+  assert_string_equal(cell0(j), "0,1");
+  json_decref(j);
+  close(a);
+  close(b);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* ---- The hello and the gate ----------------------------------------------------- */
 
 static void test_ws_token(void **state) {
@@ -542,6 +586,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_ws_subprotocols, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_requests, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_sql_ids_at_receipt, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_token, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_dropped_transaction, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_bounds, tl_setup, tl_teardown),
