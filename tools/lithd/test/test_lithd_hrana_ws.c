@@ -158,6 +158,11 @@ static void test_ws_subprotocols(void **state) {
   fd = wsc_tcp(c->port, 0);
   assert_int_equal(wsc_handshake(fd, "/v1/db/nope/", "hrana3", NULL, head, sizeof head), 404);
   close(fd);
+  /* a web page's handshake on a token-less lithd: refused before the upgrade */
+  fd = wsc_tcp(c->port, 0);
+  assert_int_equal(wsc_handshake(fd, "/", "hrana3", "Origin: http://evil.example\r\n", head, sizeof head),
+                   403);
+  close(fd);
   /* GET / that is no handshake */
   struct tl_resp r;
   tl_http(c, "GET", "/", NULL, NULL, &r);
