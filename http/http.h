@@ -5,8 +5,9 @@
  * (routes by method and path, a JSON error shape, bounded request bodies,
  * answers that come later from a libuv callback, server-sent events with a
  * bound on what a slow client can make us queue, bearer tokens, a graceful
- * stop, counters for /metrics), and h2o's request lifetime rules are easy to
- * get wrong: its h2o_req_t vanishes when the client leaves. This layer hands
+ * stop, counters for /metrics; for lithd, WebSockets), and h2o's request
+ * lifetime rules are easy to get wrong: its h2o_req_t vanishes when the
+ * client leaves (and after a WebSocket upgrade). This layer hands
  * the application a handle whose lifetime the application controls instead.
  *
  * h2o 2.2.5 (libuv flavour) does the protocol work: HTTP/1.1 keep-alive and
@@ -159,6 +160,15 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
  * called more than once; not after lith_http_server_stop. `host` is read
  * during the call only. */
 int lith_http_listen_tcp(lith_http_server *srv, const char *host, int port);
+
+/* Load a new certificate and key (a renewed certificate) as
+ * lith_http_server_create loads tls_cert_file and tls_key_file, for the
+ * connections accepted from now on; those already open keep what they
+ * negotiated. On any error (the same as create's) nothing changes: the
+ * old ones go on serving, and lith_http_errmsg() says why.
+ * LITH_HTTP_MISUSE for a server created without TLS. The paths are read
+ * during the call only. */
+int lith_http_tls_reload(lith_http_server *srv, const char *cert_file, const char *key_file);
 
 /* The port the first TCP listener is bound to, or -1 if there is none. */
 int lith_http_port(const lith_http_server *srv);
