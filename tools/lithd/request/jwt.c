@@ -415,7 +415,7 @@ static int sha256(const char *p, size_t n, unsigned char out[32]) {
 
 int lithd_jwt_check(lithd_jwt_keys *k, const char *token, size_t len, int64_t now, const char *db, int *grant,
                     char *msg, size_t cap) {
-  unsigned char hash[32], sig[SIG_LEN + 2];
+  unsigned char hash[32] = {0}, sig[SIG_LEN + 2];
   char *buf = NULL;
   int rc = LITHD_JWT_INVALID;
   *grant = LITHD_JWT_NONE;
