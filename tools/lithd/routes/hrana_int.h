@@ -37,8 +37,9 @@ int lithd_hrana_ws_open(lithd_server *s, lithd_dbsrv *d, const char *peer, lithd
 /* Run p->requests[0] (an execute, batch, sequence, describe or
  * get_autocommit: lithd_hrana_kind) on w, its body len bytes, Hrana
  * version 2 or 3 (the outcome's shape), access what the connection's
- * credentials grant (lithd_access), `sqls` the connection's stored SQL
- * (read while the request's batch is made, at the start). Takes p in
+ * credentials grant (lithd_access), `sqls` stored SQL its sql_ids name
+ * (read while the request's batch is made, at the start; NULL: none,
+ * hrana_ws.c resolves them on arrival, lithd_hrana_ws_resolve). Takes p in
  * every case. 0: cb(arg, ...) comes once, maybe before this returns; -1
  * with *e: nothing ran and cb never comes (the stream is closed by the
  * stop, the budget has no room, a request of w still runs). */
