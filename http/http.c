@@ -272,6 +272,7 @@ int lith_http_server_create(uv_loop_t *loop, const lith_http_options *opt, lith_
     goto fail;
   srv->loop = loop;
   srv->tls = tls;
+  srv->tls_h2 = o.http2 != LITH_HTTP_H2_OFF;
   srv->max_body = o.max_body;
   srv->stream_buffer = o.stream_buffer;
   srv->write_timeout_ms = o.write_timeout_ms;

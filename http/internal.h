@@ -108,6 +108,7 @@ struct lith_http_server {
   h2o_accept_ctx_t accept_ctx;     /* cleartext: Unix sockets, TCP without TLS */
   h2o_accept_ctx_t tls_accept_ctx; /* TCP listeners when tls is set (tls.c) */
   SSL_CTX *tls;                    /* NULL: no TLS */
+  int tls_h2;                      /* ALPN offers h2 (lh_tls_create's h2) */
   size_t max_body, stream_buffer;
   char *server_name;
   lh_route *routes;

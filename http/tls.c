@@ -19,6 +19,9 @@
  *     client keeps;
  *   - ALPN: "h2" then "http/1.1" when HTTP/2 is on, "http/1.1" alone when
  *     it is off. A client offering none gets HTTP/1.1.
+ * lith_http_tls_reload swaps in a new context for the connections accepted
+ * next: each open connection's SSL holds a reference to the context it was
+ * made from, so freeing ours leaves theirs alive until they close.
  * The handshake is bounded by h2o's handshake timeout, which create sets to
  * request_timeout_ms: a client that stops mid-handshake (or never starts
  * one) is closed then, like one that never sends its request. Garbage, or
@@ -81,6 +84,14 @@ int lh_tls_create(const char *cert_file, const char *key_file, int h2, SSL_CTX *
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* an idle connection holds no record buffers */
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  /* No close_notify: h2o 2.2.5 closes a TLS socket by writing one first,
+   * and on libuv a write to a connection whose read already failed (a
+   * client that reset it: one that closes without reading the session
+   * tickets sent after its handshake) fails at once, without the callback
+   * h2o waits for; the socket was then never freed (a leak of its fd, and
+   * a stop that never ends). Every answer of ours carries its length, so
+   * no client needs the alert to tell a whole answer from a cut one. */
+  SSL_CTX_set_quiet_shutdown(ctx, 1);
   if (SSL_CTX_use_certificate_chain_file(ctx, cert_file) != 1) {
     rc = lh_fail(LITH_HTTP_ERROR, "TLS certificate %s: not a PEM certificate (%s)", cert_file,
                  ssl_reason(why, sizeof why));
@@ -99,4 +110,17 @@ int lh_tls_create(const char *cert_file, const char *key_file, int h2, SSL_CTX *
 fail:
   SSL_CTX_free(ctx);
   return rc;
+}
+
+int lith_http_tls_reload(lith_http_server *srv, const char *cert_file, const char *key_file) {
+  SSL_CTX *ctx;
+  if (!srv || !srv->tls)
+    return lh_fail(LITH_HTTP_MISUSE, "lith_http_tls_reload: the server was created without TLS");
+  int rc = lh_tls_create(cert_file, key_file, srv->tls_h2, &ctx);
+  if (rc != LITH_HTTP_OK)
+    return rc; /* the old context serves on */
+  SSL_CTX_free(srv->tls);
+  srv->tls = ctx;
+  srv->tls_accept_ctx.ssl_ctx = ctx;
+  return LITH_HTTP_OK;
 }

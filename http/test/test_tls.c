@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/err.h>
@@ -20,8 +21,9 @@
 #include "helper.h"
 #include "tlsgen.h"
 
-static char dir[64];
+static char dir[64], dir2[96];
 static char ca[128], cert[128], key[128], other_key[128];
+static char ca2[128], cert2[128], key2[128]; /* another CA's (the reload test) */
 
 #define TIMEOUT_MS 400 /* the request timeout of the stall test's server */
 
@@ -36,6 +38,15 @@ static int tls_setup_short(void **state) {
   int rc = tls_setup(state);
   ht_request_timeout_ms = 0;
   return rc;
+}
+
+/* A client context trusting the CA in ca_file only. */
+static SSL_CTX *client_ctx_ca(const char *ca_file) {
+  SSL_CTX *c = SSL_CTX_new(TLS_client_method());
+  assert_non_null(c);
+  assert_int_equal(SSL_CTX_load_verify_locations(c, ca_file, NULL), 1);
+  SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+  return c;
 }
 
 /* A client context trusting the test CA only; `alpn` a wire-format list
@@ -310,6 +321,95 @@ static void test_tls_stop_closes_handshakes(void **state) {
   close(half);
 }
 
+/* Clients that complete the handshake and go at once, without reading what
+ * the server sent after it (TLS 1.3's session tickets: the kernel then
+ * resets the connection), or resetting it themselves: each connection is
+ * freed, not left waiting for a write that cannot happen. */
+static void test_tls_reset_after_handshake_is_freed(void **state) {
+  fx *f = *state;
+  SSL_CTX *c = client_ctx(NULL, 0);
+  for (int i = 0; i < 20; i++) {
+    int fd;
+    SSL *s = tls_connect(c, f->port, &fd);
+    assert_non_null(s);
+    if (i % 2) {
+      struct linger lg = {1, 0}; /* close resets */
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    SSL_free(s);
+    close(fd);
+  }
+  SSL_CTX_free(c);
+  lith_http_stats st;
+  for (int i = 0; i < 200; i++) {
+    on_loop(f, job_stats, &st);
+    if (st.connections_open == 0)
+      break;
+    usleep(10000);
+  }
+  assert_int_equal(st.connections_open, 0);
+  assert_int_equal(st.connections, 20);
+  get_hello(f->port);
+}
+
+typedef struct reload_args {
+  const char *cert, *key;
+  int rc;
+  char msg[512];
+} reload_args;
+
+static void job_reload(fx *f, void *arg) {
+  reload_args *a = arg;
+  a->rc = lith_http_tls_reload(f->srv, a->cert, a->key);
+  snprintf(a->msg, sizeof a->msg, "%s", lith_http_errmsg());
+}
+
+/* One keep-alive GET /hello on s: 200 "hello". */
+static void hello_on(SSL *s) {
+  const char *req = "GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  ssl_send(s, req, strlen(req));
+  char buf[4096];
+  ssl_read_until(s, buf, sizeof buf, "\r\n\r\nhello");
+  assert_true(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+}
+
+/* A renewed certificate: new connections get it, open ones keep theirs,
+ * and a bad one changes nothing. */
+static void test_tls_reload(void **state) {
+  fx *f = *state;
+  SSL_CTX *old_ca = client_ctx_ca(ca), *new_ca = client_ctx_ca(ca2);
+  int fd_a, fd;
+  SSL *a = tls_connect(old_ca, f->port, &fd_a);
+  assert_non_null(a);
+  hello_on(a);
+  /* a bad pair: refused, the old certificate serves on */
+  reload_args bad = {cert2, key, -1, ""};
+  on_loop(f, job_reload, &bad);
+  assert_int_equal(bad.rc, LITH_HTTP_ERROR);
+  assert_non_null(strstr(bad.msg, key));
+  reload_args missing = {"/nonexistent/cert.pem", key2, -1, ""};
+  on_loop(f, job_reload, &missing);
+  assert_int_equal(missing.rc, LITH_HTTP_ERROR);
+  get_hello(f->port);
+  /* the renewed one, another CA's: new connections get it */
+  reload_args good = {cert2, key2, -1, ""};
+  on_loop(f, job_reload, &good);
+  assert_int_equal(good.rc, LITH_HTTP_OK);
+  assert_null(tls_connect(old_ca, f->port, &fd));
+  SSL *b = tls_connect(new_ca, f->port, &fd);
+  assert_non_null(b);
+  hello_on(b);
+  SSL_free(b);
+  close(fd);
+  /* the connection opened before goes on with what it negotiated */
+  hello_on(a);
+  SSL_free(a);
+  close(fd_a);
+  SSL_CTX_free(old_ca);
+  SSL_CTX_free(new_ca);
+  assert_int_equal(atomic_load(&f->hello_runs), 4);
+}
+
 /* lith_http_server_create with these files: its result, and the message. */
 static int create_with(const char *c, const char *k, char *msg, size_t cap) {
   uv_loop_t loop;
@@ -355,6 +455,17 @@ static void test_tls_bad_files_refuse_to_start(void **state) {
   assert_non_null(strstr(msg, other_key));
   assert_int_equal(create_with(cert, NULL, msg, sizeof msg), LITH_HTTP_MISUSE);
   assert_int_equal(create_with(NULL, key, msg, sizeof msg), LITH_HTTP_MISUSE);
+  /* no reload for a server without TLS */
+  {
+    uv_loop_t loop;
+    lith_http_server *srv;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(lith_http_server_create(&loop, NULL, &srv), LITH_HTTP_OK);
+    assert_int_equal(lith_http_tls_reload(srv, cert, key), LITH_HTTP_MISUSE);
+    lith_http_server_destroy(srv);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+  }
   assert_int_equal(ERR_peek_error(), 0); /* the layer left no error queued */
 }
 
@@ -395,7 +506,11 @@ int main(void) {
   snprintf(cert, sizeof cert, "%s/cert.pem", dir);
   snprintf(key, sizeof key, "%s/key.pem", dir);
   snprintf(other_key, sizeof other_key, "%s/other-key.pem", dir);
-  if (tlsgen_write(dir) != 0)
+  snprintf(dir2, sizeof dir2, "%s/renewed", dir);
+  snprintf(ca2, sizeof ca2, "%s/ca.pem", dir2);
+  snprintf(cert2, sizeof cert2, "%s/cert.pem", dir2);
+  snprintf(key2, sizeof key2, "%s/key.pem", dir2);
+  if (tlsgen_write(dir) != 0 || mkdir(dir2, 0700) != 0 || tlsgen_write(dir2) != 0)
     return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_tls_http1, tls_setup, teardown),
@@ -404,6 +519,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tls_refuses_old_versions, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_stalled_handshake_is_cut, tls_setup_short, teardown),
       cmocka_unit_test_setup_teardown(test_tls_stop_closes_handshakes, tls_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tls_reload, tls_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tls_reset_after_handshake_is_freed, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_unix_socket_stays_cleartext, tls_setup, teardown),
       cmocka_unit_test(test_tls_bad_files_refuse_to_start),
   };

@@ -33,7 +33,9 @@
  *     runs the loop itself), the HTTP server is destroyed, each database's
  *     lith_close drains its writer and checkpoints (TRUNCATE; not with
  *     --checkpoint external), exit 0.
- *   - SIGHUP reopens the --log file (for logrotate).
+ *   - SIGHUP reopens the --log file (for logrotate) and reloads the TLS
+ *     certificate and key (a renewed certificate: new connections get it;
+ *     a bad file is logged and the old pair serves on).
  *   - --checkpoint external: lithd never checkpoints (a replicator such as
  *     Litestream owns the WAL). --litestream is that plus a busy timeout of
  *     at least LITHD_LITESTREAM_BUSY_MS (Litestream's write locks delay a
@@ -79,6 +81,7 @@ struct daemon {
   lith_http_server *http;
   lithd_server srv;
   int stopping;
+  const char *tls_cert, *tls_key; /* --tls-cert, --tls-key (the options'); NULL: no TLS */
 };
 
 /* ---- Shutdown chain ---------------------------------------------------- */
@@ -130,6 +133,13 @@ static void on_signal(uv_signal_t *h, int signum) {
       lithd_log(LITHD_LOG_ERROR, "SIGHUP: cannot reopen the log: %s", strerror(errno));
     else
       lithd_log(LITHD_LOG_INFO, "SIGHUP: log reopened");
+    if (d->tls_cert != NULL && d->http != NULL) {
+      if (lith_http_tls_reload(d->http, d->tls_cert, d->tls_key) != LITH_HTTP_OK)
+        lithd_log(LITHD_LOG_ERROR, "SIGHUP: the TLS certificate was not reloaded, the old one serves on: %s",
+                  lith_http_errmsg());
+      else
+        lithd_log(LITHD_LOG_INFO, "SIGHUP: TLS certificate reloaded from %s", d->tls_cert);
+    }
     return;
   }
   lithd_log(LITHD_LOG_INFO, "%s, stopping", signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -404,6 +414,8 @@ int main(int argc, char **argv) {
   }
   d.srv.loop = &d.loop;
   d.srv.http = d.http;
+  d.tls_cert = o.tls_cert;
+  d.tls_key = o.tls_key;
   d.srv.dbs = served;
   d.srv.n_dbs = (size_t)o.n_dbs;
   d.srv.token = token;

@@ -67,11 +67,29 @@ static SSL *tls_open(const struct tl_child *c, SSL_CTX *ctx, int *fdp) {
   return s;
 }
 
+static void https_request_with(const struct tl_child *c, SSL_CTX *ctx, const char *method, const char *path,
+                               const char *body, char *out, size_t cap);
+
 /* One HTTP/1.1 request over TLS ("Connection: close"); the whole answer,
  * head and body, into out. */
 static void https_request(const struct tl_child *c, const char *method, const char *path, const char *body,
                           char *out, size_t cap) {
-  SSL_CTX *ctx = client_ctx("\x08http/1.1", 9);
+  https_request_with(c, client_ctx("\x08http/1.1", 9), method, path, body, out, cap);
+}
+
+/* https_request (no body) trusting ca_file. */
+static void https_request_ca(const struct tl_child *c, const char *ca_file, const char *method,
+                             const char *path, char *out, size_t cap) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  assert_non_null(ctx);
+  assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca_file, NULL), 1);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  https_request_with(c, ctx, method, path, NULL, out, cap);
+}
+
+/* ... on a context of the caller's (freed here). */
+static void https_request_with(const struct tl_child *c, SSL_CTX *ctx, const char *method, const char *path,
+                               const char *body, char *out, size_t cap) {
   int fd;
   SSL *s = tls_open(c, ctx, &fd);
   char req[1024];
@@ -248,6 +266,66 @@ static void test_https_refuses_plain_garbage_and_stalls(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* 1 if a TLS handshake trusting ca_file alone succeeds with lithd. */
+static int handshake_ok(const struct tl_child *c, const char *ca_file) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+  assert_non_null(ctx);
+  assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca_file, NULL), 1);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+  int fd = tl_connect(c);
+  assert_true(fd >= 0);
+  SSL *s = SSL_new(ctx);
+  SSL_set_fd(s, fd);
+  SSL_set1_host(s, "localhost");
+  int ok = SSL_connect(s) == 1;
+  ERR_clear_error();
+  SSL_free(s);
+  close(fd);
+  SSL_CTX_free(ctx);
+  return ok;
+}
+
+static void copy_file(const char *from, const char *to) {
+  char buf[16384];
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  assert_non_null(in);
+  assert_non_null(out);
+  size_t n = fread(buf, 1, sizeof buf, in);
+  assert_int_equal(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+}
+
+/* SIGHUP reloads the files (a renewed certificate); a bad one leaves the
+ * old pair serving. */
+static void test_sighup_reloads_certificate(void **state) {
+  struct tl_child *c = *state;
+  copy_file(CERT, "live-cert.pem");
+  copy_file(KEY, "live-key.pem");
+  tl_start(c, "tls_hup", 0, TL_ARGS("--tls-cert", "live-cert.pem", "--tls-key", "live-key.pem"));
+  assert_true(handshake_ok(c, CA));
+  assert_false(handshake_ok(c, "tls-certs2/ca.pem"));
+  copy_file("tls-certs2/cert.pem", "live-cert.pem");
+  copy_file("tls-certs2/key.pem", "live-key.pem");
+  assert_int_equal(kill(c->pid, SIGHUP), 0);
+  int64_t end = now_ms() + 5000;
+  while (!handshake_ok(c, "tls-certs2/ca.pem") && now_ms() < end)
+    usleep(20 * 1000);
+  assert_true(handshake_ok(c, "tls-certs2/ca.pem"));
+  assert_false(handshake_ok(c, CA));
+  /* a certificate without its key: refused, the renewed pair serves on */
+  copy_file(CERT, "live-cert.pem");
+  assert_int_equal(kill(c->pid, SIGHUP), 0);
+  usleep(300 * 1000);
+  assert_true(handshake_ok(c, "tls-certs2/ca.pem"));
+  char out[8192];
+  https_request_ca(c, "tls-certs2/ca.pem", "GET", "/healthz", out, sizeof out);
+  assert_true(strncmp(out, "HTTP/1.1 200", 12) == 0);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  unlink("live-cert.pem");
+  unlink("live-key.pem");
+}
+
 static void test_bad_tls_files_refuse_to_start(void **state) {
   (void)state;
   char out[4096];
@@ -277,12 +355,14 @@ static void test_bad_tls_files_refuse_to_start(void **state) {
 
 int main(void) {
   mkdir("tls-certs", 0700);
-  if (tlsgen_write("tls-certs") != 0)
+  mkdir("tls-certs2", 0700); /* another CA's: the renewed certificate of the SIGHUP test */
+  if (tlsgen_write("tls-certs") != 0 || tlsgen_write("tls-certs2") != 0)
     return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_https_do_and_healthz, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_https_http2, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_https_refuses_plain_garbage_and_stalls, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_sighup_reloads_certificate, tl_setup, tl_teardown),
       cmocka_unit_test(test_bad_tls_files_refuse_to_start),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
