@@ -108,22 +108,24 @@ $(LITHD_TEST_BIN): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -I$(LD_DIR)/test $(PKG_CFLAGS) $(TEST_CFLAGS) $(JANSSON_CFLAGS) $(CFLAGS) $(DEPFLAGS) $(LITHD_TEST_DEF) -o $@ $< $(LITHD_TEST_OBJ) $(H1C_OBJ) $(PKG_LIBS) $(TEST_LIBS) $(JANSSON_LIBS) $(LDFLAGS) -lm
 
+# (`private`: a target's flags are not inherited by its prerequisites, so
+# lithd and lith-node, built on the way, never link a test's objects.)
 # test_lithd_clients reads Go's keep-alive answers with http/h1client.h
 # and speaks Python's WebSocket with http/test/wsclient.c.
 $(B)/$(LD_DIR)/test/test_lithd_clients: $(WSC_OBJ)
-$(B)/$(LD_DIR)/test/test_lithd_clients: CPPFLAGS += -Ihttp -Ihttp/test
-$(B)/$(LD_DIR)/test/test_lithd_clients: LDFLAGS += $(WSC_OBJ)
+$(B)/$(LD_DIR)/test/test_lithd_clients: private CPPFLAGS += -Ihttp -Ihttp/test
+$(B)/$(LD_DIR)/test/test_lithd_clients: private LDFLAGS += $(WSC_OBJ)
 
 # test_lithd_hrana_ws and test_lithd_attacks speak WebSocket with
 # http/test/wsclient.c.
 WSC_TESTS := $(B)/$(LD_DIR)/test/test_lithd_hrana_ws $(B)/$(LD_DIR)/test/test_lithd_attacks
 $(WSC_TESTS): $(WSC_OBJ)
-$(WSC_TESTS): CPPFLAGS += -Ihttp/test
-$(WSC_TESTS): LDFLAGS += $(WSC_OBJ)
+$(WSC_TESTS): private CPPFLAGS += -Ihttp/test
+$(WSC_TESTS): private LDFLAGS += $(WSC_OBJ)
 
 # test_lithd_jwt and test_lithd_attacks mint their tokens with libcrypto
 # (test/jwtmint.h).
-$(B)/$(LD_DIR)/test/test_lithd_jwt $(B)/$(LD_DIR)/test/test_lithd_attacks: LDFLAGS += $(shell pkg-config --libs libcrypto 2>/dev/null)
+$(B)/$(LD_DIR)/test/test_lithd_jwt $(B)/$(LD_DIR)/test/test_lithd_attacks: private LDFLAGS += $(shell pkg-config --libs libcrypto 2>/dev/null)
 
 $(LITHD_DQ_TEST): $(B)/%: %.c $(LITHD_TEST_OBJ) $(H1C_OBJ) $(B)/dqlite/test/nodes.o $(LITHD_DQ_OBJ) $(LITHD_BIN) $(B)/tools/lith-node/lith-node
 	@mkdir -p $(dir $@)
