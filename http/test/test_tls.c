@@ -340,6 +340,31 @@ static void test_tls_reset_after_handshake_is_freed(void **state) {
     close(fd);
   }
   SSL_CTX_free(c);
+  /* and clients that send a request (HTTP/1.1, HTTP/2) and reset at once */
+  static const unsigned char hdrs[] = {0x82, 0x87, 0x44, 6,   '/', 'h', 'e', 'l', 'l', 'o', 0x41,
+                                       9,    'l',  'o',  'c', 'a', 'l', 'h', 'o', 's', 't'};
+  SSL_CTX *h1 = client_ctx("\x08http/1.1", 9), *h2 = client_ctx("\x02h2", 3);
+  for (int i = 0; i < 20; i++) {
+    int fd;
+    SSL *s = tls_connect(i % 2 ? h2 : h1, f->port, &fd);
+    assert_non_null(s);
+    if (i % 2) {
+      ssl_send(s, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+      h2_frame(s, 4, 0, 0, NULL, 0);
+      h2_frame(s, 1, 5, 1, hdrs, sizeof hdrs);
+    } else {
+      const char *req = "GET /hello HTTP/1.1\r\nHost: localhost\r\n\r\n";
+      ssl_send(s, req, strlen(req));
+    }
+    if (i % 4 >= 2)
+      usleep(2000); /* let some be answered first */
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    SSL_free(s);
+    close(fd);
+  }
+  SSL_CTX_free(h1);
+  SSL_CTX_free(h2);
   lith_http_stats st;
   for (int i = 0; i < 200; i++) {
     on_loop(f, job_stats, &st);
@@ -348,7 +373,7 @@ static void test_tls_reset_after_handshake_is_freed(void **state) {
     usleep(10000);
   }
   assert_int_equal(st.connections_open, 0);
-  assert_int_equal(st.connections, 20);
+  assert_int_equal(st.connections, 40);
   get_hello(f->port);
 }
 
