@@ -377,6 +377,27 @@ static void test_tls_reset_after_handshake_is_freed(void **state) {
   get_hello(f->port);
 }
 
+/* A client that leaves while its request is held is noticed over TLS as
+ * in cleartext (the layer watches the socket, not the bytes): on_gone,
+ * and completing gives LITH_HTTP_GONE. */
+static void test_tls_client_gone_while_held(void **state) {
+  fx *f = *state;
+  SSL_CTX *c = client_ctx("\x08http/1.1", 9);
+  int fd;
+  SSL *s = tls_connect(c, f->port, &fd);
+  assert_non_null(s);
+  const char *req = "POST /slow HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n\r\ndata";
+  ssl_send(s, req, strlen(req));
+  assert_true(wait_for(&f->slow_runs, 1, 2000));
+  SSL_free(s);
+  close(fd);
+  assert_true(wait_for(&f->gone_calls, 1, 2000));
+  assert_true(wait_for(&f->late_done, 1, 2000));
+  assert_int_equal(atomic_load(&f->late_rc), LITH_HTTP_GONE);
+  assert_int_equal(atomic_load(&f->slow_body_ok), 1);
+  SSL_CTX_free(c);
+}
+
 typedef struct reload_args {
   const char *cert, *key;
   int rc;
@@ -544,6 +565,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tls_refuses_old_versions, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_stalled_handshake_is_cut, tls_setup_short, teardown),
       cmocka_unit_test_setup_teardown(test_tls_stop_closes_handshakes, tls_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tls_client_gone_while_held, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_reload, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_reset_after_handshake_is_freed, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_unix_socket_stays_cleartext, tls_setup, teardown),
