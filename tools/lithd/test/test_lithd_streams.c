@@ -1138,12 +1138,42 @@ static void test_column_names_charged(void **state) {
  * wait (for a reader) cannot pile up past --max-answer-mib (60 of 8 MiB
  * once took lithd to 1.6 GiB under a 64 MiB budget); and every BEGIN of
  * one pipeline waits from one allowance of --tx-idle-ms. */
+/* A stream kept busy (a statement every 200 ms) from a thread of its own:
+ * its transaction is never idle, so the waiters never end it. */
+struct pinger {
+  const struct tl_child *c;
+  char *baton; /* the stream's, the thread's until it is joined */
+  atomic_int stop;
+};
+
+static void *ping_main(void *p) {
+  struct pinger *pg = p;
+  while (!atomic_load(&pg->stop)) {
+    struct tl_conn k;
+    int status = 0;
+    tl_conn_init(&k, pg->c);
+    json_t *a = conn_pipeline(&k, pg->baton, "[" EXEC("SELECT 1") "]", &status);
+    tl_conn_close(&k);
+    const char *b = json_string_value(json_object_get(a, "baton"));
+    if (b != NULL) {
+      free(pg->baton);
+      pg->baton = strdup(b);
+    }
+    json_decref(a);
+    usleep(200 * 1000);
+  }
+  return NULL;
+}
+
 static void test_pipeline_bodies_and_waits(void **state) {
   struct tl_child *c = *state;
   tl_start(c, "bodies", 0, TL_ARGS("--readers", "2", "--max-answer-mib", "16", "--tx-idle-ms", "1500"));
   json_t *a = pipeline(c, NULL, "[" EXEC("BEGIN TRANSACTION READONLY") "]"); /* the spare reader */
-  char *held = baton_of(a);
+  /* busy, not idle: an idle one would be ended for the waiters below */
+  struct pinger pg = {c, baton_of(a), 0};
   json_decref(a);
+  pthread_t pth;
+  assert_int_equal(pthread_create(&pth, NULL, ping_main, &pg), 0);
   /* five BEGINs that each wait: one allowance for all of them */
   int64_t t0 = now_ms();
 #define RO_BEGIN EXEC("BEGIN TRANSACTION READONLY")
@@ -1182,9 +1212,12 @@ static void test_pipeline_bodies_and_waits(void **state) {
   expect_code(first.answer, 0, "SQLITE_BUSY"); /* it waited its allowance */
   json_decref(first.answer);
   free(body);
-  a = pipeline(c, held, "[" EXEC("COMMIT") "," CLOSE "]");
+  atomic_store(&pg.stop, 1);
+  pthread_join(pth, NULL);
+  a = pipeline(c, pg.baton, "[" EXEC("COMMIT") "," CLOSE "]");
+  assert_true(result_ok(a, 0)); /* never ended */
   json_decref(a);
-  free(held);
+  free(pg.baton);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
