@@ -19,6 +19,11 @@
 //              client.batch([debit, credit, ledger, topic], "write"): one
 //              POST /v2/pipeline (store_sql x4, batch of BEGIN IMMEDIATE, the
 //              four, COMMIT, ROLLBACK-if-not-ok; close).
+//   W  ws      arm A's client code exactly (same options, same statements), its
+//              URL ws:// at the same lithd build: Hrana 3 over one WebSocket
+//              (the client's batch() there is open_stream, open_cursor and
+//              fetch_cursor on it, close_cursor, close_stream). W / A is what
+//              the WebSocket transport gives this client over http://.
 //   B  lith    clients/node/lith.js, the same lithd build, each transfer
 //              client.do([the four]): one POST /v1/do, one command (all or
 //              nothing, lithd's savepoint).
@@ -42,9 +47,10 @@
 // app shares the client it created at startup among its request handlers.
 // @libsql/client's default `concurrency` (20 requests in flight per client)
 // would hold 64 loops to 20 in flight, so arms A and C are created with
-// concurrency: N (lith.js has no such limit). Both network arms go through
+// concurrency: N (lith.js has no such limit). Arms A, B and N go through
 // Node's global fetch (undici), keep-alive, one connection per request in
-// flight.
+// flight; arm W through one WebSocket (the client's, from its `ws` module),
+// every request in flight multiplexed on it.
 //
 // Each point: --warmup s, then a window of --seconds s; a transfer counts when
 // its answer arrives inside the window; latency is from the call to the
@@ -64,13 +70,13 @@
 // Reported: the batches' p99 without and with, and each interactive
 // transaction's time (transaction() to commit() resolved).
 //
-// Usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,B,C,N]
+// Usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,W,B,C,N]
 //          [--seconds 3] [--warmup 1] [--rounds 1] [--sync normal]
 //          [--db-dir DIR] [--modules DIR] [--tx-every 10] [--no-tx] [--jit-warmup 1] [--csv PATH]
 //          [--quick]
 // --lithd: default $LITHD, else build/default/tools/lithd/lithd;
 // --null: hrana_null for arm N, default build/default/bench/hrana_null (make
-// build/default/bench/hrana_null); --arms: default A,B,C,N, or A,B,C without a
+// build/default/bench/hrana_null); --arms: default A,W,B,C,N, or A,W,B,C without a
 // hrana_null; --modules: build/hrana/node_modules's folder (default build/hrana, from
 // make deps-hrana). lithd and hrana_null listen on a free port of 8950-8999. --quick: 1 s windows
 // after 0.5 s, at 1 and 64 loops, 0.5 s of JIT warm-up. --csv PATH: one line per point and round (no
@@ -92,13 +98,14 @@ const ROOT = path.resolve(__dirname, "..");
 function usage(msg) {
   if (msg) process.stderr.write(`bench/hrana: ${msg}\n`);
   process.stderr.write(
-    "usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,B,C,N]\n" +
+    "usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,W,B,C,N]\n" +
       "         [--seconds S] [--warmup S] [--rounds R] [--sync normal|full[,...]] [--db-dir DIR]\n" +
       "         [--modules DIR] [--tx-every MS] [--no-tx] [--jit-warmup S] [--csv PATH] [--quick]\n" +
-      "  arms: A @libsql/client -> lithd /v2/pipeline; B lith.js -> lithd /v1/do; C @libsql/client file:;\n" +
+      "  arms: A @libsql/client -> lithd /v2/pipeline; W @libsql/client -> lithd ws://;\n" +
+      "        B lith.js -> lithd /v1/do; C @libsql/client file:;\n" +
       "        N @libsql/client -> hrana_null (a null Hrana server, no SQL: the client's ceiling)\n" +
       "  --null PATH: hrana_null for arm N (default build/default/bench/hrana_null; arms default to\n" +
-      "        A,B,C,N when it exists or --null is given, else A,B,C)\n");
+      "        A,W,B,C,N when it exists or --null is given, else A,W,B,C)\n");
   process.exit(2);
 }
 
@@ -106,7 +113,7 @@ function parseArgs(argv) {
   const o = {
     lithd: process.env.LITHD || path.join(ROOT, "build/default/tools/lithd/lithd"),
     conc: [1, 16, 64],
-    arms: null, // A,B,C,N, or A,B,C without a hrana_null (below)
+    arms: null, // A,W,B,C,N, or A,W,B,C without a hrana_null (below)
     null: null, // hrana_null (arm N)
     nullNote: null, // why arm N is skipped
     seconds: 3,
@@ -154,13 +161,13 @@ function parseArgs(argv) {
   if (o.arms === null) {
     const dflt = path.join(ROOT, "build/default/bench/hrana_null");
     if (o.null === null && fs.existsSync(dflt)) o.null = dflt;
-    if (o.null !== null) o.arms = ["A", "B", "C", "N"];
+    if (o.null !== null) o.arms = ["A", "W", "B", "C", "N"];
     else {
-      o.arms = ["A", "B", "C"];
+      o.arms = ["A", "W", "B", "C"];
       o.nullNote = `arm N skipped: no hrana_null at ${dflt} (make build/default/bench/hrana_null, or --null PATH)`;
     }
   } else if (o.null === null) o.null = path.join(ROOT, "build/default/bench/hrana_null");
-  for (const a of o.arms) if (!"ABCN".includes(a) || a.length !== 1) usage(`--arms: A, B, C or N, not ${a}`);
+  for (const a of o.arms) if (!"ABCNW".includes(a) || a.length !== 1) usage(`--arms: A, W, B, C or N, not ${a}`);
   for (const s of o.sync) if (s !== "normal" && s !== "full") usage(`--sync: normal or full, not ${s}`);
   if (o.conc.length === 0 || o.arms.length === 0) usage("nothing to run");
   o.txConc = o.conc.includes(64) ? 64 : Math.max(...o.conc);
@@ -466,9 +473,9 @@ function summary(lat) {
 // ---- one point ------------------------------------------------------------------------------------------
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const ARM_NAME = { A: "A @libsql/client → lithd /v2/pipeline", B: "B lith.js → lithd /v1/do", C: "C @libsql/client file: (in process)",
+const ARM_NAME = { A: "A @libsql/client → lithd /v2/pipeline", W: "W @libsql/client → lithd ws:// (Hrana 3 over WebSocket)", B: "B lith.js → lithd /v1/do", C: "C @libsql/client file: (in process)",
   N: "N @libsql/client → hrana_null /v2/pipeline (a null server, no SQL: the client's ceiling; no database, nothing checked)" };
-const ARM_SHORT = { A: "A hrana", B: "B lith /v1/do", C: "C file:", N: "N null server" };
+const ARM_SHORT = { A: "A hrana", W: "W hrana ws://", B: "B lith /v1/do", C: "C file:", N: "N null server" };
 
 // Runs arm on N loops (and the interactive-transaction client when withTx); the result.
 async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
@@ -481,11 +488,11 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
   const db = path.join(tmp, `hrana-${arm}-${N}-${round}${withTx ? "-tx" : ""}.db`);
   const log = db + ".log";
   const t00 = performance.now();
-  const isLithd = arm === "A" || arm === "B";
+  const isLithd = arm === "A" || arm === "B" || arm === "W";
   const server = arm === "N" ? "hrana_null" : "lithd";
   if (arm !== "N") await createDb(db, N); // N stores nothing
   let l = null, client = null, txClient = null, call;
-  // Arms A and N: the same client, the same options, the same call; only the URL differs.
+  // Arms A, W and N: the same client, the same options, the same call; only the URL differs.
   const hranaClient = (url) => {
     client = libsql.createClient({ url, concurrency: Math.max(N, 1) });
     call = (t) => client.batch(libsqlStmts(t), "write");
@@ -498,6 +505,8 @@ async function runPoint(o, tmp, arm, N, sync, round, withTx = false) {
       l = await startLithd(o, db, sync, log);
       if (arm === "A") {
         hranaClient(l.url);
+      } else if (arm === "W") {
+        hranaClient(l.url.replace(/^http:/, "ws:"));
       } else {
         client = new Lith(l.url);
         call = (t) => client.do(lithStmts(t));
@@ -676,14 +685,14 @@ function info(what, have, detail) {
 
 function printMain(o, results, sync) {
   console.log(`\n### transfers, synchronous=${sync.toUpperCase()}\n`);
-  console.log("| N | arm | transfers/s | tx/commit | p50 ms | p99 ms | max ms | lithd wait p99 | err | node CPU | server CPU (lithd: loop + writer + other) | else CPU | A/B | A/C | A/N | N/C |");
-  console.log("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|");
+  console.log("| N | arm | transfers/s | tx/commit | p50 ms | p99 ms | max ms | lithd wait p99 | err | node CPU | server CPU (lithd: loop + writer + other) | else CPU | A/B | A/C | A/N | N/C | W/A |");
+  console.log("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|");
   const ratios = {};
   for (const N of o.conc) {
     const by = {};
     for (const arm of o.arms) by[arm] = results.filter((r) => r.sync === sync && r.N === N && r.arm === arm && !r.withTx);
     const m = (arm) => (by[arm] && by[arm].length ? agg(by[arm], (r) => r.tps).med : NaN);
-    ratios[N] = { AB: m("A") / m("B"), AC: m("A") / m("C"), AN: m("A") / m("N"), NC: m("N") / m("C") };
+    ratios[N] = { AB: m("A") / m("B"), AC: m("A") / m("C"), AN: m("A") / m("N"), NC: m("N") / m("C"), WA: m("W") / m("A") };
     for (const arm of o.arms) {
       const rs = by[arm];
       if (!rs.length) continue;
@@ -695,7 +704,8 @@ function printMain(o, results, sync) {
         `${fmtMs(g((r) => r.lat.p50))} | ${fmtMs(g((r) => r.lat.p99))} | ${fmtMs(g((r) => r.lat.max))} | ` +
         `${fmtMs(g((r) => r.waitP99))} | ${errs} | ${fmtPct(g((r) => r.cpu.node))} | ${serverCpu} | ${fmtPct(g((r) => r.cpu.else))} | ` +
         `${arm === "A" ? fmtX(ratios[N].AB) : ""} | ${arm === "A" ? fmtX(ratios[N].AC) : ""} | ` +
-        `${arm === "A" ? fmtX(ratios[N].AN) : ""} | ${arm === "N" ? fmtX(ratios[N].NC) : ""} |`);
+        `${arm === "A" ? fmtX(ratios[N].AN) : ""} | ${arm === "N" ? fmtX(ratios[N].NC) : ""} | ` +
+        `${arm === "W" ? fmtX(ratios[N].WA) : ""} |`);
     }
   }
   console.log("\nColumns: medians over rounds (transfers/s also min–max when several). transfers/s: answered OK in");
@@ -707,7 +717,8 @@ function printMain(o, results, sync) {
   console.log("other busy time, steal left out). A/B, A/C, A/N: arm A's transfers/s over arm B's, C's, N's (A/N:");
   console.log("lithd's share of what this client can do against any server). N/C: arm N's over arm C's (the most any");
   console.log("server could give this client, as a multiple of its local file). N: hrana_null runs no SQL and");
-  console.log("stores nothing, so it has no database, no tx/commit and no check (its answers are canned).\n");
+  console.log("stores nothing, so it has no database, no tx/commit and no check (its answers are canned). W/A: arm");
+  console.log("W's transfers/s over arm A's (the same client and lithd, ws:// against http://).\n");
   return ratios;
 }
 
@@ -839,6 +850,10 @@ async function main() {
         if (o.arms.includes("A") && o.arms.includes("B"))
           target(`${N} loops ${S}: A (@libsql/client → lithd) ≥ 0.8 × B (lith.js → lithd)`, Number.isFinite(r.AB), r.AB >= 0.8, fmtX(r.AB));
       }
+      // Informational: the WebSocket transport beside http://, the same client and lithd.
+      for (const N of o.conc)
+        info(`${N} loops ${S}: W ÷ A (@libsql/client → lithd ws:// ÷ http://)`, o.arms.includes("W") && o.arms.includes("A"),
+          fmtX(ratios[sync][N].WA));
       const r64 = ratios[sync][64];
       target(`64 loops ${S}: A (@libsql/client → lithd) ≥ 6 × C (@libsql/client file:)`,
         r64 && Number.isFinite(r64.AC), r64 && r64.AC >= 6, r64 ? fmtX(r64.AC) : "–");
