@@ -2055,6 +2055,38 @@ static void test_cursor_abandoned(void **state) {
 
 /* clang-format on */
 
+/* What the Hrana 3 spec has beside the cases above (docs/hrana.md,
+ * "Hrana 3, row by row"): fields a client may send that lithd has no use
+ * for are ignored as the spec asks (sqld's replication_index, an unknown
+ * one), v3 results carry sqld's three counters, a request after a close in
+ * the same pipeline is refused, and the Protobuf endpoints are not served. */
+static void test_spec_fields_and_endpoints(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "spec", 0, NULL);
+  json_t *a = pipeline(c, NULL,
+                       "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT 7\",\"replication_index\":\"5\","
+                       "\"want_rows\":true,\"some_future_field\":[1]}},"
+                       "{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SELECT 8\"}}],"
+                       "\"replication_index\":\"5\"}}," CLOSE "," EXEC("SELECT 9") "]");
+  json_t *r = json_object_get(response(a, 0, "execute"), "result");
+  assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "7");
+  assert_int_equal(json_integer_value(json_object_get(r, "rows_read")), 1);
+  assert_int_equal(json_integer_value(json_object_get(r, "rows_written")), 0);
+  assert_true(json_is_number(json_object_get(r, "query_duration_ms")));
+  json_t *steps = json_object_get(json_object_get(response(a, 1, "batch"), "result"), "step_results");
+  assert_true(json_is_object(json_array_get(steps, 0)));
+  response(a, 2, "close");
+  expect_error(a, 3, "STREAM_CLOSED", NULL);
+  assert_true(json_is_null(json_object_get(a, "baton")));
+  json_decref(a);
+
+  /* Hrana 3's Protobuf encoding: neither its probe nor its endpoints */
+  tl_expect(c, "GET", "/v3-protobuf", NULL, NULL, 404, NULL);
+  tl_expect(c, "POST", "/v3-protobuf/pipeline", NULL, "x", 404, NULL);
+  tl_expect(c, "POST", "/v3-protobuf/cursor", NULL, "x", 404, NULL);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_values, tl_setup, tl_teardown),
@@ -2078,6 +2110,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cursor_bad_bodies, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_cursor_transaction_and_limits, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_cursor_abandoned, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_spec_fields_and_endpoints, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
     cmocka_set_test_filter(getenv("TEST_FILTER"));

@@ -520,6 +520,36 @@ static void test_ws_bounds(void **state) {
       err(j, "SQL_STORE_TOO_MANY", NULL);
     json_decref(j);
   }
+  /* cursors per connection (16): the 17th open_cursor is refused, and a
+   * cursor closed makes room */
+  for (int k = 0; k < 17; k++) {
+    char rq[256];
+    snprintf(rq, sizeof rq,
+             "{\"type\":\"open_cursor\",\"stream_id\":%d,\"cursor_id\":%d,"
+             "\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SELECT 1\"}}]}}",
+             2 + k, 100 + k);
+    j = request(fd, 800 + k, rq);
+    if (k < 16)
+      ok(j, "open_cursor");
+    else
+      err(j, "CURSORS_EXHAUSTED", "16");
+    json_decref(j);
+  }
+  for (int k = 0; k < 17; k++) {
+    char rq[128];
+    snprintf(rq, sizeof rq, "{\"type\":\"close_cursor\",\"cursor_id\":%d}", 100 + k);
+    j = request(fd, 820 + k, rq);
+    ok(j, "close_cursor");
+    json_decref(j);
+  }
+  j = request(fd, 840,
+              "{\"type\":\"open_cursor\",\"stream_id\":18,\"cursor_id\":116,"
+              "\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SELECT 1\"}}]}}");
+  ok(j, "open_cursor");
+  json_decref(j);
+  j = request(fd, 841, "{\"type\":\"close_cursor\",\"cursor_id\":116}");
+  ok(j, "close_cursor");
+  json_decref(j);
   /* requests waiting per connection: another connection holds the writer */
   int holder = open_hello(c, "hrana3", NULL);
   j = request(holder, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
