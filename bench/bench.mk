@@ -13,8 +13,9 @@
 #   BENCH_SHARED  what the bench programs link: bench/common.c (the helpers
 #                 they share), bench/net.c (the HTTP client and the server
 #                 under test), bench/transfer.c (the transfer workload),
-#                 bench/transfer_http.c (its HTTP client) and
-#                 http/h1client.c (reading answers). bench/kanban needs only
+#                 bench/transfer_http.c (its HTTP and WebSocket client),
+#                 http/h1client.c (reading answers) and http/test/wsclient.c
+#                 (a WebSocket's handshake, lithd's tests' client). bench/kanban needs only
 #                 bench/common.c; its rule is in examples/kanban/board.mk.
 #   BENCH_LITH_SHARED  what the programs on liblith add (bench/writer,
 #                 bench/shards, bench/growth): the transfer as a lith command.
@@ -22,8 +23,10 @@
 BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
                      $(B)/bench/shards $(B)/bench/dqlite $(B)/bench/hrana_null $(B)/bench/growth \
                      $(B)/bench/walhold
-BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC)
-BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h
+BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC) \
+                     http/test/wsclient.c
+BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h \
+                     http/test/wsclient.h
 BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
 BENCH_LITH_SHARED := bench/transfer_lith.c
 BENCH_LITH_HDRS   := bench/transfer_lith.h

@@ -26,6 +26,14 @@
  *              batch with BEGIN IMMEDIATE, the four on conditions, COMMIT,
  *              ROLLBACK unless it committed; then close): what Hrana costs
  *              lithd over its own format, the client kept cheap.
+ *   hrana-ws   the same lithd, the same transfer as the same Hrana batch,
+ *              over WebSocket: N connections to GET / upgraded (hrana3),
+ *              each a hello and one stream, then a closed loop of `batch`
+ *              requests on it, one in flight per connection as over HTTP
+ *              (bench/transfer_http.c frames them, masked): what the
+ *              WebSocket transport costs lithd beside POST /v2/pipeline.
+ *              (@libsql/client's batch() over ws:// is a cursor on a stream
+ *              of its own; bench/hrana.js's arm W measures that client.)
  *   hrana+tx   the hrana arm, and beside it one more client in a process of
  *              its own holding an interactive write transaction every 10 ms
  *              (see "the interactive-transaction client" below): what a
@@ -109,8 +117,8 @@ enum { BUSY_MS_MULTI = 30000 };
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, ARM_HRANA_TX, NARMS };
-static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana", "hrana+tx"};
+enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, ARM_HRANA_WS, ARM_HRANA_TX, NARMS };
+static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana", "hrana-ws", "hrana+tx"};
 
 enum { SYNC_NORMAL, SYNC_FULL };
 static const char *sync_name(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"; }
@@ -347,7 +355,9 @@ static void tx_wait(void *ctx) {
   tc->pid = 0;
 }
 
-static void arm_lithd(run *r, result *res, int hrana, int with_tx) {
+/* The lithd arms: over /v1/do (format BENCH_TH_V1), /v2/pipeline
+ * (BENCH_TH_HRANA) or a WebSocket (BENCH_TH_HRANA_WS). */
+static void arm_lithd(run *r, result *res, int format, int with_tx) {
   const config *cfg = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -357,9 +367,11 @@ static void arm_lithd(run *r, result *res, int hrana, int with_tx) {
   int ready = bench_th_init(&cl, r->N, 1, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0 &&
               ok && bench_th_build_stats(&cl, 0, "/v1/stats") == 0;
   for (int i = 0; ready && i < r->N; i++)
-    ready = bench_th_build_as(&cl, i, hrana ? "/v2/pipeline" : "/v1/do",
-                              bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17),
-                              hrana ? BENCH_TH_HRANA : BENCH_TH_V1) == 0;
+    ready = bench_th_build_as(&cl, i,
+                              format == BENCH_TH_HRANA      ? "/v2/pipeline"
+                              : format == BENCH_TH_HRANA_WS ? "/"
+                                                            : "/v1/do",
+                              bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + 17), format) == 0;
   tx_client tc = {0};
   size_t tx_bytes = sizeof(tx_shared) + (size_t)TX_LAT_CAP * sizeof(uint64_t);
   if (ready && with_tx) {
@@ -662,8 +674,12 @@ static void run_one(bench *b, int arm, int si, int ni, int round) {
   int64_t t0 = bench_now_ns();
   if (create_db(r.path, r.N) != 0)
     res->errors++;
-  else if (arm == ARM_LITHD || arm == ARM_HRANA || arm == ARM_HRANA_TX)
-    arm_lithd(&r, res, arm != ARM_LITHD, arm == ARM_HRANA_TX);
+  else if (arm == ARM_LITHD)
+    arm_lithd(&r, res, BENCH_TH_V1, 0);
+  else if (arm == ARM_HRANA || arm == ARM_HRANA_TX)
+    arm_lithd(&r, res, BENCH_TH_HRANA, arm == ARM_HRANA_TX);
+  else if (arm == ARM_HRANA_WS)
+    arm_lithd(&r, res, BENCH_TH_HRANA_WS, 0);
   else
     arm_multi(&r, res);
   bench_remove_db(r.path);
@@ -742,7 +758,7 @@ static double ratio(bench *b, int si, int ni) { return ratio_of(b, ARM_LITHD, AR
 
 static void table_row(bench *b, int arm, int si, int ni) {
   const config *c = &b->cfg;
-  char p50[32], p99[32], mx[32], tx[32], srv[32], cli[32], oth[32], rt[32], rl[32];
+  char p50[32], p99[32], mx[32], tx[32], srv[32], cli[32], oth[32], rt[32], rl[32], rh[32];
   bench_agg cs = aggregate(b, arm, si, ni, M_CMDS_S);
   double ctx = aggregate(b, arm, si, ni, M_CMDS_TX).med;
   fmt_ms(p50, sizeof p50, aggregate(b, arm, si, ni, M_P50).med);
@@ -754,13 +770,16 @@ static void table_row(bench *b, int arm, int si, int ni) {
   bench_fmt(tx, sizeof tx, "%.1f", ctx);
   snprintf(rt, sizeof rt, " ");
   snprintf(rl, sizeof rl, " ");
+  snprintf(rh, sizeof rh, " ");
   if (arm != ARM_MULTI)
     bench_fmt(rt, sizeof rt, "%.2f×", ratio_of(b, arm, ARM_MULTI, si, ni));
-  if (arm == ARM_HRANA || arm == ARM_HRANA_TX)
+  if (arm == ARM_HRANA || arm == ARM_HRANA_TX || arm == ARM_HRANA_WS)
     bench_fmt(rl, sizeof rl, "%.2f×", ratio_of(b, arm, ARM_LITHD, si, ni));
-  printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s |\n", c->conns[ni],
-         ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx, (long long)errors_of(b, arm, si, ni), srv,
-         cli, oth, rt, rl);
+  if (arm == ARM_HRANA_WS)
+    bench_fmt(rh, sizeof rh, "%.2f×", ratio_of(b, arm, ARM_HRANA, si, ni));
+  printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %s |\n",
+         c->conns[ni], ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx,
+         (long long)errors_of(b, arm, si, ni), srv, cli, oth, rt, rl, rh);
 }
 
 static void print_tables(bench *b) {
@@ -769,8 +788,8 @@ static void print_tables(bench *b) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
     printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | lithd CPU | "
            "client CPU "
-           "| else CPU | ÷multiproc | ÷lithd |\n");
-    printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+           "| else CPU | ÷multiproc | ÷lithd | ÷hrana |\n");
+    printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ni = 0; ni < c->nconns; ni++)
       for (int arm = 0; arm < NARMS; arm++)
         if (arm_ran(b, arm, si, ni))
@@ -785,7 +804,8 @@ static void print_tables(bench *b) {
       "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest "
       "of\n"
       "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
-      "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do).\n"
+      "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do);\n"
+      "÷hrana: hrana-ws's over hrana's (the same batch over a WebSocket against POST /v2/pipeline).\n"
       "hrana+tx: the hrana arm with one more client, a process of its own, that holds an interactive write\n"
       "transaction (two pipelines, as transaction(\"write\")) every %d ms.\n",
       sysconf(_SC_NPROCESSORS_ONLN), TX_EVERY_MS);
@@ -911,7 +931,7 @@ static void usage(FILE *f) {
   fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
              "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
              "  --sync LIST        normal,full (default both)\n"
-             "  --arms LIST        lithd,multiproc,hrana,hrana+tx (default all four)\n"
+             "  --arms LIST        lithd,multiproc,hrana,hrana-ws,hrana+tx (default all five)\n"
              "  --seconds S        measured window per arm (default 3)\n"
              "  --warmup S         warm-up before the window (default 0.5)\n"
              "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
@@ -930,7 +950,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
   } else if (!strcmp(a, "--sync")) {
     c->nsync = bench_parse_words(v, a, SYNC_WORD, NULL, 2, c->sync, 2, "normal,full");
   } else if (!strcmp(a, "--arms")) {
-    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana,hrana+tx");
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana,hrana-ws,hrana+tx");
   } else if (!strcmp(a, "--lithd")) {
     c->lithd = v;
   } else {
@@ -947,7 +967,8 @@ static void parse_args(int argc, char **argv, config *c) {
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;
   c->nsync = 2;
-  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = c->arms[ARM_HRANA_TX] = 1;
+  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = c->arms[ARM_HRANA_WS] =
+      c->arms[ARM_HRANA_TX] = 1;
   bench_cli_parse(&c->cli, argc, argv, take_option, c);
   if (!c->nconns) {
     static const int def[] = {1, 16, 64, 256}, q[] = {1, 64};

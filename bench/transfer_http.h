@@ -29,15 +29,21 @@
 #include "common.h"
 #include "transfer.h"
 
-enum { BENCH_TH_IN_CAP = 16384, BENCH_TH_NSLOT = 10 };
+enum { BENCH_TH_IN_CAP = 16384, BENCH_TH_NSLOT = 11 };
 
 typedef struct bench_th_conn {
   int fd;
   int id;    /* the owner: its accounts and topic; -1 for a stats connection */
   char *req; /* the request bytes (transfer: built once, numbers rewritten) */
   size_t req_len, sent;
-  size_t slot[BENCH_TH_NSLOT];
+  size_t slot[BENCH_TH_NSLOT]; /* offsets in req (ws: in plain) */
   int kind[BENCH_TH_NSLOT];
+  int nslot;
+  int ws;          /* Hrana over WebSocket: req is one masked frame of plain */
+  char *plain;     /* ws: the message's text, numbers rewritten, then masked into req */
+  size_t hdr_len;  /* ws: the frame's header in req, its mask key last */
+  uint32_t mask;   /* ws: the last mask key (xorshift32) */
+  char *path;      /* ws: the upgrade's path */
   int busy;        /* a request is outstanding */
   int want_out;    /* EPOLLOUT registered */
   int64_t t0;      /* when its request was sent */
@@ -83,8 +89,14 @@ int bench_th_init(bench_th_client *cl, int n, int nstats, size_t lat_cap, uint64
 int bench_th_build(bench_th_client *cl, int i, const char *path, uint64_t rng);
 /* The same in a format: BENCH_TH_V1 (/v1/do's body) or BENCH_TH_HRANA (a
  * Hrana pipeline as @libsql/client's client.batch(..., "write") sends it,
- * for /v2/pipeline). */
-enum { BENCH_TH_V1, BENCH_TH_HRANA };
+ * for /v2/pipeline), or BENCH_TH_HRANA_WS: Hrana 3 over a WebSocket to
+ * `path` ("/"), opened before the window (handshake offering hrana3, hello,
+ * open_stream 1: blocking, http/test/wsclient.c), then each transfer the
+ * same batch as a `batch` request on stream 1, one masked text frame with
+ * a fresh mask key, its request_id the transfer's seq; an answer is one
+ * text frame, `response_ok` with that id, else an error. One request in
+ * flight per connection, as over HTTP. */
+enum { BENCH_TH_V1, BENCH_TH_HRANA, BENCH_TH_HRANA_WS };
 int bench_th_build_as(bench_th_client *cl, int i, const char *path, uint64_t rng, int format);
 /* Stats connection k asks GET `path` ("/v1/stats"). 0, or -1. */
 int bench_th_build_stats(bench_th_client *cl, int k, const char *path);
