@@ -391,6 +391,18 @@ static void test_ws_token(void **state) {
   ok(j, "open_stream");
   json_decref(j);
   exec_ok(fd, 2, 1, "SELECT 1");
+  /* a hello again (Hrana 2 and 3 re-authenticate so): the right token goes
+   * on, a wrong one ends the connection as a first hello's would */
+  assert_int_equal(wsc_send_text(fd, "{\"type\":\"hello\",\"jwt\":\"ws-s3cret\"}"), 0);
+  j = recv_json(fd);
+  assert_string_equal(json_string_value(json_object_get(j, "type")), "hello_ok");
+  json_decref(j);
+  exec_ok(fd, 3, 1, "SELECT 1");
+  assert_int_equal(wsc_send_text(fd, "{\"type\":\"hello\",\"jwt\":\"wrong\"}"), 0);
+  j = recv_json(fd);
+  assert_string_equal(json_string_value(json_object_get(j, "type")), "hello_error");
+  json_decref(j);
+  expect_close(fd, 1008);
   close(fd);
   /* a wrong one: hello_error, then the close */
   fd = wsc_open(c->port, "/", "hrana3", NULL);
