@@ -2058,7 +2058,8 @@ static void test_cursor_abandoned(void **state) {
 /* What the Hrana 3 spec has beside the cases above (docs/hrana.md,
  * "Hrana 3, row by row"): fields a client may send that lithd has no use
  * for are ignored as the spec asks (sqld's replication_index, an unknown
- * one), v3 results carry sqld's three counters, a request after a close in
+ * one), a close_sql of an id never stored is no error, v3 results carry
+ * sqld's three counters, a request after a close in
  * the same pipeline is refused, and the Protobuf endpoints are not served. */
 static void test_spec_fields_and_endpoints(void **state) {
   struct tl_child *c = *state;
@@ -2067,7 +2068,8 @@ static void test_spec_fields_and_endpoints(void **state) {
                        "[{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT 7\",\"replication_index\":\"5\","
                        "\"want_rows\":true,\"some_future_field\":[1]}},"
                        "{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"SELECT 8\"}}],"
-                       "\"replication_index\":\"5\"}}," CLOSE "," EXEC("SELECT 9") "]");
+                       "\"replication_index\":\"5\"}},{\"type\":\"close_sql\",\"sql_id\":99}," CLOSE
+                       "," EXEC("SELECT 9") "]");
   json_t *r = json_object_get(response(a, 0, "execute"), "result");
   assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 0), "value")), "7");
   assert_int_equal(json_integer_value(json_object_get(r, "rows_read")), 1);
@@ -2075,8 +2077,9 @@ static void test_spec_fields_and_endpoints(void **state) {
   assert_true(json_is_number(json_object_get(r, "query_duration_ms")));
   json_t *steps = json_object_get(json_object_get(response(a, 1, "batch"), "result"), "step_results");
   assert_true(json_is_object(json_array_get(steps, 0)));
-  response(a, 2, "close");
-  expect_error(a, 3, "STREAM_CLOSED", NULL);
+  response(a, 2, "close_sql"); /* an id never stored: no error, as the spec has it */
+  response(a, 3, "close");
+  expect_error(a, 4, "STREAM_CLOSED", NULL);
   assert_true(json_is_null(json_object_get(a, "baton")));
   json_decref(a);
 
