@@ -2090,6 +2090,33 @@ static void test_spec_fields_and_endpoints(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A pipeline running when lithd stops: the request under way finishes,
+ * the ones after it fail SERVER_SHUTTING_DOWN at once (its close still
+ * closes), and lithd exits 0. The pipeline waits for the writer, which an
+ * interactive transaction holds until the stop rolls it back. */
+static void test_stop_mid_pipeline(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "stopmid", 0, NULL);
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," EXEC("BEGIN IMMEDIATE") "]");
+  json_decref(a);
+  int fd = tl_send(
+      c, "POST", "/v3/pipeline", NULL,
+      "{\"baton\":null,\"requests\":[" EXEC("INSERT INTO t VALUES (1)") "," EXEC("SELECT 1") "," CLOSE "]}");
+  usleep(300 * 1000); /* lithd has it, and it waits for the writer */
+  kill(c->pid, SIGTERM);
+  struct tl_resp r;
+  tl_read(fd, &r);
+  assert_int_equal(r.status, 200);
+  json_error_t jerr;
+  a = json_loads(r.body, 0, &jerr);
+  assert_non_null(a);
+  expect_error(a, 1, "SERVER_SHUTTING_DOWN", NULL);
+  response(a, 2, "close");
+  json_decref(a);
+  tl_resp_free(&r);
+  assert_int_equal(tl_stop(c, 0, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_values, tl_setup, tl_teardown),
@@ -2114,6 +2141,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cursor_transaction_and_limits, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_cursor_abandoned, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_spec_fields_and_endpoints, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_stop_mid_pipeline, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
     cmocka_set_test_filter(getenv("TEST_FILTER"));
