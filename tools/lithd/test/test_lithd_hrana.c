@@ -2083,6 +2083,13 @@ static void test_spec_fields_and_endpoints(void **state) {
   assert_true(json_is_null(json_object_get(a, "baton")));
   json_decref(a);
 
+  /* get_autocommit on /v2 too (sqld refuses it there: Hrana 3's) */
+  int status;
+  a = pipeline_at(c, "/v2/pipeline", NULL, NULL, "[{\"type\":\"get_autocommit\"}," CLOSE "]", &status);
+  assert_int_equal(status, 200);
+  assert_true(json_is_true(json_object_get(response(a, 0, "get_autocommit"), "is_autocommit")));
+  json_decref(a);
+
   /* Hrana 3's Protobuf encoding: neither its probe nor its endpoints */
   tl_expect(c, "GET", "/v3-protobuf", NULL, NULL, 404, NULL);
   tl_expect(c, "POST", "/v3-protobuf/pipeline", NULL, "x", 404, NULL);
