@@ -434,8 +434,15 @@ static int take_rows(dq_run *rn, int i, sqlite3_stmt *st, const lith__dq_rows *r
         v.type = SQLITE_FLOAT;
         v.u.d = dv->f;
         break;
-      case LITH_DQ_TEXT:
       case LITH_DQ_ISO8601:
+        /* the node sends a NULL of a DATETIME, DATE or TIMESTAMP column
+         * as an empty ISO8601 text: NULL again (a '' stored there reads
+         * NULL too: the wire cannot tell them apart). Prisma's migrations
+         * read their rolled_back_at so. */
+        if (dv->n == 0)
+          break;
+        /* fall through */
+      case LITH_DQ_TEXT:
       case LITH_DQ_BLOB:
         v.type = dv->type == LITH_DQ_BLOB ? SQLITE_BLOB : SQLITE_TEXT;
         v.n = dv->n;
