@@ -160,16 +160,18 @@ deps-litestream:
 # issue 22; they skip without) and bench/hrana, and the other client
 # families (issue 33): npm, the versions locked in that folder's
 # package-lock.json. Into build/hrana/, whatever B is. No install scripts:
-# the one there is sqlite3's build (knex-libsql's dependency, never loaded:
-# its driver is @libsql/sqlite3); libsql's native module is a prebuilt
-# package, loaded once here to check it runs on this machine.
+# they are sqlite3's build (knex-libsql's dependency, never loaded: its
+# driver is @libsql/sqlite3) and Prisma's engine downloads (never needed:
+# its client and schema engine are WebAssembly, prisma.test.js); libsql's
+# native module is a prebuilt package, loaded once here to check it runs
+# on this machine.
 HRANA_NPM_DIR := tools/lithd/test/hrana
 deps-hrana:
 	@command -v npm >/dev/null || { echo "deps-hrana: needs npm (apt-get install npm)"; exit 1; }
 	@mkdir -p build/hrana
 	cp $(HRANA_NPM_DIR)/package.json $(HRANA_NPM_DIR)/package-lock.json build/hrana/
 	npm ci --no-audit --no-fund --ignore-scripts --prefix build/hrana
-	cd build/hrana/node_modules && for m in @libsql/client drizzle-orm/libsql knex @libsql/knex-libsql kysely @libsql/kysely-libsql @tursodatabase/serverless; do \
+	cd build/hrana/node_modules && for m in @libsql/client drizzle-orm/libsql knex @libsql/knex-libsql kysely @libsql/kysely-libsql @tursodatabase/serverless @prisma/adapter-libsql prisma/config; do \
 	  node -e "require('./$$m')" || exit 1; done
 	cd build/hrana/node_modules && node -e 'new (require("./libsql"))(":memory:").close()'
 

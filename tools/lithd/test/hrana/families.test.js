@@ -9,6 +9,7 @@
 //   knex 3 + @libsql/knex-libsql 0.1 (hrana-client 0.4)  text/plain;charset=UTF-8
 //     on /v2/pipeline; knex.migrate.latest
 //   Kysely on @libsql/client (@libsql/kysely-libsql)     application/json
+// (Prisma, its adapter and its CLI's migrations: prisma.test.js.)
 // Each runs on both stores: a local file, and lithd --dqlite in front of one
 // lith-node (skipped without lith-node). lithd's /metrics counts the answers
 // per route: each family is seen using the routes it is said to. LITHD and
@@ -18,58 +19,10 @@
 
 const { after, before, describe, it } = require("node:test");
 const assert = require("node:assert/strict");
-const fs = require("node:fs");
-const path = require("node:path");
 
 const h = require("./harness.js");
 
-const SKIP = h.skipReason();
-// Why a family cannot run: its packages are missing (make deps-hrana).
-function missing(...pkgs) {
-  if (SKIP) return SKIP;
-  for (const p of pkgs)
-    if (!fs.existsSync(path.join(h.MODULES, p, "package.json")))
-      return `${p} is not installed in ${h.MODULES}: run make deps-hrana`;
-  return false;
-}
-
-// The stores each family runs on: [name, why it cannot run or false].
-const STORES = [
-  ["a file", false],
-  ["--dqlite", h.noNode()],
-];
-
-// A lithd on store (STORES' name), with the lith-node it needs: { server, stop() }.
-async function startOn(store) {
-  if (store === "a file") {
-    const server = await h.startLithd();
-    return { server, stop: () => server.stop() };
-  }
-  const node = await h.startNode();
-  try {
-    const server = await h.startLithd(["--dqlite", node.address, "--dqlite-failover-ms", "3000"], { db: false });
-    return {
-      server,
-      async stop() {
-        try {
-          await server.stop();
-        } finally {
-          await node.stop();
-        }
-      },
-    };
-  } catch (e) {
-    await node.stop();
-    throw e;
-  }
-}
-
-// The 200 answers lithd gave on a route so far (its /metrics).
-async function answered(server, route) {
-  const text = await (await fetch(`${server.url}/metrics`)).text();
-  const m = new RegExp(`^lithd_http_responses_total\\{route="${route.replace(/\//g, "\\/")}",code="200"\\} (\\d+)$`, "m").exec(text);
-  return m ? Number(m[1]) : 0;
-}
+const { STORES, startOn, answered, missing } = h;
 
 for (const [store, noStore] of STORES)
 describe(`libsql (libsql-js) against lithd on ${store}`, { skip: missing("libsql") || noStore, timeout: 60000 }, () => {

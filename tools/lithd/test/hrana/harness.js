@@ -203,6 +203,57 @@ async function startNode() {
   };
 }
 
+// The stores a family runs on: [name, why it cannot run there or false].
+const STORES = [
+  ["a file", false],
+  ["--dqlite", noNode()],
+];
+
+// A lithd on store (a STORES name), with the lith-node it needs:
+// { server, stop() }.
+async function startOn(store) {
+  if (store === "a file") {
+    const server = await startLithd();
+    return { server, stop: () => server.stop() };
+  }
+  const node = await startNode();
+  try {
+    const server = await startLithd(["--dqlite", node.address, "--dqlite-failover-ms", "3000"], { db: false });
+    return {
+      server,
+      async stop() {
+        try {
+          await server.stop();
+        } finally {
+          await node.stop();
+        }
+      },
+    };
+  } catch (e) {
+    await node.stop();
+    throw e;
+  }
+}
+
+// The 200 answers lithd gave on a route so far (its /metrics).
+async function answered(server, route) {
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  const m = new RegExp(`^lithd_http_responses_total\\{route="${route.replace(/\//g, "\\/")}",code="200"\\} (\\d+)$`, "m").exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+// Why a family cannot run: the suites' reason, or one of its packages is
+// missing (make deps-hrana); false if it can.
+function missing(...pkgs) {
+  const skip = skipReason();
+  if (skip) return skip;
+  for (const p of pkgs)
+    if (!fs.existsSync(path.join(MODULES, p, "package.json")))
+      return `${p} is not installed in ${MODULES}: run make deps-hrana`;
+  return false;
+}
+
 module.exports = {
   LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster, NODE_BIN, noNode, freePort, startNode,
+  STORES, startOn, answered, missing,
 };
