@@ -650,7 +650,7 @@ static int run_one(runner *rn, int i) {
   sqlite3_stmt *st;
   sqlite3_int64 before = 0;
   const stmt_spec *spec = &rn->b->stmts[i];
-  int rc, src, first = rn->rx && !spec->describe ? lithd__first_keyword(sql) : FIRST_QUERY;
+  int rc, src, prepared, first = rn->rx && !spec->describe ? lithd__first_keyword(sql) : FIRST_QUERY;
   int64_t t0 = run_clock_ns();
 
   /* A statement known not to be a query is refused before it is prepared;
@@ -689,7 +689,15 @@ static int run_one(runner *rn, int i) {
     before = sqlite3_total_changes64(rn->conn);
     sqlite3_set_last_insert_rowid(rn->conn, 0);
   }
-  while ((src = sqlite3_step(st)) == SQLITE_ROW)
+  /* A cached statement whose schema changed since (a migration, on this
+   * connection or another) is prepared again by its first step: its
+   * columns are those of then, not the ones read above. */
+  prepared = sqlite3_stmt_status(st, SQLITE_STMTSTATUS_REPREPARE, 0);
+  src = sqlite3_step(st);
+  if (sqlite3_stmt_status(st, SQLITE_STMTSTATUS_REPREPARE, 0) != prepared &&
+      (rc = lithd__stmt_columns(r, i, st, o)) != LITH_OK)
+    goto out;
+  for (; src == SQLITE_ROW; src = sqlite3_step(st))
     if (!rn->b->stmts[i].no_rows && (rc = collect_row(rn, i, st, o)) != LITH_OK)
       goto out;
   if (src != SQLITE_DONE) {

@@ -498,6 +498,46 @@ static void batch_conditions(struct tl_child *c, int dq) {
   }
 }
 
+/* The number of columns of results[k] (an execute's or a batch step's). */
+static size_t ncols_of(json_t *result) { return json_array_size(json_object_get(result, "cols")); }
+
+/* After a migration adds a column, a statement each connection cached
+ * before answers with the new columns: its first step prepares it again,
+ * and its columns are read after it (one reader, so the read that cached
+ * it is the one that runs it again; the writer's batch likewise). */
+static void test_columns_after_schema_change(void **state) {
+  struct tl_child *c = *state;
+  tl_remove_db("reprepare.db");
+  tl_start(c, "reprepare", 0, TL_ARGS("--readers", "1"));
+#define WRITE_AND_READ                                                                                 \
+  "{\"type\":\"batch\",\"batch\":{\"steps\":[{\"stmt\":{\"sql\":\"INSERT INTO s(a) VALUES ('w')\"}}," \
+  "{\"stmt\":{\"sql\":\"SELECT * FROM s WHERE a = 'w'\"}}]}}"
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE s(a TEXT)") "," EXEC("INSERT INTO s VALUES ('r')") "]");
+  json_decref(a);
+  for (int pass = 0; pass < 2; pass++) { /* the first caches, the second runs after ALTER TABLE */
+    a = pipeline(c, NULL, "[" EXEC("SELECT * FROM s WHERE a = 'r'") "," WRITE_AND_READ "]");
+    json_t *read = json_object_get(response(a, 0, "execute"), "result");
+    json_t *step = json_array_get(json_object_get(json_object_get(response(a, 1, "batch"), "result"), "step_results"), 1);
+    assert_int_equal(ncols_of(read), pass ? 2 : 1);
+    assert_int_equal(ncols_of(step), pass ? 2 : 1);
+    if (pass) {
+      assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(read, "cols"), 1), "name")), "b");
+      assert_string_equal(json_string_value(json_object_get(cell(a, 0, 0, 1), "value")), "7");
+      assert_string_equal(json_string_value(json_object_get(
+                              json_array_get(json_array_get(json_object_get(step, "rows"), 0), 1), "value")),
+                          "7");
+    }
+    json_decref(a);
+    if (!pass) {
+      a = pipeline(c, NULL, "[" EXEC("ALTER TABLE s ADD COLUMN b INTEGER DEFAULT 7") "," EXEC("DELETE FROM s WHERE a = 'w'") "]");
+      response(a, 1, "execute");
+      json_decref(a);
+    }
+  }
+#undef WRITE_AND_READ
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 static void test_batch_conditions(void **state) { batch_conditions(*state, 0); }
 static void test_batch_conditions_dqlite(void **state) { batch_conditions(*state, 1); }
 
@@ -2139,6 +2179,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_errors_and_arguments, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_conditions, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_batch_conditions_dqlite, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_columns_after_schema_change, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stored_sql_and_batons, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stream_bound, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_skipped_step_conditions, tl_setup, tl_teardown),
