@@ -372,14 +372,6 @@ int lithd__txctl(const char *sql, int *begin_kind);
  * its migration), in a transaction a no-op, as SQLite has it. */
 int lithd__fk_pragma(const char *sql);
 
-/* Whether two of o's columns share a name (rows as objects need distinct
- * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */
-int lithd__same_names(const stmt_out *o, int *a, int *b);
-#define LITHD_SAME_NAMES_MSG                                                         \
-  "columns %d and %d are both named \"%.64s\": rows as objects need distinct names " \
-  "(name them apart with AS, or ask for rows as arrays)"
-
-#endif /* LITHD_SQLJSON_INT_H */
 /* What sql (one statement) is as a VACUUM: VAC_MAIN (of the main
  * database, no INTO), VAC_INTO (VACUUM INTO a file), VAC_NONE (anything
  * else: another statement, VACUUM temp, text SQLite does not prepare).
@@ -402,3 +394,11 @@ int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, in
  * submits it alone (lith_submit_alone), so that lith_tx_vacuum may run. */
 int lithd__batch_vacuums(const lithd_batch *b);
 
+/* Whether two of o's columns share a name (rows as objects need distinct
+ * ones): 1 with *a < *b their indexes, 0 if none, -1 out of memory. */
+int lithd__same_names(const stmt_out *o, int *a, int *b);
+#define LITHD_SAME_NAMES_MSG                                                         \
+  "columns %d and %d are both named \"%.64s\": rows as objects need distinct names " \
+  "(name them apart with AS, or ask for rows as arrays)"
+
+#endif /* LITHD_SQLJSON_INT_H */

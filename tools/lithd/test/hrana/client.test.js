@@ -438,12 +438,6 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
     });
   });
 
-  describe("interactive transactions", () => {
-    before(async () => {
-      await db.execute("CREATE TABLE tx(k TEXT PRIMARY KEY, v)");
-    });
-    const has = async (k, c = db) => (await scalar(c, "SELECT count(*) FROM tx WHERE k = ?", [k])) === 1;
-
   describe("migrations as Prisma and migration tools send them", () => {
     const seedParents = () => db.batch(["DROP TABLE IF EXISTS pr_post", "DROP TABLE IF EXISTS pr_user",
       "CREATE TABLE pr_user(id INTEGER PRIMARY KEY, email TEXT NOT NULL)",
@@ -530,6 +524,12 @@ describe("@libsql/client against lithd", { skip: SKIP, timeout: 120000 }, () => 
       assert.equal(await scalar(db, "PRAGMA user_version"), 5);
     });
   });
+
+  describe("interactive transactions", () => {
+    before(async () => {
+      await db.execute("CREATE TABLE tx(k TEXT PRIMARY KEY, v)");
+    });
+    const has = async (k, c = db) => (await scalar(c, "SELECT count(*) FROM tx WHERE k = ?", [k])) === 1;
 
     it("commits: invisible to others while open, visible after", async () => {
       const tx = await db.transaction("write");
