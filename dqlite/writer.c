@@ -91,6 +91,11 @@ struct lith__dqw {
   uint64_t nbatch;
   int fault, fault_every;
   uint64_t nattempt;
+  /* (alone) A connection setting a command changed between two of its
+   * transactions (lith__dqw_tx_setting), put back once its batch ended,
+   * before any other command; "" none. A lost connection takes it along
+   * (a new one starts at libdqlite's settings). */
+  char undo[64];
   _Atomic uint64_t st_batches, st_commands, st_failovers, st_fenced, st_reruns;
 };
 
@@ -113,6 +118,7 @@ struct lith__dqw_tx {
   int over;        /* (alone) lith__dqw_tx_end lost the leader: the outcome is
                       settled (fail_rc); nothing more runs */
   uint64_t mark;   /* w->nflush when its transaction began: none sent since */
+  char after[128]; /* lith__dqw_tx_after's: sent when its savepoint ends; "" none */
 };
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
@@ -206,6 +212,7 @@ static int ctl_flush(lith__dqw *w) {
 
 static void lose(lith__dqw *w) {
   lith__dq_disconnect(w->c);
+  w->undo[0] = '\0'; /* the setting went with the connection */
   if (w->ready)
     atomic_fetch_add(&w->st_failovers, 1);
   w->ready = 0;
@@ -218,6 +225,7 @@ static void lose(lith__dqw *w) {
  * again. */
 static void drop(lith__dqw *w) {
   lith__dq_disconnect(w->c);
+  w->undo[0] = '\0';
   w->ready = 0;
 }
 
@@ -590,6 +598,46 @@ int lith__dqw_tx_end(lith__dqw_tx *tx, int commit) {
   return commit_lost(tx);
 }
 
+int lith__dqw_tx_after(lith__dqw_tx *tx, const char *sql) {
+  if (strlen(sql) >= sizeof tx->after) {
+    set_err(&tx->req->err, 0, "lith__dqw_tx_after: statements of fewer than %zu bytes", sizeof tx->after);
+    tx->failed = 1;
+    return tx->fail_rc = LITH_DQW_MISUSE;
+  }
+  snprintf(tx->after, sizeof tx->after, "%s", sql);
+  return LITH_DQW_OK;
+}
+
+int lith__dqw_tx_setting(lith__dqw_tx *tx, const char *set, const char *undo) {
+  lith__dqw *w = tx->w;
+  if (strlen(undo) >= sizeof w->undo || (w->undo[0] && strcmp(w->undo, undo) != 0)) {
+    set_err(&tx->req->err, 0, "lith__dqw_tx_setting: one setting, put back by fewer than %zu bytes",
+            sizeof w->undo);
+    tx->failed = 1;
+    return tx->fail_rc = LITH_DQW_MISUSE;
+  }
+  int rc = lith__dqw_tx_end(tx, 1); /* alone, its own level: checked there */
+  if (rc != LITH_DQW_OK)
+    return rc;
+  /* In autocommit now (the next BEGIN is staged, unsent): SQLite changes
+   * such a setting only here. The undo first: whatever happens next, the
+   * batch's end puts it back. */
+  snprintf(w->undo, sizeof w->undo, "%s", undo);
+  rc = lith__dq_exec_sql(w->c, w->db, set, NULL, 0, NULL);
+  tx->ran = 1;
+  if (rc == LITH_DQ_FAILURE && !leader_failure(lith__dq_errcode(w->c))) {
+    set_err(&tx->req->err, (int)lith__dq_errcode(w->c), "%s", lith__dq_errmsg(w->c));
+    tx->failed = 1;
+    return tx->fail_rc = LITH_DQW_SQL;
+  }
+  if (rc != LITH_DQ_OK) { /* what it committed stays: the rest fails UNAVAILABLE */
+    tx->broken = 1;
+    tx->dqrc = rc;
+    return LITH_DQW_RETRY;
+  }
+  return LITH_DQW_OK;
+}
+
 int lith__dqw_waiting(lith__dqw *w) {
   pthread_mutex_lock(&w->mu);
   int waiting = w->head != NULL;
@@ -712,6 +760,8 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
       ctl_add(w, "RELEASE lith_c;");
     else
       ctl_add(w, "ROLLBACK TO lith_c; RELEASE lith_c;");
+    if (tx.after[0]) /* its setting back before the next command's SAVEPOINT */
+      ctl_add(w, "%s;", tx.after);
   }
   ctl_add(w, "COMMIT");
   if (fault_now(w))
@@ -923,6 +973,18 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
 
 /* ---- The thread and the queue ---- */
 
+/* After a batch (outside any transaction): the setting an alone command
+ * changed (lith__dqw_tx_setting), back before any other command runs. If
+ * the node refuses, the connection goes: a new one starts at libdqlite's
+ * settings. */
+static void put_back(lith__dqw *w) {
+  if (w->undo[0] == '\0')
+    return;
+  if (!lith__dq_connected(w->c) || lith__dq_exec_sql(w->c, w->db, w->undo, NULL, 0, NULL) != LITH_DQ_OK)
+    drop(w);
+  w->undo[0] = '\0';
+}
+
 static void *writer_main(void *arg) {
   lith__dqw *w = arg;
   lith__dqw_req **batch = malloc(sizeof *batch * (size_t)w->max_batch);
@@ -957,6 +1019,7 @@ static void *writer_main(void *arg) {
       batch[i]->rc = LITH_DQW_OK;
     }
     run_batch(w, batch, n);
+    put_back(w);
   }
   free(batch);
   return NULL;

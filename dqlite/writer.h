@@ -295,6 +295,31 @@ int lith__dqw_savepoint(lith__dqw_tx *tx, lith__dqw_fn fn, void *arg);
  * LITH_DQW_MISUSE. */
 int lith__dqw_tx_end(lith__dqw_tx *tx, int commit);
 
+/* Connection settings. A batch's commands share the leader connection, and
+ * a setting is the connection's, not the transaction's (dqlite replicates
+ * pages: a setting lives on the leader's connection alone, and a new
+ * leader's starts at libdqlite's). So a command that changes one says how
+ * to put it back, and the writer does so before any other command runs:
+ *
+ * lith__dqw_tx_after: sql (under 128 bytes; a later call replaces it) is
+ * sent right after the command's savepoint is released or rolled back, in
+ * the same request, whatever its outcome: for a setting
+ * that holds inside a transaction (PRAGMA defer_foreign_keys; its OFF after
+ * ROLLBACK TO forgets nothing, as the savepoint puts SQLite's deferred
+ * counts back). LITH_DQW_OK, or MISUSE.
+ *
+ * lith__dqw_tx_setting: only where lith__dqw_tx_end may be called: commit
+ * what the command did so far (as lith__dqw_tx_end(tx, 1), its results the
+ * same), run `set` in autocommit (a setting SQLite changes only between
+ * transactions: PRAGMA foreign_keys), and go on in a new transaction;
+ * `undo` (under 64 bytes, one per command) runs once the command's batch
+ * ended, committed or not, before the next batch (a node that refuses it
+ * loses the connection: a new one starts at libdqlite's settings). A
+ * failure of `set` fails the command (LITH_DQW_SQL); a lost connection
+ * LITH_DQW_RETRY, what was committed before it kept. */
+int lith__dqw_tx_after(lith__dqw_tx *tx, const char *sql);
+int lith__dqw_tx_setting(lith__dqw_tx *tx, const char *set, const char *undo);
+
 /* 1 if a command waits in the queue (any thread): for an alone command
  * that holds the writer, whether another writer waits for it. */
 int lith__dqw_waiting(lith__dqw *w);

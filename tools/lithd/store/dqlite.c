@@ -75,11 +75,21 @@ typedef struct vetted {
   int write;        /* vetted as a command's (lith's rules too) or a read's */
   int dml;          /* DML_* */
   int check;        /* lith's rule on the schema must follow it (lith_command_needs_check) */
+  unsigned flags;   /* FLAG_*: the connection flags it sets */
   sqlite3_stmt *st; /* never stepped: what the policy reads of it */
   uint64_t used;    /* the vet's tick when last used: the oldest goes first */
 } vetted;
 
 #define VET_CACHE 64
+
+/* The flag pragmas a command may set (lith_command_sets_flag), each put
+ * back when the command ends, whatever its outcome (lith__dqw_tx_after):
+ * the commands of a batch share the leader's connection. dqlite's
+ * connections start with SQLite's defaults, both off. */
+enum { FLAG_DEFER = 1, FLAG_RECURSIVE = 2 };
+static const char *const FLAGS_BACK[] = {"", "PRAGMA defer_foreign_keys = OFF",
+                                         "PRAGMA recursive_triggers = OFF",
+                                         "PRAGMA defer_foreign_keys = OFF; PRAGMA recursive_triggers = OFF"};
 
 typedef struct vet {
   sqlite3 *conn; /* NULL until first used */
@@ -90,7 +100,11 @@ typedef struct vet {
   int loading;            /* replaying the cluster's schema: no rules */
   int dml;                /* DML_* of the statement last prepared */
   int check;              /* ... and whether lith's rule on the schema must follow it */
-  char why[160];          /* lith's rule's refusal */
+  unsigned flags;         /* ... and the FLAG_* it sets */
+  /* The writer's vet only: the command running (one at a time there). */
+  unsigned flags_set; /* FLAG_* it set (FLAG_DEFER: since its last COMMIT) */
+  int fk_changed;     /* it turned foreign_keys off or on (dq_step_foreign_keys) */
+  char why[160];      /* lith's rule's refusal */
   const lithd_dq_options *o;
 } vet;
 
@@ -121,14 +135,15 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
     if (lith_command_needs_check(action)) /* a table made or altered: check_schema after it */
       v->check = 1;
   }
-  /* A flag pragma acts where the text is prepared: lith puts it back after
-   * a command on its own connection, nothing would on the cluster's (a
-   * batch's commands share one; a read's EXPLAIN PRAGMA reaches a leader
-   * connection too). */
-  if (lith_command_sets_flag(action, a, b)) {
+  /* A flag pragma acts where the text is prepared: a command's is put back
+   * when it ends (FLAGS_BACK); a read's EXPLAIN PRAGMA would change a
+   * pooled leader connection that nothing puts back. */
+  if (lith_command_sets_flag(action, a, b) && v->write)
+    v->flags |= strcasecmp(a, "defer_foreign_keys") == 0 ? FLAG_DEFER : FLAG_RECURSIVE;
+  else if (lith_command_sets_flag(action, a, b)) {
     snprintf(v->why, sizeof v->why,
-             "PRAGMA %s = ...: not on --dqlite, where the commands of a batch share the cluster's "
-             "connection and nothing puts the setting back after one",
+             "PRAGMA %s = ...: not in a read on --dqlite, where it would change a connection to the "
+             "cluster that nothing puts back (a write may set it for its own command)",
              a);
     return SQLITE_DENY;
   }
@@ -186,7 +201,7 @@ static int vet_keep(vet *v, const char *sql, uint64_t h, sqlite3_stmt *st) {
   }
   sqlite3_finalize(e->st);
   free(e->sql);
-  *e = (vetted){copy, h, v->write, v->dml, v->check, st, ++v->tick};
+  *e = (vetted){copy, h, v->write, v->dml, v->check, v->flags, st, ++v->tick};
   return 0;
 }
 
@@ -279,6 +294,7 @@ static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
   if (seen != NULL) {
     v->dml = seen->dml;
     v->check = seen->check;
+    v->flags = seen->flags;
     *out = seen->st;
     return LITH_OK;
   }
@@ -292,6 +308,7 @@ static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
     v->why[0] = '\0';
     v->dml = DML_NONE;
     v->check = 0;
+    v->flags = 0;
     src = sqlite3_prepare_v2(v->conn, sql, -1, out, &tail);
     if (src == SQLITE_OK || (src & 0xff) != SQLITE_ERROR || attempt > 0)
       break;
@@ -549,6 +566,13 @@ static int run_one(dq_run *rn, int i) {
       LITH_OK) /* before the read's own refusal: its code */
     goto refused;
   dml = rn->v->dml;
+  if (rn->tx != NULL && rn->v->flags != 0) { /* put back when the command ends, whatever it does */
+    rn->v->flags_set |= rn->v->flags;
+    if ((rc = lith__dqw_tx_after(rn->tx, FLAGS_BACK[rn->v->flags_set & 3])) != LITH_DQW_OK) {
+      rc = pending(rn, i, rc);
+      goto out;
+    }
+  }
   if (rn->c != NULL && (rc = lithd__check_read(rn->r, i, first, st)) != LITH_OK)
     goto refused;
   if ((rc = bind_params(rn, i, st, pv, &n)) != LITH_OK)
@@ -633,9 +657,33 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
   "on --dqlite, SAVEPOINT, RELEASE and ROLLBACK TO are not run (the writer's savepoints hold each " \
   "step: a failed step is undone alone)"
 
-#define DQ_NO_FOREIGN_KEYS                                                                          \
-  "on --dqlite, PRAGMA foreign_keys is not run (it would change the writer's connection for every " \
-  "command after it): the request was not run; migrate with foreign keys as they are"
+/* What a command changed of foreign keys, checked before what it did
+ * commits, as lith checks on a file (batch.c): after foreign_keys was off
+ * (lith_tx_foreign_keys), or once defer_foreign_keys was set. SQLite's
+ * count of deferred violations is the leader connection's, out of reach
+ * here, and an OFF forgets it: PRAGMA foreign_key_check reads the database
+ * itself. LITH_DQW_OK; LITH_DQW_USER with the violation in rn->r
+ * (LITH_CONSTRAINT, 409 as on a file); or the writer's code. */
+static int fk_settled(dq_run *rn) {
+  vet *v = rn->v;
+  int64_t n = 0;
+  if (!(v->flags_set & FLAG_DEFER) && !v->fk_changed)
+    return LITH_DQW_OK;
+  int rc = lith__dqw_query_int(
+      rn->tx, &n, "SELECT count(*) FROM (SELECT 1 FROM pragma_foreign_key_check LIMIT 1)", NULL, 0);
+  if (rc == LITH_DQW_RETRY)
+    rn->retry = 1;
+  if (rc != LITH_DQW_OK)
+    return rc == LITH_DQW_RETRY ? rc : pending(rn, -1, rc);
+  if (n == 0)
+    return LITH_DQW_OK;
+  lithd__fail(rn->r, LITH_CONSTRAINT, -1,
+              v->fk_changed ? "FOREIGN KEY constraint failed (PRAGMA foreign_key_check, after foreign keys "
+                              "were off)"
+                            : "FOREIGN KEY constraint failed (PRAGMA foreign_key_check: PRAGMA "
+                              "defer_foreign_keys was set, and no violation may commit)");
+  return lith__dqw_error(rn->tx, "%s", rn->r->err.message);
+}
 
 /* A command's statement failed with the writer's rc: its error, now (the
  * next statement would replace the writer's), as a lith code. */
@@ -695,8 +743,37 @@ static int dq_step_fatal(lithd_steps *s, int i, int rc) {
  * (lith__dqw_tx_end), as lith_tx_commit / lith_tx_rollback on a file. */
 static int dq_step_end(lithd_steps *s, int txctl, int i) {
   dq_run *rn = s->ctx;
-  int rc = lith__dqw_tx_end(rn->tx, txctl == TXC_COMMIT);
+  int rc = txctl == TXC_COMMIT ? fk_settled(rn) : LITH_DQW_OK;
+  if (rc == LITH_DQW_USER)
+    return rn->r->err.code; /* a violation: the transaction stays open, as SQLite's COMMIT leaves it */
+  if (rc == LITH_DQW_OK)
+    rc = lith__dqw_tx_end(rn->tx, txctl == TXC_COMMIT);
+  if (rc == LITH_DQW_OK)
+    rn->v->flags_set &= ~(unsigned)FLAG_DEFER; /* SQLite's COMMIT and ROLLBACK end it */
   return rc == LITH_DQW_OK ? LITH_OK : step_error(rn, i, rc);
+}
+
+/* PRAGMA foreign_keys in a held batch's autocommit (libSQL's migrate(),
+ * Prisma's table redefinition): commit what ran so far (checked first),
+ * change the setting between two transactions of the alone command, and
+ * the writer puts it back once the command ended, before any other
+ * command (lith__dqw_tx_setting): it lasts exactly this command, on this
+ * connection. A new leader's connection starts with foreign keys on
+ * (libdqlite's), so a leader lost meanwhile ends the command (an alone
+ * command never runs again) with nothing changed elsewhere. */
+static int dq_step_foreign_keys(lithd_steps *s, int on, int i) {
+  dq_run *rn = s->ctx;
+  int rc = fk_settled(rn);
+  if (rc == LITH_DQW_USER)
+    return rn->r->err.code;
+  if (rc == LITH_DQW_OK)
+    rc = lith__dqw_tx_setting(rn->tx, on ? "PRAGMA foreign_keys = ON" : "PRAGMA foreign_keys = OFF",
+                              "PRAGMA foreign_keys = ON");
+  if (rc != LITH_DQW_OK)
+    return step_error(rn, i, rc);
+  rn->v->flags_set &= ~(unsigned)FLAG_DEFER; /* committed */
+  rn->v->fk_changed = 1;
+  return LITH_OK;
 }
 
 static int dq_step_ended(lithd_steps *s) {
@@ -704,10 +781,8 @@ static int dq_step_ended(lithd_steps *s) {
   return rn->retry || lith__dqw_tx_state(rn->tx) != LITH_DQW_OK;
 }
 
-/* (PRAGMA foreign_keys between two transactions is not run on --dqlite:
- * NULL, the statement goes to the policy, which refuses it.) */
-static const lithd_steps_ops dq_write_steps = {dq_step_run, dq_step_nest, dq_step_fatal,
-                                               dq_step_end, NULL,         dq_step_ended};
+static const lithd_steps_ops dq_write_steps = {dq_step_run, dq_step_nest,         dq_step_fatal,
+                                               dq_step_end, dq_step_foreign_keys, dq_step_ended};
 static const lithd_steps_ops dq_read_steps = {dq_step_run, NULL, dq_step_fatal, NULL, NULL, NULL};
 
 static int run_cmd_steps(dq_run *rn) {
@@ -723,19 +798,26 @@ static int run_cmd_steps(dq_run *rn) {
   return lith__dqw_error(rn->tx, "%s", rn->r->err.message);
 }
 
+/* One run of b in the writer's command (a held batch: one run of its
+ * transaction; the command's foreign keys are checked where it commits:
+ * dq_step_end, dq_step_foreign_keys, tx_cmd). */
 static int run_cmd_batch(lith__dqw_tx *tx, vet *v, lithd_batch *b, lithd_result **out) {
   dq_run rn = {.tx = tx, .v = v, .b = b};
+  int rc = LITH_DQW_OK;
+  if (!b->held) /* a command of its own: it starts as lithd left the connection */
+    v->flags_set = 0, v->fk_changed = 0;
   if (new_result(&rn, out) != 0)
     return lith__dqw_error(tx, "out of memory");
-  if (b->steps)
-    return run_cmd_steps(&rn);
-  for (int i = 0; i < b->n; i++) {
-    int rc = run_one(&rn, i);
-    if (rc != LITH_DQW_OK)
-      return rc; /* RETRY included: the run is abandoned */
-    rn.r->n = i + 1;
+  if (b->steps) {
+    rc = run_cmd_steps(&rn);
+  } else {
+    for (int i = 0; i < b->n && rc == LITH_DQW_OK; i++)
+      if ((rc = run_one(&rn, i)) == LITH_DQW_OK) /* RETRY included: the run is abandoned */
+        rn.r->n = i + 1;
   }
-  return LITH_DQW_OK;
+  if (rc == LITH_DQW_OK && !b->held)
+    rc = fk_settled(&rn);
+  return rc;
 }
 
 /* The writer's answer as a lith code (and *errmsg when no statement of r
@@ -1165,8 +1247,10 @@ static int dq_read(lithd_store *s, lithd_store_req *r) {
  * BEGIN DEFERRED and READONLY (LITHD_TX_SNAPSHOT) run on the writer too:
  * dqlite serves reads only on the leader, and a read transaction held
  * across requests would cost a leader connection each; READONLY still
- * refuses every write (SQLITE_READONLY: sql/'s lithd__write_refused). A
- * run with PRAGMA foreign_keys is refused whole (DQ_NO_FOREIGN_KEYS). */
+ * refuses every write (SQLITE_READONLY: sql/'s lithd__write_refused).
+ * PRAGMA foreign_keys in its autocommit changes the writer's connection
+ * between two of its transactions, until the command ends
+ * (dq_step_foreign_keys). */
 
 /* The callback's private answer to the writer: roll back (the writer
  * rolls the command back to its savepoint for any code but OK). */
@@ -1236,6 +1320,8 @@ static lithd_store_req *tx_next(dq_tx *t, int64_t last, int *why) {
 static int tx_cmd(lith__dqw_tx *tx, void *arg) { /* the writer thread */
   dq_tx *t = arg;
   int64_t last = mono_ms();
+  t->ds->wvet.flags_set = 0; /* the command starts as lithd left the connection */
+  t->ds->wvet.fk_changed = 0;
   pthread_mutex_lock(&t->mu);
   for (;;) {
     int why;
@@ -1258,6 +1344,11 @@ static int tx_cmd(lith__dqw_tx *tx, void *arg) { /* the writer thread */
     pthread_mutex_unlock(&t->mu);
     r->batch->readonly_tx = (t->flags & LITHD_TX_READONLY) != 0;
     int rc = run_cmd_batch(tx, &t->ds->wvet, r->batch, &r->result);
+    if (rc == LITH_DQW_OK && r->result != NULL && !r->result->in_tx) {
+      /* in autocommit again: the command commits now (its foreign keys checked first) */
+      dq_run rn = {.tx = tx, .v = &t->ds->wvet, .b = r->batch, .r = r->result};
+      rc = fk_settled(&rn);
+    }
     pthread_mutex_lock(&t->mu);
     if (rc != LITH_DQW_OK || r->result == NULL || !r->result->in_tx) {
       t->final = r; /* in autocommit again, or failed: the transaction ends */
@@ -1359,11 +1450,6 @@ static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
     snprintf(r->errmsg, sizeof r->errmsg, "%s", bound ? t->end_msg : "the transaction has ended");
     return bound ? t->end_rc : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
   }
-  for (int i = 0; i < r->batch->n; i++)
-    if (r->batch->stmts[i].fk_set != FK_NONE) { /* the whole run: it asked for a state we cannot give */
-      snprintf(r->errmsg, sizeof r->errmsg, "%s", DQ_NO_FOREIGN_KEYS);
-      return LITHD_FORBIDDEN;
-    }
   r->rc = LITH_OK;
   r->tx_open = 0;
   pthread_mutex_lock(&t->mu);

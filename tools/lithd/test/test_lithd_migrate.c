@@ -46,7 +46,9 @@
 static const char *schema_sql =
     "CREATE TABLE p(id INTEGER PRIMARY KEY);\n"
     "CREATE TABLE ch(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(id));\n"
-    "CREATE TABLE big(x);\n";
+    "CREATE TABLE big(x);\n"
+    "CREATE TABLE r(n INTEGER);\n" /* recursive_triggers: 1 makes 5 rows, or 2 */
+    "CREATE TRIGGER r_up AFTER INSERT ON r WHEN new.n < 5 BEGIN INSERT INTO r VALUES (new.n + 1); END;\n";
 
 static t_node node;
 static struct tl_child local, dq;
@@ -202,46 +204,58 @@ static void seed(const struct tl_child *c) {
   "CREATE TABLE new_p(id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '')", \
       "INSERT INTO new_p(id) SELECT id FROM p", "DROP TABLE p", "ALTER TABLE new_p RENAME TO p"
 
-static void test_defer_foreign_keys_local(void **state) {
-  (void)state;
+/* On c (a local file, --dqlite): the same answers, but where said. */
+static void defer_foreign_keys_on(const struct tl_child *c) {
   /* the command's own: read back inside it, off in the next */
   const char *on_read[] = {"PRAGMA defer_foreign_keys = ON", "PRAGMA defer_foreign_keys", NULL};
-  expect_sqls(&local, on_read, 200, "[[1]]");
-  assert_int_equal(do_int(&local, "PRAGMA defer_foreign_keys"), 0);
+  expect_sqls(c, on_read, 200, "[[1]]");
+  assert_int_equal(do_int(c, "PRAGMA defer_foreign_keys"), 0);
   /* two commands of one /v1/batch (one transaction of the writer): the
    * second finds it off, and its violation fails its own statement */
-  tl_expect(&local, "POST", "/v1/batch", NULL,
+  tl_expect(c, "POST", "/v1/batch", NULL,
             "{\"commands\":[{\"statements\":[{\"sql\":\"PRAGMA defer_foreign_keys = ON\"}]},"
             "{\"statements\":[{\"sql\":\"PRAGMA defer_foreign_keys\"}]},"
             "{\"statements\":[{\"sql\":\"INSERT INTO ch(id, pid) VALUES (99, 99)\"}]}]}",
             200, "[[0]]");
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM ch WHERE id = 99"), 0);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 99"), 0);
 
   /* Prisma's redefinition, on /v1/do: commits with the OFF */
-  seed(&local);
+  seed(c);
   const char *prisma[] = {"PRAGMA defer_foreign_keys = ON", REDEFINE_P, "PRAGMA foreign_key_check",
                           "PRAGMA defer_foreign_keys = OFF", NULL};
-  expect_sqls(&local, prisma, 200, NULL);
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'name'"), 1);
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
+  expect_sqls(c, prisma, 200, NULL);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'name'"), 1);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
   /* without the OFF SQLite's COMMIT fails (the DROP's violations are still
    * counted): so does the command, and nothing of it stays */
   const char *no_off[] = {"PRAGMA defer_foreign_keys = ON", REDEFINE_P, NULL};
-  expect_sqls(&local, no_off, 409, "FOREIGN KEY constraint failed");
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'name'"), 1);
+  if (c == &local) {
+    expect_sqls(c, no_off, 409, "FOREIGN KEY constraint failed");
+  } else {
+    /* --dqlite: SQLite's count of deferred violations is the leader
+     * connection's, out of reach; the command's end reads the rows
+     * instead (foreign_key_check), and none violates: it commits */
+    expect_sqls(c, no_off, 200, NULL);
+    assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  }
+  assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'name'"), 1);
+  /* a violation left with it on fails the command, as SQLite's COMMIT */
+  const char *left[] = {"PRAGMA defer_foreign_keys = ON", "INSERT INTO ch(id, pid) VALUES (31, 3)", NULL};
+  expect_sqls(c, left, 409, "FOREIGN KEY constraint failed");
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 31"), 0);
   /* an OFF that would forget a violation still there: refused */
   const char *forget[] = {"PRAGMA defer_foreign_keys = ON", "INSERT INTO ch(id, pid) VALUES (30, 3)",
                           "PRAGMA defer_foreign_keys = OFF", NULL};
-  expect_sqls(&local, forget, 409, "defer_foreign_keys");
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM ch WHERE id = 30"), 0);
+  expect_sqls(c, forget, 409, "defer_foreign_keys");
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 30"), 0);
 
   /* Hrana: one execute is a transaction of its own (SQLite's autocommit):
    * the next reads it off */
-  stream s = {&local, ""};
+  stream s = {c, ""};
   ok(&s, "PRAGMA defer_foreign_keys = ON");
   assert_int_equal(one_int(&s, "PRAGMA defer_foreign_keys"), 0);
   /* in an interactive transaction: to its COMMIT */
-  seed(&local);
+  seed(c);
   ok(&s, "BEGIN");
   ok(&s, "PRAGMA defer_foreign_keys = ON");
   ok(&s, "CREATE TABLE new_p(id INTEGER PRIMARY KEY, name TEXT NOT NULL DEFAULT '', born INTEGER)");
@@ -254,10 +268,10 @@ static void test_defer_foreign_keys_local(void **state) {
   ok(&s, "COMMIT");
   assert_int_equal(one_int(&s, "PRAGMA defer_foreign_keys"), 0);
   close_stream(&s);
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'born'"), 1);
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'born'"), 1);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
   /* and as Prisma's script arrives from executeMultiple: one sequence */
-  seed(&local);
+  seed(c);
   json_t *res = pipeline(&s, "[{\"type\":\"sequence\",\"sql\":\"PRAGMA defer_foreign_keys=ON; "
                              "PRAGMA foreign_keys=OFF; "
                              "CREATE TABLE new_p(id INTEGER PRIMARY KEY, tag TEXT); "
@@ -269,8 +283,36 @@ static void test_defer_foreign_keys_local(void **state) {
     fail_msg("Prisma's script as a sequence: %s", json_dumps(res, 0));
   json_decref(res);
   s.baton[0] = '\0';
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'tag'"), 1);
-  assert_int_equal(do_int(&local, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'tag'"), 1);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
+  /* foreign keys are on again for what comes after (the writer's
+   * connection as lithd left it), and so is every setting */
+  assert_int_equal(do_int(c, "PRAGMA foreign_keys"), 1);
+  assert_int_equal(do_int(c, "PRAGMA defer_foreign_keys"), 0);
+  tl_expect(c, "POST", DO, NULL, ONE("INSERT INTO ch(id, pid) VALUES (98, 98)"), 409, "FOREIGN KEY");
+  /* a migration that leaves a violation with foreign keys off: its
+   * last transaction fails (foreign_key_check), what it committed before
+   * stays, as SQLite's autocommit would have it; foreign keys on after */
+  res = pipeline(&s, "[{\"type\":\"sequence\",\"sql\":\"PRAGMA foreign_keys=OFF; "
+                     "INSERT INTO p(id) VALUES (77); PRAGMA foreign_keys=ON; PRAGMA foreign_keys=OFF; "
+                     "INSERT INTO ch(id, pid) VALUES (97, 97)\"},{\"type\":\"close\"}]");
+  type = json_string_value(json_object_get(json_array_get(res, 0), "type"));
+  char *text = json_dumps(res, 0);
+  if (type == NULL || strcmp(type, "error") != 0 ||
+      strstr(text, "foreign_key_check, after foreign keys were off") == NULL)
+    fail_msg("a violation left with foreign keys off: %s", text);
+  free(text);
+  json_decref(res);
+  s.baton[0] = '\0';
+  assert_int_equal(do_int(c, "SELECT count(*) FROM p WHERE id = 77"), 1);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 97"), 0);
+  assert_int_equal(do_int(c, "PRAGMA foreign_keys"), 1);
+  tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM p WHERE id = 77"), 200, NULL);
+}
+
+static void test_defer_foreign_keys_local(void **state) {
+  (void)state;
+  defer_foreign_keys_on(&local);
 }
 
 static void test_user_version(void **state) {
@@ -361,13 +403,38 @@ static void test_vacuum_local(void **state) {
 
 static void test_dqlite(void **state) {
   (void)state;
-  /* what the cluster's writer cannot scope to one command is refused,
-   * saying why */
-  tl_expect(&dq, "POST", DO, NULL, ONE("PRAGMA defer_foreign_keys = ON"), 403, "not on --dqlite");
-  tl_expect(&dq, "POST", DO, NULL, ONE("PRAGMA recursive_triggers = ON"), 403, "not on --dqlite");
-  assert_int_equal(do_int(&dq, "PRAGMA defer_foreign_keys"), 0); /* reading is fine */
-  /* nor through a read: EXPLAIN prepares it where the text goes */
-  tl_expect(&dq, "POST", Q, NULL, ONE("EXPLAIN PRAGMA defer_foreign_keys = ON"), 403, "not on --dqlite");
+  /* as on a file: each setting lasts its command (the commands of a
+   * writer's batch share the leader's connection), foreign keys one
+   * migrate() request */
+  defer_foreign_keys_on(&dq);
+  const char *recursive[] = {"PRAGMA recursive_triggers = ON", "INSERT INTO r VALUES (1)", NULL};
+  expect_sqls(&dq, recursive, 200, NULL);
+  assert_int_equal(do_int(&dq, "SELECT count(*) FROM r"), 5);
+  tl_expect(&dq, "POST", "/v1/batch", NULL,
+            "{\"commands\":[{\"statements\":[{\"sql\":\"PRAGMA recursive_triggers = ON\"}]},"
+            "{\"statements\":[{\"sql\":\"PRAGMA recursive_triggers\"}]}]}",
+            200, "[[0]]");
+  tl_expect(&dq, "POST", DO, NULL, ONE("DELETE FROM r"), 200, NULL);
+  tl_expect(&dq, "POST", DO, NULL, ONE("INSERT INTO r VALUES (1)"), 200, NULL);
+  assert_int_equal(do_int(&dq, "SELECT count(*) FROM r"), 2); /* not recursive again */
+  /* a failed command's setting goes back too */
+  const char *failing[] = {"PRAGMA recursive_triggers = ON", "INSERT INTO ch(id, pid) VALUES (1, 999)", NULL};
+  expect_sqls(&dq, failing, 409, "FOREIGN KEY");
+  assert_int_equal(do_int(&dq, "PRAGMA recursive_triggers"), 0);
+  /* both in one command: both back */
+  const char *both[] = {"PRAGMA defer_foreign_keys = ON", "PRAGMA recursive_triggers = ON",
+                        "PRAGMA defer_foreign_keys", NULL};
+  expect_sqls(&dq, both, 200, "[[1]]");
+  tl_expect(&dq, "POST", DO, NULL,
+            "{\"statements\":[{\"sql\":\"PRAGMA defer_foreign_keys\"},{\"sql\":\"PRAGMA "
+            "recursive_triggers\"}]}",
+            200, "[[0]]}]}");
+  /* a read may not set one: EXPLAIN prepares it on a leader connection
+   * that nothing puts back */
+  tl_expect(&dq, "POST", Q, NULL, ONE("EXPLAIN PRAGMA defer_foreign_keys = ON"), 403,
+            "not in a read on --dqlite");
+  /* foreign_keys inside a command: refused as on a file */
+  tl_expect(&dq, "POST", DO, NULL, ONE("PRAGMA foreign_keys = OFF"), 403, "foreign_keys");
   fill_and_delete(&dq);
   tl_expect(&dq, "POST", DO, NULL, ONE("VACUUM"), 400, "not run on --dqlite");
   stream s = {&dq, ""};
