@@ -135,6 +135,12 @@ static const struct attack attacks[] = {
      "{\"statements\":[{\"sql\":\"PRAGMA defer_foreign_keys = ON\"},{\"sql\":\"PRAGMA writable_schema = "
      "ON\"}]}",
      403, "forbidden", NULL},
+    {"PRAGMA recursive_triggers smuggling journal_mode", DO,
+     "{\"statements\":[{\"sql\":\"PRAGMA recursive_triggers = ON\"},{\"sql\":\"PRAGMA journal_mode = "
+     "DELETE\"}]}",
+     403, "forbidden", NULL},
+    {"read-only token: PRAGMA foreign_keys (a migration holds the writer)", DO,
+     ONE("PRAGMA foreign_keys = OFF"), 403, "forbidden", "SQLITE_AUTH", "ro"},
     {"EXPLAIN PRAGMA journal_mode on /v1/query", Q, ONE("EXPLAIN PRAGMA journal_mode = DELETE"), 403,
      "forbidden", "SQLITE_AUTH"},
     {"VACUUM INTO a file", DO, ONE("VACUUM INTO 'vacuumed.db'"), 403, "VACUUM INTO", "SQLITE_AUTH"},

@@ -270,6 +270,17 @@ static void defer_foreign_keys_on(const struct tl_child *c) {
   close_stream(&s);
   assert_int_equal(do_int(c, "SELECT count(*) FROM pragma_table_info('p') WHERE name = 'born'"), 1);
   assert_int_equal(do_int(c, "SELECT count(*) FROM ch JOIN p ON p.id = ch.pid"), 2);
+  /* an OFF that forgets a violation: its COMMIT refused, still open */
+  ok(&s, "BEGIN");
+  ok(&s, "PRAGMA defer_foreign_keys = ON");
+  ok(&s, "INSERT INTO ch(id, pid) VALUES (32, 3)");
+  ok(&s, "PRAGMA defer_foreign_keys = OFF");
+  const char *e = execute(&s, "COMMIT", NULL);
+  if (e == NULL || strstr(e, "FOREIGN KEY constraint failed") == NULL)
+    fail_msg("COMMIT after an OFF that forgot a violation: %s", e ? e : "committed");
+  ok(&s, "ROLLBACK");
+  close_stream(&s);
+  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 32"), 0);
   /* and as Prisma's script arrives from executeMultiple: one sequence */
   seed(c);
   json_t *res = pipeline(&s, "[{\"type\":\"sequence\",\"sql\":\"PRAGMA defer_foreign_keys=ON; "
@@ -290,24 +301,37 @@ static void defer_foreign_keys_on(const struct tl_child *c) {
   assert_int_equal(do_int(c, "PRAGMA foreign_keys"), 1);
   assert_int_equal(do_int(c, "PRAGMA defer_foreign_keys"), 0);
   tl_expect(c, "POST", DO, NULL, ONE("INSERT INTO ch(id, pid) VALUES (98, 98)"), 409, "FOREIGN KEY");
-  /* a migration that leaves a violation with foreign keys off: its
-   * last transaction fails (foreign_key_check), what it committed before
-   * stays, as SQLite's autocommit would have it; foreign keys on after */
-  res = pipeline(&s, "[{\"type\":\"sequence\",\"sql\":\"PRAGMA foreign_keys=OFF; "
-                     "INSERT INTO p(id) VALUES (77); PRAGMA foreign_keys=ON; PRAGMA foreign_keys=OFF; "
-                     "INSERT INTO ch(id, pid) VALUES (97, 97)\"},{\"type\":\"close\"}]");
-  type = json_string_value(json_object_get(json_array_get(res, 0), "type"));
-  char *text = json_dumps(res, 0);
-  if (type == NULL || strcmp(type, "error") != 0 ||
-      strstr(text, "foreign_key_check, after foreign keys were off") == NULL)
-    fail_msg("a violation left with foreign keys off: %s", text);
-  free(text);
-  json_decref(res);
-  s.baton[0] = '\0';
-  assert_int_equal(do_int(c, "SELECT count(*) FROM p WHERE id = 77"), 1);
-  assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 97"), 0);
-  assert_int_equal(do_int(c, "PRAGMA foreign_keys"), 1);
-  tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM p WHERE id = 77"), 200, NULL);
+  /* a migration that leaves a violation with foreign keys off: the
+   * transaction that would commit it fails (foreign_key_check), at the ON
+   * or at the request's end; what it committed before stays, as SQLite's
+   * autocommit would have it; foreign keys on after */
+  const char *const leave[] = {
+      "PRAGMA foreign_keys=OFF; INSERT INTO p(id) VALUES (77); PRAGMA foreign_keys=ON; "
+      "PRAGMA foreign_keys=OFF; INSERT INTO ch(id, pid) VALUES (97, 97); "
+      "PRAGMA foreign_keys=ON",
+      "PRAGMA foreign_keys=OFF; INSERT INTO p(id) VALUES (78); PRAGMA foreign_keys=ON; "
+      "PRAGMA foreign_keys=OFF; INSERT INTO ch(id, pid) VALUES (97, 97)"};
+  for (int k = 0; k < 2; k++) {
+    json_t *req = json_pack("[{s:s,s:s},{s:s}]", "type", "sequence", "sql", leave[k], "type", "close");
+    char *reqs = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    res = pipeline(&s, reqs);
+    free(reqs);
+    type = json_string_value(json_object_get(json_array_get(res, 0), "type"));
+    char *text = json_dumps(res, 0);
+    if (type == NULL || strcmp(type, "error") != 0 ||
+        strstr(text, "foreign_key_check, after foreign keys were off") == NULL)
+      fail_msg("a violation left with foreign keys off (%s): %s", leave[k], text);
+    free(text);
+    json_decref(res);
+    s.baton[0] = '\0';
+    assert_int_equal(
+        do_int(c, k == 0 ? "SELECT count(*) FROM p WHERE id = 77" : "SELECT count(*) FROM p WHERE id = 78"),
+        1);
+    assert_int_equal(do_int(c, "SELECT count(*) FROM ch WHERE id = 97"), 0);
+    assert_int_equal(do_int(c, "PRAGMA foreign_keys"), 1);
+  }
+  tl_expect(c, "POST", DO, NULL, ONE("DELETE FROM p WHERE id >= 77"), 200, NULL);
 }
 
 static void test_defer_foreign_keys_local(void **state) {
