@@ -390,6 +390,8 @@ void lith_http_server_destroy(lith_http_server *srv) {
   h2o_config_dispose(&srv->config);
   lh_routes_free(srv);
   SSL_CTX_free(srv->tls); /* h2o's sockets, each holding a reference, are closed */
+  for (int i = 0; i < LH_TLS_OLD; i++)
+    SSL_CTX_free(srv->tls_old[i].ctx);
   free(srv->server_name);
   free(srv);
 }

@@ -101,6 +101,10 @@ typedef struct lh_handler {
 
 enum { LH_RUNNING, LH_STOPPING, LH_CLOSING, LH_STOPPED };
 
+/* The most replaced TLS contexts kept at once: reloads closer together
+ * than twice the handshake's bound past that are refused. */
+#define LH_TLS_OLD 8
+
 struct lith_http_server {
   uv_loop_t *loop;
   h2o_globalconf_t config;
@@ -108,7 +112,16 @@ struct lith_http_server {
   h2o_accept_ctx_t accept_ctx;     /* cleartext: Unix sockets, TCP without TLS */
   h2o_accept_ctx_t tls_accept_ctx; /* TCP listeners when tls is set (tls.c) */
   SSL_CTX *tls;                    /* NULL: no TLS */
-  int tls_h2;                      /* ALPN offers h2 (lh_tls_create's h2) */
+  /* Contexts a reload replaced (tls.c): h2o keeps an accepted
+   * connection's SSL_CTX unreferenced until the connection's first bytes
+   * make its SSL (SSL_new then holds one), so a replaced context must
+   * outlive the swap by the handshake's bound. Freed by a later reload
+   * once past `until` (uv_now, ms), or at destroy. */
+  struct {
+    SSL_CTX *ctx;
+    uint64_t until;
+  } tls_old[LH_TLS_OLD];
+  int tls_h2; /* ALPN offers h2 (lh_tls_create's h2) */
   size_t max_body, stream_buffer;
   char *server_name;
   lh_route *routes;

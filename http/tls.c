@@ -28,6 +28,7 @@
  * plain HTTP, is a failed handshake: h2o closes the connection at once.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -116,10 +117,30 @@ int lith_http_tls_reload(lith_http_server *srv, const char *cert_file, const cha
   SSL_CTX *ctx;
   if (!srv || !srv->tls)
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_tls_reload: the server was created without TLS");
+  /* A context replaced twice the handshake's bound ago serves no
+   * connection that has not made its SSL (holding its own reference): it
+   * goes now. The one being replaced waits as long (a connection
+   * accepted under it may not have sent a byte yet). */
+  uint64_t now = uv_now(srv->loop);
+  int room = -1;
+  for (int i = 0; i < LH_TLS_OLD; i++) {
+    if (srv->tls_old[i].ctx != NULL && srv->tls_old[i].until <= now) {
+      SSL_CTX_free(srv->tls_old[i].ctx);
+      srv->tls_old[i].ctx = NULL;
+    }
+    if (srv->tls_old[i].ctx == NULL && room < 0)
+      room = i;
+  }
+  if (room < 0)
+    return lh_fail(LITH_HTTP_ERROR,
+                   "TLS reload: %d reloads within %" PRIu64 " ms, the most kept at once; the certificate "
+                   "loaded before serves on, retry later",
+                   LH_TLS_OLD, 2 * (uint64_t)srv->config.handshake_timeout + 1000);
   int rc = lh_tls_create(cert_file, key_file, srv->tls_h2, &ctx);
   if (rc != LITH_HTTP_OK)
     return rc; /* the old context serves on */
-  SSL_CTX_free(srv->tls);
+  srv->tls_old[room].ctx = srv->tls;
+  srv->tls_old[room].until = now + 2 * (uint64_t)srv->config.handshake_timeout + 1000;
   srv->tls = ctx;
   srv->tls_accept_ctx.ssl_ctx = ctx;
   return LITH_HTTP_OK;

@@ -456,6 +456,59 @@ static void test_tls_reload(void **state) {
   assert_int_equal(atomic_load(&f->hello_runs), 4);
 }
 
+/* A connection accepted before a reload that sends its first byte after
+ * it: h2o made its SSL from the context of the accept only then, so that
+ * context must outlive the reload (freed at once, it crashed lithd on a
+ * SIGHUP: a heap use-after-free in SSL_new). It gets the old certificate;
+ * the ones after, the new one; and reloads close together past what is
+ * kept are refused, the certificate before serving on. */
+static void test_tls_reload_before_first_bytes(void **state) {
+  fx *f = *state;
+  SSL_CTX *old_ca = client_ctx_ca(ca), *new_ca = client_ctx_ca(ca2);
+  int silent[3];
+  for (int i = 0; i < 3; i++)
+    silent[i] = tcp_connect(f->port);
+  usleep(200 * 1000); /* accepted by the loop */
+  reload_args good = {cert2, key2, -1, ""};
+  on_loop(f, job_reload, &good);
+  assert_int_equal(good.rc, LITH_HTTP_OK);
+  for (int i = 0; i < 3; i++) {
+    SSL *s = SSL_new(old_ca);
+    assert_non_null(s);
+    SSL_set_fd(s, silent[i]);
+    SSL_set1_host(s, "localhost");
+    SSL_set_tlsext_host_name(s, "localhost");
+    assert_int_equal(SSL_connect(s), 1);
+    hello_on(s);
+    SSL_free(s);
+    close(silent[i]);
+  }
+  int fd;
+  SSL *b = tls_connect(new_ca, f->port, &fd);
+  assert_non_null(b);
+  hello_on(b);
+  SSL_free(b);
+  close(fd);
+  /* LH_TLS_OLD more reloads at once: one is refused, nothing changes */
+  int refused = 0;
+  for (int i = 0; i < 9; i++) {
+    reload_args again = {cert2, key2, -1, ""};
+    on_loop(f, job_reload, &again);
+    if (again.rc != LITH_HTTP_OK) {
+      assert_non_null(strstr(again.msg, "reloads within"));
+      refused++;
+    }
+  }
+  assert_true(refused >= 1);
+  b = tls_connect(new_ca, f->port, &fd); /* the last one loaded serves */
+  assert_non_null(b);
+  hello_on(b);
+  SSL_free(b);
+  close(fd);
+  SSL_CTX_free(old_ca);
+  SSL_CTX_free(new_ca);
+}
+
 /* lith_http_server_create with these files: its result, and the message. */
 static int create_with(const char *c, const char *k, char *msg, size_t cap) {
   uv_loop_t loop;
@@ -567,6 +620,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_tls_stop_closes_handshakes, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_client_gone_while_held, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_reload, tls_setup, teardown),
+      cmocka_unit_test_setup_teardown(test_tls_reload_before_first_bytes, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_reset_after_handshake_is_freed, tls_setup, teardown),
       cmocka_unit_test_setup_teardown(test_tls_unix_socket_stays_cleartext, tls_setup, teardown),
       cmocka_unit_test(test_tls_bad_files_refuse_to_start),
