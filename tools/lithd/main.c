@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -214,6 +215,22 @@ static void describe_dbs(const lithd_opts *o, char *buf, size_t cap) {
 
 /* ---- main -------------------------------------------------------------- */
 
+/* The soft limit on open files raised to the hard one: every client is a
+ * descriptor, and with the usual soft 1024 a thousand connections that
+ * never finish their handshake keep every other client out until they
+ * time out (lithd.service sets 65536; a lithd started by hand got 1024).
+ * The hard limit is the administrator's. libuv polls with epoll, so a
+ * descriptor past FD_SETSIZE is fine. */
+static void raise_open_files(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      lithd_log(LITHD_LOG_WARN, "cannot raise the open files limit to %llu: %s",
+                (unsigned long long)rl.rlim_max, strerror(errno));
+  }
+}
+
 int main(int argc, char **argv) {
   lithd_opts o;
   struct daemon d;
@@ -256,6 +273,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "lithd: --log %s: %s\n", o.log_file, strerror(errno));
     goto out;
   }
+  raise_open_files();
   size_thread_pool(o.dqlite != NULL ? LITHD_DQ_READERS : o.readers, o.n_dbs);
   if (o.restore != NULL) {
     /* The lock for the whole restore: a lithd serving --db refuses it, one

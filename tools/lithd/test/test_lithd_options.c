@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -960,6 +961,40 @@ static int mapped(pid_t pid, const char *path) {
   return found;
 }
 
+/* The soft limit on open files of /proc/PID/limits ("Max open files"). */
+static long soft_open_files(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  long soft = -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (strncmp(line, "Max open files", 14) == 0)
+      soft = strtol(line + 14, NULL, 10);
+  fclose(f);
+  return soft;
+}
+
+/* Started with a soft limit of 256 open files (a shell's ulimit -Sn), lithd
+ * raises it to the hard limit: a few hundred half-open connections must
+ * not keep every other client out. */
+static void test_open_files_raised(void **state) {
+  struct tl_child *c = *state;
+  struct rlimit was, low;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+  if (was.rlim_max <= 256)
+    skip(); /* nothing to raise to */
+  low = was;
+  low.rlim_cur = 256;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  tl_start(c, "nofile", 0, NULL); /* inherits 256 */
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+  long soft = soft_open_files(c->pid);
+  print_message("lithd's soft limit: %ld (hard %llu)\n", soft, (unsigned long long)was.rlim_max);
+  assert_true(was.rlim_max == RLIM_INFINITY ? soft == -1 || soft > 256 : soft == (long)was.rlim_max);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* --cache-kib and --mmap-mib reach every connection: the writer's and the
  * readers' page cache, the file mapped once read; without them, lith's
  * defaults (16 MiB, no mmap). */
@@ -1028,6 +1063,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_authorizer, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_slow_reader_blocks_nobody, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_cache_and_mmap, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_open_files_raised, tl_setup, tl_teardown),
       cmocka_unit_test(test_help_and_version),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
