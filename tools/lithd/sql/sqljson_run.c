@@ -108,8 +108,9 @@ int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, in
       return LITH_OK; /* in a transaction: SQLite's own refusal */
     if (!can)
       return lithd__fail(r, LITH_ERROR, i,
-                         "VACUUM is not run on --dqlite: the cluster's writer runs every command inside a "
-                         "transaction, where SQLite cannot VACUUM");
+                         "VACUUM is not run on --dqlite: it copies the database through a temporary one it "
+                         "attaches, and dqlite's nodes allow no attached database (SQLITE_LIMIT_ATTACHED 0: "
+                         "one database file per connection, what their replication relies on)");
     *now = 1;
     return LITH_OK;
   default: return LITH_OK;
