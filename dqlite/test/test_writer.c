@@ -31,7 +31,12 @@
  *   - all nodes but one killed: commands fail with UNAVAILABLE or UNKNOWN
  *     within failover_ms + 2 request timeouts (+ 1 s), never OK; after the
  *     nodes come back, no command answered UNAVAILABLE left a row, and the
- *     same writer commits again.
+ *     same writer commits again;
+ *   - settings (test_settings): PRAGMA foreign_keys changed between two
+ *     transactions of an alone command and recursive_triggers inside one
+ *     are back before the next command, committed or failed; a leader
+ *     killed after the change ends the command UNAVAILABLE and the new
+ *     leader's connection has libdqlite's settings.
  * LITH_DQW_ROUNDS=N runs the leader's SIGKILL N times (a longer run).
  * LITH_DQW_MEASURE=1 adds test_measure: 32 producers for 3 s through the
  * writer vs. 32 threads each committing one transaction per command.
@@ -807,6 +812,86 @@ static void test_alone(void **state) {
   lith__dq_close(c);
 }
 
+/* ---- Connection settings (lith__dqw_tx_setting, lith__dqw_tx_after) ---- */
+
+typedef struct setting_arg {
+  int fail;     /* the command fails after the setting */
+  int kill;     /* the leader is killed after the setting */
+  int64_t seen; /* PRAGMA foreign_keys inside, after the setting */
+  int64_t flag; /* PRAGMA recursive_triggers inside, after its own */
+  int set_rc;   /* lith__dqw_tx_setting's */
+} setting_arg;
+
+static int cmd_setting(lith__dqw_tx *tx, void *arg) {
+  setting_arg *a = arg;
+  int rc = lith__dqw_exec(tx, "INSERT INTO st(k) VALUES (1) ON CONFLICT DO NOTHING", NULL, 0, NULL);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  if ((a->set_rc = lith__dqw_tx_setting(tx, "PRAGMA foreign_keys = OFF", "PRAGMA foreign_keys = ON")) !=
+      LITH_DQW_OK)
+    return a->set_rc;
+  if ((rc = lith__dqw_query_int(tx, &a->seen, "PRAGMA foreign_keys", NULL, 0)) != LITH_DQW_OK)
+    return rc;
+  if (a->kill)
+    t_node_stop(&nodes[leader_index()], SIGKILL, 5000);
+  if ((rc = lith__dqw_tx_after(tx, "PRAGMA recursive_triggers = OFF")) != LITH_DQW_OK ||
+      (rc = lith__dqw_exec(tx, "PRAGMA recursive_triggers = ON", NULL, 0, NULL)) != LITH_DQW_OK ||
+      (rc = lith__dqw_query_int(tx, &a->flag, "PRAGMA recursive_triggers", NULL, 0)) != LITH_DQW_OK)
+    return rc;
+  return a->fail ? lith__dqw_error(tx, "failing on purpose") : LITH_DQW_OK;
+}
+
+/* PRAGMA foreign_keys and recursive_triggers on the leader connection */
+static int cmd_read_settings(lith__dqw_tx *tx, void *arg) {
+  int64_t *out = arg;
+  int rc = lith__dqw_query_int(tx, &out[0], "PRAGMA foreign_keys", NULL, 0);
+  return rc != LITH_DQW_OK ? rc : lith__dqw_query_int(tx, &out[1], "PRAGMA recursive_triggers", NULL, 0);
+}
+
+/* A setting changed between two transactions of an alone command, or
+ * inside a command, is the command's alone: put back before the next
+ * command runs, whether it committed or failed; a leader lost meanwhile
+ * ends the command (what it committed before the setting stays), and the
+ * new leader's connection has libdqlite's settings. Elsewhere than at an
+ * alone command's own level the setting is refused. */
+static void test_settings(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer(10000);
+  lith__dqw_err err;
+  int64_t now[2];
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS st(k INTEGER PRIMARY KEY)", &err),
+                   LITH_DQW_OK);
+  for (int fail = 0; fail < 2; fail++) {
+    setting_arg a = {.fail = fail, .seen = -1, .flag = -1};
+    assert_int_equal(do_alone(w, cmd_setting, &a), fail ? LITH_DQW_USER : LITH_DQW_OK);
+    assert_int_equal(a.seen, 0);
+    assert_int_equal(a.flag, 1);
+    assert_int_equal(lith__dqw_do(w, cmd_read_settings, now, &err), LITH_DQW_OK);
+    assert_int_equal(now[0], 1);
+    assert_int_equal(now[1], 0);
+  }
+  setting_arg a = {.seen = -1};
+  assert_int_equal(lith__dqw_do(w, cmd_setting, &a, &err), LITH_DQW_MISUSE); /* not alone */
+  assert_int_equal(a.set_rc, LITH_DQW_MISUSE);
+  /* the leader lost after the setting: the command ends UNAVAILABLE, the
+   * INSERT before it committed, the new leader's connection as libdqlite
+   * opens it */
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "DELETE FROM st", &err), LITH_DQW_OK);
+  a = (setting_arg){.kill = 1, .seen = -1};
+  assert_int_equal(do_alone(w, cmd_setting, &a), LITH_DQW_UNAVAILABLE);
+  assert_int_equal(a.seen, 0);
+  assert_int_equal(lith__dqw_do(w, cmd_read_settings, now, &err), LITH_DQW_OK);
+  assert_int_equal(now[0], 1);
+  assert_int_equal(now[1], 0);
+  lith__dqw_stop(w);
+  start_missing();
+  uint32_t db;
+  lith__dq_conn *c = leader_conn(&db);
+  assert_int_equal(q_int(c, db, "SELECT count(*) FROM st"), 1);
+  lith__dq_close(c);
+}
+
 static void test_unavailable(void **state) {
   (void)state;
   start_missing();
@@ -1310,6 +1395,7 @@ int main(void) {
       cmocka_unit_test(test_fence_answer_lost),
       cmocka_unit_test(test_fence_commit_lost),
       cmocka_unit_test(test_alone),
+      cmocka_unit_test(test_settings),
       cmocka_unit_test(test_unavailable),
       cmocka_unit_test(test_query_each),
       cmocka_unit_test(test_backoff),
