@@ -453,13 +453,16 @@ int lith_http_stream_end(lith_http_req *req);
  * calls lith_http_ws_accept: the request is answered 101 and released,
  * and a lith_http_ws stands for the connection from then on. Its bounds
  * are the server's: a message (after reassembling its fragments) of more
- * than max_body bytes closes the connection with 1009; what waits to be
+ * than max_body bytes, or in more than 1024 fragments, closes the
+ * connection with 1009; what waits to be
  * sent to a slow reader beyond the one message being written is at most
  * stream_buffer bytes (lith_http_ws_send_text past it closes the
  * connection, LITH_HTTP_FULL: a protocol whose answers carry ids cannot
  * drop one silently); a client that stops reading altogether meets
- * write_timeout_ms; a connection with no frame either way for idle_ms is
- * closed (1001). The stop (lith_http_server_stop) sends every WebSocket a
+ * write_timeout_ms; a connection with no message either way for idle_ms
+ * (pings and pongs do not count: the time until a client's first message
+ * is bounded too) while the application owes it no answer
+ * (lith_http_ws_set_busy) is closed (1001). The stop (lith_http_server_stop) sends every WebSocket a
  * close (1001 "server stopping") and, at its deadline, cuts those whose
  * client did not answer it. Pings are answered by the layer. Everything
  * runs on the loop thread. */
@@ -506,6 +509,11 @@ int lith_http_ws_send_text(lith_http_ws *ws, const void *data, size_t len);
  * and the connection ends (on_close). One that does not answer is cut
  * after a second. LITH_HTTP_GONE if already closing. */
 int lith_http_ws_close(lith_http_ws *ws, unsigned code, const char *reason);
+
+/* busy 1: the application owes the client an answer (a request of it
+ * waits or runs), and the idle bound does not run however long that takes;
+ * 0: idle_ms counts again from now. */
+void lith_http_ws_set_busy(lith_http_ws *ws, int busy);
 
 /* Bytes queued on ws and not yet handed to the socket. */
 size_t lith_http_ws_queued(const lith_http_ws *ws);

@@ -37,6 +37,12 @@
 
 #define WS_CLOSE_WAIT_MS 1000u /* a client that does not answer our close */
 
+/* wslay keeps each fragment of a message in progress as a chunk of its own
+ * (about 100 bytes besides its payload): a message of 1-byte fragments cost
+ * ~93 bytes per byte, max_body bounding only the payload. A client has no
+ * need of more fragments than this for a message. */
+#define WS_MAX_FRAGMENTS 1024u
+
 struct lith_http_ws {
   lith_http_server *srv;
   h2o_websocket_conn_t *conn; /* NULL once closed */
@@ -44,7 +50,9 @@ struct lith_http_ws {
   lith_http_ws *prev, *next;  /* srv->ws_list */
   uv_timer_t timer;           /* idle bound, close wait; its close delivers on_close */
   lith_http_ws_options opt;
-  uint64_t last_ms; /* uv_now at the last frame either way */
+  uint64_t last_ms;  /* uv_now at the last message either way */
+  unsigned busy : 1; /* the application owes an answer: never idle */
+  unsigned frags;    /* fragments of the message in progress */
   unsigned in_cb : 1;
   unsigned closing : 1;     /* we close: no more sends */
   unsigned close_later : 1; /* ... its frame waits for the messages queued before it */
@@ -98,8 +106,10 @@ static void arm(lith_http_ws *ws, uint64_t ms) {
     uv_timer_stop(&ws->timer);
 }
 
-/* The idle bound: a close when idle_ms passed without a frame; then the
- * close wait: cut. */
+/* The idle bound: a close when idle_ms passed without a message either
+ * way while the application owed none (control frames are no activity: a
+ * client that only pings, never saying what it came for, ends there too);
+ * then the close wait: cut. */
 static void on_timer(uv_timer_t *t) {
   lith_http_ws *ws = t->data;
   uint64_t now = uv_now(ws->srv->loop);
@@ -113,11 +123,34 @@ static void on_timer(uv_timer_t *t) {
     ws_cut(ws);
     return;
   }
-  if (now - ws->last_ms < ws->opt.idle_ms) {
+  if (ws->busy || now - ws->last_ms < ws->opt.idle_ms) {
+    if (ws->busy)
+      ws->last_ms = now;
     arm(ws, ws->opt.idle_ms - (now - ws->last_ms));
     return;
   }
   lith_http_ws_close(ws, 1001, "idle");
+}
+
+/* wslay's, at the head of each frame received, before it keeps anything
+ * of it: a message in too many fragments ends the connection (1009), its
+ * reading stopped at once. */
+static void on_frame_start(wslay_event_context_ptr ctx, const struct wslay_event_on_frame_recv_start_arg *arg,
+                           void *user_data) {
+  h2o_websocket_conn_t *conn = user_data;
+  lith_http_ws *ws = conn->data;
+  if (arg->opcode & 0x8u)
+    return; /* a control frame: never fragmented */
+  ws->frags = arg->opcode == WSLAY_CONTINUATION_FRAME ? ws->frags + 1 : 1;
+  if (ws->frags <= WS_MAX_FRAGMENTS)
+    return;
+  wslay_event_shutdown_read(ctx);
+  if (ws->closing)
+    return;
+  unsigned in_cb = ws->in_cb;
+  ws->in_cb = 1; /* inside h2o's proceed: it sends the close */
+  lith_http_ws_close(ws, 1009, "a message in more than 1024 fragments");
+  ws->in_cb = in_cb;
 }
 
 /* h2o's callback: a message (arg), or the end of the connection (NULL). */
@@ -134,9 +167,9 @@ static void on_ws_event(h2o_websocket_conn_t *conn, const struct wslay_event_on_
     uv_close((uv_handle_t *)&ws->timer, on_timer_closed);
     return;
   }
-  ws->last_ms = uv_now(ws->srv->loop);
   if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
     return; /* ping (answered by wslay), pong, close (answered by wslay) */
+  ws->last_ms = uv_now(ws->srv->loop);
   if (ws->closing || ws->opt.on_message == NULL)
     return;
   ws->in_cb = 1;
@@ -211,6 +244,11 @@ int lith_http_ws_accept(lith_http_req *h, const lith_http_ws_options *opt, lith_
   ws->conn = h2o_upgrade_to_websocket(req, key, ws, on_ws_event); /* sends the 101; h2o frees req later */
   /* a message past max_body: wslay closes with 1009 */
   wslay_event_config_set_max_recv_msg_length(ws->conn->ws_ctx, srv->max_body);
+  {
+    struct wslay_event_callbacks cb = ws->conn->ws_callbacks; /* h2o's, and ours beside */
+    cb.on_frame_recv_start_callback = on_frame_start;
+    wslay_event_config_set_callbacks(ws->conn->ws_ctx, &cb);
+  }
   lh_req_complete(h);
   arm(ws, ws->opt.idle_ms);
   *out = ws;
@@ -274,6 +312,13 @@ static void queue_close(lith_http_ws *ws) {
   uint64_t now = uv_now(ws->srv->loop);
   arm(ws, ws->close_by > now ? ws->close_by - now : 1);
   ws_proceed(ws);
+}
+
+void lith_http_ws_set_busy(lith_http_ws *ws, int busy) {
+  if (ws == NULL || ws->conn == NULL || ws->busy == !!busy)
+    return;
+  ws->busy = !!busy;
+  ws->last_ms = uv_now(ws->srv->loop); /* idle from now on */
 }
 
 size_t lith_http_ws_queued(const lith_http_ws *ws) {

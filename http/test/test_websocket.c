@@ -20,7 +20,8 @@
 #include "wsclient.h"
 
 static atomic_int ws_opened, ws_closed, ws_msgs, flood_rc, accept_rc;
-static unsigned idle_ms; /* the next accept's idle bound */
+static unsigned idle_ms;   /* the next accept's idle bound */
+static lith_http_ws *held; /* "hold" made it busy */
 
 static void on_message(lith_http_ws *ws, const char *data, size_t len, int binary, void *arg) {
   (void)arg;
@@ -31,6 +32,9 @@ static void on_message(lith_http_ws *ws, const char *data, size_t len, int binar
     LOOP_CHECK(lith_http_ws_send_text(ws, "last words", 10) == LITH_HTTP_OK); /* before the close frame */
     LOOP_CHECK(lith_http_ws_close(ws, 1000, "bye") == LITH_HTTP_OK);
     LOOP_CHECK(lith_http_ws_send_text(ws, "late", 4) == LITH_HTTP_GONE);
+  } else if (len == 4 && memcmp(data, "hold", 4) == 0) {
+    lith_http_ws_set_busy(ws, 1); /* an answer is owed: never idle */
+    held = ws;
   } else if (len >= 5 && memcmp(data, "flood", 5) == 0) {
     static char big[8192];
     int rc = LITH_HTTP_OK, n = len > 5 ? atoi(data + 5) : 400; /* "flood7": 56 KiB, under the bound */
@@ -198,6 +202,33 @@ static void test_ws_too_large(void **state) {
   assert_int_equal(atomic_load(&ws_msgs), 1);
 }
 
+/* A message in more than 1024 fragments (wslay keeps each as a chunk of
+ * its own: 1-byte fragments cost ~93 bytes a byte, under max_body): 1009,
+ * and the client's frames after the 1025th are not read. */
+static void test_ws_fragments(void **state) {
+  fx *f = *state;
+  char buf[2048];
+  int code = 0;
+  int fd = wsc_open(f->port, "/ws", NULL, NULL);
+  assert_true(fd >= 0);
+  assert_int_equal(wsc_send_frame(fd, 0, WSC_TEXT, "a", 1, 1), 0); /* 1024 fragments: fine */
+  for (int i = 1; i < 1023; i++)
+    assert_int_equal(wsc_send_frame(fd, 0, 0, "a", 1, 1), 0);
+  assert_int_equal(wsc_send_frame(fd, 1, WSC_PING, "p", 1, 1), 0); /* control frames count for nothing */
+  assert_int_equal(wsc_send_frame(fd, 1, 0, "a", 1, 1), 0);
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), 1024);
+  /* empty fragments: max_body never meets them */
+  assert_int_equal(wsc_send_frame(fd, 0, WSC_TEXT, "b", 1, 1), 0);
+  for (int i = 1; i < 2048 && wsc_send_frame(fd, i == 2047, 0, "", 0, 1) == 0; i++)
+    ;
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), -2);
+  assert_int_equal(code, 1009);
+  assert_true(closed_by_server(fd));
+  close(fd);
+  assert_true(wait_for(&ws_closed, 1, 2000));
+  assert_int_equal(atomic_load(&ws_msgs), 1);
+}
+
 /* A client's frame must be masked (RFC 6455 5.1): 1002. */
 static void test_ws_unmasked(void **state) {
   fx *f = *state;
@@ -271,6 +302,55 @@ static void test_ws_idle(void **state) {
   close(fd);
 }
 
+/* Pings are no activity: a client that only pings is closed at idle_ms
+ * all the same (it never says what it came for). */
+static void test_ws_idle_pings(void **state) {
+  fx *f = *state;
+  char buf[256];
+  int code = 0;
+  idle_ms = 300;
+  int fd = wsc_open(f->port, "/ws", NULL, NULL);
+  for (int i = 0; i < 18; i++) { /* 900 ms */
+    wsc_send_frame(fd, 1, WSC_PING, "p", 1, 1);
+    usleep(50 * 1000);
+  }
+  int64_t t0 = now_ms();
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), -2); /* sent at 300 ms: here already */
+  assert_int_equal(code, 1001);
+  assert_true(now_ms() - t0 < 150);
+  close(fd);
+  assert_true(wait_for(&ws_closed, 1, 3000));
+}
+
+static void job_release(fx *f, void *arg) {
+  (void)f;
+  (void)arg;
+  LOOP_CHECK(lith_http_ws_send_text(held, "done", 4) == LITH_HTTP_OK);
+  lith_http_ws_set_busy(held, 0);
+}
+
+/* While the application owes an answer (lith_http_ws_set_busy) the idle
+ * bound does not run; once it is given, idle_ms counts again. */
+static void test_ws_idle_busy(void **state) {
+  fx *f = *state;
+  char buf[256];
+  int code = 0;
+  idle_ms = 300;
+  int fd = wsc_open(f->port, "/ws", NULL, NULL);
+  assert_int_equal(wsc_send_text(fd, "hold"), 0);
+  assert_true(wait_for(&ws_msgs, 1, 2000));
+  usleep(800 * 1000);
+  on_loop(f, job_release, NULL);
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), 4); /* not a close */
+  assert_string_equal(buf, "done");
+  int64_t t0 = now_ms();
+  assert_int_equal(wsc_read_text(fd, buf, sizeof buf, &code), -2);
+  assert_int_equal(code, 1001);
+  assert_true(now_ms() - t0 >= 250);
+  close(fd);
+  assert_true(wait_for(&ws_closed, 1, 3000));
+}
+
 /* ---- ends -------------------------------------------------------------------------- */
 
 static void test_ws_server_close(void **state) {
@@ -339,9 +419,12 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_not_handshake, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_too_large, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_unmasked, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_fragments, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_slow_reader, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_write_timeout, ws_setup_write_timeout, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_idle, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_idle_pings, ws_setup, ws_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_idle_busy, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_server_close, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_client_vanishes, ws_setup, ws_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, ws_setup, ws_teardown),

@@ -143,7 +143,8 @@ static void item_free(ws_conn *c, ws_item *it) {
   lithd_answer_budget_release(it->charged);
   lithd_hrana_pipeline_free(it->m.p);
   free(it);
-  c->pending--;
+  if (--c->pending == 0 && c->ws != NULL)
+    lith_http_ws_set_busy(c->ws, 0); /* idle from now */
 }
 
 static void pump(ws_stream *st);
@@ -292,7 +293,8 @@ static void enqueue(ws_conn *c, ws_stream *st, lithd_hrana_wsmsg *m, size_t len)
   m->p = NULL;
   it->len = len;
   it->charged = QUEUED_COST(len);
-  c->pending++;
+  if (c->pending++ == 0)
+    lith_http_ws_set_busy(c->ws, 1); /* however long it waits (a BEGIN behind a writer) */
   if (st->tail != NULL)
     st->tail->next = it;
   else

@@ -589,26 +589,65 @@ static void test_ws_bounds(void **state) {
 }
 
 /* A WebSocket's stream outlives --stream-idle-ms while its connection
- * lives (pings keep the connection): the idle sweep is HTTP's; the
- * connection's own idle bound is --stream-idle-ms too. */
+ * lives (messages on another stream keep the connection): the idle sweep
+ * is HTTP's; the connection's own idle bound is --stream-idle-ms too. */
 static void test_ws_streams_not_swept(void **state) {
   struct tl_child *c = *state;
-  char pong[64];
-  int op = 0;
   tl_start(c, "wsidle", 0, TL_ARGS("--stream-idle-ms", "300"));
   int fd = open_hello(c, "hrana3", NULL);
   json_t *j = request(fd, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
   json_decref(j);
+  j = request(fd, 10, "{\"type\":\"open_stream\",\"stream_id\":2}");
+  json_decref(j);
   for (int k = 0; k < 4; k++) {
     usleep(200 * 1000);
-    assert_int_equal(wsc_send_frame(fd, 1, WSC_PING, "k", 1, 1), 0);
-    assert_int_equal(wsc_read_frame(fd, &op, pong, sizeof pong, NULL), 1);
-    assert_int_equal(op, WSC_PONG);
+    exec_ok(fd, 11 + k, 2, "SELECT 1");
   }
   exec_ok(fd, 2, 1, "SELECT 1");
   /* idle: the connection closes (1001) */
   expect_close(fd, 1001);
   close(fd);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* The idle bound (--stream-idle-ms) never closes a connection whose
+ * request waits (a BEGIN IMMEDIATE behind another connection's
+ * transaction), and pings are no activity: one that only pings, never
+ * saying hello, is closed at the bound. */
+static void test_ws_idle_while_waiting(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "wswait", 0, TL_ARGS("--stream-idle-ms", "300", "--tx-max-ms", "20000"));
+  int a = open_hello(c, "hrana3", NULL);
+  int b = open_hello(c, "hrana3", NULL);
+  int p = wsc_open(c->port, "/", "hrana3", NULL);
+  assert_true(p >= 0);
+  json_t *j = request(a, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  j = request(a, 2, "{\"type\":\"open_stream\",\"stream_id\":2}");
+  json_decref(j);
+  j = request(b, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  exec_ok(a, 3, 1, "BEGIN IMMEDIATE");
+  send_fmt(b, "{\"type\":\"request\",\"request_id\":2,\"request\":{\"type\":\"execute\",\"stream_id\":1,"
+              "\"stmt\":{\"sql\":\"BEGIN IMMEDIATE\"}}}");
+  int64_t t0 = now_ms();
+  for (int k = 0; k < 9; k++) { /* a keeps its connection; p pings */
+    usleep(100 * 1000);
+    exec_ok(a, 10 + k, 2, "SELECT 1");
+    assert_int_equal(wsc_send_frame(p, 1, WSC_PING, "k", 1, 1), 0);
+  }
+  int64_t t1 = now_ms();
+  expect_close(p, 1001); /* already sent */
+  assert_true(now_ms() - t1 < 150);
+  close(p);
+  exec_ok(a, 4, 1, "COMMIT");
+  j = recv_json(b); /* b's BEGIN, answered after 900 ms */
+  ok(j, "execute");
+  json_decref(j);
+  assert_true(now_ms() - t0 >= 800);
+  exec_ok(b, 3, 1, "COMMIT");
+  close(a);
+  close(b);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
@@ -638,6 +677,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_dropped_transaction, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_bounds, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_streams_not_swept, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_idle_while_waiting, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL)
