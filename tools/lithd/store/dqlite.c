@@ -35,6 +35,16 @@
  *     its statements was sent (the leader could not be reached, or BEGIN
  *     failed): a read that reached the leader is never run twice.
  *   - Schema: apply_schema, one transaction (dqlite.h says why).
+ *   - Connection settings: the commands of a writer batch share the
+ *     leader connection, so a flag pragma a command sets (vet_auth:
+ *     defer_foreign_keys, recursive_triggers; never in a read) is put back
+ *     right after its savepoint, whatever its outcome (FLAGS_BACK,
+ *     lith__dqw_tx_after), and PRAGMA foreign_keys in a held batch's
+ *     autocommit changes between two transactions of its alone command
+ *     and is put back once it ended (dq_step_foreign_keys). What such a
+ *     command commits passes PRAGMA foreign_key_check first (fk_settled):
+ *     SQLite's own count of deferred violations is the leader's, out of
+ *     reach.
  */
 #include "dqlite.h"
 
