@@ -96,6 +96,11 @@ struct lith__dqw {
    * before any other command; "" none. A lost connection takes it along
    * (a new one starts at libdqlite's settings). */
   char undo[64];
+  /* Every lith__dqw_tx_after statement of the batch running: sent again
+   * before each new attempt of it and after it ended (put_back), since the
+   * one after a command's savepoint does not run when the request it rides
+   * in fails first (a transaction ended under it, a lost COMMIT). */
+  char batch_after[256];
   _Atomic uint64_t st_batches, st_commands, st_failovers, st_fenced, st_reruns;
 };
 
@@ -212,7 +217,8 @@ static int ctl_flush(lith__dqw *w) {
 
 static void lose(lith__dqw *w) {
   lith__dq_disconnect(w->c);
-  w->undo[0] = '\0'; /* the setting went with the connection */
+  w->undo[0] = '\0'; /* the setting went with the connection (batch_after
+                      * stays: a rerun may set it again on the next) */
   if (w->ready)
     atomic_fetch_add(&w->st_failovers, 1);
   w->ready = 0;
@@ -605,6 +611,9 @@ int lith__dqw_tx_after(lith__dqw_tx *tx, const char *sql) {
     return tx->fail_rc = LITH_DQW_MISUSE;
   }
   snprintf(tx->after, sizeof tx->after, "%s", sql);
+  size_t n = strlen(tx->w->batch_after);
+  if (strstr(tx->w->batch_after, sql) == NULL && n + strlen(sql) + 2 < sizeof tx->w->batch_after)
+    snprintf(tx->w->batch_after + n, sizeof tx->w->batch_after - n, "%s;", sql);
   return LITH_DQW_OK;
 }
 
@@ -699,6 +708,8 @@ static void begin_batch(lith__dqw *w, int64_t batch_id, int64_t t) {
 static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t batch_id, int *blame) {
   int64_t t = wall_ms();
   ctl_reset(w);
+  if (w->batch_after[0]) /* a run before this one set them: back first */
+    ctl_add(w, "%s", w->batch_after);
   begin_batch(w, batch_id, t);
   if (w->nbatch % 64 == 0)
     ctl_add(w, "DELETE FROM _lith_batches WHERE time < %lld;", (long long)(t - (int64_t)w->keep_s * 1000));
@@ -974,15 +985,18 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
 /* ---- The thread and the queue ---- */
 
 /* After a batch (outside any transaction): the setting an alone command
- * changed (lith__dqw_tx_setting), back before any other command runs. If
- * the node refuses, the connection goes: a new one starts at libdqlite's
+ * changed (lith__dqw_tx_setting), and every lith__dqw_tx_after statement
+ * of the batch again, back before any other command runs. If the node
+ * refuses, the connection goes: a new one starts at libdqlite's
  * settings. */
 static void put_back(lith__dqw *w) {
-  if (w->undo[0] == '\0')
-    return;
-  if (!lith__dq_connected(w->c) || lith__dq_exec_sql(w->c, w->db, w->undo, NULL, 0, NULL) != LITH_DQ_OK)
+  if (w->undo[0] != '\0' &&
+      (!lith__dq_connected(w->c) || lith__dq_exec_sql(w->c, w->db, w->undo, NULL, 0, NULL) != LITH_DQ_OK))
     drop(w);
-  w->undo[0] = '\0';
+  if (w->batch_after[0] != '\0' && lith__dq_connected(w->c) &&
+      lith__dq_exec_sql(w->c, w->db, w->batch_after, NULL, 0, NULL) != LITH_DQ_OK)
+    drop(w);
+  w->undo[0] = w->batch_after[0] = '\0';
 }
 
 static void *writer_main(void *arg) {

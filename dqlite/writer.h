@@ -306,7 +306,10 @@ int lith__dqw_tx_end(lith__dqw_tx *tx, int commit);
  * the same request, whatever its outcome: for a setting
  * that holds inside a transaction (PRAGMA defer_foreign_keys; its OFF after
  * ROLLBACK TO forgets nothing, as the savepoint puts SQLite's deferred
- * counts back). LITH_DQW_OK, or MISUSE.
+ * counts back); and again, in autocommit, once the command's batch ended
+ * and before any rerun of it (the request it rides in may fail before
+ * it: a transaction ended under it, a COMMIT lost). LITH_DQW_OK, or
+ * MISUSE.
  *
  * lith__dqw_tx_setting: only where lith__dqw_tx_end may be called: commit
  * what the command did so far (as lith__dqw_tx_end(tx, 1), its results the

@@ -841,6 +841,16 @@ static int cmd_setting(lith__dqw_tx *tx, void *arg) {
   return a->fail ? lith__dqw_error(tx, "failing on purpose") : LITH_DQW_OK;
 }
 
+/* An alone command that sets recursive_triggers and commits: nothing is
+ * sent after its end, yet the flag goes back. */
+static int cmd_flag_then_end(lith__dqw_tx *tx, void *arg) {
+  (void)arg;
+  int rc = lith__dqw_tx_after(tx, "PRAGMA recursive_triggers = OFF");
+  if (rc == LITH_DQW_OK)
+    rc = lith__dqw_exec(tx, "PRAGMA recursive_triggers = ON", NULL, 0, NULL);
+  return rc != LITH_DQW_OK ? rc : lith__dqw_tx_end(tx, 1);
+}
+
 /* PRAGMA foreign_keys and recursive_triggers on the leader connection */
 static int cmd_read_settings(lith__dqw_tx *tx, void *arg) {
   int64_t *out = arg;
@@ -871,6 +881,9 @@ static void test_settings(void **state) {
     assert_int_equal(now[0], 1);
     assert_int_equal(now[1], 0);
   }
+  assert_int_equal(do_alone(w, cmd_flag_then_end, NULL), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_read_settings, now, &err), LITH_DQW_OK);
+  assert_int_equal(now[1], 0);
   setting_arg a = {.seen = -1};
   assert_int_equal(lith__dqw_do(w, cmd_setting, &a, &err), LITH_DQW_MISUSE); /* not alone */
   assert_int_equal(a.set_rc, LITH_DQW_MISUSE);
