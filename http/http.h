@@ -454,18 +454,18 @@ int lith_http_stream_end(lith_http_req *req);
  * and a lith_http_ws stands for the connection from then on. Its bounds
  * are the server's: a message (after reassembling its fragments) of more
  * than max_body bytes, or in more than 1024 fragments, closes the
- * connection with 1009; what waits to be
- * sent to a slow reader beyond the one message being written is at most
- * stream_buffer bytes (lith_http_ws_send_text past it closes the
- * connection, LITH_HTTP_FULL: a protocol whose answers carry ids cannot
- * drop one silently); a client that stops reading altogether meets
- * write_timeout_ms; a connection with no message either way for idle_ms
+ * connection with 1009; what waits to be sent is the application's to
+ * bound (lith_http_ws_send_tagged tells it when each message has left);
+ * a client that takes nothing of what waits for it for write_timeout_ms
+ * is cut, and so is one with more than 64 pongs waiting (it pings and
+ * does not read); a connection with no message either way for idle_ms
  * (pings and pongs do not count: the time until a client's first message
  * is bounded too) while the application owes it no answer
- * (lith_http_ws_set_busy) is closed (1001). The stop (lith_http_server_stop) sends every WebSocket a
- * close (1001 "server stopping") and, at its deadline, cuts those whose
- * client did not answer it. Pings are answered by the layer. Everything
- * runs on the loop thread. */
+ * (lith_http_ws_set_busy) is closed (1001). The stop
+ * (lith_http_server_stop) sends every WebSocket a close (1001 "server
+ * stopping") and, at its deadline, cuts those whose client did not answer
+ * it. Pings are answered by the layer. Everything runs on the loop
+ * thread. */
 typedef struct lith_http_ws lith_http_ws;
 
 typedef struct lith_http_ws_options {
@@ -481,7 +481,13 @@ typedef struct lith_http_ws_options {
    * Called once, from the loop (never from inside another lith_http
    * call); the handle is freed when it returns: forget it. */
   void (*on_close)(lith_http_ws *ws, void *arg);
-  void *arg; /* the caller's, passed to both */
+  /* A message given to lith_http_ws_send_tagged with `tag` has been
+   * taken by the kernel whole (sent 1), or never will be: the connection
+   * ended first (sent 0, each before on_close). Once per such message, in
+   * the order sent, from the loop. May call lith_http_ws_send_text and
+   * lith_http_ws_close. NULL: none. */
+  void (*on_sent)(lith_http_ws *ws, uintptr_t tag, int sent, void *arg);
+  void *arg; /* the caller's, passed to each */
 } lith_http_ws_options;
 
 /* 1 if req is a WebSocket handshake this layer can take: HTTP/1.1 GET with
@@ -497,11 +503,16 @@ int lith_http_ws_is_handshake(const lith_http_req *req);
  * LITH_HTTP_GONE: the client left. opt is read during the call. */
 int lith_http_ws_accept(lith_http_req *req, const lith_http_ws_options *opt, lith_http_ws **out);
 
-/* Queue a text message data[0..len) (copied). LITH_HTTP_OK; LITH_HTTP_FULL:
- * it would have passed the slow reader's bound, and the connection is
- * being closed (on_close follows); LITH_HTTP_GONE: the connection is
- * closing or closed. */
+/* Queue a text message data[0..len) (copied). LITH_HTTP_OK;
+ * LITH_HTTP_NOMEM: it could not be queued, and the connection is being
+ * cut (on_close follows); LITH_HTTP_GONE: the connection is closing or
+ * closed. */
 int lith_http_ws_send_text(lith_http_ws *ws, const void *data, size_t len);
+
+/* The same, and on_sent(ws, tag, ...) once the message has left or was
+ * dropped (tag not 0: what the application holds for it until then, e.g.
+ * its share of a memory budget). Only on LITH_HTTP_OK does on_sent come. */
+int lith_http_ws_send_tagged(lith_http_ws *ws, const void *data, size_t len, uintptr_t tag);
 
 /* Close: a close frame with `code` (1000 normal, 1002 protocol error, 1003
  * unacceptable data, 1008 policy, 1011 server error) and `reason` (NULL:

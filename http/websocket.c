@@ -21,11 +21,20 @@
  * wants to write before it returns); outside a callback they call proceed
  * themselves.
  *
+ * Writing. h2o's send callback is replaced by ours (on_send): one write per
+ * frame, so the write's completion says which frame the kernel took, and
+ * a tagged message's on_sent comes then (the application holds its memory
+ * budget until that). No bound on what is queued is the layer's: the
+ * application's budget, and the write timeout (http.c) for a client that
+ * takes nothing; pongs waiting, which wslay queues one per ping, are
+ * bounded here.
+ *
  * Cutting a connection (a slow reader past its bound, a client that does not
  * answer our close) is a shutdown(2) of both directions, as the write
  * timeout does (http.c): the read or write h2o waits on fails, and the
  * connection ends through the one path above.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -43,6 +52,17 @@
  * need of more fragments than this for a message. */
 #define WS_MAX_FRAGMENTS 1024u
 
+/* wslay queues a pong for every ping, however many wait unsent: a client
+ * that pings and never reads is a slow reader past this many. */
+#define WS_MAX_PONGS 64u
+
+/* A message given with a tag, until it has left (or was dropped). */
+typedef struct ws_tag {
+  struct ws_tag *next;
+  uint64_t seq; /* its number among the text messages sent */
+  uintptr_t tag;
+} ws_tag;
+
 struct lith_http_ws {
   lith_http_server *srv;
   h2o_websocket_conn_t *conn; /* NULL once closed */
@@ -53,6 +73,14 @@ struct lith_http_ws {
   uint64_t last_ms;  /* uv_now at the last message either way */
   unsigned busy : 1; /* the application owes an answer: never idle */
   unsigned frags;    /* fragments of the message in progress */
+  /* Writing (our send callback, h2o's rewritten to know when a frame has
+   * left): the frame being written, one at a time. */
+  char *wbuf;
+  size_t wlen, wcap;
+  unsigned wop;             /* its opcode */
+  unsigned pongs;           /* pongs queued by wslay, not yet written */
+  uint64_t texts, written;  /* text messages queued, and written whole */
+  ws_tag *tags, *tags_tail; /* the tagged ones not yet written, in order */
   unsigned in_cb : 1;
   unsigned closing : 1;     /* we close: no more sends */
   unsigned close_later : 1; /* ... its frame waits for the messages queued before it */
@@ -82,6 +110,14 @@ static void ws_cut(lith_http_ws *ws) {
 static void on_timer_closed(uv_handle_t *h) {
   lith_http_ws *ws = h->data;
   lith_http_server *srv = ws->srv;
+  while (ws->tags != NULL) { /* never written */
+    ws_tag *t = ws->tags;
+    ws->tags = t->next;
+    if (ws->opt.on_sent != NULL)
+      ws->opt.on_sent(ws, t->tag, 0, ws->opt.arg);
+    free(t);
+  }
+  free(ws->wbuf);
   if (ws->opt.on_close != NULL)
     ws->opt.on_close(ws, ws->opt.arg);
   if (ws->prev)
@@ -167,6 +203,10 @@ static void on_ws_event(h2o_websocket_conn_t *conn, const struct wslay_event_on_
     uv_close((uv_handle_t *)&ws->timer, on_timer_closed);
     return;
   }
+  if (arg->opcode == WSLAY_PING && ++ws->pongs > WS_MAX_PONGS && !ws->cut) {
+    ws->srv->stats.stream_overflows++; /* its pongs wait: it does not read */
+    ws_cut(ws);
+  }
   if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
     return; /* ping (answered by wslay), pong, close (answered by wslay) */
   ws->last_ms = uv_now(ws->srv->loop);
@@ -176,6 +216,74 @@ static void on_ws_event(h2o_websocket_conn_t *conn, const struct wslay_event_on_
   ws->opt.on_message(ws, (const char *)arg->msg, arg->msg_length, arg->opcode == WSLAY_BINARY_FRAME,
                      ws->opt.arg);
   ws->in_cb = 0;
+}
+
+/* A frame has been taken by the kernel whole (h2o's write completed):
+ * a pong off the count, a text message's tag handed back. */
+static void on_written(h2o_socket_t *sock, const char *err) {
+  h2o_websocket_conn_t *conn = sock->data;
+  lith_http_ws *ws = conn->data;
+  unsigned op = ws->wop;
+  ws->wlen = 0;
+  if (ws->wcap > 65536) { /* an answer's: not kept for an idle connection */
+    free(ws->wbuf);
+    ws->wbuf = NULL;
+    ws->wcap = 0;
+  }
+  if (err != NULL) {
+    on_ws_event(conn, NULL); /* as h2o's own write callback */
+    return;
+  }
+  if (op == WSLAY_PONG && ws->pongs > 0)
+    ws->pongs--;
+  if (op == WSLAY_TEXT_FRAME) {
+    ws->written++;
+    while (ws->tags != NULL && ws->tags->seq <= ws->written) {
+      ws_tag *t = ws->tags;
+      ws->tags = t->next;
+      if (ws->tags == NULL)
+        ws->tags_tail = NULL;
+      ws->in_cb = 1; /* a send from there leaves the writing to the proceed below */
+      if (ws->opt.on_sent != NULL)
+        ws->opt.on_sent(ws, t->tag, 1, ws->opt.arg);
+      ws->in_cb = 0;
+      free(t);
+    }
+  }
+  h2o_websocket_proceed(conn);
+}
+
+/* wslay's send callback (h2o's, rewritten): wslay hands a frame's head
+ * alone (WSLAY_MSG_MORE when its payload follows, at once and whole: a
+ * server's frames are unmasked), then the payload; both go in one write,
+ * so each write is one frame and its completion says which has left. */
+static ssize_t on_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+                       void *user_data) {
+  h2o_websocket_conn_t *conn = user_data;
+  lith_http_ws *ws = conn->data;
+  if (h2o_socket_is_writing(conn->sock)) {
+    wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+    return -1;
+  }
+  if (ws->wlen + len > ws->wcap) {
+    size_t cap = ws->wlen + len < 256 ? 256 : ws->wlen + len;
+    char *p = realloc(ws->wbuf, cap);
+    if (p == NULL) {
+      wslay_event_set_error(ctx, WSLAY_ERR_NOMEM);
+      return -1; /* wslay stops writing; h2o closes */
+    }
+    ws->wbuf = p;
+    ws->wcap = cap;
+  }
+  if (ws->wlen == 0)
+    ws->wop = len > 0 ? data[0] & 0x0fu : 0;
+  memcpy(ws->wbuf + ws->wlen, data, len);
+  ws->wlen += len;
+  if (flags & WSLAY_MSG_MORE)
+    return (ssize_t)len;
+  h2o_iovec_t b = h2o_iovec_init(ws->wbuf, ws->wlen);
+  h2o_socket_write(conn->sock, &b, 1, on_written);
+  return (ssize_t)len;
 }
 
 int lith_http_ws_is_handshake(const lith_http_req *h) {
@@ -247,6 +355,7 @@ int lith_http_ws_accept(lith_http_req *h, const lith_http_ws_options *opt, lith_
   {
     struct wslay_event_callbacks cb = ws->conn->ws_callbacks; /* h2o's, and ours beside */
     cb.on_frame_recv_start_callback = on_frame_start;
+    cb.send_callback = on_send;
     wslay_event_config_set_callbacks(ws->conn->ws_ctx, &cb);
   }
   lh_req_complete(h);
@@ -256,21 +365,33 @@ int lith_http_ws_accept(lith_http_req *h, const lith_http_ws_options *opt, lith_
 }
 
 int lith_http_ws_send_text(lith_http_ws *ws, const void *data, size_t len) {
+  return lith_http_ws_send_tagged(ws, data, len, 0);
+}
+
+int lith_http_ws_send_tagged(lith_http_ws *ws, const void *data, size_t len, uintptr_t tag) {
+  ws_tag *t = NULL;
   if (ws == NULL || (data == NULL && len))
     return lh_fail(LITH_HTTP_MISUSE, "lith_http_ws_send_text: a connection and data");
   if (ws->conn == NULL || ws->closing || ws->cut)
     return lh_fail(LITH_HTTP_GONE, "lith_http_ws_send_text: the connection is closing");
-  size_t queued = wslay_event_get_queued_msg_length(ws->conn->ws_ctx);
-  if (queued > 0 && queued + len > ws->srv->stream_buffer) {
-    /* the client reads slower than we answer: end it rather than queue without bound */
-    ws->srv->stats.stream_overflows++;
-    ws_cut(ws);
-    return lh_fail(LITH_HTTP_FULL, "lith_http_ws_send_text: %zu bytes wait for the client already", queued);
-  }
+  /* no bound on what is queued here: the application's (its budget, its
+   * requests in flight) and the write timeout's (a client that takes
+   * nothing) judge a slow reader, not the size of one loop turn's answers */
   struct wslay_event_msg m = {WSLAY_TEXT_FRAME, data, len};
-  if (wslay_event_queue_msg(ws->conn->ws_ctx, &m) != 0) {
+  if ((tag != 0 && (t = calloc(1, sizeof *t)) == NULL) || wslay_event_queue_msg(ws->conn->ws_ctx, &m) != 0) {
+    free(t);
     ws_cut(ws);
     return lh_fail(LITH_HTTP_NOMEM, "lith_http_ws_send_text: wslay could not queue the message");
+  }
+  ws->texts++;
+  if (t != NULL) {
+    t->seq = ws->texts;
+    t->tag = tag;
+    if (ws->tags_tail != NULL)
+      ws->tags_tail->next = t;
+    else
+      ws->tags = t;
+    ws->tags_tail = t;
   }
   ws->last_ms = uv_now(ws->srv->loop);
   ws_proceed(ws);

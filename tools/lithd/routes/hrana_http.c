@@ -1086,7 +1086,10 @@ static void ws_finish(hr_pipe *pp) {
       entry = b.p != NULL ? b.p : "";
       len = b.len;
     }
-    w->cb(w->arg, entry, len); /* may run the next request, or close w */
+    size_t charge = pp->charged; /* the callback may take it over */
+    pp->charged = 0;
+    w->cb(w->arg, entry, len, &charge); /* may run the next request, or close w */
+    lithd_answer_budget_release(charge);
     free(b.p);
   }
   if (!pp->in_handler)

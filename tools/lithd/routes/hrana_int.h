@@ -23,9 +23,13 @@ typedef struct hr_pipe_ws lithd_hrana_wsstream;
 
 /* The answer to a request run with lithd_hrana_ws_run: entry[0..len) is
  * the pipeline's entry for it (lithd_hrana_ws_response makes the
- * WebSocket's message of it), valid during the call. The callback may run
- * the stream's next request, or close the stream. */
-typedef void (*lithd_hrana_ws_done)(void *arg, const char *entry, size_t len);
+ * WebSocket's message of it), valid during the call; *charge is what it
+ * holds of the answer budget (its results' shares): the callback may take
+ * it (set it to 0) and give it back (lithd_answer_budget_release) once
+ * the message made of it has left, as an HTTP answer holds its share
+ * until sent; what it leaves is given back after the call. The callback
+ * may run the stream's next request, or close the stream. */
+typedef void (*lithd_hrana_ws_done)(void *arg, const char *entry, size_t len, size_t *charge);
 
 /* A stream of d for a connection from `peer` (its address without the
  * port: the share it counts against). 0 with *out (the caller's until

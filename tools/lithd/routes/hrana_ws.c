@@ -19,7 +19,10 @@
  *     answer budget until it runs (then the pipeline's charge takes over),
  *     and the requests a connection has received and not yet answered are
  *     bounded: a client that sends faster than it reads its answers meets
- *     that bound, or the HTTP layer's bound on what waits for a slow reader.
+ *     that bound. An answer holds its pipeline's share of the budget until
+ *     the layer says it has left (lith_http_ws_send_tagged, on_sent), as
+ *     an HTTP answer does; a client that reads nothing meets the layer's
+ *     write timeout.
  *   - A cursor (hrana3) runs its batch when its open_cursor's turn comes;
  *     the entries are kept (charged to the budget) and handed out by
  *     fetch_cursor.
@@ -86,16 +89,30 @@ struct ws_conn {
 
 /* ---- Sending ------------------------------------------------------------------ */
 
-static void send_buf(ws_conn *c, lithd_buf *b) {
-  if (c->dead || c->ws == NULL)
-    return;
-  if (b->failed || lith_http_ws_send_text(c->ws, b->p, b->len) != LITH_HTTP_OK) {
-    if (b->failed)
+/* Send b (freed), holding `charge` bytes of the answer budget (0: none)
+ * until the message has left (on_sent): an answer waiting for a client
+ * that reads slowly is bounded by the budget (new requests are refused
+ * while it is full) and by the layer's write timeout. */
+static void send_charged(ws_conn *c, lithd_buf *b, size_t charge) {
+  if (c->dead || c->ws == NULL ||
+      (b->failed || lith_http_ws_send_tagged(c->ws, b->p, b->len, (uintptr_t)charge) != LITH_HTTP_OK)) {
+    if (b->failed && !c->dead && c->ws != NULL)
       lith_http_ws_close(c->ws, 1011, "out of memory");
-    c->dead = 1; /* FULL: the layer cuts it; GONE: it is closing */
+    c->dead = 1; /* NOMEM: the layer cuts it; GONE: it is closing */
+    lithd_answer_budget_release(charge);
   }
   free(b->p);
   memset(b, 0, sizeof *b);
+}
+
+static void send_buf(ws_conn *c, lithd_buf *b) { send_charged(c, b, 0); }
+
+/* The layer's: a message sent with a charge has left, or never will. */
+static void on_sent(lith_http_ws *ws, uintptr_t tag, int sent, void *arg) {
+  (void)ws;
+  (void)sent;
+  (void)arg;
+  lithd_answer_budget_release((size_t)tag);
 }
 
 static void send_error(ws_conn *c, int32_t id, const lithd_hrana_error *e) {
@@ -150,7 +167,7 @@ static void item_free(ws_conn *c, ws_item *it) {
 static void pump(ws_stream *st);
 
 /* The answer of the stream's running request (hrana_int.h's callback). */
-static void on_answer(void *arg, const char *entry, size_t len) {
+static void on_answer(void *arg, const char *entry, size_t len, size_t *charge) {
   ws_stream *st = arg;
   ws_conn *c = st->c;
   ws_item *it = st->running;
@@ -174,7 +191,8 @@ static void on_answer(void *arg, const char *entry, size_t len) {
     }
   } else {
     lithd_hrana_ws_response(&b, it->m.request_id, entry, len);
-    send_buf(c, &b);
+    send_charged(c, &b, *charge); /* its share stays held until it left */
+    *charge = 0;
   }
   item_free(c, it);
   pump(st);
@@ -184,12 +202,13 @@ static void on_answer(void *arg, const char *entry, size_t len) {
 static void fetch(ws_conn *c, const lithd_hrana_wsmsg *m) {
   ws_cursor *cu = cursor_of(c, m->cursor_id);
   lithd_buf b = {0};
+  lithd_hrana_error e;
   if (cu == NULL || cu->entries == NULL) {
-    lithd_hrana_error e;
     lithd_hrana_fail(&e, "CURSOR_NOT_FOUND", "no open cursor %" PRId32 " on this connection", m->cursor_id);
     send_error(c, m->request_id, &e);
     return;
   }
+  size_t off = cu->off;
   lithd_buf_printf(&b,
                    "{\"type\":\"response_ok\",\"request_id\":%" PRId32
                    ",\"response\":{\"type\":\"fetch_cursor\",\"entries\":[",
@@ -203,7 +222,15 @@ static void fetch(ws_conn *c, const lithd_hrana_wsmsg *m) {
     cu->off += k + (nl != NULL);
   }
   lithd_buf_printf(&b, "],\"done\":%s}}", cu->off >= cu->len ? "true" : "false");
-  send_buf(c, &b);
+  if (lithd_answer_budget_charge(b.len) != 0) { /* the copy, until it left: as nothing was fetched */
+    cu->off = off;
+    free(b.p);
+    lithd_hrana_fail(&e, "SQLITE_BUSY",
+                     "lithd has no room to send these entries now (--max-answer-mib): fetch again later");
+    send_error(c, m->request_id, &e);
+    return;
+  }
+  send_charged(c, &b, b.len);
 }
 
 /* Run what waits on st, in order, while nothing of it runs. Not
@@ -586,6 +613,7 @@ int lithd_hrana_ws(lith_http_req *req, void *arg) {
   o.idle_ms = s->stream_idle_ms > 0 ? (unsigned)s->stream_idle_ms : LITHD_HRANA_WS_IDLE_MS;
   o.on_message = on_message;
   o.on_close = on_close;
+  o.on_sent = on_sent;
   o.arg = c;
   if (lith_http_ws_accept(req, &o, &c->ws) != LITH_HTTP_OK) {
     free(c);

@@ -651,6 +651,49 @@ static void test_ws_idle_while_waiting(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* An answer waiting for a client that does not read holds its share of
+ * the answer budget (--max-answer-mib) until it has left, as over HTTP:
+ * another client's large answer meanwhile is refused (retry later); once
+ * the first is read, it passes. */
+static void test_ws_answer_held_until_sent(void **state) {
+  struct tl_child *c = *state;
+  static char big[8 << 20];
+  char head[4096];
+  int code = 0;
+  const char *five =
+      "{\"type\":\"execute\",\"stream_id\":1,\"stmt\":{\"sql\":\"WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL "
+      "SELECT i+1 FROM r WHERE i<50) SELECT hex(zeroblob(50000)) FROM r\"}}";
+  tl_start(c, "wsheld", 0, TL_ARGS("--max-answer-mib", "16", "--max-result-mib", "16"));
+  int a = wsc_tcp(c->port, 4096);
+  assert_int_equal(wsc_handshake(a, "/", "hrana3", NULL, head, sizeof head), 101);
+  assert_int_equal(wsc_send_text(a, "{\"type\":\"hello\",\"jwt\":null}"), 0);
+  assert_int_equal(wsc_read_text(a, big, sizeof big, &code), 19); /* hello_ok */
+  send_fmt(a,
+           "{\"type\":\"request\",\"request_id\":1,\"request\":{\"type\":\"open_stream\",\"stream_id\":1}}");
+  send_fmt(a, "{\"type\":\"request\",\"request_id\":2,\"request\":%s}", five);
+  usleep(500 * 1000); /* its answer waits for a */
+  int b = open_hello(c, "hrana3", NULL);
+  json_t *j = request(b, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  send_fmt(b, "{\"type\":\"request\",\"request_id\":2,\"request\":%s}", five);
+  long n = wsc_read_text(b, big, sizeof big, &code);
+  assert_true(n > 0 && n < 4096);
+  assert_non_null(strstr(big, "\"response_error\"")); /* no room while a's answer waits */
+  assert_non_null(strstr(big, "--max-answer-mib"));
+  assert_true(wsc_read_text(a, big, sizeof big, &code) > 0); /* open_stream's */
+  n = wsc_read_text(a, big, sizeof big, &code);
+  assert_true(n > 5000000);
+  assert_non_null(strstr(big, "\"response_ok\""));
+  usleep(100 * 1000); /* its share given back: room again */
+  send_fmt(b, "{\"type\":\"request\",\"request_id\":3,\"request\":%s}", five);
+  n = wsc_read_text(b, big, sizeof big, &code);
+  assert_true(n > 5000000);
+  assert_non_null(strstr(big, "\"response_ok\""));
+  close(a);
+  close(b);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* The stop: a close (1001) to each connection, and lithd exits 0. */
 static void test_ws_stop(void **state) {
   struct tl_child *c = *state;
@@ -678,6 +721,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_bounds, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_streams_not_swept, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_idle_while_waiting, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_answer_held_until_sent, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL)
