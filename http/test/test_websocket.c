@@ -44,7 +44,9 @@ static void on_message(lith_http_ws *ws, const char *data, size_t len, int binar
     held = ws;
   } else if (len >= 5 && memcmp(data, "flood", 5) == 0) {
     static char big[8192];
-    int rc = LITH_HTTP_OK, n = len > 5 ? atoi(data + 5) : 400; /* "flood7": 56 KiB, under the bound */
+    char num[16] = ""; /* data is not NUL-terminated */
+    memcpy(num, data + 5, len - 5 < sizeof num - 1 ? len - 5 : sizeof num - 1);
+    int rc = LITH_HTTP_OK, n = len > 5 ? atoi(num) : 400; /* "flood7": 56 KiB */
     memset(big, 'x', sizeof big);
     for (int i = 0; i < n && rc == LITH_HTTP_OK; i++)
       rc = lith_http_ws_send_text(ws, big, sizeof big);
