@@ -373,11 +373,12 @@ int lithd__txctl(const char *sql, int *begin_kind);
 int lithd__fk_pragma(const char *sql);
 
 /* What sql (one statement) is as a VACUUM: VAC_MAIN (of the main
- * database, no INTO), VAC_INTO (VACUUM INTO a file), VAC_NONE (anything
- * else: another statement, VACUUM temp, text SQLite does not prepare).
- * SQLite's word (txctl.c), read only when the first word is VACUUM.
- * Thread-safe. */
-enum { VAC_NONE, VAC_MAIN, VAC_INTO };
+ * database, no INTO: the one VACUUM lithd runs), VAC_REFUSED (any other
+ * VACUUM SQLite prepares: INTO a file, of temp, of another schema),
+ * VAC_NONE (anything else: another statement, text SQLite does not
+ * prepare). SQLite's word (txctl.c), read only when the first word is
+ * VACUUM. Thread-safe. */
+enum { VAC_NONE, VAC_MAIN, VAC_REFUSED };
 int lithd__vacuum(const char *sql);
 
 /* The rule on statement i as a VACUUM, for a store that runs a command's

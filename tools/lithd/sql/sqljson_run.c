@@ -99,10 +99,11 @@ int lithd__check_failed(lithd_result *r, int i, int code, const char *msg) {
 int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, int *now) {
   *now = 0;
   switch (lithd__vacuum(b->stmts[i].sql)) {
-  case VAC_INTO:
-    return lithd__fail(r, LITHD_FORBIDDEN, i,
-                       "VACUUM INTO writes a file wherever lithd may write: refused (a copy of the database: "
-                       "lithd's backup, docs/operations.md)");
+  case VAC_REFUSED:
+    return lithd__fail(
+        r, LITHD_FORBIDDEN, i,
+        "VACUUM INTO writes a file wherever lithd may write, and lithd runs only a plain VACUUM "
+        "of main: refused (a copy of the database: lithd's backup, docs/operations.md)");
   case VAC_MAIN:
     if (b->steps || b->n != 1)
       return LITH_OK; /* in a transaction: SQLite's own refusal */

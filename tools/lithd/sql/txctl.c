@@ -19,7 +19,10 @@
  * A VACUUM (lithd__vacuum) no authorizer sees: what it is is read off the
  * program SQLite makes of it (EXPLAIN on the same connection, never run),
  * its Vacuum instruction's database and INTO operand, so that no spelling
- * of VACUUM INTO passes for a plain one.
+ * of VACUUM INTO passes for a plain one. One rule: only the plain VACUUM
+ * of main runs; any other that SQLite prepares is refused (SQLite makes
+ * no Vacuum instruction at all of VACUUM temp, so its INTO cannot be read
+ * off the program: "VACUUM temp INTO 'file'" would have passed).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -177,7 +180,7 @@ int lithd__vacuum(const char *sql) {
   next_word(&p, w, sizeof w);
   if (strcmp(w, "VACUUM") != 0)
     return VAC_NONE;
-  int vac = VAC_NONE;
+  int vac = VAC_NONE, one = 0;
   char *explain = sqlite3_mprintf("EXPLAIN %s", sql);
   if (explain == NULL)
     return VAC_NONE; /* runs as written: inside the writer's transaction SQLite refuses any VACUUM */
@@ -193,15 +196,18 @@ int lithd__vacuum(const char *sql) {
     tail = lithd__sql_lead(tail);
     if (*tail == ';')
       tail = lithd__sql_lead(tail + 1);
-    while (*tail == '\0' && sqlite3_step(st) == SQLITE_ROW) { /* one statement only */
+    one = *tail == '\0';
+    while (one && sqlite3_step(st) == SQLITE_ROW) { /* one statement only */
       const unsigned char *op = sqlite3_column_text(st, 1);
       if (op == NULL || strcmp((const char *)op, "Vacuum") != 0)
         continue;
       /* P1: the database (0: main); P2: the register of INTO's file name, 0 without INTO */
-      vac = sqlite3_column_int(st, 3) != 0 ? VAC_INTO : sqlite3_column_int(st, 2) == 0 ? VAC_MAIN : VAC_NONE;
+      vac = sqlite3_column_int(st, 3) == 0 && sqlite3_column_int(st, 2) == 0 ? VAC_MAIN : VAC_REFUSED;
       break;
     }
   }
+  if (one && vac == VAC_NONE) /* a VACUUM SQLite prepares, of no Vacuum instruction: temp's, INTO or not */
+    vac = VAC_REFUSED;
   sqlite3_finalize(st);
   pthread_mutex_unlock(&conn_mu);
   sqlite3_free(explain);
