@@ -174,17 +174,23 @@ static void on_answer(void *arg, const char *entry, size_t len, size_t *charge) 
   lithd_buf b = {0};
   st->running = NULL;
   if (it->m.kind == LITHD_HRWS_OPEN_CURSOR) {
+    /* Its batch ran: the entries are kept whatever the budget holds now,
+     * the pipeline's share of them handed to the cursor (never charged
+     * twice), since an error here would tell the client that what ran,
+     * a write committed, did not. */
     ws_cursor *cu = cursor_of(c, it->m.cursor_id);
-    if (cu != NULL && (cu->entries = malloc(len + 1)) != NULL && lithd_answer_budget_charge(len) == 0) {
+    if (cu != NULL && (cu->entries = malloc(len + 1)) != NULL) {
       memcpy(cu->entries, entry, len);
       cu->entries[len] = '\0';
       cu->len = len;
-      cu->charged = len;
+      cu->charged = *charge;
+      *charge = 0;
       send_ok(c, it->m.request_id, "open_cursor");
     } else {
       lithd_hrana_error e;
-      lithd_hrana_fail(&e, "SQLITE_BUSY",
-                       "lithd has no room for this cursor's entries now (--max-answer-mib): retry later");
+      lithd_hrana_fail(&e, "SQLITE_NOMEM",
+                       "out of memory keeping this cursor's entries: its batch ran (what it wrote "
+                       "outside a transaction is committed), its outcome is lost");
       if (cu != NULL)
         cursor_free(cu);
       send_error(c, it->m.request_id, &e);

@@ -694,6 +694,49 @@ static void test_ws_answer_held_until_sent(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A cursor whose batch wrote and ran is answered as run: its entries keep
+ * the pipeline's share of the budget (never charged twice). With another
+ * client's ~2 MB cursor held under --max-answer-mib 8, a cursor of
+ * [INSERT, ~2 MB SELECT] was answered SQLITE_BUSY "retry later" after its
+ * INSERT had committed (3 retries: 3 rows). */
+static void test_ws_cursor_after_write(void **state) {
+  struct tl_child *c = *state;
+  const char *cursor =
+      "{\"type\":\"open_cursor\",\"stream_id\":1,\"cursor_id\":1,\"batch\":{\"steps\":[%s{\"stmt\":{\"sql\":"
+      "\"WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM r WHERE i<4000) SELECT "
+      "printf('%%0500d', i) FROM r\"}}]}}";
+  char req[1024];
+  tl_start(c, "wscursw", 0, TL_ARGS("--max-answer-mib", "8"));
+  int a = open_hello(c, "hrana3", NULL);
+  int b = open_hello(c, "hrana3", NULL);
+  json_t *j = request(a, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  j = request(b, 1, "{\"type\":\"open_stream\",\"stream_id\":1}");
+  json_decref(j);
+  exec_ok(b, 2, 1, "CREATE TABLE t(x)");
+  snprintf(req, sizeof req, cursor, "");
+  j = request(a, 2, req);
+  ok(j, "open_cursor");
+  json_decref(j);
+  snprintf(req, sizeof req, cursor, "{\"stmt\":{\"sql\":\"INSERT INTO t VALUES (1)\"}},");
+  j = request(b, 3, req);
+  ok(j, "open_cursor");
+  json_decref(j);
+  j = request(b, 4, "{\"type\":\"fetch_cursor\",\"cursor_id\":1,\"max_count\":3}");
+  json_t *entries = json_object_get(ok(j, "fetch_cursor"), "entries");
+  assert_string_equal(json_string_value(json_object_get(json_array_get(entries, 1), "type")), "step_end");
+  assert_int_equal(json_integer_value(json_object_get(json_array_get(entries, 1), "affected_row_count")), 1);
+  json_decref(j);
+  j = request(b, 5, "{\"type\":\"close_cursor\",\"cursor_id\":1}");
+  json_decref(j);
+  j = request(b, 6, "{\"type\":\"execute\",\"stream_id\":1,\"stmt\":{\"sql\":\"SELECT count(*) FROM t\"}}");
+  assert_string_equal(cell0(j), "1");
+  json_decref(j);
+  close(a);
+  close(b);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* The stop: a close (1001) to each connection, and lithd exits 0. */
 static void test_ws_stop(void **state) {
   struct tl_child *c = *state;
@@ -722,6 +765,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_streams_not_swept, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_idle_while_waiting, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_answer_held_until_sent, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_cursor_after_write, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL)
