@@ -181,8 +181,9 @@ static void peer_of(lith_http_req *req, char *out, size_t cap) {
  * full of streams that are busy or hold a transaction, or when peer holds
  * its share (LITHD_HRANA_PEER_STREAMS) already, or the budget is full.
  * When the table is full, the stream idle the longest that holds no
- * transaction is closed for it (its next pipeline: STREAM_EXPIRED): idle
- * streams cannot keep a new client out. */
+ * transaction is closed for it, a baton's or a WebSocket's alike (its
+ * next request: STREAM_EXPIRED): idle streams cannot keep a new client
+ * out, whichever road they came by. */
 static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *peer, const char **why) {
   int mine = 0;
   hr_stream *lru = NULL, *free_st = NULL;
@@ -197,7 +198,7 @@ static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *pe
     }
     if (strcmp(st->peer, peer) == 0)
       mine++;
-    if (!st->busy && st->tx.h == NULL && st->ws == NULL && (lru == NULL || st->last_ms < lru->last_ms))
+    if (!st->busy && st->tx.h == NULL && (lru == NULL || st->last_ms < lru->last_ms))
       lru = st;
   }
   if (mine >= LITHD_HRANA_PEER_STREAMS) {
@@ -1100,8 +1101,15 @@ int lithd_hrana_ws_run(lithd_hrana_wsstream *w, lithd_hrana_pipeline *p, size_t 
                        lithd_hrana_sqls *sqls, lithd_hrana_ws_done cb, void *arg, lithd_hrana_error *e) {
   lithd_hrana_srv *h = w->h;
   hr_pipe *pp = NULL;
-  if (w->st == NULL || h->stopping) {
+  if (h->stopping) {
     lithd_hrana_fail(e, "SERVER_SHUTTING_DOWN", "lithd is shutting down");
+    goto fail;
+  }
+  if (w->st == NULL) { /* closed for a newcomer (stream_take) */
+    lithd_hrana_fail(e, "STREAM_EXPIRED",
+                     "the stream was closed: all %d of lithd's streams were open and another client needed "
+                     "one, and this one, holding no transaction, was idle the longest; open another",
+                     LITHD_HRANA_STREAMS);
     goto fail;
   }
   if (w->running != NULL || w->closing) {

@@ -7,7 +7,9 @@
  * A WebSocket stream is a stream of the table that a connection holds:
  * it carries no baton (no pipeline can name it), the idle sweep leaves it
  * alone (the connection's own idle bound does not), and it ends with the
- * connection (lithd_hrana_ws_close: what it left open is rolled back). A
+ * connection (lithd_hrana_ws_close: what it left open is rolled back), or
+ * before, as any stream, when the table is full and it is the one idle
+ * the longest with no transaction: closed for a newcomer. A
  * request on it runs as a pipeline of one request on that stream, its
  * transaction kept between requests as a baton's stream keeps it.
  *
@@ -46,7 +48,8 @@ int lithd_hrana_ws_open(lithd_server *s, lithd_dbsrv *d, const char *peer, lithd
  * hrana_ws.c resolves them on arrival, lithd_hrana_ws_resolve). Takes p in
  * every case. 0: cb(arg, ...) comes once, maybe before this returns; -1
  * with *e: nothing ran and cb never comes (the stream is closed by the
- * stop, the budget has no room, a request of w still runs). */
+ * stop, or for a newcomer: STREAM_EXPIRED; the budget has no room, a
+ * request of w still runs). */
 int lithd_hrana_ws_run(lithd_hrana_wsstream *w, lithd_hrana_pipeline *p, size_t len, int version, int access,
                        lithd_hrana_sqls *sqls, lithd_hrana_ws_done cb, void *arg, lithd_hrana_error *e);
 

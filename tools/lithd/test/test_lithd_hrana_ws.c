@@ -15,12 +15,15 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -694,6 +697,78 @@ static void test_ws_answer_held_until_sent(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A WebSocket from the source address `from` (127.0.0.0/8: all this
+ * machine's) that said hello. */
+static int open_from(const struct tl_child *c, const char *from) {
+  struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET};
+  struct timeval tv = {5, 0};
+  char head[4096];
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  inet_pton(AF_INET, from, &src.sin_addr);
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons((uint16_t)c->port);
+  assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof src), 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof dst), 0);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  assert_int_equal(wsc_handshake(fd, "/", "hrana3", NULL, head, sizeof head), 101);
+  assert_int_equal(wsc_send_text(fd, "{\"type\":\"hello\",\"jwt\":null}"), 0);
+  json_t *j = recv_json(fd);
+  assert_string_equal(json_string_value(json_object_get(j, "type")), "hello_ok");
+  json_decref(j);
+  return fd;
+}
+
+/* Idle WebSocket streams cannot take the table from anyone: 16
+ * connections from 4 addresses holding 64 idle streams each (all 1024)
+ * once refused every Hrana-over-HTTP client ("each running or in a
+ * transaction", false). The stream idle the longest with no transaction
+ * is closed for a newcomer, as an HTTP one is; its next request:
+ * STREAM_EXPIRED. */
+static void test_ws_idle_streams_yield(void **state) {
+  struct tl_child *c = *state;
+  int fds[16];
+  tl_start(c, "wsyield", 0, NULL);
+  for (int k = 0; k < 16; k++) {
+    char from[32];
+    snprintf(from, sizeof from, "127.0.0.%d", 2 + k / 4);
+    fds[k] = open_from(c, from);
+    for (int i = 0; i < 64; i++)
+      send_fmt(
+          fds[k],
+          "{\"type\":\"request\",\"request_id\":%d,\"request\":{\"type\":\"open_stream\",\"stream_id\":%d}}",
+          i, i);
+    for (int i = 0; i < 64; i++) {
+      json_t *j = recv_json(fds[k]);
+      ok(j, "open_stream");
+      json_decref(j);
+    }
+    if (k == 0)
+      usleep(20 * 1000); /* the first connection's streams: the idlest */
+  }
+  /* the table is full: an HTTP client still gets a stream */
+  tl_expect(c, "POST", "/v3/pipeline", NULL,
+            "{\"baton\":null,\"requests\":[{\"type\":\"execute\",\"stmt\":{\"sql\":\"SELECT 1\"}}]}", 200,
+            "\"baton\":\"");
+  /* the first connection lost one stream (STREAM_EXPIRED), the rest go on */
+  int expired = 0;
+  for (int i = 0; i < 64; i++) {
+    char req[128];
+    snprintf(req, sizeof req, "{\"type\":\"execute\",\"stream_id\":%d,\"stmt\":{\"sql\":\"SELECT 1\"}}", i);
+    json_t *j = request(fds[0], 100 + i, req);
+    if (strcmp(json_string_value(json_object_get(j, "type")), "response_error") == 0) {
+      err(j, "STREAM_EXPIRED", "idle the longest");
+      expired++;
+    }
+    json_decref(j);
+  }
+  assert_int_equal(expired, 1);
+  for (int k = 0; k < 16; k++)
+    close(fds[k]);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 /* A cursor whose batch wrote and ran is answered as run: its entries keep
  * the pipeline's share of the budget (never charged twice). With another
  * client's ~2 MB cursor held under --max-answer-mib 8, a cursor of
@@ -765,6 +840,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_ws_streams_not_swept, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_idle_while_waiting, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_answer_held_until_sent, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_idle_streams_yield, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_cursor_after_write, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_ws_stop, tl_setup, tl_teardown),
   };
