@@ -116,9 +116,10 @@ $(B)/$(LD_DIR)/test/test_lithd_clients: $(WSC_OBJ)
 $(B)/$(LD_DIR)/test/test_lithd_clients: private CPPFLAGS += -Ihttp -Ihttp/test
 $(B)/$(LD_DIR)/test/test_lithd_clients: private LDFLAGS += $(WSC_OBJ)
 
-# test_lithd_hrana_ws and test_lithd_attacks speak WebSocket with
-# http/test/wsclient.c.
-WSC_TESTS := $(B)/$(LD_DIR)/test/test_lithd_hrana_ws $(B)/$(LD_DIR)/test/test_lithd_attacks
+# test_lithd_hrana_ws, test_lithd_attacks and test_lithd_jwt speak
+# WebSocket with http/test/wsclient.c.
+WSC_TESTS := $(B)/$(LD_DIR)/test/test_lithd_hrana_ws $(B)/$(LD_DIR)/test/test_lithd_attacks \
+	$(B)/$(LD_DIR)/test/test_lithd_jwt
 $(WSC_TESTS): $(WSC_OBJ)
 $(WSC_TESTS): private CPPFLAGS += -Ihttp/test
 $(WSC_TESTS): private LDFLAGS += $(WSC_OBJ)

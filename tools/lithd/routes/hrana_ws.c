@@ -6,7 +6,9 @@
  *     gone after it): Origin and Host, and the Authorization header's token
  *     when there is one. Hrana's own place for the token is the hello's
  *     jwt, judged by lithd_access (the one place credentials are judged)
- *     before any request runs; a failed hello closes the connection.
+ *     before any request runs; a failed hello closes the connection. The
+ *     token that granted access is kept and judged again with every
+ *     request, as HTTP judges each request's (a JWT expires).
  *   - A message is parsed (request/hrana.c, lithd_hrana_ws_parse) and
  *     either answered at once (open_stream, store_sql, close_sql, a
  *     refusal) or queued on its stream. Each stream runs its queue one
@@ -79,6 +81,7 @@ struct ws_conn {
   int version; /* 1, 2, 3 */
   int hello;   /* a hello was accepted */
   int access;  /* what its credentials grant */
+  char *token; /* the token that granted it (the hello's, or the handshake's): judged again per request */
   int dead;    /* sending failed: the connection ends */
   int pending; /* requests received, not yet answered */
   char peer[48];
@@ -364,6 +367,11 @@ static void on_hello(ws_conn *c, const lithd_hrana_wsmsg *m) {
     /* a hello without a jwt keeps what the handshake's Authorization granted */
     int access =
         m->jwt != NULL || c->access == 0 ? lithd_access(c->s, c->d, m->jwt, msg, sizeof msg) : c->access;
+    if (access != LITHD_ACCESS_NONE && m->jwt != NULL) {
+      free(c->token);
+      if ((c->token = strdup(m->jwt)) == NULL)
+        access = LITHD_ACCESS_NONE, snprintf(msg, sizeof msg, "out of memory");
+    }
     if (access == LITHD_ACCESS_NONE) {
       lithd_buf_puts(&b, "{\"type\":\"hello_error\",\"error\":{\"message\":");
       lithd_json_put_string(&b, msg, strlen(msg));
@@ -386,6 +394,14 @@ static void on_request(ws_conn *c, lithd_hrana_wsmsg *m, size_t len) {
   if (!c->hello) {
     protocol_error(c, "a request before the hello");
     return;
+  }
+  if (c->token != NULL) { /* judged again, as HTTP judges each request's: a JWT expires */
+    char msg[256];
+    if ((c->access = lithd_access(c->s, c->d, c->token, msg, sizeof msg)) == LITHD_ACCESS_NONE) {
+      lithd_hrana_fail(&e, "AUTH_FAILED", "%s (a hello with a new token goes on)", msg);
+      send_error(c, m->request_id, &e);
+      return;
+    }
   }
   if (m->kind == LITHD_HR_UNKNOWN || needs(m->kind) > c->version) {
     lithd_hrana_fail(&e, "PROTO_ERROR", "%s request on hrana%d",
@@ -546,6 +562,7 @@ static void on_close(lith_http_ws *ws, void *arg) {
     lithd_hrana_ws_close(st->h);
   }
   lithd_hrana_sqls_free(c->sqls);
+  free(c->token);
   free(c);
 }
 
@@ -607,6 +624,7 @@ int lithd_hrana_ws(lith_http_req *req, void *arg) {
   c->version = proto[5] - '0';
   /* a token in the handshake's Authorization was judged; none: the hello's is */
   c->access = lith_http_req_header(req, "authorization") != NULL ? access : 0;
+  c->token = lithd_bearer_dup(req);
   {
     const char *p = lith_http_req_peer(req);
     const char *colon = strrchr(p, ':');
@@ -622,6 +640,7 @@ int lithd_hrana_ws(lith_http_req *req, void *arg) {
   o.on_sent = on_sent;
   o.arg = c;
   if (lith_http_ws_accept(req, &o, &c->ws) != LITH_HTTP_OK) {
+    free(c->token);
     free(c);
     return LITH_HTTP_DONE;
   }

@@ -182,6 +182,12 @@ static const char *bearer_of(lith_http_req *req, char *buf, size_t cap) {
   return buf;
 }
 
+char *lithd_bearer_dup(lith_http_req *req) {
+  char buf[LITHD_JWT_MAX + 2]; /* as the gate's: one too long stays one no check accepts */
+  const char *token = bearer_of(req, buf, sizeof buf);
+  return token != NULL ? strdup(token) : NULL;
+}
+
 /* The gate; by_content: the route reads its body as JSON whatever its
  * Content-Type says (Hrana's, as sqld), so the type is judged only on a
  * browser's request (docs/security.md, "Web pages"). */

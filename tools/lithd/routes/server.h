@@ -93,21 +93,21 @@ struct lithd_dbsrv {
 };
 
 struct lithd_server {
-  uv_loop_t *loop;               /* caller's; the loop of http (for uv_queue_work) */
-  lith_http_server *http;        /* caller's */
-  lithd_dbsrv **dbs;             /* n_dbs >= 1 databases; caller's, outlive the server */
-  size_t n_dbs;                  /* */
-  lithd_dbsrv *dflt;             /* the database of /v1/do, /v1/query, ...: the only one, or
+  uv_loop_t *loop;                 /* caller's; the loop of http (for uv_queue_work) */
+  lith_http_server *http;          /* caller's */
+  lithd_dbsrv **dbs;               /* n_dbs >= 1 databases; caller's, outlive the server */
+  size_t n_dbs;                    /* */
+  lithd_dbsrv *dflt;               /* the database of /v1/do, /v1/query, ...: the only one, or
                                 --default; NULL: those routes answer 404 naming the databases */
-  const char *token;             /* NULL: no bearer token required; caller's */
+  const char *token;               /* NULL: no bearer token required; caller's */
   struct lithd_jwt_keys *jwt_keys; /* --auth-jwt-key-file's (jwt.h); NULL: no JWTs; caller's */
-  lithd_limits limits;           /* copied into every batch */
-  int only_named;                /* refuse /v1/do and /v1/batch */
-  const char *allow_origins;     /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
-  const char *allow_hosts;       /* comma list of further Host names on token-less loopback; caller's */
-  const char *backup_dir;        /* where /v1/backup writes (a directory); NULL: off; caller's */
-  int64_t tx_idle_ms, tx_max_ms; /* interactive transactions' bounds (store.h); 0: defaults */
-  int64_t stream_idle_ms;        /* a Hrana stream idle longer is closed; 0: default */
+  lithd_limits limits;             /* copied into every batch */
+  int only_named;                  /* refuse /v1/do and /v1/batch */
+  const char *allow_origins;       /* comma list of Origin values allowed ("*": any); NULL: none; caller's */
+  const char *allow_hosts;         /* comma list of further Host names on token-less loopback; caller's */
+  const char *backup_dir;          /* where /v1/backup writes (a directory); NULL: off; caller's */
+  int64_t tx_idle_ms, tx_max_ms;   /* interactive transactions' bounds (store.h); 0: defaults */
+  int64_t stream_idle_ms;          /* a Hrana stream idle longer is closed; 0: default */
   /* /metrics: set metrics.start_time (metrics.h); lithd_server_start sets
    * the rest. */
   lithd_metrics metrics;
@@ -181,6 +181,12 @@ int lithd_admit_by_content(lithd_server *s, const lithd_dbsrv *d, lith_http_req 
  * token of the protocol's first message (lithd_access) before anything
  * else. */
 int lithd_admit_handshake(lithd_server *s, const lithd_dbsrv *d, lith_http_req *req, lithd_refuse_fn refuse);
+
+/* A copy of the token of req's "Authorization: Bearer <token>" (malloc'd,
+ * the caller's), or NULL when it carries none (or no memory): what a
+ * WebSocket keeps to judge again (lithd_access) with every request, as
+ * HTTP judges every request's. */
+char *lithd_bearer_dup(lith_http_req *req);
 
 /* The gate of every route (credentials, Origin, Host, a POST's
  * Content-Type) of database d (NULL: a route of none): what the request's

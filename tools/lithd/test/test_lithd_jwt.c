@@ -7,7 +7,9 @@
  * transaction, a deferred transaction's first write), and changes
  * nothing; forged, expired and other databases' tokens are refused (401);
  * the static --token-file token still grants everything beside them; a
- * key file lithd cannot use stops it at start.
+ * key file lithd cannot use stops it at start. A WebSocket judges its
+ * token with every request, as HTTP does: past its expiry it grants
+ * nothing until a hello brings a new one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +26,7 @@
 
 #include "child.h"
 #include "jwtmint.h"
+#include "wsclient.h"
 
 #define STATIC_TOKEN "static-s3cret"
 #define CREATE "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"}]}"
@@ -317,12 +320,72 @@ static void test_per_database(void **state) {
   assert_int_equal(tl_sql_int("jwtb.db", "SELECT count(*) FROM t"), 0);
 }
 
+/* A WebSocket's next message (a hello's answer or a request's), which must
+ * hold `want`; the connection goes on. */
+static void ws_expect(int fd, const char *send, const char *want) {
+  static char msg[65536];
+  int code = 0;
+  if (send != NULL)
+    assert_int_equal(wsc_send_text(fd, send), 0);
+  long n = wsc_read_text(fd, msg, sizeof msg, &code);
+  if (n < 0 || strstr(msg, want) == NULL)
+    fprintf(stderr, "got %ld (close %d): %s, want %s\n", n, code, n >= 0 ? msg : "", want);
+  assert_true(n >= 0);
+  assert_non_null(strstr(msg, want));
+}
+
+#define WS_EXEC(id, sql)                                                                            \
+  "{\"type\":\"request\",\"request_id\":" #id ",\"request\":{\"type\":\"execute\",\"stream_id\":1," \
+  "\"stmt\":{\"sql\":\"" sql "\"}}}"
+
+/* A token that expires while its WebSocket lives grants nothing after
+ * (exp, with sqld's 60 s of leeway), as over HTTP (401): its hello's and
+ * its handshake's alike; a hello with a new token goes on. (sqld keeps a
+ * hello's grant for the connection's life: lithd is stricter.) */
+static void test_ws_token_expires(void **state) {
+  struct tl_child *c = *state;
+  char payload[128], msg[16384], extra[16500];
+  start(c, "wsexp");
+  snprintf(payload, sizeof payload, "{\"a\":\"rw\",\"exp\":%lld}", (long long)time(NULL) - 60 + 2);
+  char *tok = mint(key, payload);
+  int a = wsc_open(c->port, "/", "hrana3", NULL);
+  assert_true(a >= 0);
+  snprintf(msg, sizeof msg, "{\"type\":\"hello\",\"jwt\":\"%s\"}", tok);
+  ws_expect(a, msg, "hello_ok");
+  snprintf(extra, sizeof extra, "Authorization: Bearer %s\r\n", tok);
+  int b = wsc_open(c->port, "/", "hrana3", extra);
+  assert_true(b >= 0);
+  ws_expect(b, "{\"type\":\"hello\",\"jwt\":null}", "hello_ok");
+  for (int fd = a; fd >= 0; fd = fd == a ? b : -1) {
+    ws_expect(
+        fd, "{\"type\":\"request\",\"request_id\":1,\"request\":{\"type\":\"open_stream\",\"stream_id\":1}}",
+        "response_ok");
+    ws_expect(fd, WS_EXEC(2, "SELECT 1"), "response_ok");
+  }
+  sleep(3); /* past exp + leeway */
+  tl_expect(c, "POST", "/v1/do", bearer(key, payload), COUNT, 401, "expired");
+  ws_expect(a, WS_EXEC(3, "CREATE TABLE after_expiry(x)"), "AUTH_FAILED");
+  ws_expect(b, WS_EXEC(3, "CREATE TABLE after_expiry(x)"), "AUTH_FAILED");
+  /* a new token in a hello: on again */
+  free(tok);
+  tok = mint(key, "{\"a\":\"rw\"}");
+  snprintf(msg, sizeof msg, "{\"type\":\"hello\",\"jwt\":\"%s\"}", tok);
+  ws_expect(a, msg, "hello_ok");
+  ws_expect(a, WS_EXEC(4, "SELECT count(*) FROM sqlite_schema WHERE name = 'after_expiry'"),
+            "\"value\":\"0\"");
+  free(tok);
+  close(a);
+  close(b);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_bad_key_files, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_http_roads, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_hrana_roads, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_per_database, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_ws_token_expires, tl_setup, tl_teardown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
