@@ -340,6 +340,7 @@ static void *timed_post(void *p) {
   int rc = tl_conn_request(&k, "POST", t->path, NULL, t->body, &r, 30000);
   t->took_ms = now_ms() - t0;
   t->status = rc == TL_OK ? r.status : rc;
+  json_decref(t->answer); /* a run again: the last answer goes */
   t->answer = rc == TL_OK ? json_loads(r.body, 0, NULL) : NULL;
   if (rc == TL_OK)
     tl_resp_free(&r);
@@ -424,6 +425,7 @@ static void test_read_tx_waits_for_a_reader(void **state) {
   /* the rest of its pipeline ran in autocommit: the SELECT on its own */
   assert_true(result_ok(tc.answer, 1));
   json_decref(tc.answer);
+  json_decref(w.answer);
   a = pipeline(c, bb, "[" EXEC("ROLLBACK") "," CLOSE "]");
   json_decref(a);
   free(bb);
@@ -457,6 +459,7 @@ static void test_read_tx_one_reader(void **state) {
   assert_int_equal(q.status, 200);
   assert_true(q.took_ms >= 250); /* it waited for the reader */
   json_decref(q.answer);
+  json_decref(w.answer);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
