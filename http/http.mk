@@ -9,7 +9,8 @@
 #                        http/test/test_*.c (mirroring http/*.c), each linked
 #                        with the shared fixture and raw client of
 #                        http/test/helper.c
-#   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install
+#   HTTP_PKGS, HTTP_DEBS what `make deps` must check and install (and
+#                        HTTP_CHECK, a test for what pkg-config cannot find)
 # A program using the layer adds -Ihttp, links $(HTTP_OBJ) and $(HTTP_LIBS).
 
 HTTP_PKGS := libh2o libuv libssl libcrypto
@@ -21,6 +22,8 @@ HTTP_LIBS   = $(shell pkg-config --libs $(HTTP_PKGS) 2>/dev/null)
 # .pc file; its header is what <h2o/websocket.h> includes.
 HTTP_DEBS  += libwslay-dev
 HTTP_LIBS  += -lwslay
+# what make deps checks besides pkg-config (no .pc to ask)
+HTTP_CHECK := test -f /usr/include/wslay/wslay.h
 
 # http/h1client.c is not the server's: a libc-only HTTP/1.1 answer reader
 # for clients (the lith CLI, tests, benchmarks), which link H1C_OBJ or
