@@ -640,11 +640,8 @@ static int tx_submit(local_tx *t) {
 
 static int tx_run(lithd_store_tx *base, lithd_store_req *r) {
   local_tx *t = (local_tx *)base;
-  if (t->cmd_done) {
-    int bound = t->end_rc == LITHD_TX_TIMEOUT || t->end_rc == LITHD_TX_TOO_OLD;
-    snprintf(r->errmsg, sizeof r->errmsg, "%s", bound ? t->end_msg : "the transaction has ended");
-    return bound ? t->end_rc : (t->end_rc != LITH_OK ? t->end_rc : LITH_MISUSE);
-  }
+  if (t->cmd_done)
+    return lithd__tx_ended_rc(t->end_rc, t->end_msg, r->errmsg, sizeof r->errmsg);
   r->rc = LITH_OK;
   r->tx_open = 0;
   pthread_mutex_lock(&t->mu);

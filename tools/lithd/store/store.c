@@ -147,3 +147,9 @@ void lithd_store_readers_wanted(lithd_store *s, int delta) {
   if (s != NULL)
     atomic_fetch_add(&s->readers_wanted, delta);
 }
+
+int lithd__tx_ended_rc(int end_rc, const char *end_msg, char *errmsg, size_t cap) {
+  int bound = end_rc == LITHD_TX_TIMEOUT || end_rc == LITHD_TX_TOO_OLD;
+  snprintf(errmsg, cap, "%s", bound ? end_msg : "the transaction has ended");
+  return bound ? end_rc : (end_rc != LITH_OK ? end_rc : LITH_MISUSE);
+}

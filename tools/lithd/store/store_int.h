@@ -59,6 +59,13 @@ int lithd__tx_bound(int64_t now, int64_t last, int64_t opened, int64_t idle_ms, 
 /* Why bound `why` (LITHD_TX_*) ended it, into msg[0..cap). */
 void lithd__tx_bound_msg(int why, int64_t idle_ms, int64_t max_ms, char *msg, size_t cap);
 
+/* What a run of a transaction that already ended answers (store.h's
+ * lithd_store_tx_run), the one rule for every store: a bound's end
+ * (LITHD_TX_TIMEOUT, LITHD_TX_TOO_OLD) with its message end_msg, else
+ * "the transaction has ended" with its code (LITH_MISUSE when it ended
+ * well). errmsg: cap bytes. */
+int lithd__tx_ended_rc(int end_rc, const char *end_msg, char *errmsg, size_t cap);
+
 /* Whether a request waits for a reader of s's database now (any thread). */
 int lithd__readers_wanted(lithd_store *s);
 
