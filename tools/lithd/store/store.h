@@ -64,6 +64,10 @@
 #include "sqljson.h"
 
 typedef struct lithd_store lithd_store;
+
+/* A node's address as the stores give it ("HOST:PORT"), at most, NUL
+ * included. */
+#define LITHD_STORE_ADDR_MAX 256
 typedef struct lithd_store_req lithd_store_req;
 
 /* One write or read on its way. The caller fills the first block. */
@@ -99,6 +103,14 @@ typedef struct lithd_store_stats {
   int64_t inflight;                   /* commands accepted, not answered yet */
   int has_lith;                       /* 1: `lith` is filled (a local file) */
   lith_stats lith;
+  /* dqlite (issue 34): who leads, as the store last learned it (a write,
+   * or its watch asking the nodes while no write goes: "" and 0 when no
+   * leader is known); the last failover's wait: from the moment the old
+   * leader was found lost to the first commit on the new one (0: none
+   * yet). A local file leaves them zero. */
+  char leader[LITHD_STORE_ADDR_MAX];
+  uint64_t leader_id;
+  int64_t failover_wait_ms;
 } lithd_store_stats;
 
 /* Run r->batch as one command (write). Returns LITH_OK: r->cb will run
@@ -196,6 +208,22 @@ int lithd_store_tx_ended(const lithd_store_tx *t);
  * query in the database's read FIFO): while any waits, a transaction on a
  * snapshot idle past its idle_ms is rolled back (the rule above). */
 void lithd_store_readers_wanted(lithd_store *s, int delta);
+
+/* ---- Backups (issue 34: one call for every store) ------------------------
+ * Write one consistent copy of the database into `path`, a new file (one
+ * that exists is refused: LITH_MISUSE; made 0600), that SQLite opens alone
+ * (no -wal beside it: journal_mode DELETE) and whose
+ * PRAGMA integrity_check passes; it holds every command answered before
+ * the call began, and nothing of a transaction that did not commit.
+ * Writes go on meanwhile. A local file: lith_backup_new. dqlite: the
+ * leader's DUMP (its main file and WAL, read into a private directory
+ * beside `path` and folded into one file there); the leader, because a
+ * follower's copy may lag what was answered.
+ * Blocking: call it on libuv's thread pool, never on the loop; any
+ * thread, several at once; lithd_store_drain interrupts one in progress
+ * (LITH_INTERRUPTED, the partial file removed). On failure nothing is left
+ * at `path` and errmsg[0..cap) says why. */
+int lithd_store_snapshot(lithd_store *s, const char *path, char *errmsg, size_t cap);
 
 /* What a store without a local file answers a backup with. */
 #define LITHD_STORE_NO_FILE                                                                      \
