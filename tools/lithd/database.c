@@ -84,27 +84,60 @@ static int real_name(const char *db, char *out) {
   return -1;
 }
 
-int lithd_database_lock(const char *db) {
+/* REAL-lithd.lock for db into a new string (the caller frees it), or NULL
+ * after a message. */
+static char *lock_path(const char *db) {
   char real[PATH_MAX];
   char *path;
-  char buf[32];
-  int fd;
 
   if (real_name(db, real) != 0)
-    return -1;
+    return NULL;
   size_t n = strlen(real) + sizeof "-lithd.lock";
   if ((path = malloc(n)) == NULL) {
     lithd_log(LITHD_LOG_ERROR, "out of memory");
-    return -1;
+    return NULL;
   }
   snprintf(path, n, "%s-lithd.lock", real);
-  fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  return path;
+}
+
+/* 1 if `path` names the file `fd` has open. */
+static int same_file(int fd, const char *path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int lithd_database_lock(const char *db) {
+  char *path;
+  char buf[32];
+  int fd = -1, tries;
+
+  if ((path = lock_path(db)) == NULL)
+    return -1;
+  /* A holder that ends with lithd_database_unlock removes the file: a lock
+   * won on the file it removed locks nothing anyone else will open, so
+   * after the lock, the name must still be that file (else again: a
+   * restore ends once, so a few tries are plenty). */
+  for (tries = 0; tries < 8; tries++) {
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));
+      free(path);
+      return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+      break;
+    if (same_file(fd, path))
+      goto locked;
+    close(fd);
+    fd = -1;
+  }
   if (fd < 0) {
-    lithd_log(LITHD_LOG_ERROR, "cannot open the lock file %s: %s", path, strerror(errno));
+    lithd_log(LITHD_LOG_ERROR, "cannot lock %s: it was removed under each of %d tries", path, tries);
     free(path);
     return -1;
   }
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  {
     int e = errno;
     if (e == EWOULDBLOCK) {
       ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
@@ -129,6 +162,7 @@ int lithd_database_lock(const char *db) {
     free(path);
     return -1;
   }
+locked:
   /* Ours: record the pid for the message above (best effort). */
   snprintf(buf, sizeof buf, "%ld", (long)getpid());
   if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, strlen(buf), 0) < 0) {
@@ -136,6 +170,20 @@ int lithd_database_lock(const char *db) {
   }
   free(path);
   return fd;
+}
+
+void lithd_database_unlock(const char *db, int fd) {
+  char *path;
+
+  if (fd < 0)
+    return;
+  /* Removed while still held: whoever opened it meanwhile finds, once it
+   * has the lock, that the name no longer leads to it, and tries again
+   * (lithd_database_lock). */
+  if ((path = lock_path(db)) != NULL && same_file(fd, path))
+    unlink(path);
+  free(path);
+  close(fd);
 }
 
 /* ---- Opening ------------------------------------------------------------ */

@@ -87,6 +87,10 @@ typedef struct lithd_database {
  * to unlock), or -1 after a message in the log. (--restore takes it alone.) */
 int lithd_database_lock(const char *path);
 
+/* Unlock what lithd_database_lock(path) returned and remove the lock file
+ * (what lithd --restore does: it leaves nothing behind). fd: closed. */
+void lithd_database_unlock(const char *path, int fd);
+
 /* Make d ready to open (or to close unopened): opt is the caller's (the
  * options outlive d); named: several databases are served, so messages
  * name this one. */

@@ -552,7 +552,7 @@ out:
   lithd_jwt_keys_free(jwt_keys);
   lithd_guard_stop();
   if (lock_fd >= 0)
-    close(lock_fd); /* after the restore */
+    lithd_database_unlock(o.dbs[0].path, lock_fd); /* after the restore: its lock file goes too */
   if (exit_code == 0 && o.restore == NULL)
     lithd_log(LITHD_LOG_INFO, "stopped");
   lithd_opts_free(&o);

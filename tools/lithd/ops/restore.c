@@ -40,10 +40,19 @@ static int nonempty(const char *path) {
  * -wal holds is read with it, found beside the real file however FROM is
  * named (SQLite resolves links), and a hot -journal must be rolled back
  * first, which a read-only connection cannot do. *db: the connection, or
- * NULL after a message (-1). */
-static int open_from(const char *from, sqlite3 **db) {
+ * NULL after a message (-1). made[PATH_MAX]: FROM's real name when
+ * neither its -wal nor its -shm was there before the read (reading a WAL
+ * database makes both, and a read-only connection never removes them:
+ * tidy_from does), else "". */
+int lithd_restore_open(const char *from, sqlite3 **db, char *made) {
+  made[0] = '\0';
   int rc = sqlite3_open_v2(from, db, SQLITE_OPEN_READONLY, NULL);
   if (rc == SQLITE_OK) {
+    const char *real = sqlite3_db_filename(*db, "main");
+    char wal[PATH_MAX + 16], shm[PATH_MAX + 16];
+    if (real != NULL && strlen(real) < PATH_MAX && with_suffix(wal, sizeof wal, real, "-wal") == 0 &&
+        with_suffix(shm, sizeof shm, real, "-shm") == 0 && !exists(wal) && !exists(shm))
+      snprintf(made, PATH_MAX, "%s", real);
     sqlite3_busy_timeout(*db, FROM_BUSY_MS);
     rc = sqlite3_exec(*db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL);
   }
@@ -64,6 +73,24 @@ static int open_from(const char *from, sqlite3 **db) {
   sqlite3_close(*db);
   *db = NULL;
   return -1;
+}
+
+/* Remove the -wal and -shm that reading FROM made (open_from's `made`;
+ * "": none). Only SQLite knows whether another process opened FROM since
+ * and uses them, so SQLite removes them: a read-write connection's close
+ * does when it is FROM's last, after checkpointing a WAL that is empty (no
+ * byte of FROM written), and leaves them otherwise. Not with a -journal
+ * there: a read-write open would roll it back, and FROM is not ours to
+ * change. */
+void lithd_restore_tidy(const char *made) {
+  char journal[PATH_MAX + 16];
+  sqlite3 *db = NULL;
+
+  if (made[0] == '\0' || with_suffix(journal, sizeof journal, made, "-journal") != 0 || exists(journal))
+    return;
+  if (sqlite3_open_v2(made, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK)
+    sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL);
+  sqlite3_close(db);
 }
 
 /* Copy the database `src` (FROM's connection) to a new file `tmp` (mode)
@@ -129,16 +156,11 @@ out:
   return out;
 }
 
-/* PRAGMA integrity_check on `path` (the copy). 0 when it says "ok", else
- * -1 after a message naming `from`. */
-static int check_copy(const char *path, const char *from) {
-  sqlite3 *db = NULL;
+int lithd_restore_integrity(sqlite3 *db, const char *from) {
   sqlite3_stmt *st = NULL;
   int rc = -1, src;
 
-  src = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-  if (src == SQLITE_OK)
-    src = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
+  src = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
   if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
     const char *text = (const char *)sqlite3_column_text(st, 0);
     if (text != NULL && strcmp(text, "ok") == 0) {
@@ -152,10 +174,24 @@ static int check_copy(const char *path, const char *from) {
                 more ? " (and more)" : "");
     }
   } else {
-    lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s", from,
-              db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(src));
+    lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s", from, sqlite3_errmsg(db));
   }
   sqlite3_finalize(st);
+  return rc;
+}
+
+/* PRAGMA integrity_check on `path` (the copy). 0 when it says "ok", else
+ * -1 after a message naming `from`. */
+static int check_copy(const char *path, const char *from) {
+  sqlite3 *db = NULL;
+  int rc = -1, src;
+
+  src = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+  if (src == SQLITE_OK)
+    rc = lithd_restore_integrity(db, from);
+  else
+    lithd_log(LITHD_LOG_ERROR, "restore: %s fails PRAGMA integrity_check: %s", from,
+              db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(src));
   sqlite3_close(db); /* the last connection: the copy's -wal and -shm go */
   return rc;
 }
@@ -182,15 +218,43 @@ static int release_target(const char *to) {
   return 0;
 }
 
-int lithd_restore(const char *from, const char *to_arg, int force, int file_mode) {
-  char tmp[PATH_MAX + 32], side[PATH_MAX + 16], dir[PATH_MAX], real_to[PATH_MAX];
-  const char *to = to_arg;
+int lithd_restore_source(const char *from, struct stat *fs) {
   unsigned char head[16];
+  int in = open(from, O_RDONLY | O_CLOEXEC), rc = -1;
+
+  if (in < 0 || fstat(in, fs) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot open %s: %s", from, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(fs->st_mode) || fs->st_size == 0) {
+    lithd_log(LITHD_LOG_ERROR, "restore: %s is %s, not a backup", from,
+              S_ISREG(fs->st_mode) ? "empty" : "not a file");
+    goto out;
+  }
+  if (pread(in, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
+    lithd_log(LITHD_LOG_ERROR,
+              "restore: %s is not an SQLite database (an SQL dump from GET /v1/backup?format=sql loads "
+              "with: sqlite3 NEW.db < DUMP.sql)",
+              from);
+    goto out;
+  }
+  rc = 0;
+out:
+  if (in >= 0)
+    close(in);
+  return rc;
+}
+
+int lithd_restore(const char *from, const char *to_arg, int force, int file_mode) {
+  char tmp[PATH_MAX + 32], side[PATH_MAX + 16], dir[PATH_MAX], real_to[PATH_MAX], made[PATH_MAX];
+  const char *to = to_arg;
   struct stat fs, ts;
   long long bytes = 0;
-  int in = -1, code = 1;
+  int code = 1;
   sqlite3 *src = NULL;
   int64_t t0 = lith_clock_ms();
+
+  made[0] = '\0';
 
   /* TO a link: the file it names is replaced (what SQLite opens through
    * the link, and what the lock, taken by the real name, covers), not the
@@ -201,23 +265,8 @@ int lithd_restore(const char *from, const char *to_arg, int force, int file_mode
     lithd_log(LITHD_LOG_ERROR, "restore: path too long");
     return 1;
   }
-  in = open(from, O_RDONLY | O_CLOEXEC);
-  if (in < 0 || fstat(in, &fs) != 0) {
-    lithd_log(LITHD_LOG_ERROR, "restore: cannot open %s: %s", from, strerror(errno));
+  if (lithd_restore_source(from, &fs) != 0)
     goto out;
-  }
-  if (!S_ISREG(fs.st_mode) || fs.st_size == 0) {
-    lithd_log(LITHD_LOG_ERROR, "restore: %s is %s, not a backup", from,
-              S_ISREG(fs.st_mode) ? "empty" : "not a file");
-    goto out;
-  }
-  if (pread(in, head, sizeof head, 0) != (ssize_t)sizeof head || memcmp(head, "SQLite format 3", 16) != 0) {
-    lithd_log(LITHD_LOG_ERROR,
-              "restore: %s is not an SQLite database (an SQL dump from GET /v1/backup?format=sql loads "
-              "with: sqlite3 NEW.db < DUMP.sql)",
-              from);
-    goto out;
-  }
   if (stat(to, &ts) == 0) {
     if (ts.st_dev == fs.st_dev && ts.st_ino == fs.st_ino) {
       lithd_log(LITHD_LOG_ERROR, "restore: %s and %s are the same file", from, to_arg);
@@ -232,14 +281,14 @@ int lithd_restore(const char *from, const char *to_arg, int force, int file_mode
     lithd_log(LITHD_LOG_ERROR, "restore: %s: %s", to_arg, strerror(errno));
     goto out;
   }
-  close(in);
-  in = -1;
-  if (open_from(from, &src) != 0)
+  if (lithd_restore_open(from, &src, made) != 0)
     goto out;
   if (copy_db(src, from, tmp, file_mode, &bytes) != 0)
     goto out_tmp;
   sqlite3_close(src); /* read-only: FROM and its -wal stay as they are */
   src = NULL;
+  lithd_restore_tidy(made);
+  made[0] = '\0';
   if (check_copy(tmp, from) != 0)
     goto out_tmp;
   if (exists(to) && release_target(to) != 0)
@@ -281,7 +330,6 @@ out_tmp:
     unlink(side);
 out:
   sqlite3_close(src);
-  if (in >= 0)
-    close(in);
+  lithd_restore_tidy(made);
   return code;
 }

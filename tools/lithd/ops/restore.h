@@ -34,9 +34,29 @@
 #ifndef LITHD_RESTORE_H
 #define LITHD_RESTORE_H
 
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
 /* Restore `from` into `to` as above; the caller holds to's lock. Messages
  * go to the log (stderr); the success line to stdout. Returns the exit
  * code, 0 or 1. */
 int lithd_restore(const char *from, const char *to, int force, int file_mode);
+
+/* The checks of FROM shared with lithd --dqlite --restore (dqlite_restore.h),
+ * each 0, or -1 after a message:
+ *   lithd_restore_source: FROM a non-empty regular file starting with
+ *     SQLite's header (*st: its stat);
+ *   lithd_restore_open: FROM opened read-only through SQLite and readable
+ *     (its -wal read with it; a hot journal refused, as above); *db the
+ *     caller's (sqlite3_close), NULL after a failure; made[PATH_MAX]: what
+ *     lithd_restore_tidy takes once *db is closed (the -wal and -shm the
+ *     read made go);
+ *   lithd_restore_integrity: PRAGMA integrity_check on db says "ok"
+ *     (messages name `from`). */
+int lithd_restore_source(const char *from, struct stat *st);
+int lithd_restore_open(const char *from, sqlite3 **db, char *made);
+void lithd_restore_tidy(const char *made);
+int lithd_restore_integrity(sqlite3 *db, const char *from);
 
 #endif /* LITHD_RESTORE_H */

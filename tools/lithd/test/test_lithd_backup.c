@@ -12,6 +12,10 @@
  *     beside the real file restores every committed row (so does a live
  *     database); a FROM with a hot journal is refused, its uncommitted
  *     rows never installed, also through a link;
+ *   - --restore leaves nothing behind: neither the -wal and -shm that
+ *     reading a closed WAL-mode FROM makes, nor TO's lock file (restored,
+ *     or refused before or after the copy); a FROM another process has
+ *     open keeps its -wal and -shm, and that process reads and writes on;
  *   - ?format=sql loaded back (by sqlite3_exec, and by the sqlite3 shell
  *     when it is installed) equals the database: every table's rows with
  *     their types (reals exact, blobs, NULL, quotes, unicode, a NUL inside
@@ -643,6 +647,83 @@ static void test_restore_reads_as_sqlite(void **state) {
   assert_int_equal(tl_sql_int("rsl-real.db", "SELECT count(*) FROM t"), n);
 }
 
+/* ---- A restore leaves nothing behind --------------------------------------- */
+
+/* The names in dir (but . and ..), sorted, joined by spaces, into out. */
+static void list_dir(const char *dir, char *out, size_t cap) {
+  struct dirent **v;
+  int n = scandir(dir, &v, NULL, alphasort);
+  size_t len = 0;
+  assert_true(n >= 0);
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (strcmp(v[i]->d_name, ".") != 0 && strcmp(v[i]->d_name, "..") != 0)
+      len += (size_t)snprintf(out + len, cap - len, "%s%s", len > 0 ? " " : "", v[i]->d_name);
+    free(v[i]);
+  }
+  free(v);
+  assert_true(len < cap);
+}
+
+/* Every file in dir removed (a directory of files only). */
+static void empty_dir(const char *dir) {
+  char names[4096], path[512];
+  mkdir(dir, 0700);
+  list_dir(dir, names, sizeof names);
+  for (char *save = NULL, *p = strtok_r(names, " ", &save); p != NULL; p = strtok_r(NULL, " ", &save)) {
+    snprintf(path, sizeof path, "%s/%s", dir, p);
+    assert_int_equal(unlink(path), 0);
+  }
+}
+
+static void test_restore_leaves_nothing(void **state) {
+  (void)state;
+  char names[4096];
+  sqlite3 *db;
+
+  /* A WAL database nobody has open (a downloaded backup is one): reading
+   * it makes its -wal and -shm, and TO's lock file is made for the
+   * restore. None of them stays, restored or refused. */
+  empty_dir("rln");
+  assert_int_equal(sqlite3_open("rln/from.db", &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES (7)",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "from.db");
+  expect_restore(TL_ARGS("--restore", "rln/from.db", "--db", "rln/to.db"), 0, "restored rln/from.db");
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "from.db to.db");
+  expect_restore(TL_ARGS("--restore", "rln/from.db", "--db", "rln/to.db"), 1, "exists; --force replaces it");
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "from.db to.db");
+  expect_restore(TL_ARGS("--restore", "rln/from.db", "--db", "rln/to.db", "--force"), 0, "restored");
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "from.db to.db");
+  /* A refusal after the copy (a corrupt FROM): the same. */
+  make_corrupt("rln/bad.db");
+  expect_restore(TL_ARGS("--restore", "rln/bad.db", "--db", "rln/to.db", "--force"), 1, "integrity_check");
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "bad.db from.db to.db");
+
+  /* FROM open in another process (here) in the middle of a read: its -wal
+   * and -shm are that process's, and stay; it reads on. */
+  assert_int_equal(sqlite3_open("rln/from.db", &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "BEGIN; SELECT count(*) FROM t", NULL, NULL, NULL), SQLITE_OK);
+  expect_restore(TL_ARGS("--restore", "rln/from.db", "--db", "rln/to.db", "--force"), 0, "restored");
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "bad.db from.db from.db-shm from.db-wal to.db");
+  assert_int_equal(
+      sqlite3_exec(db, "SELECT count(*) FROM t; COMMIT; INSERT INTO t VALUES (8)", NULL, NULL, NULL),
+      SQLITE_OK);
+  assert_int_equal(sqlite3_close(db), SQLITE_OK);
+  list_dir("rln", names, sizeof names);
+  assert_string_equal(names, "bad.db from.db to.db");
+  assert_int_equal(tl_sql_int("rln/from.db", "SELECT count(*) FROM t"), 2);
+  assert_int_equal(tl_sql_int("rln/to.db", "SELECT x FROM t"), 7);
+}
+
 /* ---- ?format=sql ---------------------------------------------------------- */
 
 static const char *const DUMP_SCHEMA =
@@ -1253,6 +1334,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backup_under_load_restored, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_restore_refusals, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_restore_reads_as_sqlite, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_restore_leaves_nothing, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_loads_back_equal, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_sql_dump_keeps_rowids, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_client_leaves_mid_download, tl_setup, tl_teardown),
