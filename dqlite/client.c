@@ -40,8 +40,9 @@ struct lith__dq_conn {
   uint64_t code;
   char msg[512];
   char address[256];
-  int64_t call_ms; /* the running call's budget, for the timeout message */
-  int in_cb;       /* inside lith__dq_query_each's on_rows */
+  int64_t call_ms;          /* the running call's budget, for the timeout message */
+  int in_cb;                /* inside lith__dq_query_each's on_rows */
+  const atomic_int *cancel; /* lith__dq_set_cancel's, or NULL */
 };
 
 static int64_t now_ms(void) { return lith__now_ns() / 1000000; }
@@ -95,13 +96,28 @@ const char *lith__dq_address(const lith__dq_conn *c) { return c->address; }
 uint64_t lith__dq_errcode(const lith__dq_conn *c) { return c->code; }
 const char *lith__dq_errmsg(const lith__dq_conn *c) { return c->msg; }
 
-/* Wait until fd is ready for `events` or the deadline passes. */
+void lith__dq_set_cancel(lith__dq_conn *c, const atomic_int *flag) { c->cancel = flag; }
+
+static int cancelled(lith__dq_conn *c) {
+  if (c->cancel == NULL || atomic_load(c->cancel) == 0)
+    return 0;
+  fail(c, LITH_DQ_STOPPED, "%s: cancelled", c->address);
+  lith__dq_disconnect(c);
+  return 1;
+}
+
+/* Wait until fd is ready for `events` or the deadline passes (or the
+ * cancel flag is set: looked at every LITH_DQ_CANCEL_MS). */
 static int wait_fd(lith__dq_conn *c, short events, int64_t deadline) {
   for (;;) {
     int64_t left = deadline - now_ms();
+    if (cancelled(c))
+      return LITH_DQ_STOPPED;
     if (left <= 0)
       return fail(c, LITH_DQ_TIMEOUT, "%s: no whole answer within %lld ms", c->address,
                   (long long)c->call_ms);
+    if (c->cancel != NULL && left > LITH_DQ_CANCEL_MS)
+      left = LITH_DQ_CANCEL_MS;
     struct pollfd p = {.fd = c->fd, .events = events};
     int n = poll(&p, 1, (int)left);
     if (n > 0)
@@ -606,12 +622,169 @@ int lith__dq_connect_leader(lith__dq_conn *c, const char *addresses, int timeout
     int64_t left = deadline - now_ms();
     if (left <= 0)
       return rc;
+    if (cancelled(c))
+      return LITH_DQ_STOPPED;
     snprintf(list, sizeof list, "%s", addresses); /* strtok_r wrote into it */
     /* Back off: a node answering garbage, or none knowing a leader, is not
      * asked again in a tight loop (client.h). */
     int wait = backoff < left ? backoff : (int)left;
+    if (c->cancel != NULL && wait > LITH_DQ_CANCEL_MS)
+      wait = LITH_DQ_CANCEL_MS; /* the flag is looked at again on the next round */
     struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000};
     nanosleep(&ts, NULL);
     backoff = backoff >= LITH_DQ_BACKOFF_MAX_MS / 2 ? LITH_DQ_BACKOFF_MAX_MS : backoff * 2;
   }
+}
+
+/* ---- Dump ---- */
+
+/* Read what is there, at least one byte and at most n, by the deadline. */
+static int recv_some(lith__dq_conn *c, uint8_t *p, size_t n, size_t *got, int64_t deadline) {
+  for (;;) {
+    ssize_t r = recv(c->fd, p, n, 0);
+    if (r > 0) {
+      *got = (size_t)r;
+      return LITH_DQ_OK;
+    }
+    if (r == 0)
+      return fail(c, LITH_DQ_IO, "%s: connection closed by the node", c->address);
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return fail(c, LITH_DQ_IO, "%s: recv: %s", c->address, strerror(errno));
+    int rc = wait_fd(c, POLLIN, deadline);
+    if (rc != LITH_DQ_OK)
+      return rc;
+  }
+}
+
+static int write_out(lith__dq_conn *c, int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return fail(c, LITH_DQ_IO, "writing the dump of %s: %s", c->address,
+                  w < 0 ? strerror(errno) : "short write");
+    p += w;
+    n -= (size_t)w;
+  }
+  return LITH_DQ_OK;
+}
+
+/* One event of the FILES decoder: the files must be NAME and NAME-wal. */
+static int dump_event(lith__dq_conn *c, const lith__dq_files *f, int ev, const char *name, const int fds[2],
+                      uint64_t sizes[2], const uint8_t *data, size_t len) {
+  if (ev == LITH_DQ_FILES_BEGIN) {
+    size_t n = strlen(name);
+    int ok = f->count == 2 && strncmp(f->name, name, n) == 0 &&
+             strcmp(f->name + n, f->index == 0 ? "" : "-wal") == 0;
+    if (!ok)
+      return fail(c, LITH_DQ_PROTO, "%s: a dump of %llu files, file %llu named \"%.64s\" (not %s, %s-wal)",
+                  c->address, (unsigned long long)f->count, (unsigned long long)f->index, f->name, name,
+                  name);
+    return LITH_DQ_OK;
+  }
+  if (ev == LITH_DQ_FILES_DATA)
+    return write_out(c, fds[f->index], data, len);
+  if (ev == LITH_DQ_FILES_END && sizes != NULL)
+    sizes[f->index] = f->size;
+  return LITH_DQ_OK;
+}
+
+int lith__dq_dump(lith__dq_conn *c, const char *name, const int fds[2], uint64_t sizes[2], uint64_t max_bytes,
+                  int64_t deadline_ms) {
+  enum { PIECE = 64 * 1024 };
+  uint8_t h[8], *buf = NULL;
+  lith__dq_files f;
+  int rc, done = 0;
+  if (c->in_cb)
+    return fail(c, LITH_DQ_MISUSE, "a call on the connection from inside on_rows");
+  if (sizes != NULL)
+    sizes[0] = sizes[1] = 0;
+  if (deadline_ms == 0)
+    deadline_ms = now_ms() + c->timeout_ms;
+  rc = BUILD(lith__dq_req_dump(&c->out, name));
+  if (rc != LITH_DQ_OK)
+    return fail(c, rc, rc == LITH_DQ_NOMEM ? "out of memory" : "bad request arguments");
+  if (c->fd < 0)
+    return fail(c, LITH_DQ_IO, "not connected");
+  c->call_ms = deadline_ms - now_ms();
+  if (c->call_ms <= 0)
+    return fail(c, LITH_DQ_TIMEOUT, "%s: the deadline had passed before the request", c->address);
+  if ((rc = send_all(c, c->out.data, c->out.len, deadline_ms)) != LITH_DQ_OK ||
+      (rc = recv_all(c, h, 8, deadline_ms)) != LITH_DQ_OK)
+    return rc;
+  lith__dq_header_decode(h, &c->hdr);
+  uint64_t body = (uint64_t)c->hdr.words * 8;
+  if (c->hdr.type == LITH_DQ_RES_FAILURE) { /* the count word comes first: read from its end */
+    if (body > LITH_DQ_MAX_BODY) {
+      lith__dq_disconnect(c); /* the body is not read: out of step */
+      return fail(c, LITH_DQ_TOOBIG, "%s: a FAILURE of %llu bytes", c->address, (unsigned long long)body);
+    }
+    free(c->body);
+    c->nbody = (size_t)body;
+    if ((c->body = malloc(c->nbody ? c->nbody : 1)) == NULL)
+      return fail(c, LITH_DQ_IO, "%s: out of memory for an answer of %zu bytes", c->address, c->nbody);
+    if ((rc = recv_all(c, c->body, c->nbody, deadline_ms)) != LITH_DQ_OK)
+      return rc;
+    return take_failure(c, 1);
+  }
+  if (c->hdr.type != LITH_DQ_RES_FILES)
+    return fail(c, LITH_DQ_PROTO, "%s: answer type %d to DUMP", c->address, c->hdr.type);
+  if (body > max_bytes) {
+    lith__dq_disconnect(c); /* the body is not read: out of step */
+    return fail(c, LITH_DQ_TOOBIG, "%s: a dump of %llu bytes (the limit: %llu)", c->address,
+                (unsigned long long)body, (unsigned long long)max_bytes);
+  }
+  if ((buf = malloc(PIECE)) == NULL) {
+    lith__dq_disconnect(c);
+    return fail(c, LITH_DQ_NOMEM, "%s: out of memory", c->address);
+  }
+  lith__dq_files_init(&f, body);
+  uint64_t unread = body;
+  while (!done) {
+    size_t got = 0, off = 0;
+    if (unread > 0) {
+      rc = recv_some(c, buf, unread < PIECE ? (size_t)unread : PIECE, &got, deadline_ms);
+      if (rc != LITH_DQ_OK)
+        goto out;
+      unread -= got;
+    }
+    for (;;) {
+      size_t used, len;
+      const uint8_t *data;
+      int ev;
+      if (lith__dq_files_next(&f, buf + off, got - off, &used, &ev, &data, &len) != LITH_DQ_OK) {
+        rc = fail(c, LITH_DQ_PROTO, "%s: a malformed FILES answer", c->address);
+        goto out;
+      }
+      off += used;
+      if (ev == LITH_DQ_FILES_NEED)
+        break;
+      if (ev == LITH_DQ_FILES_DONE) {
+        done = 1;
+        break;
+      }
+      if ((rc = dump_event(c, &f, ev, name, fds, sizes, data, len)) != LITH_DQ_OK)
+        goto out;
+    }
+    if (!done && unread == 0) { /* cannot be: the decoder checks what the body holds */
+      rc = fail(c, LITH_DQ_PROTO, "%s: a FILES answer ended early", c->address);
+      goto out;
+    }
+  }
+  if (f.count != 2) { /* an empty list */
+    rc = fail(c, LITH_DQ_PROTO, "%s: a dump of %llu files", c->address, (unsigned long long)f.count);
+    goto out;
+  }
+  /* What follows the files (a later schema's fields): read, not kept. */
+  uint8_t last[8];
+  if ((rc = skip_body(c, (size_t)unread, last, deadline_ms)) != LITH_DQ_OK)
+    goto out;
+  c->code = 0;
+  c->msg[0] = '\0';
+out:
+  free(buf);
+  return rc;
 }

@@ -29,7 +29,8 @@
  *                    _query_sql past LITH_DQ_MAX_ANSWER (the query is ended
  *                    as a stop is, below: the connection is kept when that
  *                    works; lith__dq_connected says);
- *   LITH_DQ_STOPPED  lith__dq_query_each only: on_rows asked to stop;
+ *   LITH_DQ_STOPPED  lith__dq_query_each: on_rows asked to stop; any call:
+ *                    the cancel flag was set (lith__dq_set_cancel);
  *   LITH_DQ_NOMEM, LITH_DQ_MISUSE  nothing was sent (MISUSE also for any
  *                    call on the handle from inside on_rows).
  * lith__dq_errmsg describes every error, not only FAILURE.
@@ -45,6 +46,7 @@
 #ifndef LITH_DQLITE_CLIENT_H
 #define LITH_DQLITE_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "wire.h"
@@ -177,6 +179,33 @@ int lith__dq_assign(lith__dq_conn *c, uint64_t id, uint64_t role);
 int lith__dq_remove(lith__dq_conn *c, uint64_t id);
 /* CLUSTER with roles (format 1); out->v is the caller's to free(). */
 int lith__dq_cluster(lith__dq_conn *c, lith__dq_servers *out);
+
+/* DUMP: database `name`'s files as the node holds them, streamed as they
+ * arrive into fds[0] (its main file) and fds[1] (its WAL): libdqlite
+ * 1.11.1 answers with those two, named NAME and NAME-wal (anything else
+ * is LITH_DQ_PROTO), either possibly empty, both when the database does
+ * not exist. sizes[] (may be NULL): the bytes written to each. The answer
+ * is one frame as large as the database: it is never held in memory
+ * (64 KiB at a time) nor bound by LITH_DQ_MAX_BODY; instead its body may
+ * be max_bytes at most (else LITH_DQ_TOOBIG from its header, before a
+ * byte is written; the connection closed). deadline_ms as
+ * lith__dq_query_each's (0: the handle's timeout from now) bounds the
+ * whole answer. A write to an fd that fails: LITH_DQ_IO, the message
+ * saying so (strerror), the connection closed (the rest of the frame was
+ * not read). What was written before an error is the caller's to throw
+ * away. The node makes its copy in one turn of its loop (no write lands
+ * in it halfway), but runs no barrier: a node that just became leader may
+ * not have applied every committed write yet; a query (which does run
+ * one) on the same connection first settles that. */
+int lith__dq_dump(lith__dq_conn *c, const char *name, const int fds[2], uint64_t sizes[2], uint64_t max_bytes,
+                  int64_t deadline_ms);
+
+/* Cancel: once *flag is non-zero (any thread), every wait of a call on c
+ * ends within LITH_DQ_CANCEL_MS: LITH_DQ_STOPPED, the connection closed
+ * (so is lith__dq_connect_leader's back-off). NULL: none (the default).
+ * The flag is the caller's and must outlive its use. */
+#define LITH_DQ_CANCEL_MS 50
+void lith__dq_set_cancel(lith__dq_conn *c, const atomic_int *flag);
 
 /* Connect to the leader: ask each of the comma-separated addresses in turn
  * for the leader and connect to it (the handle ends connected to the

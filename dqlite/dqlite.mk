@@ -6,7 +6,7 @@
 #   LITH_NODE_BIN    tools/lith-node: one dqlite node (libdqlite)
 #   DQ_TEST_BIN      the tests, to add to TEST_BIN: dqlite/test/test_wire
 #                    (no node), dqlite/test/test_client (one lith-node, fake
-#                    nodes) and tools/lith-node/test/test_lith_node (three,
+#                    nodes; SQLite opens a node's dump) and tools/lith-node/test/test_lith_node (three,
 #                    twice; with the writer); the last two spawn
 #                    LITH_NODE_BIN (absolute path compiled in)
 #   DQW_OBJ          the batching writer onto a cluster (dqlite/writer.c,
@@ -47,7 +47,8 @@ $(B)/dqlite/test/test_wire: dqlite/test/test_wire.c $(B)/dqlite/wire.o dqlite/wi
 $(B)/dqlite/test/test_client: $(B)/%: %.c $(DQ_TEST_HELP) $(DQ_OBJ) $(DQ_HDRS) $(LITH_NODE_BIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Idqlite -Idqlite/test $(TEST_CFLAGS) $(CFLAGS) $(DEPFLAGS) \
-	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) $(LDFLAGS)
+	  -DLITH_NODE_PATH='"$(abspath $(LITH_NODE_BIN))"' -o $@ $< $(DQ_TEST_HELP) $(DQ_OBJ) $(TEST_LIBS) \
+	  $(shell pkg-config --libs sqlite3 2>/dev/null) $(LDFLAGS)
 
 # test_lith_node also runs the writer (a write beside a slow statement).
 $(B)/tools/lith-node/test/test_lith_node: $(B)/%: %.c $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(DQ_HDRS) dqlite/writer.h $(LITH_NODE_BIN)

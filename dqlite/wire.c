@@ -252,6 +252,12 @@ int lith__dq_req_interrupt(lith__dq_buf *b, uint32_t db) { return req_u64(b, LIT
 int lith__dq_req_remove(lith__dq_buf *b, uint64_t id) { return req_u64(b, LITH_DQ_REQ_REMOVE, id); }
 int lith__dq_req_cluster(lith__dq_buf *b, uint64_t format) { return req_u64(b, LITH_DQ_REQ_CLUSTER, format); }
 
+int lith__dq_req_dump(lith__dq_buf *b, const char *name) {
+  lith__dq_req_begin(b, LITH_DQ_REQ_DUMP);
+  lith__dq_put_text(b, name);
+  return lith__dq_req_end(b);
+}
+
 int lith__dq_req_add(lith__dq_buf *b, uint64_t id, const char *address) {
   lith__dq_req_begin(b, LITH_DQ_REQ_ADD);
   lith__dq_put_u64(b, id);
@@ -600,4 +606,138 @@ fail:
   r->nrows = nrows0;
   free(body);
   return rc;
+}
+
+/* ---- Files (DUMP's answer) ---- */
+
+/* The decoder's states: the field it is in. NEXT: a file ended, the
+ * next one (or the end) comes; BAD: spent. */
+enum { F_COUNT, F_NAME, F_SIZE, F_DATA, F_PAD, F_NEXT, F_DONE, F_BAD };
+
+void lith__dq_files_init(lith__dq_files *f, uint64_t body_size) {
+  memset(f, 0, sizeof *f);
+  f->left = body_size;
+  f->state = F_COUNT;
+}
+
+/* Gather f->word from p[*k..n): 1 when it is whole. */
+static int take_word(lith__dq_files *f, const uint8_t *p, size_t n, size_t *k) {
+  size_t want = 8 - f->nword;
+  if (want > n - *k)
+    want = n - *k;
+  memcpy(f->word + f->nword, p + *k, want);
+  f->nword += (unsigned)want;
+  *k += want;
+  f->left -= want;
+  if (f->nword < 8)
+    return 0;
+  f->nword = 0;
+  return 1;
+}
+
+int lith__dq_files_next(lith__dq_files *f, const uint8_t *p, size_t n, size_t *used, int *ev,
+                        const uint8_t **data, size_t *len) {
+  size_t k = 0;
+  uint64_t w;
+  *data = NULL;
+  *len = 0;
+  if (n > f->left)
+    n = (size_t)f->left; /* bytes past the body are not the body's */
+  for (;;) {
+    switch (f->state) {
+    case F_COUNT:
+    case F_NAME:
+    case F_SIZE:
+      /* A word: the body must still hold it, whole. */
+      if (f->nword == 0 && f->left < 8)
+        goto bad;
+      if (k == n || !take_word(f, p, n, &k))
+        goto need;
+      if (f->state == F_NAME) {
+        if (f->nname + 8 > LITH_DQ_FILE_NAME_MAX)
+          goto bad;
+        memcpy(f->name + f->nname, f->word, 8);
+        f->nname += 8;
+        if (memchr(f->word, 0, 8) != NULL)
+          f->state = F_SIZE;
+        continue;
+      }
+      w = rd64(f->word);
+      if (f->state == F_COUNT) {
+        /* Each file takes two words at least (a name, a size). */
+        if (w > f->left / 16)
+          goto bad;
+        f->count = w;
+        f->index = 0;
+        f->nname = 0;
+        f->state = w == 0 ? F_DONE : F_NAME;
+        continue;
+      }
+      /* The size: its bytes and padding, and the files after it (two
+       * words each at least), must fit what is left of the body. */
+      if (w > f->left || pad8((size_t)w) > f->left ||
+          (f->count - f->index - 1) > (f->left - pad8((size_t)w)) / 16)
+        goto bad;
+      f->size = w;
+      f->data_left = w;
+      f->pad_left = pad8((size_t)w) - w;
+      f->state = F_DATA;
+      *ev = LITH_DQ_FILES_BEGIN;
+      goto out;
+    case F_DATA: {
+      if (f->data_left == 0) {
+        f->state = F_PAD;
+        continue;
+      }
+      if (k == n)
+        goto need;
+      size_t take = n - k;
+      if (take > f->data_left)
+        take = (size_t)f->data_left;
+      *data = p + k;
+      *len = take;
+      k += take;
+      f->data_left -= take;
+      f->left -= take;
+      *ev = LITH_DQ_FILES_DATA;
+      goto out;
+    }
+    case F_PAD: {
+      if (f->pad_left > 0) {
+        if (k == n)
+          goto need;
+        size_t take = n - k;
+        if (take > f->pad_left)
+          take = (size_t)f->pad_left;
+        k += take;
+        f->pad_left -= take;
+        f->left -= take;
+        continue;
+      }
+      f->state = F_NEXT;
+      *ev = LITH_DQ_FILES_END;
+      goto out;
+    }
+    case F_NEXT:
+      if (f->index + 1 == f->count) {
+        f->state = F_DONE;
+        continue;
+      }
+      f->index++;
+      f->nname = 0;
+      f->state = F_NAME;
+      continue;
+    case F_DONE: *ev = LITH_DQ_FILES_DONE; goto out;
+    default: goto bad;
+    }
+  }
+need:
+  *ev = LITH_DQ_FILES_NEED;
+out:
+  *used = k;
+  return LITH_DQ_OK;
+bad:
+  f->state = F_BAD;
+  *used = k;
+  return LITH_DQ_PROTO;
 }

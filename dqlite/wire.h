@@ -68,6 +68,7 @@ enum {
   LITH_DQ_REQ_ADD = 12,
   LITH_DQ_REQ_ASSIGN = 13,
   LITH_DQ_REQ_REMOVE = 14,
+  LITH_DQ_REQ_DUMP = 15,
   LITH_DQ_REQ_CLUSTER = 16,
 };
 
@@ -82,6 +83,7 @@ enum {
   LITH_DQ_RES_RESULT = 6,
   LITH_DQ_RES_ROWS = 7,
   LITH_DQ_RES_EMPTY = 8,
+  LITH_DQ_RES_FILES = 9,
 };
 
 /* Value types: SQLite's, and dqlite's three for declared column types
@@ -170,6 +172,7 @@ int lith__dq_req_add(lith__dq_buf *b, uint64_t id, const char *address);
 int lith__dq_req_assign(lith__dq_buf *b, uint64_t id, uint64_t role);
 int lith__dq_req_remove(lith__dq_buf *b, uint64_t id);
 int lith__dq_req_cluster(lith__dq_buf *b, uint64_t format);
+int lith__dq_req_dump(lith__dq_buf *b, const char *name);
 
 /* ---- Responses ---- */
 
@@ -240,5 +243,56 @@ const lith__dq_value *lith__dq_rows_at(const lith__dq_rows *r, size_t i, unsigne
  * case (freed on error). *done is 1 after DONE, 0 after PART. On an error r
  * is left as it was before the call (the caller usually frees it). */
 int lith__dq_rows_decode(lith__dq_rows *r, uint8_t *body, size_t n, int *done);
+
+/* FILES (DUMP's answer): a count, then per file its name (text), its
+ * size (uint64) and its bytes, padded to a word. libdqlite 1.11.1
+ * (gateway.c's handle_dump) sends two files, the database's main file
+ * ("NAME") and its WAL ("NAME-wal"), each as it lies in the node's memory
+ * (either may be empty; both when the database does not exist), in ONE
+ * frame: as large as the database, so it is decoded as it streams in,
+ * never held whole. A FAILURE answering DUMP carries the count word before
+ * its code (handle_dump writes it first): read it with
+ * lith__dq_decode_failure_tail.
+ *
+ * lith__dq_files_next takes the body's bytes in pieces of any size and
+ * says what they held, one event at a time. Nothing is trusted: the count
+ * must fit the body (each file takes two words at least), a name must end
+ * within LITH_DQ_FILE_NAME_MAX bytes and the body, a size (and its
+ * padding) must fit what is left of the body. Anything else is
+ * LITH_DQ_PROTO at once, before the bytes that would settle it arrive. */
+#define LITH_DQ_FILE_NAME_MAX 1024 /* a name, NUL included (libdqlite's own bound) */
+
+enum {
+  LITH_DQ_FILES_NEED,  /* every byte given was taken: give the body's next ones */
+  LITH_DQ_FILES_BEGIN, /* file `index` begins: name and size are set */
+  LITH_DQ_FILES_DATA,  /* *data, *len: the next bytes of file `index` (len > 0) */
+  LITH_DQ_FILES_END,   /* file `index` ended (all its bytes were DATA) */
+  LITH_DQ_FILES_DONE,  /* every file ended; `left` bytes of the body follow,
+                          ignored (a later schema only appends fields) */
+};
+
+typedef struct lith__dq_files {
+  /* Read after an event. */
+  uint64_t count; /* the files announced (once the first word is read) */
+  uint64_t index; /* the file of the last event, from 0 */
+  uint64_t size;  /* its size, in bytes */
+  char name[LITH_DQ_FILE_NAME_MAX];
+  uint64_t left; /* bytes of the body not taken yet */
+  /* Private. */
+  int state;
+  uint64_t data_left, pad_left;
+  uint8_t word[8];
+  unsigned nword;
+  size_t nname;
+} lith__dq_files;
+
+/* Ready to decode a FILES body of body_size bytes (the header's). */
+void lith__dq_files_init(lith__dq_files *f, uint64_t body_size);
+/* Take bytes from p[0..n) (the body's next; bytes past the body are not
+ * taken) up to the next event: LITH_DQ_OK with *ev and *used (bytes
+ * taken; for DATA, *data = p + *used - *len), or LITH_DQ_PROTO (the body
+ * cannot be a FILES body; the decoder is then spent). */
+int lith__dq_files_next(lith__dq_files *f, const uint8_t *p, size_t n, size_t *used, int *ev,
+                        const uint8_t **data, size_t *len);
 
 #endif

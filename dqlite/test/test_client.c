@@ -27,6 +27,7 @@
  *     handle's timeout; each drops the connection (later calls: IO); a
  *     closed port is LITH_DQ_IO.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -744,8 +747,175 @@ static void test_connect_leader_backs_off(void **state) {
   t_fake_free(f);
 }
 
+/* ---- DUMP (lith__dq_dump) ---- */
+
+/* A scratch file for a dump, opened read-write; its path in path[64]. */
+static int dump_file(const char *what, char path[64]) {
+  snprintf(path, 64, "dump-%s-%d", what, (int)getpid());
+  unlink(path);
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  return fd;
+}
+
+static off_t file_size(const char *path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  return st.st_size;
+}
+
+/* A real node's dump of a database with rows in its WAL: two files, NAME
+ * and NAME-wal, that SQLite opens (as a main file and its WAL) with every
+ * row, passing integrity_check; a database never made: two empty files;
+ * the cap below the dump's size: TOOBIG, nothing written, the connection
+ * closed; the cancel flag set: STOPPED. */
+static void test_dump_node(void **state) {
+  (void)state;
+  uint32_t db;
+  char main_path[64], wal_path[64], path[80];
+  uint64_t sizes[2] = {9, 9};
+  lith__dq_conn *c = open_db("dumped", &db);
+  exec_ok(c, db, "CREATE TABLE t(n INTEGER PRIMARY KEY, b BLOB)");
+  for (int i = 0; i < 50; i++)
+    exec_ok(c, db, "INSERT INTO t(b) VALUES (randomblob(3000))");
+  int fds[2] = {dump_file("main", main_path), dump_file("wal", wal_path)};
+  int rc = lith__dq_dump(c, "dumped", fds, sizes, 1u << 30, 0);
+  if (rc != LITH_DQ_OK)
+    fail_msg("dump: %s: %s", lith__dq_rc_str(rc), lith__dq_errmsg(c));
+  print_message("dump: main %llu bytes, wal %llu bytes\n", (unsigned long long)sizes[0],
+                (unsigned long long)sizes[1]);
+  assert_true(sizes[0] >= 4096 && sizes[1] > 0);
+  assert_int_equal(file_size(main_path), (off_t)sizes[0]);
+  assert_int_equal(file_size(wal_path), (off_t)sizes[1]);
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM t"), 50); /* the connection is in step */
+  close(fds[0]);
+  close(fds[1]);
+  /* As SQLite would find them: a main file and its WAL beside it. */
+  snprintf(path, sizeof path, "%s-wal", main_path);
+  assert_int_equal(rename(wal_path, path), 0);
+  sqlite3 *s = NULL;
+  sqlite3_stmt *st = NULL;
+  assert_int_equal(sqlite3_open_v2(main_path, &s, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_prepare_v2(s, "SELECT count(*), sum(length(b)) FROM t", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int64(st, 0), 50);
+  assert_int_equal(sqlite3_column_int64(st, 1), 150000);
+  sqlite3_finalize(st);
+  assert_int_equal(sqlite3_prepare_v2(s, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+  sqlite3_finalize(st);
+  sqlite3_close(s);
+  unlink(main_path);
+  unlink(path);
+  snprintf(path, sizeof path, "%s-shm", main_path);
+  unlink(path);
+
+  /* Never made: two empty files. */
+  fds[0] = dump_file("main", main_path);
+  fds[1] = dump_file("wal", wal_path);
+  assert_int_equal(lith__dq_dump(c, "never-made", fds, sizes, 1u << 30, 0), LITH_DQ_OK);
+  assert_true(sizes[0] == 0 && sizes[1] == 0);
+  /* The cap: refused from the header, nothing written, the connection closed. */
+  assert_int_equal(lith__dq_dump(c, "dumped", fds, sizes, 4096, 0), LITH_DQ_TOOBIG);
+  assert_non_null(strstr(lith__dq_errmsg(c), "limit"));
+  assert_false(lith__dq_connected(c));
+  assert_int_equal(file_size(main_path), 0);
+  assert_int_equal(file_size(wal_path), 0);
+  /* Cancelled: STOPPED at once, closed. */
+  atomic_int stop = 1;
+  assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+  lith__dq_set_cancel(c, &stop);
+  assert_int_equal(lith__dq_dump(c, "dumped", fds, sizes, 1u << 30, 0), LITH_DQ_STOPPED);
+  assert_false(lith__dq_connected(c));
+  close(fds[0]);
+  close(fds[1]);
+  unlink(main_path);
+  unlink(wal_path);
+  lith__dq_close(c);
+}
+
+/* A fake node's FILES: what a hostile node may send instead of a dump. */
+static int dump_against(const void *reply, size_t n, uint64_t cap, uint64_t sizes[2], char wrote[2][64]) {
+  char p0[64], p1[64];
+  int fds[2] = {dump_file("f0", p0), dump_file("f1", p1)};
+  t_fake *f = t_fake_start(reply, n, 1);
+  assert_non_null(f);
+  lith__dq_conn *c = lith__dq_new(2000);
+  assert_int_equal(lith__dq_connect(c, t_fake_address(f)), LITH_DQ_OK);
+  int rc = lith__dq_dump(c, "x", fds, sizes, cap, 0);
+  for (int i = 0; i < 2; i++) {
+    ssize_t k = pread(fds[i], wrote[i], 63, 0);
+    wrote[i][k > 0 ? k : 0] = '\0';
+    close(fds[i]);
+  }
+  unlink(p0);
+  unlink(p1);
+  lith__dq_close(c);
+  t_fake_free(f);
+  return rc;
+}
+
+static void test_dump_untrusted(void **state) {
+  (void)state;
+  uint64_t sizes[2];
+  char wrote[2][64];
+  /* Well-formed: "x" of 8 bytes, "x-wal" of 0. */
+  const uint8_t good[8 + 48] = {6,   0,   0,   0,   LITH_DQ_RES_FILES,
+                                0,   0,   0,   2,   0,
+                                0,   0,   0,   0,   0,
+                                0,   'x', 0,   0,   0,
+                                0,   0,   0,   0,   8,
+                                0,   0,   0,   0,   0,
+                                0,   0,   'a', 'b', 'c',
+                                'd', 'e', 'f', 'g', 'h',
+                                'x', '-', 'w', 'a', 'l',
+                                0,   0,   0,   0,   0,
+                                0,   0,   0,   0,   0,
+                                0};
+  assert_int_equal(dump_against(good, sizeof good, 1u << 20, sizes, wrote), LITH_DQ_OK);
+  assert_true(sizes[0] == 8 && sizes[1] == 0);
+  assert_string_equal(wrote[0], "abcdefgh");
+  assert_string_equal(wrote[1], "");
+  /* Each of these is refused. */
+  uint8_t bad[sizeof good];
+  memcpy(bad, good, sizeof bad);
+  bad[24] = 9; /* a size past the body */
+  assert_int_equal(dump_against(bad, sizeof bad, 1u << 20, sizes, wrote), LITH_DQ_PROTO);
+  assert_string_equal(wrote[0], ""); /* refused before a byte of it */
+  memcpy(bad, good, sizeof bad);
+  bad[40] = 'y'; /* the WAL's name is not x-wal */
+  assert_int_equal(dump_against(bad, sizeof bad, 1u << 20, sizes, wrote), LITH_DQ_PROTO);
+  memcpy(bad, good, sizeof bad);
+  bad[8] = 3; /* three files */
+  assert_int_equal(dump_against(bad, sizeof bad, 1u << 20, sizes, wrote), LITH_DQ_PROTO);
+  memcpy(bad, good, sizeof bad);
+  bad[8] = 1; /* one file, the rest trailing: too few */
+  assert_int_equal(dump_against(bad, sizeof bad, 1u << 20, sizes, wrote), LITH_DQ_PROTO);
+  memcpy(bad, good, sizeof bad);
+  bad[4] = LITH_DQ_RES_ROWS; /* not FILES */
+  assert_int_equal(dump_against(bad, sizeof bad, 1u << 20, sizes, wrote), LITH_DQ_PROTO);
+  /* Over the cap: refused from the header. */
+  assert_int_equal(dump_against(good, sizeof good, 40, sizes, wrote), LITH_DQ_TOOBIG);
+  /* A header announcing 32 GiB (no cap of the client's refuses it: the
+   * caller's cap does), then the node closes: IO, never a 32 GiB buffer. */
+  const uint8_t huge[8 + 16] = {0xff, 0xff, 0xff, 0xff, LITH_DQ_RES_FILES, 0, 0, 0, 2};
+  assert_int_equal(dump_against(huge, sizeof huge, UINT64_MAX, sizes, wrote), LITH_DQ_IO);
+  /* A FAILURE after the count word (handle_dump's): read from its end. */
+  const uint8_t failure[8 + 32] = {4,   0,   0,   0,   LITH_DQ_RES_FAILURE,
+                                   0,   0,   0,   2,   0,
+                                   0,   0,   0,   0,   0,
+                                   0,   11,  0,   0,   0,
+                                   0,   0,   0,   0,   'c',
+                                   'o', 'r', 'r', 'u', 'p',
+                                   't'};
+  assert_int_equal(dump_against(failure, sizeof failure, 1u << 20, sizes, wrote), LITH_DQ_FAILURE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dump_node),
+      cmocka_unit_test(test_dump_untrusted),
       cmocka_unit_test(test_leader_client_cluster_open),
       cmocka_unit_test(test_values_round_trip),
       cmocka_unit_test(test_failures),
