@@ -158,11 +158,13 @@ deps-litestream:
 
 # The libSQL client and Drizzle for the Hrana tests (tools/lithd/test/hrana,
 # issue 22; they skip without) and bench/hrana, and the other client
-# families (issue 33): npm, the versions locked in that folder's
-# package-lock.json. Into build/hrana/, whatever B is. No install scripts:
-# they are sqlite3's build (knex-libsql's dependency, never loaded: its
-# driver is @libsql/sqlite3) and Prisma's engine downloads (never needed:
-# its client and schema engine are WebAssembly, prisma.test.js); libsql's
+# families (issue 33) and drizzle-kit's CLI (issue 34): npm, the versions
+# locked in that folder's package-lock.json. Into build/hrana/, whatever B
+# is. No install scripts: they are sqlite3's build (knex-libsql's
+# dependency, never loaded: its driver is @libsql/sqlite3), Prisma's engine
+# downloads (never needed: its client and schema engine are WebAssembly,
+# prisma.test.js) and esbuild's check of its binary (drizzle-kit's; the
+# binary is the prebuilt @esbuild/linux-x64, drizzle-kit.test.js); libsql's
 # native module is a prebuilt package, loaded once here to check it runs
 # on this machine.
 HRANA_NPM_DIR := tools/lithd/test/hrana
@@ -171,7 +173,7 @@ deps-hrana:
 	@mkdir -p build/hrana
 	cp $(HRANA_NPM_DIR)/package.json $(HRANA_NPM_DIR)/package-lock.json build/hrana/
 	npm ci --no-audit --no-fund --ignore-scripts --prefix build/hrana
-	cd build/hrana/node_modules && for m in @libsql/client drizzle-orm/libsql knex @libsql/knex-libsql kysely @libsql/kysely-libsql @tursodatabase/serverless @prisma/adapter-libsql prisma/config; do \
+	cd build/hrana/node_modules && for m in @libsql/client drizzle-orm/libsql drizzle-kit knex @libsql/knex-libsql kysely @libsql/kysely-libsql @tursodatabase/serverless @prisma/adapter-libsql prisma/config; do \
 	  node -e "require('./$$m')" || exit 1; done
 	cd build/hrana/node_modules && node -e 'new (require("./libsql"))(":memory:").close()'
 

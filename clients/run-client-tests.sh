@@ -60,7 +60,7 @@ node | hrana)
     done
     node --test "$root/tools/lithd/test/hrana/client.test.js" "$root/tools/lithd/test/hrana/drizzle.test.js" "$root/tools/lithd/test/hrana/ws.test.js" "$root/tools/lithd/test/hrana/tls.test.js" "$root/tools/lithd/test/hrana/jwt.test.js" \
       "$root/tools/lithd/test/hrana/dqlite.test.js" "$root/tools/lithd/test/hrana/families.test.js" \
-      "$root/tools/lithd/test/hrana/prisma.test.js" \
+      "$root/tools/lithd/test/hrana/prisma.test.js" "$root/tools/lithd/test/hrana/drizzle-kit.test.js" \
       >"$log" 2>&1
     status=$?
   fi

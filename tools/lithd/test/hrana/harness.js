@@ -165,11 +165,13 @@ function freePort() {
   });
 }
 
-// One lith-node bootstrapping a cluster of one; resolves once it serves.
-async function startNode() {
+// One lith-node bootstrapping a cluster of one, or node `id` joining the
+// cluster at `join`; resolves once it serves.
+async function startNode(id = 1, join = null) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-"));
   const address = `127.0.0.1:${await freePort()}`;
-  const proc = spawn(NODE_BIN, ["--id", "1", "--address", address, "--dir", dir, "--latency-ms", "20"], {
+  const argv = ["--id", String(id), "--address", address, "--dir", dir, "--latency-ms", "20"];
+  const proc = spawn(NODE_BIN, join ? [...argv, "--join", join] : argv, {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";
@@ -200,6 +202,22 @@ async function startNode() {
       }
       fs.rmSync(dir, { recursive: true, force: true });
     },
+  };
+}
+
+// A cluster of n lith-nodes (the first bootstraps it, the others join):
+// { addresses ("a,b,c", lithd's --dqlite), stop() }.
+async function startCluster(n) {
+  const nodes = [await startNode(1)];
+  try {
+    for (let id = 2; id <= n; id++) nodes.push(await startNode(id, nodes[0].address));
+  } catch (e) {
+    await Promise.all(nodes.map((x) => x.stop()));
+    throw e;
+  }
+  return {
+    addresses: nodes.map((x) => x.address).join(","),
+    stop: () => Promise.all(nodes.map((x) => x.stop())),
   };
 }
 
@@ -254,6 +272,6 @@ function missing(...pkgs) {
 }
 
 module.exports = {
-  LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster, NODE_BIN, noNode, freePort, startNode,
+  LITHD, MODULES, skipReason, load, startLithd, within, pipeline, stmt, httpPoster, NODE_BIN, noNode, freePort, startNode, startCluster,
   STORES, startOn, answered, missing,
 };
