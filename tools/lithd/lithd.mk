@@ -59,6 +59,7 @@ LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/request/commands.c $(LD_DIR)/request/jwt.c \
              $(LD_DIR)/sql/schema.c $(LD_DIR)/sql/heap.c \
              $(LD_DIR)/store/store.c $(LD_DIR)/store/local.c $(LD_DIR)/store/dqlite.c \
+             $(LD_DIR)/store/dq_snapshot.c \
              $(LD_DIR)/ops/metrics.c $(LD_DIR)/ops/log.c $(LD_DIR)/ops/sqldump.c $(LD_DIR)/ops/restore.c \
              $(LD_DIR)/util/token.c $(LD_DIR)/util/textfile.c \
              $(LITHD_SQLJSON_SRC)

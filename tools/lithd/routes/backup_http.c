@@ -61,13 +61,10 @@ static int backup_name_ok(const char *n, size_t len) {
 static void backup_work(uv_work_t *w) { /* a pool thread */
   struct backup_ctx *k = w->data;
   int64_t t0 = lith_clock_ms();
-  const char *m;
   struct stat st;
 
-  k->rc = lith_backup_new(k->s->db, k->dest);
+  k->rc = lithd_store_snapshot(k->s->store, k->dest, k->errmsg, sizeof k->errmsg);
   k->ms = lith_clock_ms() - t0;
-  m = lith_errmsg(k->s->db);
-  snprintf(k->errmsg, sizeof k->errmsg, "%s", m != NULL ? m : "");
   if (k->rc == LITH_OK && stat(k->dest, &st) == 0)
     k->bytes = (int64_t)st.st_size;
 }
@@ -96,7 +93,7 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
     free(txt);
     lithd_log(LITHD_LOG_INFO, "backup to %s: %" PRId64 " bytes in %" PRId64 " ms", k->dest, k->bytes, k->ms);
   } else {
-    /* The name was checked here first, so lith_backup_new's only misuse
+    /* The name was checked here first, so the snapshot's only misuse
      * left is a destination that exists: a conflict. */
     lithd_error_set(&e, k->rc == LITH_MISUSE ? LITHD_CONFLICT : k->rc, -1, "%s",
                     k->errmsg[0] ? k->errmsg : lith_errstr(k->rc));
@@ -290,13 +287,34 @@ static int dump_read(lith_rx *rx, void *arg) { /* a pool thread, one snapshot */
   return k->rc == SQLITE_OK ? LITH_OK : LITH_ERROR;
 }
 
+/* The SQL script of a snapshot file (a store without a local file: its
+ * snapshot is the one copy there is to read), on a read-only connection
+ * of its own, in one read transaction. */
+static int dump_file(const char *file, struct dump_ctx *k) {
+  sqlite3 *db = NULL;
+  int rc = sqlite3_open_v2(file, &db, SQLITE_OPEN_READONLY, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+  if (rc == SQLITE_OK)
+    rc = lithd_sql_dump(db, k->out, k->err, sizeof k->err);
+  else
+    snprintf(k->err, sizeof k->err, "reading the snapshot: %s", db != NULL ? sqlite3_errmsg(db) : "");
+  k->rc = rc;
+  sqlite3_close(db); /* the read transaction ends with it */
+  return rc == SQLITE_OK ? LITH_OK : LITH_ERROR;
+}
+
 /* Write the snapshot at `path` (a new file in a private directory). */
 static int make_snapshot(struct download *d, const char *path) {
-  if (d->format == FORMAT_SQLITE) {
-    int rc = lith_backup_new(d->s->db, path);
+  char file[PATH_MAX + 32];
+  if (d->format == FORMAT_SQLITE)
+    return lithd_store_snapshot(d->s->store, path, d->errmsg, sizeof d->errmsg);
+  /* Without a local file, the script is read off a snapshot beside it. */
+  snprintf(file, sizeof file, "%s.db", path);
+  if (d->s->db == NULL) {
+    int rc = lithd_store_snapshot(d->s->store, file, d->errmsg, sizeof d->errmsg);
     if (rc != LITH_OK)
-      snprintf(d->errmsg, sizeof d->errmsg, "%s", lith_errmsg(d->s->db));
-    return rc;
+      return rc;
   }
   struct dump_ctx k = {NULL, "", SQLITE_OK};
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -304,9 +322,12 @@ static int make_snapshot(struct download *d, const char *path) {
     snprintf(d->errmsg, sizeof d->errmsg, "cannot create the dump beside the database: %s", strerror(errno));
     if (fd >= 0)
       close(fd);
+    unlink(file);
     return errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR;
   }
-  int rc = lith_read(d->s->db, dump_read, &k);
+  int rc = d->s->db != NULL ? lith_read(d->s->db, dump_read, &k) : dump_file(file, &k);
+  if (d->s->db == NULL)
+    unlink(file);
   if (fclose(k.out) != 0 && rc == LITH_OK && k.rc == SQLITE_OK) {
     snprintf(d->errmsg, sizeof d->errmsg, "cannot write the dump: %s", strerror(errno));
     return LITH_IOERR;
@@ -316,8 +337,23 @@ static int make_snapshot(struct download *d, const char *path) {
     return k.rc == SQLITE_INTERRUPT ? LITH_INTERRUPTED : k.rc == SQLITE_FULL ? LITH_DISKFULL : LITH_IOERR;
   }
   if (rc != LITH_OK)
-    snprintf(d->errmsg, sizeof d->errmsg, "%s", lith_errmsg(d->s->db));
+    snprintf(d->errmsg, sizeof d->errmsg, "%s", d->s->db != NULL ? lith_errmsg(d->s->db) : k.err);
   return rc;
+}
+
+/* Where a download's snapshot is made (the header says why): beside the
+ * database; without a local file (dqlite), in --backup-dir if given (the
+ * place the operator sized for backups), else in $TMPDIR or /tmp. */
+static const char *scratch_dir(const lithd_dbsrv *s, char *buf, size_t cap) {
+  const char *t;
+  if (s->db != NULL) {
+    snprintf(buf, cap, "%s", s->db_path);
+    return dirname(buf);
+  }
+  if (s->srv->backup_dir != NULL)
+    return s->srv->backup_dir;
+  t = getenv("TMPDIR");
+  return t != NULL && t[0] == '/' ? t : "/tmp";
 }
 
 static void download_work(uv_work_t *w) { /* a pool thread */
@@ -326,11 +362,11 @@ static void download_work(uv_work_t *w) { /* a pool thread */
   int64_t t0 = lith_clock_ms();
   struct stat st;
 
-  snprintf(base, sizeof base, "%s", d->s->db_path);
-  if (snprintf(dir, sizeof dir, "%s/.lithd-backup-XXXXXX", dirname(base)) >= (int)sizeof dir ||
+  const char *where = scratch_dir(d->s, base, sizeof base);
+  if (snprintf(dir, sizeof dir, "%s/.lithd-backup-XXXXXX", where) >= (int)sizeof dir ||
       mkdtemp(dir) == NULL) {
     d->rc = errno == ENOSPC ? LITH_DISKFULL : LITH_IOERR;
-    snprintf(d->errmsg, sizeof d->errmsg, "cannot make a directory beside the database: %s", strerror(errno));
+    snprintf(d->errmsg, sizeof d->errmsg, "cannot make a directory in %s: %s", where, strerror(errno));
     return;
   }
   snprintf(path, sizeof path, "%s/snapshot", dir);

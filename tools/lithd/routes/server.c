@@ -967,18 +967,6 @@ static int h_batch(lith_http_req *req, void *arg) {
   return LITH_HTTP_DONE;
 }
 
-/* ---- /v1/backup without a local file ----------------------------------- */
-
-/* A backup copies a local file; a store without one (dqlite: each node
- * keeps its own copy under its data directory) has nothing to copy. */
-static int h_backup_no_file(lith_http_req *req, void *arg) {
-  lithd_dbsrv *d = arg;
-  if (!admit(d->srv, d, req))
-    return LITH_HTTP_DONE;
-  lith_http_respond_error(req, 501, LITHD_STORE_NO_FILE);
-  return LITH_HTTP_DONE;
-}
-
 /* ---- GET /v1/stats, GET /healthz --------------------------------------- */
 
 static int h_stats(lith_http_req *req, void *arg) {
@@ -1199,8 +1187,7 @@ int lithd_server_start(lithd_server *s) {
     mdbs[i] = &d->metrics;
     for (k = 0; k < N_DB_ROUTES; k++) {
       const struct route *r = &db_routes[k];
-      lith_http_handler h = d->db == NULL && strcmp(r->path, "backup") == 0 ? h_backup_no_file : r->handler;
-      rc = add_route(s, r->method, r->match, h, d, DB_PREFIX "%s/%s", d->name, r->path);
+      rc = add_route(s, r->method, r->match, r->handler, d, DB_PREFIX "%s/%s", d->name, r->path);
       if (rc != LITH_HTTP_OK)
         return rc;
     }
@@ -1225,9 +1212,7 @@ int lithd_server_start(lithd_server *s) {
   for (k = 0; k < N_DB_ROUTES; k++) {
     const struct route *r = &db_routes[k];
     if (s->dflt != NULL)
-      rc = add_route(s, r->method, r->match,
-                     s->dflt->db == NULL && strcmp(r->path, "backup") == 0 ? h_backup_no_file : r->handler,
-                     s->dflt, "/v1/%s%s", r->path, "");
+      rc = add_route(s, r->method, r->match, r->handler, s->dflt, "/v1/%s%s", r->path, "");
     else
       rc = add_route(s, r->method, r->match, h_no_default, s, "/v1/%s%s", r->path, "");
     if (rc != LITH_HTTP_OK)

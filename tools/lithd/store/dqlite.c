@@ -57,6 +57,7 @@
 #include <time.h>
 
 #include "client.h"
+#include "dq_snapshot.h"
 #include "log.h"
 #include "sqljson_int.h"
 #include "store_int.h"
@@ -910,7 +911,8 @@ typedef struct dq_store {
   vet wvet;                          /* the writer thread's */
   pooled *idle[DQ_IDLE_MAX];         /* reads' leader connections (mu) */
   int n_idle;
-  struct dq_tx *txs; /* interactive transactions whose command has not ended (loop) */
+  struct dq_tx *txs;      /* interactive transactions whose command has not ended (loop) */
+  atomic_int snap_cancel; /* set by the drain: snapshots in progress stop (dq_snapshot.h) */
 } dq_store;
 
 /* A request on its way (the store's part of it). */
@@ -1549,6 +1551,15 @@ static void dq_stats(lithd_store *s, lithd_store_stats *st) {
   st->inflight = ds->inflight;
 }
 
+/* ---- Backups (issue 34: lithd_store_snapshot) ------------------------------
+ * The leader's DUMP folded into one file: dq_snapshot.h. */
+
+static int dq_snapshot(lithd_store *s, const char *path, char *errmsg, size_t cap) {
+  dq_store *ds = (dq_store *)s;
+  return lithd__dq_snapshot(ds->addresses, ds->database, ds->o.failover_ms, &ds->snap_cancel, path, errmsg,
+                            cap);
+}
+
 static lith *dq_lith(lithd_store *s) {
   (void)s;
   return NULL; /* every node keeps the file */
@@ -1559,6 +1570,7 @@ static void dq_stop(lithd_store *s) { ((dq_store *)s)->stopping = 1; }
 static void dq_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {
   dq_store *ds = (dq_store *)s;
   ds->stopping = 1;
+  atomic_store(&ds->snap_cancel, 1); /* a backup's dump in progress ends */
   for (dq_tx *t = ds->txs; t != NULL; t = t->next)
     tx_let_go(t); /* their callbacks return (a rollback) rather than hold the stop */
   if (ds->w != NULL) {
@@ -1601,6 +1613,7 @@ static const lithd_store_ops dq_ops = {
     .read = dq_read,
     .stats = dq_stats,
     .lith = dq_lith,
+    .snapshot = dq_snapshot,
     .stop = dq_stop,
     .drain = dq_drain,
     .close = dq_close,

@@ -740,6 +740,16 @@ static void local_stats(lithd_store *s, lithd_store_stats *st) {
 
 static lith *local_lith(lithd_store *s) { return ((local_store *)s)->db; }
 
+/* lith_backup_new: a new file, never one replaced; lith_interrupt (the
+ * drain's) stops it. */
+static int local_snapshot(lithd_store *s, const char *path, char *errmsg, size_t cap) {
+  local_store *ls = (local_store *)s;
+  int rc = lith_backup_new(ls->db, path);
+  if (rc != LITH_OK)
+    snprintf(errmsg, cap, "%s", lith_errmsg(ls->db));
+  return rc;
+}
+
 static void local_stop(lithd_store *s) {
   local_store *ls = (local_store *)s;
   ls->stopping = 1;
@@ -792,6 +802,7 @@ static const lithd_store_ops local_ops = {
     .read = local_read_fn,
     .stats = local_stats,
     .lith = local_lith,
+    .snapshot = local_snapshot,
     .stop = local_stop,
     .drain = local_drain,
     .close = local_close,

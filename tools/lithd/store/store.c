@@ -73,6 +73,12 @@ char *lithd_store_stats_json(lithd_store *s) {
 
 lith *lithd_store_lith(lithd_store *s) { return s->ops->lith(s); }
 
+int lithd_store_snapshot(lithd_store *s, const char *path, char *errmsg, size_t cap) {
+  if (cap > 0)
+    errmsg[0] = '\0';
+  return s->ops->snapshot(s, path, errmsg, cap);
+}
+
 void lithd_store_stop(lithd_store *s) { s->ops->stop(s); }
 
 void lithd_store_drain(lithd_store *s, void (*on_drained)(void *arg), void *arg) {

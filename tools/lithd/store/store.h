@@ -225,11 +225,6 @@ void lithd_store_readers_wanted(lithd_store *s, int delta);
  * at `path` and errmsg[0..cap) says why. */
 int lithd_store_snapshot(lithd_store *s, const char *path, char *errmsg, size_t cap);
 
-/* What a store without a local file answers a backup with. */
-#define LITHD_STORE_NO_FILE                                                                      \
-  "this database has no local file to back up: every dqlite node keeps a full copy in its data " \
-  "directory"
-
 /* The stop begins: what waits for room is refused (its cb runs with
  * LITH_CLOSED), later writes are refused at once (LITH_CLOSED); what was
  * accepted still runs, commits and is answered; reads still run. */

@@ -18,6 +18,8 @@ typedef struct lithd_store_ops {
   void (*stop)(lithd_store *s);
   void (*drain)(lithd_store *s, void (*on_drained)(void *arg), void *arg);
   int (*close)(lithd_store *s, char *err, size_t errsz);
+  /* lithd_store_snapshot (store.h): blocking, any thread. */
+  int (*snapshot)(lithd_store *s, const char *path, char *errmsg, size_t cap);
   /* Interactive transactions (store.h); NULL: refused. */
   int (*tx_open)(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t max_ms, lith_http_req *http,
                  lithd_store_tx **out, char *errmsg, size_t cap);

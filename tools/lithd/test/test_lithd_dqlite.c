@@ -5,7 +5,8 @@
  *     (a second lithd with the same file starts and applies nothing),
  *     /v1/do with every value type, /v1/batch (each command its own
  *     outcome), named commands, /v1/query (the leader; writes refused),
- *     what --dqlite refuses (backups, --db);
+ *     what --dqlite refuses (--db, --litestream); a backup is served
+ *     (test_lithd_dqlite_backup tests it);
  *   - 32 clients doing money transfers over HTTP (a named command writing
  *     a ledger row keyed by client and sequence number) while the leader
  *     is SIGKILLed: lithd answers 200 again within a few seconds of the
@@ -322,7 +323,8 @@ static void test_round_trip(void **state) {
             "{\"statements\":[{\"sql\":\"SELECT id, balance FROM accounts WHERE id <= 2 ORDER BY id\"}]}",
             200, "[{\"id\":1,\"balance\":990},{\"id\":2,\"balance\":1010}]");
   /* The rules: reads only on /v1/query, one statement, no transaction
-   * control, no PRAGMA assignment, exactly the parameters, no backups. */
+   * control, no PRAGMA assignment, exactly the parameters. A backup is
+   * served (an SQLite file: test_lithd_dqlite_backup has the rest). */
   tl_expect(&lithd, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"DELETE FROM kv\"}]}", 403,
             "write statement");
   tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"COMMIT\"}]}", 403,
@@ -331,7 +333,7 @@ static void test_round_trip(void **state) {
             NULL);
   tl_expect(&lithd, "POST", "/v1/do", NULL, "{\"statements\":[{\"sql\":\"SELECT ?\",\"params\":[1,2]}]}", 400,
             "1 parameter, 2 given");
-  tl_expect(&lithd, "GET", "/v1/backup", NULL, NULL, 501, NULL);
+  tl_expect(&lithd, "GET", "/v1/backup", NULL, NULL, 200, "SQLite format 3");
   tl_expect(&lithd, "GET", "/healthz", NULL, NULL, 200, NULL);
   tl_expect(&lithd, "GET", "/metrics", NULL, NULL, 200,
             "lithd_http_responses_total{route=\"/v1/do\",code=\"200\"}");
@@ -354,8 +356,6 @@ static void test_round_trip(void **state) {
   /* What needs a local file is refused with --dqlite. */
   assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--db", "x.db"), out, sizeof out), 2);
   assert_non_null(strstr(out, "--dqlite cannot go with --db"));
-  assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--backup-dir", "."), out, sizeof out), 2);
-  assert_non_null(strstr(out, "--backup-dir"));
   assert_int_equal(tl_run(TL_ARGS("--dqlite", all, "--litestream"), out, sizeof out), 2);
 }
 
