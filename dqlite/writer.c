@@ -39,6 +39,14 @@
  * A failed statement fails its command at once (later tx calls of that run
  * refuse): after a failure the transaction may be gone, and a statement
  * then would run in autocommit outside the batch.
+ *
+ * Who leads (writer.h): the writer thread keeps it (lead, lost_at) and
+ * tells each change once, from the few places where it changes: lose()
+ * (a loss, counted), leader_ready() (a connection to a leader), settle()
+ * (a pending failover's end: the first batch answered, or the watch
+ * finding the writer idle and ready). Other threads read a copy under mu
+ * (publish). The watch runs between batches, on the writer thread and
+ * its connection, in the idle wait of writer_main.
  */
 #include "writer.h"
 
@@ -102,6 +110,22 @@ struct lith__dqw {
    * in fails first (a transaction ended under it, a lost COMMIT). */
   char batch_after[256];
   _Atomic uint64_t st_batches, st_commands, st_failovers, st_fenced, st_reruns;
+  /* Who leads (writer.h, "Who leads"). The writer thread's: */
+  int watch_ms;
+  void (*on_leader)(void *arg, const lith__dqw_leader_event *e);
+  void *on_leader_arg;
+  char lead[LITH_DQW_ADDR_MAX]; /* the leader last connected to ("" none yet) */
+  uint64_t lead_id;
+  char lost[LITH_DQW_ADDR_MAX]; /* the leader whose loss is pending */
+  uint64_t lost_id;
+  int64_t lost_at;    /* ms when that loss was noticed; 0: no failover pending */
+  int none_told;      /* NONE told since the leader was last connected */
+  int64_t next_watch; /* ms of the next watch */
+  /* ...and a copy for other threads (mu): */
+  int pub_known;
+  char pub_lead[LITH_DQW_ADDR_MAX];
+  uint64_t pub_id;
+  int64_t pub_wait_ms;
 };
 
 struct lith__dqw_tx {
@@ -215,16 +239,102 @@ static int ctl_flush(lith__dqw *w) {
 
 /* ---- Connection ---- */
 
-static void lose(lith__dqw *w) {
+/* ---- Who leads ---- */
+
+/* Tell on_leader of a change (writer.h). */
+static void tell(lith__dqw *w, int kind, const char *addr, uint64_t id, const char *old, uint64_t old_id,
+                 int64_t wait_ms, int waited, const char *why) {
+  if (w->on_leader == NULL)
+    return;
+  lith__dqw_leader_event e = {.kind = kind,
+                              .address = addr,
+                              .id = id,
+                              .old_address = old,
+                              .old_id = old_id,
+                              .wait_ms = wait_ms,
+                              .writes_waited = waited,
+                              .why = why != NULL ? why : ""};
+  w->on_leader(w->on_leader_arg, &e);
+}
+
+/* The copy other threads read (lith__dqw_get_stats). */
+static void publish(lith__dqw *w, int64_t wait_ms) {
+  pthread_mutex_lock(&w->mu);
+  w->pub_known = w->ready;
+  memcpy(w->pub_lead, w->lead, sizeof w->pub_lead);
+  w->pub_id = w->lead_id;
+  if (wait_ms >= 0)
+    w->pub_wait_ms = wait_ms;
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* The pending failover ends (writer.h: the first batch answered on the
+ * new leader, or none waiting): its wait is known. */
+static void settle(lith__dqw *w, int waited) {
+  int64_t wait = now_ms() - w->lost_at;
+  w->lost_at = 0;
+  publish(w, wait);
+  tell(w, LITH_DQW_LEADER_FAILOVER, w->lead, w->lead_id, w->lost, w->lost_id, wait, waited, NULL);
+}
+
+/* Connected to a leader that names itself `addr` (id: 0 unknown), the
+ * database open: ready. A node's address is kept printable (it goes to
+ * logs and metrics): any other byte becomes '?'. */
+static void leader_ready(lith__dqw *w, uint64_t id, const char *addr) {
+  char a[LITH_DQW_ADDR_MAX], old[LITH_DQW_ADDR_MAX];
+  size_t i;
+  for (i = 0; addr[i] != '\0' && i < sizeof a - 1; i++)
+    a[i] = addr[i] > ' ' && addr[i] < 127 ? addr[i] : '?';
+  a[i] = '\0';
+  int changed = id != w->lead_id || strcmp(a, w->lead) != 0;
+  memcpy(old, w->lead, sizeof old);
+  uint64_t old_id = w->lead_id;
+  memcpy(w->lead, a, sizeof a);
+  w->lead_id = id;
+  w->ready = 1;
+  w->down_since = 0;
+  w->none_told = 0;
+  publish(w, -1);
+  if (w->lost_at == 0 && changed) /* no loss noticed: the first, or a change seen only now */
+    tell(w, LITH_DQW_LEADER_FOUND, w->lead, id, old, old_id, 0, 0, NULL);
+}
+
+/* No leader for failover_ms: told once per absence. */
+static void tell_none(lith__dqw *w) {
+  if (w->none_told || w->down_since == 0)
+    return;
+  w->none_told = 1;
+  tell(w, LITH_DQW_LEADER_NONE, "", 0, w->lost_at != 0 ? w->lost : "", w->lost_at != 0 ? w->lost_id : 0,
+       now_ms() - w->down_since, 0, NULL);
+}
+
+/* The connection to the leader failed, or the leader no longer leads (why:
+ * NULL, the client's message). A loss while ready counts as a failover
+ * and is told once; a new leader lost before its failover settled settles
+ * it first. */
+static void lose_why(lith__dqw *w, const char *why) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", why != NULL ? why : lith__dq_errmsg(w->c));
   lith__dq_disconnect(w->c);
   w->undo[0] = '\0'; /* the setting went with the connection (batch_after
                       * stays: a rerun may set it again on the next) */
-  if (w->ready)
+  if (w->ready) {
     atomic_fetch_add(&w->st_failovers, 1);
+    if (w->lost_at != 0)
+      settle(w, 0);
+    memcpy(w->lost, w->lead, sizeof w->lost);
+    w->lost_id = w->lead_id;
+    w->lost_at = now_ms();
+    w->ready = 0;
+    publish(w, -1);
+    tell(w, LITH_DQW_LEADER_LOST, "", 0, w->lost, w->lost_id, 0, 0, msg);
+  }
   w->ready = 0;
   if (w->down_since == 0)
     w->down_since = now_ms();
 }
+
+static void lose(lith__dqw *w) { lose_why(w, NULL); }
 
 /* The connection went with a command's own failure (an answer too large):
  * not a lost leader, so no failover is counted; the next batch connects
@@ -243,18 +353,71 @@ static void drop(lith__dqw *w) {
 static void backoff(lith__dqw *w, int64_t deadline) {
   int ms = w->backoff_ms;
   int64_t left = deadline - now_ms();
+  /* with the watch, a new leader is looked for at least every watch_ms */
+  int cap = w->watch_ms > 0 && w->watch_ms < LITH_DQW_BACKOFF_MAX_MS ? w->watch_ms : LITH_DQW_BACKOFF_MAX_MS;
   if (left > 0 && left < ms)
     ms = (int)left;
   if (ms > 0)
     sleep_ms(ms);
-  w->backoff_ms = w->backoff_ms == 0                             ? LITH_DQW_BACKOFF_MIN_MS
-                  : w->backoff_ms >= LITH_DQW_BACKOFF_MAX_MS / 2 ? LITH_DQW_BACKOFF_MAX_MS
-                                                                 : w->backoff_ms * 2;
+  w->backoff_ms = w->backoff_ms == 0         ? LITH_DQW_BACKOFF_MIN_MS
+                  : w->backoff_ms >= cap / 2 ? cap
+                                             : w->backoff_ms * 2;
+}
+
+/* Connect to the leader (lith__dq_connect_leader for up to timeout_ms;
+ * 0: one round), ask it whether it leads itself (with the watch), open the
+ * database, make lith's tables: ready, 1. 0 otherwise (disconnected). */
+static int connect_leader(lith__dqw *w, int timeout_ms) {
+  uint64_t id = 0;
+  const char *addr = NULL;
+  int rc = lith__dq_connect_leader(w->c, w->addresses, timeout_ms);
+  if (rc == LITH_DQ_OK && w->watch_ms > 0) {
+    /* A follower's word may be stale (a leader since lost, or deposed):
+     * the node itself says. */
+    rc = lith__dq_leader(w->c, &id, &addr);
+    if (rc == LITH_DQ_OK && (id == 0 || strcmp(addr, lith__dq_address(w->c)) != 0))
+      rc = LITH_DQ_IO;
+  }
+  if (rc == LITH_DQ_OK)
+    addr = lith__dq_address(w->c); /* lives on in the handle past the requests below */
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_open(w->c, w->database, &w->db);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_exec_sql(w->c, w->db,
+                           "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "
+                           "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"
+                           "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time);"
+                           /* lithd's schema record, made even without
+                              * --schema: a name taken before any command
+                              * runs, so no client can rename a table of its
+                              * own onto it (lith's rule cannot see a
+                              * rename's new name) */
+                           "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL)",
+                           NULL, 0, NULL);
+  if (rc == LITH_DQ_OK) {
+    int bound = 0;
+    int r2 = lith__dq_max_run(w->c, w->db, w->max_run_ms, &bound);
+    if (r2 == LITH_DQ_FAILURE) /* not a lith-node: as asked */
+      bound = w->max_run_ms;
+    else if (r2 != LITH_DQ_OK)
+      rc = r2;
+    else if (bound == 0) /* the node has none: ours, or none */
+      bound = w->max_run_ms;
+    w->stmt_timeout_ms = bound > 0 && bound < INT_MAX - w->timeout_ms ? bound + w->timeout_ms : w->timeout_ms;
+  }
+  if (rc == LITH_DQ_OK) {
+    leader_ready(w, id, addr);
+    return 1;
+  }
+  lith__dq_disconnect(w->c);
+  return 0;
 }
 
 /* Be connected to the leader with the database open and lith's tables made,
  * trying until the deadline (at least one round of the addresses). 1 when
- * ready. */
+ * ready. With the watch, one round a try (the back-off between them stops
+ * at watch_ms); without, lith__dq_connect_leader's own rounds until the
+ * deadline. */
 static int ensure(lith__dqw *w, int64_t deadline) {
   if (w->ready)
     return 1;
@@ -265,39 +428,8 @@ static int ensure(lith__dqw *w, int64_t deadline) {
   do {
     backoff(w, deadline);
     int64_t left = deadline - now_ms();
-    int rc = lith__dq_connect_leader(w->c, w->addresses, left > 0 ? (int)left : 0);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_open(w->c, w->database, &w->db);
-    if (rc == LITH_DQ_OK)
-      rc = lith__dq_exec_sql(w->c, w->db,
-                             "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "
-                             "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"
-                             "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time);"
-                             /* lithd's schema record, made even without
-                              * --schema: a name taken before any command
-                              * runs, so no client can rename a table of its
-                              * own onto it (lith's rule cannot see a
-                              * rename's new name) */
-                             "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL)",
-                             NULL, 0, NULL);
-    if (rc == LITH_DQ_OK) {
-      int bound = 0;
-      int r2 = lith__dq_max_run(w->c, w->db, w->max_run_ms, &bound);
-      if (r2 == LITH_DQ_FAILURE) /* not a lith-node: as asked */
-        bound = w->max_run_ms;
-      else if (r2 != LITH_DQ_OK)
-        rc = r2;
-      else if (bound == 0) /* the node has none: ours, or none */
-        bound = w->max_run_ms;
-      w->stmt_timeout_ms =
-          bound > 0 && bound < INT_MAX - w->timeout_ms ? bound + w->timeout_ms : w->timeout_ms;
-    }
-    if (rc == LITH_DQ_OK) {
-      w->ready = 1;
-      w->down_since = 0;
+    if (connect_leader(w, w->watch_ms > 0 || left <= 0 ? 0 : (int)left))
       return 1;
-    }
-    lith__dq_disconnect(w->c);
   } while (now_ms() < deadline);
   return 0;
 }
@@ -841,6 +973,8 @@ static void answer(lith__dqw *w, lith__dqw_req **reqs, int n, int committed) {
     atomic_fetch_add(&w->st_commands, (uint64_t)n);
     w->nbatch++;
   }
+  if (w->lost_at != 0 && w->ready) /* the first batch answered on the new leader */
+    settle(w, 1);
   for (int i = 0; i < n; i++)
     if (reqs[i]->done != NULL)
       reqs[i]->done(reqs[i]);
@@ -892,6 +1026,7 @@ static void run_batch(lith__dqw *w, lith__dqw_req **reqs, int n) {
     int expired = deadline != 0 && now_ms() >= deadline;
     if (expired || !ensure(w, deadline != 0 ? deadline : w->down_since + w->failover_ms)) {
       snprintf(why, sizeof why, "no dqlite leader within %d ms (%s)", w->failover_ms, lith__dq_errmsg(w->c));
+      tell_none(w);
       fail_rest(w, reqs, n, unknown ? LITH_DQW_UNKNOWN : LITH_DQW_UNAVAILABLE, why);
       fail_queued(w, why);
       return;
@@ -999,14 +1134,69 @@ static void put_back(lith__dqw *w) {
   w->undo[0] = w->batch_after[0] = '\0';
 }
 
+/* The watch (writer.h, "Who leads"), between batches: is the leader of
+ * the connection still the leader? Without one, a round of the
+ * addresses. */
+static void watch(lith__dqw *w) {
+  if (w->ready) {
+    uint64_t id = 0;
+    const char *addr = "";
+    char why[300];
+    int rc = lith__dq_leader(w->c, &id, &addr);
+    if (rc == LITH_DQ_OK && id == w->lead_id && strcmp(addr, lith__dq_address(w->c)) == 0) {
+      if (w->lost_at != 0) /* ready since a failover, no write came */
+        settle(w, 0);
+      return;
+    }
+    if (rc == LITH_DQ_OK)
+      snprintf(why, sizeof why, "it no longer leads (it names %.*s)", 200, addr[0] != '\0' ? addr : "none");
+    else
+      snprintf(why, sizeof why, "%s", lith__dq_errmsg(w->c));
+    lose_why(w, why);
+  }
+  if (w->down_since == 0)
+    w->down_since = now_ms();
+  if (connect_leader(w, 0)) {
+    if (w->lost_at != 0)
+      settle(w, 0);
+    return;
+  }
+  if (now_ms() - w->down_since >= w->failover_ms)
+    tell_none(w);
+}
+
+/* Wait for work; with the watch, run it every watch_ms meanwhile. With
+ * w->mu held (released while waiting and during the watch). */
+static void wait_work(lith__dqw *w) {
+  while (w->head == NULL && !w->stopping) {
+    if (w->watch_ms <= 0) {
+      pthread_cond_wait(&w->cv, &w->mu);
+      continue;
+    }
+    int64_t now = now_ms();
+    if (now >= w->next_watch) {
+      pthread_mutex_unlock(&w->mu);
+      watch(w);
+      pthread_mutex_lock(&w->mu);
+      w->next_watch = now_ms() + w->watch_ms;
+      continue;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = (int64_t)ts.tv_nsec + (w->next_watch - now) * 1000000;
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  }
+}
+
 static void *writer_main(void *arg) {
   lith__dqw *w = arg;
   lith__dqw_req **batch = malloc(sizeof *batch * (size_t)w->max_batch);
   for (;;) {
     int n = 0;
     pthread_mutex_lock(&w->mu);
-    while (w->head == NULL && !w->stopping)
-      pthread_cond_wait(&w->cv, &w->mu);
+    wait_work(w);
     while (w->head != NULL && n < w->max_batch && batch != NULL) {
       lith__dqw_req *r = w->head;
       if (r->alone && n > 0)
@@ -1052,6 +1242,9 @@ int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out) {
   w->keep_s = o->keep_s > 0 ? o->keep_s : 600;
   w->fault = o->fault_every > 0 ? o->fault : LITH_DQW_FAULT_NONE;
   w->fault_every = o->fault_every;
+  w->watch_ms = o->watch_ms > 0 ? o->watch_ms : 0;
+  w->on_leader = o->on_leader;
+  w->on_leader_arg = o->on_leader_arg;
   w->addresses = strdup(o->addresses);
   w->database = strdup(o->database);
   w->c = lith__dq_new(w->timeout_ms);
@@ -1059,7 +1252,12 @@ int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out) {
     goto nomem;
   if (pthread_mutex_init(&w->mu, NULL) != 0)
     goto nomem;
-  if (pthread_cond_init(&w->cv, NULL) != 0)
+  pthread_condattr_t ca; /* the watch's timed waits: on the monotonic clock */
+  if (pthread_condattr_init(&ca) != 0)
+    goto no_cond;
+  int crc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 || pthread_cond_init(&w->cv, &ca) != 0;
+  pthread_condattr_destroy(&ca);
+  if (crc)
     goto no_cond;
   if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
     goto no_thread;
@@ -1146,4 +1344,10 @@ void lith__dqw_get_stats(lith__dqw *w, lith__dqw_stats *out) {
   out->failovers = atomic_load(&w->st_failovers);
   out->fenced = atomic_load(&w->st_fenced);
   out->reruns = atomic_load(&w->st_reruns);
+  pthread_mutex_lock(&w->mu);
+  out->leader_known = w->pub_known;
+  memcpy(out->leader, w->pub_lead, sizeof out->leader);
+  out->leader_id = w->pub_id;
+  out->failover_wait_ms = w->pub_wait_ms;
+  pthread_mutex_unlock(&w->mu);
 }

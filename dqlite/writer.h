@@ -86,6 +86,33 @@
  * malformed frame made the writer reconnect ~1,450 times a second before,
  * issue 20). lith__dq_connect_leader backs off between its own rounds too.
  *
+ * Who leads (the watch, issue 34). The writer keeps who leads as it last
+ * learned it, and counts and times each failover: lith__dqw_get_stats,
+ * and the on_leader callback for each change (lithd logs them). With
+ * watch_ms > 0:
+ *   - on each new connection it asks the node it connected to (LEADER,
+ *     one request) whether it leads itself; a node that names another (a
+ *     follower's stale word) is not used, the search goes on;
+ *   - while idle (no command queued or running), every watch_ms it asks
+ *     that leader again on its own connection, and without a leader it
+ *     makes one round of the addresses: a leader lost with no write
+ *     going is noticed, and the new one found and connected to, within
+ *     about watch_ms (plus request_timeout_ms when the old one hangs
+ *     rather than dies), and the next write finds the writer ready;
+ *   - its back-off (above) stops growing at watch_ms, not 1 s, so a new
+ *     leader is found within about watch_ms of its election under load
+ *     too (a node answering garbage then costs a round every watch_ms).
+ * One connection for everything (the writer's), no thread of its own; an
+ * alone command holding the writer (an interactive transaction) holds the
+ * watch too: a loss is then noticed at its next statement. Without the
+ * watch the writer connects when the first batch comes and learns who
+ * leads only from its batches.
+ * A failover is a lost leader (the connection or its leadership) found
+ * again: it counts once in failovers, however many rounds the search
+ * took. Its wait runs from the moment the loss was noticed to the first
+ * batch answered on the new leader; with no write waiting, to the new
+ * leader's connection being ready (what a write would have waited).
+ *
  * Statement bounds: a statement the node interrupts (lith-node
  * --max-run-ms, lowered to max_run_ms on the writer's connection) fails
  * its command alone with SQLITE_INTERRUPT. The writer waits for the answer
@@ -153,6 +180,7 @@ const char *lith__dqw_rc_str(int rc);
 typedef struct lith__dqw lith__dqw;
 typedef struct lith__dqw_tx lith__dqw_tx;
 typedef int (*lith__dqw_fn)(lith__dqw_tx *tx, void *arg);
+struct lith__dqw_leader_event;
 
 typedef struct lith__dqw_options {
   const char *addresses;  /* "host:port,host:port,..." (copied) */
@@ -171,7 +199,41 @@ typedef struct lith__dqw_options {
    * sending COMMIT (LITH_DQW_FAULT_COMMIT_LOST); both leave the writer
    * with an unknown outcome to fence. */
   int fault, fault_every;
+  /* The watch (above, "Who leads"): its period; 0: none. */
+  int watch_ms;
+  /* Called on the writer thread at each change of who leads (below);
+   * NULL: none. It must not call the writer. */
+  void (*on_leader)(void *arg, const struct lith__dqw_leader_event *e);
+  void *on_leader_arg;
 } lith__dqw_options;
+
+/* A node's address as the writer keeps it, NUL included (longer ones are
+ * not taken for a leader). */
+#define LITH_DQW_ADDR_MAX 256
+
+/* What on_leader is told, once per change (never per retry):
+ *   FOUND     the first leader, or one after a change nothing noticed as a
+ *             loss (the connection had been dropped for another reason);
+ *   LOST      the leader (old_*) was found lost: its connection failed,
+ *             or it no longer leads; why says how;
+ *   FAILOVER  a leader (address, id) after the loss of old_*: wait_ms
+ *             from the loss (writes_waited: to the first batch answered
+ *             on it; otherwise to its connection being ready);
+ *   NONE      no leader for failover_ms (wait_ms) after old_* was lost, or
+ *             since the writer first looked (old_* ""): writes are failed
+ *             until one is found. Once per loss.
+ * The strings are valid during the call. */
+enum { LITH_DQW_LEADER_FOUND, LITH_DQW_LEADER_LOST, LITH_DQW_LEADER_FAILOVER, LITH_DQW_LEADER_NONE };
+typedef struct lith__dqw_leader_event {
+  int kind;
+  const char *address; /* the new leader ("" for LOST, NONE) */
+  uint64_t id;
+  const char *old_address; /* the leader lost ("" none) */
+  uint64_t old_id;
+  int64_t wait_ms;
+  int writes_waited;
+  const char *why; /* LOST: the client's message */
+} lith__dqw_leader_event;
 enum { LITH_DQW_FAULT_NONE, LITH_DQW_FAULT_ANSWER_LOST, LITH_DQW_FAULT_COMMIT_LOST };
 
 /* Start the writer thread. It needs no leader yet (it connects when the
@@ -347,6 +409,14 @@ typedef struct lith__dqw_stats {
   uint64_t failovers; /* reconnections after a lost leader */
   uint64_t fenced;    /* unknown outcomes resolved by the fence */
   uint64_t reruns;    /* batches run again */
+  /* Who leads ("Who leads" above): known 1 while the writer holds a
+   * connection to a leader; then its address as the leader names itself
+   * and its id (0 without the watch, which does not ask). failover_wait_ms:
+   * the last failover's wait (0: none yet). */
+  int leader_known;
+  char leader[LITH_DQW_ADDR_MAX];
+  uint64_t leader_id;
+  int64_t failover_wait_ms;
 } lith__dqw_stats;
 void lith__dqw_get_stats(lith__dqw *w, lith__dqw_stats *out);
 

@@ -316,6 +316,63 @@ static void mb_dbs(lithd_buf *b, const lithd_metrics *m, const lith_stats *st) {
                      m->dbs[i]->reads_failed);
 }
 
+/* A label value, escaped as the text format wants (\\, \", \n). */
+static void mb_label(lithd_buf *b, const char *v) {
+  for (; *v != '\0'; v++) {
+    if (*v == '\\' || *v == '"')
+      lithd_buf_printf(b, "\\%c", *v);
+    else if (*v == '\n')
+      lithd_buf_puts(b, "\\n");
+    else
+      lithd_buf_put(b, v, 1);
+  }
+}
+
+/* Who leads each database on a dqlite cluster (metrics.h): a metric's
+ * HELP and TYPE only when some database has the series. */
+static void mb_cluster(lithd_buf *b, const lithd_metrics *m) {
+  size_t i, n = 0;
+  for (i = 0; i < m->n_dbs; i++)
+    n += m->dbs[i]->cluster.on != 0;
+  if (n == 0)
+    return;
+  mb_head(b, "lith_dqlite_leader_known", "gauge",
+          "1 while lithd holds a connection to the dqlite cluster's leader, 0 while it looks for one.");
+  for (i = 0; i < m->n_dbs; i++)
+    if (m->dbs[i]->cluster.on)
+      lithd_buf_printf(b, "lith_dqlite_leader_known{db=\"%s\"} %d\n", m->dbs[i]->name,
+                       m->dbs[i]->cluster.leader[0] != '\0');
+  mb_head(b, "lith_dqlite_leader_info", "gauge",
+          "Always 1, while a leader is known; the labels name it (its address and node id).");
+  for (i = 0; i < m->n_dbs; i++) {
+    const lithd_metrics_cluster *c = &m->dbs[i]->cluster;
+    if (!c->on || c->leader[0] == '\0')
+      continue;
+    lithd_buf_printf(b, "lith_dqlite_leader_info{db=\"%s\",address=\"", m->dbs[i]->name);
+    mb_label(b, c->leader);
+    lithd_buf_printf(b, "\",id=\"%" PRIu64 "\"} 1\n", c->leader_id);
+  }
+  mb_head(b, "lith_dqlite_failovers_total", "counter",
+          "Leaders lost and found again by the writer (each counts once, however long the search).");
+  for (i = 0; i < m->n_dbs; i++)
+    if (m->dbs[i]->cluster.on)
+      lithd_buf_printf(b, "lith_dqlite_failovers_total{db=\"%s\"} %" PRIu64 "\n", m->dbs[i]->name,
+                       m->dbs[i]->cluster.failovers);
+  mb_head(b, "lith_dqlite_reruns_total", "counter",
+          "Batches run again (after a lost leader, or without a command that ended the transaction).");
+  for (i = 0; i < m->n_dbs; i++)
+    if (m->dbs[i]->cluster.on)
+      lithd_buf_printf(b, "lith_dqlite_reruns_total{db=\"%s\"} %" PRIu64 "\n", m->dbs[i]->name,
+                       m->dbs[i]->cluster.reruns);
+  mb_head(b, "lith_dqlite_last_failover_wait_seconds", "gauge",
+          "The last failover: from the leader found lost to the first batch answered on the new one (with "
+          "no write waiting, to the new leader's connection); 0 before any.");
+  for (i = 0; i < m->n_dbs; i++)
+    if (m->dbs[i]->cluster.on)
+      lithd_buf_printf(b, "lith_dqlite_last_failover_wait_seconds{db=\"%s\"} %.3f\n", m->dbs[i]->name,
+                       (double)m->dbs[i]->cluster.failover_wait_ms / 1e3);
+}
+
 static void mb_lithd(lithd_buf *b, const lithd_metrics *m) {
   lith_http_stats hs;
   memset(&hs, 0, sizeof hs);
@@ -422,6 +479,7 @@ void lithd_metrics_write(lithd_buf *b, const lithd_metrics *m) {
     if (m->dbs[i]->db != NULL) /* NULL: lithd --dqlite, no local writer (zeros) */
       lith_stats_get(m->dbs[i]->db, &st[i]);
   mb_dbs(b, m, st);
+  mb_cluster(b, m);
   mb_lithd(b, m);
   mb_process(b, m);
   free(st);

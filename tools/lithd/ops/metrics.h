@@ -23,6 +23,14 @@
  *   - the HTTP layer (http.h): connections, requests pending.
  *   - the process (/proc/self, getrusage): resident memory, open
  *     descriptors, CPU time, start time.
+ *   - a database on a dqlite cluster (lithd --dqlite): who leads and the
+ *     failovers (lithd_metrics_cluster, filled by the caller from the
+ *     store before each write), as lith_dqlite_* series with its db label:
+ *     lith_dqlite_leader_known (0/1), lith_dqlite_leader_info{address,id}
+ *     1 (only while a leader is known: an info series, the labels say
+ *     who), lith_dqlite_failovers_total, lith_dqlite_reruns_total,
+ *     lith_dqlite_last_failover_wait_seconds. A database on a local file
+ *     has none of them.
  *
  * Several databases: every series of one database (lith_stats, its
  * reads) carries the label db="NAME", one database's series after the
@@ -58,14 +66,25 @@ typedef struct lithd_hist {
   uint64_t sum_ns;
 } lithd_hist;
 
+/* A database on a dqlite cluster: what the store says of it (store.h's
+ * lithd_store_stats), copied in by the caller before each write. */
+typedef struct lithd_metrics_cluster {
+  int on;           /* 1: the database is on a cluster (its lith_dqlite_* series are written) */
+  char leader[256]; /* the leader's address, "" none known (the store's, printable) */
+  uint64_t leader_id;
+  uint64_t failovers, reruns;
+  int64_t failover_wait_ms; /* the last failover's wait; 0 none yet */
+} lithd_metrics_cluster;
+
 /* One database's part. */
 typedef struct lithd_metrics_db {
   /* Set by the caller before lithd_metrics_write (read only here). */
-  const char *name;   /* the value of its db label; caller's */
-  lith *db;           /* caller's */
-  int queue_capacity; /* lith_options.queue_capacity in use */
-  int readers;        /* lith_options.readers in use */
-  int64_t page_size;  /* the database's page size (the WAL in bytes); 0: unknown */
+  const char *name;              /* the value of its db label; caller's */
+  lith *db;                      /* caller's */
+  int queue_capacity;            /* lith_options.queue_capacity in use */
+  int readers;                   /* lith_options.readers in use */
+  int64_t page_size;             /* the database's page size (the WAL in bytes); 0: unknown */
+  lithd_metrics_cluster cluster; /* (lithd --dqlite) filled before each write */
 
   /* Kept by lithd_metrics_read (zero it before the first). */
   lithd_hist read_wait;  /* /v1/query: arrival to a reader running it */

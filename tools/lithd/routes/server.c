@@ -1007,6 +1007,30 @@ static int h_version(lith_http_req *req, void *arg) {
 
 /* ---- GET /metrics (metrics.h) -------------------------------------------- */
 
+/* Each database on a dqlite cluster: who leads, from its store (store.h),
+ * into its metrics (metrics.h: lithd_metrics_cluster). 0, or -1 out of
+ * memory. */
+static int cluster_stats(lithd_server *s) {
+  lithd_store_stats *st = NULL;
+  for (size_t i = 0; i < s->n_dbs; i++) {
+    lithd_dbsrv *d = s->dbs[i];
+    lithd_metrics_cluster *c = &d->metrics.cluster;
+    if (d->db != NULL || d->store == NULL)
+      continue;                                          /* a local file: lith's own figures */
+    if (st == NULL && (st = malloc(sizeof *st)) == NULL) /* ~3.5 KiB: not on the stack */
+      return -1;
+    lithd_store_stats_get(d->store, st);
+    c->on = 1;
+    snprintf(c->leader, sizeof c->leader, "%s", st->leader);
+    c->leader_id = st->leader_id;
+    c->failovers = st->failovers;
+    c->reruns = st->reruns;
+    c->failover_wait_ms = st->failover_wait_ms;
+  }
+  free(st);
+  return 0;
+}
+
 static int h_metrics(lith_http_req *req, void *arg) {
   lithd_server *s = arg;
   lithd_buf b = {0};
@@ -1015,6 +1039,10 @@ static int h_metrics(lith_http_req *req, void *arg) {
 
   if (!admit(s, NULL, req))
     return LITH_HTTP_DONE;
+  if (cluster_stats(s) != 0) {
+    lith_http_respond_error(req, 500, "out of memory");
+    return LITH_HTTP_DONE;
+  }
   lithd_metrics_write(&b, &s->metrics);
   len = b.len;
   text = lithd_buf_finish(&b);

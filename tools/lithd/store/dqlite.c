@@ -1537,7 +1537,54 @@ static int dq_tx_open(lithd_store *s, unsigned flags, int64_t idle_ms, int64_t m
   return LITH_OK;
 }
 
-/* ---- The rest -------------------------------------------------------------- */
+/* ---- Who leads (issue 34) --------------------------------------------------
+ * The writer keeps who leads and watches it while idle (writer.h, "Who
+ * leads": LITHD_DQ_WATCH_MS); each change comes here once, on the writer
+ * thread, and goes to the log. */
+
+static void on_leader(void *arg, const lith__dqw_leader_event *e) {
+  const dq_store *ds = arg;
+  switch (e->kind) {
+  case LITH_DQW_LEADER_FOUND:
+    if (e->old_address[0] == '\0')
+      lithd_log(LITHD_LOG_INFO, "dqlite leader: %s (id %" PRIu64 ")", e->address, e->id);
+    else
+      lithd_log(LITHD_LOG_WARN, "dqlite leader: %s (id %" PRIu64 "), was %s (id %" PRIu64 ")", e->address,
+                e->id, e->old_address, e->old_id);
+    break;
+  case LITH_DQW_LEADER_LOST:
+    lithd_log(LITHD_LOG_WARN, "dqlite leader %s (id %" PRIu64 ") lost: %s; looking for the new one",
+              e->old_address, e->old_id, e->why);
+    break;
+  case LITH_DQW_LEADER_FAILOVER:
+    if (e->writes_waited)
+      lithd_log(LITHD_LOG_WARN,
+                "dqlite failover: leader %s (id %" PRIu64 ") -> %s (id %" PRIu64 "); writes waited %" PRId64
+                " ms",
+                e->old_address, e->old_id, e->address, e->id, e->wait_ms);
+    else
+      lithd_log(LITHD_LOG_WARN,
+                "dqlite failover: leader %s (id %" PRIu64 ") -> %s (id %" PRIu64
+                "); no write waited (the new "
+                "leader was ready %" PRId64 " ms after the loss)",
+                e->old_address, e->old_id, e->address, e->id, e->wait_ms);
+    break;
+  case LITH_DQW_LEADER_NONE:
+    if (e->old_address[0] != '\0')
+      lithd_log(LITHD_LOG_ERROR,
+                "no dqlite leader %" PRId64 " ms after %s (id %" PRIu64 ") was lost (--dqlite-failover-ms "
+                "%d): writes are answered 503 until one is found",
+                e->wait_ms, e->old_address, e->old_id, ds->o.failover_ms);
+    else
+      lithd_log(LITHD_LOG_ERROR,
+                "no dqlite leader among %s for %" PRId64
+                " ms (--dqlite-failover-ms %d): writes are answered 503 "
+                "until one is found",
+                ds->addresses, e->wait_ms, ds->o.failover_ms);
+    break;
+  default: break;
+  }
+}
 
 static void dq_stats(lithd_store *s, lithd_store_stats *st) {
   dq_store *ds = (dq_store *)s;
@@ -1549,7 +1596,14 @@ static void dq_stats(lithd_store *s, lithd_store_stats *st) {
   st->failovers = w.failovers;
   st->reruns = w.reruns;
   st->inflight = ds->inflight;
+  if (w.leader_known) { /* store.h: "" and 0 while no leader is known */
+    snprintf(st->leader, sizeof st->leader, "%s", w.leader);
+    st->leader_id = w.leader_id;
+  }
+  st->failover_wait_ms = w.failover_wait_ms;
 }
+
+/* ---- The rest -------------------------------------------------------------- */
 
 /* ---- Backups (issue 34: lithd_store_snapshot) ------------------------------
  * The leader's DUMP folded into one file: dq_snapshot.h. */
@@ -1650,6 +1704,9 @@ int lithd_store_dqlite_open(const lithd_dq_options *o, const lithd_schema *schem
   wo.failover_ms = ds->o.failover_ms;
   wo.max_run_ms = o->max_run_ms;
   wo.max_batch = o->max_batch;
+  wo.watch_ms = LITHD_DQ_WATCH_MS; /* who leads, known within about that (issue 34) */
+  wo.on_leader = on_leader;
+  wo.on_leader_arg = ds;
   if (lith__dqw_start(&wo, &ds->w) != LITH_DQW_OK) {
     snprintf(err, errsz, "cannot start the dqlite writer");
     goto fail;

@@ -37,11 +37,17 @@
 
 /* Reads running on the leader at once (each its own connection). */
 #define LITHD_DQ_READERS 4
+/* How long to look for a leader, unless --dqlite-failover-ms says. */
+#define LITHD_DQ_FAILOVER_MS 10000
+/* The writer's watch of who leads (dqlite/writer.h, "Who leads"): a new
+ * leader is in /metrics, /v1/stats and the log within about this, with or
+ * without writes. */
+#define LITHD_DQ_WATCH_MS 250
 
 typedef struct lithd_dq_options {
   const char *addresses; /* --dqlite: "host:port,..." (copied) */
   const char *database;  /* --dqlite-db (copied) */
-  int failover_ms;       /* how long to look for a leader; <= 0: 10000 */
+  int failover_ms;       /* how long to look for a leader; <= 0: LITHD_DQ_FAILOVER_MS */
   int max_batch;         /* <= 0: the writer's default */
   int max_queue;         /* commands in the writer at once; <= 0: 10000 */
   /* --max-run-ms, asked of the nodes on every connection the store opens

@@ -62,10 +62,21 @@ char *lithd_store_stats_json(lithd_store *s) {
              lith_lat_quantile_ns(l->wait_lat, NULL, 0.99), l->tx_ns_max, l->wal_file_bytes, l->wal_holds,
              l->wal_holds_gave_up, l->reads_held, l->wal_restart_blocked, l->reads_too_old);
   } else {
-    snprintf(out, CAP,
-             "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"failovers\":%" PRIu64
-             ",\"reruns\":%" PRIu64 ",\"inflight\":%" PRId64 "}",
-             st->commands, st->batches, st->failed, st->failovers, st->reruns, st->inflight);
+    /* A cluster: who leads too (issue 34), its address a JSON string
+     * (null while none is known). */
+    lithd_buf b = {0};
+    lithd_buf_printf(&b,
+                     "{\"commands\":%" PRIu64 ",\"batches\":%" PRIu64 ",\"failed\":%" PRIu64
+                     ",\"failovers\":%" PRIu64 ",\"reruns\":%" PRIu64 ",\"failover_wait_ms\":%" PRId64
+                     ",\"leader\":",
+                     st->commands, st->batches, st->failed, st->failovers, st->reruns, st->failover_wait_ms);
+    if (st->leader[0] != '\0')
+      lithd_json_put_string(&b, st->leader, strlen(st->leader));
+    else
+      lithd_buf_puts(&b, "null");
+    lithd_buf_printf(&b, ",\"leader_id\":%" PRIu64 ",\"inflight\":%" PRId64 "}", st->leader_id, st->inflight);
+    free(out);
+    out = lithd_buf_finish(&b);
   }
   free(st);
   return out;
