@@ -61,6 +61,7 @@ LITHD_SRC := $(LD_DIR)/main.c $(LD_DIR)/options.c $(LD_DIR)/database.c \
              $(LD_DIR)/store/store.c $(LD_DIR)/store/local.c $(LD_DIR)/store/dqlite.c \
              $(LD_DIR)/store/dq_snapshot.c \
              $(LD_DIR)/ops/metrics.c $(LD_DIR)/ops/log.c $(LD_DIR)/ops/sqldump.c $(LD_DIR)/ops/restore.c \
+             $(LD_DIR)/ops/dqlite_restore.c \
              $(LD_DIR)/util/token.c $(LD_DIR)/util/textfile.c \
              $(LITHD_SQLJSON_SRC)
 LITHD_OBJ  := $(LITHD_SRC:%.c=$(B)/%.o)
@@ -86,11 +87,14 @@ lithd: $(LITHD_BIN)
 # test_lithd_dqlite: lithd --dqlite in front of three lith-node processes;
 # test_lithd_attacks: one table of attacks on a local lithd and a lithd
 # --dqlite; test_lithd_hrana: Hrana, its batches on both stores;
-# test_lithd_migrate: what migration tools send, on both stores
-# (dqlite/test/nodes.o spawns the nodes; the dqlite client reads the
-# cluster).
+# test_lithd_migrate: what migration tools send, on both stores;
+# test_lithd_dqlite_restore: lithd --dqlite --restore, and a cluster backed
+# up, wiped and restored; test_lithd_dqlite_backup: backups of a cluster
+# under write load (dqlite/test/nodes.o spawns the nodes; the dqlite
+# client reads the cluster).
 LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c \
-                  $(LD_DIR)/test/test_lithd_hrana.c $(LD_DIR)/test/test_lithd_migrate.c
+                  $(LD_DIR)/test/test_lithd_hrana.c $(LD_DIR)/test/test_lithd_migrate.c \
+                  $(LD_DIR)/test/test_lithd_dqlite_restore.c $(LD_DIR)/test/test_lithd_dqlite_backup.c
 # test_lithd_tls: https, with the test certificates of http/test/tlsgen.c
 # and OpenSSL's client.
 LITHD_TLS_SRC  := $(LD_DIR)/test/test_lithd_tls.c

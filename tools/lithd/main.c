@@ -58,6 +58,7 @@
 
 #include "commands.h"
 #include "database.h"
+#include "dqlite_restore.h"
 #include "guard.h"
 #include "heap.h"
 #include "hrana_http.h"
@@ -215,6 +216,34 @@ static void describe_dbs(const lithd_opts *o, char *buf, size_t cap) {
 
 /* ---- main -------------------------------------------------------------- */
 
+/* --backup-dir DIR, ready before lithd serves: made when missing (mode
+ * 0700: every backup is the whole database; the last part only, so a
+ * misspelt parent is an error, not a new tree), and writable, else a
+ * message and -1. Checked here rather than at the first POST /v1/backup,
+ * which would fail each time (under systemd, ProtectSystem=strict makes a
+ * DIR outside ReadWritePaths= read-only: EROFS). */
+static int backup_dir_ready(const char *dir) {
+  struct stat st;
+
+  if (mkdir(dir, 0700) == 0) {
+    lithd_log(LITHD_LOG_INFO, "--backup-dir %s: made it (mode 0700)", dir);
+  } else if (errno != EEXIST) {
+    lithd_log(LITHD_LOG_ERROR, "--backup-dir %s: cannot make it: %s%s", dir, strerror(errno),
+              errno == ENOENT ? " (lithd makes the directory, not its parents)" : "");
+    return -1;
+  }
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    lithd_log(LITHD_LOG_ERROR, "--backup-dir %s: not a directory", dir);
+    return -1;
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    lithd_log(LITHD_LOG_ERROR, "--backup-dir %s: not writable by lithd: %s%s", dir, strerror(errno),
+              errno == EROFS ? " (under systemd: add it to the unit's ReadWritePaths=)" : "");
+    return -1;
+  }
+  return 0;
+}
+
 /* The soft limit on open files raised to the hard one: every client is a
  * descriptor, and with the usual soft 1024 a thousand connections that
  * never finish their handshake keep every other client out until they
@@ -275,6 +304,13 @@ int main(int argc, char **argv) {
   }
   raise_open_files();
   size_thread_pool(o.dqlite != NULL ? LITHD_DQ_READERS : o.readers, o.n_dbs);
+  if (o.restore != NULL && o.dqlite != NULL) {
+    /* Into a cluster's database (dqlite_restore.h): no file, no lock; an
+     * empty database is the rule there. */
+    exit_code = lithd_dq_restore(o.restore, o.dqlite, o.dbs[0].name,
+                                 o.dqlite_failover_ms > 0 ? o.dqlite_failover_ms : LITHD_DQ_FAILOVER_MS);
+    goto out;
+  }
   if (o.restore != NULL) {
     /* The lock for the whole restore: a lithd serving --db refuses it, one
      * starting meanwhile refuses to start (restore.h). One database only
@@ -293,13 +329,8 @@ int main(int argc, char **argv) {
     lithd_log(LITHD_LOG_ERROR, "--auth-jwt-key-file %s", err);
     goto out;
   }
-  if (o.backup_dir != NULL) {
-    struct stat st;
-    if (stat(o.backup_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      lithd_log(LITHD_LOG_ERROR, "--backup-dir %s: not a directory", o.backup_dir);
-      goto out;
-    }
-  }
+  if (o.backup_dir != NULL && backup_dir_ready(o.backup_dir) != 0)
+    goto out;
   for (i = 0; o.only_named && i < o.n_dbs; i++)
     if (o.dbs[i].commands == NULL) {
       if (o.n_dbs == 1)
@@ -381,6 +412,10 @@ int main(int argc, char **argv) {
                             .authorizer = lithd_authorizer,
                             .on_connect = lithd_guard_connect,
                             .on_connect_ctx = &glim};
+    /* A load that did not end is not served (dqlite_restore.h). */
+    if (lithd_dq_restore_partial(o.dqlite, o.dbs[0].name,
+                                 o.dqlite_failover_ms > 0 ? o.dqlite_failover_ms : LITHD_DQ_FAILOVER_MS) == 1)
+      goto out;
     if (lithd_database_open_dqlite(&d.dbs[0], &dqo, &d.loop) != LITHD_DATABASE_OK)
       goto out;
     served[0] = d.srv.dflt = &d.dbs[0].srv;

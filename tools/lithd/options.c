@@ -508,9 +508,9 @@ const lithd_opt lithd_opt_table[] = {
      .key = "restore",
      PATH(restore),
      .help = "put the backup FROM in place of --db, then exit: it must pass PRAGMA integrity_check; "
-             "refused while a lithd serves --db, or if --db exists (unless --force)",
-     .modes = LOCAL,
-     .why = "restore a node's data directory instead"},
+             "refused while a lithd serves --db, or if --db exists (unless --force); with --dqlite: load "
+             "FROM (any SQLite file) into the cluster's database, which must be empty",
+     .modes = LITHD_MODE_ALL},
     {.name = "force",
      .arg = no_argument,
      .key = "force",
@@ -518,7 +518,8 @@ const lithd_opt lithd_opt_table[] = {
      .field = offsetof(lithd_opts, force),
      .help = "replace an existing --db",
      .modes = LITHD_MODE_RESTORE,
-     .needs = "--restore FROM only"},
+     .needs = "--restore FROM --db PATH only (a cluster's database is never replaced: restore into a new "
+              "cluster, or another --dqlite-db)"},
     {.name = "dqlite",
      .arg = required_argument,
      .meta = "ADDR[,ADDR...]",
@@ -527,7 +528,7 @@ const lithd_opt lithd_opt_table[] = {
      .help = "instead of --db: the database lives on a dqlite cluster (lith-node); commands are batched "
              "into one Raft transaction on its leader, answered after a majority stored it; reads go to "
              "the leader",
-     .modes = LITHD_MODE_DQLITE},
+     .modes = LITHD_MODE_DQLITE | LITHD_MODE_DQLITE_RESTORE},
     {.name = "dqlite-db",
      .arg = required_argument,
      .meta = "NAME",
@@ -535,7 +536,7 @@ const lithd_opt lithd_opt_table[] = {
      .set = set_dqlite_db,
      .def = "\"" LITHD_DB_MAIN "\"",
      .help = "the dqlite database",
-     .modes = LITHD_MODE_DQLITE,
+     .modes = LITHD_MODE_DQLITE | LITHD_MODE_DQLITE_RESTORE,
      .needs = "--dqlite ADDR[,ADDR...]"},
     /* Taken, and unused, without --dqlite. */
     {.name = "dqlite-failover-ms",
@@ -563,7 +564,9 @@ const int lithd_opt_count = N_OPTS;
 
 /* The mode's own option, named by a refusal. */
 static const char *mode_option(unsigned mode) {
-  return mode == LITHD_MODE_DQLITE ? "--dqlite" : mode == LITHD_MODE_RESTORE ? "--restore" : NULL;
+  return mode == LITHD_MODE_DQLITE || mode == LITHD_MODE_DQLITE_RESTORE ? "--dqlite"
+         : mode == LITHD_MODE_RESTORE                                   ? "--restore"
+                                                                        : NULL;
 }
 
 /* ---- --help ------------------------------------------------------------- */
@@ -611,7 +614,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: lithd --db PATH [options]\n"
              "       lithd --db NAME=PATH --db NAME=PATH ... [options]\n"
              "       lithd --dqlite ADDR[,ADDR...] [--dqlite-db NAME] [options]\n"
-             "       lithd --restore FROM --db PATH [--force]\n");
+             "       lithd --restore FROM --db PATH [--force]\n"
+             "       lithd --dqlite ADDR[,ADDR...] [--dqlite-db NAME] --restore FROM\n");
   /* What the config file does not take. */
   for (i = 0; i < N_OPTS; i++)
     left += lithd_opt_table[i].key == NULL;
@@ -1195,9 +1199,12 @@ out:
 
 /* ---- After the sources ----------------------------------------------------- */
 
-/* --dqlite, else --restore, else the local files (options.h). */
+/* --dqlite (with --restore or not), else --restore, else the local files
+ * (options.h). */
 static unsigned mode_of(const lithd_opts *o) {
-  return o->dqlite != NULL ? LITHD_MODE_DQLITE : o->restore != NULL ? LITHD_MODE_RESTORE : LITHD_MODE_FILE;
+  if (o->dqlite != NULL)
+    return o->restore != NULL ? LITHD_MODE_DQLITE_RESTORE : LITHD_MODE_DQLITE;
+  return o->restore != NULL ? LITHD_MODE_RESTORE : LITHD_MODE_FILE;
 }
 
 /* Refuse the first row given (in the table's order) that the mode does

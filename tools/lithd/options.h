@@ -111,10 +111,11 @@ typedef struct lithd_opts {
   char *allow_origins; /* comma-separated Origin values a request may carry; NULL: none */
   char *allow_hosts;   /* further Host names a token-less loopback lithd answers */
   char *backup_dir;    /* where POST /v1/backup writes; NULL: backups off */
-  char *restore;       /* --restore FROM: restore into db and exit (restore.h); NULL: serve */
-  int force;           /* --force: a restore may replace an existing db */
-  size_t max_body;     /* 0: default */
-  int max_statements;  /* 0: default (sqljson.h) */
+  char *
+      restore; /* --restore FROM: restore into db (restore.h) or the cluster (dqlite_restore.h) and exit; NULL: serve */
+  int force;          /* --force: a restore may replace an existing db */
+  size_t max_body;    /* 0: default */
+  int max_statements; /* 0: default (sqljson.h) */
   size_t max_sql;
   int64_t max_rows;
   int64_t max_result_mib; /* --max-result-mib: one answer's bytes (0: default) */
@@ -148,20 +149,23 @@ typedef struct lithd_opts {
  * from another.
  *
  * The mode comes from the options given: --dqlite ADDR,... makes it
- * LITHD_MODE_DQLITE, else --restore FROM makes it LITHD_MODE_RESTORE, else
- * it is LITHD_MODE_FILE. An option given (a flag given =false is not) in a
+ * LITHD_MODE_DQLITE (with --restore FROM: LITHD_MODE_DQLITE_RESTORE), else
+ * --restore FROM makes it LITHD_MODE_RESTORE, else it is LITHD_MODE_FILE. An option given (a flag given =false is not) in a
  * mode its row does not accept is refused, exit 2, with a message naming
  * it: "--NAME goes with NEEDS" when the row has `needs`, else "--dqlite
  * cannot go with --NAME (WHY)" (the mode's own option, then the row's
  * `why`); of several, the first in the table. The rows that make a mode:
- * --dqlite's accepts only its mode (given with --db or --restore, theirs
- * refuse), --restore's the local files and its own (it turns the one into
- * the other). */
+ * --dqlite's accepts only its modes (given with --db, its row refuses),
+ * --restore's every mode (it turns the local files into LITHD_MODE_RESTORE,
+ * --dqlite into LITHD_MODE_DQLITE_RESTORE). A refusal in
+ * LITHD_MODE_DQLITE_RESTORE names --dqlite, as in LITHD_MODE_DQLITE. */
 
 #define LITHD_MODE_FILE 1u    /* the local files of --db */
 #define LITHD_MODE_DQLITE 2u  /* --dqlite: the database is a cluster's */
 #define LITHD_MODE_RESTORE 4u /* --restore FROM: put a backup in place, then exit */
-#define LITHD_MODE_ALL (LITHD_MODE_FILE | LITHD_MODE_DQLITE | LITHD_MODE_RESTORE)
+#define LITHD_MODE_DQLITE_RESTORE \
+  8u /* --dqlite with --restore FROM: load it into the cluster's database, then exit (dqlite_restore.h) */
+#define LITHD_MODE_ALL (LITHD_MODE_FILE | LITHD_MODE_DQLITE | LITHD_MODE_RESTORE | LITHD_MODE_DQLITE_RESTORE)
 
 struct lithd_opt_pass; /* options.c: one source (defaults, file, command line) being read */
 

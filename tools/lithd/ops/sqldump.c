@@ -129,15 +129,15 @@ out:
   return rc;
 }
 
-/* The INSERT statements of `table`'s rows, its rowid first when it has one
- * that no column holds (rowid_name). */
-static int dump_rows(sqlite3 *db, FILE *out, const char *table, char *err, size_t errsz) {
-  sqlite3_stmt *cols = NULL, *rows = NULL;
+int lithd_dump_columns(sqlite3 *db, const char *table, char **select, char **columns, int *n, char *err,
+                       size_t errsz) {
+  sqlite3_stmt *cols = NULL;
   sqlite3_str *sel = sqlite3_str_new(db), *ins = sqlite3_str_new(db);
-  char *sel_sql = NULL, *ins_sql = NULL;
   const char *rowid = NULL;
-  int n = 0, rc;
+  int rc;
 
+  *select = *columns = NULL;
+  *n = 0;
   /* Nothing refers to the rows of SQLite's own tables (sqlite_sequence,
    * sqlite_stat*) by rowid. */
   if (strncmp(table, "sqlite_", 7) != 0 && (rc = rowid_name(db, table, &rowid, err, errsz)) != SQLITE_OK)
@@ -147,40 +147,66 @@ static int dump_rows(sqlite3 *db, FILE *out, const char *table, char *err, size_
     goto out;
   sqlite3_bind_text(cols, 1, table, -1, SQLITE_STATIC);
   sqlite3_str_appendall(sel, "SELECT ");
-  sqlite3_str_appendf(ins, "INSERT INTO \"%w\"(", table);
   if (rowid != NULL) {
     /* The three names are no keywords: bare, as SQLite resolves them. */
     sqlite3_str_appendall(sel, rowid);
     sqlite3_str_appendall(ins, rowid);
-    n++;
+    (*n)++;
   }
   while ((rc = sqlite3_step(cols)) == SQLITE_ROW) {
     const char *c = (const char *)sqlite3_column_text(cols, 0);
-    sqlite3_str_appendf(sel, "%s\"%w\"", n > 0 ? "," : "", c);
-    sqlite3_str_appendf(ins, "%s\"%w\"", n > 0 ? "," : "", c);
-    n++;
+    sqlite3_str_appendf(sel, "%s\"%w\"", *n > 0 ? "," : "", c);
+    sqlite3_str_appendf(ins, "%s\"%w\"", *n > 0 ? "," : "", c);
+    (*n)++;
   }
   if (rc != SQLITE_DONE) {
     rc = fail(err, errsz, rc, "dump: columns of %s: %s", table, sqlite3_errmsg(db));
     goto out;
   }
   sqlite3_str_appendf(sel, " FROM \"%w\"", table);
-  sqlite3_str_appendall(ins, ") VALUES(");
-  sel_sql = sqlite3_str_finish(sel);
-  ins_sql = sqlite3_str_finish(ins);
-  sel = ins = NULL;
-  if (sel_sql == NULL || ins_sql == NULL) {
-    rc = fail(err, errsz, SQLITE_NOMEM, "dump: out of memory");
-    goto out;
-  }
-  if (n == 0) {
+  if (*n == 0) {
     rc = SQLITE_OK;
     goto out;
   }
+  *select = sqlite3_str_finish(sel);
+  *columns = sqlite3_str_finish(ins);
+  sel = ins = NULL;
+  if (*select == NULL || *columns == NULL) {
+    rc = fail(err, errsz, SQLITE_NOMEM, "dump: out of memory");
+    goto out;
+  }
+  rc = SQLITE_OK;
+out:
+  sqlite3_free(sqlite3_str_finish(sel));
+  sqlite3_free(sqlite3_str_finish(ins));
+  sqlite3_finalize(cols);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(*select);
+    sqlite3_free(*columns);
+    *select = *columns = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+/* The INSERT statements of `table`'s rows (lithd_dump_columns). */
+static int dump_rows(sqlite3 *db, FILE *out, const char *table, char *err, size_t errsz) {
+  sqlite3_stmt *rows = NULL;
+  char *sel_sql = NULL, *cols = NULL;
+  int n = 0, rc;
+
+  if ((rc = lithd_dump_columns(db, table, &sel_sql, &cols, &n, err, errsz)) != SQLITE_OK || n == 0)
+    goto out;
   if ((rc = prepare(db, sel_sql, &rows, err, errsz)) != SQLITE_OK)
     goto out;
   while ((rc = sqlite3_step(rows)) == SQLITE_ROW) {
-    fputs(ins_sql, out);
+    fprintf(out, "INSERT INTO \"");
+    for (const char *t = table; *t != '\0'; t++) { /* the name, quotes doubled */
+      if (*t == '"')
+        fputc('"', out);
+      fputc(*t, out);
+    }
+    fprintf(out, "\"(%s) VALUES(", cols);
     for (int i = 0; i < n; i++) {
       if (i > 0)
         fputc(',', out);
@@ -191,11 +217,8 @@ static int dump_rows(sqlite3 *db, FILE *out, const char *table, char *err, size_
   rc =
       rc == SQLITE_DONE ? SQLITE_OK : fail(err, errsz, rc, "dump: rows of %s: %s", table, sqlite3_errmsg(db));
 out:
-  sqlite3_free(sqlite3_str_finish(sel));
-  sqlite3_free(sqlite3_str_finish(ins));
   sqlite3_free(sel_sql);
-  sqlite3_free(ins_sql);
-  sqlite3_finalize(cols);
+  sqlite3_free(cols);
   sqlite3_finalize(rows);
   return rc;
 }
@@ -222,10 +245,7 @@ int lithd_sql_dump(sqlite3 *db, FILE *out, char *err, size_t errsz) {
 
   /* Tables, each with its rows; sqlite_sequence last (after the tables
    * whose AUTOINCREMENT created it). */
-  if ((rc = prepare(db,
-                    "SELECT name, sql FROM sqlite_schema WHERE sql NOT NULL AND type = 'table' "
-                    "ORDER BY name = 'sqlite_sequence', rowid",
-                    &st, err, errsz)) != SQLITE_OK)
+  if ((rc = prepare(db, LITHD_DUMP_TABLES_SQL, &st, err, errsz)) != SQLITE_OK)
     return rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -267,14 +287,10 @@ int lithd_sql_dump(sqlite3 *db, FILE *out, char *err, size_t errsz) {
 
   /* Indexes, triggers and views once the data is in: creation order, so a
    * view on a view comes after it. */
-  if ((rc = prepare(
-           db,
-           "SELECT sql FROM sqlite_schema WHERE sql NOT NULL AND type IN ('index', 'trigger', 'view') "
-           "ORDER BY rowid",
-           &st, err, errsz)) != SQLITE_OK)
+  if ((rc = prepare(db, LITHD_DUMP_LATER_SQL, &st, err, errsz)) != SQLITE_OK)
     goto out;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-    fprintf(out, "%s;\n", (const char *)sqlite3_column_text(st, 0));
+    fprintf(out, "%s;\n", (const char *)sqlite3_column_text(st, 1));
   if (rc != SQLITE_DONE) {
     rc = fail(err, errsz, rc, "dump: schema: %s", sqlite3_errmsg(db));
     goto out;

@@ -46,6 +46,29 @@
 
 #include <sqlite3.h>
 
+/* The order a copy of a database is made in, the one rule for the dump and
+ * for lithd --dqlite --restore (dqlite_restore.h). Tables (name, sql):
+ * creation order, sqlite_sequence last (after the tables whose
+ * AUTOINCREMENT created it). Then indexes, triggers and views (type, sql):
+ * creation order, so a view on a view comes after it, a trigger after the
+ * view it is on. */
+#define LITHD_DUMP_TABLES_SQL                                                  \
+  "SELECT name, sql FROM sqlite_schema WHERE sql NOT NULL AND type = 'table' " \
+  "ORDER BY name = 'sqlite_sequence', rowid"
+#define LITHD_DUMP_LATER_SQL                                                                         \
+  "SELECT type, sql FROM sqlite_schema WHERE sql NOT NULL AND type IN ('index', 'trigger', 'view') " \
+  "ORDER BY rowid"
+
+/* The columns a copy of `table`'s rows carries, in order: its rowid first
+ * when no column holds it (the rule above: rowid, _rowid_ or oid; none for
+ * WITHOUT ROWID, SQLite's own tables, or a table whose columns take all
+ * three names), then every column that is neither hidden nor generated.
+ * *select: "SELECT rowid,\"a\",... FROM \"t\"", *columns: "rowid,\"a\",..."
+ * (sqlite3_malloc'd: the caller sqlite3_free's them), *n: how many (0: none,
+ * both NULL). Returns SQLITE_OK, or a code with a message in err. */
+int lithd_dump_columns(sqlite3 *db, const char *table, char **select, char **columns, int *n, char *err,
+                       size_t errsz);
+
 /* Write the script of db's main schema to `out`. Run it inside one read
  * transaction (lith_read's), so that the script is one snapshot. Both are
  * the caller's. Returns SQLITE_OK, or an SQLite code with a message in

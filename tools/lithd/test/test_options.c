@@ -107,6 +107,7 @@ static const struct {
     {LITHD_MODE_FILE, NULL, {"--db", "t.db", NULL}},
     {LITHD_MODE_DQLITE, "dqlite", {"--dqlite", "127.0.0.1:9001", NULL}},
     {LITHD_MODE_RESTORE, "restore", {"--restore", "backup.db", "--db", "t.db", NULL}},
+    {LITHD_MODE_DQLITE_RESTORE, "restore", {"--dqlite", "127.0.0.1:9001", "--restore", "backup.db", NULL}},
 };
 #define N_MODES (sizeof modes / sizeof modes[0])
 
@@ -367,21 +368,38 @@ static void test_command_line_takes_every_row(void **state) {
 /* What lithd refuses today, pinned: the table may change it, this test
  * must then be told (test_lithd_dqlite, test_lithd_backup check some end to
  * end). --dqlite refuses what needs a local file; --force and --dqlite-db
- * go with their modes only; --dqlite itself makes --db (or --restore)
- * refused. */
+ * go with their modes only; --dqlite itself makes --db refused, and
+ * --restore with it loads into the cluster (LITHD_MODE_DQLITE_RESTORE). */
 static const struct {
   const char *name;
   unsigned mode;
 } refused[] = {
-    {"db", LITHD_MODE_DQLITE},          {"default", LITHD_MODE_DQLITE},
-    {"checkpoint", LITHD_MODE_DQLITE},  {"checkpoint-pages", LITHD_MODE_DQLITE},
-    {"litestream", LITHD_MODE_DQLITE},  {"file-mode", LITHD_MODE_DQLITE},
-    {"wal-hold-ms", LITHD_MODE_DQLITE}, {"cache-kib", LITHD_MODE_DQLITE},
-    {"mmap-mib", LITHD_MODE_DQLITE},    {"backup-dir", LITHD_MODE_DQLITE},
-    {"restore", LITHD_MODE_DQLITE},     {"force", LITHD_MODE_FILE},
-    {"force", LITHD_MODE_DQLITE},       {"dqlite", LITHD_MODE_FILE},
-    {"dqlite", LITHD_MODE_RESTORE},     {"dqlite-db", LITHD_MODE_FILE},
+    {"db", LITHD_MODE_DQLITE},
+    {"default", LITHD_MODE_DQLITE},
+    {"checkpoint", LITHD_MODE_DQLITE},
+    {"checkpoint-pages", LITHD_MODE_DQLITE},
+    {"litestream", LITHD_MODE_DQLITE},
+    {"file-mode", LITHD_MODE_DQLITE},
+    {"wal-hold-ms", LITHD_MODE_DQLITE},
+    {"cache-kib", LITHD_MODE_DQLITE},
+    {"mmap-mib", LITHD_MODE_DQLITE},
+    {"force", LITHD_MODE_FILE},
+    {"force", LITHD_MODE_DQLITE},
+    {"dqlite", LITHD_MODE_FILE},
+    {"dqlite", LITHD_MODE_RESTORE},
+    {"dqlite-db", LITHD_MODE_FILE},
     {"dqlite-db", LITHD_MODE_RESTORE},
+    /* --dqlite --restore: as --dqlite, and --force empties no cluster */
+    {"db", LITHD_MODE_DQLITE_RESTORE},
+    {"default", LITHD_MODE_DQLITE_RESTORE},
+    {"checkpoint", LITHD_MODE_DQLITE_RESTORE},
+    {"checkpoint-pages", LITHD_MODE_DQLITE_RESTORE},
+    {"litestream", LITHD_MODE_DQLITE_RESTORE},
+    {"file-mode", LITHD_MODE_DQLITE_RESTORE},
+    {"wal-hold-ms", LITHD_MODE_DQLITE_RESTORE},
+    {"cache-kib", LITHD_MODE_DQLITE_RESTORE},
+    {"mmap-mib", LITHD_MODE_DQLITE_RESTORE},
+    {"force", LITHD_MODE_DQLITE_RESTORE},
 };
 
 static int expected_refusal(const char *name, unsigned mode) {
