@@ -15,7 +15,8 @@
 #   make soak-dqlite          dqlite failover repeated (SOAK_DQ_ROUNDS, dqlite/dqlite.mk)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
 #   make lint       cppcheck and clang-format checks over every C file (make format fixes the style)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (and the systemd units:
+#                   UNITDIR, SYSUSERSDIR, LITESTREAM, tools/units.mk)
 #
 # The libraries, by layer (each may include only those before it):
 #   include/  the public headers
@@ -123,6 +124,9 @@ DEBS += $(DQ_DEBS)
 include tools/docs.mk
 TEST_BIN += $(DOCS_TEST_BIN)
 DEBS += $(DOCS_DEBS)
+include tools/units.mk
+TEST_BIN += $(UNITS_TEST_BIN)
+DEBS += $(UNITS_DEBS)
 include tools/test/runner.mk
 TEST_BIN += $(RUNNER_TEST_BIN)
 include tools/lithd/fuzz/fuzz.mk
@@ -140,7 +144,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && true; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS) $(UNITS_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && true; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \
@@ -271,7 +275,7 @@ INSTALL_SO = install -m 755 $(B)/$(1).so $(DESTDIR)$(PREFIX)/lib/$(1).so.$(VERSI
   ln -sf $(1).so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(1).so.$(SOMAJOR) && \
   ln -sf $(1).so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/$(1).so
 
-install: all
+install: all install-units
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/lith.h include/lith_uv.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(B)/liblith.a $(B)/liblith_uv.a $(DESTDIR)$(PREFIX)/lib/
@@ -282,7 +286,7 @@ install: all
 	install -m 755 $(LITHD_BIN) $(DESTDIR)$(PREFIX)/bin/lithd
 	install -m 755 $(LITH_NODE_BIN) $(DESTDIR)$(PREFIX)/bin/lith-node
 
-uninstall:
+uninstall: uninstall-units
 	rm -f $(DESTDIR)$(PREFIX)/include/lith.h $(DESTDIR)$(PREFIX)/include/lith_uv.h \
 	  $(DESTDIR)$(PREFIX)/lib/liblith.a $(DESTDIR)$(PREFIX)/lib/liblith.so* \
 	  $(DESTDIR)$(PREFIX)/lib/liblith_uv.a $(DESTDIR)$(PREFIX)/lib/liblith_uv.so* \

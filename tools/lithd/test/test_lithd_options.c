@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -430,9 +431,28 @@ static void test_backup(void **state) {
   tl_start(c, "nobackup", 0, TL_ARGS("--token-file", "backup-token.txt"));
   tl_expect(c, "POST", "/v1/backup", good, "{\"dest\":\"copy.db\"}", 403, "--backup-dir");
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
-  expect_fail(TL_ARGS("--db", "bk2.db", "--backup-dir", "no-such-dir"), 1, "not a directory");
-
-  mkdir("backups", 0700);
+  /* --backup-dir: lithd makes it (mode 0700) but not its parents; a file
+   * there, or (not as root: root writes anywhere) a directory lithd cannot
+   * write, stops it at start, rather than failing every backup later. */
+  expect_fail(TL_ARGS("--db", "bk2.db", "--backup-dir", "no-such-dir/backups"), 1,
+              "cannot make it: No such file or directory (lithd makes the directory, not its parents)");
+  write_file("bk-file", "not a directory\n", NULL);
+  expect_fail(TL_ARGS("--db", "bk2.db", "--backup-dir", "bk-file"), 1,
+              "--backup-dir bk-file: not a directory");
+  if (geteuid() != 0) {
+    mkdir("bk-ro", 0500);
+    expect_fail(TL_ARGS("--db", "bk2.db", "--backup-dir", "bk-ro"), 1, "not writable by lithd");
+  }
+  {
+    DIR *d = opendir("backups");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+      if (e->d_name[0] != '.')
+        assert_int_equal(unlinkat(dirfd(d), e->d_name, 0), 0);
+    if (d != NULL)
+      closedir(d);
+    rmdir("backups");
+  }
   snprintf(dest, sizeof dest, "%s/backups/copy.db", cwd);
   unlink(dest);
   /* --allow-host after --backup-dir: the option reader once freed the
@@ -440,6 +460,12 @@ static void test_backup(void **state) {
   tl_start(
       c, "backup", 0,
       TL_ARGS("--token-file", "backup-token.txt", "--backup-dir", "backups", "--allow-host", "app.internal"));
+  {
+    struct stat st;
+    assert_int_equal(stat("backups", &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0700);
+  }
   tl_expect(c, "POST", "/v1/do", good,
             "{\"statements\":[{\"sql\":\"CREATE TABLE t(x)\"},{\"sql\":\"INSERT INTO t VALUES (42)\"}]}", 200,
             NULL);
