@@ -52,9 +52,12 @@ $(FUZZ_B)/fuzz_commands: tools/lithd/fuzz/fuzz_files.c tools/lithd/request/comma
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< tools/lithd/request/commands.c tools/lithd/util/textfile.c $(LITHD_SQLJSON_SRC) $(LIB_SRC) $(FUZZ_LIBS)
 
-$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c tools/lithd/sql/schema.c tools/lithd/sql/schema.h tools/lithd/util/textfile.c
+# schema: the --schema reader, and its rule on a step's own BEGIN or COMMIT
+# (sql/txctl.c, split.c)
+FUZZ_SCHEMA_SRC = tools/lithd/sql/schema.c tools/lithd/util/textfile.c tools/lithd/sql/txctl.c tools/lithd/sql/split.c
+$(FUZZ_B)/fuzz_schema: tools/lithd/fuzz/fuzz_files.c $(FUZZ_SCHEMA_SRC) tools/lithd/sql/schema.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< tools/lithd/sql/schema.c tools/lithd/util/textfile.c
+	$(FUZZ_CC) $(FUZZ_FLAGS) -DFUZZ_SCHEMA -o $@ $< $(FUZZ_SCHEMA_SRC) $(FUZZ_LIBS)
 
 # split: sql/split.c against sqlite3_complete (the oracle: test/split_ref.h)
 $(FUZZ_B)/fuzz_split: tools/lithd/fuzz/fuzz_split.c tools/lithd/sql/split.c tools/lithd/sql/split.h tools/lithd/test/split_ref.h

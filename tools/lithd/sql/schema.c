@@ -1,7 +1,16 @@
 /*
  * lithd schema — see schema.h.
+ *
+ * A step may not end or open a transaction itself: lithd runs the pending
+ * steps in one transaction of its own, on a file (lith_open's migrations)
+ * and on a cluster (dqlite.c's apply_schema), and a step's COMMIT would
+ * commit the steps before it and leave the rest to fail alone. The rule
+ * is read here, once for both stores, before either sees a step: on a
+ * cluster a COMMIT in a step had committed half the schema.
  */
 #include "schema.h"
+#include "split.h"
+#include "sqljson_int.h"
 #include "textfile.h"
 
 #include <ctype.h>
@@ -55,6 +64,30 @@ static int add_step(lithd_schema *s, const char *p, const char *e) {
   return 0;
 }
 
+/* 1 if a statement of step is a BEGIN, COMMIT (END) or ROLLBACK (not
+ * ROLLBACK TO: a savepoint's stays inside the transaction), SQLite's word
+ * (lithd__txctl); [*at, *at + *len) is it. -1 out of memory. */
+static int own_transaction(const char *step, const char **at, size_t *len) {
+  lithd_split sp;
+  const char *p;
+  size_t n;
+  lithd_split_init(&sp, step, strlen(step));
+  while (lithd_split_next(&sp, &p, &n)) {
+    char *one = strndup(p, n);
+    int t;
+    if (one == NULL)
+      return -1;
+    t = lithd__txctl(one, NULL);
+    free(one);
+    if (t == TXC_BEGIN || t == TXC_COMMIT || t == TXC_ROLLBACK) {
+      *at = lithd_sql_skip_blank(p, p + n);
+      *len = (size_t)(p + n - *at);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t errsz) {
   char *text = NULL;
   const char *p, *end, *start;
@@ -89,6 +122,20 @@ int lithd_schema_load(const char *path, lithd_schema *out, char *err, size_t err
   if (out->n == 0) {
     snprintf(err, errsz, "--schema %s: no SQL in the file", path);
     goto fail;
+  }
+  for (int i = 0; i < out->n; i++) {
+    const char *at = NULL;
+    size_t len = 0;
+    int own = own_transaction(out->steps[i], &at, &len);
+    if (own < 0)
+      goto nomem;
+    if (own) {
+      snprintf(err, errsz,
+               "--schema %s: step %d holds \"%.*s\": remove it (lithd runs the pending steps in one "
+               "transaction of its own)",
+               path, i + 1, (int)(len < 40 ? len : 40), at);
+      goto fail;
+    }
   }
   free(text);
   return 0;

@@ -9,7 +9,8 @@
  * grows by appending steps; an applied step is never run again and must not
  * be edited. A database whose user_version is above the file's step count
  * was written by a newer schema: lithd refuses to start rather than run an
- * old schema against it.
+ * old schema against it. A step may hold no BEGIN, COMMIT or ROLLBACK of
+ * its own (refused at load, for both stores: schema.c says why).
  */
 #ifndef LITHD_SCHEMA_H
 #define LITHD_SCHEMA_H

@@ -109,9 +109,8 @@ int lithd__vacuum_rule(lithd_result *r, const lithd_batch *b, int i, int can, in
       return LITH_OK; /* in a transaction: SQLite's own refusal */
     if (!can)
       return lithd__fail(r, LITH_ERROR, i,
-                         "VACUUM is not run on --dqlite: it copies the database through a temporary one it "
-                         "attaches, and dqlite's nodes allow no attached database (SQLITE_LIMIT_ATTACHED 0: "
-                         "one database file per connection, what their replication relies on)");
+                         "VACUUM is not run on --dqlite (it attaches a database, and dqlite's nodes allow "
+                         "none): leave it out; later writes reuse the pages it would free");
     *now = 1;
     return LITH_OK;
   default: return LITH_OK;

@@ -153,8 +153,8 @@ static int vet_auth(void *ctx, int action, const char *a, const char *b, const c
     v->flags |= strcasecmp(a, "defer_foreign_keys") == 0 ? FLAG_DEFER : FLAG_RECURSIVE;
   else if (lith_command_sets_flag(action, a, b)) {
     snprintf(v->why, sizeof v->why,
-             "PRAGMA %s = ...: not in a read on --dqlite, where it would change a connection to the "
-             "cluster that nothing puts back (a write may set it for its own command)",
+             "PRAGMA %s = ... is not run in a read on --dqlite (nothing would put it back): send it in a "
+             "write, where it lasts its command",
              a);
     return SQLITE_DENY;
   }
@@ -509,8 +509,10 @@ static int read_failed(dq_run *rn, int i, int dqrc) {
     return lithd__fail(rn->r, LITHD_TIMEOUT, i, "the statements ran longer than %" PRId64 " ms (max_run_ms)",
                        rn->b->lim.max_run_ms);
   if (dqrc == LITH_DQ_TOOBIG)
-    return lithd__fail(rn->r, LITHD_RESULT_TOO_LARGE, i,
-                       "the answer would hold more than dqlite's client takes in one frame (64 MiB)");
+    return lithd__fail(
+        rn->r, LITHD_RESULT_TOO_LARGE, i,
+        "the answer would hold more than dqlite's client takes in one frame (64 MiB): read fewer rows at a "
+        "time");
   return lithd__fail(rn->r, dqrc == LITH_DQ_NOMEM ? LITH_NOMEM : LITH_BUSY, i,
                      "the dqlite leader was lost during the read (%s); retry", lith__dq_errmsg(rn->c));
 }
@@ -611,8 +613,10 @@ static int run_one(dq_run *rn, int i) {
       goto out;
     }
     if (rn->tx && rc == LITH_DQW_TOOBIG) {
-      lithd__fail(rn->r, LITHD_RESULT_TOO_LARGE, i,
-                  "the answer would hold more than dqlite's client takes in one frame (64 MiB)");
+      lithd__fail(
+          rn->r, LITHD_RESULT_TOO_LARGE, i,
+          "the answer would hold more than dqlite's client takes in one frame (64 MiB): read fewer rows at a "
+          "time");
       goto out;
     }
     if (rn->c != NULL) {
@@ -664,9 +668,9 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
  * savepoints are not run: the writer refuses savepoint statements (its
  * savepoints are the command's and the steps'). */
 
-#define DQ_NO_SAVEPOINT                                                                             \
-  "on --dqlite, SAVEPOINT, RELEASE and ROLLBACK TO are not run (the writer's savepoints hold each " \
-  "step: a failed step is undone alone)"
+#define DQ_NO_SAVEPOINT                                                                               \
+  "SAVEPOINT, RELEASE and ROLLBACK TO are not run on --dqlite (lithd's own savepoints undo a failed " \
+  "statement alone): send the statements without them"
 
 /* What a command changed of foreign keys, checked before what it did
  * commits, as lith checks on a file (batch.c): after foreign_keys was off
@@ -869,7 +873,8 @@ static int result_failed(lithd_result *r, int rc, const lith__dqw_err *err, char
   case LITH_DQW_TOOBIG:
     if (r != NULL && r->err.code != LITH_OK && r->err.code != DQ_PENDING)
       return r->err.code;
-    snprintf(errmsg, cap, "the answer would hold more than dqlite's client takes (64 MiB)");
+    snprintf(errmsg, cap,
+             "the answer would hold more than dqlite's client takes (64 MiB): read fewer rows at a time");
     return LITHD_RESULT_TOO_LARGE;
   case LITH_DQW_UNAVAILABLE:
     snprintf(errmsg, cap, "no dqlite leader could be reached: the command was not committed (%.100s)",

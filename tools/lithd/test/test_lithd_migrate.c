@@ -20,8 +20,10 @@
  *     command: the commands of a writer batch share the leader connection;
  *     recursive_triggers too), but for a stale count of deferred
  *     violations (foreign_key_check decides there) and VACUUM, refused
- *     with a message naming why (dqlite's nodes allow no attached
- *     database, which VACUUM needs).
+ *     with a message saying what to do (dqlite's nodes allow no attached
+ *     database, which VACUUM needs), as SAVEPOINT's there;
+ *   - a --schema step's own COMMIT refuses the start on both stores, before
+ *     either applies a step.
  * What must stay refused around them is in the attack table
  * (test_lithd_attacks).
  */
@@ -459,17 +461,54 @@ static void test_dqlite(void **state) {
   /* a read may not set one: EXPLAIN prepares it on a leader connection
    * that nothing puts back */
   tl_expect(&dq, "POST", Q, NULL, ONE("EXPLAIN PRAGMA defer_foreign_keys = ON"), 403,
-            "not in a read on --dqlite");
+            "not run in a read on --dqlite (nothing would put it back): send it in a write");
   /* foreign_keys inside a command: refused as on a file */
   tl_expect(&dq, "POST", DO, NULL, ONE("PRAGMA foreign_keys = OFF"), 403, "foreign_keys");
   fill_and_delete(&dq);
-  tl_expect(&dq, "POST", DO, NULL, ONE("VACUUM"), 400, "not run on --dqlite");
+  /* each refusal says what to do, in one sentence */
+  tl_expect(&dq, "POST", DO, NULL, ONE("VACUUM"), 400, "VACUUM is not run on --dqlite");
   stream s = {&dq, ""};
   const char *e = execute(&s, "VACUUM", NULL);
-  if (e == NULL || strstr(e, "not run on --dqlite") == NULL || strstr(e, "SQLITE_LIMIT_ATTACHED") == NULL)
+  if (e == NULL || strstr(e, "not run on --dqlite") == NULL || strstr(e, ": leave it out;") == NULL)
     fail_msg("VACUUM over Hrana on --dqlite: %s", e ? e : "ran");
+  if ((e = execute(&s, "BEGIN IMMEDIATE", NULL)) != NULL)
+    fail_msg("BEGIN IMMEDIATE: %s", e);
+  e = execute(&s, "SAVEPOINT a", NULL);
+  if (e == NULL || strstr(e, "not run on --dqlite") == NULL ||
+      strstr(e, "send the statements without them") == NULL)
+    fail_msg("SAVEPOINT in a transaction on --dqlite: %s", e ? e : "ran");
+  if ((e = execute(&s, "ROLLBACK", NULL)) != NULL)
+    fail_msg("ROLLBACK: %s", e);
   close_stream(&s);
   tl_expect(&dq, "POST", DO, NULL, ONE("DELETE FROM big"), 200, NULL);
+}
+
+/* A --schema step's own COMMIT (or BEGIN, ROLLBACK) refuses the start on
+ * both stores, by one rule (sql/schema.c) before either sees a step: lithd
+ * runs the pending steps in one transaction of its own. On a cluster that
+ * COMMIT had committed step 2's first half, and the rest then failed. */
+static void test_schema_own_transaction(void **state) {
+  (void)state;
+  char out[4096];
+  write_file("own.sql", "CREATE TABLE o1(x);\n"
+                        "-- step 2\n"
+                        "CREATE TABLE half(x);\n  /* done */ Commit ;\nCREATE TABLE broken(;\n");
+  const char *want = "own.sql: step 2 holds \"Commit ;\": remove it (lithd runs the pending steps in one "
+                     "transaction of its own)";
+  tl_remove_db("own.db");
+  assert_int_equal(tl_run(TL_ARGS("--db", "own.db", "--schema", "own.sql"), out, sizeof out), 1);
+  if (strstr(out, want) == NULL)
+    fail_msg("on a file: %s", out);
+  assert_int_equal(tl_run(TL_ARGS("--dqlite", node.address, "--schema", "own.sql"), out, sizeof out), 1);
+  if (strstr(out, want) == NULL)
+    fail_msg("on --dqlite: %s", out);
+  assert_int_equal(do_int(&dq, "SELECT count(*) FROM sqlite_master WHERE name IN ('o1', 'half')"), 0);
+  /* a savepoint inside a step stays inside lithd's transaction: it runs */
+  write_file("own.sql", "SAVEPOINT a; CREATE TABLE o2(x); ROLLBACK TO a; RELEASE a; CREATE TABLE o3(x);\n");
+  struct tl_child own;
+  tl_start(&own, "own", 0, TL_ARGS("--schema", "own.sql"));
+  assert_int_equal(do_int(&own, "SELECT count(*) FROM sqlite_master WHERE name IN ('o2', 'o3')"), 1);
+  assert_int_equal(tl_stop(&own, SIGTERM, 10000), 0);
 }
 
 static int group_setup(void **state) {
@@ -503,6 +542,7 @@ int main(void) {
       cmocka_unit_test(test_user_version),
       cmocka_unit_test(test_vacuum_local),
       cmocka_unit_test(test_dqlite),
+      cmocka_unit_test(test_schema_own_transaction),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
