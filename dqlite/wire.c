@@ -654,12 +654,12 @@ int lith__dq_files_next(lith__dq_files *f, const uint8_t *p, size_t n, size_t *u
       if (k == n || !take_word(f, p, n, &k))
         goto need;
       if (f->state == F_NAME) {
-        if (f->nname + 8 > LITH_DQ_FILE_NAME_MAX)
-          goto bad;
-        memcpy(f->name + f->nname, f->word, 8);
+        memcpy(f->name + f->nname, f->word, 8); /* room: checked below, a word before */
         f->nname += 8;
         if (memchr(f->word, 0, 8) != NULL)
           f->state = F_SIZE;
+        else if (f->nname >= LITH_DQ_FILE_NAME_MAX)
+          goto bad; /* no NUL within the bound: at once, not when more comes */
         continue;
       }
       w = rd64(f->word);

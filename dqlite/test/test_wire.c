@@ -14,7 +14,13 @@
  *   - a node is not trusted: every truncation of valid answers, a text
  *     without its NUL, a blob or a count larger than the body, a type nibble
  *     that is no type, zero columns, all give LITH_DQ_PROTO and leave the
- *     rows as they were (ASan/UBSan builds check no byte outside is read).
+ *     rows as they were (ASan/UBSan builds check no byte outside is read);
+ *   - FILES (DUMP's answer), decoded in pieces of any size (the whole body,
+ *     one byte at a time, 5 bytes at a time: the same files), DUMP's
+ *     request; every truncation, a count the body cannot hold, a size past
+ *     the body (or near 2^64), files after one that cannot fit, a name
+ *     with no NUL within LITH_DQ_FILE_NAME_MAX: LITH_DQ_PROTO, and no byte
+ *     of a file is handed out before its size was checked.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -439,11 +445,186 @@ static void test_rows(void **state) {
   lith__dq_buf_free(&b);
 }
 
+/* ---- FILES ---- */
+
+/* A FILES body: count, then per file name, size, data padded. */
+static size_t files_body(uint8_t *out, uint64_t count, int nfiles, const char *const *names,
+                         const char *const *datas) {
+  size_t n = 0;
+  memset(out, 0, 4096);
+  for (int i = 0; i < 8; i++)
+    out[n++] = (uint8_t)(count >> (8 * i));
+  for (int f = 0; f < nfiles; f++) {
+    size_t ln = strlen(names[f]), ld = strlen(datas[f]);
+    memcpy(out + n, names[f], ln);
+    n += (ln + 8) & ~(size_t)7;
+    for (int i = 0; i < 8; i++)
+      out[n++] = (uint8_t)((uint64_t)ld >> (8 * i));
+    memcpy(out + n, datas[f], ld);
+    n += (ld + 7) & ~(size_t)7;
+  }
+  return n;
+}
+
+typedef struct got_files {
+  int rc, done, nfiles;
+  char names[4][LITH_DQ_FILE_NAME_MAX];
+  uint64_t sizes[4];
+  char data[4][256];
+  size_t ndata[4];
+  uint64_t trailing;
+} got_files;
+
+/* Decode body[0..n) announced as `announced` bytes, fed `piece` bytes at a
+ * time; every event checked against what came before it. */
+static void decode_files(const uint8_t *body, size_t n, uint64_t announced, size_t piece, got_files *g) {
+  lith__dq_files f;
+  size_t off = 0;
+  memset(g, 0, sizeof *g);
+  lith__dq_files_init(&f, announced);
+  for (;;) {
+    size_t k = n - off < piece ? n - off : piece, used, len;
+    const uint8_t *data;
+    int ev;
+    /* A copy of exactly the piece: ASan sees a read past it. */
+    uint8_t *chunk = malloc(k ? k : 1);
+    memcpy(chunk, body + off, k);
+    g->rc = lith__dq_files_next(&f, chunk, k, &used, &ev, &data, &len);
+    assert_true(used <= k);
+    if (g->rc == LITH_DQ_OK && ev == LITH_DQ_FILES_DATA) {
+      assert_true(len > 0 && data >= chunk && data + len <= chunk + used);
+      assert_true(f.index < (uint64_t)g->nfiles && g->ndata[f.index] + len <= f.size);
+      memcpy(g->data[f.index] + g->ndata[f.index], data, len);
+      g->ndata[f.index] += len;
+    }
+    free(chunk);
+    off += used;
+    if (g->rc != LITH_DQ_OK)
+      return;
+    if (ev == LITH_DQ_FILES_BEGIN) {
+      assert_int_equal(f.index, g->nfiles);
+      assert_true(f.size < 256);
+      snprintf(g->names[g->nfiles], sizeof g->names[0], "%s", f.name);
+      g->sizes[g->nfiles++] = f.size;
+    } else if (ev == LITH_DQ_FILES_END) {
+      assert_int_equal(g->ndata[f.index], g->sizes[f.index]);
+    } else if (ev == LITH_DQ_FILES_DONE) {
+      assert_int_equal(g->nfiles, f.count);
+      g->done = 1;
+      g->trailing = f.left;
+      return;
+    } else if (ev == LITH_DQ_FILES_NEED) {
+      assert_int_equal(used, k);
+      if (off == n) {
+        g->rc = -1; /* no more bytes: truncated */
+        return;
+      }
+    }
+  }
+}
+
+static void test_files(void **state) {
+  (void)state;
+  uint8_t body[4096], bad[4096];
+  got_files g, g2;
+  const char *names[] = {"db", "db-wal"}, *datas[] = {"12345678abcdefgh", "xyz"};
+  size_t n = files_body(body, 2, 2, names, datas);
+
+  /* DUMP's request: type 15, the name as a text. */
+  lith__dq_buf b;
+  lith__dq_buf_init(&b);
+  assert_int_equal(lith__dq_req_dump(&b, "main"), LITH_DQ_OK);
+  assert_int_equal(b.len, 16);
+  assert_int_equal(b.data[0], 1);
+  assert_int_equal(b.data[4], LITH_DQ_REQ_DUMP);
+  assert_memory_equal(b.data + 8, "main\0\0\0\0", 8);
+  lith__dq_buf_free(&b);
+
+  /* Whole, and in pieces: the same. */
+  size_t pieces[] = {n, 1, 5, 8, 3};
+  for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++) {
+    decode_files(body, n, n, pieces[p], &g);
+    assert_int_equal(g.rc, LITH_DQ_OK);
+    assert_true(g.done);
+    assert_int_equal(g.nfiles, 2);
+    assert_string_equal(g.names[0], "db");
+    assert_string_equal(g.names[1], "db-wal");
+    assert_int_equal(g.sizes[0], 16);
+    assert_int_equal(g.sizes[1], 3);
+    assert_memory_equal(g.data[0], "12345678abcdefgh", 16);
+    assert_memory_equal(g.data[1], "xyz", 3);
+    assert_int_equal(g.trailing, 0);
+  }
+  /* A later schema's word after the files: DONE, 8 bytes left over. */
+  decode_files(body, n + 8, n + 8, 7, &g);
+  assert_true(g.rc == LITH_DQ_OK && g.done && g.trailing == 8);
+  /* No files at all: DONE at once. */
+  const char *none[] = {NULL};
+  size_t n0 = files_body(bad, 0, 0, none, none);
+  decode_files(bad, n0, n0, 3, &g);
+  assert_true(g.rc == LITH_DQ_OK && g.done && g.nfiles == 0);
+
+  /* Every truncation (the header saying so, or the bytes not coming). */
+  for (size_t k = 0; k < n; k++) {
+    decode_files(body, k, k, 3, &g);
+    assert_int_equal(g.rc, LITH_DQ_PROTO);
+    decode_files(body, k, n, 3, &g2);
+    assert_int_equal(g2.rc, -1);
+  }
+  /* A count the body cannot hold (two words a file at least). */
+  memcpy(bad, body, n);
+  bad[0] = 5;
+  decode_files(bad, n, n, n, &g);
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+  assert_int_equal(g.nfiles, 0);
+  decode_files(bad, 8, n, 8, &g); /* refused from the count word alone */
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+  /* A size past the body: refused before a byte of it is handed out. */
+  memcpy(bad, body, n);
+  bad[16] = 200;
+  decode_files(bad, n, n, 1, &g);
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+  assert_int_equal(g.ndata[0], 0);
+  /* Near 2^64 (its padding would wrap). */
+  memcpy(bad, body, n);
+  memset(bad + 16, 0xff, 8);
+  decode_files(bad, n, n, n, &g);
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+  /* The first file fits, but then the second cannot: refused at the first's size. */
+  memcpy(bad, body, n);
+  bad[16] = 32; /* leaves 8 bytes: the second file needs 16 at least */
+  decode_files(bad, n, n, 1, &g);
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+  assert_int_equal(g.ndata[0], 0);
+  /* A name with no NUL within LITH_DQ_FILE_NAME_MAX. */
+  {
+    static uint8_t big[LITH_DQ_FILE_NAME_MAX + 64];
+    memset(big, 0, sizeof big);
+    big[0] = 1;
+    memset(big + 8, 'a', LITH_DQ_FILE_NAME_MAX);
+    decode_files(big, sizeof big, sizeof big, 100, &g);
+    assert_int_equal(g.rc, LITH_DQ_PROTO);
+    decode_files(big, 8 + LITH_DQ_FILE_NAME_MAX, sizeof big, 100, &g); /* at its bound, not later */
+    assert_int_equal(g.rc, LITH_DQ_PROTO);
+    /* One byte shorter, with its NUL: a name. */
+    big[8 + LITH_DQ_FILE_NAME_MAX - 1] = 0;
+    decode_files(big, sizeof big, sizeof big, 100, &g);
+    assert_int_equal(g.rc, LITH_DQ_OK);
+    assert_int_equal(strlen(g.names[0]), LITH_DQ_FILE_NAME_MAX - 1);
+  }
+  /* A name that runs past the body. */
+  memcpy(bad, body, 8);
+  memcpy(bad + 8, "abcdefgh", 8);
+  decode_files(bad, 16, 16, 16, &g);
+  assert_int_equal(g.rc, LITH_DQ_PROTO);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_request_layout),  cmocka_unit_test(test_header),
       cmocka_unit_test(test_fixed_responses), cmocka_unit_test(test_failure_tail),
       cmocka_unit_test(test_servers),         cmocka_unit_test(test_rows),
+      cmocka_unit_test(test_files),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
