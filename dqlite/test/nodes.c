@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -53,6 +54,7 @@ int t_free_port(void) {
 void t_node_init(t_node *n, int id) {
   memset(n, 0, sizeof *n);
   n->id = id;
+  n->out_fd = -1;
   snprintf(n->address, sizeof n->address, "127.0.0.1:%d", t_free_port());
   snprintf(n->dir, sizeof n->dir, "node%d", id);
 }
@@ -120,7 +122,12 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
     if (len == sizeof n->line - 1)
       break;
   }
-  close(p[0]);
+  if (ok && n->keep_out) {
+    n->out_fd = p[0]; /* what came after the serving line stays in n->line */
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+  } else {
+    close(p[0]);
+  }
   if (!ok) {
     int status = t_node_stop(n, SIGKILL, 2000);
     fprintf(stderr, "node %d: no serving line within %d ms (got \"%s\"; exit status %d)\n", n->id, timeout_ms,
@@ -130,8 +137,24 @@ int t_node_start(t_node *n, const char *join, int timeout_ms) {
   return 0;
 }
 
+char *t_node_read_out(t_node *n, char *buf, size_t cap) {
+  size_t len = strlen(buf);
+  while (n->keep_out && n->out_fd >= 0 && len + 1 < cap) {
+    ssize_t r = read(n->out_fd, buf + len, cap - 1 - len);
+    if (r <= 0)
+      break;
+    len += (size_t)r;
+  }
+  buf[len] = '\0';
+  return buf;
+}
+
 int t_node_stop(t_node *n, int sig, int timeout_ms) {
   int status;
+  if (n->keep_out && n->out_fd >= 0) {
+    close(n->out_fd);
+    n->out_fd = -1;
+  }
   if (n->pid <= 0)
     return -1;
   kill(n->pid, sig);

@@ -24,12 +24,18 @@ typedef struct t_node {
   char line[256];           /* the node's "serving" line */
   int latency_ms;           /* 0: T_NODE_LATENCY_MS */
   const char *const *extra; /* more options, NULL-terminated; the caller's */
+  /* keep_out: t_node_start keeps the node's stdout, past its serving line,
+   * in out_fd (the read end of its pipe, non-blocking; closed by
+   * t_node_stop), for what it prints later; else out_fd is -1. */
+  int keep_out;
+  int out_fd;
 } t_node;
 
 /* A free TCP port on 127.0.0.1 (bound and released: the usual small race). */
 int t_free_port(void);
 
-/* Node `id` on a free port, data in ./node<id> (the scratch directory). */
+/* Node `id` on a free port, data in ./node<id> (the scratch directory).
+ * (Zeroes it: set latency_ms, extra, keep_out after.) */
 void t_node_init(t_node *n, int id);
 
 /* Spawn it (join: NULL, or the --join list) and wait up to timeout_ms for its
@@ -41,6 +47,10 @@ int t_node_start(t_node *n, const char *join, int timeout_ms);
 /* Send sig and reap it: its exit status, 128 + signal if a signal ended
  * it, -1 if it did not end within timeout_ms (then SIGKILLed). */
 int t_node_stop(t_node *n, int sig, int timeout_ms);
+
+/* With keep_out: append what the node printed since (without waiting) to
+ * buf[0..cap), NUL-terminated; returns buf. */
+char *t_node_read_out(t_node *n, char *buf, size_t cap);
 
 /* A fake node on 127.0.0.1: accepts one connection, reads the 8-byte
  * handshake and one request, writes `reply` (n bytes), then closes the

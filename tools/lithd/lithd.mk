@@ -90,10 +90,12 @@ lithd: $(LITHD_BIN)
 # test_lithd_migrate: what migration tools send, on both stores;
 # test_lithd_dqlite_restore: lithd --dqlite --restore, and a cluster backed
 # up, wiped and restored; test_lithd_dqlite_backup: backups of a cluster
-# under write load (dqlite/test/nodes.o spawns the nodes; the dqlite
-# client reads the cluster).
+# under write load; test_lithd_leader: who leads, in /metrics, /v1/stats
+# and the log within 1 s of a new leader (dqlite/test/nodes.o spawns the
+# nodes; the dqlite client reads the cluster).
 LITHD_DQ_SRC   := $(LD_DIR)/test/test_lithd_dqlite.c $(LD_DIR)/test/test_lithd_attacks.c \
                   $(LD_DIR)/test/test_lithd_hrana.c $(LD_DIR)/test/test_lithd_migrate.c \
+                  $(LD_DIR)/test/test_lithd_leader.c \
                   $(LD_DIR)/test/test_lithd_dqlite_restore.c $(LD_DIR)/test/test_lithd_dqlite_backup.c
 # test_lithd_tls: https, with the test certificates of http/test/tlsgen.c
 # and OpenSSL's client.
