@@ -5,6 +5,8 @@
  *   lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]
  *             [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]
  *             [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]
+ *   lith-node --status ADDR[,ADDR...] [--json]
+ *   lith-node --help
  *
  * Node 1 bootstraps a cluster of itself when DIR holds no Raft state
  * (libdqlite does that for id 1). Any other node starts empty and, given
@@ -56,17 +58,41 @@
  * When it serves, it prints one line to stdout,
  *   lith-node: id N serving on ADDR (leader LADDR)
  * once the node knows a leader (LADDR "none" if --wait-ms passed first).
+ * After it, a line each time the node becomes or stops being the leader
+ * (libdqlite 1.11 tells no such event: the main thread asks its own node,
+ * LEADER on one loopback connection, every LEAD_POLL_MS between signals):
+ *   lith-node: id N leads
+ *   lith-node: id N no longer leads (leader LADDR)
  * SIGTERM or SIGINT stops it: dqlite_node_stop, dqlite_node_destroy, exit
  * 0. Errors go to stderr, exit 1.
  *
+ * --status (issue 34) asks running nodes instead of starting one: each
+ * listed node for the leader it knows (LEADER) and one of them for the
+ * members (CLUSTER, the leader's when it answers), and prints, as lines
+ *   node ADDR: id N, ROLE, leader|follower|knows no leader
+ *                                               (or: node ADDR: no answer (WHY))
+ *   leader: LADDR (id N)                        (or: leader: none)
+ *   member: id N ADDR ROLE                      (ROLE voter, standby, spare)
+ * or as one JSON object (--json; status_json says its fields). A node's
+ * id is the member whose address is the one asked. The leader: a node
+ * that names itself; else the one most of the answers name, unless it
+ * was asked too and did not name itself (a follower's word lags an
+ * election: a leader just killed is still named). Exit status 0 when a
+ * node answered and a leader is known, 2 when nodes answered but none
+ * knows a leader (an election, or no majority), 1 when no node answered
+ * (each is given STATUS_TIMEOUT_MS) or the arguments are wrong. What the
+ * nodes send is printed only after escaping (JSON) or with any byte that
+ * is not printable ASCII as '?'.
+ *
  * The signals are blocked before dqlite_node_start so that libdqlite's
  * thread inherits the mask and the main thread alone takes them, in
- * sigwait: no handler, nothing async-signal-unsafe. SIGPIPE is ignored:
+ * sigtimedwait: no handler, nothing async-signal-unsafe. SIGPIPE is ignored:
  * libdqlite writes to Raft peers that may have died, and the default
  * action would kill the node (seen: a follower's SIGTERM killed the other
  * two with SIGPIPE).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,18 +106,60 @@
 #include "../../lib/clock.h"
 #include "client.h"
 
+/* --status: each node's answers within this; the main loop's question to
+ * its own node, every this often. */
+#define STATUS_TIMEOUT_MS 2000
+#define LEAD_POLL_MS 250
+
 typedef struct opts {
   unsigned long long id;
   const char *address, *dir, *join;
+  const char *status; /* --status ADDR[,ADDR...] */
+  int json;           /* --json */
   unsigned latency_ms;
   int wait_ms;
   int max_run_ms, max_value_bytes, max_like_pattern, max_program_ops;
 } opts;
 
+static const char usage_text[] =
+    "usage: lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]\n"
+    "                 [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]\n"
+    "                 [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]\n"
+    "       lith-node --status ADDR[,ADDR...] [--json]\n"
+    "       lith-node --help\n";
+
+static const char help_text[] =
+    "\n"
+    "Runs one dqlite node for lithd --dqlite; prints \"lith-node: id N serving on ADDR (leader\n"
+    "LADDR)\" once it serves, then \"lith-node: id N leads\" or \"lith-node: id N no longer\n"
+    "leads (leader LADDR)\" when its role changes. SIGTERM or SIGINT stops it.\n"
+    "\n"
+    "  --id N                 this node's id (1 bootstraps a new cluster)\n"
+    "  --address HOST:PORT    where it listens, as the other nodes reach it\n"
+    "  --dir DIR              its Raft log and snapshots\n"
+    "  --join ADDR[,ADDR...]  nodes of the cluster to join through (a new node)\n"
+    "  --latency-ms MS        the network's latency: Raft's timeouts (election 15x)\n"
+    "  --wait-ms MS           how long to wait for a leader before serving (30000)\n"
+    "  --max-run-ms MS        a statement is interrupted past it (5000; 0: none)\n"
+    "  --max-value-bytes N    the largest string or blob (1048576)\n"
+    "  --max-like-pattern N   the longest LIKE pattern (50)\n"
+    "  --max-program-ops N    the largest statement program (250000)\n"
+    "\n"
+    "  --status ADDR[,ADDR...]  ask running nodes who leads: for each, its id and role,\n"
+    "                         then the leader and the members with their roles:\n"
+    "                           node ADDR: id N, voter, leader|follower|knows no leader\n"
+    "                           node ADDR: no answer (WHY)\n"
+    "                           leader: ADDR (id N)   or   leader: none\n"
+    "                           member: id N ADDR voter|standby|spare\n"
+    "  --json                 with --status: one JSON object instead\n"
+    "                         {\"nodes\":[{\"address\",\"answered\",\"id\",\"role\",\"leader\",\"error\"}],\n"
+    "                          "
+    "\"leader\":{\"address\",\"id\"}|null,\"members\":[{\"id\",\"address\",\"role\"}]}\n"
+    "                         exit 0: a leader is known; 2: nodes answered, none knows a\n"
+    "                         leader; 1: no node answered (2 s each)\n";
+
 static void usage(void) {
-  fprintf(stderr, "usage: lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]\n"
-                  "                 [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]\n"
-                  "                 [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]\n");
+  fputs(usage_text, stderr);
   exit(1);
 }
 
@@ -125,10 +193,20 @@ static void parse(int argc, char **argv, opts *o) {
   o->max_program_ops = 250000;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    if (strcmp(a, "--help") == 0) {
+      printf("%s%s", usage_text, help_text);
+      exit(0);
+    }
+    if (strcmp(a, "--json") == 0) {
+      o->json = 1;
+      continue;
+    }
     if (i + 1 >= argc)
       usage();
     const char *v = argv[++i];
-    if (strcmp(a, "--id") == 0)
+    if (strcmp(a, "--status") == 0)
+      o->status = v;
+    else if (strcmp(a, "--id") == 0)
       o->id = number(a, v);
     else if (strcmp(a, "--address") == 0)
       o->address = v;
@@ -151,7 +229,8 @@ static void parse(int argc, char **argv, opts *o) {
     else
       usage();
   }
-  if (o->id == 0 || o->address == NULL || o->dir == NULL)
+  if (o->status != NULL ? o->id != 0 || o->address != NULL || o->dir != NULL || o->join != NULL
+                        : o->json || o->id == 0 || o->address == NULL || o->dir == NULL)
     usage();
 }
 
@@ -294,13 +373,247 @@ static void wait_leader(const opts *o, int64_t deadline, char *leader, size_t n)
   lith__dq_close(c);
 }
 
+/* ---- --status (see the top) ---- */
+
+/* What one node said. */
+typedef struct node_seen {
+  char address[256]; /* as listed */
+  int answered;
+  char leader[256]; /* the leader it knows, "" none */
+  uint64_t leader_id;
+  char error[256];
+} node_seen;
+
+static const char *role_name(uint64_t role) {
+  return role == LITH_DQ_VOTER     ? "voter"
+         : role == LITH_DQ_STANDBY ? "standby"
+         : role == LITH_DQ_SPARE   ? "spare"
+                                   : "unknown";
+}
+
+/* s with every byte that is not printable ASCII as '?': a node's words on a
+ * terminal. Into buf (n > 0). */
+static const char *printable(const char *s, char *buf, size_t n) {
+  size_t i;
+  for (i = 0; s[i] != '\0' && i < n - 1; i++)
+    buf[i] = s[i] >= ' ' && s[i] < 127 ? s[i] : '?';
+  buf[i] = '\0';
+  return buf;
+}
+
+/* s as a JSON string. */
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s != '\0'; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      printf("\\%c", ch);
+    else if (ch < 0x20 || ch >= 0x7f)
+      printf("\\u%04x", ch); /* a byte, not a character: nodes' addresses are ASCII */
+    else
+      putchar(ch);
+  }
+  putchar('"');
+}
+
+/* The member whose address is addr, or NULL. */
+static const lith__dq_server *member(const lith__dq_servers *m, const char *addr) {
+  for (size_t i = 0; i < m->n; i++)
+    if (m->v[i].address != NULL && strcmp(m->v[i].address, addr) == 0)
+      return &m->v[i];
+  return NULL;
+}
+
+static void status_lines(const node_seen *seen, size_t n, const char *leader, uint64_t leader_id,
+                         const lith__dq_servers *m) {
+  char a[256], b[256];
+  for (size_t i = 0; i < n; i++) {
+    const lith__dq_server *me = member(m, seen[i].address);
+    if (!seen[i].answered)
+      printf("node %s: no answer (%s)\n", printable(seen[i].address, a, sizeof a),
+             printable(seen[i].error, b, sizeof b));
+    else if (me == NULL)
+      printf("node %s: not a member as asked (the members name it otherwise)\n",
+             printable(seen[i].address, a, sizeof a));
+    else
+      printf("node %s: id %" PRIu64 ", %s, %s\n", printable(seen[i].address, a, sizeof a), me->id,
+             role_name(me->role),
+             strcmp(seen[i].address, leader) == 0 ? "leader"
+             : seen[i].leader[0] != '\0'          ? "follower"
+                                                  : "knows no leader");
+  }
+  if (leader[0] != '\0')
+    printf("leader: %s (id %" PRIu64 ")\n", printable(leader, a, sizeof a), leader_id);
+  else
+    printf("leader: none\n");
+  for (size_t i = 0; i < m->n; i++)
+    printf("member: id %" PRIu64 " %s %s\n", m->v[i].id,
+           printable(m->v[i].address ? m->v[i].address : "", a, sizeof a), role_name(m->v[i].role));
+}
+
+/* {"nodes":[{"address","answered","id","role","leader","error"}...],
+ *  "leader":{"address","id"}|null,"members":[{"id","address","role"}...]}
+ * A node's id, role and leader (true/false) only when it answered and is
+ * a member; its error only when it did not answer. */
+static void status_json(const node_seen *seen, size_t n, const char *leader, uint64_t leader_id,
+                        const lith__dq_servers *m) {
+  printf("{\"nodes\":[");
+  for (size_t i = 0; i < n; i++) {
+    const lith__dq_server *me = member(m, seen[i].address);
+    printf("%s{\"address\":", i > 0 ? "," : "");
+    json_string(seen[i].address);
+    printf(",\"answered\":%s", seen[i].answered ? "true" : "false");
+    if (seen[i].answered && me != NULL)
+      printf(",\"id\":%" PRIu64 ",\"role\":\"%s\",\"leader\":%s", me->id, role_name(me->role),
+             strcmp(seen[i].address, leader) == 0 ? "true" : "false");
+    if (!seen[i].answered) {
+      printf(",\"error\":");
+      json_string(seen[i].error);
+    }
+    putchar('}');
+  }
+  printf("],\"leader\":");
+  if (leader[0] != '\0') {
+    printf("{\"address\":");
+    json_string(leader);
+    printf(",\"id\":%" PRIu64 "}", leader_id);
+  } else {
+    printf("null");
+  }
+  printf(",\"members\":[");
+  for (size_t i = 0; i < m->n; i++) {
+    printf("%s{\"id\":%" PRIu64 ",\"address\":", i > 0 ? "," : "", m->v[i].id);
+    json_string(m->v[i].address ? m->v[i].address : "");
+    printf(",\"role\":\"%s\"}", role_name(m->v[i].role));
+  }
+  printf("]}\n");
+}
+
+/* Ask each node of o->status; print; the exit status (the top). */
+static int status_main(const opts *o) {
+  enum { MAX_NODES = 64 };
+  static node_seen seen[MAX_NODES];
+  char list[4096], leader[256] = "";
+  uint64_t leader_id = 0;
+  size_t n = 0;
+  int answered = 0;
+  lith__dq_servers m = {0, NULL};
+  lith__dq_conn *c = lith__dq_new(STATUS_TIMEOUT_MS);
+  if (c == NULL) {
+    fprintf(stderr, "lith-node: out of memory\n");
+    return 1;
+  }
+  if (snprintf(list, sizeof list, "%s", o->status) >= (int)sizeof list) {
+    fprintf(stderr, "lith-node: --status: the address list is too long\n");
+    lith__dq_close(c);
+    return 1;
+  }
+  char *save = NULL;
+  for (char *a = strtok_r(list, ",", &save); a != NULL && n < MAX_NODES; a = strtok_r(NULL, ",", &save)) {
+    node_seen *s = &seen[n++];
+    uint64_t id = 0;
+    const char *addr = "";
+    snprintf(s->address, sizeof s->address, "%s", a);
+    int rc = lith__dq_connect(c, a);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_leader(c, &id, &addr);
+    if (rc != LITH_DQ_OK) {
+      snprintf(s->error, sizeof s->error, "%s", lith__dq_errmsg(c));
+      continue;
+    }
+    s->answered = 1;
+    answered++;
+    snprintf(s->leader, sizeof s->leader, "%s", addr);
+    s->leader_id = id;
+    /* The members: the first node's answer, replaced by the leader's own
+     * when the leader is among those asked. */
+    if (m.v == NULL || (addr[0] != '\0' && strcmp(addr, a) == 0)) {
+      lith__dq_servers got;
+      if (lith__dq_cluster(c, &got) == LITH_DQ_OK) {
+        free(m.v);
+        m = got;
+      }
+    }
+  }
+  lith__dq_close(c);
+  /* The leader: the one a node names itself, else the one most of those
+   * that answered name (a follower's word may lag an election). */
+  for (size_t i = 0; i < n; i++)
+    if (seen[i].answered && seen[i].leader[0] != '\0' && strcmp(seen[i].leader, seen[i].address) == 0) {
+      snprintf(leader, sizeof leader, "%s", seen[i].leader);
+      leader_id = seen[i].leader_id;
+    }
+  for (size_t i = 0, best = 0; leader[0] == '\0' && i < n; i++) {
+    size_t k = 0, asked = 0;
+    for (size_t j = 0; j < n; j++) {
+      k += seen[i].leader[0] != '\0' && strcmp(seen[j].leader, seen[i].leader) == 0;
+      asked += strcmp(seen[j].address, seen[i].leader) == 0; /* ...and it did not name itself */
+    }
+    if (k > best && !asked) {
+      best = k;
+      snprintf(leader, sizeof leader, "%s", seen[i].leader);
+      leader_id = seen[i].leader_id;
+    }
+  }
+  if (o->json)
+    status_json(seen, n, leader, leader_id, &m);
+  else
+    status_lines(seen, n, leader, leader_id, &m);
+  free(m.v);
+  return answered == 0 ? 1 : leader[0] == '\0' ? 2 : 0;
+}
+
+/* ---- Who leads, told as it changes (see the top) ---- */
+
+/* Whether this node leads now: 1, 0, or -1 when it cannot tell (the
+ * connection is made again next time). *leader: the one it names. */
+static int leads_now(lith__dq_conn *c, const opts *o, char *leader, size_t n) {
+  uint64_t id;
+  const char *addr;
+  if ((!lith__dq_connected(c) && lith__dq_connect(c, o->address) != LITH_DQ_OK) ||
+      lith__dq_leader(c, &id, &addr) != LITH_DQ_OK) {
+    lith__dq_disconnect(c);
+    return -1;
+  }
+  snprintf(leader, n, "%s", addr[0] != '\0' ? addr : "none");
+  return strcmp(addr, o->address) == 0;
+}
+
+/* Until SIGTERM or SIGINT: a line when this node becomes or stops being
+ * the leader. led: whether it led at the serving line. */
+static void serve(const opts *o, const sigset_t *set, int led) {
+  lith__dq_conn *c = lith__dq_new(1000);
+  struct timespec tick = {LEAD_POLL_MS / 1000, (long)(LEAD_POLL_MS % 1000) * 1000000};
+  char leader[256], shown[256];
+  for (;;) {
+    int sig = c != NULL ? sigtimedwait(set, NULL, &tick) : sigwaitinfo(set, NULL);
+    if (sig == SIGTERM || sig == SIGINT)
+      break;
+    if (sig >= 0 || errno != EAGAIN)
+      continue;
+    int now = leads_now(c, o, leader, sizeof leader);
+    if (now < 0 || now == led)
+      continue;
+    led = now;
+    if (led)
+      printf("lith-node: id %llu leads\n", o->id);
+    else
+      printf("lith-node: id %llu no longer leads (leader %s)\n", o->id,
+             printable(leader, shown, sizeof shown));
+    fflush(stdout);
+  }
+  lith__dq_close(c);
+}
+
 int main(int argc, char **argv) {
   opts o;
   dqlite_node *node = NULL;
   sigset_t set;
-  int sig, status = 1;
+  int status = 1;
   char leader[256];
   parse(argc, argv, &o);
+  if (o.status != NULL)
+    return status_main(&o);
   g_opts = o;
   /* Before libdqlite opens any connection: every one gets the guard. */
   if (sqlite3_auto_extension((void (*)(void))guard_init) != SQLITE_OK) {
@@ -346,8 +659,7 @@ int main(int argc, char **argv) {
   printf("lith-node: id %llu serving on %s (leader %s)\n", o.id, o.address, leader);
   fflush(stdout);
 
-  while (sigwait(&set, &sig) != 0)
-    ;
+  serve(&o, &set, strcmp(leader, o.address) == 0);
   status = 0;
 
 out_stop:

@@ -22,6 +22,15 @@
  *     and its batch's neighbours commit; --max-program-ops refuses a
  *     statement compiling to more (SQLITE_NOMEM, SQLite's code for it), and
  *     the next one runs;
+ *   - --status (issue 34) on a fresh cluster: a line per node (its id,
+ *     role, leader or follower), the leader, the members with their roles,
+ *     exit 0; the same as JSON with --json; a node that does not answer is
+ *     said so and the others still answer (exit 0). The leader SIGKILLed:
+ *     the node elected prints "id N leads" and --status names it (the dead
+ *     one "no answer"); a follower killed too: the last node prints "id N
+ *     no longer leads" once it knows no leader, and --status exits 2
+ *     ("leader: none"); no node answering: exit 1. --help says it; --json
+ *     without --status, --status with --id: exit 1;
  *   - bad arguments (no --id; a bound out of range) exit 1.
  */
 #include <semaphore.h>
@@ -45,6 +54,8 @@
 #include "writer.h"
 
 static t_node nodes[3];
+
+#define TL_ARGV(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 static void exec_ok(lith__dq_conn *c, uint32_t db, const char *sql) {
   int rc = lith__dq_exec_sql(c, db, sql, NULL, 0, NULL);
@@ -351,6 +362,180 @@ static void test_slow_statement(void **state) {
     assert_int_equal(t_node_stop(&nodes[i], SIGTERM, 10000), 0);
 }
 
+/* ---- --status ---- */
+
+/* lith-node with args (after its name, NULL-terminated): its exit status,
+ * its stdout in out. */
+static int run_node(const char *const *args, char *out, size_t cap) {
+  int p[2];
+  const char *argv[16] = {"lith-node"};
+  int argc = 1;
+  for (int i = 0; args[i] != NULL && argc < 15; i++)
+    argv[argc++] = args[i];
+  argv[argc] = NULL;
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], 1);
+    close(p[0]);
+    close(p[1]);
+    execv(LITH_NODE_PATH, (char *const *)argv);
+    _exit(127);
+  }
+  close(p[1]);
+  size_t len = 0;
+  ssize_t r;
+  while (len + 1 < cap && (r = read(p[0], out + len, cap - 1 - len)) > 0)
+    len += (size_t)r;
+  out[len] = '\0';
+  close(p[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+static void expect_line(const char *out, const char *line) {
+  char want[512];
+  snprintf(want, sizeof want, "%s\n", line);
+  if (strstr(out, want) == NULL)
+    fail_msg("no line \"%s\" in:\n%s", line, out);
+}
+
+/* The index of the node that names itself leader, or -1 (asked now). */
+static int self_named(int skip) {
+  for (int i = 0; i < 3; i++) {
+    char seen[64] = "";
+    if (i == skip || nodes[i].pid <= 0)
+      continue;
+    lith__dq_conn *c = lith__dq_new(500);
+    uint64_t id;
+    const char *addr;
+    if (lith__dq_connect(c, nodes[i].address) == LITH_DQ_OK && lith__dq_leader(c, &id, &addr) == LITH_DQ_OK)
+      snprintf(seen, sizeof seen, "%s", addr);
+    lith__dq_close(c);
+    if (strcmp(seen, nodes[i].address) == 0)
+      return i;
+  }
+  return -1;
+}
+
+static void test_status(void **state) {
+  (void)state;
+  char all[256], join2[128], line[256], bad[300];
+  int rc;
+  static char out[16384];
+  for (int i = 0; i < 3; i++) {
+    t_node_init(&nodes[i], i + 1);
+    snprintf(nodes[i].dir, sizeof nodes[i].dir, "st%d", i + 1);
+    nodes[i].keep_out = 1;
+  }
+  snprintf(join2, sizeof join2, "%s,%s", nodes[0].address, nodes[1].address);
+  assert_int_equal(t_node_start(&nodes[0], NULL, 10000), 0);
+  assert_int_equal(t_node_start(&nodes[1], nodes[0].address, 15000), 0);
+  assert_int_equal(t_node_start(&nodes[2], join2, 15000), 0);
+  all_addresses(all, sizeof all);
+  int li = t_leader_index(nodes, 3, all);
+  assert_true(li >= 0);
+
+  /* lines: each node, the leader, the members */
+  assert_int_equal(run_node(TL_ARGV("--status", all), out, sizeof out), 0);
+  for (int i = 0; i < 3; i++) {
+    snprintf(line, sizeof line, "node %s: id %d, voter, %s", nodes[i].address, nodes[i].id,
+             i == li ? "leader" : "follower");
+    expect_line(out, line);
+    snprintf(line, sizeof line, "member: id %d %s voter", nodes[i].id, nodes[i].address);
+    expect_line(out, line);
+  }
+  snprintf(line, sizeof line, "leader: %s (id %d)", nodes[li].address, nodes[li].id);
+  expect_line(out, line);
+  /* JSON */
+  assert_int_equal(run_node(TL_ARGV("--status", all, "--json"), out, sizeof out), 0);
+  assert_true(out[0] == '{' && strcmp(out + strlen(out) - 2, "}\n") == 0);
+  for (int i = 0; i < 3; i++) {
+    snprintf(line, sizeof line,
+             "{\"address\":\"%s\",\"answered\":true,\"id\":%d,\"role\":\"voter\",\"leader\":%s}",
+             nodes[i].address, nodes[i].id, i == li ? "true" : "false");
+    if (strstr(out, line) == NULL)
+      fail_msg("no %s in %s", line, out);
+    snprintf(line, sizeof line, "{\"id\":%d,\"address\":\"%s\",\"role\":\"voter\"}", nodes[i].id,
+             nodes[i].address);
+    assert_non_null(strstr(out, line));
+  }
+  snprintf(line, sizeof line, "\"leader\":{\"address\":\"%s\",\"id\":%d}", nodes[li].address, nodes[li].id);
+  assert_non_null(strstr(out, line));
+  /* a node that does not answer, among those that do */
+  snprintf(bad, sizeof bad, "127.0.0.1:1,%s", all);
+  assert_int_equal(run_node(TL_ARGV("--status", bad), out, sizeof out), 0);
+  assert_non_null(strstr(out, "node 127.0.0.1:1: no answer ("));
+  assert_int_equal(run_node(TL_ARGV("--status", "127.0.0.1:1", "--json"), out, sizeof out), 1);
+  assert_non_null(strstr(out, "{\"address\":\"127.0.0.1:1\",\"answered\":false,\"error\":\""));
+  assert_non_null(strstr(out, "\"leader\":null,\"members\":[]}"));
+
+  /* The leader killed: the node elected says it leads; --status names it. */
+  assert_int_equal(t_node_stop(&nodes[li], SIGKILL, 5000), 128 + SIGKILL);
+  int64_t t0 = t_ms_now();
+  int ni;
+  /* at once, before the election: the followers still name the dead
+   * leader, which --status does not take for the leader (it was asked) */
+  rc = run_node(TL_ARGV("--status", all), out, sizeof out);
+  snprintf(line, sizeof line, "leader: %s", nodes[li].address);
+  if (strstr(out, line) != NULL)
+    fail_msg("a dead leader named (exit %d):\n%s", rc, out);
+  while ((ni = self_named(li)) < 0) {
+    assert_true(t_ms_now() - t0 < 10000);
+    t_sleep_ms(20);
+  }
+  char told[4096] = "";
+  snprintf(line, sizeof line, "lith-node: id %d leads\n", nodes[ni].id);
+  while (strstr(t_node_read_out(&nodes[ni], told, sizeof told), line) == NULL) {
+    assert_true(t_ms_now() - t0 < 12000);
+    t_sleep_ms(20);
+  }
+  print_message("node %d elected %lld ms after the kill; its line: %s", nodes[ni].id,
+                (long long)(t_ms_now() - t0), line);
+  assert_int_equal(run_node(TL_ARGV("--status", all), out, sizeof out), 0);
+  snprintf(line, sizeof line, "node %s: no answer (", nodes[li].address);
+  assert_non_null(strstr(out, line));
+  snprintf(line, sizeof line, "leader: %s (id %d)", nodes[ni].address, nodes[ni].id);
+  expect_line(out, line);
+
+  /* The other follower killed: the last node knows no leader; it says so
+   * and --status exits 2. */
+  int fi = 3 - li - ni;
+  assert_int_equal(t_node_stop(&nodes[fi], SIGKILL, 5000), 128 + SIGKILL);
+  t0 = t_ms_now();
+  snprintf(line, sizeof line, "lith-node: id %d no longer leads (leader none)\n", nodes[ni].id);
+  while (strstr(t_node_read_out(&nodes[ni], told, sizeof told), line) == NULL) {
+    assert_true(t_ms_now() - t0 < 12000);
+    t_sleep_ms(20);
+  }
+  while ((rc = run_node(TL_ARGV("--status", all), out, sizeof out)) != 2) {
+    assert_int_equal(rc, 0); /* until it knows it leads no more */
+    assert_true(t_ms_now() - t0 < 12000);
+    t_sleep_ms(50);
+  }
+  expect_line(out, "leader: none");
+  snprintf(line, sizeof line, "node %s: id %d, voter, knows no leader", nodes[ni].address, nodes[ni].id);
+  expect_line(out, line);
+  /* nobody */
+  assert_int_equal(t_node_stop(&nodes[ni], SIGTERM, 10000), 0);
+  assert_int_equal(run_node(TL_ARGV("--status", all), out, sizeof out), 1);
+  expect_line(out, "leader: none");
+  /* its own lines: leads, then no longer; nothing else after serving */
+  snprintf(line, sizeof line, "lith-node: id %d leads\nlith-node: id %d no longer leads (leader none)\n",
+           nodes[ni].id, nodes[ni].id);
+  t_node_read_out(&nodes[ni], told, sizeof told);
+  assert_string_equal(told, line);
+
+  /* usage */
+  assert_int_equal(run_node(TL_ARGV("--help"), out, sizeof out), 0);
+  assert_non_null(strstr(out, "--status ADDR[,ADDR...]"));
+  assert_non_null(strstr(out, "--json"));
+  assert_int_equal(run_node(TL_ARGV("--json"), out, sizeof out), 1);
+  assert_int_equal(run_node(TL_ARGV("--status", all, "--id", "1"), out, sizeof out), 1);
+}
+
 static void test_usage(void **state) {
   (void)state;
   pid_t pid = fork();
@@ -385,6 +570,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_three_nodes, teardown),
       cmocka_unit_test_teardown(test_slow_statement, teardown),
+      cmocka_unit_test_teardown(test_status, teardown),
       cmocka_unit_test(test_usage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
