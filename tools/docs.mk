@@ -21,8 +21,10 @@ DOCS_TESTED   := tools/test/docs.md README.md $(sort $(wildcard docs/*.md)) exam
                  clients/python/README.md clients/node/README.md
 DOCS_TEST_BIN := $(B)/tools/test/test_docs
 DOCS_DEBS     := python3 python3-venv curl
-# where make deps-litestream puts litestream (docs/litestream.md needs it)
+# where make deps-litestream puts litestream (docs/litestream.md needs it),
+# and make deps-hrana's drizzle-kit (docs/ha.md, "Migrating on --dqlite")
 DOCS_LITESTREAM_DIR := build/litestream/node_modules/@flydotio/litestream-linux-x64
+DOCS_NPM_BIN_DIR    := build/hrana/node_modules/.bin
 DOCS_CMDS     := python3 curl
 # and what else make deps checks: the Python examples make a venv (Debian's
 # python3 needs python3-venv for it); the Node examples run where node is
@@ -36,8 +38,9 @@ $(DOCS_TEST_BIN): tools/test-docs.py $(DOCS_TESTED) $(LITHD_BIN) $(LITH_CLI_BIN)
                   $(if $(SANITIZE),,$(LIBS) $(PCS))
 	@mkdir -p $(dir $@)
 	@$(MAKE) --no-print-directory install SANITIZE= B=build/default PREFIX="$(abspath $(DOCS_PREFIX))" DESTDIR= > /dev/null
-	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" --path "%s" --src "%s" --prefix "%s" %s\n' \
-	  "$(abspath tools/test-docs.py)" "$(abspath $(B))" "$(abspath $(DOCS_LITESTREAM_DIR))" "$(abspath .)" \
+	@printf '#!/bin/sh\nexec python3 "%s" --bin "%s" --path "%s" --path "%s" --src "%s" --prefix "%s" %s\n' \
+	  "$(abspath tools/test-docs.py)" "$(abspath $(B))" "$(abspath $(DOCS_LITESTREAM_DIR))" \
+	  "$(abspath $(DOCS_NPM_BIN_DIR))" "$(abspath .)" \
 	  "$(abspath $(DOCS_PREFIX))" "$(abspath $(DOCS_TESTED))" > $@
 	@chmod +x $@
 
