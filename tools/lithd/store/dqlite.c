@@ -246,6 +246,7 @@ static int vet_load(dq_run *rn) {
   vet *v = rn->v;
   lith__dq_rows rows;
   int64_t version = 0;
+  lith__dq_rows_init(&rows); /* freed below even when the first query fails and this one is never sent */
   vet_close(v);
   if (sqlite3_open_v2(":memory:", &v->conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
     goto fail;
