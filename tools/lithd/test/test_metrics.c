@@ -9,6 +9,11 @@
  * already failed gets nothing more. Each database's series carry its db
  * label, two databases' series sit under one HELP and TYPE, and hundreds
  * of route labels (many databases) count each response under its own.
+ * Databases on a dqlite cluster get the lith_dqlite_* series (who leads,
+ * failovers), a leader's address escaped as a label value; a local file
+ * none of them. Every text written passes assert_exposition, a check of
+ * the format itself (each metric introduced once by HELP and TYPE before
+ * its samples, its samples together, labels and values well formed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,6 +89,95 @@ static uint64_t histogram_of(const char *text, const char *name, const char *db)
 
 static uint64_t histogram(const char *text, const char *name) { return histogram_of(text, name, "main"); }
 
+/* [a-zA-Z_:][a-zA-Z0-9_:]* at p: its length (0: none). */
+static size_t metric_name(const char *p) {
+  size_t n = 0;
+  while ((p[n] >= 'a' && p[n] <= 'z') || (p[n] >= 'A' && p[n] <= 'Z') || p[n] == '_' || p[n] == ':' ||
+         (n > 0 && p[n] >= '0' && p[n] <= '9'))
+    n++;
+  return n;
+}
+
+/* The text format 0.0.4, line by line: "# HELP name text", then "# TYPE name
+ * counter|gauge|histogram" once per metric, then its samples and no other
+ * metric's (a histogram's: name_bucket with an le label, name_sum,
+ * name_count), each "name{label="value",...} number" with only \\, \" and
+ * \n escaped in values; no metric introduced twice. */
+static void assert_exposition(const char *text) {
+  static char seen[512][128];
+  size_t nseen = 0;
+  char family[128] = "", type[16] = "", help[128] = "";
+  const char *p = text;
+  int line = 0;
+  while (*p) {
+    const char *end = strchr(p, '\n');
+    line++;
+    if (end == NULL)
+      fail_msg("line %d: no newline at the end", line);
+    if (strncmp(p, "# HELP ", 7) == 0) {
+      size_t n = metric_name(p + 7);
+      if (n == 0 || p[7 + n] != ' ')
+        fail_msg("line %d: a HELP without a name: %.*s", line, (int)(end - p), p);
+      snprintf(help, sizeof help, "%.*s", (int)n, p + 7);
+    } else if (strncmp(p, "# TYPE ", 7) == 0) {
+      size_t n = metric_name(p + 7);
+      snprintf(family, sizeof family, "%.*s", (int)n, p + 7);
+      snprintf(type, sizeof type, "%.*s", (int)(end - (p + 8 + n)), p + 8 + n);
+      if (strcmp(family, help) != 0)
+        fail_msg("line %d: TYPE %s not right after its HELP", line, family);
+      if (strcmp(type, "counter") != 0 && strcmp(type, "gauge") != 0 && strcmp(type, "histogram") != 0)
+        fail_msg("line %d: type %s", line, type);
+      for (size_t i = 0; i < nseen; i++)
+        if (strcmp(seen[i], family) == 0)
+          fail_msg("line %d: %s introduced twice", line, family);
+      assert_true(nseen < 512);
+      snprintf(seen[nseen++], sizeof seen[0], "%s", family);
+    } else if (*p == '#') {
+      fail_msg("line %d: a comment that is neither HELP nor TYPE", line);
+    } else {
+      size_t n = metric_name(p), f = strlen(family);
+      const char *q = p + n;
+      if (n == 0 || f == 0 || strncmp(p, family, f) != 0 ||
+          (n != f && !(strcmp(type, "histogram") == 0 && ((n == f + 7 && strncmp(p + f, "_bucket", 7) == 0) ||
+                                                          (n == f + 4 && strncmp(p + f, "_sum", 4) == 0) ||
+                                                          (n == f + 6 && strncmp(p + f, "_count", 6) == 0)))))
+        fail_msg("line %d: a sample outside its metric (%s): %.*s", line, family, (int)(end - p), p);
+      if (*q == '{') {
+        q++;
+        for (;;) {
+          size_t ln = metric_name(q);
+          if (ln == 0 || q[ln] != '=' || q[ln + 1] != '"')
+            fail_msg("line %d: a bad label: %.*s", line, (int)(end - p), p);
+          q += ln + 2;
+          while (*q != '"') {
+            if (q >= end)
+              fail_msg("line %d: a label value without its end", line);
+            if (*q == '\\' && q[1] != '\\' && q[1] != '"' && q[1] != 'n')
+              fail_msg("line %d: an escape the format has not: %.*s", line, (int)(end - p), p);
+            q += *q == '\\' ? 2 : 1;
+          }
+          q++;
+          if (*q == ',')
+            q++;
+          else if (*q == '}')
+            break;
+          else
+            fail_msg("line %d: labels not closed: %.*s", line, (int)(end - p), p);
+        }
+        q++;
+      }
+      if (*q != ' ')
+        fail_msg("line %d: no value: %.*s", line, (int)(end - p), p);
+      char *vend;
+      q++;
+      strtod(q, &vend);
+      if (vend != end || vend == q)
+        fail_msg("line %d: a value that is not a number: %.*s", line, (int)(end - p), p);
+    }
+    p = end + 1;
+  }
+}
+
 /* One database "main" on db, for metrics_on. */
 static lithd_metrics_db main_db;
 static const lithd_metrics_db *const main_dbs[] = {&main_db};
@@ -126,6 +220,8 @@ static void test_text(void **state) {
   lithd_metrics_write(&b, &m);
   assert_int_equal(b.failed, 0);
   const char *text = b.p;
+  assert_exposition(text);
+  assert_null(strstr(text, "lith_dqlite_")); /* a local file: no cluster */
 
   assert_int_equal(sample(text, "lith_commands_total{db=\"main\"}"), COMMANDS);
   assert_int_equal(sample(text, "lith_commands_failed_total{db=\"main\"}"), st.failed);
@@ -230,6 +326,7 @@ static void test_counts(void **state) {
   lithd_metrics_write(&b, &m);
   const char *text = b.p;
   assert_non_null(text);
+  assert_exposition(text);
   assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/do\",code=\"200\"}"), 2);
   assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/v1/do\",code=\"409\"}"), 1);
   assert_int_equal(sample(text, "lithd_http_responses_total{route=\"/metrics\",code=\"599\"}"), 1);
@@ -313,6 +410,7 @@ static void test_two_databases(void **state) {
   lithd_metrics_write(&b, &m);
   const char *text = b.p;
   assert_non_null(text);
+  assert_exposition(text);
   assert_int_equal(sample(text, "lith_commands_total{db=\"main\"}"), 0);
   assert_int_equal(sample(text, "lith_commands_total{db=\"other\"}"), 5);
   assert_int_equal(sample(text, "lith_queue_capacity{db=\"main\"}"), 123);
@@ -340,6 +438,57 @@ static void test_two_databases(void **state) {
   remove_db();
 }
 
+/* Databases on a dqlite cluster: who leads and the failovers, per db
+ * label; none known: leader_known 0 and no info series; an address the
+ * format must escape is escaped. */
+static void test_cluster(void **state) {
+  (void)state;
+  lithd_buf b = {0};
+  lithd_metrics m;
+  lithd_metrics_db other, odd;
+  const lithd_metrics_db *dbs[3];
+
+  metrics_on(&m, NULL); /* no local file: lith's figures read 0 */
+  main_db.cluster = (lithd_metrics_cluster){.on = 1,
+                                            .leader = "10.0.0.2:9001",
+                                            .leader_id = 2,
+                                            .failovers = 3,
+                                            .reruns = 4,
+                                            .failover_wait_ms = 1500};
+  memset(&other, 0, sizeof other);
+  other.name = "other";
+  other.cluster = (lithd_metrics_cluster){.on = 1, .failovers = 1};
+  memset(&odd, 0, sizeof odd);
+  odd.name = "odd";
+  odd.cluster = (lithd_metrics_cluster){.on = 1, .leader = "h\"x\\y\nz", .leader_id = 7};
+  dbs[0] = &main_db;
+  dbs[1] = &other;
+  dbs[2] = &odd;
+  m.dbs = dbs;
+  m.n_dbs = 3;
+  lithd_metrics_write(&b, &m);
+  const char *text = b.p;
+  assert_non_null(text);
+  assert_exposition(text);
+  assert_int_equal(sample(text, "lith_dqlite_leader_known{db=\"main\"}"), 1);
+  assert_int_equal(sample(text, "lith_dqlite_leader_known{db=\"other\"}"), 0);
+  assert_int_equal(sample(text, "lith_dqlite_leader_info{db=\"main\",address=\"10.0.0.2:9001\",id=\"2\"}"),
+                   1);
+  assert_null(strstr(text, "lith_dqlite_leader_info{db=\"other\""));
+  assert_int_equal(sample(text, "lith_dqlite_leader_info{db=\"odd\",address=\"h\\\"x\\\\y\\nz\",id=\"7\"}"),
+                   1);
+  assert_int_equal(sample(text, "lith_dqlite_failovers_total{db=\"main\"}"), 3);
+  assert_int_equal(sample(text, "lith_dqlite_failovers_total{db=\"other\"}"), 1);
+  assert_int_equal(sample(text, "lith_dqlite_reruns_total{db=\"main\"}"), 4);
+  assert_non_null(strstr(text, "\nlith_dqlite_last_failover_wait_seconds{db=\"main\"} 1.5"));
+  assert_non_null(strstr(text, "\nlith_dqlite_last_failover_wait_seconds{db=\"other\"} 0"));
+  assert_non_null(strstr(text, "# TYPE lith_dqlite_failovers_total counter\n"));
+  assert_non_null(strstr(text, "# TYPE lith_dqlite_leader_info gauge\n"));
+  assert_non_null(strstr(text, "# TYPE lith_dqlite_last_failover_wait_seconds gauge\n"));
+  free(lithd_buf_finish(&b));
+  lithd_metrics_free(&m);
+}
+
 static void test_failed_buffer(void **state) {
   (void)state;
   lith_options opt;
@@ -361,9 +510,8 @@ static void test_failed_buffer(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_text),
-      cmocka_unit_test(test_counts),
-      cmocka_unit_test(test_two_databases),
+      cmocka_unit_test(test_text),          cmocka_unit_test(test_counts),
+      cmocka_unit_test(test_two_databases), cmocka_unit_test(test_cluster),
       cmocka_unit_test(test_failed_buffer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
