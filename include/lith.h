@@ -164,7 +164,10 @@ typedef struct lith_options {
                                lith_open; the name is kept (copied) for lith_backup. */
   /* Schema migrations, run once at open in one transaction: migration i
    * (counting from 1) runs when PRAGMA user_version < i, then user_version
-   * is set to n_migrations. Owned by the caller; read only during lith_open. */
+   * is set to n_migrations. A migration may not BEGIN, COMMIT or ROLLBACK
+   * itself; with foreign_keys on, what they leave must pass PRAGMA
+   * foreign_key_check (else LITH_CONSTRAINT and nothing of them stays).
+   * Owned by the caller; read only during lith_open. */
   const char *const *migrations;
   int n_migrations;
   lith_commit_hook on_commit; /* optional; see lith_commit_hook */

@@ -218,6 +218,19 @@ static int deny_transactions(void *ctx, int action, const char *a, const char *b
   return action == SQLITE_TRANSACTION ? SQLITE_DENY : SQLITE_OK;
 }
 
+/* Non-zero when PRAGMA foreign_key_check finds a row without its parent
+ * (or cannot be read). A migration commits none, as no command does
+ * (batch.c): PRAGMA defer_foreign_keys = OFF forgets SQLite's count of
+ * deferred violations, so a table redefined under the rows that reference
+ * it (SQLite's advice) could otherwise commit one. */
+static int fk_violated(sqlite3 *conn) {
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(conn, "SELECT 1 FROM pragma_foreign_key_check LIMIT 1", -1, &st, NULL);
+  int found = rc != SQLITE_OK || sqlite3_step(st) != SQLITE_DONE;
+  sqlite3_finalize(st);
+  return found;
+}
+
 int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
   int rc, version = 0;
   char sql[64];
@@ -243,6 +256,13 @@ int lith__conn_migrate(sqlite3 *conn, const lith_options *opt) {
       rc = lith__fail(LITH_ABORTED, "migration %d: the transaction was rolled back", i + 1);
       goto err_rollback;
     }
+  }
+  if (opt->foreign_keys && version < opt->n_migrations && fk_violated(conn)) {
+    rc = lith__fail(LITH_CONSTRAINT,
+                    "migrations %d..%d: FOREIGN KEY constraint failed (PRAGMA foreign_key_check: a row "
+                    "without its parent)",
+                    version + 1, opt->n_migrations);
+    goto err_rollback;
   }
   sqlite3_set_authorizer(conn, NULL, NULL);
   snprintf(sql, sizeof sql, "PRAGMA user_version=%d", opt->n_migrations);

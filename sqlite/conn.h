@@ -25,7 +25,9 @@ int lith__conn_open_reader(const char *path, const lith_options *opt, sqlite3 **
  * write the database file), never used for transactions. */
 int lith__conn_open_checkpointer(const char *path, const lith_options *opt, sqlite3 **out);
 
-/* Run the migrations of `opt` on the write connection in one transaction. */
+/* Run the migrations of `opt` on the write connection in one transaction:
+ * none may BEGIN, COMMIT or ROLLBACK itself, and with foreign keys on what
+ * they leave must pass PRAGMA foreign_key_check before it commits. */
 int lith__conn_migrate(sqlite3 *conn, const lith_options *opt);
 
 /* Create `path` empty with permission bits `mode` (before the umask) if it

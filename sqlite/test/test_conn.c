@@ -416,6 +416,50 @@ static void test_migration_cannot_commit(void **state) {
   t_remove_db(DB);
 }
 
+/* Migrations commit no row without its parent: a table redefined under
+ * the rows that reference it (SQLite's advice, defer_foreign_keys around
+ * it) commits when every row keeps its parent, and fails whole when one
+ * does not (defer_foreign_keys = OFF forgets SQLite's own count: PRAGMA
+ * foreign_key_check decides). With foreign keys off, it is not checked. */
+static void test_migrations_foreign_keys(void **state) {
+  (void)state;
+  static const char *const m[] = {
+      "CREATE TABLE p(id INTEGER PRIMARY KEY, v TEXT);"
+      "CREATE TABLE ch(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES p(id));"
+      "INSERT INTO p VALUES (1, '1'), (2, '2'); INSERT INTO ch(pid) VALUES (1), (2);",
+      "PRAGMA defer_foreign_keys = ON; CREATE TABLE p2(id INTEGER PRIMARY KEY, v INTEGER);"
+      "INSERT INTO p2 SELECT * FROM p WHERE id <> 1; DROP TABLE p; ALTER TABLE p2 RENAME TO p;"
+      "PRAGMA defer_foreign_keys = OFF;",
+  };
+  static const char *const good[] = {
+      m[0], "PRAGMA defer_foreign_keys = ON; CREATE TABLE p2(id INTEGER PRIMARY KEY, "
+            "v INTEGER); INSERT INTO p2 SELECT * FROM p; DROP TABLE p; ALTER TABLE p2 "
+            "RENAME TO p; PRAGMA defer_foreign_keys = OFF;"};
+  t_remove_db(DB);
+  reopen_ok(m, 1);
+  lith *db = (lith *)m;
+  assert_int_equal(open_with(m, 2, &db), LITH_CONSTRAINT);
+  assert_null(db);
+  assert_non_null(strstr(lith_errmsg(NULL), "migrations 2..2: FOREIGN KEY constraint failed"));
+  assert_int_equal(t_query_int(DB, "PRAGMA user_version"), 1);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM p WHERE typeof(v) = 'text'"), 2);
+  reopen_ok(good, 2);
+  assert_int_equal(t_query_int(DB, "PRAGMA user_version"), 2);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM p WHERE typeof(v) = 'integer'"), 2);
+  /* foreign keys off: lith does not check them, in migrations either */
+  t_remove_db(DB);
+  lith_options opt;
+  lith_options_default(&opt);
+  opt.readers = 1;
+  opt.foreign_keys = 0;
+  opt.migrations = m;
+  opt.n_migrations = 2;
+  assert_int_equal(lith_open(DB, &opt, &db), LITH_OK);
+  assert_int_equal(lith_close(db), LITH_OK);
+  assert_int_equal(t_query_int(DB, "SELECT count(*) FROM p"), 1);
+  t_remove_db(DB);
+}
+
 static void test_failing_migration_rolls_back_the_open(void **state) {
   (void)state;
   /* on a fresh file: the first succeeds, the second fails: neither stays */
@@ -756,6 +800,7 @@ int main(void) {
       cmocka_unit_test(test_migrations_once_in_order),
       cmocka_unit_test(test_failing_migration_rolls_back_the_open),
       cmocka_unit_test(test_migration_cannot_commit),
+      cmocka_unit_test(test_migrations_foreign_keys),
       cmocka_unit_test(test_errstr),
       cmocka_unit_test(test_from_sqlite),
       cmocka_unit_test(test_on_connect),

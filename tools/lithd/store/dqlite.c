@@ -991,6 +991,28 @@ static int schema_try(lith__dq_conn *c, uint32_t db, const lithd_schema *s, char
     if (rc != LITH_DQ_OK)
       goto retry;
   }
+  /* As lith_open's migrations on a file: what the steps left passes
+   * PRAGMA foreign_key_check (an OFF of defer_foreign_keys forgets
+   * SQLite's count), else nothing of them is kept. */
+  if (version < s->n) {
+    int64_t bad = 0;
+    lith__dq_rows_init(&rows);
+    rc = lith__dq_query_sql(c, db, "SELECT count(*) FROM (SELECT 1 FROM pragma_foreign_key_check LIMIT 1)",
+                            NULL, 0, &rows);
+    if (rc == LITH_DQ_OK && rows.nrows == 1 && rows.ncols == 1)
+      bad = lith__dq_rows_at(&rows, 0, 0)->i;
+    lith__dq_rows_free(&rows);
+    if (rc != LITH_DQ_OK)
+      goto retry;
+    if (bad) {
+      snprintf(err, errsz,
+               "--schema steps %" PRId64 "..%d: FOREIGN KEY constraint failed (PRAGMA foreign_key_check: a "
+               "row without its parent)",
+               version + 1, s->n);
+      lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
+      return -1;
+    }
+  }
   snprintf(sql, sizeof sql, "DELETE FROM _lith_schema; INSERT INTO _lith_schema(version) VALUES (%d)", s->n);
   if (version < s->n && (rc = lith__dq_exec_sql(c, db, sql, NULL, 0, NULL)) != LITH_DQ_OK)
     goto retry;

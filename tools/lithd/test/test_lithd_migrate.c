@@ -511,6 +511,64 @@ static void test_schema_own_transaction(void **state) {
   assert_int_equal(tl_stop(&own, SIGTERM, 10000), 0);
 }
 
+/* --schema's steps commit no row without its parent, on both stores (a
+ * file: lith_open's migrations; a cluster: apply_schema): step 2 redefines
+ * the parent table under defer_foreign_keys, which its OFF forgets; one
+ * that drops a parent row still referenced refuses the start and leaves
+ * the database as it was; the one that keeps every row applies. */
+static void schema_fk_on(const char *store, unsigned flags, const char *const *args,
+                         const char *const *run_args) {
+  static const char *step1 =
+      "CREATE TABLE fp(id INTEGER PRIMARY KEY, v TEXT);\n"
+      "CREATE TABLE fc(id INTEGER PRIMARY KEY, pid INTEGER NOT NULL REFERENCES fp(id));\n"
+      "INSERT INTO fp VALUES (1, '1'), (2, '2'); INSERT INTO fc(pid) VALUES (1), (2);\n";
+  char text[1024], out[4096];
+  struct tl_child c;
+  write_file("fk.sql", step1);
+  tl_start(&c, "fk", flags, args);
+  assert_int_equal(tl_stop(&c, SIGTERM, 10000), 0);
+  snprintf(
+      text, sizeof text,
+      "%s-- step 2\nPRAGMA defer_foreign_keys = ON; CREATE TABLE fp2(id INTEGER PRIMARY KEY, v INTEGER);\n"
+      "INSERT INTO fp2 SELECT * FROM fp WHERE id <> 1; DROP TABLE fp; ALTER TABLE fp2 RENAME TO fp;\n"
+      "PRAGMA defer_foreign_keys = OFF;\n",
+      step1);
+  write_file("fk.sql", text);
+  assert_int_equal(tl_run(run_args, out, sizeof out), 1);
+  if (strstr(out,
+             "2..2: FOREIGN KEY constraint failed (PRAGMA foreign_key_check: a row without its parent)") ==
+      NULL)
+    fail_msg("on %s: %s", store, out);
+  snprintf(
+      text, sizeof text,
+      "%s-- step 2\nPRAGMA defer_foreign_keys = ON; CREATE TABLE fp2(id INTEGER PRIMARY KEY, v INTEGER);\n"
+      "INSERT INTO fp2 SELECT * FROM fp; DROP TABLE fp; ALTER TABLE fp2 RENAME TO fp;\n"
+      "PRAGMA defer_foreign_keys = OFF;\n",
+      step1);
+  write_file("fk.sql", step1);
+  tl_start(&c, "fk", flags | TL_KEEP_DB, args);
+  /* the refused step left nothing: step 1's rows, v still text */
+  assert_int_equal(do_int(&c, "SELECT count(*) FROM fp WHERE typeof(v) = 'text'"), 2);
+  assert_int_equal(tl_stop(&c, SIGTERM, 10000), 0);
+  write_file("fk.sql", text);
+  tl_start(&c, "fk", flags | TL_KEEP_DB, args);
+  assert_int_equal(do_int(&c, "SELECT count(*) FROM fp WHERE typeof(v) = 'integer'"), 2);
+  assert_int_equal(do_int(&c, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  assert_int_equal(tl_stop(&c, SIGTERM, 10000), 0);
+}
+
+static void test_schema_foreign_keys(void **state) {
+  (void)state;
+  tl_remove_db("fk.db");
+  /* the refused starts --listen where the node listens: a lithd whose
+   * check is missing fails there after its schema, never serves on */
+  schema_fk_on("a file", 0, TL_ARGS("--schema", "fk.sql"),
+               TL_ARGS("--db", "fk.db", "--schema", "fk.sql", "--listen", node.address));
+  schema_fk_on(
+      "--dqlite", TL_NO_DB, TL_ARGS("--dqlite", node.address, "--dqlite-db", "fk", "--schema", "fk.sql"),
+      TL_ARGS("--dqlite", node.address, "--dqlite-db", "fk", "--schema", "fk.sql", "--listen", node.address));
+}
+
 static int group_setup(void **state) {
   (void)state;
   signal(SIGPIPE, SIG_IGN);
@@ -543,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_vacuum_local),
       cmocka_unit_test(test_dqlite),
       cmocka_unit_test(test_schema_own_transaction),
+      cmocka_unit_test(test_schema_foreign_keys),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
