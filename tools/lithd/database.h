@@ -22,7 +22,9 @@
  * file holds the holder's pid. A second lithd on the same file says which
  * pid and which lock file hold it, and does not start. The kernel drops the
  * lock when the process ends, however it ends, so a stale file never blocks
- * a restart.
+ * a restart. lithd --restore removes its lock file when it ends
+ * (lithd_database_unlock): a lock won on a file removed meanwhile is taken
+ * again on the new one.
  *
  * Threads: the loop thread (open and close outside uv_run, the bridge and
  * the watch on the loop).

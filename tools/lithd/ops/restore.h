@@ -30,6 +30,13 @@
  * TO and the directory synced. TO a link: the file it names is replaced,
  * not the link. A crash leaves TO as it was (or the new copy) and at worst
  * a TO.restore-tmp, replaced by the next restore.
+ *
+ * Nothing else is left behind, restored or refused: reading a WAL-mode
+ * FROM that had no -wal and -shm (a downloaded backup) makes both, and a
+ * read-only connection never removes them, so lithd_restore_tidy lets
+ * SQLite do it (a read-write close, which removes them only when it is
+ * FROM's last connection: another process's stay); TO's lock file goes
+ * with the lock (lithd_database_unlock, main.c).
  */
 #ifndef LITHD_RESTORE_H
 #define LITHD_RESTORE_H
