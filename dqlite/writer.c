@@ -283,7 +283,7 @@ static void settle(lith__dqw *w, int waited) {
 static void leader_ready(lith__dqw *w, uint64_t id, const char *addr) {
   char a[LITH_DQW_ADDR_MAX], old[LITH_DQW_ADDR_MAX];
   size_t i;
-  for (i = 0; addr[i] != '\0' && i < sizeof a - 1; i++)
+  for (i = 0; i < sizeof a - 1 && addr[i] != '\0'; i++)
     a[i] = addr[i] > ' ' && addr[i] < 127 ? addr[i] : '?';
   a[i] = '\0';
   int changed = id != w->lead_id || strcmp(a, w->lead) != 0;
@@ -378,10 +378,10 @@ static int connect_leader(lith__dqw *w, int timeout_ms) {
     if (rc == LITH_DQ_OK && (id == 0 || strcmp(addr, lith__dq_address(w->c)) != 0))
       rc = LITH_DQ_IO;
   }
-  if (rc == LITH_DQ_OK)
+  if (rc == LITH_DQ_OK) {
     addr = lith__dq_address(w->c); /* lives on in the handle past the requests below */
-  if (rc == LITH_DQ_OK)
     rc = lith__dq_open(w->c, w->database, &w->db);
+  }
   if (rc == LITH_DQ_OK)
     rc = lith__dq_exec_sql(w->c, w->db,
                            "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "

@@ -395,7 +395,7 @@ static const char *role_name(uint64_t role) {
  * terminal. Into buf (n > 0). */
 static const char *printable(const char *s, char *buf, size_t n) {
   size_t i;
-  for (i = 0; s[i] != '\0' && i < n - 1; i++)
+  for (i = 0; i < n - 1 && s[i] != '\0'; i++)
     buf[i] = s[i] >= ' ' && s[i] < 127 ? s[i] : '?';
   buf[i] = '\0';
   return buf;
@@ -417,7 +417,7 @@ static void json_string(const char *s) {
 }
 
 /* The member whose address is addr, or NULL. */
-static const lith__dq_server *member(const lith__dq_servers *m, const char *addr) {
+static const lith__dq_server *member_at(const lith__dq_servers *m, const char *addr) {
   for (size_t i = 0; i < m->n; i++)
     if (m->v[i].address != NULL && strcmp(m->v[i].address, addr) == 0)
       return &m->v[i];
@@ -428,7 +428,7 @@ static void status_lines(const node_seen *seen, size_t n, const char *leader, ui
                          const lith__dq_servers *m) {
   char a[256], b[256];
   for (size_t i = 0; i < n; i++) {
-    const lith__dq_server *me = member(m, seen[i].address);
+    const lith__dq_server *me = member_at(m, seen[i].address);
     if (!seen[i].answered)
       printf("node %s: no answer (%s)\n", printable(seen[i].address, a, sizeof a),
              printable(seen[i].error, b, sizeof b));
@@ -459,7 +459,7 @@ static void status_json(const node_seen *seen, size_t n, const char *leader, uin
                         const lith__dq_servers *m) {
   printf("{\"nodes\":[");
   for (size_t i = 0; i < n; i++) {
-    const lith__dq_server *me = member(m, seen[i].address);
+    const lith__dq_server *me = member_at(m, seen[i].address);
     printf("%s{\"address\":", i > 0 ? "," : "");
     json_string(seen[i].address);
     printf(",\"answered\":%s", seen[i].answered ? "true" : "false");
