@@ -966,7 +966,12 @@ static int schema_try(lith__dq_conn *c, uint32_t db, const lithd_schema *s, char
                          NULL);
   lith__dq_rows_init(&rows);
   if (rc == LITH_DQ_OK)
-    rc = lith__dq_query_sql(c, db, "SELECT coalesce(max(version), 0) FROM _lith_schema", NULL, 0, &rows);
+    /* The steps applied: _lith_schema says, else user_version, which is
+     * where a local --db counts them (a file moved here by --restore). */
+    rc = lith__dq_query_sql(
+        c, db,
+        "SELECT coalesce(max(version), (SELECT user_version FROM pragma_user_version)) FROM _lith_schema",
+        NULL, 0, &rows);
   if (rc == LITH_DQ_OK && rows.nrows == 1 && rows.ncols == 1)
     version = lith__dq_rows_at(&rows, 0, 0)->i;
   lith__dq_rows_free(&rows);
@@ -974,7 +979,8 @@ static int schema_try(lith__dq_conn *c, uint32_t db, const lithd_schema *s, char
     goto retry;
   if (version > s->n) {
     snprintf(err, errsz,
-             "the cluster's schema is at step %" PRId64 " (_lith_schema), the --schema file has %d: "
+             "the cluster's schema is at step %" PRId64
+             " (_lith_schema, else user_version), the --schema file has %d: "
              "written by a newer schema, lithd does not start",
              version, s->n);
     lith__dq_exec_sql(c, db, "ROLLBACK", NULL, 0, NULL);
@@ -1720,7 +1726,7 @@ int lithd_store_dqlite_open(const lithd_dq_options *o, const lithd_schema *schem
   }
   ds->o.addresses = ds->addresses;
   ds->o.database = ds->database;
-  ds->o.failover_ms = o->failover_ms > 0 ? o->failover_ms : 10000;
+  ds->o.failover_ms = o->failover_ms > 0 ? o->failover_ms : LITHD_DQ_FAILOVER_MS;
   ds->o.max_queue = o->max_queue > 0 ? o->max_queue : 10000;
   ds->wvet.o = &ds->o;
   ds->loop = loop;

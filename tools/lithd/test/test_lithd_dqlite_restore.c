@@ -16,6 +16,9 @@
  *     --max-value-bytes, in the last table: rows committed before it) is
  *     said to be partial; a second --restore into it says so; lithd
  *     --dqlite refuses to serve it;
+ *   - test_local_schema_moves: a local lithd's file (--schema counted in
+ *     user_version) restored into the cluster; lithd --dqlite with the
+ *     same --schema applies nothing again;
  *   - test_backup_wipe_restore: the issue's end to end: writers under load
  *     recording every id answered 200, GET /v1/backup downloaded meanwhile
  *     (it passes integrity_check), the cluster wiped (lithd and the nodes
@@ -433,6 +436,33 @@ static void test_partial_load(void **state) {
   assert_non_null(strstr(out, "holds a partial load"));
 }
 
+/* A local lithd's file, its --schema counted in user_version, moved to
+ * the cluster: lithd --dqlite with the same --schema applies nothing
+ * again (it failed "table notes already exists"). */
+static void test_local_schema_moves(void **state) {
+  struct tl_child local, moved;
+  char out[8192];
+  FILE *f = fopen("app.sql", "w");
+  (void)state;
+  assert_non_null(f);
+  fputs("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT);\n-- step 2\nCREATE INDEX notes_body ON "
+        "notes(body);\n",
+        f);
+  fclose(f);
+  tl_start(&local, "local", 0, TL_ARGS("--schema", "app.sql"));
+  tl_expect(&local, "POST", "/v1/do", NULL,
+            "{\"statements\":[{\"sql\":\"INSERT INTO notes(body) VALUES ('x')\"}]}", 200, NULL);
+  assert_int_equal(tl_stop(&local, SIGTERM, 10000), 0);
+  int rc = restore("moved", "local.db", out, sizeof out);
+  if (rc != 0)
+    fail_msg("restore: %d: %s", rc, out);
+  tl_start(&moved, "moved", TL_NO_DB,
+           TL_ARGS("--dqlite", all, "--dqlite-db", "moved", "--schema", "app.sql"));
+  tl_expect(&moved, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT count(*) FROM notes\"}]}",
+            200, "[[1]]");
+  assert_int_equal(tl_stop(&moved, SIGTERM, 10000), 0);
+}
+
 /* ---- The end to end ---- */
 
 #define NWRITER 6
@@ -635,9 +665,8 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_seed_awkward),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_partial_load),
+      cmocka_unit_test(test_seed_awkward),        cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_partial_load),        cmocka_unit_test(test_local_schema_moves),
       cmocka_unit_test(test_backup_wipe_restore),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
