@@ -158,10 +158,10 @@ out:
 
 int lithd_restore_integrity(sqlite3 *db, const char *from) {
   sqlite3_stmt *st = NULL;
-  int rc = -1, src;
+  int rc = -1;
 
-  src = sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL);
-  if (src == SQLITE_OK && (src = sqlite3_step(st)) == SQLITE_ROW) {
+  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
     const char *text = (const char *)sqlite3_column_text(st, 0);
     if (text != NULL && strcmp(text, "ok") == 0) {
       rc = 0;
