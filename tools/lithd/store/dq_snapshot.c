@@ -51,11 +51,10 @@ static int from_dq(int dqrc) {
  * (the barrier of a query), retrying a lost leader until `until`. */
 static int leader_ready(lith__dq_conn *c, const char *addresses, const char *database, int64_t until,
                         uint32_t *db) {
-  int rc;
   for (;;) {
     int64_t left = until - lith_clock_ms();
     lith__dq_rows rows;
-    rc = lith__dq_connect_leader(c, addresses, left > 0 ? (int)left : 1);
+    int rc = lith__dq_connect_leader(c, addresses, left > 0 ? (int)left : 1);
     if (rc == LITH_DQ_OK)
       rc = lith__dq_open(c, database, db);
     if (rc == LITH_DQ_OK) {
