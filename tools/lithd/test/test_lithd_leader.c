@@ -14,6 +14,11 @@
  *     retry of the search;
  *   - the exposition of /metrics on --dqlite is well formed (HELP and TYPE
  *     before a metric's samples, one block per metric);
+ *   - no majority left (two nodes of three killed, nothing written): the
+ *     lost leader once, leader_known 0 and no leader_info in /metrics, a
+ *     null leader in /v1/stats, and one error line once
+ *     --dqlite-failover-ms passed (not one per round of the search); the
+ *     nodes back: a failover line and the leader known again;
  *   - a fresh lithd whose first write meets a leader killed a moment
  *     before (before the watch's next look) answers it and lives: its
  *     first statement's vetting read the schema on the dead connection and
@@ -340,6 +345,66 @@ static void test_first_write_after_kill(void **state) {
   whole_again();
 }
 
+/* The log file of another lithd. */
+static void read_file(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f != NULL ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = '\0';
+  if (f != NULL)
+    fclose(f);
+}
+
+static void test_no_majority(void **state) {
+  (void)state;
+  struct tl_child q;
+  struct tl_resp r;
+  static char log[65536];
+  whole_again();
+  remove("quiet.log");
+  const char *extra[] = {"--dqlite", all, "--dqlite-failover-ms", "1000", "--log", "quiet.log", NULL};
+  tl_start(&q, "quiet", TL_NO_DB, extra);
+  int64_t t0 = t_ms_now();
+  do { /* its watch has connected */
+    assert_true(t_ms_now() - t0 < 5000);
+    t_sleep_ms(10);
+    read_file("quiet.log", log, sizeof log);
+  } while (strstr(log, "dqlite leader: ") == NULL);
+  int li = t_leader_index(nodes, 3, all);
+  assert_true(li >= 0);
+  for (int i = 0; i < 3; i++)
+    if (i != (li + 1) % 3)
+      assert_int_equal(t_node_stop(&nodes[i], SIGKILL, 5000), 128 + SIGKILL);
+  t0 = t_ms_now();
+  while (strstr(log, "no dqlite leader") == NULL) {
+    assert_true(t_ms_now() - t0 < 5000);
+    t_sleep_ms(20);
+    read_file("quiet.log", log, sizeof log);
+  }
+  print_message("no majority: the error line %lld ms after the kills\n", (long long)(t_ms_now() - t0));
+  t_sleep_ms(1000); /* more rounds: no more lines */
+  read_file("quiet.log", log, sizeof log);
+  assert_int_equal(count(log, "lost:"), 1);
+  assert_int_equal(count(log, "no dqlite leader"), 1);
+  assert_int_equal(count(log, "dqlite failover"), 0);
+  tl_http(&q, "GET", "/metrics", NULL, NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\nlith_dqlite_leader_known{db=\"main\"} 0\n"));
+  assert_null(strstr(r.body, "\nlith_dqlite_leader_info{"));
+  assert_non_null(strstr(r.body, "\nlith_dqlite_failovers_total{db=\"main\"} 1\n"));
+  tl_resp_free(&r);
+  tl_expect(&q, "GET", "/v1/stats", NULL, NULL, 200, "\"leader\":null,\"leader_id\":0,");
+  /* back: the failover is told, the leader known */
+  assert_int_equal(t_nodes_start_missing(nodes, 3, all, 15000), 0);
+  t0 = t_ms_now();
+  while (strstr(log, "dqlite failover") == NULL) {
+    assert_true(t_ms_now() - t0 < 10000);
+    t_sleep_ms(20);
+    read_file("quiet.log", log, sizeof log);
+  }
+  tl_expect(&q, "GET", "/metrics", NULL, NULL, 200, "\nlith_dqlite_leader_known{db=\"main\"} 1\n");
+  assert_int_equal(tl_stop(&q, SIGTERM, 10000), 0);
+}
+
 /* ---- Setup ---- */
 
 static int group_setup(void **state) {
@@ -379,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_killed_idle),
       cmocka_unit_test(test_killed_under_load),
       cmocka_unit_test(test_first_write_after_kill),
+      cmocka_unit_test(test_no_majority),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
