@@ -321,7 +321,8 @@ const lithd_opt lithd_opt_table[] = {
      .key = "backup-dir",
      PATH(backup_dir),
      .def = "none: backups off",
-     .help = "POST /v1/backup writes new files here, never replacing one",
+     .help = "POST /v1/backup writes new files here, never replacing one (made at start if missing, mode "
+             "0700; its parent must exist)",
      .modes = LITHD_MODE_ALL},
     {.name = "max-body",
      .arg = required_argument,
