@@ -198,8 +198,8 @@ static void test_download(void **state) {
   int64_t t0 = t_ms_now();
   tl_http(&lithd, "GET", "/v1/backup", NULL, NULL, &r);
   int64_t t1 = t_ms_now();
+  writers_stop(t0); /* before reading what they recorded */
   int during = answered_between(t0, t1);
-  writers_stop(t0);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.head, "application/vnd.sqlite3"));
   size_t n = content_length(&r);
@@ -223,8 +223,8 @@ static void test_download_sql(void **state) {
   int64_t t0 = t_ms_now();
   tl_http(&lithd, "GET", "/v1/backup?format=sql", NULL, NULL, &r);
   int64_t t1 = t_ms_now();
+  writers_stop(t0); /* before reading what they recorded */
   int during = answered_between(t0, t1);
-  writers_stop(t0);
   assert_int_equal(r.status, 200);
   assert_non_null(strstr(r.head, "application/sql"));
   assert_non_null(strstr(r.body, "CREATE TABLE w("));
@@ -248,8 +248,8 @@ static void test_post(void **state) {
   int64_t t0 = t_ms_now();
   tl_http(&lithd, "POST", "/v1/backup", NULL, "{\"dest\":\"b1.db\"}", &r);
   int64_t t1 = t_ms_now();
+  writers_stop(t0); /* before reading what they recorded */
   int during = answered_between(t0, t1);
-  writers_stop(t0);
   if (r.status != 200)
     fail_msg("POST /v1/backup: %d %s", r.status, r.body);
   assert_non_null(strstr(r.body, "\"dest\":\"backups/b1.db\""));
