@@ -39,8 +39,10 @@ typedef struct loader {
   sqlite3 *src;
   lith__dq_conn *c;
   uint32_t db;
-  int last_tx;     /* in the last transaction: it is never cut */
-  size_t tx_bytes; /* the values of the open transaction */
+  int last_tx;       /* in the last transaction: it is never cut */
+  size_t tx_bytes;   /* what the open transaction writes, as estimated (flush) */
+  size_t row_pages;  /* the table being copied: bytes of index pages one row may write */
+  int64_t page_size; /* the cluster's database's */
   int64_t rows, bytes;
   int txs;
   copied *tables;
@@ -311,7 +313,10 @@ static int flush(loader *L, inserts *ins) {
   }
   L->rows += L->nrows;
   L->bytes += (int64_t)L->chunk_bytes;
-  L->tx_bytes += L->chunk_bytes;
+  /* What the rows write: their bytes in the table's pages (appended in
+   * rowid order), and for each index one page per row at worst (a random
+   * key lands on another page each time): dqlite_restore.h. */
+  L->tx_bytes += L->chunk_bytes + (size_t)L->nrows * L->row_pages;
   drop_values(L);
   if (!L->last_tx && L->tx_bytes >= LITHD_DQ_RESTORE_TX_BYTES && (commit(L) != 0 || begin(L) != 0))
     return -1;
@@ -360,6 +365,23 @@ static int hold_row(loader *L, sqlite3_stmt *rows) {
   return 0;
 }
 
+/* The bytes of index pages one row of `table` may write: a page per
+ * index (its UNIQUE and PRIMARY KEY ones too), into L->row_pages. */
+static int index_pages(loader *L, const char *table) {
+  sqlite3_stmt *st = NULL;
+  int rc = -1;
+  if (sqlite3_prepare_v2(L->src, "SELECT count(*) FROM pragma_index_list(?1)", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
+    L->row_pages = (size_t)sqlite3_column_int64(st, 0) * (size_t)L->page_size;
+    rc = 0;
+  } else {
+    lithd_log(LITHD_LOG_ERROR, "restore: cannot read the indexes of %s in %s: %s", table, L->from,
+              sqlite3_errmsg(L->src));
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Every row of `table` from FROM into the cluster. */
 static int copy_rows(loader *L, const char *table) {
   sqlite3_stmt *rows = NULL;
@@ -376,6 +398,8 @@ static int copy_rows(loader *L, const char *table) {
     out = 0;
     goto out;
   }
+  if (index_pages(L, table) != 0)
+    goto out;
   ins.cols = cols;
   ins.per = LITH_DQ_MAX_PARAMS / L->ncols;
   if (ins.per > RESTORE_ROWS_PER_STMT)
@@ -609,6 +633,11 @@ int lithd_dq_restore(const char *from, const char *addresses, const char *databa
   }
   if (present) {
     say_partial(LITHD_LOG_ERROR, database, source, started);
+    goto out;
+  }
+  if (query_int(L.c, L.db, "SELECT page_size FROM pragma_page_size", &L.page_size) != LITH_DQ_OK ||
+      L.page_size <= 0) {
+    dq_fail(&L, "reading the cluster's page size");
     goto out;
   }
   if (n > 0) {
