@@ -663,9 +663,12 @@ static int write_out(lith__dq_conn *c, int fd, const uint8_t *p, size_t n) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR)
       continue;
-    if (w <= 0)
-      return fail(c, LITH_DQ_IO, "writing the dump of %s: %s", c->address,
-                  w < 0 ? strerror(errno) : "short write");
+    if (w <= 0) {
+      int err = w < 0 ? errno : EIO;
+      fail(c, LITH_DQ_IO, "writing the dump of %s: %s", c->address, strerror(err));
+      c->code = (uint64_t)err; /* client.h: the one LITH_DQ_IO with a code */
+      return LITH_DQ_IO;
+    }
     p += w;
     n -= (size_t)w;
   }

@@ -190,10 +190,10 @@ int lith__dq_cluster(lith__dq_conn *c, lith__dq_servers *out);
  * be max_bytes at most (else LITH_DQ_TOOBIG from its header, before a
  * byte is written; the connection closed). deadline_ms as
  * lith__dq_query_each's (0: the handle's timeout from now) bounds the
- * whole answer. A write to an fd that fails: LITH_DQ_IO, the message
- * saying so (strerror), the connection closed (the rest of the frame was
- * not read). What was written before an error is the caller's to throw
- * away. The node makes its copy in one turn of its loop (no write lands
+ * whole answer. A write to an fd that fails: LITH_DQ_IO with
+ * lith__dq_errcode its errno (every other LITH_DQ_IO has 0), the message
+ * saying so, the connection closed (the rest of the frame was not read).
+ * What was written before an error is the caller's to throw away. The node makes its copy in one turn of its loop (no write lands
  * in it halfway), but runs no barrier: a node that just became leader may
  * not have applied every committed write yet; a query (which does run
  * one) on the same connection first settles that. */

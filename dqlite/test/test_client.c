@@ -27,6 +27,7 @@
  *     handle's timeout; each drops the connection (later calls: IO); a
  *     closed port is LITH_DQ_IO.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -822,6 +823,18 @@ static void test_dump_node(void **state) {
   assert_false(lith__dq_connected(c));
   assert_int_equal(file_size(main_path), 0);
   assert_int_equal(file_size(wal_path), 0);
+  /* A file that cannot take it (/dev/full): IO with the write's errno,
+   * closed (the rest of the frame unread). */
+  int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (full >= 0) {
+    int fds_full[2] = {full, fds[1]};
+    assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+    assert_int_equal(lith__dq_dump(c, "dumped", fds_full, sizes, 1u << 30, 0), LITH_DQ_IO);
+    assert_int_equal(lith__dq_errcode(c), ENOSPC);
+    assert_non_null(strstr(lith__dq_errmsg(c), "writing the dump"));
+    assert_false(lith__dq_connected(c));
+    close(full);
+  }
   /* Cancelled: STOPPED at once, closed. */
   atomic_int stop = 1;
   assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);

@@ -165,7 +165,10 @@ int lithd__dq_snapshot(const char *addresses, const char *database, int failover
   if (dqrc == LITH_DQ_OK)
     dqrc = lith__dq_dump(c, database, fds, sizes, room, lith_clock_ms() + LITHD_DQ_SNAPSHOT_MS);
   if (dqrc != LITH_DQ_OK) {
-    rc = say(errmsg, cap, from_dq(dqrc), "the dump from the leader: %s%s", lith__dq_errmsg(c),
+    /* A write to our own file that failed is the disk's, not the cluster's. */
+    uint64_t werr = dqrc == LITH_DQ_IO ? lith__dq_errcode(c) : 0;
+    rc = werr == ENOSPC || werr == EDQUOT ? LITH_DISKFULL : werr != 0 ? LITH_IOERR : from_dq(dqrc);
+    rc = say(errmsg, cap, rc, "the dump from the leader: %s%s", lith__dq_errmsg(c),
              dqrc == LITH_DQ_TOOBIG ? " (the free space beside the backup)" : "");
     goto out;
   }
