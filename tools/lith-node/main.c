@@ -509,7 +509,8 @@ static int status_main(const opts *o) {
     return 1;
   }
   char *save = NULL;
-  for (char *a = strtok_r(list, ",", &save); a != NULL && n < MAX_NODES; a = strtok_r(NULL, ",", &save)) {
+  char *a;
+  for (a = strtok_r(list, ",", &save); a != NULL && n < MAX_NODES; a = strtok_r(NULL, ",", &save)) {
     node_seen *s = &seen[n++];
     uint64_t id = 0;
     const char *addr = "";
@@ -536,6 +537,8 @@ static int status_main(const opts *o) {
     }
   }
   lith__dq_close(c);
+  if (a != NULL) /* one left unasked */
+    fprintf(stderr, "lith-node: --status: only the first %d addresses were asked\n", MAX_NODES);
   /* The leader: the one a node names itself, else the one most of those
    * that answered name (a follower's word may lag an election). */
   for (size_t i = 0; i < n; i++)
