@@ -1,13 +1,16 @@
 /*
  * lithd backups over HTTP — the handlers of /v1/backup (server.c routes them).
  *
- *   POST /v1/backup {"dest": "NAME"}  lith_backup_new into --backup-dir, on
- *       libuv's thread pool, answered with the path, size and time. A client
- *       names a new file in the operator's directory, nothing else.
+ *   POST /v1/backup {"dest": "NAME"}  lithd_store_snapshot into --backup-dir,
+ *       on libuv's thread pool, answered with the path, size and time. A
+ *       client names a new file in the operator's directory, nothing else.
  *   GET /v1/backup                    the database itself, downloaded: one
- *       consistent snapshot (lith_backup_new), application/vnd.sqlite3.
+ *       consistent snapshot (lithd_store_snapshot: a local file's
+ *       lith_backup_new, a cluster leader's DUMP), application/vnd.sqlite3.
  *   GET /v1/backup?format=sql         the same snapshot as an SQL script
- *       (sqldump.h, in one lith_read), application/sql.
+ *       (sqldump.h: a local file's in one lith_read; a cluster's read off
+ *       its snapshot file, on a read-only connection), application/sql.
+ * The same on every store: the routes know only store.h.
  *
  * A download: the snapshot is written on the thread pool (the loop never
  * waits for it) into a private directory (mkdtemp, mode 0700) beside the
@@ -40,6 +43,13 @@
  * writable; lithd must be able to write beside its database anyway (the
  * -wal and -shm files). A lithd killed while writing a snapshot leaves a
  * directory .lithd-backup-XXXXXX there, which is safe to remove.
+ *
+ * On --dqlite there is no database file to sit beside: the snapshot goes
+ * to --backup-dir when given (the one place the operator sized and made
+ * writable for whole copies of the database, under the unit too), else to
+ * $TMPDIR (absolute) or /tmp, the only places left that a process may
+ * assume writable; docs/ha.md tells to give a large database a
+ * --backup-dir.
  *
  * Auth and gates: the same as every route (the bearer token first).
  */

@@ -25,7 +25,8 @@
  *     else it was batched with, or failed alone (lithd_store_write);
  *   - runs a batch of queries on ONE snapshot (lithd_store_read);
  *   - reports its counters (lithd_store_stats);
- *   - hands out its local file for backups, if it has one (lithd_store_lith);
+ *   - hands out its local file, if it has one (lithd_store_lith);
+ *   - writes one consistent copy for every backup (lithd_store_snapshot);
  *   - stops (answering everything it accepted) and closes.
  * A third request format lands above the seam and reaches both stores
  * through these calls, without touching either.
@@ -128,8 +129,9 @@ void lithd_store_stats_get(lithd_store *s, lithd_store_stats *st);
 /* /v1/stats' body, malloc'd JSON (NULL: out of memory). */
 char *lithd_store_stats_json(lithd_store *s);
 
-/* The local lith handle (backups, downloads, the WAL watch), or NULL when
- * the data are not in a local file (dqlite: every node holds a copy). */
+/* The local lith handle (the WAL watch, a local SQL dump's read), or NULL
+ * when the data are not in a local file (dqlite: every node holds a copy;
+ * backups go through lithd_store_snapshot on every store). */
 lith *lithd_store_lith(lithd_store *s);
 
 /* ---- Interactive transactions ---------------------------------------------
