@@ -16,6 +16,8 @@
  *   - a write answered just before a backup is asked for is in it (8
  *     rounds, no load: a follower's copy, or the leader's without the
  *     barrier of a query first, lags by one message of the leader's);
+ *   - SIGTERM cuts a snapshot still being made (a cluster out of reach:
+ *     the leader search would last 3 s) and leaves nothing behind;
  *   - a lithd without --backup-dir makes a download's snapshot in $TMPDIR
  *     and leaves nothing there.
  * The writers must have had writes answered while each backup was made
@@ -313,6 +315,36 @@ static void test_download_tmpdir(void **state) {
   assert_int_equal(tl_stop(&second, SIGTERM, 10000), 0);
 }
 
+/* The stop cuts a snapshot still being made (lithd_store_drain): a lithd
+ * whose cluster is out of reach looks for a leader for
+ * --dqlite-failover-ms (3 s) before a dump; SIGTERM with a 100 ms grace
+ * ends it within a second, and nothing is left in --backup-dir. (Planted,
+ * the drain not cancelling: the stop took 2.7 s.) */
+static void test_stop_cuts_snapshot(void **state) {
+  (void)state;
+  struct tl_child cut;
+  struct tl_resp r;
+  char dead[64];
+  snprintf(dead, sizeof dead, "127.0.0.1:%d", t_free_port());
+  mkdir("cut", 0700);
+  const char *extra[] = {
+      "--dqlite", dead, "--dqlite-failover-ms", "3000", "--stop-grace-ms", "100", "--backup-dir",
+      "cut",      NULL};
+  tl_start(&cut, "cut", TL_NO_DB, extra);
+  tl_http(&cut, "GET", "/healthz", NULL, NULL, &r); /* served: past the start */
+  assert_int_equal(r.status, 200);
+  tl_resp_free(&r);
+  int fd = tl_send(&cut, "GET", "/v1/backup", NULL, NULL);
+  t_sleep_ms(300); /* the snapshot looks for a leader */
+  int64_t t0 = t_ms_now();
+  assert_int_equal(tl_stop(&cut, SIGTERM, 10000), 0);
+  int64_t took = t_ms_now() - t0;
+  close(fd);
+  print_message("SIGTERM during a snapshot: lithd stopped in %lld ms\n", (long long)took);
+  assert_true(took < 1500);
+  assert_int_equal(dir_entries("cut"), 0);
+}
+
 /* ---- Setup ---- */
 
 static int group_setup(void **state) {
@@ -366,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_post),
       cmocka_unit_test(test_last_write_in),
       cmocka_unit_test(test_download_tmpdir),
+      cmocka_unit_test(test_stop_cuts_snapshot),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
