@@ -36,7 +36,12 @@
  *     transactions of an alone command and recursive_triggers inside one
  *     are back before the next command, committed or failed; a leader
  *     killed after the change ends the command UNAVAILABLE and the new
- *     leader's connection has libdqlite's settings.
+ *     leader's connection has libdqlite's settings;
+ *   - who leads (test_watch, issue 34): with watch_ms the leader is known
+ *     before any command; killed with nothing submitted, its loss and the
+ *     failover are told once each (no write waited) and the stats name
+ *     the new leader and the wait; no event per watch. Without the watch
+ *     nothing is known until a command.
  * LITH_DQW_ROUNDS=N runs the leader's SIGKILL N times (a longer run).
  * LITH_DQW_MEASURE=1 adds test_measure: 32 producers for 3 s through the
  * writer vs. 32 threads each committing one transaction per command.
@@ -1280,6 +1285,115 @@ static void test_backoff(void **state) {
   t_fake_free(f);
 }
 
+/* ---- Who leads (writer.h: the watch) ---- */
+
+typedef struct events {
+  pthread_mutex_t mu;
+  int n[4]; /* per LITH_DQW_LEADER_* */
+  char old[64], addr[64];
+  int64_t wait_ms;
+  int waited;
+} events;
+static events ev = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_leader(void *arg, const lith__dqw_leader_event *e) { /* the writer thread */
+  events *v = arg;
+  pthread_mutex_lock(&v->mu);
+  v->n[e->kind]++;
+  snprintf(v->old, sizeof v->old, "%s", e->old_address);
+  snprintf(v->addr, sizeof v->addr, "%s", e->address);
+  v->wait_ms = e->wait_ms;
+  v->waited = e->writes_waited;
+  pthread_mutex_unlock(&v->mu);
+}
+
+static int n_events(int kind) {
+  pthread_mutex_lock(&ev.mu);
+  int n = ev.n[kind];
+  pthread_mutex_unlock(&ev.mu);
+  return n;
+}
+
+/* With watch_ms: the leader known before any command; the leader killed
+ * with nothing submitted: lost and failover told once each (no write
+ * waited), the stats name the new leader and the wait, and a command then
+ * finds the writer connected; no event per watch. Without it: nothing
+ * known until a command, then the address connected to (id 0). */
+static void test_watch(void **state) {
+  (void)state;
+  lith__dqw_stats st;
+  lith__dqw_err err;
+  start_missing();
+  lith__dqw_options o = {.addresses = all,
+                         .database = "w.db",
+                         .failover_ms = 5000,
+                         .request_timeout_ms = 1000,
+                         .watch_ms = 100,
+                         .on_leader = on_leader,
+                         .on_leader_arg = &ev};
+  lith__dqw *w = NULL;
+  assert_int_equal(lith__dqw_start(&o, &w), LITH_DQW_OK);
+  int64_t t0 = t_ms_now();
+  while (n_events(LITH_DQW_LEADER_FOUND) == 0) {
+    assert_true(t_ms_now() - t0 < 5000);
+    t_sleep_ms(10);
+  }
+  int l = leader_index();
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.leader_known, 1);
+  assert_string_equal(st.leader, nodes[l].address);
+  assert_int_equal(st.leader_id, (uint64_t)nodes[l].id);
+  assert_int_equal(st.failovers, 0);
+  assert_int_equal(st.failover_wait_ms, 0);
+
+  assert_int_equal(t_node_stop(&nodes[l], SIGKILL, 5000), 128 + SIGKILL);
+  t0 = t_ms_now();
+  while (n_events(LITH_DQW_LEADER_FAILOVER) == 0) {
+    assert_true(t_ms_now() - t0 < 10000);
+    t_sleep_ms(10);
+  }
+  int l2 = leader_index();
+  pthread_mutex_lock(&ev.mu);
+  events seen = ev;
+  pthread_mutex_unlock(&ev.mu);
+  print_message("watch: leader %s lost and %s found, ready %lld ms after the loss (%lld ms after the kill)\n",
+                seen.old, seen.addr, (long long)seen.wait_ms, (long long)(t_ms_now() - t0));
+  assert_int_equal(seen.n[LITH_DQW_LEADER_LOST], 1);
+  assert_string_equal(seen.old, nodes[l].address);
+  assert_string_equal(seen.addr, nodes[l2].address);
+  assert_int_equal(seen.waited, 0);
+  assert_true(seen.wait_ms > 0);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.leader_known, 1);
+  assert_string_equal(st.leader, nodes[l2].address);
+  assert_int_equal(st.leader_id, (uint64_t)nodes[l2].id);
+  assert_int_equal(st.failovers, 1);
+  assert_int_equal(st.failover_wait_ms, seen.wait_ms);
+  t0 = t_ms_now();
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS watched(x)", &err), LITH_DQW_OK);
+  print_message("watch: the first command after it committed in %lld ms\n", (long long)(t_ms_now() - t0));
+  t_sleep_ms(500); /* five watches: nothing to tell */
+  assert_int_equal(n_events(LITH_DQW_LEADER_FOUND), 1);
+  assert_int_equal(n_events(LITH_DQW_LEADER_LOST), 1);
+  assert_int_equal(n_events(LITH_DQW_LEADER_FAILOVER), 1);
+  assert_int_equal(n_events(LITH_DQW_LEADER_NONE), 0);
+  lith__dqw_stop(w);
+  start_missing();
+
+  /* without the watch */
+  w = writer(5000);
+  t_sleep_ms(200);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.leader_known, 0);
+  assert_string_equal(st.leader, "");
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE IF NOT EXISTS watched(x)", &err), LITH_DQW_OK);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.leader_known, 1);
+  assert_string_equal(st.leader, nodes[leader_index()].address);
+  assert_int_equal(st.leader_id, 0);
+  lith__dqw_stop(w);
+}
+
 /* ---- Measure (LITH_DQW_MEASURE=1) ---- */
 
 typedef struct direct {
@@ -1412,6 +1526,7 @@ int main(void) {
       cmocka_unit_test(test_unavailable),
       cmocka_unit_test(test_query_each),
       cmocka_unit_test(test_backoff),
+      cmocka_unit_test(test_watch),
       cmocka_unit_test(test_measure),
   };
   if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
