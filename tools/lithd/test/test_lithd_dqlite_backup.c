@@ -16,6 +16,9 @@
  *   - a write answered just before a backup is asked for is in it (8
  *     rounds, no load: a follower's copy, or the leader's without the
  *     barrier of a query first, lags by one message of the leader's);
+ *   - the leader SIGKILLed under the writers and a backup asked for at
+ *     once: it comes from the next leader, with every write answered
+ *     before the kill;
  *   - SIGTERM cuts a snapshot still being made (a cluster out of reach:
  *     the leader search would last 3 s) and leaves nothing behind;
  *   - a lithd without --backup-dir makes a download's snapshot in $TMPDIR
@@ -315,6 +318,32 @@ static void test_download_tmpdir(void **state) {
   assert_int_equal(tl_stop(&second, SIGTERM, 10000), 0);
 }
 
+/* The leader SIGKILLed under the writers, and a backup asked for at once:
+ * the snapshot looks for the next leader (within --dqlite-failover-ms)
+ * and its file holds every write answered before the kill; the node is
+ * started again after. */
+static void test_backup_after_leader_kill(void **state) {
+  (void)state;
+  struct tl_resp r;
+  writers_start();
+  int li = t_leader_index(nodes, 3, all);
+  assert_true(li >= 0);
+  t_node_stop(&nodes[li], SIGKILL, 2000);
+  int64_t t0 = t_ms_now();
+  tl_http(&lithd, "GET", "/v1/backup", NULL, NULL, &r);
+  int64_t t1 = t_ms_now();
+  t_sleep_ms(500); /* the writers on the new leader */
+  writers_stop(t0);
+  if (r.status != 200)
+    fail_msg("GET /v1/backup after the leader's kill: %d %s", r.status, r.body);
+  print_message("GET /v1/backup right after the leader's kill: 200 in %lld ms\n", (long long)(t1 - t0));
+  unlink("after-kill.db");
+  write_bytes("after-kill.db", r.body, content_length(&r));
+  tl_resp_free(&r);
+  check_backup("after-kill.db", t0);
+  assert_int_equal(t_nodes_start_missing(nodes, 3, all, 15000), 0);
+}
+
 /* The stop cuts a snapshot still being made (lithd_store_drain): a lithd
  * whose cluster is out of reach looks for a leader for
  * --dqlite-failover-ms (3 s) before a dump; SIGTERM with a 100 ms grace
@@ -398,6 +427,7 @@ int main(void) {
       cmocka_unit_test(test_post),
       cmocka_unit_test(test_last_write_in),
       cmocka_unit_test(test_download_tmpdir),
+      cmocka_unit_test(test_backup_after_leader_kill),
       cmocka_unit_test(test_stop_cuts_snapshot),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
