@@ -86,7 +86,9 @@ struct lith__dqw {
   /* The writer thread's own. */
   lith__dq_conn *c;
   uint32_t db;
-  int ready;          /* connected to a leader, database open, table made */
+  int ready;          /* connected to a leader, database open */
+  int tables;         /* lith's tables seen committed (a batch of this writer
+                         committed with them): no need to make them again */
   int64_t down_since; /* ms when the leader was lost; 0 while connected */
   int backoff_ms;     /* the wait before the next reconnection (writer.h) */
   char *ctl;          /* control statements not yet sent */
@@ -364,9 +366,22 @@ static void backoff(lith__dqw *w, int64_t deadline) {
                                              : w->backoff_ms * 2;
 }
 
+/* lith's tables: the fence's, and lithd's schema record, made even
+ * without --schema: a name taken before any command runs, so no client can
+ * rename a table of its own onto it (lith's rule cannot see a rename's new
+ * name). Made by the first transaction that commits, not at connect: a
+ * database nothing was written to stays empty, as a fresh file does, for
+ * the tools that look before they write (Prisma's migrate deploy refuses
+ * a database with tables of its own in it, P3005). */
+#define LITH_TABLES_SQL                                                   \
+  "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "     \
+  "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"              \
+  "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time);" \
+  "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL);"
+
 /* Connect to the leader (lith__dq_connect_leader for up to timeout_ms;
  * 0: one round), ask it whether it leads itself (with the watch), open the
- * database, make lith's tables: ready, 1. 0 otherwise (disconnected). */
+ * database: ready, 1. 0 otherwise (disconnected). */
 static int connect_leader(lith__dqw *w, int timeout_ms) {
   uint64_t id = 0;
   const char *addr = NULL;
@@ -382,18 +397,6 @@ static int connect_leader(lith__dqw *w, int timeout_ms) {
     addr = lith__dq_address(w->c); /* lives on in the handle past the requests below */
     rc = lith__dq_open(w->c, w->database, &w->db);
   }
-  if (rc == LITH_DQ_OK)
-    rc = lith__dq_exec_sql(w->c, w->db,
-                           "CREATE TABLE IF NOT EXISTS _lith_batches(id INTEGER PRIMARY KEY, "
-                           "time INTEGER NOT NULL, lost INTEGER NOT NULL DEFAULT 0);"
-                           "CREATE INDEX IF NOT EXISTS _lith_batches_time ON _lith_batches(time);"
-                           /* lithd's schema record, made even without
-                              * --schema: a name taken before any command
-                              * runs, so no client can rename a table of its
-                              * own onto it (lith's rule cannot see a
-                              * rename's new name) */
-                           "CREATE TABLE IF NOT EXISTS _lith_schema(version INTEGER NOT NULL)",
-                           NULL, 0, NULL);
   if (rc == LITH_DQ_OK) {
     int bound = 0;
     int r2 = lith__dq_max_run(w->c, w->db, w->max_run_ms, &bound);
@@ -711,6 +714,7 @@ int lith__dqw_tx_end(lith__dqw_tx *tx, int commit) {
     return commit_lost(tx);
   int rc = ctl_flush(w);
   if (rc == LITH_DQ_OK) {
+    w->tables = w->tables || commit;
     begin_batch(w, new_batch_id(), wall_ms());
     ctl_add(w, "SAVEPOINT lith_c;");
     tx->mark = w->nflush;
@@ -832,8 +836,8 @@ static int fault_now(lith__dqw *w) {
 /* Stage the batch's BEGIN and its row (sent with the next statement). */
 static void begin_batch(lith__dqw *w, int64_t batch_id, int64_t t) {
   w->batch_id = batch_id;
-  ctl_add(w, "BEGIN; INSERT INTO _lith_batches(id, time, lost) VALUES (%lld, %lld, 0);", (long long)batch_id,
-          (long long)t);
+  ctl_add(w, "BEGIN; %sINSERT INTO _lith_batches(id, time, lost) VALUES (%lld, %lld, 0);",
+          w->tables ? "" : LITH_TABLES_SQL, (long long)batch_id, (long long)t);
 }
 
 /* One attempt; *blame is the command to blame for A_BLAME. */
@@ -910,8 +914,10 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
   if (fault_now(w))
     return A_UNKNOWN;
   int rc = ctl_flush(w);
-  if (rc == LITH_DQ_OK)
+  if (rc == LITH_DQ_OK) {
+    w->tables = 1;
     return A_COMMITTED;
+  }
   if (rc == LITH_DQ_FAILURE) {
     uint64_t code = lith__dq_errcode(w->c);
     /* ERROR (no such savepoint: a command ended the transaction) and
@@ -948,8 +954,11 @@ static enum attempt attempt(lith__dqw *w, lith__dqw_req **reqs, int n, int64_t b
 /* Settle a batch whose COMMIT went unanswered (writer.h, "fences"). */
 static enum fence fence(lith__dqw *w, int64_t batch_id) {
   lith__dq_value p[2] = {lith__dq_int(batch_id), lith__dq_int(wall_ms())};
-  int rc = lith__dq_exec_sql(
-      w->c, w->db, "INSERT OR IGNORE INTO _lith_batches(id, time, lost) VALUES (?, ?, 1)", p, 2, NULL);
+  /* the batch lost may have been the first, carrying lith's tables */
+  int rc = w->tables ? LITH_DQ_OK : lith__dq_exec_sql(w->c, w->db, LITH_TABLES_SQL, NULL, 0, NULL);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_exec_sql(
+        w->c, w->db, "INSERT OR IGNORE INTO _lith_batches(id, time, lost) VALUES (?, ?, 1)", p, 2, NULL);
   lith__dq_rows rows;
   lith__dq_rows_init(&rows);
   if (rc == LITH_DQ_OK)

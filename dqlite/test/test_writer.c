@@ -759,6 +759,77 @@ static int cmd_alone(lith__dqw_tx *tx, void *arg) {
   return lith__dqw_exec(tx, "INSERT INTO al(k) VALUES (?)", &p, 1, NULL);
 }
 
+/* ---- lith's tables ---- */
+
+static lith__dqw *writer_on(const char *database, int watch_ms, int fault, int every) {
+  lith__dqw_options o = {.addresses = all,
+                         .database = database,
+                         .failover_ms = 5000,
+                         .request_timeout_ms = 1000,
+                         .watch_ms = watch_ms,
+                         .fault = fault,
+                         .fault_every = every};
+  lith__dqw *w = NULL;
+  assert_int_equal(lith__dqw_start(&o, &w), LITH_DQW_OK);
+  return w;
+}
+
+/* An alone command that reads, then commits: its COMMIT the one thing
+ * written. */
+static int cmd_alone_read(lith__dqw_tx *tx, void *arg) {
+  int *end_rc = arg;
+  int64_t one = 0;
+  int rc = lith__dqw_query_int(tx, &one, "SELECT 1", NULL, 0);
+  if (rc != LITH_DQW_OK)
+    return rc;
+  return *end_rc = lith__dqw_tx_end(tx, 1);
+}
+
+static int64_t lith_tables(void) {
+  uint32_t db;
+  char err[512];
+  lith__dq_conn *c = t_leader_conn(all, "fresh.db", "SELECT 1", 10000, &db, err, sizeof err);
+  if (c == NULL)
+    fail_msg("no leader answering: %s", err);
+  int64_t n = q_int(c, db, "SELECT count(*) FROM sqlite_master WHERE name LIKE '\\_lith\\_%' ESCAPE '\\'");
+  lith__dq_close(c);
+  return n;
+}
+
+/* lith's tables (the fence's, lithd's schema record) come with the first
+ * transaction that commits, not with the connection: a database nothing
+ * was written to stays empty while the writer watches its leader (Prisma's
+ * migrate deploy refuses one with tables in it). A first transaction lost
+ * before its COMMIT went out is fenced all the same: the fence makes the
+ * table it looks in. */
+static void test_tables_first_commit(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer_on("fresh.db", 50, LITH_DQW_FAULT_NONE, 0);
+  lith__dqw_stats st;
+  int64_t t0 = t_ms_now();
+  do {
+    t_sleep_ms(20);
+    lith__dqw_get_stats(w, &st);
+  } while (!st.leader_known && t_ms_now() - t0 < 10000);
+  assert_true(st.leader_known); /* connected, the database open */
+  t_sleep_ms(200);
+  assert_int_equal(lith_tables(), 0);
+  lith__dqw_stop(w);
+  /* the first COMMIT never sent: the fence finds it lost, not in doubt */
+  w = writer_on("fresh.db", 0, LITH_DQW_FAULT_COMMIT_LOST, 1);
+  int end_rc = -1;
+  assert_int_equal(do_alone(w, cmd_alone_read, &end_rc), LITH_DQW_UNAVAILABLE);
+  assert_int_equal(end_rc, LITH_DQW_UNAVAILABLE);
+  lith__dqw_stop(w);
+  assert_int_equal(lith_tables(), 3); /* _lith_batches, its index, _lith_schema: made by the fence */
+  w = writer_on("fresh.db", 0, LITH_DQW_FAULT_NONE, 0);
+  lith__dqw_err err;
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE f(x)", &err), LITH_DQW_OK);
+  lith__dqw_stop(w);
+  assert_int_equal(lith_tables(), 3); /* made once */
+}
+
 /* An alone command ends transactions in the middle of itself: a commit
  * stays whatever follows, a rollback undoes only its own part; a COMMIT
  * whose answer is lost is fenced inside lith__dqw_tx_end (committed: it
@@ -1522,6 +1593,7 @@ int main(void) {
       cmocka_unit_test(test_fence_answer_lost),
       cmocka_unit_test(test_fence_commit_lost),
       cmocka_unit_test(test_alone),
+      cmocka_unit_test(test_tables_first_commit),
       cmocka_unit_test(test_settings),
       cmocka_unit_test(test_unavailable),
       cmocka_unit_test(test_query_each),
