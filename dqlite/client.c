@@ -347,6 +347,13 @@ int lith__dq_open(lith__dq_conn *c, const char *name, uint32_t *db) {
   return decoded(c, lith__dq_decode_db(c->body, c->nbody, db));
 }
 
+int lith__dq_open_writer(lith__dq_conn *c, const char *name, uint32_t *db) {
+  int rc = lith__dq_open(c, name, db);
+  if (rc == LITH_DQ_OK)
+    rc = lith__dq_exec_sql(c, *db, "PRAGMA cache_spill = OFF", NULL, 0, NULL);
+  return rc;
+}
+
 int lith__dq_prepare(lith__dq_conn *c, uint32_t db, const char *sql, uint32_t *stmt, uint64_t *nparams) {
   uint32_t dbid;
   uint64_t np;

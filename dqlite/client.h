@@ -102,6 +102,17 @@ int lith__dq_leader(lith__dq_conn *c, uint64_t *id, const char **address);
 int lith__dq_client(lith__dq_conn *c, uint64_t id, uint64_t *heartbeat_timeout);
 /* OPEN a database by name (one per connection). */
 int lith__dq_open(lith__dq_conn *c, const char *name, uint32_t *db);
+/* OPEN for a connection that writes, on the leader: OPEN, then "PRAGMA
+ * cache_spill = OFF" (an EXEC: a follower answers not leader). Why:
+ * libdqlite 1.11.1's VFS fails a transaction's read of a page it wrote
+ * and SQLite spilled before COMMIT, when the transaction began on an empty
+ * WAL (just after the node's checkpoint): SQLITE_IOERR_SHORT_READ, "disk
+ * I/O error", the transaction rolled back (canonical/dqlite#432, fixed
+ * after 1.11.1). Any transaction larger than the page cache (2 MB) spills:
+ * a large command, a --restore or migration transaction. Unspilled, its
+ * dirty pages stay in the connection's cache until COMMIT (the node holds
+ * a transaction's frames in memory at COMMIT anyway). */
+int lith__dq_open_writer(lith__dq_conn *c, const char *name, uint32_t *db);
 
 /* Statements. result may be NULL; rows must be lith__dq_rows_init'ed and is
  * the caller's to free with lith__dq_rows_free (on error it holds no rows).

@@ -748,6 +748,39 @@ static void test_connect_leader_backs_off(void **state) {
   t_fake_free(f);
 }
 
+/* ---- OPEN for writing (lith__dq_open_writer) ---- */
+
+/* "INSERT INTO t SELECT randomblob(500000) ..." for n rows. */
+static void insert_blobs(lith__dq_conn *c, uint32_t db, int n) {
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO t SELECT randomblob(500000) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+           "SELECT x + 1 FROM c WHERE x < %d) SELECT x FROM c)",
+           n);
+  exec_ok(c, db, sql);
+}
+
+/* A transaction larger than the page cache, begun just after the node
+ * checkpointed its WAL, reads back pages it wrote: libdqlite 1.11.1 fails
+ * that read ("disk I/O error", the transaction rolled back) once SQLite
+ * spilled them (client.h). These sizes showed it on every run: 9 rows of
+ * 500 kB pass the node's checkpoint threshold, 7 more spill. */
+static void test_open_writer_no_spill(void **state) {
+  (void)state;
+  uint32_t db;
+  lith__dq_conn *c = lith__dq_new(5000);
+  assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+  assert_int_equal(lith__dq_open_writer(c, "spill.db", &db), LITH_DQ_OK);
+  exec_ok(c, db, "CREATE TABLE t(v)");
+  insert_blobs(c, db, 9);
+  exec_ok(c, db, "BEGIN");
+  insert_blobs(c, db, 7);
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM t"), 16);
+  exec_ok(c, db, "COMMIT");
+  assert_int_equal(query_int(c, db, "SELECT count(*) FROM t"), 16);
+  lith__dq_close(c);
+}
+
 /* ---- DUMP (lith__dq_dump) ---- */
 
 /* A scratch file for a dump, opened read-write; its path in path[64]. */
@@ -927,6 +960,7 @@ static void test_dump_untrusted(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_open_writer_no_spill),
       cmocka_unit_test(test_dump_node),
       cmocka_unit_test(test_dump_untrusted),
       cmocka_unit_test(test_leader_client_cluster_open),

@@ -105,7 +105,7 @@ static lith__dq_conn *leader(const char *addresses, const char *database, int ti
   }
   rc = lith__dq_connect_leader(c, addresses, timeout_ms);
   if (rc == LITH_DQ_OK)
-    rc = lith__dq_open(c, database, db);
+    rc = lith__dq_open_writer(c, database, db); /* its transactions spill nothing (client.h) */
   if (rc != LITH_DQ_OK) {
     lithd_log(level, "dqlite %s: no leader answered within %d ms: %s", addresses, timeout_ms,
               lith__dq_errmsg(c));
