@@ -346,6 +346,11 @@ static int vet_prepare(dq_run *rn, int i, sqlite3_stmt **out) {
     *out = NULL;
     return lithd__fail(rn->r, LITH_MISUSE, i, "prepare: more than one statement in \"%.60s\"", sql);
   }
+  /* SQLite tells the authorizer of an UPDATE on sqlite_master while it
+   * prepares a table-valued pragma (SELECT * FROM pragma_table_info(...)):
+   * a statement that writes nothing changed nothing, whatever it saw */
+  if (sqlite3_stmt_readonly(*out))
+    v->dml = DML_NONE;
   if (vet_keep(v, sql, h, *out) != 0) {
     *out = NULL;
     return lithd__fail(rn->r, LITH_NOMEM, i, "out of memory");
