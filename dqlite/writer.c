@@ -394,8 +394,8 @@ static int connect_leader(lith__dqw *w, int timeout_ms) {
       rc = LITH_DQ_IO;
   }
   if (rc == LITH_DQ_OK) {
-    addr = lith__dq_address(w->c); /* lives on in the handle past the requests below */
-    rc = lith__dq_open(w->c, w->database, &w->db);
+    addr = lith__dq_address(w->c);                        /* lives on in the handle past the requests below */
+    rc = lith__dq_open_writer(w->c, w->database, &w->db); /* nothing spilled (client.h) */
   }
   if (rc == LITH_DQ_OK) {
     int bound = 0;

@@ -830,6 +830,47 @@ static void test_tables_first_commit(void **state) {
   assert_int_equal(lith_tables(), 3); /* made once */
 }
 
+/* ---- A transaction past the page cache ---- */
+
+/* "INSERT INTO t SELECT randomblob(500000) ..." for *arg rows, then the
+ * rows counted into *arg (reading back the pages just written). */
+static int cmd_blobs_count(lith__dqw_tx *tx, void *arg) {
+  int64_t *n = arg;
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO t SELECT randomblob(500000) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+           "SELECT x + 1 FROM c WHERE x < %d) SELECT x FROM c)",
+           (int)*n);
+  int rc = lith__dqw_exec(tx, sql, NULL, 0, NULL);
+  return rc != LITH_DQW_OK ? rc : lith__dqw_query_int(tx, n, "SELECT count(*) FROM t", NULL, 0);
+}
+
+/* A command writing more than the node's page cache just after the node
+ * checkpointed (9 rows of 500 kB, then 7 more read back: test_client's
+ * test_open_writer_no_spill) commits; libdqlite 1.11.1 failed it "disk I/O
+ * error" when the pages spilled, and the writer took that for a lost
+ * leader: every write waited failover_ms, then 503, and a failover from
+ * the leader to itself was counted. */
+static void test_large_transaction(void **state) {
+  (void)state;
+  start_missing();
+  lith__dqw *w = writer_on("large.db", 0, LITH_DQW_FAULT_NONE, 0);
+  lith__dqw_err err;
+  lith__dqw_stats st;
+  int64_t n = 9;
+  assert_int_equal(lith__dqw_do(w, cmd_sql, "CREATE TABLE t(v)", &err), LITH_DQW_OK);
+  assert_int_equal(lith__dqw_do(w, cmd_blobs_count, &n, &err), LITH_DQW_OK);
+  assert_int_equal(n, 9);
+  n = 7;
+  int rc = lith__dqw_do(w, cmd_blobs_count, &n, &err);
+  if (rc != LITH_DQW_OK)
+    fail_msg("7 more rows: %d: %s", rc, err.errmsg);
+  assert_int_equal(n, 16);
+  lith__dqw_get_stats(w, &st);
+  assert_int_equal(st.failovers, 0);
+  lith__dqw_stop(w);
+}
+
 /* An alone command ends transactions in the middle of itself: a commit
  * stays whatever follows, a rollback undoes only its own part; a COMMIT
  * whose answer is lost is fenced inside lith__dqw_tx_end (committed: it
@@ -1594,6 +1635,7 @@ int main(void) {
       cmocka_unit_test(test_fence_commit_lost),
       cmocka_unit_test(test_alone),
       cmocka_unit_test(test_tables_first_commit),
+      cmocka_unit_test(test_large_transaction),
       cmocka_unit_test(test_settings),
       cmocka_unit_test(test_unavailable),
       cmocka_unit_test(test_query_each),

@@ -953,7 +953,7 @@ static int leader_open(const char *addresses, const char *database, int timeout_
                        uint32_t *db) {
   int rc = lith__dq_connect_leader(c, addresses, timeout_ms);
   if (rc == LITH_DQ_OK)
-    rc = lith__dq_open(c, database, db);
+    rc = lith__dq_open_writer(c, database, db); /* --schema's steps spill nothing (client.h) */
   return rc;
 }
 
