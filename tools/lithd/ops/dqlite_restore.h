@@ -34,19 +34,18 @@
  *      larger than that goes alone), counted as what a transaction writes
  *      at worst: the rows' bytes, and a page per row for each index of the
  *      table (a random key writes another page each time). A dqlite
- *      transaction is one Raft entry, held whole by every node. Measured
- *      (libdqlite 1.11.1): 200,000 rows of 150 bytes under an index of
- *      random keys, 30 MB, loaded in 13.5 s at 2 MiB; at 4 MiB (with or
- *      without the estimate) its 157th COMMIT failed "disk I/O error"
- *      (SQLITE_IOERR_SHORT_READ from the leader: libdqlite's, cause not
- *      found); with no index, 4 MiB loaded it in 1.5 s. Not solved: at
- *      2 MiB a 100 MB file (600,000 rows, two random-key indexes) failed
- *      the same way at its 404th COMMIT (101,808 rows, 473 MB of Raft log
- *      on each node, no snapshot yet); the load is then marked partial. Foreign keys are
- *      off on the connection meanwhile (rows come in table order, not in the order
- *      their references need). A text parameter is NUL-terminated on the
- *      wire: a text holding U+0000 goes as a blob in CAST(? AS TEXT), which
- *      keeps its bytes and its type.
+ *      transaction is one Raft entry, held whole by every node, and on a
+ *      connection opened with lith__dq_open_writer (cache_spill off:
+ *      libdqlite 1.11.1 failed a transaction that spilled, "disk I/O
+ *      error", canonical/dqlite#432; client.h) its pages stay in the
+ *      leader's page cache until COMMIT. Measured: 600,000 rows of 150
+ *      bytes under two indexes of random keys (a 100 MB file) loaded in
+ *      140 s (2,382 transactions; each writes the index pages again, so
+ *      random indexes are slow), the same rows with no index in seconds.
+ *      Foreign keys are off on the connection meanwhile (rows come in
+ *      table order, not in the order their references need). A text
+ *      parameter is NUL-terminated on the wire: a text holding U+0000 goes
+ *      as a blob in CAST(? AS TEXT), which keeps its bytes and its type.
  *   5. The last transaction: views and triggers (after the rows, so no
  *      trigger fires on the copy), sqlite_sequence's and sqlite_stat*'s
  *      rows as FROM has them, user_version and application_id; then the
