@@ -27,6 +27,11 @@
 /* The client's timeout for one request, at least: a COMMIT of a full
  * transaction waits for a majority of the nodes to store it. */
 #define RESTORE_CALL_MS 30000
+/* A node's answer to the leader search, at most: a node that does not
+ * answer (stopped, its machine gone without a reset) costs the search
+ * that much each round, not RESTORE_CALL_MS (lithd's start waited 30 s
+ * for it). The writer's and the store's requests have the same bound. */
+#define RESTORE_ASK_MS 2000
 
 /* A table copied: its name and its rows, for the final count. */
 typedef struct copied {
@@ -97,13 +102,14 @@ static int query_int(lith__dq_conn *c, uint32_t db, const char *sql, int64_t *ou
  * message. */
 static lith__dq_conn *leader(const char *addresses, const char *database, int timeout_ms, uint32_t *db,
                              int level) {
-  lith__dq_conn *c = lith__dq_new(timeout_ms > RESTORE_CALL_MS ? timeout_ms : RESTORE_CALL_MS);
+  lith__dq_conn *c = lith__dq_new(RESTORE_ASK_MS);
   int rc;
   if (c == NULL) {
     lithd_log(LITHD_LOG_ERROR, "restore: out of memory");
     return NULL;
   }
   rc = lith__dq_connect_leader(c, addresses, timeout_ms);
+  lith__dq_set_timeout(c, timeout_ms > RESTORE_CALL_MS ? timeout_ms : RESTORE_CALL_MS);
   if (rc == LITH_DQ_OK)
     rc = lith__dq_open_writer(c, database, db); /* its transactions spill nothing (client.h) */
   if (rc != LITH_DQ_OK) {

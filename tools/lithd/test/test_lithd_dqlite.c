@@ -438,6 +438,29 @@ static void test_follower_killed(void **state) {
   start_missing();
 }
 
+/* A node that stopped answering (SIGSTOP: a process frozen, or a machine
+ * gone without a reset) named first in --dqlite: lithd starts within
+ * seconds, each ask of it costing a request's timeout (2 s); the check for
+ * a partial --restore at start waited 30 s for it. */
+static void test_frozen_node_first(void **state) {
+  (void)state;
+  start_missing();
+  int li = leader_index(), fi = (li + 1) % 3;
+  char list[256];
+  snprintf(list, sizeof list, "%s,%s,%s", nodes[fi].address, nodes[li].address, nodes[(li + 2) % 3].address);
+  assert_int_equal(kill(nodes[fi].pid, SIGSTOP), 0);
+  struct tl_child c;
+  const char *extra[] = {"--dqlite", list, NULL};
+  int64_t t0 = t_ms_now();
+  tl_start(&c, "frozen", TL_NO_DB, extra); /* fails past TL_TIMEOUT_MS */
+  int64_t took = t_ms_now() - t0;
+  print_message("lithd --dqlite, the first node frozen: serving after %lld ms\n", (long long)took);
+  tl_expect(&c, "POST", "/v1/query", NULL, "{\"statements\":[{\"sql\":\"SELECT 1\"}]}", 200, "[[1]]");
+  assert_int_equal(tl_stop(&c, SIGTERM, 10000), 0);
+  assert_int_equal(kill(nodes[fi].pid, SIGCONT), 0);
+  assert_true(took < 8000);
+}
+
 static void test_majority_lost(void **state) {
   (void)state;
   start_missing();
@@ -604,9 +627,12 @@ static int group_teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_leader_killed),
-      cmocka_unit_test(test_follower_killed), cmocka_unit_test(test_transaction_leader_killed),
-      cmocka_unit_test(test_majority_lost),   cmocka_unit_test(test_measure),
+      cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_leader_killed),
+      cmocka_unit_test(test_follower_killed),   cmocka_unit_test(test_transaction_leader_killed),
+      cmocka_unit_test(test_frozen_node_first), cmocka_unit_test(test_majority_lost),
+      cmocka_unit_test(test_measure),
   };
+  if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
+    cmocka_set_test_filter(getenv("TEST_FILTER"));
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
