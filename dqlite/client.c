@@ -682,6 +682,22 @@ static int write_out(lith__dq_conn *c, int fd, const uint8_t *p, size_t n) {
   return LITH_DQ_OK;
 }
 
+/* The end of one wait of a dump: the call's deadline, or the handle's
+ * timeout from now if sooner (client.h: a node that sends nothing for that
+ * long is gone, however long the whole may take). */
+static int64_t dump_wait(const lith__dq_conn *c, int64_t deadline) {
+  int64_t gap = now_ms() + c->timeout_ms;
+  return gap < deadline ? gap : deadline;
+}
+
+/* rc of a dump's wait: a TIMEOUT before the deadline said as a silence. */
+static int dump_silence(lith__dq_conn *c, int rc, int64_t deadline) {
+  if (rc == LITH_DQ_TIMEOUT && now_ms() < deadline)
+    return fail(c, LITH_DQ_TIMEOUT, "%s: nothing from the node for %d ms in the middle of its dump",
+                c->address, c->timeout_ms);
+  return rc;
+}
+
 /* One event of the FILES decoder: the files must be NAME and NAME-wal. */
 static int dump_event(lith__dq_conn *c, const lith__dq_files *f, int ev, const char *name, const int fds[2],
                       uint64_t sizes[2], const uint8_t *data, size_t len) {
@@ -722,9 +738,10 @@ int lith__dq_dump(lith__dq_conn *c, const char *name, const int fds[2], uint64_t
   c->call_ms = deadline_ms - now_ms();
   if (c->call_ms <= 0)
     return fail(c, LITH_DQ_TIMEOUT, "%s: the deadline had passed before the request", c->address);
-  if ((rc = send_all(c, c->out.data, c->out.len, deadline_ms)) != LITH_DQ_OK ||
-      (rc = recv_all(c, h, 8, deadline_ms)) != LITH_DQ_OK)
+  if ((rc = send_all(c, c->out.data, c->out.len, deadline_ms)) != LITH_DQ_OK)
     return rc;
+  if ((rc = recv_all(c, h, 8, dump_wait(c, deadline_ms))) != LITH_DQ_OK)
+    return dump_silence(c, rc, deadline_ms);
   lith__dq_header_decode(h, &c->hdr);
   uint64_t body = (uint64_t)c->hdr.words * 8;
   if (c->hdr.type == LITH_DQ_RES_FAILURE) { /* the count word comes first: read from its end */
@@ -756,9 +773,11 @@ int lith__dq_dump(lith__dq_conn *c, const char *name, const int fds[2], uint64_t
   while (!done) {
     size_t got = 0, off = 0;
     if (unread > 0) {
-      rc = recv_some(c, buf, unread < PIECE ? (size_t)unread : PIECE, &got, deadline_ms);
-      if (rc != LITH_DQ_OK)
+      rc = recv_some(c, buf, unread < PIECE ? (size_t)unread : PIECE, &got, dump_wait(c, deadline_ms));
+      if (rc != LITH_DQ_OK) {
+        rc = dump_silence(c, rc, deadline_ms);
         goto out;
+      }
       unread -= got;
     }
     for (;;) {

@@ -201,7 +201,9 @@ int lith__dq_cluster(lith__dq_conn *c, lith__dq_servers *out);
  * be max_bytes at most (else LITH_DQ_TOOBIG from its header, before a
  * byte is written; the connection closed). deadline_ms as
  * lith__dq_query_each's (0: the handle's timeout from now) bounds the
- * whole answer. A write to an fd that fails: LITH_DQ_IO with
+ * whole answer, and no wait for the node's next bytes (its header
+ * included) lasts more than the handle's timeout: a node stopped or cut
+ * off mid-dump is LITH_DQ_TIMEOUT then, not at the deadline. A write to an fd that fails: LITH_DQ_IO with
  * lith__dq_errcode its errno (every other LITH_DQ_IO has 0), the message
  * saying so, the connection closed (the rest of the frame was not read).
  * What was written before an error is the caller's to throw away. The node makes its copy in one turn of its loop (no write lands

@@ -868,12 +868,17 @@ static void test_dump_node(void **state) {
     assert_false(lith__dq_connected(c));
     close(full);
   }
-  /* Cancelled: STOPPED at once, closed. */
+  /* Cancelled: STOPPED at its first wait, closed. A node that does not
+   * answer, so that there is a wait (a real one may answer before the
+   * first recv on a busy machine: nothing to cancel, the dump is whole). */
   atomic_int stop = 1;
-  assert_int_equal(lith__dq_connect(c, node.address), LITH_DQ_OK);
+  t_fake *mute = t_fake_start("", 0, 0);
+  assert_non_null(mute);
+  assert_int_equal(lith__dq_connect(c, t_fake_address(mute)), LITH_DQ_OK);
   lith__dq_set_cancel(c, &stop);
   assert_int_equal(lith__dq_dump(c, "dumped", fds, sizes, 1u << 30, 0), LITH_DQ_STOPPED);
   assert_false(lith__dq_connected(c));
+  t_fake_free(mute);
   close(fds[0]);
   close(fds[1]);
   unlink(main_path);
@@ -958,11 +963,43 @@ static void test_dump_untrusted(void **state) {
   assert_int_equal(dump_against(failure, sizeof failure, 1u << 20, sizes, wrote), LITH_DQ_FAILURE);
 }
 
+/* A node that goes silent during its dump (stopped, cut off without a
+ * reset): the call ends once nothing came for the handle's timeout, not
+ * at the dump's deadline (30 min in lithd), before the header or after
+ * part of the body. */
+static void test_dump_silent(void **state) {
+  (void)state;
+  /* The header and one word of a FILES answer of 6 words, then nothing. */
+  const uint8_t part[16] = {6, 0, 0, 0, LITH_DQ_RES_FILES, 0, 0, 0, 2};
+  for (int k = 0; k < 2; k++) {
+    char p0[64], p1[64];
+    int fds[2] = {dump_file("s0", p0), dump_file("s1", p1)};
+    t_fake *f = t_fake_start(part, k == 0 ? 0 : sizeof part, 0);
+    assert_non_null(f);
+    lith__dq_conn *c = lith__dq_new(500);
+    assert_int_equal(lith__dq_connect(c, t_fake_address(f)), LITH_DQ_OK);
+    int64_t t0 = t_ms_now();
+    assert_int_equal(lith__dq_dump(c, "x", fds, NULL, 1u << 20, t0 + 60000), LITH_DQ_TIMEOUT);
+    int64_t took = t_ms_now() - t0;
+    print_message("a silent node (%s): TIMEOUT after %lld ms: %s\n",
+                  k == 0 ? "no header" : "part of the body", (long long)took, lith__dq_errmsg(c));
+    assert_true(took >= 450 && took < 3000);
+    assert_non_null(strstr(lith__dq_errmsg(c), "nothing from"));
+    lith__dq_close(c);
+    t_fake_free(f);
+    for (int i = 0; i < 2; i++)
+      close(fds[i]);
+    unlink(p0);
+    unlink(p1);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_open_writer_no_spill),
       cmocka_unit_test(test_dump_node),
       cmocka_unit_test(test_dump_untrusted),
+      cmocka_unit_test(test_dump_silent),
       cmocka_unit_test(test_leader_client_cluster_open),
       cmocka_unit_test(test_values_round_trip),
       cmocka_unit_test(test_failures),

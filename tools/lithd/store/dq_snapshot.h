@@ -21,7 +21,8 @@
  *   4. link() puts it at `path`, which fails if `path` appeared meanwhile
  *      (a backup never replaces a file); the directory is removed.
  * A leader lost before the dump (a failover) is looked for again until
- * failover_ms; once the dump began, a failure ends the call. *cancel set
+ * failover_ms; once the dump began, a failure ends the call, and so does
+ * a leader silent for a minute (dq_snapshot.c: SNAP_SILENCE_MS). *cancel set
  * (lithd_store_drain): every wait ends within LITH_DQ_CANCEL_MS, SQLite's
  * work at its next progress step: LITH_INTERRUPTED. On any failure
  * nothing is left at `path` nor beside it.
