@@ -56,6 +56,7 @@
 #include <sqlite3.h>
 #include <uv.h>
 
+#include "backup_http.h"
 #include "commands.h"
 #include "database.h"
 #include "dqlite_restore.h"
@@ -177,9 +178,10 @@ static const char *checkpoint_name(int mode) {
 }
 
 /* libuv's pool runs /v1/query and backups: for each database as many
- * threads as readers (so every reader can be busy) and one for a backup,
- * unless the environment already says. It must be set before the pool's
- * first use. */
+ * threads as readers (so every reader can be busy), and one for each
+ * backup the process runs at once (a download's or a POST's, each copying
+ * the whole database: backup_http.h), unless the environment already
+ * says. It must be set before the pool's first use. */
 static void size_thread_pool(int readers, int n_dbs) {
   char buf[16];
   long n;
@@ -189,7 +191,7 @@ static void size_thread_pool(int readers, int n_dbs) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     readers = cpus < 1 ? 2 : cpus > 64 ? 64 : (int)cpus;
   }
-  n = ((long)readers + 1) * n_dbs;
+  n = (long)readers * n_dbs + LITHD_MAX_DOWNLOADS + LITHD_MAX_POSTS;
   snprintf(buf, sizeof buf, "%d", (int)(n > 1024 ? 1024 : n));
   setenv("UV_THREADPOOL_SIZE", buf, 1);
 }

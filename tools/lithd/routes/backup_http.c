@@ -100,6 +100,7 @@ static void backup_after(uv_work_t *w, int status) { /* the loop thread */
     lithd_respond_error(k->req, &e);
     lithd_log(LITHD_LOG_WARN, "backup to %s failed: %s", k->dest, e.message);
   }
+  k->s->srv->posts--;
   free(k->dest);
   free(k);
 }
@@ -126,6 +127,11 @@ int lithd_backup_post(lith_http_req *req, void *arg) {
     lithd_error_set(&e, LITHD_FORBIDDEN, -1, "backups are off: lithd was started without --backup-dir");
     goto refuse;
   }
+  if (s->srv->posts >= LITHD_MAX_POSTS) {
+    lith_http_add_header(req, "retry-after", "5");
+    lithd_error_set(&e, LITH_BUSY, -1, "a backup is being made already (in this lithd); retry later");
+    goto refuse;
+  }
   if (lj_parse(&tmp, body, len, &root, NULL) != 0)
     root = NULL;
   dest = lj_get(root, "dest");
@@ -150,8 +156,10 @@ int lithd_backup_post(lith_http_req *req, void *arg) {
   k->req = req;
   k->work.data = k;
   lithd_arena_free(&tmp);
-  if (uv_queue_work(s->srv->loop, &k->work, backup_work, backup_after) == 0)
+  if (uv_queue_work(s->srv->loop, &k->work, backup_work, backup_after) == 0) {
+    s->srv->posts++;
     return LITH_HTTP_PENDING; /* k now belongs to backup_after */
+  }
   free(k->dest);
   free(k);
   lith_http_respond_error(req, 500, "cannot queue the backup");

@@ -60,6 +60,10 @@
 
 /* Downloads (GET /v1/backup) running at once in the process, at most. */
 #define LITHD_MAX_DOWNLOADS 2
+/* POST /v1/backup running at once in the process, at most: each copies
+ * the whole database on the thread pool (on --dqlite the leader holds it
+ * twice in memory meanwhile); more get 503 with Retry-After. */
+#define LITHD_MAX_POSTS 1
 
 /* The handlers; arg is the database's lithd_dbsrv (server.h). */
 int lithd_backup_post(lith_http_req *req, void *arg);

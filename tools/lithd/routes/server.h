@@ -117,6 +117,7 @@ struct lithd_server {
   char **paths;
   size_t n_paths;
   int downloads;                 /* GET /v1/backup running, of every database (backup_http.c) */
+  int posts;                     /* POST /v1/backup running, of every database (backup_http.c) */
   struct lithd_hrana_srv *hrana; /* Hrana's streams (hrana_http.c) */
 };
 

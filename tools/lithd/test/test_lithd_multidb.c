@@ -495,9 +495,9 @@ static void test_isolation(void **state) {
 }
 
 /* Reads: libuv's thread pool is the process's. With --readers 1 it has
- * (1 + 1) x 2 = 4 threads; four reads of a that run 1 s each would take all
- * four (one reading, three waiting for a's one reader) if nothing held them
- * back, and b's reads would wait a second behind them. Each database sends
+ * 1 x 2 + 3 = 5 threads; four reads of a that run 1 s each would take
+ * four of them (one reading, three waiting for a's one reader) if nothing
+ * held them back, and b's reads would wait a second behind them. Each database sends
  * at most its readers' worth of reads to the pool; the rest wait on the
  * loop, in its own line. */
 #define SLOW_READS 4
