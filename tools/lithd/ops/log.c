@@ -167,8 +167,8 @@ static void put_json_string(line *l, const char *s) {
 }
 
 /* s as text on one line: a control character or a byte that starts no
- * well-formed UTF-8 sequence as \xNN, so that a client's path cannot
- * write a line of its own. */
+ * well-formed UTF-8 sequence as \xNN, so that a client's path, or a
+ * dqlite node's text in a message, cannot write a line of its own. */
 static void put_text(line *l, const char *s) {
   const unsigned char *u = (const unsigned char *)s;
   while (*u) {
@@ -231,7 +231,7 @@ void lithd_log(int level, const char *fmt, ...) {
   if (json)
     put_json_string(&l, msg);
   else
-    put(&l, msg, strlen(msg));
+    put_text(&l, msg); /* what others sent (a node's address, a path) stays in its line */
   line_end(&l, json);
 }
 

@@ -461,6 +461,43 @@ static void test_frozen_node_first(void **state) {
   assert_true(took < 8000);
 }
 
+/* What a node sends reaches lithd's log in the dqlite client's messages
+ * (here the address of a LEADER answer, refused: not HOST:PORT); a line
+ * break or a terminal escape in it stays inside its line, as \xNN, as a
+ * client's path does in the request log. */
+static const char forged_addr[] = "x\n2026-01-01T00:00:00.000Z lithd[1] error: forged\x1b[2J";
+
+static int forging_node(void *arg, const t_fake_call *call, lith__dq_buf *out) {
+  (void)arg, (void)call;
+  lith__dq_req_begin(out, LITH_DQ_RES_SERVER);
+  lith__dq_put_u64(out, 1);
+  lith__dq_put_text(out, forged_addr);
+  lith__dq_req_end(out);
+  return T_FAKE_NEXT;
+}
+
+static void test_node_text_in_log(void **state) {
+  (void)state;
+  t_fake *f = t_fake_script(forging_node, NULL, 1);
+  assert_non_null(f);
+  struct tl_child c;
+  unlink("nodelog.log");
+  tl_start(&c, "nodelog", TL_NO_DB,
+           TL_ARGS("--dqlite", t_fake_address(f), "--dqlite-failover-ms", "300", "--log", "nodelog.log"));
+  assert_int_equal(tl_stop(&c, SIGTERM, 10000), 0);
+  t_fake_free(f);
+  char buf[16384];
+  FILE *in = fopen("nodelog.log", "r");
+  assert_non_null(in);
+  size_t n = fread(buf, 1, sizeof buf - 1, in);
+  fclose(in);
+  buf[n] = '\0';
+  if (strstr(buf, "x\\x0a2026-01-01T00:00:00.000Z lithd[1] error: forged\\x1b[2J") == NULL)
+    fail_msg("the node's text, escaped, not in:\n%s", buf);
+  assert_null(strstr(buf, "\n2026-01-01T00:00:00.000Z"));
+  assert_null(strchr(buf, 0x1b));
+}
+
 static void test_majority_lost(void **state) {
   (void)state;
   start_missing();
@@ -629,8 +666,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_leader_killed),
       cmocka_unit_test(test_follower_killed),   cmocka_unit_test(test_transaction_leader_killed),
-      cmocka_unit_test(test_frozen_node_first), cmocka_unit_test(test_majority_lost),
-      cmocka_unit_test(test_measure),
+      cmocka_unit_test(test_frozen_node_first), cmocka_unit_test(test_node_text_in_log),
+      cmocka_unit_test(test_majority_lost),     cmocka_unit_test(test_measure),
   };
   if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
     cmocka_set_test_filter(getenv("TEST_FILTER"));
