@@ -30,6 +30,15 @@ UNITS_DEBS  := systemd
 UNITS_CMDS  := systemd-analyze systemd-sysusers
 UNITS_TEST_BIN := $(B)/tools/test/test_units
 
+# make splits its words at spaces: a path with one is cut in two (`make
+# install PREFIX="/opt/a b"` made ./b/lib/... in the current directory, then
+# failed), so it is refused before anything is built or made.
+ifneq ($(filter install install-units uninstall uninstall-units,$(MAKECMDGOALS)),)
+ifneq ($(words $(DESTDIR)$(PREFIX)$(UNITDIR)$(SYSUSERSDIR)),1)
+$(error a space in DESTDIR, PREFIX, UNITDIR or SYSUSERSDIR: make cannot install there)
+endif
+endif
+
 # A template's @NAME@ left unfilled fails the install (a new one must be
 # added here).
 install-units:

@@ -130,6 +130,16 @@ for u in $units; do
   check "$u runs as $user, a user lith.conf makes" grep -q "^$user:" sysroot/etc/passwd
 done
 
+# A path with a space: refused before anything is made (make cuts it in
+# two: install -d made ./b/lib/... in the current directory).
+rm -rf spaced b
+make -C "$src" --no-print-directory install B="$b" SANITIZE="$sanitize" DESTDIR="$here/spaced" \
+  "PREFIX=/opt/a b" >spaced.log 2>&1
+status=$?
+check "make install PREFIX='/opt/a b' fails (exit $status)" [ "$status" -ne 0 ]
+check "... saying why" grep -q "a space in DESTDIR, PREFIX" spaced.log
+check "... and makes nothing" sh -c "[ ! -e '$here/spaced' ] && [ ! -e '$src/b' ] && [ ! -e b ]"
+
 make -C "$src" --no-print-directory uninstall B="$b" SANITIZE="$sanitize" DESTDIR="$dest" PREFIX=/opt/lith \
   >uninstall.log 2>&1
 left=$(find "$dest" -type f ! -path "$dest/opt/litestream/*" | sed "s|^$dest||")
