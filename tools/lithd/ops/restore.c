@@ -220,7 +220,9 @@ static int release_target(const char *to) {
 
 int lithd_restore_source(const char *from, struct stat *fs) {
   unsigned char head[16];
-  int in = open(from, O_RDONLY | O_CLOEXEC), rc = -1;
+  /* O_NONBLOCK: a FIFO's open would wait for a writer (forever); it is
+   * refused below, as not a file. */
+  int in = open(from, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = -1;
 
   if (in < 0 || fstat(in, fs) != 0) {
     lithd_log(LITHD_LOG_ERROR, "restore: cannot open %s: %s", from, strerror(errno));

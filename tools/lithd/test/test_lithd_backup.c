@@ -481,6 +481,25 @@ static void test_restore_refusals(void **state) {
   write_file("rs-empty.db", "");
   expect_restore(TL_ARGS("--restore", "rs-empty.db", "--db", "rs-new.db"), 1, "is empty");
   expect_restore(TL_ARGS("--restore", "rs-missing.db", "--db", "rs-new.db"), 1, "cannot open rs-missing.db");
+  {
+    /* A FIFO (no writer: open() would wait for one forever): refused at
+     * once, as --dqlite --restore does (the same check). */
+    char cmd[512], out[512] = "";
+    unlink("rs-fifo");
+    assert_int_equal(mkfifo("rs-fifo", 0600), 0);
+    snprintf(cmd, sizeof cmd,
+             "timeout 10 %s --restore rs-fifo --db rs-new.db > rs-fifo.out 2>&1; echo $? >> rs-fifo.out",
+             LITHD_PATH);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen("rs-fifo.out", "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    if (strstr(out, "rs-fifo is not a file") == NULL || strstr(out, "\n1\n") == NULL)
+      fail_msg("lithd --restore of a FIFO: %s", out);
+    unlink("rs-fifo");
+  }
   expect_restore(TL_ARGS("--force", "--db", "rs-new.db"), 2, "--force goes with --restore");
   assert_int_equal(stat("rs-new.db", &st), -1);
 
