@@ -5,6 +5,7 @@
  *   lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]
  *             [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]
  *             [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]
+ *             [--snapshot-threshold N] [--snapshot-trailing N]
  *   lith-node --status ADDR[,ADDR...] [--json]
  *   lith-node --help
  *
@@ -54,6 +55,15 @@
  * ms with libdqlite's default latency) or a statement that long still
  * moves leadership, and below the writer's request timeout (dqlite/writer.h).
  * Every node of a cluster should get the same options: any may lead.
+ *
+ * Raft's log: a node snapshots its databases every --snapshot-threshold
+ * transactions and keeps the last --snapshot-trailing beside the snapshot
+ * (so a follower that fell behind by fewer catches up from the log, not a
+ * whole snapshot), each in memory and in DIR. So a node holds about
+ * (threshold + trailing) x a transaction's size, however small the
+ * database: libdqlite's 1024 + 8192 kept 206 MB of DIR and of RSS for 20 kB
+ * transactions on a 20 kB database, and would keep 18 GB for a --restore's
+ * 2 MiB transactions. lith-node's defaults, 1024 + 1024, hold a fifth.
  *
  * When it serves, it prints one line to stdout,
  *   lith-node: id N serving on ADDR (leader LADDR)
@@ -119,12 +129,14 @@ typedef struct opts {
   unsigned latency_ms;
   int wait_ms;
   int max_run_ms, max_value_bytes, max_like_pattern, max_program_ops;
+  int snapshot_threshold, snapshot_trailing;
 } opts;
 
 static const char usage_text[] =
     "usage: lith-node --id N --address HOST:PORT --dir DIR [--join ADDR[,ADDR...]]\n"
     "                 [--latency-ms MS] [--wait-ms MS] [--max-run-ms MS]\n"
     "                 [--max-value-bytes N] [--max-like-pattern N] [--max-program-ops N]\n"
+    "                 [--snapshot-threshold N] [--snapshot-trailing N]\n"
     "       lith-node --status ADDR[,ADDR...] [--json]\n"
     "       lith-node --help\n";
 
@@ -144,6 +156,10 @@ static const char help_text[] =
     "  --max-value-bytes N    the largest string or blob (1048576)\n"
     "  --max-like-pattern N   the longest LIKE pattern (50)\n"
     "  --max-program-ops N    the largest statement program (250000)\n"
+    "  --snapshot-threshold N a snapshot every N transactions (1024)\n"
+    "  --snapshot-trailing N  transactions of Raft log kept past a snapshot (1024); a\n"
+    "                         node holds (threshold + trailing) x a transaction's size\n"
+    "                         in memory and in DIR\n"
     "\n"
     "  --status ADDR[,ADDR...]  ask running nodes who leads: for each, its id and role,\n"
     "                         then the leader and the members with their roles:\n"
@@ -191,6 +207,8 @@ static void parse(int argc, char **argv, opts *o) {
   o->max_value_bytes = 1 << 20;
   o->max_like_pattern = 50;
   o->max_program_ops = 250000;
+  o->snapshot_threshold = 1024;
+  o->snapshot_trailing = 1024;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0) {
@@ -226,6 +244,10 @@ static void parse(int argc, char **argv, opts *o) {
       o->max_like_pattern = int_opt(a, v, 1);
     else if (strcmp(a, "--max-program-ops") == 0)
       o->max_program_ops = int_opt(a, v, 1);
+    else if (strcmp(a, "--snapshot-threshold") == 0)
+      o->snapshot_threshold = int_opt(a, v, 1);
+    else if (strcmp(a, "--snapshot-trailing") == 0)
+      o->snapshot_trailing = int_opt(a, v, 1);
     else
       usage();
   }
@@ -648,6 +670,12 @@ int main(int argc, char **argv) {
   }
   if (o.latency_ms > 0 && (rv = dqlite_node_set_network_latency_ms(node, o.latency_ms)) != 0) {
     fprintf(stderr, "lith-node: --latency-ms %u refused (%d)\n", o.latency_ms, rv);
+    goto out_destroy;
+  }
+  if ((rv = dqlite_node_set_snapshot_params(node, (unsigned)o.snapshot_threshold,
+                                            (unsigned)o.snapshot_trailing)) != 0) {
+    fprintf(stderr, "lith-node: --snapshot-threshold %d --snapshot-trailing %d refused (%d)\n",
+            o.snapshot_threshold, o.snapshot_trailing, rv);
     goto out_destroy;
   }
   if ((rv = dqlite_node_start(node)) != 0) {
