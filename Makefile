@@ -181,7 +181,8 @@ deps-hrana:
 	  node -e "require('./$$m')" || exit 1; done
 	cd build/hrana/node_modules && node -e 'new (require("./libsql"))(":memory:").close()'
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+# (files only: the docs' install under $(B) holds a directory sysusers.d)
+-include $(shell find $(B) -name '*.d' -type f 2>/dev/null)
 
 $(UV_OBJ): CFLAGS += $(UV_CFLAGS)
 # The libraries export only what the headers mark LITH_API (test/test_exports.c).
