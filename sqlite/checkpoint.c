@@ -7,6 +7,7 @@
 
 #include "../lib/clock.h"
 #include "../lib/latency.h"
+#include "../lib/thread.h"
 #include "conn.h"
 #include "errcode.h"
 
@@ -130,7 +131,7 @@ int lith__ckpt_init(lith__ckpt *ck, sqlite3 *conn, const char *path, const lith_
       return rc;
     pthread_mutex_init(&ck->mu, NULL);
     pthread_cond_init(&ck->cv, NULL);
-    if (pthread_create(&ck->bg_thread, NULL, bg_main, ck) != 0) {
+    if (lith__thread_start(&ck->bg_thread, bg_main, ck) != 0) {
       pthread_cond_destroy(&ck->cv);
       pthread_mutex_destroy(&ck->mu);
       sqlite3_close(ck->bg_conn);

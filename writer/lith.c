@@ -18,6 +18,7 @@
 
 #include "../lib/clock.h"
 #include "../lib/error.h"
+#include "../lib/thread.h"
 #include "../sqlite/backup.h"
 #include "../sqlite/conn.h"
 #include "futex.h"
@@ -376,7 +377,7 @@ int lith_open(const char *path, const lith_options *opt_in, lith **out) {
   db->tx.cache = db->cache;
   if ((rc = lith__waker_start(&db->waker)) != LITH_OK)
     goto err_close_pool;
-  if ((errno = pthread_create(&db->thread, NULL, writer_thread, db)) != 0) {
+  if ((errno = lith__thread_start(&db->thread, writer_thread, db)) != 0) {
     rc = lith__fail(LITH_NOMEM, "lith_open: cannot start the writer thread: %s", strerror(errno));
     goto err_stop_waker;
   }

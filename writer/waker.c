@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "../lib/error.h"
+#include "../lib/thread.h"
 #include "futex.h"
 
 struct lith__waker {
@@ -49,7 +50,7 @@ int lith__waker_start(lith__waker **out) {
   atomic_init(&w->tail, 0);
   atomic_init(&w->sleeping, 0);
   atomic_init(&w->stop, 0);
-  if (pthread_create(&w->thread, NULL, waker_main, w) != 0) {
+  if (lith__thread_start(&w->thread, waker_main, w) != 0) {
     free(w);
     return lith__fail(LITH_NOMEM, "waker: cannot start its thread");
   }
