@@ -55,6 +55,11 @@ typedef struct lith__dq_conn lith__dq_conn;
 
 /* Limits of a handle. */
 #define LITH_DQ_DEFAULT_TIMEOUT_MS 5000
+/* lithd's bound on one request to a node: the batching writer's default
+ * (dqlite/writer.h), the store's read connections, a restore's leader
+ * search. A node that does not answer (stopped, its machine gone without
+ * a reset) costs that much, then the next address is asked. */
+#define LITH_DQ_REQUEST_MS 2000
 #define LITH_DQ_MAX_BODY (64u << 20) /* a larger frame is refused: LITH_DQ_TOOBIG */
 #define LITH_DQ_MAX_ANSWER \
   (64u << 20) /* lith__dq_query/_query_sql: a larger result

@@ -1245,7 +1245,7 @@ int lith__dqw_start(const lith__dqw_options *o, lith__dqw **out) {
   if (w == NULL)
     return LITH_DQW_NOMEM;
   w->failover_ms = o->failover_ms > 0 ? o->failover_ms : 10000;
-  w->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : 2000;
+  w->timeout_ms = o->request_timeout_ms > 0 ? o->request_timeout_ms : LITH_DQ_REQUEST_MS;
   w->max_run_ms = o->max_run_ms > 0 ? o->max_run_ms : 0;
   w->max_batch = o->max_batch > 0 ? o->max_batch : 256;
   w->keep_s = o->keep_s > 0 ? o->keep_s : 600;

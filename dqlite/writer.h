@@ -186,7 +186,7 @@ typedef struct lith__dqw_options {
   const char *addresses;  /* "host:port,host:port,..." (copied) */
   const char *database;   /* the dqlite database name to OPEN (copied) */
   int failover_ms;        /* <= 0: 10000 */
-  int request_timeout_ms; /* each request's answer; <= 0: 2000 */
+  int request_timeout_ms; /* each request's answer; <= 0: LITH_DQ_REQUEST_MS (client.h) */
   /* The bound asked of the nodes on a command's own statements
    * (lith__dqw_exec, _query, _query_each): lith__dq_max_run on each
    * connection; <= 0: the nodes' own --max-run-ms. See "Statement bounds". */

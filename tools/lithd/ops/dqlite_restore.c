@@ -27,11 +27,9 @@
 /* The client's timeout for one request, at least: a COMMIT of a full
  * transaction waits for a majority of the nodes to store it. */
 #define RESTORE_CALL_MS 30000
-/* A node's answer to the leader search, at most: a node that does not
- * answer (stopped, its machine gone without a reset) costs the search
- * that much each round, not RESTORE_CALL_MS (lithd's start waited 30 s
- * for it). The writer's and the store's requests have the same bound. */
-#define RESTORE_ASK_MS 2000
+/* The leader search asks each node with LITH_DQ_REQUEST_MS (client.h),
+ * not RESTORE_CALL_MS: a node that does not answer cost lithd's start
+ * 30 s. */
 
 /* A table copied: its name and its rows, for the final count. */
 typedef struct copied {
@@ -102,7 +100,7 @@ static int query_int(lith__dq_conn *c, uint32_t db, const char *sql, int64_t *ou
  * message. */
 static lith__dq_conn *leader(const char *addresses, const char *database, int timeout_ms, uint32_t *db,
                              int level) {
-  lith__dq_conn *c = lith__dq_new(RESTORE_ASK_MS);
+  lith__dq_conn *c = lith__dq_new(LITH_DQ_REQUEST_MS);
   int rc;
   if (c == NULL) {
     lithd_log(LITHD_LOG_ERROR, "restore: out of memory");

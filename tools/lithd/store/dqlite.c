@@ -64,7 +64,6 @@
 #include "writer.h"
 
 #define DQ_IDLE_MAX 16
-#define DQ_TIMEOUT_MS 2000
 
 /* A marker in r->err.code: a statement failed in the writer; the code and
  * message come with the writer's answer (result_failed). */
@@ -1042,7 +1041,7 @@ retry:
 
 static int apply_schema(const dq_store *ds, const lithd_schema *s, char *err, size_t errsz) {
   int64_t deadline = lith_clock_ms() + ds->o.failover_ms;
-  lith__dq_conn *c = lith__dq_new(DQ_TIMEOUT_MS);
+  lith__dq_conn *c = lith__dq_new(LITH_DQ_REQUEST_MS);
   uint32_t db = 0;
   int rc = -1;
   if (c == NULL) {
@@ -1145,7 +1144,7 @@ static pooled *take_conn(dq_store *ds) {
     return p;
   if ((p = calloc(1, sizeof *p)) == NULL)
     return NULL;
-  if ((p->c = lith__dq_new(DQ_TIMEOUT_MS)) == NULL) {
+  if ((p->c = lith__dq_new(LITH_DQ_REQUEST_MS)) == NULL) {
     free(p);
     return NULL;
   }
