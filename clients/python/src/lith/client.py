@@ -391,6 +391,27 @@ class Client:
             attempt += 1
             pending = again
 
+    def pipeline(self, requests: Sequence[Dict[str, Any]], baton: Optional[str] = None) -> Tuple[Optional[str], List[Dict[str, Any]]]:
+        """POST /v3/pipeline (Hrana 3, docs/hrana.md): the requests, in order,
+        on the stream `baton` names (None: a new stream). Returns the
+        stream's next baton (None once a "close" ended it) and one result
+        per request, {"type": "ok", "response": ...} or {"type": "error",
+        "error": {"message", "code"}}, as lithd answered them (hrana.py
+        reads them). A refusal of the whole pipeline (a bad or expired
+        baton, the token, no stream free) raises, as every call does, a
+        LithError whose code is Hrana's ("STREAM_EXPIRED", ...); the
+        transport's retries are every call's. With db=NAME the stream is
+        that database's (/v1/db/NAME/v3/pipeline)."""
+        path = "/v3/pipeline" if self.db is None else "/v1/db/" + self.db + "/v3/pipeline"
+        answer = self._call("POST", path, {"baton": baton, "requests": list(requests)})
+        results = _field(answer, "results")
+        if not isinstance(results, list) or len(results) != len(requests):
+            raise LithError(f"{self._where()}: the pipeline's answer has {len(results) if isinstance(results, list) else 'no'} "
+                            f"results for {len(requests)} requests (lithd answered 200: the requests ran)",
+                            code="bad_answer", status=200)
+        next_baton = answer.get("baton")
+        return (next_baton if isinstance(next_baton, str) else None), results
+
     def stats(self) -> Dict[str, Any]:
         """GET /v1/stats: lithd's counters (commands, batches, queue depth, latencies, ...)."""
         return self._call("GET", "/v1/stats")
@@ -625,7 +646,7 @@ class Client:
                  read: Optional[bool] = None) -> Any:
         if read is None:
             read = method == "GET"
-        if self.db is not None and path.startswith("/v1/"):
+        if self.db is not None and path.startswith("/v1/") and not path.startswith("/v1/db/"):
             path = "/v1/db/" + self.db + path[3:]  # /healthz is lithd's, not a database's
         target = self._prefix + path
         attempt, waited = 0, 0.0
@@ -649,7 +670,9 @@ class Client:
 
     def _error(self, status: int, payload: bytes, retry_after: Optional[float]) -> LithError:
         try:
-            e = json.loads(payload)["error"]
+            body = json.loads(payload)
+            # lithd's /v1 {"error": {...}}, or Hrana's own {"message", "code"}
+            e = body["error"] if "error" in body else body if "code" in body and "message" in body else body["error"]
             code, message, statement = e.get("code", "error"), e.get("message", ""), e.get("statement")
         except (ValueError, KeyError, TypeError, AttributeError):
             code, message, statement = "http_%d" % status, payload.decode("utf-8", "replace")[:200], None
