@@ -5,7 +5,9 @@ environment, and the client must install where no package index is
 reachable (CI, air-gapped hosts). The package is pure Python in one folder
 (src/lith), so a wheel is a zip of it with the metadata PEP 427 asks for.
 pyproject.toml's [project] table is read for the name, version, summary and
-Python requirement (a few `key = "value"` lines; tomllib is 3.11+ only).
+Python requirement (a few `key = "value"` lines; tomllib is 3.11+ only),
+and its [project.entry-points."GROUP"] tables for the wheel's
+entry_points.txt (SQLAlchemy finds the lith dialect there).
 """
 import base64
 import hashlib
@@ -23,6 +25,20 @@ def _project():
         text = f.read()
     section = text.split("[project]", 1)[1].split("\n[", 1)[0]
     return dict(re.findall(r'^([\w-]+)\s*=\s*"([^"]*)"', section, re.M))
+
+
+def _entry_points():
+    """entry_points.txt's text: each [project.entry-points."GROUP"] table,
+    its `name = "module:object"` lines (names bare or quoted)."""
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        text = f.read()
+    out = []
+    for group, body in re.findall(r'^\[project\.entry-points\."([^"]+)"\]\n((?:(?!\[).*\n?)*)', text, re.M):
+        out.append(f"[{group}]")
+        out += [f"{k1 or k2} = {v}" for k1, k2, v in
+                re.findall(r'^(?:"([^"]+)"|([\w.-]+))\s*=\s*"([^"]*)"', body, re.M)]
+        out.append("")
+    return "\n".join(out)
 
 
 def _metadata(p):
@@ -55,6 +71,9 @@ def _wheel(wheel_directory, entries):
         (f"{dist_info}/WHEEL",
          b"Wheel-Version: 1.0\nGenerator: lith_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
     ]
+    entry_points = _entry_points()
+    if entry_points:
+        entries.append((f"{dist_info}/entry_points.txt", entry_points.encode()))
     record = io.StringIO()
     with zipfile.ZipFile(os.path.join(wheel_directory, name), "w", zipfile.ZIP_DEFLATED) as z:
         for arcname, data in entries:
