@@ -1,0 +1,393 @@
+"""lith.dbapi against a real lithd, and beside Python's own sqlite3.
+
+The heart of it is test_same_as_sqlite3: one program written for sqlite3 runs
+on sqlite3 (a file) and on lith.dbapi (lithd), only its connect() changed,
+and everything it sees must be the same: results, rowcount, lastrowid,
+description, in_transaction, and the exception classes. The other tests
+cover what only lithd has: other clients beside the transaction, its
+bounds, a refused BEGIN, a stream closed while idle, lost answers.
+"""
+import os
+import socket
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lith  # noqa: E402
+import lith.dbapi as dbapi  # noqa: E402
+from test_client import LITHD, TOKEN, Lithd  # noqa: E402
+
+# About two seconds of one INSERT on the writer (longer under sanitizers)
+SLOW = ("INSERT INTO t_refused(k, v) SELECT 'slow-' || hex(randomblob(8)), count(*) FROM (WITH RECURSIVE c(i) AS "
+        "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 8000000) SELECT i FROM c)")
+
+
+def program(m, con):
+    """A sqlite3 program: what it sees, as a list."""
+    seen = []
+
+    def see(*what):
+        seen.append(what)
+
+    def fails(f, closed=False):
+        try:
+            f()
+        except m.Error as e:
+            see("raised", type(e).__name__, None if closed else con.in_transaction)
+        else:
+            see("no error")
+
+    cur = con.cursor()
+    cur.execute("CREATE TABLE p(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, n INTEGER, r REAL, b BLOB)")
+    see("ddl", cur.rowcount, cur.description, con.in_transaction)
+    cur.execute("INSERT INTO p(name, n) VALUES (?, ?)", ("a", 1))
+    see("insert", cur.rowcount, cur.lastrowid, cur.description, con.in_transaction)
+    cur.execute("INSERT INTO p(name, n, r, b) VALUES (:name, :n, :r, :b)",
+                {"name": "b", "n": 2 ** 63 - 1, "r": 0.1, "b": b"\x00\xff"})
+    see("named", cur.rowcount, cur.lastrowid)
+    cur.execute("SELECT count(*) FROM p")
+    see("select in tx", cur.fetchone(), cur.rowcount, cur.lastrowid, con.in_transaction)
+    con.commit()
+    see("committed", con.in_transaction)
+    con.commit()  # nothing open: nothing
+    fails(lambda: cur.execute("INSERT INTO p(name) VALUES ('a')"))  # opens a transaction, then fails
+    con.rollback()
+    see("rolled back", con.in_transaction)
+    cur.executemany("INSERT INTO p(name, n) VALUES (?, ?)", [("c%d" % i, i) for i in range(5)])
+    see("many", cur.rowcount, con.in_transaction)
+    cur.execute("UPDATE p SET n = n + 1 WHERE name LIKE 'c%'")
+    see("update", cur.rowcount)
+    cur.execute("DELETE FROM p WHERE name IN ('c0', 'c1') RETURNING name")
+    see("returning", cur.description, sorted(cur.fetchall()))
+    con.rollback()
+    see("after rollback", con.execute("SELECT count(*) FROM p").fetchone())
+    with con:
+        con.execute("INSERT INTO p(name, n) VALUES ('d', 4)")
+    try:
+        with con:
+            con.execute("INSERT INTO p(name, n) VALUES ('e', 5)")
+            raise KeyError("e")
+    except KeyError:
+        pass
+    see("with", con.execute("SELECT name FROM p ORDER BY id").fetchall(), con.in_transaction)
+    cur.execute("SELECT id, name, n, r, b FROM p ORDER BY id")
+    see("fetch", cur.description, cur.fetchmany(2), cur.fetchone(), cur.fetchall(), cur.fetchone(), cur.lastrowid)
+    cur.arraysize = 2
+    see("arraysize", con.execute("SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3").fetchmany())
+    see("iter", [r for r in con.execute("SELECT name FROM p WHERE n < ? ORDER BY n", (3,))])
+    fails(lambda: cur.execute("SELEC 1"))
+    fails(lambda: cur.execute("SELECT * FROM nowhere"))
+    fails(lambda: cur.execute("SELECT ?", ()))
+    fails(lambda: cur.execute("SELECT 1; SELECT 2"))
+    fails(lambda: cur.executemany("SELECT ?", [(1,)]))
+    fails(lambda: cur.execute("INSERT INTO p(name) VALUES (NULL)"))
+    con.rollback()
+    see("empty", cur.execute("").description, cur.execute("-- nothing").fetchall())
+    values = (None, 0, -1, 2 ** 63 - 1, -2 ** 63, 1.5, -0.25, 1e300, "", "ünï\u2603", b"", b"\x00\x01", True)
+    see("values", [tuple((type(v).__name__, v) for v in con.execute("SELECT ?", (x,)).fetchone()) for x in values])
+    try:
+        con.execute("SELECT ?", (2 ** 63,))
+    except OverflowError:
+        see("overflow")
+    see("dates", con.execute("SELECT ?, ?", (__import__("datetime").date(2026, 12, 7),
+                                             __import__("datetime").datetime(2026, 12, 7, 1, 2, 3))).fetchone())
+    con.executescript("""
+        INSERT INTO p(name, n) VALUES ('s1', 10);
+        CREATE TABLE q(x);
+        INSERT INTO q VALUES (1), (2);
+    """)
+    see("script", con.in_transaction, con.execute("SELECT count(*) FROM q").fetchone())
+    cur.execute("INSERT INTO p(name, n) VALUES ('f', 6)")
+    con.executescript("INSERT INTO q VALUES (3)")  # commits the open transaction first
+    see("script commits", con.in_transaction)
+    con.isolation_level = None
+    cur.execute("INSERT INTO p(name, n) VALUES ('g', 7)")
+    see("autocommit", con.in_transaction, cur.rowcount, cur.lastrowid)
+    cur.execute("BEGIN")
+    cur.execute("INSERT INTO p(name, n) VALUES ('h', 8)")
+    see("explicit", con.in_transaction)
+    cur.execute("ROLLBACK")
+    see("explicit rollback", con.in_transaction, con.execute("SELECT count(*) FROM p WHERE name = 'h'").fetchone())
+    con.isolation_level = "IMMEDIATE"
+    cur.execute("UPDATE p SET n = 0 WHERE name = 'g'")
+    see("immediate", con.in_transaction)
+    con.isolation_level = None  # commits what is open
+    see("level to None commits", con.in_transaction, con.execute("SELECT n FROM p WHERE name = 'g'").fetchone())
+    try:
+        con.isolation_level = "SOMETIMES"
+    except ValueError:
+        see("bad level")
+    con.row_factory = m.Row
+    r = con.execute("SELECT name AS Name, n FROM p WHERE name = 'a'").fetchone()
+    see("row", r["name"], r["NAME"], r[1], r.keys(), len(r), tuple(r))
+    con.row_factory = None
+    c2 = con.cursor()
+    c2.close()
+    fails(lambda: c2.execute("SELECT 1"))
+    see("exceptions", [hasattr(m, n) for n in ("Warning", "Error", "InterfaceError", "DatabaseError", "DataError",
+                                               "OperationalError", "IntegrityError", "InternalError",
+                                               "ProgrammingError", "NotSupportedError")],
+        m.apilevel, m.paramstyle, issubclass(m.IntegrityError, m.DatabaseError))
+    con.close()
+    fails(lambda: con.execute("SELECT 1"), closed=True)
+    return seen
+
+
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class DbapiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd("--tx-idle-ms", "400", "--tx-max-ms", "800", "--stream-idle-ms", "2000", token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def connect(self, **kw):
+        kw.setdefault("token", TOKEN)
+        con = dbapi.connect(kw.pop("url", self.server.url), **kw)
+        self.addCleanup(con.close)
+        return con
+
+    def fresh(self, name):
+        """A table of its own for a test, empty."""
+        con = self.connect(isolation_level=None)
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+        con.execute(f"CREATE TABLE {name}(id INTEGER PRIMARY KEY, k TEXT UNIQUE, v)")
+        return con
+
+    def test_same_as_sqlite3(self):
+        with tempfile.TemporaryDirectory() as d:
+            con = sqlite3.connect(os.path.join(d, "same.db"))
+            expected = program(sqlite3, con)
+        other = self.connect(isolation_level=None)
+        other.execute("DROP TABLE IF EXISTS p")
+        other.execute("DROP TABLE IF EXISTS q")
+        got = program(dbapi, self.connect())
+        for e, g in zip(expected, got):
+            self.assertEqual(g, e)
+        self.assertEqual(len(got), len(expected))
+
+    def test_uncommitted_unseen_and_writers_wait(self):
+        a = self.fresh("t_iso")
+        b = self.connect()
+        a.isolation_level = ""
+        a.execute("INSERT INTO t_iso(k, v) VALUES ('x', 1)")
+        self.assertTrue(a.in_transaction)
+        # another client reads the last commit, not the open transaction
+        self.assertEqual(b.execute("SELECT count(*) FROM t_iso").fetchone(), (0,))
+        # another client's write waits for the transaction, then commits after it
+        done = []
+        c = self.connect(isolation_level=None)
+        t = threading.Thread(target=lambda: done.append(c.execute("INSERT INTO t_iso(k, v) VALUES ('y', 2)").rowcount))
+        t.start()
+        time.sleep(0.2)
+        self.assertEqual(done, [])
+        a.commit()
+        t.join(10)
+        self.assertEqual(done, [1])
+        self.assertEqual(b.execute("SELECT k FROM t_iso ORDER BY id").fetchall(), [("x",), ("y",)])
+
+    def test_refused_begin_runs_nothing(self):
+        # a slow command holds the writer past --tx-max-ms (800): the
+        # implicit BEGIN IMMEDIATE queued behind it is refused, and the
+        # INSERT sent with it must not commit alone, in autocommit
+        self.fresh("t_refused")
+        slow = lith.Client(self.server.url, token=TOKEN)
+        self.addCleanup(slow.close)
+        t = threading.Thread(target=lambda: _ignore(lambda: slow.do(SLOW)))
+        t.start()
+        time.sleep(0.3)  # on the writer
+        waiting = self.connect()
+        try:
+            with self.assertRaises(dbapi.OperationalError) as cm:
+                waiting.execute("INSERT INTO t_refused(k) VALUES ('alone')")
+        finally:
+            t.join()
+        self.assertFalse(waiting.in_transaction)
+        self.assertEqual(cm.exception.code, "TRANSACTION_TIMEOUT")
+        check = self.connect()
+        self.assertEqual(check.execute("SELECT count(*) FROM t_refused WHERE k = 'alone'").fetchone(), (0,))
+
+    def test_transaction_bound_ends_it(self):
+        con = self.fresh("t_bound")
+        con.isolation_level = ""
+        con.execute("INSERT INTO t_bound(k) VALUES ('a')")
+        time.sleep(1.1)  # past --tx-max-ms (800)
+        with self.assertRaises(dbapi.OperationalError) as cm:
+            con.execute("INSERT INTO t_bound(k) VALUES ('b')")
+        self.assertFalse(con.in_transaction)
+        self.assertIn(cm.exception.code, ("TRANSACTION_TIMEOUT", "STREAM_EXPIRED"))
+        con.rollback()  # nothing open: nothing
+        self.assertEqual(self.connect().execute("SELECT count(*) FROM t_bound").fetchone(), (0,))
+        con.execute("INSERT INTO t_bound(k) VALUES ('c')")  # a new transaction
+        con.commit()
+        self.assertEqual(self.connect().execute("SELECT k FROM t_bound").fetchall(), [("c",)])
+
+    def test_idle_stream_replaced_outside_transaction(self):
+        con = self.fresh("t_idle")
+        con.execute("INSERT INTO t_idle(k) VALUES ('a')")
+        baton = con._baton
+        time.sleep(2.3)  # past --stream-idle-ms (2000): lithd closed the stream
+        con.execute("INSERT INTO t_idle(k) VALUES ('b')")  # a new stream, silently
+        self.assertNotEqual(con._baton, baton)
+        self.assertEqual(con.execute("SELECT count(*) FROM t_idle").fetchone(), (2,))
+
+    def test_executemany_in_batches(self):
+        con = self.fresh("t_many")
+        cur = con.cursor()
+        cur.executemany("INSERT INTO t_many(k, v) VALUES (?, ?)", ((str(i), i) for i in range(2500)))
+        self.assertEqual(cur.rowcount, 2500)
+        self.assertEqual(con.execute("SELECT count(*), sum(v) FROM t_many").fetchone(), (2500, sum(range(2500))))
+        # a failing set stops it; in autocommit the sets before it stay, as sqlite3's
+        with self.assertRaises(dbapi.IntegrityError):
+            cur.executemany("INSERT INTO t_many(k, v) VALUES (?, ?)", [("x1", 1), ("x2", 2), ("0", 0), ("x3", 3)])
+        self.assertEqual(con.execute("SELECT k FROM t_many WHERE k LIKE 'x%' ORDER BY k").fetchall(),
+                         [("x1",), ("x2",)])
+        # big values go in several batches (4 MiB each at most)
+        blob = b"\xab" * (512 << 10)
+        cur.executemany("INSERT INTO t_many(k, v) VALUES (?, ?)", [("blob%d" % i, blob) for i in range(20)])
+        self.assertEqual(con.execute("SELECT count(*), sum(length(v)) FROM t_many WHERE k LIKE 'blob%'").fetchone(),
+                         (20, 10 << 20))
+
+    def test_threads_share_a_connection_and_many_connect(self):
+        con = self.fresh("t_threads")
+        shared = self.connect(isolation_level=None)
+        errors = []
+
+        def work(i):
+            try:
+                own = dbapi.connect(self.server.url, token=TOKEN)
+                for j in range(10):
+                    own.execute("INSERT INTO t_threads(k, v) VALUES (?, ?)", (f"o{i}.{j}", i))
+                    own.commit()
+                    shared.execute("INSERT INTO t_threads(k, v) VALUES (?, ?)", (f"s{i}.{j}", i))
+                own.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(con.execute("SELECT count(*), count(DISTINCT k) FROM t_threads").fetchone(), (320, 320))
+
+    def test_not_sent_and_lost(self):
+        # nothing listens: nothing was sent, a ConnectionFailed of lith's tree
+        port = _free_port()
+        con = self.connect(url=f"http://127.0.0.1:{port}", max_retries=0, token=None)
+        with self.assertRaises(dbapi.ConnectionFailedError) as cm:
+            con.execute("SELECT 1")
+        self.assertIsInstance(cm.exception, dbapi.OperationalError)
+        self.assertIsInstance(cm.exception, lith.ConnectionFailed)
+        self.assertNotIsInstance(cm.exception, lith.OutcomeUnknown)
+        # a COMMIT whose answer is lost: it did commit, and that cannot be known
+        self.fresh("t_lost")
+        proxy = _Blackhole(self.server.port)
+        con = self.connect()
+        con.execute("INSERT INTO t_lost(k) VALUES ('maybe')")
+        # move this connection's transport to the proxy that forwards
+        # requests and drops their answers
+        con.client._host, con.client._port = "127.0.0.1", proxy.port
+        con.client.close()
+        with self.assertRaises(dbapi.OutcomeUnknownError) as cm:
+            con.commit()
+        self.assertIsInstance(cm.exception, lith.OutcomeUnknown)
+        self.assertNotIsInstance(cm.exception, lith.ConnectionFailed)
+        self.assertFalse(con.in_transaction)
+        proxy.close()
+        deadline = time.time() + 10
+        while self.connect().execute("SELECT count(*) FROM t_lost").fetchone() != (1,):
+            self.assertLess(time.time(), deadline, "the COMMIT never landed")
+            time.sleep(0.05)
+
+    def test_connect_options(self):
+        with self.assertRaises(dbapi.NotSupportedError):
+            dbapi.connect(self.server.url, detect_types=dbapi.PARSE_DECLTYPES)
+        c = lith.Client(self.server.url, token=TOKEN)
+        self.addCleanup(c.close)
+        con = dbapi.connect(client=c, check_same_thread=False)
+        self.assertEqual(con.execute("SELECT 7").fetchone(), (7,))
+        con.close()
+        self.assertEqual(c.query("SELECT 8")[0]["rows"], [[8]])  # a given client stays open
+        with self.assertRaises(dbapi.ProgrammingError):
+            dbapi.connect(client=c, token="x")
+        with self.assertRaises(dbapi.OperationalError):  # the token is lithd's to judge
+            self.connect(token="wrong").execute("SELECT 1")
+        self.assertTrue(self.connect().server_version().startswith("3."))
+
+
+def _ignore(f):
+    try:
+        f()
+    except lith.LithError:
+        pass  # the slow command may be interrupted (--max-run-ms): it held the writer all the same
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Blackhole:
+    """A TCP proxy that forwards each request to lithd and closes the
+    client's connection when lithd's answer begins: the request ran, its
+    answer is lost."""
+
+    def __init__(self, port):
+        self.target = port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.stopped = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stopped:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(client,), daemon=True).start()
+
+    def _pipe(self, client):
+        server = socket.create_connection(("127.0.0.1", self.target))
+        server.settimeout(10)
+        client.settimeout(10)
+
+        def up():
+            try:
+                while True:
+                    data = client.recv(65536)
+                    if not data:
+                        return
+                    server.sendall(data)
+            except OSError:
+                pass
+
+        threading.Thread(target=up, daemon=True).start()
+        try:
+            server.recv(1)  # lithd answers: the request ran
+        except OSError:
+            pass
+        client.shutdown(socket.SHUT_RDWR)
+        client.close()
+        server.close()
+
+    def close(self):
+        self.stopped = True
+        self.sock.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
