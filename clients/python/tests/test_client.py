@@ -46,7 +46,9 @@ def free_port():
 
 
 class Lithd:
-    """A lithd in its own directory; stop() sends SIGTERM and waits."""
+    """A lithd in its own directory; stop() sends SIGTERM and waits;
+    kill() SIGKILLs it and start() starts it again on the same database,
+    port and socket (test_retry.py)."""
 
     def __init__(self, *args, token=None, certs=None):
         """certs: a directory of test-certs.sh's files: serve https."""
@@ -69,12 +71,17 @@ class Lithd:
             cmd += ["--token-file", "token"]
         if certs:
             cmd += ["--tls-cert", os.path.join(certs, "cert.pem"), "--tls-key", os.path.join(certs, "key.pem")]
-        self.log = open(os.path.join(self.dir, "lithd.log"), "wb")
-        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
+        self.cmd, self.token = cmd, token
         self.url = f"{'https' if certs else 'http'}://127.0.0.1:{self.port}"
+        self.ca = os.path.join(certs, "ca.pem") if certs else None
+        self.log = open(os.path.join(self.dir, "lithd.log"), "wb")
+        self.start()
+
+    def start(self):
+        """Start lithd (again) and wait until it answers."""
+        self.proc = subprocess.Popen(self.cmd, cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
-        ca = os.path.join(certs, "ca.pem") if certs else None
-        with lith.Client(self.url, token=token, timeout=2, max_retries=0, ca_file=ca) as probe:
+        with lith.Client(self.url, token=self.token, timeout=2, max_retries=0, ca_file=self.ca) as probe:
             while True:
                 try:
                     probe.health()
@@ -90,6 +97,11 @@ class Lithd:
                     time.sleep(0.05)
         while not os.path.exists(self.sock):
             time.sleep(0.05)
+
+    def kill(self):
+        """SIGKILL: no drain, no checkpoint, the socket file left behind."""
+        self.proc.kill()
+        self.proc.wait()
 
     def output(self):
         with open(os.path.join(self.dir, "lithd.log"), "rb") as f:
@@ -252,13 +264,14 @@ class ClientTest(unittest.TestCase):
             c.close()
 
     def test_connection_failures(self):
-        c = lith.Client(f"http://127.0.0.1:{free_port()}", timeout=2)
+        # (retried first by default: test_retry.py)
+        c = lith.Client(f"http://127.0.0.1:{free_port()}", timeout=2, max_retries=0)
         with self.assertRaises(lith.ConnectionFailed) as cm:
             c.stats()
         self.assertEqual(cm.exception.code, "connection")
         self.assertIsNone(cm.exception.status)
         with self.assertRaises(lith.ConnectionFailed):
-            lith.Client(unix_socket=os.path.join(self.server.dir, "no.sock")).stats()
+            lith.Client(unix_socket=os.path.join(self.server.dir, "no.sock"), max_retries=0).stats()
         with self.assertRaises(ValueError):
             lith.Client("ftp://x")
 
@@ -714,7 +727,7 @@ class FakeServerTest(unittest.TestCase):
                     call(c)
                 e = cm.exception
                 self.assertIsInstance(e, lith.OutcomeUnknown)
-                self.assertIsInstance(e, lith.ConnectionFailed)
+                self.assertNotIsInstance(e, lith.ConnectionFailed)  # the other branch
                 self.assertEqual((e.status, e.code), (None, "connection"))
                 self.assertIn("whether it committed is unknown", str(e))
                 self.assertEqual(f.paths(), ["GET /healthz"] * warm + [line], name)
@@ -916,10 +929,12 @@ class InstallTest(unittest.TestCase):
             subprocess.run([sys.executable, "-m", "venv", env_dir], check=True)
             py = os.path.join(env_dir, "bin", "python")
             subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", root], check=True, cwd=d)
-            out = subprocess.run([py, "-c", "import lith, sys; print(lith.__version__, lith.__file__)"],
+            out = subprocess.run([py, "-c", "import lith, os; print(lith.__version__, lith.__file__, "
+                                  "os.path.isfile(os.path.join(os.path.dirname(lith.__file__), 'py.typed')))"],
                                  check=True, cwd=d, capture_output=True, text=True).stdout
             self.assertIn(env_dir, out)
             self.assertTrue(out.startswith("0.1.0 "))
+            self.assertTrue(out.endswith(" True\n"), out)  # py.typed: type checkers read the hints
 
 
 if __name__ == "__main__":

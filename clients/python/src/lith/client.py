@@ -2,8 +2,13 @@
 
 Design:
   - http.client only. Kept-alive connections wait in a small pool (at most
-    _MAX_IDLE), so a Client can be shared by threads: each request takes
-    a connection of its own for its duration.
+    pool_size idle, 8 by default), so a Client can be shared by threads:
+    each request takes a connection of its own for its duration (the pool,
+    else a new one), and the pool is the one thing the threads share,
+    under a lock.
+  - Where and the token, when not given: the environment as the lith CLI
+    reads it (docs/cli.md): LITHD_UNIX, else LITHD_URL, else
+    http://127.0.0.1:8765; LITHD_TOKEN_FILE, else LITHD_TOKEN.
   - TCP (http://host:port; https://host:port to a lithd with --tls-cert or
     behind a TLS proxy, its certificate always verified: against ca_file
     when given, else the system's CAs, which SSL_CERT_FILE overrides) or a
@@ -12,20 +17,27 @@ Design:
   - Values: JSON as lithd speaks it. Integers are exact both ways (Python
     ints; lithd is exact over 64 bits), bytes go as {"base64": ...} and come
     back as bytes.
-  - 503 is retried, and only 503: lithd answers it when the request was not
-    run or was rolled back (queue full, busy, shutting down), so a retry
-    never applies a write twice. The wait is Retry-After when lithd sends
-    it, else a short doubling backoff; bounded by max_retries and by
-    max_retry_wait seconds of waiting in all. 504 (outcome_unknown: lithd
-    --dqlite lost the leader after COMMIT was sent) and every other status
-    are never retried.
-  - A lost connection is sent again only where that cannot apply anything
-    twice: before a single byte of the request was written (a kept-alive
-    connection the server closed while it was idle; that is also looked
-    for before one is reused), or for a read (query, GETs) that got no
-    answer at all, once. A write whose connection was lost or timed out
-    after it was sent raises AnswerLost (an OutcomeUnknown): it may have
-    committed.
+  - What is sent again is what cannot apply anything twice, and the
+    errors say which side a failure is on: ConnectionFailed (nothing
+    committed: safe to send again) and OutcomeUnknown (may have committed;
+    AnswerLost) are separate branches (errors.py), so a caller's
+    `except ConnectionFailed: retry` never resends a write that ran.
+  - Retried within max_retries and max_retry_wait (seconds of waiting in
+    all), one budget for both: a 503 (lithd answers it when the request
+    was not run or was rolled back: queue full, busy, shutting down),
+    waiting its Retry-After; and a request not one byte of which was
+    written because lithd was not there (connection refused, no such
+    socket, a reset or broken pipe before the first byte: lithd
+    restarting), waiting 50 ms doubling to 1 s. 504 (outcome_unknown) and
+    every other status are never retried; nor a timeout, nor a
+    certificate refused.
+  - A lost connection: a kept-alive connection the server closed while it
+    was idle is looked for before reuse, and one that fails before the
+    first byte is written is dropped for another at once. A read (query,
+    GETs) that got no answer at all is sent once more. A write any byte of
+    which was written and whose answer was lost, timed out or was cut
+    short after a 200 began raises AnswerLost: it may have committed (a
+    200 cut short did), and it is never sent again.
   - Answers are read into one buffer (sized by Content-Length when there
     is one), decoded to text and dropped before the JSON is parsed, and
     are bounded by max_answer_bytes (LithError "answer_too_large" past it).
@@ -79,9 +91,25 @@ _STATUS_OF_CODE = {
 # lithd's database names (tools/lithd/options.h, LITHD_DB_NAME_MAX).
 _DB_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
-# Idle kept-alive connections a Client holds, at most; more threads at once
-# open more, closed when they are done.
-_MAX_IDLE = 8
+# Idle kept-alive connections a Client holds by default (pool_size); more
+# threads at once open more, closed when they are done.
+_POOL_SIZE = 8
+
+# The default retry bounds. 12 retries of 50 ms doubling to 1 s wait about
+# 8.5 s for a lithd that is not listening: lithd.service restarts a lithd
+# that died after RestartSec=2, and lithd listens within about a second of
+# starting (longer for a large WAL to recover), so a restart is ridden
+# out with room; 30 s is the most a 503's Retry-After waits in all.
+_MAX_RETRIES = 12
+_MAX_RETRY_WAIT = 30.0
+
+# What a lithd that is not there (stopped, restarting) gives a connect, or
+# the first send on a connection it reset: nothing of the request went out.
+_NOT_THERE = (ConnectionRefusedError, FileNotFoundError, ConnectionResetError, BrokenPipeError,
+              ConnectionAbortedError)
+
+# lithd_token_read (tools/lithd/util/token.h): the CLI's bound on a token file.
+_TOKEN_MAX = 4096
 
 # The default bound on one answer (max_answer_bytes): lithd's own default
 # limit on a result's row data is 64 MiB.
@@ -169,6 +197,40 @@ class _Cut(Exception):
     """The answer ended before its framing said it would."""
 
 
+class _Unsent(Exception):
+    """Not one byte of the request was written and lithd was not there:
+    _request sends it again within the retry bounds, else raises .error."""
+
+    def __init__(self, error: LithError):
+        super().__init__(error)
+        self.error = error
+
+
+def _env(name: str) -> Optional[str]:
+    """An environment variable, None when unset or empty (as the CLI)."""
+    v = os.environ.get(name)
+    return v if v else None
+
+
+def _env_token() -> Optional[str]:
+    """The token the lith CLI would send: the file LITHD_TOKEN_FILE names
+    (its trailing CR/LF dropped), else LITHD_TOKEN; None without either."""
+    path = _env("LITHD_TOKEN_FILE")
+    if path is None:
+        token = _env("LITHD_TOKEN")
+        if token is not None and ("\r" in token or "\n" in token):
+            raise ValueError("LITHD_TOKEN holds a line break")
+        return token
+    with open(path, "rb") as f:
+        data = f.read(_TOKEN_MAX + 1)
+    if len(data) > _TOKEN_MAX:
+        raise ValueError(f"LITHD_TOKEN_FILE {path}: larger than {_TOKEN_MAX} bytes")
+    data = data.rstrip(b"\r\n")
+    if not data or b"\r" in data or b"\n" in data or b"\0" in data:
+        raise ValueError(f"LITHD_TOKEN_FILE {path}: empty, or holds a line break")
+    return data.decode("utf-8")
+
+
 class _Local(Exception):
     """Writing the download failed here (a full disk): its OSError is
     raised as it is, not as a failure of the connection."""
@@ -253,18 +315,32 @@ def _field(answer: Any, key: str) -> Any:
 
 
 class Client:
-    """A lithd at `url`: "http://host:port" (the default 127.0.0.1:8765),
-    "https://...", a Unix socket path ("/run/lithd.sock"),
-    "http+unix://%2Frun%2Flithd.sock", or unix_socket="/run/lithd.sock".
+    """A lithd at `url`: "http://host:port", "https://...", a Unix socket
+    path ("/run/lithd.sock"), "http+unix://%2Frun%2Flithd.sock", or
+    unix_socket="/run/lithd.sock". Without url and unix_socket: the lith
+    CLI's environment, LITHD_UNIX (a socket path), else LITHD_URL, else
+    http://127.0.0.1:8765.
 
-    token: the bearer token (lithd --token-file). ca_file: for https://, a
+    token: the bearer token (lithd --token-file); None: the CLI's
+    environment, the file LITHD_TOKEN_FILE names, else LITHD_TOKEN, else
+    none. ca_file: for https://, a
     PEM file of the CA certificates to trust instead of the system's (a
     self-signed lithd's); without it the system's, or the file named by
     SSL_CERT_FILE. timeout: seconds for
-    connecting and for each read. max_retries, max_retry_wait: how often and
-    how long in all (seconds) a 503 is retried; 0 retries turns it off.
-    on_retry(attempt, wait_seconds, error): called before each wait. Only
-    503 is retried (docs/clients.md: what is sent again and why). max_answer_bytes:
+    connecting and for each read. max_retries, max_retry_wait: how often
+    and how long in all (seconds of waiting) a request is sent again when
+    that cannot apply it twice: a 503 (after its Retry-After), and a
+    request not one byte of which was written because lithd was not there
+    (connection refused, no such socket, reset before the first byte;
+    50 ms doubling to 1 s). The defaults, 12 and 30 s, wait about 8.5 s
+    for a lithd that is not listening, which rides out a restart
+    (lithd.service restarts a lithd that died after 2 s, and it listens
+    within about a second); 0 retries turns retrying off.
+    on_retry(attempt, wait_seconds, error): called before each wait, error
+    the Unavailable or ConnectionFailed that is retried (docs/clients.md:
+    what is sent again and why). pool_size: how many idle kept-alive
+    connections the client keeps (8; 0: a new connection per request).
+    max_answer_bytes:
     the largest answer read (256 MiB; None: no bound); past it a LithError
     with code "answer_too_large" (its status is lithd's: 200 means a write
     committed). Downloads (backup) are not bounded: they stream to disk.
@@ -279,22 +355,35 @@ class Client:
     statement with "changes", "last_insert_rowid", "columns", "rows" (and
     "types" when asked). A statement is "SQL", ("SQL", params) with params
     a list (positional) or a dict (named, ":k"), or lithd's own dict.
-    Failures raise LithError subclasses (errors.py); OutcomeUnknown when
-    whether a write committed cannot be known (504, or AnswerLost).
+    Failures raise LithError subclasses (errors.py): OutcomeUnknown when
+    a write may have committed (504, or AnswerLost), ConnectionFailed when
+    nothing committed and the request can be sent again; neither is a
+    subclass of the other.
+
+    Threads: one Client may be shared by any number of threads. Each call
+    takes a connection of its own for its duration (an idle one from the
+    pool, else a new one), so N calls at once use N connections, and at
+    most pool_size stay open between calls. Set the attributes (timeout,
+    max_retries, ...) before sharing it. After os.fork(), make a new
+    Client in the child: the pool's sockets are the parent's.
     """
 
     def __init__(self, url: Optional[str] = None, *, token: Optional[str] = None,
                  unix_socket: Optional[str] = None, timeout: Optional[float] = 30.0,
-                 max_retries: int = 5, max_retry_wait: float = 30.0,
+                 max_retries: int = _MAX_RETRIES, max_retry_wait: float = _MAX_RETRY_WAIT,
                  on_retry: Optional[Callable[[int, float, LithError], None]] = None,
                  rows: str = "arrays", types: bool = False, db: Optional[str] = None,
-                 max_answer_bytes: Optional[int] = _MAX_ANSWER, ca_file: Optional[str] = None):
+                 max_answer_bytes: Optional[int] = _MAX_ANSWER, ca_file: Optional[str] = None,
+                 pool_size: int = _POOL_SIZE):
         if rows not in ("arrays", "objects"):
             raise ValueError('rows must be "arrays" or "objects"')
         if db is not None and (not isinstance(db, str) or not _DB_NAME.fullmatch(db)):
             raise ValueError(f"db: {db!r} is not a database name (1 to 64 of A-Z a-z 0-9 _ -)")
+        if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 0:
+            raise ValueError(f"pool_size: {pool_size!r} is not a count of connections (0 or more)")
         self.db = db
-        self.token = token
+        self.token = _env_token() if token is None else token
+        self.pool_size = pool_size
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
@@ -307,7 +396,9 @@ class Client:
         self._tls = False
         self._host, self._port = "127.0.0.1", 8765
         if url is None and unix_socket is None:
-            url = "http://127.0.0.1:8765"
+            self._unix = _env("LITHD_UNIX")  # the socket first, as the CLI
+            if self._unix is None:
+                url = _env("LITHD_URL") or "http://127.0.0.1:8765"
         if url is not None:
             self._parse_url(url)
         if ca_file is not None and not self._tls:
@@ -518,7 +609,7 @@ class Client:
 
     def _release(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
-            if conn.sock is not None and len(self._idle) < _MAX_IDLE:
+            if conn.sock is not None and len(self._idle) < self.pool_size:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -528,8 +619,9 @@ class Client:
         (a bytearray), or for a 200 to a download the bytes written to sink.
 
         Sent again only when that cannot apply it twice: when not one byte of
-        it was written (a kept-alive connection found closed), or, once, for
-        a read that got no answer at all."""
+        it was written on a kept-alive connection (found closed), or, once,
+        for a read that got no answer at all. Not one byte written because
+        lithd was not there raises _Unsent, which _request retries."""
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
@@ -548,7 +640,11 @@ class Client:
                 if not conn.wrote:
                     if reused and not timeout:
                         continue  # the kept-alive connection was closed: nothing went out
-                    raise self._no_answer(e, ConnectionFailed) from e
+                    err = self._no_answer(e, ConnectionFailed)
+                    if isinstance(e, _NOT_THERE):
+                        err.__cause__ = e
+                        raise _Unsent(err) from e
+                    raise err from e
                 if read and not resent and not timeout:
                     resent = True  # a read: nothing to apply twice
                     continue
@@ -627,13 +723,20 @@ class Client:
         return LithError(f"{self._where()}: an answer of {size} is over max_answer_bytes "
                          f"({self.max_answer_bytes}){ran}", code="answer_too_large", status=status)
 
-    def _cut(self, method: str, target: str, status: int, read: bool, e: BaseException) -> ConnectionFailed:
+    def _cut(self, method: str, target: str, status: int, read: bool, e: BaseException) -> LithError:
+        """An answer that began and was cut short: for a write whose status
+        says it ran (2xx) or may have (504), an AnswerLost; else (a read,
+        or an error status: nothing committed) a ConnectionFailed."""
         timeout = isinstance(e, socket.timeout)
         why = f"timed out after {self.timeout} s" if timeout else f"cut short {e}" if isinstance(e, _Cut) else \
             f"cut short ({type(e).__name__}: {e})" if str(e) else f"cut short ({type(e).__name__})"
-        ran = " (lithd answered 200: the request ran)" if status == 200 and not read and method != "GET" else ""
-        return ConnectionFailed(f"{self._where()}: the answer (HTTP {status}) to {method} {target} {why}{ran}",
-                                code="timeout" if timeout else "connection", status=status)
+        ran = not read and method != "GET" and (status < 400 or status == 504)
+        cls = AnswerLost if ran else ConnectionFailed
+        if ran:
+            why += " (lithd answered 200: the request ran)" if status == 200 else \
+                " (whether it committed is unknown)"
+        return cls(f"{self._where()}: the answer (HTTP {status}) to {method} {target} {why}",
+                   code="timeout" if timeout else "connection", status=status)
 
     def _no_answer(self, e: BaseException, cls: type) -> LithError:
         timeout = isinstance(e, socket.timeout)
@@ -651,22 +754,28 @@ class Client:
         target = self._prefix + path
         attempt, waited = 0, 0.0
         while True:
-            status, retry_after, body = self._send_once(method, target, data, sink, read)
-            if status < 400:
-                return body
-            err = self._error(status, body, _retry_after(retry_after))
-            del body
-            # outcome_unknown is never retried, whatever status came with it
-            if status == 503 and not isinstance(err, OutcomeUnknown) and attempt < self.max_retries:
-                wait = err.retry_after if err.retry_after is not None else min(0.05 * 2 ** attempt, 1.0)
-                if waited + wait <= self.max_retry_wait:
-                    if self.on_retry:
-                        self.on_retry(attempt + 1, wait, err)
-                    time.sleep(wait)
-                    waited += wait
-                    attempt += 1
-                    continue
-            raise err
+            try:
+                status, retry_after, body = self._send_once(method, target, data, sink, read)
+            except _Unsent as u:  # lithd was not there: nothing of it went out
+                err, wait = u.error, None
+            else:
+                if status < 400:
+                    return body
+                err = self._error(status, body, _retry_after(retry_after))
+                del body
+                # outcome_unknown is never retried, whatever status came with it
+                if status != 503 or isinstance(err, OutcomeUnknown):
+                    raise err
+                wait = err.retry_after
+            if wait is None:
+                wait = min(0.05 * 2 ** attempt, 1.0)
+            if attempt >= self.max_retries or waited + wait > self.max_retry_wait:
+                raise err
+            if self.on_retry:
+                self.on_retry(attempt + 1, wait, err)
+            time.sleep(wait)
+            waited += wait
+            attempt += 1
 
     def _error(self, status: int, payload: bytes, retry_after: Optional[float]) -> LithError:
         try:

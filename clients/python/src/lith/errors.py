@@ -12,6 +12,15 @@ status has its class, so callers catch what they can handle:
         ...
     except lith.OutcomeUnknown:           # 504, or a write whose answer was lost
         ...                               # read the database: did it commit?
+    except lith.ConnectionFailed:         # no answer, and nothing committed:
+        ...                               # safe to send again
+
+For a retry loop the tree has two branches, neither under the other:
+ConnectionFailed (nothing of the request was sent, or it was a read:
+sending it again is safe) and OutcomeUnknown (a write that may have
+committed, AnswerLost among them: sending it again is safe only with an
+idempotency key). So `except lith.ConnectionFailed: retry` can never send
+again a write that may have committed.
 
 Every class is a LithError, which carries .status (None when no answer
 came), .code (lithd's short name: "constraint", "queue_full",
@@ -24,7 +33,8 @@ from typing import Optional
 
 
 class LithError(Exception):
-    """An error lithd answered, or a failure to reach it (ConnectionFailed)."""
+    """An error lithd answered, or a failure to reach it (ConnectionFailed,
+    AnswerLost)."""
 
     def __init__(self, message: str, *, code: str = "error", status: Optional[int] = None,
                  statement: Optional[int] = None, retry_after: Optional[float] = None):
@@ -94,25 +104,38 @@ class ServerError(LithError):
 
 
 class OutcomeUnknown(LithError):
-    """Whether the request committed is unknown, and it was not retried
-    (a retry could apply it twice): lithd answered 504 "outcome_unknown"
-    (lithd --dqlite lost the leader after COMMIT was sent; a proxy's 504
-    gateway timeout is the same), or a write was sent and its answer
-    never came (AnswerLost). Read the database to learn which."""
+    """A write that may have committed: whether it did is unknown, and the
+    client did not send it again (that could apply it twice). lithd
+    answered 504 "outcome_unknown" (lithd --dqlite lost the leader after
+    COMMIT was sent; a proxy's 504 gateway timeout is the same), or the
+    write was sent and its answer was lost (AnswerLost). Read the database
+    to learn which, or send it again with an idempotency key (a request id
+    in a UNIQUE column, INSERT ... ON CONFLICT DO NOTHING): docs/clients.md.
+    Never a ConnectionFailed."""
 
 
 class ConnectionFailed(LithError):
-    """No answer: connecting, sending or reading failed, or timed out
-    (code "timeout", else "connection"); or the answer was cut short or
-    is not lithd's (status then says what lithd answered). A read lost
-    before its answer began was sent once more first. A write lost after
-    it was sent is an AnswerLost."""
+    """No answer, and nothing committed: sending the request again is
+    safe. Connecting failed (refused, no such socket, a certificate that
+    does not verify) or the connection was lost before a byte of the
+    request was written, or a read (query, GETs, backup) got no answer or
+    a cut one, or timed out (code "timeout", else "connection"); or a
+    write's answer was cut short after an error status, which says it did
+    not commit (status then says what lithd answered). Refused
+    connections, a missing socket and resets before a byte was written
+    were retried first, within max_retries and max_retry_wait (a lithd
+    restarting); a read lost before its answer began was sent once more.
+    A write lost after any byte of it was written is an AnswerLost
+    instead, never this class."""
 
 
-class AnswerLost(ConnectionFailed, OutcomeUnknown):
-    """A write (do, command, batch, backup_to_server) was sent and the
-    connection was lost, or timed out, before lithd's answer began: it
-    may have committed. Both a ConnectionFailed and an OutcomeUnknown."""
+class AnswerLost(OutcomeUnknown):
+    """A write (do, command, batch, pipeline, backup_to_server) of which
+    some bytes were written, and whose answer never came (the connection
+    was lost, or it timed out) or was cut short after a 200 began (it ran,
+    its results are lost): it may have committed. An OutcomeUnknown, not a
+    ConnectionFailed. .status: lithd's status when an answer began, else
+    None."""
 
 
 _BY_STATUS = {
