@@ -113,6 +113,7 @@ include tools/lith/lith.mk
 TEST_BIN += $(LITH_CLI_TEST_BIN)
 include clients/clients.mk
 TEST_BIN += $(CLIENT_TEST_BIN)
+DEBS += $(CLIENT_DEBS)
 include examples/kanban/board.mk
 TEST_BIN += $(KANBAN_BOARD_TEST)
 include examples/kanban/server.mk
@@ -144,7 +145,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS) $(UNITS_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && true; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS) $(UNITS_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && $(CLIENT_CHECK) && true; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \

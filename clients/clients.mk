@@ -12,6 +12,12 @@
 # reason; so is the Hrana suite without build/hrana/node_modules.
 #
 #   CLIENT_TEST_BIN   the three scripts, to add to TEST_BIN
+#   CLIENT_DEBS       what make deps installs for them, CLIENT_CHECK its test:
+#                     Debian's SQLAlchemy for tests/test_sqlalchemy.py (run
+#                     with /usr/bin/python3 when PATH's python3 has none)
+
+CLIENT_DEBS  := python3-sqlalchemy
+CLIENT_CHECK := dpkg -s python3-sqlalchemy >/dev/null 2>&1
 
 CLIENT_TEST_BIN := $(B)/clients/test_python $(B)/clients/test_node $(B)/clients/test_hrana
 
