@@ -325,6 +325,82 @@ class DbapiTest(unittest.TestCase):
         self.assertTrue(self.connect().server_version().startswith("3."))
 
 
+LITH_NODE = os.environ.get("LITH_NODE") or (
+    os.path.join(os.path.dirname(os.path.dirname(LITHD)), "lith-node", "lith-node") if LITHD else None)
+
+
+class DqliteLithd:
+    """One lith-node and a lithd --dqlite in front of it."""
+
+    def __init__(self):
+        import subprocess
+        self.dir = tempfile.mkdtemp(prefix="lith-py-dq-")
+        node_addr = f"127.0.0.1:{_free_port()}"
+        self.node_log = open(os.path.join(self.dir, "node.log"), "wb")
+        self.node = subprocess.Popen([LITH_NODE, "--id", "1", "--address", node_addr, "--dir",
+                                      os.path.join(self.dir, "node"), "--latency-ms", "20"],
+                                     stdout=self.node_log, stderr=subprocess.STDOUT)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(self.dir, "lithd.log"), "wb")
+        self.proc = None
+        deadline = time.time() + 30
+        while b"serving on" not in _read(os.path.join(self.dir, "node.log")):
+            if time.time() > deadline or self.node.poll() is not None:
+                self.stop()
+                raise RuntimeError("lith-node did not serve")
+            time.sleep(0.05)
+        self.proc = subprocess.Popen([LITHD, "--dqlite", node_addr, "--listen", f"127.0.0.1:{self.port}"],
+                                     cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT)
+        with lith.Client(self.url, timeout=2, max_retries=0) as probe:
+            while True:
+                try:
+                    probe.health()
+                    return
+                except lith.LithError:
+                    if self.proc.poll() is not None or time.time() > deadline:
+                        self.stop()
+                        raise RuntimeError("lithd --dqlite did not start")
+                    time.sleep(0.05)
+
+    def stop(self):
+        import shutil
+        for p in (self.proc, self.node):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(60)
+                except Exception:  # noqa: BLE001
+                    p.kill()
+                    p.wait()
+        self.log.close()
+        self.node_log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.proc is not None and self.proc.returncode != 0:
+            raise RuntimeError(f"lithd --dqlite exited {self.proc.returncode}")
+
+
+@unittest.skipUnless(LITHD and LITH_NODE and os.path.exists(LITH_NODE or ""), "no lithd or lith-node")
+class DbapiDqliteTest(unittest.TestCase):
+    def test_same_as_sqlite3_on_dqlite(self):
+        """The same sqlite3 program on lithd --dqlite: it sees what sqlite3 shows it."""
+        with tempfile.TemporaryDirectory() as d:
+            expected = program(sqlite3, sqlite3.connect(os.path.join(d, "same.db")))
+        server = DqliteLithd()
+        try:
+            got = program(dbapi, dbapi.connect(server.url))
+        finally:
+            server.stop()
+        for e, g in zip(expected, got):
+            self.assertEqual(g, e)
+        self.assertEqual(len(got), len(expected))
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _ignore(f):
     try:
         f()
