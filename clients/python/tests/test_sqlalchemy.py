@@ -357,6 +357,58 @@ class OrmTest(unittest.TestCase):
                 rows(url)
             self.assertIn(said, str(cm.exception), url)
 
+    def test_a_transaction_from_its_first_read(self):
+        """docs/clients.md's recipe (as SQLAlchemy's for pysqlite): the
+        transaction opens at SQLAlchemy's begin, so a read-decide-write is
+        one transaction (no update lost), and SAVEPOINTs work."""
+        engine = sa.create_engine(lith_url(self.server, token=TOKEN))
+        self.addCleanup(engine.dispose)
+
+        @sa.event.listens_for(engine, "connect")
+        def connect(dbapi_connection, record):
+            dbapi_connection.isolation_level = None  # lith.dbapi opens none itself
+
+        @sa.event.listens_for(engine, "begin")
+        def begin(conn):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        with orm.Session(engine) as s, s.begin():
+            s.add(Counter(id=1, n=0))
+        threads, each = 16, 10
+
+        def work():
+            for _ in range(each):
+                with orm.Session(engine) as s, s.begin():
+                    counter = s.get(Counter, 1)
+                    counter.n = counter.n + 1
+        pool = [threading.Thread(target=work) for _ in range(threads)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join()
+        self.assertEqual(self.lithd_rows("SELECT n FROM counter"), [[threads * each]])
+        with orm.Session(engine) as s:
+            s.add(Item(key="kept", thread=0))
+            nested = s.begin_nested()
+            s.add(Item(key="undone", thread=0))
+            s.flush()
+            nested.rollback()
+            s.commit()
+        self.assertEqual(self.lithd_rows("SELECT key FROM items"), [["kept"]])
+
+    def test_no_host_is_lithd_dbapi_default(self):
+        old = {k: os.environ.get(k) for k in ("LITHD_URL", "LITHD_TOKEN")}
+        os.environ.update(LITHD_URL=self.server.url, LITHD_TOKEN=TOKEN)
+        try:
+            for url in ("lith:///", "lith://"):
+                engine = sa.create_engine(url)
+                with engine.connect() as c:
+                    self.assertEqual(c.execute(sa.text("SELECT count(*) FROM kv")).scalar(), 0)
+                engine.dispose()
+        finally:
+            for k, v in old.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
     def test_unreachable_is_a_disconnect(self):
         engine = sa.create_engine("lith://127.0.0.1:1/", connect_args={"max_retries": 0})
         with self.assertRaises(sa.exc.OperationalError) as cm:
