@@ -48,7 +48,16 @@ is "lith". What this module changes, and why:
 - Disconnects: a lith.ConnectionFailed or lith.OutcomeUnknown (lithd
   restarted or unreachable) invalidates the pooled connection, whose
   interactive transaction, if any, lithd no longer has.
+- The pool: SQLAlchemy's QueuePool. A connection is a lith.Client and a
+  Hrana stream, cheap to open, but kept it saves the stream's opening and
+  closing round trips; an idle one whose stream lithd closed
+  (--stream-idle-ms) opens another by itself (lith.dbapi).
+
+Tested with SQLAlchemy 1.4 (tests/test_sqlalchemy.py). For SQLAlchemy 2,
+which would find import_dbapi, its own RETURNING and its flags' names
+(insert_returning, ...), nothing is tested.
 """
+import sqlalchemy
 from sqlalchemy import exc, pool
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
@@ -64,7 +73,7 @@ _SCHEMES = {"lith": "http", "lith+http": "http", "lith+https": "https"}
 
 
 class LithCompiler(SQLiteCompiler):
-    if "returning_clause" not in SQLiteCompiler.__dict__:  # SQLAlchemy 2 has its own
+    if int(sqlalchemy.__version__.split(".")[0]) < 2:  # 1.4's raises CompileError; 2's has it
         def returning_clause(self, stmt, returning_cols, **kw):
             # SQLite's form, as PostgreSQL's: RETURNING after the VALUES, the
             # WHERE and any ON CONFLICT clause (returning_precedes_values is
