@@ -73,7 +73,7 @@ node | hrana)
   major=$(node -p 'process.versions.node.split(".")[0]')
   [ "$major" -ge 18 ] 2>/dev/null || skip "node is $(node --version), the client needs 18+"
   if [ "$lang" = node ]; then
-    node --test "$clients/node/test/client.test.js" >"$log" 2>&1
+    node --test "$clients/node/test/client.test.js" "$clients/node/test/retry.test.js" >"$log" 2>&1
     status=$?
   else
     root=$(cd "$clients/.." && pwd)

@@ -21,20 +21,37 @@
 //     {bigint: true} it reads lithd's answer with its own exact parser
 //     (parseExact): every integer of the answer is a BigInt. lithd writes
 //     every REAL with a '.' or an exponent, so the two never mix.
-//   - 503 is retried, and only 503: lithd answers it when the request was
-//     not run or was rolled back, so a retry never applies a write twice.
-//     The wait is Retry-After, else a short doubling backoff; bounded by
-//     maxRetries and by maxRetryWait milliseconds of waiting in all. 504
-//     (outcome_unknown: lithd --dqlite lost the leader after COMMIT was
-//     sent) and every other status are never retried.
+//   - What is sent again is what cannot apply anything twice, and the
+//     errors say which side a failure is on: ConnectionFailed (nothing
+//     committed: safe to send again) and OutcomeUnknown (may have
+//     committed; AnswerLost) are separate classes, neither extending the
+//     other, so a caller's `catch (e) { if (e instanceof ConnectionFailed)
+//     retry }` never resends a write that ran.
+//   - Retried within maxRetries and maxRetryWait (milliseconds of waiting
+//     in all), one budget for both: a 503 (lithd answers it when the
+//     request was not run or was rolled back), waiting its Retry-After;
+//     and a request that could not connect because lithd was not there
+//     (ECONNREFUSED, ENOENT: lithd restarting), waiting 50 ms doubling to
+//     1 s. 504 (outcome_unknown) and every other status are never
+//     retried; nor a timeout, nor a certificate refused.
 //   - A lost connection is sent again only for a read (query, GETs) that
 //     got no answer at all, once. A write (do, command, batch,
-//     backupToServer) whose connection was lost or timed out after it was
-//     sent rejects with AnswerLost (an OutcomeUnknown): it may have
-//     committed. One that could not connect (refused, no such socket) is a
-//     ConnectionFailed: nothing was sent. Kept-alive connections the server
-//     closed while idle are dropped by fetch and node:http's Agent before
-//     they are used again.
+//     backupToServer) that connected and was lost or timed out before its
+//     answer, or whose answer was cut short after a 200 began, rejects
+//     with AnswerLost (an OutcomeUnknown): it may have committed (a 200
+//     cut short did). fetch cannot tell whether a byte went out on a
+//     connection that failed after connecting, so every such failure of a
+//     write is an AnswerLost. Kept-alive connections the server closed
+//     while idle are dropped by fetch and node:http's Agent before they
+//     are used again.
+//   - Where and the token, when not given: the environment as the lith CLI
+//     reads it (docs/cli.md): LITHD_UNIX, else LITHD_URL, else
+//     http://127.0.0.1:8765; LITHD_TOKEN_FILE, else LITHD_TOKEN.
+//   - Concurrency: one Client serves any number of calls at once. TCP
+//     connections are fetch's (Node's global pool: one per call in flight,
+//     idle ones kept a few seconds); a Unix socket's and https-with-ca's
+//     are the client's node:http Agent's, which keeps at most poolSize
+//     idle (8).
 //   - Answers are gathered into one Buffer (of Content-Length's size when
 //     there is one), decoded to a string and dropped before the JSON is
 //     parsed, and bounded by maxAnswerBytes (LithError "answer_too_large").
@@ -50,8 +67,8 @@
 
 /**
  * An error lithd answered (status, code, message, statement), or no answer
- * (ConnectionFailed). outcomeUnknown: true when whether the request committed
- * cannot be known (OutcomeUnknown, AnswerLost).
+ * (ConnectionFailed, AnswerLost). outcomeUnknown: true when the request may
+ * have committed (OutcomeUnknown and AnswerLost, and only they).
  */
 export class LithError extends Error {
   constructor(message, { code = "error", status = null, statement = null, retryAfter = null } = {}) {
@@ -87,40 +104,41 @@ export class QueueFull extends Unavailable {}
 /** Other 5xx: lithd's own failure (500), disk full (507). */
 export class ServerError extends LithError {}
 /**
- * Whether the request committed is unknown, and it was not retried (a retry
- * could apply it twice): lithd answered 504 "outcome_unknown" (lithd --dqlite
- * lost the leader after COMMIT was sent; a proxy's 504 gateway timeout is the
- * same), or a write was sent and its answer never came (AnswerLost). Read the
- * database to learn which. `e instanceof OutcomeUnknown` holds for both:
- * it tests e.outcomeUnknown.
+ * A write that may have committed: whether it did is unknown, and the
+ * client did not send it again (that could apply it twice). lithd answered
+ * 504 "outcome_unknown" (lithd --dqlite lost the leader after COMMIT was
+ * sent; a proxy's 504 gateway timeout is the same), or the write was sent
+ * and its answer was lost (AnswerLost). Read the database to learn which,
+ * or send it again with an idempotency key (a request id in a UNIQUE
+ * column, INSERT ... ON CONFLICT DO NOTHING): docs/clients.md. Never a
+ * ConnectionFailed; e.outcomeUnknown is true.
  */
 export class OutcomeUnknown extends LithError {
   constructor(message, options) {
     super(message, options);
     this.outcomeUnknown = true;
   }
-  static [Symbol.hasInstance](e) {
-    return e instanceof LithError && e.outcomeUnknown === true;
-  }
 }
 /**
- * No answer: connecting, sending or reading failed, or timed out (code
- * "timeout", else "connection"); or the answer was cut short (status then
- * says what lithd answered). A read lost before its answer began was sent
- * once more first; a write lost after it was sent is an AnswerLost.
+ * No answer, and nothing committed: sending the request again is safe.
+ * Connecting failed (refused, no such socket, a certificate that does not
+ * verify), or a read (query, GETs, backup) got no answer or a cut one, or
+ * timed out (code "timeout", else "connection"); or a write's answer was
+ * cut short after an error status, which says it did not commit (status
+ * then says what lithd answered). Refused connections and a missing socket
+ * were retried first, within maxRetries and maxRetryWait (a lithd
+ * restarting); a read lost before its answer began was sent once more. A
+ * write lost after it connected is an AnswerLost instead, never this class.
  */
 export class ConnectionFailed extends LithError {}
 /**
- * A write (do, command, batch, backupToServer) was sent and the connection
- * was lost, or timed out, before lithd's answer began: it may have committed.
- * A ConnectionFailed, and an OutcomeUnknown (outcomeUnknown is true).
+ * A write (do, command, batch, backupToServer) that connected, and whose
+ * answer never came (the connection was lost, or it timed out) or was cut
+ * short after a 200 began (it ran, its results are lost): it may have
+ * committed. An OutcomeUnknown, not a ConnectionFailed. status: lithd's
+ * when an answer began, else null.
  */
-export class AnswerLost extends ConnectionFailed {
-  constructor(message, options) {
-    super(message, options);
-    this.outcomeUnknown = true;
-  }
-}
+export class AnswerLost extends OutcomeUnknown {}
 
 const BY_STATUS = {
   400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
@@ -288,12 +306,34 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---- The client ------------------------------------------------------------------
 
+// node:fs for LITHD_TOKEN_FILE, where there is one (the client also runs
+// where fetch is all there is).
+const fs = globalThis.process?.versions?.node ? await import("node:fs") : null;
+
 // lithd's database names (tools/lithd/options.h, LITHD_DB_NAME_MAX).
 const DB_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 // The default bound on one answer (maxAnswerBytes): lithd's own default
 // limit on a result's row data is 64 MiB.
 const MAX_ANSWER = 256 * 1024 * 1024;
+
+// The default retry bounds. 12 retries of 50 ms doubling to 1 s wait about
+// 8.5 s for a lithd that is not listening: lithd.service restarts a lithd
+// that died after RestartSec=2, and lithd listens within about a second of
+// starting (longer for a large WAL to recover), so a restart is ridden out
+// with room; 30 s is the most a 503's Retry-After waits in all.
+const MAX_RETRIES = 12;
+const MAX_RETRY_WAIT = 30000;
+
+// Idle connections the node:http Agent keeps (a Unix socket, https with ca).
+const POOL_SIZE = 8;
+
+// lithd_token_read (tools/lithd/util/token.h): the CLI's bound on a token file.
+const TOKEN_MAX = 4096;
+
+// What a lithd that is not there (stopped, restarting) gives a connect:
+// retried within the bounds.
+const NOT_THERE = new Set(["ECONNREFUSED", "ENOENT"]);
 
 // Failures to connect: nothing of the request went out.
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ENOTSOCK", "EAGAIN", "ENOTFOUND", "EAI_AGAIN",
@@ -306,8 +346,42 @@ class NoAnswer extends Error {
     this.cause = cause;
     this.timeout = timeout;
     const code = cause && (cause.code ?? (cause.cause && cause.cause.code));
-    this.sent = timeout || !NOT_SENT.has(code);
+    // a certificate refused: the handshake failed, before the request
+    this.sent = timeout || !(NOT_SENT.has(code) || /^ERR_(SSL|TLS)_|CERT|^UNABLE_TO_/.test(code ?? ""));
+    this.notThere = !timeout && NOT_THERE.has(code);
   }
+}
+
+// Nothing of the request went out and lithd was not there: _request sends
+// it again within the retry bounds, else rejects with .error.
+class Unsent extends Error {
+  constructor(error) {
+    super(error.message);
+    this.error = error;
+  }
+}
+
+// The environment variable, null when unset or empty (as the CLI).
+function env(name) {
+  const v = globalThis.process?.env?.[name];
+  return v ? v : null;
+}
+
+// The token the lith CLI would send: the file LITHD_TOKEN_FILE names (its
+// trailing CR/LF dropped), else LITHD_TOKEN; null without either.
+function envToken() {
+  const file = env("LITHD_TOKEN_FILE");
+  if (file === null) {
+    const token = env("LITHD_TOKEN");
+    if (token !== null && /[\r\n]/.test(token)) throw new TypeError("LITHD_TOKEN holds a line break");
+    return token;
+  }
+  if (fs === null) throw new TypeError("LITHD_TOKEN_FILE: no file system here");
+  const data = fs.readFileSync(file);
+  if (data.length > TOKEN_MAX) throw new TypeError(`LITHD_TOKEN_FILE ${file}: larger than ${TOKEN_MAX} bytes`);
+  const token = data.toString("utf8").replace(/[\r\n]+$/, "");
+  if (token === "" || /[\r\n\0]/.test(token)) throw new TypeError(`LITHD_TOKEN_FILE ${file}: empty, or holds a line break`);
+  return token;
 }
 
 // The answer ended before its framing said it would, or broke off.
@@ -323,11 +397,22 @@ class Local extends Error {
 
 
 /**
- * A lithd at `url`: "http://host:port" (default http://127.0.0.1:8765), a Unix
- * socket path ("/run/lithd.sock"), "http+unix://%2Frun%2Flithd.sock", or
- * {unixSocket: path}. Options: token (lithd --token-file), timeout (ms, per
- * request; default 30000), maxRetries (5), maxRetryWait (ms of waiting in all,
- * 30000), onRetry(attempt, waitMs, error), rows ("arrays" | "objects"), types
+ * A lithd at `url`: "http://host:port", a Unix socket path
+ * ("/run/lithd.sock"), "http+unix://%2Frun%2Flithd.sock", or {unixSocket:
+ * path}; without either, the lith CLI's environment: LITHD_UNIX (a socket
+ * path), else LITHD_URL, else http://127.0.0.1:8765. Options: token (lithd
+ * --token-file; without it the file LITHD_TOKEN_FILE names, else
+ * LITHD_TOKEN, else none), timeout (ms, per request; default 30000),
+ * maxRetries (12) and maxRetryWait (ms of waiting in all, 30000): how often
+ * and how long a request is sent again when that cannot apply it twice, a
+ * 503 (after its Retry-After) and a connection refused or a missing socket
+ * (lithd not there; 50 ms doubling to 1 s): the defaults wait about 8.5 s
+ * for a lithd that is not listening, which rides out a restart
+ * (lithd.service restarts a lithd that died after 2 s, and it listens within
+ * about a second); 0 turns retrying off. onRetry(attempt, waitMs, error),
+ * error the Unavailable or ConnectionFailed retried. poolSize: idle
+ * connections kept to a Unix socket or an https lithd with {ca} (8; TCP
+ * goes through fetch, whose pool is Node's). rows ("arrays" | "objects"), types
  * (declared column types in "types"), bigint (every integer a BigInt), db
  * (the database NAME of a lithd serving several, lithd --db NAME=PATH ...:
  * every call but health() goes to /v1/db/NAME/...; default: lithd's only or
@@ -338,24 +423,29 @@ class Local extends Error {
  * call may override rows, types and bigint. ca: for an https:// URL, the CA
  * certificates (PEM, a string or Buffer; an array of them) to trust instead
  * of Node's (a lithd whose certificate a CA of your own signed); without it,
- * Node's CAs and NODE_EXTRA_CA_CERTS. Only 503 is retried (docs/clients.md:
- * what is sent again and why).
+ * Node's CAs and NODE_EXTRA_CA_CERTS (docs/clients.md: what is sent again and
+ * why).
  *
  * do, query, command and batch resolve to lithd's "results": one object per
  * statement with changes, last_insert_rowid, columns, rows (and types). A
  * statement is "SQL" or {sql, params}; params an array (positional) or an
  * object (named, ":k"); a Uint8Array or Buffer is a blob, a BigInt an exact
- * integer. Failures reject with LithError subclasses; OutcomeUnknown when
- * whether a write committed cannot be known (504, or AnswerLost).
+ * integer. Failures reject with LithError subclasses: OutcomeUnknown when a
+ * write may have committed (504, or AnswerLost), ConnectionFailed when
+ * nothing committed and the request can be sent again; neither extends the
+ * other.
  */
 export class Client {
   constructor(url = null, options = {}) {
     if (url !== null && typeof url === "object") [url, options] = [null, url];
     const o = options;
-    this.token = o.token ?? null;
+    this.token = o.token ?? envToken();
     this.timeout = o.timeout ?? 30000;
-    this.maxRetries = o.maxRetries ?? 5;
-    this.maxRetryWait = o.maxRetryWait ?? 30000;
+    this.maxRetries = o.maxRetries ?? MAX_RETRIES;
+    this.maxRetryWait = o.maxRetryWait ?? MAX_RETRY_WAIT;
+    this.poolSize = o.poolSize ?? POOL_SIZE;
+    if (!Number.isSafeInteger(this.poolSize) || this.poolSize < 0)
+      throw new TypeError(`poolSize: ${String(o.poolSize)} is not a count of connections (0 or more)`);
     this.onRetry = o.onRetry ?? null;
     this.maxAnswerBytes = o.maxAnswerBytes === undefined ? MAX_ANSWER : o.maxAnswerBytes;
     this.rows = o.rows ?? "arrays";
@@ -368,7 +458,10 @@ export class Client {
     this.unixSocket = o.unixSocket ?? null;
     this.base = "http://127.0.0.1:8765";
     this.prefix = "";
-    if (url === null && this.unixSocket === null) url = this.base;
+    if (url === null && this.unixSocket === null) {
+      this.unixSocket = env("LITHD_UNIX"); // the socket first, as the CLI
+      if (this.unixSocket === null) url = env("LITHD_URL") ?? this.base;
+    }
     if (url !== null) {
       if (url.startsWith("/")) this.unixSocket = url;
       else {
@@ -529,20 +622,23 @@ export class Client {
   async _request(method, path, body = null, sink = null, read = method === "GET") {
     if (this.db !== null && path.startsWith("/v1/")) path = "/v1/db/" + this.db + path.slice(3); // not /healthz
     for (let attempt = 0, waited = 0; ; attempt++) {
-      const res = await this._send(method, this.prefix + path, body, sink, read);
-      if (res.status < 400) return sink !== null ? res.written : res.text;
-      const err = this._error(res);
-      // outcome_unknown is never retried, whatever status came with it
-      if (res.status === 503 && !(err instanceof OutcomeUnknown) && attempt < this.maxRetries) {
-        const wait = err.retryAfter !== null ? err.retryAfter * 1000 : Math.min(50 * 2 ** attempt, 1000);
-        if (waited + wait <= this.maxRetryWait) {
-          if (this.onRetry) this.onRetry(attempt + 1, wait, err);
-          await sleep(wait);
-          waited += wait;
-          continue;
-        }
+      let err, wait = null;
+      try {
+        const res = await this._send(method, this.prefix + path, body, sink, read);
+        if (res.status < 400) return sink !== null ? res.written : res.text;
+        err = this._error(res);
+        // outcome_unknown is never retried, whatever status came with it
+        if (res.status !== 503 || err instanceof OutcomeUnknown) throw err;
+        if (err.retryAfter !== null) wait = err.retryAfter * 1000;
+      } catch (e) {
+        if (!(e instanceof Unsent)) throw e;
+        err = e.error; // lithd was not there: nothing of it went out
       }
-      throw err;
+      wait ??= Math.min(50 * 2 ** attempt, 1000);
+      if (attempt >= this.maxRetries || waited + wait > this.maxRetryWait) throw err;
+      if (this.onRetry) this.onRetry(attempt + 1, wait, err);
+      await sleep(wait);
+      waited += wait;
     }
   }
 
@@ -588,15 +684,20 @@ export class Client {
         const Cls = e.sent && !read ? AnswerLost : ConnectionFailed;
         let why = e.timeout ? `timed out after ${this.timeout} ms` : describe(e.cause);
         if (Cls === AnswerLost) why += " (the request was sent: whether it committed is unknown)";
-        throw new Cls(`${this._where()}: ${why}`, { code: e.timeout ? "timeout" : "connection" });
+        const err = new Cls(`${this._where()}: ${why}`, { code: e.timeout ? "timeout" : "connection" });
+        throw !e.sent && e.notThere ? new Unsent(err) : err;
       }
     }
   }
 
+  // An answer that began and was cut short: for a write whose status says it
+  // ran (2xx) or may have (504), an AnswerLost; else (a read, or an error
+  // status: nothing committed) a ConnectionFailed.
   _cut(method, path, status, read, cause, timeout) {
-    const why = timeout ? `timed out after ${this.timeout} ms` : `cut short (${describe(cause)})`;
-    const ran = status === 200 && !read ? " (lithd answered 200: the request ran)" : "";
-    return new ConnectionFailed(`${this._where()}: the answer (HTTP ${status}) to ${method} ${path} ${why}${ran}`,
+    let why = timeout ? `timed out after ${this.timeout} ms` : `cut short (${describe(cause)})`;
+    const ran = !read && (status < 400 || status === 504);
+    if (ran) why += status === 200 ? " (lithd answered 200: the request ran)" : " (whether it committed is unknown)";
+    return new (ran ? AnswerLost : ConnectionFailed)(`${this._where()}: the answer (HTTP ${status}) to ${method} ${path} ${why}`,
       { code: timeout ? "timeout" : "connection", status });
   }
 
@@ -707,14 +808,14 @@ export class Client {
       where = { socketPath: this.unixSocket };
       if (this._http === null) {
         this._http = await import("node:http");
-        this._agent = new this._http.Agent({ keepAlive: true });
+        this._agent = new this._http.Agent({ keepAlive: this.poolSize > 0, maxFreeSockets: Math.max(this.poolSize, 1) });
       }
     } else {
       const u = new URL(this.base);
       where = { host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: u.port || 443 };
       if (this._http === null) {
         this._http = await import("node:https");
-        this._agent = new this._http.Agent({ keepAlive: true, ca: this.ca, minVersion: "TLSv1.2" });
+        this._agent = new this._http.Agent({ keepAlive: this.poolSize > 0, maxFreeSockets: Math.max(this.poolSize, 1), ca: this.ca, minVersion: "TLSv1.2" });
       }
     }
     const headers = this._headers(body);

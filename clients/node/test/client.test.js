@@ -1,83 +1,21 @@
 // The Node client against a real lithd (node --test). LITHD names the lithd
 // binary (make test passes the one it just built); without it the tests are
 // skipped. Each lithd runs in a temporary directory on a free port and a
-// Unix socket, and is stopped with SIGTERM at the end.
+// Unix socket, and is stopped with SIGTERM at the end (lithd.js).
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 
 import * as lith from "../lith.js";
+import { LITHD, TOKEN, chunkedAnswer, freePort, httpAnswer, sleep, startFake, startLithd } from "./lithd.js";
 
-const LITHD = process.env.LITHD;
-const TOKEN = "s3cret-token-for-tests";
 // One INSERT that runs about a second here (longer under sanitizers).
 const SLOW =
   "INSERT INTO kv(k, v) SELECT 'slow-' || hex(randomblob(8)), count(*) FROM (WITH RECURSIVE c(i) AS " +
   "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 4000000) SELECT i FROM c)";
-const COMMANDS = `-- name: put
--- Store v under k.
-INSERT INTO kv(k, v) VALUES (:k, :v) RETURNING k, v;
-`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort() {
-  const srv = net.createServer();
-  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
-  const { port } = srv.address();
-  await new Promise((r) => srv.close(r));
-  return port;
-}
-
-async function startLithd(args = [], token = null, certs = null) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-"));
-  const port = await freePort();
-  const sock = path.join(dir, "lithd.sock");
-  fs.mkdirSync(path.join(dir, "backups"));
-  fs.writeFileSync(path.join(dir, "commands.sql"), COMMANDS);
-  fs.writeFileSync(path.join(dir, "schema.sql"), "CREATE TABLE kv(k TEXT PRIMARY KEY, v);\n");
-  const argv = ["--db", "t.db", "--listen", `127.0.0.1:${port}`, "--unix", sock, "--schema", "schema.sql",
-    "--commands", "commands.sql", "--backup-dir", path.join(dir, "backups"), ...args];
-  if (token) {
-    fs.writeFileSync(path.join(dir, "token"), token + "\n", { mode: 0o600 });
-    argv.push("--token-file", "token");
-  }
-  if (certs) argv.push("--tls-cert", path.join(certs, "cert.pem"), "--tls-key", path.join(certs, "key.pem"));
-  const log = fs.openSync(path.join(dir, "lithd.log"), "w");
-  const proc = spawn(LITHD, argv, { cwd: dir, stdio: ["ignore", log, log] });
-  const url = `${certs ? "https" : "http"}://127.0.0.1:${port}`;
-  const ca = certs ? fs.readFileSync(path.join(certs, "ca.pem")) : undefined;
-  const probe = new lith.Client(url, { token, maxRetries: 0, timeout: 2000, ca });
-  for (const deadline = Date.now() + 30000; ;) {
-    try {
-      await probe.health();
-      break;
-    } catch (e) {
-      if (!(e instanceof lith.ConnectionFailed) || proc.exitCode !== null || Date.now() > deadline)
-        throw new Error("lithd did not start: " + fs.readFileSync(path.join(dir, "lithd.log"), "utf8"));
-      await sleep(50);
-    }
-  }
-  while (!fs.existsSync(sock)) await sleep(50);
-  return {
-    url, sock, dir,
-    // SIGTERM; lithd must exit 0 (a crash or a sanitizer's report fails the suite)
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        const exited = new Promise((r) => proc.once("exit", r));
-        proc.kill("SIGTERM");
-        await exited;
-      }
-      fs.closeSync(log);
-      const out = fs.readFileSync(path.join(dir, "lithd.log"), "utf8");
-      fs.rmSync(dir, { recursive: true, force: true });
-      if (proc.exitCode !== 0) throw new Error(`lithd exited ${proc.exitCode ?? proc.signalCode}:\n${out}`);
-    },
-  };
-}
 
 describe("lith client", { skip: !LITHD && "LITHD (the lithd binary) is not set" }, () => {
   let server;
@@ -188,7 +126,8 @@ describe("lith client", { skip: !LITHD && "LITHD (the lithd binary) is not set" 
     await assert.rejects(db.query("DELETE FROM kv"), (x) => x instanceof lith.Forbidden && x.code === "not_a_query");
     for (const token of [null, "wrong"])
       await assert.rejects(new lith.Client(server.url, { token }).query("SELECT 1"), (x) => x instanceof lith.Unauthorized && x.status === 401);
-    await assert.rejects(new lith.Client(`http://127.0.0.1:${await freePort()}`).stats(),
+    // (retried first by default: retry.test.js)
+    await assert.rejects(new lith.Client(`http://127.0.0.1:${await freePort()}`, { maxRetries: 0 }).stats(),
       (x) => x instanceof lith.ConnectionFailed && x.status === null && x.code === "connection");
     await assert.rejects(db.do([42]), TypeError);
   });
@@ -204,7 +143,7 @@ describe("lith client", { skip: !LITHD && "LITHD (the lithd binary) is not set" 
       await assert.rejects(c.do("SELEC 1"), lith.BadRequest);
       c.close();
     }
-    const nobody = new lith.Client({ unixSocket: path.join(server.dir, "no.sock") });
+    const nobody = new lith.Client({ unixSocket: path.join(server.dir, "no.sock"), maxRetries: 0 });
     await assert.rejects(nobody.stats(), lith.ConnectionFailed);
     const anon = new lith.Client({ unixSocket: server.sock });
     await assert.rejects(anon.stats(), lith.Unauthorized);
@@ -407,87 +346,7 @@ describe("two databases", { skip: !LITHD && "LITHD (the lithd binary) is not set
   });
 });
 
-// ---- Against a fake lithd --------------------------------------------------------
-
-const OK = '{"results": [], "commands": [], "ok": true}';
-
-// An HTTP/1.1 answer: status, headers, Content-Length (`length` if given, else the body's), body.
-function httpAnswer(status, body = OK, headers = [], length = null) {
-  body = Buffer.from(body);
-  const head = [`HTTP/1.1 ${status} X`, "Content-Type: application/json", `Content-Length: ${length ?? body.length}`, ...headers];
-  return Buffer.concat([Buffer.from(head.join("\r\n") + "\r\n\r\n"), body]);
-}
-
-// A 200 with `body` in chunks of 1000 bytes; without the last chunk unless `last`.
-function chunkedAnswer(body, last = true) {
-  body = Buffer.from(body);
-  const out = [Buffer.from("HTTP/1.1 200 X\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")];
-  for (let i = 0; i < body.length; i += 1000) {
-    const piece = body.subarray(i, i + 1000);
-    out.push(Buffer.from(piece.length.toString(16) + "\r\n"), piece, Buffer.from("\r\n"));
-  }
-  if (last) out.push(Buffer.from("0\r\n\r\n"));
-  return Buffer.concat(out);
-}
-
-// A raw HTTP/1.1 server (TCP, or a Unix socket with unix: true), for what
-// lithd does not do on purpose (die after a request arrived, cut an answer,
-// close a kept-alive connection). Every request is recorded in .requests as
-// {method, path, body} and handed to script(n, method, path, body), which
-// returns (or resolves to) [bytes to send or null, then "keep" the
-// connection, "close" it or "rst" it].
-async function startFake(script, { unix = false } = {}) {
-  const requests = [];
-  const sockets = new Set();
-  const srv = net.createServer((sock) => {
-    sockets.add(sock);
-    sock.on("close", () => sockets.delete(sock));
-    sock.on("error", () => {});
-    let buf = Buffer.alloc(0);
-    let busy = false;
-    const step = async () => {
-      if (busy) return;
-      busy = true;
-      for (;;) {
-        const end = buf.indexOf("\r\n\r\n");
-        if (end < 0) break;
-        const head = buf.subarray(0, end).toString("latin1");
-        const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-        const len = m ? Number(m[1]) : 0;
-        if (buf.length < end + 4 + len) break;
-        const body = buf.subarray(end + 4, end + 4 + len).toString();
-        const [method, path] = head.split(" ");
-        buf = buf.subarray(end + 4 + len);
-        const n = requests.length;
-        requests.push({ method, path, body });
-        const [out, then] = await script(n, method, path, body);
-        if (sock.destroyed) return;
-        if (out) sock.write(out);
-        if (then === "rst") return unix ? sock.destroy() : sock.resetAndDestroy(); // no RST on a Unix socket
-        if (then === "close") return sock.end();
-      }
-      busy = false;
-    };
-    sock.on("data", (d) => {
-      buf = Buffer.concat([buf, d]);
-      step();
-    });
-  });
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "lith-node-fake-"));
-  const where = unix ? path.join(dir, "fake.sock") : 0;
-  await new Promise((r) => (unix ? srv.listen(where, r) : srv.listen(0, "127.0.0.1", r)));
-  return {
-    url: unix ? where : `http://127.0.0.1:${srv.address().port}`,
-    requests,
-    paths: () => requests.map((r) => `${r.method} ${r.path.replace(/\?int64=string$/, "")}`),
-    dir,
-    async close() {
-      for (const s of sockets) s.destroy();
-      await new Promise((r) => srv.close(r));
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+// ---- Against a fake lithd (lithd.js's startFake) ----------------------------------
 
 for (const unix of [false, true]) {
   describe(`against a fake lithd (${unix ? "Unix socket, node:http" : "TCP, fetch"})`, () => {
@@ -518,7 +377,7 @@ for (const unix of [false, true]) {
           if (warm) await c.health();
           const e = await call(c).then(() => null, (x) => x);
           assert.ok(e instanceof lith.AnswerLost, `${name}: ${e}`);
-          assert.ok(e instanceof lith.OutcomeUnknown && e instanceof lith.ConnectionFailed && e instanceof lith.LithError);
+          assert.ok(e instanceof lith.OutcomeUnknown && !(e instanceof lith.ConnectionFailed) && e instanceof lith.LithError);
           assert.equal(e.outcomeUnknown, true);
           assert.deepEqual([e.status, e.code], [null, "connection"]);
           assert.match(e.message, /whether it committed is unknown/);
@@ -526,7 +385,7 @@ for (const unix of [false, true]) {
         }
       }
       // nothing sent: not an OutcomeUnknown
-      const gone = new lith.Client(unix ? "/nonexistent/lithd.sock" : `http://127.0.0.1:${await freePort()}`);
+      const gone = new lith.Client(unix ? "/nonexistent/lithd.sock" : `http://127.0.0.1:${await freePort()}`, { maxRetries: 0 });
       const e = await gone.do("INSERT INTO kv VALUES (1)").then(() => null, (x) => x);
       assert.ok(e instanceof lith.ConnectionFailed && !(e instanceof lith.OutcomeUnknown) && e.outcomeUnknown === false, String(e));
     });
