@@ -545,5 +545,33 @@ class InstallTest(unittest.TestCase):
             self.assertTrue(lines[1].startswith("lith.sqla " + env_dir), lines[1])
 
 
+@unittest.skipIf(MODE == "elsewhere", WHY)
+class SdistTest(unittest.TestCase):
+    """The sdist carries the entry points: a wheel built from it has them."""
+
+    def test_wheel_from_the_sdist_has_the_entry_points(self):
+        import tarfile
+        import zipfile
+        with tempfile.TemporaryDirectory() as d:
+            out = subprocess.run([sys.executable, "-c",
+                                  "import sys, lith_build; print(lith_build.build_sdist(sys.argv[1]))", d],
+                                 cwd=os.path.join(HERE, "..", "_build"), check=True, capture_output=True, text=True)
+            with tarfile.open(os.path.join(d, out.stdout.strip())) as t:
+                t.extractall(d, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+            src = os.path.join(d, out.stdout.strip()[:-len(".tar.gz")])
+            wheel = subprocess.run([sys.executable, "-c",
+                                    "import sys, lith_build; print(lith_build.build_wheel(sys.argv[1]))", d],
+                                   cwd=os.path.join(src, "_build"), check=True, capture_output=True, text=True)
+            with zipfile.ZipFile(os.path.join(d, wheel.stdout.strip())) as z:
+                names = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
+                self.assertEqual(len(names), 1, z.namelist())
+                text = z.read(names[0]).decode()
+                self.assertIn("src/lith/sqla.py", [n.split("/", 1)[1] for n in tarfile.open(
+                    os.path.join(d, out.stdout.strip())).getnames() if "/" in n])
+        self.assertEqual(text.splitlines(), ["[sqlalchemy.dialects]", "lith = lith.sqla:LithDialect",
+                                             "lith.http = lith.sqla:LithDialect",
+                                             "lith.https = lith.sqla:LithDialect"])
+
+
 if __name__ == "__main__":
     unittest.main()
