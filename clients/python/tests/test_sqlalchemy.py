@@ -252,6 +252,22 @@ class OrmTest(unittest.TestCase):
         self.assertEqual(self.engine.dialect.server_version_info,
                          tuple(int(x) for x in self.lithd_rows("SELECT sqlite_version()")[0][0].split(".")))
 
+    def test_implicit_returning_false_is_kept(self):
+        engine = sa.create_engine(lith_url(self.server, token=TOKEN), implicit_returning=False)
+        self.addCleanup(engine.dispose)
+        log = Statements(engine)
+        with orm.Session(engine) as s, s.begin():
+            a = Author(name="no-returning")
+            s.add(a)
+            s.flush()
+            self.assertIsNotNone(a.id)  # from lastrowid
+        self.assertFalse(engine.dialect.implicit_returning)
+        self.assertEqual([q for q in log.take() if q.startswith("INSERT")],
+                         ["INSERT INTO authors (name, born) VALUES (?, ?)"])
+        with engine.begin() as c:  # asked for, RETURNING is still written
+            self.assertEqual(c.execute(Author.__table__.delete().returning(Author.name)).scalars().all(),
+                             ["no-returning"])
+
     def test_unique_violation_and_the_session_after_it(self):
         with orm.Session(self.engine) as s:
             s.add(Author(name="dup"))
