@@ -372,6 +372,10 @@ class OrmTest(unittest.TestCase):
             with self.assertRaises(sa.exc.ArgumentError, msg=url) as cm:
                 rows(url)
             self.assertIn(said, str(cm.exception), url)
+        from lith.sqla import LithDialect
+        with self.assertRaises(sa.exc.ArgumentError) as cm:  # a name registered by hand
+            LithDialect().create_connect_args(sa.engine.make_url(f"lith+ws://{host}/"))
+        self.assertIn("lith://, lith+http://, lith+https://", str(cm.exception))
 
     def test_a_transaction_from_its_first_read(self):
         """docs/clients.md's recipe (as SQLAlchemy's for pysqlite): the
