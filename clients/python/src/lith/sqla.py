@@ -35,9 +35,9 @@ is "lith". What this module changes, and why:
   refuses (and one without meaning unless connections share a cache).
   SERIALIZABLE is what lithd gives (one writer, which a transaction holds
   until it ends); AUTOCOMMIT is sqlite3's isolation_level = None.
-- Versions: lith.dbapi.sqlite_version_info is the oldest SQLite lithd
-  builds with, which the SQLite dialect reads for its feature flags before
-  any connection; server_version_info is the server's own SQLite, read on
+- Versions: lith.dbapi.sqlite_version_info is this host's SQLite (the
+  one lithd runs when it runs here), which the SQLite dialect reads for
+  its feature flags before any connection; server_version_info is the server's own SQLite, read on
   the first connection (SELECT sqlite_version(), through the connection's
   server_version()), and it decides RETURNING.
 - RETURNING: SQLAlchemy 1.4's SQLite compiler has none; SQLite has it since
