@@ -635,7 +635,10 @@ export class Client {
         err = e.error; // lithd was not there: nothing of it went out
       }
       wait ??= Math.min(50 * 2 ** attempt, 1000);
-      if (attempt >= this.maxRetries || waited + wait > this.maxRetryWait) throw err;
+      if (attempt >= this.maxRetries || waited + wait > this.maxRetryWait) {
+        if (attempt) err.message += ` (sent ${attempt + 1} times over ${waited} ms)`;
+        throw err;
+      }
       if (this.onRetry) this.onRetry(attempt + 1, wait, err);
       await sleep(wait);
       waited += wait;

@@ -109,6 +109,7 @@ describe("what was not sent is sent again", () => {
           const [c, seen] = client(where, { maxRetries: 3, maxRetryWait: 5000 });
           const e = await failure(call(c));
           assert.ok(e instanceof lith.ConnectionFailed && e.code === "connection", String(e));
+          assert.match(e.message, /\(sent 4 times over 350 ms\)$/);
           const F = lith.ConnectionFailed;
           assert.deepEqual(seen, [[1, 50, F], [2, 100, F], [3, 200, F]], where);
         }

@@ -98,6 +98,7 @@ class NotSentRetryTest(unittest.TestCase):
                 with self.assertRaises(lith.ConnectionFailed) as cm:
                     call(c)
                 self.assertEqual(cm.exception.code, "connection")
+                self.assertIn("(sent 4 times over 0.35 s)", str(cm.exception))
                 self.assertEqual(seen, [(1, 0.05, lith.ConnectionFailed), (2, 0.1, lith.ConnectionFailed),
                                         (3, 0.2, lith.ConnectionFailed)], where)
             # no retries: at once

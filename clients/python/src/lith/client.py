@@ -770,6 +770,8 @@ class Client:
             if wait is None:
                 wait = min(0.05 * 2 ** attempt, 1.0)
             if attempt >= self.max_retries or waited + wait > self.max_retry_wait:
+                if attempt:
+                    err.message += f" (sent {attempt + 1} times over {waited:.2f} s)"
                 raise err
             if self.on_retry:
                 self.on_retry(attempt + 1, wait, err)
