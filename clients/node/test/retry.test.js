@@ -78,17 +78,15 @@ describe("the two branches", () => {
         }
       });
 
-      it("keeps at most poolSize idle connections", async () => {
-        // TCP goes through fetch, whose pool is Node's: poolSize is the
-        // node:http Agent's (a Unix socket, https with ca)
-        if (!unix) return;
+      // poolSize is the node:http Agent's (a Unix socket, https with ca)
+      it("keeps at most poolSize idle connections", { skip: !unix && "TCP goes through fetch, whose pool is Node's" }, async () => {
         for (const [poolSize, connections] of [[undefined, 1], [0, 3]]) {
           const [f, c] = await fake(() => [httpAnswer(200), "keep"], { poolSize });
           for (let i = 0; i < 3; i++) await c.stats();
           assert.equal(f.accepted(), connections, `poolSize ${poolSize}`);
         }
-        for (const poolSize of [-1, 1.5, "8", null])
-          if (poolSize !== null) assert.throws(() => new lith.Client("http://127.0.0.1:1", { poolSize }), TypeError);
+        for (const poolSize of [-1, 1.5, "8"])
+          assert.throws(() => new lith.Client("http://127.0.0.1:1", { poolSize }), TypeError, String(poolSize));
       });
     });
   }
