@@ -179,14 +179,17 @@ static void peer_of(lith_http_req *req, char *out, size_t cap) {
 
 /* A slot for a new stream of d from peer: NULL with *why when the table is
  * full of streams that are busy or hold a transaction, or when peer holds
- * its share (LITHD_HRANA_PEER_STREAMS) already, or the budget is full.
- * When the table is full, the stream idle the longest that holds no
- * transaction is closed for it, a baton's or a WebSocket's alike (its
- * next request: STREAM_EXPIRED): idle streams cannot keep a new client
- * out, whichever road they came by. */
+ * its share (LITHD_HRANA_PEER_STREAMS) and each of them is busy or holds a
+ * transaction, or the budget is full. An idle stream (not busy, no
+ * transaction), a baton's or a WebSocket's alike, never keeps a newcomer
+ * out: the one idle the longest is closed for it (its next request:
+ * STREAM_EXPIRED), peer's own when peer holds its share (a client that
+ * opens a stream per request and never closes one goes on, losing only
+ * its oldest; never another address's: one address cannot close the
+ * others' streams), any address's when the table is full. */
 static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *peer, const char **why) {
   int mine = 0;
-  hr_stream *lru = NULL, *free_st = NULL;
+  hr_stream *lru = NULL, *mine_lru = NULL, *free_st = NULL;
   if (h->open == LITHD_HRANA_STREAMS)
     sweep(&h->sweep);
   for (int i = 0; i < LITHD_HRANA_STREAMS; i++) {
@@ -196,14 +199,22 @@ static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *pe
         free_st = st;
       continue;
     }
-    if (strcmp(st->peer, peer) == 0)
+    int idle = !st->busy && st->tx.h == NULL;
+    if (strcmp(st->peer, peer) == 0) {
       mine++;
-    if (!st->busy && st->tx.h == NULL && (lru == NULL || st->last_ms < lru->last_ms))
+      if (idle && (mine_lru == NULL || st->last_ms < mine_lru->last_ms))
+        mine_lru = st;
+    }
+    if (idle && (lru == NULL || st->last_ms < lru->last_ms))
       lru = st;
   }
   if (mine >= LITHD_HRANA_PEER_STREAMS) {
-    *why = "peer";
-    return NULL;
+    if (mine_lru == NULL) {
+      *why = "peer";
+      return NULL;
+    }
+    free_st = NULL; /* at its share: its own stream's slot, not a free one */
+    lru = mine_lru;
   }
   if (free_st == NULL && lru == NULL) {
     *why = "full";
@@ -905,8 +916,9 @@ int lithd_hrana_post(lith_http_req *req, void *arg) {
     if (strcmp(why, "peer") == 0)
       snprintf(
           msg, sizeof msg,
-          "this client (%s) holds %d streams, the most one address may of the %d this lithd keeps: close "
-          "streams when done (client.close()), idle ones close after %" PRId64 " ms",
+          "this client (%s) holds %d streams, each running or in a transaction, the most one address may of "
+          "the %d this lithd keeps: close streams when done (client.close()), idle ones close after %" PRId64
+          " ms",
           peer, LITHD_HRANA_PEER_STREAMS, LITHD_HRANA_STREAMS,
           s->stream_idle_ms > 0 ? s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
     else if (strcmp(why, "budget") == 0)
@@ -1034,8 +1046,8 @@ int lithd_hrana_ws_open(lithd_server *s, lithd_dbsrv *d, const char *peer, lithd
     free(w);
     if (strcmp(why, "peer") == 0)
       return lithd_hrana_fail(e, "STREAMS_EXHAUSTED",
-                              "this client (%s) holds %d streams, the most one address may of the %d this "
-                              "lithd keeps: close streams when done",
+                              "this client (%s) holds %d streams, each running or in a transaction, the most "
+                              "one address may of the %d this lithd keeps: close streams when done",
                               peer, LITHD_HRANA_PEER_STREAMS, LITHD_HRANA_STREAMS);
     if (strcmp(why, "budget") == 0)
       return lithd_hrana_fail(e, "STREAMS_EXHAUSTED",

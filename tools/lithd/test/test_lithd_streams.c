@@ -90,6 +90,8 @@ static int64_t cell_int(json_t *a, size_t k) {
 
 #define EXEC(sql) "{\"type\":\"execute\",\"stmt\":{\"sql\":\"" sql "\"}}"
 #define CLOSE "{\"type\":\"close\"}"
+/* What one client address may hold: LITHD_HRANA_PEER_STREAMS (routes/hrana_http.h) */
+#define LITHD_PEER 256
 
 /* The same, asserting (the test's own thread). */
 static json_t *pipeline(const struct tl_child *c, const char *baton, const char *requests) {
@@ -678,50 +680,151 @@ static json_t *post_from(const struct tl_child *c, const char *from, const char 
   return j;
 }
 
+/* The status of an empty pipeline on baton from `from`; the baton it
+ * answered with replaces *baton (the stream goes on), or the code of its
+ * refusal is *code (the caller frees it). */
+static int probe(const struct tl_child *c, const char *from, char **baton, char **code) {
+  int status = 0;
+  json_t *a = post_from(c, from, *baton, "[]", &status);
+  assert_non_null(a);
+  *code = NULL;
+  if (status == 200) {
+    free(*baton);
+    *baton = baton_of(a);
+  } else {
+    *code = strdup(json_string_value(json_object_get(a, "code")));
+  }
+  json_decref(a);
+  return status;
+}
+
+static void expect_expired(const struct tl_child *c, const char *from, char **baton) {
+  char *code;
+  assert_int_equal(probe(c, from, baton, &code), 400);
+  assert_string_equal(code, "STREAM_EXPIRED");
+  free(code);
+}
+
+static void expect_alive(const struct tl_child *c, const char *from, char **baton) {
+  char *code;
+  assert_int_equal(probe(c, from, baton, &code), 200);
+}
+
+/* Open n idle streams (empty pipelines) from `from`, each served; their
+ * batons into keep[0..n) when keep is not NULL (the caller frees them). */
+static void open_idle(const struct tl_child *c, const char *from, int n, char **keep) {
+  for (int i = 0; i < n; i++) {
+    int status = 0;
+    json_t *a = post_from(c, from, NULL, "[]", &status);
+    assert_int_equal(status, 200);
+    if (keep != NULL)
+      keep[i] = baton_of(a);
+    json_decref(a);
+  }
+}
+
 /* Streams are shared fairly: one address holds at most a quarter of the
- * table; when it is full, the stream idle the longest that holds no
- * transaction is closed for a newcomer, so idle streams (empty pipelines
- * that once took all 1024 in 0.2 s) never keep another client out. */
+ * table, and idle streams (empty pipelines that once took all 1024 in
+ * 0.2 s; a program that opens a stream per request and never closes it)
+ * never keep a client out: at its share, the address's own stream idle
+ * the longest is closed for its new one, never another address's; when
+ * the table is full, the stream idle the longest that holds no
+ * transaction is closed for a newcomer. */
 static void test_fair_streams(void **state) {
   struct tl_child *c = *state;
   tl_start(c, "fair", 0, TL_ARGS("--readers", "3"));
   json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
   json_decref(a);
-  char *first = NULL;
   int status = 0;
-  for (int p = 0; p < 4; p++) {
-    char from[32];
-    snprintf(from, sizeof from, "127.0.0.%d", 2 + p);
-    for (int i = 0; i < 256; i++) {
-      a = post_from(c, from, NULL, "[]", &status);
-      assert_int_equal(status, 200);
-      if (p == 0 && i == 0)
-        first = baton_of(a);
-      json_decref(a);
-    }
-    /* its share is taken: refused, naming it */
-    a = post_from(c, from, NULL, "[]", &status);
-    assert_int_equal(status, 503);
-    assert_non_null(strstr(json_string_value(json_object_get(a, "message")), "the most one address may"));
-    json_decref(a);
+  /* another address's stream, the oldest in the table */
+  char *other = NULL, *mine[LITHD_PEER];
+  open_idle(c, "127.0.0.2", 1, &other);
+  open_idle(c, "127.0.0.3", LITHD_PEER, mine);
+  /* past its share: served, and the address's own stream idle the longest
+   * (its first) is closed for it; its second and the other's go on (and,
+   * answered, are idle the least: the next time, its third is closed) */
+  for (int k = 0; k < 2; k++) {
+    char *b = NULL;
+    open_idle(c, "127.0.0.3", 1, &b);
+    free(b);
+    expect_expired(c, "127.0.0.3", &mine[2 * k]);
+    expect_alive(c, "127.0.0.3", &mine[2 * k + 1]);
+    expect_alive(c, "127.0.0.2", &other);
   }
+  /* fill the table: every address at its share, idle */
+  open_idle(c, "127.0.0.2", LITHD_PEER - 1, NULL);
+  open_idle(c, "127.0.0.4", LITHD_PEER, NULL);
+  open_idle(c, "127.0.0.5", LITHD_PEER, NULL);
   /* the table is full of idle streams: a newcomer's transaction still
-   * opens, and the stream idle the longest (the first) is closed for it */
+   * opens, and the stream idle the longest (127.0.0.3's fifth: its first
+   * and third were closed, its second and fourth answered since) is closed */
   a = post_from(c, "127.0.0.9", NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]", &status);
   assert_int_equal(status, 200);
   assert_true(result_ok(a, 0) && result_ok(a, 1));
   char *b = baton_of(a);
   json_decref(a);
-  a = post_from(c, "127.0.0.2", first, "[]", &status);
-  assert_int_equal(status, 400);
-  assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAM_EXPIRED");
-  json_decref(a);
-  free(first);
+  expect_expired(c, "127.0.0.3", &mine[4]);
+  expect_alive(c, "127.0.0.3", &mine[5]);
   a = post_from(c, "127.0.0.9", b, "[" EXEC("COMMIT") "," CLOSE "]", &status);
   assert_int_equal(status, 200);
   assert_true(result_ok(a, 0));
   json_decref(a);
   free(b);
+  free(other);
+  for (int i = 0; i < LITHD_PEER; i++)
+    free(mine[i]);
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+}
+
+/* An address whose streams all hold a transaction at its share is refused
+ * a new one (none of its streams is closed for it, nor another's); once
+ * one of them ends its transaction, that stream (not the older ones in a
+ * transaction) is closed for the new one. A transaction on a snapshot
+ * (BEGIN) holds a reader each: --readers above the share, so none waits. */
+static void test_fair_streams_in_tx(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "fairtx", 0, TL_ARGS("--readers", "260", "--tx-max-ms", "600000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  int status = 0;
+  char *other = NULL, *tx[LITHD_PEER];
+  open_idle(c, "127.0.0.2", 1, &other);
+  for (int i = 0; i < LITHD_PEER; i++) {
+    a = post_from(c, "127.0.0.3", NULL, "[" EXEC("BEGIN") "," EXEC("SELECT count(*) FROM t") "]", &status);
+    assert_int_equal(status, 200);
+    assert_true(result_ok(a, 0) && result_ok(a, 1));
+    tx[i] = baton_of(a);
+    json_decref(a);
+  }
+  a = post_from(c, "127.0.0.3", NULL, "[]", &status);
+  assert_int_equal(status, 503);
+  assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAMS_EXHAUSTED");
+  assert_non_null(strstr(json_string_value(json_object_get(a, "message")), "each running or in a transaction"));
+  json_decref(a);
+  expect_alive(c, "127.0.0.2", &other);
+  /* one ends its transaction: it is the one closed for the next */
+  const int ended = LITHD_PEER / 2;
+  a = post_from(c, "127.0.0.3", tx[ended], "[" EXEC("COMMIT") "]", &status);
+  assert_int_equal(status, 200);
+  assert_true(result_ok(a, 0));
+  free(tx[ended]);
+  tx[ended] = baton_of(a);
+  json_decref(a);
+  char *b = NULL;
+  open_idle(c, "127.0.0.3", 1, &b);
+  expect_expired(c, "127.0.0.3", &tx[ended]);
+  expect_alive(c, "127.0.0.2", &other);
+  for (int i = 0; i < LITHD_PEER; i++) {
+    if (i != ended) {
+      a = post_from(c, "127.0.0.3", tx[i], "[" EXEC("COMMIT") "," CLOSE "]", &status);
+      assert_int_equal(status, 200);
+      assert_true(result_ok(a, 0));
+      json_decref(a);
+    }
+    free(tx[i]);
+  }
+  free(b);
+  free(other);
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
@@ -1416,6 +1519,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_pipeline_answer_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_stored_sql_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_fair_streams, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_fair_streams_in_tx, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_snapshot_budget, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_wal_bounded_under_read_transactions, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_wal_bounded_under_scanning_transactions, tl_setup, tl_teardown),
