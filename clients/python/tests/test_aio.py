@@ -85,6 +85,15 @@ class AioTest(unittest.TestCase):
         self.assertEqual(most, 2)  # threads=2: never more at once
         self.assertGreater(ticks, took / 0.01 / 4)  # the loop kept running while they waited
 
+    def test_closed_client_says_so(self):
+        async def main():
+            db = lith.aio.Client(self.server.url, token=TOKEN)
+            await db.close()
+            with self.assertRaises(lith.LithError) as cm:
+                await db.health()
+            self.assertEqual(cm.exception.code, "closed")
+        asyncio.run(main())
+
     def test_threads_must_be_positive(self):
         with self.assertRaises(ValueError):
             lith.aio.Client(self.server.url, threads=0)

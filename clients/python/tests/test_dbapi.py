@@ -7,6 +7,9 @@ description, in_transaction, and the exception classes. The other tests
 cover what only lithd has: other clients beside the transaction, its
 bounds, a refused BEGIN, a stream closed while idle, lost answers.
 """
+import gc
+import http.server
+import json
 import os
 import socket
 import sqlite3
@@ -28,8 +31,9 @@ SLOW = ("INSERT INTO t_refused(k, v) SELECT 'slow-' || hex(randomblob(8)), count
         "(SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 8000000) SELECT i FROM c)")
 
 
-def program(m, con):
-    """A sqlite3 program: what it sees, as a list."""
+def program(m, con, savepoints=True):
+    """A sqlite3 program: what it sees, as a list. savepoints: run the part
+    with the program's own SAVEPOINTs (lithd --dqlite refuses them)."""
     seen = []
 
     def see(*what):
@@ -80,6 +84,7 @@ def program(m, con):
     see("fetch", cur.description, cur.fetchmany(2), cur.fetchone(), cur.fetchall(), cur.fetchone(), cur.lastrowid)
     cur.arraysize = 2
     see("arraysize", con.execute("SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3").fetchmany())
+    see("fetchmany(-1)", con.execute("SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3").fetchmany(-1))
     see("iter", [r for r in con.execute("SELECT name FROM p WHERE n < ? ORDER BY n", (3,))])
     fails(lambda: cur.execute("SELEC 1"))
     fails(lambda: cur.execute("SELECT * FROM nowhere"))
@@ -89,7 +94,8 @@ def program(m, con):
     fails(lambda: cur.execute("INSERT INTO p(name) VALUES (NULL)"))
     con.rollback()
     see("empty", cur.execute("").description, cur.execute("-- nothing").fetchall())
-    values = (None, 0, -1, 2 ** 63 - 1, -2 ** 63, 1.5, -0.25, 1e300, "", "ünï\u2603", b"", b"\x00\x01", True)
+    values = (None, 0, -1, 2 ** 63 - 1, -2 ** 63, 1.5, -0.25, 1e300, "", "ünï\u2603",
+              b"", b"\x00\x01", True)
     see("values", [tuple((type(v).__name__, v) for v in con.execute("SELECT ?", (x,)).fetchone()) for x in values])
     try:
         con.execute("SELECT ?", (2 ** 63,))
@@ -114,6 +120,32 @@ def program(m, con):
     see("explicit", con.in_transaction)
     cur.execute("ROLLBACK")
     see("explicit rollback", con.in_transaction, con.execute("SELECT count(*) FROM p WHERE name = 'h'").fetchone())
+    if savepoints:
+        # outside a transaction a SAVEPOINT begins one, RELEASE of the
+        # outermost commits it, ROLLBACK TO keeps it open
+        cur.execute("SAVEPOINT a")
+        see("savepoint opens", con.in_transaction)
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp1', 1)")
+        cur.execute("ROLLBACK TO a")
+        see("rollback to", con.in_transaction, con.execute("SELECT count(*) FROM p WHERE name = 'sp1'").fetchone())
+        cur.execute("SAVEPOINT \"B b\"")
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp2', 2)")
+        cur.execute("RELEASE SAVEPOINT \"B b\"")
+        see("inner release", con.in_transaction)
+        cur.execute("RELEASE a")
+        see("outer release commits", con.in_transaction)
+        cur.execute("SAVEPOINT x")
+        cur.execute("SAVEPOINT y")
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp3', 3)")
+        cur.execute("RELEASE X")  # releases y too: commits
+        see("release outer of two", con.in_transaction)
+        con.isolation_level = ""
+        cur.execute("SAVEPOINT z")  # with sqlite3's implicit transactions too
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp4', 4)")
+        see("savepoint then dml", con.in_transaction)
+        cur.execute("RELEASE z")
+        see("released", con.in_transaction, con.execute("SELECT name FROM p WHERE name LIKE 'sp%' ORDER BY name").fetchall())
+        con.isolation_level = None
     con.isolation_level = "IMMEDIATE"
     cur.execute("UPDATE p SET n = 0 WHERE name = 'g'")
     see("immediate", con.in_transaction)
@@ -309,6 +341,62 @@ class DbapiTest(unittest.TestCase):
             self.assertLess(time.time(), deadline, "the COMMIT never landed")
             time.sleep(0.05)
 
+    def test_failed_commit_then_the_block_again_lands_once(self):
+        # a `with con:` block whose COMMIT cannot be sent (lithd out of
+        # reach: ConnectionFailedError, "safe to send again") is rolled back,
+        # as sqlite3's: run again, its INSERT must not join the old
+        # transaction and commit twice
+        self.fresh("t_again")
+        con = self.connect(max_retries=0)
+        real = con.client._port
+        for attempt in range(2):
+            try:
+                with con:
+                    con.execute("INSERT INTO t_again(v) VALUES ('order 1')")
+                    if attempt == 0:
+                        con.client.close()
+                        con.client._port = _free_port()  # nothing listens: the COMMIT is not sent
+            except lith.ConnectionFailed:
+                self.assertEqual(attempt, 0)
+                self.assertFalse(con.in_transaction)
+                con.client._port = real
+                continue
+            self.assertEqual(attempt, 1)
+        # the first transaction was never committed; lithd rolls it back
+        self.assertEqual(self.connect().execute("SELECT count(*) FROM t_again").fetchone(), (1,))
+
+    def test_bound_keeps_the_programs_exception(self):
+        # lithd ended the transaction (--tx-max-ms); the block's own error
+        # comes out of `with con:`, not the rollback's
+        con = self.fresh("t_keep")
+        con.isolation_level = ""
+        with self.assertRaises(KeyError):
+            with con:
+                con.execute("INSERT INTO t_keep(k) VALUES ('a')")
+                time.sleep(1.1)  # past --tx-max-ms (800): the ROLLBACK meets TRANSACTION_TIMEOUT
+                raise KeyError("mine")
+        con.rollback()  # nothing open: nothing
+        self.assertEqual(self.connect().execute("SELECT count(*) FROM t_keep").fetchone(), (0,))
+
+    def test_values_sqlite3_takes_and_json_cannot(self):
+        con = self.connect()
+        with self.assertRaises(dbapi.DataError):
+            con.execute("SELECT ?", (float("inf"),))
+        with self.assertRaises(OverflowError):
+            con.execute("SELECT ?", (2 ** 64,))
+        with self.assertRaises(dbapi.ProgrammingError):
+            con.execute("SELECT ?", (object(),))
+        self.assertEqual(con.execute("SELECT 9e999, -9e999").fetchone(), (float("inf"), float("-inf")))
+
+    def test_executemany_splits_by_size(self):
+        # two sets, each well under lithd's --max-body alone, over it together
+        con = self.fresh("t_size")
+        con.execute("SELECT 1")
+        a, b = ("\x01" * 650_000,), ("\x01" * 1_000_000,)  # ~3.9 MiB and ~6 MiB of JSON
+        cur = con.executemany("INSERT INTO t_size(v) SELECT length(?)", [a, b])
+        self.assertEqual(cur.rowcount, 2)
+        self.assertEqual(con.execute("SELECT v FROM t_size ORDER BY id").fetchall(), [(650_000,), (1_000_000,)])
+
     def test_connect_options(self):
         with self.assertRaises(dbapi.NotSupportedError):
             dbapi.connect(self.server.url, detect_types=dbapi.PARSE_DECLTYPES)
@@ -380,15 +468,148 @@ class DqliteLithd:
             raise RuntimeError(f"lithd --dqlite exited {self.proc.returncode}")
 
 
+@unittest.skipUnless(LITHD, "LITHD (the lithd binary) is not set")
+class DroppedTest(unittest.TestCase):
+    """Connections dropped without close(), under lithd's default bounds."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Lithd(token=TOKEN)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_dropped_transaction_frees_the_writer(self):
+        # sqlite3 rolls back a connection the program dropped; here its
+        # stream is closed for it, so the writer is not held until
+        # --tx-idle-ms (5 s) ends the transaction
+        url = self.server.url
+        setup = dbapi.connect(url, token=TOKEN, isolation_level=None)
+        setup.execute("CREATE TABLE IF NOT EXISTS t_drop(v)")
+        setup.close()
+        con = dbapi.connect(url, token=TOKEN)
+        con.execute("INSERT INTO t_drop VALUES ('never')")
+        self.assertTrue(con.in_transaction)
+        del con
+        gc.collect()
+        other = dbapi.connect(url, token=TOKEN, isolation_level=None)
+        t0 = time.monotonic()
+        other.execute("INSERT INTO t_drop VALUES ('mine')")
+        waited = time.monotonic() - t0
+        other.close()
+        self.assertLess(waited, 2.5)
+        check = dbapi.connect(url, token=TOKEN)
+        self.assertEqual(check.execute("SELECT v FROM t_drop").fetchall(), [("mine",)])
+        check.close()
+
+    def test_connection_per_request_never_closed(self):
+        # sqlite3's `with connect() as con:` per request closes nothing: 600
+        # of them in a row (lithd keeps 256 streams per address)
+        url = self.server.url
+        t0 = time.monotonic()
+        slowest = 0.0
+        for i in range(600):
+            t = time.monotonic()
+            with dbapi.connect(url, token=TOKEN) as con:
+                con.execute("SELECT ?", (i,)).fetchone()
+            slowest = max(slowest, time.monotonic() - t)
+        self.assertLess(slowest, 2.0, f"slowest of 600: {slowest:.2f} s, all {time.monotonic() - t0:.1f} s")
+
+
+def _ok(result):
+    return {"type": "ok", "response": {"type": "execute", "result": result}}
+
+
+_AUTOCOMMIT = {"type": "ok", "response": {"type": "get_autocommit", "is_autocommit": True}}
+_GOOD = {"cols": [{"name": "x"}], "rows": [[{"type": "integer", "value": "1"}]], "affected_row_count": 0}
+
+# What a hostile or broken server may answer, as a function of how many
+# requests the pipeline had: (name, HTTP status, body).
+_HOSTILE = [
+    ("results not a list", 200, lambda n: {"baton": None, "results": "x"}),
+    ("results not objects", 200, lambda n: {"baton": None, "results": [1] * n}),
+    ("too few results", 200, lambda n: {"baton": None, "results": []}),
+    ("is_autocommit not a bool", 200,
+     lambda n: {"baton": "b", "results": [_ok(_GOOD)] * (n - 1) + [
+         {"type": "ok", "response": {"type": "get_autocommit", "is_autocommit": "no"}}]}),
+    ("rows not a list", 200, lambda n: {"baton": None, "results": [_ok(dict(_GOOD, rows=5))] * (n - 1) + [_AUTOCOMMIT]}),
+    ("an integer that is not one", 200,
+     lambda n: {"baton": None, "results": [_ok(dict(_GOOD, rows=[[{"type": "integer", "value": "x"}]]))] * (n - 1) +
+                [_AUTOCOMMIT]}),
+    ("a value of no type", 200,
+     lambda n: {"baton": None, "results": [_ok(dict(_GOOD, rows=[[{"type": "decimal", "value": "1"}]]))] * (n - 1) +
+                [_AUTOCOMMIT]}),
+    ("cols not objects", 200, lambda n: {"baton": None, "results": [_ok(dict(_GOOD, cols=[1]))] * (n - 1) + [_AUTOCOMMIT]}),
+    ("a rowid that is not one", 200,
+     lambda n: {"baton": None, "results": [_ok(dict(_GOOD, last_insert_rowid="x"))] * (n - 1) + [_AUTOCOMMIT]}),
+    ("step results not a list", 200,
+     lambda n: {"baton": None, "results": [{"type": "ok", "response": {"type": "batch", "result": {
+         "step_results": 3, "step_errors": 4}}}] * (n - 1) + [_AUTOCOMMIT]}),
+    ("an error that is not an object", 200,
+     lambda n: {"baton": None, "results": [{"type": "error", "error": "bad"}] * (n - 1) + [_AUTOCOMMIT]}),
+    ("a proxy's error with a number for a code", 502, lambda n: {"error": {"code": 502, "message": "bad gateway"}}),
+    ("Hrana's refusal with a list for a message", 400, lambda n: {"code": "X", "message": ["m"]}),
+    ("deeply nested", 200, None),
+    ("not JSON", 200, lambda n: None),
+]
+
+
+class _FakeHrana(http.server.BaseHTTPRequestHandler):
+    answer = None
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        name, status, make = self.answer
+        if make is None:
+            data = b"[" * 100000 + b"]" * 100000
+        else:
+            out = make(len(body["requests"]))
+            data = b"{not json" if out is None else json.dumps(out).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+class HostileAnswerTest(unittest.TestCase):
+    def test_every_failure_is_the_modules(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeHrana)
+        t = threading.Thread(target=server.serve_forever, daemon=True)
+        t.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}"
+            for case in _HOSTILE:
+                _FakeHrana.answer = case
+                for sql in ("SELECT 1", "INSERT INTO t VALUES (1)"):
+                    with self.subTest(case=case[0], sql=sql):
+                        con = dbapi.connect(url, max_retries=0)
+                        try:
+                            con.execute(sql).fetchall()
+                        except dbapi.Error:
+                            pass
+                        except Exception as e:  # noqa: BLE001
+                            self.fail(f"{case[0]}, {sql}: {type(e).__name__}: {e}")
+                        finally:
+                            con.close()
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
 @unittest.skipUnless(LITHD and LITH_NODE and os.path.exists(LITH_NODE or ""), "no lithd or lith-node")
 class DbapiDqliteTest(unittest.TestCase):
     def test_same_as_sqlite3_on_dqlite(self):
         """The same sqlite3 program on lithd --dqlite: it sees what sqlite3 shows it."""
         with tempfile.TemporaryDirectory() as d:
-            expected = program(sqlite3, sqlite3.connect(os.path.join(d, "same.db")))
+            expected = program(sqlite3, sqlite3.connect(os.path.join(d, "same.db")), savepoints=False)
         server = DqliteLithd()
         try:
-            got = program(dbapi, dbapi.connect(server.url))
+            got = program(dbapi, dbapi.connect(server.url), savepoints=False)
         finally:
             server.stop()
         for e, g in zip(expected, got):

@@ -27,6 +27,7 @@ import functools
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .client import Client as _Client
+from .errors import LithError
 
 T = TypeVar("T")
 
@@ -43,7 +44,12 @@ class Client:
 
     async def _run(self, f: Callable[..., T], *args: Any, **kw: Any) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(f, *args, **kw))
+        try:
+            return await loop.run_in_executor(self._pool, functools.partial(f, *args, **kw))
+        except RuntimeError as e:
+            if self._pool._shutdown:  # type: ignore[attr-defined]
+                raise LithError("the client is closed", code="closed") from e
+            raise
 
     async def do(self, statements: Any, **kw: Any) -> List[Dict[str, Any]]:
         return await self._run(self.sync.do, statements, **kw)

@@ -72,6 +72,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from . import hrana
 from .errors import AnswerLost, ConnectionFailed, LithError, OutcomeUnknown, error_for
 
 Statement = Union[str, Sequence[Any], Dict[str, Any]]
@@ -494,9 +495,10 @@ class Client:
         transport's retries are every call's. With db=NAME the stream is
         that database's (/v1/db/NAME/v3/pipeline)."""
         path = "/v3/pipeline" if self.db is None else "/v1/db/" + self.db + "/v3/pipeline"
-        answer = self._call("POST", path, {"baton": baton, "requests": list(requests)})
+        answer = self._call("POST", path, hrana.dumps({"baton": baton, "requests": list(requests)}))
         results = _field(answer, "results")
-        if not isinstance(results, list) or len(results) != len(requests):
+        if not isinstance(results, list) or len(results) != len(requests) or \
+                not all(isinstance(r, dict) for r in results):
             raise LithError(f"{self._where()}: the pipeline's answer has {len(results) if isinstance(results, list) else 'no'} "
                             f"results for {len(requests)} requests (lithd answered 200: the requests ran)",
                             code="bad_answer", status=200)
@@ -574,7 +576,8 @@ class Client:
             params.append("types=true")
         if params:
             path += "?" + "&".join(params)
-        data = None if body is None else json.dumps(body, allow_nan=False).encode()
+        # bytes: a body its caller encoded (hrana.dumps: a float's infinity)
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body, allow_nan=False).encode()
         # The answer's one buffer becomes text and is dropped before the
         # JSON is parsed: never the bytes, the text and the values at once.
         answer = self._request(method, path, data, read=read or method == "GET")
@@ -582,7 +585,7 @@ class Client:
             text = answer.decode("utf-8")
             del answer
             return json.loads(text)
-        except ValueError as e:  # UnicodeDecodeError, json.JSONDecodeError
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError, JSONDecodeError, nested too deep
             what = "" if read or method == "GET" else " (lithd answered 200: the request ran)"
             raise LithError(f"{self._where()}: the answer to {method} {path} is not JSON{what}: {e}",
                             code="bad_answer", status=200) from None
@@ -632,8 +635,17 @@ class Client:
             conn, reused = self._take(fresh=resent)
             conn.wrote = False
             try:
-                conn.request(method, target, body=data, headers=headers)
-                resp = conn.getresponse()
+                try:
+                    conn.request(method, target, body=data, headers=headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    # lithd may have refused before the whole body arrived (a 413
+                    # past --max-body) and closed: its answer, when it can still
+                    # be read, says nothing ran; else the write may have
+                    resp = self._early_answer(conn)
+                    if resp is None:
+                        raise
+                else:
+                    resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 timeout = isinstance(e, socket.timeout)
@@ -671,6 +683,21 @@ class Client:
                 conn.close()
             self._release(conn)
             return resp.status, resp.getheader("Retry-After"), body
+
+    def _early_answer(self, conn: http.client.HTTPConnection) -> Optional[http.client.HTTPResponse]:
+        """The refusal lithd sent before it had read the whole request, if it
+        is there to read; None otherwise (and for anything but a refusal)."""
+        if not conn.wrote or conn.sock is None:
+            return None
+        try:
+            conn.sock.settimeout(min(self.timeout or 2.0, 2.0))
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            return None
+        if 400 <= resp.status < 500 or resp.status == 503:
+            return resp
+        resp.close()
+        return None
 
     def _answer(self, resp: http.client.HTTPResponse) -> bytearray:
         """The whole body, in one buffer, at most max_answer_bytes."""

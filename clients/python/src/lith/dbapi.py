@@ -51,10 +51,11 @@ from __future__ import annotations
 
 import collections.abc
 import datetime
-import json
+import queue
 import re
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import hrana
@@ -193,6 +194,12 @@ def _error(code: str, message: str, cause: Optional[BaseException] = None) -> Er
     return e
 
 
+def _bad_answer(e: BaseException) -> Error:
+    out = InterfaceError(f"lithd's answer is not Hrana's as this module reads it: {type(e).__name__}: {e}")
+    out.code = "bad_answer"
+    return out
+
+
 def _from_lith(e: LithError) -> Error:
     """A failure of the whole request (the transport, an HTTP refusal) as this module's."""
     if isinstance(e, _Unknown):
@@ -203,7 +210,8 @@ def _from_lith(e: LithError) -> Error:
         out = DataError(e.message)
         out.code = e.code
     else:
-        out = _error(e.code if e.code.isupper() else "lith_" + e.code, e.message)
+        code = str(e.code)
+        out = _error(code if code.isupper() else "lith_" + code, str(e.message))
     out.__cause__ = e
     return out
 
@@ -268,6 +276,65 @@ def _stmt(sql: str, params: Any) -> Dict[str, Any]:
         return hrana.stmt(sql, _args(params))
     except TypeError as e:
         raise ProgrammingError(f"Error binding parameter: {e}") from None
+    except ValueError as e:  # an infinite float (OverflowError stays itself, as sqlite3's)
+        err = DataError(f"Error binding parameter: {e}")
+        err.code = "unencodable"
+        raise err from None
+
+
+# ---- Streams nobody closed -----------------------------------------------------------
+# A connection dropped without close() (sqlite3's `with connect() as con:`
+# idiom closes nothing) would keep its stream, and any transaction in it,
+# until lithd's --stream-idle-ms: a finalizer hands the stream to one
+# closer thread, which sends its close. Finalizers run inside the garbage
+# collector, on any thread, so they only put into a SimpleQueue (safe
+# there); the thread is started by connect(), never by a finalizer.
+
+_closing: "queue.SimpleQueue[Tuple[Client, Optional[str], bool]]" = queue.SimpleQueue()
+_closer_lock = threading.Lock()
+_closer: Optional[threading.Thread] = None
+
+
+def _closer_run() -> None:
+    while True:
+        client, baton, owned = _closing.get()
+        # a stream still running a statement (its answer was given up on)
+        # refuses the close until the statement ends: at most --max-run-ms
+        for _ in range(100):
+            try:
+                if baton is not None:
+                    client.pipeline([{"type": "close"}], baton)
+            except LithError as e:
+                if e.code == "STREAM_BUSY":
+                    time.sleep(0.1)
+                    continue
+            except Exception:  # noqa: BLE001 (lithd closes it once idle all the same)
+                pass
+            break
+        if owned:
+            client.close()
+
+
+def _start_closer() -> None:
+    global _closer
+    with _closer_lock:
+        if _closer is None:
+            _closer = threading.Thread(target=_closer_run, name="lith-dbapi-closer", daemon=True)
+            _closer.start()
+
+
+class _Stream:
+    """What a finalizer needs of a connection: its stream's baton."""
+
+    __slots__ = ("baton",)
+
+    def __init__(self) -> None:
+        self.baton: Optional[str] = None
+
+
+def _abandoned(stream: _Stream, client: Client, owned: bool) -> None:
+    if stream.baton is not None or owned:
+        _closing.put((client, stream.baton, owned))
 
 
 # ---- Reading SQL, as much as sqlite3 does -------------------------------------------
@@ -283,6 +350,28 @@ def _keyword(sql: str) -> str:
 
 
 _DML = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
+
+# A savepoint's name: an identifier, quoted or not (SQLite compares them
+# without case)
+_NAME = r'("(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|\'(?:[^\']|\'\')*\'|[A-Za-z_\x80-\uffff][\w$\x80-\uffff]*)'
+_SP = {
+    "SAVEPOINT": re.compile(r"SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I),
+    "RELEASE": re.compile(r"RELEASE\s+(?:SAVEPOINT\s+)?" + _NAME + r"\s*;?\s*$", re.I),
+    "ROLLBACK": re.compile(r"ROLLBACK\s+(?:TRANSACTION\s+)?TO\s+(?:SAVEPOINT\s+)?" + _NAME + r"\s*;?\s*$", re.I),
+}
+
+
+def _savepoint(kw: str, sql: str) -> Optional[str]:
+    """The savepoint a SAVEPOINT, RELEASE or ROLLBACK TO names, folded; None
+    when the statement is none of them or its name cannot be read here."""
+    pattern = _SP.get(kw)
+    m = pattern.match(sql, _SPACE.match(sql).end()) if pattern else None
+    if m is None:
+        return None
+    name = m.group(1)
+    if name[0] in "\"`'[":
+        name = name[1:-1].replace(name[0] * 2, name[0]) if name[0] != "[" else name[1:-1]
+    return name.lower()
 _LEVELS = ("", "DEFERRED", "IMMEDIATE", "EXCLUSIVE")
 
 
@@ -340,6 +429,7 @@ def connect(url: Optional[str] = None, *, token: Optional[str] = None, isolation
     the first statement. check_same_thread, cached_statements and uri are
     accepted for sqlite3's callers and change nothing; detect_types is not
     supported (NotSupportedError)."""
+    _start_closer()
     if detect_types:
         raise NotSupportedError("detect_types is not supported: lithd answers SQLite's values as they are stored")
     if client is None:
@@ -369,8 +459,12 @@ class Connection:
     def __init__(self, client: Client, isolation_level: Optional[str] = "", owned: bool = False):
         self._client = client
         self._owned = owned
-        self._baton: Optional[str] = None
+        self._stream = _Stream()
+        self._finalizer = weakref.finalize(self, _abandoned, self._stream, client, owned)
         self._in_tx = False
+        # a transaction a SAVEPOINT opened: its savepoints, innermost last
+        # (RELEASE of the outermost commits it, as SQLite's); else None
+        self._savepoints: Optional[List[Optional[str]]] = None
         self._closed = False
         self._lock = threading.RLock()
         self._level: Optional[str] = None
@@ -378,6 +472,14 @@ class Connection:
         self.row_factory: Optional[Callable[["Cursor", Tuple[Any, ...]], Any]] = None
         self.text_factory = str
         self._last_rowid = 0
+
+    @property
+    def _baton(self) -> Optional[str]:
+        return self._stream.baton
+
+    @_baton.setter
+    def _baton(self, baton: Optional[str]) -> None:
+        self._stream.baton = baton
 
     # -- sqlite3's attributes
 
@@ -421,8 +523,9 @@ class Connection:
     def rollback(self) -> None:
         """End the open transaction with ROLLBACK (nothing when none is open).
         A ROLLBACK that cannot reach lithd raises nothing: the stream is
-        forgotten, and lithd rolls back what it held when it closes it
-        (--stream-idle-ms; sooner, --tx-idle-ms, if another writer waits)."""
+        closed as soon as lithd can be reached (the closer thread), and
+        lithd rolls back what it held; nor does one of a transaction lithd
+        had already ended (a bound)."""
         self._check()
         with self._lock:
             if not self._in_tx:
@@ -430,7 +533,12 @@ class Connection:
             try:
                 self._one(hrana.stmt("ROLLBACK"))
             except (OutcomeUnknownError, ConnectionFailedError):
-                self._baton, self._in_tx = None, False
+                self._forget()
+            except Error:
+                if self._in_tx:
+                    raise
+                # lithd had ended it already (a bound: TRANSACTION_TIMEOUT):
+                # nothing is open, which is what a rollback is for
 
     def close(self) -> None:
         """Close the stream (lithd rolls back what is open: sqlite3 does not
@@ -439,6 +547,7 @@ class Connection:
             if self._closed:
                 return
             self._closed = True
+            self._finalizer.detach()
             baton, self._baton, self._in_tx = self._baton, None, False
         if baton is not None:
             try:
@@ -465,9 +574,18 @@ class Connection:
         return self
 
     def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
-        # sqlite3's: commit on success, roll back on an exception; not closed
+        # sqlite3's: commit on success, roll back on an exception (and when
+        # the commit fails: a block run again must not land in the old
+        # transaction); not closed
         if kind is None:
-            self.commit()
+            try:
+                self.commit()
+            except BaseException:
+                try:
+                    self.rollback()
+                except Error:
+                    self._forget()
+                raise
         else:
             self.rollback()
         return False
@@ -488,7 +606,7 @@ class Connection:
                 baton, results = self._client.pipeline(requests, self._baton)
                 break
             except _Unknown as e:  # sent; the stream's state is unknown
-                self._baton, self._in_tx = None, False
+                self._forget()
                 raise _from_lith(e) from None
             except _NotSent as e:  # nothing ran: the stream is as it was
                 raise _from_lith(e) from None
@@ -504,22 +622,45 @@ class Connection:
                 raise _from_lith(e) from None
         self._baton = baton
         last = results.pop()
-        if hrana.error_of(last) is None:
-            self._in_tx = not hrana.response_of(last).get("is_autocommit", True)
+        try:
+            if hrana.error_of(last) is None:
+                autocommit = hrana.response_of(last).get("is_autocommit", True)
+                if not isinstance(autocommit, bool):
+                    raise ValueError(f"is_autocommit is {autocommit!r}")
+                self._in_tx = not autocommit
+        except (ValueError, TypeError, AttributeError) as e:
+            self._forget()
+            raise _bad_answer(e) from None
         if baton is None:
             self._in_tx = False
+        if not self._in_tx:
+            self._savepoints = None
         return results
+
+    def _forget(self) -> None:
+        """Leave the stream, whose state is not known here: the closer
+        thread closes it, so lithd rolls back any transaction in it now
+        rather than once it is idle too long."""
+        if self._baton is not None:
+            _closing.put((self._client, self._baton, False))
+        self._baton, self._in_tx, self._savepoints = None, False, None
 
     def _one(self, stmt: Dict[str, Any]) -> Dict[str, Any]:
         """One statement; its result, or its error raised."""
         (entry,) = self._send([{"type": "execute", "stmt": stmt}])
-        e = hrana.error_of(entry)
-        if e is not None:
-            raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
-        return hrana.response_of(entry)["result"]
+        try:
+            e = hrana.error_of(entry)
+            if e is not None:
+                raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
+            result = hrana.response_of(entry)["result"]
+            if not isinstance(result, dict):
+                raise TypeError(f"the result is {type(result).__name__}")
+            return result
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
+            raise _bad_answer(e) from None
 
     def _begin(self) -> Dict[str, Any]:
-        level = "IMMEDIATE" if self._level in ("", "DEFERRED") else self._level
+        level = "EXCLUSIVE" if self._level == "EXCLUSIVE" else "IMMEDIATE"
         return {"type": "execute", "stmt": hrana.stmt("BEGIN " + str(level))}
 
 
@@ -552,22 +693,40 @@ class Cursor:
         self._rows, self._next = [], 0
 
     def _take(self, result: Mapping[str, Any], dml: bool) -> None:
-        cols = result.get("cols") or []
-        self.description = tuple((c.get("name"), None, None, None, None, None, None) for c in cols) or None
-        self._rows = hrana.rows(result)
-        self.rowcount = int(result.get("affected_row_count", 0)) if dml else -1
-        rowid = result.get("last_insert_rowid")
+        try:
+            cols = result.get("cols") or []
+            description = tuple((str(c["name"]), None, None, None, None, None, None) for c in cols) or None
+            rows = hrana.rows(result)
+            rowcount = int(result.get("affected_row_count", 0)) if dml else -1
+            rowid = result.get("last_insert_rowid")
+            rowid = None if rowid is None else int(rowid)
+        except (ValueError, TypeError, AttributeError, KeyError) as e:
+            raise _bad_answer(e) from None
+        self.description, self._rows, self.rowcount = description, rows, rowcount
         con = self.connection
         if rowid is not None:
-            con._last_rowid = int(rowid)
+            con._last_rowid = rowid
         self.lastrowid = con._last_rowid
 
     def execute(self, sql: str, parameters: Any = ()) -> "Cursor":
         con = self._check()
         stmt = _stmt(sql, parameters)
-        dml = _keyword(sql) in _DML
+        kw = _keyword(sql)
+        dml = kw in _DML
         with con._lock:
             self._reset()
+            if kw == "SAVEPOINT" and not con._in_tx:
+                # SQLite: a SAVEPOINT outside a transaction begins one, and
+                # RELEASE of it commits; lithd would run it as a command of
+                # its own, its savepoint gone at once
+                begin, batch = con._send([con._begin(),
+                                          {"type": "batch", "batch": {"steps": [{"stmt": stmt, "condition": _IN_TX}]}}])
+                e = hrana.error_of(begin)
+                if e is not None:
+                    raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
+                self._take(_step(batch, 0), False)
+                con._savepoints = [_savepoint(kw, sql)]
+                return self
             if dml and con._level is not None and not con._in_tx:
                 # BEGIN and the statement in one round trip; the statement
                 # runs only inside the transaction the BEGIN opened
@@ -586,7 +745,30 @@ class Cursor:
                     return self
                 raise
             self._take(result, dml)
+            if con._savepoints is not None and kw in _SP:
+                self._savepoint_done(con, kw, sql)
         return self
+
+    def _savepoint_done(self, con: Connection, kw: str, sql: str) -> None:
+        """Keep the stack of a transaction a SAVEPOINT opened; commit it when
+        its outermost savepoint is released, as SQLite does."""
+        stack = con._savepoints
+        assert stack is not None
+        name = _savepoint(kw, sql)
+        if kw == "SAVEPOINT":
+            stack.append(name)
+            return
+        if name is None or name not in stack:
+            if kw == "RELEASE":  # a name not read here: never commit on a guess
+                con._savepoints = None
+            return
+        i = len(stack) - 1 - stack[::-1].index(name)
+        if kw == "ROLLBACK":
+            del stack[i + 1:]
+            return
+        del stack[i:]
+        if not stack and con._in_tx:
+            con._one(hrana.stmt("COMMIT"))
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any]) -> "Cursor":
         """One batch of steps per 1000 parameter sets (or 4 MiB), each step
@@ -601,11 +783,12 @@ class Cursor:
             size = 0
             for params in seq_of_parameters:
                 step = {"stmt": _stmt(sql, params)}
-                steps.append(step)
-                size += len(json.dumps(step["stmt"]))
-                if len(steps) >= _BATCH_STEPS or size >= _BATCH_BYTES:
+                n = len(hrana.dumps(step["stmt"]))
+                if steps and (len(steps) >= _BATCH_STEPS or size + n > _BATCH_BYTES):
                     total += self._many(con, steps)
                     steps, size = [], 0
+                steps.append(step)
+                size += n
             if steps:
                 total += self._many(con, steps)
             self.rowcount = total
@@ -629,7 +812,11 @@ class Cursor:
             (batch,) = con._send([request])
         total = 0
         for i in range(len(steps)):
-            total += int(_step(batch, i).get("affected_row_count", 0))
+            result = _step(batch, i)
+            try:
+                total += int(result.get("affected_row_count", 0))
+            except (ValueError, TypeError, AttributeError) as e:
+                raise _bad_answer(e) from None
         return total
 
     def executescript(self, sql_script: str) -> "Cursor":
@@ -659,7 +846,8 @@ class Cursor:
     def fetchmany(self, size: Optional[int] = None) -> List[Any]:
         self._check()
         n = self.arraysize if size is None else size
-        rows = self._rows[self._next:self._next + max(n, 0)]
+        # sqlite3's: a negative size never counts down to zero, so all
+        rows = self._rows[self._next:] if n < 0 else self._rows[self._next:self._next + n]
         self._next += len(rows)
         return [self.row_factory(self, r) for r in rows] if self.row_factory else rows
 
@@ -698,12 +886,21 @@ class Cursor:
 def _step(batch: Mapping[str, Any], i: int) -> Mapping[str, Any]:
     """Step i's result of a batch's answer, or its error raised (a step
     skipped because the transaction was gone: OperationalError)."""
+    try:
+        return _step_of(batch, i)
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:
+        raise _bad_answer(e) from None
+
+
+def _step_of(batch: Mapping[str, Any], i: int) -> Mapping[str, Any]:
     e = hrana.error_of(batch)
     if e is not None:
         raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
     result = hrana.response_of(batch).get("result") or {}
     errors = result.get("step_errors") or []
     results = result.get("step_results") or []
+    if not isinstance(errors, list) or not isinstance(results, list):
+        raise TypeError("step_results and step_errors are not lists")
     if i < len(errors) and errors[i] is not None:
         err = errors[i]
         raise _error(str(err.get("code") or "SQLITE_ERROR"), str(err.get("message", "")))
@@ -714,6 +911,8 @@ def _step(batch: Mapping[str, Any], i: int) -> Mapping[str, Any]:
         err = OperationalError("the statement did not run: the transaction was no longer open")
         err.code = "TRANSACTION_TIMEOUT"
         raise err
+    if not isinstance(results[i], dict):
+        raise TypeError(f"step {i}'s result is {type(results[i]).__name__}")
     return results[i]
 
 

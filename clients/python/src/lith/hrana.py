@@ -15,6 +15,7 @@ the whole 64-bit range, floats as JSON numbers, blobs as base64.
 from __future__ import annotations
 
 import base64
+import json
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
@@ -23,11 +24,16 @@ INT64_MAX = (1 << 63) - 1
 
 Params = Union[Sequence[Any], Mapping[str, Any], None]
 
+def dumps(body: Any) -> bytes:
+    """A pipeline's body as JSON."""
+    return json.dumps(body, allow_nan=False).encode()
+
 
 def encode_value(v: Any) -> Dict[str, Any]:
     """A Python value as Hrana's: None, int (64 bits; bool as 0/1), float,
-    str, bytes-like. OverflowError for an int past 64 bits, TypeError for
-    any other type (what sqlite3 refuses too)."""
+    str, bytes-like. OverflowError for an int past 64 bits, ValueError for
+    an infinite float, TypeError for any other type (what sqlite3 refuses
+    too)."""
     if v is None:
         return {"type": "null"}
     if isinstance(v, bool):
@@ -40,8 +46,8 @@ def encode_value(v: Any) -> Dict[str, Any]:
         if math.isnan(v):
             return {"type": "null"}  # SQLite stores a NaN as NULL
         if math.isinf(v):
-            # JSON has no Infinity: lithd reads 1e999 as SQLite's +Inf
-            return {"type": "float", "value": 1e999 if v > 0 else -1e999}
+            # JSON has no infinity, and lithd reads no number past a double's range
+            raise ValueError("an infinite float cannot be sent to lithd: JSON has no infinity")
         return {"type": "float", "value": v}
     if isinstance(v, str):
         return {"type": "text", "value": v}
