@@ -659,9 +659,18 @@ class Connection:
         except (ValueError, TypeError, AttributeError, KeyError) as e:
             raise _bad_answer(e) from None
 
-    def _begin(self) -> Dict[str, Any]:
+    def _send_begun(self, requests: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """A BEGIN, then the requests, in one round trip; their results, or
+        the BEGIN's error raised. The requests must be batches whose first
+        step is conditioned on _IN_TX: a BEGIN lithd refused (queued past
+        --tx-max-ms) then runs nothing of them in autocommit. IMMEDIATE
+        for every isolation level but EXCLUSIVE: what follows writes."""
         level = "EXCLUSIVE" if self._level == "EXCLUSIVE" else "IMMEDIATE"
-        return {"type": "execute", "stmt": hrana.stmt("BEGIN " + str(level))}
+        begin, *results = self._send([{"type": "execute", "stmt": hrana.stmt("BEGIN " + level)}] + requests)
+        e = hrana.error_of(begin)
+        if e is not None:
+            raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
+        return results
 
 
 _IN_TX = {"type": "not", "cond": {"type": "is_autocommit"}}
@@ -715,27 +724,15 @@ class Cursor:
         dml = kw in _DML
         with con._lock:
             self._reset()
-            if kw == "SAVEPOINT" and not con._in_tx:
-                # SQLite: a SAVEPOINT outside a transaction begins one, and
-                # RELEASE of it commits; lithd would run it as a command of
-                # its own, its savepoint gone at once
-                begin, batch = con._send([con._begin(),
-                                          {"type": "batch", "batch": {"steps": [{"stmt": stmt, "condition": _IN_TX}]}}])
-                e = hrana.error_of(begin)
-                if e is not None:
-                    raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
-                self._take(_step(batch, 0), False)
-                con._savepoints = [_savepoint(kw, sql)]
-                return self
-            if dml and con._level is not None and not con._in_tx:
-                # BEGIN and the statement in one round trip; the statement
-                # runs only inside the transaction the BEGIN opened
-                begin, batch = con._send([con._begin(),
-                                          {"type": "batch", "batch": {"steps": [{"stmt": stmt, "condition": _IN_TX}]}}])
-                e = hrana.error_of(begin)
-                if e is not None:
-                    raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
+            # sqlite3's rule: a DML statement outside a transaction opens one;
+            # SQLite's: so does a SAVEPOINT, and RELEASE of it commits (lithd
+            # would run it as a command of its own, its savepoint gone at once)
+            savepoint = kw == "SAVEPOINT" and not con._in_tx
+            if savepoint or (dml and con._level is not None and not con._in_tx):
+                (batch,) = con._send_begun([{"type": "batch", "batch": {"steps": [{"stmt": stmt, "condition": _IN_TX}]}}])
                 self._take(_step(batch, 0), dml)
+                if savepoint:
+                    con._savepoints = [_savepoint(kw, sql)]
                 return self
             try:
                 result = con._one(stmt)
@@ -803,13 +800,7 @@ class Cursor:
         if steps[0]["condition"] is None:
             del steps[0]["condition"]
         request = {"type": "batch", "batch": {"steps": steps}}
-        if begin:
-            first, batch = con._send([con._begin(), request])
-            e = hrana.error_of(first)
-            if e is not None:
-                raise _error(str(e.get("code") or "SQLITE_ERROR"), str(e.get("message", "")))
-        else:
-            (batch,) = con._send([request])
+        (batch,) = con._send_begun([request]) if begin else con._send([request])
         total = 0
         for i in range(len(steps)):
             result = _step(batch, i)
