@@ -237,7 +237,8 @@ static hr_stream *stream_take(lithd_hrana_srv *h, lithd_dbsrv *d, const char *pe
   return free_st;
 }
 
-/* The stream a baton names, or NULL with *code and msg saying why. */
+/* The stream a baton names, or NULL with *code and msg saying why (d
+ * NULL: of any database). */
 static hr_stream *stream_find(lithd_hrana_srv *h, lithd_dbsrv *d, const char *baton, const char **code,
                               char *msg, size_t cap) {
   unsigned slot = 0, gen = 0;
@@ -267,7 +268,7 @@ static hr_stream *stream_find(lithd_hrana_srv *h, lithd_dbsrv *d, const char *ba
              h->s->stream_idle_ms > 0 ? h->s->stream_idle_ms : LITHD_HRANA_IDLE_MS);
     return NULL;
   }
-  if (st->d != d) {
+  if (d != NULL && st->d != d) {
     *code = "STREAM_INVALID";
     snprintf(msg, cap, "the baton belongs to the database \"%s\", not \"%s\"", st->d->name, d->name);
     return NULL;
@@ -443,6 +444,18 @@ static void submit_read(hr_pipe *pp) {
 /* The answer, the stream kept or let go. */
 static void tx_let_go_of_reader(hr_pipe *pp);
 
+/* An answer sent in pieces was cut short (the client left): its baton,
+ * in the part sent or not, is no one's now (as finish's gone). Unless the
+ * stream ran a pipeline since, which only the baton's holder can send. */
+static void answer_cut(void *arg, const char *baton) {
+  lithd_hrana_srv *h = arg;
+  const char *code;
+  char msg[256];
+  hr_stream *st = stream_find(h, NULL, baton, &code, msg, sizeof msg);
+  if (st != NULL)
+    stream_release(h, st);
+}
+
 static void ws_finish(hr_pipe *pp);
 
 static void finish(hr_pipe *pp) {
@@ -455,9 +468,17 @@ static void finish(hr_pipe *pp) {
   char baton[64] = "";
 
   tx_let_go_of_reader(pp); /* an idle stream holds no reader for an ended transaction */
-  if (pp->closed || h->stopping) {
+  /* The client left before its answer (a timeout, a closed connection):
+   * the new baton would be in an answer nobody reads, and the old one is
+   * spent, so nobody can reach the stream again, yet its transaction
+   * would hold the writer or a reader until a bound ended it. It ends
+   * here, after the pipeline's last request: nothing runs on it now. */
+  int gone = lith_http_is_gone(pp->req);
+  if (pp->closed || h->stopping || gone) {
     if (st != NULL) {
       st->sqls = pp->sqls;
+      st->tx = pp->tx; /* rolled back now (stream_release), not after the answer */
+      pp->tx = (hr_tx){0};
       stream_release(h, st);
     } else {
       lithd_hrana_sqls_free(pp->sqls);
@@ -491,7 +512,9 @@ static void finish(hr_pipe *pp) {
     lithd_buf_puts(&pp->out, "]}");
   else if (pp->out.len > HEAD_MAX && pp->out.p[pp->out.len - 1] != '\n')
     lithd_buf_puts(&pp->out, "\n"); /* a cursor's error entry: a line too */
-  if (pp->out.failed || pp->out.len < HEAD_MAX || hl <= 0 || hl > HEAD_MAX) {
+  if (gone) {
+    lith_http_respond(pp->req, 200, "application/json", "", 0); /* LITH_HTTP_GONE: only completes req */
+  } else if (pp->out.failed || pp->out.len < HEAD_MAX || hl <= 0 || hl > HEAD_MAX) {
     lith_http_respond_error(pp->req, 500, "out of memory");
   } else {
     size_t off = HEAD_MAX - (size_t)hl, len = pp->out.len;
@@ -499,7 +522,8 @@ static void finish(hr_pipe *pp) {
     if (len - off < LITHD_PIECES_MIN) {
       lith_http_respond(pp->req, 200, "application/json", pp->out.p + off, len - off);
     } else { /* sent a piece at a time; the budget is given back once it is */
-      lithd_send_pieces(h->s->loop, pp->req, 200, lithd_buf_finish(&pp->out), off, len, pp->charged);
+      lithd_send_pieces_cut(h->s->loop, pp->req, 200, lithd_buf_finish(&pp->out), off, len, pp->charged,
+                            baton[0] ? answer_cut : NULL, h, baton);
       pp->charged = 0;
     }
   }

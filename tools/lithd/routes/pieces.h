@@ -29,4 +29,14 @@
 void lithd_send_pieces(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t off, size_t len,
                        size_t budget);
 
+/* What lithd_send_pieces_cut calls, once, if the client left before the
+ * whole body was handed to the connection (tag: the caller's, copied). */
+typedef void (*lithd_pieces_cut)(void *arg, const char *tag);
+
+/* lithd_send_pieces, and cut(arg, tag) if the answer is cut short (from a
+ * loop callback, or from this call; never once the last piece was
+ * written). arg must outlive the loop's run. */
+void lithd_send_pieces_cut(uv_loop_t *loop, lith_http_req *req, int status, char *body, size_t off,
+                           size_t len, size_t budget, lithd_pieces_cut cut, void *arg, const char *tag);
+
 #endif /* LITHD_PIECES_H */

@@ -1509,6 +1509,83 @@ static void test_idle_tx_ended_for_a_waiter(void **state) {
   assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
 }
 
+/* A client that gives up on a pipeline (its timeout: the connection
+ * closes) before the answer never reads the stream's new baton, and its
+ * old one is spent: nobody can reach the stream again. lithd ends it when
+ * the pipeline ends, rolling back its transaction, instead of letting it
+ * hold the writer until --tx-idle-ms passes with a writer waiting: a
+ * baton's stream and one the pipeline opened alike, and one whose answer,
+ * sent in pieces (over LITHD_PIECES_MIN), was cut short. */
+
+/* Send a pipeline on a connection of its own (its receive buffer small:
+ * what is not read stays in lithd) and return it unread. */
+static int post_unread(const struct tl_child *c, const char *baton, const char *requests) {
+  struct sockaddr_in dst = {.sin_family = AF_INET};
+  char body[4096], head[256];
+  int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+  assert_true(fd >= 0);
+  assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  dst.sin_port = htons((uint16_t)c->port);
+  assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof dst), 0);
+  int n = baton ? snprintf(body, sizeof body, "{\"baton\":\"%s\",\"requests\":%s}", baton, requests)
+                : snprintf(body, sizeof body, "{\"baton\":null,\"requests\":%s}", requests);
+  int h = snprintf(head, sizeof head,
+                   "POST /v3/pipeline HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\n\r\n",
+                   n);
+  assert_int_equal(write(fd, head, (size_t)h), h);
+  assert_int_equal(write(fd, body, (size_t)n), n);
+  return fd;
+}
+
+static void test_abandoned_pipeline_ends_its_stream(void **state) {
+  struct tl_child *c = *state;
+  tl_start(c, "gone", 0, TL_ARGS("--readers", "2", "--tx-idle-ms", "10000", "--tx-max-ms", "30000"));
+  json_t *a = pipeline(c, NULL, "[" EXEC("CREATE TABLE t(x)") "," CLOSE "]");
+  json_decref(a);
+  /* about a second of the writer's time (less under the sanitizers) */
+  char slow[256];
+  snprintf(slow, sizeof slow,
+           EXEC("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT %d) SELECT count(*) "
+                "FROM c"),
+           tl_scaled(6000000));
+  /* about 16 MB of answer */
+  const char *big = EXEC("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100000) "
+                         "SELECT x, hex(randomblob(50)) FROM c");
+  for (int kind = 0; kind < 3; kind++) { /* a baton's, opened here, cut short */
+    char req[512];
+    int fd;
+    if (kind == 1) {
+      snprintf(req, sizeof req, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (10)") ",%s]",
+               slow);
+      fd = post_unread(c, NULL, req);
+    } else {
+      a = pipeline(c, NULL, "[" EXEC("BEGIN IMMEDIATE") "," EXEC("INSERT INTO t VALUES (1)") "]");
+      char *b = baton_of(a);
+      json_decref(a);
+      snprintf(req, sizeof req, "[%s]", kind == 0 ? slow : big);
+      fd = post_unread(c, b, req);
+      free(b);
+    }
+    usleep(300 * 1000); /* it runs, held past the 50 ms after which lithd watches its connection */
+    close(fd);          /* the client's timeout */
+    char body[128];
+    snprintf(body, sizeof body, "{\"statements\":[{\"sql\":\"INSERT INTO t VALUES (%d)\"}]}", 2 + kind);
+    struct timed w = {c, "/v1/do", body, 0, 0, NULL};
+    timed_run(&w);
+    print_message("a write waited %lld ms behind an abandoned pipeline's transaction\n",
+                  (long long)w.took_ms);
+    assert_int_equal(w.status, 200);
+    json_decref(w.answer);
+    /* the rest of the slow statement (seen 2.5 s on a loaded machine), not the 10 s of --tx-idle-ms */
+    assert_true(w.took_ms < 5000);
+  }
+  assert_int_equal(tl_stop(c, SIGTERM, TL_TIMEOUT_MS), 0);
+  /* 2, 3 and 4: the abandoned transactions' 1, 10 and 1 were rolled back */
+  assert_int_equal(tl_sql_int("gone.db", "SELECT count(*) * 100 + sum(x) FROM t"), 309);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_move_race, tl_setup, tl_teardown),
@@ -1529,6 +1606,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_answer_bounded_by_bytes, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_idle_tx_kept_without_waiter, tl_setup, tl_teardown),
       cmocka_unit_test_setup_teardown(test_idle_tx_ended_for_a_waiter, tl_setup, tl_teardown),
+      cmocka_unit_test_setup_teardown(test_abandoned_pipeline_ends_its_stream, tl_setup, tl_teardown),
   };
   if (getenv("TEST_FILTER") != NULL) /* one test by name: TEST_FILTER=test_x */
     cmocka_set_test_filter(getenv("TEST_FILTER"));
