@@ -147,11 +147,26 @@ static int mark_used(lith__stmt_cache *c, entry *e) {
   return LITH_OK;
 }
 
+/* Whether the text after a statement holds no other: blanks, ';' and SQL
+ * comments, as SQLite's tokenizer reads them (a comment left open runs to
+ * the end). A trailing comment is no second statement: sqlite3 runs
+ * "SELECT 1; -- why" too. */
 static int only_space(const char *s) {
-  for (; *s; s++)
-    if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';')
-      return 0;
-  return 1;
+  for (;;) {
+    if (*s == ' ' || (*s >= '\t' && *s <= '\r') || *s == ';') {
+      s++;
+    } else if (s[0] == '-' && s[1] == '-') {
+      if ((s = strchr(s, '\n')) == NULL)
+        return 1;
+    } else if (s[0] == '/' && s[1] == '*') {
+      const char *end = strstr(s + 2, "*/");
+      if (end == NULL)
+        return 1;
+      s = end + 2;
+    } else {
+      return *s == '\0';
+    }
+  }
 }
 
 /* A statement for e's text that is not mid-step: stmt, one of the extra

@@ -327,6 +327,15 @@ static void test_refusals(void **state) {
   expect_refused(c, ";", LITH_MISUSE, NULL);
   expect_refused(c, "-- only a comment", LITH_MISUSE, NULL);
   expect_refused(c, NULL, LITH_MISUSE, NULL);
+  expect_refused(c, "SELECT 1; -- why\nSELECT 2", LITH_MISUSE, NULL);
+  expect_refused(c, "SELECT 1; /* why */ SELECT 2", LITH_MISUSE, NULL);
+  /* a trailing comment is no second statement (sqlite3 runs these too) */
+  const char *commented[] = {"SELECT 1; -- why", "SELECT 1 -- why", "SELECT 1; /* why */ ;",
+                             "SELECT 1;\n-- a\n/* b */\n", "SELECT 1; /* left open"};
+  for (size_t k = 0; k < sizeof commented / sizeof *commented; k++) {
+    assert_int_equal(step_int(get_ok(c, commented[k])), 1);
+    lith__stmt_cache_release(c);
+  }
   expect_refused(c, "SELEKT 1", LITH_ERROR, "syntax error");
   expect_refused(c, "SELECT * FROM no_such_table", LITH_ERROR, "no such table");
   /* the refused multi-statement text did not run its first statement */

@@ -94,6 +94,7 @@ def program(m, con, savepoints=True):
     fails(lambda: cur.execute("INSERT INTO p(name) VALUES (NULL)"))
     con.rollback()
     see("empty", cur.execute("").description, cur.execute("-- nothing").fetchall())
+    see("trailing comments", con.execute("SELECT 1; -- why").fetchall(), con.execute("SELECT 2 /* why */;").fetchall())
     values = (None, 0, -1, 2 ** 63 - 1, -2 ** 63, 1.5, -0.25, 1e300, "", "ünï\u2603",
               b"", b"\x00\x01", True)
     see("values", [tuple((type(v).__name__, v) for v in con.execute("SELECT ?", (x,)).fetchone()) for x in values])

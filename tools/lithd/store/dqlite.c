@@ -282,12 +282,12 @@ fail:
   return -1;
 }
 
-/* Statements left after the first: only blanks and ';' (as lith's). */
+/* Statements left after the first: only blanks, ';' and comments (as
+ * lith's stmt_cache reads them). */
 static int only_space(const char *s) {
-  for (; *s; s++)
-    if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';')
-      return 0;
-  return 1;
+  for (s = lithd__sql_lead(s); *s == ';'; s = lithd__sql_lead(s + 1))
+    ;
+  return *s == '\0';
 }
 
 /* Prepare statement i on the vetting connection (or find it vetted
