@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -147,6 +148,19 @@ def program(m, con, savepoints=True):
         cur.execute("RELEASE z")
         see("released", con.in_transaction, con.execute("SELECT name FROM p WHERE name LIKE 'sp%' ORDER BY name").fetchall())
         con.isolation_level = None
+        fails(lambda: cur.execute("SAVEPOINT select"))  # SQLite's error: no transaction began
+        see("failed savepoint", con.in_transaction)
+        cur.execute("SAVEPOINT c -- why")
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp5', 5)")
+        cur.execute("RELEASE /* done */ c;")
+        see("commented release commits", con.in_transaction)
+        cur.execute('SAVEPOINT "\u00c9"')  # SQLite folds ASCII letters only: these are two names
+        cur.execute('SAVEPOINT "\u00e9"')
+        cur.execute("INSERT INTO p(name, n) VALUES ('sp6', 6)")
+        cur.execute('RELEASE "\u00c9"')
+        see("release of the outer, by its own case", con.in_transaction)
+        fails(lambda: cur.execute("RELEASE savepoint"))  # SQLite: a name is missing
+        see("names", con.execute("SELECT name FROM p WHERE name LIKE 'sp%' ORDER BY name").fetchall())
     con.isolation_level = "IMMEDIATE"
     cur.execute("UPDATE p SET n = 0 WHERE name = 'g'")
     see("immediate", con.in_transaction)
@@ -503,6 +517,82 @@ class DroppedTest(unittest.TestCase):
         check = dbapi.connect(url, token=TOKEN)
         self.assertEqual(check.execute("SELECT v FROM t_drop").fetchall(), [("mine",)])
         check.close()
+
+    def _writer_free_after(self, code):
+        """Run `code` (Python, in a child process, with URL and TOKEN set):
+        it leaves a transaction open and exits or drops it; then another
+        client's write must not wait for --tx-idle-ms (5 s)."""
+        setup = dbapi.connect(self.server.url, token=TOKEN, isolation_level=None)
+        setup.execute("CREATE TABLE IF NOT EXISTS t_child(v)")
+        setup.close()
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+        prelude = (f"import sys, os, gc; sys.path.insert(0, {src!r}); import lith.dbapi as dbapi; "
+                   f"URL = {self.server.url!r}; TOKEN = {TOKEN!r}\n")
+        subprocess.run([sys.executable, "-c", prelude + code], check=True, timeout=60)
+        other = dbapi.connect(self.server.url, token=TOKEN, isolation_level=None)
+        t0 = time.monotonic()
+        other.execute("INSERT INTO t_child VALUES ('after')")
+        waited = time.monotonic() - t0
+        other.close()
+        self.assertLess(waited, 2.5)
+
+    def test_exit_closes_what_is_open(self):
+        # a program that ends with a transaction open: sqlite3 rolls it back
+        # as the process goes; here its stream is closed at exit
+        self._writer_free_after("con = dbapi.connect(URL, token=TOKEN)\n"
+                                "con.execute(\"INSERT INTO t_child VALUES ('exit')\")\n")
+
+    def test_forked_child_closes_its_own(self):
+        # a child forked after the module started its closers drops a
+        # connection in a transaction: the child's own closers close it
+        self._writer_free_after("first = dbapi.connect(URL, token=TOKEN)\n"
+                                "first.execute('SELECT 1')\n"
+                                "pid = os.fork()\n"
+                                "if pid == 0:\n"
+                                "    con = dbapi.connect(URL, token=TOKEN)\n"
+                                "    con.execute(\"INSERT INTO t_child VALUES ('child')\")\n"
+                                "    del con; gc.collect()\n"
+                                "    import time; time.sleep(1)\n"
+                                "    os._exit(0)\n"
+                                "os.waitpid(pid, 0)\n"
+                                "first.close()\n")
+
+    def test_forked_child_leaves_the_parents_streams(self):
+        # the child's copy of a parent's connection, dropped in the child,
+        # is not the child's to close: the parent's transaction commits
+        self._writer_free_after("first = dbapi.connect(URL, token=TOKEN)\n"
+                                "first.execute(\"INSERT INTO t_child VALUES ('parent')\")\n"
+                                "pid = os.fork()\n"
+                                "if pid == 0:\n"
+                                "    own = dbapi.connect(URL, token=TOKEN, isolation_level=None)\n"
+                                "    own.execute('SELECT 1')\n"
+                                "    del first; gc.collect()\n"
+                                "    import time; time.sleep(1)\n"
+                                "    os._exit(0)\n"
+                                "os.waitpid(pid, 0)\n"
+                                "first.commit()\n"
+                                "assert first.execute(\"SELECT count(*) FROM t_child WHERE v = 'parent'\").fetchone() == (1,)\n"
+                                "first.close()\n")
+
+    def test_closes_waiting_are_bounded(self):
+        # closers held by a lithd that answers nothing: dropped streams past
+        # the bound are left to lithd, not kept in memory with their sockets
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # never accepted: connects, then silence
+        self.addCleanup(silent.close)
+        for _ in range(dbapi._CLOSERS):
+            con = dbapi.connect(f"http://127.0.0.1:{silent.getsockname()[1]}")
+            con._baton = "0000.00000001." + "0" * 32
+            del con
+        gc.collect()
+        url = self.server.url
+        for i in range(300):
+            con = dbapi.connect(url, token=TOKEN)
+            con.execute("SELECT ?", (i,))
+            del con
+        gc.collect()
+        self.assertLessEqual(dbapi._closing.qsize(), dbapi._CLOSES_WAITING)
 
     def test_connection_per_request_never_closed(self):
         # sqlite3's `with connect() as con:` per request closes nothing: 600

@@ -49,8 +49,10 @@ Design:
 """
 from __future__ import annotations
 
+import atexit
 import collections.abc
 import datetime
+import os
 import queue
 import re
 import threading
@@ -285,56 +287,105 @@ def _stmt(sql: str, params: Any) -> Dict[str, Any]:
 # ---- Streams nobody closed -----------------------------------------------------------
 # A connection dropped without close() (sqlite3's `with connect() as con:`
 # idiom closes nothing) would keep its stream, and any transaction in it,
-# until lithd's --stream-idle-ms: a finalizer hands the stream to one
-# closer thread, which sends its close. Finalizers run inside the garbage
+# until lithd's --stream-idle-ms: a finalizer hands the stream to a few
+# closer threads, which send its close. Finalizers run inside the garbage
 # collector, on any thread, so they only put into a SimpleQueue (safe
-# there); the thread is started by connect(), never by a finalizer.
+# there); the threads are started by connect(), never by a finalizer. The
+# queue is bounded (_CLOSES_WAITING): past it a dropped stream is left to
+# lithd's own bounds rather than kept, with its client's sockets, in memory
+# (a lithd that stopped answering holds the closers for their timeout).
+# A forked child starts its own closers and never closes its parent's
+# streams; at exit the streams still open are closed, within _EXIT_WAIT.
+
+_CLOSERS = 4
+_CLOSES_WAITING = 64
+_CLOSE_TIMEOUT = 2.0
+_EXIT_WAIT = 2.0
 
 _closing: "queue.SimpleQueue[Tuple[Client, Optional[str], bool]]" = queue.SimpleQueue()
 _closer_lock = threading.Lock()
-_closer: Optional[threading.Thread] = None
+_closers: List[threading.Thread] = []
+_live: "weakref.WeakSet[Connection]" = weakref.WeakSet()
 
 
-def _closer_run() -> None:
+def _close_one(client: Client, baton: Optional[str], owned: bool) -> None:
+    if owned:  # nobody else sends with it: one try, briefly
+        client.timeout = min(client.timeout or _CLOSE_TIMEOUT, _CLOSE_TIMEOUT)
+        client.max_retries = 0
+    try:
+        if baton is not None:
+            client.pipeline([{"type": "close"}], baton)
+    except Exception:  # noqa: BLE001 (lithd closes it once idle all the same)
+        pass
+    if owned:
+        client.close()
+
+
+def _closer_run(q: "queue.SimpleQueue[Tuple[Client, Optional[str], bool]]") -> None:
     while True:
-        client, baton, owned = _closing.get()
-        # a stream still running a statement (its answer was given up on)
-        # refuses the close until the statement ends: at most --max-run-ms
-        for _ in range(100):
-            try:
-                if baton is not None:
-                    client.pipeline([{"type": "close"}], baton)
-            except LithError as e:
-                if e.code == "STREAM_BUSY":
-                    time.sleep(0.1)
-                    continue
-            except Exception:  # noqa: BLE001 (lithd closes it once idle all the same)
-                pass
-            break
-        if owned:
-            client.close()
+        _close_one(*q.get())
 
 
-def _start_closer() -> None:
-    global _closer
+def _start_closers() -> None:
     with _closer_lock:
-        if _closer is None:
-            _closer = threading.Thread(target=_closer_run, name="lith-dbapi-closer", daemon=True)
-            _closer.start()
+        while len(_closers) < _CLOSERS:
+            t = threading.Thread(target=_closer_run, args=(_closing,), name="lith-dbapi-closer", daemon=True)
+            t.start()
+            _closers.append(t)
+
+
+def _queue_close(client: Client, baton: Optional[str], owned: bool) -> None:
+    if _closing.qsize() < _CLOSES_WAITING:
+        _closing.put((client, baton, owned))
+
+
+def _after_fork_in_child() -> None:
+    # the parent's threads and queue are not the child's: new ones, empty
+    global _closing, _closer_lock, _closers, _live
+    _closing = queue.SimpleQueue()
+    _closer_lock = threading.Lock()
+    _closers = []
+    _live = weakref.WeakSet()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@atexit.register
+def _at_exit() -> None:
+    # what is still open or waiting, closed by threads of its own within
+    # _EXIT_WAIT: the closers are daemons, gone with the interpreter
+    jobs = []
+    for con in list(_live):
+        jobs.append(con._detach())
+    while True:
+        try:
+            jobs.append(_closing.get_nowait())
+        except queue.Empty:
+            break
+    threads = [threading.Thread(target=_close_one, args=job, daemon=True) for job in jobs if job is not None]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + _EXIT_WAIT
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
 
 
 class _Stream:
-    """What a finalizer needs of a connection: its stream's baton."""
+    """What a finalizer needs of a connection: its stream's baton, and the
+    process that opened it."""
 
-    __slots__ = ("baton",)
+    __slots__ = ("baton", "pid")
 
     def __init__(self) -> None:
         self.baton: Optional[str] = None
+        self.pid = os.getpid()
 
 
 def _abandoned(stream: _Stream, client: Client, owned: bool) -> None:
-    if stream.baton is not None or owned:
-        _closing.put((client, stream.baton, owned))
+    if stream.pid == os.getpid() and (stream.baton is not None or owned):
+        _queue_close(client, stream.baton, owned)
 
 
 # ---- Reading SQL, as much as sqlite3 does -------------------------------------------
@@ -351,28 +402,64 @@ def _keyword(sql: str) -> str:
 
 _DML = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE"})
 
-# A savepoint's name: an identifier, quoted or not (SQLite compares them
-# without case)
-_NAME = r'("(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|\'(?:[^\']|\'\')*\'|[A-Za-z_\x80-\uffff][\w$\x80-\uffff]*)'
-_SP = {
-    "SAVEPOINT": re.compile(r"SAVEPOINT\s+" + _NAME + r"\s*;?\s*$", re.I),
-    "RELEASE": re.compile(r"RELEASE\s+(?:SAVEPOINT\s+)?" + _NAME + r"\s*;?\s*$", re.I),
-    "ROLLBACK": re.compile(r"ROLLBACK\s+(?:TRANSACTION\s+)?TO\s+(?:SAVEPOINT\s+)?" + _NAME + r"\s*;?\s*$", re.I),
-}
+# The words of a short statement, comments skipped as SQLite skips them:
+# identifiers, quoted ones whole, and any other character alone.
+_TOKEN = re.compile(r'"(?:[^"]|"")*"|\[[^\]]*\]|`(?:[^`]|``)*`|\'(?:[^\']|\'\')*\'|[A-Za-z_\x80-\U0010ffff][\w$\x80-\U0010ffff]*|\S',
+                    re.S)
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+_LEVELS = ("", "DEFERRED", "IMMEDIATE", "EXCLUSIVE")
+
+
+def _words(sql: str, most: int) -> Optional[List[str]]:
+    """At most `most` words of sql's only statement; None when it has more
+    words, or a second statement after a ';'."""
+    out: List[str] = []
+    ended = False
+    pos = _SPACE.match(sql).end()
+    while pos < len(sql):
+        m = _TOKEN.match(sql, pos)
+        assert m is not None  # \S matches any character _SPACE left
+        pos = _SPACE.match(sql, m.end()).end()
+        if m.group(0) == ";":
+            ended = True
+        elif ended or len(out) == most:
+            return None
+        else:
+            out.append(m.group(0))
+    return out
+
+
+def _fold(name: str) -> str:
+    """A savepoint's name as SQLite compares them: quotes off, ASCII
+    letters without case (SQLite folds no other letter)."""
+    if name[0] in "\"`'":
+        name = name[1:-1].replace(name[0] * 2, name[0])
+    elif name[0] == "[":
+        name = name[1:-1]
+    return name.translate(_ASCII_LOWER)
 
 
 def _savepoint(kw: str, sql: str) -> Optional[str]:
-    """The savepoint a SAVEPOINT, RELEASE or ROLLBACK TO names, folded; None
-    when the statement is none of them or its name cannot be read here."""
-    pattern = _SP.get(kw)
-    m = pattern.match(sql, _SPACE.match(sql).end()) if pattern else None
-    if m is None:
+    """The savepoint a SAVEPOINT, RELEASE [SAVEPOINT] or ROLLBACK
+    [TRANSACTION] TO [SAVEPOINT] names, folded; None when the statement is
+    none of them (or SQLite would not take it as one)."""
+    w = _words(sql, 6)
+    if not w:
         return None
-    name = m.group(1)
-    if name[0] in "\"`'[":
-        name = name[1:-1].replace(name[0] * 2, name[0]) if name[0] != "[" else name[1:-1]
-    return name.lower()
-_LEVELS = ("", "DEFERRED", "IMMEDIATE", "EXCLUSIVE")
+    up = [x.upper() for x in w]
+    if kw == "SAVEPOINT" and len(w) == 2:
+        return _fold(w[1])
+    # (a bare SAVEPOINT there is SQLite's keyword, a name missing: an error)
+    if kw == "RELEASE" and ((len(w) == 2 and up[1] != "SAVEPOINT") or (len(w) == 3 and up[1] == "SAVEPOINT")):
+        return _fold(w[-1])
+    if kw == "ROLLBACK":
+        rest = up[1:]
+        if rest[:1] == ["TRANSACTION"]:
+            rest = rest[1:]
+        if rest[:1] == ["TO"] and ((len(rest) == 2 and rest[1] != "SAVEPOINT") or
+                                   (len(rest) == 3 and rest[1] == "SAVEPOINT")):
+            return _fold(w[-1])
+    return None
 
 
 class Row:
@@ -429,7 +516,7 @@ def connect(url: Optional[str] = None, *, token: Optional[str] = None, isolation
     the first statement. check_same_thread, cached_statements and uri are
     accepted for sqlite3's callers and change nothing; detect_types is not
     supported (NotSupportedError)."""
-    _start_closer()
+    _start_closers()
     if detect_types:
         raise NotSupportedError("detect_types is not supported: lithd answers SQLite's values as they are stored")
     if client is None:
@@ -461,6 +548,8 @@ class Connection:
         self._owned = owned
         self._stream = _Stream()
         self._finalizer = weakref.finalize(self, _abandoned, self._stream, client, owned)
+        self._finalizer.atexit = False  # _at_exit closes it, with a bound
+        _live.add(self)
         self._in_tx = False
         # a transaction a SAVEPOINT opened: its savepoints, innermost last
         # (RELEASE of the outermost commits it, as SQLite's); else None
@@ -637,12 +726,30 @@ class Connection:
             self._savepoints = None
         return results
 
+    def _detach(self) -> Optional[Tuple[Client, Optional[str], bool]]:
+        """At exit: this connection's stream to close, if it is this
+        process's and open; nothing more is sent through it."""
+        if self._closed or not self._finalizer.detach():
+            return None
+        self._closed = True
+        if self._stream.pid != os.getpid() or (self._baton is None and not self._owned):
+            return None
+        return self._client, self._baton, self._owned
+
+    def _end_quietly(self) -> None:
+        """ROLLBACK what this connection's BEGIN opened, whatever comes of it."""
+        try:
+            self._one(hrana.stmt("ROLLBACK"))
+        except Error:
+            if self._in_tx:
+                self._forget()
+
     def _forget(self) -> None:
         """Leave the stream, whose state is not known here: the closer
         thread closes it, so lithd rolls back any transaction in it now
         rather than once it is idle too long."""
         if self._baton is not None:
-            _closing.put((self._client, self._baton, False))
+            _queue_close(self._client, self._baton, False)
         self._baton, self._in_tx, self._savepoints = None, False, None
 
     def _one(self, stmt: Dict[str, Any]) -> Dict[str, Any]:
@@ -730,9 +837,22 @@ class Cursor:
             savepoint = kw == "SAVEPOINT" and not con._in_tx
             if savepoint or (dml and con._level is not None and not con._in_tx):
                 (batch,) = con._send_begun([{"type": "batch", "batch": {"steps": [{"stmt": stmt, "condition": _IN_TX}]}}])
-                self._take(_step(batch, 0), dml)
+                try:
+                    self._take(_step(batch, 0), dml)
+                except Error:
+                    if savepoint:  # SQLite never began a transaction for it: end the BEGIN's
+                        con._end_quietly()
+                    raise
                 if savepoint:
                     con._savepoints = [_savepoint(kw, sql)]
+                return self
+            stack = con._savepoints
+            name = _savepoint(kw, sql) if stack is not None and kw in ("SAVEPOINT", "RELEASE", "ROLLBACK") else None
+            if kw == "RELEASE" and name is not None and name in stack and _last(stack, name) == 0:
+                # the outermost savepoint of a transaction it began: SQLite's
+                # RELEASE of it is a COMMIT, and a COMMIT that fails keeps
+                # the transaction and its savepoint, as SQLite's does
+                self._take(con._one(hrana.stmt("COMMIT")), False)
                 return self
             try:
                 result = con._one(stmt)
@@ -742,30 +862,14 @@ class Cursor:
                     return self
                 raise
             self._take(result, dml)
-            if con._savepoints is not None and kw in _SP:
-                self._savepoint_done(con, kw, sql)
+            stack = con._savepoints  # (None once the transaction ended)
+            if stack is not None and stack is con._savepoints and name is not None:
+                # a transaction a SAVEPOINT began: its stack, innermost last
+                if kw == "SAVEPOINT":
+                    stack.append(name)
+                elif name in stack:
+                    del stack[_last(stack, name) + (kw == "ROLLBACK"):]
         return self
-
-    def _savepoint_done(self, con: Connection, kw: str, sql: str) -> None:
-        """Keep the stack of a transaction a SAVEPOINT opened; commit it when
-        its outermost savepoint is released, as SQLite does."""
-        stack = con._savepoints
-        assert stack is not None
-        name = _savepoint(kw, sql)
-        if kw == "SAVEPOINT":
-            stack.append(name)
-            return
-        if name is None or name not in stack:
-            if kw == "RELEASE":  # a name not read here: never commit on a guess
-                con._savepoints = None
-            return
-        i = len(stack) - 1 - stack[::-1].index(name)
-        if kw == "ROLLBACK":
-            del stack[i + 1:]
-            return
-        del stack[i:]
-        if not stack and con._in_tx:
-            con._one(hrana.stmt("COMMIT"))
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any]) -> "Cursor":
         """One batch of steps per 1000 parameter sets (or 4 MiB), each step
@@ -872,6 +976,12 @@ class Cursor:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _last(stack: List[Optional[str]], name: str) -> int:
+    """Where the newest savepoint of that name is (SQLite's RELEASE and
+    ROLLBACK TO take the newest)."""
+    return len(stack) - 1 - stack[::-1].index(name)
 
 
 def _step(batch: Mapping[str, Any], i: int) -> Mapping[str, Any]:
