@@ -799,7 +799,8 @@ static void test_fair_streams_in_tx(void **state) {
   a = post_from(c, "127.0.0.3", NULL, "[]", &status);
   assert_int_equal(status, 503);
   assert_string_equal(json_string_value(json_object_get(a, "code")), "STREAMS_EXHAUSTED");
-  assert_non_null(strstr(json_string_value(json_object_get(a, "message")), "each running or in a transaction"));
+  assert_non_null(
+      strstr(json_string_value(json_object_get(a, "message")), "each running or in a transaction"));
   json_decref(a);
   expect_alive(c, "127.0.0.2", &other);
   /* one ends its transaction: it is the one closed for the next */
