@@ -239,12 +239,14 @@ $(EXPORTS_TEST): test/test_exports.c $(B)/liblith.so $(B)/liblith_uv.so
 	  -DLITH_SRC_DIR='"$(abspath .)"' -o $@ $< $(TEST_LIBS) $(LDFLAGS)
 
 # Each test binary runs in its own scratch directory; the runner runs them
-# all and closes with one "N passed, N failed" line.
+# all, two at a time (LITH_TEST_JOBS), and closes with one "N passed, N
+# failed" line. Under TSan one at a time unless LITH_TEST_JOBS says
+# otherwise: two at once there was not tried on the 2-core machine.
 test: deps
 	@$(MAKE) --no-print-directory test-only
 
 test-only: $(TEST_BIN)
-	@sh tools/run-tests.sh $(B) $(TEST_BIN)
+	@$(if $(filter thread,$(SANITIZE)),LITH_TEST_JOBS=$${LITH_TEST_JOBS:-1} )sh tools/run-tests.sh $(B) $(TEST_BIN)
 
 $(DEMO): tools/demo.c $(B)/liblith.a
 	@mkdir -p $(dir $@)

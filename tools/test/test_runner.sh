@@ -12,8 +12,12 @@
 # each failed, go on to `ok`, close with "2 passed, 2 failed", exit
 # non-zero, and leave none of their processes running. Stopped by a
 # signal, the runner kills the binary running (and its children) too.
-# Closes with
-# cmocka's lines, which the outer runner adds up.
+# Then two at once (LITH_TEST_JOBS): `second` runs beside `first`, each
+# one's output printed whole in the order given, a failure counted; one at
+# a time with LITH_TEST_JOBS=1; a binary of LITH_TEST_ALONE with none
+# beside it; one of LITH_TEST_FIRST started before the others; stopped
+# with two running, both killed and named. Closes with cmocka's lines,
+# which the outer runner adds up.
 set -u
 runner=$1
 n_ok=0
@@ -117,6 +121,110 @@ LITH_TEST_TIMEOUT=soon sh "$runner" b b/ok >bad.txt 2>&1
 status=$?
 check "LITH_TEST_TIMEOUT=soon is refused (exit $status)" [ "$status" -eq 2 ]
 check "... saying why" grep -qF "LITH_TEST_TIMEOUT=soon: a whole number of seconds" bad.txt
+
+# Two at once, printed in order. `first` waits up to 3 s for `second` to
+# have started beside it and prints whether it did; `second` marks that it
+# started (and ends before `first`). `first` ended leaves a mark too.
+reap
+rm -rf marks
+mkdir -p marks
+cat >b/first <<EOF
+#!/bin/sh
+echo "first begins"
+i=0
+while [ ! -e "$here/marks/second" ] && [ "\$i" -lt 30 ]; do sleep 0.1; i=\$((i + 1)); done
+if [ -e "$here/marks/second" ]; then echo "first: second had started"; else echo "first: second had not started"; fi
+sleep 1 # (second is over well before)
+touch "$here/marks/first-ended"
+echo "[  PASSED  ] 1 test(s)."
+EOF
+cat >b/second <<EOF
+#!/bin/sh
+touch "$here/marks/second"
+if [ -e "$here/marks/first-ended" ]; then echo "second: first was over"; else echo "second: first was not over"; fi
+echo "[  PASSED  ] 1 test(s)."
+EOF
+cat >b/fails <<EOF
+#!/bin/sh
+echo "[  FAILED  ] 1 test(s)"
+exit 1
+EOF
+chmod +x b/first b/second b/fails
+# the lines a run printed, but the times
+lines() { sed 's/, [0-9]*s$//' "$1"; }
+LITH_TEST_JOBS=2 sh "$runner" b b/first b/second b/fails >two.txt 2>&1
+status=$?
+sed 's/^/    | /' two.txt
+check "with LITH_TEST_JOBS=2, second runs beside first" grep -qx "first: second had started" two.txt
+check "... each one's output whole, in the order given" [ "$(lines two.txt)" = "first begins
+first: second had started
+[  PASSED  ] 1 test(s).
+== first: exit 0
+second: first was not over
+[  PASSED  ] 1 test(s).
+== second: exit 0
+[  FAILED  ] 1 test(s)
+== fails: exit 1
+failing: fails(exit 1)
+2 passed, 1 failed" ]
+check "... and a failure beside them fails the run (exit $status)" [ "$status" -eq 1 ]
+
+rm -f marks/*
+LITH_TEST_JOBS=1 sh "$runner" b b/first b/second >one.txt 2>&1
+check "with LITH_TEST_JOBS=1, one at a time" [ "$(grep -e '^first:' -e '^second:' one.txt)" = "first: second had not started
+second: first was over" ]
+
+rm -f marks/*
+LITH_TEST_JOBS=2 LITH_TEST_ALONE="x first y" sh "$runner" b b/first b/second >alone.txt 2>&1
+check "a binary in LITH_TEST_ALONE runs with none beside it" \
+  [ "$(grep -e '^first:' -e '^second:' -e ' passed, ' alone.txt)" = "first: second had not started
+second: first was over
+2 passed, 0 failed" ]
+rm -f marks/*
+LITH_TEST_JOBS=2 LITH_TEST_ALONE="second" sh "$runner" b b/first b/second >alone2.txt 2>&1
+check "... nor beside one started before it" \
+  [ "$(grep -e '^first:' -e '^second:' alone2.txt)" = "first: second had not started
+second: first was over" ]
+
+rm -f marks/*
+LITH_TEST_JOBS=1 LITH_TEST_FIRST="second" sh "$runner" b b/ok b/first b/second >first.txt 2>&1
+check "a binary in LITH_TEST_FIRST starts before those given before it" \
+  [ "$(grep -e '^first:' -e '^second:' -e '^== ' first.txt | sed 's/, [0-9]*s$//')" = "== ok: exit 0
+first: second had started
+== first: exit 0
+second: first was not over
+== second: exit 0" ]
+
+# Stopped, the runner takes every binary running with it.
+rm -f pids/*
+LITH_TEST_JOBS=2 LITH_TEST_TIMEOUT=600 sh "$runner" b b/hang b/stubborn b/ok >stopped2.txt 2>&1 &
+rpid=$!
+i=0
+while { [ ! -s pids/hang-child ] || [ ! -s pids/stubborn ]; } && [ "$i" -lt 100 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -s TERM "$rpid"
+# (a runner that waits for a binary it left running: 30 s, then it fails)
+i=0
+while ps -o stat= -p "$rpid" | grep -qv '^Z' && [ "$i" -lt 300 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -s KILL "$rpid" 2>/dev/null
+wait "$rpid"
+status=$?
+sleep 1
+check "stopped with two running, the runner exits 130 (exit $status)" [ "$status" -eq 130 ]
+check "... naming both" grep -qF "run-tests.sh: interrupted during hang, stubborn" stopped2.txt
+check "... and hang is gone" gone hang
+check "... and so is its child" gone hang-child
+check "... and so is stubborn" gone stubborn
+
+LITH_TEST_JOBS=0 sh "$runner" b b/ok >bad.txt 2>&1
+status=$?
+check "LITH_TEST_JOBS=0 is refused (exit $status)" [ "$status" -eq 2 ]
+check "... saying why" grep -qF "LITH_TEST_JOBS=0: a whole number, at least 1" bad.txt
 
 reap
 echo "[  PASSED  ] $n_ok test(s)."

@@ -580,7 +580,17 @@ static void test_backup_wipe_restore(void **state) {
             NULL);
   for (int i = 0; i < NWRITER; i++)
     assert_int_equal(pthread_create(&w[i], NULL, writer_main, NULL), 0);
-  t_sleep_ms(700);
+  /* At least 700 ms of writes and over 100 acked before the backup (the
+   * check below): on a busy machine the writers are slower, so until both
+   * (at most 30 s), not a fixed sleep. */
+  began = t_ms_now();
+  for (int acked = 0; t_ms_now() - began < 30000; acked = 0) {
+    t_sleep_ms(50);
+    for (int id = 1; id < MAXID && id <= atomic_load(&next_id); id++)
+      acked += atomic_load(&acked_ms[id]) > 0;
+    if (acked > 100 && t_ms_now() - began >= 700)
+      break;
+  }
   /* The backup, while the writers go on. */
   began = t_ms_now();
   status = download("/v1/backup", "backup.db", 60000);
