@@ -15,8 +15,9 @@
 # LITH_TEST_ALONE, which replaces that list) runs with no other beside it:
 # the ones running are waited for first, and the next starts after it. The
 # binaries named in FIRST (or LITH_TEST_FIRST) start before the others (in
-# the order given): test_docs, the slowest, comes last in the list and
-# would end the run alone otherwise. Names: the path below the build dir.
+# the order given): test_docs, the slowest, and the runner's own test
+# (25 s) come last in the list and would end the run alone otherwise.
+# Names: the path below the build dir.
 #
 # Each binary runs under a time limit, LITH_TEST_TIMEOUT seconds (default
 # 900; 0: no limit). The slowest binaries took a quarter of that under
@@ -42,7 +43,7 @@ jobs=${LITH_TEST_JOBS:-$jobs_default}
 # round of the addresses to find it healed: it failed once beside another
 # binary on the loaded machine (2026-12-07).
 ALONE="dqlite/test/test_writer"
-FIRST="tools/test/test_docs"
+FIRST="tools/test/test_docs tools/test/test_runner"
 alone=${LITH_TEST_ALONE-$ALONE}
 first=${LITH_TEST_FIRST-$FIRST}
 for v in "LITH_TEST_TIMEOUT=$limit" "LITH_TEST_KILL_AFTER=$grace"; do
