@@ -41,12 +41,8 @@ cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 jobs=${LITH_TEST_JOBS:-$jobs_default}
 # test_backoff counts a fake node's connections for 3 s and then wants one
 # round of the addresses to find it healed: it failed once beside another
-# binary on the loaded machine (2026-12-07). The WAL bounds of
-# test_checkpoint and test_lithd_streams (the -wal file's largest size
-# while writers and readers run flat out) measure how fast the checkpoint
-# keeps up with the writer: beside another binary, with a second suite
-# running on the same 2 cores, each passed its bound (2026-12-07).
-ALONE="dqlite/test/test_writer sqlite/test/test_checkpoint tools/lithd/test/test_lithd_streams"
+# binary on the loaded machine (2026-12-07).
+ALONE="dqlite/test/test_writer"
 FIRST="tools/test/test_docs tools/test/test_runner"
 alone=${LITH_TEST_ALONE-$ALONE}
 first=${LITH_TEST_FIRST-$FIRST}
