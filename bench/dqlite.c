@@ -61,8 +61,9 @@
  * The cluster: three lith-node processes (dqlite/test/nodes.c, the tests'
  * launcher; Raft latency T_NODE_LATENCY_MS) with their data directories in
  * the run's directory, started once and stopped (SIGTERM) at the end. All
- * three share this machine's CPUs and disk: see bench/README.md for what
- * that means for the figures.
+ * three share this machine's CPUs and disk: see
+ * bench/notes/dqlite-2026-12-01-one-machine.md for what that means for the
+ * figures.
  *
  * Rounds interleave as in the other programs: round r runs every cell of
  * every arm before round r+1, odd rounds in the reverse arm order.

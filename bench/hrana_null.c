@@ -4,8 +4,9 @@
  *
  * What it is for: bench/hrana.js measures @libsql/client doing a transfer as
  * client.batch([4 statements], "write") through lithd's POST /v2/pipeline,
- * and the Node client process, not lithd, is what limits it (bench/README.md,
- * "bench/hrana"). Arm N runs the very same client code against this program,
+ * and the Node client process, not lithd, is what limits it
+ * (bench/notes/hrana-2026-12-03-node-process.md). Arm N runs the very same
+ * client code against this program,
  * which runs no SQL at all and answers each pipeline with a valid answer of a
  * canned shape (every statement "ok", no columns, no rows, one row affected)
  * at almost no cost. So N's transfers/s is the most any Hrana server could

@@ -12,7 +12,7 @@
  * same client. Why it is built as it is (one thread, one epoll set, each
  * request built once with fixed-width number slots, only the status line
  * and Content-Length parsed) is in bench/lithd.c's opening comment and
- * bench/README.md.
+ * bench/notes/lithd-2026-12-07-method.md.
  *
  * Ownership: the client owns its connections, their requests and buffers
  * (bench_th_free releases them); the paths given are copied into the
