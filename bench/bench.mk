@@ -23,10 +23,12 @@
 BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
                      $(B)/bench/shards $(B)/bench/dqlite $(B)/bench/hrana_null $(B)/bench/growth \
                      $(B)/bench/walhold
-BENCH_SHARED      := bench/common.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC) \
+BENCH_SHARED      := bench/common.c bench/harness.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC) \
                      http/test/wsclient.c
-BENCH_SHARED_HDRS := bench/common.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h \
+BENCH_SHARED_HDRS := bench/common.h bench/harness.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h \
                      http/test/wsclient.h
+# The harness names the commit its results come from: git describe of this tree.
+BENCH_CPPFLAGS    := -DBENCH_SRCDIR='"$(abspath .)"'
 BENCH_SQLITE_LIBS  = $(shell pkg-config --libs sqlite3 2>/dev/null)
 BENCH_LITH_SHARED := bench/transfer_lith.c
 BENCH_LITH_HDRS   := bench/transfer_lith.h
@@ -34,12 +36,12 @@ BENCH_LITH_HDRS   := bench/transfer_lith.h
 # The programs on liblith with no rule of their own: bench/writer, bench/growth.
 $(B)/bench/%: bench/%.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_LITH_SHARED) $(BENCH_LITH_HDRS) $(B)/liblith.a $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
 # bench/shards: the library arm, and its lithd arm spawns lithd (LITHD_PATH).
 # `make` (all) builds it too.
 $(B)/bench/shards: bench/shards.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(BENCH_LITH_SHARED) $(BENCH_LITH_HDRS) $(B)/liblith.a $(HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_LITH_SHARED) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
 all: $(B)/bench/shards
 # bench/dqlite: three lith-node processes (dqlite/test/nodes.c, the tests'
 # launcher), the dqlite client and writer in process, and lithd (--dqlite,
@@ -47,26 +49,26 @@ all: $(B)/bench/shards
 $(B)/bench/dqlite: bench/dqlite.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) \
                    $(DQ_HDRS) dqlite/writer.h dqlite/test/nodes.h $(LITHD_BIN) $(LITH_NODE_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp -Idqlite -Idqlite/test $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' \
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp -Idqlite -Idqlite/test $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' \
 	  -o $@ $< $(BENCH_SHARED) $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 all: $(B)/bench/dqlite
 # bench/lithd spawns lithd; it links SQLite only.
 $(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 # bench/walhold spawns lithd (the WAL hold's cost); it links SQLite only.
 $(B)/bench/walhold: bench/walhold.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 # bench/hrana_null: the null Hrana server (no SQL) of bench/hrana.js's arm N,
 # the client's ceiling; standalone, no libraries.
 $(B)/bench/hrana_null: bench/hrana_null.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS)
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) $(CFLAGS) -o $@ $< $(LDFLAGS)
 # bench/kanban_http spawns the kanban server; SQLite only.
 $(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(KANBAN_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
 bench: deps
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
@@ -116,7 +118,7 @@ SOAK_SRC := bench/soak/main.c bench/soak/lithd.c bench/soak/load.c bench/soak/fa
             bench/soak/attacks.c bench/soak/checks.c bench/soak/report.c
 $(B)/bench/soak: $(SOAK_SRC) bench/soak/soak.h $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $(SOAK_SRC) $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
 soak: deps
 	@$(MAKE) --no-print-directory $(B)/bench/soak

@@ -348,8 +348,8 @@ void bench_cli_parse(bench_cli *c, int argc, char **argv, bench_take_fn take, vo
       set_rounds = 1;
     } else if (!strcmp(a, "--db-dir")) {
       c->db_dir = v;
-    } else if (!strcmp(a, "--csv") && c->has_csv) {
-      c->csv = v;
+    } else if (!strcmp(a, "--results")) {
+      c->results = v;
     } else if (!take(ctx, a, v)) {
       bench_die_usage("unknown option: %s", a);
     }
@@ -614,13 +614,13 @@ void bench_print_window(const bench_cli *c) {
          c->rounds > 1 ? "s" : "");
 }
 
-void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c,
+void bench_print_arms_results(const char *const *arms, const int *on, int n, const bench_cli *c,
                           const char *csv_path) {
   printf("; arms");
   bench_print_flags(arms, on, n);
   printf("; ");
   bench_print_window(c);
-  printf("csv: %s\n", csv_path ? csv_path : "(none: could not create it)");
+  printf("results: %s\n", csv_path ? csv_path : "(none: could not create it)");
   fflush(stdout);
 }
 

@@ -155,7 +155,8 @@ void bench_csv_num(FILE *f, double v); /* ",%.6g", or "," for NAN */
 /* ---- the command line ----------------------------------------------------------------
  *
  * The options every program takes: --help/-h, --quick, --seconds S,
- * --warmup S, --rounds N, --db-dir DIR and, where it writes one, --csv PATH.
+ * --warmup S, --rounds N, --db-dir DIR and --results PATH (the results
+ * file, bench/harness.h).
  * The program fills the first block, calls bench_cli_parse with a function
  * for its own options, then reads the second block. Every option but --help
  * and --quick takes a value. A bad one ends the process: "PROG: why",
@@ -167,12 +168,11 @@ typedef struct bench_cli {
   void (*usage)(FILE *f);
   double min_seconds; /* --seconds' least value */
   int max_rounds;
-  int has_csv;
   /* the options */
   int quick; /* defaults: 1 round of 1 s after 0.25 s, else 3 of 3 s after 0.5 s */
   double seconds, warmup;
   int rounds;
-  const char *db_dir, *csv; /* NULL when not given */
+  const char *db_dir, *results; /* NULL when not given */
 } bench_cli;
 
 /* take(ctx, option, value): 1 when it is the program's, 0 when unknown. */
@@ -226,10 +226,10 @@ void bench_print_named(const int *v, int n, const char *(*name)(int));  /* " FUL
 void bench_print_flags(const char *const *names, const int *on, int n); /* the names whose on[i] */
 /* "%g s window after %g s warm-up; %d round(s)\n" */
 void bench_print_window(const bench_cli *c);
-/* The plan line's end and the CSV's line: "; arms A,B; <window>\ncsv: PATH\n"
+/* The plan line's end and the results file's line: "; arms A,B; <window>\nresults: PATH\n"
  * (NULL: "(none: could not create it)"), then stdout flushed. */
-void bench_print_arms_csv(const char *const *arms, const int *on, int n, const bench_cli *c,
-                          const char *csv_path);
+void bench_print_arms_results(const char *const *arms, const int *on, int n, const bench_cli *c,
+                              const char *csv_path);
 /* calloc, or "PROG: out of memory" and exit 1. */
 void *bench_xcalloc(size_t n, size_t size);
 /* "\nerrors, WHAT: N[ (FAILED)]\nelapsed: S s\n" */

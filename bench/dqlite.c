@@ -919,7 +919,7 @@ int main(int argc, char **argv) {
   char tmpdir[] = "/tmp/lith-bench-dqlite-XXXXXX", csv_path[4096];
   memset(&b, 0, sizeof b);
   c->cli =
-      (bench_cli){.prog = "dqlite", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+      (bench_cli){.prog = "dqlite", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->lithd = LITHD_PATH;
   for (int a = 0; a < NARMS; a++)
     c->arms[a] = 1;
@@ -945,7 +945,7 @@ int main(int argc, char **argv) {
   }
 
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.csv, "dqlite", csv_path, sizeof csv_path);
+  b.csv = bench_csv_open(c->cli.results, "dqlite", csv_path, sizeof csv_path);
   if (b.csv)
     bench_csv_header(b.csv, "arm,conns,round", METRIC_CSV, NMETRIC, ",commands,errors,arm_wall_s\n");
   bench_machine m;
@@ -958,7 +958,7 @@ int main(int argc, char **argv) {
   printf("plan: connections");
   bench_print_ints(c->conns, c->nconns);
   printf("\nplan");
-  bench_print_arms_csv(ARM_NAME, c->arms, NARMS, &c->cli, b.csv ? csv_path : NULL);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, b.csv ? csv_path : NULL);
 
   int64_t t_cl = bench_now_ns();
   if (cluster_start(&b.cl, c->cli.db_dir) != 0) {

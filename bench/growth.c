@@ -1154,7 +1154,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
   c->cli =
-      (bench_cli){.prog = "growth", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+      (bench_cli){.prog = "growth", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->producers = 64;
   c->sync[0] = LITH_SYNC_FULL;
   c->sync[1] = LITH_SYNC_NORMAL;
@@ -1230,7 +1230,7 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_print_ints(c->cache, c->ncache);
   printf("; mmap MB");
   bench_print_ints(c->mmap, c->nmmap);
-  bench_print_arms_csv(ARM_NAME, ON, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, ON, NARMS, &c->cli, csv_path);
 }
 
 int main(int argc, char **argv) {
@@ -1245,7 +1245,7 @@ int main(int argc, char **argv) {
   plan_steps(c);
 
   char csv_path[4096];
-  b.csv = bench_csv_open(c->cli.csv, "growth", csv_path, sizeof csv_path);
+  b.csv = bench_csv_open(c->cli.results, "growth", csv_path, sizeof csv_path);
   if (b.csv)
     csv_header(b.csv);
   print_header(c, argc, argv, b.csv ? csv_path : NULL);

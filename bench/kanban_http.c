@@ -1095,7 +1095,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 static void parse_opts(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof *o);
   o->cli = (bench_cli){
-      .prog = "kanban_http", .usage = usage, .min_seconds = 0.1, .max_rounds = MAX_ROUNDS, .has_csv = 1};
+      .prog = "kanban_http", .usage = usage, .min_seconds = 0.1, .max_rounds = MAX_ROUNDS};
   o->kanban = KANBAN_PATH;
   o->sync[0] = SYNC_FULL; /* the default, which --sync replaces */
   o->sync[1] = SYNC_NORMAL;
@@ -1140,7 +1140,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&o->cli.db_dir, tmp);
-  if ((b.csv = bench_csv_open(o->cli.csv, "kanban_http", csv, sizeof csv)) != NULL) {
+  if ((b.csv = bench_csv_open(o->cli.results, "kanban_http", csv, sizeof csv)) != NULL) {
     bench_csv_header(b.csv, "sync,conns,round", V_CSV, NV, ",window_moves,errors,sampled\n");
   }
   print_header(o, argc, argv, b.csv ? csv : NULL);

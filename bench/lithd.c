@@ -962,7 +962,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
   c->cli = (bench_cli){
-      .prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+      .prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->lithd = LITHD_PATH;
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;
@@ -989,7 +989,7 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_print_ints(c->conns, c->nconns);
   printf("; synchronous");
   bench_print_named(c->sync, c->nsync, sync_name);
-  bench_print_arms_csv(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
 }
 
 int main(int argc, char **argv) {
@@ -1007,7 +1007,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.csv, "lithd", csv_path, sizeof csv_path);
+  b.csv = bench_csv_open(c->cli.results, "lithd", csv_path, sizeof csv_path);
   if (b.csv)
     csv_header(b.csv);
 

@@ -848,7 +848,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
   c->cli =
-      (bench_cli){.prog = "shards", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+      (bench_cli){.prog = "shards", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->sync[0] = LITH_SYNC_FULL; /* the defaults, which the options replace */
   c->sync[1] = LITH_SYNC_NORMAL;
   c->nsync = 2;
@@ -893,7 +893,7 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
       printf(";");
     }
   printf("\nplan");
-  bench_print_arms_csv(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
 }
 
 int main(int argc, char **argv) {
@@ -911,7 +911,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.csv, "shards", csv_path, sizeof csv_path);
+  b.csv = bench_csv_open(c->cli.results, "shards", csv_path, sizeof csv_path);
   if (b.csv)
     csv_header(b.csv);
   print_header(c, argc, argv, b.csv ? csv_path : NULL);

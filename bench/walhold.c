@@ -78,6 +78,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "net.h"
 #include "transfer.h"
 #include "transfer_http.h"
@@ -98,7 +99,7 @@ static const char *sync_arg(int s) { return s == SYNC_FULL ? "full" : "normal"; 
 enum { MAX_WRITERS = 1024, MAX_READERS = 256, SAMPLE_MS = 20 };
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int writers, readers;
   int sync[2], nsync;
   const char *lithd;
@@ -126,44 +127,44 @@ enum {
   M_CPU_CLI = M_CPU_T0 + BENCH_NTHREAD, /* this process: the writers' loop, the readers, the sampler */
   M_US_SRV,                             /* lithd CPU µs per transfer */
   M_US_CLI,
-  M_CPU_ELSE, /* the machine's busy time not accounted above, in CPUs */
+  M_CPU_ELSE,  /* the machine's busy time not accounted above, in CPUs */
+  M_TRANSFERS, /* transfers answered OK inside the window */
+  M_READS,     /* reads answered inside the window */
   NMETRIC
 };
 static const bench_cpu_slots CPU_SLOTS = {M_CPU_SRV, M_CPU_T0, M_CPU_CLI, M_CPU_ELSE, M_US_SRV, M_US_CLI};
 
-static const char *const METRIC_CSV[NMETRIC] = {"transfers_per_s",
-                                                "write_p50_ms",
-                                                "write_p99_ms",
-                                                "reads_per_s",
-                                                "read_p50_ms",
-                                                "read_p99_ms",
-                                                "read_p999_ms",
-                                                "read_max_ms",
-                                                "wal_max_mib",
-                                                "wal_end_mib",
-                                                "wal_holds",
-                                                "wal_holds_gave_up",
-                                                "reads_held",
-                                                "reads_held_ms",
-                                                "lithd_cpu",
-                                                "lithd_cpu_loop",
-                                                "lithd_cpu_writer",
-                                                "lithd_cpu_waker",
-                                                "lithd_cpu_ckpt",
-                                                "lithd_cpu_other",
-                                                "client_cpu",
-                                                "lithd_us_per_transfer",
-                                                "client_us_per_transfer",
-                                                "else_cpu"};
+static const bench_metric METRICS[NMETRIC] = {
+    {"transfers_per_s", BENCH_ROLE_RATE},
+    {"write_p50_ms", BENCH_ROLE_P50},
+    {"write_p99_ms", BENCH_ROLE_P99},
+    {"reads_per_s", BENCH_ROLE_NONE},
+    {"read_p50_ms", BENCH_ROLE_NONE},
+    {"read_p99_ms", BENCH_ROLE_NONE},
+    {"read_p999_ms", BENCH_ROLE_NONE},
+    {"read_max_ms", BENCH_ROLE_NONE},
+    {"wal_max_mib", BENCH_ROLE_NONE},
+    {"wal_end_mib", BENCH_ROLE_NONE},
+    {"wal_holds", BENCH_ROLE_NONE},
+    {"wal_holds_gave_up", BENCH_ROLE_NONE},
+    {"reads_held", BENCH_ROLE_NONE},
+    {"reads_held_ms", BENCH_ROLE_NONE},
+    {"lithd_cpu", BENCH_ROLE_NONE},
+    {"lithd_cpu_loop", BENCH_ROLE_NONE},
+    {"lithd_cpu_writer", BENCH_ROLE_NONE},
+    {"lithd_cpu_waker", BENCH_ROLE_NONE},
+    {"lithd_cpu_ckpt", BENCH_ROLE_NONE},
+    {"lithd_cpu_other", BENCH_ROLE_NONE},
+    {"client_cpu", BENCH_ROLE_NONE},
+    {"lithd_us_per_transfer", BENCH_ROLE_CPU_US},
+    {"client_us_per_transfer", BENCH_ROLE_NONE},
+    {"else_cpu", BENCH_ROLE_NONE},
+    {"transfers", BENCH_ROLE_NONE},
+    {"reads", BENCH_ROLE_NONE},
+};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC]; /* NAN: not measured */
-  uint64_t transfers, reads;
-  int64_t errors;
-  int sampled;
-  double wall_s; /* the whole arm: setup, run, stop and check */
-} result;
+/* The cell's dimensions. */
+enum { D_SYNC, D_WRITERS, D_READERS, NDIM };
 
 /* ---- one arm run ------------------------------------------------------------------ */
 
@@ -185,9 +186,8 @@ struct run {
   const config *cfg;
   int arm, sync, round;
   char path[4096], wal[4200];
-  char log[4200]; /* lithd's stderr */
-  int msgs;       /* error messages printed */
-  result *res;
+  char log[4200];   /* lithd's stderr */
+  bench_cell *cell; /* its m[] and errors: the result */
   /* the window, from the writers' client (on_window) */
   int port;
   int64_t ws, we;
@@ -200,19 +200,9 @@ struct run {
   double held_s;
 };
 
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_error(run *r, const char *fmt, ...) {
-  if (r->msgs++ >= 5)
-    return;
-  char buf[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "  error [%s %s round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->round + 1, buf);
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
-static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
+static void say_error(void *ctx, const char *msg) { report_error((run *)ctx, "%s", msg); }
 
 /* lithd's connection settings (lith_options_default), for creating and checking. */
 static bench_pragmas pragmas(void) {
@@ -403,7 +393,7 @@ static void on_window(void *ctx, int port, int64_t ws, int64_t we) {
     reader *rd = &r->rd[i];
     if (pthread_create(&rd->th, NULL, reader_main, rd) != 0) {
       report_error(r, "pthread_create: reader %d", i);
-      r->res->errors++;
+      r->cell->errors++;
     } else {
       rd->started = 1;
     }
@@ -433,32 +423,34 @@ static void on_window_end(void *ctx) {
     r->held = bench_body_int(buf, n, "\"reads_held\":", &v) ? v : -1;
   } else {
     report_error(r, "GET /v1/stats failed");
-    r->res->errors++;
+    r->cell->errors++;
   }
   if (buf && http_get(r->port, "/metrics", buf, METRICS_CAP) == 0) {
     r->held_s = metric_value(buf, "lith_reads_held_seconds_total");
   } else {
     report_error(r, "GET /metrics failed");
-    r->res->errors++;
+    r->cell->errors++;
   }
   free(buf);
 }
 
-static void fill_reads(run *r, result *res) {
+static void fill_reads(run *r, bench_cell *res) {
   static const double QS[3] = {0.50, 0.99, 0.999};
   const config *c = r->cfg;
   bench_lat *bufs[MAX_READERS];
   bench_lat_sum s;
+  uint64_t reads = 0;
   for (int i = 0; i < c->readers; i++) {
     reader *rd = &r->rd[i];
     bufs[i] = &rd->lat;
-    res->reads += rd->win_reads;
+    reads += rd->win_reads;
     if (rd->errors) {
       report_error(r, "reader %d: %lld errors, the first: %s", i, (long long)rd->errors, rd->msg);
       res->errors += rd->errors;
     }
   }
-  res->m[M_RPS] = (double)res->reads / c->cli.seconds;
+  res->m[M_READS] = (double)reads;
+  res->m[M_RPS] = (double)reads / c->cli.seconds;
   if (bench_lat_merge(bufs, c->readers, QS, 3, &s) != 0) {
     report_error(r, "out of memory merging latencies");
     res->errors++;
@@ -471,7 +463,7 @@ static void fill_reads(run *r, result *res) {
   res->sampled |= s.sampled;
 }
 
-static void arm_run(run *r, result *res) {
+static void arm_run(run *r, bench_cell *res) {
   static const double QS[2] = {0.50, 0.99};
   const config *c = r->cfg;
   bench_th_client cl;
@@ -513,7 +505,7 @@ static void arm_run(run *r, result *res) {
     r->held_s = NAN;
     bench_th_serve(&cl, argv, r->log, sn, c->cli.warmup, c->cli.seconds, ok);
     res->errors += cl.errors;
-    res->transfers = cl.win_ok;
+    res->m[M_TRANSFERS] = (double)cl.win_ok;
     res->m[M_TPS] = (double)cl.win_ok / c->cli.seconds;
     bench_lat *wb[1] = {&cl.lat};
     bench_lat_sum s;
@@ -544,128 +536,40 @@ static void arm_run(run *r, result *res) {
   free(ok);
 }
 
-/* ---- the plan ----------------------------------------------------------------------- */
+/* ---- one cell: the harness's callback ------------------------------------------------ */
 
-typedef struct bench {
-  config cfg;
-  result *res; /* [arm][sync][round] */
-  FILE *csv;
-  int64_t total_errors;
-} bench;
-
-static result *res_at(bench *b, int arm, int si, int r) {
-  const config *c = &b->cfg;
-  return &b->res[((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->cli.rounds + (size_t)r];
-}
-
-static void csv_header(FILE *f) {
-  bench_csv_header(f, "sync,writers,readers,arm,round", METRIC_CSV, NMETRIC,
-                   ",transfers,reads,errors,sampled,arm_wall_s\n");
-}
-
-static void csv_row(bench *b, int arm, int si, const char *round, const result *x) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%d,%d,%s,%s", sync_name(c->sync[si]), c->writers, c->readers, ARM_NAME[arm], round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  if (x->ran)
-    fprintf(b->csv, ",%llu,%llu", (unsigned long long)x->transfers, (unsigned long long)x->reads);
-  else /* a summary row */
-    fprintf(b->csv, ",,");
-  fprintf(b->csv, ",%lld,%d", (long long)x->errors, x->sampled);
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int arm, int si, int round) {
-  const config *c = &b->cfg;
-  result *res = res_at(b, arm, si, round);
+static void run_cell(bench_cell *cell) {
+  const config *c = cell->ctx;
   run *r = bench_xcalloc(1, sizeof *r);
-  *r = (run){.cfg = c, .arm = arm, .sync = c->sync[si], .round = round, .res = res};
-  snprintf(r->path, sizeof r->path, "%s/walhold-%s-%s-r%d.db", c->cli.db_dir, ARM_NAME[arm],
-           sync_name(r->sync), round + 1);
+  *r = (run){.cfg = c, .arm = cell->arm, .sync = cell->val[D_SYNC], .round = cell->round, .cell = cell};
+  snprintf(r->path, sizeof r->path, "%s/walhold-%s-%s-r%d.db", c->cli.db_dir, ARM_NAME[r->arm],
+           sync_name(r->sync), r->round + 1);
   snprintf(r->wal, sizeof r->wal, "%s-wal", r->path);
   snprintf(r->log, sizeof r->log, "%s/lithd-stderr.log", c->cli.db_dir);
-  memset(res, 0, sizeof *res);
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  int64_t t0 = bench_now_ns();
   bench_pragmas p = pragmas();
   if (bench_transfer_create(r->path, c->writers, &p) != 0) {
     report_error(r, "cannot create %s", r->path);
-    res->errors++;
+    cell->errors++;
   } else {
-    arm_run(r, res);
+    arm_run(r, cell);
   }
   bench_remove_db(r->path);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
   free(r);
-
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, arm, si, rbuf, res);
-  fprintf(
-      stderr,
-      "[round %d/%d] %-6s %-6s %7.0f transfers/s p99 %s ms; %6.0f reads/s p50 %s p99 %s max %s ms; "
-      "-wal max %s end %s MiB; holds %s (gave up %s), reads held %s; lithd CPU %s; errors %lld (%.1f s)\n",
-      round + 1, c->cli.rounds, sync_name(c->sync[si]), ARM_NAME[arm], res->m[M_TPS],
-      BENCH_NUM("%.2f", res->m[M_WP99]), res->m[M_RPS], BENCH_NUM("%.2f", res->m[M_RP50]),
-      BENCH_NUM("%.2f", res->m[M_RP99]), BENCH_NUM("%.1f", res->m[M_RMAX]),
-      BENCH_NUM("%.1f", res->m[M_WAL_MAX]), BENCH_NUM("%.1f", res->m[M_WAL_END]),
-      BENCH_NUM("%.0f", res->m[M_HOLDS]), BENCH_NUM("%.0f", res->m[M_GAVEUP]),
-      BENCH_NUM("%.0f", res->m[M_HELD]), BENCH_NUM("%.2f", res->m[M_CPU_SRV]), (long long)res->errors,
-      res->wall_s);
 }
 
-/* ---- summaries ------------------------------------------------------------------------ */
-
-static bench_agg aggregate(bench *b, int arm, int si, int metric) {
-  double v[128];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, arm, si, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
-  }
-  return bench_agg_of(v, b->cfg.cli.rounds);
-}
-
-static int64_t errors_of(bench *b, int arm, int si) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, arm, si, r)->errors;
-  return e;
-}
-
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int w = 0; w < 3; w++) {
-        result x;
-        memset(&x, 0, sizeof x);
-        for (int m = 0; m < NMETRIC; m++)
-          x.m[m] = bench_agg_pick(aggregate(b, arm, si, m), w);
-        x.wall_s = NAN;
-        x.errors = errors_of(b, arm, si);
-        for (int r = 0; r < c->cli.rounds; r++)
-          x.sampled |= res_at(b, arm, si, r)->sampled;
-        csv_row(b, arm, si, BENCH_SUMMARY[w], &x);
-      }
-}
+/* ---- the tables ------------------------------------------------------------------------ */
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 
-static double med(bench *b, int arm, int si, int metric) { return aggregate(b, arm, si, metric).med; }
+static bench_agg agg(const bench_harness *h, int arm, int si, int metric) {
+  int idx[NDIM] = {si, 0, 0};
+  return bench_harness_agg(h, arm, idx, metric);
+}
+static double med(const bench_harness *h, int arm, int si, int metric) { return agg(h, arm, si, metric).med; }
 
-static void print_tables(bench *b) {
-  const config *c = &b->cfg;
+static void print_tables(const bench_harness *h, const config *c) {
   for (int si = 0; si < c->nsync; si++) {
+    int idx[NDIM] = {si, 0, 0};
     printf("\n### synchronous=%s, %d writers, %d readers\n\n", sync_name(c->sync[si]), c->writers,
            c->readers);
     printf("| arm | transfers/s median (min–max) | write p50 ms | write p99 ms | reads/s | read p50 ms | "
@@ -674,22 +578,22 @@ static void print_tables(bench *b) {
     printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int arm = 0; arm < NARMS; arm++) {
       char w50[32], w99[32], r50[32], r99[32], r999[32], rmx[32];
-      bench_agg t = aggregate(b, arm, si, M_TPS);
-      fmt_ms(w50, sizeof w50, med(b, arm, si, M_WP50));
-      fmt_ms(w99, sizeof w99, med(b, arm, si, M_WP99));
-      fmt_ms(r50, sizeof r50, med(b, arm, si, M_RP50));
-      fmt_ms(r99, sizeof r99, med(b, arm, si, M_RP99));
-      fmt_ms(r999, sizeof r999, med(b, arm, si, M_RP999));
-      fmt_ms(rmx, sizeof rmx, aggregate(b, arm, si, M_RMAX).hi);
+      bench_agg t = agg(h, arm, si, M_TPS);
+      fmt_ms(w50, sizeof w50, med(h, arm, si, M_WP50));
+      fmt_ms(w99, sizeof w99, med(h, arm, si, M_WP99));
+      fmt_ms(r50, sizeof r50, med(h, arm, si, M_RP50));
+      fmt_ms(r99, sizeof r99, med(h, arm, si, M_RP99));
+      fmt_ms(r999, sizeof r999, med(h, arm, si, M_RP999));
+      fmt_ms(rmx, sizeof rmx, agg(h, arm, si, M_RMAX).hi);
       printf("| %s | %s (%s–%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %lld "
              "|\n",
              ARM_NAME[arm], BENCH_NUM("%.0f", t.med), BENCH_NUM("%.0f", t.lo), BENCH_NUM("%.0f", t.hi), w50,
-             w99, BENCH_NUM("%.0f", med(b, arm, si, M_RPS)), r50, r99, r999, rmx,
-             BENCH_NUM("%.1f", aggregate(b, arm, si, M_WAL_MAX).hi),
-             BENCH_NUM("%.1f", med(b, arm, si, M_WAL_END)), BENCH_NUM("%.0f", med(b, arm, si, M_HOLDS)),
-             BENCH_NUM("%.0f", med(b, arm, si, M_GAVEUP)), BENCH_NUM("%.0f", med(b, arm, si, M_HELD)),
-             BENCH_NUM("%.0f", med(b, arm, si, M_HELD_MS)),
-             BENCH_NUM("%.0f%%", med(b, arm, si, M_CPU_SRV) * 100), (long long)errors_of(b, arm, si));
+             w99, BENCH_NUM("%.0f", med(h, arm, si, M_RPS)), r50, r99, r999, rmx,
+             BENCH_NUM("%.1f", agg(h, arm, si, M_WAL_MAX).hi), BENCH_NUM("%.1f", med(h, arm, si, M_WAL_END)),
+             BENCH_NUM("%.0f", med(h, arm, si, M_HOLDS)), BENCH_NUM("%.0f", med(h, arm, si, M_GAVEUP)),
+             BENCH_NUM("%.0f", med(h, arm, si, M_HELD)), BENCH_NUM("%.0f", med(h, arm, si, M_HELD_MS)),
+             BENCH_NUM("%.0f%%", med(h, arm, si, M_CPU_SRV) * 100),
+             (long long)bench_harness_errors(h, arm, idx));
     }
   }
   printf(
@@ -707,13 +611,12 @@ static void print_tables(bench *b) {
   printf("|---|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int si = 0; si < c->nsync; si++) {
     static const int M[5] = {M_RP50, M_RP99, M_RP999, M_TPS, M_WP99};
+    int idx[NDIM] = {si, 0, 0};
     printf("| %s |", sync_name(c->sync[si]));
-    for (int k = 0; k < 5; k++) {
-      double h = med(b, ARM_HOLD, si, M[k]), n = med(b, ARM_NOHOLD, si, M[k]);
-      printf(" %s |", BENCH_NUM("%.2f×", n > 0 ? h / n : NAN));
-    }
-    printf(" %s | %s |\n", BENCH_NUM("%.1f", aggregate(b, ARM_HOLD, si, M_WAL_MAX).hi),
-           BENCH_NUM("%.1f", aggregate(b, ARM_NOHOLD, si, M_WAL_MAX).hi));
+    for (int k = 0; k < 5; k++)
+      printf(" %s |", BENCH_NUM("%.2f×", bench_harness_ratio(h, ARM_HOLD, ARM_NOHOLD, idx, M[k])));
+    printf(" %s | %s |\n", BENCH_NUM("%.1f", agg(h, ARM_HOLD, si, M_WAL_MAX).hi),
+           BENCH_NUM("%.1f", agg(h, ARM_NOHOLD, si, M_WAL_MAX).hi));
   }
 }
 
@@ -729,7 +632,7 @@ static void usage(FILE *f) {
              "  --rounds N         rounds, both arms interleaved (default 3)\n"
              "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
              "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
-             "  --csv PATH         CSV output (default bench/results/walhold-YYYYMMDD-HHMMSS.csv)\n"
+             "  --results PATH     the results file (default bench/results/walhold-YYYYMMDD-HHMMSS.jsonl)\n"
              "  --quick            smoke run: 1 round of 5 s after 0.5 s, normal only\n"
              "  --help\n");
 }
@@ -757,8 +660,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 static void parse_args(int argc, char **argv, config *c) {
   int set_sec = 0, set_warm = 0;
   memset(c, 0, sizeof *c);
-  c->cli = (bench_cli){
-      .prog = "bench/walhold", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+  c->cli = (bench_cli){.prog = "bench/walhold", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->lithd = LITHD_PATH;
   c->writers = 16;
   c->readers = 8;
@@ -792,14 +694,12 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   printf("databases: %s (%s)\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir));
   printf("plan: %d writers, %d readers; synchronous", c->writers, c->readers);
   bench_print_named(c->sync, c->nsync, sync_name);
-  bench_print_arms_csv(ARM_NAME, ON, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, ON, NARMS, &c->cli, csv_path);
 }
 
 int main(int argc, char **argv) {
-  bench b;
-  config *c = &b.cfg;
-  char tmpdir[] = "/tmp/lith-bench-walhold-XXXXXX", csv_path[4096], log[4200];
-  memset(&b, 0, sizeof b);
+  config cfg, *c = &cfg;
+  char tmpdir[] = "/tmp/lith-bench-walhold-XXXXXX", log[4200];
   parse_args(argc, argv, c);
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
@@ -810,26 +710,38 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.csv, "walhold", csv_path, sizeof csv_path);
-  if (b.csv)
-    csv_header(b.csv);
-  print_header(c, argc, argv, b.csv ? csv_path : NULL);
-
-  b.res = bench_xcalloc((size_t)NARMS * (size_t)c->nsync * (size_t)c->cli.rounds, sizeof *b.res);
+  bench_plan plan = {
+      .program = "walhold",
+      .workload = "transfer+reads",
+      .arms = ARM_NAME,
+      .narms = NARMS,
+      .dims = {{.key = "sync", .label = sync_name}, {.key = "writers", .n = 1}, {.key = "readers", .n = 1}},
+      .ndims = NDIM,
+      .dim_n = D_WRITERS,
+      .dim_sync = D_SYNC,
+      .metrics = METRICS,
+      .nmetrics = NMETRIC,
+      .flags = BENCH_ALTERNATE,
+      .run = run_cell,
+      .ctx = c,
+      .cli = &c->cli};
+  plan.dims[D_SYNC].n = c->nsync;
+  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  plan.dims[D_WRITERS].v[0] = c->writers;
+  plan.dims[D_READERS].v[0] = c->readers;
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(h));
   /* Round r runs both arms of every sync before round r+1; odd rounds nohold first. */
-  for (int r = 0; r < c->cli.rounds; r++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int k = 0; k < NARMS; k++)
-        run_one(&b, r % 2 ? NARMS - 1 - k : k, si, r);
-
-  print_tables(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
+  bench_harness_run_all(h);
+  print_tables(h, c);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
   snprintf(log, sizeof log, "%s/lithd-stderr.log", c->cli.db_dir);
   unlink(log);
   if (own_dir)
     rmdir(c->cli.db_dir);
-  bench_print_end("all arms", b.total_errors, t_begin);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all arms", errors, t_begin);
+  return errors ? 1 : 0;
 }

@@ -1169,7 +1169,7 @@ static int parse_cpus(const char *s, cpu_set_t *set) {
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
   c->cli =
-      (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100, .has_csv = 1};
+      (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   /* The defaults, which the options replace. */
   c->sync[0] = LITH_SYNC_FULL;
   c->sync[1] = LITH_SYNC_NORMAL;
@@ -1201,7 +1201,7 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_print_named(c->sync, c->nsync, sync_name);
   printf("; checkpoint");
   bench_print_named(c->ckpt, c->nckpt, ckpt_name);
-  bench_print_arms_csv(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
 }
 
 int main(int argc, char **argv) {
@@ -1225,7 +1225,7 @@ int main(int argc, char **argv) {
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
 
   char csv_path[4096];
-  b.csv = bench_csv_open(c->cli.csv, "writer", csv_path, sizeof csv_path);
+  b.csv = bench_csv_open(c->cli.results, "writer", csv_path, sizeof csv_path);
   if (b.csv)
     csv_header(b.csv);
 

@@ -23,7 +23,8 @@ $(KANBAN_BOARD_TEST): examples/kanban/test/test_board.c $(KANBAN_BOARD_OBJ) $(B)
 	$(CC) $(CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(TEST_CFLAGS) $(CFLAGS) -o $@ $< $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(TEST_LIBS) $(LDFLAGS)
 
 # bench/kanban runs the model's commands (same code as the server); like every
-# bench program it links bench/common.c.
-$(B)/bench/kanban: bench/kanban.c bench/common.c bench/common.h $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(KANBAN_BOARD_HDRS) $(HDRS)
+# bench program it links bench/common.c and bench/harness.c (BENCH_CPPFLAGS:
+# bench/bench.mk's, read when the rule runs).
+$(B)/bench/kanban: bench/kanban.c bench/common.c bench/common.h bench/harness.c bench/harness.h $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(KANBAN_BOARD_HDRS) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(CFLAGS) -o $@ $< bench/common.c $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Iexamples/kanban $(PKG_CFLAGS) $(CFLAGS) -o $@ $< bench/common.c bench/harness.c $(KANBAN_BOARD_OBJ) $(B)/liblith.a $(PKG_LIBS) $(LDFLAGS) -lm
