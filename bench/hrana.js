@@ -70,17 +70,36 @@
 // Reported: the batches' p99 without and with, and each interactive
 // transaction's time (transaction() to commit() resolved).
 //
+// Results (bench/results.md, the C programs' format): one JSON line per run
+// (arm × loops × synchronous × round), written as the run ends, to
+// bench/results/hrana-YYYYMMDD-HHMMSS.jsonl (UTC) or --results PATH. The JIT
+// warm-up runs write none. program "hrana", workload "transfer"; arm: A, W,
+// B, C, N as above, A-tx (the second table's 64 arm-A loops alone) and A+tx
+// (beside the interactive transactions; cell {"tx_every_ms": MS}); n: the
+// loops (n_of "loops"); sync: FULL or NORMAL (null for N, which has no
+// database and runs at the first --sync only, its row repeated in each
+// table); every other cell is {}. Standard keys, from m: rate =
+// transfers_per_s, p50_ms, p99_ms, p999_ms (a transfer's latency), cpu_us_op =
+// cpu_us_per_transfer (the server's, lithd's or hrana_null's; arm C's is this
+// process's, where its database runs). m (null where not measured):
+// transfers (answered OK in the window), max_ms, tx_per_commit,
+// lithd_wait_p99_ms, lithd_tx_max_ms, node_cpu, server_cpu, lithd_cpu_loop,
+// lithd_cpu_writer, lithd_cpu_other, else_cpu (shares of one CPU),
+// server_us_per_transfer, node_us_per_transfer, and for A+tx itx_done,
+// itx_p50_ms, itx_p99_ms, itx_max_ms, itx_commit_p50_ms, itx_commit_p99_ms.
+// The controls on them: bench/controls.csv's hrana-client-* lines.
+//
 // Usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,W,B,C,N]
 //          [--seconds 3] [--warmup 1] [--rounds 1] [--sync normal]
-//          [--db-dir DIR] [--modules DIR] [--tx-every 10] [--no-tx] [--jit-warmup 1] [--csv PATH]
-//          [--quick]
+//          [--db-dir DIR] [--modules DIR] [--tx-every 10] [--no-tx] [--jit-warmup 1]
+//          [--results PATH] [--quick]
 // --lithd: default $LITHD, else build/default/tools/lithd/lithd;
 // --null: hrana_null for arm N, default build/default/bench/hrana_null (make
 // build/default/bench/hrana_null); --arms: default A,W,B,C,N, or A,W,B,C without a
 // hrana_null; --modules: build/hrana/node_modules's folder (default build/hrana, from
 // make deps-hrana). lithd and hrana_null listen on a free port of 8950-8999. --quick: 1 s windows
-// after 0.5 s, at 1 and 64 loops, 0.5 s of JIT warm-up. --csv PATH: one line per point and round (no
-// CSV otherwise; server_cpu: lithd's or hrana_null's, the lithd_* columns lithd's only).
+// after 0.5 s, at 1 and 64 loops, 0.5 s of JIT warm-up. --results PATH: the results file (default
+// bench/results/hrana-YYYYMMDD-HHMMSS.jsonl).
 "use strict";
 
 const fs = require("node:fs");
@@ -100,12 +119,15 @@ function usage(msg) {
   process.stderr.write(
     "usage: node bench/hrana.js [--lithd PATH] [--null PATH] [--conc 1,16,64] [--arms A,W,B,C,N]\n" +
       "         [--seconds S] [--warmup S] [--rounds R] [--sync normal|full[,...]] [--db-dir DIR]\n" +
-      "         [--modules DIR] [--tx-every MS] [--no-tx] [--jit-warmup S] [--csv PATH] [--quick]\n" +
+      "         [--modules DIR] [--tx-every MS] [--no-tx] [--jit-warmup S] [--results PATH] [--quick]\n" +
       "  arms: A @libsql/client -> lithd /v2/pipeline; W @libsql/client -> lithd ws://;\n" +
       "        B lith.js -> lithd /v1/do; C @libsql/client file:;\n" +
       "        N @libsql/client -> hrana_null (a null Hrana server, no SQL: the client's ceiling)\n" +
       "  --null PATH: hrana_null for arm N (default build/default/bench/hrana_null; arms default to\n" +
-      "        A,W,B,C,N when it exists or --null is given, else A,W,B,C)\n");
+      "        A,W,B,C,N when it exists or --null is given, else A,W,B,C)\n" +
+      "  --results PATH: the results, a JSON line per run (bench/results.md; default\n" +
+      "        bench/results/hrana-YYYYMMDD-HHMMSS.jsonl, UTC); the second table's runs are arms\n" +
+      "        A-tx (those A loops alone) and A+tx (beside an interactive transaction every MS)\n");
   process.exit(2);
 }
 
@@ -126,7 +148,8 @@ function parseArgs(argv) {
     txTable: true,
     txConc: 64,
     jitWarmup: 1,
-    csv: null,
+    results: null,
+    quick: false,
   };
   const num = (v, what) => {
     const n = Number(v);
@@ -151,9 +174,9 @@ function parseArgs(argv) {
       case "--modules": o.modules = path.resolve(val()); break;
       case "--tx-every": o.txEvery = num(val(), key); break;
       case "--no-tx": o.txTable = false; break;
-      case "--csv": o.csv = path.resolve(val()); break;
+      case "--results": o.results = path.resolve(val()); break;
       case "--jit-warmup": o.jitWarmup = Number(val()); if (!(o.jitWarmup >= 0)) usage("--jit-warmup: not a number"); break;
-      case "--quick": o.seconds = 1; o.warmup = 0.5; o.rounds = 1; o.conc = [1, 64]; o.jitWarmup = 0.5; break;
+      case "--quick": o.seconds = 1; o.warmup = 0.5; o.rounds = 1; o.conc = [1, 64]; o.jitWarmup = 0.5; o.quick = true; break;
       case "--help": case "-h": usage();
       default: usage(`unknown option ${a}`);
     }
@@ -467,7 +490,7 @@ function pct(sorted, q) {
 }
 function summary(lat) {
   const s = Float64Array.from(lat).sort();
-  return { n: s.length, p50: pct(s, 0.5), p99: pct(s, 0.99), max: s.length ? s[s.length - 1] : NaN };
+  return { n: s.length, p50: pct(s, 0.5), p99: pct(s, 0.99), p999: pct(s, 0.999), max: s.length ? s[s.length - 1] : NaN };
 }
 
 // ---- one point ------------------------------------------------------------------------------------------
@@ -690,7 +713,8 @@ function printMain(o, results, sync) {
   const ratios = {};
   for (const N of o.conc) {
     const by = {};
-    for (const arm of o.arms) by[arm] = results.filter((r) => r.sync === sync && r.N === N && r.arm === arm && !r.withTx);
+    for (const arm of o.arms)
+      by[arm] = results.filter((r) => (r.sync === sync || arm === "N") && r.N === N && r.arm === arm && !r.withTx);
     const m = (arm) => (by[arm] && by[arm].length ? agg(by[arm], (r) => r.tps).med : NaN);
     ratios[N] = { AB: m("A") / m("B"), AC: m("A") / m("C"), AN: m("A") / m("N"), NC: m("N") / m("C"), WA: m("W") / m("A") };
     for (const arm of o.arms) {
@@ -750,23 +774,92 @@ function printTx(o, results, sync) {
   };
 }
 
-function writeCsv(file, results) {
-  const cols = ["sync", "arm", "N", "round", "interactive_tx", "transfers_s", "tx_per_commit", "p50_ms", "p99_ms", "max_ms",
-    "lithd_wait_p99_ms", "lithd_tx_max_ms", "node_cpu", "lithd_cpu", "lithd_loop_cpu", "lithd_writer_cpu", "else_cpu",
-    "itx_done", "itx_p50_ms", "itx_p99_ms", "itx_max_ms", "errors", "server_cpu"];
-  const v = (x) => (x === undefined || x === null || (typeof x === "number" && !Number.isFinite(x)) ? "" : String(x));
-  const lines = [cols.join(",")];
-  for (const r of results)
-    lines.push([r.sync, r.arm, r.N, r.round + 1, r.withTx === true ? 1 : 0, r.tps, r.cmdsPerTx, r.lat?.p50, r.lat?.p99, r.lat?.max,
-      r.waitP99, r.txMax, r.cpu.node, r.cpu.lithd, r.cpu.loop, r.cpu.writer, r.cpu.else,
-      r.tx?.lat.n, r.tx?.lat.p50, r.tx?.lat.p99, r.tx?.lat.max, r.errors, r.cpu.server].map(v).join(","));
+// ---- the results (bench/results.md) ----------------------------------------------------------------
+
+// The run's identity, as bench/harness.c reads it: the commit of this tree (git describe, or
+// LITH_BENCH_COMMIT; "unknown" outside a checkout), /proc/cpuinfo's first model name, the CPUs.
+function runIdentity(started) {
+  let commit = process.env.LITH_BENCH_COMMIT || "";
+  if (!commit) {
+    try {
+      commit = execFileSync("git", ["-C", ROOT, "describe", "--always", "--dirty", "--abbrev=10"],
+        { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    } catch {}
+  }
+  let cpu = "unknown";
+  try {
+    const m = /^model name\s*:\s*(.*)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"));
+    if (m) cpu = m[1].trim();
+  } catch {}
+  return { commit: commit || "unknown", cpu, nproc: os.cpus().length, date: started.toISOString().slice(0, 19) + "Z" };
+}
+
+// The results file, opened at the start (bench/results/hrana-STAMP.jsonl, or --results): { fd, path,
+// id }, fd -1 when it cannot be written (said, and the run goes on, as the C programs do).
+function openResults(o, started) {
+  const stamp = started.toISOString().slice(0, 19).replace(/[-:]/g, "").replace("T", "-");
+  const file = o.results ?? path.join(ROOT, "bench/results", `hrana-${stamp}.jsonl`);
+  const out = { fd: -1, path: file, id: runIdentity(started) };
   try {
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, lines.join("\n") + "\n");
-    console.log(`CSV: ${file}`);
+    out.fd = fs.openSync(file, "w");
   } catch (e) {
-    console.error(`bench/hrana: writing ${file}: ${e.message}`);
+    console.error(`bench/hrana: cannot write ${file}: ${e.message}`);
   }
+  return out;
+}
+
+// m's metrics, in the order they are written; ROLE: the standard key that repeats one.
+const ROLE = { rate: "transfers_per_s", p50_ms: "p50_ms", p99_ms: "p99_ms", p999_ms: "p999_ms", cpu_us_op: "cpu_us_per_transfer" };
+function metricsOf(r) {
+  const lat = r.lat ?? {}, cpu = r.cpu, tx = r.tx;
+  const per = (share) => (r.tps > 0 ? (share * 1e6) / r.tps : NaN); // a CPU share over the window, as µs per transfer
+  const m = {
+    transfers_per_s: r.tps, p50_ms: lat.p50, p99_ms: lat.p99, p999_ms: lat.p999, max_ms: lat.max, transfers: r.ok,
+    tx_per_commit: r.cmdsPerTx, lithd_wait_p99_ms: r.waitP99, lithd_tx_max_ms: r.txMax,
+    node_cpu: cpu.node, server_cpu: cpu.server, lithd_cpu_loop: cpu.loop, lithd_cpu_writer: cpu.writer,
+    lithd_cpu_other: cpu.lithdOther, else_cpu: cpu.else,
+    server_us_per_transfer: per(cpu.server), node_us_per_transfer: per(cpu.node),
+    cpu_us_per_transfer: per(r.arm === "C" ? cpu.node : cpu.server), // C: its database runs in this process
+    itx_done: tx?.lat.n, itx_p50_ms: tx?.lat.p50, itx_p99_ms: tx?.lat.p99, itx_max_ms: tx?.lat.max,
+    itx_commit_p50_ms: tx?.hold.p50, itx_commit_p99_ms: tx?.hold.p99,
+  };
+  // a finite number, six significant digits unless an integer (as the C writer's %.6g), or null
+  for (const k in m) m[k] = Number.isFinite(m[k]) ? (Number.isInteger(m[k]) ? m[k] : Number(m[k].toPrecision(6))) : null;
+  return m;
+}
+
+// The results arm of a run: the second table's two are A-tx and A+tx.
+const resultArm = (r) => (r.withTx === true ? "A+tx" : r.withTx === "base" ? "A-tx" : r.arm);
+
+// THE writer: one run's line, the keys in bench/harness.c's order, written (unbuffered) as the run
+// ends; and its progress line on stderr.
+function writeLine(out, o, r) {
+  const m = metricsOf(r);
+  const line = {
+    v: 1, program: "hrana", workload: "transfer", arm: resultArm(r), n: r.N, n_of: "loops",
+    sync: r.arm === "N" ? null : r.sync.toUpperCase(),
+    cell: r.withTx === true ? { tx_every_ms: o.txEvery } : {},
+    round: r.round + 1, rounds: o.rounds,
+  };
+  for (const [key, name] of Object.entries(ROLE)) line[key] = m[name];
+  Object.assign(line, {
+    errors: r.errors, sampled: false, wall_s: Number(r.wall.toPrecision(6)), m,
+    seconds: o.seconds, warmup: o.warmup, quick: o.quick,
+    commit: out.id.commit, cpu: out.id.cpu, nproc: out.id.nproc, date: out.id.date,
+  });
+  if (out.fd >= 0) {
+    try {
+      fs.writeSync(out.fd, JSON.stringify(line) + "\n");
+    } catch (e) {
+      console.error(`bench/hrana: writing ${out.path}: ${e.message}`);
+      fs.closeSync(out.fd);
+      out.fd = -1;
+    }
+  }
+  const f = (k, d) => (line[k] === null ? "" : `  ${k} ${line[k].toFixed(d)}`);
+  process.stderr.write(`[hrana] ${line.arm} loops=${r.N}${line.sync ? ` sync=${line.sync}` : ""} round ${line.round}:` +
+    `${f("rate", 0)}${f("p50_ms", 3)}${f("p99_ms", 3)}${f("p999_ms", 3)}${f("cpu_us_op", 3)}  errors ${r.errors}  (${r.wall.toFixed(1)} s)\n`);
 }
 
 // ---- main ------------------------------------------------------------------------------------------
@@ -789,6 +882,7 @@ async function main() {
     return 1;
   }
   const version = await loadModules(o);
+  const out = openResults(o, started);
   const tmp = fs.mkdtempSync(path.join(o.dbDir ?? os.tmpdir(), "bench-hrana-"));
   const cleanup = () => {
     for (const c of live) c.kill("SIGKILL");
@@ -813,6 +907,7 @@ async function main() {
   const record = (r) => {
     results.push(r);
     totalErrors += r.errors;
+    writeLine(out, o, r);
   };
   try {
     // Node compiles the clients' code as it runs it (the first seconds of a process are several times
@@ -827,7 +922,8 @@ async function main() {
         for (const N of o.conc) {
           // odd rounds reverse the arms, so the machine's drift hits them alike
           const arms = round % 2 ? [...o.arms].reverse() : o.arms;
-          for (const arm of arms) record(await runPoint(o, tmp, arm, N, sync, round));
+          // N has no database: it runs at the first synchronous mode only (each table shows it)
+          for (const arm of arms) if (arm !== "N" || sync === o.sync[0]) record(await runPoint(o, tmp, arm, N, sync, round));
         }
         if (o.txTable) {
           const base = await runPoint(o, tmp, "A", o.txConc, sync, round, false);
@@ -871,9 +967,9 @@ async function main() {
           Number.isFinite(t.p99With), t.p99With <= 10, `${fmtMs(t.p99With)} ms (without: ${fmtMs(t.p99Without)} ms)`);
     }
     target("errors, all arms: 0", true, totalErrors === 0, String(totalErrors));
-    if (o.csv) writeCsv(o.csv, results);
   } finally {
     cleanup();
+    if (out.fd >= 0) fs.closeSync(out.fd), console.log(`\nresults: ${out.path}`);
   }
   console.log(`\n${((performance.now() - t00) / 1000).toFixed(1)} s`);
   return totalErrors === 0 ? 0 : 1;
