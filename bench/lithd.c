@@ -1,6 +1,8 @@
 /*
  * bench/lithd — what lithd, one writer behind HTTP/JSON, buys the processes
- * that today each open the database and write to it themselves.
+ * that today each open the database and write to it themselves; and what it
+ * costs beside its peers: a Node.js + better-sqlite3 server with lithd's API,
+ * and a bare h2o server answering the same POSTs.
  *
  * The workload is bench/writer's transfer, as four statements on the same
  * schema: client c owns accounts 10c..10c+9 and topic c; a transfer debits
@@ -41,27 +43,46 @@
  *   multiproc  N processes (fork), each with its own sqlite3 connection to
  *              the file (busy_timeout 30 s, lithd's pragmas), one BEGIN
  *              IMMEDIATE ... COMMIT per transfer: what multi-process apps do.
+ *   node       bench/node/server.js: Node.js and better-sqlite3 serving
+ *              lithd's POST /v1/do and GET /v1/stats, one transaction per
+ *              request (`node
+ *              server.js --db PATH --listen 127.0.0.1:0 --synchronous MODE
+ *              [--modules DIR]`), driven and checked exactly as lithd: what
+ *              an application server written the usual way does. Left out,
+ *              saying why, when there is no node or its modules are missing
+ *              (`make deps-bench`): the script exits 2 then, which a trial
+ *              start before the runs finds.
+ *   h2o        bench/h2o_null: a bare h2o server on libuv, set up as lithd's
+ *              HTTP layer sets h2o up, answering every POST /v1/do with a
+ *              fixed 200 of lithd's answer's shape; no database, so no sync
+ *              (it runs once per N, its results line's sync is null) and no
+ *              checks of a file. lithd's CPU per command over its is what
+ *              lithd adds to h2o.
  *
- * The client must stay cheap: it shares the machine's CPUs with lithd, and
- * every cycle it burns is one lithd does not get. So it is one thread and one
- * epoll set over nonblocking sockets (TCP_NODELAY). Each connection's request
- * is built once: every number sits in a fixed-width slot padded with spaces
- * (JSON allows whitespace after a value), so Content-Length never changes and
- * sending a transfer is ten integer-to-text copies and one send(). Answers are
- * read with one recv() per readiness event and parsed only as far as the
- * status line and Content-Length; the body is skipped. An answer that is not
- * 200, a broken connection or a malformed answer is an error. The whole
- * answer must fit in 16 KiB (a transfer's is about 500 bytes).
+ * The client must stay cheap: it shares the machine's CPUs with the server,
+ * and every cycle it burns is one the server does not get. So it is one
+ * thread and one epoll set over nonblocking sockets (TCP_NODELAY). Each
+ * connection's request is built once: every number sits in a fixed-width
+ * slot padded with spaces (JSON allows whitespace after a value), so
+ * Content-Length never changes and sending a transfer is ten
+ * integer-to-text copies and one send(). Answers are read with one recv()
+ * per readiness event and parsed only as far as the status line and
+ * Content-Length; the body is skipped. An answer that is not 200, a broken
+ * connection or a malformed answer is an error. The whole answer must fit
+ * in 16 KiB (a transfer's is about 250 bytes).
  *
  * The client is bench/transfer_http.c (shared with bench/shards).
  *
  * A third, idle connection asks GET /v1/stats at the window's two edges:
- * commands/batches between them is lithd's mean commands per transaction.
- * At the same edges the bench reads the CPU time of each of lithd's threads
- * (/proc/PID/task/TID/stat: the loop thread that runs h2o and jansson,
- * lith-writer, lith-waker, lith-checkpoint) and its own, so the tables say
- * where two shared CPUs went. For multiproc it reads the N processes' CPU
- * time the same way.
+ * commands/batches between them is the server's mean commands per
+ * transaction (lithd's batching; node's is 1 by construction; h2o has no
+ * stats). At
+ * the same edges the bench reads the CPU time of each of the server's
+ * threads (/proc/PID/task/TID/stat: for lithd the loop thread that runs h2o
+ * and jansson, lith-writer, lith-waker, lith-checkpoint; for node and h2o
+ * their main thread is the loop, the rest "other") and its own, so the
+ * tables say where two shared CPUs went. For multiproc it reads the N
+ * processes' CPU time the same way.
  *
  * Timing, as in bench/writer: after --warmup seconds a window of --seconds;
  * a command counts when its answer arrives inside the window. Latency is
@@ -69,16 +90,17 @@
  * end of COMMIT), so for multiproc it includes the wait for the write lock,
  * and for lithd the time the client thread took to notice the answer.
  * Percentiles are exact over every value unless more were recorded than the
- * buffers hold (then a weighted uniform sample; the CSV says "sampled").
- * Rounds interleave: round r runs every arm of every cell before round r+1,
- * and odd rounds run multiproc before lithd, so the machine's drift hits
- * both arms alike. Reported: median over rounds and the range.
+ * buffers hold (then a weighted uniform sample; the results say "sampled").
+ * Rounds interleave (bench/harness.h): round r runs every arm of every cell
+ * before round r+1, and odd rounds run the arms in reverse, so the machine's
+ * drift hits every arm alike. Reported: median over rounds and the range;
+ * every run is a line of the results file (bench/results.md).
  *
- * After every arm the database is checked with plain SQLite: quick_check,
- * money conserved, ledger rows == commands answered OK (in total and per
- * client), topic versions == commands answered OK. Each mismatch is an
- * error; the exit status is 0 only when no arm had an error (a missed target
- * is reported, not an error).
+ * After every arm but h2o the database is checked with plain SQLite:
+ * quick_check, money conserved, ledger rows == commands answered OK (in
+ * total and per client), topic versions == commands answered OK. Each
+ * mismatch is an error; the exit status is 0 only when no arm had an error
+ * (a missed target is reported, not an error).
  *
  * This program links SQLite only, not liblith: lithd is the thing measured,
  * as a separate process.
@@ -90,7 +112,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,6 +127,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "net.h"
 #include "transfer.h"
 #include "transfer_http.h"
@@ -110,6 +135,14 @@
 #ifndef LITHD_PATH
 #define LITHD_PATH "build/default/tools/lithd/lithd"
 #endif
+#ifndef H2O_NULL_PATH
+#define H2O_NULL_PATH "build/default/bench/h2o_null"
+#endif
+#ifndef NODE_SERVER_PATH
+#define NODE_SERVER_PATH "bench/node/server.js"
+#endif
+
+extern char **environ;
 
 /* ---- the workload (bench/common.h: the transfer, without its balance read) ---- */
 
@@ -117,8 +150,10 @@ enum { BUSY_MS_MULTI = 30000 };
 
 /* ---- configuration ------------------------------------------------------------ */
 
-enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, ARM_HRANA_WS, ARM_HRANA_TX, NARMS };
-static const char *const ARM_NAME[NARMS] = {"lithd", "multiproc", "hrana", "hrana-ws", "hrana+tx"};
+enum { ARM_LITHD, ARM_MULTI, ARM_HRANA, ARM_HRANA_WS, ARM_HRANA_TX, ARM_NODE, ARM_H2O, NARMS };
+static const char *const ARM_NAME[NARMS] = {"lithd",    "multiproc", "hrana", "hrana-ws",
+                                            "hrana+tx", "node",      "h2o"};
+#define ARM_LIST "lithd,multiproc,hrana,hrana-ws,hrana+tx,node,h2o"
 
 enum { SYNC_NORMAL, SYNC_FULL };
 static const char *sync_name(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"; }
@@ -127,43 +162,69 @@ static const char *sync_arg(int s) { return s == SYNC_FULL ? "full" : "normal"; 
 enum { MAX_LIST = 16, MAX_CONNS = 4096 };
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int conns[MAX_LIST], nconns;
   int sync[2], nsync;
   int arms[NARMS]; /* enabled */
-  const char *lithd;
+  const char *lithd, *h2o;
+  const char *node_script, *node_modules; /* modules NULL: the script's default */
+  char node[4096];                        /* the node binary, found on PATH */
+  char node_skip[512];                    /* why the node arm was left out, or "" */
 } config;
 
-/* ---- metrics and results ------------------------------------------------------- */
+/* ---- metrics ------------------------------------------------------------------- */
 
 enum {
   M_CMDS_S, /* commands answered OK per second of the window */
   M_P50,    /* call latency, ms */
   M_P99,
   M_MAX,
-  M_CMDS_TX, /* lithd: commands per transaction over the window (/v1/stats) */
-  M_CPU_SRV, /* lithd: its CPU time over the window, in CPUs (1.0 = one CPU busy) */
-  M_CPU_T0,  /* lithd: per thread kind, BENCH_T_LOOP .. BENCH_T_OTHER */
+  M_CMDS_TX, /* commands per transaction over the window (/v1/stats; multiproc: 1) */
+  M_CPU_SRV, /* the server's CPU time over the window, in CPUs (1.0 = one CPU busy) */
+  M_CPU_T0,  /* ...per thread kind, BENCH_T_LOOP .. BENCH_T_OTHER */
   M_CPU_CLI =
-      M_CPU_T0 + BENCH_NTHREAD, /* the client thread (lithd) or the N processes (multiproc), in CPUs */
-  M_US_SRV,                     /* lithd CPU microseconds per command */
+      M_CPU_T0 + BENCH_NTHREAD, /* the client thread (servers) or the N processes (multiproc), in CPUs */
+  M_US_SRV,                     /* the server's CPU microseconds per command */
   M_US_CLI,                     /* client CPU microseconds per command */
   M_CPU_ELSE, /* the machine's busy CPU time not accounted above: other processes, interrupts (in CPUs) */
   M_TX_N,     /* hrana+tx: interactive transactions committed inside the window */
   M_TX_P50,   /* ...from BEGIN's request to COMMIT's answer, ms */
   M_TX_P99,
+  M_CMDS,    /* commands answered OK inside the window */
+  M_US_LOOP, /* the server's loop thread's CPU microseconds per command (h2o: its one thread) */
   NMETRIC
 };
 static const bench_cpu_slots CPU_SLOTS = {M_CPU_SRV, M_CPU_T0, M_CPU_CLI, M_CPU_ELSE, M_US_SRV, M_US_CLI};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC]; /* NAN: not measured */
-  uint64_t commands; /* answered OK inside the window */
-  int64_t errors;
-  int sampled;
-  double wall_s; /* the whole arm: setup, run, stop and check */
-} result;
+/* The results' names; lithd_* is the server's (node's, h2o's in those arms). */
+static const bench_metric METRICS[NMETRIC] = {
+    {"cmds_per_s", BENCH_ROLE_RATE},
+    {"p50_ms", BENCH_ROLE_P50},
+    {"p99_ms", BENCH_ROLE_P99},
+    {"max_ms", BENCH_ROLE_NONE},
+    {"cmds_per_tx", BENCH_ROLE_NONE},
+    {"lithd_cpu", BENCH_ROLE_NONE},
+    {"lithd_cpu_loop", BENCH_ROLE_NONE},
+    {"lithd_cpu_writer", BENCH_ROLE_NONE},
+    {"lithd_cpu_waker", BENCH_ROLE_NONE},
+    {"lithd_cpu_ckpt", BENCH_ROLE_NONE},
+    {"lithd_cpu_other", BENCH_ROLE_NONE},
+    {"client_cpu", BENCH_ROLE_NONE},
+    {"lithd_us_per_cmd", BENCH_ROLE_CPU_US},
+    {"client_us_per_cmd", BENCH_ROLE_NONE},
+    {"else_cpu", BENCH_ROLE_NONE},
+    {"tx_done", BENCH_ROLE_NONE},
+    {"tx_p50_ms", BENCH_ROLE_NONE},
+    {"tx_p99_ms", BENCH_ROLE_NONE},
+    {"commands", BENCH_ROLE_NONE},
+    {"lithd_loop_us_per_cmd", BENCH_ROLE_NONE},
+};
+
+/* The cell's dimensions. */
+enum { D_SYNC, D_CONNS, NDIM };
+
+/* h2o has no database: no synchronous mode to vary. */
+static unsigned arm_ignores(int arm) { return arm == ARM_H2O ? 1u << D_SYNC : 0; }
 
 /* ---- one arm run ------------------------------------------------------------------ */
 
@@ -171,22 +232,11 @@ typedef struct run {
   const config *cfg;
   int arm, sync, N, round;
   char path[4096];
-  char log[4200]; /* lithd's stderr */
-  int msgs;       /* error messages printed */
+  char log[4200];   /* the server's stderr */
+  bench_cell *cell; /* its m[] and errors: the result */
 } run;
 
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_error(run *r, const char *fmt, ...) {
-  if (r->msgs++ >= 5)
-    return;
-  char buf[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "  error [%s %s N=%d round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->N,
-          r->round + 1, buf);
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
 /* ---- the database ------------------------------------------------------------------ */
 
@@ -196,7 +246,7 @@ static bench_pragmas pragmas(int sync) {
   return p;
 }
 
-static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
+static void say_error(void *ctx, const char *msg) { report_error((run *)ctx, "%s", msg); }
 
 /* A fresh database for N clients (bench_transfer_create). */
 static int create_db(const char *path, int N) {
@@ -211,7 +261,7 @@ static int64_t verify_db(run *r, const int64_t *ok) {
   return bench_transfer_check(r->path, r->N, ok, &p, "client", say_error, r);
 }
 
-static void fill_latency(result *res, bench_lat *const *bufs, int nb, run *r) {
+static void fill_latency(bench_cell *res, bench_lat *const *bufs, int nb, run *r) {
   static const double QS[2] = {0.50, 0.99};
   bench_lat_sum s;
   if (bench_lat_merge(bufs, nb, QS, 2, &s) != 0) {
@@ -355,17 +405,50 @@ static void tx_wait(void *ctx) {
   tc->pid = 0;
 }
 
-/* The lithd arms: over /v1/do (format BENCH_TH_V1), /v2/pipeline
- * (BENCH_TH_HRANA) or a WebSocket (BENCH_TH_HRANA_WS). */
-static void arm_lithd(run *r, result *res, int format, int with_tx) {
+/* ---- the server arms ---------------------------------------------------------------- */
+
+/* The command line of the arm's server into argv (room for 12). */
+static void server_argv(const run *r, char **argv) {
+  const config *c = r->cfg;
+  int k = 0;
+  if (r->arm == ARM_H2O) {
+    argv[k++] = (char *)c->h2o;
+  } else {
+    if (r->arm == ARM_NODE) {
+      argv[k++] = (char *)c->node;
+      argv[k++] = (char *)c->node_script;
+    } else {
+      argv[k++] = (char *)c->lithd;
+    }
+    argv[k++] = "--db";
+    argv[k++] = (char *)r->path;
+    argv[k++] = "--synchronous";
+    argv[k++] = (char *)sync_arg(r->sync);
+  }
+  argv[k++] = "--listen";
+  argv[k++] = "127.0.0.1:0";
+  if (r->arm == ARM_NODE && c->node_modules) {
+    argv[k++] = "--modules";
+    argv[k++] = (char *)c->node_modules;
+  }
+  argv[k] = NULL;
+}
+
+/* The arms with a server: lithd over /v1/do (format BENCH_TH_V1),
+ * /v2/pipeline (BENCH_TH_HRANA) or a WebSocket (BENCH_TH_HRANA_WS); node and
+ * h2o over /v1/do. h2o has no /v1/stats (node's says one transaction per
+ * request, as it is built). */
+static void arm_server(run *r, bench_cell *res, int format, int with_tx) {
   const config *cfg = r->cfg;
+  int stats = r->arm != ARM_H2O;
   bench_th_client cl;
   bench_cpu_snap sn[2];
   int64_t *ok = calloc((size_t)r->N, sizeof *ok);
   memset(sn, 0, sizeof sn);
   size_t cap = bench_lat_cap(1, cfg->cli.seconds);
-  int ready = bench_th_init(&cl, r->N, 1, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0 &&
-              ok && bench_th_build_stats(&cl, 0, "/v1/stats") == 0;
+  int ready =
+      bench_th_init(&cl, r->N, stats, cap, bench_rng_seed((uint64_t)r->round, 77), say_error, r) == 0 && ok &&
+      (!stats || bench_th_build_stats(&cl, 0, "/v1/stats") == 0);
   for (int i = 0; ready && i < r->N; i++)
     ready = bench_th_build_as(&cl, i,
                               format == BENCH_TH_HRANA      ? "/v2/pipeline"
@@ -391,8 +474,8 @@ static void arm_lithd(run *r, result *res, int format, int with_tx) {
     report_error(r, "out of memory");
     res->errors++;
   } else {
-    char *argv[] = {(char *)cfg->lithd,        "--db", r->path, "--listen", "127.0.0.1:0", "--synchronous",
-                    (char *)sync_arg(r->sync), NULL};
+    char *argv[12];
+    server_argv(r, argv);
     bench_th_serve(&cl, argv, r->log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
     if (tc.sh != NULL) {
       static const double QS[2] = {0.50, 0.99};
@@ -410,13 +493,16 @@ static void arm_lithd(run *r, result *res, int format, int with_tx) {
       }
     }
     res->errors += cl.errors;
-    res->commands = cl.win_ok;
+    res->m[M_CMDS] = (double)cl.win_ok;
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
     bench_lat *bufs[1] = {&cl.lat};
     fill_latency(res, bufs, 1, r);
-    res->m[M_CMDS_TX] = bench_th_cmds_per_tx(&cl);
+    res->m[M_CMDS_TX] = stats ? bench_th_cmds_per_tx(&cl) : NAN;
     bench_cpu_fill(sn, cfg->cli.seconds, cl.win_ok, &CPU_SLOTS, res->m);
-    res->errors += verify_db(r, ok);
+    if (cl.win_ok) /* the HTTP side alone: what a bare h2o does all of */
+      res->m[M_US_LOOP] = res->m[M_CPU_T0 + BENCH_T_LOOP] * cfg->cli.seconds / (double)cl.win_ok * 1e6;
+    if (r->arm != ARM_H2O) /* the server has exited (0 on SIGTERM, else an error above): its file */
+      res->errors += verify_db(r, ok);
   }
   bench_th_free(&cl);
   free(ok);
@@ -506,8 +592,9 @@ static double children_cpu(const pid_t *pids, int n) {
   return total;
 }
 
-static void arm_multi(run *r, result *res) {
+static void arm_multi(run *r, bench_cell *res) {
   const config *cfg = r->cfg;
+  uint64_t commands = 0; /* answered OK inside the window */
   int N = r->N, ready_p[2] = {-1, -1}, go_p[2] = {-1, -1}, started = 0;
   size_t cap = bench_lat_cap(N, cfg->cli.seconds);
   size_t bytes = sizeof(mp_shared) + (size_t)N * sizeof(mp_slot) + (size_t)N * cap * sizeof(uint64_t);
@@ -588,14 +675,15 @@ static void arm_multi(run *r, result *res) {
   for (int i = 0; i < N; i++) {
     mp_slot *s = &sh->slot[i];
     ok[i] = s->ok;
-    res->commands += (uint64_t)s->win_ok;
+    commands += (uint64_t)s->win_ok;
     res->errors += s->errors;
     if (s->msg[0])
       report_error(r, "process %d: %s", i, s->msg);
   }
-  res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
-  if (res->commands)
-    res->m[M_US_CLI] = res->m[M_CPU_CLI] * cfg->cli.seconds / (double)res->commands * 1e6;
+  res->m[M_CMDS] = (double)commands;
+  res->m[M_CMDS_S] = (double)commands / cfg->cli.seconds;
+  if (commands)
+    res->m[M_US_CLI] = res->m[M_CPU_CLI] * cfg->cli.seconds / (double)commands * 1e6;
   res->m[M_CMDS_TX] = 1;
   fill_latency(res, bufs, N, r);
   res->errors += verify_db(r, ok);
@@ -613,201 +701,191 @@ out:
   free(bufs);
 }
 
-/* ---- the plan ----------------------------------------------------------------------- */
+/* ---- one cell: the harness's callback ------------------------------------------------ */
 
-typedef struct bench {
-  config cfg;
-  result *res; /* [arm][sync][conns][round] */
-  FILE *csv;
-  int64_t total_errors;
-} bench;
-
-static result *res_at(bench *b, int arm, int si, int ni, int r) {
-  const config *c = &b->cfg;
-  size_t i = (((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->nconns + (size_t)ni) *
-                 (size_t)c->cli.rounds +
-             (size_t)r;
-  return &b->res[i];
-}
-
-static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",       "p50_ms",
-                                                "p99_ms",           "max_ms",
-                                                "cmds_per_tx",      "lithd_cpu",
-                                                "lithd_cpu_loop",   "lithd_cpu_writer",
-                                                "lithd_cpu_waker",  "lithd_cpu_ckpt",
-                                                "lithd_cpu_other",  "client_cpu",
-                                                "lithd_us_per_cmd", "client_us_per_cmd",
-                                                "else_cpu",         "tx_done",
-                                                "tx_p50_ms",        "tx_p99_ms"};
-
-static void csv_header(FILE *f) {
-  bench_csv_header(f, "sync,conns,arm,round", METRIC_CSV, NMETRIC, ",commands,errors,sampled,arm_wall_s\n");
-}
-
-static void csv_row(bench *b, int arm, int si, int ni, const char *round, const result *x) {
-  const config *c = &b->cfg;
-  if (!b->csv)
+static void run_cell(bench_cell *cell) {
+  const config *c = cell->ctx;
+  run r = {.cfg = c,
+           .arm = cell->arm,
+           .sync = cell->val[D_SYNC],
+           .N = cell->val[D_CONNS],
+           .round = cell->round,
+           .cell = cell};
+  snprintf(r.path, sizeof r.path, "%s/%s-%s-n%d-r%d.db", c->cli.db_dir, ARM_NAME[r.arm], sync_name(r.sync),
+           r.N, r.round + 1);
+  snprintf(r.log, sizeof r.log, "%s/server-stderr.log", c->cli.db_dir);
+  if (r.arm == ARM_H2O) { /* no database */
+    arm_server(&r, cell, BENCH_TH_V1, 0);
     return;
-  fprintf(b->csv, "%s,%d,%s,%s", sync_name(c->sync[si]), c->conns[ni], ARM_NAME[arm], round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  if (x->ran)
-    fprintf(b->csv, ",%llu", (unsigned long long)x->commands);
-  else /* a summary row */
-    fprintf(b->csv, ",");
-  fprintf(b->csv, ",%lld,%d", (long long)x->errors, x->sampled);
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int arm, int si, int ni, int round) {
-  const config *c = &b->cfg;
-  run r = {.cfg = c, .arm = arm, .sync = c->sync[si], .N = c->conns[ni], .round = round};
-  snprintf(r.path, sizeof r.path, "%s/%s-%s-n%d-r%d.db", c->cli.db_dir, ARM_NAME[arm], sync_name(r.sync), r.N,
-           round + 1);
-  snprintf(r.log, sizeof r.log, "%s/lithd-stderr.log", c->cli.db_dir);
-  result *res = res_at(b, arm, si, ni, round);
-  memset(res, 0, sizeof *res);
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  int64_t t0 = bench_now_ns();
-  if (create_db(r.path, r.N) != 0)
-    res->errors++;
-  else if (arm == ARM_LITHD)
-    arm_lithd(&r, res, BENCH_TH_V1, 0);
-  else if (arm == ARM_HRANA || arm == ARM_HRANA_TX)
-    arm_lithd(&r, res, BENCH_TH_HRANA, arm == ARM_HRANA_TX);
-  else if (arm == ARM_HRANA_WS)
-    arm_lithd(&r, res, BENCH_TH_HRANA_WS, 0);
-  else
-    arm_multi(&r, res);
-  bench_remove_db(r.path);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
-
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, arm, si, ni, rbuf, res);
-  fprintf(stderr,
-          "[round %d/%d] %-6s N=%-4d %-9s %9.0f cmd/s %6s cmd/tx  p50 %s p99 %s max %s ms"
-          "  CPU lithd %s client %s else %s  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, sync_name(r.sync), r.N, ARM_NAME[arm], res->m[M_CMDS_S],
-          BENCH_NUM("%.1f", res->m[M_CMDS_TX]), BENCH_NUM("%.3f", res->m[M_P50]),
-          BENCH_NUM("%.3f", res->m[M_P99]), BENCH_NUM("%.3f", res->m[M_MAX]),
-          BENCH_NUM("%.2f", res->m[M_CPU_SRV]), BENCH_NUM("%.2f", res->m[M_CPU_CLI]),
-          BENCH_NUM("%.2f", res->m[M_CPU_ELSE]), (long long)res->errors, res->wall_s);
-}
-
-/* ---- summaries ------------------------------------------------------------------------ */
-
-static bench_agg aggregate(bench *b, int arm, int si, int ni, int metric) {
-  double v[128];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, arm, si, ni, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
   }
-  return bench_agg_of(v, b->cfg.cli.rounds);
+  if (create_db(r.path, r.N) != 0) {
+    report_error(&r, "cannot create %s", r.path);
+    cell->errors++;
+  } else if (r.arm == ARM_MULTI) {
+    arm_multi(&r, cell);
+  } else {
+    int format = r.arm == ARM_HRANA || r.arm == ARM_HRANA_TX ? BENCH_TH_HRANA
+                 : r.arm == ARM_HRANA_WS                     ? BENCH_TH_HRANA_WS
+                                                             : BENCH_TH_V1;
+    arm_server(&r, cell, format, r.arm == ARM_HRANA_TX);
+  }
+  bench_remove_db(r.path);
 }
 
-static int64_t errors_of(bench *b, int arm, int si, int ni) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, arm, si, ni, r)->errors;
-  return e;
+/* ---- the node arm: can it run? ------------------------------------------------------------- */
+
+/* The first executable `name` on PATH into out (posix_spawn does not search
+ * PATH). 1 when found. */
+static int find_on_path(const char *name, char *out, size_t n) {
+  const char *p = getenv("PATH");
+  for (p = p ? p : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+    size_t len = strcspn(p, ":");
+    snprintf(out, n, "%.*s/%s", len ? (int)len : 1, len ? p : ".", name);
+    if (access(out, X_OK) == 0)
+      return 1;
+    p += len + (p[len] == ':');
+  }
+  return 0;
 }
 
-static int arm_ran(bench *b, int arm, int si, int ni) { return res_at(b, arm, si, ni, 0)->ran; }
+/* A trial start of the node server on a scratch file, before the runs:
+ * whether its modules are there is known only to the script, which exits 2
+ * with a line saying why when they are not. 1 when that happened (its
+ * stderr's last line into c->node_skip), else 0 (it listened and was stopped, or it failed
+ * otherwise: the runs then say why, as errors). */
+static int node_missing_modules(config *c, const char *log) {
+  run r = {.cfg = c, .arm = ARM_NODE, .sync = SYNC_NORMAL};
+  char *argv[12], out[1024] = "";
+  int pfd[2], st = 0;
+  size_t len = 0;
+  pid_t pid;
+  posix_spawn_file_actions_t fa;
+  snprintf(r.path, sizeof r.path, "%s/node-trial.db", c->cli.db_dir);
+  server_argv(&r, argv);
+  if (pipe2(pfd, O_CLOEXEC) != 0)
+    return 0;
+  int rc = posix_spawn_file_actions_init(&fa);
+  if (rc == 0 && (rc = posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO)) == 0 &&
+      (rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, log, O_WRONLY | O_CREAT | O_TRUNC, 0644)) ==
+          0)
+    rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(pfd[1]);
+  if (rc != 0) {
+    close(pfd[0]);
+    return 0;
+  }
+  /* its first line (the URL), or EOF when it exits; 30 s at most */
+  struct pollfd p = {pfd[0], POLLIN, 0};
+  ssize_t got;
+  while (!memchr(out, '\n', len) && len < sizeof out - 1 && poll(&p, 1, 30000) == 1 &&
+         (got = read(pfd[0], out + len, sizeof out - 1 - len)) > 0)
+    len += (size_t)got;
+  close(pfd[0]);
+  kill(pid, strstr(out, "http://127.0.0.1:") ? SIGTERM : SIGKILL); /* no effect once it has exited */
+  waitpid(pid, &st, 0);
+  bench_remove_db(r.path);
+  FILE *f = WIFEXITED(st) && WEXITSTATUS(st) == 2 ? fopen(log, "r") : NULL;
+  if (!f)
+    return 0;
+  char line[sizeof c->node_skip];
+  snprintf(c->node_skip, sizeof c->node_skip, "%s exited 2", c->node_script);
+  while (fgets(line, sizeof line, f)) /* its last line says why */
+    if ((line[strcspn(line, "\n")] = '\0', line[0]))
+      memcpy(c->node_skip, line, sizeof line);
+  fclose(f);
+  return 1;
+}
 
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
+/* Leave the node arm out, saying why in c->node_skip, when node, the
+ * script or its modules are missing. */
+static void node_check(config *c, const char *log) {
+  if (!c->arms[ARM_NODE])
     return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int ni = 0; ni < c->nconns; ni++) {
-        if (!arm_ran(b, arm, si, ni))
-          continue;
-        for (int w = 0; w < 3; w++) {
-          result x;
-          memset(&x, 0, sizeof x);
-          for (int m = 0; m < NMETRIC; m++)
-            x.m[m] = bench_agg_pick(aggregate(b, arm, si, ni, m), w);
-          x.wall_s = NAN;
-          x.errors = errors_of(b, arm, si, ni);
-          for (int r = 0; r < c->cli.rounds; r++)
-            x.sampled |= res_at(b, arm, si, ni, r)->sampled;
-          csv_row(b, arm, si, ni, BENCH_SUMMARY[w], &x);
-        }
-      }
+  if (access(c->node_script, R_OK) != 0)
+    snprintf(c->node_skip, sizeof c->node_skip, "no %s (%s)", c->node_script, strerror(errno));
+  else if (!find_on_path("node", c->node, sizeof c->node))
+    snprintf(c->node_skip, sizeof c->node_skip, "no node on PATH");
+  else
+    node_missing_modules(c, log);
+  if (c->node_skip[0])
+    c->arms[ARM_NODE] = 0;
 }
+
+/* ---- the tables ------------------------------------------------------------------------ */
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 static void fmt_pct(char *buf, size_t n, double cpus) { bench_fmt(buf, n, "%.0f%%", cpus * 100); }
 
-/* arm's median commands/s over base's. */
-static double ratio_of(bench *b, int arm, int base, int si, int ni) {
-  if (!arm_ran(b, arm, si, ni) || !arm_ran(b, base, si, ni))
-    return NAN;
-  double l = aggregate(b, arm, si, ni, M_CMDS_S).med, m = aggregate(b, base, si, ni, M_CMDS_S).med;
-  return m > 0 ? l / m : NAN;
+static bench_agg agg(const bench_harness *h, int arm, int si, int ni, int metric) {
+  int idx[NDIM] = {si, ni};
+  return bench_harness_agg(h, arm, idx, metric);
+}
+static double med(const bench_harness *h, int arm, int si, int ni, int metric) {
+  return agg(h, arm, si, ni, metric).med;
+}
+static int ran(const bench_harness *h, int arm, int si, int ni) {
+  int idx[NDIM] = {si, ni};
+  return bench_harness_ran(h, arm, idx);
+}
+/* arm's median of metric over base's. */
+static double ratio(const bench_harness *h, int arm, int base, int si, int ni, int metric) {
+  int idx[NDIM] = {si, ni};
+  return bench_harness_ratio(h, arm, base, idx, metric);
 }
 
-static double ratio(bench *b, int si, int ni) { return ratio_of(b, ARM_LITHD, ARM_MULTI, si, ni); }
-
-static void table_row(bench *b, int arm, int si, int ni) {
-  const config *c = &b->cfg;
+static void table_row(const bench_harness *h, const config *c, int arm, int si, int ni) {
   char p50[32], p99[32], mx[32], tx[32], srv[32], cli[32], oth[32], rt[32], rl[32], rh[32];
-  bench_agg cs = aggregate(b, arm, si, ni, M_CMDS_S);
-  double ctx = aggregate(b, arm, si, ni, M_CMDS_TX).med;
-  fmt_ms(p50, sizeof p50, aggregate(b, arm, si, ni, M_P50).med);
-  fmt_ms(p99, sizeof p99, aggregate(b, arm, si, ni, M_P99).med);
-  fmt_ms(mx, sizeof mx, aggregate(b, arm, si, ni, M_MAX).hi);
-  fmt_pct(srv, sizeof srv, aggregate(b, arm, si, ni, M_CPU_SRV).med);
-  fmt_pct(cli, sizeof cli, aggregate(b, arm, si, ni, M_CPU_CLI).med);
-  fmt_pct(oth, sizeof oth, aggregate(b, arm, si, ni, M_CPU_ELSE).hi);
-  bench_fmt(tx, sizeof tx, "%.1f", ctx);
+  int idx[NDIM] = {si, ni};
+  bench_agg cs = agg(h, arm, si, ni, M_CMDS_S);
+  fmt_ms(p50, sizeof p50, med(h, arm, si, ni, M_P50));
+  fmt_ms(p99, sizeof p99, med(h, arm, si, ni, M_P99));
+  fmt_ms(mx, sizeof mx, agg(h, arm, si, ni, M_MAX).hi);
+  fmt_pct(srv, sizeof srv, med(h, arm, si, ni, M_CPU_SRV));
+  fmt_pct(cli, sizeof cli, med(h, arm, si, ni, M_CPU_CLI));
+  fmt_pct(oth, sizeof oth, agg(h, arm, si, ni, M_CPU_ELSE).hi);
+  bench_fmt(tx, sizeof tx, "%.1f", med(h, arm, si, ni, M_CMDS_TX));
   snprintf(rt, sizeof rt, " ");
   snprintf(rl, sizeof rl, " ");
   snprintf(rh, sizeof rh, " ");
-  if (arm != ARM_MULTI)
-    bench_fmt(rt, sizeof rt, "%.2f×", ratio_of(b, arm, ARM_MULTI, si, ni));
+  if (arm != ARM_MULTI && arm != ARM_H2O)
+    bench_fmt(rt, sizeof rt, "%.2f×", ratio(h, arm, ARM_MULTI, si, ni, M_CMDS_S));
   if (arm == ARM_HRANA || arm == ARM_HRANA_TX || arm == ARM_HRANA_WS)
-    bench_fmt(rl, sizeof rl, "%.2f×", ratio_of(b, arm, ARM_LITHD, si, ni));
+    bench_fmt(rl, sizeof rl, "%.2f×", ratio(h, arm, ARM_LITHD, si, ni, M_CMDS_S));
   if (arm == ARM_HRANA_WS)
-    bench_fmt(rh, sizeof rh, "%.2f×", ratio_of(b, arm, ARM_HRANA, si, ni));
-  printf("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %s |\n",
-         c->conns[ni], ARM_NAME[arm], cs.med, cs.lo, cs.hi, tx, p50, p99, mx,
-         (long long)errors_of(b, arm, si, ni), srv, cli, oth, rt, rl, rh);
+    bench_fmt(rh, sizeof rh, "%.2f×", ratio(h, arm, ARM_HRANA, si, ni, M_CMDS_S));
+  printf("| %d | %s | %s (%s–%s) | %s | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %s |\n", c->conns[ni],
+         ARM_NAME[arm], BENCH_NUM("%.0f", cs.med), BENCH_NUM("%.0f", cs.lo), BENCH_NUM("%.0f", cs.hi), tx,
+         p50, p99, mx, (long long)bench_harness_errors(h, arm, idx), srv, cli, oth, rt, rl, rh);
 }
 
-static void print_tables(bench *b) {
-  const config *c = &b->cfg;
+static void print_tables(const bench_harness *h, const config *c) {
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
-    printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | lithd CPU | "
+    printf("| N | arm | cmd/s median (min–max) | cmd/tx | p50 ms | p99 ms | max ms | err | server CPU | "
            "client CPU "
            "| else CPU | ÷multiproc | ÷lithd | ÷hrana |\n");
     printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ni = 0; ni < c->nconns; ni++)
       for (int arm = 0; arm < NARMS; arm++)
-        if (arm_ran(b, arm, si, ni))
-          table_row(b, arm, si, ni);
+        if (ran(h, arm, si, ni))
+          table_row(h, c, arm, si, ni);
   }
   printf(
       "\nColumns: median over rounds (cmd/s also min–max; max ms: the worst round). Latency from sending "
       "the\n"
       "request (multiproc: BEGIN IMMEDIATE) to the whole answer (end of COMMIT). cmd/tx: lithd's commands "
       "per\n"
-      "transaction over the window (GET /v1/stats). CPU in %% of one CPU over the window (the machine has\n"
-      "%ld): lithd's process; the client thread (lithd arm) or the N processes (multiproc); else: the rest "
-      "of\n"
-      "the machine's busy time in the worst round (other processes, interrupts: noise if much above 0).\n"
+      "transaction over the window (GET /v1/stats: node's is 1). CPU in %% of one CPU over the\n"
+      "window (the machine has %ld): the server's process (lithd, node or h2o_null); the client thread or\n"
+      "the N processes (multiproc); else: the rest of the machine's busy time in the worst round (other\n"
+      "processes, interrupts: noise if much above 0).\n"
       "÷multiproc: the arm's median cmd/s over multiproc's; ÷lithd: hrana's over lithd's (/v1/do);\n"
       "÷hrana: hrana-ws's over hrana's (the same batch over a WebSocket against POST /v2/pipeline).\n"
       "hrana+tx: the hrana arm with one more client, a process of its own, that holds an interactive write\n"
-      "transaction (two pipelines, as transaction(\"write\")) every %d ms.\n",
+      "transaction (two pipelines, as transaction(\"write\")) every %d ms. node: Node.js + better-sqlite3\n"
+      "with lithd's /v1/do. h2o: a bare h2o server answering the POSTs without a database (no sync: the\n"
+      "same run in both tables).\n",
       sysconf(_SC_NPROCESSORS_ONLN), TX_EVERY_MS);
   if (!c->arms[ARM_HRANA_TX])
     return;
@@ -817,18 +895,17 @@ static void print_tables(bench *b) {
   printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int si = 0; si < c->nsync; si++)
     for (int ni = 0; ni < c->nconns; ni++) {
-      if (!arm_ran(b, ARM_HRANA_TX, si, ni))
+      if (!ran(h, ARM_HRANA_TX, si, ni))
         continue;
       char p0[32], p1[32], t50[32], t99[32];
-      int base = arm_ran(b, ARM_HRANA, si, ni);
-      fmt_ms(p0, sizeof p0, base ? aggregate(b, ARM_HRANA, si, ni, M_P99).med : NAN);
-      fmt_ms(p1, sizeof p1, aggregate(b, ARM_HRANA_TX, si, ni, M_P99).med);
-      fmt_ms(t50, sizeof t50, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_P50).med);
-      fmt_ms(t99, sizeof t99, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_P99).med);
-      printf("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %s | %s |\n", sync_name(c->sync[si]), c->conns[ni],
-             p0, p1, base ? aggregate(b, ARM_HRANA, si, ni, M_CMDS_S).med : NAN,
-             aggregate(b, ARM_HRANA_TX, si, ni, M_CMDS_S).med, aggregate(b, ARM_HRANA_TX, si, ni, M_TX_N).med,
-             t50, t99);
+      fmt_ms(p0, sizeof p0, med(h, ARM_HRANA, si, ni, M_P99));
+      fmt_ms(p1, sizeof p1, med(h, ARM_HRANA_TX, si, ni, M_P99));
+      fmt_ms(t50, sizeof t50, med(h, ARM_HRANA_TX, si, ni, M_TX_P50));
+      fmt_ms(t99, sizeof t99, med(h, ARM_HRANA_TX, si, ni, M_TX_P99));
+      printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", sync_name(c->sync[si]), c->conns[ni], p0, p1,
+             BENCH_NUM("%.0f", med(h, ARM_HRANA, si, ni, M_CMDS_S)),
+             BENCH_NUM("%.0f", med(h, ARM_HRANA_TX, si, ni, M_CMDS_S)),
+             BENCH_NUM("%.0f", med(h, ARM_HRANA_TX, si, ni, M_TX_N)), t50, t99);
     }
   printf("\ntx done: interactive transactions committed inside the window (median of rounds; a %d ms period\n"
          "asks for %.0f); tx ms: from BEGIN's request to COMMIT's answer.\n",
@@ -836,8 +913,7 @@ static void print_tables(bench *b) {
 }
 
 /* Where the CPU went in the lithd arm: lithd's threads, the client. */
-static void print_cpu(bench *b) {
-  const config *c = &b->cfg;
+static void print_cpu(const bench_harness *h, const config *c) {
   static const char *const head[BENCH_NTHREAD] = {"loop thread (h2o, JSON, bridge)", "lith-writer",
                                                   "lith-waker", "lith-checkpoint", "other"};
   if (!c->arms[ARM_LITHD])
@@ -853,91 +929,122 @@ static void print_cpu(bench *b) {
   for (int si = 0; si < c->nsync; si++)
     for (int ni = 0; ni < c->nconns; ni++) {
       char v[32];
-      if (!arm_ran(b, ARM_LITHD, si, ni))
+      if (!ran(h, ARM_LITHD, si, ni))
         continue;
-      printf("| %s | %d | %.0f |", sync_name(c->sync[si]), c->conns[ni],
-             aggregate(b, ARM_LITHD, si, ni, M_CMDS_S).med);
+      printf("| %s | %d | %s |", sync_name(c->sync[si]), c->conns[ni],
+             BENCH_NUM("%.0f", med(h, ARM_LITHD, si, ni, M_CMDS_S)));
       for (int k = 0; k < BENCH_NTHREAD; k++) {
-        fmt_pct(v, sizeof v, aggregate(b, ARM_LITHD, si, ni, M_CPU_T0 + k).med);
+        fmt_pct(v, sizeof v, med(h, ARM_LITHD, si, ni, M_CPU_T0 + k));
         printf(" %s |", v);
       }
-      fmt_pct(v, sizeof v, aggregate(b, ARM_LITHD, si, ni, M_CPU_SRV).med);
+      fmt_pct(v, sizeof v, med(h, ARM_LITHD, si, ni, M_CPU_SRV));
       printf(" %s |", v);
-      fmt_pct(v, sizeof v, aggregate(b, ARM_LITHD, si, ni, M_CPU_CLI).med);
-      printf(" %s | %.1f | %.1f |\n", v, aggregate(b, ARM_LITHD, si, ni, M_US_SRV).med,
-             aggregate(b, ARM_LITHD, si, ni, M_US_CLI).med);
+      fmt_pct(v, sizeof v, med(h, ARM_LITHD, si, ni, M_CPU_CLI));
+      printf(" %s | %s | %s |\n", v, BENCH_NUM("%.1f", med(h, ARM_LITHD, si, ni, M_US_SRV)),
+             BENCH_NUM("%.1f", med(h, ARM_LITHD, si, ni, M_US_CLI)));
     }
   printf("\nFrom /proc/PID/task/*/stat (10 ms ticks) at the window's edges. µs/cmd: CPU time over commands\n"
          "answered in the window.\n");
 }
 
+/* lithd beside the node server (throughput) and the bare h2o server (CPU per command). */
+static void print_peers(const bench_harness *h, const config *c) {
+  if (!c->arms[ARM_LITHD] || (!c->arms[ARM_NODE] && !c->arms[ARM_H2O]))
+    return;
+  printf("\n### lithd against its peers: Node.js + better-sqlite3, a bare h2o (medians)\n\n");
+  printf("| sync | N | lithd cmd/s | node cmd/s | lithd ÷ node | h2o cmd/s | lithd µs/cmd | node µs/cmd | "
+         "h2o µs/cmd | lithd ÷ h2o | lithd loop µs/cmd | loop ÷ h2o |\n");
+  printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (int si = 0; si < c->nsync; si++)
+    for (int ni = 0; ni < c->nconns; ni++)
+      if (ran(h, ARM_LITHD, si, ni))
+        printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", sync_name(c->sync[si]),
+               c->conns[ni], BENCH_NUM("%.0f", med(h, ARM_LITHD, si, ni, M_CMDS_S)),
+               BENCH_NUM("%.0f", med(h, ARM_NODE, si, ni, M_CMDS_S)),
+               BENCH_NUM("%.2f×", ratio(h, ARM_LITHD, ARM_NODE, si, ni, M_CMDS_S)),
+               BENCH_NUM("%.0f", med(h, ARM_H2O, si, ni, M_CMDS_S)),
+               BENCH_NUM("%.1f", med(h, ARM_LITHD, si, ni, M_US_SRV)),
+               BENCH_NUM("%.1f", med(h, ARM_NODE, si, ni, M_US_SRV)),
+               BENCH_NUM("%.1f", med(h, ARM_H2O, si, ni, M_US_SRV)),
+               BENCH_NUM("%.2f×", ratio(h, ARM_LITHD, ARM_H2O, si, ni, M_US_SRV)),
+               BENCH_NUM("%.1f", med(h, ARM_LITHD, si, ni, M_US_LOOP)),
+               BENCH_NUM("%.2f×", ratio(h, ARM_LITHD, ARM_H2O, si, ni, M_US_LOOP)));
+  printf("\nµs/cmd: the server process's CPU time over the window's commands (lithd: every thread; node:\n"
+         "its loop and its helper threads; h2o: its one thread). h2o has no database, so the same h2o runs\n"
+         "stand beside both synchronous modes. lithd ÷ h2o: what lithd adds to h2o per request, SQLite\n"
+         "included; loop: lithd's loop thread alone (h2o, JSON, the bridge), its HTTP side.\n");
+}
+
 /* ---- targets ----------------------------------------------------------------------------- */
 
-static void print_targets(bench *b) {
-  const config *c = &b->cfg;
-  char d[128], what[128];
+/* "- PASS|MISS|n/a what — detail" for v against limit (>= when ge, else <=); n/a when v is NAN. */
+static void target(const char *what, double v, int ge, double limit, const char *fmt) {
+  char d[128];
+  bench_fmt(d, sizeof d, fmt, v);
+  bench_target(what, !isnan(v), ge ? v >= limit : v <= limit, d);
+}
+
+static void print_targets(const bench_harness *h, const config *c) {
+  char what[160];
   int ni = bench_find_int(c->conns, c->nconns, 64);
-  int siN = bench_find_int(c->sync, c->nsync, SYNC_NORMAL),
-      siF = bench_find_int(c->sync, c->nsync, SYNC_FULL);
+  int si_of[2] = {bench_find_int(c->sync, c->nsync, SYNC_NORMAL),
+                  bench_find_int(c->sync, c->nsync, SYNC_FULL)};
+  static const char *const SN[2] = {"NORMAL", "FULL"};
+  static const double MULTI_MIN[2] = {5, 10}, NODE_MIN[2] = {4, 10};
   printf("\n### targets\n\n");
-  {
-    int have = ni >= 0 && siN >= 0 && arm_ran(b, ARM_LITHD, siN, ni);
-    double v = have ? aggregate(b, ARM_LITHD, siN, ni, M_CMDS_S).med : NAN;
-    snprintf(d, sizeof d, "%.0f commands/s", v);
-    bench_target("64 connections NORMAL: lithd ≥ 40000 commands/s", have, v >= 40000, d);
-  }
-  struct {
-    int si;
-    double min;
-    const char *name;
-  } x[2] = {{siN, 5, "NORMAL"}, {siF, 10, "FULL"}};
+#define AT(si, expr) (ni >= 0 && (si) >= 0 ? (expr) : NAN)
+  target("64 connections NORMAL: lithd ≥ 40000 commands/s",
+         AT(si_of[0], med(h, ARM_LITHD, si_of[0], ni, M_CMDS_S)), 1, 40000, "%.0f commands/s");
   for (int k = 0; k < 2; k++) {
-    int have = ni >= 0 && x[k].si >= 0;
-    double v = have ? ratio(b, x[k].si, ni) : NAN;
-    snprintf(what, sizeof what, "64 clients %s: lithd ≥ %.0f × multiproc", x[k].name, x[k].min);
-    snprintf(d, sizeof d, "%.2f×", v);
-    bench_target(what, have && !isnan(v), v >= x[k].min, d);
+    snprintf(what, sizeof what, "64 clients %s: lithd ≥ %.0f × multiproc", SN[k], MULTI_MIN[k]);
+    target(what, AT(si_of[k], ratio(h, ARM_LITHD, ARM_MULTI, si_of[k], ni, M_CMDS_S)), 1, MULTI_MIN[k],
+           "%.2f×");
   }
   for (int k = 0; k < 2; k++) {
-    int have = ni >= 0 && x[k].si >= 0 && arm_ran(b, ARM_LITHD, x[k].si, ni);
-    double v = have ? aggregate(b, ARM_LITHD, x[k].si, ni, M_P99).med : NAN;
-    snprintf(what, sizeof what, "64 connections %s: lithd p99 < 10 ms", x[k].name);
-    snprintf(d, sizeof d, "%.3f ms (median of rounds)", v);
-    bench_target(what, have && !isnan(v), v < 10, d);
+    snprintf(what, sizeof what, "64 connections %s: lithd ≥ %.0f × node (Node.js + better-sqlite3)", SN[k],
+             NODE_MIN[k]);
+    target(what, AT(si_of[k], ratio(h, ARM_LITHD, ARM_NODE, si_of[k], ni, M_CMDS_S)), 1, NODE_MIN[k],
+           "%.2f×");
   }
   for (int k = 0; k < 2; k++) {
-    int have = ni >= 0 && x[k].si >= 0;
-    double v = have ? ratio_of(b, ARM_HRANA, ARM_LITHD, x[k].si, ni) : NAN;
-    snprintf(what, sizeof what, "64 connections %s: hrana ≥ 0.8 × lithd (/v1/do)", x[k].name);
-    snprintf(d, sizeof d, "%.2f×", v);
-    bench_target(what, have && !isnan(v), v >= 0.8, d);
+    snprintf(what, sizeof what, "64 connections %s: lithd p99 ≤ 10 ms", SN[k]);
+    target(what, AT(si_of[k], med(h, ARM_LITHD, si_of[k], ni, M_P99)), 0, 10, "%.3f ms (median of rounds)");
+  }
+  target("64 connections NORMAL: lithd's CPU per command ≤ 2.0 × a bare h2o's",
+         AT(si_of[0], ratio(h, ARM_LITHD, ARM_H2O, si_of[0], ni, M_US_SRV)), 0, 2.0, "%.2f×");
+  for (int k = 0; k < 2; k++) {
+    snprintf(what, sizeof what, "64 connections %s: hrana ≥ 0.8 × lithd (/v1/do)", SN[k]);
+    target(what, AT(si_of[k], ratio(h, ARM_HRANA, ARM_LITHD, si_of[k], ni, M_CMDS_S)), 1, 0.8, "%.2f×");
   }
   for (int k = 0; k < 2; k++) {
-    int have = ni >= 0 && x[k].si >= 0 && arm_ran(b, ARM_HRANA_TX, x[k].si, ni);
-    double v = have ? aggregate(b, ARM_HRANA_TX, x[k].si, ni, M_P99).med : NAN;
     snprintf(what, sizeof what,
-             "64 connections %s: hrana p99 ≤ 10 ms with an interactive transaction every %d ms", x[k].name,
+             "64 connections %s: hrana p99 ≤ 10 ms with an interactive transaction every %d ms", SN[k],
              TX_EVERY_MS);
-    snprintf(d, sizeof d, "%.3f ms (median of rounds)", v);
-    bench_target(what, have && !isnan(v), v <= 10, d);
+    target(what, AT(si_of[k], med(h, ARM_HRANA_TX, si_of[k], ni, M_P99)), 0, 10,
+           "%.3f ms (median of rounds)");
   }
-  snprintf(d, sizeof d, "%lld", (long long)b->total_errors);
-  bench_target("errors, all arms: 0", 1, b->total_errors == 0, d);
+#undef AT
+  int64_t errors = bench_harness_total_errors(h);
+  bench_target("errors, all arms: 0", 1, errors == 0, BENCH_NUM("%.0f", (double)errors));
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves)\n"
+  fprintf(f, "usage: bench/lithd [options]   (lithd over HTTP against N processes that write themselves,\n"
+             "                               a Node.js + better-sqlite3 server and a bare h2o)\n"
              "  --conns LIST       client counts (connections, processes), e.g. 1,16,64,256 (default)\n"
              "  --sync LIST        normal,full (default both)\n"
-             "  --arms LIST        lithd,multiproc,hrana,hrana-ws,hrana+tx (default all five)\n"
+             "  --arms LIST        " ARM_LIST " (default all)\n"
              "  --seconds S        measured window per arm (default 3)\n"
              "  --warmup S         warm-up before the window (default 0.5)\n"
              "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
              "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
              "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
-             "  --csv PATH         CSV output (default bench/results/lithd-YYYYMMDD-HHMMSS.csv)\n"
+             "  --h2o PATH         the bare h2o server, arm h2o (default " H2O_NULL_PATH ")\n"
+             "  --node PATH        the Node.js server, arm node (default " NODE_SERVER_PATH ")\n"
+             "  --node-modules DIR where its node_modules are (default: the script's own)\n"
+             "  --results PATH     the results file (default bench/results/lithd-YYYYMMDD-HHMMSS.jsonl)\n"
              "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
              "  --help\n");
 }
@@ -950,9 +1057,15 @@ static int take_option(void *ctx, const char *a, const char *v) {
   } else if (!strcmp(a, "--sync")) {
     c->nsync = bench_parse_words(v, a, SYNC_WORD, NULL, 2, c->sync, 2, "normal,full");
   } else if (!strcmp(a, "--arms")) {
-    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, "lithd,multiproc,hrana,hrana-ws,hrana+tx");
+    bench_parse_flags(v, a, ARM_NAME, NARMS, c->arms, ARM_LIST);
   } else if (!strcmp(a, "--lithd")) {
     c->lithd = v;
+  } else if (!strcmp(a, "--h2o")) {
+    c->h2o = v;
+  } else if (!strcmp(a, "--node")) {
+    c->node_script = v;
+  } else if (!strcmp(a, "--node-modules")) {
+    c->node_modules = v;
   } else {
     return 0;
   }
@@ -961,14 +1074,15 @@ static int take_option(void *ctx, const char *a, const char *v) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli = (bench_cli){
-      .prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
+  c->cli = (bench_cli){.prog = "bench/lithd", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->lithd = LITHD_PATH;
+  c->h2o = H2O_NULL_PATH;
+  c->node_script = NODE_SERVER_PATH;
   c->sync[0] = SYNC_NORMAL; /* the defaults, which the options replace */
   c->sync[1] = SYNC_FULL;
   c->nsync = 2;
-  c->arms[ARM_LITHD] = c->arms[ARM_MULTI] = c->arms[ARM_HRANA] = c->arms[ARM_HRANA_WS] =
-      c->arms[ARM_HRANA_TX] = 1;
+  for (int a = 0; a < NARMS; a++)
+    c->arms[a] = 1;
   bench_cli_parse(&c->cli, argc, argv, take_option, c);
   if (!c->nconns) {
     static const int def[] = {1, 16, 64, 256}, q[] = {1, 64};
@@ -978,25 +1092,30 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *csv_path) {
+static void print_header(const config *c, int argc, char **argv, const char *results) {
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("lithd benchmark", argc, argv, 1);
   printf("machine: nproc %ld, CPU %s, kernel %s\n", m.nproc, m.cpu, m.kernel);
   printf("SQLite %s (bench side), lithd %s (checkpoint WRITER)\n", sqlite3_libversion(), c->lithd);
+  if (c->arms[ARM_NODE])
+    printf("node: %s %s%s%s\n", c->node, c->node_script, c->node_modules ? " --modules " : "",
+           c->node_modules ? c->node_modules : "");
+  else if (c->node_skip[0])
+    printf("node: skipped: %s\n", c->node_skip);
+  if (c->arms[ARM_H2O])
+    printf("h2o: %s\n", c->h2o);
   printf("databases: %s (%s)\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir));
   printf("plan: clients");
   bench_print_ints(c->conns, c->nconns);
   printf("; synchronous");
   bench_print_named(c->sync, c->nsync, sync_name);
-  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
 }
 
 int main(int argc, char **argv) {
-  bench b;
-  config *c = &b.cfg;
-  char tmpdir[] = "/tmp/lith-bench-lithd-XXXXXX", csv_path[4096], log[4200];
-  memset(&b, 0, sizeof b);
+  config cfg, *c = &cfg;
+  char tmpdir[] = "/tmp/lith-bench-lithd-XXXXXX", log[4200];
   parse_args(argc, argv, c);
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
@@ -1006,38 +1125,51 @@ int main(int argc, char **argv) {
             strerror(errno));
     return 2;
   }
+  if (c->arms[ARM_H2O] && access(c->h2o, X_OK) != 0) {
+    fprintf(stderr,
+            "bench/lithd: cannot run %s (%s); build it (make %s), pass --h2o PATH or leave arm h2o out\n",
+            c->h2o, strerror(errno), c->h2o);
+    return 2;
+  }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.results, "lithd", csv_path, sizeof csv_path);
-  if (b.csv)
-    csv_header(b.csv);
-
-  print_header(c, argc, argv, b.csv ? csv_path : NULL);
-
-  size_t nres = (size_t)NARMS * (size_t)c->nsync * (size_t)c->nconns * (size_t)c->cli.rounds;
-  b.res = bench_xcalloc(nres, sizeof *b.res);
-
+  snprintf(log, sizeof log, "%s/server-stderr.log", c->cli.db_dir);
+  node_check(c, log);
+  bench_plan plan = {.program = "lithd",
+                     .workload = "transfer",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .arm_on = c->arms,
+                     .dims = {{.key = "sync", .label = sync_name}, {.key = "conns"}},
+                     .ndims = NDIM,
+                     .dim_n = D_CONNS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .flags = BENCH_ALTERNATE,
+                     .ignores = arm_ignores,
+                     .run = run_cell,
+                     .ctx = c,
+                     .cli = &c->cli};
+  plan.dims[D_SYNC].n = c->nsync;
+  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  plan.dims[D_CONNS].n = c->nconns;
+  memcpy(plan.dims[D_CONNS].v, c->conns, sizeof c->conns);
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(h));
   /* Round r runs every arm of every cell before round r+1; odd rounds run
    * the arms in the other order. */
-  for (int r = 0; r < c->cli.rounds; r++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int ni = 0; ni < c->nconns; ni++)
-        for (int k = 0; k < NARMS; k++) {
-          int arm = r % 2 ? NARMS - 1 - k : k;
-          if (c->arms[arm])
-            run_one(&b, arm, si, ni, r);
-        }
-
-  print_tables(&b);
-  print_cpu(&b);
-  print_targets(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
-  snprintf(log, sizeof log, "%s/lithd-stderr.log", c->cli.db_dir);
+  bench_harness_run_all(h);
+  print_tables(h, c);
+  print_cpu(h, c);
+  print_peers(h, c);
+  print_targets(h, c);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
   unlink(log);
   if (own_dir)
     rmdir(c->cli.db_dir);
-
-  bench_print_end("all arms", b.total_errors, t_begin);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all arms", errors, t_begin);
+  return errors ? 1 : 0;
 }
