@@ -50,7 +50,8 @@
  *
  * At the largest size, every (cache, mmap) of --cache-kib x --mmap-mb, for
  * both arms and every synchronous: what the two settings change. The growth
- * tables use the first of each list (by default lith's: 16 MiB, 0).
+ * tables use the first of each list (by default lith's: 16 MiB, 0); the
+ * settings table's first row is the largest step's, measured once.
  *
  * Per arm run: db MB (the main file before the arm), cmd/s (answered OK in
  * the window), cmd/tx (lith: lith_stats commands / batches over the window;
@@ -71,6 +72,16 @@
  * the arm are the commands answered OK, per producer for the transfer, whose
  * topic versions grew by the same and whose producers' money is conserved.
  * A mismatch or a failed call is an error; the exit status is 1 after one.
+ *
+ * Results (bench/harness.h, bench/results.md): a line per arm run. Its cell
+ * is the workload, step_mb, cache_kib, mmap_mb and producers (one value),
+ * its sync the synchronous: every measured place is one cell, the settings
+ * at the largest step among them. The results' one "workload" string is
+ * "growth"; which of the two ran is the cell's "workload". n is null: the
+ * producer count is fixed, and the report's charts are against n, where
+ * this program's axis is the size. The database grows between cells, so
+ * the order is this program's own (bench_harness_run_one), not
+ * bench_harness_run_all's.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -79,7 +90,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +101,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "lith.h"
 #include "transfer.h"
 #include "transfer_lith.h"
@@ -134,7 +145,7 @@ enum { ARM_LITH, ARM_CONN, NARMS };
 static const char *const ARM_NAME[NARMS] = {"lith", "perconn"};
 
 enum {
-  MAX_STEPS = 32,
+  MAX_STEPS = BENCH_MAXVALS, /* a dimension's values */
   MAX_LIST = 8,
   CKPT_PAGES = 1000,    /* SQLite's autocheckpoint and lith's checkpoint_pages */
   FILL_LEDGER_PER = 40, /* ledger rows of each owner the fill adds */
@@ -146,7 +157,7 @@ enum {
 };
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int producers;
   int sync[2], nsync; /* LITH_SYNC_* */
   int wl[NWL], nwl;
@@ -166,7 +177,7 @@ static int nsettings(const config *c) { return c->ncache * c->nmmap; }
 static int setting_cache(const config *c, int s) { return c->cache[s / c->nmmap]; }
 static int setting_mmap(const config *c, int s) { return c->mmap[s % c->nmmap]; }
 
-/* ---- metrics and results ------------------------------------------------------------ */
+/* ---- metrics and cells ------------------------------------------------------------ */
 
 enum {
   M_DB_MB,   /* the main file before the arm */
@@ -182,30 +193,30 @@ enum {
   M_CALL_P50,
   M_CALL_P99,
   M_CALL_MAX,
+  M_COMMANDS, /* commands answered OK inside the window */
   NMETRIC
 };
-static const char *const METRIC_CSV[NMETRIC] = {
-    "db_mb",          "cmds_per_s",  "cmds_per_tx",        "tx_p50_ms",        "tx_p99_ms",
-    "commit_ms_mean", "checkpoints", "checkpoint_ms_mean", "checkpoint_share", "wal_mb",
-    "call_p50_ms",    "call_p99_ms", "call_max_ms"};
+static const bench_metric METRICS[NMETRIC] = {
+    {"db_mb", BENCH_ROLE_NONE},
+    {"cmds_per_s", BENCH_ROLE_RATE},
+    {"cmds_per_tx", BENCH_ROLE_NONE},
+    {"tx_p50_ms", BENCH_ROLE_NONE},
+    {"tx_p99_ms", BENCH_ROLE_NONE},
+    {"commit_ms_mean", BENCH_ROLE_NONE},
+    {"checkpoints", BENCH_ROLE_NONE},
+    {"checkpoint_ms_mean", BENCH_ROLE_NONE},
+    {"checkpoint_share", BENCH_ROLE_NONE},
+    {"wal_mb", BENCH_ROLE_NONE},
+    {"call_p50_ms", BENCH_ROLE_P50},
+    {"call_p99_ms", BENCH_ROLE_P99},
+    {"call_max_ms", BENCH_ROLE_NONE},
+    {"commands", BENCH_ROLE_NONE},
+};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC]; /* NAN: not applicable */
-  uint64_t commands;
-  int64_t errors;
-  int sampled;
-  double wall_s;
-} result;
-
-/* A place results are measured: a growth step, or a settings combination at
- * the largest size. */
-typedef struct point {
-  int wl;      /* WL_* */
-  int step;    /* index into steps; -1 in the settings table */
-  int setting; /* index into the (cache, mmap) combinations */
-  double fill_s;
-} point;
+/* The cell's dimensions (the top says why these). A growth step is (step,
+ * the first cache, the first mmap); a setting is (the largest step, cache,
+ * mmap). */
+enum { D_WL, D_STEP, D_CACHE, D_MMAP, D_PRODUCERS, D_SYNC, NDIM };
 
 /* ---- one arm run ---------------------------------------------------------------------- */
 
@@ -237,20 +248,25 @@ struct run {
   bench_gate gate; /* the start gate and the window */
   lith *db;
   producer *prod;
-  _Atomic int msgs; /* error messages printed */
+  bench_cell *cell; /* its m[] and errors: the result */
 };
 
+/* The producers report from their threads: one at a time, since
+ * bench_cell_error counts its messages and formats the cell's labels
+ * without a lock. */
+static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static void report_error(run *r, const char *fmt, ...) {
-  if (atomic_fetch_add(&r->msgs, 1) >= 5)
-    return;
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s %s %s round %d]: %s\n", WL_NAME[r->wl], ARM_NAME[r->arm], sync_name(r->sync),
-          r->round + 1, buf);
+  pthread_mutex_lock(&error_mu);
+  bench_cell_error(r->cell, "%s", buf);
+  pthread_mutex_unlock(&error_mu);
 }
 
 /* What lith gives its writer, with this run's synchronous, cache and mmap. */
@@ -566,7 +582,7 @@ static void producers_init(run *r) {
 
 /* Start the producers, measure the window, join them, fill res (the lith
  * arm's figures from lith_stats at the window's edges). */
-static void run_arm(run *r, result *res) {
+static void run_arm(run *r, bench_cell *res) {
   lith_stats s0, s1;
   memset(&s0, 0, sizeof s0);
   memset(&s1, 0, sizeof s1);
@@ -610,18 +626,19 @@ static void run_arm(run *r, result *res) {
       pthread_join(r->prod[i].th, NULL);
 
   double window_s = (double)(r->gate.we - r->gate.ws) / 1e9;
-  uint64_t commits = 0, commit_ns = 0, ckpts = 0, ckpt_ns = 0, ckpt_in_ns = 0;
+  uint64_t commands = 0, commits = 0, commit_ns = 0, ckpts = 0, ckpt_ns = 0, ckpt_in_ns = 0;
   for (int i = 0; i < r->P; i++) {
     const producer *pr = &r->prod[i];
     res->errors += pr->errors;
-    res->commands += (uint64_t)pr->win_ok;
+    commands += (uint64_t)pr->win_ok;
     commits += pr->commits;
     commit_ns += pr->commit_ns;
     ckpts += pr->ckpts;
     ckpt_ns += pr->ckpt_ns;
     ckpt_in_ns += pr->ckpt_in_ns;
   }
-  res->m[M_CMDS_S] = (double)res->commands / window_s;
+  res->m[M_COMMANDS] = (double)commands;
+  res->m[M_CMDS_S] = (double)commands / window_s;
   bench_lat_sum cs;
   merge_prod(r, 0, &cs);
   res->m[M_CALL_P50] = cs.q[0] / 1e6;
@@ -647,7 +664,7 @@ static void run_arm(run *r, result *res) {
   } else {
     bench_lat_sum ts;
     merge_prod(r, 1, &ts);
-    res->m[M_CMDS_TX] = ts.count ? (double)res->commands / (double)ts.count : NAN;
+    res->m[M_CMDS_TX] = ts.count ? (double)commands / (double)ts.count : NAN;
     res->m[M_TX_P50] = ts.q[0] / 1e6;
     res->m[M_TX_P99] = ts.q[1] / 1e6;
     res->m[M_COMMIT_MS] = commits ? (double)commit_ns / (double)commits / 1e6 : NAN;
@@ -786,81 +803,41 @@ static int create_db(int wl, const char *path, int P) {
 
 typedef struct bench {
   config cfg;
-  point *pts; /* [workload][steps, then settings] */
-  int npts;
-  result *res; /* [point][sync][arm][round] */
-  FILE *csv;
-  int64_t total_errors;
+  bench_harness *h;
+  const char *path;                  /* the database being grown */
+  double fill_s[NWL][MAX_STEPS + 1]; /* [workload index][step]: the fill's time */
+  int64_t errors;                    /* outside any cell: creating or filling a database */
 } bench;
 
-static int pts_per_wl(const config *c) { return c->nsteps + nsettings(c); }
-
-static result *res_at(bench *b, int pi, int si, int arm, int r) {
+/* One arm at one cell: the harness's callback, on the database as it is. */
+static void run_cell(bench_cell *cell) {
+  bench *b = cell->ctx;
   const config *c = &b->cfg;
-  size_t i = (((size_t)pi * (size_t)c->nsync + (size_t)si) * NARMS + (size_t)arm) * (size_t)c->cli.rounds +
-             (size_t)r;
-  return &b->res[i];
-}
-
-static void csv_header(FILE *f) {
-  bench_csv_header(f, "workload,table,step_mb,cache_kib,mmap_mb,sync,arm,round", METRIC_CSV, NMETRIC,
-                   ",commands,errors,sampled,arm_wall_s\n");
-}
-
-static void csv_row(bench *b, int pi, int si, int arm, const char *round, const result *x) {
-  const config *c = &b->cfg;
-  const point *pt = &b->pts[pi];
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%s,", WL_NAME[pt->wl], pt->step >= 0 ? "growth" : "settings");
-  if (pt->step >= 0)
-    fprintf(b->csv, "%d", c->steps[pt->step]);
-  fprintf(b->csv, ",%d,%d,%s,%s,%s", setting_cache(c, pt->setting), setting_mmap(c, pt->setting),
-          sync_name(c->sync[si]), ARM_NAME[arm], round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  if (x->ran)
-    fprintf(b->csv, ",%llu", (unsigned long long)x->commands);
-  else /* a summary row */
-    fprintf(b->csv, ",");
-  fprintf(b->csv, ",%lld,%d", (long long)x->errors, x->sampled);
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int pi, int si, int arm, int round, const char *path) {
-  const config *c = &b->cfg;
-  const point *pt = &b->pts[pi];
   run r;
   memset(&r, 0, sizeof r);
   r.cfg = c;
-  r.wl = pt->wl;
-  r.arm = arm;
-  r.sync = c->sync[si];
+  r.wl = cell->val[D_WL];
+  r.arm = cell->arm;
+  r.sync = cell->val[D_SYNC];
   r.P = c->producers;
-  r.round = round;
-  r.cache_kib = setting_cache(c, pt->setting);
-  r.mmap_mb = setting_mmap(c, pt->setting);
-  r.path = path;
+  r.round = cell->round;
+  r.cache_kib = cell->val[D_CACHE];
+  r.mmap_mb = cell->val[D_MMAP];
+  r.path = b->path;
+  r.cell = cell;
   bench_gate_init(&r.gate);
-  result *res = res_at(b, pi, si, arm, round);
-  memset(res, 0, sizeof *res);
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  int64_t t0 = bench_now_ns();
-  res->m[M_DB_MB] = file_mb(path);
+  cell->m[M_DB_MB] = file_mb(r.path);
   before bf = {0, NULL};
   if (take_before(&r, &bf) != 0) {
     report_error(&r, "check: cannot read the database before the arm");
-    res->errors++;
+    cell->errors++;
   } else {
-    run_arm(&r, res);
+    run_arm(&r, cell);
     if (r.prod) {
       int64_t *ok = bench_xcalloc((size_t)r.P, sizeof *ok);
       for (int i = 0; i < r.P; i++)
         ok[i] = r.prod[i].ok;
-      res->errors += check_after(&r, &bf, ok);
+      cell->errors += check_after(&r, &bf, ok);
       free(ok);
       for (int i = 0; i < r.P; i++) {
         bench_lat_free(&r.prod[i].call);
@@ -870,44 +847,43 @@ static void run_one(bench *b, int pi, int si, int arm, int round, const char *pa
     }
   }
   free(bf.version);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
   bench_gate_destroy(&r.gate);
-
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, pi, si, arm, rbuf, res);
-  fprintf(
-      stderr,
-      "[round %d/%d] %-8s %-6s %-7s db %7.1f MB  cache %d KiB mmap %d MB  %8.0f cmd/s %6s cmd/tx  tx p99 %s "
-      "ms  wal %s MB  call p99 %s ms  errors %lld  (%.1f s)\n",
-      round + 1, c->cli.rounds, WL_NAME[r.wl], sync_name(r.sync), ARM_NAME[arm], res->m[M_DB_MB], r.cache_kib,
-      r.mmap_mb, res->m[M_CMDS_S], BENCH_NUM("%.1f", res->m[M_CMDS_TX]), BENCH_NUM("%.3f", res->m[M_TX_P99]),
-      BENCH_NUM("%.1f", res->m[M_WAL_MB]), BENCH_NUM("%.3f", res->m[M_CALL_P99]), (long long)res->errors,
-      res->wall_s);
 }
 
-/* Every round of every synchronous and arm at point pi; the arms' order
- * alternates by round. */
-static void measure(bench *b, int pi, const char *path) {
+/* The cell of workload wi at step s with cache ci and mmap mi, synchronous si. */
+static void cell_idx(int *idx, int wi, int s, int ci, int mi, int si) {
+  idx[D_WL] = wi;
+  idx[D_STEP] = s;
+  idx[D_CACHE] = ci;
+  idx[D_MMAP] = mi;
+  idx[D_PRODUCERS] = 0;
+  idx[D_SYNC] = si;
+}
+
+/* Every round of every synchronous and arm at one place; the arms' order
+ * alternates by round (round r before r+1, as in bench/writer). */
+static void measure(bench *b, int wi, int s, int ci, int mi) {
   const config *c = &b->cfg;
   for (int r = 0; r < c->cli.rounds; r++)
     for (int si = 0; si < c->nsync; si++)
-      for (int k = 0; k < NARMS; k++)
-        run_one(b, pi, si, r % 2 ? NARMS - 1 - k : k, r, path);
+      for (int k = 0; k < NARMS; k++) {
+        int idx[NDIM];
+        cell_idx(idx, wi, s, ci, mi, si);
+        bench_harness_run_one(b->h, r % 2 ? NARMS - 1 - k : k, idx, r);
+      }
 }
 
-/* One workload: create, grow step by step measuring each, the settings at
- * the largest size, remove. */
+/* One workload: create, grow step by step measuring each, the other
+ * settings at the largest size (the first is the last step's), remove. */
 static void run_workload(bench *b, int wi) {
   const config *c = &b->cfg;
-  int wl = c->wl[wi], base = wi * pts_per_wl(c);
+  int wl = c->wl[wi];
   char path[4096];
   snprintf(path, sizeof path, "%s/growth-%s.db", c->cli.db_dir, WL_NAME[wl]);
+  b->path = path;
   if (create_db(wl, path, c->producers) != 0) {
     fprintf(stderr, "growth: cannot create %s\n", path);
-    b->total_errors++;
+    b->errors++;
     bench_remove_db(path);
     return;
   }
@@ -916,95 +892,57 @@ static void run_workload(bench *b, int wi) {
   for (s = 0; s < c->nsteps; s++) {
     int64_t t0 = bench_now_ns();
     if (fill_to(wl, path, c->steps[s], &fs) != 0) {
-      b->total_errors++;
+      b->errors++;
       break;
     }
-    b->pts[base + s].fill_s = (double)(bench_now_ns() - t0) / 1e9;
+    b->fill_s[wi][s] = (double)(bench_now_ns() - t0) / 1e9;
     fprintf(stderr, "[fill] %s to %d MB: %.1f MB in %.1f s\n", WL_NAME[wl], c->steps[s], file_mb(path),
-            b->pts[base + s].fill_s);
-    measure(b, base + s, path);
+            b->fill_s[wi][s]);
+    measure(b, wi, s, 0, 0);
   }
   if (s == c->nsteps)
-    for (int k = 0; k < nsettings(c); k++)
-      measure(b, base + c->nsteps + k, path);
+    for (int k = 1; k < nsettings(c); k++)
+      measure(b, wi, c->nsteps - 1, k / c->nmmap, k % c->nmmap);
   bench_remove_db(path);
+  b->path = NULL;
 }
 
 /* ---- summaries -------------------------------------------------------------------------------- */
 
-static bench_agg aggregate(bench *b, int pi, int si, int arm, int metric) {
-  double v[256];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, pi, si, arm, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
-  }
-  return bench_agg_of(v, b->cfg.cli.rounds);
-}
-
-static int64_t errors_of(bench *b, int pi, int si, int arm) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, pi, si, arm, r)->errors;
-  return e;
-}
-
-static int arm_ran(bench *b, int pi, int si, int arm) { return res_at(b, pi, si, arm, 0)->ran; }
-
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  for (int pi = 0; pi < b->npts; pi++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int arm = 0; arm < NARMS; arm++) {
-        if (!arm_ran(b, pi, si, arm))
-          continue;
-        for (int w = 0; w < 3; w++) {
-          result x;
-          memset(&x, 0, sizeof x);
-          for (int m = 0; m < NMETRIC; m++)
-            x.m[m] = bench_agg_pick(aggregate(b, pi, si, arm, m), w);
-          x.wall_s = NAN;
-          x.errors = errors_of(b, pi, si, arm);
-          for (int r = 0; r < c->cli.rounds; r++)
-            x.sampled |= res_at(b, pi, si, arm, r)->sampled;
-          csv_row(b, pi, si, arm, BENCH_SUMMARY[w], &x);
-        }
-      }
-}
-
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 
-/* The median cmd/s of arm at pi over other's at po (same synchronous). */
-static double ratio(bench *b, int pi, int si, int arm, int po, int other) {
-  if (!arm_ran(b, pi, si, arm) || !arm_ran(b, po, si, other))
-    return NAN;
-  double a = aggregate(b, pi, si, arm, M_CMDS_S).med, o = aggregate(b, po, si, other, M_CMDS_S).med;
+static double med(const bench *b, const int *idx, int arm, int metric) {
+  return bench_harness_agg(b->h, arm, idx, metric).med;
+}
+
+/* The median cmd/s of arm at idx over other's at io. */
+static double ratio(const bench *b, const int *idx, int arm, const int *io, int other) {
+  double a = med(b, idx, arm, M_CMDS_S), o = med(b, io, other, M_CMDS_S);
   return o > 0 ? a / o : NAN;
 }
 
 /* The cells every table shares, from "cmd/s" to "err". */
-static void print_cells(bench *b, int pi, int si, int arm, int with_p50) {
-  bench_agg cs = aggregate(b, pi, si, arm, M_CMDS_S);
+static void print_cells(const bench *b, const int *idx, int arm, int with_p50) {
+  bench_agg cs = bench_harness_agg(b->h, arm, idx, M_CMDS_S);
   char ms[NMETRIC][32];
   for (int m = 0; m < NMETRIC; m++)
-    fmt_ms(ms[m], sizeof ms[m], aggregate(b, pi, si, arm, m).med);
-  printf(" %.0f (%.0f–%.0f) | %s |", cs.med, cs.lo, cs.hi,
-         BENCH_NUM("%.1f", aggregate(b, pi, si, arm, M_CMDS_TX).med));
+    fmt_ms(ms[m], sizeof ms[m], med(b, idx, arm, m));
+  printf(" %.0f (%.0f–%.0f) | %s |", cs.med, cs.lo, cs.hi, BENCH_NUM("%.1f", med(b, idx, arm, M_CMDS_TX)));
   if (with_p50)
     printf(" %s |", ms[M_TX_P50]);
   printf(" %s | %s | %s | %s | %s | %s |", ms[M_TX_P99], ms[M_COMMIT_MS],
-         BENCH_NUM("%.0f", aggregate(b, pi, si, arm, M_CKPTS).med), ms[M_CKPT_MS],
-         BENCH_NUM("%.1f%%", 100 * aggregate(b, pi, si, arm, M_CKPT_SHARE).med),
-         BENCH_NUM("%.1f", aggregate(b, pi, si, arm, M_WAL_MB).med));
+         BENCH_NUM("%.0f", med(b, idx, arm, M_CKPTS)), ms[M_CKPT_MS],
+         BENCH_NUM("%.1f%%", 100 * med(b, idx, arm, M_CKPT_SHARE)),
+         BENCH_NUM("%.1f", med(b, idx, arm, M_WAL_MB)));
   if (with_p50)
     printf(" %s |", ms[M_CALL_P50]);
-  printf(" %s | %s | %lld |", ms[M_CALL_P99], ms[M_CALL_MAX], (long long)errors_of(b, pi, si, arm));
+  printf(" %s | %s | %lld |", ms[M_CALL_P99], ms[M_CALL_MAX],
+         (long long)bench_harness_errors(b->h, arm, idx));
 }
 
-static void print_growth(bench *b, int wi) {
+static void print_growth(const bench *b, int wi) {
   const config *c = &b->cfg;
-  int base = wi * pts_per_wl(c), wl = c->wl[wi];
+  int wl = c->wl[wi];
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### %s, synchronous=%s (cache %d KiB, mmap %d MB)\n\n", WL_NAME[wl], sync_name(c->sync[si]),
            c->cache[0], c->mmap[0]);
@@ -1014,24 +952,24 @@ static void print_growth(bench *b, int wi) {
     printf("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int s = 0; s < c->nsteps; s++)
       for (int arm = 0; arm < NARMS; arm++) {
-        int pi = base + s;
-        if (!arm_ran(b, pi, si, arm))
+        int idx[NDIM];
+        cell_idx(idx, wi, s, 0, 0, si);
+        if (!bench_harness_ran(b->h, arm, idx))
           continue;
-        printf("| %d | %.1f | %s |", c->steps[s], aggregate(b, pi, si, arm, M_DB_MB).med, ARM_NAME[arm]);
-        print_cells(b, pi, si, arm, 1);
-        printf(" %s |\n",
-               arm == ARM_LITH ? BENCH_NUM("%.2f×", ratio(b, pi, si, ARM_LITH, pi, ARM_CONN)) : " ");
+        printf("| %d | %.1f | %s |", c->steps[s], med(b, idx, arm, M_DB_MB), ARM_NAME[arm]);
+        print_cells(b, idx, arm, 1);
+        printf(" %s |\n", arm == ARM_LITH ? BENCH_NUM("%.2f×", ratio(b, idx, ARM_LITH, idx, ARM_CONN)) : " ");
       }
   }
 }
 
-static void print_settings(bench *b, int wi) {
+static void print_settings(const bench *b, int wi) {
   const config *c = &b->cfg;
-  int base = wi * pts_per_wl(c) + c->nsteps, wl = c->wl[wi];
-  if (!arm_ran(b, base, 0, ARM_LITH) && !arm_ran(b, base, 0, ARM_CONN))
+  int wl = c->wl[wi], last = c->nsteps - 1, first[NDIM];
+  cell_idx(first, wi, last, 0, 0, 0);
+  if (!bench_harness_ran(b->h, ARM_LITH, first) && !bench_harness_ran(b->h, ARM_CONN, first))
     return;
-  printf("\n### %s at the largest step (%d MB): cache_size and mmap_size\n\n", WL_NAME[wl],
-         c->steps[c->nsteps - 1]);
+  printf("\n### %s at the largest step (%d MB): cache_size and mmap_size\n\n", WL_NAME[wl], c->steps[last]);
   printf(
       "| sync | cache MiB | mmap MB | db MB | arm | cmd/s median (min–max) | cmd/tx | tx p99 | commit ms | "
       "ckpts | ckpt ms | ckpt %% | wal MB | call p99 | call max | err | ÷conn | ÷first |\n");
@@ -1039,42 +977,49 @@ static void print_settings(bench *b, int wi) {
   for (int si = 0; si < c->nsync; si++)
     for (int k = 0; k < nsettings(c); k++)
       for (int arm = 0; arm < NARMS; arm++) {
-        int pi = base + k;
-        if (!arm_ran(b, pi, si, arm))
+        int idx[NDIM], base[NDIM];
+        cell_idx(idx, wi, last, k / c->nmmap, k % c->nmmap, si);
+        cell_idx(base, wi, last, 0, 0, si);
+        if (!bench_harness_ran(b->h, arm, idx))
           continue;
         printf("| %s | %g | %d | %.1f | %s |", sync_name(c->sync[si]), setting_cache(c, k) / 1024.0,
-               setting_mmap(c, k), aggregate(b, pi, si, arm, M_DB_MB).med, ARM_NAME[arm]);
-        print_cells(b, pi, si, arm, 0);
+               setting_mmap(c, k), med(b, idx, arm, M_DB_MB), ARM_NAME[arm]);
+        print_cells(b, idx, arm, 0);
         printf(" %s | %s |\n",
-               arm == ARM_LITH ? BENCH_NUM("%.2f×", ratio(b, pi, si, ARM_LITH, pi, ARM_CONN)) : " ",
-               k ? BENCH_NUM("%.2f×", ratio(b, pi, si, arm, base, arm)) : " ");
+               arm == ARM_LITH ? BENCH_NUM("%.2f×", ratio(b, idx, ARM_LITH, idx, ARM_CONN)) : " ",
+               k ? BENCH_NUM("%.2f×", ratio(b, idx, arm, base, arm)) : " ");
       }
 }
 
 /* Informational: each arm from the first step to the last. */
-static void print_summary(bench *b) {
+static void print_summary(const bench *b) {
   const config *c = &b->cfg;
   printf("\n### from the first step to the last (informational)\n\n");
   for (int wi = 0; wi < c->nwl; wi++) {
-    int first = wi * pts_per_wl(c), last = first + c->nsteps - 1;
-    while (last > first && !arm_ran(b, last, 0, ARM_LITH))
-      last--;
+    int first[NDIM], last[NDIM], s = c->nsteps - 1;
+    for (; s > 0; s--) {
+      cell_idx(last, wi, s, 0, 0, 0);
+      if (bench_harness_ran(b->h, ARM_LITH, last))
+        break;
+    }
     for (int si = 0; si < c->nsync; si++) {
-      if (!arm_ran(b, first, si, ARM_LITH) || !arm_ran(b, last, si, ARM_CONN))
+      cell_idx(first, wi, 0, 0, 0, si);
+      cell_idx(last, wi, s, 0, 0, si);
+      if (!bench_harness_ran(b->h, ARM_LITH, first) || !bench_harness_ran(b->h, ARM_CONN, last))
         continue;
       printf("- %s %s, %.1f → %.1f MB:", WL_NAME[c->wl[wi]], sync_name(c->sync[si]),
-             aggregate(b, first, si, ARM_LITH, M_DB_MB).med, aggregate(b, last, si, ARM_LITH, M_DB_MB).med);
+             med(b, first, ARM_LITH, M_DB_MB), med(b, last, ARM_LITH, M_DB_MB));
       for (int arm = 0; arm < NARMS; arm++) {
-        double a = aggregate(b, first, si, arm, M_CMDS_S).med, z = aggregate(b, last, si, arm, M_CMDS_S).med;
+        double a = med(b, first, arm, M_CMDS_S), z = med(b, last, arm, M_CMDS_S);
         printf(" %s %.0f → %.0f cmd/s (%s);", ARM_NAME[arm], a, z, BENCH_NUM("%+.0f%%", 100 * (z / a - 1)));
       }
-      printf(" lith ÷ perconn %s → %s\n", BENCH_NUM("%.2f×", ratio(b, first, si, ARM_LITH, first, ARM_CONN)),
-             BENCH_NUM("%.2f×", ratio(b, last, si, ARM_LITH, last, ARM_CONN)));
+      printf(" lith ÷ perconn %s → %s\n", BENCH_NUM("%.2f×", ratio(b, first, ARM_LITH, first, ARM_CONN)),
+             BENCH_NUM("%.2f×", ratio(b, last, ARM_LITH, last, ARM_CONN)));
     }
   }
 }
 
-static void print_tables(bench *b) {
+static void print_tables(const bench *b) {
   const config *c = &b->cfg;
   for (int wi = 0; wi < c->nwl; wi++) {
     print_growth(b, wi);
@@ -1089,13 +1034,17 @@ static void print_tables(bench *b) {
       "checkpointing (lith: lith_stats, on its checkpointer thread, a checkpoint counted whole when it\n"
       "ends; perconn: SQLite's autocheckpoint, timed, clipped to the window). wal: the -wal file at the\n"
       "window's end. call = one lith_do, or one command including its wait for the lock. ÷conn: lith's\n"
-      "median cmd/s over perconn's; ÷first: over the same arm with the first cache and mmap.\n");
+      "median cmd/s over perconn's; ÷first: over the same arm with the first cache and mmap (the\n"
+      "settings table's first rows are the largest step's).\n");
   printf("\nfill (not measured), s per step:");
   for (int wi = 0; wi < c->nwl; wi++) {
     printf("%s %s", wi ? ";" : "", WL_NAME[c->wl[wi]]);
-    for (int s = 0; s < c->nsteps; s++)
-      if (arm_ran(b, wi * pts_per_wl(c) + s, 0, ARM_LITH) || arm_ran(b, wi * pts_per_wl(c) + s, 0, ARM_CONN))
-        printf(" %d MB %.1f", c->steps[s], b->pts[wi * pts_per_wl(c) + s].fill_s);
+    for (int s = 0; s < c->nsteps; s++) {
+      int idx[NDIM];
+      cell_idx(idx, wi, s, 0, 0, 0);
+      if (bench_harness_ran(b->h, ARM_LITH, idx) || bench_harness_ran(b->h, ARM_CONN, idx))
+        printf(" %d MB %.1f", c->steps[s], b->fill_s[wi][s]);
+    }
   }
   printf("\n");
   print_summary(b);
@@ -1118,7 +1067,7 @@ static void usage(FILE *f) {
           "  --warmup S         warm-up before the window (default 0.5)\n"
           "  --rounds N         rounds at each step (default 3)\n"
           "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
-          "  --csv PATH         CSV output (default bench/results/growth-YYYYMMDD-HHMMSS.csv)\n"
+          "  --results PATH     the results file (default bench/results/growth-YYYYMMDD-HHMMSS.jsonl)\n"
           "  --quick            smoke run: target 256 MB, 1 round, 1 s, warm-up 0.25 s\n"
           "  --help\n");
 }
@@ -1153,8 +1102,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli =
-      (bench_cli){.prog = "growth", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
+  c->cli = (bench_cli){.prog = "growth", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->producers = 64;
   c->sync[0] = LITH_SYNC_FULL;
   c->sync[1] = LITH_SYNC_NORMAL;
@@ -1210,7 +1158,7 @@ static void plan_steps(config *c) {
 
 /* ---- the header ---------------------------------------------------------------------------------- */
 
-static void print_header(const config *c, int argc, char **argv, const char *csv_path) {
+static void print_header(const config *c, int argc, char **argv, const char *results_path) {
   static const int ON[NARMS] = {1, 1};
   bench_machine m;
   bench_machine_get(&m);
@@ -1230,7 +1178,7 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_print_ints(c->cache, c->ncache);
   printf("; mmap MB");
   bench_print_ints(c->mmap, c->nmmap);
-  bench_print_arms_results(ARM_NAME, ON, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, ON, NARMS, &c->cli, results_path);
 }
 
 int main(int argc, char **argv) {
@@ -1244,34 +1192,51 @@ int main(int argc, char **argv) {
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
   plan_steps(c);
 
-  char csv_path[4096];
-  b.csv = bench_csv_open(c->cli.results, "growth", csv_path, sizeof csv_path);
-  if (b.csv)
-    csv_header(b.csv);
-  print_header(c, argc, argv, b.csv ? csv_path : NULL);
-
-  b.npts = c->nwl * pts_per_wl(c);
-  b.pts = bench_xcalloc((size_t)b.npts, sizeof *b.pts);
-  for (int wi = 0; wi < c->nwl; wi++)
-    for (int k = 0; k < pts_per_wl(c); k++) {
-      point *pt = &b.pts[wi * pts_per_wl(c) + k];
-      pt->wl = c->wl[wi];
-      pt->step = k < c->nsteps ? k : -1;
-      pt->setting = k < c->nsteps ? 0 : k - c->nsteps;
-    }
-  b.res = bench_xcalloc((size_t)b.npts * (size_t)c->nsync * NARMS * (size_t)c->cli.rounds, sizeof *b.res);
+  /* The results' "workload" is the program's; each line's cell says which
+   * workload ran (the top says why). */
+  bench_plan plan = {.program = "growth",
+                     .workload = "growth",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .dims = {{.key = "workload", .label = wl_name},
+                              {.key = "step_mb"},
+                              {.key = "cache_kib"},
+                              {.key = "mmap_mb"},
+                              {.key = "producers", .n = 1},
+                              {.key = "sync", .label = sync_name}},
+                     .ndims = NDIM,
+                     .dim_n = BENCH_NONE,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .run = run_cell,
+                     .ctx = &b,
+                     .cli = &c->cli};
+  plan.dims[D_WL].n = c->nwl;
+  memcpy(plan.dims[D_WL].v, c->wl, sizeof c->wl);
+  plan.dims[D_STEP].n = c->nsteps;
+  memcpy(plan.dims[D_STEP].v, c->steps, (size_t)c->nsteps * sizeof c->steps[0]);
+  plan.dims[D_CACHE].n = c->ncache;
+  memcpy(plan.dims[D_CACHE].v, c->cache, sizeof c->cache);
+  plan.dims[D_MMAP].n = c->nmmap;
+  memcpy(plan.dims[D_MMAP].v, c->mmap, sizeof c->mmap);
+  plan.dims[D_PRODUCERS].v[0] = c->producers;
+  plan.dims[D_SYNC].n = c->nsync;
+  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  b.h = bench_harness_create(&plan);
+  if (!b.h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(b.h));
 
   for (int wi = 0; wi < c->nwl; wi++)
     run_workload(&b, wi);
 
   print_tables(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
+  int64_t errors = b.errors + bench_harness_total_errors(b.h);
+  bench_harness_destroy(b.h);
   if (own_dir)
     rmdir(c->cli.db_dir);
 
-  bench_print_end("all arms", b.total_errors, t_begin);
-  free(b.pts);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all arms", errors, t_begin);
+  return errors ? 1 : 0;
 }
