@@ -42,12 +42,18 @@
  *
  * Timing, as in bench/writer: a window of --seconds after --warmup; a
  * command counts when its answer arrives inside the window. Rounds
- * interleave: round r runs every cell of every arm before round r+1, and
- * odd rounds run the file counts in the other order, so the machine's
- * drift (large here: a shared virtual machine) hits every file count
- * alike. The ratio to one file is taken within each round (N files over the
- * same round's one file, same arm, synchronous and P), and the table gives
- * its median and range over rounds beside the median of commands/s.
+ * interleave (bench/harness.h runs the loop): round r runs every cell
+ * before round r+1, the dimensions in the order synchronous, P, files and
+ * the arms innermost, so the machine's drift (large here: a shared virtual
+ * machine) hits the arms of a cell alike. (Before the harness the arms ran
+ * outermost and odd rounds ran the file counts in reverse; the harness's
+ * one order was accepted for it.) The ratio to one file is taken within
+ * each round (N files over the same round's one file, same arm,
+ * synchronous and P; the file counts run in ascending order, so one file
+ * has run when N files end), and the table gives its median and range over
+ * rounds beside the median of commands/s. Every run is a line of the
+ * results file (bench/results.md: rate = cmds_per_s, p50 and p99 = the
+ * call's, cpu_us_op = us_cpu_per_cmd, the rest under m).
  *
  * Where the time goes, per cell: the writers' share of the window inside a
  * transaction and inside COMMIT (summed over the files: 2.0 means two
@@ -76,6 +82,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "lith.h"
 #include "transfer.h"
 #include "transfer_http.h"
@@ -91,14 +98,10 @@ static const char *const ARM_NAME[NARMS] = {"lib", "lithd", "fsync"};
 #define LITHD_PATH "build/default/tools/lithd/lithd"
 #endif
 
-/* The fsync arm depends on neither synchronous nor P: it runs in the first
- * (synchronous, P) cell only. */
-static int arm_in_cell(int arm, int si, int pi) { return arm != ARM_FSYNC || (si == 0 && pi == 0); }
-
 enum { MAX_LIST = 16, MAX_FILES = 16, MAX_PRODUCERS = 4096 };
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int files[MAX_LIST], nfiles;
   int producers[MAX_LIST], nproducers;
   int sync[2], nsync; /* LITH_SYNC_* */
@@ -138,20 +141,25 @@ enum {
   M_CPU_CLIENT,  /* lithd: the HTTP client (this process) */
   M_CPU_ELSE,    /* the machine's busy time not in M_CPU_ALL */
   M_US_CMD,      /* M_CPU_ALL's CPU µs per command */
+  M_COMMANDS,    /* answered OK inside the window */
   NMETRIC
 };
-static const char *const METRIC_CSV[NMETRIC] = {
-    "cmds_per_s",        "ratio_to_1_file", "cmds_per_tx", "tx_ms_mean", "commit_ms_mean", "writers_in_tx",
-    "writers_in_commit", "call_p50_ms",     "call_p99_ms", "cpu_all",    "cpu_writers",    "cpu_callers",
-    "cpu_waker",         "cpu_ckpt",        "cpu_client",  "cpu_else",   "us_cpu_per_cmd"};
+static const bench_metric METRICS[NMETRIC] = {
+    {"cmds_per_s", BENCH_ROLE_RATE},        {"ratio_to_1_file", BENCH_ROLE_NONE},
+    {"cmds_per_tx", BENCH_ROLE_NONE},       {"tx_ms_mean", BENCH_ROLE_NONE},
+    {"commit_ms_mean", BENCH_ROLE_NONE},    {"writers_in_tx", BENCH_ROLE_NONE},
+    {"writers_in_commit", BENCH_ROLE_NONE}, {"call_p50_ms", BENCH_ROLE_P50},
+    {"call_p99_ms", BENCH_ROLE_P99},        {"cpu_all", BENCH_ROLE_NONE},
+    {"cpu_writers", BENCH_ROLE_NONE},       {"cpu_callers", BENCH_ROLE_NONE},
+    {"cpu_waker", BENCH_ROLE_NONE},         {"cpu_ckpt", BENCH_ROLE_NONE},
+    {"cpu_client", BENCH_ROLE_NONE},        {"cpu_else", BENCH_ROLE_NONE},
+    {"us_cpu_per_cmd", BENCH_ROLE_CPU_US},  {"commands", BENCH_ROLE_NONE},
+};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC]; /* NAN: not measured */
-  uint64_t commands; /* answered OK inside the window */
-  int64_t errors;
-  double wall_s; /* the whole arm: setup, run, check */
-} result;
+/* The cell's dimensions. The fsync arm depends on neither synchronous nor
+ * P: it runs at their first values only. */
+enum { D_SYNC, D_PRODUCERS, D_FILES, NDIM };
+static unsigned ignores(int arm) { return arm == ARM_FSYNC ? 1u << D_SYNC | 1u << D_PRODUCERS : 0; }
 
 /* ---- one arm run ------------------------------------------------------------------ */
 
@@ -162,8 +170,8 @@ typedef struct producer {
   int id, file;
   pthread_t th;
   uint64_t rng;
-  int64_t seq, ok, errors, win_ok;
-  bench_lat call;
+  int64_t seq;
+  bench_calls n; /* calls answered, failed, in the window, their latency */
 } producer;
 
 struct run {
@@ -173,9 +181,13 @@ struct run {
   lith *db[MAX_FILES];
   int64_t ws, we; /* the window; set before any producer starts */
   producer *prod;
-  _Atomic int msgs; /* error messages printed */
+  _Atomic int msgs; /* error messages asked for */
+  pthread_mutex_t err_mu;
+  bench_cell *cell; /* the harness's run: its m[], errors */
 };
 
+/* bench_cell_error from any producer thread: the harness's counter is not
+ * atomic, so the calls take turns; past its five, none is formatted. */
 static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report_error(run *r, const char *fmt, ...) {
   if (atomic_fetch_add(&r->msgs, 1) >= 5)
@@ -185,8 +197,9 @@ static void report_error(run *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s %s P=%d files=%d round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->P,
-          r->N, r->round + 1, buf);
+  pthread_mutex_lock(&r->err_mu);
+  bench_cell_error(r->cell, "%s", buf);
+  pthread_mutex_unlock(&r->err_mu);
 }
 
 static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
@@ -213,7 +226,7 @@ static int64_t check_files(run *r, const int64_t *ok) {
   return bad;
 }
 
-static void fill_latency(run *r, result *res, bench_lat *const *bufs, int nb) {
+static void fill_latency(run *r, bench_cell *res, bench_lat *const *bufs, int nb) {
   static const double QS[2] = {0.50, 0.99};
   bench_lat_sum s;
   if (bench_lat_merge(bufs, nb, QS, 2, &s) != 0) {
@@ -227,7 +240,7 @@ static void fill_latency(run *r, result *res, bench_lat *const *bufs, int nb) {
 
 /* CPU per kind of thread of process `pid` between the two snapshots;
  * `client` adds this process's own CPU (lithd arm: the client). */
-static void fill_cpu(result *res, const bench_cpu_snap sn[2], int client) {
+static void fill_cpu(bench_cell *res, const bench_cpu_snap sn[2], int client) {
   double dt = (double)(sn[1].t - sn[0].t) / 1e9, d[BENCH_NTHREAD], all = 0;
   if (!sn[0].t || !sn[1].t || !(dt > 0) || !sn[0].have_threads || !sn[1].have_threads)
     return;
@@ -248,8 +261,8 @@ static void fill_cpu(result *res, const bench_cpu_snap sn[2], int client) {
   res->m[M_CPU_ALL] = all;
   if (sn[0].machine >= 0 && sn[1].machine >= 0)
     res->m[M_CPU_ELSE] = (sn[1].machine - sn[0].machine) / dt - all;
-  if (res->commands) /* the window's commands over the CPU of the snapshots' interval */
-    res->m[M_US_CMD] = all * dt / (double)res->commands * 1e6;
+  if (res->m[M_COMMANDS] > 0) /* the window's commands over the CPU of the snapshots' interval */
+    res->m[M_US_CMD] = all * dt / res->m[M_COMMANDS] * 1e6;
 }
 
 /* ---- the lib arm: N handles, P threads --------------------------------------------- */
@@ -260,28 +273,19 @@ static void *producer_main(void *arg) {
   lith *db = r->db[pr->file];
   for (;;) {
     bench_transfer t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
-    int64_t t0 = bench_now_ns();
-    if (t0 >= r->we)
+    if (bench_now_ns() >= r->we)
       break;
-    int rc = lith_do(db, bench_transfer_cmd, &t);
-    int64_t t1 = bench_now_ns();
-    if (rc != LITH_OK) {
-      pr->errors++;
+    int rc = bench_lith_do(db, bench_transfer_cmd, &t, r->ws, r->we, &pr->n);
+    if (rc != LITH_OK)
       report_error(r, "lith_do (file %d): %s: %s", pr->file, lith_errstr(rc), lith_errmsg(db));
-      continue;
-    }
-    pr->ok++;
-    if (t1 >= r->ws && t1 < r->we) {
-      pr->win_ok++;
-      bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
-    }
   }
   return NULL;
 }
 
 /* lith_stats summed over the files between two snapshots, into the
  * transaction metrics; window_ns: the snapshots' own interval. */
-static void fill_writers(result *res, const lith_stats *s0, const lith_stats *s1, int n, double window_ns) {
+static void fill_writers(bench_cell *res, const lith_stats *s0, const lith_stats *s1, int n,
+                         double window_ns) {
   uint64_t cmds = 0, batches = 0, tx_ns = 0, commit_ns = 0;
   for (int f = 0; f < n; f++) {
     cmds += s1[f].commands - s0[f].commands;
@@ -300,7 +304,7 @@ static void fill_writers(result *res, const lith_stats *s0, const lith_stats *s1
   }
 }
 
-static void arm_lib(run *r, result *res) {
+static void arm_lib(run *r, bench_cell *res) {
   const config *cfg = r->cfg;
   int P = r->P, started = 0;
   lith_options opt;
@@ -326,8 +330,8 @@ static void arm_lib(run *r, result *res) {
     pr->id = i;
     pr->file = file_of(i, r->N);
     pr->rng = bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + (uint64_t)r->N);
-    bufs[i] = &pr->call;
-    if (bench_lat_init(&pr->call, cap, cap, pr->rng ^ 1) != 0) {
+    bufs[i] = &pr->n.lat;
+    if (bench_lat_init(&pr->n.lat, cap, cap, pr->rng ^ 1) != 0) {
       fprintf(stderr, "shards: out of memory for latency buffers\n");
       exit(1);
     }
@@ -353,12 +357,14 @@ static void arm_lib(run *r, result *res) {
   for (int i = 0; i < started; i++)
     pthread_join(r->prod[i].th, NULL);
 
+  uint64_t commands = 0;
   for (int i = 0; i < P; i++) {
-    ok[i] = r->prod[i].ok;
-    res->errors += r->prod[i].errors;
-    res->commands += (uint64_t)r->prod[i].win_ok;
+    ok[i] = r->prod[i].n.ok;
+    res->errors += r->prod[i].n.errors;
+    commands += (uint64_t)r->prod[i].n.win_ok;
   }
-  res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
+  res->m[M_COMMANDS] = (double)commands;
+  res->m[M_CMDS_S] = (double)commands / cfg->cli.seconds;
   fill_writers(res, s0, s1, r->N, (double)(sn[1].t - sn[0].t));
   fill_latency(r, res, bufs, P);
   fill_cpu(res, sn, 0);
@@ -374,7 +380,7 @@ out:
     res->errors += check_files(r, ok);
   if (r->prod)
     for (int i = 0; i < P; i++)
-      bench_lat_free(&r->prod[i].call);
+      bench_lat_free(&r->prod[i].n.lat);
   free(r->prod);
   r->prod = NULL;
   free(bufs);
@@ -385,7 +391,7 @@ out:
 
 /* One lithd serving the N files as s0..sN-1, connection p posting to its
  * owner's file, a stats connection per file. */
-static void arm_lithd(run *r, result *res) {
+static void arm_lithd(run *r, bench_cell *res) {
   const config *cfg = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -422,7 +428,7 @@ static void arm_lithd(run *r, result *res) {
   } else {
     bench_th_serve(&cl, argv, log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
     res->errors += cl.errors;
-    res->commands = cl.win_ok;
+    res->m[M_COMMANDS] = (double)cl.win_ok;
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
     res->m[M_CMDS_TX] = bench_th_cmds_per_tx(&cl);
     bench_lat *bufs[1] = {&cl.lat};
@@ -476,7 +482,7 @@ static void *fs_main(void *arg) {
   return NULL;
 }
 
-static void arm_fsync(run *r, result *res) {
+static void arm_fsync(run *r, bench_cell *res) {
   const config *cfg = r->cfg;
   fs_thread t[MAX_FILES];
   bench_lat *bufs[MAX_FILES];
@@ -512,14 +518,16 @@ static void arm_fsync(run *r, result *res) {
   for (int i = 0; i < started; i++)
     pthread_join(t[i].th, NULL);
   double sync_ns = 0;
+  uint64_t syncs = 0;
   for (int i = 0; i < n; i++) {
-    res->commands += (uint64_t)t[i].win_syncs;
+    syncs += (uint64_t)t[i].win_syncs;
     res->errors += t[i].errors;
     sync_ns += (double)t[i].lat.sum;
   }
-  res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
-  if (res->commands) {
-    res->m[M_COMMIT_MS] = sync_ns / (double)res->commands / 1e6;
+  res->m[M_COMMANDS] = (double)syncs;
+  res->m[M_CMDS_S] = (double)syncs / cfg->cli.seconds;
+  if (syncs) {
+    res->m[M_COMMIT_MS] = sync_ns / (double)syncs / 1e6;
     res->m[M_IN_COMMIT] = sync_ns / (cfg->cli.seconds * 1e9);
   }
   fill_latency(r, res, bufs, n);
@@ -531,199 +539,104 @@ out:
   }
 }
 
-/* ---- the plan ----------------------------------------------------------------------- */
+/* ---- one cell: the harness's callback ------------------------------------------------ */
 
-typedef struct bench {
-  config cfg;
-  result *res; /* [arm][sync][producers][files][round] */
-  FILE *csv;
-  int64_t total_errors;
-} bench;
-
-static result *res_at(bench *b, int arm, int si, int pi, int fi, int r) {
-  const config *c = &b->cfg;
-  size_t i = ((((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->nproducers + (size_t)pi) *
-                  (size_t)c->nfiles +
-              (size_t)fi) *
-                 (size_t)c->cli.rounds +
-             (size_t)r;
-  return &b->res[i];
-}
-
-static void csv_header(FILE *f) {
-  bench_csv_header(f, "arm,sync,producers,files,round", METRIC_CSV, NMETRIC, ",commands,errors,arm_wall_s\n");
-}
-
-static void csv_row(bench *b, int arm, int si, int pi, int fi, const char *round, const result *x) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%s,%d,%d,%s", ARM_NAME[arm], sync_name(c->sync[si]), c->producers[pi], c->files[fi],
-          round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  if (x->ran)
-    fprintf(b->csv, ",%llu", (unsigned long long)x->commands);
-  else /* a summary row */
-    fprintf(b->csv, ",");
-  fprintf(b->csv, ",%lld", (long long)x->errors);
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int arm, int si, int pi, int fi, int round) {
-  const config *c = &b->cfg;
-  run r;
-  memset(&r, 0, sizeof r);
-  r.cfg = c;
-  r.arm = arm;
-  r.sync = c->sync[si];
-  r.P = c->producers[pi];
-  r.N = c->files[fi];
-  r.round = round;
-  result *res = res_at(b, arm, si, pi, fi, round);
-  memset(res, 0, sizeof *res);
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  int64_t t0 = bench_now_ns();
+static void run_cell(bench_cell *cell) {
+  const config *c = cell->ctx;
+  int arm = cell->arm;
+  run r = {.cfg = c,
+           .arm = arm,
+           .sync = cell->val[D_SYNC],
+           .P = cell->val[D_PRODUCERS],
+           .N = cell->val[D_FILES],
+           .round = cell->round,
+           .cell = cell};
+  pthread_mutex_init(&r.err_mu, NULL);
   bench_pragmas p = pragmas(LITH_SYNC_NORMAL);
   int seeded = 1;
   for (int f = 0; f < r.N; f++) {
     snprintf(r.path[f], sizeof r.path[f], "%s/%s-%s-p%d-n%d-r%d-s%d.db", c->cli.db_dir, ARM_NAME[arm],
-             sync_name(r.sync), r.P, r.N, round + 1, f);
+             sync_name(r.sync), r.P, r.N, r.round + 1, f);
     if (seeded && arm != ARM_FSYNC && bench_transfer_create(r.path[f], r.P, &p) != 0)
       seeded = 0;
   }
   if (!seeded)
-    res->errors++;
+    cell->errors++;
   else if (arm == ARM_FSYNC)
-    arm_fsync(&r, res);
+    arm_fsync(&r, cell);
   else if (arm == ARM_LITHD)
-    arm_lithd(&r, res);
+    arm_lithd(&r, cell);
   else
-    arm_lib(&r, res);
+    arm_lib(&r, cell);
   for (int f = 0; f < r.N; f++)
     bench_remove_db(r.path[f]);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
+  pthread_mutex_destroy(&r.err_mu);
 
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, arm, si, pi, fi, rbuf, res);
-  fprintf(stderr,
-          "[round %d/%d] %-5s %-6s P=%-4d files=%d %9.0f cmd/s %6s cmd/tx  in tx %s commit %s  "
-          "CPU %s (writers %s) else %s  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, ARM_NAME[arm], sync_name(r.sync), r.P, r.N, res->m[M_CMDS_S],
-          BENCH_NUM("%.1f", res->m[M_CMDS_TX]), BENCH_NUM("%.2f", res->m[M_IN_TX]),
-          BENCH_NUM("%.2f", res->m[M_IN_COMMIT]), BENCH_NUM("%.2f", res->m[M_CPU_ALL]),
-          BENCH_NUM("%.2f", res->m[M_CPU_WRITERS]), BENCH_NUM("%.2f", res->m[M_CPU_ELSE]),
-          (long long)res->errors, res->wall_s);
-}
-
-/* Each round's N-file figure over the same round's one-file figure. */
-static void fill_ratios(bench *b) {
-  const config *c = &b->cfg;
-  int f1 = bench_find_int(c->files, c->nfiles, 1);
-  if (f1 < 0)
-    return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int pi = 0; pi < c->nproducers; pi++)
-        for (int fi = 0; fi < c->nfiles; fi++)
-          for (int r = 0; r < c->cli.rounds; r++) {
-            result *x = res_at(b, arm, si, pi, fi, r), *one = res_at(b, arm, si, pi, f1, r);
-            if (x->ran && one->ran && one->m[M_CMDS_S] > 0)
-              x->m[M_RATIO] = x->m[M_CMDS_S] / one->m[M_CMDS_S];
-          }
-}
-
-/* ---- summaries ------------------------------------------------------------------------ */
-
-static bench_agg aggregate(bench *b, int arm, int si, int pi, int fi, int metric) {
-  double v[128];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, arm, si, pi, fi, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
+  /* N files over the same arm's one file in this round: the file counts run
+   * in ascending order, so one file has run (one file over itself: 1) */
+  double x = cell->m[M_CMDS_S], one = x;
+  if (r.N != 1) {
+    int idx1[BENCH_MAXDIMS];
+    memcpy(idx1, cell->idx, sizeof idx1);
+    idx1[D_FILES] = bench_harness_find(cell->h, D_FILES, 1);
+    one = idx1[D_FILES] < 0 ? NAN : bench_harness_value(cell->h, arm, idx1, cell->round, M_CMDS_S);
   }
-  return bench_agg_of(v, b->cfg.cli.rounds);
+  if (one > 0)
+    cell->m[M_RATIO] = x / one;
 }
 
-static int64_t errors_of(bench *b, int arm, int si, int pi, int fi) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, arm, si, pi, fi, r)->errors;
-  return e;
-}
+/* ---- the tables ------------------------------------------------------------------------ */
 
-static int arm_ran(bench *b, int arm, int si, int pi, int fi) { return res_at(b, arm, si, pi, fi, 0)->ran; }
-
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int pi = 0; pi < c->nproducers; pi++)
-        for (int fi = 0; fi < c->nfiles; fi++) {
-          if (!arm_ran(b, arm, si, pi, fi))
-            continue;
-          for (int w = 0; w < 3; w++) {
-            result x;
-            memset(&x, 0, sizeof x);
-            for (int m = 0; m < NMETRIC; m++)
-              x.m[m] = bench_agg_pick(aggregate(b, arm, si, pi, fi, m), w);
-            x.wall_s = NAN;
-            x.errors = errors_of(b, arm, si, pi, fi);
-            csv_row(b, arm, si, pi, fi, BENCH_SUMMARY[w], &x);
-          }
-        }
-}
+/* The tables read the harness's medians over rounds at a cell's indexes
+ * (idx[D_SYNC], idx[D_PRODUCERS], idx[D_FILES]). */
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 static void fmt_pct(char *buf, size_t n, double cpus) { bench_fmt(buf, n, "%.0f%%", cpus * 100); }
 static void fmt_2(char *buf, size_t n, double v) { bench_fmt(buf, n, "%.2f", v); }
 
-static void table_row(bench *b, int arm, int si, int pi, int fi) {
-  const config *c = &b->cfg;
-  bench_agg cs = aggregate(b, arm, si, pi, fi, M_CMDS_S), rt = aggregate(b, arm, si, pi, fi, M_RATIO);
-  char ratio[64], v[6][32];
+/* The ÷1 file column: the median of the rounds' ratios and their range. */
+static void fmt_ratio(char *buf, size_t n, bench_agg rt) {
   if (rt.n)
-    snprintf(ratio, sizeof ratio, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
+    snprintf(buf, n, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
   else
-    snprintf(ratio, sizeof ratio, "–");
-  bench_fmt(v[0], sizeof v[0], "%.1f", aggregate(b, arm, si, pi, fi, M_CMDS_TX).med);
-  fmt_ms(v[1], sizeof v[1], aggregate(b, arm, si, pi, fi, M_TX_MS).med);
-  fmt_ms(v[2], sizeof v[2], aggregate(b, arm, si, pi, fi, M_COMMIT_MS).med);
-  fmt_2(v[3], sizeof v[3], aggregate(b, arm, si, pi, fi, M_IN_TX).med);
-  fmt_2(v[4], sizeof v[4], aggregate(b, arm, si, pi, fi, M_IN_COMMIT).med);
-  fmt_ms(v[5], sizeof v[5], aggregate(b, arm, si, pi, fi, M_P99).med);
-  printf("| %s | %d | %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld |\n", ARM_NAME[arm],
-         c->producers[pi], c->files[fi], cs.med, cs.lo, cs.hi, ratio, v[0], v[1], v[2], v[3], v[4], v[5],
-         (long long)errors_of(b, arm, si, pi, fi));
+    snprintf(buf, n, "–");
 }
 
-static void cpu_row(bench *b, int arm, int si, int pi, int fi) {
-  const config *c = &b->cfg;
+static void table_row(const bench_harness *h, const config *c, int arm, const int *idx) {
+  bench_agg cs = bench_harness_agg(h, arm, idx, M_CMDS_S);
+  char ratio[64], v[6][32];
+  fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, arm, idx, M_RATIO));
+  bench_fmt(v[0], sizeof v[0], "%.1f", bench_harness_agg(h, arm, idx, M_CMDS_TX).med);
+  fmt_ms(v[1], sizeof v[1], bench_harness_agg(h, arm, idx, M_TX_MS).med);
+  fmt_ms(v[2], sizeof v[2], bench_harness_agg(h, arm, idx, M_COMMIT_MS).med);
+  fmt_2(v[3], sizeof v[3], bench_harness_agg(h, arm, idx, M_IN_TX).med);
+  fmt_2(v[4], sizeof v[4], bench_harness_agg(h, arm, idx, M_IN_COMMIT).med);
+  fmt_ms(v[5], sizeof v[5], bench_harness_agg(h, arm, idx, M_P99).med);
+  printf("| %s | %d | %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld |\n", ARM_NAME[arm],
+         c->producers[idx[D_PRODUCERS]], c->files[idx[D_FILES]], cs.med, cs.lo, cs.hi, ratio, v[0], v[1],
+         v[2], v[3], v[4], v[5], (long long)bench_harness_errors(h, arm, idx));
+}
+
+static void cpu_row(const bench_harness *h, const config *c, int arm, const int *idx) {
   static const int COL[] = {M_CPU_ALL, M_CPU_WRITERS, M_CPU_CALLERS, M_CPU_WAKER, M_CPU_CKPT, M_CPU_CLIENT};
-  printf("| %s | %s | %d | %d | %.0f |", ARM_NAME[arm], sync_name(c->sync[si]), c->producers[pi],
-         c->files[fi], aggregate(b, arm, si, pi, fi, M_CMDS_S).med);
+  printf("| %s | %s | %d | %d | %.0f |", ARM_NAME[arm], sync_name(c->sync[idx[D_SYNC]]),
+         c->producers[idx[D_PRODUCERS]], c->files[idx[D_FILES]],
+         bench_harness_agg(h, arm, idx, M_CMDS_S).med);
   for (size_t k = 0; k < sizeof COL / sizeof *COL; k++) {
     char v[32];
-    fmt_pct(v, sizeof v, aggregate(b, arm, si, pi, fi, COL[k]).med);
+    fmt_pct(v, sizeof v, bench_harness_agg(h, arm, idx, COL[k]).med);
     printf(" %s |", v);
   }
   char e[32], u[32];
-  fmt_pct(e, sizeof e, aggregate(b, arm, si, pi, fi, M_CPU_ELSE).hi);
-  bench_fmt(u, sizeof u, "%.1f", aggregate(b, arm, si, pi, fi, M_US_CMD).med);
+  fmt_pct(e, sizeof e, bench_harness_agg(h, arm, idx, M_CPU_ELSE).hi);
+  bench_fmt(u, sizeof u, "%.1f", bench_harness_agg(h, arm, idx, M_US_CMD).med);
   printf(" %s | %s |\n", e, u);
 }
 
 /* The fsync arm: the disk's own answer to N files' syncs at once. */
-static void print_disk(bench *b) {
-  const config *c = &b->cfg;
-  if (!arm_ran(b, ARM_FSYNC, 0, 0, 0))
+static void print_disk(const bench_harness *h, const config *c) {
+  int idx0[NDIM] = {0, 0, 0};
+  if (!bench_harness_ran(h, ARM_FSYNC, idx0))
     return;
   printf("\n### the disk alone: one thread per file, 4 KiB overwrite + fdatasync in a loop\n\n");
   printf(
@@ -731,27 +644,23 @@ static void print_disk(bench *b) {
       "threads in fdatasync | err |\n");
   printf("|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int fi = 0; fi < c->nfiles; fi++) {
-    bench_agg cs = aggregate(b, ARM_FSYNC, 0, 0, fi, M_CMDS_S),
-              rt = aggregate(b, ARM_FSYNC, 0, 0, fi, M_RATIO);
+    int idx[NDIM] = {0, 0, fi};
+    bench_agg cs = bench_harness_agg(h, ARM_FSYNC, idx, M_CMDS_S);
     char v[4][32], ratio[64];
-    if (rt.n)
-      snprintf(ratio, sizeof ratio, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
-    else
-      snprintf(ratio, sizeof ratio, "–");
-    fmt_ms(v[0], sizeof v[0], aggregate(b, ARM_FSYNC, 0, 0, fi, M_COMMIT_MS).med);
-    fmt_ms(v[1], sizeof v[1], aggregate(b, ARM_FSYNC, 0, 0, fi, M_P50).med);
-    fmt_ms(v[2], sizeof v[2], aggregate(b, ARM_FSYNC, 0, 0, fi, M_P99).med);
-    fmt_2(v[3], sizeof v[3], aggregate(b, ARM_FSYNC, 0, 0, fi, M_IN_COMMIT).med);
+    fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, ARM_FSYNC, idx, M_RATIO));
+    fmt_ms(v[0], sizeof v[0], bench_harness_agg(h, ARM_FSYNC, idx, M_COMMIT_MS).med);
+    fmt_ms(v[1], sizeof v[1], bench_harness_agg(h, ARM_FSYNC, idx, M_P50).med);
+    fmt_ms(v[2], sizeof v[2], bench_harness_agg(h, ARM_FSYNC, idx, M_P99).med);
+    fmt_2(v[3], sizeof v[3], bench_harness_agg(h, ARM_FSYNC, idx, M_IN_COMMIT).med);
     printf("| %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %lld |\n", c->files[fi], cs.med, cs.lo, cs.hi,
-           ratio, v[0], v[1], v[2], v[3], (long long)errors_of(b, ARM_FSYNC, 0, 0, fi));
+           ratio, v[0], v[1], v[2], v[3], (long long)bench_harness_errors(h, ARM_FSYNC, idx));
   }
   printf(
       "\nEach thread its own preallocated 1 MiB file in the databases' directory: what a FULL commit asks\n"
       "of the disk once the WAL has wrapped, N files at once.\n");
 }
 
-static void print_tables(bench *b) {
-  const config *c = &b->cfg;
+static void print_tables(const bench_harness *h, const config *c) {
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
     printf(
@@ -760,9 +669,11 @@ static void print_tables(bench *b) {
     printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int arm = 0; arm < NARMS; arm++)
       for (int pi = 0; pi < c->nproducers; pi++)
-        for (int fi = 0; fi < c->nfiles; fi++)
-          if (arm != ARM_FSYNC && arm_ran(b, arm, si, pi, fi))
-            table_row(b, arm, si, pi, fi);
+        for (int fi = 0; fi < c->nfiles; fi++) {
+          int idx[NDIM] = {si, pi, fi};
+          if (arm != ARM_FSYNC && bench_harness_ran(h, arm, idx))
+            table_row(h, c, arm, idx);
+        }
   }
   printf(
       "\nColumns: medians over rounds. ÷1 file: each round's commands/s over the same round's one file\n"
@@ -779,26 +690,30 @@ static void print_tables(bench *b) {
   for (int arm = 0; arm < NARMS; arm++)
     for (int si = 0; si < c->nsync; si++)
       for (int pi = 0; pi < c->nproducers; pi++)
-        for (int fi = 0; fi < c->nfiles; fi++)
-          if (arm != ARM_FSYNC && arm_ran(b, arm, si, pi, fi))
-            cpu_row(b, arm, si, pi, fi);
+        for (int fi = 0; fi < c->nfiles; fi++) {
+          int idx[NDIM] = {si, pi, fi};
+          if (arm != ARM_FSYNC && bench_harness_ran(h, arm, idx))
+            cpu_row(h, c, arm, idx);
+        }
   printf("\nFrom /proc/self/task/*/stat (10 ms ticks) at the window's edges; all: the lib arm's process, or\n"
          "lithd and the client; else: the rest of the machine's busy time (other work: noise).\n");
-  print_disk(b);
+  print_disk(h, c);
 }
 
-/* The seed figure: "a second file nearly doubles the ceiling" (≥ 1.8×). */
-static void print_claims(bench *b) {
-  const config *c = &b->cfg;
+/* The seed figure: "a second file nearly doubles the ceiling" (≥ 1.8×), as
+ * PASS/MISS lines from the medians; bench/controls.csv's shards-second-file
+ * judges the lib arm's with a band (bench/report.py). */
+static void print_claims(const bench_harness *h, const config *c) {
   printf(
       "\n### the seed figure: \"a second file nearly doubles the ceiling\" (taken as ≥ 1.80 × one file)\n\n");
   for (int arm = 0; arm < NARMS; arm++)
     for (int si = 0; si < c->nsync; si++)
       for (int pi = 0; pi < c->nproducers; pi++)
         for (int fi = 0; fi < c->nfiles; fi++) {
-          if (arm == ARM_FSYNC || c->files[fi] == 1 || !arm_ran(b, arm, si, pi, fi))
+          int idx[NDIM] = {si, pi, fi};
+          if (arm == ARM_FSYNC || c->files[fi] == 1 || !bench_harness_ran(h, arm, idx))
             continue;
-          bench_agg rt = aggregate(b, arm, si, pi, fi, M_RATIO);
+          bench_agg rt = bench_harness_agg(h, arm, idx, M_RATIO);
           char what[160], d[96];
           snprintf(what, sizeof what, "%s %s P=%d: %d files ≥ 1.80 × 1 file", ARM_NAME[arm],
                    sync_name(c->sync[si]), c->producers[pi], c->files[fi]);
@@ -811,7 +726,7 @@ static void print_claims(bench *b) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: shards [options]   (the transfer over 1, 2 and 4 database files in one process)\n"
-             "  --files LIST       database file counts, e.g. 1,2,4 (default)\n"
+             "  --files LIST       database file counts, e.g. 1,2,4 (default; run in ascending order)\n"
              "  --producers LIST   producer counts (lithd: connections), e.g. 64,200 (default)\n"
              "  --sync LIST        full,normal (default both)\n"
              "  --arms LIST        " ARM_LIST " (default all)\n"
@@ -820,7 +735,7 @@ static void usage(FILE *f) {
              "  --rounds N         rounds, interleaved across cells (default 3)\n"
              "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
              "  --lithd PATH       the lithd binary of the lithd arm (default " LITHD_PATH ")\n"
-             "  --csv PATH         CSV output (default bench/results/shards-YYYYMMDD-HHMMSS.csv)\n"
+             "  --results PATH     the results file (default bench/results/shards-YYYYMMDD-HHMMSS.jsonl)\n"
              "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, producers 64\n"
              "  --help\n");
 }
@@ -847,8 +762,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli =
-      (bench_cli){.prog = "shards", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
+  c->cli = (bench_cli){.prog = "shards", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   c->sync[0] = LITH_SYNC_FULL; /* the defaults, which the options replace */
   c->sync[1] = LITH_SYNC_NORMAL;
   c->nsync = 2;
@@ -860,6 +774,13 @@ static void parse_args(int argc, char **argv, config *c) {
     static const int def[] = {1, 2, 4};
     c->nfiles = bench_list_default(c->files, def, 3, def, 3, c->cli.quick);
   }
+  /* ascending: a round's one file runs before its N files (the ratio) */
+  for (int i = 1; i < c->nfiles; i++)
+    for (int k = i; k > 0 && c->files[k - 1] > c->files[k]; k--) {
+      int x = c->files[k];
+      c->files[k] = c->files[k - 1];
+      c->files[k - 1] = x;
+    }
   if (!c->nproducers) {
     static const int def[] = {64, 200}, q[] = {64};
     c->nproducers = bench_list_default(c->producers, def, 2, q, 1, c->cli.quick);
@@ -868,7 +789,7 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *csv_path) {
+static void print_header(const config *c, int argc, char **argv, const char *results) {
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("lith shards benchmark", argc, argv, 1);
@@ -893,14 +814,12 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
       printf(";");
     }
   printf("\nplan");
-  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
 }
 
 int main(int argc, char **argv) {
-  bench b;
-  config *c = &b.cfg;
-  char tmpdir[] = "/tmp/lith-bench-shards-XXXXXX", csv_path[4096];
-  memset(&b, 0, sizeof b);
+  config cfg, *c = &cfg;
+  char tmpdir[] = "/tmp/lith-bench-shards-XXXXXX";
   parse_args(argc, argv, c);
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
@@ -911,36 +830,42 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.results, "shards", csv_path, sizeof csv_path);
-  if (b.csv)
-    csv_header(b.csv);
-  print_header(c, argc, argv, b.csv ? csv_path : NULL);
+  bench_plan plan = {.program = "shards",
+                     .workload = "transfer",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .arm_on = c->arms,
+                     .dims = {{.key = "sync", .label = sync_name}, {.key = "producers"}, {.key = "files"}},
+                     .ndims = NDIM,
+                     .dim_n = D_PRODUCERS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .ignores = ignores,
+                     .run = run_cell,
+                     .ctx = c,
+                     .cli = &c->cli};
+  plan.dims[D_SYNC].n = c->nsync;
+  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  plan.dims[D_PRODUCERS].n = c->nproducers;
+  memcpy(plan.dims[D_PRODUCERS].v, c->producers, sizeof c->producers);
+  plan.dims[D_FILES].n = c->nfiles;
+  memcpy(plan.dims[D_FILES].v, c->files, sizeof c->files);
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(h));
 
-  size_t nres =
-      (size_t)NARMS * (size_t)c->nsync * (size_t)c->nproducers * (size_t)c->nfiles * (size_t)c->cli.rounds;
-  b.res = bench_xcalloc(nres, sizeof *b.res);
+  /* Round r runs every cell before round r+1, the arms innermost. */
+  bench_harness_run_all(h);
 
-  /* Round r runs every cell before round r+1; odd rounds run the file
-   * counts in the other order. */
-  for (int r = 0; r < c->cli.rounds; r++)
-    for (int arm = 0; arm < NARMS; arm++)
-      for (int si = 0; si < c->nsync; si++)
-        for (int pi = 0; pi < c->nproducers; pi++)
-          for (int k = 0; k < c->nfiles; k++) {
-            int fi = r % 2 ? c->nfiles - 1 - k : k;
-            if (c->arms[arm] && arm_in_cell(arm, si, pi))
-              run_one(&b, arm, si, pi, fi, r);
-          }
-
-  fill_ratios(&b);
-  print_tables(&b);
-  print_claims(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
+  print_tables(h, c);
+  print_claims(h, c);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
   if (own_dir)
     rmdir(c->cli.db_dir);
 
-  bench_print_end("all cells", b.total_errors, t_begin);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all cells", errors, t_begin);
+  return errors ? 1 : 0;
 }

@@ -1,5 +1,6 @@
 /*
- * bench/transfer_lith.c — the transfer as a lith command (transfer_lith.h).
+ * bench/transfer_lith.c — the transfer as a lith command, a producer's timed
+ * lith_do (transfer_lith.h).
  */
 #include "transfer_lith.h"
 
@@ -18,5 +19,21 @@ int bench_transfer_cmd(lith_tx *tx, void *arg) {
       (rc = lith_tx_exec(tx, BENCH_SQL_TOPIC, "I", t->owner)) != LITH_OK)
     return rc;
   lith_tx_touch(tx, t->owner);
+  return LITH_OK;
+}
+
+int bench_lith_do(lith *db, lith_command fn, void *arg, int64_t ws, int64_t we, bench_calls *c) {
+  int64_t t0 = bench_now_ns();
+  int rc = lith_do(db, fn, arg);
+  int64_t t1 = bench_now_ns();
+  if (rc != LITH_OK) {
+    c->errors++;
+    return rc;
+  }
+  c->ok++;
+  if (t1 >= ws && t1 < we) {
+    c->win_ok++;
+    bench_lat_add(&c->lat, (uint64_t)(t1 - t0));
+  }
   return LITH_OK;
 }

@@ -1,6 +1,7 @@
 /*
- * bench/transfer_lith.h — the transfer (transfer.h) as a lith command, for
- * the programs that link liblith: bench/writer and bench/shards.
+ * bench/transfer_lith.h — the transfer (transfer.h) as a lith command, and a
+ * producer's timed lith_do, for the programs that link liblith: bench/writer,
+ * bench/shards, bench/growth.
  *
  * Apart from transfer.h because that one is SQLite only (bench/lithd and
  * bench/kanban_http do not link liblith).
@@ -16,5 +17,18 @@
  * low), debits, credits, appends the ledger row, bumps the owner's topic and
  * lith_tx_touch(owner). */
 int bench_transfer_cmd(lith_tx *tx, void *arg);
+
+/* One producer's calls, as bench_lith_do counts them. */
+typedef struct bench_calls {
+  int64_t ok, errors; /* answered LITH_OK; answered anything else */
+  int64_t win_ok;     /* answered LITH_OK inside the window */
+  bench_lat lat;      /* those calls' latency: the producer's to init and free */
+} bench_calls;
+
+/* One step of a producer's closed loop: lith_do(db, fn, arg), timed from
+ * just before the call to its return, counted in c (its latency when it
+ * returns LITH_OK inside [ws, we)). Returns lith_do's code: a failure is
+ * counted, and the caller says it in its own words. */
+int bench_lith_do(lith *db, lith_command fn, void *arg, int64_t ws, int64_t we, bench_calls *c);
 
 #endif

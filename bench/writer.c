@@ -57,10 +57,13 @@
  * connection first), then run for --warmup seconds before a measured window
  * of --seconds (async and the ceilings: the window starts --warmup seconds
  * after their first command). A call or transaction counts when it completes
- * inside the window. Rounds interleave: round r runs every arm of every cell
- * before round r+1, so drift of the machine hits every arm alike. Reported:
- * median over rounds, and the range min-max (commands/s in the table,
- * everything in the CSV).
+ * inside the window. Rounds interleave (bench/harness.h runs the loop):
+ * round r runs every arm of every cell before round r+1, the arms innermost
+ * in the order above, so drift of the machine hits every arm alike and the
+ * ceiling finds the writer's batch of its cell and round. Reported: median
+ * over rounds, and the range min-max (commands/s in the table); every run
+ * is a line of the results file (bench/results.md: rate = cmds_per_s, p50
+ * and p99 = the call's, the rest under m).
  *
  * Transaction time is BEGIN IMMEDIATE to the end of COMMIT. For the writer
  * (and noop, async) it comes from lith's own histograms
@@ -79,7 +82,7 @@
  * clamp(2M / threads, 4096, seconds * 500k) values (bench_lat_cap). A thread that
  * completes more keeps a uniform reservoir sample, and the merge weights
  * each sample by (calls seen / samples kept), so percentiles stay unbiased;
- * the CSV says when that happened ("sampled").
+ * the results line says when that happened ("sampled").
  *
  * The table's ÷ columns divide the writer's median cmd/s by each other arm's
  * (÷noop: over the wake-up reference) and async's by the ceilings', perconn's
@@ -89,7 +92,7 @@
  * A second table splits the writer's time over the window: inside
  * transactions, in checkpoints, and the rest (taking the queue, answering the
  * producers, being preempted or idle), with lith's queue-wait p99 — where the
- * writer loses to the ceiling. The CSV has these too.
+ * writer loses to the ceiling. The results file has these too.
  *
  * After every arm the database is checked with plain SQLite: quick_check,
  * money conserved, ledger rows == commands answered OK (in total and per
@@ -115,6 +118,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "lith.h"
 #include "transfer.h"
 #include "transfer_lith.h"
@@ -131,8 +135,9 @@ static int noop_cmd(lith_tx *tx, void *arg) {
 /* ---- configuration ------------------------------------------------------------ */
 
 /* The arms up to ARM_ASYNC run once per checkpoint mode (they use lith's, or
- * follow the writer's batch); the rest once per (synchronous, P). Within a
- * round they run in this order: the ceiling needs the writer's mean batch. */
+ * follow the writer's batch); the rest once per (synchronous, P): they ignore
+ * the checkpoint dimension. Within a cell they run in this order: the
+ * ceiling needs the writer's mean batch. */
 enum { ARM_WRITER, ARM_CEILING, ARM_NOOP, ARM_ASYNC, ARM_CEIL100, ARM_PERCONN, ARM_MUTEX, NARMS };
 static const char *const ARM_NAME[NARMS] = {"writer",     "ceiling", "noop", "async",
                                             "ceiling100", "perconn", "mutex"};
@@ -146,7 +151,7 @@ static int on_lith(int arm) { return arm == ARM_WRITER || arm == ARM_NOOP || arm
 enum { MAX_LIST = 16 };
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int producers[MAX_LIST], nproducers;
   int sync[2], nsync; /* LITH_SYNC_* */
   int ckpt[2], nckpt; /* LITH_CHECKPOINT_* */
@@ -174,32 +179,36 @@ enum {
   M_CKPT_BUSY,   /* writer: share of the window in checkpoints, on any thread */
   M_CKPT_WRITER, /* writer: share of the window in checkpoints on the writer thread */
   M_WAIT_P99,    /* writer: queue wait before the batch began, p99 (lith's histogram) */
+  M_COMMANDS,    /* commands answered OK inside the window */
+  M_TXS,         /* transactions inside the window */
+  M_BATCH,       /* the ceilings: the transaction size they used */
+  M_COMMIT_MS,   /* the lith arms: mean COMMIT statement time */
+  M_CKPTS,       /* the lith arms: checkpoints inside the window */
   NMETRIC
 };
-static const char *const METRIC_CSV[NMETRIC] = {"cmds_per_s",
-                                                "cmds_per_tx",
-                                                "tx_ms_mean",
-                                                "tx_p99_ms",
-                                                "tx_p999_ms",
-                                                "call_p50_ms",
-                                                "call_p99_ms",
-                                                "call_max_ms",
-                                                "writer_tx_share",
-                                                "writer_ckpt_share",
-                                                "writer_ckpt_writer_share",
-                                                "writer_wait_p99_ms"};
+static const bench_metric METRICS[NMETRIC] = {
+    {"cmds_per_s", BENCH_ROLE_RATE},
+    {"cmds_per_tx", BENCH_ROLE_NONE},
+    {"tx_ms_mean", BENCH_ROLE_NONE},
+    {"tx_p99_ms", BENCH_ROLE_NONE},
+    {"tx_p999_ms", BENCH_ROLE_NONE},
+    {"call_p50_ms", BENCH_ROLE_P50},
+    {"call_p99_ms", BENCH_ROLE_P99},
+    {"call_max_ms", BENCH_ROLE_NONE},
+    {"writer_tx_share", BENCH_ROLE_NONE},
+    {"writer_ckpt_share", BENCH_ROLE_NONE},
+    {"writer_ckpt_writer_share", BENCH_ROLE_NONE},
+    {"writer_wait_p99_ms", BENCH_ROLE_NONE},
+    {"commands", BENCH_ROLE_NONE},
+    {"transactions", BENCH_ROLE_NONE},
+    {"ceiling_batch", BENCH_ROLE_NONE},
+    {"commit_ms_mean", BENCH_ROLE_NONE},
+    {"checkpoints", BENCH_ROLE_NONE},
+};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC]; /* NAN: not applicable */
-  uint64_t commands, txs;
-  int64_t errors;
-  int sampled;
-  int batch;        /* ceiling: the transaction size it used */
-  double commit_ms; /* writer: mean COMMIT statement time */
-  uint64_t ckpts;   /* writer: checkpoints inside the window */
-  double wall_s;    /* the whole arm, setup and check included */
-} result;
+/* The cell's dimensions; ceiling100, perconn and mutex ignore the checkpoint. */
+enum { D_SYNC, D_PRODUCERS, D_CKPT, NDIM };
+static unsigned ignores(int arm) { return per_ckpt(arm) ? 0 : 1u << D_CKPT; }
 
 /* ---- one arm run ------------------------------------------------------------------ */
 
@@ -212,9 +221,8 @@ typedef struct producer {
   int started;
   uint64_t rng;
   int64_t seq;
-  int64_t ok, errors;
-  int64_t win_ok; /* OK commands completed inside the window */
-  bench_lat call, tx;
+  bench_calls n; /* calls answered, failed, in the window, their latency */
+  bench_lat tx;
   sqlite3 *conn;    /* perconn */
   bench_stmts st;   /* perconn */
   lith_request req; /* async: this slot's request, resubmitted from its done */
@@ -236,10 +244,14 @@ struct run {
   pthread_mutex_t conn_mu;
   producer *prod;
   int inflight;     /* async: requests submitted and not yet done (under mu) */
-  _Atomic int msgs; /* error messages printed */
+  _Atomic int msgs; /* error messages asked for */
+  pthread_mutex_t err_mu;
+  bench_cell *cell; /* the harness's run: its m[], errors, sampled */
   uint64_t topics_reported;
 };
 
+/* bench_cell_error from any producer thread: the harness's counter is not
+ * atomic, so the calls take turns; past its five, none is formatted. */
 static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report_error(run *r, const char *fmt, ...) {
   if (atomic_fetch_add(&r->msgs, 1) >= 5)
@@ -249,8 +261,9 @@ static void report_error(run *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s %s P=%d %s round %d]: %s\n", ARM_NAME[r->arm], sync_name(r->sync), r->P,
-          ckpt_name(r->ckpt), r->round + 1, buf);
+  pthread_mutex_lock(&r->err_mu);
+  bench_cell_error(r->cell, "%s", buf);
+  pthread_mutex_unlock(&r->err_mu);
 }
 
 /* The pragmas lith gives its writer, for the plain connections. */
@@ -292,27 +305,17 @@ static void *writer_producer(void *arg) {
   bench_gate_wait(&r->gate, &ws, &we);
   for (;;) {
     bench_transfer t = bench_transfer_make(pr->id, ++pr->seq, &pr->rng);
-    int64_t t0 = bench_now_ns();
-    if (t0 >= we)
+    if (bench_now_ns() >= we)
       break;
-    int rc = lith_do(r->db, fn, &t);
-    int64_t t1 = bench_now_ns();
-    if (rc == LITH_OK) {
-      pr->ok++;
-      if (t1 >= ws && t1 < we) {
-        pr->win_ok++;
-        bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
-      }
-    } else {
-      pr->errors++;
+    int rc = bench_lith_do(r->db, fn, &t, ws, we, &pr->n);
+    if (rc != LITH_OK)
       report_error(r, "lith_do: %s: %s", lith_errstr(rc), lith_errmsg(r->db));
-    }
   }
   return NULL;
 }
 
 static void note_tx_failure(run *r, producer *pr, sqlite3 *conn, int rc) {
-  pr->errors++;
+  pr->n.errors++;
   if (rc == BENCH_REFUSED)
     report_error(r, "transfer refused: insufficient funds");
   else
@@ -326,7 +329,7 @@ static void *perconn_producer(void *arg) {
   int ready = open_plain(r->path, r->sync, 30000, &pr->conn) == SQLITE_OK &&
               bench_stmts_prepare(pr->conn, &pr->st) == SQLITE_OK;
   if (!ready) {
-    pr->errors++;
+    pr->n.errors++;
     report_error(r, "producer %d: cannot open its connection", pr->id);
   }
   bench_gate_wait(&r->gate, &ws, &we);
@@ -338,10 +341,10 @@ static void *perconn_producer(void *arg) {
     int rc = bench_transfer_tx(pr->conn, &pr->st, &t, 1, &tl);
     int64_t t1 = bench_now_ns();
     if (rc == SQLITE_OK) {
-      pr->ok++;
+      pr->n.ok++;
       if (t1 >= ws && t1 < we) {
-        pr->win_ok++;
-        bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
+        pr->n.win_ok++;
+        bench_lat_add(&pr->n.lat, (uint64_t)(t1 - t0));
         bench_lat_add(&pr->tx, (uint64_t)(t1 - tl));
       }
     } else {
@@ -374,10 +377,10 @@ static void *mutex_producer(void *arg) {
     pthread_mutex_unlock(&r->conn_mu);
     int64_t t1 = bench_now_ns();
     if (rc == SQLITE_OK) {
-      pr->ok++;
+      pr->n.ok++;
       if (t1 >= ws && t1 < we) {
-        pr->win_ok++;
-        bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
+        pr->n.win_ok++;
+        bench_lat_add(&pr->n.lat, (uint64_t)(t1 - t0));
         bench_lat_add(&pr->tx, (uint64_t)(te - tb));
       }
     }
@@ -401,7 +404,7 @@ static int async_submit(producer *pr) {
   pr->t0 = bench_now_ns();
   int rc = lith_submit(r->db, &pr->req);
   if (rc != LITH_OK) {
-    pr->errors++;
+    pr->n.errors++;
     report_error(r, "lith_submit: %s: %s", lith_errstr(rc), lith_errmsg(r->db));
   }
   return rc;
@@ -422,13 +425,13 @@ static void async_done(lith_request *req) {
   run *r = pr->r;
   int64_t t1 = bench_now_ns();
   if (req->rc == LITH_OK) {
-    pr->ok++;
+    pr->n.ok++;
     if (t1 >= r->gate.ws && t1 < r->gate.we) {
-      pr->win_ok++;
-      bench_lat_add(&pr->call, (uint64_t)(t1 - pr->t0));
+      pr->n.win_ok++;
+      bench_lat_add(&pr->n.lat, (uint64_t)(t1 - pr->t0));
     }
   } else {
-    pr->errors++;
+    pr->n.errors++;
     report_error(r, "request: %s: %s", lith_errstr(req->rc), req->errmsg);
   }
   if (t1 < r->gate.we && async_submit(pr) == LITH_OK)
@@ -451,12 +454,12 @@ static void merge(bench_lat *const *bufs, int nb, bench_lat_sum *s) {
     fprintf(stderr, "writer: out of memory merging latencies\n");
 }
 
-static void fill_call(result *res, producer *prod, int P) {
+static void fill_call(bench_cell *res, producer *prod, int P) {
   bench_lat **bufs = malloc((size_t)P * sizeof *bufs);
   if (!bufs)
     return;
   for (int i = 0; i < P; i++)
-    bufs[i] = &prod[i].call;
+    bufs[i] = &prod[i].n.lat;
   bench_lat_sum s;
   merge(bufs, P, &s);
   res->m[M_CALL_P50] = s.q[0] / 1e6;
@@ -466,10 +469,10 @@ static void fill_call(result *res, producer *prod, int P) {
   free(bufs);
 }
 
-static void fill_tx(result *res, bench_lat *const *bufs, int nb) {
+static void fill_tx(bench_cell *res, bench_lat *const *bufs, int nb) {
   bench_lat_sum s;
   merge(bufs, nb, &s);
-  res->txs = s.count;
+  res->m[M_TXS] = (double)s.count;
   res->m[M_TX_MS] = s.count ? (double)s.sum / (double)s.count / 1e6 : NAN;
   res->m[M_TX_P99] = s.q[1] / 1e6;
   res->m[M_TX_P999] = s.q[2] / 1e6;
@@ -486,7 +489,7 @@ static void producers_init(run *r) {
     pr->r = r;
     pr->id = i;
     pr->rng = bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + (uint64_t)r->arm);
-    if (bench_lat_init(&pr->call, cap, cap, pr->rng ^ 1) ||
+    if (bench_lat_init(&pr->n.lat, cap, cap, pr->rng ^ 1) ||
         (!on_lith(r->arm) && bench_lat_init(&pr->tx, cap, cap, pr->rng ^ 2))) {
       fprintf(stderr, "writer: out of memory for latency buffers\n");
       exit(1);
@@ -512,31 +515,33 @@ static void snap_window(run *r, snaps *sn) {
 /* Once every producer has stopped (async: every request is done): the
  * results, lith_close or the shared connection's close, the check. `sn`:
  * the lith arms' snapshots. */
-static void producers_finish(run *r, result *res, const snaps *sn) {
+static void producers_finish(run *r, bench_cell *res, const snaps *sn) {
   int P = r->P;
   int64_t *ok = bench_xcalloc((size_t)P, sizeof *ok);
   double window_s = (double)(r->gate.we - r->gate.ws) / 1e9;
+  uint64_t commands = 0;
   for (int i = 0; i < P; i++) {
     producer *pr = &r->prod[i];
     /* noop writes nothing: the check then wants the database as seeded */
-    ok[i] = r->arm == ARM_NOOP ? 0 : pr->ok;
-    res->errors += pr->errors;
-    res->commands += (uint64_t)pr->win_ok;
+    ok[i] = r->arm == ARM_NOOP ? 0 : pr->n.ok;
+    res->errors += pr->n.errors;
+    commands += (uint64_t)pr->n.win_ok;
   }
-  res->m[M_CMDS_S] = (double)res->commands / window_s;
+  res->m[M_COMMANDS] = (double)commands;
+  res->m[M_CMDS_S] = (double)commands / window_s;
   fill_call(res, r->prod, P);
 
   if (on_lith(r->arm)) {
     const lith_stats *s0 = &sn->s0, *s1 = &sn->s1;
     uint64_t cmds = s1->commands - s0->commands, batches = s1->batches - s0->batches;
-    res->txs = batches;
+    res->m[M_TXS] = (double)batches;
     res->m[M_CMDS_TX] = batches ? (double)cmds / (double)batches : NAN;
     res->m[M_TX_MS] = batches ? (double)(s1->tx_ns_total - s0->tx_ns_total) / (double)batches / 1e6 : NAN;
     res->m[M_TX_P99] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.99) / 1e6 : NAN;
     res->m[M_TX_P999] = batches ? (double)lith_lat_quantile_ns(s1->tx_lat, s0->tx_lat, 0.999) / 1e6 : NAN;
-    res->commit_ms =
+    res->m[M_COMMIT_MS] =
         batches ? (double)(s1->commit_ns_total - s0->commit_ns_total) / (double)batches / 1e6 : NAN;
-    res->ckpts = s1->checkpoints - s0->checkpoints;
+    res->m[M_CKPTS] = (double)(s1->checkpoints - s0->checkpoints);
     double window_ns = (double)(sn->at1 - sn->at0); /* the snapshots' own interval */
     res->m[M_TX_BUSY] = (double)(s1->tx_ns_total - s0->tx_ns_total) / window_ns;
     res->m[M_CKPT_BUSY] = (double)(s1->checkpoint_ns_total - s0->checkpoint_ns_total) / window_ns;
@@ -556,7 +561,7 @@ static void producers_finish(run *r, result *res, const snaps *sn) {
       fill_tx(res, bufs, P);
       free(bufs);
     }
-    res->m[M_CMDS_TX] = res->txs ? (double)res->commands / (double)res->txs : NAN;
+    res->m[M_CMDS_TX] = res->m[M_TXS] > 0 ? (double)commands / res->m[M_TXS] : NAN;
   }
   if (r->arm == ARM_MUTEX) {
     bench_stmts_finalize(&r->shared_st);
@@ -568,7 +573,7 @@ static void producers_finish(run *r, result *res, const snaps *sn) {
   }
   res->errors += verify_db(r, ok);
   for (int i = 0; i < P; i++) {
-    bench_lat_free(&r->prod[i].call);
+    bench_lat_free(&r->prod[i].n.lat);
     bench_lat_free(&r->prod[i].tx);
   }
   free(r->prod);
@@ -577,7 +582,7 @@ static void producers_finish(run *r, result *res, const snaps *sn) {
 }
 
 /* Threads of the writer, noop, perconn and mutex arms: start, window, join, check. */
-static void run_threads(run *r, result *res, void *(*fn)(void *)) {
+static void run_threads(run *r, bench_cell *res, void *(*fn)(void *)) {
   int P = r->P;
   producers_init(r);
   int started = 0;
@@ -604,7 +609,7 @@ static void run_threads(run *r, result *res, void *(*fn)(void *)) {
 
 /* The lith handle of the writer, noop and async arms: the cell's options,
  * readers 1, an on_commit hook that counts topics. 0, or -1 (an error). */
-static int open_lith(run *r, result *res) {
+static int open_lith(run *r, bench_cell *res) {
   lith_options opt;
   lith_options_default(&opt);
   opt.synchronous = r->sync;
@@ -622,14 +627,14 @@ static int open_lith(run *r, result *res) {
 }
 
 /* writer and noop: P threads calling lith_do. */
-static void arm_writer(run *r, result *res) {
+static void arm_writer(run *r, bench_cell *res) {
   if (open_lith(r, res) == 0)
     run_threads(r, res, writer_producer);
 }
 
 /* P requests in flight, each resubmitted from its done until the window
  * ends; then wait until the last one is done. */
-static void arm_async(run *r, result *res) {
+static void arm_async(run *r, bench_cell *res) {
   if (open_lith(r, res) != 0)
     return;
   producers_init(r);
@@ -651,9 +656,9 @@ static void arm_async(run *r, result *res) {
   producers_finish(r, res, &sn);
 }
 
-static void arm_perconn(run *r, result *res) { run_threads(r, res, perconn_producer); }
+static void arm_perconn(run *r, bench_cell *res) { run_threads(r, res, perconn_producer); }
 
-static void arm_mutex(run *r, result *res) {
+static void arm_mutex(run *r, bench_cell *res) {
   if (open_plain(r->path, r->sync, 30000, &r->shared) != SQLITE_OK ||
       bench_stmts_prepare(r->shared, &r->shared_st) != SQLITE_OK) {
     report_error(r, "cannot open the shared connection");
@@ -668,7 +673,7 @@ static void arm_mutex(run *r, result *res) {
 
 /* One thread, transactions of r->batch commands, commands cycling through the
  * P producers' accounts. */
-static void arm_ceiling(run *r, result *res) {
+static void arm_ceiling(run *r, bench_cell *res) {
   const config *cfg = r->cfg;
   int P = r->P, k = r->batch;
   sqlite3 *conn;
@@ -692,7 +697,7 @@ static void arm_ceiling(run *r, result *res) {
     fprintf(stderr, "writer: out of memory\n");
     exit(1);
   }
-  uint64_t rng = bench_rng_seed((uint64_t)r->round, 4242);
+  uint64_t rng = bench_rng_seed((uint64_t)r->round, 4242), commands = 0;
   int next = 0;
   r->gate.ws = bench_now_ns() + (int64_t)(cfg->cli.warmup * 1e9);
   r->gate.we = r->gate.ws + (int64_t)(cfg->cli.seconds * 1e9);
@@ -739,7 +744,7 @@ static void arm_ceiling(run *r, result *res) {
     for (int i = 0; i < nok; i++)
       ok[tx_ok[i]]++;
     if (t1 >= r->gate.ws && t1 < r->gate.we) {
-      res->commands += (uint64_t)nok;
+      commands += (uint64_t)nok;
       bench_lat_add(&txb, (uint64_t)(t1 - t0));
     }
   }
@@ -750,9 +755,10 @@ static void arm_ceiling(run *r, result *res) {
   }
   bench_lat *bufs[1] = {&txb};
   fill_tx(res, bufs, 1);
-  res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
-  res->m[M_CMDS_TX] = res->txs ? (double)res->commands / (double)res->txs : NAN;
-  res->batch = k;
+  res->m[M_COMMANDS] = (double)commands;
+  res->m[M_CMDS_S] = (double)commands / cfg->cli.seconds;
+  res->m[M_CMDS_TX] = res->m[M_TXS] > 0 ? (double)commands / res->m[M_TXS] : NAN;
+  res->m[M_BATCH] = k;
   res->errors += verify_db(r, ok);
   bench_lat_free(&txb);
   free(ok);
@@ -760,211 +766,88 @@ static void arm_ceiling(run *r, result *res) {
   free(tx_ok);
 }
 
-/* ---- the plan ----------------------------------------------------------------------- */
+/* ---- one cell: the harness's callback ------------------------------------------------ */
 
-typedef struct bench {
-  config cfg;
-  result *res; /* [arm][sync][producers][ckpt][round] */
-  FILE *csv;
-  int64_t total_errors;
-} bench;
-
-static result *res_at(bench *b, int arm, int si, int pi, int ci, int r) {
-  const config *c = &b->cfg;
-  size_t i = ((((size_t)arm * (size_t)c->nsync + (size_t)si) * (size_t)c->nproducers + (size_t)pi) *
-                  (size_t)c->nckpt +
-              (size_t)ci) *
-                 (size_t)c->cli.rounds +
-             (size_t)r;
-  return &b->res[i];
-}
-
-static void csv_header(FILE *f) {
-  bench_csv_header(
-      f, "sync,producers,checkpoint,arm,round", METRIC_CSV, NMETRIC,
-      ",commands,transactions,errors,sampled,ceiling_batch,commit_ms_mean,checkpoints,arm_wall_s\n");
-}
-
-static void csv_row(bench *b, int arm, int si, int pi, int ci, const char *round, const result *x) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%d,%s,%s,%s", sync_name(c->sync[si]), c->producers[pi],
-          per_ckpt(arm) ? ckpt_name(c->ckpt[ci]) : "sqlite-auto", ARM_NAME[arm], round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  if (x->ran)
-    fprintf(b->csv, ",%llu,%llu", (unsigned long long)x->commands, (unsigned long long)x->txs);
-  else /* a summary row: counts are per round */
-    fprintf(b->csv, ",,");
-  fprintf(b->csv, ",%lld,%d", (long long)x->errors, x->sampled);
-  if ((arm == ARM_CEILING || arm == ARM_CEIL100) && x->ran)
-    fprintf(b->csv, ",%d", x->batch);
-  else
-    fprintf(b->csv, ",");
-  if (on_lith(arm)) {
-    bench_csv_num(b->csv, x->commit_ms);
-    fprintf(b->csv, ",%llu", (unsigned long long)x->ckpts);
-  } else {
-    fprintf(b->csv, ",,");
-  }
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int arm, int si, int pi, int ci, int round) {
-  const config *c = &b->cfg;
-  run r;
-  memset(&r, 0, sizeof r);
-  r.cfg = c;
-  r.arm = arm;
-  r.sync = c->sync[si];
-  r.ckpt = c->ckpt[ci];
-  r.P = c->producers[pi];
-  r.round = round;
+static void run_cell(bench_cell *cell) {
+  const config *c = cell->ctx;
+  int arm = cell->arm;
+  run r = {.cfg = c,
+           .arm = arm,
+           .sync = cell->val[D_SYNC],
+           .ckpt = cell->val[D_CKPT],
+           .P = cell->val[D_PRODUCERS],
+           .round = cell->round,
+           .cell = cell};
   bench_gate_init(&r.gate);
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   pthread_mutex_init(&r.conn_mu, NULL);
+  pthread_mutex_init(&r.err_mu, NULL);
+  /* an arm that ignores the checkpoint runs with SQLite's autocheckpoint */
   snprintf(r.path, sizeof r.path, "%s/%s-%s-p%d-%s-r%d.db", c->cli.db_dir, ARM_NAME[arm], sync_name(r.sync),
-           r.P, ckpt_name(r.ckpt), round + 1);
-  result *res = res_at(b, arm, si, pi, ci, round);
-  memset(res, 0, sizeof *res);
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  res->commit_ms = NAN;
+           r.P, per_ckpt(arm) ? ckpt_name(r.ckpt) : "sqlite", r.round + 1);
   if (arm == ARM_CEILING) {
-    const result *w = res_at(b, ARM_WRITER, si, pi, ci, round);
-    double mean = w->ran && !isnan(w->m[M_CMDS_TX]) ? w->m[M_CMDS_TX] : (double)r.P;
-    r.batch = (int)lround(mean);
+    /* the writer ran first in this cell and round (arms run innermost, in order) */
+    double mean = bench_harness_value(cell->h, ARM_WRITER, cell->idx, cell->round, M_CMDS_TX);
+    r.batch = (int)lround(isnan(mean) ? (double)r.P : mean);
     if (r.batch < 1)
       r.batch = 1;
   } else if (arm == ARM_CEIL100) {
     r.batch = CEIL_FIXED_BATCH;
   }
-  int64_t t0 = bench_now_ns();
   if (create_db(r.path, r.P) != 0) {
-    res->errors++;
+    cell->errors++;
   } else {
     switch (arm) {
     case ARM_WRITER:
-    case ARM_NOOP: arm_writer(&r, res); break;
-    case ARM_ASYNC: arm_async(&r, res); break;
+    case ARM_NOOP: arm_writer(&r, cell); break;
+    case ARM_ASYNC: arm_async(&r, cell); break;
     case ARM_CEILING:
-    case ARM_CEIL100: arm_ceiling(&r, res); break;
-    case ARM_PERCONN: arm_perconn(&r, res); break;
-    default: arm_mutex(&r, res); break;
+    case ARM_CEIL100: arm_ceiling(&r, cell); break;
+    case ARM_PERCONN: arm_perconn(&r, cell); break;
+    default: arm_mutex(&r, cell); break;
     }
   }
   bench_remove_db(r.path);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
   bench_gate_destroy(&r.gate);
   pthread_mutex_destroy(&r.mu);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.conn_mu);
-
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, arm, si, pi, ci, rbuf, res);
-  fprintf(stderr,
-          "[round %d/%d] %-6s P=%-4d %-6s %-10s %9.0f cmd/s %7s cmd/tx  tx %s ms p99 %s  call p99 %s "
-          "max %s"
-          "  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, sync_name(r.sync), r.P, per_ckpt(arm) ? ckpt_name(r.ckpt) : "-",
-          ARM_NAME[arm], res->m[M_CMDS_S], BENCH_NUM("%.1f", res->m[M_CMDS_TX]),
-          BENCH_NUM("%.3f", res->m[M_TX_MS]), BENCH_NUM("%.3f", res->m[M_TX_P99]),
-          BENCH_NUM("%.3f", res->m[M_CALL_P99]), BENCH_NUM("%.3f", res->m[M_CALL_MAX]),
-          (long long)res->errors, res->wall_s);
+  pthread_mutex_destroy(&r.err_mu);
 }
 
-/* ---- summaries ------------------------------------------------------------------------ */
+/* ---- the tables ------------------------------------------------------------------------ */
 
-static bench_agg aggregate(bench *b, int arm, int si, int pi, int ci, int metric) {
-  double v[256];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, arm, si, pi, ci, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
-  }
-  return bench_agg_of(v, b->cfg.cli.rounds);
-}
-
-static int64_t errors_of(bench *b, int arm, int si, int pi, int ci) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, arm, si, pi, ci, r)->errors;
-  return e;
-}
-
-static int arm_ran(bench *b, int arm, int si, int pi, int ci) { return res_at(b, arm, si, pi, ci, 0)->ran; }
-
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int pi = 0; pi < c->nproducers; pi++)
-        for (int ci = 0; ci < c->nckpt; ci++) {
-          if (!per_ckpt(arm) && ci > 0)
-            continue;
-          if (!arm_ran(b, arm, si, pi, ci))
-            continue;
-          for (int w = 0; w < 3; w++) {
-            result x;
-            memset(&x, 0, sizeof x);
-            for (int m = 0; m < NMETRIC; m++)
-              x.m[m] = bench_agg_pick(aggregate(b, arm, si, pi, ci, m), w);
-            x.commit_ms = NAN;
-            x.wall_s = NAN;
-            x.errors = errors_of(b, arm, si, pi, ci);
-            for (int r = 0; r < c->cli.rounds; r++)
-              x.sampled |= res_at(b, arm, si, pi, ci, r)->sampled;
-            csv_row(b, arm, si, pi, ci, BENCH_SUMMARY[w], &x);
-          }
-        }
-}
+/* The tables read the harness's medians over rounds at a cell's indexes
+ * (idx[D_SYNC], idx[D_PRODUCERS], idx[D_CKPT]); an arm that ignores the
+ * checkpoint is read at its one run of that (sync, P). */
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1); }
 
-/* arm's median cmd/s over other's, in the same cell. */
-static double ratio(bench *b, int arm, int si, int pi, int ci, int other) {
-  int oci = per_ckpt(other) ? ci : 0;
-  if (!arm_ran(b, arm, si, pi, ci) || !arm_ran(b, other, si, pi, oci))
-    return NAN;
-  double w = aggregate(b, arm, si, pi, ci, M_CMDS_S).med;
-  double o = aggregate(b, other, si, pi, oci, M_CMDS_S).med;
-  return o > 0 ? w / o : NAN;
-}
-
-static void table_row(bench *b, int arm, int si, int pi, int ci) {
-  const config *c = &b->cfg;
+static void table_row(const bench_harness *h, const config *c, int arm, const int *idx) {
   /* the ÷ columns; noop's is the writer's alone (async has no threads to wake) */
   static const int BASE[5] = {ARM_CEILING, ARM_CEIL100, ARM_NOOP, ARM_PERCONN, ARM_MUTEX};
   char ms[8][32], rt[5][32];
-  bench_agg cs = aggregate(b, arm, si, pi, ci, M_CMDS_S);
+  bench_agg cs = bench_harness_agg(h, arm, idx, M_CMDS_S);
   for (int m = M_TX_MS; m <= M_CALL_MAX; m++)
-    fmt_ms(ms[m], sizeof ms[m], aggregate(b, arm, si, pi, ci, m).med);
-  bench_agg tx = aggregate(b, arm, si, pi, ci, M_CMDS_TX);
+    fmt_ms(ms[m], sizeof ms[m], bench_harness_agg(h, arm, idx, m).med);
+  bench_agg tx = bench_harness_agg(h, arm, idx, M_CMDS_TX);
   for (int k = 0; k < 5; k++) {
     snprintf(rt[k], sizeof rt[k], " ");
     if (arm == ARM_WRITER || (arm == ARM_ASYNC && BASE[k] != ARM_NOOP))
-      bench_fmt(rt[k], sizeof rt[k], "%.2f×", ratio(b, arm, si, pi, ci, BASE[k]));
+      bench_fmt(rt[k], sizeof rt[k], "%.2f×", bench_harness_ratio(h, arm, BASE[k], idx, M_CMDS_S));
   }
-  const char *ck = per_ckpt(arm) ? ckpt_name(c->ckpt[ci]) : "(sqlite)";
+  const char *ck = per_ckpt(arm) ? ckpt_name(c->ckpt[idx[D_CKPT]]) : "(sqlite)";
   char txs[32];
   bench_fmt(txs, sizeof txs, "%.1f", tx.med);
   printf("| %d | %s | %s | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %lld | %s | %s | %s | %s | "
          "%s |\n",
-         c->producers[pi], ck, ARM_NAME[arm], cs.med, cs.lo, cs.hi, txs, ms[M_TX_MS], ms[M_TX_P99],
-         ms[M_TX_P999], ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX],
-         (long long)errors_of(b, arm, si, pi, ci), rt[0], rt[1], rt[2], rt[3], rt[4]);
+         c->producers[idx[D_PRODUCERS]], ck, ARM_NAME[arm], cs.med, cs.lo, cs.hi, txs, ms[M_TX_MS],
+         ms[M_TX_P99], ms[M_TX_P999], ms[M_CALL_P50], ms[M_CALL_P99], ms[M_CALL_MAX],
+         (long long)bench_harness_errors(h, arm, idx), rt[0], rt[1], rt[2], rt[3], rt[4]);
 }
 
-static void print_tables(bench *b) {
-  const config *c = &b->cfg;
+static void print_tables(const bench_harness *h, const config *c) {
   for (int si = 0; si < c->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_name(c->sync[si]));
     printf("| P | ckpt | arm | cmd/s median (min–max) | cmd/tx | tx ms | tx p99 | tx p99.9 | call p50 | call "
@@ -972,13 +855,16 @@ static void print_tables(bench *b) {
            "| call max | err | ÷ceil | ÷ceil100 | ÷noop | ÷conn | ÷mutex |\n");
     printf("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int pi = 0; pi < c->nproducers; pi++) {
-      for (int ci = 0; ci < c->nckpt; ci++)
+      for (int ci = 0; ci < c->nckpt; ci++) {
+        int idx[NDIM] = {si, pi, ci};
         for (int arm = 0; arm < NARMS; arm++)
-          if (per_ckpt(arm) && arm_ran(b, arm, si, pi, ci))
-            table_row(b, arm, si, pi, ci);
+          if (per_ckpt(arm) && bench_harness_ran(h, arm, idx))
+            table_row(h, c, arm, idx);
+      }
+      int idx[NDIM] = {si, pi, 0};
       for (int arm = 0; arm < NARMS; arm++)
-        if (!per_ckpt(arm) && arm_ran(b, arm, si, pi, 0))
-          table_row(b, arm, si, pi, 0);
+        if (!per_ckpt(arm) && bench_harness_ran(h, arm, idx))
+          table_row(h, c, arm, idx);
     }
   }
   printf(
@@ -995,8 +881,7 @@ static void print_tables(bench *b) {
 
 /* Where the writer's time goes: it is one thread, so every part of its cycle
  * that is not the transaction is throughput the ceiling does not lose. */
-static void print_writer_cycle(bench *b) {
-  const config *c = &b->cfg;
+static void print_writer_cycle(const bench_harness *h, const config *c) {
   if (!c->arms[ARM_WRITER])
     return;
   printf("\n### writer: where its time goes (medians)\n\n");
@@ -1006,17 +891,18 @@ static void print_writer_cycle(bench *b) {
   for (int si = 0; si < c->nsync; si++)
     for (int pi = 0; pi < c->nproducers; pi++)
       for (int ci = 0; ci < c->nckpt; ci++) {
-        if (!arm_ran(b, ARM_WRITER, si, pi, ci))
+        int idx[NDIM] = {si, pi, ci};
+        if (!bench_harness_ran(h, ARM_WRITER, idx))
           continue;
-        double tx = aggregate(b, ARM_WRITER, si, pi, ci, M_TX_BUSY).med;
-        double ck = aggregate(b, ARM_WRITER, si, pi, ci, M_CKPT_BUSY).med;
-        double ckw = aggregate(b, ARM_WRITER, si, pi, ci, M_CKPT_WRITER).med;
+        double tx = bench_harness_agg(h, ARM_WRITER, idx, M_TX_BUSY).med;
+        double ck = bench_harness_agg(h, ARM_WRITER, idx, M_CKPT_BUSY).med;
+        double ckw = bench_harness_agg(h, ARM_WRITER, idx, M_CKPT_WRITER).med;
         char w[32], d[32];
-        fmt_ms(w, sizeof w, aggregate(b, ARM_WRITER, si, pi, ci, M_WAIT_P99).med);
-        fmt_ms(d, sizeof d, aggregate(b, ARM_WRITER, si, pi, ci, M_CALL_P99).med);
+        fmt_ms(w, sizeof w, bench_harness_agg(h, ARM_WRITER, idx, M_WAIT_P99).med);
+        fmt_ms(d, sizeof d, bench_harness_agg(h, ARM_WRITER, idx, M_CALL_P99).med);
         printf("| %s | %d | %s | %.1f | %.0f%% | %.1f%% | %.1f%% | %.0f%% | %s | %s |\n",
                sync_name(c->sync[si]), c->producers[pi], ckpt_name(c->ckpt[ci]),
-               aggregate(b, ARM_WRITER, si, pi, ci, M_CMDS_TX).med, 100 * tx, 100 * ck, 100 * ckw,
+               bench_harness_agg(h, ARM_WRITER, idx, M_CMDS_TX).med, 100 * tx, 100 * ck, 100 * ckw,
                100 * (1 - tx - (c->ckpt[ci] == LITH_CHECKPOINT_AUTO ? 0 : ckw)), w, d);
       }
   printf("\nShares of the measured window. In AUTO mode checkpoints run inside COMMIT: \"in tx\" includes "
@@ -1026,8 +912,9 @@ static void print_writer_cycle(bench *b) {
 
 /* ---- targets ----------------------------------------------------------------------------- */
 
-static void print_targets(bench *b) {
-  const config *c = &b->cfg;
+/* The goals as PASS/MISS lines, from the medians over rounds; bench/controls.csv's
+ * writer-* lines judge the same ratios with a band (bench/report.py). */
+static void print_targets(const bench_harness *h, const config *c) {
   char d[256];
   int pi200 = bench_find_int(c->producers, c->nproducers, 200);
   int pi1 = bench_find_int(c->producers, c->nproducers, 1);
@@ -1043,9 +930,9 @@ static void print_targets(bench *b) {
     const char *name;
   } big[2] = {{siN, 0.75, 5, "NORMAL"}, {siF, 0.70, 15, "FULL"}};
   for (int k = 0; k < 2; k++) {
-    int si = big[k].si, have = si >= 0 && pi200 >= 0 && ciW >= 0;
-    double rc = have ? ratio(b, ARM_WRITER, si, pi200, ciW, ARM_CEILING) : NAN;
-    double rp = have ? ratio(b, ARM_WRITER, si, pi200, ciW, ARM_PERCONN) : NAN;
+    int si = big[k].si, have = si >= 0 && pi200 >= 0 && ciW >= 0, at[NDIM] = {si, pi200, ciW};
+    double rc = have ? bench_harness_ratio(h, ARM_WRITER, ARM_CEILING, at, M_CMDS_S) : NAN;
+    double rp = have ? bench_harness_ratio(h, ARM_WRITER, ARM_PERCONN, at, M_CMDS_S) : NAN;
     char what[128];
     snprintf(what, sizeof what, "200 producers %s WRITER: writer ≥ %.2f × ceiling", big[k].name, big[k].ceil);
     snprintf(d, sizeof d, "%.2f×", rc);
@@ -1061,8 +948,8 @@ static void print_targets(bench *b) {
     const char *name;
   } one[2] = {{siN, 0.8, "NORMAL"}, {siF, 0.9, "FULL"}};
   for (int k = 0; k < 2; k++) {
-    int have = one[k].si >= 0 && pi1 >= 0 && ciW >= 0;
-    double rp = have ? ratio(b, ARM_WRITER, one[k].si, pi1, ciW, ARM_PERCONN) : NAN;
+    int have = one[k].si >= 0 && pi1 >= 0 && ciW >= 0, at[NDIM] = {one[k].si, pi1, ciW};
+    double rp = have ? bench_harness_ratio(h, ARM_WRITER, ARM_PERCONN, at, M_CMDS_S) : NAN;
     char what[128];
     snprintf(what, sizeof what, "1 producer %s WRITER: writer ≥ %.1f × per-connection", one[k].name,
              one[k].min);
@@ -1070,19 +957,19 @@ static void print_targets(bench *b) {
     bench_target(what, have && !isnan(rp), rp >= one[k].min, d);
   }
   {
-    int have = siN >= 0 && pi200 >= 0 && ciW >= 0;
-    double ra = have ? ratio(b, ARM_ASYNC, siN, pi200, ciW, ARM_CEIL100) : NAN;
+    int have = siN >= 0 && pi200 >= 0 && ciW >= 0, at[NDIM] = {siN, pi200, ciW};
+    double ra = have ? bench_harness_ratio(h, ARM_ASYNC, ARM_CEIL100, at, M_CMDS_S) : NAN;
     snprintf(d, sizeof d, "%.2f×", ra);
     bench_target("200 in flight NORMAL WRITER: async ≥ 0.95 × ceiling (batch 100)", have && !isnan(ra),
                  ra >= 0.95, d);
   }
   for (int k = 0; k < 2; k++) {
-    int si = k == 0 ? siN : siF;
-    int have = si >= 0 && pi200 >= 0 && ciW >= 0 && ciA >= 0 && arm_ran(b, ARM_WRITER, si, pi200, ciW) &&
-               arm_ran(b, ARM_WRITER, si, pi200, ciA);
+    int si = k == 0 ? siN : siF, atW[NDIM] = {si, pi200, ciW}, atA[NDIM] = {si, pi200, ciA};
+    int have = si >= 0 && pi200 >= 0 && ciW >= 0 && ciA >= 0 && bench_harness_ran(h, ARM_WRITER, atW) &&
+               bench_harness_ran(h, ARM_WRITER, atA);
     for (int m = M_TX_P99; m <= M_TX_P999; m++) {
-      double w = have ? aggregate(b, ARM_WRITER, si, pi200, ciW, m).med : NAN;
-      double a = have ? aggregate(b, ARM_WRITER, si, pi200, ciA, m).med : NAN;
+      double w = have ? bench_harness_agg(h, ARM_WRITER, atW, m).med : NAN;
+      double a = have ? bench_harness_agg(h, ARM_WRITER, atA, m).med : NAN;
       char what[128];
       snprintf(what, sizeof what, "200 producers %s: writer tx %s with WRITER checkpoints < AUTO",
                k == 0 ? "NORMAL" : "FULL", m == M_TX_P99 ? "p99" : "p99.9");
@@ -1091,9 +978,10 @@ static void print_targets(bench *b) {
     }
   }
   {
-    int have = siN >= 0 && pi200 >= 0 && ciW >= 0 && arm_ran(b, ARM_WRITER, siN, pi200, ciW);
-    double p99 = have ? aggregate(b, ARM_WRITER, siN, pi200, ciW, M_CALL_P99).med : NAN;
-    double mx = have ? aggregate(b, ARM_WRITER, siN, pi200, ciW, M_CALL_MAX).hi : NAN;
+    int at[NDIM] = {siN, pi200, ciW};
+    int have = siN >= 0 && pi200 >= 0 && ciW >= 0 && bench_harness_ran(h, ARM_WRITER, at);
+    double p99 = have ? bench_harness_agg(h, ARM_WRITER, at, M_CALL_P99).med : NAN;
+    double mx = have ? bench_harness_agg(h, ARM_WRITER, at, M_CALL_MAX).hi : NAN;
     snprintf(d, sizeof d, "%.3f ms (median of rounds)", p99);
     bench_target("200 producers NORMAL WRITER: lith_do p99 < 5 ms", have && !isnan(p99), p99 < 5, d);
     snprintf(d, sizeof d, "%.3f ms (worst round)", mx);
@@ -1114,7 +1002,7 @@ static void usage(FILE *f) {
              "  --rounds N         rounds, interleaved across arms and cells (default 3)\n"
              "  --db-dir DIR       where the databases go (default: a new directory under /tmp)\n"
              "  --pin CPUS         run the whole process on these CPUs, e.g. 0-1 or 0,2\n"
-             "  --csv PATH         CSV output (default bench/results/writer-YYYYMMDD-HHMMSS.csv)\n"
+             "  --results PATH     the results file (default bench/results/writer-YYYYMMDD-HHMMSS.jsonl)\n"
              "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s, producers 1,50\n"
              "  --help\n");
 }
@@ -1168,8 +1056,7 @@ static int parse_cpus(const char *s, cpu_set_t *set) {
 
 static void parse_args(int argc, char **argv, config *c) {
   memset(c, 0, sizeof *c);
-  c->cli =
-      (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
+  c->cli = (bench_cli){.prog = "writer", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
   /* The defaults, which the options replace. */
   c->sync[0] = LITH_SYNC_FULL;
   c->sync[1] = LITH_SYNC_NORMAL;
@@ -1187,7 +1074,7 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *csv_path) {
+static void print_header(const config *c, int argc, char **argv, const char *results) {
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("lith writer benchmark", argc, argv, 0);
@@ -1201,13 +1088,11 @@ static void print_header(const config *c, int argc, char **argv, const char *csv
   bench_print_named(c->sync, c->nsync, sync_name);
   printf("; checkpoint");
   bench_print_named(c->ckpt, c->nckpt, ckpt_name);
-  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, csv_path);
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
 }
 
 int main(int argc, char **argv) {
-  bench b;
-  memset(&b, 0, sizeof b);
-  config *c = &b.cfg;
+  config cfg, *c = &cfg;
   parse_args(argc, argv, c);
   int64_t t_begin = bench_now_ns();
 
@@ -1224,39 +1109,46 @@ int main(int argc, char **argv) {
   char tmpdir[] = "/tmp/lith-bench-XXXXXX";
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
 
-  char csv_path[4096];
-  b.csv = bench_csv_open(c->cli.results, "writer", csv_path, sizeof csv_path);
-  if (b.csv)
-    csv_header(b.csv);
+  bench_plan plan = {.program = "writer",
+                     .workload = "transfer",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .arm_on = c->arms,
+                     .dims = {{.key = "sync", .label = sync_name},
+                              {.key = "producers"},
+                              {.key = "checkpoint", .label = ckpt_name}},
+                     .ndims = NDIM,
+                     .dim_n = D_PRODUCERS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .ignores = ignores,
+                     .run = run_cell,
+                     .ctx = c,
+                     .cli = &c->cli};
+  plan.dims[D_SYNC].n = c->nsync;
+  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  plan.dims[D_PRODUCERS].n = c->nproducers;
+  memcpy(plan.dims[D_PRODUCERS].v, c->producers, sizeof c->producers);
+  plan.dims[D_CKPT].n = c->nckpt;
+  memcpy(plan.dims[D_CKPT].v, c->ckpt, sizeof c->ckpt);
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(h));
 
-  print_header(c, argc, argv, b.csv ? csv_path : NULL);
+  /* Round r runs every arm of every cell before round r+1; within a cell the
+   * writer first, then the ceiling that takes its batch. */
+  bench_harness_run_all(h);
 
-  size_t nres =
-      (size_t)NARMS * (size_t)c->nsync * (size_t)c->nproducers * (size_t)c->nckpt * (size_t)c->cli.rounds;
-  b.res = bench_xcalloc(nres, sizeof *b.res);
-
-  /* Round r runs every arm of every cell before round r+1. */
-  for (int r = 0; r < c->cli.rounds; r++)
-    for (int si = 0; si < c->nsync; si++)
-      for (int pi = 0; pi < c->nproducers; pi++) {
-        for (int ci = 0; ci < c->nckpt; ci++)
-          for (int arm = 0; arm < NARMS; arm++)
-            if (per_ckpt(arm) && c->arms[arm])
-              run_one(&b, arm, si, pi, ci, r);
-        for (int arm = 0; arm < NARMS; arm++)
-          if (!per_ckpt(arm) && c->arms[arm])
-            run_one(&b, arm, si, pi, 0, r);
-      }
-
-  print_tables(&b);
-  print_writer_cycle(&b);
-  print_targets(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
+  print_tables(h, c);
+  print_writer_cycle(h, c);
+  print_targets(h, c);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
   if (own_dir)
     rmdir(c->cli.db_dir);
 
-  bench_print_end("all arms", b.total_errors, t_begin);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all arms", errors, t_begin);
+  return errors ? 1 : 0;
 }
