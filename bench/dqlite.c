@@ -37,20 +37,28 @@
  *               over HTTP, the same client: one machine, for reference
  *               (bench/lithd's lithd arm).
  *
- * Measured per cell: commands answered OK per second of the window, the
- * latency of each (p50, p99; direct: from the first attempt to COMMIT's OK,
- * retries and their sleeps included), transactions per command (= Raft
- * entries per command: dqlite replicates a transaction's pages as one entry
- * at COMMIT; direct commits one per transfer and a transaction refused busy
- * wrote nothing; writer and lithd-dq: the rows in the writer's
- * _lith_batches, one per committed batch, over the commands answered OK in
- * the whole arm; lithd-file: GET /v1/stats), busy retries per command, and
- * the three nodes' CPU per command (/proc, from the arm's first connection
- * to its last answer, per command answered OK in that time). Each arm's
- * figure is also divided by direct's in the same round and cell. Direct
- * also times its own requests (the mean of BEGIN and the four statements,
- * and the mean COMMIT): where a transaction's time goes, without a
- * profiler.
+ * Measured per cell (the results line's m, bench/results.md): commands
+ * answered OK per second of the window (cmds_per_s, the rate), the latency
+ * of each (p50, p99; direct: from the first attempt to COMMIT's OK, retries
+ * and their sleeps included), transactions per command (= Raft entries per
+ * command: dqlite replicates a transaction's pages as one entry at COMMIT;
+ * direct commits one per transfer and a transaction refused busy wrote
+ * nothing; writer and lithd-dq: the rows in the writer's _lith_batches, one
+ * per committed batch, over the commands answered OK in the whole arm;
+ * lithd-file: GET /v1/stats), busy retries per command, and the three nodes'
+ * CPU per command (/proc, from the arm's first connection to its last
+ * answer, per command answered OK in that time). Direct also times its own
+ * requests (the mean of BEGIN and the four statements, and the mean
+ * COMMIT): where a transaction's time goes, without a profiler. The
+ * batching arms (writer, lithd-dq, lithd-dq-base) also carry Little's law's
+ * bound, connections over the Raft commit latency (little_bound, at
+ * probe_commit: why that latency, there). The tables divide each round's
+ * figure by direct's (and by the bound) in the same round and cell; the
+ * results leave those ratios to the report, which pairs rounds itself.
+ *
+ * Dimensions: conns (the results' n), and lithd-file's synchronous (--sync,
+ * one value: FULL unless normal alone is given), which the other arms,
+ * with no synchronous of their own, leave out (their sync is null).
  *
  * After every arm the database is checked by bench/transfer.c's check:
  * dqlite arms first copy the cluster's three tables (read on the leader)
@@ -65,8 +73,8 @@
  * bench/notes/dqlite-2026-12-01-one-machine.md for what that means for the
  * figures.
  *
- * Rounds interleave as in the other programs: round r runs every cell of
- * every arm before round r+1, odd rounds in the reverse arm order.
+ * Rounds interleave (bench/harness.h, BENCH_ALTERNATE): round r runs every
+ * arm of every cell before round r+1, odd rounds in the reverse arm order.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -78,7 +86,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +96,7 @@
 
 #include "client.h"
 #include "common.h"
+#include "harness.h"
 #include "nodes.h"
 #include "transfer.h"
 #include "transfer_http.h"
@@ -104,16 +112,27 @@ enum { ARM_DIRECT, ARM_WRITER, ARM_LITHDQ, ARM_LITHDQ_BASE, ARM_LITHD, NARMS };
 static const char *const ARM_NAME[NARMS] = {"direct", "writer", "lithd-dq", "lithd-dq-base", "lithd-file"};
 #define ARM_LIST "direct,writer,lithd-dq,lithd-dq-base,lithd-file"
 
-enum { MAX_LIST = 16, MAX_CONNS = 1024, SQLITE_BUSY_ = 5, SQLITE_LOCKED_ = 6 };
+enum {
+  MAX_LIST = 16,
+  MAX_CONNS = 1024,
+  MAX_ROUNDS = 100,
+  PROBE_TXS = 30, /* commits timed for the Raft commit latency */
+  SQLITE_BUSY_ = 5,
+  SQLITE_LOCKED_ = 6
+};
+
+enum { SYNC_FULL, SYNC_NORMAL };
+static const char *sync_name(int s) { return s == SYNC_NORMAL ? "NORMAL" : "FULL"; }
 
 typedef struct config {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int conns[MAX_LIST], nconns;
-  int arms[NARMS];
+  int arms[NARMS];   /* the arms asked for */
+  int arm_on[NARMS]; /* ...and run: lithd-dq only with a lithd that knows --dqlite */
   const char *lithd;
   const char *lithd_base; /* --lithd-base: another lithd build, the lithd-dq-base arm; NULL: none */
   int lithd_dq;           /* the lithd given knows --dqlite */
-  int file_normal;        /* lithd-file runs synchronous NORMAL (--sync normal), else FULL */
+  int file_sync;          /* lithd-file's synchronous: SYNC_NORMAL (--sync normal), else SYNC_FULL */
 } config;
 
 typedef struct cluster {
@@ -121,11 +140,16 @@ typedef struct cluster {
   char all[256]; /* their addresses, comma-separated */
 } cluster;
 
-/* ---- metrics and results ------------------------------------------------------- */
+/* The plan's ctx. */
+typedef struct dqbench {
+  config cfg;
+  cluster cl;
+} dqbench;
+
+/* ---- metrics and dimensions ----------------------------------------------------- */
 
 enum {
   M_CMDS_S,    /* commands answered OK per second of the window */
-  M_RATIO,     /* over direct's M_CMDS_S, same round and N */
   M_P50,       /* ms */
   M_P99,       /* ms */
   M_TX_CMD,    /* transactions (Raft entries) per command */
@@ -133,21 +157,35 @@ enum {
   M_NODE_US,   /* the three nodes' CPU µs per command answered OK, whole arm */
   M_RT_MS,     /* direct: mean round trip of BEGIN and the four statements, ms */
   M_COMMIT_MS, /* direct: mean COMMIT (Raft: a majority stored the entry), ms */
+  M_PROBE_MS,  /* batching arms: the Raft commit latency before the window (probe_commit), ms */
+  M_LITTLE,    /* batching arms: Little's law's bound, conns / M_PROBE_MS, commands/s */
+  M_COMMANDS,  /* commands answered OK inside the window */
+  M_ALL_OK,    /* ...in the whole arm */
+  M_TXS,       /* dqlite arms: transactions committed in the arm, seeding not counted */
   NMETRIC
 };
-static const char *const METRIC_CSV[NMETRIC] = {
-    "cmds_per_s",      "ratio_to_direct",     "p50_ms", "p99_ms",   "tx_per_cmd",
-    "retries_per_cmd", "node_cpu_us_per_cmd", "rt_ms",  "commit_ms"};
+static const bench_metric METRICS[NMETRIC] = {
+    {"cmds_per_s", BENCH_ROLE_RATE},
+    {"p50_ms", BENCH_ROLE_P50},
+    {"p99_ms", BENCH_ROLE_P99},
+    {"tx_per_cmd", BENCH_ROLE_NONE},
+    {"retries_per_cmd", BENCH_ROLE_NONE},
+    {"node_cpu_us_per_cmd", BENCH_ROLE_CPU_US},
+    {"rt_ms", BENCH_ROLE_NONE},
+    {"commit_ms", BENCH_ROLE_NONE},
+    {"probe_commit_ms", BENCH_ROLE_NONE},
+    {"little_bound", BENCH_ROLE_NONE},
+    {"commands", BENCH_ROLE_NONE},
+    {"commands_all", BENCH_ROLE_NONE},
+    {"txs", BENCH_ROLE_NONE},
+};
 
-typedef struct result {
-  int ran;
-  double m[NMETRIC];
-  uint64_t commands; /* answered OK inside the window */
-  int64_t all_ok;    /* answered OK in the whole arm */
-  int64_t txs;       /* dqlite arms: transactions committed in the arm, seeding not counted; -1 unknown */
-  int64_t errors;
-  double wall_s;
-} result;
+enum { D_CONNS, D_SYNC, NDIM };
+
+/* Only lithd-file has a synchronous of its own. */
+static unsigned arm_ignores(int arm) { return arm == ARM_LITHD ? 0u : 1u << D_SYNC; }
+
+static int batching(int arm) { return arm == ARM_WRITER || arm == ARM_LITHDQ || arm == ARM_LITHDQ_BASE; }
 
 /* ---- one arm run ------------------------------------------------------------------ */
 
@@ -167,24 +205,25 @@ struct run {
   const config *cfg;
   const cluster *cl;
   int arm, N, round;
-  char name[64];    /* the dqlite database */
-  char path[1100];  /* lithd-file's database; the check's copy */
-  int64_t ws, we;   /* the window */
-  worker *wk;       /* N */
-  lith__dqw *w;     /* the writer arm's */
-  _Atomic int msgs; /* error messages printed */
+  char name[64];        /* the dqlite database */
+  char path[1100];      /* lithd-file's database; the check's copy */
+  int64_t ws, we;       /* the window */
+  worker *wk;           /* N */
+  lith__dqw *w;         /* the writer arm's */
+  bench_cell *cell;     /* its m[] and errors: the result */
+  pthread_mutex_t lock; /* the workers report errors: bench_cell_error is one thread's */
 };
 
 static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report_error(run *r, const char *fmt, ...) {
-  if (atomic_fetch_add(&r->msgs, 1) >= 5)
-    return;
   char buf[600];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s N=%d round %d]: %s\n", ARM_NAME[r->arm], r->N, r->round + 1, buf);
+  pthread_mutex_lock(&r->lock);
+  bench_cell_error(r->cell, "%s", buf);
+  pthread_mutex_unlock(&r->lock);
 }
 
 static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
@@ -372,6 +411,55 @@ static int64_t dq_batches(run *r) {
   return n;
 }
 
+/* The Raft commit latency, for Little's law's bound (M_LITTLE): rate =
+ * commands in flight / the time each takes. With N connections, each with
+ * one command in flight, a batching arm answers at most N commands per
+ * batch, and a batch takes at least its COMMIT: one request whose answer
+ * waits for a majority to store the batch's entry. So N / COMMIT's latency
+ * is the rate if every connection's command rode in a batch that cost one
+ * Raft commit and nothing else. Which latency (the notes' "cost per command
+ * and per batch", bench/notes/dqlite-2026-12-01-cost-per-command.md):
+ *   - not rt_ms, a statement's round trip: that is what a batch spends
+ *     besides Raft (5 per command, 5k + 1 for a batch of k), the cost the
+ *     bound leaves out so that the ratio shows it;
+ *   - COMMIT's, as direct's commit_ms times it (request to answer), but not
+ *     direct's figure: at 16 and 64 connections it includes the refused
+ *     connections' requests competing for the leader's one thread (3.5 ms
+ *     at one connection, 3.9-5.4 at 16 and 64), which the writer's one
+ *     connection does not meet; and direct runs after this arm in odd
+ *     rounds, while the results line is written as the arm ends.
+ * So each batching arm measures it on its freshly seeded database, just
+ * before its window, with nothing else running: PROBE_TXS transactions of
+ * one INSERT into a table of the probe's own (a page written: one Raft
+ * entry; the check reads only the transfer's tables), each COMMIT timed.
+ * Their mean, ms, as direct's commit_ms: Little's law is a law of means
+ * (a stall of 40 ms is part of what the commits cost); NAN when a request
+ * failed (reported). */
+static double probe_commit_ms(run *r) {
+  uint32_t db;
+  double sum = 0;
+  char sql[120];
+  int n = 0, rc;
+  lith__dq_conn *c = leader_open(r, &db);
+  if (c == NULL)
+    return NAN;
+  rc = lith__dq_exec_sql(c, db, "CREATE TABLE bench_probe(k INTEGER PRIMARY KEY, v INTEGER)", NULL, 0, NULL);
+  for (; rc == LITH_DQ_OK && n < PROBE_TXS; n++) {
+    snprintf(sql, sizeof sql, "INSERT INTO bench_probe(v) VALUES (%d)", n);
+    rc = lith__dq_exec_sql(c, db, "BEGIN", NULL, 0, NULL);
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_exec_sql(c, db, sql, NULL, 0, NULL);
+    int64_t t0 = bench_now_ns();
+    if (rc == LITH_DQ_OK)
+      rc = lith__dq_exec_sql(c, db, "COMMIT", NULL, 0, NULL);
+    sum += (double)(bench_now_ns() - t0) / 1e6;
+  }
+  if (rc != LITH_DQ_OK)
+    report_error(r, "timing COMMIT: %s: %s", lith__dq_rc_str(rc), lith__dq_errmsg(c));
+  lith__dq_close(c);
+  return rc == LITH_DQ_OK ? sum / n : NAN;
+}
+
 /* ---- the thread arms: direct and writer --------------------------------------------- */
 
 /* The transfer's four statements' parameters, in order: debit (amount, src),
@@ -516,25 +604,28 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-static void fill_latency(run *r, result *res, bench_lat *const *bufs, int nb) {
+/* p50 and p99 of the commands answered in the window, from every buffer. */
+static void fill_latency(run *r, bench_lat *const *bufs, int nb) {
   static const double QS[2] = {0.50, 0.99};
   bench_lat_sum s;
-  if (bench_lat_merge(bufs, nb, QS, 2, &s) != 0) {
+  bench_cell *res = r->cell;
+  if (bench_lat_merge(bufs, nb, QS, 2, &s) == 0) {
+    res->m[M_P50] = s.q[0] / 1e6;
+    res->m[M_P99] = s.q[1] / 1e6;
+    res->sampled |= s.sampled;
+  } else {
     report_error(r, "out of memory merging latencies");
     res->errors++;
-    return;
   }
-  res->m[M_P50] = s.q[0] / 1e6;
-  res->m[M_P99] = s.q[1] / 1e6;
 }
 
 /* N threads running fn until the window's end; ok[i] what thread i was
  * answered OK. */
-static void arm_threads(run *r, result *res, void *(*fn)(void *), int64_t *ok) {
+static void arm_threads(run *r, bench_cell *res, void *(*fn)(void *), int64_t *ok) {
   const config *cfg = r->cfg;
   int started = 0;
   bench_lat **bufs = bench_xcalloc((size_t)r->N, sizeof *bufs);
-  int64_t retries = 0, all_ok = 0, txs = 0, stmt_ns = 0, commit_ns = 0;
+  int64_t retries = 0, all_ok = 0, win_ok = 0, txs = 0, stmt_ns = 0, commit_ns = 0;
   r->wk = bench_xcalloc((size_t)r->N, sizeof *r->wk);
   size_t cap = bench_lat_cap(r->N, cfg->cli.seconds);
   for (int i = 0; i < r->N; i++) {
@@ -562,7 +653,7 @@ static void arm_threads(run *r, result *res, void *(*fn)(void *), int64_t *ok) {
     ok[i] = r->wk[i].ok;
     all_ok += r->wk[i].ok;
     res->errors += r->wk[i].errors;
-    res->commands += (uint64_t)r->wk[i].win_ok;
+    win_ok += r->wk[i].win_ok;
     retries += r->wk[i].retries;
     txs += r->wk[i].txs;
     stmt_ns += r->wk[i].stmt_ns;
@@ -572,10 +663,11 @@ static void arm_threads(run *r, result *res, void *(*fn)(void *), int64_t *ok) {
     res->m[M_RT_MS] = (double)stmt_ns / (double)txs / 5 / 1e6;
     res->m[M_COMMIT_MS] = (double)commit_ns / (double)txs / 1e6;
   }
-  res->m[M_CMDS_S] = (double)res->commands / cfg->cli.seconds;
+  res->m[M_COMMANDS] = (double)win_ok;
+  res->m[M_CMDS_S] = (double)win_ok / cfg->cli.seconds;
   if (all_ok && fn == direct_main)
     res->m[M_RETRY_CMD] = (double)retries / (double)all_ok;
-  fill_latency(r, res, bufs, r->N);
+  fill_latency(r, bufs, r->N);
   for (int i = 0; i < r->N; i++)
     bench_lat_free(&r->wk[i].lat);
   free(r->wk);
@@ -590,7 +682,7 @@ static int64_t sum_of(const int64_t *v, int n) {
   return s;
 }
 
-static void arm_writer(run *r, result *res, int64_t *ok) {
+static void arm_writer(run *r, bench_cell *res, int64_t *ok) {
   lith__dqw_options o = {.addresses = r->cl->all, .database = r->name};
   lith__dqw_stats st;
   if (lith__dqw_start(&o, &r->w) != LITH_DQW_OK) {
@@ -610,7 +702,7 @@ static void arm_writer(run *r, result *res, int64_t *ok) {
 
 /* ---- the HTTP arms: lithd --dqlite, lithd --db ---------------------------------------------- */
 
-static void arm_http(run *r, result *res, int64_t *ok) {
+static void arm_http(run *r, bench_cell *res, int64_t *ok) {
   const config *cfg = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -622,7 +714,7 @@ static void arm_http(run *r, result *res, int64_t *ok) {
     argv[a++] = "--db";
     argv[a++] = r->path;
     argv[a++] = "--synchronous";
-    argv[a++] = cfg->file_normal ? "normal" : "full";
+    argv[a++] = cfg->file_sync == SYNC_NORMAL ? "normal" : "full";
   } else {
     argv[a++] = "--dqlite";
     argv[a++] = r->cl->all;
@@ -648,166 +740,128 @@ static void arm_http(run *r, result *res, int64_t *ok) {
   } else {
     bench_th_serve(&cl, (char *const *)argv, log, sn, cfg->cli.warmup, cfg->cli.seconds, ok);
     res->errors += cl.errors;
-    res->commands = cl.win_ok;
+    res->m[M_COMMANDS] = (double)cl.win_ok;
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
     if (nstats)
       res->m[M_TX_CMD] = 1.0 / bench_th_cmds_per_tx(&cl);
     bench_lat *bufs[1] = {&cl.lat};
-    fill_latency(r, res, bufs, 1);
+    fill_latency(r, bufs, 1);
   }
   bench_th_free(&cl);
   unlink(log);
 }
 
-/* ---- the plan ----------------------------------------------------------------------- */
+/* ---- one cell: the harness's callback ------------------------------------------------ */
 
-typedef struct bench {
-  config cfg;
-  cluster cl;
-  result *res; /* [arm][conns][round] */
-  FILE *csv;
-  int64_t total_errors;
-} bench;
-
-static result *res_at(bench *b, int arm, int ni, int r) {
+static void run_cell(bench_cell *cell) {
+  dqbench *b = cell->ctx;
   const config *c = &b->cfg;
-  return &b->res[((size_t)arm * (size_t)c->nconns + (size_t)ni) * (size_t)c->cli.rounds + (size_t)r];
-}
-
-static void csv_row(bench *b, int arm, int ni, const char *round, const result *x) {
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%d,%s", ARM_NAME[arm], b->cfg.conns[ni], round);
-  for (int m = 0; m < NMETRIC; m++)
-    bench_csv_num(b->csv, x->m[m]);
-  fprintf(b->csv, ",%llu,%lld", (unsigned long long)x->commands, (long long)x->errors);
-  bench_csv_num(b->csv, x->wall_s);
-  fprintf(b->csv, "\n");
-  fflush(b->csv);
-}
-
-static void run_one(bench *b, int arm, int ni, int round) {
-  const config *c = &b->cfg;
-  run r;
-  memset(&r, 0, sizeof r);
-  r.cfg = c;
-  r.cl = &b->cl;
-  r.arm = arm;
-  r.N = c->conns[ni];
-  r.round = round;
-  result *res = res_at(b, arm, ni, round);
-  memset(res, 0, sizeof *res);
-  res->txs = -1;
-  for (int m = 0; m < NMETRIC; m++)
-    res->m[m] = NAN;
-  snprintf(r.name, sizeof r.name, "%s-n%d-r%d", ARM_NAME[arm], r.N, round + 1);
-  int64_t *ok = bench_xcalloc((size_t)r.N, sizeof *ok);
-  int64_t t0 = bench_now_ns();
-  if (arm == ARM_LITHD) {
+  run *r = bench_xcalloc(1, sizeof *r);
+  r->cfg = c;
+  r->cl = &b->cl;
+  r->arm = cell->arm;
+  r->N = cell->val[D_CONNS];
+  r->round = cell->round;
+  r->cell = cell;
+  pthread_mutex_init(&r->lock, NULL);
+  snprintf(r->name, sizeof r->name, "%s-n%d-r%d", ARM_NAME[r->arm], r->N, r->round + 1);
+  int64_t *ok = bench_xcalloc((size_t)r->N, sizeof *ok);
+  if (r->arm == ARM_LITHD) {
     bench_pragmas p = pragmas_full();
-    p.full = !c->file_normal;
-    snprintf(r.path, sizeof r.path, "%s/lithd-n%d-r%d.db", c->cli.db_dir, r.N, round + 1);
-    if (bench_transfer_create(r.path, r.N, &p) != 0) {
-      res->errors++;
+    p.full = c->file_sync == SYNC_FULL;
+    snprintf(r->path, sizeof r->path, "%s/lithd-n%d-r%d.db", c->cli.db_dir, r->N, r->round + 1);
+    if (bench_transfer_create(r->path, r->N, &p) != 0) {
+      report_error(r, "cannot create %s", r->path);
+      cell->errors++;
     } else {
-      arm_http(&r, res, ok);
-      res->errors += bench_transfer_check(r.path, r.N, ok, &p, "connection", say_error, &r);
+      arm_http(r, cell, ok);
+      cell->errors += bench_transfer_check(r->path, r->N, ok, &p, "connection", say_error, r);
     }
-    bench_remove_db(r.path);
-  } else if (dq_seed(&r) != 0) {
-    res->errors++;
+    bench_remove_db(r->path);
+  } else if (dq_seed(r) != 0) {
+    cell->errors++;
   } else {
-    double cpu0 = nodes_cpu_s(&b->cl);
-    if (arm == ARM_DIRECT)
-      arm_threads(&r, res, direct_main, ok);
-    else if (arm == ARM_WRITER)
-      arm_writer(&r, res, ok);
+    if (batching(r->arm)) {
+      cell->m[M_PROBE_MS] = probe_commit_ms(r);
+      cell->m[M_LITTLE] = r->N / cell->m[M_PROBE_MS] * 1e3;
+      cell->errors += isnan(cell->m[M_PROBE_MS]);
+    }
+    double cpu0 = nodes_cpu_s(r->cl);
+    if (r->arm == ARM_DIRECT)
+      arm_threads(r, cell, direct_main, ok);
+    else if (r->arm == ARM_WRITER)
+      arm_writer(r, cell, ok);
     else
-      arm_http(&r, res, ok);
-    double cpu1 = nodes_cpu_s(&b->cl);
-    int64_t all_ok = sum_of(ok, r.N);
+      arm_http(r, cell, ok);
+    double cpu1 = nodes_cpu_s(r->cl);
+    int64_t all_ok = sum_of(ok, r->N);
     if (all_ok > 0)
-      res->m[M_NODE_US] = (cpu1 - cpu0) / (double)all_ok * 1e6;
+      cell->m[M_NODE_US] = (cpu1 - cpu0) / (double)all_ok * 1e6;
     /* direct: each OK its own transaction (one refused busy wrote nothing) */
-    res->txs = arm == ARM_DIRECT ? all_ok : dq_batches(&r);
-    if (res->txs < 0)
-      res->errors++;
-    else if (all_ok > 0)
-      res->m[M_TX_CMD] = (double)res->txs / (double)all_ok;
-    res->errors += dq_check(&r, ok);
+    int64_t txs = r->arm == ARM_DIRECT ? all_ok : dq_batches(r);
+    if (txs < 0) {
+      cell->errors++;
+    } else {
+      cell->m[M_TXS] = (double)txs;
+      if (all_ok > 0)
+        cell->m[M_TX_CMD] = (double)txs / (double)all_ok;
+    }
+    cell->errors += dq_check(r, ok);
   }
-  res->all_ok = sum_of(ok, r.N);
+  cell->m[M_ALL_OK] = (double)sum_of(ok, r->N);
   free(ok);
-  res->wall_s = (double)(bench_now_ns() - t0) / 1e9;
-  res->ran = 1;
-  b->total_errors += res->errors;
-
-  char rbuf[16];
-  snprintf(rbuf, sizeof rbuf, "%d", round + 1);
-  csv_row(b, arm, ni, rbuf, res);
-  fprintf(stderr,
-          "[round %d/%d] %-10s N=%-4d %8.0f cmd/s  p99 %s ms  tx/cmd %s  retries/cmd %s  "
-          "(arm: %lld OK in %lld tx)  errors %lld  (%.1f s)\n",
-          round + 1, c->cli.rounds, ARM_NAME[arm], r.N, res->m[M_CMDS_S], BENCH_NUM("%.2f", res->m[M_P99]),
-          BENCH_NUM("%.3f", res->m[M_TX_CMD]), BENCH_NUM("%.2f", res->m[M_RETRY_CMD]), (long long)res->all_ok,
-          (long long)res->txs, (long long)res->errors, res->wall_s);
+  pthread_mutex_destroy(&r->lock);
+  free(r);
 }
 
-static void fill_ratios(bench *b) {
-  const config *c = &b->cfg;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int ni = 0; ni < c->nconns; ni++)
-      for (int r = 0; r < c->cli.rounds; r++) {
-        result *x = res_at(b, arm, ni, r), *d = res_at(b, ARM_DIRECT, ni, r);
-        if (x->ran && d->ran && d->m[M_CMDS_S] > 0)
-          x->m[M_RATIO] = x->m[M_CMDS_S] / d->m[M_CMDS_S];
-      }
-}
+/* ---- the tables ------------------------------------------------------------------------ */
 
-/* ---- summaries ------------------------------------------------------------------------ */
-
-static bench_agg aggregate(bench *b, int arm, int ni, int metric) {
-  double v[128];
-  for (int r = 0; r < b->cfg.cli.rounds; r++) {
-    const result *x = res_at(b, arm, ni, r);
-    v[r] = x->ran ? x->m[metric] : NAN;
+/* Each round's metric ma of arm a over the same round's mb of arm b, at one
+ * cell: their median and range over the rounds where both ran. */
+static bench_agg paired(const bench_harness *h, int rounds, const int *idx, int a, int ma, int b, int mb) {
+  double v[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    double x = bench_harness_value(h, a, idx, r, ma), y = bench_harness_value(h, b, idx, r, mb);
+    v[r] = y > 0 ? x / y : NAN;
   }
-  return bench_agg_of(v, b->cfg.cli.rounds);
+  return bench_agg_of(v, rounds);
 }
 
-static int64_t errors_of(bench *b, int arm, int ni) {
-  int64_t e = 0;
-  for (int r = 0; r < b->cfg.cli.rounds; r++)
-    e += res_at(b, arm, ni, r)->errors;
-  return e;
+static const char *range_x(char *buf, size_t n, bench_agg g) {
+  if (g.n)
+    snprintf(buf, n, "%.2f× (%.2f–%.2f)", g.med, g.lo, g.hi);
+  else
+    snprintf(buf, n, "–");
+  return buf;
 }
 
-static void print_tables(bench *b) {
-  const config *c = &b->cfg;
+static void print_tables(const bench_harness *h, const config *c) {
+  int rounds = c->cli.rounds;
   printf("\n| arm | conns | cmd/s median (min–max) | ÷direct median (min–max) | p50 ms | p99 ms | tx (Raft "
          "entries) per cmd | busy retries per cmd | nodes' CPU µs per cmd | round trip ms | COMMIT ms | err "
          "|\n");
   printf("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
   for (int ni = 0; ni < c->nconns; ni++)
     for (int arm = 0; arm < NARMS; arm++) {
-      if (!res_at(b, arm, ni, 0)->ran)
+      int idx[NDIM] = {ni, 0};
+      if (!bench_harness_ran(h, arm, idx))
         continue;
-      bench_agg cs = aggregate(b, arm, ni, M_CMDS_S), rt = aggregate(b, arm, ni, M_RATIO);
+      bench_agg cs = bench_harness_agg(h, arm, idx, M_CMDS_S);
       char ratio[64], v[7][32];
-      if (rt.n && arm != ARM_DIRECT)
-        snprintf(ratio, sizeof ratio, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
+      if (arm != ARM_DIRECT)
+        range_x(ratio, sizeof ratio, paired(h, rounds, idx, arm, M_CMDS_S, ARM_DIRECT, M_CMDS_S));
       else
         snprintf(ratio, sizeof ratio, "–");
-      bench_fmt_ms(v[0], sizeof v[0], aggregate(b, arm, ni, M_P50).med, 1);
-      bench_fmt_ms(v[1], sizeof v[1], aggregate(b, arm, ni, M_P99).med, 1);
-      bench_fmt(v[2], sizeof v[2], "%.3f", aggregate(b, arm, ni, M_TX_CMD).med);
-      bench_fmt(v[3], sizeof v[3], "%.2f", aggregate(b, arm, ni, M_RETRY_CMD).med);
-      bench_fmt(v[4], sizeof v[4], "%.0f", aggregate(b, arm, ni, M_NODE_US).med);
-      bench_fmt_ms(v[5], sizeof v[5], aggregate(b, arm, ni, M_RT_MS).med, 1);
-      bench_fmt_ms(v[6], sizeof v[6], aggregate(b, arm, ni, M_COMMIT_MS).med, 1);
+      bench_fmt_ms(v[0], sizeof v[0], bench_harness_agg(h, arm, idx, M_P50).med, 1);
+      bench_fmt_ms(v[1], sizeof v[1], bench_harness_agg(h, arm, idx, M_P99).med, 1);
+      bench_fmt(v[2], sizeof v[2], "%.3f", bench_harness_agg(h, arm, idx, M_TX_CMD).med);
+      bench_fmt(v[3], sizeof v[3], "%.2f", bench_harness_agg(h, arm, idx, M_RETRY_CMD).med);
+      bench_fmt(v[4], sizeof v[4], "%.0f", bench_harness_agg(h, arm, idx, M_NODE_US).med);
+      bench_fmt_ms(v[5], sizeof v[5], bench_harness_agg(h, arm, idx, M_RT_MS).med, 1);
+      bench_fmt_ms(v[6], sizeof v[6], bench_harness_agg(h, arm, idx, M_COMMIT_MS).med, 1);
       printf("| %s | %d | %.0f (%.0f–%.0f) | %s | %s | %s | %s | %s | %s | %s | %s | %lld |\n", ARM_NAME[arm],
              c->conns[ni], cs.med, cs.lo, cs.hi, ratio, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
-             (long long)errors_of(b, arm, ni));
+             (long long)bench_harness_errors(h, arm, idx));
     }
   printf(
       "\nColumns: medians over rounds. ÷direct: each round's cmd/s over the same round's direct arm at the\n"
@@ -821,43 +875,42 @@ static void print_tables(bench *b) {
       "transaction's Raft entry), over the committed transactions.\n");
   if (!c->lithd_dq && c->arms[ARM_LITHDQ])
     printf("lithd-dq: not run: %s has no --dqlite.\n", c->lithd);
+
+  printf("\n### Little's law: the batching arms against connections ÷ the Raft commit latency\n\n");
+  printf("| arm | conns | cmd/s | Raft commit ms | bound cmd/s | ÷bound median (min–max) |\n");
+  printf("|---|--:|--:|--:|--:|--:|\n");
+  for (int ni = 0; ni < c->nconns; ni++)
+    for (int arm = 0; arm < NARMS; arm++) {
+      int idx[NDIM] = {ni, 0};
+      char ratio[64], ms[32];
+      if (!batching(arm) || !bench_harness_ran(h, arm, idx))
+        continue;
+      bench_fmt_ms(ms, sizeof ms, bench_harness_agg(h, arm, idx, M_PROBE_MS).med, 1);
+      printf("| %s | %d | %s | %s | %s | %s |\n", ARM_NAME[arm], c->conns[ni],
+             BENCH_NUM("%.0f", bench_harness_agg(h, arm, idx, M_CMDS_S).med), ms,
+             BENCH_NUM("%.0f", bench_harness_agg(h, arm, idx, M_LITTLE).med),
+             range_x(ratio, sizeof ratio, paired(h, rounds, idx, arm, M_CMDS_S, arm, M_LITTLE)));
+    }
+  printf("\nRaft commit: the mean of %d COMMITs (request to answer) of one-row transactions on the\n"
+         "arm's database just before its window, nothing else running; bound: conns over it, the rate if\n"
+         "every connection's command rode in a batch that cost one Raft commit. ÷bound: each round's cmd/s\n"
+         "over its own bound. What a batch spends besides: 5 round trips per command and 1 per batch.\n",
+         PROBE_TXS);
+
   if (c->lithd_base == NULL)
     return;
   printf(
       "\nlithd-dq (%s) ÷ lithd-dq-base (%s), each round's cmd/s over the same round's, median (min–max):\n",
       c->lithd, c->lithd_base);
   for (int ni = 0; ni < c->nconns; ni++) {
-    double v[128];
-    for (int r = 0; r < c->cli.rounds; r++) {
-      const result *x = res_at(b, ARM_LITHDQ, ni, r), *y = res_at(b, ARM_LITHDQ_BASE, ni, r);
-      v[r] = x->ran && y->ran && y->m[M_CMDS_S] > 0 ? x->m[M_CMDS_S] / y->m[M_CMDS_S] : NAN;
-    }
-    bench_agg g = bench_agg_of(v, c->cli.rounds);
-    bench_agg p = aggregate(b, ARM_LITHDQ, ni, M_P99), q = aggregate(b, ARM_LITHDQ_BASE, ni, M_P99);
+    int idx[NDIM] = {ni, 0};
+    bench_agg g = paired(h, rounds, idx, ARM_LITHDQ, M_CMDS_S, ARM_LITHDQ_BASE, M_CMDS_S);
+    bench_agg p = bench_harness_agg(h, ARM_LITHDQ, idx, M_P99),
+              q = bench_harness_agg(h, ARM_LITHDQ_BASE, idx, M_P99);
     if (g.n)
       printf("  %d conns: %.2f× (%.2f–%.2f); p99 %.1f ms against %.1f ms\n", c->conns[ni], g.med, g.lo, g.hi,
              p.med, q.med);
   }
-}
-
-static void csv_summaries(bench *b) {
-  const config *c = &b->cfg;
-  if (!b->csv)
-    return;
-  for (int arm = 0; arm < NARMS; arm++)
-    for (int ni = 0; ni < c->nconns; ni++) {
-      if (!res_at(b, arm, ni, 0)->ran)
-        continue;
-      for (int w = 0; w < 3; w++) {
-        result x;
-        memset(&x, 0, sizeof x);
-        for (int m = 0; m < NMETRIC; m++)
-          x.m[m] = bench_agg_pick(aggregate(b, arm, ni, m), w);
-        x.wall_s = NAN;
-        x.errors = errors_of(b, arm, ni);
-        csv_row(b, arm, ni, BENCH_SUMMARY[w], &x);
-      }
-    }
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -875,7 +928,7 @@ static void usage(FILE *f) {
           "  --lithd PATH       the lithd binary (default " LITHD_PATH ")\n"
           "  --lithd-base PATH  another lithd build for the lithd-dq-base arm (before/after, one run)\n"
           "  --sync full|normal lithd-file's synchronous (default full; a list of both: full)\n"
-          "  --csv PATH         CSV output (default bench/results/dqlite-YYYYMMDD-HHMMSS.csv)\n"
+          "  --results PATH     the results file (default bench/results/dqlite-YYYYMMDD-HHMMSS.jsonl)\n"
           "  --quick            smoke run: 1 round, 1 s, warm-up 0.25 s\n"
           "  --help\n");
 }
@@ -893,7 +946,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
   else if (!strcmp(a, "--sync")) {
     static const char *const SYNC_WORD[] = {"full", "normal"};
     int v2[2], n = bench_parse_words(v, a, SYNC_WORD, NULL, 2, v2, 2, "full,normal");
-    c->file_normal = n == 1 && v2[0] == 1;
+    c->file_sync = n == 1 && v2[0] == 1 ? SYNC_NORMAL : SYNC_FULL;
   } else
     return 0;
   return 1;
@@ -913,13 +966,25 @@ static int lithd_knows_dqlite(const char *lithd) {
   return found;
 }
 
+static void print_header(const config *c, int argc, char **argv, const char *path) {
+  bench_machine m;
+  bench_machine_get(&m);
+  bench_print_intro("lith dqlite benchmark", argc, argv, 1);
+  printf("machine: nproc %ld (usable %d), CPU %s, kernel %s\n", m.nproc, m.usable, m.cpu, m.kernel);
+  printf("nodes' data: %s (%s); lithd: %s%s\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir), c->lithd,
+         c->lithd_dq ? " (with --dqlite)" : " (no --dqlite: the lithd-dq arm is left out)");
+  printf("lithd-file: synchronous %s\n", sync_name(c->file_sync));
+  printf("plan: connections");
+  bench_print_ints(c->conns, c->nconns);
+  printf("\nplan");
+  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, path);
+}
+
 int main(int argc, char **argv) {
-  bench b;
+  static dqbench b;
   config *c = &b.cfg;
-  char tmpdir[] = "/tmp/lith-bench-dqlite-XXXXXX", csv_path[4096];
-  memset(&b, 0, sizeof b);
-  c->cli =
-      (bench_cli){.prog = "dqlite", .usage = usage, .min_seconds = 0.05, .max_rounds = 100};
+  char tmpdir[] = "/tmp/lith-bench-dqlite-XXXXXX";
+  c->cli = (bench_cli){.prog = "dqlite", .usage = usage, .min_seconds = 0.05, .max_rounds = MAX_ROUNDS};
   c->lithd = LITHD_PATH;
   for (int a = 0; a < NARMS; a++)
     c->arms[a] = 1;
@@ -943,50 +1008,54 @@ int main(int argc, char **argv) {
     fprintf(stderr, "dqlite: %s (--lithd-base) has no --dqlite\n", c->lithd_base);
     return 2;
   }
+  for (int a = 0; a < NARMS; a++)
+    c->arm_on[a] = c->arms[a] && (a != ARM_LITHDQ || c->lithd_dq);
 
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  b.csv = bench_csv_open(c->cli.results, "dqlite", csv_path, sizeof csv_path);
-  if (b.csv)
-    bench_csv_header(b.csv, "arm,conns,round", METRIC_CSV, NMETRIC, ",commands,errors,arm_wall_s\n");
-  bench_machine m;
-  bench_machine_get(&m);
-  bench_print_intro("lith dqlite benchmark", argc, argv, 1);
-  printf("machine: nproc %ld (usable %d), CPU %s, kernel %s\n", m.nproc, m.usable, m.cpu, m.kernel);
-  printf("nodes' data: %s (%s); lithd: %s%s\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir), c->lithd,
-         c->lithd_dq ? " (with --dqlite)" : " (no --dqlite: the lithd-dq arm is left out)");
-  printf("lithd-file: synchronous %s\n", c->file_normal ? "NORMAL" : "FULL");
-  printf("plan: connections");
-  bench_print_ints(c->conns, c->nconns);
-  printf("\nplan");
-  bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, b.csv ? csv_path : NULL);
+  bench_plan plan = {.program = "dqlite",
+                     .workload = "transfer",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .arm_on = c->arm_on,
+                     .dims = {{.key = "conns"}, {.key = "sync", .n = 1, .label = sync_name}},
+                     .ndims = NDIM,
+                     .dim_n = D_CONNS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .flags = BENCH_ALTERNATE,
+                     .ignores = arm_ignores,
+                     .run = run_cell,
+                     .ctx = &b,
+                     .cli = &c->cli};
+  plan.dims[D_CONNS].n = c->nconns;
+  memcpy(plan.dims[D_CONNS].v, c->conns, sizeof c->conns);
+  plan.dims[D_SYNC].v[0] = c->file_sync;
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(c, argc, argv, bench_harness_path(h));
 
   int64_t t_cl = bench_now_ns();
   if (cluster_start(&b.cl, c->cli.db_dir) != 0) {
     fprintf(stderr, "dqlite: the cluster did not start\n");
     cluster_stop(&b.cl);
+    bench_harness_destroy(h);
     return 1;
   }
   printf("cluster: %s (3 lith-node, Raft latency %d ms), up in %.1f s; %s", b.cl.all, T_NODE_LATENCY_MS,
          (double)(bench_now_ns() - t_cl) / 1e9, b.cl.node[2].line);
   fflush(stdout);
 
-  b.res = bench_xcalloc((size_t)NARMS * (size_t)c->nconns * (size_t)c->cli.rounds, sizeof *b.res);
-  for (int r = 0; r < c->cli.rounds; r++)
-    for (int ni = 0; ni < c->nconns; ni++)
-      for (int k = 0; k < NARMS; k++) {
-        int arm = r % 2 ? NARMS - 1 - k : k;
-        if (c->arms[arm] && (arm != ARM_LITHDQ || c->lithd_dq))
-          run_one(&b, arm, ni, r);
-      }
+  /* Round r runs every arm of every cell before round r+1; odd rounds in reverse arm order. */
+  bench_harness_run_all(h);
   cluster_stop(&b.cl);
 
-  fill_ratios(&b);
-  print_tables(&b);
-  csv_summaries(&b);
-  bench_csv_close(b.csv, csv_path);
+  print_tables(h, c);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
   if (own_dir)
     rmdir(c->cli.db_dir);
-  bench_print_end("all cells", b.total_errors, t_begin);
-  free(b.res);
-  return b.total_errors ? 1 : 0;
+  bench_print_end("all cells", errors, t_begin);
+  return errors ? 1 : 0;
 }
