@@ -64,10 +64,14 @@
  * where the two CPUs went. The server has no stats endpoint, so moves per
  * transaction are not reported here (bench/kanban has them).
  *
- * Rounds interleave the cells (round r runs every cell before round r+1);
- * tables give the median over rounds and the range. A CSV of every run and
- * the medians goes to bench/results/. The exit status is 0 only when no run
- * had an error (a missed target is reported, not an error).
+ * The loop, the storage and the results are bench/harness.h's: one arm,
+ * `server`, over the cells sync (FULL, NORMAL) x conns (the results' n);
+ * rounds interleave the cells (round r runs every cell before round r+1),
+ * each run's line written to the results file as it ends (bench/results.md:
+ * rate = moves/s, p50/p99, cpu_us_op = the server's CPU µs per move); the
+ * tables give the median over rounds and the range. The exit status is 0
+ * only when no run had an error (a missed target is reported, not an
+ * error).
  *
  * This program links SQLite only (for the check): the server is the thing
  * measured, as a separate process.
@@ -94,6 +98,7 @@
 #include <sqlite3.h>
 
 #include "common.h"
+#include "harness.h"
 #include "net.h"
 
 #ifndef KANBAN_PATH
@@ -110,7 +115,7 @@ enum {
   MAX_CELLS = 16,
   MAX_ROUNDS = 50,
   KIND_MOVE_CARD = 10, /* ops.kind of a move (examples/kanban/board.c) */
-  MSG_MAX = 8          /* error messages printed per run */
+  MSG_MAX = 5          /* error messages printed per run: bench_cell_error's */
 };
 
 #define RUN_SEQ0 UINT64_C(0x80000000) /* run-phase op sequence numbers start here */
@@ -145,7 +150,7 @@ static const char *sync_upper(int s) { return s == SYNC_FULL ? "FULL" : "NORMAL"
 static const char *sync_lower(int s) { return s == SYNC_FULL ? "full" : "normal"; }
 
 typedef struct opts {
-  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --csv, --quick */
+  bench_cli cli; /* --seconds, --warmup, --rounds, --db-dir, --results, --quick */
   int conns[MAX_CELLS], nconns;
   int sync[2], nsync;
   const char *kanban;
@@ -169,31 +174,34 @@ enum {
   V_US_SRV,                             /* server CPU µs per move */
   V_US_CLI,                             /* client CPU µs per move */
   V_SETUP_S,                            /* seconds from spawn to the first move */
+  V_MOVES,                              /* moves answered 200 inside the window */
+  V_OK,                                 /* ...in the whole run (the database must have them all) */
   NV
 };
-static const char *const V_CSV[NV] = {"moves_per_s",
-                                      "p50_ms",
-                                      "p99_ms",
-                                      "max_ms",
-                                      "server_cpu",
-                                      "cpu_loop",
-                                      "cpu_writer",
-                                      "cpu_waker",
-                                      "cpu_ckpt",
-                                      "cpu_other",
-                                      "client_cpu",
-                                      "else_cpu",
-                                      "server_us_per_move",
-                                      "client_us_per_move",
-                                      "setup_s"};
+static const bench_metric METRICS[NV] = {
+    {"moves_per_s", BENCH_ROLE_RATE},
+    {"p50_ms", BENCH_ROLE_P50},
+    {"p99_ms", BENCH_ROLE_P99},
+    {"max_ms", BENCH_ROLE_NONE},
+    {"server_cpu", BENCH_ROLE_NONE},
+    {"cpu_loop", BENCH_ROLE_NONE},
+    {"cpu_writer", BENCH_ROLE_NONE},
+    {"cpu_waker", BENCH_ROLE_NONE},
+    {"cpu_ckpt", BENCH_ROLE_NONE},
+    {"cpu_other", BENCH_ROLE_NONE},
+    {"client_cpu", BENCH_ROLE_NONE},
+    {"else_cpu", BENCH_ROLE_NONE},
+    {"server_us_per_move", BENCH_ROLE_CPU_US},
+    {"client_us_per_move", BENCH_ROLE_NONE},
+    {"setup_s", BENCH_ROLE_NONE},
+    {"moves", BENCH_ROLE_NONE},
+    {"moves_ok", BENCH_ROLE_NONE},
+};
 static const bench_cpu_slots CPU_SLOTS = {V_CPU_SRV, V_CPU_TH, V_CPU_CLI, V_CPU_ELSE, V_US_SRV, V_US_CLI};
 
-typedef struct outcome {
-  int ran;
-  double v[NV]; /* NAN: not measured */
-  int64_t window_moves, answered_ok, errors;
-  int sampled;
-} outcome;
+/* The one arm, and the cell's dimensions. */
+static const char *const ARM_NAME[1] = {"server"};
+enum { D_SYNC, D_CONNS, NDIM };
 
 /* ---- one connection of the run phase: a user and their cards ------------------------- */
 
@@ -246,8 +254,7 @@ typedef struct run {
   char host[32]; /* "127.0.0.1:PORT", the Host and the Origin's authority */
   int64_t board, board_v0;
   mover *m;
-  int64_t errors;
-  int msgs;
+  bench_cell *cell; /* its m[], errors and msgs: the result */
   /* the run phase */
   int ep, inflight;
   int64_t ws, we;
@@ -258,15 +265,13 @@ typedef struct run {
 
 static void run_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void run_error(run *r, const char *fmt, ...) {
-  r->errors++;
-  if (r->msgs++ >= MSG_MAX)
-    return;
   char msg[700];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "  error [%s N=%d round %d]: %s\n", sync_upper(r->sync), r->N, r->round + 1, msg);
+  r->cell->errors++;
+  bench_cell_error(r->cell, "%s", msg);
 }
 
 static int send_all(int fd, const char *p, size_t n) {
@@ -838,22 +843,21 @@ static void check_db(run *r) {
 
 /* ---- one run --------------------------------------------------------------------------------------- */
 
-static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
+static void run_cell(bench_cell *cell) {
+  const opts *o = cell->ctx;
+  int sync = cell->val[D_SYNC], N = cell->val[D_CONNS], round = cell->round;
   run *r = calloc(1, sizeof *r);
   bench_cpu_snap sn[2];
-  memset(out, 0, sizeof *out);
   memset(sn, 0, sizeof sn);
-  for (int v = 0; v < NV; v++)
-    out->v[v] = NAN;
-  out->ran = 1;
   if (!r || !(r->m = calloc((size_t)N, sizeof *r->m))) {
-    fprintf(stderr, "kanban_http: out of memory\n");
-    out->errors = 1;
+    bench_cell_error(cell, "out of memory");
+    cell->errors++;
     free(r);
     return;
   }
   int64_t t_begin = bench_now_ns();
   r->o = o;
+  r->cell = cell;
   r->sync = sync;
   r->N = N;
   r->round = round;
@@ -877,7 +881,7 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
           ready = 0;
         }
       if (ready) {
-        out->v[V_SETUP_S] = (double)(bench_now_ns() - t_begin) / 1e9;
+        cell->m[V_SETUP_S] = (double)(bench_now_ns() - t_begin) / 1e9;
         run_moves(r, sn);
       }
     }
@@ -886,42 +890,32 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
         close(r->m[p].fd);
         r->m[p].fd = -1;
       }
-    int64_t before = r->errors;
+    int64_t before = cell->errors;
     server_stop(r);
-    if (r->msgs > MSG_MAX)
-      fprintf(stderr, "  (%d more errors of this run not shown)\n", r->msgs - MSG_MAX);
-    r->msgs = 0; /* the check's findings are always shown */
-    if (r->errors == before && r->board > 0)
+    if (cell->msgs > MSG_MAX)
+      fprintf(stderr, "  (%d more errors of this run not shown)\n", cell->msgs - MSG_MAX);
+    cell->msgs = 0; /* the check's findings are always shown */
+    if (cell->errors == before && r->board > 0)
       check_db(r);
   }
 
   /* the figures */
-  out->window_moves = r->window_moves;
+  int64_t answered_ok = 0;
   for (int p = 0; p < N; p++)
-    out->answered_ok += r->m[p].ok;
-  out->v[V_MOVES_S] = (double)r->window_moves / o->cli.seconds;
+    answered_ok += r->m[p].ok;
+  cell->m[V_MOVES] = (double)r->window_moves;
+  cell->m[V_OK] = (double)answered_ok;
+  cell->m[V_MOVES_S] = (double)r->window_moves / o->cli.seconds;
   static const double QS[2] = {0.50, 0.99};
   bench_lat_sum ls;
   bench_lat *bufs[1] = {&r->lat};
   if (bench_lat_merge(bufs, 1, QS, 2, &ls) == 0 && !isnan(ls.q[0])) {
-    out->v[V_P50] = ls.q[0] / 1e6;
-    out->v[V_P99] = ls.q[1] / 1e6;
-    out->v[V_MAX] = (double)ls.max / 1e6;
-    out->sampled = ls.sampled;
+    cell->m[V_P50] = ls.q[0] / 1e6;
+    cell->m[V_P99] = ls.q[1] / 1e6;
+    cell->m[V_MAX] = (double)ls.max / 1e6;
+    cell->sampled = ls.sampled;
   }
-  bench_cpu_fill(sn, o->cli.seconds, (uint64_t)r->window_moves, &CPU_SLOTS, out->v);
-  out->errors = r->errors;
-
-  fprintf(stderr,
-          "[round %d/%d] %-6s N=%-4d %8.0f moves/s  p50 %s p99 %s max %s ms  CPU server %s (loop "
-          "%s writer "
-          "%s) client %s else %s  errors %lld  (setup %.1f s, %.1f s)\n",
-          round + 1, o->cli.rounds, sync_upper(sync), N, out->v[V_MOVES_S], BENCH_NUM("%.3f", out->v[V_P50]),
-          BENCH_NUM("%.3f", out->v[V_P99]), BENCH_NUM("%.3f", out->v[V_MAX]),
-          BENCH_NUM("%.2f", out->v[V_CPU_SRV]), BENCH_NUM("%.2f", out->v[V_CPU_TH + BENCH_T_LOOP]),
-          BENCH_NUM("%.2f", out->v[V_CPU_TH + BENCH_T_WRITER]), BENCH_NUM("%.2f", out->v[V_CPU_CLI]),
-          BENCH_NUM("%.2f", out->v[V_CPU_ELSE]), (long long)out->errors, out->v[V_SETUP_S],
-          (double)(bench_now_ns() - t_begin) / 1e9);
+  bench_cpu_fill(sn, o->cli.seconds, (uint64_t)r->window_moves, &CPU_SLOTS, cell->m);
 
   if (r->pid > 0) {
     kill(r->pid, SIGKILL);
@@ -942,54 +936,22 @@ static void run_once(const opts *o, int sync, int N, int round, outcome *out) {
 
 /* ---- tables ------------------------------------------------------------------------------------------ */
 
-typedef struct bench {
-  opts o;
-  outcome *res; /* [sync][conns][round] */
-  FILE *csv;
-  int64_t errors;
-} bench;
-
-static outcome *cell_at(bench *b, int si, int ci, int round) {
-  return &b->res[((size_t)si * (size_t)b->o.nconns + (size_t)ci) * (size_t)b->o.cli.rounds + (size_t)round];
+/* The server's metric v at (sync si, conns ci) over the rounds. */
+static bench_agg over_rounds(const bench_harness *h, int si, int ci, int v) {
+  int idx[NDIM] = {si, ci};
+  return bench_harness_agg(h, 0, idx, v);
 }
 
-static bench_agg over_rounds(bench *b, int si, int ci, int v) {
-  double vals[MAX_ROUNDS];
-  for (int k = 0; k < b->o.cli.rounds; k++) {
-    const outcome *x = cell_at(b, si, ci, k);
-    vals[k] = x->ran ? x->v[v] : NAN;
-  }
-  return bench_agg_of(vals, b->o.cli.rounds);
-}
-
-static int64_t cell_errors(bench *b, int si, int ci) {
-  int64_t e = 0;
-  for (int k = 0; k < b->o.cli.rounds; k++)
-    e += cell_at(b, si, ci, k)->errors;
-  return e;
-}
-
-static void csv_line(bench *b, int si, int ci, const char *round, const double *v, long long moves,
-                     long long errors, int sampled) {
-  if (!b->csv)
-    return;
-  fprintf(b->csv, "%s,%d,%s", sync_upper(b->o.sync[si]), b->o.conns[ci], round);
-  for (int k = 0; k < NV; k++)
-    bench_csv_num(b->csv, v[k]);
-  if (moves >= 0)
-    fprintf(b->csv, ",%lld", moves);
-  else
-    fputs(",", b->csv);
-  fprintf(b->csv, ",%lld,%d\n", errors, sampled);
-  fflush(b->csv);
+static int64_t cell_errors(const bench_harness *h, int si, int ci) {
+  int idx[NDIM] = {si, ci};
+  return bench_harness_errors(h, 0, idx);
 }
 
 static void fmt_ms(char *buf, size_t cap, double ms) { bench_fmt_ms(buf, cap, ms, 10); }
 static void fmt_cpu(char *buf, size_t cap, double cpus) { bench_fmt(buf, cap, "%.0f%%", cpus * 100); }
 static void fmt_us(char *buf, size_t cap, double us) { bench_fmt(buf, cap, "%.1f", us); }
 
-static void print_tables(bench *b) {
-  const opts *o = &b->o;
+static void print_tables(const bench_harness *h, const opts *o) {
   for (int si = 0; si < o->nsync; si++) {
     printf("\n### synchronous=%s\n\n", sync_upper(o->sync[si]));
     printf("| conns | moves/s median (min–max) | p50 ms | p99 ms | max ms | err | server CPU | client CPU | "
@@ -998,18 +960,18 @@ static void print_tables(bench *b) {
     printf("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     for (int ci = 0; ci < o->nconns; ci++) {
       char p50[24], p99[24], mx[24], srv[24], cli[24], els[24], us1[24], us2[24];
-      bench_agg mv = over_rounds(b, si, ci, V_MOVES_S);
-      fmt_ms(p50, sizeof p50, over_rounds(b, si, ci, V_P50).med);
-      fmt_ms(p99, sizeof p99, over_rounds(b, si, ci, V_P99).med);
-      fmt_ms(mx, sizeof mx, over_rounds(b, si, ci, V_MAX).hi);
-      fmt_cpu(srv, sizeof srv, over_rounds(b, si, ci, V_CPU_SRV).med);
-      fmt_cpu(cli, sizeof cli, over_rounds(b, si, ci, V_CPU_CLI).med);
-      fmt_cpu(els, sizeof els, over_rounds(b, si, ci, V_CPU_ELSE).hi);
-      fmt_us(us1, sizeof us1, over_rounds(b, si, ci, V_US_SRV).med);
-      fmt_us(us2, sizeof us2, over_rounds(b, si, ci, V_US_CLI).med);
+      bench_agg mv = over_rounds(h, si, ci, V_MOVES_S);
+      fmt_ms(p50, sizeof p50, over_rounds(h, si, ci, V_P50).med);
+      fmt_ms(p99, sizeof p99, over_rounds(h, si, ci, V_P99).med);
+      fmt_ms(mx, sizeof mx, over_rounds(h, si, ci, V_MAX).hi);
+      fmt_cpu(srv, sizeof srv, over_rounds(h, si, ci, V_CPU_SRV).med);
+      fmt_cpu(cli, sizeof cli, over_rounds(h, si, ci, V_CPU_CLI).med);
+      fmt_cpu(els, sizeof els, over_rounds(h, si, ci, V_CPU_ELSE).hi);
+      fmt_us(us1, sizeof us1, over_rounds(h, si, ci, V_US_SRV).med);
+      fmt_us(us2, sizeof us2, over_rounds(h, si, ci, V_US_CLI).med);
       printf("| %d | %.0f (%.0f–%.0f) | %s | %s | %s | %lld | %s | %s | %s | %s | %s | %.1f |\n",
-             o->conns[ci], mv.med, mv.lo, mv.hi, p50, p99, mx, (long long)cell_errors(b, si, ci), srv, cli,
-             els, us1, us2, over_rounds(b, si, ci, V_SETUP_S).med);
+             o->conns[ci], mv.med, mv.lo, mv.hi, p50, p99, mx, (long long)cell_errors(h, si, ci), srv, cli,
+             els, us1, us2, over_rounds(h, si, ci, V_SETUP_S).med);
     }
   }
   printf(
@@ -1032,26 +994,26 @@ static void print_tables(bench *b) {
     for (int ci = 0; ci < o->nconns; ci++) {
       char c[24];
       printf("| %s | %d | %.0f |", sync_upper(o->sync[si]), o->conns[ci],
-             over_rounds(b, si, ci, V_MOVES_S).med);
+             over_rounds(h, si, ci, V_MOVES_S).med);
       for (int k = 0; k < BENCH_NTHREAD; k++) {
-        fmt_cpu(c, sizeof c, over_rounds(b, si, ci, V_CPU_TH + k).med);
+        fmt_cpu(c, sizeof c, over_rounds(h, si, ci, V_CPU_TH + k).med);
         printf(" %s |", c);
       }
-      fmt_cpu(c, sizeof c, over_rounds(b, si, ci, V_CPU_SRV).med);
+      fmt_cpu(c, sizeof c, over_rounds(h, si, ci, V_CPU_SRV).med);
       printf(" %s |", c);
-      fmt_cpu(c, sizeof c, over_rounds(b, si, ci, V_CPU_CLI).med);
+      fmt_cpu(c, sizeof c, over_rounds(h, si, ci, V_CPU_CLI).med);
       printf(" %s |\n", c);
     }
   printf("\nFrom /proc/PID/task/*/stat (10 ms ticks) at the window's edges.\n");
 }
 
-static void print_targets(bench *b) {
-  const opts *o = &b->o;
+static void print_targets(const bench_harness *h, const opts *o) {
+  int64_t errors = bench_harness_total_errors(h);
   int ci = bench_find_int(o->conns, o->nconns, 64);
   char what[128], d[128];
   printf("\n### target\n\n");
   for (int si = 0; si < o->nsync && ci >= 0; si++) {
-    double v = over_rounds(b, si, ci, V_MOVES_S).med;
+    double v = over_rounds(h, si, ci, V_MOVES_S).med;
     snprintf(what, sizeof what, "64 connections %s: ≥ 15000 moves/s end to end", sync_upper(o->sync[si]));
     snprintf(d, sizeof d, "%.0f moves/s (median of rounds)%s", v,
              o->sync[si] == SYNC_FULL ? " (the issue's target)" : "");
@@ -1059,7 +1021,7 @@ static void print_targets(bench *b) {
   }
   if (ci < 0)
     printf("- n/a  64 connections: not run\n");
-  printf("- %s errors, every run: 0 — %lld\n", b->errors ? "FAIL" : "PASS", (long long)b->errors);
+  printf("- %s errors, every run: 0 — %lld\n", errors ? "FAIL" : "PASS", (long long)errors);
 }
 
 /* ---- options ----------------------------------------------------------------------------------------- */
@@ -1073,7 +1035,7 @@ static void usage(FILE *f) {
              "  --rounds N       rounds, cells interleaved (default 3)\n"
              "  --db-dir DIR     where the databases go (default a new /tmp/lith-kanban-http-XXXXXX)\n"
              "  --kanban PATH    the server binary (default " KANBAN_PATH ")\n"
-             "  --csv PATH       CSV output (default bench/results/kanban_http-YYYYMMDD-HHMMSS.csv)\n"
+             "  --results PATH   the results file (default bench/results/kanban_http-YYYYMMDD-HHMMSS.jsonl)\n"
              "  --quick          smoke run: 1 round, 1 s, warm-up 0.25 s, conns 1,64\n"
              "  --help\n");
 }
@@ -1094,8 +1056,7 @@ static int take_option(void *ctx, const char *a, const char *v) {
 
 static void parse_opts(int argc, char **argv, opts *o) {
   memset(o, 0, sizeof *o);
-  o->cli = (bench_cli){
-      .prog = "kanban_http", .usage = usage, .min_seconds = 0.1, .max_rounds = MAX_ROUNDS};
+  o->cli = (bench_cli){.prog = "kanban_http", .usage = usage, .min_seconds = 0.1, .max_rounds = MAX_ROUNDS};
   o->kanban = KANBAN_PATH;
   o->sync[0] = SYNC_FULL; /* the default, which --sync replaces */
   o->sync[1] = SYNC_NORMAL;
@@ -1109,7 +1070,8 @@ static void parse_opts(int argc, char **argv, opts *o) {
 
 /* ---- main ---------------------------------------------------------------------------------------------- */
 
-static void print_header(const opts *o, int argc, char **argv, const char *csv) {
+static void print_header(const opts *o, int argc, char **argv, const char *path) {
+  static const int ON[1] = {1};
   bench_machine m;
   bench_machine_get(&m);
   bench_print_intro("kanban MoveCard over HTTP", argc, argv, 1);
@@ -1120,18 +1082,15 @@ static void print_header(const opts *o, int argc, char **argv, const char *csv) 
   bench_print_ints(o->conns, o->nconns);
   printf("; synchronous");
   bench_print_named(o->sync, o->nsync, sync_upper);
-  printf("; one shared board, %d cards and two lists per user; ", CARDS);
-  bench_print_window(&o->cli);
-  printf("csv: %s\n", csv ? csv : "(none)");
-  fflush(stdout);
+  printf("; one shared board, %d cards and two lists per user", CARDS);
+  bench_print_arms_results(ARM_NAME, ON, 1, &o->cli, path);
 }
 
 int main(int argc, char **argv) {
-  bench b;
-  char tmp[] = "/tmp/lith-kanban-http-XXXXXX", csv[4096], log[4200];
-  memset(&b, 0, sizeof b);
-  parse_opts(argc, argv, &b.o);
-  opts *o = &b.o;
+  static opts oo;
+  opts *o = &oo;
+  char tmp[] = "/tmp/lith-kanban-http-XXXXXX", log[4200];
+  parse_opts(argc, argv, o);
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
   if (access(o->kanban, X_OK) != 0) {
@@ -1140,44 +1099,37 @@ int main(int argc, char **argv) {
     return 2;
   }
   int own_dir = bench_db_dir(&o->cli.db_dir, tmp);
-  if ((b.csv = bench_csv_open(o->cli.results, "kanban_http", csv, sizeof csv)) != NULL) {
-    bench_csv_header(b.csv, "sync,conns,round", V_CSV, NV, ",window_moves,errors,sampled\n");
-  }
-  print_header(o, argc, argv, b.csv ? csv : NULL);
-  b.res = bench_xcalloc((size_t)o->nsync * (size_t)o->nconns * (size_t)o->cli.rounds, sizeof *b.res);
-
-  for (int round = 0; round < o->cli.rounds; round++)
-    for (int si = 0; si < o->nsync; si++)
-      for (int ci = 0; ci < o->nconns; ci++) {
-        outcome *x = cell_at(&b, si, ci, round);
-        char rname[16];
-        run_once(o, o->sync[si], o->conns[ci], round, x);
-        b.errors += x->errors;
-        snprintf(rname, sizeof rname, "%d", round + 1);
-        csv_line(&b, si, ci, rname, x->v, x->window_moves, x->errors, x->sampled);
-      }
-
-  for (int si = 0; si < o->nsync; si++)
-    for (int ci = 0; ci < o->nconns; ci++) {
-      int sampled = 0;
-      for (int k = 0; k < o->cli.rounds; k++)
-        sampled |= cell_at(&b, si, ci, k)->sampled;
-      for (int w = 0; w < 3; w++) {
-        double v[NV];
-        for (int k = 0; k < NV; k++)
-          v[k] = bench_agg_pick(over_rounds(&b, si, ci, k), w);
-        csv_line(&b, si, ci, BENCH_SUMMARY[w], v, -1, (long long)cell_errors(&b, si, ci), sampled);
-      }
-    }
-  bench_csv_close(b.csv, csv);
-
-  print_tables(&b);
-  print_targets(&b);
-  bench_print_end("every run", b.errors, t_begin);
+  bench_plan plan = {.program = "kanban_http",
+                     .workload = "movecard",
+                     .arms = ARM_NAME,
+                     .narms = 1,
+                     .dims = {{.key = "sync", .label = sync_upper}, {.key = "conns"}},
+                     .ndims = NDIM,
+                     .dim_n = D_CONNS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NV,
+                     .run = run_cell,
+                     .ctx = o,
+                     .cli = &o->cli};
+  plan.dims[D_SYNC].n = o->nsync;
+  memcpy(plan.dims[D_SYNC].v, o->sync, sizeof o->sync);
+  plan.dims[D_CONNS].n = o->nconns;
+  memcpy(plan.dims[D_CONNS].v, o->conns, sizeof o->conns);
+  bench_harness *h = bench_harness_create(&plan);
+  if (!h)
+    return 1;
+  print_header(o, argc, argv, bench_harness_path(h));
+  /* Round r runs every cell, sync outer, before round r+1. */
+  bench_harness_run_all(h);
+  print_tables(h, o);
+  print_targets(h, o);
+  int64_t errors = bench_harness_total_errors(h);
+  bench_harness_destroy(h);
+  bench_print_end("every run", errors, t_begin);
   snprintf(log, sizeof log, "%s/kanban-stderr.log", o->cli.db_dir);
   unlink(log);
   if (own_dir)
     rmdir(o->cli.db_dir);
-  free(b.res);
-  return b.errors ? 1 : 0;
+  return errors ? 1 : 0;
 }
