@@ -10,7 +10,9 @@
 #                   thread for the same tests under ASan+UBSan or TSan)
 #   make test-docs  the documentation's shell examples, run and their output compared
 #                   (tools/docs.mk; also part of make test)
-#   make bench      the benchmarks (bench/README.md); BENCH_ARGS=--quick for a smoke run
+#   make bench      the benchmarks (bench/README.md) and their report; BENCH_ARGS=--quick for a smoke run
+#   make bench-report  bench/REPORT.md: every control's verdict and the charts, from
+#                   the newest results (bench/results.md); bench-record keeps them
 #   make soak SOAK_MINUTES=N  lithd under load and faults (bench/soak/)
 #   make soak-dqlite          dqlite failover repeated (SOAK_DQ_ROUNDS, dqlite/dqlite.mk)
 #   make fuzz       libFuzzer on what lithd reads from outside (FUZZ_SECONDS each)
@@ -130,6 +132,9 @@ TEST_BIN += $(UNITS_TEST_BIN)
 DEBS += $(UNITS_DEBS)
 include tools/test/runner.mk
 TEST_BIN += $(RUNNER_TEST_BIN)
+include bench/test/report.mk
+TEST_BIN += $(BENCH_REPORT_TEST_BIN)
+DEBS += $(BENCH_REPORT_DEBS)
 include tools/lithd/fuzz/fuzz.mk
 include http/fuzz/fuzz.mk
 include tools/lith/fuzz/fuzz.mk
@@ -145,7 +150,7 @@ PCS  := $(B)/lith.pc $(B)/lith_uv.pc
 all: $(LIBS) $(PCS) $(LITHD_BIN) $(LITH_CLI_BIN) $(LITH_NODE_BIN)
 
 deps:
-	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS) $(UNITS_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && $(CLIENT_CHECK) && true; then \
+	@if pkg-config --exists $(PKGS) $(UV_PKGS) $(TEST_PKGS) $(APP_PKGS) $(HTTP_PKGS) $(KANBAN_PKGS) $(DQ_PKGS) 2>/dev/null && $(foreach c,sqlite3 $(DOCS_CMDS) $(UNITS_CMDS) $(BENCH_REPORT_CMDS),command -v $(c) >/dev/null &&) $(DOCS_CHECK) && $(HTTP_CHECK) && $(CLIENT_CHECK) && true; then \
 	  :; \
 	else \
 	  echo "deps: installing $(DEBS)"; \

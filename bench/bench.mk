@@ -22,7 +22,7 @@
 
 BENCH_BIN         := $(B)/bench/writer $(B)/bench/lithd $(B)/bench/kanban $(B)/bench/kanban_http \
                      $(B)/bench/shards $(B)/bench/dqlite $(B)/bench/hrana_null $(B)/bench/growth \
-                     $(B)/bench/walhold
+                     $(B)/bench/walhold $(B)/bench/h2o_null
 BENCH_SHARED      := bench/common.c bench/harness.c bench/net.c bench/transfer.c bench/transfer_http.c $(H1C_SRC) \
                      http/test/wsclient.c
 BENCH_SHARED_HDRS := bench/common.h bench/harness.h bench/net.h bench/transfer.h bench/transfer_http.h http/h1client.h \
@@ -52,10 +52,19 @@ $(B)/bench/dqlite: bench/dqlite.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(DQ_TEST
 	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp -Idqlite -Idqlite/test $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' \
 	  -o $@ $< $(BENCH_SHARED) $(DQ_TEST_HELP) $(DQW_OBJ) $(DQ_OBJ) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 all: $(B)/bench/dqlite
-# bench/lithd spawns lithd; it links SQLite only.
-$(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
+# bench/h2o_null: a bare h2o server answering bench/lithd's transfer POSTs (its
+# arm h2o, the baseline of lithd's CPU per request); libh2o and libuv as http/
+# links them.
+$(B)/bench/h2o_null: bench/h2o_null.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
+	$(CC) $(CPPFLAGS) $(HTTP_CFLAGS) $(CFLAGS) -o $@ $< $(HTTP_LIBS) $(LDFLAGS)
+# bench/lithd spawns lithd, bench/h2o_null and node bench/node/server.js; it
+# links SQLite only.
+$(B)/bench/lithd: bench/lithd.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN) $(B)/bench/h2o_null
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DLITHD_PATH='"$(abspath $(LITHD_BIN))"' \
+	  -DH2O_NULL_PATH='"$(abspath $(B)/bench/h2o_null)"' -DNODE_SERVER_PATH='"$(abspath bench/node/server.js)"' \
+	  -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 # bench/walhold spawns lithd (the WAL hold's cost); it links SQLite only.
 $(B)/bench/walhold: bench/walhold.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS) $(LITHD_BIN)
 	@mkdir -p $(dir $@)
@@ -70,7 +79,7 @@ $(B)/bench/kanban_http: bench/kanban_http.c $(BENCH_SHARED) $(BENCH_SHARED_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(BENCH_CPPFLAGS) -Ihttp $(PKG_CFLAGS) $(CFLAGS) -DKANBAN_PATH='"$(abspath $(KANBAN_BIN))"' -o $@ $< $(BENCH_SHARED) $(BENCH_SQLITE_LIBS) $(LDFLAGS) -lm
 
-bench: deps
+bench: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(B)/bench/writer $(BENCH_ARGS)
 	$(B)/bench/lithd $(BENCH_ARGS)
@@ -81,6 +90,30 @@ bench: deps
 	$(B)/bench/growth $(BENCH_ARGS)
 	$(B)/bench/walhold $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-hrana
+	@$(MAKE) --no-print-directory bench-report
+
+# The report (bench/results.md): bench/REPORT.md and bench/charts/*.svg, the
+# verdict of every control (bench/controls.csv) from the newest results file
+# of each program in bench/results/ (bench/record/, the recorded run, when
+# there is none), against the verdicts recorded for this CPU model
+# (bench/verdicts.csv). bench-record keeps this run: its results files into
+# bench/record/ and its verdicts into bench/verdicts.csv. bench-check: exit 1
+# when a verdict drifted from the record. gnuplot draws the charts (make
+# deps-bench; without it the report says which it left out).
+bench-report: deps-bench
+	python3 bench/report.py $(BENCH_REPORT_ARGS)
+bench-record: deps-bench
+	python3 bench/report.py bench/results --save bench/record --write-record $(BENCH_REPORT_ARGS)
+bench-check:
+	python3 bench/report.py --check $(BENCH_REPORT_ARGS)
+.PHONY: bench-report bench-record bench-check
+
+# What the benchmarks need beyond make deps: gnuplot for the report's charts
+# (Debian's gnuplot-nox) and the Node.js + better-sqlite3 server of
+# bench/lithd's node arm (npm, bench/node/node.mk).
+deps-bench: deps
+	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox; }
+.PHONY: deps-bench
 
 # bench/hrana (bench/hrana.js, Node): @libsql/client through lithd's Hrana
 # endpoint (/v2/pipeline), lithd's own Node client (clients/node) and

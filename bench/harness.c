@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,16 +209,24 @@ static void run_name(const bench_cell *c, char *buf, size_t n) {
     snprintf(buf + k, n - k, " round %d", c->round + 1);
 }
 
+/* A run's producer threads report their errors as they happen: the count
+ * and the label buffers (bench_cell_label) are shared. */
+static pthread_mutex_t g_error_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void bench_cell_error(bench_cell *c, const char *fmt, ...) {
-  if (c->msgs++ >= 5)
-    return;
   char name[256], msg[600];
   va_list ap;
+  pthread_mutex_lock(&g_error_mu);
+  if (c->msgs++ >= 5) {
+    pthread_mutex_unlock(&g_error_mu);
+    return;
+  }
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   run_name(c, name, sizeof name);
   fprintf(stderr, "  error [%s]: %s\n", name, msg);
+  pthread_mutex_unlock(&g_error_mu);
 }
 
 static const char *const ROLE_KEY[BENCH_NROLE] = {NULL, "rate", "p50_ms", "p99_ms", "p999_ms", "cpu_us_op"};

@@ -120,11 +120,12 @@ const char *bench_harness_path(const bench_harness *h); /* NULL when none */
 void bench_harness_run_all(bench_harness *h);
 /* One run: storage reset, the callback timed, the result stored, its
  * results line written and a progress line on stderr. idx: one index per
- * dimension. Returns the cell's stored result (valid until destroy). */
+ * dimension. Returns the run's cell: valid until the next run, its m[]
+ * (the stored metrics) until destroy. */
 const bench_cell *bench_harness_run_one(bench_harness *h, int arm, const int *idx, int round);
 
 /* "  error [ARM dim=v ... round R]: msg", at most five per run, on stderr;
- * counts nothing (errors is the caller's). */
+ * counts nothing (errors is the caller's). Any thread of the run may call it. */
 void bench_cell_error(bench_cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bench_cell_label(const bench_cell *c, int dim); /* "FULL", "200" (a static buffer per dim) */
 

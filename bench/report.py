@@ -567,21 +567,49 @@ def build(args):
     return rows, drift, new_record
 
 
+def save(paths, into):
+    """The newest results file of each program, copied into `into`; older files of those programs removed."""
+    results = read_results(paths)
+    os.makedirs(into, exist_ok=True)
+    for prog, (path, _) in results.items():
+        dst = os.path.join(into, os.path.basename(path))
+        if os.path.abspath(path) == os.path.abspath(dst):
+            continue
+        for old in glob.glob(os.path.join(into, "*.jsonl")):
+            with open(old, encoding="utf-8") as fh:
+                first = fh.readline()
+            try:
+                if json.loads(first).get("program") == prog:
+                    os.remove(old)
+            except ValueError:
+                pass
+        shutil.copyfile(path, dst)
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description="the benchmarks' report: verdicts and charts")
-    ap.add_argument("results", nargs="*", default=[os.path.join("bench", "results")],
-                    help="results files or directories (default bench/results: the newest file per program)")
+    ap.add_argument("results", nargs="*",
+                    help="results files or directories, the newest file per program (default bench/results, "
+                    "or bench/record, the recorded run, when bench/results has none)")
     ap.add_argument("--controls", default=os.path.join(here, "controls.csv"))
     ap.add_argument("--record", default=os.path.join(here, "verdicts.csv"))
     ap.add_argument("--out", default=os.path.join(here, "REPORT.md"))
     ap.add_argument("--charts", default=None, help="where the SVGs go (default: charts/ beside --out)")
     ap.add_argument("--write-record", action="store_true", help="record this run's verdicts for its CPU")
     ap.add_argument("--check", action="store_true", help="exit 1 when a verdict drifted from the record")
+    ap.add_argument("--save", metavar="DIR", help="copy the newest results file of each program into DIR "
+                    "(replacing that program's file there) and report from DIR: the recorded run")
     args = ap.parse_args(argv)
+    if not args.results:
+        fresh = os.path.join(os.path.dirname(here), "bench", "results")
+        args.results = [fresh if glob.glob(os.path.join(fresh, "*.jsonl")) else os.path.join(here, "record")]
     if args.charts is None:
         args.charts = os.path.join(os.path.dirname(os.path.abspath(args.out)), "charts")
     try:
+        if args.save:
+            save(args.results, args.save)
+            args.results = [args.save]
         rows, drift, new_record = build(args)
     except (ReportError, OSError) as e:
         print(f"bench/report: {e}", file=sys.stderr)
