@@ -279,6 +279,13 @@ const char *bench_num(char *buf, size_t n, const char *fmt, double v) {
   return buf;
 }
 
+void bench_fmt_ratio(char *buf, size_t n, bench_agg g) {
+  if (g.n == 0 || isnan(g.med))
+    snprintf(buf, n, "–");
+  else
+    snprintf(buf, n, "%.2f× (%.2f–%.2f)", g.med, g.lo, g.hi);
+}
+
 void bench_target(const char *what, int have, int pass, const char *detail) {
   printf("- %s %s — %s\n", !have ? "n/a " : pass ? "PASS" : "MISS", what, have ? detail : "not run");
 }
@@ -615,7 +622,7 @@ void bench_print_window(const bench_cli *c) {
 }
 
 void bench_print_arms_results(const char *const *arms, const int *on, int n, const bench_cli *c,
-                          const char *csv_path) {
+                              const char *csv_path) {
   printf("; arms");
   bench_print_flags(arms, on, n);
   printf("; ");

@@ -138,6 +138,9 @@ void bench_fmt(char *buf, size_t n, const char *fmt, double v);
 const char *bench_num(char *buf, size_t n, const char *fmt, double v);
 #define BENCH_NUM(fmt, v) bench_num((char[32]){0}, 32, (fmt), (v))
 
+/* "2.31× (2.10–2.52)" from a ratio's median and range, "–" with none. */
+void bench_fmt_ratio(char *buf, size_t n, bench_agg g);
+
 /* "- PASS what — detail", MISS, or "- n/a  what — not run" when !have. */
 void bench_target(const char *what, int have, int pass, const char *detail);
 int bench_find_int(const int *list, int n, int v); /* its index, or -1 */

@@ -187,6 +187,29 @@ void bench_harness_destroy(bench_harness *h) {
 
 const char *bench_harness_path(const bench_harness *h) { return h->out ? h->path : NULL; }
 
+void bench_plan_dim(bench_plan *p, int d, const char *key, const char *(*label)(int v), const int *v, int n) {
+  bench_dim *dim = &p->dims[d];
+  dim->key = key;
+  dim->label = label;
+  dim->n = n < BENCH_MAXVALS ? n : BENCH_MAXVALS;
+  memcpy(dim->v, v, (size_t)dim->n * sizeof *v);
+}
+
+int64_t bench_harness_main(const bench_plan *p, void (*header)(void *ctx, const char *results),
+                           void (*tables)(const bench_harness *h, void *ctx)) {
+  bench_harness *h = bench_harness_create(p);
+  if (!h)
+    return -1;
+  if (header)
+    header(p->ctx, bench_harness_path(h));
+  bench_harness_run_all(h);
+  if (tables)
+    tables(h, p->ctx);
+  int64_t errors = h->total_errors;
+  bench_harness_destroy(h);
+  return errors;
+}
+
 /* ---- one run -------------------------------------------------------------------------------- */
 
 const char *bench_cell_label(const bench_cell *c, int d) {
@@ -227,6 +250,21 @@ void bench_cell_error(bench_cell *c, const char *fmt, ...) {
   run_name(c, name, sizeof name);
   fprintf(stderr, "  error [%s]: %s\n", name, msg);
   pthread_mutex_unlock(&g_error_mu);
+}
+
+void bench_cell_latency(bench_cell *c, bench_lat *const *bufs, int nb, int m_p50, int m_p99, int m_p999) {
+  static const double QS[3] = {0.50, 0.99, 0.999};
+  bench_lat_sum s;
+  if (bench_lat_merge(bufs, nb, QS, 3, &s) != 0) {
+    c->errors++;
+    bench_cell_error(c, "out of memory merging latencies");
+    return;
+  }
+  const int at[3] = {m_p50, m_p99, m_p999};
+  for (int k = 0; k < 3; k++)
+    if (at[k] >= 0)
+      c->m[at[k]] = s.q[k] / 1e6;
+  c->sampled |= s.sampled;
 }
 
 static const char *const ROLE_KEY[BENCH_NROLE] = {NULL, "rate", "p50_ms", "p99_ms", "p999_ms", "cpu_us_op"};
@@ -401,6 +439,23 @@ bench_agg bench_harness_agg(const bench_harness *h, int arm, const int *idx, int
     return a;
   for (int r = 0; r < n; r++)
     v[r] = bench_harness_value(h, arm, idx, r, metric);
+  a = bench_agg_of(v, n);
+  free(v);
+  return a;
+}
+
+bench_agg bench_harness_paired(const bench_harness *h, const int *idx, int arm, int metric, int other,
+                               int other_metric) {
+  int n = h->p.cli->rounds;
+  double *v = malloc((size_t)n * sizeof *v);
+  bench_agg a = {0, NAN, NAN, NAN};
+  if (!v)
+    return a;
+  for (int r = 0; r < n; r++) {
+    double x = bench_harness_value(h, arm, idx, r, metric),
+           y = bench_harness_value(h, other, idx, r, other_metric);
+    v[r] = isnan(x) || isnan(y) || y == 0 ? NAN : x / y;
+  }
   a = bench_agg_of(v, n);
   free(v);
   return a;

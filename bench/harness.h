@@ -107,6 +107,17 @@ typedef struct bench_plan {
   const bench_cli *cli; /* rounds, seconds, warmup, quick, --results */
 } bench_plan;
 
+/* Dimension d of the plan: its key, its label (NULL: numbers) and its n values. */
+void bench_plan_dim(bench_plan *p, int d, const char *key, const char *(*label)(int v), const int *v, int n);
+
+/* main's frame, for a program that runs every cell in the standard order:
+ * the harness made, header(ctx, results path or NULL) prints the run's
+ * header, bench_harness_run_all, tables(h, ctx) prints the tables, the
+ * harness destroyed. The errors of every run, or -1 when it could not be
+ * made (said on stderr). */
+int64_t bench_harness_main(const bench_plan *p, void (*header)(void *ctx, const char *results),
+                           void (*tables)(const bench_harness *h, void *ctx));
+
 /* Opens the results file (cli->results, or bench/results/PROGRAM-YYYYMMDD-HHMMSS.jsonl,
  * the directory made; its path in bench_harness_path) and the storage for
  * every run. NULL (said on stderr) when out of memory; a results file that
@@ -128,6 +139,10 @@ const bench_cell *bench_harness_run_one(bench_harness *h, int arm, const int *id
  * counts nothing (errors is the caller's). Any thread of the run may call it. */
 void bench_cell_error(bench_cell *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bench_cell_label(const bench_cell *c, int dim); /* "FULL", "200" (a static buffer per dim) */
+/* Merge bufs[0..nb) into the run's metrics m_p50, m_p99 and m_p999 (ms;
+ * -1: not that one) and its sampled flag; out of memory is an error of the
+ * run (counted and said). */
+void bench_cell_latency(bench_cell *c, bench_lat *const *bufs, int nb, int m_p50, int m_p99, int m_p999);
 
 /* ---- over rounds ---------------------------------------------------------------------- */
 
@@ -139,6 +154,10 @@ int64_t bench_harness_total_errors(const bench_harness *h);
 int bench_harness_sampled(const bench_harness *h, int arm, const int *idx); /* in any round */
 /* median(arm's metric) / median(other's metric) at one cell; NAN when either is missing. */
 double bench_harness_ratio(const bench_harness *h, int arm, int other, const int *idx, int metric);
+/* The median and range over rounds of each round's arm metric ÷ other's
+ * other_metric at the same cell: paired, as the report judges them. */
+bench_agg bench_harness_paired(const bench_harness *h, const int *idx, int arm, int metric, int other,
+                               int other_metric);
 /* One round's stored value; NAN when it did not run. */
 double bench_harness_value(const bench_harness *h, int arm, const int *idx, int round, int metric);
 
