@@ -180,6 +180,16 @@ static int cmp_weighted(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+double bench_lat_max_ms(bench_lat *const *bufs, int nb) {
+  uint64_t seen = 0, max = 0;
+  for (int i = 0; i < nb; i++) {
+    seen += bufs[i]->seen;
+    if (bufs[i]->max > max)
+      max = bufs[i]->max;
+  }
+  return seen ? (double)max / 1e6 : NAN;
+}
+
 int bench_lat_merge(bench_lat *const *bufs, int nb, const double *qs, int nq, bench_lat_sum *out) {
   memset(out, 0, sizeof *out);
   for (int k = 0; k < BENCH_LAT_MAXQ; k++)
@@ -315,6 +325,19 @@ void bench_die_usage(const char *fmt, ...) {
   exit(2);
 }
 
+void bench_need_exec(const char *path, const char *fmt, ...) {
+  if (access(path, X_OK) == 0)
+    return;
+  int e = errno;
+  va_list ap;
+  fprintf(stderr, "%s: cannot run %s (%s); ", g_prog, path, strerror(e));
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n");
+  exit(2);
+}
+
 static double parse_seconds(const char *s, const char *opt, double min) {
   char *end;
   double v = strtod(s, &end);
@@ -327,6 +350,8 @@ void bench_cli_parse(bench_cli *c, int argc, char **argv, bench_take_fn take, vo
   int set_sec = 0, set_warm = 0, set_rounds = 0;
   g_prog = c->prog;
   g_usage = c->usage;
+  c->argc = argc;
+  c->argv = argv;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -643,6 +668,15 @@ void *bench_xcalloc(size_t n, size_t size) {
 void bench_print_end(const char *what, int64_t errors, int64_t t_begin) {
   printf("\nerrors, %s: %lld%s\n", what, (long long)errors, errors ? " (FAILED)" : "");
   printf("elapsed: %.1f s\n", (double)(bench_now_ns() - t_begin) / 1e9);
+}
+
+int bench_finish(const char *what, int64_t errors, int64_t t_begin, int own_dir, const char *db_dir) {
+  if (own_dir)
+    rmdir(db_dir);
+  if (errors < 0)
+    return 1;
+  bench_print_end(what, errors, t_begin);
+  return errors ? 1 : 0;
 }
 
 /* ---- SQLite ------------------------------------------------------------------------------------ */

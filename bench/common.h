@@ -112,6 +112,8 @@ typedef struct bench_lat_sum {
 /* Merge bufs[0..nb) and take the quantiles qs[0..nq) (nq <= BENCH_LAT_MAXQ).
  * 0, or -1 when out of memory (then q[] is NAN, the counts are right). */
 int bench_lat_merge(bench_lat *const *bufs, int nb, const double *qs, int nq, bench_lat_sum *out);
+/* The largest value bufs[0..nb) saw, in ms; NAN when they saw none. */
+double bench_lat_max_ms(bench_lat *const *bufs, int nb);
 
 /* ---- over rounds ---------------------------------------------------------------- */
 
@@ -176,6 +178,8 @@ typedef struct bench_cli {
   double seconds, warmup;
   int rounds;
   const char *db_dir, *results; /* NULL when not given */
+  int argc;                     /* the command line, for the header (bench_print_intro) */
+  char **argv;
 } bench_cli;
 
 /* take(ctx, option, value): 1 when it is the program's, 0 when unknown. */
@@ -184,6 +188,9 @@ void bench_cli_parse(bench_cli *c, int argc, char **argv, bench_take_fn take, vo
 
 /* "PROG: " fmt, the usage, exit 2. */
 void bench_die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A program the run starts (the server under test): when path cannot be
+ * executed, "PROG: cannot run PATH (why); " fmt (how to get it) and exit 2. */
+void bench_need_exec(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A comma list of whole numbers lo..hi into out[0..max); how many (>= 1).
  * `what` names one in the messages: "producer" -> "producer counts are
@@ -237,6 +244,10 @@ void bench_print_arms_results(const char *const *arms, const int *on, int n, con
 void *bench_xcalloc(size_t n, size_t size);
 /* "\nerrors, WHAT: N[ (FAILED)]\nelapsed: S s\n" */
 void bench_print_end(const char *what, int64_t errors, int64_t t_begin);
+/* main's last lines: the temporary --db-dir removed (own_dir: bench_db_dir
+ * made it), then bench_print_end unless errors < 0 (the harness could not
+ * start: bench_harness_main said so). The exit status: 1 when any error. */
+int bench_finish(const char *what, int64_t errors, int64_t t_begin, int own_dir, const char *db_dir);
 
 /* ---- SQLite ---------------------------------------------------------------------------------- */
 
@@ -291,6 +302,16 @@ typedef struct bench_cpu_slots {
   int us_server; /* CPU µs per command answered in the window */
   int us_client;
 } bench_cpu_slots;
+
+/* The results' names (bench/harness.h's bench_metric, no role) of the
+ * metrics at slots server, thread0 .. thread0 + BENCH_T_OTHER and client, in
+ * that order: PREFIX "cpu", PREFIX "cpu_loop" .. PREFIX "cpu_other",
+ * "client_cpu". For a METRICS[] whose slots stand in that order. */
+#define BENCH_CPU_METRIC_NAMES(prefix)                                                        \
+  {.key = prefix "cpu"}, {.key = prefix "cpu_loop"}, {.key = prefix "cpu_writer"},            \
+      {.key = prefix "cpu_waker"}, {.key = prefix "cpu_ckpt"}, {.key = prefix "cpu_other"}, { \
+    .key = "client_cpu"                                                                       \
+  }
 
 /* The CPU between two snapshots, with `commands` answered in a window of
  * `seconds`; slots without data stay as they are. */

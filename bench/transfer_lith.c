@@ -37,3 +37,10 @@ int bench_lith_do(lith *db, lith_command fn, void *arg, int64_t ws, int64_t we, 
   }
   return LITH_OK;
 }
+
+bench_pragmas bench_lith_pragmas(int sync) {
+  lith_options d;
+  lith_options_default(&d);
+  bench_pragmas p = {sync == LITH_SYNC_FULL, d.cache_size_kib, (long long)d.mmap_size, d.foreign_keys};
+  return p;
+}

@@ -1,7 +1,7 @@
 /*
- * bench/transfer_lith.h — the transfer (transfer.h) as a lith command, and a
- * producer's timed lith_do, for the programs that link liblith: bench/writer,
- * bench/shards, bench/growth.
+ * bench/transfer_lith.h — the transfer (transfer.h) as a lith command, a
+ * producer's timed lith_do and lith's pragmas, for the programs that link
+ * liblith: bench/writer, bench/shards, bench/growth.
  *
  * Apart from transfer.h because that one is SQLite only (bench/lithd and
  * bench/kanban_http do not link liblith).
@@ -17,6 +17,10 @@
  * low), debits, credits, appends the ledger row, bumps the owner's topic and
  * lith_tx_touch(owner). */
 int bench_transfer_cmd(lith_tx *tx, void *arg);
+
+/* The pragmas lith gives its writer (lith_options_default's) with synchronous
+ * FULL or NORMAL (LITH_SYNC_*), for the plain connections beside it. */
+bench_pragmas bench_lith_pragmas(int sync);
 
 /* One producer's calls, as bench_lith_do counts them. */
 typedef struct bench_calls {
