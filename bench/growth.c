@@ -89,7 +89,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,10 +228,9 @@ typedef struct producer {
   int started;
   uint64_t rng;
   int64_t seq;
-  int64_t ok, errors;
-  int64_t win_ok; /* OK commands completed inside the window */
+  bench_calls n;  /* calls answered, failed, in the window, their latency */
   int64_t ws, we; /* the window, for the wal hook */
-  bench_lat call, tx;
+  bench_lat tx;
   uint64_t commits, commit_ns; /* perconn: COMMIT statements in the window */
   uint64_t ckpts, ckpt_ns;     /* perconn: checkpoints that ended in the window */
   uint64_t ckpt_in_ns;         /* perconn: checkpointing inside the window */
@@ -251,23 +249,7 @@ struct run {
   bench_cell *cell; /* its m[] and errors: the result */
 };
 
-/* The producers report from their threads: one at a time, since
- * bench_cell_error counts its messages and formats the cell's labels
- * without a lock. */
-static pthread_mutex_t error_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void report_error(run *r, const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&error_mu);
-  bench_cell_error(r->cell, "%s", buf);
-  pthread_mutex_unlock(&error_mu);
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
 /* What lith gives its writer, with this run's synchronous, cache and mmap. */
 static bench_pragmas pragmas(int sync, int cache_kib, int mmap_mb) {
@@ -315,21 +297,11 @@ static void *lith_producer(void *arg) {
       fn = item_cmd;
       a = &it;
     }
-    int64_t t0 = bench_now_ns();
-    if (t0 >= we)
+    if (bench_now_ns() >= we)
       break;
-    int rc = lith_do(r->db, fn, a);
-    int64_t t1 = bench_now_ns();
-    if (rc == LITH_OK) {
-      pr->ok++;
-      if (t1 >= ws && t1 < we) {
-        pr->win_ok++;
-        bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
-      }
-    } else {
-      pr->errors++;
+    int rc = bench_lith_do(r->db, fn, a, ws, we, &pr->n);
+    if (rc != LITH_OK)
       report_error(r, "lith_do: %s: %s", lith_errstr(rc), lith_errmsg(r->db));
-    }
   }
   return NULL;
 }
@@ -402,7 +374,7 @@ static void *conn_producer(void *arg) {
   int64_t ws, we;
   int ready = conn_open(pr) == 0;
   if (!ready) {
-    pr->errors++;
+    pr->n.errors++;
     report_error(r, "producer %d: cannot open its connection: %s", pr->id,
                  pr->conn ? sqlite3_errmsg(pr->conn) : "open failed");
   }
@@ -425,16 +397,16 @@ static void *conn_producer(void *arg) {
     if (rc != SQLITE_OK && !sqlite3_get_autocommit(pr->conn))
       bench_step(pr->st.rollback);
     if (rc == SQLITE_OK) {
-      pr->ok++;
+      pr->n.ok++;
       if (t1 >= ws && t1 < we) {
-        pr->win_ok++;
-        bench_lat_add(&pr->call, (uint64_t)(t1 - t0));
+        pr->n.win_ok++;
+        bench_lat_add(&pr->n.lat, (uint64_t)(t1 - t0));
         bench_lat_add(&pr->tx, (uint64_t)(t1 - tl));
         pr->commits++;
         pr->commit_ns += (uint64_t)(t1 - tc);
       }
     } else {
-      pr->errors++;
+      pr->n.errors++;
       if (rc == BENCH_REFUSED)
         report_error(r, "transfer refused: insufficient funds");
       else
@@ -547,20 +519,12 @@ static int64_t check_after(run *r, const before *b, const int64_t *ok) {
 
 /* ---- the arms ------------------------------------------------------------------------------ */
 
-static const double QS[2] = {0.50, 0.99};
-
-static void merge(bench_lat *const *bufs, int nb, bench_lat_sum *s) {
-  if (bench_lat_merge(bufs, nb, QS, 2, s) != 0)
-    fprintf(stderr, "growth: out of memory merging latencies\n");
-}
-
-/* The producers' buffers of one kind (call, tx) merged. */
-static void merge_prod(run *r, int tx, bench_lat_sum *s) {
+/* The producers' buffers of one kind (call, tx), in an array to free. */
+static bench_lat **prod_bufs(run *r, int tx) {
   bench_lat **bufs = bench_xcalloc((size_t)r->P, sizeof *bufs);
   for (int i = 0; i < r->P; i++)
-    bufs[i] = tx ? &r->prod[i].tx : &r->prod[i].call;
-  merge(bufs, r->P, s);
-  free(bufs);
+    bufs[i] = tx ? &r->prod[i].tx : &r->prod[i].n.lat;
+  return bufs;
 }
 
 static void producers_init(run *r) {
@@ -572,7 +536,7 @@ static void producers_init(run *r) {
     pr->id = i;
     pr->rng =
         bench_rng_seed((uint64_t)i, (uint64_t)r->round * 1000 + (uint64_t)r->arm * 10 + (uint64_t)r->wl);
-    if (bench_lat_init(&pr->call, cap, cap, pr->rng ^ 1) ||
+    if (bench_lat_init(&pr->n.lat, cap, cap, pr->rng ^ 1) ||
         (r->arm == ARM_CONN && bench_lat_init(&pr->tx, cap, cap, pr->rng ^ 2))) {
       fprintf(stderr, "growth: out of memory for latency buffers\n");
       exit(1);
@@ -629,8 +593,8 @@ static void run_arm(run *r, bench_cell *res) {
   uint64_t commands = 0, commits = 0, commit_ns = 0, ckpts = 0, ckpt_ns = 0, ckpt_in_ns = 0;
   for (int i = 0; i < r->P; i++) {
     const producer *pr = &r->prod[i];
-    res->errors += pr->errors;
-    commands += (uint64_t)pr->win_ok;
+    res->errors += pr->n.errors;
+    commands += (uint64_t)pr->n.win_ok;
     commits += pr->commits;
     commit_ns += pr->commit_ns;
     ckpts += pr->ckpts;
@@ -639,12 +603,10 @@ static void run_arm(run *r, bench_cell *res) {
   }
   res->m[M_COMMANDS] = (double)commands;
   res->m[M_CMDS_S] = (double)commands / window_s;
-  bench_lat_sum cs;
-  merge_prod(r, 0, &cs);
-  res->m[M_CALL_P50] = cs.q[0] / 1e6;
-  res->m[M_CALL_P99] = cs.q[1] / 1e6;
-  res->m[M_CALL_MAX] = cs.count ? (double)cs.max / 1e6 : NAN;
-  res->sampled |= cs.sampled;
+  bench_lat **bufs = prod_bufs(r, 0);
+  bench_cell_latency(res, bufs, r->P, M_CALL_P50, M_CALL_P99, -1);
+  res->m[M_CALL_MAX] = bench_lat_max_ms(bufs, r->P);
+  free(bufs);
   if (r->db) {
     uint64_t cmds = s1.commands - s0.commands, batches = s1.batches - s0.batches;
     ckpts = s1.checkpoints - s0.checkpoints;
@@ -662,8 +624,12 @@ static void run_arm(run *r, bench_cell *res) {
       res->errors++;
     }
   } else {
+    static const double QS[2] = {0.50, 0.99};
     bench_lat_sum ts;
-    merge_prod(r, 1, &ts);
+    bufs = prod_bufs(r, 1);
+    if (bench_lat_merge(bufs, r->P, QS, 2, &ts) != 0)
+      fprintf(stderr, "growth: out of memory merging latencies\n");
+    free(bufs);
     res->m[M_CMDS_TX] = ts.count ? (double)commands / (double)ts.count : NAN;
     res->m[M_TX_P50] = ts.q[0] / 1e6;
     res->m[M_TX_P99] = ts.q[1] / 1e6;
@@ -836,11 +802,11 @@ static void run_cell(bench_cell *cell) {
     if (r.prod) {
       int64_t *ok = bench_xcalloc((size_t)r.P, sizeof *ok);
       for (int i = 0; i < r.P; i++)
-        ok[i] = r.prod[i].ok;
+        ok[i] = r.prod[i].n.ok;
       cell->errors += check_after(&r, &bf, ok);
       free(ok);
       for (int i = 0; i < r.P; i++) {
-        bench_lat_free(&r.prod[i].call);
+        bench_lat_free(&r.prod[i].n.lat);
         bench_lat_free(&r.prod[i].tx);
       }
       free(r.prod);
@@ -1198,12 +1164,6 @@ int main(int argc, char **argv) {
                      .workload = "growth",
                      .arms = ARM_NAME,
                      .narms = NARMS,
-                     .dims = {{.key = "workload", .label = wl_name},
-                              {.key = "step_mb"},
-                              {.key = "cache_kib"},
-                              {.key = "mmap_mb"},
-                              {.key = "producers", .n = 1},
-                              {.key = "sync", .label = sync_name}},
                      .ndims = NDIM,
                      .dim_n = BENCH_NONE,
                      .dim_sync = D_SYNC,
@@ -1212,17 +1172,12 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = &b,
                      .cli = &c->cli};
-  plan.dims[D_WL].n = c->nwl;
-  memcpy(plan.dims[D_WL].v, c->wl, sizeof c->wl);
-  plan.dims[D_STEP].n = c->nsteps;
-  memcpy(plan.dims[D_STEP].v, c->steps, (size_t)c->nsteps * sizeof c->steps[0]);
-  plan.dims[D_CACHE].n = c->ncache;
-  memcpy(plan.dims[D_CACHE].v, c->cache, sizeof c->cache);
-  plan.dims[D_MMAP].n = c->nmmap;
-  memcpy(plan.dims[D_MMAP].v, c->mmap, sizeof c->mmap);
-  plan.dims[D_PRODUCERS].v[0] = c->producers;
-  plan.dims[D_SYNC].n = c->nsync;
-  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
+  bench_plan_dim(&plan, D_WL, "workload", wl_name, c->wl, c->nwl);
+  bench_plan_dim(&plan, D_STEP, "step_mb", NULL, c->steps, c->nsteps);
+  bench_plan_dim(&plan, D_CACHE, "cache_kib", NULL, c->cache, c->ncache);
+  bench_plan_dim(&plan, D_MMAP, "mmap_mb", NULL, c->mmap, c->nmmap);
+  bench_plan_dim(&plan, D_PRODUCERS, "producers", NULL, &c->producers, 1);
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, c->sync, c->nsync);
   b.h = bench_harness_create(&plan);
   if (!b.h)
     return 1;
@@ -1234,9 +1189,5 @@ int main(int argc, char **argv) {
   print_tables(&b);
   int64_t errors = b.errors + bench_harness_total_errors(b.h);
   bench_harness_destroy(b.h);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-
-  bench_print_end("all arms", errors, t_begin);
-  return errors ? 1 : 0;
+  return bench_finish("all arms", errors, t_begin, own_dir, c->cli.db_dir);
 }

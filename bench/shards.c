@@ -71,8 +71,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,41 +179,17 @@ struct run {
   lith *db[MAX_FILES];
   int64_t ws, we; /* the window; set before any producer starts */
   producer *prod;
-  _Atomic int msgs; /* error messages asked for */
-  pthread_mutex_t err_mu;
   bench_cell *cell; /* the harness's run: its m[], errors */
 };
 
-/* bench_cell_error from any producer thread: the harness's counter is not
- * atomic, so the calls take turns; past its five, none is formatted. */
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_error(run *r, const char *fmt, ...) {
-  if (atomic_fetch_add(&r->msgs, 1) >= 5)
-    return;
-  char buf[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&r->err_mu);
-  bench_cell_error(r->cell, "%s", buf);
-  pthread_mutex_unlock(&r->err_mu);
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
-static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
-
-/* The pragmas lith gives its writer, for seeding and checking. */
-static bench_pragmas pragmas(int sync) {
-  lith_options d;
-  lith_options_default(&d);
-  bench_pragmas p = {sync == LITH_SYNC_FULL, d.cache_size_kib, (long long)d.mmap_size, d.foreign_keys};
-  return p;
-}
+static void say_error(void *ctx, const char *msg) { report_error((run *)ctx, "%s", msg); }
 
 /* After the run, each file on its own: ok[p] (answered OK to owner p) for
  * the owners of that file, 0 for the others. The number of mismatches. */
 static int64_t check_files(run *r, const int64_t *ok) {
-  bench_pragmas p = pragmas(LITH_SYNC_NORMAL);
+  bench_pragmas p = bench_lith_pragmas(LITH_SYNC_NORMAL);
   int64_t bad = 0, *mine = bench_xcalloc((size_t)r->P, sizeof *mine);
   for (int f = 0; f < r->N; f++) {
     for (int o = 0; o < r->P; o++)
@@ -224,18 +198,6 @@ static int64_t check_files(run *r, const int64_t *ok) {
   }
   free(mine);
   return bad;
-}
-
-static void fill_latency(run *r, bench_cell *res, bench_lat *const *bufs, int nb) {
-  static const double QS[2] = {0.50, 0.99};
-  bench_lat_sum s;
-  if (bench_lat_merge(bufs, nb, QS, 2, &s) != 0) {
-    report_error(r, "out of memory merging latencies");
-    res->errors++;
-    return;
-  }
-  res->m[M_P50] = s.q[0] / 1e6;
-  res->m[M_P99] = s.q[1] / 1e6;
 }
 
 /* CPU per kind of thread of process `pid` between the two snapshots;
@@ -366,7 +328,7 @@ static void arm_lib(run *r, bench_cell *res) {
   res->m[M_COMMANDS] = (double)commands;
   res->m[M_CMDS_S] = (double)commands / cfg->cli.seconds;
   fill_writers(res, s0, s1, r->N, (double)(sn[1].t - sn[0].t));
-  fill_latency(r, res, bufs, P);
+  bench_cell_latency(res, bufs, P, M_P50, M_P99, -1);
   fill_cpu(res, sn, 0);
 out:
   for (int f = 0; f < r->N; f++) {
@@ -432,7 +394,7 @@ static void arm_lithd(run *r, bench_cell *res) {
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
     res->m[M_CMDS_TX] = bench_th_cmds_per_tx(&cl);
     bench_lat *bufs[1] = {&cl.lat};
-    fill_latency(r, res, bufs, 1);
+    bench_cell_latency(res, bufs, 1, M_P50, M_P99, -1);
     fill_cpu(res, sn, 1);
     res->errors += check_files(r, ok);
   }
@@ -530,7 +492,7 @@ static void arm_fsync(run *r, bench_cell *res) {
     res->m[M_COMMIT_MS] = sync_ns / (double)syncs / 1e6;
     res->m[M_IN_COMMIT] = sync_ns / (cfg->cli.seconds * 1e9);
   }
-  fill_latency(r, res, bufs, n);
+  bench_cell_latency(res, bufs, n, M_P50, M_P99, -1);
 out:
   for (int i = 0; i < n; i++) {
     if (t[i].fd >= 0)
@@ -551,8 +513,7 @@ static void run_cell(bench_cell *cell) {
            .N = cell->val[D_FILES],
            .round = cell->round,
            .cell = cell};
-  pthread_mutex_init(&r.err_mu, NULL);
-  bench_pragmas p = pragmas(LITH_SYNC_NORMAL);
+  bench_pragmas p = bench_lith_pragmas(LITH_SYNC_NORMAL);
   int seeded = 1;
   for (int f = 0; f < r.N; f++) {
     snprintf(r.path[f], sizeof r.path[f], "%s/%s-%s-p%d-n%d-r%d-s%d.db", c->cli.db_dir, ARM_NAME[arm],
@@ -570,7 +531,6 @@ static void run_cell(bench_cell *cell) {
     arm_lib(&r, cell);
   for (int f = 0; f < r.N; f++)
     bench_remove_db(r.path[f]);
-  pthread_mutex_destroy(&r.err_mu);
 
   /* N files over the same arm's one file in this round: the file counts run
    * in ascending order, so one file has run (one file over itself: 1) */
@@ -594,18 +554,10 @@ static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 1)
 static void fmt_pct(char *buf, size_t n, double cpus) { bench_fmt(buf, n, "%.0f%%", cpus * 100); }
 static void fmt_2(char *buf, size_t n, double v) { bench_fmt(buf, n, "%.2f", v); }
 
-/* The ÷1 file column: the median of the rounds' ratios and their range. */
-static void fmt_ratio(char *buf, size_t n, bench_agg rt) {
-  if (rt.n)
-    snprintf(buf, n, "%.2f× (%.2f–%.2f)", rt.med, rt.lo, rt.hi);
-  else
-    snprintf(buf, n, "–");
-}
-
 static void table_row(const bench_harness *h, const config *c, int arm, const int *idx) {
   bench_agg cs = bench_harness_agg(h, arm, idx, M_CMDS_S);
   char ratio[64], v[6][32];
-  fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, arm, idx, M_RATIO));
+  bench_fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, arm, idx, M_RATIO));
   bench_fmt(v[0], sizeof v[0], "%.1f", bench_harness_agg(h, arm, idx, M_CMDS_TX).med);
   fmt_ms(v[1], sizeof v[1], bench_harness_agg(h, arm, idx, M_TX_MS).med);
   fmt_ms(v[2], sizeof v[2], bench_harness_agg(h, arm, idx, M_COMMIT_MS).med);
@@ -647,7 +599,7 @@ static void print_disk(const bench_harness *h, const config *c) {
     int idx[NDIM] = {0, 0, fi};
     bench_agg cs = bench_harness_agg(h, ARM_FSYNC, idx, M_CMDS_S);
     char v[4][32], ratio[64];
-    fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, ARM_FSYNC, idx, M_RATIO));
+    bench_fmt_ratio(ratio, sizeof ratio, bench_harness_agg(h, ARM_FSYNC, idx, M_RATIO));
     fmt_ms(v[0], sizeof v[0], bench_harness_agg(h, ARM_FSYNC, idx, M_COMMIT_MS).med);
     fmt_ms(v[1], sizeof v[1], bench_harness_agg(h, ARM_FSYNC, idx, M_P50).med);
     fmt_ms(v[2], sizeof v[2], bench_harness_agg(h, ARM_FSYNC, idx, M_P99).med);
@@ -789,10 +741,11 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *results) {
+static void print_header(void *ctx, const char *results) {
+  const config *c = ctx;
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lith shards benchmark", argc, argv, 1);
+  bench_print_intro("lith shards benchmark", c->cli.argc, c->cli.argv, 1);
   printf("machine: nproc %ld (usable %d), CPU %s, kernel %s\n", m.nproc, m.usable, m.cpu, m.kernel);
   printf("SQLite %s, lith %s (checkpoint WRITER)\n", sqlite3_libversion(), LITH_VERSION);
   printf("databases: %s (%s)\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir));
@@ -817,6 +770,11 @@ static void print_header(const config *c, int argc, char **argv, const char *res
   bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
 }
 
+static void print_all(const bench_harness *h, void *ctx) {
+  print_tables(h, ctx);
+  print_claims(h, ctx);
+}
+
 int main(int argc, char **argv) {
   config cfg, *c = &cfg;
   char tmpdir[] = "/tmp/lith-bench-shards-XXXXXX";
@@ -824,18 +782,14 @@ int main(int argc, char **argv) {
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
 
-  if (c->arms[ARM_LITHD] && access(c->lithd, X_OK) != 0) {
-    fprintf(stderr, "shards: cannot run %s (%s); build it (make) or pass --lithd PATH, or --arms lib,fsync\n",
-            c->lithd, strerror(errno));
-    return 2;
-  }
+  if (c->arms[ARM_LITHD])
+    bench_need_exec(c->lithd, "build it (make) or pass --lithd PATH, or --arms lib,fsync");
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
   bench_plan plan = {.program = "shards",
                      .workload = "transfer",
                      .arms = ARM_NAME,
                      .narms = NARMS,
                      .arm_on = c->arms,
-                     .dims = {{.key = "sync", .label = sync_name}, {.key = "producers"}, {.key = "files"}},
                      .ndims = NDIM,
                      .dim_n = D_PRODUCERS,
                      .dim_sync = D_SYNC,
@@ -845,27 +799,10 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = c,
                      .cli = &c->cli};
-  plan.dims[D_SYNC].n = c->nsync;
-  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
-  plan.dims[D_PRODUCERS].n = c->nproducers;
-  memcpy(plan.dims[D_PRODUCERS].v, c->producers, sizeof c->producers);
-  plan.dims[D_FILES].n = c->nfiles;
-  memcpy(plan.dims[D_FILES].v, c->files, sizeof c->files);
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(c, argc, argv, bench_harness_path(h));
-
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, c->sync, c->nsync);
+  bench_plan_dim(&plan, D_PRODUCERS, "producers", NULL, c->producers, c->nproducers);
+  bench_plan_dim(&plan, D_FILES, "files", NULL, c->files, c->nfiles);
   /* Round r runs every cell before round r+1, the arms innermost. */
-  bench_harness_run_all(h);
-
-  print_tables(h, c);
-  print_claims(h, c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-
-  bench_print_end("all cells", errors, t_begin);
-  return errors ? 1 : 0;
+  int64_t errors = bench_harness_main(&plan, print_header, print_all);
+  return bench_finish("all cells", errors, t_begin, own_dir, c->cli.db_dir);
 }

@@ -107,8 +107,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,53 +242,29 @@ struct run {
   pthread_mutex_t conn_mu;
   producer *prod;
   int inflight;     /* async: requests submitted and not yet done (under mu) */
-  _Atomic int msgs; /* error messages asked for */
-  pthread_mutex_t err_mu;
   bench_cell *cell; /* the harness's run: its m[], errors, sampled */
   uint64_t topics_reported;
 };
 
-/* bench_cell_error from any producer thread: the harness's counter is not
- * atomic, so the calls take turns; past its five, none is formatted. */
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_error(run *r, const char *fmt, ...) {
-  if (atomic_fetch_add(&r->msgs, 1) >= 5)
-    return;
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&r->err_mu);
-  bench_cell_error(r->cell, "%s", buf);
-  pthread_mutex_unlock(&r->err_mu);
-}
-
-/* The pragmas lith gives its writer, for the plain connections. */
-static bench_pragmas pragmas(int sync) {
-  lith_options d;
-  lith_options_default(&d);
-  bench_pragmas p = {sync == LITH_SYNC_FULL, d.cache_size_kib, (long long)d.mmap_size, d.foreign_keys};
-  return p;
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
 static int open_plain(const char *path, int sync, int busy_ms, sqlite3 **out) {
-  bench_pragmas p = pragmas(sync);
+  bench_pragmas p = bench_lith_pragmas(sync);
   return bench_open_plain(path, &p, busy_ms, out);
 }
 
 /* A fresh database for P producers (bench_transfer_create). */
 static int create_db(const char *path, int P) {
-  bench_pragmas p = pragmas(LITH_SYNC_NORMAL);
+  bench_pragmas p = bench_lith_pragmas(LITH_SYNC_NORMAL);
   return bench_transfer_create(path, P, &p);
 }
 
-static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
+static void say_error(void *ctx, const char *msg) { report_error((run *)ctx, "%s", msg); }
 
 /* Check the database after an arm; returns the number of mismatches. `ok` has
  * P entries: commands answered OK per producer. */
 static int64_t verify_db(run *r, const int64_t *ok) {
-  bench_pragmas p = pragmas(LITH_SYNC_NORMAL);
+  bench_pragmas p = bench_lith_pragmas(LITH_SYNC_NORMAL);
   return bench_transfer_check(r->path, r->P, ok, &p, "producer", say_error, r);
 }
 
@@ -447,31 +421,22 @@ static void on_commit(void *ctx, const int64_t *topics, int n) {
 
 /* ---- the arms ---------------------------------------------------------------------- */
 
-static const double QS[3] = {0.50, 0.99, 0.999};
-
-static void merge(bench_lat *const *bufs, int nb, bench_lat_sum *s) {
-  if (bench_lat_merge(bufs, nb, QS, 3, s) != 0)
-    fprintf(stderr, "writer: out of memory merging latencies\n");
-}
-
 static void fill_call(bench_cell *res, producer *prod, int P) {
   bench_lat **bufs = malloc((size_t)P * sizeof *bufs);
   if (!bufs)
     return;
   for (int i = 0; i < P; i++)
     bufs[i] = &prod[i].n.lat;
-  bench_lat_sum s;
-  merge(bufs, P, &s);
-  res->m[M_CALL_P50] = s.q[0] / 1e6;
-  res->m[M_CALL_P99] = s.q[1] / 1e6;
-  res->m[M_CALL_MAX] = s.count ? (double)s.max / 1e6 : NAN;
-  res->sampled |= s.sampled;
+  bench_cell_latency(res, bufs, P, M_CALL_P50, M_CALL_P99, -1);
+  res->m[M_CALL_MAX] = bench_lat_max_ms(bufs, P);
   free(bufs);
 }
 
 static void fill_tx(bench_cell *res, bench_lat *const *bufs, int nb) {
+  static const double QS[3] = {0.50, 0.99, 0.999};
   bench_lat_sum s;
-  merge(bufs, nb, &s);
+  if (bench_lat_merge(bufs, nb, QS, 3, &s) != 0)
+    fprintf(stderr, "writer: out of memory merging latencies\n");
   res->m[M_TXS] = (double)s.count;
   res->m[M_TX_MS] = s.count ? (double)s.sum / (double)s.count / 1e6 : NAN;
   res->m[M_TX_P99] = s.q[1] / 1e6;
@@ -782,7 +747,6 @@ static void run_cell(bench_cell *cell) {
   pthread_mutex_init(&r.mu, NULL);
   pthread_cond_init(&r.cv, NULL);
   pthread_mutex_init(&r.conn_mu, NULL);
-  pthread_mutex_init(&r.err_mu, NULL);
   /* an arm that ignores the checkpoint runs with SQLite's autocheckpoint */
   snprintf(r.path, sizeof r.path, "%s/%s-%s-p%d-%s-r%d.db", c->cli.db_dir, ARM_NAME[arm], sync_name(r.sync),
            r.P, per_ckpt(arm) ? ckpt_name(r.ckpt) : "sqlite", r.round + 1);
@@ -813,7 +777,6 @@ static void run_cell(bench_cell *cell) {
   pthread_mutex_destroy(&r.mu);
   pthread_cond_destroy(&r.cv);
   pthread_mutex_destroy(&r.conn_mu);
-  pthread_mutex_destroy(&r.err_mu);
 }
 
 /* ---- the tables ------------------------------------------------------------------------ */
@@ -1074,10 +1037,11 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *results) {
+static void print_header(void *ctx, const char *results) {
+  const config *c = ctx;
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lith writer benchmark", argc, argv, 0);
+  bench_print_intro("lith writer benchmark", c->cli.argc, c->cli.argv, 0);
   printf("machine: nproc %ld (usable %d%s%s), CPU %s, kernel %s\n", m.nproc, m.usable,
          c->pin ? ", pinned to " : "", c->pin ? c->pin : "", m.cpu, m.kernel);
   printf("SQLite %s (%s), lith %s\n", sqlite3_libversion(), sqlite3_sourceid(), LITH_VERSION);
@@ -1089,6 +1053,13 @@ static void print_header(const config *c, int argc, char **argv, const char *res
   printf("; checkpoint");
   bench_print_named(c->ckpt, c->nckpt, ckpt_name);
   bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
+}
+
+/* The tables, the writer's cycle and the targets, read from the harness. */
+static void print_all(const bench_harness *h, void *ctx) {
+  print_tables(h, ctx);
+  print_writer_cycle(h, ctx);
+  print_targets(h, ctx);
 }
 
 int main(int argc, char **argv) {
@@ -1114,9 +1085,6 @@ int main(int argc, char **argv) {
                      .arms = ARM_NAME,
                      .narms = NARMS,
                      .arm_on = c->arms,
-                     .dims = {{.key = "sync", .label = sync_name},
-                              {.key = "producers"},
-                              {.key = "checkpoint", .label = ckpt_name}},
                      .ndims = NDIM,
                      .dim_n = D_PRODUCERS,
                      .dim_sync = D_SYNC,
@@ -1126,29 +1094,11 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = c,
                      .cli = &c->cli};
-  plan.dims[D_SYNC].n = c->nsync;
-  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
-  plan.dims[D_PRODUCERS].n = c->nproducers;
-  memcpy(plan.dims[D_PRODUCERS].v, c->producers, sizeof c->producers);
-  plan.dims[D_CKPT].n = c->nckpt;
-  memcpy(plan.dims[D_CKPT].v, c->ckpt, sizeof c->ckpt);
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(c, argc, argv, bench_harness_path(h));
-
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, c->sync, c->nsync);
+  bench_plan_dim(&plan, D_PRODUCERS, "producers", NULL, c->producers, c->nproducers);
+  bench_plan_dim(&plan, D_CKPT, "checkpoint", ckpt_name, c->ckpt, c->nckpt);
   /* Round r runs every arm of every cell before round r+1; within a cell the
    * writer first, then the ceiling that takes its batch. */
-  bench_harness_run_all(h);
-
-  print_tables(h, c);
-  print_writer_cycle(h, c);
-  print_targets(h, c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-
-  bench_print_end("all arms", errors, t_begin);
-  return errors ? 1 : 0;
+  int64_t errors = bench_harness_main(&plan, print_header, print_all);
+  return bench_finish("all arms", errors, t_begin, own_dir, c->cli.db_dir);
 }
