@@ -85,7 +85,6 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,28 +204,17 @@ struct run {
   const config *cfg;
   const cluster *cl;
   int arm, N, round;
-  char name[64];        /* the dqlite database */
-  char path[1100];      /* lithd-file's database; the check's copy */
-  int64_t ws, we;       /* the window */
-  worker *wk;           /* N */
-  lith__dqw *w;         /* the writer arm's */
-  bench_cell *cell;     /* its m[] and errors: the result */
-  pthread_mutex_t lock; /* the workers report errors: bench_cell_error is one thread's */
+  char name[64];    /* the dqlite database */
+  char path[1100];  /* lithd-file's database; the check's copy */
+  int64_t ws, we;   /* the window */
+  worker *wk;       /* N */
+  lith__dqw *w;     /* the writer arm's */
+  bench_cell *cell; /* its m[] and errors: the result */
 };
 
-static void report_error(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report_error(run *r, const char *fmt, ...) {
-  char buf[600];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&r->lock);
-  bench_cell_error(r->cell, "%s", buf);
-  pthread_mutex_unlock(&r->lock);
-}
+#define report_error(r, ...) bench_cell_error((r)->cell, __VA_ARGS__)
 
-static void say_error(void *ctx, const char *msg) { report_error(ctx, "%s", msg); }
+static void say_error(void *ctx, const char *msg) { report_error((run *)ctx, "%s", msg); }
 
 static bench_pragmas pragmas_full(void) {
   bench_pragmas p = {1, 16384, 0, 1};
@@ -604,21 +592,6 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-/* p50 and p99 of the commands answered in the window, from every buffer. */
-static void fill_latency(run *r, bench_lat *const *bufs, int nb) {
-  static const double QS[2] = {0.50, 0.99};
-  bench_lat_sum s;
-  bench_cell *res = r->cell;
-  if (bench_lat_merge(bufs, nb, QS, 2, &s) == 0) {
-    res->m[M_P50] = s.q[0] / 1e6;
-    res->m[M_P99] = s.q[1] / 1e6;
-    res->sampled |= s.sampled;
-  } else {
-    report_error(r, "out of memory merging latencies");
-    res->errors++;
-  }
-}
-
 /* N threads running fn until the window's end; ok[i] what thread i was
  * answered OK. */
 static void arm_threads(run *r, bench_cell *res, void *(*fn)(void *), int64_t *ok) {
@@ -667,7 +640,7 @@ static void arm_threads(run *r, bench_cell *res, void *(*fn)(void *), int64_t *o
   res->m[M_CMDS_S] = (double)win_ok / cfg->cli.seconds;
   if (all_ok && fn == direct_main)
     res->m[M_RETRY_CMD] = (double)retries / (double)all_ok;
-  fill_latency(r, bufs, r->N);
+  bench_cell_latency(r->cell, bufs, r->N, M_P50, M_P99, -1);
   for (int i = 0; i < r->N; i++)
     bench_lat_free(&r->wk[i].lat);
   free(r->wk);
@@ -745,7 +718,7 @@ static void arm_http(run *r, bench_cell *res, int64_t *ok) {
     if (nstats)
       res->m[M_TX_CMD] = 1.0 / bench_th_cmds_per_tx(&cl);
     bench_lat *bufs[1] = {&cl.lat};
-    fill_latency(r, bufs, 1);
+    bench_cell_latency(r->cell, bufs, 1, M_P50, M_P99, -1);
   }
   bench_th_free(&cl);
   unlink(log);
@@ -763,7 +736,6 @@ static void run_cell(bench_cell *cell) {
   r->N = cell->val[D_CONNS];
   r->round = cell->round;
   r->cell = cell;
-  pthread_mutex_init(&r->lock, NULL);
   snprintf(r->name, sizeof r->name, "%s-n%d-r%d", ARM_NAME[r->arm], r->N, r->round + 1);
   int64_t *ok = bench_xcalloc((size_t)r->N, sizeof *ok);
   if (r->arm == ARM_LITHD) {
@@ -810,33 +782,18 @@ static void run_cell(bench_cell *cell) {
   }
   cell->m[M_ALL_OK] = (double)sum_of(ok, r->N);
   free(ok);
-  pthread_mutex_destroy(&r->lock);
   free(r);
 }
 
 /* ---- the tables ------------------------------------------------------------------------ */
 
-/* Each round's metric ma of arm a over the same round's mb of arm b, at one
- * cell: their median and range over the rounds where both ran. */
-static bench_agg paired(const bench_harness *h, int rounds, const int *idx, int a, int ma, int b, int mb) {
-  double v[MAX_ROUNDS];
-  for (int r = 0; r < rounds; r++) {
-    double x = bench_harness_value(h, a, idx, r, ma), y = bench_harness_value(h, b, idx, r, mb);
-    v[r] = y > 0 ? x / y : NAN;
-  }
-  return bench_agg_of(v, rounds);
-}
-
+/* The ratios' column: bench_fmt_ratio into buf, returned (a printf argument). */
 static const char *range_x(char *buf, size_t n, bench_agg g) {
-  if (g.n)
-    snprintf(buf, n, "%.2f× (%.2f–%.2f)", g.med, g.lo, g.hi);
-  else
-    snprintf(buf, n, "–");
+  bench_fmt_ratio(buf, n, g);
   return buf;
 }
 
 static void print_tables(const bench_harness *h, const config *c) {
-  int rounds = c->cli.rounds;
   printf("\n| arm | conns | cmd/s median (min–max) | ÷direct median (min–max) | p50 ms | p99 ms | tx (Raft "
          "entries) per cmd | busy retries per cmd | nodes' CPU µs per cmd | round trip ms | COMMIT ms | err "
          "|\n");
@@ -849,7 +806,7 @@ static void print_tables(const bench_harness *h, const config *c) {
       bench_agg cs = bench_harness_agg(h, arm, idx, M_CMDS_S);
       char ratio[64], v[7][32];
       if (arm != ARM_DIRECT)
-        range_x(ratio, sizeof ratio, paired(h, rounds, idx, arm, M_CMDS_S, ARM_DIRECT, M_CMDS_S));
+        range_x(ratio, sizeof ratio, bench_harness_paired(h, idx, arm, M_CMDS_S, ARM_DIRECT, M_CMDS_S));
       else
         snprintf(ratio, sizeof ratio, "–");
       bench_fmt_ms(v[0], sizeof v[0], bench_harness_agg(h, arm, idx, M_P50).med, 1);
@@ -889,7 +846,7 @@ static void print_tables(const bench_harness *h, const config *c) {
       printf("| %s | %d | %s | %s | %s | %s |\n", ARM_NAME[arm], c->conns[ni],
              BENCH_NUM("%.0f", bench_harness_agg(h, arm, idx, M_CMDS_S).med), ms,
              BENCH_NUM("%.0f", bench_harness_agg(h, arm, idx, M_LITTLE).med),
-             range_x(ratio, sizeof ratio, paired(h, rounds, idx, arm, M_CMDS_S, arm, M_LITTLE)));
+             range_x(ratio, sizeof ratio, bench_harness_paired(h, idx, arm, M_CMDS_S, arm, M_LITTLE)));
     }
   printf("\nRaft commit: the mean of %d COMMITs (request to answer) of one-row transactions on the\n"
          "arm's database just before its window, nothing else running; bound: conns over it, the rate if\n"
@@ -904,11 +861,12 @@ static void print_tables(const bench_harness *h, const config *c) {
       c->lithd, c->lithd_base);
   for (int ni = 0; ni < c->nconns; ni++) {
     int idx[NDIM] = {ni, 0};
-    bench_agg g = paired(h, rounds, idx, ARM_LITHDQ, M_CMDS_S, ARM_LITHDQ_BASE, M_CMDS_S);
+    bench_agg g = bench_harness_paired(h, idx, ARM_LITHDQ, M_CMDS_S, ARM_LITHDQ_BASE, M_CMDS_S);
     bench_agg p = bench_harness_agg(h, ARM_LITHDQ, idx, M_P99),
               q = bench_harness_agg(h, ARM_LITHDQ_BASE, idx, M_P99);
+    char ratio[64];
     if (g.n)
-      printf("  %d conns: %.2f× (%.2f–%.2f); p99 %.1f ms against %.1f ms\n", c->conns[ni], g.med, g.lo, g.hi,
+      printf("  %d conns: %s; p99 %.1f ms against %.1f ms\n", c->conns[ni], range_x(ratio, sizeof ratio, g),
              p.med, q.med);
   }
 }
@@ -966,10 +924,10 @@ static int lithd_knows_dqlite(const char *lithd) {
   return found;
 }
 
-static void print_header(const config *c, int argc, char **argv, const char *path) {
+static void print_header(const config *c, const char *path) {
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lith dqlite benchmark", argc, argv, 1);
+  bench_print_intro("lith dqlite benchmark", c->cli.argc, c->cli.argv, 1);
   printf("machine: nproc %ld (usable %d), CPU %s, kernel %s\n", m.nproc, m.usable, m.cpu, m.kernel);
   printf("nodes' data: %s (%s); lithd: %s%s\n", c->cli.db_dir, bench_fs_name(c->cli.db_dir), c->lithd,
          c->lithd_dq ? " (with --dqlite)" : " (no --dqlite: the lithd-dq arm is left out)");
@@ -978,6 +936,29 @@ static void print_header(const config *c, int argc, char **argv, const char *pat
   bench_print_ints(c->conns, c->nconns);
   printf("\nplan");
   bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, path);
+}
+
+/* The header, then the cluster the runs share: it starts once the plan is
+ * printed. When it cannot start there is nothing to run: the process ends. */
+static void start(void *ctx, const char *path) {
+  dqbench *b = ctx;
+  print_header(&b->cfg, path);
+  int64_t t_cl = bench_now_ns();
+  if (cluster_start(&b->cl, b->cfg.cli.db_dir) != 0) {
+    fprintf(stderr, "dqlite: the cluster did not start\n");
+    cluster_stop(&b->cl);
+    exit(1);
+  }
+  printf("cluster: %s (3 lith-node, Raft latency %d ms), up in %.1f s; %s", b->cl.all, T_NODE_LATENCY_MS,
+         (double)(bench_now_ns() - t_cl) / 1e9, b->cl.node[2].line);
+  fflush(stdout);
+}
+
+/* Every run done: the cluster stopped, the tables. */
+static void finish(const bench_harness *h, void *ctx) {
+  dqbench *b = ctx;
+  cluster_stop(&b->cl);
+  print_tables(h, &b->cfg);
 }
 
 int main(int argc, char **argv) {
@@ -995,12 +976,8 @@ int main(int argc, char **argv) {
   }
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
-  if ((c->arms[ARM_LITHD] || c->arms[ARM_LITHDQ]) && access(c->lithd, X_OK) != 0) {
-    fprintf(stderr,
-            "dqlite: cannot run %s (%s); build it (make) or pass --lithd PATH, or --arms direct,writer\n",
-            c->lithd, strerror(errno));
-    return 2;
-  }
+  if (c->arms[ARM_LITHD] || c->arms[ARM_LITHDQ])
+    bench_need_exec(c->lithd, "build it (make) or pass --lithd PATH, or --arms direct,writer");
   c->lithd_dq = c->arms[ARM_LITHDQ] && lithd_knows_dqlite(c->lithd);
   if (c->lithd_base == NULL)
     c->arms[ARM_LITHDQ_BASE] = 0;
@@ -1017,7 +994,6 @@ int main(int argc, char **argv) {
                      .arms = ARM_NAME,
                      .narms = NARMS,
                      .arm_on = c->arm_on,
-                     .dims = {{.key = "conns"}, {.key = "sync", .n = 1, .label = sync_name}},
                      .ndims = NDIM,
                      .dim_n = D_CONNS,
                      .dim_sync = D_SYNC,
@@ -1028,34 +1004,9 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = &b,
                      .cli = &c->cli};
-  plan.dims[D_CONNS].n = c->nconns;
-  memcpy(plan.dims[D_CONNS].v, c->conns, sizeof c->conns);
-  plan.dims[D_SYNC].v[0] = c->file_sync;
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(c, argc, argv, bench_harness_path(h));
-
-  int64_t t_cl = bench_now_ns();
-  if (cluster_start(&b.cl, c->cli.db_dir) != 0) {
-    fprintf(stderr, "dqlite: the cluster did not start\n");
-    cluster_stop(&b.cl);
-    bench_harness_destroy(h);
-    return 1;
-  }
-  printf("cluster: %s (3 lith-node, Raft latency %d ms), up in %.1f s; %s", b.cl.all, T_NODE_LATENCY_MS,
-         (double)(bench_now_ns() - t_cl) / 1e9, b.cl.node[2].line);
-  fflush(stdout);
-
+  bench_plan_dim(&plan, D_CONNS, "conns", NULL, c->conns, c->nconns);
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, &c->file_sync, 1);
   /* Round r runs every arm of every cell before round r+1; odd rounds in reverse arm order. */
-  bench_harness_run_all(h);
-  cluster_stop(&b.cl);
-
-  print_tables(h, c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-  bench_print_end("all cells", errors, t_begin);
-  return errors ? 1 : 0;
+  int64_t errors = bench_harness_main(&plan, start, finish);
+  return bench_finish("all cells", errors, t_begin, own_dir, c->cli.db_dir);
 }

@@ -549,12 +549,8 @@ static void run_cell(bench_cell *cell) {
 
   cell->m[M_MOVES] = (double)in_window;
   cell->m[M_MOVES_S] = (double)in_window / c->cli.seconds;
-  bench_lat_sum ls;
-  bench_lat_merge(calls, P, QS, 2, &ls);
-  cell->m[M_CALL_P50] = ls.q[0] / 1e6;
-  cell->m[M_CALL_P99] = ls.q[1] / 1e6;
-  cell->m[M_CALL_MAX] = ls.count ? (double)ls.max / 1e6 : NAN;
-  cell->sampled |= ls.sampled;
+  bench_cell_latency(cell, calls, P, M_CALL_P50, M_CALL_P99, -1);
+  cell->m[M_CALL_MAX] = bench_lat_max_ms(calls, P);
   if (arm == ARM_WRITER) {
     uint64_t batches = s1.batches - s0.batches;
     uint64_t cmds = s1.commands - s0.commands;
@@ -569,6 +565,7 @@ static void run_cell(bench_cell *cell) {
       cell->errors++;
     }
   } else {
+    bench_lat_sum ls;
     bench_lat_merge(txs, P, QS, 2, &ls);
     cell->m[M_MOVES_TX] = in_window ? 1.0 : NAN;
     cell->m[M_TX_MS] = ls.count ? (double)ls.sum / (double)ls.count / 1e6 : NAN;
@@ -596,7 +593,8 @@ done:
 
 static void fmt_ms(char *buf, size_t n, double ms) { bench_fmt_ms(buf, n, ms, 10); }
 
-static void print_tables(const bench_harness *h, const config *c) {
+static void print_tables(const bench_harness *h, void *ctx) {
+  const config *c = ctx;
   printf("\n| people | arm | moves/s median (min–max) | moves/tx | tx ms | of it COMMIT | tx p99 | call p50 "
          "| call p99 | call max | err | ÷conn |\n");
   printf("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
@@ -680,10 +678,11 @@ static void parse_args(int argc, char **argv, config *c) {
   }
 }
 
-static void print_header(const config *c, int argc, char **argv, const char *results_path) {
+static void print_header(void *ctx, const char *results_path) {
+  const config *c = ctx;
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lith kanban MoveCard benchmark", argc, argv, 0);
+  bench_print_intro("lith kanban MoveCard benchmark", c->cli.argc, c->cli.argv, 0);
   printf("machine: nproc %ld, kernel %s; SQLite %s, lith %s\n", m.nproc, m.kernel, sqlite3_libversion(),
          LITH_VERSION);
   printf("databases: %s\n", c->cli.db_dir);
@@ -711,9 +710,6 @@ int main(int argc, char **argv) {
                    .arms = ARM_NAME,
                    .narms = NARMS,
                    .arm_on = c.arms,
-                   .dims = {{.key = "sync", .n = 1, .label = sync_name},
-                            {.key = "checkpoint", .n = 1, .label = ckpt_name},
-                            {.key = "people"}},
                    .ndims = NDIM,
                    .dim_n = D_PEOPLE,
                    .dim_sync = D_SYNC,
@@ -724,21 +720,10 @@ int main(int argc, char **argv) {
                    .run = run_cell,
                    .ctx = &c,
                    .cli = &c.cli};
-  bp.dims[D_SYNC].v[0] = c.sync;
-  bp.dims[D_CKPT].v[0] = c.checkpoint;
-  bp.dims[D_PEOPLE].n = c.npeople;
-  memcpy(bp.dims[D_PEOPLE].v, c.people, sizeof c.people);
-  bench_harness *h = bench_harness_create(&bp);
-  if (!h)
-    return 1;
-  print_header(&c, argc, argv, bench_harness_path(h));
+  bench_plan_dim(&bp, D_SYNC, "sync", sync_name, &c.sync, 1);
+  bench_plan_dim(&bp, D_CKPT, "checkpoint", ckpt_name, &c.checkpoint, 1);
+  bench_plan_dim(&bp, D_PEOPLE, "people", NULL, c.people, c.npeople);
   /* Round r runs every people count before round r+1; odd rounds perconn first. */
-  bench_harness_run_all(h);
-  print_tables(h, &c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
-  bench_print_end("all arms", errors, t_begin);
-  if (own_dir)
-    rmdir(c.cli.db_dir);
-  return errors ? 1 : 0;
+  int64_t errors = bench_harness_main(&bp, print_header, print_tables);
+  return bench_finish("all arms", errors, t_begin, own_dir, c.cli.db_dir);
 }

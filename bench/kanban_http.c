@@ -1070,11 +1070,12 @@ static void parse_opts(int argc, char **argv, opts *o) {
 
 /* ---- main ---------------------------------------------------------------------------------------------- */
 
-static void print_header(const opts *o, int argc, char **argv, const char *path) {
+static void print_header(void *ctx, const char *path) {
+  const opts *o = ctx;
   static const int ON[1] = {1};
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("kanban MoveCard over HTTP", argc, argv, 1);
+  bench_print_intro("kanban MoveCard over HTTP", o->cli.argc, o->cli.argv, 1);
   printf("machine: nproc %ld, CPU %s, kernel %s; SQLite %s (for the check)\n", m.nproc,
          m.have_cpu ? m.cpu : "?", m.kernel, sqlite3_libversion());
   printf("server: %s --port 0 --synchronous MODE --no-demo; databases in %s\n", o->kanban, o->cli.db_dir);
@@ -1086,6 +1087,11 @@ static void print_header(const opts *o, int argc, char **argv, const char *path)
   bench_print_arms_results(ARM_NAME, ON, 1, &o->cli, path);
 }
 
+static void print_all(const bench_harness *h, void *ctx) {
+  print_tables(h, ctx);
+  print_targets(h, ctx);
+}
+
 int main(int argc, char **argv) {
   static opts oo;
   opts *o = &oo;
@@ -1093,17 +1099,12 @@ int main(int argc, char **argv) {
   parse_opts(argc, argv, o);
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
-  if (access(o->kanban, X_OK) != 0) {
-    fprintf(stderr, "kanban_http: cannot run %s (%s): build it (make %s) or pass --kanban PATH\n", o->kanban,
-            strerror(errno), o->kanban);
-    return 2;
-  }
+  bench_need_exec(o->kanban, "build it (make %s) or pass --kanban PATH", o->kanban);
   int own_dir = bench_db_dir(&o->cli.db_dir, tmp);
   bench_plan plan = {.program = "kanban_http",
                      .workload = "movecard",
                      .arms = ARM_NAME,
                      .narms = 1,
-                     .dims = {{.key = "sync", .label = sync_upper}, {.key = "conns"}},
                      .ndims = NDIM,
                      .dim_n = D_CONNS,
                      .dim_sync = D_SYNC,
@@ -1112,24 +1113,11 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = o,
                      .cli = &o->cli};
-  plan.dims[D_SYNC].n = o->nsync;
-  memcpy(plan.dims[D_SYNC].v, o->sync, sizeof o->sync);
-  plan.dims[D_CONNS].n = o->nconns;
-  memcpy(plan.dims[D_CONNS].v, o->conns, sizeof o->conns);
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(o, argc, argv, bench_harness_path(h));
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_upper, o->sync, o->nsync);
+  bench_plan_dim(&plan, D_CONNS, "conns", NULL, o->conns, o->nconns);
   /* Round r runs every cell, sync outer, before round r+1. */
-  bench_harness_run_all(h);
-  print_tables(h, o);
-  print_targets(h, o);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
-  bench_print_end("every run", errors, t_begin);
+  int64_t errors = bench_harness_main(&plan, print_header, print_all);
   snprintf(log, sizeof log, "%s/kanban-stderr.log", o->cli.db_dir);
   unlink(log);
-  if (own_dir)
-    rmdir(o->cli.db_dir);
-  return errors ? 1 : 0;
+  return bench_finish("every run", errors, t_begin, own_dir, o->cli.db_dir);
 }

@@ -203,13 +203,7 @@ static const bench_metric METRICS[NMETRIC] = {
     {"p99_ms", BENCH_ROLE_P99},
     {"max_ms", BENCH_ROLE_NONE},
     {"cmds_per_tx", BENCH_ROLE_NONE},
-    {"lithd_cpu", BENCH_ROLE_NONE},
-    {"lithd_cpu_loop", BENCH_ROLE_NONE},
-    {"lithd_cpu_writer", BENCH_ROLE_NONE},
-    {"lithd_cpu_waker", BENCH_ROLE_NONE},
-    {"lithd_cpu_ckpt", BENCH_ROLE_NONE},
-    {"lithd_cpu_other", BENCH_ROLE_NONE},
-    {"client_cpu", BENCH_ROLE_NONE},
+    BENCH_CPU_METRIC_NAMES("lithd_"),
     {"lithd_us_per_cmd", BENCH_ROLE_CPU_US},
     {"client_us_per_cmd", BENCH_ROLE_NONE},
     {"else_cpu", BENCH_ROLE_NONE},
@@ -261,18 +255,9 @@ static int64_t verify_db(run *r, const int64_t *ok) {
   return bench_transfer_check(r->path, r->N, ok, &p, "client", say_error, r);
 }
 
-static void fill_latency(bench_cell *res, bench_lat *const *bufs, int nb, run *r) {
-  static const double QS[2] = {0.50, 0.99};
-  bench_lat_sum s;
-  if (bench_lat_merge(bufs, nb, QS, 2, &s) != 0) {
-    report_error(r, "out of memory merging latencies");
-    res->errors++;
-    return;
-  }
-  res->m[M_P50] = s.q[0] / 1e6;
-  res->m[M_P99] = s.q[1] / 1e6;
-  res->m[M_MAX] = s.count ? (double)s.max / 1e6 : NAN;
-  res->sampled |= s.sampled;
+static void fill_latency(bench_cell *res, bench_lat *const *bufs, int nb) {
+  bench_cell_latency(res, bufs, nb, M_P50, M_P99, -1);
+  res->m[M_MAX] = bench_lat_max_ms(bufs, nb);
 }
 
 /* ---- the interactive-transaction client (arm hrana+tx) --------------------------------- */
@@ -496,7 +481,7 @@ static void arm_server(run *r, bench_cell *res, int format, int with_tx) {
     res->m[M_CMDS] = (double)cl.win_ok;
     res->m[M_CMDS_S] = (double)cl.win_ok / cfg->cli.seconds;
     bench_lat *bufs[1] = {&cl.lat};
-    fill_latency(res, bufs, 1, r);
+    fill_latency(res, bufs, 1);
     res->m[M_CMDS_TX] = stats ? bench_th_cmds_per_tx(&cl) : NAN;
     bench_cpu_fill(sn, cfg->cli.seconds, cl.win_ok, &CPU_SLOTS, res->m);
     if (cl.win_ok) /* the HTTP side alone: what a bare h2o does all of */
@@ -685,7 +670,7 @@ static void arm_multi(run *r, bench_cell *res) {
   if (commands)
     res->m[M_US_CLI] = res->m[M_CPU_CLI] * cfg->cli.seconds / (double)commands * 1e6;
   res->m[M_CMDS_TX] = 1;
-  fill_latency(res, bufs, N, r);
+  fill_latency(res, bufs, N);
   res->errors += verify_db(r, ok);
 out:
   for (int k = 0; k < 2; k++) {
@@ -1092,10 +1077,11 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *results) {
+static void print_header(void *ctx, const char *results) {
+  const config *c = ctx;
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lithd benchmark", argc, argv, 1);
+  bench_print_intro("lithd benchmark", c->cli.argc, c->cli.argv, 1);
   printf("machine: nproc %ld, CPU %s, kernel %s\n", m.nproc, m.cpu, m.kernel);
   printf("SQLite %s (bench side), lithd %s (checkpoint WRITER)\n", sqlite3_libversion(), c->lithd);
   if (c->arms[ARM_NODE])
@@ -1113,6 +1099,13 @@ static void print_header(const config *c, int argc, char **argv, const char *res
   bench_print_arms_results(ARM_NAME, c->arms, NARMS, &c->cli, results);
 }
 
+static void print_all(const bench_harness *h, void *ctx) {
+  print_tables(h, ctx);
+  print_cpu(h, ctx);
+  print_peers(h, ctx);
+  print_targets(h, ctx);
+}
+
 int main(int argc, char **argv) {
   config cfg, *c = &cfg;
   char tmpdir[] = "/tmp/lith-bench-lithd-XXXXXX", log[4200];
@@ -1120,17 +1113,9 @@ int main(int argc, char **argv) {
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
 
-  if (access(c->lithd, X_OK) != 0) {
-    fprintf(stderr, "bench/lithd: cannot run %s (%s); build it (make lithd) or pass --lithd PATH\n", c->lithd,
-            strerror(errno));
-    return 2;
-  }
-  if (c->arms[ARM_H2O] && access(c->h2o, X_OK) != 0) {
-    fprintf(stderr,
-            "bench/lithd: cannot run %s (%s); build it (make %s), pass --h2o PATH or leave arm h2o out\n",
-            c->h2o, strerror(errno), c->h2o);
-    return 2;
-  }
+  bench_need_exec(c->lithd, "build it (make lithd) or pass --lithd PATH");
+  if (c->arms[ARM_H2O])
+    bench_need_exec(c->h2o, "build it (make %s), pass --h2o PATH or leave arm h2o out", c->h2o);
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
   snprintf(log, sizeof log, "%s/server-stderr.log", c->cli.db_dir);
   node_check(c, log);
@@ -1139,7 +1124,6 @@ int main(int argc, char **argv) {
                      .arms = ARM_NAME,
                      .narms = NARMS,
                      .arm_on = c->arms,
-                     .dims = {{.key = "sync", .label = sync_name}, {.key = "conns"}},
                      .ndims = NDIM,
                      .dim_n = D_CONNS,
                      .dim_sync = D_SYNC,
@@ -1150,26 +1134,11 @@ int main(int argc, char **argv) {
                      .run = run_cell,
                      .ctx = c,
                      .cli = &c->cli};
-  plan.dims[D_SYNC].n = c->nsync;
-  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
-  plan.dims[D_CONNS].n = c->nconns;
-  memcpy(plan.dims[D_CONNS].v, c->conns, sizeof c->conns);
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(c, argc, argv, bench_harness_path(h));
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, c->sync, c->nsync);
+  bench_plan_dim(&plan, D_CONNS, "conns", NULL, c->conns, c->nconns);
   /* Round r runs every arm of every cell before round r+1; odd rounds run
    * the arms in the other order. */
-  bench_harness_run_all(h);
-  print_tables(h, c);
-  print_cpu(h, c);
-  print_peers(h, c);
-  print_targets(h, c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
+  int64_t errors = bench_harness_main(&plan, print_header, print_all);
   unlink(log);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-  bench_print_end("all arms", errors, t_begin);
-  return errors ? 1 : 0;
+  return bench_finish("all arms", errors, t_begin, own_dir, c->cli.db_dir);
 }

@@ -149,13 +149,7 @@ static const bench_metric METRICS[NMETRIC] = {
     {"wal_holds_gave_up", BENCH_ROLE_NONE},
     {"reads_held", BENCH_ROLE_NONE},
     {"reads_held_ms", BENCH_ROLE_NONE},
-    {"lithd_cpu", BENCH_ROLE_NONE},
-    {"lithd_cpu_loop", BENCH_ROLE_NONE},
-    {"lithd_cpu_writer", BENCH_ROLE_NONE},
-    {"lithd_cpu_waker", BENCH_ROLE_NONE},
-    {"lithd_cpu_ckpt", BENCH_ROLE_NONE},
-    {"lithd_cpu_other", BENCH_ROLE_NONE},
-    {"client_cpu", BENCH_ROLE_NONE},
+    BENCH_CPU_METRIC_NAMES("lithd_"),
     {"lithd_us_per_transfer", BENCH_ROLE_CPU_US},
     {"client_us_per_transfer", BENCH_ROLE_NONE},
     {"else_cpu", BENCH_ROLE_NONE},
@@ -435,10 +429,8 @@ static void on_window_end(void *ctx) {
 }
 
 static void fill_reads(run *r, bench_cell *res) {
-  static const double QS[3] = {0.50, 0.99, 0.999};
   const config *c = r->cfg;
   bench_lat *bufs[MAX_READERS];
-  bench_lat_sum s;
   uint64_t reads = 0;
   for (int i = 0; i < c->readers; i++) {
     reader *rd = &r->rd[i];
@@ -451,20 +443,11 @@ static void fill_reads(run *r, bench_cell *res) {
   }
   res->m[M_READS] = (double)reads;
   res->m[M_RPS] = (double)reads / c->cli.seconds;
-  if (bench_lat_merge(bufs, c->readers, QS, 3, &s) != 0) {
-    report_error(r, "out of memory merging latencies");
-    res->errors++;
-    return;
-  }
-  res->m[M_RP50] = s.q[0] / 1e6;
-  res->m[M_RP99] = s.q[1] / 1e6;
-  res->m[M_RP999] = s.q[2] / 1e6;
-  res->m[M_RMAX] = s.count ? (double)s.max / 1e6 : NAN;
-  res->sampled |= s.sampled;
+  bench_cell_latency(res, bufs, c->readers, M_RP50, M_RP99, M_RP999);
+  res->m[M_RMAX] = bench_lat_max_ms(bufs, c->readers);
 }
 
 static void arm_run(run *r, bench_cell *res) {
-  static const double QS[2] = {0.50, 0.99};
   const config *c = r->cfg;
   bench_th_client cl;
   bench_cpu_snap sn[2];
@@ -508,12 +491,7 @@ static void arm_run(run *r, bench_cell *res) {
     res->m[M_TRANSFERS] = (double)cl.win_ok;
     res->m[M_TPS] = (double)cl.win_ok / c->cli.seconds;
     bench_lat *wb[1] = {&cl.lat};
-    bench_lat_sum s;
-    if (bench_lat_merge(wb, 1, QS, 2, &s) == 0) {
-      res->m[M_WP50] = s.q[0] / 1e6;
-      res->m[M_WP99] = s.q[1] / 1e6;
-      res->sampled |= s.sampled;
-    }
+    bench_cell_latency(res, wb, 1, M_WP50, M_WP99, -1);
     if (r->port > 0) { /* the window ran */
       fill_reads(r, res);
       res->m[M_WAL_MAX] = (double)atomic_load(&r->wal_max) / 1048576;
@@ -567,7 +545,8 @@ static bench_agg agg(const bench_harness *h, int arm, int si, int metric) {
 }
 static double med(const bench_harness *h, int arm, int si, int metric) { return agg(h, arm, si, metric).med; }
 
-static void print_tables(const bench_harness *h, const config *c) {
+static void print_tables(const bench_harness *h, void *ctx) {
+  const config *c = ctx;
   for (int si = 0; si < c->nsync; si++) {
     int idx[NDIM] = {si, 0, 0};
     printf("\n### synchronous=%s, %d writers, %d readers\n\n", sync_name(c->sync[si]), c->writers,
@@ -683,11 +662,12 @@ static void parse_args(int argc, char **argv, config *c) {
 
 /* ---- the header ------------------------------------------------------------------------------ */
 
-static void print_header(const config *c, int argc, char **argv, const char *csv_path) {
+static void print_header(void *ctx, const char *csv_path) {
+  const config *c = ctx;
   static const int ON[NARMS] = {1, 1};
   bench_machine m;
   bench_machine_get(&m);
-  bench_print_intro("lithd's WAL hold: its cost", argc, argv, 1);
+  bench_print_intro("lithd's WAL hold: its cost", c->cli.argc, c->cli.argv, 1);
   printf("machine: nproc %ld, CPU %s, kernel %s\n", m.nproc, m.cpu, m.kernel);
   printf("SQLite %s (bench side), lithd %s (default options; nohold: --wal-hold-ms 0)\n",
          sqlite3_libversion(), c->lithd);
@@ -704,44 +684,27 @@ int main(int argc, char **argv) {
   int64_t t_begin = bench_now_ns();
   signal(SIGPIPE, SIG_IGN);
 
-  if (access(c->lithd, X_OK) != 0) {
-    fprintf(stderr, "bench/walhold: cannot run %s (%s); build it (make lithd) or pass --lithd PATH\n",
-            c->lithd, strerror(errno));
-    return 2;
-  }
+  bench_need_exec(c->lithd, "build it (make lithd) or pass --lithd PATH");
   int own_dir = bench_db_dir(&c->cli.db_dir, tmpdir);
-  bench_plan plan = {
-      .program = "walhold",
-      .workload = "transfer+reads",
-      .arms = ARM_NAME,
-      .narms = NARMS,
-      .dims = {{.key = "sync", .label = sync_name}, {.key = "writers", .n = 1}, {.key = "readers", .n = 1}},
-      .ndims = NDIM,
-      .dim_n = D_WRITERS,
-      .dim_sync = D_SYNC,
-      .metrics = METRICS,
-      .nmetrics = NMETRIC,
-      .flags = BENCH_ALTERNATE,
-      .run = run_cell,
-      .ctx = c,
-      .cli = &c->cli};
-  plan.dims[D_SYNC].n = c->nsync;
-  memcpy(plan.dims[D_SYNC].v, c->sync, sizeof c->sync);
-  plan.dims[D_WRITERS].v[0] = c->writers;
-  plan.dims[D_READERS].v[0] = c->readers;
-  bench_harness *h = bench_harness_create(&plan);
-  if (!h)
-    return 1;
-  print_header(c, argc, argv, bench_harness_path(h));
+  bench_plan plan = {.program = "walhold",
+                     .workload = "transfer+reads",
+                     .arms = ARM_NAME,
+                     .narms = NARMS,
+                     .ndims = NDIM,
+                     .dim_n = D_WRITERS,
+                     .dim_sync = D_SYNC,
+                     .metrics = METRICS,
+                     .nmetrics = NMETRIC,
+                     .flags = BENCH_ALTERNATE,
+                     .run = run_cell,
+                     .ctx = c,
+                     .cli = &c->cli};
+  bench_plan_dim(&plan, D_SYNC, "sync", sync_name, c->sync, c->nsync);
+  bench_plan_dim(&plan, D_WRITERS, "writers", NULL, &c->writers, 1);
+  bench_plan_dim(&plan, D_READERS, "readers", NULL, &c->readers, 1);
   /* Round r runs both arms of every sync before round r+1; odd rounds nohold first. */
-  bench_harness_run_all(h);
-  print_tables(h, c);
-  int64_t errors = bench_harness_total_errors(h);
-  bench_harness_destroy(h);
+  int64_t errors = bench_harness_main(&plan, print_header, print_tables);
   snprintf(log, sizeof log, "%s/lithd-stderr.log", c->cli.db_dir);
   unlink(log);
-  if (own_dir)
-    rmdir(c->cli.db_dir);
-  bench_print_end("all arms", errors, t_begin);
-  return errors ? 1 : 0;
+  return bench_finish("all arms", errors, t_begin, own_dir, c->cli.db_dir);
 }
