@@ -11,7 +11,7 @@ BENCH_REPORT_TEST_BIN := $(B)/bench/test/test_report
 BENCH_REPORT_DEBS     := gnuplot-nox
 BENCH_REPORT_CMDS     := gnuplot
 
-$(BENCH_REPORT_TEST_BIN): bench/test/test_report.py bench/report.py bench/controls.csv $(wildcard bench/record/*.jsonl)
+$(BENCH_REPORT_TEST_BIN): bench/test/test_report.py bench/report.py bench/controls.csv $(wildcard bench/test/recorded/*.jsonl)
 	@mkdir -p $(dir $@)
 	@printf '#!/bin/sh\nexec python3 "%s"\n' "$(abspath bench/test/test_report.py)" > $@
 	@chmod +x $@

@@ -3,8 +3,9 @@
 
 Results lines are made here, one program "t" with arms a and b at n = 1 and
 8, FULL and NORMAL, in rounds whose ratios are chosen to land on each side
-of a limit and inside its band; and the recorded run (bench/record/, the
-results behind the committed REPORT.md) goes through the whole report. Run by `make test`
+of a limit and inside its band; and the results files of a real run of
+every program (bench/test/recorded/, a `make bench BENCH_ARGS=--quick`)
+go through the whole report with the project's controls. Run by `make test`
 (bench/test/report.mk), standard library only; the charts need gnuplot and
 are checked when it is there.
 """
@@ -24,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import report  # noqa: E402
 
-RECORDED = os.path.join(os.path.dirname(HERE), "record")
+RECORDED = os.path.join(HERE, "recorded")
 
 
 def line(arm, n, sync, rnd, rate, rounds=3, errors=0, date="2026-12-07T00:00:00Z", cell=None, **m):
