@@ -864,10 +864,11 @@ static void print_tables(const bench_harness *h, const config *c) {
     bench_agg g = bench_harness_paired(h, idx, ARM_LITHDQ, M_CMDS_S, ARM_LITHDQ_BASE, M_CMDS_S);
     bench_agg p = bench_harness_agg(h, ARM_LITHDQ, idx, M_P99),
               q = bench_harness_agg(h, ARM_LITHDQ_BASE, idx, M_P99);
-    char ratio[64];
-    if (g.n)
+    if (g.n) {
+      char ratio[64];
       printf("  %d conns: %s; p99 %.1f ms against %.1f ms\n", c->conns[ni], range_x(ratio, sizeof ratio, g),
              p.med, q.med);
+    }
   }
 }
 
