@@ -1162,13 +1162,11 @@ int main(int argc, char **argv) {
    * workload ran (the top says why). */
   bench_plan plan = {.program = "growth",
                      .workload = "growth",
-                     .arms = ARM_NAME,
-                     .narms = NARMS,
+                     BENCH_PLAN_ARMS(ARM_NAME),
                      .ndims = NDIM,
                      .dim_n = BENCH_NONE,
                      .dim_sync = D_SYNC,
-                     .metrics = METRICS,
-                     .nmetrics = NMETRIC,
+                     BENCH_PLAN_METRICS(METRICS),
                      .run = run_cell,
                      .ctx = &b,
                      .cli = &c->cli};

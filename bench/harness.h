@@ -107,6 +107,11 @@ typedef struct bench_plan {
   const bench_cli *cli; /* rounds, seconds, warmup, quick, --results */
 } bench_plan;
 
+/* A plan's arms and metrics from their arrays (sizeof: arrays, not pointers):
+ * bench_plan plan = {BENCH_PLAN_ARMS(ARM_NAME), BENCH_PLAN_METRICS(METRICS), ...}. */
+#define BENCH_PLAN_ARMS(names) .arms = (names), .narms = (int)(sizeof(names) / sizeof *(names))
+#define BENCH_PLAN_METRICS(m) .metrics = (m), .nmetrics = (int)(sizeof(m) / sizeof *(m))
+
 /* Dimension d of the plan: its key, its label (NULL: numbers) and its n values. */
 void bench_plan_dim(bench_plan *p, int d, const char *key, const char *(*label)(int v), const int *v, int n);
 

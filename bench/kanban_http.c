@@ -1103,13 +1103,11 @@ int main(int argc, char **argv) {
   int own_dir = bench_db_dir(&o->cli.db_dir, tmp);
   bench_plan plan = {.program = "kanban_http",
                      .workload = "movecard",
-                     .arms = ARM_NAME,
-                     .narms = 1,
+                     BENCH_PLAN_ARMS(ARM_NAME),
                      .ndims = NDIM,
                      .dim_n = D_CONNS,
                      .dim_sync = D_SYNC,
-                     .metrics = METRICS,
-                     .nmetrics = NV,
+                     BENCH_PLAN_METRICS(METRICS),
                      .run = run_cell,
                      .ctx = o,
                      .cli = &o->cli};
