@@ -315,21 +315,58 @@ def fmt_num(v):
 # ---- charts --------------------------------------------------------------------------------
 
 
-def series(lines, metric):
-    """{sync: {series name: {n: [values over rounds]}}}, and {sync: {n: errors}}."""
+def x_axis(lines):
+    """What the charts put on x: the clients (n), or else the cell key with the most numeric values
+    (bench/growth's database size); None when neither has two values."""
+    if any(o.get("n") is not None for o in lines):
+        return "n"
+    vals = {}
+    for o in lines:
+        for k, v in (o.get("cell") or {}).items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                vals.setdefault(k, set()).add(v)
+    best = max(vals, key=lambda k: len(vals[k]), default=None)
+    return best if best is not None and len(vals[best]) >= 2 else None
+
+
+def x_of(o, xkey):
+    return o.get("n") if xkey == "n" else (o.get("cell") or {}).get(xkey)
+
+
+def series(lines, metric, xkey):
+    """{sync: {series name: {x: [values over rounds]}}}, and {sync: {x: errors}}. A series is an arm
+    at the other cell keys; where some series are curves, a lone point (bench/growth's settings at
+    its largest size) is left out, and a name keeps only the keys that differ between series. An
+    arm with no synchronous (no database of its own) is drawn in every panel."""
+    def rest(o):
+        return tuple(sorted((k, v) for k, v in (o.get("cell") or {}).items() if k != xkey))
+
+    xs = {}
+    for o in lines:
+        if x_of(o, xkey) is not None:
+            xs.setdefault((o["arm"], rest(o)), set()).add(x_of(o, xkey))
+    curves = any(len(v) > 1 for v in xs.values())
+    kept = {g for g, v in xs.items() if len(v) > 1 or not curves}
+    seen = {}
+    for _, r in kept:
+        for k, v in r:
+            seen.setdefault(k, set()).add(v)
+    varying = {k for k, v in seen.items() if len(v) > 1}
+    syncs = sorted({o.get("sync") for o in lines if o.get("sync")}) or ["—"]
     out, errs = OrderedDict(), OrderedDict()
     for o in lines:
-        if o.get("n") is None:
+        x = x_of(o, xkey)
+        if x is None or (o["arm"], rest(o)) not in kept:
             continue
         v = metric_of(o, metric)
-        extra = " ".join(f"{k}={x}" for k, x in sorted((o.get("cell") or {}).items()))
+        extra = " ".join(f"{k}={c}" for k, c in rest(o) if k in varying)
         name = o["arm"] + (" " + extra if extra else "")
-        sync = o.get("sync") or "—"
-        out.setdefault(sync, OrderedDict()).setdefault(name, {}).setdefault(o["n"], [])
-        if v is not None:
-            out[sync][name][o["n"]].append(v)
-        e = errs.setdefault(sync, {})
-        e[o["n"]] = e.get(o["n"], 0) + int(o.get("errors") or 0)
+        for sync in [o["sync"]] if o.get("sync") else syncs:
+            out.setdefault(sync, OrderedDict()).setdefault(name, {}).setdefault(x, [])
+            if v is not None:
+                out[sync][name][x].append(v)
+            e = errs.setdefault(sync, {})
+            e[x] = e.get(x, 0) + int(o.get("errors") or 0)
     return out, errs
 
 
@@ -337,22 +374,38 @@ def gp_quote(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def chart_program(prog, lines, metric, title, ylabel, path):
-    """Metric against clients, one panel per synchronous, a line per arm. The script, or None."""
-    data, errs = series(lines, metric)
+# Twelve colours told apart in print and by most colour-blind readers; past
+# twelve series the lines are dashed.
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22", "#000000", "#aec7e8")
+
+
+def chart_program(prog, lines, metric, what, ylabel, path):
+    """Metric against clients (or the size, x_axis), one panel per synchronous, a line per arm.
+    The script, or None."""
+    xkey = x_axis(lines)
+    if xkey is None:
+        return None
+    xname = next((o.get("n_of") for o in lines if o.get("n_of")), "clients") if xkey == "n" else xkey
+    title = f"{prog}: {what} against {xname} (median; bars: the rounds' range)"
+    data, errs = series(lines, metric, xkey)
     if not data or not any(v for s in data.values() for a in s.values() for v in a.values()):
         return None
     panels = sorted(data, key=lambda s: {"FULL": 0, "NORMAL": 1}.get(s, 2))
+    names = []  # one colour per series in every panel
+    for sync in panels:
+        names += [n for n in data[sync] if n not in names]
     ns = sorted({n for s in data.values() for a in s.values() for n in a})
     logx = len(ns) > 2 and ns[0] > 0 and ns[-1] / ns[0] >= 10
     sc = [
-        f"set terminal svg size {460 * len(panels)},380 dynamic font 'sans,11' background rgb 'white'",
+        f"set terminal svg size {480 * len(panels)},{340 + 16 * ((len(names) + 1) // 2)} dynamic noenhanced "
+        "font 'sans,11' background rgb 'white'",
         f"set output {gp_quote(path)}",
-        "set key top left font 'sans,9' samplen 2",
+        "set key below font 'sans,9' samplen 2 maxcols 2",
         "set grid",
         "set yrange [0:*]",
         f"set ylabel {gp_quote(ylabel)}",
-        f"set xlabel {gp_quote(next((o.get('n_of') for o in lines if o.get('n_of')), 'clients'))}",
+        f"set xlabel {gp_quote(xname)}",
     ]
     if logx:
         sc.append("set logscale x")
@@ -378,7 +431,10 @@ def chart_program(prog, lines, metric, title, ylabel, path):
         else:
             sc.append(f"set xrange [{ns[0] - 0.5}:{ns[-1] + 0.5}]")
         plots = []
-        for name, pts in data[sync].items():
+        for name in names:
+            if name not in data[sync]:
+                continue
+            pts = data[sync][name]
             block = f"$d{len(plots)}"
             sc.append(f"{block} << EOD")
             for n in sorted(pts):
@@ -386,7 +442,9 @@ def chart_program(prog, lines, metric, title, ylabel, path):
                 if v:
                     sc.append(f"{n} {median(v)} {min(v)} {max(v)}")
             sc.append("EOD")
-            plots.append(f"{block} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.6 title {gp_quote(name)}")
+            k = names.index(name)
+            plots.append(f"{block} using 1:2:3:4 with yerrorlines lw 1.5 pt 7 ps 0.6 "
+                         f"lc rgb '{PALETTE[k % len(PALETTE)]}' dt {1 + k // len(PALETTE)} title {gp_quote(name)}")
         bad = [n for n in ns if e.get(n, 0) > 0]
         if bad:
             sc.append("$bad << EOD")
@@ -412,7 +470,7 @@ def chart_controls(rows, path):
     h = max(300, 18 * len(pts) + 80)
     color = {MET: "#2e7d32", MISSED: "#c62828", CANNOT: "#f9a825", PARTIAL: "#ef6c00"}
     sc = [
-        f"set terminal svg size 900,{h} dynamic font 'sans,10' background rgb 'white'",
+        f"set terminal svg size 900,{h} dynamic noenhanced font 'sans,10' background rgb 'white'",
         f"set output {gp_quote(path)}",
         "set title 'Every control: its ratio over its limit (right of 1 is better; shaded: the band)'",
         "set logscale x",
@@ -422,6 +480,7 @@ def chart_controls(rows, path):
         "set ytics (" + ", ".join(f"{gp_quote(p[0])} {i}" for i, p in enumerate(pts)) + ") font 'sans,8'",
         "set xlabel 'ratio ÷ limit'",
         "set arrow from 1,graph 0 to 1,graph 1 nohead lc rgb 'black' lw 1.5",
+        "set xtics (0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32)",
     ]
     lo = min(min(p[1] for p in pts), 0.5)
     hi = max(max(p[1] for p in pts), 2)
@@ -550,8 +609,7 @@ def build(args):
         path, lines = results[prog]
         for metric, ylabel, what in (("rate", "operations/s", "throughput"), ("p99_ms", "p99, ms", "p99")):
             svgp = os.path.join(chart_dir, f"{prog}-{what}.svg")
-            sc = chart_program(prog, lines, metric, f"{prog}: {what} against clients (median; bars: the rounds' range)",
-                               ylabel, svgp)
+            sc = chart_program(prog, lines, metric, what, ylabel, svgp)
             if sc and draw(sc, svgp, notes):
                 md.append(f"### {prog}: {what}")
                 md.append("")
