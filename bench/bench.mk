@@ -109,12 +109,14 @@ bench-check:
 .PHONY: bench-report bench-record bench-check
 
 # What the benchmarks need beyond make deps: gnuplot for the report's charts
-# (Debian's gnuplot-nox) and the Node.js + better-sqlite3 server of
-# bench/lithd's node arm (npm, bench/node/node.mk).
+# (Debian's gnuplot-nox), the Node.js + better-sqlite3 server of bench/lithd's
+# node arm (npm, bench/node/node.mk) and bench/hrana's libSQL client
+# (deps-hrana).
 include bench/node/node.mk
 deps-bench: deps
 	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gnuplot-nox; }
 	@$(MAKE) --no-print-directory deps-bench-node
+	@$(MAKE) --no-print-directory deps-hrana || echo "deps-bench: no @libsql/client: bench/hrana will be skipped"
 .PHONY: deps-bench
 
 # bench/hrana (bench/hrana.js, Node): @libsql/client through lithd's Hrana
