@@ -132,7 +132,7 @@ TEST_BIN += $(UNITS_TEST_BIN)
 DEBS += $(UNITS_DEBS)
 include tools/test/runner.mk
 TEST_BIN += $(RUNNER_TEST_BIN)
-include bench/test/report.mk
+include bench/test/test.mk
 TEST_BIN += $(BENCH_REPORT_TEST_BIN)
 DEBS += $(BENCH_REPORT_DEBS)
 include tools/lithd/fuzz/fuzz.mk
