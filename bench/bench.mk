@@ -104,6 +104,7 @@ bench-report: deps-bench
 	python3 bench/report.py $(BENCH_REPORT_ARGS)
 bench-record: deps-bench
 	python3 bench/report.py bench/results --save bench/record --write-record $(BENCH_REPORT_ARGS)
+	python3 bench/report.py bench/record $(BENCH_REPORT_ARGS)
 bench-check:
 	python3 bench/report.py --check $(BENCH_REPORT_ARGS)
 .PHONY: bench-report bench-record bench-check
