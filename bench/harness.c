@@ -164,8 +164,15 @@ bench_harness *bench_harness_create(const bench_plan *plan) {
   read_commit(h->commit, sizeof h->commit);
   bench_machine_get(&h->mach);
   open_results(h);
+  if (!h->out) /* said on stderr: a run whose figures go nowhere is not started */
+    goto fail_results;
   return h;
 
+fail_results: /* open_results said why */
+  free(h->m);
+  free(h->slots);
+  free(h);
+  return NULL;
 fail_slots:
   free(h->slots);
 fail_h:

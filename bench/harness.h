@@ -125,9 +125,9 @@ int64_t bench_harness_main(const bench_plan *p, void (*header)(void *ctx, const 
 
 /* Opens the results file (cli->results, or bench/results/PROGRAM-YYYYMMDD-HHMMSS.jsonl,
  * the directory made; its path in bench_harness_path) and the storage for
- * every run. NULL (said on stderr) when out of memory; a results file that
- * cannot be written is said on stderr and the runs go on without it. The
- * plan is copied; what it points to must outlive the harness. */
+ * every run. NULL (said on stderr) when out of memory or when the results
+ * file cannot be written: a run whose figures go nowhere is not started.
+ * The plan is copied; what it points to must outlive the harness. */
 bench_harness *bench_harness_create(const bench_plan *plan);
 void bench_harness_destroy(bench_harness *h);           /* closes the results file; NULL is fine */
 const char *bench_harness_path(const bench_harness *h); /* NULL when none */

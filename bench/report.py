@@ -56,29 +56,90 @@ def read_results(paths):
             raise ReportError(f"{p}: no such file or directory")
     newest = {}  # program -> (date, path, lines)
     for f in files:
-        lines = []
-        with open(f, encoding="utf-8") as fh:
-            for k, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    o = json.loads(line)
-                except ValueError as e:
-                    raise ReportError(f"{f}:{k}: not JSON: {e}")
-                for key in ("program", "arm", "round", "date"):
-                    if key not in o:
-                        raise ReportError(f"{f}:{k}: no \"{key}\"")
-                o["_file"] = f
-                lines.append(o)
+        lines, seen = [], set()
+        try:
+            with open(f, encoding="utf-8") as fh:
+                for k, line in enumerate(fh, 1):
+                    line = line.strip()
+                    if not line:
+                        continue
+                    try:
+                        o = json.loads(line, parse_constant=_no_constant)
+                    except ValueError as e:
+                        raise ReportError(f"{f}:{k}: not JSON: {e}")
+                    why = check_line(o)
+                    if why:
+                        raise ReportError(f"{f}:{k}: {why}")
+                    run = (o["arm"], cell_key(o), o["round"])
+                    if run in seen:
+                        raise ReportError(f"{f}:{k}: arm {o['arm']} round {o['round']} at this cell twice")
+                    seen.add(run)
+                    o["_file"] = f
+                    lines.append(o)
+        except UnicodeDecodeError as e:
+            raise ReportError(f"{f}: not UTF-8: {e}")
         if not lines:
             continue
         prog, date = lines[0]["program"], lines[0]["date"]
         if any(o["program"] != prog for o in lines):
             raise ReportError(f"{f}: lines of more than one program")
+        if any(o["date"] != date or o.get("cpu") != lines[0].get("cpu") for o in lines):
+            raise ReportError(f"{f}: lines of more than one run (their date or cpu differ)")
         if prog not in newest or (date, f) > newest[prog][:2]:
             newest[prog] = (date, f, lines)
     return {prog: (f, lines) for prog, (_, f, lines) in newest.items()}
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number a results line may hold")
+
+
+def _num(v):
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
+def _scalar(v):
+    return isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
+
+
+NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+
+
+def check_line(o):
+    """Why a results line is not one (bench/results.md), or None."""
+    if not isinstance(o, dict):
+        return "not an object"
+    for key in ("program", "arm", "round", "date"):
+        if key not in o:
+            return f"no \"{key}\""
+    if not isinstance(o["program"], str) or not re.fullmatch(r"[a-z0-9_]{1,32}", o["program"]):
+        return "program is a name of [a-z0-9_]"
+    if not isinstance(o["arm"], str) or not NAME.fullmatch(o["arm"]):
+        return "arm is a name of [A-Za-z0-9_.+-]"
+    if not isinstance(o["round"], int) or isinstance(o["round"], bool) or o["round"] < 1:
+        return "round is a whole number from 1"
+    if not isinstance(o["date"], str):
+        return "date is a string"
+    if o.get("n") is not None and (not isinstance(o["n"], int) or isinstance(o["n"], bool)):
+        return "n is a whole number or null"
+    if o.get("sync") not in (None, "FULL", "NORMAL"):
+        return "sync is FULL, NORMAL or null"
+    cell = o.get("cell")
+    if cell is not None and (not isinstance(cell, dict) or not all(
+            NAME.fullmatch(k) and _scalar(v) and NAME.fullmatch(str(v)) for k, v in cell.items())):
+        return "cell maps names to names or whole numbers"
+    e = o.get("errors", 0)
+    if not isinstance(e, int) or isinstance(e, bool) or e < 0:
+        return "errors is a whole number from 0"
+    if not all(_num(o.get(k)) for k in STD):
+        return f"{', '.join(STD)} are finite numbers or null"
+    m = o.get("m")
+    if m is not None and (not isinstance(m, dict) or not all(_num(v) for v in m.values())):
+        return "m maps names to finite numbers or null"
+    for key in ("cpu", "n_of", "commit"):
+        if o.get(key) is not None and not isinstance(o[key], str):
+            return f"{key} is a string"
+    return None
 
 
 def cell_key(o):
@@ -127,6 +188,8 @@ def read_controls(path):
             c["limit"] = float(c["limit"])
         except ValueError:
             raise ReportError(f"{path}:{k}: limit {c['limit']!r} is not a number")
+        if not (math.isfinite(c["limit"]) and c["limit"] > 0):
+            raise ReportError(f"{path}:{k}: limit is a number above 0 (a ratio), got {c['limit']}")
         m = re.fullmatch(r"(arm|cell|metric|value):(.+)", c["baseline"])
         if not m:
             raise ReportError(f"{path}:{k}: baseline is arm:NAME, cell:KEY=VALUE, metric:NAME or value:NUMBER")
@@ -135,12 +198,16 @@ def read_controls(path):
             key, eq, val = c["base"].partition("=")
             if not eq or not val:
                 raise ReportError(f"{path}:{k}: cell:KEY=VALUE, got {c['base']!r}")
+            if key == "n" and not val.isdigit():
+                raise ReportError(f"{path}:{k}: cell:n= takes a whole number, got {val!r}")
             c["base"] = (key, val)
         if c["base_kind"] == "value":
             try:
                 c["base"] = float(c["base"])
             except ValueError:
                 raise ReportError(f"{path}:{k}: value:{c['base']} is not a number")
+            if not (math.isfinite(c["base"]) and c["base"] > 0):
+                raise ReportError(f"{path}:{k}: value: is a number above 0, got {c['base']}")
         if not (c["metric"] in STD or c["metric"].startswith("m.")):
             raise ReportError(f"{path}:{k}: metric is one of {', '.join(STD)} or m.NAME")
         c["sel"] = {}
@@ -167,32 +234,37 @@ def matches(o, sel):
 
 
 def baseline_lines(lines, o, arm, change=None):
-    """The baseline's lines at o's cell: arm's, at the same n and sync (or none: an arm with no
-    synchronous, such as a server without a database), its other dimensions a subset of o's;
-    change (KEY, VALUE): o's own arm at the cell with KEY set to VALUE."""
-    cell = dict(o.get("cell") or {})
+    """The baseline's lines at o's cell: arm's, at the same n (or none: an arm that does not vary
+    in it) and sync (or none: an arm with no database; an exact match is preferred), its other
+    dimensions a subset of o's; change (KEY, VALUE): o's own arm at the cell with KEY (n, sync or a
+    cell key) set to VALUE."""
+    cell = {k: str(v) for k, v in (o.get("cell") or {}).items()}
+    n, sync = o.get("n"), o.get("sync")
     if change:
         key, val = change
         if key == "n":
             n = int(val)
+        elif key == "sync":
+            sync = val
         else:
-            n = o.get("n")
             cell[key] = val
-    else:
-        n = o.get("n")
-    return [
+    found = [
         b
         for b in lines
         if b["arm"] == arm
-        and b.get("n") == n
-        and (b.get("sync") is None or b.get("sync") == o.get("sync"))
-        and all(str(cell.get(k)) == str(v) for k, v in (b.get("cell") or {}).items())
-        and (not change or change[0] == "n" or str((b.get("cell") or {}).get(change[0])) == change[1])
+        and (b.get("n") is None or b.get("n") == n)
+        and (b.get("sync") is None or b.get("sync") == sync)
+        and all(cell.get(k) == str(v) for k, v in (b.get("cell") or {}).items())
+        and (not change or change[0] in ("n", "sync") or str((b.get("cell") or {}).get(change[0])) == change[1])
     ]
+    exact = [b for b in found if b.get("sync") == sync and b.get("n") == n]
+    return exact or found
 
 
 def judge(op, limit, r, band):
-    hi, lo = limit * (1 + band), limit * (1 - band)
+    # a ratio exactly at an edge (0.825 over 0.75 × 1.1) counts as on it, whatever the floats say
+    eps = 1e-9 * limit
+    hi, lo = limit * (1 + band) - eps, limit * (1 - band) + eps
     if op == ">=":
         return MET if r >= hi else MISSED if r <= lo else CANNOT
     return MET if r <= lo else MISSED if r >= hi else CANNOT
@@ -243,13 +315,14 @@ def evaluate(control, results):
                 y = metric_of(o, "m." + control["base"] if control["base"] not in STD else control["base"])
             else:
                 y = control["base"]
-            if x is None or y is None or y == 0:
-                continue
+            if x is None or y is None or x <= 0 or y <= 0:
+                continue  # a ratio of a value that is not above 0 says nothing
             ratios.append(x / y)
         label = cell_label(rounds[0])
         if not ratios:
-            cells.append({"label": label, "ratio": None, "band": None, "verdict": NOTRUN, "rounds": 0,
-                          "errors": errors, "file": path})
+            # a run that failed wrote its line with errors and no figure: missed, not absent
+            cells.append({"label": label, "ratio": None, "band": None, "verdict": MISSED if errors else NOTRUN,
+                          "rounds": 0, "errors": errors, "file": path})
             continue
         r = median(ratios)
         s = (max(ratios) - min(ratios)) / 2 / abs(r) if len(ratios) > 1 and r else 0.0
@@ -298,6 +371,11 @@ def write_record(path, rec):
         w.writerow(RECORD_FIELDS)
         for key in sorted(rec):
             w.writerow([rec[key][f] for f in RECORD_FIELDS])
+
+
+def cellmd(s):
+    """Text for a Markdown table's cell: a bar would end it."""
+    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def fmt_ratio(r):
@@ -371,7 +449,10 @@ def series(lines, metric, xkey):
 
 
 def gp_quote(s):
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A gnuplot string that is only text: single quotes (no backquote substitution, no escapes),
+    a quote doubled, control characters dropped."""
+    s = "".join(ch for ch in str(s) if ch >= " " and ch != "\x7f")
+    return "'" + s.replace("'", "''") + "'"
 
 
 # Twelve colours told apart in print and by most colour-blind readers; past
@@ -518,8 +599,11 @@ def build(args):
         cells, verdict = evaluate(c, results)
         rows.append((c, cells, verdict))
 
-    cpus = sorted({o.get("cpu", "unknown") for _, lines in results.values() for o in lines[:1]})
-    cpu = cpus[0] if len(cpus) == 1 else "mixed: " + " / ".join(cpus)
+    cpus = sorted({(o.get("cpu") or "unknown").strip() for _, lines in results.values() for o in lines[:1]})
+    if len(cpus) > 1:
+        # verdicts are per CPU model: a report over two would record and check against neither
+        raise ReportError("results of more than one CPU model (" + " / ".join(cpus) + "): report them apart")
+    cpu = cpus[0] if cpus else "unknown"
     drift = []
     out_dir = os.path.dirname(os.path.abspath(args.out))
     chart_dir = args.charts
@@ -579,10 +663,10 @@ def build(args):
             was = f"{old['verdict']} ({old['date'][:10]})"
         else:
             was = f"**drift**: {old['verdict']} ({old['date'][:10]})"
-            if verdict != NOTRUN:
-                drift.append(f"{c['id']}: recorded {old['verdict']} on {old['date'][:10]}, now {verdict}")
+            drift.append(f"{c['id']}: recorded {old['verdict']} on {old['date'][:10]}, now {verdict}")
         lim = ("≥ " if c["op"] == ">=" else "≤ ") + f"{c['limit']:g}"
-        md.append(f"| {c['id']} | {c['what']} | {base} | {lim} | {per} | **{verdict}** | {was} |")
+        md.append(f"| {cellmd(c['id'])} | {cellmd(c['what'])} | {cellmd(base)} | {lim} | {cellmd(per)} | "
+                  f"**{verdict}** | {cellmd(was)} |")
         if verdict != NOTRUN:
             first = next(iter(results[c["program"]][1]))
             new_record[rk] = {"control": c["id"], "cpu": cpu, "verdict": verdict,

@@ -11,7 +11,8 @@
  *     at any value of the dimension it ignores;
  *   - the results file: one line per run with the keys of bench/results.md,
  *     the roles' common names, null for NAN, no key for an ignored
- *     dimension, n and sync from their dimensions.
+ *     dimension, n and sync from their dimensions; a results file that
+ *     cannot be written stops the run before it starts.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -211,11 +212,20 @@ static void test_results_file(void **state) {
   unlink(g_path);
 }
 
+/* A results file that cannot be written: the run is not started. */
+static void test_no_results_file(void **state) {
+  (void)state;
+  g_cli = (bench_cli){.rounds = 1, .seconds = 1, .results = "/nonexistent-dir/t.jsonl"};
+  bench_plan p = plan(0);
+  assert_null(bench_harness_create(&p));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_order),
       cmocka_unit_test(test_storage),
       cmocka_unit_test(test_results_file),
+      cmocka_unit_test(test_no_results_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

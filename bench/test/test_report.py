@@ -185,6 +185,91 @@ class VerdictRule(unittest.TestCase):
             rig.close()
 
 
+class Attacks(unittest.TestCase):
+    """What an attacker's hour found (2026-12-08): each once gave met, no drift, or ran a command."""
+
+    def verdict(self, lines, controls):
+        rig = Rig(lines, controls)
+        try:
+            rc = rig.run()
+            return rc, (rig.verdicts() if rc == 0 else rig.stderr)
+        finally:
+            rig.close()
+
+    def test_a_failed_cell_is_missed_not_absent(self):
+        failed = [line("b", 2, "NORMAL", r, 100.0) for r in (1, 2, 3)]
+        failed += [line("a", 2, "NORMAL", r, None, errors=7) for r in (1, 2, 3)]
+        rc, v = self.verdict(pairs([3, 3, 3], n=1) + failed, "c,t,x,rate,a,arm:b,n=1|2,>=,2\n")
+        self.assertEqual(v["c"], "partial")
+        rc, v = self.verdict(failed, "c,t,x,rate,a,arm:b,n=2,>=,2\n")
+        self.assertEqual(v["c"], "missed")
+
+    def test_non_finite_and_duplicates_are_refused(self):
+        lines = pairs([3, 3, 3])
+        lines[1]["rate"] = float("nan")
+        rc, err = self.verdict(lines, "c,t,x,rate,a,arm:b,,>=,2\n")
+        self.assertEqual(rc, 2)
+        rc, err = self.verdict(pairs([3, 3, 3]) + pairs([3]), "c,t,x,rate,a,arm:b,,>=,2\n")
+        self.assertEqual(rc, 2)
+        self.assertIn("twice", err)
+        other = pairs([3, 3, 3])
+        other[0]["date"] = "2026-12-09T00:00:00Z"
+        rc, err = self.verdict(other, "c,t,x,rate,a,arm:b,,>=,2\n")
+        self.assertIn("more than one run", err)
+
+    def test_hostile_lines_are_refused_not_a_traceback(self):
+        for bad in ({"arm": "x`touch /tmp/lith-pwned`"}, {"errors": -1}, {"errors": True}, {"cell": [1]},
+                    {"round": "2"}, {"sync": 1}, {"program": "../../x"}, {"n": "64"}):
+            lines = pairs([3])
+            lines[1].update(bad)
+            rc, err = self.verdict(lines, "c,t,x,rate,a,arm:b,,>=,2\n")
+            self.assertEqual(rc, 2, bad)
+            self.assertIn("results", "results " + err)
+        self.assertFalse(os.path.exists("/tmp/lith-pwned"))
+
+    def test_chart_text_runs_nothing(self):
+        mark = os.path.join(tempfile.gettempdir(), f"lith-pwned-{os.getpid()}")
+        rig = Rig(pairs([3, 3, 3], n=1) + pairs([3, 3, 3], n=8),
+                  f"c`touch {mark}`,t,x,rate,a,arm:b,,>=,2\n")
+        try:
+            self.assertEqual(rig.run(), 0, rig.stderr)
+            self.assertFalse(os.path.exists(mark))
+        finally:
+            rig.close()
+
+    def test_the_exact_synchronous_baseline_first(self):
+        lines = [line("c", 8, None, r, 100.0) for r in (1, 2, 3)]
+        lines += [line("c", 8, "FULL", r, 400.0) for r in (1, 2, 3)]
+        lines += [line("a", 8, "FULL", r, 200.0) for r in (1, 2, 3)]
+        rc, v = self.verdict(lines, "y,t,x,rate,a,arm:c,,>=,1.5\n")
+        self.assertEqual(v["y"], "missed")  # 200 over FULL's 400, not over the null line's 100
+
+    def test_limits_above_zero(self):
+        rc, err = self.verdict(pairs([3]), "c,t,x,rate,a,arm:b,,>=,-1\n")
+        self.assertIn("above 0", err)
+        rc, err = self.verdict(pairs([3]), "c,t,x,rate,a,value:-5,,<=,1\n")
+        self.assertIn("above 0", err)
+
+    def test_more_than_one_cpu_is_refused(self):
+        other = [dict(o, program="u", cpu="Other CPU") for o in pairs([3])]
+        rig = Rig(pairs([3]), "c,t,x,rate,a,arm:b,,>=,2\n")
+        try:
+            with open(os.path.join(rig.results, "u-20261207-000000.jsonl"), "w") as f:
+                for o in other:
+                    f.write(json.dumps(o) + "\n")
+            self.assertEqual(rig.run(), 2)
+            self.assertIn("more than one CPU model", rig.stderr)
+        finally:
+            rig.close()
+
+    def test_band_edges_at_any_limit(self):
+        for limit in (0.75, 3, 5):
+            rc, v = self.verdict(pairs([limit * 1.1] * 3), f"c,t,x,rate,a,arm:b,,>=,{limit}\n")
+            self.assertEqual(v["c"], "met", limit)
+            rc, v = self.verdict(pairs([limit * 0.9] * 3), f"c,t,x,rate,a,arm:b,,>=,{limit}\n")
+            self.assertEqual(v["c"], "missed", limit)
+
+
 class Record(unittest.TestCase):
     def test_write_then_drift(self):
         rig = Rig(pairs([3, 3, 3]), "c,t,x,rate,a,arm:b,n=8,>=,2\n")
